@@ -1,0 +1,67 @@
+//! The `Tool` trait and the registry the agent loop looks tools up in.
+//!
+//! A tool never fails the run: whatever goes wrong (bad arguments, a path outside the
+//! project, a missing file) becomes a result with `is_error` that the model reads and
+//! can react to.
+
+use crate::model::ToolSpec;
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What a tool call may touch and how it is stopped.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The project directory, canonical. Tools act only inside it.
+    pub root: PathBuf,
+    /// Cancelled when the run is aborted; long tools must stop promptly.
+    pub cancel: CancellationToken,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: false }
+    }
+    pub fn error(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: true }
+    }
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn spec(&self) -> ToolSpec;
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;
+}
+
+/// The tools available to runs, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with(mut self, tool: impl Tool) -> Self {
+        self.tools.insert(tool.spec().name, Arc::new(tool));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.get(name).cloned()
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|t| t.spec()).collect()
+    }
+}

@@ -1,0 +1,124 @@
+//! The durable records: projects, sessions and runs, as the API returns them and the
+//! store keeps them. Field names are camelCase on the wire.
+
+use crate::ids::*;
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// A registered directory that a session's tools act on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub id: ProjectId,
+    pub owner_id: UserId,
+    pub name: String,
+    /// Canonical absolute path, resolved once at registration.
+    pub path: String,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// Whether a session has an active run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    Idle,
+    Busy,
+}
+
+/// One conversation in a project.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub id: SessionId,
+    pub project_id: ProjectId,
+    pub owner_id: UserId,
+    pub title: String,
+    /// True once a title was set by a person or derived from the first prompt; an
+    /// untitled session gets its title from the first prompt.
+    pub title_set: bool,
+    pub archived: bool,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// Where a run is in its life: `running → interrupted ⇄ running → completed | failed | cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Interrupted,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    /// A settled run never changes again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "interrupted" => RunStatus::Interrupted,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// Token counts reported by the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input += other.input;
+        self.output += other.output;
+    }
+}
+
+/// Why a run failed: a stable machine code plus a human message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunError {
+    pub code: String,
+    pub message: String,
+}
+
+/// One prompt's execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: RunId,
+    pub session_id: SessionId,
+    pub owner_id: UserId,
+    /// The client's idempotency key: the same requestId in one session is the same run.
+    pub request_id: String,
+    pub status: RunStatus,
+    /// Absolute index of the user message that started the run.
+    pub user_message_index: u64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub first_token_at: Option<Millis>,
+    pub ended_at: Option<Millis>,
+    pub usage: Usage,
+    pub error: Option<RunError>,
+}

@@ -1,0 +1,129 @@
+//! The canonical agent events: one stream per session that every wire dialect maps from.
+//!
+//! Names follow the coding-agent contract of the seeds (`agent_start`, `message_update`,
+//! `tool_execution_end`, …) and reach native clients unrenamed inside `loop.event`.
+//!
+//! # Why `message_update` carries a delta, not the message
+//!
+//! In the seed contract every `message_update` repeats the whole assistant message so
+//! far, so an answer of n tokens costs O(n²) bytes on the wire: a 4,000-token answer
+//! would be tens of megabytes per client. Spool sends only the model's own stream event
+//! ([`StreamDelta`]): the content block it belongs to (`contentIndex`), the `offset` at
+//! which the delta starts inside that block, and the delta. Whole messages travel only
+//! in `message_start`, `message_end` and snapshots.
+//!
+//! `offset` counts UTF-16 code units (JavaScript's `String.length`), the unit a browser
+//! can check without re-encoding. A client applies a delta only when `offset` equals the
+//! length it already has: an equal offset it has passed is a duplicate to drop, a larger
+//! one is a hole that asks for a snapshot. That makes deltas idempotent and holes visible.
+
+use crate::message::{Message, StopReason};
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// One step of an agent run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    AgentStart {},
+    TurnStart {},
+    MessageStart {
+        message: Message,
+    },
+    #[serde(rename_all = "camelCase")]
+    MessageUpdate {
+        assistant_message_event: StreamDelta,
+    },
+    MessageEnd {
+        message: Message,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionStart {
+        tool_call_id: String,
+        tool_name: String,
+        args: serde_json::Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionUpdate {
+        tool_call_id: String,
+        tool_name: String,
+        partial_result: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionEnd {
+        tool_call_id: String,
+        tool_name: String,
+        result: String,
+        is_error: bool,
+    },
+    TurnEnd {},
+    #[serde(rename_all = "camelCase")]
+    AgentEnd {
+        /// How the run ended: `completed`, `failed` or `cancelled`.
+        status: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    PromptTiming {
+        user_message_index: u64,
+        started_at: Millis,
+        first_token_at: Option<Millis>,
+        ended_at: Option<Millis>,
+    },
+    AgentSettled {},
+    SessionTitle {
+        title: String,
+    },
+}
+
+impl AgentEvent {
+    /// The `type` string on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::AgentStart {} => "agent_start",
+            AgentEvent::TurnStart {} => "turn_start",
+            AgentEvent::MessageStart { .. } => "message_start",
+            AgentEvent::MessageUpdate { .. } => "message_update",
+            AgentEvent::MessageEnd { .. } => "message_end",
+            AgentEvent::ToolExecutionStart { .. } => "tool_execution_start",
+            AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
+            AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+            AgentEvent::TurnEnd {} => "turn_end",
+            AgentEvent::AgentEnd { .. } => "agent_end",
+            AgentEvent::PromptTiming { .. } => "prompt_timing",
+            AgentEvent::AgentSettled {} => "agent_settled",
+            AgentEvent::SessionTitle { .. } => "session_title",
+        }
+    }
+}
+
+/// The model's own stream event inside `message_update` (see the module docs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamDelta {
+    #[serde(rename_all = "camelCase")]
+    TextStart { content_index: usize },
+    #[serde(rename_all = "camelCase")]
+    TextDelta { content_index: usize, offset: usize, delta: String },
+    #[serde(rename_all = "camelCase")]
+    TextEnd { content_index: usize },
+    #[serde(rename_all = "camelCase")]
+    ThinkingStart { content_index: usize },
+    #[serde(rename_all = "camelCase")]
+    ThinkingDelta { content_index: usize, offset: usize, delta: String },
+    #[serde(rename_all = "camelCase")]
+    ThinkingEnd { content_index: usize },
+    #[serde(rename_all = "camelCase")]
+    ToolcallStart { content_index: usize, id: String, name: String },
+    /// A piece of the tool call's JSON arguments, as the model streams them.
+    #[serde(rename_all = "camelCase")]
+    ToolcallDelta { content_index: usize, offset: usize, delta: String },
+    #[serde(rename_all = "camelCase")]
+    ToolcallEnd { content_index: usize },
+    #[serde(rename_all = "camelCase")]
+    Done { stop_reason: StopReason },
+}
+
+/// Length of `s` in the unit of [`StreamDelta`] offsets (UTF-16 code units).
+pub fn offset_len(s: &str) -> usize {
+    s.chars().map(char::len_utf16).sum()
+}

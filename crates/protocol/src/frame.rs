@@ -1,0 +1,145 @@
+//! Frames of the native session stream (`GET /api/sessions/:id/events`, seed 000).
+//!
+//! | `type`             | carries                                              |
+//! |--------------------|------------------------------------------------------|
+//! | `session.snapshot` | the session's [`SessionState`], on connect or when replay is impossible |
+//! | `session.state`    | the same state after a command-state change or run settlement |
+//! | `run.accepted`     | `requestId` and `runId` of a newly accepted prompt    |
+//! | `loop.event`       | one [`AgentEvent`] unrenamed, with `runId` and optional `messageIndex` |
+//!
+//! Every frame has `sessionId`, `streamId` and `seq`; its SSE id is `streamId:seq` and
+//! it has no SSE `event:` field (browsers read it through `onmessage`). A frame is
+//! serialized once, when it is published, and the same bytes go to every subscriber.
+//! `message_update` carries a delta with its offset, not the whole message: see
+//! [`crate::event`] for why.
+
+use crate::cursor::Cursor;
+use crate::domain::{Session, SessionStatus};
+use crate::event::AgentEvent;
+use crate::ids::{RunId, SessionId, StreamId};
+use crate::message::{IndexedMessage, Message};
+use crate::time::Millis;
+use crate::{RunStatus, sse};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SNAPSHOT: &str = "session.snapshot";
+pub const STATE: &str = "session.state";
+pub const RUN_ACCEPTED: &str = "run.accepted";
+pub const LOOP_EVENT: &str = "loop.event";
+
+/// How many of the latest user rounds a snapshot carries; earlier ones load from the
+/// history endpoint.
+pub const SNAPSHOT_USER_ROUNDS: usize = 3;
+
+/// One business frame of a session stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Frame {
+    #[serde(flatten)]
+    pub body: FrameBody,
+    pub session_id: SessionId,
+    pub stream_id: StreamId,
+    pub seq: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum FrameBody {
+    #[serde(rename = "session.snapshot")]
+    Snapshot { state: Box<SessionState> },
+    #[serde(rename = "session.state")]
+    State { state: Box<SessionState> },
+    #[serde(rename = "run.accepted", rename_all = "camelCase")]
+    RunAccepted { request_id: String, run_id: RunId },
+    #[serde(rename = "loop.event", rename_all = "camelCase")]
+    LoopEvent {
+        run_id: RunId,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_index: Option<u64>,
+        event: AgentEvent,
+    },
+}
+
+impl FrameBody {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FrameBody::Snapshot { .. } => SNAPSHOT,
+            FrameBody::State { .. } => STATE,
+            FrameBody::RunAccepted { .. } => RUN_ACCEPTED,
+            FrameBody::LoopEvent { .. } => LOOP_EVENT,
+        }
+    }
+}
+
+impl Frame {
+    pub fn cursor(&self) -> Cursor {
+        Cursor { stream_id: self.stream_id.clone(), seq: self.seq }
+    }
+
+    /// The complete SSE event (`id: streamId:seq`, `data: json`, blank line), ready to
+    /// be shared by every subscriber.
+    pub fn to_sse(&self) -> Bytes {
+        let json = serde_json::to_string(self).expect("frames are plain data and always serialize");
+        sse::encode(Some(&self.cursor().to_string()), None, &json)
+    }
+}
+
+/// The state a snapshot carries: what a client needs to draw the session from nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    pub session: Session,
+    pub status: SessionStatus,
+    pub active_run: Option<ActiveRun>,
+    /// Committed messages of the latest three user rounds, oldest first.
+    pub messages: Vec<IndexedMessage>,
+    /// Absolute index of `messages[0]`; equals `total` when `messages` is empty.
+    pub first_index: u64,
+    /// Number of committed messages in the whole session.
+    pub total: u64,
+    /// Messages still being streamed, by the absolute index they will have.
+    pub drafts: BTreeMap<u64, Message>,
+    /// Tool executions of the shown rounds, merged by tool call id.
+    pub tool_executions: BTreeMap<String, ToolExecution>,
+    /// Prompt timings by user message index.
+    pub prompt_timings: BTreeMap<u64, PromptTiming>,
+    /// Approvals waiting for a decision (filled by the approvals work).
+    pub pending_approvals: Vec<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveRun {
+    pub run_id: RunId,
+    pub request_id: String,
+    pub status: RunStatus,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    Running,
+    Success,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolExecution {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: serde_json::Value,
+    pub status: ToolStatus,
+    pub result: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptTiming {
+    pub user_message_index: u64,
+    pub started_at: Millis,
+    pub first_token_at: Option<Millis>,
+    pub ended_at: Option<Millis>,
+}

@@ -1,0 +1,23 @@
+//! Spool's wire vocabulary, shared by every other crate.
+//!
+//! Everything here is plain data plus pure functions: ids, the domain records
+//! (projects, sessions, messages, runs), the canonical agent events, the frames of
+//! the native session stream, the SSE encoder/decoder and stream cursors. This crate
+//! does no I/O and never imports tokio, so the engine, the store, the server and any
+//! client (tests, benchmarks, a future CLI) agree on one definition of each shape.
+
+pub mod cursor;
+pub mod domain;
+pub mod event;
+pub mod frame;
+pub mod ids;
+pub mod message;
+pub mod sse;
+pub mod time;
+
+pub use cursor::Cursor;
+pub use domain::*;
+pub use event::{AgentEvent, StreamDelta};
+pub use frame::{Frame, FrameBody, SessionState};
+pub use ids::*;
+pub use message::*;
