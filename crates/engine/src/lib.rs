@@ -2,10 +2,18 @@
 //! buffer, fan-out). It defines the traits its collaborators implement — [`Store`],
 //! [`Model`], [`Tool`] — and imports no web framework, database driver or HTTP client.
 
+mod engine;
+mod error;
+pub mod events;
 pub mod model;
+mod run;
 pub mod store;
 pub mod tool;
+pub mod view;
 
+pub use engine::{DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, SessionDetail, SessionInfo, SessionPatch};
+pub use error::{EngineError, Result};
+pub use events::{EventLimits, SessionEvents, Start, Subscription};
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use store::{RunInsert, Store, StoreError};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

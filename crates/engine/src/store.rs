@@ -21,6 +21,8 @@ pub enum StoreError {
 
 /// The result of inserting a run: the requestId decides whether it is new.
 #[derive(Debug, Clone, PartialEq)]
+// Returned once per accepted prompt; boxing the run would buy nothing measurable.
+#[allow(clippy::large_enum_variant)]
 pub enum RunInsert {
     Created,
     /// A run with the same `(session_id, request_id)` exists; nothing was written.
@@ -64,6 +66,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a run unless one with the same `(session_id, request_id)` exists.
     async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError>;
+    /// The run a `(session_id, request_id)` pair started, if any.
+    async fn find_run_by_request(&self, session: &SessionId, request_id: &str) -> Result<Option<Run>, StoreError>;
     async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError>;
     /// Writes every mutable field: status, timings, usage, error, updated_at.
     async fn update_run(&self, run: &Run) -> Result<(), StoreError>;

@@ -1,0 +1,496 @@
+//! The `Engine`: the one handle the server holds. It owns the loaded sessions (each with
+//! its `SessionEvents`), accepts prompts, starts and aborts runs, and answers queries.
+//!
+//! Every method takes the acting user and treats another user's record exactly like a
+//! missing one (`NotFound`), so a later auth layer only has to supply the user.
+
+use crate::error::{EngineError, Result};
+use crate::events::{EventLimits, SessionEvents, Start, Subscription};
+use crate::run::RunTask;
+use crate::store::{RunInsert, Store};
+use crate::view;
+use crate::{Model, ToolRegistry};
+use serde::Serialize;
+use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
+use spool_protocol::time::now_ms;
+use spool_protocol::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Tunable limits of the engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub limits: EventLimits,
+    /// Largest prompt text accepted, in bytes.
+    pub max_prompt_bytes: usize,
+    /// Most model calls one run may make before it fails (a loop guard).
+    pub max_turns: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { limits: EventLimits::default(), max_prompt_bytes: 256 * 1024, max_turns: 50 }
+    }
+}
+
+/// Longest client `requestId` accepted.
+const MAX_REQUEST_ID: usize = 128;
+/// Longest project or session name.
+const MAX_NAME: usize = 200;
+/// Longest project path.
+const MAX_PATH: usize = 4096;
+/// Default and largest page of the history endpoint.
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 500;
+
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub model: Arc<dyn Model>,
+    pub tools: ToolRegistry,
+    pub config: EngineConfig,
+    local_user: UserId,
+    /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
+    sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+}
+
+/// A session in memory: its event stream plus the handle of its active run.
+pub(crate) struct Loaded {
+    pub events: SessionEvents,
+    pub root: PathBuf,
+    /// Serializes prompt acceptance, so "is a run active?" and "start a run" are one step.
+    accept: tokio::sync::Mutex<()>,
+    pub active: Mutex<Option<ActiveHandle>>,
+}
+
+#[derive(Clone)]
+pub(crate) struct ActiveHandle {
+    pub run_id: RunId,
+    pub cancel: CancellationToken,
+    /// Cancelled by the run task once the run is settled and stored.
+    pub finished: CancellationToken,
+}
+
+impl Loaded {
+    fn active(&self) -> Option<ActiveHandle> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A prompt's acceptance: the run it started, or the run its requestId already named.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    pub request_id: String,
+    pub run_id: RunId,
+    /// False when the requestId was seen before and nothing new started.
+    #[serde(skip)]
+    pub created: bool,
+}
+
+/// A session as lists show it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    #[serde(flatten)]
+    pub session: Session,
+    pub status: SessionStatus,
+}
+
+/// `GET /api/sessions/:id`: the session plus the state a snapshot carries, and the
+/// cursor that state corresponds to.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDetail {
+    #[serde(flatten)]
+    pub session: Session,
+    pub status: SessionStatus,
+    pub state: SessionState,
+    pub stream_id: StreamId,
+    pub seq: u64,
+}
+
+/// A page of history.
+#[derive(Clone, Debug, Serialize)]
+pub struct MessagePage {
+    pub messages: Vec<IndexedMessage>,
+    pub total: u64,
+}
+
+/// Changes to a session; absent fields stay as they are.
+#[derive(Clone, Debug, Default)]
+pub struct SessionPatch {
+    pub title: Option<String>,
+    pub archived: Option<bool>,
+}
+
+impl Engine {
+    /// Starts the engine: ensures the local user and marks runs a crash left `running`
+    /// as `failed` with `server_restarted` (they cannot continue and must not re-run).
+    pub async fn start(
+        store: Arc<dyn Store>,
+        model: Arc<dyn Model>,
+        tools: ToolRegistry,
+        config: EngineConfig,
+    ) -> Result<Engine> {
+        let local_user = store.ensure_user("local").await?;
+        let error = RunError {
+            code: "server_restarted".into(),
+            message: "the server stopped while this run was executing".into(),
+        };
+        let failed = store.fail_running_runs(&error, now_ms()).await?;
+        if failed > 0 {
+            tracing::warn!(failed, "marked runs left running by a previous process as failed");
+        }
+        Ok(Engine {
+            inner: Arc::new(Inner { store, model, tools, config, local_user, sessions: Mutex::new(HashMap::new()) }),
+        })
+    }
+
+    /// The user every request acts as while auth is off.
+    pub fn local_user(&self) -> &UserId {
+        &self.inner.local_user
+    }
+
+    pub fn model_name(&self) -> String {
+        self.inner.model.name()
+    }
+
+    fn store(&self) -> &dyn Store {
+        &*self.inner.store
+    }
+
+    // ---- projects -------------------------------------------------------------------
+
+    pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+        if path.trim().is_empty() || path.len() > MAX_PATH {
+            return Err(EngineError::invalid("invalid_path", format!("path must be 1 to {MAX_PATH} bytes")));
+        }
+        let canonical = tokio::fs::canonicalize(path)
+            .await
+            .map_err(|e| EngineError::invalid("invalid_path", format!("cannot resolve path {path:?}: {e}")))?;
+        let meta = tokio::fs::metadata(&canonical)
+            .await
+            .map_err(|e| EngineError::invalid("invalid_path", format!("cannot read {path:?}: {e}")))?;
+        if !meta.is_dir() {
+            return Err(EngineError::invalid("invalid_path", format!("{path:?} is not a directory")));
+        }
+        let canonical = canonical
+            .to_str()
+            .ok_or_else(|| EngineError::invalid("invalid_path", "the path is not valid UTF-8"))?
+            .to_owned();
+        let name = match name {
+            Some(n) => check_name(&n, "name")?,
+            None => std::path::Path::new(&canonical)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| canonical.clone()),
+        };
+        let now = now_ms();
+        let project =
+            Project { id: ProjectId::new(), owner_id: owner.clone(), name, path: canonical, created_at: now, updated_at: now };
+        self.store().insert_project(&project).await.map_err(|e| match e {
+            crate::StoreError::Conflict(_) => EngineError::Conflict {
+                code: "project_exists",
+                message: format!("the directory {:?} is already registered as a project", project.path),
+            },
+            other => other.into(),
+        })?;
+        Ok(project)
+    }
+
+    pub async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>> {
+        Ok(self.store().list_projects(owner).await?)
+    }
+
+    pub async fn project(&self, owner: &UserId, id: &ProjectId) -> Result<Project> {
+        match self.store().get_project(id).await? {
+            Some(p) if &p.owner_id == owner => Ok(p),
+            _ => Err(EngineError::NotFound("project")),
+        }
+    }
+
+    pub async fn rename_project(&self, owner: &UserId, id: &ProjectId, name: &str) -> Result<Project> {
+        let mut project = self.project(owner, id).await?;
+        project.name = check_name(name, "name")?;
+        project.updated_at = now_ms();
+        self.store().update_project(&project).await?;
+        Ok(project)
+    }
+
+    /// Deletes a project and, with it, all its sessions, their messages and runs. Active
+    /// runs are aborted first and open streams end. Files on disk are never touched.
+    pub async fn delete_project(&self, owner: &UserId, id: &ProjectId) -> Result<()> {
+        let project = self.project(owner, id).await?;
+        let loaded: Vec<(SessionId, Arc<Loaded>)> = {
+            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions
+                .iter()
+                .filter(|(_, l)| l.events.read(|s| s.session.project_id == project.id))
+                .map(|(id, l)| (id.clone(), l.clone()))
+                .collect()
+        };
+        for (session_id, l) in loaded {
+            self.unload(&session_id, &l).await;
+        }
+        self.store().delete_project(&project.id).await?;
+        Ok(())
+    }
+
+    // ---- sessions -------------------------------------------------------------------
+
+    pub async fn create_session(&self, owner: &UserId, project_id: &ProjectId, title: Option<String>) -> Result<Session> {
+        let project = self.project(owner, project_id).await?;
+        let title = title.map(|t| check_name(&t, "title")).transpose()?;
+        let now = now_ms();
+        let session = Session {
+            id: SessionId::new(),
+            project_id: project.id,
+            owner_id: owner.clone(),
+            title_set: title.is_some(),
+            title: title.unwrap_or_default(),
+            archived: false,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store().insert_session(&session).await?;
+        Ok(session)
+    }
+
+    pub async fn list_sessions(&self, owner: &UserId, project_id: &ProjectId, archived: bool) -> Result<Vec<SessionInfo>> {
+        let project = self.project(owner, project_id).await?;
+        let sessions = self.store().list_sessions(&project.id, archived).await?;
+        Ok(sessions.into_iter().map(|session| SessionInfo { status: self.status_of(&session.id), session }).collect())
+    }
+
+    fn status_of(&self, id: &SessionId) -> SessionStatus {
+        let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
+        match loaded.and_then(|l| l.active()) {
+            Some(_) => SessionStatus::Busy,
+            None => SessionStatus::Idle,
+        }
+    }
+
+    pub async fn session(&self, owner: &UserId, id: &SessionId) -> Result<SessionDetail> {
+        let loaded = self.load(owner, id).await?;
+        let (seq, state) = loaded.events.state();
+        Ok(SessionDetail {
+            session: state.session.clone(),
+            status: state.status,
+            stream_id: loaded.events.stream_id().clone(),
+            seq,
+            state,
+        })
+    }
+
+    pub async fn update_session(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
+        let loaded = self.load(owner, id).await?;
+        let mut session = loaded.events.read(|s| s.session.clone());
+        if let Some(title) = patch.title {
+            session.title = check_name(&title, "title")?;
+            session.title_set = true;
+        }
+        if let Some(archived) = patch.archived {
+            session.archived = archived;
+        }
+        session.updated_at = now_ms();
+        self.store().update_session(&session).await?;
+        let published = session.clone();
+        loaded.events.publish(move |state| {
+            state.session = published;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok(session)
+    }
+
+    /// Deletes a session with its messages and runs; an active run is aborted first and
+    /// open streams end.
+    pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
+        let loaded = self.load(owner, id).await?;
+        self.unload(id, &loaded).await;
+        self.store().delete_session(id).await?;
+        Ok(())
+    }
+
+    async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
+        if let Some(active) = loaded.active() {
+            active.cancel.cancel();
+            active.finished.cancelled().await;
+        }
+        loaded.events.close();
+        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
+    pub async fn messages(&self, owner: &UserId, id: &SessionId, before: Option<u64>, limit: Option<u32>) -> Result<MessagePage> {
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
+        }
+        let session = self.owned_session(owner, id).await?;
+        let messages = self.store().list_messages(&session.id, before, limit).await?;
+        let total = self.store().count_messages(&session.id).await?;
+        Ok(MessagePage { messages, total })
+    }
+
+    /// The session record, checked for ownership, without loading it.
+    async fn owned_session(&self, owner: &UserId, id: &SessionId) -> Result<Session> {
+        match self.store().get_session(id).await? {
+            Some(s) if &s.owner_id == owner => Ok(s),
+            _ => Err(EngineError::NotFound("session")),
+        }
+    }
+
+    /// Loads a session into memory (once) and checks ownership.
+    pub(crate) async fn load(&self, owner: &UserId, id: &SessionId) -> Result<Arc<Loaded>> {
+        let existing = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
+        if let Some(loaded) = existing {
+            return if loaded.events.read(|s| &s.session.owner_id == owner) {
+                Ok(loaded)
+            } else {
+                Err(EngineError::NotFound("session"))
+            };
+        }
+        let session = self.owned_session(owner, id).await?;
+        let project = self.store().get_project(&session.project_id).await?.ok_or(EngineError::NotFound("session"))?;
+        let latest = self.store().latest_rounds(id, SNAPSHOT_USER_ROUNDS).await?;
+        let total = self.store().count_messages(id).await?;
+        let state = view::initial_state(session, latest, total);
+        let fresh = Arc::new(Loaded {
+            events: SessionEvents::new(id.clone(), state, self.inner.config.limits),
+            root: PathBuf::from(project.path),
+            accept: tokio::sync::Mutex::new(()),
+            active: Mutex::new(None),
+        });
+        // Two concurrent loads: the first insert wins and both use it.
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions.entry(id.clone()).or_insert(fresh).clone())
+    }
+
+    // ---- runs -----------------------------------------------------------------------
+
+    /// Accepts a prompt. The same `request_id` in the same session returns the run it
+    /// started before and starts nothing; a prompt while a run is active is refused.
+    pub async fn prompt(&self, owner: &UserId, id: &SessionId, text: String, request_id: Option<String>) -> Result<PromptAccepted> {
+        if text.len() > self.inner.config.max_prompt_bytes {
+            return Err(EngineError::TooLarge {
+                code: "prompt_too_large",
+                message: format!("the prompt is {} bytes; the limit is {}", text.len(), self.inner.config.max_prompt_bytes),
+            });
+        }
+        if text.trim().is_empty() {
+            return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
+        }
+        if let Some(r) = &request_id
+            && (r.is_empty() || r.len() > MAX_REQUEST_ID || !r.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(EngineError::invalid(
+                "invalid_request_id",
+                format!("requestId must be 1 to {MAX_REQUEST_ID} printable ASCII characters"),
+            ));
+        }
+        let loaded = self.load(owner, id).await?;
+        let _accepting = loaded.accept.lock().await;
+        if let Some(request_id) = &request_id
+            && let Some(run) = self.store().find_run_by_request(id, request_id).await?
+        {
+            return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
+        }
+        if let Some(active) = loaded.active() {
+            return Err(EngineError::SessionBusy(active.run_id.to_string()));
+        }
+        let now = now_ms();
+        let request_id = request_id.unwrap_or_else(|| format!("req_{}", ulid_body()));
+        let run = Run {
+            id: RunId::new(),
+            session_id: id.clone(),
+            owner_id: owner.clone(),
+            request_id: request_id.clone(),
+            status: RunStatus::Running,
+            user_message_index: loaded.events.read(|s| s.total),
+            created_at: now,
+            updated_at: now,
+            first_token_at: None,
+            ended_at: None,
+            usage: Usage::default(),
+            error: None,
+        };
+        if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
+            return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
+        }
+        let handle = ActiveHandle { run_id: run.id.clone(), cancel: CancellationToken::new(), finished: CancellationToken::new() };
+        *loaded.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.clone());
+        let accepted = PromptAccepted { request_id: request_id.clone(), run_id: run.id.clone(), created: true };
+        loaded.events.publish_body(FrameBody::RunAccepted { request_id: request_id.clone(), run_id: run.id.clone() });
+        let active_run = ActiveRun { run_id: run.id.clone(), request_id, status: RunStatus::Running };
+        loaded.events.publish(|state| {
+            state.status = SessionStatus::Busy;
+            state.active_run = Some(active_run);
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        let task = RunTask::new(self.clone(), loaded.clone(), run, text, handle);
+        tokio::spawn(task.execute());
+        Ok(accepted)
+    }
+
+    /// Aborts the session's active run and waits until it is settled as `cancelled`.
+    /// Returns the run id, or `None` when nothing was running.
+    pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
+        let loaded = self.load(owner, id).await?;
+        let Some(active) = loaded.active() else {
+            return Ok(None);
+        };
+        active.cancel.cancel();
+        active.finished.cancelled().await;
+        Ok(Some(active.run_id))
+    }
+
+    pub async fn run(&self, owner: &UserId, id: &RunId) -> Result<Run> {
+        match self.store().get_run(id).await? {
+            Some(run) if &run.owner_id == owner => Ok(run),
+            _ => Err(EngineError::NotFound("run")),
+        }
+    }
+
+    /// Subscribes to a session's native stream from an optional cursor (see
+    /// [`SessionEvents::subscribe`]).
+    pub async fn subscribe(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+    ) -> Result<(Subscription, Start)> {
+        let loaded = self.load(owner, id).await?;
+        Ok(loaded.events.subscribe(cursor, kill))
+    }
+
+    /// Ends every open stream, for a graceful shutdown. Runs still executing are left
+    /// to be marked `server_restarted` at the next start.
+    pub fn close_streams(&self) {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        for loaded in sessions.values() {
+            loaded.events.close();
+        }
+    }
+}
+
+fn check_name(raw: &str, field: &str) -> Result<String> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(EngineError::invalid(
+            "invalid_name",
+            format!("{field} must be 1 to {MAX_NAME} characters without control characters"),
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+fn ulid_body() -> String {
+    RunId::new().as_str()[4..].to_owned()
+}

@@ -1,0 +1,363 @@
+//! `SessionEvents`: one per loaded session. It gives every frame its `seq`, keeps the
+//! replay buffer, holds the session's live state (what a snapshot shows) and fans
+//! frames out to subscribers.
+//!
+//! # Shape
+//!
+//! A frame is serialized once, when it is published, into the complete SSE event
+//! (`id: streamId:seq` + `data: json`). The bytes go into a ring shared by everyone.
+//! A subscriber is not a task and owns no channel: it is a cursor (the last seq it
+//! took) plus a waker. Its response body, when the socket can take more, copies the
+//! frames after its cursor out of the ring. An idle subscriber therefore costs a slot
+//! in a map, not a buffer.
+//!
+//! # Limits
+//!
+//! * Replay: a reconnecting client whose cursor is within the last 256 frames and
+//!   4 MiB (`EventLimits::replay_*`) gets exactly the frames it missed; any other
+//!   cursor gets one `session.snapshot` at the current seq.
+//! * Slow clients: a subscriber may fall behind by at most `queue_bytes` (1 MiB) of
+//!   frames. The ring keeps what the replay window needs plus the last `queue_bytes`;
+//!   when it drops a frame that a subscriber still needs, that subscriber is cut: its
+//!   stream ends and its kill token fires, so the server drops the connection even if
+//!   the socket is stuck. It comes back with its cursor. The publisher never waits.
+//!
+//! The state mutation and the frame that announces it happen under one lock, and so do
+//! taking a snapshot (or choosing a replay) and registering the subscriber: no frame
+//! can fall between a snapshot and the live stream.
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::{Cursor, SessionId, StreamId};
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use tokio_util::sync::CancellationToken;
+
+/// Buffer and queue limits of a session stream.
+#[derive(Clone, Copy, Debug)]
+pub struct EventLimits {
+    /// Most frames a replay can span.
+    pub replay_frames: usize,
+    /// Most serialized bytes a replay can span.
+    pub replay_bytes: usize,
+    /// How far (in bytes of frames) a subscriber may lag before it is disconnected.
+    pub queue_bytes: usize,
+}
+
+impl Default for EventLimits {
+    fn default() -> Self {
+        Self { replay_frames: 256, replay_bytes: 4 << 20, queue_bytes: 1 << 20 }
+    }
+}
+
+/// How a new subscription starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Frames after the client's cursor are replayed from the buffer.
+    Replay { from_seq: u64, frames: u64 },
+    /// The client gets a snapshot at this seq.
+    Snapshot { seq: u64 },
+}
+
+/// Largest body chunk a subscriber copies out of the ring in one poll. Big enough to
+/// amortize a write, small enough not to starve other connections on the same thread.
+const MAX_CHUNK: usize = 64 * 1024;
+
+#[derive(Clone)]
+pub struct SessionEvents {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    session_id: SessionId,
+    stream_id: StreamId,
+    limits: EventLimits,
+    /// A std mutex: nothing awaits while it is held, and every critical section is a
+    /// few pointer moves plus at most one frame's serialization.
+    inner: Mutex<Inner>,
+}
+
+struct Entry {
+    seq: u64,
+    bytes: Bytes,
+}
+
+struct Slot {
+    /// Last seq this subscriber has taken.
+    cursor: u64,
+    waker: Option<Waker>,
+    kill: CancellationToken,
+    cut: bool,
+}
+
+struct Inner {
+    /// Seq of the last published frame; 0 before the first.
+    seq: u64,
+    ring: VecDeque<Entry>,
+    ring_bytes: usize,
+    state: SessionState,
+    subscribers: HashMap<u64, Slot>,
+    next_subscriber: u64,
+    /// A lower bound of every subscriber's cursor. Recomputed only when eviction passes
+    /// it, so publishing stays O(1) however many subscribers there are.
+    min_cursor_hint: u64,
+    closed: bool,
+}
+
+impl SessionEvents {
+    pub fn new(session_id: SessionId, state: SessionState, limits: EventLimits) -> Self {
+        let inner = Inner {
+            seq: 0,
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            state,
+            subscribers: HashMap::new(),
+            next_subscriber: 0,
+            min_cursor_hint: 0,
+            closed: false,
+        };
+        Self {
+            shared: Arc::new(Shared { session_id, stream_id: StreamId::new(), limits, inner: Mutex::new(inner) }),
+        }
+    }
+
+    pub fn stream_id(&self) -> &StreamId {
+        &self.shared.stream_id
+    }
+
+    pub fn session_id(&self) -> &SessionId {
+        &self.shared.session_id
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current seq and a copy of the state, consistent with each other.
+    pub fn state(&self) -> (u64, SessionState) {
+        let inner = self.lock();
+        (inner.seq, inner.state.clone())
+    }
+
+    /// Reads the state under the lock without copying all of it.
+    pub fn read<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
+        f(&self.lock().state)
+    }
+
+    /// Mutates the state and publishes the frame the closure returns (if any), as one
+    /// step. Returns the frame's seq.
+    pub fn publish(&self, f: impl FnOnce(&mut SessionState) -> Option<FrameBody>) -> Option<u64> {
+        let mut wake = Vec::new();
+        let seq = {
+            let mut inner = self.lock();
+            if inner.closed {
+                return None;
+            }
+            let body = f(&mut inner.state)?;
+            inner.seq += 1;
+            let seq = inner.seq;
+            let frame = Frame { body, session_id: self.shared.session_id.clone(), stream_id: self.shared.stream_id.clone(), seq };
+            let bytes = frame.to_sse();
+            inner.ring_bytes += bytes.len();
+            inner.ring.push_back(Entry { seq, bytes });
+            inner.evict(&self.shared.limits);
+            for slot in inner.subscribers.values_mut() {
+                if let Some(w) = slot.waker.take() {
+                    wake.push(w);
+                }
+            }
+            seq
+        };
+        // Wake outside the lock so woken tasks do not immediately contend for it.
+        wake.into_iter().for_each(Waker::wake);
+        Some(seq)
+    }
+
+    /// Publishes a frame that does not change the state.
+    pub fn publish_body(&self, body: FrameBody) -> Option<u64> {
+        self.publish(|_| Some(body))
+    }
+
+    /// Subscribes from an optional cursor. `kill` is cancelled if this subscriber is cut
+    /// for falling too far behind, so the transport can drop a stuck connection.
+    pub fn subscribe(&self, cursor: Option<&Cursor>, kill: CancellationToken) -> (Subscription, Start) {
+        let mut inner = self.lock();
+        let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
+            Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
+            None => {
+                let frame = Frame {
+                    body: FrameBody::Snapshot { state: Box::new(inner.state.clone()) },
+                    session_id: self.shared.session_id.clone(),
+                    stream_id: self.shared.stream_id.clone(),
+                    seq: inner.seq,
+                };
+                (Some(frame.to_sse()), inner.seq, Start::Snapshot { seq: inner.seq })
+            }
+        };
+        let id = inner.next_subscriber;
+        inner.next_subscriber += 1;
+        inner.min_cursor_hint = inner.min_cursor_hint.min(cursor_seq);
+        if inner.closed {
+            kill.cancel();
+        }
+        inner.subscribers.insert(id, Slot { cursor: cursor_seq, waker: None, kill, cut: false });
+        drop(inner);
+        (Subscription { events: self.clone(), id, first }, start)
+    }
+
+    /// Number of connected subscribers.
+    pub fn subscriber_count(&self) -> usize {
+        self.lock().subscribers.len()
+    }
+
+    /// Ends every subscription (the session was deleted or unloaded) and refuses
+    /// further publishes.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        let wake: Vec<Waker> = inner
+            .subscribers
+            .values_mut()
+            .filter_map(|s| {
+                s.kill.cancel();
+                s.waker.take()
+            })
+            .collect();
+        drop(inner);
+        wake.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl Inner {
+    /// The seq to replay after, if the cursor allows a replay (seed 000): same stream,
+    /// behind the current seq, and every following frame still in the replay window.
+    fn replay_from(&self, shared: &Shared, cursor: Option<&Cursor>) -> Option<u64> {
+        let cursor = cursor?;
+        if cursor.stream_id != shared.stream_id || cursor.seq >= self.seq {
+            return None;
+        }
+        let needed = self.seq - cursor.seq;
+        let mut bytes = 0usize;
+        let mut frames = 0u64;
+        for entry in self.ring.iter().rev() {
+            if entry.seq <= cursor.seq {
+                break;
+            }
+            frames += 1;
+            bytes += entry.bytes.len();
+            if frames as usize > shared.limits.replay_frames || bytes > shared.limits.replay_bytes {
+                return None;
+            }
+        }
+        (frames == needed).then_some(cursor.seq)
+    }
+
+    /// Drops the oldest frames that neither the replay window nor any subscriber within
+    /// its queue limit needs, and cuts subscribers that needed them.
+    fn evict(&mut self, limits: &EventLimits) {
+        let mut evicted_to = None;
+        while self.ring.len() > 1 {
+            let front = &self.ring[0];
+            let in_replay = self.ring.len() <= limits.replay_frames && self.ring_bytes <= limits.replay_bytes;
+            // Bytes a subscriber still waiting for `front` has queued: front … head.
+            let within_queue = self.ring_bytes <= limits.queue_bytes;
+            if in_replay || within_queue {
+                break;
+            }
+            let (seq, len) = (front.seq, front.bytes.len());
+            self.ring.pop_front();
+            self.ring_bytes -= len;
+            evicted_to = Some(seq);
+        }
+        if let Some(seq) = evicted_to
+            && self.min_cursor_hint < seq
+        {
+            // Someone may still need a frame that is gone: recompute the bound exactly and
+            // cut whoever is behind the ring.
+            let mut min = self.seq;
+            for slot in self.subscribers.values_mut() {
+                if slot.cursor < seq && !slot.cut {
+                    slot.cut = true;
+                    slot.kill.cancel();
+                    if let Some(w) = slot.waker.take() {
+                        w.wake();
+                    }
+                } else if !slot.cut {
+                    min = min.min(slot.cursor);
+                }
+            }
+            self.min_cursor_hint = min;
+        }
+    }
+}
+
+/// A live subscription: a stream of SSE bytes (a snapshot or replay first, then live
+/// frames). It ends when the subscriber is cut or the session is closed.
+pub struct Subscription {
+    events: SessionEvents,
+    id: u64,
+    first: Option<Bytes>,
+}
+
+impl Stream for Subscription {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(first));
+        }
+        let mut inner = self.events.lock();
+        let inner = &mut *inner;
+        let Some(slot) = inner.subscribers.get_mut(&self.id) else {
+            return Poll::Ready(None);
+        };
+        if slot.cut || inner.closed {
+            return Poll::Ready(None);
+        }
+        if slot.cursor >= inner.seq {
+            slot.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let first_seq = inner.ring.front().map_or(inner.seq + 1, |e| e.seq);
+        if slot.cursor + 1 < first_seq {
+            // Lagged past the ring: treated exactly like a slow client.
+            slot.cut = true;
+            slot.kill.cancel();
+            return Poll::Ready(None);
+        }
+        let start = (slot.cursor + 1 - first_seq) as usize;
+        let mut iter = inner.ring.range(start..);
+        let head = iter.next().expect("cursor < seq, so the ring holds the next frame");
+        let mut last = head.seq;
+        let out = match iter.next() {
+            // One frame ready: share its bytes without copying.
+            None => head.bytes.clone(),
+            Some(second) => {
+                let mut buf = BytesMut::with_capacity(MAX_CHUNK.min(head.bytes.len() * 8));
+                buf.extend_from_slice(&head.bytes);
+                buf.extend_from_slice(&second.bytes);
+                last = second.seq;
+                for entry in iter {
+                    if buf.len() + entry.bytes.len() > MAX_CHUNK {
+                        break;
+                    }
+                    buf.extend_from_slice(&entry.bytes);
+                    last = entry.seq;
+                }
+                buf.freeze()
+            }
+        };
+        slot.cursor = last;
+        Poll::Ready(Some(out))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.events.lock().subscribers.remove(&self.id);
+    }
+}

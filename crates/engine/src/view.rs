@@ -1,0 +1,206 @@
+//! The session state projection: how each committed message, draft, tool execution and
+//! timing changes the [`SessionState`] that snapshots carry.
+//!
+//! The projection keeps only the latest three user rounds (seed 000): when a fourth
+//! user message is committed, the oldest round leaves the state together with its tool
+//! executions and prompt timings. Absolute indexes and `total` keep their meaning, and
+//! earlier rounds load from the history endpoint.
+
+use spool_protocol::frame::{PromptTiming, SNAPSHOT_USER_ROUNDS, SessionState, ToolExecution, ToolStatus};
+use spool_protocol::{Content, IndexedMessage, Message, Session, SessionStatus};
+use std::collections::BTreeMap;
+
+/// A fresh state from the session record and its latest committed rounds.
+pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) -> SessionState {
+    let first_index = latest.first().map_or(total, |m| m.index);
+    let mut state = SessionState {
+        session,
+        status: SessionStatus::Idle,
+        active_run: None,
+        messages: Vec::new(),
+        first_index,
+        total,
+        drafts: BTreeMap::new(),
+        tool_executions: BTreeMap::new(),
+        prompt_timings: BTreeMap::new(),
+        pending_approvals: Vec::new(),
+    };
+    for m in latest {
+        record_tool_results(&mut state, &m.message);
+        state.messages.push(m);
+    }
+    state
+}
+
+/// Commits a message: it replaces any draft at its index and joins the shown rounds.
+pub fn commit_message(state: &mut SessionState, message: IndexedMessage) {
+    state.drafts.remove(&message.index);
+    record_tool_results(state, &message.message);
+    state.total = state.total.max(message.index + 1);
+    state.messages.push(message);
+    trim_rounds(state);
+}
+
+/// Keeps the latest [`SNAPSHOT_USER_ROUNDS`] user rounds.
+fn trim_rounds(state: &mut SessionState) {
+    let user_positions: Vec<usize> =
+        state.messages.iter().enumerate().filter(|(_, m)| m.message.is_user()).map(|(i, _)| i).collect();
+    if user_positions.len() <= SNAPSHOT_USER_ROUNDS {
+        return;
+    }
+    let cut = user_positions[user_positions.len() - SNAPSHOT_USER_ROUNDS];
+    let dropped: Vec<IndexedMessage> = state.messages.drain(..cut).collect();
+    state.first_index = state.messages.first().map_or(state.total, |m| m.index);
+    for m in &dropped {
+        match &m.message {
+            Message::Assistant { content, .. } => {
+                for c in content {
+                    if let Content::ToolCall { id, .. } = c {
+                        state.tool_executions.remove(id);
+                    }
+                }
+            }
+            Message::User { .. } => {
+                state.prompt_timings.remove(&m.index);
+            }
+            Message::ToolResult { tool_call_id, .. } => {
+                state.tool_executions.remove(tool_call_id);
+            }
+        }
+    }
+}
+
+/// Merges tool results (from committed tool-result messages) into the executions map,
+/// so a snapshot shows each tool call once with its outcome.
+fn record_tool_results(state: &mut SessionState, message: &Message) {
+    match message {
+        Message::Assistant { content, .. } => {
+            for c in content {
+                if let Content::ToolCall { id, name, arguments } = c {
+                    state.tool_executions.entry(id.clone()).or_insert_with(|| ToolExecution {
+                        tool_call_id: id.clone(),
+                        tool_name: name.clone(),
+                        args: arguments.clone(),
+                        status: ToolStatus::Running,
+                        result: None,
+                    });
+                }
+            }
+        }
+        Message::ToolResult { tool_call_id, tool_name, is_error, .. } => {
+            let exec = state.tool_executions.entry(tool_call_id.clone()).or_insert_with(|| ToolExecution {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: serde_json::Value::Null,
+                status: ToolStatus::Running,
+                result: None,
+            });
+            exec.status = if *is_error { ToolStatus::Error } else { ToolStatus::Success };
+            exec.result = Some(message.text());
+        }
+        Message::User { .. } => {}
+    }
+}
+
+pub fn set_timing(state: &mut SessionState, timing: PromptTiming) {
+    state.prompt_timings.insert(timing.user_message_index, timing);
+}
+
+/// Applies one stream delta to a draft assistant message. The run loop and the session
+/// state apply the same deltas through this one function, so the draft a snapshot shows
+/// is exactly the message the run will commit.
+pub fn apply_delta(message: &mut Message, delta: &spool_protocol::StreamDelta) {
+    use spool_protocol::StreamDelta as D;
+    let Message::Assistant { content, stop_reason, .. } = message else {
+        return;
+    };
+    match delta {
+        D::TextStart { .. } => content.push(Content::Text { text: String::new() }),
+        D::ThinkingStart { .. } => content.push(Content::Thinking { thinking: String::new() }),
+        D::ToolcallStart { id, name, .. } => content.push(Content::ToolCall {
+            id: id.clone(),
+            name: name.clone(),
+            arguments: serde_json::Value::String(String::new()),
+        }),
+        D::TextDelta { content_index, delta, .. } => {
+            if let Some(Content::Text { text }) = content.get_mut(*content_index) {
+                text.push_str(delta);
+            }
+        }
+        D::ThinkingDelta { content_index, delta, .. } => {
+            if let Some(Content::Thinking { thinking }) = content.get_mut(*content_index) {
+                thinking.push_str(delta);
+            }
+        }
+        // While streaming, a tool call's arguments are the raw JSON text so far.
+        D::ToolcallDelta { content_index, delta, .. } => {
+            if let Some(Content::ToolCall { arguments: serde_json::Value::String(raw), .. }) = content.get_mut(*content_index) {
+                raw.push_str(delta);
+            }
+        }
+        // At its end the raw text becomes JSON when it parses (an empty text is `{}`);
+        // otherwise it stays a string and the tool call fails with a clear error.
+        D::ToolcallEnd { content_index } => {
+            if let Some(Content::ToolCall { arguments, .. }) = content.get_mut(*content_index)
+                && let serde_json::Value::String(raw) = arguments
+            {
+                if raw.trim().is_empty() {
+                    *arguments = serde_json::json!({});
+                } else if let Ok(value) = serde_json::from_str(raw) {
+                    *arguments = value;
+                }
+            }
+        }
+        D::TextEnd { .. } | D::ThinkingEnd { .. } => {}
+        D::Done { stop_reason: reason } => *stop_reason = Some(*reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spool_protocol::{MessageId, ProjectId, SessionId, UserId};
+
+    fn session() -> Session {
+        Session {
+            id: SessionId::new(),
+            project_id: ProjectId::new(),
+            owner_id: UserId::new(),
+            title: String::new(),
+            title_set: false,
+            archived: false,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn msg(index: u64, message: Message) -> IndexedMessage {
+        IndexedMessage { id: MessageId::new(), index, message }
+    }
+
+    #[test]
+    fn keeps_latest_three_user_rounds_with_absolute_indexes() {
+        let mut state = initial_state(session(), vec![], 0);
+        for round in 0..5u64 {
+            commit_message(&mut state, msg(round * 2, Message::user_text(format!("q{round}"), 0)));
+            commit_message(
+                &mut state,
+                msg(
+                    round * 2 + 1,
+                    Message::ToolResult {
+                        tool_call_id: format!("c{round}"),
+                        tool_name: "read".into(),
+                        content: vec![Content::Text { text: "ok".into() }],
+                        is_error: false,
+                        timestamp: 0,
+                    },
+                ),
+            );
+        }
+        assert_eq!(state.total, 10);
+        assert_eq!(state.first_index, 4);
+        assert_eq!(state.messages.iter().map(|m| m.index).collect::<Vec<_>>(), vec![4, 5, 6, 7, 8, 9]);
+        assert_eq!(state.tool_executions.keys().cloned().collect::<Vec<_>>(), vec!["c2", "c3", "c4"]);
+        assert_eq!(state.tool_executions["c4"].status, ToolStatus::Success);
+    }
+}
