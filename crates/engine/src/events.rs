@@ -361,3 +361,143 @@ impl Drop for Subscription {
         self.events.lock().subscribers.remove(&self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::initial_state;
+    use futures::StreamExt;
+    use spool_protocol::sse::Decoder;
+    use spool_protocol::*;
+
+    fn events(limits: EventLimits) -> SessionEvents {
+        let session = Session {
+            id: SessionId::new(),
+            project_id: ProjectId::new(),
+            owner_id: UserId::new(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            created_at: 0,
+            updated_at: 0,
+        };
+        SessionEvents::new(session.id.clone(), initial_state(session, vec![], 0), limits)
+    }
+
+    fn publish_n(ev: &SessionEvents, n: usize, payload: usize) {
+        for _ in 0..n {
+            ev.publish_body(FrameBody::RunAccepted { request_id: "x".repeat(payload), run_id: RunId::new() });
+        }
+    }
+
+    /// Everything the subscription has ready now, decoded into frames.
+    fn drain(sub: &mut Subscription) -> (Vec<Frame>, bool) {
+        let mut dec = Decoder::new();
+        let mut frames = Vec::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            match Pin::new(&mut *sub).poll_next(&mut cx) {
+                Poll::Ready(Some(bytes)) => {
+                    for ev in dec.push(&bytes) {
+                        let frame: Frame = serde_json::from_str(&ev.data).unwrap();
+                        assert_eq!(ev.id, Some(frame.cursor().to_string()));
+                        frames.push(frame);
+                    }
+                }
+                Poll::Ready(None) => return (frames, true),
+                Poll::Pending => return (frames, false),
+            }
+        }
+    }
+
+    fn cursor(ev: &SessionEvents, seq: u64) -> Cursor {
+        Cursor { stream_id: ev.stream_id().clone(), seq }
+    }
+
+    #[test]
+    fn replays_exactly_the_missed_frames_within_the_buffer() {
+        let ev = events(EventLimits::default());
+        publish_n(&ev, 10, 10);
+        let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 4)), CancellationToken::new());
+        assert_eq!(start, Start::Replay { from_seq: 4, frames: 6 });
+        let (frames, ended) = drain(&mut sub);
+        assert!(!ended);
+        assert_eq!(frames.iter().map(|f| f.seq).collect::<Vec<_>>(), (5..=10).collect::<Vec<_>>());
+        publish_n(&ev, 1, 10);
+        assert_eq!(drain(&mut sub).0.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![11]);
+    }
+
+    #[test]
+    fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
+        let ev = events(EventLimits::default());
+        publish_n(&ev, 300, 10);
+        let other = Cursor { stream_id: StreamId::new(), seq: 299 };
+        for (c, why) in [
+            (Some(cursor(&ev, 10)), "older than the 256-frame buffer"),
+            (Some(other), "foreign stream"),
+            (Some(cursor(&ev, 301)), "ahead of seq"),
+            (Some(cursor(&ev, 300)), "equal to seq: nothing precedes"),
+            (None, "no cursor"),
+        ] {
+            let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new());
+            assert_eq!(start, Start::Snapshot { seq: 300 }, "{why}");
+            let (frames, _) = drain(&mut sub);
+            assert_eq!(frames.len(), 1, "{why}");
+            assert_eq!(frames[0].seq, 300);
+            assert!(matches!(frames[0].body, FrameBody::Snapshot { .. }), "{why}");
+        }
+        // The oldest frame still replayable: 256 frames behind.
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new());
+        assert_eq!(start, Start::Replay { from_seq: 44, frames: 256 });
+    }
+
+    #[test]
+    fn replay_window_is_also_bounded_by_bytes() {
+        let ev = events(EventLimits { replay_frames: 256, replay_bytes: 4096, queue_bytes: 1 << 20 });
+        publish_n(&ev, 20, 400);
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 5)), CancellationToken::new());
+        assert_eq!(start, Start::Snapshot { seq: 20 });
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 15)), CancellationToken::new());
+        assert!(matches!(start, Start::Replay { .. }));
+    }
+
+    #[test]
+    fn a_lagging_subscriber_is_cut_while_a_reading_one_gets_every_frame() {
+        let limits = EventLimits { replay_frames: 16, replay_bytes: 1 << 20, queue_bytes: 16 * 1024 };
+        let ev = events(limits);
+        let slow_kill = CancellationToken::new();
+        let (mut slow, _) = ev.subscribe(None, slow_kill.clone());
+        let (mut fast, _) = ev.subscribe(None, CancellationToken::new());
+        drain(&mut slow);
+        let mut seen = drain(&mut fast).0.len();
+        for _ in 0..200 {
+            publish_n(&ev, 1, 500);
+            seen += drain(&mut fast).0.len();
+        }
+        assert_eq!(seen, 201, "snapshot plus every published frame");
+        assert!(slow_kill.is_cancelled(), "the lagging subscriber's connection is killed");
+        assert!(drain(&mut slow).1, "and its stream ends");
+        // The ring stays bounded by the queue limit, not by the slow reader.
+        let inner = ev.lock();
+        assert!(inner.ring_bytes <= limits.queue_bytes + 1024, "{}", inner.ring_bytes);
+        assert_eq!(inner.subscribers.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn close_ends_streams_and_drop_unregisters() {
+        let ev = events(EventLimits::default());
+        let kill = CancellationToken::new();
+        let (mut sub, _) = ev.subscribe(None, kill.clone());
+        assert!(sub.next().await.is_some());
+        let (other, _) = ev.subscribe(None, CancellationToken::new());
+        drop(other);
+        assert_eq!(ev.subscriber_count(), 1);
+        let waiter = tokio::spawn(async move { sub.next().await });
+        tokio::task::yield_now().await;
+        ev.close();
+        assert_eq!(waiter.await.unwrap(), None);
+        assert!(kill.is_cancelled());
+        assert_eq!(ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: RunId::new() }), None);
+    }
+}
