@@ -1,0 +1,224 @@
+//! Golden frames: the exact JSON and SSE bytes of every native frame type and every
+//! agent event a client can see. A change here is a wire-format change: review the
+//! snapshot diff as you would an API change.
+
+use insta::{assert_json_snapshot, assert_snapshot};
+use spool_protocol::frame::{ActiveRun, PromptTiming, SessionState, ToolExecution, ToolStatus};
+use spool_protocol::*;
+use std::collections::BTreeMap;
+
+fn sid() -> SessionId {
+    "ses_01jd0000000000000000000001".parse().unwrap()
+}
+fn stream() -> StreamId {
+    "stm_01jd0000000000000000000002".parse().unwrap()
+}
+fn run_id() -> RunId {
+    "run_01jd0000000000000000000003".parse().unwrap()
+}
+
+fn frame(seq: u64, body: FrameBody) -> Frame {
+    Frame { body, session_id: sid(), stream_id: stream(), seq }
+}
+
+fn state() -> SessionState {
+    let session = Session {
+        id: sid(),
+        project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
+        owner_id: "usr_01jd0000000000000000000005".parse().unwrap(),
+        title: "Read the readme".into(),
+        title_set: true,
+        archived: false,
+        created_at: 1_764_000_000_000,
+        updated_at: 1_764_000_000_500,
+    };
+    let mut drafts = BTreeMap::new();
+    drafts.insert(
+        3,
+        Message::Assistant {
+            content: vec![Content::Text { text: "The read".into() }],
+            stop_reason: None,
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 1_764_000_000_300,
+        },
+    );
+    let mut tools = BTreeMap::new();
+    tools.insert(
+        "call_1".to_string(),
+        ToolExecution {
+            tool_call_id: "call_1".into(),
+            tool_name: "read".into(),
+            args: serde_json::json!({"path": "README.md"}),
+            status: ToolStatus::Success,
+            result: Some("# Hello".into()),
+        },
+    );
+    let mut timings = BTreeMap::new();
+    timings.insert(
+        0,
+        PromptTiming { user_message_index: 0, started_at: 1_764_000_000_000, first_token_at: Some(1_764_000_000_020), ended_at: None },
+    );
+    SessionState {
+        session,
+        status: SessionStatus::Busy,
+        active_run: Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running }),
+        messages: vec![
+            IndexedMessage {
+                id: "msg_01jd0000000000000000000006".parse().unwrap(),
+                index: 0,
+                message: Message::user_text("tool: read {\"path\":\"README.md\"}", 1_764_000_000_000),
+            },
+            IndexedMessage {
+                id: "msg_01jd0000000000000000000007".parse().unwrap(),
+                index: 1,
+                message: Message::Assistant {
+                    content: vec![Content::ToolCall {
+                        id: "call_1".into(),
+                        name: "read".into(),
+                        arguments: serde_json::json!({"path": "README.md"}),
+                    }],
+                    stop_reason: Some(StopReason::ToolUse),
+                    usage: Usage { input: 8, output: 3 },
+                    model: "scripted".into(),
+                    error_message: None,
+                    timestamp: 1_764_000_000_100,
+                },
+            },
+            IndexedMessage {
+                id: "msg_01jd0000000000000000000008".parse().unwrap(),
+                index: 2,
+                message: Message::ToolResult {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    content: vec![Content::Text { text: "# Hello".into() }],
+                    is_error: false,
+                    timestamp: 1_764_000_000_200,
+                },
+            },
+        ],
+        first_index: 0,
+        total: 3,
+        drafts,
+        tool_executions: tools,
+        prompt_timings: timings,
+        pending_approvals: vec![],
+    }
+}
+
+fn loop_event(seq: u64, index: Option<u64>, event: AgentEvent) -> Frame {
+    frame(seq, FrameBody::LoopEvent { run_id: run_id(), message_index: index, event })
+}
+
+#[test]
+fn snapshot_frame() {
+    assert_json_snapshot!(frame(7, FrameBody::Snapshot { state: Box::new(state()) }));
+}
+
+#[test]
+fn state_frame() {
+    let mut s = state();
+    s.status = SessionStatus::Idle;
+    s.active_run = None;
+    s.drafts.clear();
+    assert_json_snapshot!(frame(8, FrameBody::State { state: Box::new(s) }));
+}
+
+#[test]
+fn run_accepted_frame_and_its_sse_bytes() {
+    let f = frame(1, FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() });
+    assert_json_snapshot!(f);
+    let sse = f.to_sse();
+    assert_snapshot!(std::str::from_utf8(&sse).unwrap());
+}
+
+#[test]
+fn every_loop_event() {
+    let assistant = Message::Assistant {
+        content: vec![],
+        stop_reason: None,
+        usage: Usage::default(),
+        model: "scripted".into(),
+        error_message: None,
+        timestamp: 1_764_000_000_300,
+    };
+    let events = vec![
+        loop_event(2, None, AgentEvent::AgentStart {}),
+        loop_event(3, None, AgentEvent::TurnStart {}),
+        loop_event(4, Some(3), AgentEvent::MessageStart { message: assistant.clone() }),
+        loop_event(5, Some(3), AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextStart { content_index: 0 } }),
+        loop_event(
+            6,
+            Some(3),
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset: 4, delta: " réad🌍".into() },
+            },
+        ),
+        loop_event(7, Some(3), AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextEnd { content_index: 0 } }),
+        loop_event(
+            8,
+            Some(3),
+            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::ThinkingDelta { content_index: 1, offset: 0, delta: "hm".into() } },
+        ),
+        loop_event(
+            9,
+            Some(3),
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::ToolcallStart { content_index: 2, id: "call_2".into(), name: "list".into() },
+            },
+        ),
+        loop_event(
+            10,
+            Some(3),
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::ToolcallDelta { content_index: 2, offset: 0, delta: "{\"pa".into() },
+            },
+        ),
+        loop_event(
+            11,
+            Some(3),
+            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::Done { stop_reason: StopReason::ToolUse } },
+        ),
+        loop_event(12, Some(3), AgentEvent::MessageEnd { message: assistant }),
+        loop_event(
+            13,
+            None,
+            AgentEvent::ToolExecutionStart { tool_call_id: "call_2".into(), tool_name: "list".into(), args: serde_json::json!({"path": "."}) },
+        ),
+        loop_event(
+            14,
+            None,
+            AgentEvent::ToolExecutionUpdate { tool_call_id: "call_2".into(), tool_name: "list".into(), partial_result: "a".into() },
+        ),
+        loop_event(
+            15,
+            None,
+            AgentEvent::ToolExecutionEnd { tool_call_id: "call_2".into(), tool_name: "list".into(), result: "a\nb/".into(), is_error: false },
+        ),
+        loop_event(16, None, AgentEvent::TurnEnd {}),
+        loop_event(17, None, AgentEvent::AgentEnd { status: "completed".into() }),
+        loop_event(
+            18,
+            None,
+            AgentEvent::PromptTiming {
+                user_message_index: 0,
+                started_at: 1_764_000_000_000,
+                first_token_at: Some(1_764_000_000_020),
+                ended_at: Some(1_764_000_000_900),
+            },
+        ),
+        loop_event(19, None, AgentEvent::AgentSettled {}),
+        loop_event(20, None, AgentEvent::SessionTitle { title: "Read the readme".into() }),
+    ];
+    for f in &events {
+        let back: Frame = serde_json::from_value(serde_json::to_value(f).unwrap()).unwrap();
+        assert_eq!(&back, f, "frames round-trip through JSON");
+    }
+    assert_json_snapshot!(events);
+}
+
+#[test]
+fn heartbeat_bytes() {
+    assert_eq!(sse::HEARTBEAT, b"event: heartbeat\ndata: {}\n\n");
+}
