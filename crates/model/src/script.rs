@@ -1,0 +1,433 @@
+//! What the scripted model says: a pure function from a request to the sequence of
+//! `ModelEvent`s, with no timing. Keeping the script apart from the pacing in
+//! `scripted.rs` lets tests check every directive synchronously, and lets the zero-delay
+//! path hand the sequence straight to `stream::iter`.
+//!
+//! The events are produced lazily: `stream: 1000000` must not allocate a million
+//! strings before the first one is sent, only as the consumer pulls them.
+
+use spool_engine::ModelEvent;
+use spool_engine::ModelRequest;
+use spool_protocol::{Content, Message, StopReason, Usage};
+
+/// The largest `stream: N` honoured; beyond it the prompt is answered like any other.
+pub(crate) const MAX_STREAM_DELTAS: u32 = 1_000_000;
+/// How much of an unrecognised prompt is quoted back.
+const PROMPT_QUOTE_CHARS: usize = 200;
+/// How much of a tool result's first line the summary quotes.
+const RESULT_LINE_CHARS: usize = 120;
+
+/// The events of one answer, in order.
+pub(crate) type Events = Box<dyn Iterator<Item = ModelEvent> + Send>;
+
+/// A user prompt's directive, as parsed from its trimmed text.
+#[derive(Debug, PartialEq)]
+enum Directive<'a> {
+    Echo(&'a str),
+    Stream(u32),
+    Tool { name: &'a str, args: &'a str },
+    Other(&'a str),
+}
+
+fn directive(prompt: &str) -> Directive<'_> {
+    if let Some(text) = prompt.strip_prefix("echo:") {
+        return Directive::Echo(text.trim_start());
+    }
+    if let Some(count) = prompt.strip_prefix("stream:") {
+        let count = count.trim();
+        // `u32::from_str` would accept a leading `+`; the directive is digits only.
+        let digits_only = count.bytes().all(|b| b.is_ascii_digit());
+        return match count.parse::<u32>() {
+            Ok(n) if digits_only && n <= MAX_STREAM_DELTAS => Directive::Stream(n),
+            _ => Directive::Other(prompt),
+        };
+    }
+    if let Some(call) = prompt.strip_prefix("tool:") {
+        let call = call.trim_start();
+        let name_end = call.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(call.len());
+        let (name, args) = call.split_at(name_end);
+        if name.is_empty() {
+            return Directive::Other(prompt);
+        }
+        let args = args.trim();
+        return Directive::Tool { name, args: if args.is_empty() { "{}" } else { args } };
+    }
+    Directive::Other(prompt)
+}
+
+/// The scripted answer to `request`.
+pub(crate) fn answer(request: &ModelRequest) -> Events {
+    let input = input_tokens(&request.messages);
+    match request.messages.last() {
+        Some(message @ Message::User { .. }) => {
+            let prompt = message.text();
+            match directive(prompt.trim()) {
+                Directive::Echo(text) => text_reply(words(text), input),
+                Directive::Stream(n) => counted_reply(n, input),
+                Directive::Tool { name, args } => {
+                    let id = format!("call_{}", tool_calls_so_far(&request.messages) + 1);
+                    tool_call(id, name.to_owned(), fragments(args), input)
+                }
+                Directive::Other(prompt) => {
+                    let reply = format!("You said: \"{}\"", truncate_chars(prompt, PROMPT_QUOTE_CHARS));
+                    text_reply(words(&reply), input)
+                }
+            }
+        }
+        Some(Message::ToolResult { tool_name, content, is_error, .. }) => {
+            text_reply(words(&result_summary(tool_name, content, *is_error)), input)
+        }
+        // The engine always ends a request with a prompt or a tool result; answering
+        // anything else plainly keeps the model total instead of failing a run.
+        Some(Message::Assistant { .. }) | None => text_reply(words("Nothing to reply to."), input),
+    }
+}
+
+/// `Tool NAME returned N lines: FIRST_LINE` or `Tool NAME failed: FIRST_LINE`.
+fn result_summary(tool_name: &str, content: &[Content], is_error: bool) -> String {
+    let text: String = content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let lines = text.lines().count();
+    let first = truncate_chars(text.lines().next().unwrap_or(""), RESULT_LINE_CHARS);
+    let head = if is_error {
+        format!("Tool {tool_name} failed")
+    } else {
+        format!("Tool {tool_name} returned {lines} {}", if lines == 1 { "line" } else { "lines" })
+    };
+    // No dangling colon when there is nothing to quote.
+    if first.is_empty() { head } else { format!("{head}: {first}") }
+}
+
+/// Characters of all message text, divided by 4 and rounded up: a stable stand-in for
+/// a tokenizer.
+fn input_tokens(messages: &[Message]) -> u64 {
+    let chars: usize = messages.iter().map(|m| m.text().chars().count()).sum();
+    (chars as u64).div_ceil(4)
+}
+
+fn tool_calls_so_far(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .filter(|m| matches!(m, Message::Assistant { .. }))
+        .flat_map(|m| m.content())
+        .filter(|c| matches!(c, Content::ToolCall { .. }))
+        .count()
+}
+
+fn text_reply(deltas: Vec<String>, input: u64) -> Events {
+    let output = deltas.len() as u64;
+    Box::new(deltas.into_iter().map(ModelEvent::Text).chain(finish(input, output, StopReason::Stop)))
+}
+
+/// `stream: N`: deltas generated as they are pulled.
+fn counted_reply(n: u32, input: u64) -> Events {
+    Box::new((1..=n).map(|i| ModelEvent::Text(if i == 1 { "w1".to_owned() } else { format!(" w{i}") })).chain(finish(
+        input,
+        u64::from(n),
+        StopReason::Stop,
+    )))
+}
+
+fn tool_call(id: String, name: String, fragments: Vec<String>, input: u64) -> Events {
+    let output = fragments.len() as u64;
+    Box::new(
+        std::iter::once(ModelEvent::ToolCallStart { id, name })
+            .chain(fragments.into_iter().map(ModelEvent::ToolCallArgs))
+            .chain(finish(input, output, StopReason::ToolUse)),
+    )
+}
+
+fn finish(input: u64, output: u64, stop: StopReason) -> impl Iterator<Item = ModelEvent> + Send {
+    [ModelEvent::Usage(Usage { input, output }), ModelEvent::Stop(stop)].into_iter()
+}
+
+/// Splits text into deltas of one word each, every word carrying the whitespace before
+/// it, so the deltas join back to exactly the input (`"a  b\nc"` → `"a"`, `"  b"`,
+/// `"\nc"`).
+pub(crate) fn words(text: &str) -> Vec<String> {
+    let mut deltas = Vec::new();
+    let mut start = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                deltas.push(text[start..i].to_owned());
+                start = i;
+                in_word = false;
+            }
+        } else {
+            in_word = true;
+        }
+    }
+    if start < text.len() {
+        deltas.push(text[start..].to_owned());
+    }
+    deltas
+}
+
+/// Splits tool arguments into up to three non-empty pieces on character boundaries, so
+/// the engine's accumulation of argument fragments is exercised on every call.
+fn fragments(args: &str) -> Vec<String> {
+    let cut = |at: usize| (at..=args.len()).find(|&i| args.is_char_boundary(i)).unwrap_or(args.len());
+    let (a, b) = (cut(args.len() / 3), cut(args.len() * 2 / 3));
+    [&args[..a], &args[a..b], &args[b..]].into_iter().filter(|piece| !piece.is_empty()).map(str::to_owned).collect()
+}
+
+/// At most `max` characters of `s`, with `…` appended when something was cut.
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &s[..end]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest { system: None, messages, tools: Vec::new() }
+    }
+
+    fn prompt(text: &str) -> ModelRequest {
+        request(vec![Message::user_text(text, 0)])
+    }
+
+    fn events(req: &ModelRequest) -> Vec<ModelEvent> {
+        answer(req).collect()
+    }
+
+    fn text(s: &str) -> ModelEvent {
+        ModelEvent::Text(s.to_owned())
+    }
+
+    fn joined_text(events: &[ModelEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn echo_streams_each_word_with_its_leading_whitespace() {
+        let req = prompt("echo: hello big world");
+        assert_eq!(
+            events(&req),
+            vec![
+                text("hello"),
+                text(" big"),
+                text(" world"),
+                // "echo: hello big world" is 21 chars → 6 tokens.
+                ModelEvent::Usage(Usage { input: 6, output: 3 }),
+                ModelEvent::Stop(StopReason::Stop),
+            ]
+        );
+    }
+
+    #[test]
+    fn echo_keeps_inner_whitespace_and_utf8_exactly() {
+        let req = prompt("  echo: héllo 🌍  wörld\n\tnext  ");
+        let evs = events(&req);
+        assert_eq!(joined_text(&evs), "héllo 🌍  wörld\n\tnext");
+        assert_eq!(evs[..4], [text("héllo"), text(" 🌍"), text("  wörld"), text("\n\tnext")]);
+    }
+
+    #[test]
+    fn stream_sends_n_numbered_deltas() {
+        let evs = events(&prompt("stream: 5"));
+        assert_eq!(
+            evs,
+            vec![
+                text("w1"),
+                text(" w2"),
+                text(" w3"),
+                text(" w4"),
+                text(" w5"),
+                ModelEvent::Usage(Usage { input: 3, output: 5 }),
+                ModelEvent::Stop(StopReason::Stop),
+            ]
+        );
+    }
+
+    #[test]
+    fn stream_zero_sends_only_usage_and_stop() {
+        assert_eq!(
+            events(&prompt("stream: 0")),
+            vec![ModelEvent::Usage(Usage { input: 3, output: 0 }), ModelEvent::Stop(StopReason::Stop)]
+        );
+    }
+
+    #[test]
+    fn stream_at_the_limit_is_honoured() {
+        let evs: Vec<_> = answer(&prompt("stream: 1000000")).collect();
+        assert_eq!(evs.len(), 1_000_002);
+        assert_eq!(evs[999_999], text(" w1000000"));
+    }
+
+    #[test]
+    fn malformed_stream_counts_are_ordinary_prompts() {
+        for p in ["stream: 1000001", "stream: -1", "stream: +3", "stream: 3x", "stream:", "stream: 99999999999"] {
+            assert_eq!(joined_text(&events(&prompt(p))), format!("You said: \"{p}\""), "{p}");
+        }
+    }
+
+    #[test]
+    fn tool_directive_calls_the_tool_with_fragmented_args() {
+        let evs = events(&prompt(r#"tool: read {"path": "src/main.rs"}"#));
+        assert_eq!(evs[0], ModelEvent::ToolCallStart { id: "call_1".into(), name: "read".into() });
+        let args: Vec<&str> = evs
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ToolCallArgs(a) => Some(a.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args.len(), 3);
+        assert_eq!(args.concat(), r#"{"path": "src/main.rs"}"#);
+        assert_eq!(evs.len(), 1 + 3 + 2);
+        assert_eq!(evs[4], ModelEvent::Usage(Usage { input: 9, output: 3 }));
+        assert_eq!(evs[5], ModelEvent::Stop(StopReason::ToolUse));
+    }
+
+    #[test]
+    fn tool_without_args_sends_an_empty_object() {
+        assert_eq!(
+            events(&prompt("tool: list")),
+            vec![
+                ModelEvent::ToolCallStart { id: "call_1".into(), name: "list".into() },
+                ModelEvent::ToolCallArgs("{".into()),
+                ModelEvent::ToolCallArgs("}".into()),
+                ModelEvent::Usage(Usage { input: 3, output: 2 }),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_args_are_sent_even_when_invalid_or_multibyte() {
+        let evs = events(&prompt("tool: read{not json é🌍"));
+        assert_eq!(evs[0], ModelEvent::ToolCallStart { id: "call_1".into(), name: "read".into() });
+        let args: String = evs
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ToolCallArgs(a) => Some(a.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args, "{not json é🌍");
+    }
+
+    #[test]
+    fn tool_without_a_name_is_an_ordinary_prompt() {
+        assert_eq!(joined_text(&events(&prompt("tool: {}"))), "You said: \"tool: {}\"");
+    }
+
+    #[test]
+    fn tool_call_ids_count_earlier_calls() {
+        let earlier = Message::Assistant {
+            content: vec![Content::ToolCall {
+                id: "call_1".into(),
+                name: "list".into(),
+                arguments: serde_json::json!({}),
+            }],
+            stop_reason: Some(StopReason::ToolUse),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 0,
+        };
+        let req = request(vec![Message::user_text("tool: list", 0), earlier, Message::user_text("tool: list", 0)]);
+        assert_eq!(events(&req)[0], ModelEvent::ToolCallStart { id: "call_2".into(), name: "list".into() });
+    }
+
+    #[test]
+    fn other_prompts_are_quoted_and_long_ones_cut_on_a_char_boundary() {
+        assert_eq!(joined_text(&events(&prompt("  hi there  "))), "You said: \"hi there\"");
+        let long = "é".repeat(300);
+        assert_eq!(joined_text(&events(&prompt(&long))), format!("You said: \"{}…\"", "é".repeat(200)));
+    }
+
+    fn tool_result(text: &str, is_error: bool) -> ModelRequest {
+        request(vec![
+            Message::user_text("tool: read {}", 0),
+            Message::ToolResult {
+                tool_call_id: "call_1".into(),
+                tool_name: "read".into(),
+                content: vec![Content::Text { text: text.into() }],
+                is_error,
+                timestamp: 0,
+            },
+        ])
+    }
+
+    #[test]
+    fn tool_results_are_summarised_in_one_line() {
+        let evs = events(&tool_result("fn main() {\n    println!(\"hi\");\n}\n", false));
+        assert_eq!(joined_text(&evs), "Tool read returned 3 lines: fn main() {");
+        assert_eq!(evs.last(), Some(&ModelEvent::Stop(StopReason::Stop)));
+
+        let evs = events(&tool_result("no such file or directory: \"x\"\nmore", true));
+        assert_eq!(joined_text(&evs), "Tool read failed: no such file or directory: \"x\"");
+
+        assert_eq!(joined_text(&events(&tool_result("", false))), "Tool read returned 0 lines");
+        assert_eq!(joined_text(&events(&tool_result("one", false))), "Tool read returned 1 line: one");
+
+        let long = format!("{}\nsecond", "x".repeat(500));
+        assert_eq!(
+            joined_text(&events(&tool_result(&long, false))),
+            format!("Tool read returned 2 lines: {}…", "x".repeat(120))
+        );
+    }
+
+    #[test]
+    fn usage_counts_characters_of_all_messages_rounded_up() {
+        // 13 chars ("tool: read {}") + 4 chars ("héé!") = 17 → 5.
+        let evs = events(&tool_result("héé!", false));
+        let usage = evs.iter().find_map(|e| match e {
+            ModelEvent::Usage(u) => Some(*u),
+            _ => None,
+        });
+        let deltas = evs.iter().filter(|e| matches!(e, ModelEvent::Text(_))).count() as u64;
+        assert_eq!(usage, Some(Usage { input: 5, output: deltas }));
+    }
+
+    #[test]
+    fn an_empty_conversation_still_gets_an_answer() {
+        let evs = events(&request(Vec::new()));
+        assert_eq!(joined_text(&evs), "Nothing to reply to.");
+        assert_eq!(evs.last(), Some(&ModelEvent::Stop(StopReason::Stop)));
+    }
+
+    proptest! {
+        #[test]
+        fn words_join_back_to_the_input(s in "[a-zé🌍 \t\n\u{3000}]{0,40}") {
+            let deltas = words(&s);
+            prop_assert_eq!(deltas.concat(), s.as_str());
+            // Every delta but the first starts with whitespace, and each holds exactly one
+            // word, except trailing whitespace (never present in a trimmed prompt).
+            for d in deltas.iter().skip(1) {
+                prop_assert!(d.starts_with(char::is_whitespace));
+            }
+            let words_in = s.split_whitespace().count();
+            let trailing = usize::from(s.ends_with(char::is_whitespace));
+            prop_assert_eq!(deltas.len(), words_in + trailing);
+        }
+
+        #[test]
+        fn fragments_join_back_to_the_args(s in "\\PC{1,40}") {
+            let pieces = fragments(&s);
+            prop_assert_eq!(pieces.concat(), s.as_str());
+            prop_assert!(!pieces.is_empty() && pieces.len() <= 3);
+            prop_assert!(pieces.iter().all(|p| !p.is_empty()));
+        }
+    }
+}

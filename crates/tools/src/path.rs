@@ -1,0 +1,121 @@
+//! Path confinement: the one place a tool turns a path the model wrote into a path on
+//! disk. A path may be relative to the project root or absolute, but its canonical form
+//! (symlinks followed, `..` resolved by the OS) must lie under the canonical root, or
+//! the tool refuses it without opening it.
+//!
+//! Checking the canonical form rather than the text is what catches a symlink inside
+//! the project that points outside it. For a path that does not exist, the answer is
+//! decided by its nearest existing ancestor, so "no such file" is only ever said about
+//! places inside the project and a model cannot probe what exists elsewhere.
+//!
+//! The check and the later open are two steps, so a process swapping a directory for a
+//! symlink in between could still win the race; closing that needs `openat2` with
+//! `RESOLVE_BENEATH`, which is Linux-only. The tools guard against the model's
+//! mistakes, not against a hostile process already inside the project.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("path {0:?} is outside the project directory")]
+    Outside(String),
+    #[error("no such file or directory: {0:?}")]
+    NotFound(String),
+    #[error("cannot access {path:?}: {source}")]
+    Inaccessible { path: String, source: io::Error },
+    #[error("the project directory is not accessible: {0}")]
+    Root(io::Error),
+}
+
+/// The canonical path of `requested` if it lies under `root`.
+///
+/// Blocking: call it from `spawn_blocking`.
+pub fn resolve(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    // The engine hands over a canonical root; canonicalising again costs one syscall
+    // and keeps the `starts_with` comparison sound if a caller ever passes one that is
+    // not (a temp dir behind a symlink, a trailing `..`).
+    let root = root.canonicalize().map_err(PathError::Root)?;
+    // `join` with an absolute path yields that path, which is then checked like any other.
+    let candidate = root.join(requested);
+    match candidate.canonicalize() {
+        Ok(canonical) if canonical.starts_with(&root) => Ok(canonical),
+        Ok(_) => Err(PathError::Outside(requested.to_owned())),
+        Err(err) => {
+            let nearest = candidate.ancestors().skip(1).find_map(|a| a.canonicalize().ok());
+            match nearest {
+                Some(ancestor) if ancestor.starts_with(&root) => Err(match err.kind() {
+                    io::ErrorKind::NotFound => PathError::NotFound(requested.to_owned()),
+                    _ => PathError::Inaccessible { path: requested.to_owned(), source: err },
+                }),
+                _ => Err(PathError::Outside(requested.to_owned())),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn project() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        fs::create_dir(root.join("src")).expect("mkdir");
+        fs::write(root.join("src/main.rs"), "fn main() {}\n").expect("write");
+        (dir, root)
+    }
+
+    #[test]
+    fn relative_and_absolute_paths_inside_resolve() {
+        let (_dir, root) = project();
+        assert_eq!(resolve(&root, ".").expect("root"), root);
+        assert_eq!(resolve(&root, "").expect("root"), root);
+        assert_eq!(resolve(&root, "src/../src/main.rs").expect("file"), root.join("src/main.rs"));
+        let absolute = root.join("src/main.rs");
+        assert_eq!(resolve(&root, absolute.to_str().expect("utf-8 temp path")).expect("file"), absolute);
+    }
+
+    #[test]
+    fn paths_leaving_the_root_are_refused() {
+        let (_dir, root) = project();
+        for p in ["..", "../x", "src/../../x", "/etc/passwd", "/nonexistent/x"] {
+            let err = resolve(&root, p).expect_err(p);
+            assert_eq!(err.to_string(), format!("path {p:?} is outside the project directory"));
+        }
+    }
+
+    #[test]
+    fn a_sibling_directory_sharing_the_prefix_is_outside() {
+        let (_dir, root) = project();
+        let sibling = PathBuf::from(format!("{}-other", root.display()));
+        fs::create_dir(&sibling).expect("mkdir sibling");
+        let err = resolve(&root, sibling.to_str().expect("utf-8 temp path"));
+        fs::remove_dir(&sibling).expect("clean up sibling");
+        assert!(matches!(err, Err(PathError::Outside(_))), "{err:?}");
+    }
+
+    #[test]
+    fn symlinks_are_judged_by_their_target() {
+        let (_dir, root) = project();
+        let outside = tempfile::tempdir().expect("temp dir");
+        fs::write(outside.path().join("secret"), "s3cret").expect("write");
+        std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
+        std::os::unix::fs::symlink(root.join("src"), root.join("inner")).expect("symlink");
+
+        assert!(matches!(resolve(&root, "escape/secret"), Err(PathError::Outside(_))));
+        assert!(matches!(resolve(&root, "escape"), Err(PathError::Outside(_))));
+        // Not existing behind an escaping link is still "outside", not "not found".
+        assert!(matches!(resolve(&root, "escape/missing"), Err(PathError::Outside(_))));
+        assert_eq!(resolve(&root, "inner/main.rs").expect("inner link"), root.join("src/main.rs"));
+    }
+
+    #[test]
+    fn missing_paths_inside_are_reported_as_missing() {
+        let (_dir, root) = project();
+        let err = resolve(&root, "src/nope.rs").expect_err("missing");
+        assert_eq!(err.to_string(), r#"no such file or directory: "src/nope.rs""#);
+        assert!(matches!(resolve(&root, "a/b/c"), Err(PathError::NotFound(_))));
+    }
+}
