@@ -1,0 +1,161 @@
+//! Runs: one prompt's execution, unique per `(session_id, request_id)`.
+
+use crate::error::{db_error, from_db_int, parse_id, to_db_int};
+use spool_engine::{RunInsert, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::{Run, RunError, RunId, RunStatus, SessionId, Usage};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlitePool};
+
+/// Inserts `run` unless its requestId is already used in the session, in which case
+/// the existing run comes back and nothing is written. The insert itself decides
+/// (`ON CONFLICT DO NOTHING`), so two concurrent retries cannot both create a run;
+/// the read that follows is in the same transaction as the insert that saw the
+/// conflicting row, so that row is still there.
+pub(crate) async fn insert(pool: &SqlitePool, run: &Run) -> Result<RunInsert, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query(
+        "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
+                           updated_at, first_token_at, ended_at, usage_input, usage_output, error_code,
+                           error_message)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (session_id, request_id) DO NOTHING",
+    )
+    .bind(run.id.as_str())
+    .bind(run.session_id.as_str())
+    .bind(run.owner_id.as_str())
+    .bind(&run.request_id)
+    .bind(run.status.as_str())
+    .bind(to_db_int(run.user_message_index, "user message index")?)
+    .bind(run.created_at)
+    .bind(run.updated_at)
+    .bind(run.first_token_at)
+    .bind(run.ended_at)
+    .bind(to_db_int(run.usage.input, "input tokens")?)
+    .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(run.error.as_ref().map(|e| e.code.as_str()))
+    .bind(run.error.as_ref().map(|e| e.message.as_str()))
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() > 0 {
+        tx.commit().await.map_err(db_error)?;
+        return Ok(RunInsert::Created);
+    }
+    let existing = find_by_request(&mut *tx, &run.session_id, &run.request_id).await?;
+    tx.commit().await.map_err(db_error)?;
+    match existing {
+        Some(existing) => Ok(RunInsert::Existing(existing)),
+        // The insert conflicted on this very pair inside this transaction, so the row
+        // cannot have vanished; if it did, the database is not behaving as SQLite.
+        None => {
+            Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
+        }
+    }
+}
+
+pub(crate) async fn find_by_request<'e, E>(
+    executor: E,
+    session: &SessionId,
+    request_id: &str,
+) -> Result<Option<Run>, StoreError>
+where
+    E: sqlx::SqliteExecutor<'e>,
+{
+    sqlx::query(
+        "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+         FROM runs WHERE session_id = ? AND request_id = ?",
+    )
+    .bind(session.as_str())
+    .bind(request_id)
+    .fetch_optional(executor)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(decode)
+    .transpose()
+}
+
+pub(crate) async fn get(pool: &SqlitePool, id: &RunId) -> Result<Option<Run>, StoreError> {
+    sqlx::query(
+        "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+         FROM runs WHERE id = ?",
+    )
+    .bind(id.as_str())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(decode)
+    .transpose()
+}
+
+pub(crate) async fn update(pool: &SqlitePool, run: &Run) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE runs SET status = ?, updated_at = ?, first_token_at = ?, ended_at = ?, usage_input = ?,
+                         usage_output = ?, error_code = ?, error_message = ?
+         WHERE id = ?",
+    )
+    .bind(run.status.as_str())
+    .bind(run.updated_at)
+    .bind(run.first_token_at)
+    .bind(run.ended_at)
+    .bind(to_db_int(run.usage.input, "input tokens")?)
+    .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(run.error.as_ref().map(|e| e.code.as_str()))
+    .bind(run.error.as_ref().map(|e| e.message.as_str()))
+    .bind(run.id.as_str())
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn fail_running(pool: &SqlitePool, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = 'failed', error_code = ?, error_message = ?, updated_at = ?, ended_at = ?
+         WHERE status = 'running'",
+    )
+    .bind(&error.code)
+    .bind(&error.message)
+    .bind(now)
+    .bind(now)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected())
+}
+
+fn decode(row: &SqliteRow) -> Result<Run, StoreError> {
+    let status: &str = row.try_get("status").map_err(db_error)?;
+    let status = RunStatus::parse(status)
+        .ok_or_else(|| StoreError::Backend(format!("stored run status `{status}` is unknown")))?;
+    let error_code: Option<String> = row.try_get("error_code").map_err(db_error)?;
+    let error_message: Option<String> = row.try_get("error_message").map_err(db_error)?;
+    let error = match (error_code, error_message) {
+        (Some(code), Some(message)) => Some(RunError { code, message }),
+        (None, None) => None,
+        // The schema's CHECK forbids half an error; finding one means the file was
+        // edited behind the store's back.
+        _ => return Err(StoreError::Backend("stored run error has a code or a message but not both".into())),
+    };
+    Ok(Run {
+        id: parse_id(row.try_get("id").map_err(db_error)?)?,
+        session_id: parse_id(row.try_get("session_id").map_err(db_error)?)?,
+        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
+        request_id: row.try_get("request_id").map_err(db_error)?,
+        status,
+        user_message_index: from_db_int(row.try_get("user_message_index").map_err(db_error)?, "user message index")?,
+        created_at: row.try_get("created_at").map_err(db_error)?,
+        updated_at: row.try_get("updated_at").map_err(db_error)?,
+        first_token_at: row.try_get("first_token_at").map_err(db_error)?,
+        ended_at: row.try_get("ended_at").map_err(db_error)?,
+        usage: Usage {
+            input: from_db_int(row.try_get("usage_input").map_err(db_error)?, "input tokens")?,
+            output: from_db_int(row.try_get("usage_output").map_err(db_error)?, "output tokens")?,
+        },
+        error,
+    })
+}

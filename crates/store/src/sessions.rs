@@ -1,0 +1,90 @@
+//! Sessions: the conversations of a project.
+
+use crate::error::{db_error, parse_id};
+use spool_engine::StoreError;
+use spool_protocol::{ProjectId, Session, SessionId};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlitePool};
+
+pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(session.id.as_str())
+    .bind(session.project_id.as_str())
+    .bind(session.owner_id.as_str())
+    .bind(&session.title)
+    .bind(session.title_set)
+    .bind(session.archived)
+    .bind(session.created_at)
+    .bind(session.updated_at)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
+    // Ties on updated_at fall back to the id, newest first like the primary order,
+    // so the list is stable between two reads.
+    sqlx::query(
+        "SELECT id, project_id, owner_id, title, title_set, archived, created_at, updated_at FROM sessions
+         WHERE project_id = ? AND archived = ? ORDER BY updated_at DESC, id DESC",
+    )
+    .bind(project.as_str())
+    .bind(archived)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(decode)
+    .collect()
+}
+
+pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    sqlx::query(
+        "SELECT id, project_id, owner_id, title, title_set, archived, created_at, updated_at FROM sessions
+         WHERE id = ?",
+    )
+    .bind(id.as_str())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(decode)
+    .transpose()
+}
+
+pub(crate) async fn update(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
+    sqlx::query("UPDATE sessions SET title = ?, title_set = ?, archived = ?, updated_at = ? WHERE id = ?")
+        .bind(&session.title)
+        .bind(session.title_set)
+        .bind(session.archived)
+        .bind(session.updated_at)
+        .bind(session.id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Messages, their parts and runs go with the session by `ON DELETE CASCADE`.
+pub(crate) async fn delete(pool: &SqlitePool, id: &SessionId) -> Result<bool, StoreError> {
+    let done =
+        sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+fn decode(row: &SqliteRow) -> Result<Session, StoreError> {
+    Ok(Session {
+        id: parse_id(row.try_get("id").map_err(db_error)?)?,
+        project_id: parse_id(row.try_get("project_id").map_err(db_error)?)?,
+        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
+        title: row.try_get("title").map_err(db_error)?,
+        title_set: row.try_get("title_set").map_err(db_error)?,
+        archived: row.try_get("archived").map_err(db_error)?,
+        created_at: row.try_get("created_at").map_err(db_error)?,
+        updated_at: row.try_get("updated_at").map_err(db_error)?,
+    })
+}

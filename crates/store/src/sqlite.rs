@@ -1,0 +1,78 @@
+//! Opening the database: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool.
+//!
+//! The connection settings are chosen for a server with one writer process and many
+//! concurrent readers: WAL so reads never block on the writer, `synchronous=NORMAL`
+//! (durable across process crashes; in WAL mode only a power loss can drop the last
+//! commits), a busy timeout so two writers queue instead of failing, and foreign keys
+//! on, which SQLite leaves off by default and the cascading deletes depend on.
+
+use crate::error::db_error;
+use spool_engine::StoreError;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a connection waits for another writer's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections in a file database's pool. SQLite serialises writers anyway, so more
+/// connections only add concurrent readers; a few are plenty for one server.
+const FILE_POOL_SIZE: u32 = 4;
+
+/// The SQLite implementation of [`Store`](spool_engine::Store).
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing, with its parent directory) the database file at
+    /// `path` and brings its schema up to date.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool =
+            SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE).connect_with(options).await.map_err(db_error)?;
+        Self::migrated(pool).await
+    }
+
+    /// A private in-memory database, for tests. An in-memory SQLite database lives
+    /// and dies with its connection, so the pool holds exactly one connection and
+    /// never retires it; clones of the store share it.
+    pub async fn open_in_memory() -> Result<SqliteStore, StoreError> {
+        let options = SqliteConnectOptions::new().in_memory(true).foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await
+            .map_err(db_error)?;
+        Self::migrated(pool).await
+    }
+
+    /// Closes every connection, waiting for queries in flight. A file database can
+    /// then be reopened (or copied) safely.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn migrated(pool: SqlitePool) -> Result<SqliteStore, StoreError> {
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
+        Ok(SqliteStore { pool })
+    }
+}

@@ -1,0 +1,87 @@
+//! [`SqliteStore`] as the engine's [`Store`]: each method hands off to the module
+//! that owns that record's SQL, so this file is only the map from trait to module.
+
+use crate::sqlite::SqliteStore;
+use crate::{messages, projects, runs, sessions, users};
+use async_trait::async_trait;
+use spool_engine::{RunInsert, Store, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::*;
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError> {
+        users::ensure(&self.pool, name).await
+    }
+
+    async fn insert_project(&self, project: &Project) -> Result<(), StoreError> {
+        projects::insert(&self.pool, project).await
+    }
+    async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>, StoreError> {
+        projects::list(&self.pool, owner).await
+    }
+    async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError> {
+        projects::get(&self.pool, id).await
+    }
+    async fn update_project(&self, project: &Project) -> Result<(), StoreError> {
+        projects::update(&self.pool, project).await
+    }
+    async fn delete_project(&self, id: &ProjectId) -> Result<bool, StoreError> {
+        projects::delete(&self.pool, id).await
+    }
+
+    async fn insert_session(&self, session: &Session) -> Result<(), StoreError> {
+        sessions::insert(&self.pool, session).await
+    }
+    async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
+        sessions::list(&self.pool, project, archived).await
+    }
+    async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+        sessions::get(&self.pool, id).await
+    }
+    async fn update_session(&self, session: &Session) -> Result<(), StoreError> {
+        sessions::update(&self.pool, session).await
+    }
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        sessions::delete(&self.pool, id).await
+    }
+
+    async fn insert_message(
+        &self,
+        session: &SessionId,
+        owner: &UserId,
+        message: &IndexedMessage,
+    ) -> Result<(), StoreError> {
+        messages::insert(&self.pool, session, owner, message).await
+    }
+    async fn list_messages(
+        &self,
+        session: &SessionId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        messages::list(&self.pool, session, before, limit).await
+    }
+    async fn count_messages(&self, session: &SessionId) -> Result<u64, StoreError> {
+        messages::count(&self.pool, session).await
+    }
+    async fn latest_rounds(&self, session: &SessionId, rounds: usize) -> Result<Vec<IndexedMessage>, StoreError> {
+        messages::latest_rounds(&self.pool, session, rounds).await
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {
+        runs::insert(&self.pool, run).await
+    }
+    async fn find_run_by_request(&self, session: &SessionId, request_id: &str) -> Result<Option<Run>, StoreError> {
+        runs::find_by_request(&self.pool, session, request_id).await
+    }
+    async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError> {
+        runs::get(&self.pool, id).await
+    }
+    async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
+        runs::update(&self.pool, run).await
+    }
+    async fn fail_running_runs(&self, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+        runs::fail_running(&self.pool, error, now).await
+    }
+}

@@ -1,0 +1,191 @@
+//! `SqliteStore` against the shared conformance suite (in memory and on disk), plus
+//! what only a file database has: surviving a reopen, its connection settings,
+//! concurrent writers, and rows corrupted behind the store's back.
+
+mod support;
+
+use spool_engine::{RunInsert, Store, StoreError};
+use spool_protocol::*;
+use spool_store::SqliteStore;
+use sqlx::Connection;
+use std::path::Path;
+use std::sync::Arc;
+use support::*;
+
+#[tokio::test]
+async fn in_memory_store_passes_the_suite() {
+    let store = SqliteStore::open_in_memory().await.expect("open in memory");
+    conformance(&store).await;
+}
+
+#[tokio::test]
+async fn file_store_passes_the_suite_twice_on_one_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    conformance(&store).await;
+    store.close().await;
+    // A second pass over a database that already holds rows (and a second run of
+    // the migrations) must behave the same.
+    let store = SqliteStore::open(&path).await.expect("reopen");
+    conformance(&store).await;
+}
+
+#[tokio::test]
+async fn in_memory_clones_share_one_database() {
+    let store = SqliteStore::open_in_memory().await.expect("open in memory");
+    let clone = store.clone();
+    let (project, session) = new_session(&store).await;
+    assert_eq!(clone.get_session(&session.id).await.expect("get"), Some(session.clone()));
+    assert_eq!(clone.get_project(&project.id).await.expect("get"), Some(project));
+    // Two separate in-memory stores are separate databases.
+    let other = SqliteStore::open_in_memory().await.expect("open another");
+    assert_eq!(other.get_session(&session.id).await.expect("get"), None);
+}
+
+#[tokio::test]
+async fn data_survives_close_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A parent directory that does not exist yet: open creates it.
+    let path = dir.path().join("nested").join("deeper").join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let owner = store.ensure_user("alice").await.expect("user");
+    let project = project_for(&owner, 10);
+    store.insert_project(&project).await.expect("project");
+    let session = session_in(&project, 20, false);
+    store.insert_session(&session).await.expect("session");
+    let messages = vec![
+        indexed(0, Message::user_text("hello", 30)),
+        indexed(
+            1,
+            Message::Assistant {
+                content: vec![
+                    Content::Thinking { thinking: "hm".into() },
+                    Content::ToolCall {
+                        id: "c1".into(),
+                        name: "read".into(),
+                        arguments: serde_json::json!({"path": "a.rs"}),
+                    },
+                ],
+                stop_reason: Some(StopReason::ToolUse),
+                usage: Usage { input: 3, output: 4 },
+                model: "m".into(),
+                error_message: None,
+                timestamp: 31,
+            },
+        ),
+    ];
+    for m in &messages {
+        store.insert_message(&session.id, &owner, m).await.expect("message");
+    }
+    let run = run_in(&session, "req", RunStatus::Interrupted);
+    store.insert_run(&run).await.expect("run");
+    store.close().await;
+    drop(store);
+    assert!(path.exists(), "the database file is where it was asked to be");
+
+    let store = SqliteStore::open(&path).await.expect("reopen");
+    assert_eq!(store.ensure_user("alice").await.expect("user"), owner, "the user keeps its id");
+    assert_eq!(store.list_projects(&owner).await.expect("projects"), vec![project.clone()]);
+    assert_eq!(store.list_sessions(&project.id, false).await.expect("sessions"), vec![session.clone()]);
+    assert_eq!(store.list_messages(&session.id, None, 10).await.expect("messages"), messages);
+    assert_eq!(store.get_run(&run.id).await.expect("run"), Some(run.clone()));
+    assert_eq!(
+        store.insert_run(&run_in(&session, "req", RunStatus::Running)).await.expect("retry"),
+        RunInsert::Existing(run),
+        "idempotency survives a restart"
+    );
+}
+
+/// The pragmas that are properties of the file (WAL) or that we depend on for
+/// correctness (foreign keys) are checked from a separate connection.
+#[tokio::test]
+async fn file_database_is_in_wal_mode_with_the_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    store.close().await;
+
+    let mut conn = raw_connection(&path).await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut conn).await.expect("pragma");
+    assert_eq!(mode, "wal");
+    let mut tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite%'")
+            .fetch_all(&mut conn)
+            .await
+            .expect("tables");
+    tables.sort();
+    assert_eq!(tables, ["messages", "parts", "projects", "runs", "sessions", "users"]);
+}
+
+/// Many concurrent first prompts with one requestId (a client retrying over a flaky
+/// network) must produce exactly one run, and every caller must see that run.
+#[tokio::test]
+async fn concurrent_inserts_of_one_request_create_one_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SqliteStore::open(&dir.path().join("spool.db")).await.expect("open"));
+    let (_, session) = new_session(store.as_ref()).await;
+
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            let run = run_in(&session, "same-request", RunStatus::Running);
+            tokio::spawn(async move { (run.clone(), store.insert_run(&run).await.expect("insert_run")) })
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut existing = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            (run, RunInsert::Created) => created.push(run),
+            (_, RunInsert::Existing(run)) => existing.push(run),
+        }
+    }
+    assert_eq!(created.len(), 1, "exactly one insert wins");
+    assert_eq!(existing.len(), 7);
+    assert!(existing.iter().all(|run| *run == created[0]), "every loser sees the winner's run");
+
+    // The same for users: concurrent first logins agree on one id.
+    let logins: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.ensure_user("carol").await.expect("ensure_user") })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for login in logins {
+        ids.push(login.await.expect("task"));
+    }
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "one user id for one name: {ids:?}");
+}
+
+/// Rows the store did not write (a hand edit, another tool) come back as errors,
+/// never as a panic or a silently wrong value.
+#[tokio::test]
+async fn corrupt_rows_are_backend_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let (_, session) = new_session(&store).await;
+    store
+        .insert_message(&session.id, &session.owner_id, &indexed(0, Message::user_text("hi", 1)))
+        .await
+        .expect("message");
+
+    let mut conn = raw_connection(&path).await;
+    // Edits SQLite's own constraints accept but the domain does not: an id of the
+    // wrong shape, and message metadata that is JSON but not a message.
+    for edit in ["UPDATE sessions SET owner_id = 'not-an-id'", "UPDATE messages SET meta = '{\"unexpected\": true}'"] {
+        sqlx::query(edit).execute(&mut conn).await.expect("hand edit");
+    }
+    conn.close().await.expect("close");
+
+    assert!(matches!(store.get_session(&session.id).await, Err(StoreError::Backend(_))));
+    assert!(matches!(store.list_messages(&session.id, None, 10).await, Err(StoreError::Backend(_))));
+    assert!(matches!(store.latest_rounds(&session.id, 1).await, Err(StoreError::Backend(_))));
+}
+
+async fn raw_connection(path: &Path) -> sqlx::SqliteConnection {
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+    sqlx::SqliteConnection::connect_with(&options).await.expect("raw connection")
+}

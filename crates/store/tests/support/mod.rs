@@ -1,0 +1,543 @@
+//! The `Store` conformance suite: behaviour every implementation must show, written
+//! against `&dyn Store` only, so the SQLite store runs it today and a PostgreSQL
+//! store can run the very same checks later.
+//!
+//! Each check makes its own user, project and sessions with fresh ids, so checks do
+//! not see each other's rows and the suite can run twice on one database (the file
+//! test reopens a store that already holds a previous pass). The one global write,
+//! `fail_running_runs`, is handled inside its check (see there).
+
+use serde_json::json;
+use spool_engine::{RunInsert, Store, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::*;
+
+/// Runs every check in order.
+pub async fn conformance(store: &dyn Store) {
+    users_are_created_once(store).await;
+    projects_round_trip_in_creation_order(store).await;
+    sessions_list_by_archived_flag_newest_first(store).await;
+    messages_round_trip_for_every_role_and_content_kind(store).await;
+    a_taken_message_index_is_a_conflict(store).await;
+    list_messages_pages_backwards_from_before(store).await;
+    latest_rounds_starts_at_the_nth_last_user_message(store).await;
+    insert_run_is_idempotent_per_request_id(store).await;
+    update_run_writes_the_mutable_fields(store).await;
+    fail_running_runs_touches_only_running_runs(store).await;
+    deleting_a_session_removes_its_messages_and_runs(store).await;
+    deleting_a_project_removes_everything_under_it(store).await;
+}
+
+// ---- fixtures -------------------------------------------------------------------
+
+/// A name no other check (or earlier pass over the same database) has used.
+fn unique_name(prefix: &str) -> String {
+    format!("{prefix}-{}", UserId::new())
+}
+
+pub async fn new_user(store: &dyn Store) -> UserId {
+    store.ensure_user(&unique_name("user")).await.expect("ensure_user")
+}
+
+pub fn project_for(owner: &UserId, created_at: Millis) -> Project {
+    Project {
+        id: ProjectId::new(),
+        owner_id: owner.clone(),
+        name: "spool".into(),
+        path: format!("/home/dev/{}", ProjectId::new()),
+        created_at,
+        updated_at: created_at,
+    }
+}
+
+pub fn session_in(project: &Project, updated_at: Millis, archived: bool) -> Session {
+    Session {
+        id: SessionId::new(),
+        project_id: project.id.clone(),
+        owner_id: project.owner_id.clone(),
+        title: format!("session updated at {updated_at}"),
+        title_set: archived,
+        archived,
+        created_at: 1,
+        updated_at,
+    }
+}
+
+/// A user, a project and one live session, all stored.
+pub async fn new_session(store: &dyn Store) -> (Project, Session) {
+    let owner = new_user(store).await;
+    let project = project_for(&owner, 1_000);
+    store.insert_project(&project).await.expect("insert_project");
+    let session = session_in(&project, 1_000, false);
+    store.insert_session(&session).await.expect("insert_session");
+    (project, session)
+}
+
+pub fn indexed(index: u64, message: Message) -> IndexedMessage {
+    IndexedMessage { id: MessageId::new(), index, message }
+}
+
+fn user(text: &str) -> Message {
+    Message::user_text(text, 10)
+}
+
+fn assistant(text: &str) -> Message {
+    Message::Assistant {
+        content: vec![Content::Text { text: text.into() }],
+        stop_reason: Some(StopReason::Stop),
+        usage: Usage { input: 1, output: 2 },
+        model: "scripted".into(),
+        error_message: None,
+        timestamp: 11,
+    }
+}
+
+fn tool_result(text: &str) -> Message {
+    Message::ToolResult {
+        tool_call_id: "call_1".into(),
+        tool_name: "read".into(),
+        content: vec![Content::Text { text: text.into() }],
+        is_error: false,
+        timestamp: 12,
+    }
+}
+
+/// Stores `messages` at indices 0.. and returns them as stored.
+async fn append_all(store: &dyn Store, session: &Session, messages: Vec<Message>) -> Vec<IndexedMessage> {
+    let mut stored = Vec::new();
+    for (i, message) in messages.into_iter().enumerate() {
+        let m = indexed(i as u64, message);
+        store.insert_message(&session.id, &session.owner_id, &m).await.expect("insert_message");
+        stored.push(m);
+    }
+    stored
+}
+
+async fn all_messages(store: &dyn Store, session: &Session) -> Vec<IndexedMessage> {
+    store.list_messages(&session.id, None, u32::MAX).await.expect("list_messages")
+}
+
+pub fn run_in(session: &Session, request_id: &str, status: RunStatus) -> Run {
+    Run {
+        id: RunId::new(),
+        session_id: session.id.clone(),
+        owner_id: session.owner_id.clone(),
+        request_id: request_id.into(),
+        status,
+        user_message_index: 0,
+        created_at: 100,
+        updated_at: 100,
+        first_token_at: None,
+        ended_at: None,
+        usage: Usage::default(),
+        error: None,
+    }
+}
+
+fn indices(messages: &[IndexedMessage]) -> Vec<u64> {
+    messages.iter().map(|m| m.index).collect()
+}
+
+// ---- checks ---------------------------------------------------------------------
+
+pub async fn users_are_created_once(store: &dyn Store) {
+    let name = unique_name("alice");
+    let first = store.ensure_user(&name).await.expect("ensure_user");
+    let again = store.ensure_user(&name).await.expect("ensure_user again");
+    assert_eq!(first, again, "the same name must map to the same user");
+    let other = store.ensure_user(&unique_name("bob")).await.expect("ensure_user bob");
+    assert_ne!(first, other);
+}
+
+pub async fn projects_round_trip_in_creation_order(store: &dyn Store) {
+    let owner = new_user(store).await;
+    let older = project_for(&owner, 100);
+    let newer = project_for(&owner, 200);
+    // Inserted newest first, so the list order has to come from created_at.
+    store.insert_project(&newer).await.expect("insert newer");
+    store.insert_project(&older).await.expect("insert older");
+    let stranger = new_user(store).await;
+    let theirs = Project { path: older.path.clone(), ..project_for(&stranger, 50) };
+    store.insert_project(&theirs).await.expect("another owner may register the same path");
+
+    assert_eq!(store.list_projects(&owner).await.expect("list"), vec![older.clone(), newer.clone()]);
+    assert_eq!(store.list_projects(&stranger).await.expect("list"), vec![theirs.clone()]);
+    assert_eq!(store.get_project(&older.id).await.expect("get"), Some(older.clone()));
+    assert_eq!(store.get_project(&ProjectId::new()).await.expect("get absent"), None);
+
+    let duplicate = Project { path: older.path.clone(), ..project_for(&owner, 300) };
+    match store.insert_project(&duplicate).await {
+        Err(StoreError::Conflict(_)) => {}
+        other => panic!("registering a path twice must be a Conflict, got {other:?}"),
+    }
+    assert_eq!(store.list_projects(&owner).await.expect("list").len(), 2, "the duplicate must not be stored");
+
+    // update_project writes the name and updated_at, and nothing else.
+    let edited =
+        Project { name: "renamed".into(), updated_at: 999, path: "/elsewhere".into(), created_at: 7, ..older.clone() };
+    store.update_project(&edited).await.expect("update");
+    let expected = Project { name: "renamed".into(), updated_at: 999, ..older.clone() };
+    assert_eq!(store.get_project(&older.id).await.expect("get"), Some(expected));
+}
+
+pub async fn sessions_list_by_archived_flag_newest_first(store: &dyn Store) {
+    let (project, first) = new_session(store).await; // updated_at 1000, live
+    let newest = session_in(&project, 3_000, false);
+    let middle = session_in(&project, 2_000, false);
+    let archived = session_in(&project, 5_000, true);
+    for s in [&middle, &archived, &newest] {
+        store.insert_session(s).await.expect("insert_session");
+    }
+    let (_, elsewhere) = new_session(store).await;
+
+    let live = store.list_sessions(&project.id, false).await.expect("list live");
+    assert_eq!(live, vec![newest.clone(), middle.clone(), first.clone()]);
+    assert_eq!(store.list_sessions(&project.id, true).await.expect("list archived"), vec![archived.clone()]);
+    assert_eq!(store.get_session(&elsewhere.id).await.expect("get"), Some(elsewhere.clone()));
+    assert_eq!(store.get_session(&SessionId::new()).await.expect("get absent"), None);
+
+    // update_session writes title, title_set, archived and updated_at only.
+    let edited = Session {
+        title: "Fix the parser".into(),
+        title_set: true,
+        archived: true,
+        updated_at: 9_000,
+        created_at: 42,
+        ..first.clone()
+    };
+    store.update_session(&edited).await.expect("update");
+    let expected = Session { created_at: first.created_at, ..edited };
+    assert_eq!(store.get_session(&first.id).await.expect("get"), Some(expected.clone()));
+    assert_eq!(store.list_sessions(&project.id, false).await.expect("list live"), vec![newest, middle]);
+    assert_eq!(store.list_sessions(&project.id, true).await.expect("list archived"), vec![expected, archived]);
+}
+
+pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let every_kind = || {
+        vec![
+            Content::Thinking { thinking: "let me think\nabout \"quotes\" and ünïcødé 🦀".into() },
+            Content::Text { text: String::new() },
+            Content::ToolCall {
+                id: "call_1".into(),
+                name: "bash".into(),
+                arguments: json!({
+                    "command": "ls -la",
+                    "nested": {"list": [1, -2, 3.5, null, true, "x"], "empty": {}},
+                    "big": u64::MAX,
+                    "small": i64::MIN,
+                    "float": 0.1,
+                }),
+            },
+            Content::Text { text: "the end".into() },
+        ]
+    };
+    let messages = vec![
+        Message::User { content: every_kind(), timestamp: 1_700_000_000_000 },
+        Message::Assistant {
+            content: every_kind(),
+            stop_reason: Some(StopReason::ToolUse),
+            usage: Usage { input: 12_345, output: 678 },
+            model: "claude-test".into(),
+            error_message: None,
+            timestamp: 1_700_000_000_001,
+        },
+        Message::ToolResult {
+            tool_call_id: "call_1".into(),
+            tool_name: "bash".into(),
+            content: every_kind(),
+            is_error: true,
+            timestamp: 1_700_000_000_002,
+        },
+        // The optional fields set the other way, and no content at all.
+        Message::Assistant {
+            content: vec![],
+            stop_reason: None,
+            usage: Usage::default(),
+            model: String::new(),
+            error_message: Some("model overloaded".into()),
+            timestamp: 1_700_000_000_003,
+        },
+        Message::User { content: vec![], timestamp: 0 },
+        Message::ToolResult {
+            tool_call_id: String::new(),
+            tool_name: "read".into(),
+            content: vec![Content::Text { text: "ok".into() }],
+            is_error: false,
+            timestamp: -5,
+        },
+        Message::Assistant {
+            content: vec![Content::Text { text: "done".into() }],
+            stop_reason: Some(StopReason::Aborted),
+            usage: Usage { input: 0, output: 1 },
+            model: "m".into(),
+            error_message: Some(String::new()),
+            timestamp: 9,
+        },
+    ];
+    let stored = append_all(store, &session, messages).await;
+    assert_eq!(all_messages(store, &session).await, stored, "messages must come back exactly as written");
+    assert_eq!(store.count_messages(&session.id).await.expect("count"), stored.len() as u64);
+
+    let (_, empty) = new_session(store).await;
+    assert_eq!(store.count_messages(&empty.id).await.expect("count"), 0);
+    assert_eq!(all_messages(store, &empty).await, vec![]);
+}
+
+pub async fn a_taken_message_index_is_a_conflict(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let original = indexed(0, user("first"));
+    store.insert_message(&session.id, &session.owner_id, &original).await.expect("insert");
+
+    let rival = indexed(0, assistant("second writer"));
+    match store.insert_message(&session.id, &session.owner_id, &rival).await {
+        Err(StoreError::Conflict(_)) => {}
+        other => panic!("a taken index must be a Conflict, got {other:?}"),
+    }
+    assert_eq!(all_messages(store, &session).await, vec![original.clone()], "the first writer's message must stand");
+    assert_eq!(store.count_messages(&session.id).await.expect("count"), 1);
+
+    // The same index in another session is a different slot.
+    let (_, other) = new_session(store).await;
+    store.insert_message(&other.id, &other.owner_id, &indexed(0, user("elsewhere"))).await.expect("other session");
+
+    // A message for a session that does not exist is refused, not stored as an orphan.
+    let ghost = SessionId::new();
+    assert!(store.insert_message(&ghost, &session.owner_id, &indexed(0, user("lost"))).await.is_err());
+    assert_eq!(store.count_messages(&ghost).await.expect("count"), 0);
+}
+
+pub async fn list_messages_pages_backwards_from_before(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let messages =
+        (0..10).map(|i| if i % 2 == 0 { user(&format!("u{i}")) } else { assistant(&format!("a{i}")) }).collect();
+    let stored = append_all(store, &session, messages).await;
+    // Another session's messages must never leak into this one's pages.
+    let (_, noise) = new_session(store).await;
+    append_all(store, &noise, vec![user("noise"), assistant("noise")]).await;
+
+    let id = &session.id;
+    let page = |before: Option<u64>, limit: u32| async move {
+        store.list_messages(id, before, limit).await.expect("list_messages")
+    };
+    assert_eq!(page(None, 3).await, stored[7..10].to_vec(), "the latest page, ascending");
+    assert_eq!(page(Some(7), 3).await, stored[4..7].to_vec(), "the page before it");
+    assert_eq!(page(Some(4), 3).await, stored[1..4].to_vec());
+    assert_eq!(indices(&page(Some(1), 3).await), vec![0], "a short first page");
+    assert_eq!(page(Some(0), 3).await, vec![], "nothing before the first message");
+    assert_eq!(page(None, 0).await, vec![], "a zero limit");
+    assert_eq!(page(None, 100).await, stored, "a limit beyond the history returns all");
+    assert_eq!(indices(&page(Some(1_000), 2).await), vec![8, 9], "before beyond the end");
+    assert_eq!(indices(&page(Some(u64::MAX), 2).await), vec![8, 9]);
+}
+
+pub async fn latest_rounds_starts_at_the_nth_last_user_message(store: &dyn Store) {
+    // One round: a prompt, a tool call, its result, the answer.
+    let round =
+        |n: usize| vec![user(&format!("prompt {n}")), assistant("calling"), tool_result("output"), assistant("answer")];
+    let rounds_of = |sizes: usize| (0..sizes).flat_map(round).collect::<Vec<_>>();
+    let from =
+        |stored: &[IndexedMessage], index: u64| stored.iter().filter(|m| m.index >= index).cloned().collect::<Vec<_>>();
+
+    // No messages at all.
+    let (_, empty) = new_session(store).await;
+    for n in [0, 1, 3] {
+        assert_eq!(
+            store.latest_rounds(&empty.id, n).await.expect("latest_rounds"),
+            vec![],
+            "empty session, {n} rounds"
+        );
+    }
+
+    // Messages but no user message (0 user rounds): fewer than asked, so everything.
+    let (_, no_user) = new_session(store).await;
+    let stored = append_all(store, &no_user, vec![assistant("hello"), tool_result("x")]).await;
+    assert_eq!(store.latest_rounds(&no_user.id, 1).await.expect("latest_rounds"), stored);
+
+    // One round.
+    let (_, one) = new_session(store).await;
+    let stored = append_all(store, &one, rounds_of(1)).await;
+    for n in [1, 3, 5] {
+        assert_eq!(store.latest_rounds(&one.id, n).await.expect("latest_rounds"), stored, "1 round, asked {n}");
+    }
+
+    // Three rounds: user messages at 0, 4, 8.
+    let (_, three) = new_session(store).await;
+    let stored = append_all(store, &three, rounds_of(3)).await;
+    assert_eq!(store.latest_rounds(&three.id, 1).await.expect("latest_rounds"), from(&stored, 8));
+    assert_eq!(store.latest_rounds(&three.id, 2).await.expect("latest_rounds"), from(&stored, 4));
+    assert_eq!(store.latest_rounds(&three.id, 3).await.expect("latest_rounds"), stored);
+    assert_eq!(store.latest_rounds(&three.id, 5).await.expect("latest_rounds"), stored);
+    assert_eq!(store.latest_rounds(&three.id, 0).await.expect("latest_rounds"), vec![], "zero rounds is nothing");
+
+    // Five rounds after a leading non-user message, with an unanswered last prompt:
+    // user messages at 1, 5, 9, 13, 17 and the history ends at 17.
+    let (_, five) = new_session(store).await;
+    let mut messages = vec![assistant("welcome")];
+    messages.extend(rounds_of(4));
+    messages.push(user("still waiting"));
+    let stored = append_all(store, &five, messages).await;
+    assert_eq!(indices(&store.latest_rounds(&five.id, 1).await.expect("latest_rounds")), vec![17]);
+    assert_eq!(store.latest_rounds(&five.id, 3).await.expect("latest_rounds"), from(&stored, 9));
+    assert_eq!(store.latest_rounds(&five.id, 5).await.expect("latest_rounds"), from(&stored, 1));
+    assert_eq!(store.latest_rounds(&five.id, 6).await.expect("latest_rounds"), stored, "more rounds than exist");
+    assert_eq!(store.latest_rounds(&five.id, usize::MAX).await.expect("latest_rounds"), stored);
+}
+
+pub async fn insert_run_is_idempotent_per_request_id(store: &dyn Store) {
+    let (project, session) = new_session(store).await;
+    let run = Run {
+        user_message_index: 4,
+        first_token_at: Some(150),
+        usage: Usage { input: 5, output: 6 },
+        ..run_in(&session, "req-1", RunStatus::Running)
+    };
+    assert_eq!(store.insert_run(&run).await.expect("insert_run"), RunInsert::Created);
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()));
+    assert_eq!(store.find_run_by_request(&session.id, "req-1").await.expect("find"), Some(run.clone()));
+    assert_eq!(store.find_run_by_request(&session.id, "req-2").await.expect("find"), None);
+
+    // The retry carries a fresh run id; it must get the first run back and write nothing.
+    let retry = Run { user_message_index: 9, ..run_in(&session, "req-1", RunStatus::Running) };
+    assert_eq!(store.insert_run(&retry).await.expect("insert_run retry"), RunInsert::Existing(run.clone()));
+    assert_eq!(store.get_run(&retry.id).await.expect("get_run"), None, "the retry must not be stored");
+
+    // The existing run is returned as it is now, whatever state it reached.
+    let finished = Run { status: RunStatus::Completed, ended_at: Some(300), updated_at: 300, ..run.clone() };
+    store.update_run(&finished).await.expect("update_run");
+    assert_eq!(store.insert_run(&retry).await.expect("insert_run retry"), RunInsert::Existing(finished));
+
+    // The same requestId in another session is another run.
+    let other_session = session_in(&project, 2_000, false);
+    store.insert_session(&other_session).await.expect("insert_session");
+    let elsewhere = run_in(&other_session, "req-1", RunStatus::Running);
+    assert_eq!(store.insert_run(&elsewhere).await.expect("insert_run"), RunInsert::Created);
+    assert_eq!(store.find_run_by_request(&other_session.id, "req-1").await.expect("find"), Some(elsewhere));
+    assert_eq!(store.get_run(&RunId::new()).await.expect("get absent"), None);
+}
+
+pub async fn update_run_writes_the_mutable_fields(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let run = run_in(&session, "req-update", RunStatus::Running);
+    store.insert_run(&run).await.expect("insert_run");
+
+    let interrupted = Run { status: RunStatus::Interrupted, updated_at: 150, first_token_at: Some(120), ..run.clone() };
+    store.update_run(&interrupted).await.expect("update_run");
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(interrupted.clone()));
+
+    let failed = Run {
+        status: RunStatus::Failed,
+        updated_at: 400,
+        ended_at: Some(400),
+        usage: Usage { input: 1_000, output: 2_000 },
+        error: Some(RunError { code: "model_error".into(), message: "the model went away".into() }),
+        ..interrupted
+    };
+    store.update_run(&failed).await.expect("update_run");
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(failed.clone()));
+
+    // Clearing optional fields must clear them in storage too.
+    let cleared = Run { error: None, first_token_at: None, ended_at: None, status: RunStatus::Running, ..failed };
+    store.update_run(&cleared).await.expect("update_run");
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(cleared));
+}
+
+pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
+    let crash = RunError { code: "server_restarted".into(), message: "the server restarted during this run".into() };
+    // fail_running_runs is global; settle whatever earlier checks (or an earlier pass
+    // over the same database) left running, so the count below is exactly ours.
+    store.fail_running_runs(&crash, 1).await.expect("fail_running_runs");
+
+    let (_, session) = new_session(store).await;
+    let (_, other_session) = new_session(store).await;
+    let running = [run_in(&session, "r1", RunStatus::Running), run_in(&other_session, "r2", RunStatus::Running)];
+    let untouched = [
+        run_in(&session, "i", RunStatus::Interrupted),
+        Run { ended_at: Some(200), ..run_in(&session, "c", RunStatus::Completed) },
+        Run {
+            ended_at: Some(200),
+            error: Some(RunError { code: "earlier".into(), message: "an earlier failure".into() }),
+            ..run_in(&session, "f", RunStatus::Failed)
+        },
+        Run { ended_at: Some(200), ..run_in(&session, "x", RunStatus::Cancelled) },
+    ];
+    for run in running.iter().chain(&untouched) {
+        assert_eq!(store.insert_run(run).await.expect("insert_run"), RunInsert::Created);
+    }
+
+    assert_eq!(store.fail_running_runs(&crash, 5_000).await.expect("fail_running_runs"), 2);
+    for run in &running {
+        let expected = Run {
+            status: RunStatus::Failed,
+            error: Some(crash.clone()),
+            updated_at: 5_000,
+            ended_at: Some(5_000),
+            ..run.clone()
+        };
+        assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(expected));
+    }
+    for run in &untouched {
+        assert_eq!(
+            store.get_run(&run.id).await.expect("get_run").as_ref(),
+            Some(run),
+            "{:?} must not change",
+            run.status
+        );
+    }
+    assert_eq!(store.fail_running_runs(&crash, 6_000).await.expect("fail_running_runs"), 0, "nothing left running");
+}
+
+pub async fn deleting_a_session_removes_its_messages_and_runs(store: &dyn Store) {
+    let (project, doomed) = new_session(store).await;
+    let kept = session_in(&project, 2_000, false);
+    store.insert_session(&kept).await.expect("insert_session");
+    append_all(store, &doomed, vec![user("bye"), assistant("bye")]).await;
+    let kept_messages = append_all(store, &kept, vec![user("hi")]).await;
+    let doomed_run = run_in(&doomed, "req", RunStatus::Completed);
+    let kept_run = run_in(&kept, "req", RunStatus::Completed);
+    store.insert_run(&doomed_run).await.expect("insert_run");
+    store.insert_run(&kept_run).await.expect("insert_run");
+
+    assert!(store.delete_session(&doomed.id).await.expect("delete_session"));
+    assert_eq!(store.get_session(&doomed.id).await.expect("get"), None);
+    assert_eq!(store.count_messages(&doomed.id).await.expect("count"), 0);
+    assert_eq!(all_messages(store, &doomed).await, vec![]);
+    assert_eq!(store.get_run(&doomed_run.id).await.expect("get_run"), None);
+    assert!(!store.delete_session(&doomed.id).await.expect("delete again"), "a second delete finds nothing");
+
+    assert_eq!(store.list_sessions(&project.id, false).await.expect("list"), vec![kept.clone()]);
+    assert_eq!(all_messages(store, &kept).await, kept_messages);
+    assert_eq!(store.get_run(&kept_run.id).await.expect("get_run"), Some(kept_run));
+
+    // The index and requestId of a deleted session are free again if the id comes back.
+    store.insert_session(&doomed).await.expect("reinsert session");
+    store.insert_message(&doomed.id, &doomed.owner_id, &indexed(0, user("again"))).await.expect("index 0 is free");
+}
+
+pub async fn deleting_a_project_removes_everything_under_it(store: &dyn Store) {
+    let (project, first) = new_session(store).await;
+    let second = session_in(&project, 2_000, true);
+    store.insert_session(&second).await.expect("insert_session");
+    append_all(store, &first, vec![user("a"), assistant("b")]).await;
+    append_all(store, &second, vec![user("c")]).await;
+    let run = run_in(&second, "req", RunStatus::Running);
+    store.insert_run(&run).await.expect("insert_run");
+    let sibling = project_for(&project.owner_id, 2_000);
+    store.insert_project(&sibling).await.expect("insert sibling");
+    let (_, unrelated) = new_session(store).await;
+    let unrelated_messages = append_all(store, &unrelated, vec![user("safe")]).await;
+
+    assert!(store.delete_project(&project.id).await.expect("delete_project"));
+    assert_eq!(store.get_project(&project.id).await.expect("get"), None);
+    assert_eq!(store.list_projects(&project.owner_id).await.expect("list"), vec![sibling]);
+    for session in [&first, &second] {
+        assert_eq!(store.get_session(&session.id).await.expect("get_session"), None);
+        assert_eq!(store.count_messages(&session.id).await.expect("count"), 0);
+    }
+    assert_eq!(store.list_sessions(&project.id, false).await.expect("list"), vec![]);
+    assert_eq!(store.list_sessions(&project.id, true).await.expect("list"), vec![]);
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), None);
+    assert!(!store.delete_project(&project.id).await.expect("delete again"));
+
+    assert_eq!(all_messages(store, &unrelated).await, unrelated_messages, "other projects are untouched");
+}
