@@ -228,6 +228,11 @@ impl RunTask {
                 }
                 next = stream.next() => next,
             };
+            // A model whose stream is always ready (the scripted one with no delay) would
+            // otherwise publish its whole answer without yielding, and every subscriber
+            // would wake to find itself far behind. Spending tokio's cooperative budget
+            // yields every so often, so connections drain while the run streams.
+            tokio::task::consume_budget().await;
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
