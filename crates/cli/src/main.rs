@@ -1,1 +1,135 @@
-fn main() {}
+//! The `spool` binary. For now one command, `spool serve`, which wires the parts
+//! together: the SQLite store in the data directory, the scripted model, the read-only
+//! tools, the engine, and the HTTP server, until SIGINT or SIGTERM.
+//!
+//! Only loopback addresses are served: binding anything else would expose every
+//! session to the network, and auth does not exist yet.
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use spool_engine::{Engine, EngineConfig};
+use spool_model::ScriptedModel;
+use spool_server::{AppState, ServerConfig};
+use spool_store::SqliteStore;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "spool", version, about = "Hosts AI-agent sessions and streams them over SSE.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API and the session streams.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on (loopback only until auth exists). Port 0 picks a free port.
+    #[arg(long, env = "SPOOL_ADDR", default_value = "127.0.0.1:4747", value_name = "HOST:PORT")]
+    addr: String,
+    /// Directory for the database; created on first start.
+    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Seconds between heartbeats on event streams.
+    #[arg(long, env = "SPOOL_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    heartbeat_secs: u64,
+    /// Pause of the scripted model between streamed deltas, in milliseconds.
+    #[arg(long, env = "SPOOL_SCRIPTED_DELAY_MS", default_value_t = 0)]
+    scripted_delay_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let addr = loopback_addr(&args.addr).await?;
+
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating the data directory {}", args.data_dir.display()))?;
+    let db = args.data_dir.join("spool.db");
+    let store = Arc::new(SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?);
+    let model = Arc::new(ScriptedModel::new(Duration::from_millis(args.scripted_delay_ms)));
+    let engine = Engine::start(store.clone(), model, spool_tools::read_only_tools(), EngineConfig::default())
+        .await
+        .context("starting the engine")?;
+
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(data_dir = %args.data_dir.display(), model = %engine.model_name(), "spool started");
+    // Tests and scripts wait for this exact line to learn the port.
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "spool listening on http://{bound}")?;
+    stdout.flush()?;
+    drop(stdout);
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            match stop_signal().await {
+                Ok(name) => tracing::info!(signal = name, "shutting down"),
+                Err(e) => tracing::error!(error = %e, "cannot listen for stop signals; shutting down"),
+            }
+            shutdown.cancel();
+        }
+    });
+    let config = ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), ..ServerConfig::default() };
+    spool_server::serve_state(listener, AppState { engine, config }, shutdown).await.context("serving")?;
+    // Runs still executing are marked `server_restarted` at the next start.
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves `HOST:PORT` and refuses anything that is not loopback.
+async fn loopback_addr(raw: &str) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(raw)
+        .await
+        .with_context(|| format!("invalid --addr {raw:?}: expected HOST:PORT"))?
+        .collect();
+    let Some(first) = addrs.first() else {
+        bail!("--addr {raw:?} resolves to no address");
+    };
+    if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        bail!(
+            "refusing to listen on {open} (from --addr {raw:?}): auth is required for non-loopback addresses \
+             and is not configured. Use a loopback address such as 127.0.0.1:4747."
+        );
+    }
+    Ok(*first)
+}
+
+/// Waits for SIGINT or SIGTERM and names the one that came.
+async fn stop_signal() -> std::io::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.map(|()| "SIGINT"),
+            _ = term.recv() => Ok("SIGTERM"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map(|()| "ctrl-c")
+    }
+}

@@ -1,1 +1,41 @@
-//! placeholder
+//! Spool's HTTP side: the JSON API over the [`Engine`](spool_engine::Engine), the
+//! native SSE session stream, and the accept loop that serves them.
+//!
+//! * [`router`] builds the API (`http/`, one file per resource) over an [`AppState`].
+//! * [`serve`] is the accept loop (see `serve.rs` for why it is not `axum::serve`).
+//! * [`serve_state`] puts the two together with a graceful shutdown that also ends the
+//!   engine's open streams; the binary and the tests start the server through it.
+//!
+//! Every error a client can see is an [`ApiError`]: JSON with a status and a `code`.
+
+mod error;
+mod extract;
+mod http;
+mod serve;
+mod state;
+
+pub use error::ApiError;
+pub use extract::CurrentUser;
+pub use http::router;
+pub use serve::{ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve};
+pub use state::{AppState, ServerConfig};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Serves the API for `state` on `listener` until `shutdown` is cancelled. On shutdown
+/// the engine's open streams are closed, so SSE responses end instead of holding the
+/// server up until [`SHUTDOWN_GRACE`].
+pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
+    let engine = state.engine.clone();
+    let closer = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.cancelled().await;
+            engine.close_streams();
+        }
+    });
+    let result = serve(listener, router(state), shutdown).await;
+    closer.abort();
+    result
+}

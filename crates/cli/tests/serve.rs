@@ -1,0 +1,93 @@
+//! `spool serve` as a process: it prints its address, answers, creates its data
+//! directory, stops cleanly on SIGTERM, and refuses non-loopback addresses.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn spool() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
+    for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_HEARTBEAT_SECS", "SPOOL_SCRIPTED_DELAY_MS"] {
+        cmd.env_remove(var);
+    }
+    cmd.env("RUST_LOG", "warn");
+    cmd
+}
+
+/// Waits for the `spool listening on http://ADDR` line and returns ADDR.
+fn listening_addr(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx.recv_timeout(WAIT).expect("the server prints its address");
+    line.strip_prefix("spool listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_owned()
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(WAIT)).expect("timeout");
+    write!(tcp, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).expect("read response");
+    response
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "spool did not exit in {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_prints_its_port_answers_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("nested/data");
+    let mut child = spool()
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start spool");
+    let addr = listening_addr(&mut child);
+    assert!(!addr.ends_with(":0"), "the real port is printed: {addr}");
+
+    let response = http_get(&addr, "/api/health");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.contains(r#""status":"ok""#) && response.contains(r#""model":"scripted""#), "{response}");
+    assert!(data.join("spool.db").is_file(), "the data directory and database are created");
+
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    let status = wait_exit(&mut child);
+    assert!(status.success(), "graceful exit, got {status}");
+}
+
+#[test]
+fn serve_refuses_non_loopback_addresses() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = spool()
+        .arg("serve")
+        .env("SPOOL_ADDR", "0.0.0.0:0")
+        .env("SPOOL_DATA_DIR", dir.path().join("data"))
+        .output()
+        .expect("run spool");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("auth is required for non-loopback addresses"), "{stderr}");
+    assert!(!dir.path().join("data").exists(), "nothing is created before the address is accepted");
+}

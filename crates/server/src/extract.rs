@@ -1,0 +1,115 @@
+//! Extractors whose failures are [`ApiError`]s, so no plain-text axum rejection ever
+//! reaches a client, and [`CurrentUser`], the one place that decides who is acting.
+//!
+//! Handlers use [`JsonBody`], [`PathId`] and [`QueryParams`] instead of axum's `Json`,
+//! `Path` and `Query` extractors. (Responses still use `axum::Json`.)
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use spool_protocol::{IdError, ProjectId, RunId, SessionId, UserId};
+use std::str::FromStr;
+
+/// The user a request acts as. While auth is off that is the engine's local user;
+/// auth will change only this extractor.
+#[derive(Clone, Debug)]
+pub struct CurrentUser(pub UserId);
+
+impl FromRequestParts<AppState> for CurrentUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Ok(CurrentUser(state.engine.local_user().clone()))
+    }
+}
+
+/// A JSON request body. Unknown fields are ignored; wrong types, bad syntax, a wrong
+/// content type and an oversized body are JSON errors.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(JsonBody(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        JsonRejection::JsonSyntaxError(e) => ApiError::bad_request("malformed_json", e.body_text()),
+        JsonRejection::JsonDataError(e) => ApiError::bad_request("invalid_body", e.body_text()),
+        JsonRejection::MissingJsonContentType(_) => {
+            ApiError::UnsupportedMediaType("the request body must be JSON with `Content-Type: application/json`".into())
+        }
+        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::BodyTooLarge("the request body is larger than the server accepts".into())
+        }
+        other => ApiError::bad_request("invalid_body", other.body_text()),
+    }
+}
+
+/// An id type that can appear in a path, with the word a 404 uses for it.
+pub trait ApiId: FromStr<Err = IdError> + Send {
+    const WHAT: &'static str;
+}
+
+impl ApiId for ProjectId {
+    const WHAT: &'static str = "project";
+}
+impl ApiId for SessionId {
+    const WHAT: &'static str = "session";
+}
+impl ApiId for RunId {
+    const WHAT: &'static str = "run";
+}
+
+/// The single `{id}` of a route, parsed as a typed id. A string that is not a valid id
+/// names nothing, so it is a 404 `not_found` exactly like a well-formed id that is absent.
+#[derive(Debug)]
+pub struct PathId<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for PathId<T>
+where
+    T: ApiId,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) =
+            Path::<String>::from_request_parts(parts, state).await.map_err(|_| ApiError::not_found(T::WHAT))?;
+        raw.parse().map(PathId).map_err(|_| ApiError::not_found(T::WHAT))
+    }
+}
+
+/// Query parameters; unknown ones are ignored, a bad value is a 400 `invalid_query`.
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for QueryParams<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(QueryParams(value)),
+            Err(rejection) => Err(ApiError::bad_request("invalid_query", rejection.body_text())),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! `GET /api/sessions/:id/events`: the native session stream (seed 000).
+//!
+//! The engine's `Subscription` already yields complete SSE events as shared `Bytes`
+//! (snapshot or replay first, then live frames), so this handler only picks the cursor,
+//! merges in heartbeats and sets the headers. axum's `Sse` type is not used: it would
+//! re-encode every frame per subscriber.
+
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, PathId, QueryParams};
+use crate::serve::ConnectionToken;
+use crate::state::AppState;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use futures::Stream;
+use serde::Deserialize;
+use spool_engine::Subscription;
+use spool_protocol::{Cursor, SessionId, sse};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/sessions/{id}/events", get(stream))
+}
+
+/// `?cursor=` resumes like `Last-Event-ID`. `?approvals=1` is accepted and, until
+/// approvals exist, ignored (unknown parameters are ignored anyway).
+#[derive(Deserialize)]
+struct EventsQuery {
+    cursor: Option<String>,
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    ConnectionToken(connection): ConnectionToken,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> Result<Response, ApiError> {
+    // The header wins when present; a cursor that does not parse means a snapshot.
+    let header = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()).filter(|v| !v.trim().is_empty());
+    let cursor = header.or(query.cursor.as_deref()).and_then(Cursor::parse);
+    // The connection's own token, not a child: when the engine cuts this subscriber the
+    // accept loop must see it to drop a connection whose client stopped reading.
+    let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection).await?;
+    tracing::debug!(session = %id, ?start, "stream subscribed");
+    let body = Body::from_stream(EventBody::new(subscription, state.config.heartbeat));
+    let headers =
+        [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
+    Ok((headers, body).into_response())
+}
+
+/// The subscription's frames with a heartbeat whenever the interval elapses. Ends when
+/// the subscription ends (the subscriber was cut or the session closed).
+struct EventBody {
+    subscription: Subscription,
+    heartbeat: Interval,
+}
+
+impl EventBody {
+    fn new(subscription: Subscription, every: Duration) -> Self {
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + every, every);
+        // After a stall, one heartbeat is enough; no burst to catch up.
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Self { subscription, heartbeat }
+    }
+}
+
+impl Stream for EventBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match Pin::new(&mut self.subscription).poll_next(cx) {
+            Poll::Ready(Some(frames)) => return Poll::Ready(Some(Ok(frames))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        match self.heartbeat.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(sse::HEARTBEAT)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The HTTP API: one file per resource, each with a `router()`, assembled here with the
+//! layers every route shares (body limit, panic catcher, tracing) and JSON answers for
+//! unknown routes and wrong methods.
+
+mod events;
+mod health;
+mod projects;
+mod runs;
+mod sessions;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
+use axum::response::{IntoResponse, Response};
+use std::any::Any;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+/// The whole API over `state`.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.max_body_bytes;
+    let routes = Router::new()
+        .merge(health::router())
+        .merge(projects::router())
+        .merge(sessions::router())
+        .merge(runs::router())
+        .merge(events::router())
+        .with_state(state);
+    with_layers(routes, body_limit)
+}
+
+/// Fallbacks and the layers shared by every route. Separate from [`router`] so a test
+/// can put the same layers around a route the API does not have (one that panics).
+fn with_layers(routes: Router, body_limit: usize) -> Router {
+    routes
+        .fallback(route_not_found)
+        // After the routes: it applies to the method routers registered so far.
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn route_not_found(method: Method, uri: Uri) -> ApiError {
+    let path: String = uri.path().chars().take(200).collect();
+    ApiError::RouteNotFound(format!("{method} {path}"))
+}
+
+async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::MethodNotAllowed(method.to_string())
+}
+
+fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    tracing::error!(panic = %message, "a handler panicked");
+    ApiError::Internal.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    async fn call(app: &Router, path: &str) -> (StatusCode, serde_json::Value) {
+        let res = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).expect("valid request"))
+            .await
+            .expect("infallible");
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 16).await.expect("small body");
+        (status, serde_json::from_slice(&bytes).expect("json body"))
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_json_500_and_the_router_keeps_serving() {
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let app = with_layers(Router::new().route("/boom", get(boom)).route("/ok", get(|| async { "{}" })), 1 << 20);
+        let (status, body) = call(&app, "/boom").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["error"]["code"], "internal");
+        assert_eq!(body["error"]["message"], "internal server error");
+        let (status, _) = call(&app, "/ok").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}

@@ -1,0 +1,63 @@
+//! Runs: accept a prompt (idempotent by `requestId`), abort the active run, show a run.
+
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, JsonBody, PathId};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use spool_engine::PromptAccepted;
+use spool_protocol::{Run, RunId, SessionId};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/sessions/{id}/prompt", post(prompt))
+        .route("/api/sessions/{id}/abort", post(abort))
+        .route("/api/runs/{id}", get(show))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptBody {
+    text: String,
+    request_id: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Aborted {
+    aborted: bool,
+    run_id: Option<RunId>,
+}
+
+/// 202 whether the run is new or the `requestId` named an earlier one: either way the
+/// client gets the run to follow, and nothing started twice.
+async fn prompt(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    JsonBody(body): JsonBody<PromptBody>,
+) -> Result<(StatusCode, Json<PromptAccepted>), ApiError> {
+    let accepted = state.engine.prompt(&user, &id, body.text, body.request_id).await?;
+    Ok((StatusCode::ACCEPTED, Json(accepted)))
+}
+
+/// Returns once the run is settled as `cancelled`; with nothing running it is a no-op.
+async fn abort(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<Aborted>, ApiError> {
+    let run_id = state.engine.abort(&user, &id).await?;
+    Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<RunId>,
+) -> Result<Json<Run>, ApiError> {
+    Ok(Json(state.engine.run(&user, &id).await?))
+}

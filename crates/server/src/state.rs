@@ -1,0 +1,27 @@
+//! What every handler can reach: the engine and the server's own settings.
+
+use spool_engine::Engine;
+use std::time::Duration;
+
+/// Shared by all handlers. Cheap to clone: `Engine` is a handle around an `Arc`.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub config: ServerConfig,
+}
+
+/// Settings of the HTTP layer (the engine has its own `EngineConfig`).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Interval of the `heartbeat` event on SSE streams (seed 000: 15 s). The first one
+    /// comes one interval after connecting.
+    pub heartbeat: Duration,
+    /// Largest request body accepted, in bytes; larger is a 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20 }
+    }
+}

@@ -1,0 +1,503 @@
+//! Shared helpers for tests that drive a real Spool server on a real port.
+//!
+//! [`TestServer::start`] (or [`TestServer::start_with`]) builds the real parts — a
+//! SQLite file store in a temp directory, the scripted model, the read-only tools, the
+//! engine — binds `127.0.0.1:0` and serves with `spool_server::serve_state`, exactly
+//! like the binary. Requests go through `reqwest`; session streams are read with
+//! [`SseStream`], which decodes with `spool_protocol::sse::Decoder`.
+//!
+//! Every wait is bounded: a helper that does not get what it waits for panics with
+//! what it saw instead of hanging the test run.
+
+// Each test file uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use spool_engine::{Engine, EngineConfig};
+use spool_model::ScriptedModel;
+use spool_protocol::SessionState;
+use spool_protocol::sse::{Decoder, SseEvent};
+use spool_server::{AppState, ServerConfig};
+use spool_store::SqliteStore;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tempfile::TempDir;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Longest any helper waits for something it expects.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// How a [`TestServer`] is built.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// SSE heartbeat interval (the server default is 15 s).
+    pub heartbeat: Duration,
+    /// Pause between the scripted model's deltas.
+    pub model_delay: Duration,
+    pub engine: EngineConfig,
+    pub max_body_bytes: usize,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        let server = ServerConfig::default();
+        Self {
+            heartbeat: server.heartbeat,
+            model_delay: Duration::ZERO,
+            engine: EngineConfig::default(),
+            max_body_bytes: server.max_body_bytes,
+        }
+    }
+}
+
+/// A running server plus the directory it works in:
+///
+/// ```text
+/// <dir>/data/spool.db     the store (kept across `restart`)
+/// <dir>/project/          a project directory with README.md and src/main.rs
+/// ```
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub base: String,
+    pub addr: SocketAddr,
+    pub engine: Engine,
+    /// The same store the engine uses, for asserting on rows.
+    pub store: Arc<SqliteStore>,
+    pub client: reqwest::Client,
+    pub options: TestOptions,
+    dir: TempDir,
+    /// The id of `project_dir()` once `default_project` registered it.
+    default_project: tokio::sync::OnceCell<String>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(TestOptions::default()).await
+    }
+
+    pub async fn start_with(options: TestOptions) -> TestServer {
+        let dir = tempfile::tempdir().expect("create temp dir");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(project.join("src")).expect("create project dir");
+        std::fs::write(project.join("README.md"), "# Test project\n\nUsed by the server tests.\n").expect("write file");
+        std::fs::write(project.join("src/main.rs"), "fn main() {\n    println!(\"hi\");\n}\n").expect("write file");
+        Self::launch(dir, options).await
+    }
+
+    async fn launch(dir: TempDir, options: TestOptions) -> TestServer {
+        let store = Arc::new(SqliteStore::open(&dir.path().join("data/spool.db")).await.expect("open store"));
+        let model = Arc::new(ScriptedModel::new(options.model_delay));
+        let engine = Engine::start(store.clone(), model, spool_tools::read_only_tools(), options.engine.clone())
+            .await
+            .expect("start engine");
+        let config = ServerConfig { heartbeat: options.heartbeat, max_body_bytes: options.max_body_bytes };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("bound address");
+        let shutdown = CancellationToken::new();
+        let state = AppState { engine: engine.clone(), config };
+        let task = tokio::spawn(spool_server::serve_state(listener, state, shutdown.clone()));
+        let client = reqwest::Client::builder().no_proxy().build().expect("build client");
+        TestServer {
+            base: format!("http://{addr}"),
+            addr,
+            engine,
+            store,
+            client,
+            options,
+            dir,
+            default_project: tokio::sync::OnceCell::new(),
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Graceful shutdown; returns once the server stopped serving.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let result = tokio::time::timeout(WAIT, task).await.expect("server stops in time").expect("server task");
+            result.expect("serve returns Ok");
+        }
+    }
+
+    /// Stops this server and starts a new one (new engine, new port) on the same data
+    /// directory and project directory, as a process restart would.
+    pub async fn restart(mut self) -> TestServer {
+        self.stop().await;
+        self.store.close().await;
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("create temp dir"));
+        let mut next = Self::launch(dir, self.options.clone()).await;
+        if let Some(id) = self.default_project.get() {
+            next.default_project = tokio::sync::OnceCell::new_with(Some(id.clone()));
+        }
+        next
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// The temp directory holding `data/` and `project/`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A directory with a couple of files, not registered until `default_project`.
+    pub fn project_dir(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// Creates (once) and returns a fresh empty directory `<dir>/<name>`.
+    pub fn new_dir(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).expect("create dir");
+        path
+    }
+
+    // ---- plain HTTP -------------------------------------------------------------------
+
+    /// Sends a request and returns its status and JSON body (`Null` when empty).
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        let res = request.send().await.expect("request reaches the server");
+        let status = res.status();
+        let bytes = res.bytes().await.expect("read body");
+        if bytes.is_empty() {
+            return (status, Value::Null);
+        }
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("{status}: body is not JSON ({e}): {:?}", String::from_utf8_lossy(&bytes)));
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.get(self.url(path))).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(self.client.post(self.url(path)).json(&body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(self.client.patch(self.url(path)).json(&body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.delete(self.url(path))).await
+    }
+
+    // ---- domain -----------------------------------------------------------------------
+
+    /// Registers `path` as a project and returns it; panics unless 201.
+    pub async fn create_project(&self, path: &Path) -> Value {
+        let (status, body) = self.post("/api/projects", json!({ "path": path })).await;
+        assert_eq!(status, StatusCode::CREATED, "create project: {body}");
+        body
+    }
+
+    /// The id of `project_dir()` as a project, registering it on first use.
+    pub async fn default_project(&self) -> String {
+        self.default_project
+            .get_or_init(|| async { id_of(&self.create_project(&self.project_dir()).await) })
+            .await
+            .clone()
+    }
+
+    /// Creates a session in `project_id` and returns it; panics unless 201.
+    pub async fn create_session(&self, project_id: &str, title: Option<&str>) -> Value {
+        let (status, body) = self.post("/api/sessions", json!({ "projectId": project_id, "title": title })).await;
+        assert_eq!(status, StatusCode::CREATED, "create session: {body}");
+        body
+    }
+
+    /// A new untitled session in the default project; returns its id.
+    pub async fn new_session(&self) -> String {
+        let project = self.default_project().await;
+        id_of(&self.create_session(&project, None).await)
+    }
+
+    /// `POST /api/sessions/:id/prompt`.
+    pub async fn prompt(&self, session: &str, text: &str, request_id: Option<&str>) -> (StatusCode, Value) {
+        let mut body = json!({ "text": text });
+        if let Some(r) = request_id {
+            body["requestId"] = json!(r);
+        }
+        self.post(&format!("/api/sessions/{session}/prompt"), body).await
+    }
+
+    /// Sends a prompt, asserts 202, returns the run id.
+    pub async fn start_run(&self, session: &str, text: &str) -> String {
+        let (status, body) = self.prompt(session, text, None).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "prompt: {body}");
+        body["runId"].as_str().expect("runId").to_owned()
+    }
+
+    /// Polls `GET /api/runs/:id` until `done(run)` holds; returns that run.
+    pub async fn wait_run_until(&self, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (status, run) = self.get(&format!("/api/runs/{run_id}")).await;
+            assert_eq!(status, StatusCode::OK, "get run: {run}");
+            if done(&run) {
+                return run;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "run {run_id} did not get there in {WAIT:?}: {run}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits until the run is settled (completed, failed or cancelled) and returns it.
+    pub async fn wait_run(&self, run_id: &str) -> Value {
+        self.wait_run_until(run_id, |run| matches!(run["status"].as_str(), Some("completed" | "failed" | "cancelled")))
+            .await
+    }
+
+    /// Sends a prompt and waits for its run to settle; returns the run.
+    pub async fn run_prompt(&self, session: &str, text: &str) -> Value {
+        let run_id = self.start_run(session, text).await;
+        self.wait_run(&run_id).await
+    }
+
+    /// `GET /api/sessions/:id/messages{query}`; panics unless 200.
+    pub async fn messages(&self, session: &str, query: &str) -> Value {
+        let (status, page) = self.get(&format!("/api/sessions/{session}/messages{query}")).await;
+        assert_eq!(status, StatusCode::OK, "messages: {page}");
+        page
+    }
+
+    // ---- streams ----------------------------------------------------------------------
+
+    /// Sends `GET /api/sessions/:id/events` and returns the response unread (headers
+    /// arrived, body not consumed), e.g. to play a client that stops reading.
+    pub async fn events_response(&self, session: &str, open: &Open) -> reqwest::Response {
+        let mut url = self.url(&format!("/api/sessions/{session}/events"));
+        let mut query = Vec::new();
+        if let Some(cursor) = &open.cursor {
+            query.push(format!("cursor={}", urlencode(cursor)));
+        }
+        if open.approvals {
+            query.push("approvals=1".to_owned());
+        }
+        if !query.is_empty() {
+            url = format!("{url}?{}", query.join("&"));
+        }
+        let mut request = self.client.get(url).header("accept", "text/event-stream");
+        if let Some(id) = &open.last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        tokio::time::timeout(WAIT, request.send()).await.expect("stream response in time").expect("stream request")
+    }
+
+    /// Opens a session stream; panics unless 200.
+    pub async fn events(&self, session: &str, open: Open) -> SseStream {
+        let res = self.events_response(session, &open).await;
+        assert_eq!(res.status(), StatusCode::OK, "open events");
+        SseStream::new(res)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// How to open a session stream: optional `Last-Event-ID` header, `?cursor=` and
+/// `?approvals=1`.
+#[derive(Clone, Debug, Default)]
+pub struct Open {
+    pub last_event_id: Option<String>,
+    pub cursor: Option<String>,
+    pub approvals: bool,
+}
+
+impl Open {
+    pub fn fresh() -> Self {
+        Self::default()
+    }
+
+    pub fn last_event_id(id: impl Into<String>) -> Self {
+        Self { last_event_id: Some(id.into()), ..Self::default() }
+    }
+
+    pub fn cursor(cursor: impl Into<String>) -> Self {
+        Self { cursor: Some(cursor.into()), ..Self::default() }
+    }
+}
+
+/// A session stream being read: decoded SSE events in arrival order.
+pub struct SseStream {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    decoder: Decoder,
+    ready: VecDeque<SseEvent>,
+    /// Every body byte received so far, for asserting on the exact wire format.
+    pub raw: Vec<u8>,
+    /// Set when the body ended with a transport error instead of a clean end.
+    pub error: Option<String>,
+    ended: bool,
+}
+
+impl SseStream {
+    pub fn new(res: reqwest::Response) -> Self {
+        Self {
+            status: res.status(),
+            headers: res.headers().clone(),
+            body: Box::pin(res.bytes_stream()),
+            decoder: Decoder::new(),
+            ready: VecDeque::new(),
+            raw: Vec::new(),
+            error: None,
+            ended: false,
+        }
+    }
+
+    /// The header's value as a string ("" when absent).
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    /// The next event (heartbeats included), or `None` when the body ended. Panics if
+    /// nothing arrives within [`WAIT`].
+    pub async fn next_event(&mut self) -> Option<SseEvent> {
+        match self.next_event_within(WAIT).await {
+            Ok(event) => event,
+            Err(_) => panic!("no SSE event within {WAIT:?}"),
+        }
+    }
+
+    /// Like [`next_event`](Self::next_event) with its own bound; `Err` on timeout, for
+    /// asserting that nothing arrives.
+    pub async fn next_event_within(
+        &mut self,
+        within: Duration,
+    ) -> Result<Option<SseEvent>, tokio::time::error::Elapsed> {
+        tokio::time::timeout(within, self.read_event()).await
+    }
+
+    async fn read_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => {
+                    self.raw.extend_from_slice(&chunk);
+                    self.ready.extend(self.decoder.push(&chunk));
+                }
+                Some(Err(e)) => {
+                    self.error = Some(e.to_string());
+                    self.ended = true;
+                }
+                None => self.ended = true,
+            }
+        }
+    }
+
+    /// The next business frame (heartbeats skipped), with its SSE id checked against
+    /// `streamId:seq`. `None` when the body ended.
+    pub async fn next_frame(&mut self) -> Option<ReceivedFrame> {
+        loop {
+            let event = self.next_event().await?;
+            if event.event.as_deref() == Some("heartbeat") {
+                continue;
+            }
+            let frame = ReceivedFrame::parse(&event);
+            assert_eq!(event.id.as_deref(), Some(frame.cursor().as_str()), "SSE id is streamId:seq: {}", frame.json);
+            return Some(frame);
+        }
+    }
+
+    /// Reads frames until `stop` holds for one (returned last); panics if the stream ends.
+    pub async fn frames_until(&mut self, stop: impl Fn(&ReceivedFrame) -> bool) -> Vec<ReceivedFrame> {
+        let mut frames = Vec::new();
+        loop {
+            let frame = self.next_frame().await.expect("stream ended before the awaited frame");
+            let done = stop(&frame);
+            frames.push(frame);
+            if done {
+                return frames;
+            }
+        }
+    }
+
+    /// Waits for the body to end (skipping whatever still arrives); panics if it does
+    /// not end within `within`.
+    pub async fn expect_end(&mut self, within: Duration) {
+        let ended = tokio::time::timeout(within, async { while self.read_event().await.is_some() {} }).await;
+        assert!(ended.is_ok(), "stream did not end within {within:?}");
+    }
+}
+
+/// One business frame as received. Kept as JSON: `spool_protocol::Frame` does not
+/// deserialize state frames whose maps are keyed by index (serde's `flatten` buffers
+/// the keys as strings), so the typed view is offered per part ([`Self::state`]).
+#[derive(Clone, Debug)]
+pub struct ReceivedFrame {
+    /// `session.snapshot`, `session.state`, `run.accepted` or `loop.event`.
+    pub kind: String,
+    pub session_id: String,
+    pub stream_id: String,
+    pub seq: u64,
+    pub json: Value,
+}
+
+impl ReceivedFrame {
+    fn parse(event: &SseEvent) -> Self {
+        let json: Value =
+            serde_json::from_str(&event.data).unwrap_or_else(|e| panic!("frame is not JSON ({e}): {}", event.data));
+        let text =
+            |field: &str| json[field].as_str().unwrap_or_else(|| panic!("frame without {field}: {json}")).to_owned();
+        ReceivedFrame {
+            kind: text("type"),
+            session_id: text("sessionId"),
+            stream_id: text("streamId"),
+            seq: json["seq"].as_u64().unwrap_or_else(|| panic!("frame without seq: {json}")),
+            json,
+        }
+    }
+
+    /// `streamId:seq`, what a client sends back to resume after this frame.
+    pub fn cursor(&self) -> String {
+        format!("{}:{}", self.stream_id, self.seq)
+    }
+
+    /// The state of a `session.snapshot` / `session.state` frame.
+    pub fn state(&self) -> SessionState {
+        serde_json::from_value(self.json["state"].clone()).unwrap_or_else(|e| panic!("bad state ({e}): {}", self.json))
+    }
+
+    /// For `loop.event` frames: the agent event's `type` (`message_update`, …).
+    pub fn event_type(&self) -> Option<&str> {
+        self.json["event"]["type"].as_str()
+    }
+}
+
+/// The `id` field of a JSON record.
+pub fn id_of(record: &Value) -> String {
+    record["id"].as_str().unwrap_or_else(|| panic!("record without id: {record}")).to_owned()
+}
+
+/// Percent-encodes a query value (cursors contain `:`).
+pub fn urlencode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
