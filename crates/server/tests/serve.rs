@@ -54,3 +54,22 @@ async fn shutdown_ends_open_streams_and_returns_promptly() {
     // Nothing listens any more.
     assert!(tokio::net::TcpStream::connect(server.addr).await.is_err());
 }
+
+#[tokio::test]
+async fn a_restart_keeps_the_records_and_starts_a_new_stream() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let run = server.run_prompt(&session, "echo: kept").await;
+    let (_, before) = server.get(&format!("/api/sessions/{session}")).await;
+
+    let server = server.restart().await;
+    let (status, after) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{after}");
+    assert_ne!(after["streamId"], before["streamId"]);
+    assert_eq!(after["state"]["total"], 2);
+    let (_, stored) = server.get(&format!("/api/runs/{}", run["id"].as_str().expect("run id"))).await;
+    assert_eq!(stored["status"], "completed");
+    // The default project survives too: a second session lands in it.
+    let second = server.new_session().await;
+    assert_ne!(second, session);
+}
