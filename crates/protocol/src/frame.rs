@@ -100,10 +100,12 @@ pub struct SessionState {
     /// Number of committed messages in the whole session.
     pub total: u64,
     /// Messages still being streamed, by the absolute index they will have.
+    #[serde(with = "index_map")]
     pub drafts: BTreeMap<u64, Message>,
     /// Tool executions of the shown rounds, merged by tool call id.
     pub tool_executions: BTreeMap<String, ToolExecution>,
     /// Prompt timings by user message index.
+    #[serde(with = "index_map")]
     pub prompt_timings: BTreeMap<u64, PromptTiming>,
     /// Approvals waiting for a decision (filled by the approvals work).
     pub pending_approvals: Vec<serde_json::Value>,
@@ -142,4 +144,25 @@ pub struct PromptTiming {
     pub started_at: Millis,
     pub first_token_at: Option<Millis>,
     pub ended_at: Option<Millis>,
+}
+
+/// Maps keyed by message index. JSON object keys are strings; serde's derive reads them
+/// back as integers only when it sees the map directly, not when the map sits inside a
+/// flattened or internally tagged frame (it buffers the keys as strings first). Reading
+/// string keys and parsing them works in both places.
+mod index_map {
+    use serde::de::{DeserializeOwned, Error};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<T: Serialize, S: Serializer>(map: &BTreeMap<u64, T>, s: S) -> Result<S::Ok, S::Error> {
+        map.serialize(s)
+    }
+
+    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u64, T>, D::Error> {
+        BTreeMap::<String, T>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| k.parse::<u64>().map(|k| (k, v)).map_err(|_| D::Error::custom(format!("`{k}` is not a message index"))))
+            .collect()
+    }
 }

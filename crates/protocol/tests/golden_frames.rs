@@ -113,7 +113,10 @@ fn loop_event(seq: u64, index: Option<u64>, event: AgentEvent) -> Frame {
 
 #[test]
 fn snapshot_frame() {
-    assert_json_snapshot!(frame(7, FrameBody::Snapshot { state: Box::new(state()) }));
+    let f = frame(7, FrameBody::Snapshot { state: Box::new(state()) });
+    let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back, f, "a snapshot with drafts and timings round-trips");
+    assert_json_snapshot!(f);
 }
 
 #[test]
