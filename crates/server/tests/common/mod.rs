@@ -443,9 +443,8 @@ impl SseStream {
     }
 }
 
-/// One business frame as received. Kept as JSON: `spool_protocol::Frame` does not
-/// deserialize state frames whose maps are keyed by index (serde's `flatten` buffers
-/// the keys as strings), so the typed view is offered per part ([`Self::state`]).
+/// One business frame as received, kept as JSON so tests can assert on the exact
+/// fields a client sees; typed views are offered per part ([`Self::state`]).
 #[derive(Clone, Debug)]
 pub struct ReceivedFrame {
     /// `session.snapshot`, `session.state`, `run.accepted` or `loop.event`.
