@@ -1,0 +1,103 @@
+//! A crash mid-run: `spool serve` is killed with SIGKILL while a run streams. After a
+//! restart on the same data directory the run reads `failed` with `server_restarted`
+//! (it is never re-executed), committed messages are all there, and the session stream
+//! has a new streamId.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Spool(Child);
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(data: &std::path::Path) -> (Spool, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", "20", "--data-dir"])
+        .arg(data)
+        .env_remove("SPOOL_ADDR")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start spool");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
+    let base = line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
+    (Spool(child), base)
+}
+
+async fn call(req: reqwest::RequestBuilder) -> Value {
+    let res = req.send().await.expect("request");
+    let status = res.status();
+    let body: Value = res.json().await.expect("json");
+    assert!(status.is_success(), "{status}: {body}");
+    body
+}
+
+#[tokio::test]
+async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+
+    let (mut spool, base) = start(&data);
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session_id = session["id"].as_str().expect("id").to_owned();
+    let accepted = call(
+        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000", "requestId": "r1"})),
+    )
+    .await;
+    let run_id = accepted["runId"].as_str().expect("runId").to_owned();
+
+    // Wait until the answer is visibly streaming (a draft with text), then crash.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let before = loop {
+        let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
+        let streaming = detail["state"]["drafts"].as_object().is_some_and(|d| {
+            d.values().any(|m| m["content"][0]["text"].as_str().is_some_and(|t| t.len() > 20))
+        });
+        if streaming {
+            break detail;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run never started streaming: {detail}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    spool.0.kill().expect("SIGKILL");
+    spool.0.wait().expect("reap");
+
+    let (_spool, base) = start(&data);
+    let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["error"]["code"], "server_restarted", "{run}");
+
+    let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
+    assert_ne!(detail["streamId"], before["streamId"], "a restart starts a new stream");
+    assert_eq!(detail["status"], "idle");
+    assert_eq!(detail["state"]["drafts"], json!({}), "an uncommitted draft is not resurrected");
+    let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
+    assert_eq!(history["total"], 1, "the committed user message survives: {history}");
+    assert_eq!(history["messages"][0]["content"][0]["text"], "stream: 1000");
+
+    // The same requestId still names the dead run and starts nothing; a new prompt runs.
+    let again = call(
+        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000", "requestId": "r1"})),
+    )
+    .await;
+    assert_eq!(again["runId"], run_id.as_str());
+    let fresh = call(
+        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "echo: back", "requestId": "r2"})),
+    )
+    .await;
+    assert_ne!(fresh["runId"], run_id.as_str());
+}
