@@ -219,6 +219,10 @@ async fn main() -> Result<()> {
     println!("frames/s delivered     {:.0}", frames as f64 / secs);
     println!("got every delta live   {all_deltas} of {}", args.subscribers);
     println!("cut for lagging        {cut} (reconnected {reconnects} times, caught up by snapshot)");
-    println!("server RSS peak        {:.1} MiB (after connect: {:.1} MiB)", rss_peak as f64 / 1024.0, rss_idle as f64 / 1024.0);
+    println!(
+        "server RSS peak        {:.1} MiB (after connect: {:.1} MiB)",
+        rss_peak as f64 / 1024.0,
+        rss_idle as f64 / 1024.0
+    );
     Ok(())
 }

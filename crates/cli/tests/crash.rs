@@ -30,7 +30,8 @@ fn start(data: &std::path::Path) -> (Spool, String) {
         .expect("start spool");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
-    let base = line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
+    let base =
+        line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
     (Spool(child), base)
 }
 
@@ -55,7 +56,9 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session_id = session["id"].as_str().expect("id").to_owned();
     let accepted = call(
-        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000", "requestId": "r1"})),
+        client
+            .post(format!("{base}/api/sessions/{session_id}/prompt"))
+            .json(&json!({"text": "stream: 1000", "requestId": "r1"})),
     )
     .await;
     let run_id = accepted["runId"].as_str().expect("runId").to_owned();
@@ -64,9 +67,9 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
     let deadline = tokio::time::Instant::now() + WAIT;
     let before = loop {
         let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
-        let streaming = detail["state"]["drafts"].as_object().is_some_and(|d| {
-            d.values().any(|m| m["content"][0]["text"].as_str().is_some_and(|t| t.len() > 20))
-        });
+        let streaming = detail["state"]["drafts"]
+            .as_object()
+            .is_some_and(|d| d.values().any(|m| m["content"][0]["text"].as_str().is_some_and(|t| t.len() > 20)));
         if streaming {
             break detail;
         }
@@ -91,12 +94,16 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
 
     // The same requestId still names the dead run and starts nothing; a new prompt runs.
     let again = call(
-        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000", "requestId": "r1"})),
+        client
+            .post(format!("{base}/api/sessions/{session_id}/prompt"))
+            .json(&json!({"text": "stream: 1000", "requestId": "r1"})),
     )
     .await;
     assert_eq!(again["runId"], run_id.as_str());
     let fresh = call(
-        client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "echo: back", "requestId": "r2"})),
+        client
+            .post(format!("{base}/api/sessions/{session_id}/prompt"))
+            .json(&json!({"text": "echo: back", "requestId": "r2"})),
     )
     .await;
     assert_ne!(fresh["runId"], run_id.as_str());

@@ -193,8 +193,14 @@ impl Engine {
                 .unwrap_or_else(|| canonical.clone()),
         };
         let now = now_ms();
-        let project =
-            Project { id: ProjectId::new(), owner_id: owner.clone(), name, path: canonical, created_at: now, updated_at: now };
+        let project = Project {
+            id: ProjectId::new(),
+            owner_id: owner.clone(),
+            name,
+            path: canonical,
+            created_at: now,
+            updated_at: now,
+        };
         self.store().insert_project(&project).await.map_err(|e| match e {
             crate::StoreError::Conflict(_) => EngineError::Conflict {
                 code: "project_exists",
@@ -245,7 +251,12 @@ impl Engine {
 
     // ---- sessions -------------------------------------------------------------------
 
-    pub async fn create_session(&self, owner: &UserId, project_id: &ProjectId, title: Option<String>) -> Result<Session> {
+    pub async fn create_session(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        title: Option<String>,
+    ) -> Result<Session> {
         let project = self.project(owner, project_id).await?;
         let title = title.map(|t| check_name(&t, "title")).transpose()?;
         let now = now_ms();
@@ -263,7 +274,12 @@ impl Engine {
         Ok(session)
     }
 
-    pub async fn list_sessions(&self, owner: &UserId, project_id: &ProjectId, archived: bool) -> Result<Vec<SessionInfo>> {
+    pub async fn list_sessions(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        archived: bool,
+    ) -> Result<Vec<SessionInfo>> {
         let project = self.project(owner, project_id).await?;
         let sessions = self.store().list_sessions(&project.id, archived).await?;
         Ok(sessions.into_iter().map(|session| SessionInfo { status: self.status_of(&session.id), session }).collect())
@@ -327,7 +343,13 @@ impl Engine {
         self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
-    pub async fn messages(&self, owner: &UserId, id: &SessionId, before: Option<u64>, limit: Option<u32>) -> Result<MessagePage> {
+    pub async fn messages(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        before: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<MessagePage> {
         let limit = limit.unwrap_or(DEFAULT_PAGE);
         if limit == 0 || limit > MAX_PAGE {
             return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
@@ -376,11 +398,21 @@ impl Engine {
 
     /// Accepts a prompt. The same `request_id` in the same session returns the run it
     /// started before and starts nothing; a prompt while a run is active is refused.
-    pub async fn prompt(&self, owner: &UserId, id: &SessionId, text: String, request_id: Option<String>) -> Result<PromptAccepted> {
+    pub async fn prompt(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        text: String,
+        request_id: Option<String>,
+    ) -> Result<PromptAccepted> {
         if text.len() > self.inner.config.max_prompt_bytes {
             return Err(EngineError::TooLarge {
                 code: "prompt_too_large",
-                message: format!("the prompt is {} bytes; the limit is {}", text.len(), self.inner.config.max_prompt_bytes),
+                message: format!(
+                    "the prompt is {} bytes; the limit is {}",
+                    text.len(),
+                    self.inner.config.max_prompt_bytes
+                ),
             });
         }
         if text.trim().is_empty() {
@@ -423,7 +455,11 @@ impl Engine {
         if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
             return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
         }
-        let handle = ActiveHandle { run_id: run.id.clone(), cancel: CancellationToken::new(), finished: CancellationToken::new() };
+        let handle = ActiveHandle {
+            run_id: run.id.clone(),
+            cancel: CancellationToken::new(),
+            finished: CancellationToken::new(),
+        };
         *loaded.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.clone());
         let accepted = PromptAccepted { request_id: request_id.clone(), run_id: run.id.clone(), created: true };
         loaded.events.publish_body(FrameBody::RunAccepted { request_id: request_id.clone(), run_id: run.id.clone() });

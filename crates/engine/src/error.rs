@@ -33,9 +33,9 @@ impl EngineError {
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::NotFound(_) => "not_found",
-            EngineError::Invalid { code, .. } | EngineError::TooLarge { code, .. } | EngineError::Conflict { code, .. } => {
-                code
-            }
+            EngineError::Invalid { code, .. }
+            | EngineError::TooLarge { code, .. }
+            | EngineError::Conflict { code, .. } => code,
             EngineError::SessionBusy(_) => "session_busy",
             EngineError::Store(StoreError::Conflict(_)) => "conflict",
             EngineError::Store(StoreError::Backend(_)) => "storage_error",

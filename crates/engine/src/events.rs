@@ -119,9 +119,7 @@ impl SessionEvents {
             min_cursor_hint: 0,
             closed: false,
         };
-        Self {
-            shared: Arc::new(Shared { session_id, stream_id: StreamId::new(), limits, inner: Mutex::new(inner) }),
-        }
+        Self { shared: Arc::new(Shared { session_id, stream_id: StreamId::new(), limits, inner: Mutex::new(inner) }) }
     }
 
     pub fn stream_id(&self) -> &StreamId {
@@ -160,7 +158,12 @@ impl SessionEvents {
             let body = f(&mut inner.state)?;
             inner.seq += 1;
             let seq = inner.seq;
-            let frame = Frame { body, session_id: self.shared.session_id.clone(), stream_id: self.shared.stream_id.clone(), seq };
+            let frame = Frame {
+                body,
+                session_id: self.shared.session_id.clone(),
+                stream_id: self.shared.stream_id.clone(),
+                seq,
+            };
             let bytes = frame.to_sse();
             inner.ring_bytes += bytes.len();
             inner.ring.push_back(Entry { seq, bytes });

@@ -11,7 +11,9 @@ pub mod store;
 pub mod tool;
 pub mod view;
 
-pub use engine::{DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, SessionDetail, SessionInfo, SessionPatch};
+pub use engine::{
+    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, SessionDetail, SessionInfo, SessionPatch,
+};
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};

@@ -34,7 +34,10 @@ pub enum ModelEvent {
     /// Reasoning to append; starts a new thinking block likewise.
     Thinking(String),
     /// Starts a tool call block.
-    ToolCallStart { id: String, name: String },
+    ToolCallStart {
+        id: String,
+        name: String,
+    },
     /// A fragment of the current tool call's JSON arguments.
     ToolCallArgs(String),
     Usage(Usage),

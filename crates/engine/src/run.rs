@@ -109,7 +109,9 @@ impl RunTask {
             .map_err(|e| failure("storage_error", format!("could not save message {}: {e}", indexed.index)))?;
         self.conversation.push(indexed.message.clone());
         let index = indexed.index;
-        self.emit(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), |s| view::commit_message(s, indexed));
+        self.emit(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), |s| {
+            view::commit_message(s, indexed)
+        });
         Ok(())
     }
 
@@ -193,11 +195,8 @@ impl RunTask {
         self.emit(AgentEvent::MessageStart { message: draft.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
         });
-        let request = ModelRequest {
-            system: None,
-            messages: self.conversation.clone(),
-            tools: self.engine.inner.tools.specs(),
-        };
+        let request =
+            ModelRequest { system: None, messages: self.conversation.clone(), tools: self.engine.inner.tools.specs() };
         let cancel = self.handle.cancel.clone();
         let opened = tokio::select! {
             biased;
@@ -242,7 +241,11 @@ impl RunTask {
                 }
                 None => {
                     self.close_block(&mut draft, block);
-                    self.end_draft(&mut draft, StopReason::Error, Some("the model stream ended without finishing".into()));
+                    self.end_draft(
+                        &mut draft,
+                        StopReason::Error,
+                        Some("the model stream ended without finishing".into()),
+                    );
                     return Ok((draft, false));
                 }
             };
@@ -250,15 +253,22 @@ impl RunTask {
                 ModelEvent::Text(text) => {
                     self.first_token();
                     self.open_block(&mut draft, &mut block, &mut block_len, Block::Text, None);
-                    let delta = StreamDelta::TextDelta { content_index: content_len(&draft) - 1, offset: block_len, delta: text };
+                    let delta = StreamDelta::TextDelta {
+                        content_index: content_len(&draft) - 1,
+                        offset: block_len,
+                        delta: text,
+                    };
                     block_len += delta_len(&delta);
                     self.update(&mut draft, delta);
                 }
                 ModelEvent::Thinking(text) => {
                     self.first_token();
                     self.open_block(&mut draft, &mut block, &mut block_len, Block::Thinking, None);
-                    let delta =
-                        StreamDelta::ThinkingDelta { content_index: content_len(&draft) - 1, offset: block_len, delta: text };
+                    let delta = StreamDelta::ThinkingDelta {
+                        content_index: content_len(&draft) - 1,
+                        offset: block_len,
+                        delta: text,
+                    };
                     block_len += delta_len(&delta);
                     self.update(&mut draft, delta);
                 }
@@ -272,11 +282,18 @@ impl RunTask {
                 ModelEvent::ToolCallArgs(text) => {
                     if block != Block::ToolCall {
                         self.close_block(&mut draft, block);
-                        self.end_draft(&mut draft, StopReason::Error, Some("the model sent tool arguments outside a tool call".into()));
+                        self.end_draft(
+                            &mut draft,
+                            StopReason::Error,
+                            Some("the model sent tool arguments outside a tool call".into()),
+                        );
                         return Ok((draft, false));
                     }
-                    let delta =
-                        StreamDelta::ToolcallDelta { content_index: content_len(&draft) - 1, offset: block_len, delta: text };
+                    let delta = StreamDelta::ToolcallDelta {
+                        content_index: content_len(&draft) - 1,
+                        offset: block_len,
+                        delta: text,
+                    };
                     block_len += delta_len(&delta);
                     self.update(&mut draft, delta);
                 }
@@ -313,7 +330,14 @@ impl RunTask {
         });
     }
 
-    fn open_block(&self, draft: &mut Message, block: &mut Block, len: &mut usize, kind: Block, call: Option<(String, String)>) {
+    fn open_block(
+        &self,
+        draft: &mut Message,
+        block: &mut Block,
+        len: &mut usize,
+        kind: Block,
+        call: Option<(String, String)>,
+    ) {
         if *block == kind {
             return;
         }
@@ -356,7 +380,11 @@ impl RunTask {
             result: None,
         };
         self.emit(
-            AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: args.clone() },
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: call_id.clone(),
+                tool_name: name.clone(),
+                args: args.clone(),
+            },
             None,
             move |s| {
                 s.tool_executions.insert(exec.tool_call_id.clone(), exec);
@@ -387,7 +415,12 @@ impl RunTask {
         let shown = result.clone();
         let id = call_id.clone();
         self.emit(
-            AgentEvent::ToolExecutionEnd { tool_call_id: call_id.clone(), tool_name: name.clone(), result: result.clone(), is_error },
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: call_id.clone(),
+                tool_name: name.clone(),
+                result: result.clone(),
+                is_error,
+            },
             None,
             move |s| {
                 if let Some(e) = s.tool_executions.get_mut(&id) {
@@ -461,9 +494,9 @@ fn content_len(message: &Message) -> usize {
 
 fn delta_len(delta: &StreamDelta) -> usize {
     match delta {
-        StreamDelta::TextDelta { delta, .. } | StreamDelta::ThinkingDelta { delta, .. } | StreamDelta::ToolcallDelta { delta, .. } => {
-            event::offset_len(delta)
-        }
+        StreamDelta::TextDelta { delta, .. }
+        | StreamDelta::ThinkingDelta { delta, .. }
+        | StreamDelta::ToolcallDelta { delta, .. } => event::offset_len(delta),
         _ => 0,
     }
 }

@@ -54,10 +54,20 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
 
     /// Appends a committed message (with its parts). `Conflict` if the index is taken.
-    async fn insert_message(&self, session: &SessionId, owner: &UserId, message: &IndexedMessage) -> Result<(), StoreError>;
+    async fn insert_message(
+        &self,
+        session: &SessionId,
+        owner: &UserId,
+        message: &IndexedMessage,
+    ) -> Result<(), StoreError>;
     /// Up to `limit` messages with `index < before` (all when `before` is `None`),
     /// the latest ones, returned in ascending index order.
-    async fn list_messages(&self, session: &SessionId, before: Option<u64>, limit: u32) -> Result<Vec<IndexedMessage>, StoreError>;
+    async fn list_messages(
+        &self,
+        session: &SessionId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<IndexedMessage>, StoreError>;
     /// Number of committed messages in the session.
     async fn count_messages(&self, session: &SessionId) -> Result<u64, StoreError>;
     /// The messages from the `rounds`-th last user message to the end, ascending

@@ -134,7 +134,9 @@ pub fn apply_delta(message: &mut Message, delta: &spool_protocol::StreamDelta) {
         }
         // While streaming, a tool call's arguments are the raw JSON text so far.
         D::ToolcallDelta { content_index, delta, .. } => {
-            if let Some(Content::ToolCall { arguments: serde_json::Value::String(raw), .. }) = content.get_mut(*content_index) {
+            if let Some(Content::ToolCall { arguments: serde_json::Value::String(raw), .. }) =
+                content.get_mut(*content_index)
+            {
                 raw.push_str(delta);
             }
         }

@@ -44,8 +44,16 @@ mod tests {
     #[test]
     fn rejects_malformed() {
         let s = StreamId::new();
-        for bad in ["", ":", "x:1", &format!("{s}:"), &format!("{s}:-1"), &format!("{s}:+1"), &format!("{s}:1a"),
-                    &format!("{s}:99999999999999999999999")] {
+        for bad in [
+            "",
+            ":",
+            "x:1",
+            &format!("{s}:"),
+            &format!("{s}:-1"),
+            &format!("{s}:+1"),
+            &format!("{s}:1a"),
+            &format!("{s}:99999999999999999999999"),
+        ] {
             assert_eq!(Cursor::parse(bad), None, "{bad}");
         }
     }

@@ -162,7 +162,9 @@ mod index_map {
     pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u64, T>, D::Error> {
         BTreeMap::<String, T>::deserialize(d)?
             .into_iter()
-            .map(|(k, v)| k.parse::<u64>().map(|k| (k, v)).map_err(|_| D::Error::custom(format!("`{k}` is not a message index"))))
+            .map(|(k, v)| {
+                k.parse::<u64>().map(|k| (k, v)).map_err(|_| D::Error::custom(format!("`{k}` is not a message index")))
+            })
             .collect()
     }
 }

@@ -12,10 +12,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Content {
-    Text { text: String },
-    Thinking { thinking: String },
+    Text {
+        text: String,
+    },
+    Thinking {
+        thinking: String,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolCall { id: String, name: String, arguments: serde_json::Value },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
 }
 
 /// Why an assistant message ended.
@@ -124,7 +132,11 @@ mod tests {
                 content: vec![
                     Content::Thinking { thinking: "hm".into() },
                     Content::Text { text: "hi".into() },
-                    Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: serde_json::json!({"path": "a"}) },
+                    Content::ToolCall {
+                        id: "call_1".into(),
+                        name: "read".into(),
+                        arguments: serde_json::json!({"path": "a"}),
+                    },
                 ],
                 stop_reason: Some(StopReason::ToolUse),
                 usage: Usage { input: 3, output: 4 },

@@ -152,7 +152,8 @@ mod tests {
     }
 
     fn stream_with(sep: &str) -> (String, Vec<SseEvent>) {
-        let text = format!("id: a:1{sep}data: héllo 🌍{sep}data: two{sep}{sep}event: heartbeat{sep}data: {{}}{sep}{sep}");
+        let text =
+            format!("id: a:1{sep}data: héllo 🌍{sep}data: two{sep}{sep}event: heartbeat{sep}data: {{}}{sep}{sep}");
         let expected = vec![
             SseEvent { id: Some("a:1".into()), event: None, data: "héllo 🌍\ntwo".into() },
             SseEvent { id: None, event: Some("heartbeat".into()), data: "{}".into() },

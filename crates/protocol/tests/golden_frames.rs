@@ -58,7 +58,12 @@ fn state() -> SessionState {
     let mut timings = BTreeMap::new();
     timings.insert(
         0,
-        PromptTiming { user_message_index: 0, started_at: 1_764_000_000_000, first_token_at: Some(1_764_000_000_020), ended_at: None },
+        PromptTiming {
+            user_message_index: 0,
+            started_at: 1_764_000_000_000,
+            first_token_at: Some(1_764_000_000_020),
+            ended_at: None,
+        },
     );
     SessionState {
         session,
@@ -150,54 +155,91 @@ fn every_loop_event() {
         loop_event(2, None, AgentEvent::AgentStart {}),
         loop_event(3, None, AgentEvent::TurnStart {}),
         loop_event(4, Some(3), AgentEvent::MessageStart { message: assistant.clone() }),
-        loop_event(5, Some(3), AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextStart { content_index: 0 } }),
+        loop_event(
+            5,
+            Some(3),
+            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextStart { content_index: 0 } },
+        ),
         loop_event(
             6,
             Some(3),
             AgentEvent::MessageUpdate {
-                assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset: 4, delta: " réad🌍".into() },
+                assistant_message_event: StreamDelta::TextDelta {
+                    content_index: 0,
+                    offset: 4,
+                    delta: " réad🌍".into(),
+                },
             },
         ),
-        loop_event(7, Some(3), AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextEnd { content_index: 0 } }),
+        loop_event(
+            7,
+            Some(3),
+            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextEnd { content_index: 0 } },
+        ),
         loop_event(
             8,
             Some(3),
-            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::ThinkingDelta { content_index: 1, offset: 0, delta: "hm".into() } },
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::ThinkingDelta { content_index: 1, offset: 0, delta: "hm".into() },
+            },
         ),
         loop_event(
             9,
             Some(3),
             AgentEvent::MessageUpdate {
-                assistant_message_event: StreamDelta::ToolcallStart { content_index: 2, id: "call_2".into(), name: "list".into() },
+                assistant_message_event: StreamDelta::ToolcallStart {
+                    content_index: 2,
+                    id: "call_2".into(),
+                    name: "list".into(),
+                },
             },
         ),
         loop_event(
             10,
             Some(3),
             AgentEvent::MessageUpdate {
-                assistant_message_event: StreamDelta::ToolcallDelta { content_index: 2, offset: 0, delta: "{\"pa".into() },
+                assistant_message_event: StreamDelta::ToolcallDelta {
+                    content_index: 2,
+                    offset: 0,
+                    delta: "{\"pa".into(),
+                },
             },
         ),
         loop_event(
             11,
             Some(3),
-            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::Done { stop_reason: StopReason::ToolUse } },
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::Done { stop_reason: StopReason::ToolUse },
+            },
         ),
         loop_event(12, Some(3), AgentEvent::MessageEnd { message: assistant }),
         loop_event(
             13,
             None,
-            AgentEvent::ToolExecutionStart { tool_call_id: "call_2".into(), tool_name: "list".into(), args: serde_json::json!({"path": "."}) },
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_2".into(),
+                tool_name: "list".into(),
+                args: serde_json::json!({"path": "."}),
+            },
         ),
         loop_event(
             14,
             None,
-            AgentEvent::ToolExecutionUpdate { tool_call_id: "call_2".into(), tool_name: "list".into(), partial_result: "a".into() },
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id: "call_2".into(),
+                tool_name: "list".into(),
+                partial_result: "a".into(),
+            },
         ),
         loop_event(
             15,
             None,
-            AgentEvent::ToolExecutionEnd { tool_call_id: "call_2".into(), tool_name: "list".into(), result: "a\nb/".into(), is_error: false },
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "call_2".into(),
+                tool_name: "list".into(),
+                result: "a\nb/".into(),
+                is_error: false,
+            },
         ),
         loop_event(16, None, AgentEvent::TurnEnd {}),
         loop_event(17, None, AgentEvent::AgentEnd { status: "completed".into() }),

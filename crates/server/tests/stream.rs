@@ -126,10 +126,7 @@ async fn a_slow_consumer_is_cut_while_a_fast_one_receives_every_frame() {
     server.start_run(&session, &format!("stream: {DELTAS}")).await;
     let frames = fast.frames_until(is_settled).await;
     assert_contiguous(&frames);
-    let deltas = frames
-        .iter()
-        .filter(|f| f.json["event"]["assistantMessageEvent"]["type"] == "text_delta")
-        .count();
+    let deltas = frames.iter().filter(|f| f.json["event"]["assistantMessageEvent"]["type"] == "text_delta").count();
     assert_eq!(deltas, DELTAS, "the reading client got every delta");
 
     // The stuck one was disconnected: its socket reaches EOF (or a reset) once drained,
@@ -222,7 +219,8 @@ fn check_offset(draft: &Message, delta: &StreamDelta) {
 
 #[tokio::test]
 async fn reconnecting_mid_run_with_the_last_id_reassembles_the_stored_message() {
-    let server = TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
     let session = server.new_session().await;
     let mut view = ClientView::default();
 
@@ -269,7 +267,8 @@ async fn reconnecting_mid_run_with_the_last_id_reassembles_the_stored_message() 
 
 #[tokio::test]
 async fn a_snapshot_mid_run_carries_the_draft_and_deltas_continue_at_its_offset() {
-    let server = TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
     let session = server.new_session().await;
     let mut first = server.events(&session, Open::fresh()).await;
     first.next_frame().await.expect("snapshot");
