@@ -22,6 +22,9 @@ pub(crate) const MAX_ENTRIES: usize = 1_000;
 /// How often (in entries) the listing loop checks for cancellation.
 const CANCEL_CHECK_EVERY: usize = 1_024;
 
+/// The tool's name, as the model calls it.
+pub(crate) const NAME: &str = "list";
+
 /// Lists a directory of the project.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct List;
@@ -36,7 +39,7 @@ struct ListArgs {
 impl Tool for List {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "list".into(),
+            name: NAME.into(),
             description: format!(
                 "List the entries of a directory in the project, one per line, sorted by name; \
                  directories end with `/`. Shows at most {MAX_ENTRIES} entries."
@@ -55,7 +58,7 @@ impl Tool for List {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
-        let args: ListArgs = match parse_args("list", args) {
+        let args: ListArgs = match parse_args(NAME, args) {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
@@ -73,7 +76,7 @@ fn list(root: &Path, requested: &str, cancel: &CancellationToken) -> Result<Stri
     let mut entries: Vec<(OsString, fs::DirEntry)> = Vec::new();
     for (i, entry) in fs::read_dir(&dir).map_err(ToolError::io(requested))?.enumerate() {
         if i % CANCEL_CHECK_EVERY == 0 && cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
+            return Err(ToolError::Aborted);
         }
         let entry = entry.map_err(ToolError::io(requested))?;
         entries.push((entry.file_name(), entry));
@@ -219,6 +222,6 @@ mod tests {
         fs::write(root.join("a"), "").expect("write");
         let ctx = ctx(&root);
         ctx.cancel.cancel();
-        assert_eq!(List.call(serde_json::json!({}), &ctx).await, ToolOutput::error("the run was cancelled"));
+        assert_eq!(List.call(serde_json::json!({}), &ctx).await, ToolOutput::error("aborted"));
     }
 }

@@ -8,13 +8,18 @@
 //! decided by its nearest existing ancestor, so "no such file" is only ever said about
 //! places inside the project and a model cannot probe what exists elsewhere.
 //!
+//! A tool that creates files asks [`resolve_for_write`] instead: the same rule, applied
+//! to the deepest ancestor that exists, with the missing rest of the path taken as plain
+//! names below it. `..` in that missing rest is worked out by hand (the OS cannot, as the
+//! directories are not there yet) and the result checked again from the start.
+//!
 //! The check and the later open are two steps, so a process swapping a directory for a
 //! symlink in between could still win the race; closing that needs `openat2` with
 //! `RESOLVE_BENEATH`, which is Linux-only. The tools guard against the model's
 //! mistakes, not against a hostile process already inside the project.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
@@ -26,32 +31,95 @@ pub enum PathError {
     Inaccessible { path: String, source: io::Error },
     #[error("the project directory is not accessible: {0}")]
     Root(io::Error),
+    #[error("path {0:?} goes through a symbolic link whose target does not exist")]
+    BrokenLink(String),
 }
 
 /// The canonical path of `requested` if it lies under `root`.
 ///
 /// Blocking: call it from `spawn_blocking`.
 pub fn resolve(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    let root = canonical_root(root)?;
+    // `join` with an absolute path yields that path, which is then checked like any other.
+    check(&root, &root.join(requested), requested)
+}
+
+/// Where a tool may create or replace `requested`: its canonical path if it exists,
+/// otherwise the path it will have once created, made of its deepest existing ancestor
+/// (canonical, under `root`) followed by plain names. Every directory between that
+/// ancestor and the file is missing, so creating them one by one cannot step outside.
+///
+/// Blocking: call it from `spawn_blocking`.
+pub fn resolve_for_write(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    let root = canonical_root(root)?;
+    write_target(&root, &root.join(requested), requested)
+}
+
+fn canonical_root(root: &Path) -> Result<PathBuf, PathError> {
     // The engine hands over a canonical root; canonicalising again costs one syscall
     // and keeps the `starts_with` comparison sound if a caller ever passes one that is
     // not (a temp dir behind a symlink, a trailing `..`).
-    let root = root.canonicalize().map_err(PathError::Root)?;
-    // `join` with an absolute path yields that path, which is then checked like any other.
-    let candidate = root.join(requested);
+    root.canonicalize().map_err(PathError::Root)
+}
+
+/// The canonical form of `candidate` if it exists under `root`; errors name `requested`.
+fn check(root: &Path, candidate: &Path, requested: &str) -> Result<PathBuf, PathError> {
     match candidate.canonicalize() {
-        Ok(canonical) if canonical.starts_with(&root) => Ok(canonical),
+        Ok(canonical) if canonical.starts_with(root) => Ok(canonical),
         Ok(_) => Err(PathError::Outside(requested.to_owned())),
-        Err(err) => {
-            let nearest = candidate.ancestors().skip(1).find_map(|a| a.canonicalize().ok());
-            match nearest {
-                Some(ancestor) if ancestor.starts_with(&root) => Err(match err.kind() {
-                    io::ErrorKind::NotFound => PathError::NotFound(requested.to_owned()),
-                    _ => PathError::Inaccessible { path: requested.to_owned(), source: err },
-                }),
-                _ => Err(PathError::Outside(requested.to_owned())),
+        Err(err) => match nearest_existing(candidate) {
+            Some((_, ancestor)) if ancestor.starts_with(root) => Err(match err.kind() {
+                io::ErrorKind::NotFound => PathError::NotFound(requested.to_owned()),
+                _ => PathError::Inaccessible { path: requested.to_owned(), source: err },
+            }),
+            _ => Err(PathError::Outside(requested.to_owned())),
+        },
+    }
+}
+
+/// The deepest proper ancestor of `path` that exists, as written and canonical.
+fn nearest_existing(path: &Path) -> Option<(&Path, PathBuf)> {
+    path.ancestors().skip(1).find_map(|a| a.canonicalize().ok().map(|c| (a, c)))
+}
+
+fn write_target(root: &Path, candidate: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    match check(root, candidate, requested) {
+        Err(PathError::NotFound(_)) => {}
+        done => return done,
+    }
+    // `check` only says "not found" when the nearest existing ancestor lies under the
+    // root, so that ancestor is where the new path starts.
+    let (ancestor, canonical) = nearest_existing(candidate).ok_or_else(|| PathError::Outside(requested.to_owned()))?;
+    if !canonical.starts_with(root) {
+        return Err(PathError::Outside(requested.to_owned()));
+    }
+    let rest = candidate.strip_prefix(ancestor).expect("an ancestor is a prefix of its descendant");
+
+    let mut target = canonical.clone();
+    let mut went_up = false;
+    for component in rest.components() {
+        match component {
+            Component::Normal(name) => target.push(name),
+            Component::ParentDir => {
+                went_up = true;
+                target.pop();
             }
+            // Nothing else can follow a prefix: roots and prefixes only start a path.
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
         }
     }
+    if went_up {
+        // `missing/../x` can lead back into directories that exist, symlinks included,
+        // so the path without `..` is judged afresh. It has no `..`, so this recurses once.
+        return write_target(root, &target, requested);
+    }
+    // The first missing name can still be there as a symlink to nowhere (`canonicalize`
+    // fails on it): creating through it would follow the link, wherever it points.
+    let first = rest.components().next().map(|name| canonical.join(name));
+    if first.is_some_and(|first| first.symlink_metadata().is_ok()) {
+        return Err(PathError::BrokenLink(requested.to_owned()));
+    }
+    Ok(target)
 }
 
 #[cfg(test)]
@@ -117,5 +185,39 @@ mod tests {
         let err = resolve(&root, "src/nope.rs").expect_err("missing");
         assert_eq!(err.to_string(), r#"no such file or directory: "src/nope.rs""#);
         assert!(matches!(resolve(&root, "a/b/c"), Err(PathError::NotFound(_))));
+    }
+
+    #[test]
+    fn write_targets_are_existing_files_or_new_paths_inside() {
+        let (_dir, root) = project();
+        assert_eq!(resolve_for_write(&root, "src/main.rs").expect("existing"), root.join("src/main.rs"));
+        assert_eq!(resolve_for_write(&root, "new/dir/f.rs").expect("new"), root.join("new/dir/f.rs"));
+        assert_eq!(resolve_for_write(&root, "new/../src/lib.rs").expect("new"), root.join("src/lib.rs"));
+        assert_eq!(resolve_for_write(&root, "a/./b/../c").expect("new"), root.join("a/c"));
+        // Back through a missing directory onto an existing file.
+        assert_eq!(resolve_for_write(&root, "x/../src/main.rs").expect("existing"), root.join("src/main.rs"));
+    }
+
+    #[test]
+    fn write_targets_leaving_the_root_are_refused() {
+        let (_dir, root) = project();
+        let outside = tempfile::tempdir().expect("temp dir");
+        std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
+        // `missing/../escape/x` only reaches the link once `..` is worked out.
+        for p in
+            ["../x", "missing/../../x", "a/b/../../../x", "escape/x", "escape/new/x", "missing/../escape/x", "/tmp/x"]
+        {
+            let err = resolve_for_write(&root, p).expect_err(p);
+            assert_eq!(err.to_string(), format!("path {p:?} is outside the project directory"));
+        }
+    }
+
+    #[test]
+    fn write_targets_through_a_dangling_link_are_refused() {
+        let (_dir, root) = project();
+        std::os::unix::fs::symlink("/nonexistent/spool-target", root.join("dangling")).expect("symlink");
+        for p in ["dangling", "dangling/x", "new/../dangling"] {
+            assert!(matches!(resolve_for_write(&root, p), Err(PathError::BrokenLink(_))), "{p}");
+        }
     }
 }

@@ -24,6 +24,9 @@ use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom};
 use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
+/// The tool's name, as the model calls it.
+pub(crate) const NAME: &str = "read";
+
 /// Lines returned when the call gives no `limit`.
 pub(crate) const DEFAULT_LIMIT: u64 = 2_000;
 /// The most output one call returns, not counting the truncation note.
@@ -49,7 +52,7 @@ struct ReadArgs {
 impl Tool for Read {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "read".into(),
+            name: NAME.into(),
             description: format!(
                 "Read a text file in the project. Returns its lines exactly as written (no line \
                  numbers), from `offset` for at most `limit` lines and {} KiB; a final line starting \
@@ -81,7 +84,7 @@ impl Tool for Read {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
-        let args: ReadArgs = match parse_args("read", args) {
+        let args: ReadArgs = match parse_args(NAME, args) {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
@@ -89,7 +92,7 @@ impl Tool for Read {
         for (name, value) in [("offset", offset), ("limit", limit)] {
             if value == 0 {
                 let reason = format!("{name} must be at least 1");
-                return ToolError::BadArguments { tool: "read", reason }.into();
+                return ToolError::BadArguments { tool: NAME, reason }.into();
             }
         }
         let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
@@ -127,7 +130,7 @@ fn read(
     let mut skipped = 0;
     while skipped + 1 < offset {
         if skipped % CANCEL_CHECK_EVERY == 0 && cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
+            return Err(ToolError::Aborted);
         }
         if reader.skip_until(b'\n').map_err(io_err())? == 0 {
             break;
@@ -355,9 +358,6 @@ mod tests {
         fs::write(root.join("n.txt"), numbered(10)).expect("write");
         let ctx = ctx(&root);
         ctx.cancel.cancel();
-        assert_eq!(
-            Read.call(json!({"path": "n.txt", "offset": 5}), &ctx).await,
-            ToolOutput::error("the run was cancelled")
-        );
+        assert_eq!(Read.call(json!({"path": "n.txt", "offset": 5}), &ctx).await, ToolOutput::error("aborted"));
     }
 }

@@ -1,0 +1,521 @@
+//! The `bash` tool: run a shell command in the project directory and return what it
+//! printed and how it exited.
+//!
+//! The command runs as `bash -c` (`sh -c` where bash is missing) with the project as
+//! its working directory and `/dev/null` as stdin, so a command waiting for input ends
+//! instead of hanging. It gets its own process group: a timeout or an aborted run kills
+//! the group with SIGKILL, which takes every process the command started along with the
+//! shell (`sleep 100 & wait` leaves nothing behind). Dropping the call mid-command does
+//! the same, so a run torn down without cancelling its token does not leak processes.
+//!
+//! Once the shell exits on its own, whatever it left running in the background is left
+//! alone: `server > log 2>&1 &` is a legitimate way to start something. Output is read
+//! for a short grace period after the exit and then abandoned, so a background process
+//! that still holds the output pipe cannot keep the call open.
+//!
+//! stdout and stderr are read concurrently into one buffer, in the order they arrive:
+//! reading one after the other would deadlock on a command that fills the other pipe.
+//! At most [`HEAD_BYTES`] of the start and [`TAIL_BYTES`] of the end are kept, with a
+//! note saying how much was left out between them, since the end of a build log is
+//! usually where the error is.
+
+use crate::call::parse_args;
+use crate::error::ToolError;
+use crate::path::PathError;
+use async_trait::async_trait;
+use serde::Deserialize;
+use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The tool's name, as the model calls it.
+pub(crate) const NAME: &str = "bash";
+/// Seconds a command may run when the call gives no `timeout`.
+pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// The longest `timeout` a call may ask for; longer work belongs in a background process.
+pub(crate) const MAX_TIMEOUT_SECS: u64 = 600;
+/// Bytes kept from the start of the output.
+pub(crate) const HEAD_BYTES: usize = 25 * 1024;
+/// Bytes kept from the end of the output.
+pub(crate) const TAIL_BYTES: usize = 25 * 1024;
+/// How long output is still read after the shell has exited, for what its last
+/// processes were still writing.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for a killed shell to be reaped. SIGKILL cannot be caught, but a
+/// process stuck in the kernel (a dead NFS mount) only dies once it leaves it.
+const REAP_WAIT: Duration = Duration::from_secs(5);
+/// Size of each read from the pipes.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// Runs a shell command in the project directory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bash;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+    timeout: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for Bash {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: format!(
+                "Run a shell command with bash in the project directory and return its exit code and \
+                 output (stdout and stderr together; stdin is empty). The command is killed, with every \
+                 process it started, after `timeout` seconds. Output over {} KiB keeps its start and \
+                 its end with a note of what was left out.",
+                (HEAD_BYTES + TAIL_BYTES) / 1024
+            ),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The command line, run with `bash -c`."
+                    },
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TIMEOUT_SECS,
+                        "description": format!("Seconds before the command is killed. Defaults to {DEFAULT_TIMEOUT_SECS}.")
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+        let args: BashArgs = match parse_args(NAME, args) {
+            Ok(args) => args,
+            Err(err) => return err.into(),
+        };
+        let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        let reason = if args.command.trim().is_empty() {
+            Some("command must not be empty".to_owned())
+        } else if !(1..=MAX_TIMEOUT_SECS).contains(&timeout) {
+            Some(format!("timeout must be between 1 and {MAX_TIMEOUT_SECS} seconds, got {timeout}"))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return ToolError::BadArguments { tool: NAME, reason }.into();
+        }
+        run(&ctx.root, &args.command, timeout, &ctx.cancel).await.unwrap_or_else(ToolOutput::from)
+    }
+}
+
+async fn run(
+    root: &Path,
+    command: &str,
+    timeout_secs: u64,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    // Checked first because a missing working directory makes spawning fail with
+    // "not found", which would otherwise read as a missing shell.
+    tokio::fs::metadata(root).await.map_err(PathError::Root)?;
+    let mut child = spawn(root, command)?;
+    let pid = child.id().expect("a child that has not been waited for has an id");
+    let mut group = ProcessGroup::new(pid);
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+
+    let mut output = Output::default();
+    let (mut out_buf, mut err_buf) = ([0u8; READ_CHUNK], [0u8; READ_CHUNK]);
+    let (mut out_open, mut err_open) = (true, true);
+    let deadline = tokio::time::sleep(Duration::from_secs(timeout_secs));
+    // Armed when the shell exits; until then it is never polled.
+    let grace = tokio::time::sleep(EXIT_GRACE);
+    let wait = child.wait();
+    tokio::pin!(deadline, grace, wait);
+    let mut status: Option<ExitStatus> = None;
+
+    while status.is_none() || out_open || err_open {
+        tokio::select! {
+            read = stdout.read(&mut out_buf), if out_open => match read {
+                Ok(n) if n > 0 => output.push(&out_buf[..n]),
+                // EOF, or a read error that will not get better on retry.
+                _ => out_open = false,
+            },
+            read = stderr.read(&mut err_buf), if err_open => match read {
+                Ok(n) if n > 0 => output.push(&err_buf[..n]),
+                _ => err_open = false,
+            },
+            exited = &mut wait, if status.is_none() => match exited {
+                Ok(exit) => {
+                    // Reaped: from here the shell's pid may be reused, so it is not killed.
+                    group.disarm();
+                    status = Some(exit);
+                    grace.as_mut().reset(Instant::now() + EXIT_GRACE);
+                }
+                // Still armed, so returning kills the group: nothing runs on unwatched.
+                Err(err) => return Err(ToolError::Internal(format!("cannot wait for the shell: {err}"))),
+            },
+            () = &mut grace, if status.is_some() => break,
+            () = &mut deadline, if status.is_none() => {
+                group.kill();
+                let _ = tokio::time::timeout(REAP_WAIT, &mut wait).await;
+                return Err(ToolError::TimedOut { seconds: timeout_secs, output: output.render() });
+            }
+            () = cancel.cancelled(), if status.is_none() => {
+                group.kill();
+                let _ = tokio::time::timeout(REAP_WAIT, &mut wait).await;
+                return Err(ToolError::Aborted);
+            }
+        }
+    }
+
+    let status = status.expect("the loop ends only after the shell exited");
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "exit status unknown".to_owned(),
+    };
+    let text = format!("{how}\n{}", output.render());
+    Ok(if status.success() { ToolOutput::ok(text) } else { ToolOutput::error(text) })
+}
+
+/// Starts `command` under bash, or under sh where there is no bash.
+fn spawn(root: &Path, command: &str) -> Result<Child, ToolError> {
+    let mut missing = None;
+    for shell in ["bash", "sh"] {
+        let mut cmd = Command::new(shell);
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so one signal reaches everything the command starts.
+            .process_group(0)
+            // A backstop for the shell itself; `ProcessGroup` covers its children.
+            .kill_on_drop(true);
+        // The command inherits the server's whole environment, secrets included.
+        // Handing it a minimal, allow-listed one is a security item still to do.
+        match cmd.spawn() {
+            Ok(child) => return Ok(child),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => missing = Some(err),
+            Err(err) => return Err(ToolError::Spawn(err)),
+        }
+    }
+    Err(ToolError::Spawn(missing.expect("the loop ran at least once")))
+}
+
+/// The command's process group, killed when this is dropped while still armed.
+struct ProcessGroup {
+    pgid: libc::pid_t,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    fn new(leader: u32) -> Self {
+        Self { pgid: libc::pid_t::try_from(leader).expect("process ids fit in pid_t"), armed: true }
+    }
+
+    /// Sends SIGKILL to every process in the group, once.
+    fn kill(&mut self) {
+        if std::mem::take(&mut self.armed) {
+            // SAFETY: killpg only sends a signal. The group's leader is our unreaped
+            // child (armed is cleared when it is reaped), so its id still names our
+            // group and no other. ESRCH, the group already gone, needs no handling.
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Called once the leader is reaped, after which its id may name someone else's group.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The command's output as kept: the first [`HEAD_BYTES`], the last [`TAIL_BYTES`],
+/// and the count of everything.
+#[derive(Debug, Default)]
+struct Output {
+    head: Vec<u8>,
+    /// The latest bytes after the head, trimmed to `TAIL_BYTES` once it holds twice
+    /// that, so trimming costs amortised constant time per byte.
+    tail: Vec<u8>,
+    total: usize,
+}
+
+impl Output {
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len();
+        let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
+        let (head, rest) = bytes.split_at(room);
+        self.head.extend_from_slice(head);
+        self.tail.extend_from_slice(rest);
+        if self.tail.len() > 2 * TAIL_BYTES {
+            self.tail.drain(..self.tail.len() - TAIL_BYTES);
+        }
+    }
+
+    /// The output as text (bytes that are not UTF-8 shown as U+FFFD), with a line in
+    /// the middle saying how many bytes were left out, if any were.
+    fn render(&self) -> String {
+        if self.total == 0 {
+            return "(no output)".to_owned();
+        }
+        let tail = &self.tail[self.tail.len().saturating_sub(TAIL_BYTES)..];
+        if self.head.len() + tail.len() == self.total {
+            return String::from_utf8_lossy(&[self.head.as_slice(), tail].concat()).into_owned();
+        }
+        // Cut on character boundaries so the cut itself adds no U+FFFD.
+        let head = &self.head[..complete_prefix(&self.head)];
+        let tail = &tail[tail.iter().take(3).take_while(|&&b| is_continuation(b)).count()..];
+        let omitted = self.total - head.len() - tail.len();
+        format!(
+            "{}\n… {omitted} bytes of output omitted …\n{}",
+            String::from_utf8_lossy(head),
+            String::from_utf8_lossy(tail)
+        )
+    }
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0b1100_0000 == 0b1000_0000
+}
+
+/// The length of `bytes` without a UTF-8 character cut off at its end.
+fn complete_prefix(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        // `error_len` is `None` only when the input ends mid-character.
+        Err(err) if err.error_len().is_none() => err.valid_up_to(),
+        _ => bytes.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn project() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        (dir, root)
+    }
+
+    fn ctx(root: &Path) -> ToolContext {
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+    }
+
+    async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
+        Bash.call(args, &ctx(root)).await
+    }
+
+    /// Whether `pid` names a live process. A zombie counts as dead: it has been killed
+    /// and only waits for a parent (possibly a container's init that never reaps) to
+    /// collect it.
+    fn alive(pid: libc::pid_t) -> bool {
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+        let exists = unsafe { libc::kill(pid, 0) } == 0;
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+            .unwrap_or(false);
+        exists && !zombie
+    }
+
+    /// Waits up to `limit` for `alive(pid)` to turn false; SIGKILL is delivered
+    /// asynchronously, so "gone" may take a moment.
+    async fn gone_within(pid: libc::pid_t, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if !alive(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// The pid a command wrote to `file`, once it has written it.
+    async fn pid_from(file: &Path) -> libc::pid_t {
+        for _ in 0..500 {
+            if let Ok(text) = std::fs::read_to_string(file)
+                && let Ok(pid) = text.trim().parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the command never wrote {}", file.display());
+    }
+
+    #[tokio::test]
+    async fn returns_the_exit_code_and_both_streams() {
+        let (_dir, root) = project();
+        let out = bash(&root, json!({"command": "echo out; echo err >&2; echo more"})).await;
+        assert!(!out.is_error, "{}", out.text);
+        assert!(out.text.starts_with("exit code 0\n"), "{}", out.text);
+        for line in ["out\n", "err\n", "more\n"] {
+            assert!(out.text.contains(line), "{line:?} missing from {}", out.text);
+        }
+        assert_eq!(bash(&root, json!({"command": "true"})).await, ToolOutput::ok("exit code 0\n(no output)"));
+    }
+
+    #[tokio::test]
+    async fn a_non_zero_exit_is_an_error() {
+        let (_dir, root) = project();
+        let out = bash(&root, json!({"command": "echo failing; exit 3"})).await;
+        assert_eq!(out, ToolOutput::error("exit code 3\nfailing\n"));
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_project_directory_with_empty_stdin() {
+        let (_dir, root) = project();
+        let out = bash(&root, json!({"command": "pwd"})).await;
+        assert_eq!(out, ToolOutput::ok(format!("exit code 0\n{}\n", root.display())));
+        // `cat` would wait forever on an inherited terminal; /dev/null ends it at once.
+        assert_eq!(bash(&root, json!({"command": "cat"})).await, ToolOutput::ok("exit code 0\n(no output)"));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_command_and_its_children() {
+        let (_dir, root) = project();
+        let started = Instant::now();
+        let command = "echo before; sleep 30 & echo $! > child.pid; sleep 30";
+        let out = bash(&root, json!({"command": command, "timeout": 1})).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert_eq!(
+            out,
+            ToolOutput::error("timed out after 1 s; the command and every process it started were killed\nbefore\n")
+        );
+        let child = pid_from(&root.join("child.pid")).await;
+        assert!(gone_within(child, Duration::from_secs(2)).await, "background child {child} survived");
+    }
+
+    #[tokio::test]
+    async fn aborting_the_run_kills_the_process_group_including_grandchildren() {
+        let (_dir, root) = project();
+        let ctx = ctx(&root);
+        let cancel = ctx.cancel.clone();
+        let command = "sleep 100 & echo $! > grandchild.pid; wait";
+        let call = tokio::spawn(async move { Bash.call(json!({"command": command}), &ctx).await });
+        let grandchild = pid_from(&root.join("grandchild.pid")).await;
+        assert!(alive(grandchild), "the grandchild should be running before the abort");
+
+        let started = Instant::now();
+        cancel.cancel();
+        let out = call.await.expect("the call task");
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert_eq!(out, ToolOutput::error("aborted"));
+        assert!(gone_within(grandchild, Duration::from_secs(2)).await, "grandchild {grandchild} survived the abort");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_process_group() {
+        let (_dir, root) = project();
+        let ctx = ctx(&root);
+        let command = "sleep 100 & echo $! > grandchild.pid; wait";
+        let call = tokio::spawn(async move { Bash.call(json!({"command": command}), &ctx).await });
+        let grandchild = pid_from(&root.join("grandchild.pid")).await;
+        call.abort();
+        assert!(call.await.expect_err("aborted task").is_cancelled());
+        assert!(gone_within(grandchild, Duration::from_secs(2)).await, "grandchild {grandchild} survived the drop");
+    }
+
+    #[tokio::test]
+    async fn a_background_process_holding_the_pipe_does_not_hold_the_call() {
+        let (_dir, root) = project();
+        let started = Instant::now();
+        let out = bash(&root, json!({"command": "sleep 30 & echo $!"})).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(out.text.starts_with("exit code 0\n"), "{}", out.text);
+        let pid: libc::pid_t = out.text.lines().nth(1).and_then(|l| l.parse().ok()).expect("the pid line");
+        // Left running on purpose (see the module docs); the test cleans it up.
+        assert!(alive(pid));
+        // SAFETY: pid is the test's own background sleep, which is still alive.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+
+    #[tokio::test]
+    async fn a_chatty_stderr_does_not_deadlock() {
+        let (_dir, root) = project();
+        // Far more than a pipe buffer on stderr before anything on stdout.
+        let out = bash(&root, json!({"command": "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo done"})).await;
+        assert!(!out.is_error, "{}", &out.text[..100]);
+        assert!(out.text.ends_with("done\n"), "{}", &out.text[out.text.len() - 100..]);
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_head_and_tail_with_a_note() {
+        let (_dir, root) = project();
+        let out = bash(&root, json!({"command": "seq 1 100000"})).await;
+        let full: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+        let head = &full[..HEAD_BYTES];
+        let tail = &full[full.len() - TAIL_BYTES..];
+        let omitted = full.len() - HEAD_BYTES - TAIL_BYTES;
+        assert_eq!(out, ToolOutput::ok(format!("exit code 0\n{head}\n… {omitted} bytes of output omitted …\n{tail}")));
+    }
+
+    #[test]
+    fn output_cuts_fall_on_character_boundaries() {
+        let mut output = Output::default();
+        // Two-byte characters, so a cut at an even byte count of the head is mid-way
+        // when the head starts one byte off.
+        output.push(b"x");
+        for _ in 0..HEAD_BYTES {
+            output.push("é".as_bytes());
+        }
+        let text = output.render();
+        assert!(!text.contains('\u{FFFD}'), "a cut split a character");
+        let (head, tail) = text.split_once("\n… ").expect("a note");
+        let tail = tail.split_once("…\n").expect("note end").1;
+        let shown = head.len() + tail.len();
+        assert!(text.contains(&format!("… {} bytes of output omitted …", 1 + 2 * HEAD_BYTES - shown)));
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_tool_errors() {
+        let (_dir, root) = project();
+        let cases = [
+            (json!({"command": "  "}), "invalid arguments for bash: command must not be empty"),
+            (
+                json!({"command": "ls", "timeout": 0}),
+                "invalid arguments for bash: timeout must be between 1 and 600 seconds, got 0",
+            ),
+            (
+                json!({"command": "ls", "timeout": 601}),
+                "invalid arguments for bash: timeout must be between 1 and 600 seconds, got 601",
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(bash(&root, args.clone()).await, ToolOutput::error(expected), "{args}");
+        }
+        for args in [
+            json!({}),
+            json!({"command": 1}),
+            json!({"command": "ls", "timeout": 1.5}),
+            json!({"command": "ls", "timeout": -1}),
+        ] {
+            let out = bash(&root, args.clone()).await;
+            assert!(out.is_error && out.text.starts_with("invalid arguments for bash: "), "{args}: {}", out.text);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The `edit` tool: replace an exact piece of a text file.
+//!
+//! The model quotes the text to change (`oldString`), as `read` showed it, and the
+//! text to put instead. It must match exactly once unless `replaceAll` says otherwise:
+//! an edit that might land in the wrong place is refused with the number of matches,
+//! so the model can quote more context. Every refusal leaves the file untouched, and a
+//! successful edit replaces the file atomically ([`atomic::write_file`]), keeping its
+//! mode.
+//!
+//! The file is read whole, so files over [`MAX_FILE_BYTES`] are refused, before and
+//! after the edit, as `write` refuses them.
+
+use crate::call::{parse_args, run_blocking};
+use crate::error::ToolError;
+use crate::{MAX_FILE_BYTES, atomic, path};
+use async_trait::async_trait;
+use serde::Deserialize;
+use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
+use std::fs;
+use std::path::Path;
+
+/// The tool's name, as the model calls it.
+pub(crate) const NAME: &str = "edit";
+
+/// Replaces exact text in a file of the project.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Edit;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct EditArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+#[async_trait]
+impl Tool for Edit {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "Replace exact text in a file of the project. `oldString` must match the file \
+                          exactly, whitespace and line endings included, and occur exactly once unless \
+                          `replaceAll` is true. Read the file first and copy the text from it."
+                .into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "File to edit, relative to the project root."
+                    },
+                    "oldString": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The exact text to replace."
+                    },
+                    "newString": {
+                        "type": "string",
+                        "description": "The text to put in its place; must differ from oldString."
+                    },
+                    "replaceAll": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence instead of requiring exactly one. Defaults to false."
+                    }
+                },
+                "required": ["path", "oldString", "newString"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+        let args: EditArgs = match parse_args(NAME, args) {
+            Ok(args) => args,
+            Err(err) => return err.into(),
+        };
+        let reason = if args.old_string.is_empty() {
+            Some("oldString must not be empty; use write to create a file")
+        } else if args.old_string == args.new_string {
+            Some("oldString and newString are the same, so the edit would change nothing")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return ToolError::BadArguments { tool: NAME, reason: reason.to_owned() }.into();
+        }
+        let root = ctx.root.clone();
+        run_blocking(move || edit(&root, &args)).await
+    }
+}
+
+fn edit(root: &Path, args: &EditArgs) -> Result<String, ToolError> {
+    let requested = args.path.as_str();
+    let file = path::resolve(root, requested)?;
+    let meta = fs::metadata(&file).map_err(ToolError::io(requested))?;
+    if meta.is_dir() {
+        return Err(ToolError::IsDirectory(requested.to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::NotRegularFile(requested.to_owned()));
+    }
+    if meta.permissions().readonly() {
+        return Err(ToolError::ReadOnly(requested.to_owned()));
+    }
+    // Checked before reading so a huge file is never loaded; `len` fits in memory
+    // whenever it is under the cap.
+    if meta.len() > MAX_FILE_BYTES as u64 {
+        let bytes = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+        return Err(ToolError::TooLarge { path: requested.to_owned(), bytes });
+    }
+    let bytes = fs::read(&file).map_err(ToolError::io(requested))?;
+    let text = String::from_utf8(bytes).map_err(|_| ToolError::NotUtf8(requested.to_owned()))?;
+
+    let count = text.matches(args.old_string.as_str()).count();
+    if count == 0 {
+        return Err(ToolError::OldStringNotFound(requested.to_owned()));
+    }
+    if count > 1 && !args.replace_all {
+        return Err(ToolError::OldStringAmbiguous { path: requested.to_owned(), count });
+    }
+    let edited = text.replace(args.old_string.as_str(), &args.new_string);
+    if edited.len() > MAX_FILE_BYTES {
+        return Err(ToolError::TooLarge { path: requested.to_owned(), bytes: edited.len() });
+    }
+    atomic::write_file(&file, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
+    let noun = if count == 1 { "occurrence" } else { "occurrences" };
+    Ok(format!("replaced {count} {noun} in {requested}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+    use tokio_util::sync::CancellationToken;
+
+    const TEXT: &str = "fn main() {\n    let x = 1;\n    let y = 1;\n    println!(\"{x} {y}\");\n}\n";
+
+    /// A project holding `a.rs` with [`TEXT`].
+    fn project() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        fs::write(root.join("a.rs"), TEXT).expect("write");
+        (dir, root)
+    }
+
+    async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
+        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() };
+        Edit.call(args, &ctx).await
+    }
+
+    fn contents(root: &Path) -> String {
+        fs::read_to_string(root.join("a.rs")).expect("read a.rs")
+    }
+
+    fn entries(root: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(root)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn replaces_a_unique_string() {
+        let (_dir, root) = project();
+        fs::set_permissions(root.join("a.rs"), fs::Permissions::from_mode(0o640)).expect("chmod");
+        let out = edit_tool(&root, json!({"path": "a.rs", "oldString": "let x = 1;", "newString": "let x = 2;"})).await;
+        assert_eq!(out, ToolOutput::ok("replaced 1 occurrence in a.rs"));
+        assert_eq!(contents(&root), TEXT.replace("let x = 1;", "let x = 2;"));
+        assert_eq!(fs::metadata(root.join("a.rs")).expect("stat").permissions().mode() & 0o777, 0o640);
+        // The temporary file was renamed into place, not left behind.
+        assert_eq!(entries(&root), ["a.rs"]);
+    }
+
+    #[tokio::test]
+    async fn replace_all_replaces_every_occurrence() {
+        let (_dir, root) = project();
+        let args = json!({"path": "a.rs", "oldString": " = 1;", "newString": " = 42;", "replaceAll": true});
+        assert_eq!(edit_tool(&root, args).await, ToolOutput::ok("replaced 2 occurrences in a.rs"));
+        assert_eq!(contents(&root), TEXT.replace(" = 1;", " = 42;"));
+        // replaceAll with a single match is fine too.
+        let args = json!({"path": "a.rs", "oldString": "main", "newString": "start", "replaceAll": true});
+        assert_eq!(edit_tool(&root, args).await, ToolOutput::ok("replaced 1 occurrence in a.rs"));
+    }
+
+    #[tokio::test]
+    async fn refusals_leave_the_file_unchanged() {
+        let (_dir, root) = project();
+        let cases = [
+            (
+                json!({"path": "a.rs", "oldString": "let z", "newString": "let w"}),
+                "oldString was not found in \"a.rs\"; it must match the file exactly, including whitespace, \
+                 indentation and line endings (read the file and copy the text)",
+            ),
+            (
+                json!({"path": "a.rs", "oldString": " = 1;", "newString": " = 2;"}),
+                "oldString occurs 2 times in \"a.rs\"; include more surrounding text so it matches once, \
+                 or set replaceAll to true to replace all 2",
+            ),
+            (
+                json!({"path": "a.rs", "oldString": " = 1;", "newString": " = 2;", "replaceAll": false}),
+                "oldString occurs 2 times in \"a.rs\"; include more surrounding text so it matches once, \
+                 or set replaceAll to true to replace all 2",
+            ),
+            (
+                json!({"path": "a.rs", "oldString": "", "newString": "x"}),
+                "invalid arguments for edit: oldString must not be empty; use write to create a file",
+            ),
+            (
+                json!({"path": "a.rs", "oldString": "main", "newString": "main"}),
+                "invalid arguments for edit: oldString and newString are the same, so the edit would change nothing",
+            ),
+            (
+                json!({"path": "missing.rs", "oldString": "a", "newString": "b"}),
+                "no such file or directory: \"missing.rs\"",
+            ),
+            (
+                json!({"path": "../a.rs", "oldString": "a", "newString": "b"}),
+                "path \"../a.rs\" is outside the project directory",
+            ),
+            (
+                json!({"path": ".", "oldString": "a", "newString": "b"}),
+                "\".\" is a directory; use list to see its entries",
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(edit_tool(&root, args.clone()).await, ToolOutput::error(expected), "{args}");
+            assert_eq!(contents(&root), TEXT, "{args}");
+        }
+        assert_eq!(entries(&root), ["a.rs"]);
+    }
+
+    #[tokio::test]
+    async fn a_file_outside_behind_a_symlink_is_not_edited() {
+        let (_dir, root) = project();
+        let outside = tempfile::tempdir().expect("temp dir");
+        fs::write(outside.path().join("victim.txt"), "original").expect("write");
+        std::os::unix::fs::symlink(outside.path(), root.join("linkdir")).expect("symlink");
+        let out =
+            edit_tool(&root, json!({"path": "linkdir/victim.txt", "oldString": "original", "newString": "x"})).await;
+        assert_eq!(out, ToolOutput::error("path \"linkdir/victim.txt\" is outside the project directory"));
+        assert_eq!(fs::read_to_string(outside.path().join("victim.txt")).expect("read"), "original");
+    }
+
+    #[tokio::test]
+    async fn non_utf8_files_are_refused() {
+        let (_dir, root) = project();
+        fs::write(root.join("bin"), [0xff, 0xfe, b'a']).expect("write");
+        let out = edit_tool(&root, json!({"path": "bin", "oldString": "a", "newString": "b"})).await;
+        assert_eq!(out, ToolOutput::error("\"bin\" is not UTF-8 text; edit only changes text files"));
+        assert_eq!(fs::read(root.join("bin")).expect("read"), [0xff, 0xfe, b'a']);
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_tool_errors() {
+        let (_dir, root) = project();
+        for args in [
+            json!({"path": "a.rs", "oldString": "x"}),
+            json!({"path": "a.rs", "oldString": "x", "newString": "y", "replaceAll": "yes"}),
+            json!({"path": "a.rs", "old_string": "x", "newString": "y"}),
+            json!(null),
+        ] {
+            let out = edit_tool(&root, args.clone()).await;
+            assert!(out.is_error, "{args}");
+            assert!(out.text.starts_with("invalid arguments for edit: "), "{}", out.text);
+        }
+        assert_eq!(contents(&root), TEXT);
+    }
+}
