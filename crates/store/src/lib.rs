@@ -9,7 +9,9 @@
 //! macros, which would need a database at build time), one module per record kind;
 //! `message_codec` holds the only non-obvious mapping, a message to rows and back.
 
+mod approvals;
 mod error;
+mod idempotency;
 mod message_codec;
 mod messages;
 mod projects;

@@ -92,7 +92,12 @@ pub(crate) async fn get(pool: &SqlitePool, id: &RunId) -> Result<Option<Run>, St
     .transpose()
 }
 
-pub(crate) async fn update(pool: &SqlitePool, run: &Run) -> Result<(), StoreError> {
+/// Generic over the executor so `interrupt_run` can write the run inside the
+/// transaction that inserts its approval.
+pub(crate) async fn update<'e, E>(executor: E, run: &Run) -> Result<(), StoreError>
+where
+    E: sqlx::SqliteExecutor<'e>,
+{
     sqlx::query(
         "UPDATE runs SET status = ?, updated_at = ?, first_token_at = ?, ended_at = ?, usage_input = ?,
                          usage_output = ?, error_code = ?, error_message = ?
@@ -107,10 +112,28 @@ pub(crate) async fn update(pool: &SqlitePool, run: &Run) -> Result<(), StoreErro
     .bind(run.error.as_ref().map(|e| e.code.as_str()))
     .bind(run.error.as_ref().map(|e| e.message.as_str()))
     .bind(run.id.as_str())
-    .execute(pool)
+    .execute(executor)
     .await
     .map_err(db_error)?;
     Ok(())
+}
+
+/// The session's interrupted run. The engine keeps at most one per session; should
+/// there ever be more, the newest is the one still worth resuming. The lookup uses
+/// the `(session_id, request_id)` unique index, and a session has few runs.
+pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Result<Option<Run>, StoreError> {
+    sqlx::query(
+        "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+         FROM runs WHERE session_id = ? AND status = 'interrupted' ORDER BY created_at DESC, id DESC LIMIT 1",
+    )
+    .bind(session.as_str())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(decode)
+    .transpose()
 }
 
 pub(crate) async fn fail_running(pool: &SqlitePool, error: &RunError, now: Millis) -> Result<u64, StoreError> {

@@ -1,15 +1,19 @@
 //! Sessions: the conversations of a project.
+//!
+//! A session's permission rules are one JSON array column: they are always read and
+//! written whole, and nothing queries inside them.
 
 use crate::error::{db_error, parse_id};
 use spool_engine::StoreError;
-use spool_protocol::{ProjectId, Session, SessionId};
+use spool_protocol::{PermissionRule, ProjectId, Session, SessionId};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
 pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, created_at,
+                               updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(session.id.as_str())
     .bind(session.project_id.as_str())
@@ -17,6 +21,7 @@ pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), S
     .bind(&session.title)
     .bind(session.title_set)
     .bind(session.archived)
+    .bind(encode_permissions(&session.permissions)?)
     .bind(session.created_at)
     .bind(session.updated_at)
     .execute(pool)
@@ -29,7 +34,8 @@ pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool)
     // Ties on updated_at fall back to the id, newest first like the primary order,
     // so the list is stable between two reads.
     sqlx::query(
-        "SELECT id, project_id, owner_id, title, title_set, archived, created_at, updated_at FROM sessions
+        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, created_at, updated_at
+         FROM sessions
          WHERE project_id = ? AND archived = ? ORDER BY updated_at DESC, id DESC",
     )
     .bind(project.as_str())
@@ -44,7 +50,8 @@ pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool)
 
 pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Session>, StoreError> {
     sqlx::query(
-        "SELECT id, project_id, owner_id, title, title_set, archived, created_at, updated_at FROM sessions
+        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, created_at, updated_at
+         FROM sessions
          WHERE id = ?",
     )
     .bind(id.as_str())
@@ -57,19 +64,22 @@ pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Sess
 }
 
 pub(crate) async fn update(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
-    sqlx::query("UPDATE sessions SET title = ?, title_set = ?, archived = ?, updated_at = ? WHERE id = ?")
-        .bind(&session.title)
-        .bind(session.title_set)
-        .bind(session.archived)
-        .bind(session.updated_at)
-        .bind(session.id.as_str())
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
+    sqlx::query(
+        "UPDATE sessions SET title = ?, title_set = ?, archived = ?, permissions = ?, updated_at = ? WHERE id = ?",
+    )
+    .bind(&session.title)
+    .bind(session.title_set)
+    .bind(session.archived)
+    .bind(encode_permissions(&session.permissions)?)
+    .bind(session.updated_at)
+    .bind(session.id.as_str())
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
     Ok(())
 }
 
-/// Messages, their parts and runs go with the session by `ON DELETE CASCADE`.
+/// Messages, their parts, runs and approvals go with the session by `ON DELETE CASCADE`.
 pub(crate) async fn delete(pool: &SqlitePool, id: &SessionId) -> Result<bool, StoreError> {
     let done =
         sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
@@ -84,7 +94,16 @@ fn decode(row: &SqliteRow) -> Result<Session, StoreError> {
         title: row.try_get("title").map_err(db_error)?,
         title_set: row.try_get("title_set").map_err(db_error)?,
         archived: row.try_get("archived").map_err(db_error)?,
+        permissions: decode_permissions(row.try_get("permissions").map_err(db_error)?)?,
         created_at: row.try_get("created_at").map_err(db_error)?,
         updated_at: row.try_get("updated_at").map_err(db_error)?,
     })
+}
+
+fn encode_permissions(rules: &[PermissionRule]) -> Result<String, StoreError> {
+    serde_json::to_string(rules).map_err(|e| StoreError::Backend(format!("encoding permission rules: {e}")))
+}
+
+fn decode_permissions(json: &str) -> Result<Vec<PermissionRule>, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Backend(format!("stored permission rules do not decode: {e}")))
 }

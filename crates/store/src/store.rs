@@ -2,9 +2,9 @@
 //! that owns that record's SQL, so this file is only the map from trait to module.
 
 use crate::sqlite::SqliteStore;
-use crate::{messages, projects, runs, sessions, users};
+use crate::{approvals, idempotency, messages, projects, runs, sessions, users};
 use async_trait::async_trait;
-use spool_engine::{RunInsert, Store, StoreError};
+use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 
@@ -81,7 +81,49 @@ impl Store for SqliteStore {
     async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
         runs::update(&self.pool, run).await
     }
+    async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError> {
+        runs::interrupted(&self.pool, session).await
+    }
     async fn fail_running_runs(&self, error: &RunError, now: Millis) -> Result<u64, StoreError> {
         runs::fail_running(&self.pool, error, now).await
+    }
+
+    async fn interrupt_run(
+        &self,
+        run: &Run,
+        approval: &Approval,
+        checkpoint: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        approvals::interrupt(&self.pool, run, approval, checkpoint).await
+    }
+    async fn get_approval(&self, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+        approvals::get(&self.pool, id).await
+    }
+    async fn pending_approvals(&self, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+        approvals::pending(&self.pool, session).await
+    }
+    async fn all_pending_approvals(&self) -> Result<Vec<Approval>, StoreError> {
+        approvals::all_pending(&self.pool).await
+    }
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        status: ApprovalStatus,
+        decision: Option<&Decision>,
+        message: Option<&str>,
+        actor: Option<&UserId>,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        approvals::settle(&self.pool, id, status, decision, message, actor, at).await
+    }
+
+    async fn claim_idempotency(&self, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
+        idempotency::claim(&self.pool, scope, key, now).await
+    }
+    async fn complete_idempotency(&self, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
+        idempotency::complete(&self.pool, scope, key, response).await
+    }
+    async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        idempotency::release(&self.pool, scope, key).await
     }
 }

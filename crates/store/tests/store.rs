@@ -1,6 +1,6 @@
 //! `SqliteStore` against the shared conformance suite (in memory and on disk), plus
-//! what only a file database has: surviving a reopen, its connection settings,
-//! concurrent writers, and rows corrupted behind the store's back.
+//! what only a file database has: surviving a reopen, its connection settings, a
+//! schema upgrade, concurrent writers, and rows corrupted behind the store's back.
 
 mod support;
 
@@ -15,7 +15,7 @@ use support::*;
 #[tokio::test]
 async fn in_memory_store_passes_the_suite() {
     let store = SqliteStore::open_in_memory().await.expect("open in memory");
-    conformance(&store).await;
+    conformance(Arc::new(store)).await;
 }
 
 #[tokio::test]
@@ -23,12 +23,12 @@ async fn file_store_passes_the_suite_twice_on_one_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("spool.db");
     let store = SqliteStore::open(&path).await.expect("open");
-    conformance(&store).await;
+    conformance(Arc::new(store.clone())).await;
     store.close().await;
     // A second pass over a database that already holds rows (and a second run of
     // the migrations) must behave the same.
     let store = SqliteStore::open(&path).await.expect("reopen");
-    conformance(&store).await;
+    conformance(Arc::new(store.clone())).await;
 }
 
 #[tokio::test]
@@ -115,7 +115,72 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             .await
             .expect("tables");
     tables.sort();
-    assert_eq!(tables, ["messages", "parts", "projects", "runs", "sessions", "users"]);
+    assert_eq!(tables, ["approvals", "idempotency", "messages", "parts", "projects", "runs", "sessions", "users"]);
+}
+
+/// A database written before approvals existed (only the first migration applied,
+/// with a session in it) opens, is upgraded, and its session reads back with no rules.
+#[tokio::test]
+async fn a_database_from_before_approvals_is_upgraded_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let first_only = dir.path().join("migrations");
+    std::fs::create_dir(&first_only).expect("mkdir");
+    let initial = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join("0001_initial.sql");
+    std::fs::copy(initial, first_only.join("0001_initial.sql")).expect("copy the first migration");
+
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
+    let migrator = sqlx::migrate::Migrator::new(first_only.as_path()).await.expect("read migrations");
+    migrator.run(&mut conn).await.expect("apply 0001");
+    let owner = UserId::new();
+    let project = project_for(&owner, 10);
+    let session = session_in(&project, 20, false);
+    sqlx::query("INSERT INTO projects (id, owner_id, name, path, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)")
+        .bind(project.id.as_str())
+        .bind(owner.as_str())
+        .bind(&project.name)
+        .bind(&project.path)
+        .bind(project.created_at)
+        .bind(project.updated_at)
+        .execute(&mut conn)
+        .await
+        .expect("old project");
+    sqlx::query(
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(session.id.as_str())
+    .bind(project.id.as_str())
+    .bind(owner.as_str())
+    .bind(&session.title)
+    .bind(session.title_set)
+    .bind(session.archived)
+    .bind(session.created_at)
+    .bind(session.updated_at)
+    .execute(&mut conn)
+    .await
+    .expect("old session");
+    conn.close().await.expect("close");
+
+    let store = SqliteStore::open(&path).await.expect("open and upgrade");
+    assert_eq!(store.get_session(&session.id).await.expect("get"), Some(session.clone()), "no rules yet");
+    let ruled = Session { permissions: approval::default_rules(), ..session };
+    store.update_session(&ruled).await.expect("update");
+    assert_eq!(store.get_session(&ruled.id).await.expect("get"), Some(ruled));
+}
+
+/// The schema refuses what a settled or pending approval cannot be, so a caller bug
+/// fails loudly instead of storing a half-decided approval.
+#[tokio::test]
+async fn settling_back_to_pending_is_refused() {
+    let store = SqliteStore::open_in_memory().await.expect("open in memory");
+    let (_, session) = new_session(&store).await;
+    let (_, approval, checkpoint) = interrupted_run_in(&store, &session, "req", 200).await;
+    let settled =
+        store.settle_approval(&approval.id, ApprovalStatus::Pending, Some(&Decision::Once), None, None, 300).await;
+    assert!(matches!(settled, Err(StoreError::Backend(_))), "got {settled:?}");
+    assert_eq!(store.get_approval(&approval.id).await.expect("get"), Some((approval, checkpoint)));
 }
 
 /// Many concurrent first prompts with one requestId (a client retrying over a flaky
@@ -183,6 +248,33 @@ async fn corrupt_rows_are_backend_errors() {
     assert!(matches!(store.get_session(&session.id).await, Err(StoreError::Backend(_))));
     assert!(matches!(store.list_messages(&session.id, None, 10).await, Err(StoreError::Backend(_))));
     assert!(matches!(store.latest_rounds(&session.id, 1).await, Err(StoreError::Backend(_))));
+}
+
+/// JSON the database accepts (valid, an array) but the domain does not.
+#[tokio::test]
+async fn corrupt_rules_and_decisions_are_backend_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let (_, session) = new_session(&store).await;
+    let (_, approval, _) = interrupted_run_in(&store, &session, "req", 200).await;
+    assert!(
+        store
+            .settle_approval(&approval.id, ApprovalStatus::Resolved, Some(&Decision::Once), None, None, 300)
+            .await
+            .expect("settle")
+    );
+
+    let mut conn = raw_connection(&path).await;
+    for edit in ["UPDATE sessions SET permissions = '[{\"tool\": 1}]'", "UPDATE approvals SET decision = '\"maybe\"'"] {
+        sqlx::query(edit).execute(&mut conn).await.expect("hand edit");
+    }
+    // And what the schema itself refuses: rules that are not an array.
+    assert!(sqlx::query("UPDATE sessions SET permissions = '{}'").execute(&mut conn).await.is_err());
+    conn.close().await.expect("close");
+
+    assert!(matches!(store.get_session(&session.id).await, Err(StoreError::Backend(_))));
+    assert!(matches!(store.get_approval(&approval.id).await, Err(StoreError::Backend(_))));
 }
 
 async fn raw_connection(path: &Path) -> sqlx::SqliteConnection {

@@ -4,19 +4,26 @@
 //!
 //! Each check makes its own user, project and sessions with fresh ids, so checks do
 //! not see each other's rows and the suite can run twice on one database (the file
-//! test reopens a store that already holds a previous pass). The one global write,
-//! `fail_running_runs`, is handled inside its check (see there).
+//! test reopens a store that already holds a previous pass). The global operations
+//! (`fail_running_runs`, `all_pending_approvals`) are handled inside their checks
+//! (see there). The races take the store as an `Arc` because their tasks are spawned.
 
 use serde_json::json;
-use spool_engine::{RunInsert, Store, StoreError};
+use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
+use std::sync::Arc;
+
+/// How many tasks each race spawns.
+const RACERS: usize = 20;
 
 /// Runs every check in order.
-pub async fn conformance(store: &dyn Store) {
+pub async fn conformance(shared: Arc<dyn Store>) {
+    let store = shared.as_ref();
     users_are_created_once(store).await;
     projects_round_trip_in_creation_order(store).await;
     sessions_list_by_archived_flag_newest_first(store).await;
+    sessions_keep_their_permission_rules(store).await;
     messages_round_trip_for_every_role_and_content_kind(store).await;
     a_taken_message_index_is_a_conflict(store).await;
     list_messages_pages_backwards_from_before(store).await;
@@ -24,7 +31,13 @@ pub async fn conformance(store: &dyn Store) {
     insert_run_is_idempotent_per_request_id(store).await;
     update_run_writes_the_mutable_fields(store).await;
     fail_running_runs_touches_only_running_runs(store).await;
-    deleting_a_session_removes_its_messages_and_runs(store).await;
+    interrupt_run_writes_the_approval_and_the_run_together(store).await;
+    pending_approvals_are_listed_oldest_first(store).await;
+    settle_approval_decides_once(store).await;
+    concurrent_settles_have_exactly_one_winner(shared.clone()).await;
+    idempotency_keys_replay_the_first_response(store).await;
+    concurrent_claims_of_one_key_have_exactly_one_winner(shared.clone()).await;
+    deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
 }
 
@@ -58,6 +71,7 @@ pub fn session_in(project: &Project, updated_at: Millis, archived: bool) -> Sess
         title: format!("session updated at {updated_at}"),
         title_set: archived,
         archived,
+        permissions: vec![],
         created_at: 1,
         updated_at,
     }
@@ -138,6 +152,59 @@ fn indices(messages: &[IndexedMessage]) -> Vec<u64> {
     messages.iter().map(|m| m.index).collect()
 }
 
+/// A pending approval of `run`'s bash call, expiring ten minutes after `created_at`.
+pub fn approval_for(run: &Run, created_at: Millis) -> Approval {
+    Approval {
+        id: ApprovalId::new(),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        owner_id: run.owner_id.clone(),
+        tool_call_id: format!("call-{created_at}"),
+        tool: "bash".into(),
+        kind: ApprovalKind::ConfirmAction,
+        payload: json!({"command": "rm -rf build/", "summary": "deletes build/ (3 files)", "risk": ["delete"]}),
+        status: ApprovalStatus::Pending,
+        decision: None,
+        message: None,
+        actor: None,
+        created_at,
+        expires_at: created_at + 600_000,
+        resolved_at: None,
+    }
+}
+
+/// What an engine might keep to resume a run: opaque to the store, but it must come
+/// back exactly.
+fn checkpoint_for(approval: &Approval) -> serde_json::Value {
+    json!({
+        "toolCallId": approval.tool_call_id,
+        "pendingCalls": [{"id": "a", "args": {"path": "ünï/🦀.rs"}}, {"id": "b", "args": null}],
+        "usage": {"input": u64::MAX, "output": 0.5},
+        "empty": {},
+    })
+}
+
+/// A running run in `session` that then stops on an approval; returns the stored run,
+/// approval and checkpoint.
+pub async fn interrupted_run_in(
+    store: &dyn Store,
+    session: &Session,
+    request_id: &str,
+    at: Millis,
+) -> (Run, Approval, serde_json::Value) {
+    let run = run_in(session, request_id, RunStatus::Running);
+    store.insert_run(&run).await.expect("insert_run");
+    let run = Run { status: RunStatus::Interrupted, updated_at: at, first_token_at: Some(at - 1), ..run };
+    let approval = approval_for(&run, at);
+    let checkpoint = checkpoint_for(&approval);
+    store.interrupt_run(&run, &approval, &checkpoint).await.expect("interrupt_run");
+    (run, approval, checkpoint)
+}
+
+async fn stored_approval(store: &dyn Store, id: &ApprovalId) -> Option<(Approval, serde_json::Value)> {
+    store.get_approval(id).await.expect("get_approval")
+}
+
 // ---- checks ---------------------------------------------------------------------
 
 pub async fn users_are_created_once(store: &dyn Store) {
@@ -196,11 +263,12 @@ pub async fn sessions_list_by_archived_flag_newest_first(store: &dyn Store) {
     assert_eq!(store.get_session(&elsewhere.id).await.expect("get"), Some(elsewhere.clone()));
     assert_eq!(store.get_session(&SessionId::new()).await.expect("get absent"), None);
 
-    // update_session writes title, title_set, archived and updated_at only.
+    // update_session writes title, title_set, archived, permissions and updated_at only.
     let edited = Session {
         title: "Fix the parser".into(),
         title_set: true,
         archived: true,
+        permissions: vec![PermissionRule::new("read", "*", PermissionAction::Allow)],
         updated_at: 9_000,
         created_at: 42,
         ..first.clone()
@@ -210,6 +278,33 @@ pub async fn sessions_list_by_archived_flag_newest_first(store: &dyn Store) {
     assert_eq!(store.get_session(&first.id).await.expect("get"), Some(expected.clone()));
     assert_eq!(store.list_sessions(&project.id, false).await.expect("list live"), vec![newest, middle]);
     assert_eq!(store.list_sessions(&project.id, true).await.expect("list archived"), vec![expected, archived]);
+}
+
+pub async fn sessions_keep_their_permission_rules(store: &dyn Store) {
+    let (project, plain) = new_session(store).await;
+    assert_eq!(store.get_session(&plain.id).await.expect("get").expect("stored").permissions, vec![]);
+
+    use PermissionAction::*;
+    // A default pattern (`*`, left out of the JSON), wildcards, order that matters
+    // (the last match wins), and characters JSON has to escape.
+    let rules = vec![
+        PermissionRule::new("*", "*", Ask),
+        PermissionRule::new("bash", "git *", Allow),
+        PermissionRule::new("bash", "git push*", Deny),
+        PermissionRule::new("write", "src/\"quoted\"/ünï?.rs", Allow),
+    ];
+    let session = Session { permissions: rules.clone(), ..session_in(&project, 2_000, false) };
+    store.insert_session(&session).await.expect("insert_session");
+    assert_eq!(store.get_session(&session.id).await.expect("get"), Some(session.clone()));
+    assert_eq!(store.list_sessions(&project.id, false).await.expect("list"), vec![session.clone(), plain]);
+
+    // update_session replaces the rules whole: reordered, then none at all.
+    let reordered = Session { permissions: rules.iter().rev().cloned().collect(), updated_at: 3_000, ..session };
+    store.update_session(&reordered).await.expect("update");
+    assert_eq!(store.get_session(&reordered.id).await.expect("get"), Some(reordered.clone()));
+    let cleared = Session { permissions: vec![], updated_at: 4_000, ..reordered };
+    store.update_session(&cleared).await.expect("update");
+    assert_eq!(store.get_session(&cleared.id).await.expect("get"), Some(cleared));
 }
 
 pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Store) {
@@ -487,7 +582,283 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
     assert_eq!(store.fail_running_runs(&crash, 6_000).await.expect("fail_running_runs"), 0, "nothing left running");
 }
 
-pub async fn deleting_a_session_removes_its_messages_and_runs(store: &dyn Store) {
+pub async fn interrupt_run_writes_the_approval_and_the_run_together(store: &dyn Store) {
+    let (project, session) = new_session(store).await;
+    assert_eq!(store.interrupted_run(&session.id).await.expect("interrupted_run"), None);
+    let (run, approval, checkpoint) = interrupted_run_in(store, &session, "req-interrupt", 200).await;
+
+    assert_eq!(store.get_run(&run.id).await.expect("get_run").expect("stored").status, RunStatus::Interrupted);
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()), "written as update_run would");
+    assert_eq!(stored_approval(store, &approval.id).await, Some((approval.clone(), checkpoint)));
+    assert_eq!(store.interrupted_run(&session.id).await.expect("interrupted_run"), Some(run.clone()));
+    assert_eq!(store.get_approval(&ApprovalId::new()).await.expect("get absent"), None);
+
+    // Another session's interrupted run is not this one's; a running run is not interrupted.
+    let other = session_in(&project, 2_000, false);
+    store.insert_session(&other).await.expect("insert_session");
+    store.insert_run(&run_in(&other, "req-running", RunStatus::Running)).await.expect("insert_run");
+    assert_eq!(store.interrupted_run(&other.id).await.expect("interrupted_run"), None);
+
+    // Start-up recovery fails running runs; an interrupted one waits for its person.
+    let crash = RunError { code: "server_restarted".into(), message: "the server restarted during this run".into() };
+    store.fail_running_runs(&crash, 9_000).await.expect("fail_running_runs");
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()), "still interrupted");
+    assert_eq!(store.interrupted_run(&session.id).await.expect("interrupted_run"), Some(run));
+    assert_eq!(stored_approval(store, &approval.id).await.expect("stored").0.status, ApprovalStatus::Pending);
+
+    // All or nothing: when the run cannot be written (a token count no database
+    // integer holds), the approval inserted before it in the transaction is gone too.
+    let (_, lonely) = new_session(store).await;
+    let running = run_in(&lonely, "req-atomic", RunStatus::Running);
+    store.insert_run(&running).await.expect("insert_run");
+    let unwritable =
+        Run { status: RunStatus::Interrupted, usage: Usage { input: u64::MAX, output: 0 }, ..running.clone() };
+    let orphan = approval_for(&unwritable, 300);
+    assert!(store.interrupt_run(&unwritable, &orphan, &json!({})).await.is_err());
+    assert_eq!(stored_approval(store, &orphan.id).await, None, "the approval is rolled back with the run");
+    assert_eq!(store.get_run(&running.id).await.expect("get_run"), Some(running.clone()));
+    assert_eq!(store.interrupted_run(&lonely.id).await.expect("interrupted_run"), None);
+
+    // And the other way: an approval that cannot be stored (its id is taken) leaves
+    // the run as it was.
+    let interrupted = Run { status: RunStatus::Interrupted, updated_at: 400, ..running.clone() };
+    let taken = Approval { id: approval.id.clone(), ..approval_for(&interrupted, 400) };
+    assert!(store.interrupt_run(&interrupted, &taken, &json!({})).await.is_err());
+    assert_eq!(store.get_run(&running.id).await.expect("get_run"), Some(running));
+    assert_eq!(store.pending_approvals(&lonely.id).await.expect("pending"), vec![]);
+}
+
+pub async fn pending_approvals_are_listed_oldest_first(store: &dyn Store) {
+    let (project, session) = new_session(store).await;
+    let run = Run { status: RunStatus::Interrupted, ..run_in(&session, "req-pending", RunStatus::Running) };
+    store.insert_run(&run).await.expect("insert_run");
+    // One run can stop several times; written newest first, so order comes from created_at.
+    let [late, early, middle] = [300, 100, 200].map(|at| approval_for(&run, at));
+    for approval in [&late, &early, &middle] {
+        store.interrupt_run(&run, approval, &checkpoint_for(approval)).await.expect("interrupt_run");
+    }
+    let other = session_in(&project, 2_000, false);
+    store.insert_session(&other).await.expect("insert_session");
+    let (_, elsewhere, _) = interrupted_run_in(store, &other, "req-elsewhere", 150).await;
+
+    assert_eq!(
+        store.pending_approvals(&session.id).await.expect("pending"),
+        vec![early.clone(), middle.clone(), late.clone()]
+    );
+    assert_eq!(store.pending_approvals(&other.id).await.expect("pending"), vec![elsewhere.clone()]);
+    assert_eq!(store.pending_approvals(&SessionId::new()).await.expect("pending"), vec![]);
+
+    assert!(store.settle_approval(&middle.id, ApprovalStatus::Expired, None, None, None, 250).await.expect("settle"));
+    assert_eq!(store.pending_approvals(&session.id).await.expect("pending"), vec![early.clone(), late.clone()]);
+
+    // all_pending_approvals sees every session, including earlier checks' and passes',
+    // so only our rows are compared exactly; the whole list must still be in order.
+    let all = store.all_pending_approvals().await.expect("all_pending_approvals");
+    let ours = [&early, &middle, &late, &elsewhere].map(|a| a.id.clone());
+    let mine: Vec<Approval> = all.iter().filter(|a| ours.contains(&a.id)).cloned().collect();
+    assert_eq!(mine, vec![early, elsewhere, late]);
+    assert!(all.iter().all(|a| a.status == ApprovalStatus::Pending));
+    assert!(
+        all.windows(2).all(|w| (w[0].created_at, w[0].id.as_str()) <= (w[1].created_at, w[1].id.as_str())),
+        "oldest first"
+    );
+}
+
+pub async fn settle_approval_decides_once(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let (_, approval, checkpoint) = interrupted_run_in(store, &session, "req-settle", 200).await;
+    let alice = new_user(store).await;
+    let mallory = new_user(store).await;
+
+    let fill = Decision::Fill(json!({"command": "rm -rf build/tmp", "why": "narrower"}));
+    assert!(
+        store
+            .settle_approval(&approval.id, ApprovalStatus::Resolved, Some(&fill), Some("only tmp"), Some(&alice), 500)
+            .await
+            .expect("settle")
+    );
+    let resolved = Approval {
+        status: ApprovalStatus::Resolved,
+        decision: Some(fill),
+        message: Some("only tmp".into()),
+        actor: Some(alice),
+        resolved_at: Some(500),
+        ..approval.clone()
+    };
+    assert_eq!(stored_approval(store, &approval.id).await, Some((resolved.clone(), checkpoint.clone())));
+
+    // The loser of the race changes nothing, whatever it carried.
+    assert!(
+        !store
+            .settle_approval(
+                &approval.id,
+                ApprovalStatus::Cancelled,
+                Some(&Decision::Reject),
+                Some("no"),
+                Some(&mallory),
+                600
+            )
+            .await
+            .expect("settle again")
+    );
+    assert!(
+        !store
+            .settle_approval(&approval.id, ApprovalStatus::Expired, None, None, None, 700)
+            .await
+            .expect("expire after the decision")
+    );
+    assert_eq!(stored_approval(store, &approval.id).await, Some((resolved, checkpoint)));
+    assert!(
+        !store
+            .settle_approval(&ApprovalId::new(), ApprovalStatus::Resolved, Some(&Decision::Once), None, None, 800)
+            .await
+            .expect("settle absent")
+    );
+
+    // Every decision comes back as it went in, and expiry records no decision or actor.
+    for (i, decision) in [Decision::Once, Decision::Always, Decision::Reject].into_iter().enumerate() {
+        let (_, approval, _) = interrupted_run_in(store, &session, &format!("req-decision-{i}"), 300).await;
+        assert!(
+            store
+                .settle_approval(
+                    &approval.id,
+                    ApprovalStatus::Resolved,
+                    Some(&decision),
+                    None,
+                    Some(&session.owner_id),
+                    400
+                )
+                .await
+                .expect("settle")
+        );
+        let stored = stored_approval(store, &approval.id).await.expect("stored").0;
+        assert_eq!((stored.decision, stored.message), (Some(decision), None));
+    }
+    let (_, expiring, _) = interrupted_run_in(store, &session, "req-expire", 300).await;
+    assert!(store.settle_approval(&expiring.id, ApprovalStatus::Expired, None, None, None, 900).await.expect("expire"));
+    let expected = Approval { status: ApprovalStatus::Expired, resolved_at: Some(900), ..expiring.clone() };
+    assert_eq!(stored_approval(store, &expiring.id).await.expect("stored").0, expected);
+    assert_eq!(store.pending_approvals(&session.id).await.expect("pending"), vec![]);
+}
+
+/// Many deciders at once (two tabs, a retry, the expiry timer): exactly one wins and
+/// the stored outcome is the winner's.
+pub async fn concurrent_settles_have_exactly_one_winner(store: Arc<dyn Store>) {
+    let (_, session) = new_session(store.as_ref()).await;
+    let (_, approval, _) = interrupted_run_in(store.as_ref(), &session, "req-race", 200).await;
+
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let store = store.clone();
+            let id = approval.id.clone();
+            tokio::spawn(async move {
+                let actor = UserId::new();
+                let decision = if i % 2 == 0 { Decision::Once } else { Decision::Reject };
+                let message = format!("racer {i}");
+                let won = store
+                    .settle_approval(
+                        &id,
+                        ApprovalStatus::Resolved,
+                        Some(&decision),
+                        Some(&message),
+                        Some(&actor),
+                        1_000 + i as Millis,
+                    )
+                    .await
+                    .expect("settle_approval");
+                (won, decision, message, actor, 1_000 + i as Millis)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let outcome = task.await.expect("task");
+        if outcome.0 {
+            winners.push(outcome);
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one settle wins");
+    let (_, decision, message, actor, at) = winners.remove(0);
+    let stored = stored_approval(store.as_ref(), &approval.id).await.expect("stored").0;
+    assert_eq!(
+        (stored.status, stored.decision, stored.message, stored.actor, stored.resolved_at),
+        (ApprovalStatus::Resolved, Some(decision), Some(message), Some(actor), Some(at)),
+        "the stored outcome is the winner's"
+    );
+}
+
+pub async fn idempotency_keys_replay_the_first_response(store: &dyn Store) {
+    let scope = unique_name("user");
+    let claim = |scope: &str, key: &str| {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        async move { store.claim_idempotency(&scope, &key, 1_000).await.expect("claim_idempotency") }
+    };
+
+    assert_eq!(claim(&scope, "k1").await, IdempotencyClaim::Claimed);
+    assert_eq!(claim(&scope, "k1").await, IdempotencyClaim::InProgress, "the first request is still working");
+    // Keys are per scope: the same key under another scope is free.
+    assert_eq!(claim(&unique_name("user"), "k1").await, IdempotencyClaim::Claimed);
+
+    // A body that a lossy store would mangle: escapes, CRLF, tabs, non-ASCII,
+    // trailing whitespace, and enough of it to leave any inline limit behind.
+    let body = format!("{{\"title\":\"\\\"ünï\\\" 🦀\"}}\r\n\t  {}  \n", "x".repeat(100_000));
+    let response = StoredResponse { status: 201, body: body.clone() };
+    store.complete_idempotency(&scope, "k1", &response).await.expect("complete_idempotency");
+    match claim(&scope, "k1").await {
+        IdempotencyClaim::Done(stored) => {
+            assert_eq!(stored.status, 201);
+            assert_eq!(stored.body.as_bytes(), body.as_bytes(), "byte for byte");
+        }
+        other => panic!("a completed key replays its response, got {other:?}"),
+    }
+
+    // The response is written once; a second completion and a late release change nothing.
+    let other = StoredResponse { status: 500, body: "different".into() };
+    assert!(matches!(store.complete_idempotency(&scope, "k1", &other).await, Err(StoreError::Conflict(_))));
+    store.release_idempotency(&scope, "k1").await.expect("release_idempotency");
+    assert_eq!(claim(&scope, "k1").await, IdempotencyClaim::Done(response));
+
+    // A failed request releases its claim and the retry runs it again.
+    assert_eq!(claim(&scope, "k2").await, IdempotencyClaim::Claimed);
+    store.release_idempotency(&scope, "k2").await.expect("release_idempotency");
+    assert_eq!(claim(&scope, "k2").await, IdempotencyClaim::Claimed, "released keys can be claimed again");
+    assert_eq!(claim(&scope, "k2").await, IdempotencyClaim::InProgress);
+    // Releasing or completing a key nobody claimed writes nothing.
+    store.release_idempotency(&scope, "never").await.expect("release unclaimed");
+    assert!(matches!(store.complete_idempotency(&scope, "never", &other).await, Err(StoreError::Conflict(_))));
+    assert_eq!(claim(&scope, "never").await, IdempotencyClaim::Claimed);
+}
+
+/// A client retrying a request over a flaky network: one retry does the work, every
+/// other one sees it in progress, and after completion every one sees its response.
+pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(store: Arc<dyn Store>) {
+    let scope = unique_name("user");
+    let race = || async {
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|_| {
+                let store = store.clone();
+                let scope = scope.clone();
+                tokio::spawn(async move { store.claim_idempotency(&scope, "retry", 1_000).await.expect("claim") })
+            })
+            .collect();
+        let mut claims = Vec::new();
+        for task in tasks {
+            claims.push(task.await.expect("task"));
+        }
+        claims
+    };
+
+    let claims = race().await;
+    assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::Claimed).count(), 1, "exactly one claim: {claims:?}");
+    assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::InProgress).count(), RACERS - 1);
+
+    let response = StoredResponse { status: 200, body: "{\"ok\":true}".into() };
+    store.complete_idempotency(&scope, "retry", &response).await.expect("complete_idempotency");
+    let claims = race().await;
+    assert!(claims.iter().all(|c| *c == IdempotencyClaim::Done(response.clone())), "{claims:?}");
+}
+
+pub async fn deleting_a_session_removes_its_messages_runs_and_approvals(store: &dyn Store) {
     let (project, doomed) = new_session(store).await;
     let kept = session_in(&project, 2_000, false);
     store.insert_session(&kept).await.expect("insert_session");
@@ -497,17 +868,26 @@ pub async fn deleting_a_session_removes_its_messages_and_runs(store: &dyn Store)
     let kept_run = run_in(&kept, "req", RunStatus::Completed);
     store.insert_run(&doomed_run).await.expect("insert_run");
     store.insert_run(&kept_run).await.expect("insert_run");
+    let (doomed_interrupted, doomed_approval, _) = interrupted_run_in(store, &doomed, "req-ask", 200).await;
+    let (_, kept_approval, kept_checkpoint) = interrupted_run_in(store, &kept, "req-ask", 200).await;
 
     assert!(store.delete_session(&doomed.id).await.expect("delete_session"));
     assert_eq!(store.get_session(&doomed.id).await.expect("get"), None);
     assert_eq!(store.count_messages(&doomed.id).await.expect("count"), 0);
     assert_eq!(all_messages(store, &doomed).await, vec![]);
     assert_eq!(store.get_run(&doomed_run.id).await.expect("get_run"), None);
+    assert_eq!(store.get_run(&doomed_interrupted.id).await.expect("get_run"), None);
+    assert_eq!(stored_approval(store, &doomed_approval.id).await, None);
+    assert_eq!(store.pending_approvals(&doomed.id).await.expect("pending"), vec![]);
+    let all_pending = store.all_pending_approvals().await.expect("all_pending_approvals");
+    assert!(all_pending.iter().all(|a| a.id != doomed_approval.id), "no pending approval outlives its session");
     assert!(!store.delete_session(&doomed.id).await.expect("delete again"), "a second delete finds nothing");
 
     assert_eq!(store.list_sessions(&project.id, false).await.expect("list"), vec![kept.clone()]);
     assert_eq!(all_messages(store, &kept).await, kept_messages);
     assert_eq!(store.get_run(&kept_run.id).await.expect("get_run"), Some(kept_run));
+    assert_eq!(stored_approval(store, &kept_approval.id).await, Some((kept_approval.clone(), kept_checkpoint)));
+    assert_eq!(store.pending_approvals(&kept.id).await.expect("pending"), vec![kept_approval]);
 
     // The index and requestId of a deleted session are free again if the id comes back.
     store.insert_session(&doomed).await.expect("reinsert session");
@@ -522,6 +902,7 @@ pub async fn deleting_a_project_removes_everything_under_it(store: &dyn Store) {
     append_all(store, &second, vec![user("c")]).await;
     let run = run_in(&second, "req", RunStatus::Running);
     store.insert_run(&run).await.expect("insert_run");
+    let (_, approval, _) = interrupted_run_in(store, &first, "req-ask", 200).await;
     let sibling = project_for(&project.owner_id, 2_000);
     store.insert_project(&sibling).await.expect("insert sibling");
     let (_, unrelated) = new_session(store).await;
@@ -537,6 +918,7 @@ pub async fn deleting_a_project_removes_everything_under_it(store: &dyn Store) {
     assert_eq!(store.list_sessions(&project.id, false).await.expect("list"), vec![]);
     assert_eq!(store.list_sessions(&project.id, true).await.expect("list"), vec![]);
     assert_eq!(store.get_run(&run.id).await.expect("get_run"), None);
+    assert_eq!(stored_approval(store, &approval.id).await, None);
     assert!(!store.delete_project(&project.id).await.expect("delete again"));
 
     assert_eq!(all_messages(store, &unrelated).await, unrelated_messages, "other projects are untouched");

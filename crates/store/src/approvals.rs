@@ -1,0 +1,197 @@
+//! Approvals: a run stopped on one tool call until a person decides.
+//!
+//! An approval is written together with its run and the run's checkpoint in one
+//! transaction (`interrupt`), so a crash can never leave an interrupted run without
+//! the approval that would resume it, or an approval for a run that is still running.
+//! Deciding is a conditional update from `pending` (`settle`): SQLite applies it to
+//! one row at a time, so among any number of racing deciders (a person, a second tab,
+//! the expiry timer) exactly one sees a changed row and the others write nothing.
+
+use crate::error::{db_error, parse_id};
+use crate::runs;
+use spool_engine::StoreError;
+use spool_protocol::time::Millis;
+use spool_protocol::{Approval, ApprovalId, ApprovalKind, ApprovalStatus, Decision, Run, SessionId, UserId};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlitePool};
+
+pub(crate) async fn interrupt(
+    pool: &SqlitePool,
+    run: &Run,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let decision = approval.decision.as_ref().map(encode_decision).transpose()?;
+    let payload = to_json(&approval.payload, "approval payload")?;
+    let checkpoint = to_json(checkpoint, "checkpoint")?;
+
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO approvals (id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status,
+                                decision, message, actor, created_at, expires_at, resolved_at, checkpoint)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(approval.id.as_str())
+    .bind(approval.run_id.as_str())
+    .bind(approval.session_id.as_str())
+    .bind(approval.owner_id.as_str())
+    .bind(&approval.tool_call_id)
+    .bind(&approval.tool)
+    .bind(kind_str(approval.kind))
+    .bind(payload)
+    .bind(approval.status.as_str())
+    .bind(decision)
+    .bind(approval.message.as_deref())
+    .bind(approval.actor.as_ref().map(|a| a.as_str()))
+    .bind(approval.created_at)
+    .bind(approval.expires_at)
+    .bind(approval.resolved_at)
+    .bind(checkpoint)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn get(
+    pool: &SqlitePool,
+    id: &ApprovalId,
+) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+    let Some(row) = sqlx::query(
+        "SELECT id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
+                actor, created_at, expires_at, resolved_at, checkpoint
+         FROM approvals WHERE id = ?",
+    )
+    .bind(id.as_str())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    else {
+        return Ok(None);
+    };
+    let checkpoint = from_json(row.try_get("checkpoint").map_err(db_error)?, "checkpoint")?;
+    Ok(Some((decode(&row)?, checkpoint)))
+}
+
+/// Oldest first; the id breaks ties within a millisecond (ids sort by creation).
+pub(crate) async fn pending(pool: &SqlitePool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+    sqlx::query(
+        "SELECT id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
+                actor, created_at, expires_at, resolved_at
+         FROM approvals WHERE session_id = ? AND status = 'pending' ORDER BY created_at, id",
+    )
+    .bind(session.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(decode)
+    .collect()
+}
+
+pub(crate) async fn all_pending(pool: &SqlitePool) -> Result<Vec<Approval>, StoreError> {
+    sqlx::query(
+        "SELECT id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
+                actor, created_at, expires_at, resolved_at
+         FROM approvals WHERE status = 'pending' ORDER BY created_at, id",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(decode)
+    .collect()
+}
+
+/// True iff this call moved the approval out of `pending`. Settling *to* `pending`
+/// with a time is refused by the table's CHECK (a pending approval has no outcome).
+pub(crate) async fn settle(
+    pool: &SqlitePool,
+    id: &ApprovalId,
+    status: ApprovalStatus,
+    decision: Option<&Decision>,
+    message: Option<&str>,
+    actor: Option<&UserId>,
+    at: Millis,
+) -> Result<bool, StoreError> {
+    let decision = decision.map(encode_decision).transpose()?;
+    let done = sqlx::query(
+        "UPDATE approvals SET status = ?, decision = ?, message = ?, actor = ?, resolved_at = ?
+         WHERE id = ? AND status = 'pending'",
+    )
+    .bind(status.as_str())
+    .bind(decision)
+    .bind(message)
+    .bind(actor.map(|a| a.as_str()))
+    .bind(at)
+    .bind(id.as_str())
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The `kind` column's values: the serde names, spelled out so the schema's CHECK and
+/// this match are the two places to change together.
+fn kind_str(kind: ApprovalKind) -> &'static str {
+    match kind {
+        ApprovalKind::ConfirmAction => "confirm_action",
+        ApprovalKind::SelectOption => "select_option",
+        ApprovalKind::ProvideInput => "provide_input",
+    }
+}
+
+fn parse_kind(kind: &str) -> Result<ApprovalKind, StoreError> {
+    Ok(match kind {
+        "confirm_action" => ApprovalKind::ConfirmAction,
+        "select_option" => ApprovalKind::SelectOption,
+        "provide_input" => ApprovalKind::ProvideInput,
+        other => return Err(StoreError::Backend(format!("stored approval kind `{other}` is unknown"))),
+    })
+}
+
+/// The decision as its wire JSON (`"once"`, `{"fill": {…}}`), so the column reads the
+/// same as the API.
+fn encode_decision(decision: &Decision) -> Result<String, StoreError> {
+    serde_json::to_string(decision).map_err(|e| StoreError::Backend(format!("encoding a decision: {e}")))
+}
+
+fn to_json(value: &serde_json::Value, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Backend(format!("encoding the {what}: {e}")))
+}
+
+fn from_json(json: &str, what: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Backend(format!("stored {what} does not decode: {e}")))
+}
+
+fn decode_decision(json: &str) -> Result<Decision, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|e| StoreError::Backend(format!("stored decision `{json}` does not decode: {e}")))
+}
+
+fn decode(row: &SqliteRow) -> Result<Approval, StoreError> {
+    let status: &str = row.try_get("status").map_err(db_error)?;
+    let status = ApprovalStatus::parse(status)
+        .ok_or_else(|| StoreError::Backend(format!("stored approval status `{status}` is unknown")))?;
+    let decision: Option<&str> = row.try_get("decision").map_err(db_error)?;
+    let actor: Option<&str> = row.try_get("actor").map_err(db_error)?;
+    Ok(Approval {
+        id: parse_id(row.try_get("id").map_err(db_error)?)?,
+        run_id: parse_id(row.try_get("run_id").map_err(db_error)?)?,
+        session_id: parse_id(row.try_get("session_id").map_err(db_error)?)?,
+        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
+        tool_call_id: row.try_get("tool_call_id").map_err(db_error)?,
+        tool: row.try_get("tool").map_err(db_error)?,
+        kind: parse_kind(row.try_get("kind").map_err(db_error)?)?,
+        payload: from_json(row.try_get("payload").map_err(db_error)?, "approval payload")?,
+        status,
+        decision: decision.map(decode_decision).transpose()?,
+        message: row.try_get("message").map_err(db_error)?,
+        actor: actor.map(parse_id).transpose()?,
+        created_at: row.try_get("created_at").map_err(db_error)?,
+        expires_at: row.try_get("expires_at").map_err(db_error)?,
+        resolved_at: row.try_get("resolved_at").map_err(db_error)?,
+    })
+}
