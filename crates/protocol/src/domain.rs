@@ -38,6 +38,9 @@ pub struct Session {
     /// untitled session gets its title from the first prompt.
     pub title_set: bool,
     pub archived: bool,
+    /// This session's own permission rules, checked after the server's (so they win).
+    #[serde(default)]
+    pub permissions: Vec<crate::approval::PermissionRule>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }

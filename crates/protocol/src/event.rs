@@ -73,6 +73,20 @@ pub enum AgentEvent {
     SessionTitle {
         title: String,
     },
+    /// A tool call waits for a person; the run is `interrupted` until a decision.
+    ApprovalRequested {
+        approval: Box<crate::approval::Approval>,
+    },
+    /// An approval left the pending list: decided, expired or cancelled.
+    #[serde(rename_all = "camelCase")]
+    ApprovalResolved {
+        approval_id: crate::ids::ApprovalId,
+        /// `once`, `always`, `reject`, `fill`, `expired` or `cancelled`.
+        decision: String,
+        actor: Option<crate::ids::UserId>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
 }
 
 impl AgentEvent {
@@ -92,6 +106,8 @@ impl AgentEvent {
             AgentEvent::PromptTiming { .. } => "prompt_timing",
             AgentEvent::AgentSettled {} => "agent_settled",
             AgentEvent::SessionTitle { .. } => "session_title",
+            AgentEvent::ApprovalRequested { .. } => "approval_requested",
+            AgentEvent::ApprovalResolved { .. } => "approval_resolved",
         }
     }
 }

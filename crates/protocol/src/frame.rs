@@ -107,8 +107,11 @@ pub struct SessionState {
     /// Prompt timings by user message index.
     #[serde(with = "index_map")]
     pub prompt_timings: BTreeMap<u64, PromptTiming>,
-    /// Approvals waiting for a decision (filled by the approvals work).
-    pub pending_approvals: Vec<serde_json::Value>,
+    /// Approvals waiting for a decision, oldest first.
+    pub pending_approvals: Vec<crate::approval::Approval>,
+    /// The most recent resolution, so a client can show what happened to a card.
+    #[serde(default)]
+    pub last_approval: Option<crate::approval::LastApproval>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

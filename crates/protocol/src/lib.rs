@@ -6,6 +6,8 @@
 //! does no I/O and never imports tokio, so the engine, the store, the server and any
 //! client (tests, benchmarks, a future CLI) agree on one definition of each shape.
 
+pub mod api;
+pub mod approval;
 pub mod cursor;
 pub mod domain;
 pub mod event;
@@ -15,6 +17,7 @@ pub mod message;
 pub mod sse;
 pub mod time;
 
+pub use approval::{Approval, ApprovalKind, ApprovalStatus, Decision, LastApproval, PermissionAction, PermissionRule};
 pub use cursor::Cursor;
 pub use domain::*;
 pub use event::{AgentEvent, StreamDelta};

@@ -29,6 +29,7 @@ fn state() -> SessionState {
         title: "Read the readme".into(),
         title_set: true,
         archived: false,
+        permissions: vec![],
         created_at: 1_764_000_000_000,
         updated_at: 1_764_000_000_500,
     };
@@ -109,7 +110,47 @@ fn state() -> SessionState {
         tool_executions: tools,
         prompt_timings: timings,
         pending_approvals: vec![],
+        last_approval: None,
     }
+}
+
+fn approval() -> Approval {
+    Approval {
+        id: "per_01jd0000000000000000000009".parse().unwrap(),
+        run_id: run_id(),
+        session_id: sid(),
+        owner_id: "usr_01jd0000000000000000000005".parse().unwrap(),
+        tool_call_id: "call_3".into(),
+        tool: "write".into(),
+        kind: ApprovalKind::ConfirmAction,
+        payload: serde_json::json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+        status: ApprovalStatus::Pending,
+        decision: None,
+        message: None,
+        actor: None,
+        created_at: 1_764_000_001_000,
+        expires_at: 1_764_086_401_000,
+        resolved_at: None,
+    }
+}
+
+#[test]
+fn state_frame_with_a_pending_approval() {
+    let mut s = state();
+    s.status = SessionStatus::Busy;
+    s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Interrupted });
+    s.drafts.clear();
+    s.pending_approvals = vec![approval()];
+    s.last_approval = Some(LastApproval {
+        id: "per_01jd0000000000000000000008".parse().unwrap(),
+        decision: "once".into(),
+        actor: None,
+        at: 1_764_000_000_900,
+    });
+    let f = frame(9, FrameBody::State { state: Box::new(s) });
+    let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back, f);
+    assert_json_snapshot!(f);
 }
 
 fn loop_event(seq: u64, index: Option<u64>, event: AgentEvent) -> Frame {
@@ -255,6 +296,17 @@ fn every_loop_event() {
         ),
         loop_event(19, None, AgentEvent::AgentSettled {}),
         loop_event(20, None, AgentEvent::SessionTitle { title: "Read the readme".into() }),
+        loop_event(21, None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+        loop_event(
+            22,
+            None,
+            AgentEvent::ApprovalResolved {
+                approval_id: approval().id,
+                decision: "reject".into(),
+                actor: Some("usr_01jd0000000000000000000005".parse().unwrap()),
+                message: Some("not that file".into()),
+            },
+        ),
     ];
     for f in &events {
         let back: Frame = serde_json::from_value(serde_json::to_value(f).unwrap()).unwrap();

@@ -1,0 +1,245 @@
+//! Approvals (human-in-the-loop interrupts) and permission rules, as the API returns
+//! them and the store keeps them.
+//!
+//! A risky tool call is checked against [`PermissionRule`]s; `ask` creates an
+//! [`Approval`] that stops the run until a person decides. The decision is applied once:
+//! the store's conditional update from `pending` picks the single winner.
+
+use crate::ids::*;
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// What a rule does with a matching tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionAction {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// One permission rule. `tool` and `pattern` take the wildcards `*` (any run of
+/// characters, `/` included) and `?` (one character); `pattern` matches the tool's main
+/// argument (a path or a command) and defaults to `*`. Among matching rules the last
+/// one wins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionRule {
+    pub tool: String,
+    #[serde(default = "any", skip_serializing_if = "is_any")]
+    pub pattern: String,
+    pub action: PermissionAction,
+}
+
+fn any() -> String {
+    "*".into()
+}
+
+fn is_any(p: &str) -> bool {
+    p == "*"
+}
+
+impl PermissionRule {
+    pub fn new(tool: &str, pattern: &str, action: PermissionAction) -> Self {
+        Self { tool: tool.into(), pattern: pattern.into(), action }
+    }
+}
+
+/// The action for a call of `tool` whose main argument is `argument`: the last matching
+/// rule's, or `ask` when none matches (an unknown risk is a person's call).
+pub fn evaluate(rules: &[PermissionRule], tool: &str, argument: Option<&str>) -> PermissionAction {
+    rules
+        .iter()
+        .rev()
+        .find(|r| {
+            wildcard_match(&r.tool, tool)
+                && (r.pattern == "*" || argument.is_some_and(|a| wildcard_match(&r.pattern, a)))
+        })
+        .map_or(PermissionAction::Ask, |r| r.action)
+}
+
+/// `*` matches any run of characters, `?` exactly one; everything else literally.
+/// Iterative with one backtrack point, so it is linear-ish and never recurses.
+pub fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == t[ti])) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The rules every server starts from: reading is free, changing asks.
+pub fn default_rules() -> Vec<PermissionRule> {
+    use PermissionAction::*;
+    vec![
+        PermissionRule::new("*", "*", Ask),
+        PermissionRule::new("list", "*", Allow),
+        PermissionRule::new("read", "*", Allow),
+        PermissionRule::new("glob", "*", Allow),
+        PermissionRule::new("grep", "*", Allow),
+        PermissionRule::new("write", "*", Ask),
+        PermissionRule::new("edit", "*", Ask),
+        PermissionRule::new("bash", "*", Ask),
+    ]
+}
+
+/// What kind of answer an approval needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// Run this tool call or not.
+    ConfirmAction,
+    /// Pick one of the payload's options.
+    SelectOption,
+    /// Fill in the fields the payload describes.
+    ProvideInput,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    Pending,
+    Resolved,
+    Expired,
+    Cancelled,
+}
+
+impl ApprovalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Resolved => "resolved",
+            ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => ApprovalStatus::Pending,
+            "resolved" => ApprovalStatus::Resolved,
+            "expired" => ApprovalStatus::Expired,
+            "cancelled" => ApprovalStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// A person's answer. On the wire: `"once"`, `"always"`, `"reject"`, or
+/// `{"fill": {…}}` (approve with these arguments / this input).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run this call.
+    Once,
+    /// Run this call and allow the same tool on this session from now on.
+    Always,
+    /// Do not run it; the model is told.
+    Reject,
+    /// Run it with these arguments instead (re-checked against the rules).
+    Fill(serde_json::Value),
+}
+
+impl Decision {
+    pub fn approves(&self) -> bool {
+        !matches!(self, Decision::Reject)
+    }
+
+    /// A short label for `lastApproval` and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Once => "once",
+            Decision::Always => "always",
+            Decision::Reject => "reject",
+            Decision::Fill(_) => "fill",
+        }
+    }
+}
+
+/// A pending (or settled) human decision about one tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    pub id: ApprovalId,
+    pub run_id: RunId,
+    pub session_id: SessionId,
+    pub owner_id: UserId,
+    pub tool_call_id: String,
+    pub tool: String,
+    pub kind: ApprovalKind,
+    /// What a person sees: tool, argument summary, what it will change. Redacted.
+    pub payload: serde_json::Value,
+    pub status: ApprovalStatus,
+    pub decision: Option<Decision>,
+    pub message: Option<String>,
+    pub actor: Option<UserId>,
+    pub created_at: Millis,
+    pub expires_at: Millis,
+    pub resolved_at: Option<Millis>,
+}
+
+/// The outcome of the last resolved approval, as snapshots show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastApproval {
+    pub id: ApprovalId,
+    /// `once`, `always`, `reject`, `fill`, `expired` or `cancelled`.
+    pub decision: String,
+    pub actor: Option<UserId>,
+    pub at: Millis,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PermissionAction::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard_match("*", ""));
+        assert!(wildcard_match("src/*.rs", "src/a/b.rs"));
+        assert!(wildcard_match("?.txt", "a.txt"));
+        assert!(!wildcard_match("?.txt", "ab.txt"));
+        assert!(wildcard_match("git *", "git status"));
+        assert!(!wildcard_match("git *", "rm -rf /"));
+        assert!(wildcard_match("a*b*c", "aXXbYYc"));
+        assert!(!wildcard_match("a*b*c", "aXXbYY"));
+        assert!(wildcard_match("ünï*", "ünïcode"));
+    }
+
+    #[test]
+    fn last_matching_rule_wins_and_defaults_ask_for_changes() {
+        let mut rules = default_rules();
+        assert_eq!(evaluate(&rules, "read", Some("a")), Allow);
+        assert_eq!(evaluate(&rules, "write", Some("a")), Ask);
+        assert_eq!(evaluate(&rules, "mystery", None), Ask);
+        rules.push(PermissionRule::new("bash", "git *", Allow));
+        rules.push(PermissionRule::new("bash", "git push*", Deny));
+        assert_eq!(evaluate(&rules, "bash", Some("git status")), Allow);
+        assert_eq!(evaluate(&rules, "bash", Some("git push origin")), Deny);
+        assert_eq!(evaluate(&rules, "bash", Some("ls")), Ask);
+        assert_eq!(evaluate(&[], "read", None), Ask);
+    }
+
+    #[test]
+    fn decisions_on_the_wire() {
+        assert_eq!(serde_json::to_string(&Decision::Once).unwrap(), "\"once\"");
+        let fill: Decision = serde_json::from_str(r#"{"fill":{"path":"b"}}"#).unwrap();
+        assert_eq!(fill, Decision::Fill(serde_json::json!({"path": "b"})));
+        assert!(serde_json::from_str::<Decision>("\"maybe\"").is_err());
+    }
+}
