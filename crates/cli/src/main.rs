@@ -7,7 +7,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use spool_engine::{Engine, EngineConfig};
+use spool_engine::{ApprovalPolicy, Engine, EngineConfig};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
 use spool_store::SqliteStore;
@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
+
+mod config;
 
 #[derive(Parser)]
 #[command(name = "spool", version, about = "Hosts AI-agent sessions and streams them over SSE.")]
@@ -46,6 +48,15 @@ struct ServeArgs {
     /// Pause of the scripted model between streamed deltas, in milliseconds.
     #[arg(long, env = "SPOOL_SCRIPTED_DELAY_MS", default_value_t = 0)]
     scripted_delay_ms: u64,
+    /// Config file with permission rules (default: DATA_DIR/config.toml if it exists).
+    #[arg(long, env = "SPOOL_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// What an approval does with no interactive view connected: wait or deny.
+    #[arg(long, env = "SPOOL_APPROVAL_POLICY", value_parser = ["wait", "deny"])]
+    approval_policy: Option<String>,
+    /// Seconds an approval waits for a decision before it expires (default 86400).
+    #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    approval_ttl_secs: Option<u64>,
 }
 
 #[tokio::main]
@@ -67,7 +78,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let db = args.data_dir.join("spool.db");
     let store = Arc::new(SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?);
     let model = Arc::new(ScriptedModel::new(Duration::from_millis(args.scripted_delay_ms)));
-    let engine = Engine::start(store.clone(), model, spool_tools::read_only_tools(), EngineConfig::default())
+    let file = config::FileConfig::load(args.config.as_deref(), &args.data_dir.join("config.toml"))?;
+    let mut engine_config = EngineConfig::default();
+    engine_config.rules.extend(file.permission);
+    engine_config.approval_policy = match args.approval_policy.as_deref() {
+        Some("deny") => ApprovalPolicy::Deny,
+        Some(_) => ApprovalPolicy::Wait,
+        None => file.approval_policy.unwrap_or_default(),
+    };
+    if let Some(secs) = args.approval_ttl_secs.or(file.approval_ttl_secs) {
+        engine_config.approval_ttl = Duration::from_secs(secs);
+    }
+    let engine = Engine::start(store.clone(), model, spool_tools::workspace_tools(), engine_config)
         .await
         .context("starting the engine")?;
 

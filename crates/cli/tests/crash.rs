@@ -108,3 +108,60 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
     .await;
     assert_ne!(fresh["runId"], run_id.as_str());
 }
+
+#[tokio::test]
+async fn a_pending_approval_survives_sigkill_and_completes_once_after_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+
+    let (mut spool, base) = start(&data);
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session_id = session["id"].as_str().expect("id").to_owned();
+    let prompt = r#"tool: bash {"command": "echo once >> side-effect.txt"}"#;
+    let accepted =
+        call(client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": prompt}))).await;
+    let run_id = accepted["runId"].as_str().expect("runId").to_owned();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
+        if run["status"] == "interrupted" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run never asked: {run}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    spool.0.kill().expect("SIGKILL");
+    spool.0.wait().expect("reap");
+
+    let (_spool, base) = start(&data);
+    let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
+    assert_eq!(run["status"], "interrupted", "an interrupted run stays interrupted across a restart: {run}");
+    let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
+    let pending = detail["state"]["pendingApprovals"].as_array().expect("pending").clone();
+    assert_eq!(pending.len(), 1, "the restarted server shows the card: {detail}");
+    assert_eq!(detail["status"], "busy");
+    let approval_id = pending[0]["id"].as_str().expect("approval id");
+
+    let url = format!("{base}/api/sessions/{session_id}/approvals/{approval_id}");
+    let decision = json!({"decision": "once", "idempotencyKey": "after-restart"});
+    let first = client.post(&url).json(&decision).send().await.expect("decide");
+    assert_eq!(first.status(), 200);
+    let first = first.text().await.expect("body");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
+        if run["status"] == "completed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run did not complete: {run}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let repeat = client.post(&url).json(&decision).send().await.expect("repeat");
+    assert_eq!(repeat.text().await.expect("body"), first, "a retried decision gets the same answer");
+    let written = std::fs::read_to_string(project_dir.join("side-effect.txt")).expect("side effect");
+    assert_eq!(written, "once\n", "the tool ran exactly once");
+}

@@ -11,6 +11,7 @@ use crate::store::{RunInsert, Store};
 use crate::view;
 use crate::{Model, ToolRegistry};
 use serde::Serialize;
+use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-/// Tunable limits of the engine.
+/// Tunable limits and policies of the engine.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub limits: EventLimits,
@@ -27,12 +28,57 @@ pub struct EngineConfig {
     pub max_prompt_bytes: usize,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
+    /// The server's permission rules; a session's own rules are checked after them.
+    pub rules: Vec<PermissionRule>,
+    /// How long an approval waits for a decision before it expires.
+    pub approval_ttl: std::time::Duration,
+    /// What happens to an approval that arises while no interactive view is connected.
+    pub approval_policy: ApprovalPolicy,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { limits: EventLimits::default(), max_prompt_bytes: 256 * 1024, max_turns: 50 }
+        Self {
+            limits: EventLimits::default(),
+            max_prompt_bytes: 256 * 1024,
+            max_turns: 50,
+            rules: approval::default_rules(),
+            approval_ttl: std::time::Duration::from_secs(24 * 3600),
+            approval_policy: ApprovalPolicy::Wait,
+        }
     }
+}
+
+/// What an approval does when no interactive view (`?approvals=1`) is connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    /// It stays pending, durably, until someone decides (or it expires).
+    #[default]
+    Wait,
+    /// Fail closed: the tool call is denied at once and the run goes on.
+    Deny,
+}
+
+/// What happens to a run when its last listener leaves (seed 003's disconnect policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    /// The run goes on; its results are stored for the next visit.
+    #[default]
+    Continue,
+    /// The run is cancelled when its last subscriber disconnects.
+    Cancel,
+}
+
+/// A prompt and how its run should behave.
+#[derive(Clone, Debug, Default)]
+pub struct PromptInput {
+    pub text: String,
+    pub request_id: Option<String>,
+    /// Overrides the server's approval policy for this run.
+    pub approval_policy: Option<ApprovalPolicy>,
+    pub on_disconnect: OnDisconnect,
 }
 
 /// Longest client `requestId` accepted.
@@ -64,8 +110,9 @@ pub(crate) struct Inner {
 pub(crate) struct Loaded {
     pub events: SessionEvents,
     pub root: PathBuf,
-    /// Serializes prompt acceptance, so "is a run active?" and "start a run" are one step.
-    accept: tokio::sync::Mutex<()>,
+    /// Serializes the session's control steps — accepting a prompt, applying a decision,
+    /// expiring or aborting — so "what is the run doing?" and "change it" are one step.
+    pub control: tokio::sync::Mutex<()>,
     pub active: Mutex<Option<ActiveHandle>>,
 }
 
@@ -73,13 +120,26 @@ pub(crate) struct Loaded {
 pub(crate) struct ActiveHandle {
     pub run_id: RunId,
     pub cancel: CancellationToken,
-    /// Cancelled by the run task once the run is settled and stored.
+    /// Cancelled by the run task once the run is settled and stored, or parked at an
+    /// approval.
     pub finished: CancellationToken,
+    /// Set while the run is parked at this approval (no task is executing it).
+    pub interrupted: Option<ApprovalId>,
+}
+
+impl ActiveHandle {
+    pub fn new(run_id: RunId) -> Self {
+        Self { run_id, cancel: CancellationToken::new(), finished: CancellationToken::new(), interrupted: None }
+    }
 }
 
 impl Loaded {
-    fn active(&self) -> Option<ActiveHandle> {
+    pub fn active(&self) -> Option<ActiveHandle> {
         self.active.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_active(&self, handle: Option<ActiveHandle>) {
+        *self.active.lock().unwrap_or_else(|p| p.into_inner()) = handle;
     }
 }
 
@@ -128,7 +188,12 @@ pub struct MessagePage {
 pub struct SessionPatch {
     pub title: Option<String>,
     pub archived: Option<bool>,
+    /// Replaces the session's own permission rules.
+    pub permissions: Option<Vec<PermissionRule>>,
 }
+
+/// Most permission rules one session may carry.
+const MAX_SESSION_RULES: usize = 200;
 
 impl Engine {
     /// Starts the engine: ensures the local user and marks runs a crash left `running`
@@ -148,9 +213,15 @@ impl Engine {
         if failed > 0 {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
         }
-        Ok(Engine {
+        let pending = store.all_pending_approvals().await?;
+        let engine = Engine {
             inner: Arc::new(Inner { store, model, tools, config, local_user, sessions: Mutex::new(HashMap::new()) }),
-        })
+        };
+        // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
+        for approval in pending {
+            engine.arm_expiry(&approval);
+        }
+        Ok(engine)
     }
 
     /// The user every request acts as while auth is off.
@@ -267,6 +338,7 @@ impl Engine {
             title_set: title.is_some(),
             title: title.unwrap_or_default(),
             archived: false,
+            permissions: Vec::new(),
             created_at: now,
             updated_at: now,
         };
@@ -315,6 +387,19 @@ impl Engine {
         if let Some(archived) = patch.archived {
             session.archived = archived;
         }
+        if let Some(rules) = patch.permissions {
+            if rules.len() > MAX_SESSION_RULES
+                || rules.iter().any(|r| r.tool.is_empty() || r.tool.len() > 200 || r.pattern.len() > 1000)
+            {
+                return Err(EngineError::invalid(
+                    "invalid_permissions",
+                    format!(
+                        "at most {MAX_SESSION_RULES} rules, each with a tool name of 1 to 200 bytes and a pattern of at most 1000"
+                    ),
+                ));
+            }
+            session.permissions = rules;
+        }
         session.updated_at = now_ms();
         self.store().update_session(&session).await?;
         let published = session.clone();
@@ -339,6 +424,7 @@ impl Engine {
             active.cancel.cancel();
             active.finished.cancelled().await;
         }
+        let _control = loaded.control.lock().await;
         loaded.events.close();
         self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
@@ -382,12 +468,25 @@ impl Engine {
         let project = self.store().get_project(&session.project_id).await?.ok_or(EngineError::NotFound("session"))?;
         let latest = self.store().latest_rounds(id, SNAPSHOT_USER_ROUNDS).await?;
         let total = self.store().count_messages(id).await?;
-        let state = view::initial_state(session, latest, total);
+        let mut state = view::initial_state(session, latest, total);
+        // A run parked at an approval (perhaps before a restart) keeps the session busy.
+        let interrupted = self.store().interrupted_run(id).await?;
+        let mut handle = None;
+        if let Some(run) = interrupted {
+            state.pending_approvals = self.store().pending_approvals(id).await?;
+            state.status = SessionStatus::Busy;
+            state.active_run =
+                Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });
+            let mut h = ActiveHandle::new(run.id);
+            h.interrupted = state.pending_approvals.first().map(|a| a.id.clone());
+            h.finished.cancel();
+            handle = Some(h);
+        }
         let fresh = Arc::new(Loaded {
             events: SessionEvents::new(id.clone(), state, self.inner.config.limits),
             root: PathBuf::from(project.path),
-            accept: tokio::sync::Mutex::new(()),
-            active: Mutex::new(None),
+            control: tokio::sync::Mutex::new(()),
+            active: Mutex::new(handle),
         });
         // Two concurrent loads: the first insert wins and both use it.
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -398,13 +497,8 @@ impl Engine {
 
     /// Accepts a prompt. The same `request_id` in the same session returns the run it
     /// started before and starts nothing; a prompt while a run is active is refused.
-    pub async fn prompt(
-        &self,
-        owner: &UserId,
-        id: &SessionId,
-        text: String,
-        request_id: Option<String>,
-    ) -> Result<PromptAccepted> {
+    pub async fn prompt(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<PromptAccepted> {
+        let PromptInput { text, request_id, approval_policy, on_disconnect } = input;
         if text.len() > self.inner.config.max_prompt_bytes {
             return Err(EngineError::TooLarge {
                 code: "prompt_too_large",
@@ -427,7 +521,7 @@ impl Engine {
             ));
         }
         let loaded = self.load(owner, id).await?;
-        let _accepting = loaded.accept.lock().await;
+        let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id
             && let Some(run) = self.store().find_run_by_request(id, request_id).await?
         {
@@ -455,12 +549,8 @@ impl Engine {
         if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
             return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
         }
-        let handle = ActiveHandle {
-            run_id: run.id.clone(),
-            cancel: CancellationToken::new(),
-            finished: CancellationToken::new(),
-        };
-        *loaded.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.clone());
+        let handle = ActiveHandle::new(run.id.clone());
+        loaded.set_active(Some(handle.clone()));
         let accepted = PromptAccepted { request_id: request_id.clone(), run_id: run.id.clone(), created: true };
         loaded.events.publish_body(FrameBody::RunAccepted { request_id: request_id.clone(), run_id: run.id.clone() });
         let active_run = ActiveRun { run_id: run.id.clone(), request_id, status: RunStatus::Running };
@@ -469,21 +559,45 @@ impl Engine {
             state.active_run = Some(active_run);
             Some(FrameBody::State { state: Box::new(state.clone()) })
         });
-        let task = RunTask::new(self.clone(), loaded.clone(), run, text, handle);
+        let policy = approval_policy.unwrap_or(self.inner.config.approval_policy);
+        let task = RunTask::new(self.clone(), loaded.clone(), run, text, handle, policy, on_disconnect);
         tokio::spawn(task.execute());
         Ok(accepted)
     }
 
     /// Aborts the session's active run and waits until it is settled as `cancelled`.
     /// Returns the run id, or `None` when nothing was running.
+    ///
+    /// A run parked at an approval is cancelled together with its approval.
     pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
         let loaded = self.load(owner, id).await?;
-        let Some(active) = loaded.active() else {
-            return Ok(None);
-        };
-        active.cancel.cancel();
-        active.finished.cancelled().await;
-        Ok(Some(active.run_id))
+        let _control = loaded.control.lock().await;
+        loop {
+            let Some(active) = loaded.active() else {
+                return Ok(None);
+            };
+            if let Some(approval_id) = &active.interrupted {
+                self.end_interrupted(
+                    &loaded,
+                    approval_id,
+                    ApprovalStatus::Cancelled,
+                    RunError {
+                        code: "aborted".into(),
+                        message: "the run was aborted while waiting for approval".into(),
+                    },
+                )
+                .await?;
+                return Ok(Some(active.run_id));
+            }
+            active.cancel.cancel();
+            active.finished.cancelled().await;
+            // The task may have parked the run at an approval just before it saw the
+            // cancellation: then cancel the approval too.
+            match loaded.active() {
+                Some(now) if now.run_id == active.run_id && now.interrupted.is_some() => continue,
+                _ => return Ok(Some(active.run_id)),
+            }
+        }
     }
 
     pub async fn run(&self, owner: &UserId, id: &RunId) -> Result<Run> {
@@ -501,9 +615,10 @@ impl Engine {
         id: &SessionId,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
+        interactive: bool,
     ) -> Result<(Subscription, Start)> {
         let loaded = self.load(owner, id).await?;
-        Ok(loaded.events.subscribe(cursor, kill))
+        Ok(loaded.events.subscribe(cursor, kill, interactive))
     }
 
     /// Ends every open stream, for a graceful shutdown. Runs still executing are left

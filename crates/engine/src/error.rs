@@ -14,6 +14,9 @@ pub enum EngineError {
     /// The input is larger than allowed.
     #[error("{message}")]
     TooLarge { code: &'static str, message: String },
+    /// The thing existed but is no longer usable (an expired approval).
+    #[error("{message}")]
+    Gone { code: &'static str, message: String },
     /// The session already has an active run.
     #[error("the session already has an active run ({0}); abort it or wait for it to settle")]
     SessionBusy(String),
@@ -35,7 +38,8 @@ impl EngineError {
             EngineError::NotFound(_) => "not_found",
             EngineError::Invalid { code, .. }
             | EngineError::TooLarge { code, .. }
-            | EngineError::Conflict { code, .. } => code,
+            | EngineError::Conflict { code, .. }
+            | EngineError::Gone { code, .. } => code,
             EngineError::SessionBusy(_) => "session_busy",
             EngineError::Store(StoreError::Conflict(_)) => "conflict",
             EngineError::Store(StoreError::Backend(_)) => "storage_error",

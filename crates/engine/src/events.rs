@@ -75,6 +75,8 @@ struct Shared {
     session_id: SessionId,
     stream_id: StreamId,
     limits: EventLimits,
+    /// Number of subscribers, for runs that end when their last listener leaves.
+    count: tokio::sync::watch::Sender<usize>,
     /// A std mutex: nothing awaits while it is held, and every critical section is a
     /// few pointer moves plus at most one frame's serialization.
     inner: Mutex<Inner>,
@@ -91,6 +93,8 @@ struct Slot {
     waker: Option<Waker>,
     kill: CancellationToken,
     cut: bool,
+    /// Opened with `?approvals=1`: a view where a person can answer approvals.
+    interactive: bool,
 }
 
 struct Inner {
@@ -101,6 +105,7 @@ struct Inner {
     state: SessionState,
     subscribers: HashMap<u64, Slot>,
     next_subscriber: u64,
+    interactive: usize,
     /// A lower bound of every subscriber's cursor. Recomputed only when eviction passes
     /// it, so publishing stays O(1) however many subscribers there are.
     min_cursor_hint: u64,
@@ -116,10 +121,19 @@ impl SessionEvents {
             state,
             subscribers: HashMap::new(),
             next_subscriber: 0,
+            interactive: 0,
             min_cursor_hint: 0,
             closed: false,
         };
-        Self { shared: Arc::new(Shared { session_id, stream_id: StreamId::new(), limits, inner: Mutex::new(inner) }) }
+        Self {
+            shared: Arc::new(Shared {
+                session_id,
+                stream_id: StreamId::new(),
+                limits,
+                count: tokio::sync::watch::Sender::new(0),
+                inner: Mutex::new(inner),
+            }),
+        }
     }
 
     pub fn stream_id(&self) -> &StreamId {
@@ -187,7 +201,14 @@ impl SessionEvents {
 
     /// Subscribes from an optional cursor. `kill` is cancelled if this subscriber is cut
     /// for falling too far behind, so the transport can drop a stuck connection.
-    pub fn subscribe(&self, cursor: Option<&Cursor>, kill: CancellationToken) -> (Subscription, Start) {
+    ///
+    /// `interactive` marks a view where a person can answer approvals (`?approvals=1`).
+    pub fn subscribe(
+        &self,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> (Subscription, Start) {
         let mut inner = self.lock();
         let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
             Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
@@ -207,14 +228,27 @@ impl SessionEvents {
         if inner.closed {
             kill.cancel();
         }
-        inner.subscribers.insert(id, Slot { cursor: cursor_seq, waker: None, kill, cut: false });
+        inner.subscribers.insert(id, Slot { cursor: cursor_seq, waker: None, kill, cut: false, interactive });
+        inner.interactive += usize::from(interactive);
+        let count = inner.subscribers.len();
         drop(inner);
+        self.shared.count.send_replace(count);
         (Subscription { events: self.clone(), id, first }, start)
     }
 
     /// Number of connected subscribers.
     pub fn subscriber_count(&self) -> usize {
         self.lock().subscribers.len()
+    }
+
+    /// Number of connected interactive views (`?approvals=1`).
+    pub fn interactive_views(&self) -> usize {
+        self.lock().interactive
+    }
+
+    /// Follows the number of subscribers as it changes.
+    pub fn watch_subscribers(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.shared.count.subscribe()
     }
 
     /// Ends every subscription (the session was deleted or unloaded) and refuses
@@ -361,7 +395,13 @@ impl Stream for Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.events.lock().subscribers.remove(&self.id);
+        let mut inner = self.events.lock();
+        if let Some(slot) = inner.subscribers.remove(&self.id) {
+            inner.interactive -= usize::from(slot.interactive);
+        }
+        let count = inner.subscribers.len();
+        drop(inner);
+        self.events.shared.count.send_replace(count);
     }
 }
 
@@ -381,6 +421,7 @@ mod tests {
             title: "t".into(),
             title_set: true,
             archived: false,
+            permissions: vec![],
             created_at: 0,
             updated_at: 0,
         };
@@ -422,7 +463,7 @@ mod tests {
     fn replays_exactly_the_missed_frames_within_the_buffer() {
         let ev = events(EventLimits::default());
         publish_n(&ev, 10, 10);
-        let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 4)), CancellationToken::new());
+        let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 4)), CancellationToken::new(), false);
         assert_eq!(start, Start::Replay { from_seq: 4, frames: 6 });
         let (frames, ended) = drain(&mut sub);
         assert!(!ended);
@@ -443,7 +484,7 @@ mod tests {
             (Some(cursor(&ev, 300)), "equal to seq: nothing precedes"),
             (None, "no cursor"),
         ] {
-            let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new());
+            let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new(), false);
             assert_eq!(start, Start::Snapshot { seq: 300 }, "{why}");
             let (frames, _) = drain(&mut sub);
             assert_eq!(frames.len(), 1, "{why}");
@@ -451,7 +492,7 @@ mod tests {
             assert!(matches!(frames[0].body, FrameBody::Snapshot { .. }), "{why}");
         }
         // The oldest frame still replayable: 256 frames behind.
-        let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new());
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new(), false);
         assert_eq!(start, Start::Replay { from_seq: 44, frames: 256 });
     }
 
@@ -459,9 +500,9 @@ mod tests {
     fn replay_window_is_also_bounded_by_bytes() {
         let ev = events(EventLimits { replay_frames: 256, replay_bytes: 4096, queue_bytes: 1 << 20 });
         publish_n(&ev, 20, 400);
-        let (_, start) = ev.subscribe(Some(&cursor(&ev, 5)), CancellationToken::new());
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 5)), CancellationToken::new(), false);
         assert_eq!(start, Start::Snapshot { seq: 20 });
-        let (_, start) = ev.subscribe(Some(&cursor(&ev, 15)), CancellationToken::new());
+        let (_, start) = ev.subscribe(Some(&cursor(&ev, 15)), CancellationToken::new(), false);
         assert!(matches!(start, Start::Replay { .. }));
     }
 
@@ -470,8 +511,8 @@ mod tests {
         let limits = EventLimits { replay_frames: 16, replay_bytes: 1 << 20, queue_bytes: 16 * 1024 };
         let ev = events(limits);
         let slow_kill = CancellationToken::new();
-        let (mut slow, _) = ev.subscribe(None, slow_kill.clone());
-        let (mut fast, _) = ev.subscribe(None, CancellationToken::new());
+        let (mut slow, _) = ev.subscribe(None, slow_kill.clone(), false);
+        let (mut fast, _) = ev.subscribe(None, CancellationToken::new(), false);
         drain(&mut slow);
         let mut seen = drain(&mut fast).0.len();
         for _ in 0..200 {
@@ -491,11 +532,13 @@ mod tests {
     async fn close_ends_streams_and_drop_unregisters() {
         let ev = events(EventLimits::default());
         let kill = CancellationToken::new();
-        let (mut sub, _) = ev.subscribe(None, kill.clone());
+        let (mut sub, _) = ev.subscribe(None, kill.clone(), true);
         assert!(sub.next().await.is_some());
-        let (other, _) = ev.subscribe(None, CancellationToken::new());
+        let (other, _) = ev.subscribe(None, CancellationToken::new(), false);
+        assert_eq!(ev.interactive_views(), 1);
         drop(other);
         assert_eq!(ev.subscriber_count(), 1);
+        assert_eq!(*ev.watch_subscribers().borrow(), 1);
         let waiter = tokio::spawn(async move { sub.next().await });
         tokio::task::yield_now().await;
         ev.close();

@@ -2,6 +2,7 @@
 //! buffer, fan-out). It defines the traits its collaborators implement — [`Store`],
 //! [`Model`], [`Tool`] — and imports no web framework, database driver or HTTP client.
 
+mod approvals;
 mod engine;
 mod error;
 pub mod events;
@@ -11,11 +12,13 @@ pub mod store;
 pub mod tool;
 pub mod view;
 
+pub use approvals::{DecisionInput, DecisionTarget};
 pub use engine::{
-    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, SessionDetail, SessionInfo, SessionPatch,
+    ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,
+    PromptInput, SessionDetail, SessionInfo, SessionPatch,
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
-pub use store::{RunInsert, Store, StoreError};
+pub use store::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -7,20 +7,24 @@
 //! when it settles, before the session reports itself idle, so a client that sees
 //! `idle` can read the final run.
 
-use crate::engine::{ActiveHandle, Engine, Loaded};
+use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
 use crate::view::{self, apply_delta};
 use crate::{ModelEvent, ModelRequest, ToolContext, ToolOutput};
 use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use spool_protocol::approval::evaluate;
 use spool_protocol::frame::{FrameBody, PromptTiming, ToolExecution, ToolStatus};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
 use std::sync::Arc;
 
-/// How a run ended.
+/// How a run ended, or stopped to wait.
 enum Outcome {
     Completed,
     Cancelled,
     Failed(RunError),
+    /// Parked at an approval: durable, and continued by a decision.
+    Interrupted,
 }
 
 impl Outcome {
@@ -29,8 +33,41 @@ impl Outcome {
             Outcome::Completed => RunStatus::Completed,
             Outcome::Cancelled => RunStatus::Cancelled,
             Outcome::Failed(_) => RunStatus::Failed,
+            Outcome::Interrupted => RunStatus::Interrupted,
         }
     }
+}
+
+/// One tool call the model asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Call {
+    pub id: String,
+    pub name: String,
+    pub args: serde_json::Value,
+}
+
+/// What a parked run needs to continue, stored with its approval. The conversation
+/// itself is in the store; `next_index` is its version: resuming checks that exactly
+/// that many messages exist, so a checkpoint never continues a different history.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Checkpoint {
+    pub next_index: u64,
+    pub turn: usize,
+    /// The call waiting for the decision.
+    pub pending: Call,
+    /// Later calls of the same assistant message, run after it.
+    pub remaining: Vec<Call>,
+    pub policy: ApprovalPolicy,
+    pub usage: Usage,
+}
+
+/// How a decision resolves the pending call.
+pub(crate) enum Resolution {
+    /// Run it (with these arguments), after re-checking the rules.
+    Approved { args: serde_json::Value },
+    /// Do not run it; the model is told, with the person's message.
+    Rejected { message: Option<String> },
 }
 
 fn failure(code: &str, message: impl Into<String>) -> Outcome {
@@ -52,6 +89,10 @@ pub(crate) struct RunTask {
     run: Run,
     prompt: String,
     handle: ActiveHandle,
+    policy: ApprovalPolicy,
+    on_disconnect: OnDisconnect,
+    /// Set when this task continues a parked run.
+    resume: Option<(Checkpoint, Resolution)>,
     /// The whole conversation as the model sees it.
     conversation: Vec<Message>,
     /// Absolute index the next committed message takes.
@@ -59,14 +100,101 @@ pub(crate) struct RunTask {
 }
 
 impl RunTask {
-    pub fn new(engine: Engine, loaded: Arc<Loaded>, run: Run, prompt: String, handle: ActiveHandle) -> Self {
+    pub fn new(
+        engine: Engine,
+        loaded: Arc<Loaded>,
+        run: Run,
+        prompt: String,
+        handle: ActiveHandle,
+        policy: ApprovalPolicy,
+        on_disconnect: OnDisconnect,
+    ) -> Self {
         let next_index = run.user_message_index;
-        Self { engine, loaded, run, prompt, handle, conversation: Vec::new(), next_index }
+        Self {
+            engine,
+            loaded,
+            run,
+            prompt,
+            handle,
+            policy,
+            on_disconnect,
+            resume: None,
+            conversation: Vec::new(),
+            next_index,
+        }
+    }
+
+    /// A task that continues a parked run from its checkpoint.
+    pub fn resume(
+        engine: Engine,
+        loaded: Arc<Loaded>,
+        run: Run,
+        handle: ActiveHandle,
+        checkpoint: Checkpoint,
+        resolution: Resolution,
+    ) -> Self {
+        let mut task = Self::new(engine, loaded, run, String::new(), handle, checkpoint.policy, OnDisconnect::Continue);
+        task.next_index = checkpoint.next_index;
+        task.resume = Some((checkpoint, resolution));
+        task
     }
 
     pub async fn execute(mut self) {
-        let outcome = self.drive().await;
+        if self.on_disconnect == OnDisconnect::Cancel {
+            self.cancel_when_unwatched();
+        }
+        let outcome = match self.resume.take() {
+            None => self.drive().await,
+            Some((checkpoint, resolution)) => self.continue_from(checkpoint, resolution).await,
+        };
         self.settle(outcome).await;
+    }
+
+    /// Seed 003's `onDisconnect: "cancel"`: the run ends when its last listener leaves.
+    fn cancel_when_unwatched(&self) {
+        let mut count = self.loaded.events.watch_subscribers();
+        let (cancel, finished) = (self.handle.cancel.clone(), self.handle.finished.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = finished.cancelled() => return,
+                    changed = count.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if *count.borrow_and_update() == 0 {
+                            cancel.cancel();
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Continues after a decision: re-reads the conversation, checks it is the version
+    /// the checkpoint was taken at, resolves the pending call, then runs on.
+    async fn continue_from(&mut self, checkpoint: Checkpoint, resolution: Resolution) -> Outcome {
+        let store = self.engine.inner.store.clone();
+        match store.list_messages(&self.run.session_id, None, u32::MAX).await {
+            Ok(history) if history.len() as u64 == checkpoint.next_index => {
+                self.conversation = history.into_iter().map(|m| m.message).collect();
+            }
+            Ok(history) => {
+                return failure(
+                    "checkpoint_mismatch",
+                    format!(
+                        "the conversation has {} messages; the checkpoint expected {}",
+                        history.len(),
+                        checkpoint.next_index
+                    ),
+                );
+            }
+            Err(e) => return failure("storage_error", format!("could not load the conversation: {e}")),
+        }
+        let mut calls = vec![checkpoint.pending];
+        calls.extend(checkpoint.remaining);
+        self.turns(checkpoint.turn, calls, Some(resolution)).await
     }
 
     fn emit(&self, event: AgentEvent, message_index: Option<u64>, mutate: impl FnOnce(&mut frame::SessionState)) {
@@ -132,8 +260,21 @@ impl RunTask {
         self.emit_timing();
         self.maybe_title().await;
 
+        self.turns(0, Vec::new(), None).await
+    }
+
+    /// The agent loop from `turn` on. `queued` are calls of the current turn still to
+    /// run (after a resume), the first of them resolved by `resolution`.
+    async fn turns(&mut self, mut turn: usize, queued: Vec<Call>, resolution: Option<Resolution>) -> Outcome {
         let max_turns = self.engine.inner.config.max_turns;
-        for turn in 0..max_turns {
+        if !queued.is_empty() {
+            if let Err(outcome) = self.run_calls(turn, queued, resolution).await {
+                return outcome;
+            }
+            self.emit(AgentEvent::TurnEnd {}, None, |_| {});
+            turn += 1;
+        }
+        while turn < max_turns {
             if turn > 0 {
                 self.emit(AgentEvent::TurnStart {}, None, |_| {});
             }
@@ -141,11 +282,13 @@ impl RunTask {
                 Ok(r) => r,
                 Err(outcome) => return outcome,
             };
-            let calls: Vec<(String, String, serde_json::Value)> = assistant
+            let calls: Vec<Call> = assistant
                 .content()
                 .iter()
                 .filter_map(|c| match c {
-                    Content::ToolCall { id, name, arguments } => Some((id.clone(), name.clone(), arguments.clone())),
+                    Content::ToolCall { id, name, arguments } => {
+                        Some(Call { id: id.clone(), name: name.clone(), args: arguments.clone() })
+                    }
                     _ => None,
                 })
                 .collect();
@@ -168,14 +311,26 @@ impl RunTask {
                 self.emit(AgentEvent::TurnEnd {}, None, |_| {});
                 return Outcome::Completed;
             }
-            for (call_id, name, args) in calls {
-                if let Err(outcome) = self.execute_tool(call_id, name, args).await {
-                    return outcome;
-                }
+            if let Err(outcome) = self.run_calls(turn, calls, None).await {
+                return outcome;
             }
             self.emit(AgentEvent::TurnEnd {}, None, |_| {});
+            turn += 1;
         }
         failure("max_turns_exceeded", format!("the run made {max_turns} model calls without finishing"))
+    }
+
+    /// Runs a turn's calls in order; stops at the first that parks, fails or aborts.
+    async fn run_calls(
+        &mut self,
+        turn: usize,
+        calls: Vec<Call>,
+        mut resolution: Option<Resolution>,
+    ) -> Result<(), Outcome> {
+        for (i, call) in calls.iter().enumerate() {
+            self.execute_tool(call.clone(), resolution.take(), turn, &calls[i + 1..]).await?;
+        }
+        Ok(())
     }
 
     /// Streams one assistant message. Returns it (ended, not yet committed) and whether
@@ -371,20 +526,66 @@ impl RunTask {
         self.update(draft, StreamDelta::Done { stop_reason: reason });
     }
 
-    async fn execute_tool(&mut self, call_id: String, name: String, args: serde_json::Value) -> Result<(), Outcome> {
+    /// The permission for a call now: the server's rules, then the session's own.
+    fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
+        let argument = tool.main_argument(args);
+        let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
+        let mut rules = self.engine.inner.config.rules.clone();
+        rules.extend(session_rules);
+        evaluate(&rules, name, argument.as_deref())
+    }
+
+    async fn execute_tool(
+        &mut self,
+        call: Call,
+        resolution: Option<Resolution>,
+        turn: usize,
+        remaining: &[Call],
+    ) -> Result<(), Outcome> {
+        let Call { id: call_id, name, args } = call.clone();
+        let tool = self.engine.inner.tools.get(&name);
+        // Decide whether the call runs: the rules, or the decision that resumed us. A
+        // rule that says deny wins even over an approval given earlier.
+        let verdict: Result<serde_json::Value, String> = match (&tool, resolution) {
+            (None, _) => Err(format!("unknown tool {name:?}")),
+            (Some(_), _) if !args.is_object() => Err(format!(
+                "invalid arguments for {name}: expected a JSON object, got {}",
+                truncate(&args.to_string(), 200)
+            )),
+            (Some(_), Some(Resolution::Rejected { message })) => Err(match message {
+                Some(m) if !m.trim().is_empty() => format!("The user rejected this {name} call: {m}"),
+                _ => format!("The user rejected this {name} call."),
+            }),
+            (Some(tool), Some(Resolution::Approved { args })) => {
+                if !args.is_object() {
+                    Err(format!("invalid arguments for {name}: expected a JSON object"))
+                } else if self.permission(&**tool, &name, &args) == PermissionAction::Deny {
+                    Err(format!("{name} is denied by a permission rule (changed after the approval was asked)"))
+                } else {
+                    Ok(args)
+                }
+            }
+            (Some(tool), None) => match self.permission(&**tool, &name, &args) {
+                PermissionAction::Allow => Ok(args.clone()),
+                PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
+                PermissionAction::Ask
+                    if self.policy == ApprovalPolicy::Deny && self.loaded.events.interactive_views() == 0 =>
+                {
+                    Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
+                }
+                PermissionAction::Ask => return Err(self.interrupt(&**tool, call, turn, remaining).await),
+            },
+        };
+        let shown_args = verdict.as_ref().map_or_else(|_| args.clone(), Clone::clone);
         let exec = ToolExecution {
             tool_call_id: call_id.clone(),
             tool_name: name.clone(),
-            args: args.clone(),
+            args: shown_args.clone(),
             status: ToolStatus::Running,
             result: None,
         };
         self.emit(
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: call_id.clone(),
-                tool_name: name.clone(),
-                args: args.clone(),
-            },
+            AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args },
             None,
             move |s| {
                 s.tool_executions.insert(exec.tool_call_id.clone(), exec);
@@ -392,13 +593,10 @@ impl RunTask {
         );
         let cancel = self.handle.cancel.clone();
         let mut aborted = false;
-        let output = match (self.engine.inner.tools.get(&name), &args) {
-            (None, _) => ToolOutput::error(format!("unknown tool {name:?}")),
-            (Some(_), args) if !args.is_object() => ToolOutput::error(format!(
-                "invalid arguments for {name}: expected a JSON object, got {}",
-                truncate(&args.to_string(), 200)
-            )),
-            (Some(tool), args) => {
+        let output = match (tool, verdict) {
+            (_, Err(reason)) => ToolOutput::error(reason),
+            (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
+            (Some(tool), Ok(args)) => {
                 let ctx = ToolContext { root: self.loaded.root.clone(), cancel: cancel.clone() };
                 tokio::select! {
                     biased;
@@ -406,7 +604,7 @@ impl RunTask {
                         aborted = true;
                         ToolOutput::error("the run was aborted before the tool finished")
                     }
-                    out = tool.call(args.clone(), &ctx) => out,
+                    out = tool.call(args, &ctx) => out,
                 }
             }
         };
@@ -441,6 +639,67 @@ impl RunTask {
         if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
     }
 
+    /// Parks the run at an approval: persist the approval and checkpoint with the run's
+    /// `interrupted` status (one transaction), and only then publish the state and the
+    /// `approval_requested` event.
+    async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
+        let now = now_ms();
+        let ttl = i64::try_from(self.engine.inner.config.approval_ttl.as_millis()).unwrap_or(i64::MAX);
+        let approval = Approval {
+            id: ApprovalId::new(),
+            run_id: self.run.id.clone(),
+            session_id: self.run.session_id.clone(),
+            owner_id: self.run.owner_id.clone(),
+            tool_call_id: call.id.clone(),
+            tool: call.name.clone(),
+            kind: ApprovalKind::ConfirmAction,
+            payload: serde_json::json!({
+                "tool": call.name,
+                "argument": tool.main_argument(&call.args).map(|a| redact(&truncate(&a, 300))),
+                "change": redact(&truncate(&tool.describe(&call.args), 300)),
+                "reason": "this tool changes files or runs commands, and the permission rules say to ask",
+            }),
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: now,
+            expires_at: now.saturating_add(ttl),
+            resolved_at: None,
+        };
+        let checkpoint = Checkpoint {
+            next_index: self.next_index,
+            turn,
+            pending: call,
+            remaining: remaining.to_vec(),
+            policy: self.policy,
+            usage: self.run.usage,
+        };
+        self.run.status = RunStatus::Interrupted;
+        self.run.updated_at = now;
+        let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
+        if let Err(e) = self.engine.inner.store.interrupt_run(&self.run, &approval, &checkpoint).await {
+            return failure("storage_error", format!("could not save the approval: {e}"));
+        }
+        {
+            let mut active = self.loaded.active.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(handle) = active.as_mut().filter(|h| h.run_id == self.run.id) {
+                handle.interrupted = Some(approval.id.clone());
+            }
+        }
+        let shown = approval.clone();
+        self.loaded.events.publish(move |s| {
+            s.pending_approvals.push(shown);
+            if let Some(active) = s.active_run.as_mut() {
+                active.status = RunStatus::Interrupted;
+            }
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        self.engine.arm_expiry(&approval);
+        self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
+        Outcome::Interrupted
+    }
+
     /// Titles an untitled session from its first prompt.
     async fn maybe_title(&mut self) {
         let mut session = self.loaded.events.read(|s| s.session.clone());
@@ -463,6 +722,11 @@ impl RunTask {
     }
 
     async fn settle(mut self, outcome: Outcome) {
+        if let Outcome::Interrupted = outcome {
+            // Durable already; the run continues when someone decides.
+            self.handle.finished.cancel();
+            return;
+        }
         let now = now_ms();
         self.run.status = outcome.status();
         self.run.ended_at = Some(now);
@@ -476,7 +740,7 @@ impl RunTask {
         }
         self.emit(AgentEvent::AgentEnd { status: self.run.status.as_str().into() }, None, |_| {});
         self.emit_timing();
-        *self.loaded.active.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.loaded.set_active(None);
         self.loaded.events.publish(|s| {
             s.status = SessionStatus::Idle;
             s.active_run = None;
@@ -505,6 +769,20 @@ fn delta_len(delta: &StreamDelta) -> usize {
 fn title_from(prompt: &str) -> String {
     let line = prompt.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("Untitled");
     truncate(line, 60)
+}
+
+/// Masks the values of secret-looking environment variables (names containing KEY,
+/// TOKEN, SECRET or PASSWORD) wherever they appear, so an approval card never shows one.
+fn redact(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in std::env::vars() {
+        let upper = name.to_ascii_uppercase();
+        let secret = ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w));
+        if secret && value.len() >= 8 && out.contains(&value) {
+            out = out.replace(&value, "[redacted]");
+        }
+    }
+    out
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -41,16 +41,16 @@ pub trait Store: Send + Sync + 'static {
     async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError>;
     /// Writes `name` and `updated_at`.
     async fn update_project(&self, project: &Project) -> Result<(), StoreError>;
-    /// Deletes the project with all its sessions, messages and runs. False if absent.
+    /// Deletes the project with all its sessions, messages, runs and approvals. False if absent.
     async fn delete_project(&self, id: &ProjectId) -> Result<bool, StoreError>;
 
     async fn insert_session(&self, session: &Session) -> Result<(), StoreError>;
     /// A project's sessions with the given archived flag, most recently updated first.
     async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError>;
     async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError>;
-    /// Writes `title`, `title_set`, `archived` and `updated_at`.
+    /// Writes `title`, `title_set`, `archived`, `permissions` and `updated_at`.
     async fn update_session(&self, session: &Session) -> Result<(), StoreError>;
-    /// Deletes the session with its messages and runs. False if absent.
+    /// Deletes the session with its messages, runs and approvals. False if absent.
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
 
     /// Appends a committed message (with its parts). `Conflict` if the index is taken.
@@ -81,8 +81,69 @@ pub trait Store: Send + Sync + 'static {
     async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError>;
     /// Writes every mutable field: status, timings, usage, error, updated_at.
     async fn update_run(&self, run: &Run) -> Result<(), StoreError>;
+    /// The session's run that is `interrupted` (waiting for an approval), if any.
+    async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError>;
     /// Marks every run still `running` as `failed` with `error`; returns how many.
     /// Called once at start-up: a run that was executing when the process died cannot
     /// continue (its in-memory state is gone) and must not be re-executed.
     async fn fail_running_runs(&self, error: &RunError, now: time::Millis) -> Result<u64, StoreError>;
+
+    /// Interrupts a run, in ONE transaction: inserts the (pending) approval together
+    /// with the checkpoint the run needs to continue, and writes the run (whose status
+    /// is `interrupted`). Either all of it is durable or none.
+    async fn interrupt_run(
+        &self,
+        run: &Run,
+        approval: &Approval,
+        checkpoint: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+    /// An approval with its checkpoint.
+    async fn get_approval(&self, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError>;
+    /// The session's pending approvals, oldest first.
+    async fn pending_approvals(&self, session: &SessionId) -> Result<Vec<Approval>, StoreError>;
+    /// Every pending approval of every session (to re-arm expiry timers at start-up).
+    async fn all_pending_approvals(&self) -> Result<Vec<Approval>, StoreError>;
+    /// The conditional update that makes a decision happen once: moves the approval
+    /// from `pending` to `status` (resolved, expired or cancelled), recording decision,
+    /// message, actor and time. Returns false — and writes nothing — when it was not
+    /// pending any more (someone else won).
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        status: ApprovalStatus,
+        decision: Option<&Decision>,
+        message: Option<&str>,
+        actor: Option<&UserId>,
+        at: time::Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Reserves an idempotency key (unique per `scope` and `key`). The first caller gets
+    /// `Claimed` and must later `complete_idempotency`; later callers get the stored
+    /// response, or `InProgress` while the first is still working.
+    async fn claim_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+        now: time::Millis,
+    ) -> Result<IdempotencyClaim, StoreError>;
+    /// Stores the response for a claimed key (status code and exact body bytes), once:
+    /// `Conflict` when the key has no open claim or already has a response.
+    async fn complete_idempotency(&self, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError>;
+    /// Releases a claimed key whose request failed before it had a response to keep, so
+    /// a retry can run it again.
+    async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+}
+
+/// A response kept for an idempotency key, returned byte for byte to every repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyClaim {
+    Claimed,
+    InProgress,
+    Done(StoredResponse),
 }

@@ -39,6 +39,20 @@ impl ToolOutput {
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;
+
+    /// The argument permission patterns match: by default `path` (or `command`).
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        ["path", "command"].iter().find_map(|k| args.get(*k)?.as_str().map(str::to_owned))
+    }
+
+    /// One line for an approval card saying what the call will change.
+    fn describe(&self, args: &serde_json::Value) -> String {
+        let name = self.spec().name;
+        match self.main_argument(args) {
+            Some(arg) => format!("{name} {arg}"),
+            None => name,
+        }
+    }
 }
 
 /// The tools available to runs, by name.

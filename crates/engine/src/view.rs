@@ -24,6 +24,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         tool_executions: BTreeMap::new(),
         prompt_timings: BTreeMap::new(),
         pending_approvals: Vec::new(),
+        last_approval: None,
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -171,6 +172,7 @@ mod tests {
             title: String::new(),
             title_set: false,
             archived: false,
+            permissions: Vec::new(),
             created_at: 0,
             updated_at: 0,
         }

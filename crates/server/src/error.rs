@@ -5,10 +5,8 @@
 //! errors map case by case; the transport cases (a malformed body, an unknown route,
 //! a panic) are the ones axum would otherwise answer with plain text.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use spool_engine::{EngineError, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +52,7 @@ impl ApiError {
                     EngineError::Invalid { .. } => StatusCode::BAD_REQUEST,
                     EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                     EngineError::SessionBusy(_) | EngineError::Conflict { .. } => StatusCode::CONFLICT,
+                    EngineError::Gone { .. } => StatusCode::GONE,
                     EngineError::Store(StoreError::Conflict(_)) => {
                         // A uniqueness rule the engine did not translate: the request
                         // collided with existing data. The store's wording stays in the log.
@@ -79,21 +78,11 @@ impl ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Detail<'a>,
-}
-
-#[derive(Serialize)]
-struct Detail<'a> {
-    code: &'a str,
-    message: &'a str,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
-        (status, Json(Body { error: Detail { code, message: &message } })).into_response()
+        let body = spool_protocol::api::error_body(code, &message);
+        (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
     }
 }
 

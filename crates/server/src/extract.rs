@@ -11,7 +11,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
-use spool_protocol::{IdError, ProjectId, RunId, SessionId, UserId};
+use spool_protocol::{ApprovalId, IdError, ProjectId, RunId, SessionId, UserId};
 use std::str::FromStr;
 
 /// The user a request acts as. While auth is off that is the engine's local user;
@@ -72,6 +72,10 @@ impl ApiId for ProjectId {
 impl ApiId for SessionId {
     const WHAT: &'static str = "session";
 }
+impl ApiId for ApprovalId {
+    const WHAT: &'static str = "approval";
+}
+
 impl ApiId for RunId {
     const WHAT: &'static str = "run";
 }
@@ -111,5 +115,28 @@ where
             Ok(Query(value)) => Ok(QueryParams(value)),
             Err(rejection) => Err(ApiError::bad_request("invalid_query", rejection.body_text())),
         }
+    }
+}
+
+/// Two typed ids from the path (`/api/sessions/{id}/approvals/{approvalId}`); either
+/// failing to parse is a 404 for what it names.
+#[derive(Debug)]
+pub struct PathIds<A, B>(pub A, pub B);
+
+impl<S, A, B> FromRequestParts<S> for PathIds<A, B>
+where
+    A: ApiId,
+    B: ApiId,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((a, b)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::not_found(A::WHAT))?;
+        let a = a.parse().map_err(|_| ApiError::not_found(A::WHAT))?;
+        let b = b.parse().map_err(|_| ApiError::not_found(B::WHAT))?;
+        Ok(PathIds(a, b))
     }
 }

@@ -67,6 +67,14 @@ struct BashArgs {
 
 #[async_trait]
 impl Tool for Bash {
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        crate::main_argument("bash", args)
+    }
+
+    fn describe(&self, args: &serde_json::Value) -> String {
+        crate::describe_change("bash", args)
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -38,6 +38,14 @@ struct EditArgs {
 
 #[async_trait]
 impl Tool for Edit {
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        crate::main_argument("edit", args)
+    }
+
+    fn describe(&self, args: &serde_json::Value) -> String {
+        crate::describe_change("edit", args)
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -37,6 +37,14 @@ struct ListArgs {
 
 #[async_trait]
 impl Tool for List {
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        crate::main_argument("list", args)
+    }
+
+    fn describe(&self, args: &serde_json::Value) -> String {
+        crate::describe_change("list", args)
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -50,6 +50,14 @@ struct ReadArgs {
 
 #[async_trait]
 impl Tool for Read {
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        crate::main_argument("read", args)
+    }
+
+    fn describe(&self, args: &serde_json::Value) -> String {
+        crate::describe_change("read", args)
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

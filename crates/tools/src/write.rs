@@ -37,6 +37,14 @@ struct WriteArgs {
 
 #[async_trait]
 impl Tool for Write {
+    fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
+        crate::main_argument("write", args)
+    }
+
+    fn describe(&self, args: &serde_json::Value) -> String {
+        crate::describe_change("write", args)
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -34,11 +34,12 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/sessions/{id}/events", get(stream))
 }
 
-/// `?cursor=` resumes like `Last-Event-ID`. `?approvals=1` is accepted and, until
-/// approvals exist, ignored (unknown parameters are ignored anyway).
+/// `?cursor=` resumes like `Last-Event-ID`. `?approvals=1` registers the connection as
+/// an interactive view: a place where a person can answer approvals (seed 000/001).
 #[derive(Deserialize)]
 struct EventsQuery {
     cursor: Option<String>,
+    approvals: Option<String>,
 }
 
 async fn stream(
@@ -54,7 +55,8 @@ async fn stream(
     let cursor = header.or(query.cursor.as_deref()).and_then(Cursor::parse);
     // The connection's own token, not a child: when the engine cuts this subscriber the
     // accept loop must see it to drop a connection whose client stopped reading.
-    let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection).await?;
+    let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
+    let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
     let body = Body::from_stream(EventBody::new(subscription, state.config.heartbeat));
     let headers =

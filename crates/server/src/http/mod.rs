@@ -2,6 +2,7 @@
 //! layers every route shares (body limit, panic catcher, tracing) and JSON answers for
 //! unknown routes and wrong methods.
 
+mod approvals;
 mod events;
 mod health;
 mod projects;
@@ -26,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         .merge(projects::router())
         .merge(sessions::router())
         .merge(runs::router())
+        .merge(approvals::router())
         .merge(events::router())
         .with_state(state);
     with_layers(routes, body_limit)

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use spool_engine::PromptAccepted;
+use spool_engine::{ApprovalPolicy, OnDisconnect, PromptAccepted, PromptInput};
 use spool_protocol::{Run, RunId, SessionId};
 
 pub fn router() -> Router<AppState> {
@@ -23,6 +23,11 @@ pub fn router() -> Router<AppState> {
 struct PromptBody {
     text: String,
     request_id: Option<String>,
+    /// `wait` or `deny`: what an approval does with no interactive view connected.
+    approval_policy: Option<ApprovalPolicy>,
+    /// `continue` (default) or `cancel`: what the run does when its last listener leaves.
+    #[serde(default)]
+    on_disconnect: OnDisconnect,
 }
 
 #[derive(Serialize)]
@@ -40,7 +45,13 @@ async fn prompt(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<PromptBody>,
 ) -> Result<(StatusCode, Json<PromptAccepted>), ApiError> {
-    let accepted = state.engine.prompt(&user, &id, body.text, body.request_id).await?;
+    let input = PromptInput {
+        text: body.text,
+        request_id: body.request_id,
+        approval_policy: body.approval_policy,
+        on_disconnect: body.on_disconnect,
+    };
+    let accepted = state.engine.prompt(&user, &id, input).await?;
     Ok((StatusCode::ACCEPTED, Json(accepted)))
 }
 

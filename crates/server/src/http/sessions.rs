@@ -37,6 +37,7 @@ struct ListQuery {
 struct UpdateSession {
     title: Option<String>,
     archived: Option<bool>,
+    permissions: Option<Vec<spool_protocol::PermissionRule>>,
 }
 
 #[derive(Deserialize)]
@@ -79,7 +80,7 @@ async fn update(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<UpdateSession>,
 ) -> Result<Json<Session>, ApiError> {
-    let patch = SessionPatch { title: body.title, archived: body.archived };
+    let patch = SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions };
     Ok(Json(state.engine.update_session(&user, &id, patch).await?))
 }
 

@@ -1,0 +1,313 @@
+//! Deciding approvals exactly once.
+//!
+//! The order of checks is seed 003's: the approval exists and belongs to this
+//! session/run (else 404) → the requester may decide → it has not expired (410) → a
+//! repeated idempotency key gets the first response byte for byte and changes nothing →
+//! the store's conditional update `pending → resolved` picks one winner (everyone else
+//! gets 409 `already_resolved`) → the winner continues the run from its checkpoint.
+//! Rejecting never executes the tool; approving re-checks the rules when the tool is
+//! about to run, so a rule flipped to `deny` in the meantime wins.
+//!
+//! Responses are produced here as status + exact JSON text, because that text is what
+//! an idempotent replay must return.
+
+use crate::engine::{ActiveHandle, Engine, Loaded};
+use crate::error::{EngineError, Result};
+use crate::run::{Checkpoint, Resolution, RunTask};
+use crate::store::{IdempotencyClaim, StoredResponse};
+use spool_protocol::api::error_body;
+use spool_protocol::frame::{ActiveRun, FrameBody};
+use spool_protocol::time::now_ms;
+use spool_protocol::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A person's decision as the API receives it.
+#[derive(Clone, Debug)]
+pub struct DecisionInput {
+    pub decision: Decision,
+    pub message: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// Where the decision was addressed: a session's approval, or a run's interrupt.
+#[derive(Clone, Debug)]
+pub enum DecisionTarget {
+    Session(SessionId),
+    Run(RunId),
+}
+
+const MAX_MESSAGE: usize = 4096;
+const MAX_KEY: usize = 128;
+/// How long a repeat waits for the first request with its key to finish.
+const IN_PROGRESS_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Decided<'a> {
+    approval_id: &'a ApprovalId,
+    run_id: &'a RunId,
+    decision: &'a Decision,
+    status: &'static str,
+}
+
+impl Engine {
+    /// Applies a decision to an approval. See the module docs for the order of checks.
+    pub async fn decide(
+        &self,
+        owner: &UserId,
+        target: DecisionTarget,
+        approval_id: &ApprovalId,
+        input: DecisionInput,
+    ) -> Result<StoredResponse> {
+        if input.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE) {
+            return Err(EngineError::invalid(
+                "invalid_message",
+                format!("message must be at most {MAX_MESSAGE} bytes"),
+            ));
+        }
+        if let Some(k) = &input.idempotency_key
+            && (k.is_empty() || k.len() > MAX_KEY || !k.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(EngineError::invalid(
+                "invalid_idempotency_key",
+                format!("idempotencyKey must be 1 to {MAX_KEY} printable ASCII characters"),
+            ));
+        }
+        let store = self.inner.store.clone();
+        let found = store.get_approval(approval_id).await?;
+        let (approval, checkpoint) = match found {
+            Some((a, c))
+                if &a.owner_id == owner
+                    && match &target {
+                        DecisionTarget::Session(s) => &a.session_id == s,
+                        DecisionTarget::Run(r) => &a.run_id == r,
+                    } =>
+            {
+                (a, c)
+            }
+            _ => return Err(EngineError::NotFound("approval")),
+        };
+        // Auth will add "may this user decide for this session" here; today the owner may.
+        let loaded = self.load(owner, &approval.session_id).await?;
+        // Expired, or past its time with the timer not yet run: either way it is gone.
+        if approval.status == ApprovalStatus::Expired {
+            return Err(expired(&approval));
+        }
+        if approval.status == ApprovalStatus::Pending && now_ms() >= approval.expires_at {
+            self.expire(&loaded, &approval.id).await?;
+            return Err(expired(&approval));
+        }
+        let scope = format!("approval:{}", approval.id);
+        let Some(key) = input.idempotency_key.clone() else {
+            return self.apply(&loaded, owner, approval, checkpoint, input).await;
+        };
+        let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+        loop {
+            match store.claim_idempotency(&scope, &key, now_ms()).await? {
+                IdempotencyClaim::Done(response) => return Ok(response),
+                IdempotencyClaim::Claimed => break,
+                IdempotencyClaim::InProgress if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                IdempotencyClaim::InProgress => {
+                    return Err(EngineError::Conflict {
+                        code: "request_in_progress",
+                        message: "a request with this idempotency key is still being processed; retry".into(),
+                    });
+                }
+            }
+        }
+        let result = self.apply(&loaded, owner, approval, checkpoint, input).await;
+        match &result {
+            Ok(response) => store.complete_idempotency(&scope, &key, response).await?,
+            // No response to keep: let a retry run it again.
+            Err(_) => store.release_idempotency(&scope, &key).await?,
+        }
+        result
+    }
+
+    /// The conditional update and, for the winner, the continuation of the run.
+    async fn apply(
+        &self,
+        loaded: &Arc<Loaded>,
+        owner: &UserId,
+        approval: Approval,
+        checkpoint: serde_json::Value,
+        input: DecisionInput,
+    ) -> Result<StoredResponse> {
+        let store = self.inner.store.clone();
+        let _control = loaded.control.lock().await;
+        let now = now_ms();
+        let won = store
+            .settle_approval(
+                &approval.id,
+                ApprovalStatus::Resolved,
+                Some(&input.decision),
+                input.message.as_deref(),
+                Some(owner),
+                now,
+            )
+            .await?;
+        if !won {
+            return Ok(StoredResponse {
+                status: 409,
+                body: error_body("already_resolved", "this approval was already decided, expired or cancelled"),
+            });
+        }
+        let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
+            .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
+        if input.decision == Decision::Always {
+            // From now on this tool is allowed in this session, whatever its argument.
+            let mut session = loaded.events.read(|s| s.session.clone());
+            session.permissions.push(PermissionRule::new(&approval.tool, "*", PermissionAction::Allow));
+            session.updated_at = now;
+            store.update_session(&session).await?;
+            loaded.events.publish(|s| {
+                s.session = session;
+                None
+            });
+        }
+        let resolution = match &input.decision {
+            Decision::Reject => Resolution::Rejected { message: input.message.clone() },
+            Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
+            Decision::Fill(args) => Resolution::Approved { args: args.clone() },
+        };
+        let mut run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
+        run.status = RunStatus::Running;
+        run.updated_at = now;
+        store.update_run(&run).await?;
+        let handle = ActiveHandle::new(run.id.clone());
+        loaded.set_active(Some(handle.clone()));
+        publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now);
+        let body = serde_json::to_string(&Decided {
+            approval_id: &approval.id,
+            run_id: &run.id,
+            decision: &input.decision,
+            status: "resolved",
+        })
+        .expect("plain data serializes");
+        tokio::spawn(RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution).execute());
+        Ok(StoredResponse { status: 200, body })
+    }
+
+    /// Expires a pending approval and cancels its run, saying why. No-op when it is not
+    /// pending any more.
+    pub(crate) async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
+        let _control = loaded.control.lock().await;
+        self.end_interrupted(
+            loaded,
+            approval_id,
+            ApprovalStatus::Expired,
+            RunError {
+                code: "approval_expired".into(),
+                message: "the approval expired before anyone decided; the run was cancelled".into(),
+            },
+        )
+        .await
+    }
+
+    /// Ends a run parked at `approval_id`: the approval moves to `status` (if it is still
+    /// pending — otherwise someone else already acted and nothing happens) and the run is
+    /// cancelled with `error`. The caller holds the session's control lock.
+    pub(crate) async fn end_interrupted(
+        &self,
+        loaded: &Arc<Loaded>,
+        approval_id: &ApprovalId,
+        status: ApprovalStatus,
+        error: RunError,
+    ) -> Result<()> {
+        let store = self.inner.store.clone();
+        let now = now_ms();
+        if !store.settle_approval(approval_id, status, None, None, None, now).await? {
+            return Ok(());
+        }
+        let Some((approval, _)) = store.get_approval(approval_id).await? else {
+            return Ok(());
+        };
+        let Some(mut run) = store.get_run(&approval.run_id).await? else {
+            return Ok(());
+        };
+        run.status = RunStatus::Cancelled;
+        run.updated_at = now;
+        run.ended_at = Some(now);
+        run.error = Some(error);
+        store.update_run(&run).await?;
+        publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
+        let run_id = run.id.clone();
+        let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, event };
+        loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into() }));
+        loaded.set_active(None);
+        loaded.events.publish(|s| {
+            s.status = SessionStatus::Idle;
+            s.active_run = None;
+            s.drafts.clear();
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        loaded.events.publish_body(loop_event(AgentEvent::AgentSettled {}));
+        Ok(())
+    }
+
+    /// Expires the approval when its time comes, unless it was decided before.
+    pub(crate) fn arm_expiry(&self, approval: &Approval) {
+        let engine = self.clone();
+        let (id, owner, session) = (approval.id.clone(), approval.owner_id.clone(), approval.session_id.clone());
+        let wait = Duration::from_millis(u64::try_from(approval.expires_at - now_ms()).unwrap_or(0));
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let outcome = async {
+                let loaded = engine.load(&owner, &session).await?;
+                engine.expire(&loaded, &id).await
+            };
+            if let Err(e) = outcome.await
+                && !matches!(e, EngineError::NotFound(_))
+            {
+                tracing::warn!(approval = %id, error = %e, "could not expire an approval");
+            }
+        });
+    }
+}
+
+fn expired(approval: &Approval) -> EngineError {
+    EngineError::Gone {
+        code: "approval_expired",
+        message: format!("approval {} expired; its run was cancelled", approval.id),
+    }
+}
+
+/// Removes the approval from the pending list, records `lastApproval`, and publishes
+/// the state and an `approval_resolved` event.
+fn publish_resolution(
+    loaded: &Loaded,
+    approval: &Approval,
+    decision: &str,
+    actor: Option<&UserId>,
+    message: Option<String>,
+    run: &Run,
+    at: time::Millis,
+) {
+    let last = LastApproval { id: approval.id.clone(), decision: decision.into(), actor: actor.cloned(), at };
+    let active = (!run.status.is_terminal()).then(|| ActiveRun {
+        run_id: run.id.clone(),
+        request_id: run.request_id.clone(),
+        status: run.status,
+    });
+    loaded.events.publish(|s| {
+        s.pending_approvals.retain(|a| a.id != approval.id);
+        s.last_approval = Some(last);
+        if active.is_some() {
+            s.active_run = active;
+        }
+        Some(FrameBody::State { state: Box::new(s.clone()) })
+    });
+    loaded.events.publish_body(FrameBody::LoopEvent {
+        run_id: run.id.clone(),
+        message_index: None,
+        event: AgentEvent::ApprovalResolved {
+            approval_id: approval.id.clone(),
+            decision: decision.into(),
+            actor: actor.cloned(),
+            message,
+        },
+    });
+}

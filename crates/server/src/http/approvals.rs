@@ -1,0 +1,82 @@
+//! Deciding approvals: the session form `POST /api/sessions/:id/approvals/:approvalId`
+//! and seed 003's run form `POST /api/runs/:runId/resume`. Both reach the same engine
+//! call; the engine answers with the exact status and body to send, because a repeated
+//! idempotency key must get the first answer byte for byte.
+
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, JsonBody, PathId, PathIds};
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
+use spool_engine::{DecisionInput, DecisionTarget, StoredResponse};
+use spool_protocol::{ApprovalId, Decision, RunId, SessionId};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/sessions/{id}/approvals/{approval}", post(decide))
+        .route("/api/runs/{id}/resume", post(resume))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecideBody {
+    /// `once`, `always`, `reject` or `{"fill": {…}}`.
+    decision: Decision,
+    message: Option<String>,
+    idempotency_key: Option<String>,
+}
+
+/// Seed 003's decision vocabulary: approve, reject, or fill in the arguments.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ResumeDecision {
+    Approve,
+    Reject,
+    Fill(serde_json::Value),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResumeBody {
+    interrupt_id: String,
+    decision: ResumeDecision,
+    message: Option<String>,
+    idempotency_key: String,
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathIds(session, approval): PathIds<SessionId, ApprovalId>,
+    JsonBody(body): JsonBody<DecideBody>,
+) -> Result<Response, ApiError> {
+    let input = DecisionInput { decision: body.decision, message: body.message, idempotency_key: body.idempotency_key };
+    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    Ok(stored(reply))
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(run): PathId<RunId>,
+    JsonBody(body): JsonBody<ResumeBody>,
+) -> Result<Response, ApiError> {
+    let approval: ApprovalId = body.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
+    let decision = match body.decision {
+        ResumeDecision::Approve => Decision::Once,
+        ResumeDecision::Reject => Decision::Reject,
+        ResumeDecision::Fill(args) => Decision::Fill(args),
+    };
+    let input = DecisionInput { decision, message: body.message, idempotency_key: Some(body.idempotency_key) };
+    let reply = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
+    Ok(stored(reply))
+}
+
+fn stored(reply: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
+}

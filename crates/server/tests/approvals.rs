@@ -1,0 +1,333 @@
+//! Human in the loop, through a real server: a risky tool call parks the run at a
+//! durable approval; the decision is applied exactly once under concurrent clicks,
+//! retries and repeats; reject, expiry, abort, policies and rule changes do what a
+//! person expects. Side effects are counted on disk.
+
+mod common;
+
+use common::{Open, ReceivedFrame, SseStream, TestOptions, TestServer, id_of};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::EngineConfig;
+use std::time::Duration;
+
+/// Sends a decision; returns status and the exact body bytes.
+async fn decide(server: &TestServer, session: &str, approval: &str, body: Value) -> (StatusCode, String) {
+    let res = server
+        .client
+        .post(server.url(&format!("/api/sessions/{session}/approvals/{approval}")))
+        .json(&body)
+        .send()
+        .await
+        .expect("decision request");
+    let status = res.status();
+    (status, res.text().await.expect("body"))
+}
+
+/// Starts a run whose first tool call needs approval and waits until it is parked.
+/// Returns (run id, the approval as JSON).
+async fn park(server: &TestServer, session: &str, prompt: &str) -> (String, Value) {
+    let run_id = server.start_run(session, prompt).await;
+    let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
+    assert_eq!(pending.len(), 1, "{detail}");
+    (run_id, pending[0].clone())
+}
+
+fn write_prompt(path: &str, content: &str) -> String {
+    format!("tool: write {}", json!({"path": path, "content": content}))
+}
+
+#[tokio::test]
+async fn an_ask_parks_the_run_and_once_runs_the_tool_exactly_once() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut view = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
+    view.next_frame().await.expect("snapshot");
+
+    let run_id = server.start_run(&session, &write_prompt("out.txt", "hello")).await;
+    let frames = view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
+    // Persisted before it was published: the state frame with the card comes first.
+    let state = frames.iter().rev().find(|f| f.kind == "session.state").expect("a state frame");
+    let pending = &state.json["state"]["pendingApprovals"];
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{}", state.json);
+    let approval = &pending[0];
+    assert_eq!(approval["tool"], "write");
+    assert_eq!(approval["kind"], "confirm_action");
+    assert_eq!(approval["status"], "pending");
+    assert!(approval["payload"]["change"].as_str().is_some_and(|c| c.contains("out.txt")), "{approval}");
+    assert_eq!(state.json["state"]["activeRun"]["status"], "interrupted");
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["status"], "interrupted");
+    let file = server.project_dir().join("out.txt");
+    assert!(!file.exists(), "nothing is written before a decision");
+
+    let approval_id = id_of(approval);
+    let (status, body) =
+        decide(&server, &session, &approval_id, json!({"decision": "once", "idempotencyKey": "k1"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    let resolved = after.iter().find(|f| f.event_type() == Some("approval_resolved")).expect("approval_resolved");
+    assert_eq!(resolved.json["event"]["decision"], "once");
+    let cleared = after.iter().find(|f| f.kind == "session.state").expect("state after the decision");
+    assert_eq!(cleared.json["state"]["pendingApprovals"], json!([]));
+    assert_eq!(cleared.json["state"]["lastApproval"]["decision"], "once");
+    assert_eq!(std::fs::read_to_string(&file).expect("written"), "hello");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+
+    // The same key again: the first answer, byte for byte, and nothing runs again.
+    std::fs::write(&file, "changed by hand").expect("overwrite");
+    let (again_status, again) =
+        decide(&server, &session, &approval_id, json!({"decision": "once", "idempotencyKey": "k1"})).await;
+    assert_eq!((again_status, again.as_str()), (status, body.as_str()));
+    // Another key: already resolved.
+    let (other, text) =
+        decide(&server, &session, &approval_id, json!({"decision": "reject", "idempotencyKey": "k2"})).await;
+    assert_eq!(other, StatusCode::CONFLICT);
+    assert!(text.contains("already_resolved"), "{text}");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "changed by hand");
+}
+
+#[tokio::test]
+async fn fifty_concurrent_decisions_execute_the_side_effect_once() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, "tool: bash {\"command\": \"echo ran >> count.txt\"}").await;
+    let approval_id = id_of(&approval);
+
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let client = server.client.clone();
+        let url = server.url(&format!("/api/sessions/{session}/approvals/{approval_id}"));
+        // Ten keys, five requests each, decisions mixed.
+        let key = format!("key-{}", i % 10);
+        let decision = if i % 3 == 0 { "always" } else { "once" };
+        tasks.push(tokio::spawn(async move {
+            let res = client.post(url).json(&json!({"decision": decision, "idempotencyKey": key})).send().await;
+            let res = res.expect("request");
+            (key, res.status(), res.text().await.expect("body"))
+        }));
+    }
+    let mut by_key: std::collections::BTreeMap<String, Vec<(StatusCode, String)>> = Default::default();
+    for t in tasks {
+        let (key, status, body) = t.await.expect("task");
+        by_key.entry(key).or_default().push((status, body));
+    }
+    let mut winners = 0;
+    for (key, answers) in &by_key {
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "key {key} got different answers: {answers:?}");
+        match answers[0].0 {
+            StatusCode::OK => winners += 1,
+            StatusCode::CONFLICT => assert!(answers[0].1.contains("already_resolved"), "{answers:?}"),
+            other => panic!("unexpected {other} for {key}: {answers:?}"),
+        }
+    }
+    assert_eq!(winners, 1, "exactly one key group wins: {by_key:?}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let count = std::fs::read_to_string(server.project_dir().join("count.txt")).expect("count file");
+    assert_eq!(count, "ran\n", "the command ran exactly once");
+}
+
+#[tokio::test]
+async fn reject_never_writes_and_tells_the_model() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("no.txt", "x")).await;
+    let (status, body) =
+        decide(&server, &session, &id_of(&approval), json!({"decision": "reject", "message": "not that file"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert!(!server.project_dir().join("no.txt").exists());
+    let page = server.messages(&session, "").await;
+    let result = page["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "toolResult").cloned();
+    let result = result.expect("a tool result");
+    assert_eq!(result["isError"], true);
+    assert!(
+        result["content"][0]["text"].as_str().is_some_and(|t| t.contains("rejected") && t.contains("not that file"))
+    );
+}
+
+#[tokio::test]
+async fn an_expired_approval_is_refused_and_its_run_cancelled() {
+    let engine = EngineConfig { approval_ttl: Duration::from_millis(300), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let mut view = server.events(&session, Open::fresh()).await;
+    view.next_frame().await.expect("snapshot");
+    let (run_id, approval) = park(&server, &session, &write_prompt("late.txt", "x")).await;
+    let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    let resolved = frames.iter().find(|f| f.event_type() == Some("approval_resolved")).expect("resolution event");
+    assert_eq!(resolved.json["event"]["decision"], "expired");
+    let run = server.wait_run(&run_id).await;
+    assert_eq!(run["status"], "cancelled");
+    assert_eq!(run["error"]["code"], "approval_expired");
+
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    assert!(body.contains("approval_expired"));
+    assert!(!server.project_dir().join("late.txt").exists());
+}
+
+#[tokio::test]
+async fn an_approval_of_another_session_or_run_is_not_found() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let other = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("a.txt", "x")).await;
+    let other_run = server.run_prompt(&other, "echo: hi").await;
+    let approval_id = id_of(&approval);
+
+    let (status, _) = decide(&server, &other, &approval_id, json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let url = server.url(&format!("/api/runs/{}/resume", id_of(&other_run)));
+    let body = json!({"interruptId": approval_id, "decision": "approve", "idempotencyKey": "r1"});
+    let res = server.client.post(url).json(&body).send().await.expect("resume");
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let (status, _) = decide(&server, &session, "per_01jd0000000000000000000000", json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!server.project_dir().join("a.txt").exists());
+
+    // The right run through the run-level form works.
+    let url = server.url(&format!("/api/runs/{run_id}/resume"));
+    let res = server.client.post(url).json(&body).send().await.expect("resume");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert!(server.project_dir().join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn deny_policy_without_an_interactive_view_fails_closed() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    // A plain viewer is not an interactive view.
+    let mut viewer = server.events(&session, Open::fresh()).await;
+    viewer.next_frame().await.expect("snapshot");
+    let (status, body) = server
+        .post(
+            &format!("/api/sessions/{session}/prompt"),
+            json!({"text": write_prompt("d.txt", "x"), "approvalPolicy": "deny"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let run = server.wait_run(body["runId"].as_str().expect("runId")).await;
+    assert_eq!(run["status"], "completed");
+    assert!(!server.project_dir().join("d.txt").exists());
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["pendingApprovals"], json!([]));
+    let exec = detail["state"]["toolExecutions"].as_object().expect("executions").values().next().cloned();
+    let exec = exec.expect("the denied call is shown");
+    assert_eq!(exec["status"], "error");
+    assert!(exec["result"].as_str().is_some_and(|r| r.contains("no one is connected")), "{exec}");
+}
+
+#[tokio::test]
+async fn wait_policy_keeps_the_card_for_a_view_that_connects_later() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (_, approval) = park(&server, &session, &write_prompt("w.txt", "x")).await;
+    let mut view: SseStream = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
+    let snapshot: ReceivedFrame = view.next_frame().await.expect("snapshot");
+    assert_eq!(snapshot.kind, "session.snapshot");
+    assert_eq!(snapshot.json["state"]["pendingApprovals"][0]["id"], approval["id"]);
+    assert_eq!(snapshot.json["state"]["status"], "busy");
+}
+
+#[tokio::test]
+async fn a_rule_flipped_to_deny_after_the_ask_wins_over_the_approval() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("f.txt", "x")).await;
+    let (status, body) = server
+        .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "write", "action": "deny"}]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert!(!server.project_dir().join("f.txt").exists(), "the deny rule won");
+}
+
+#[tokio::test]
+async fn always_allows_the_tool_for_the_rest_of_the_session() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("one.txt", "1")).await;
+    let (status, _) = decide(&server, &session, &id_of(&approval), json!({"decision": "always"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["permissions"], json!([{"tool": "write", "action": "allow"}]));
+    // The next write runs without asking.
+    let run = server.run_prompt(&session, &write_prompt("two.txt", "2")).await;
+    assert_eq!(run["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("two.txt")).expect("written"), "2");
+}
+
+#[tokio::test]
+async fn abort_while_interrupted_cancels_approval_and_run_and_prompts_are_busy_meanwhile() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("x.txt", "x")).await;
+    let (status, body) = server.prompt(&session, "echo: hi", None).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"]["code"], "session_busy");
+
+    let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["runId"], run_id.as_str());
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["status"], "cancelled");
+    let (status, _) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a cancelled approval cannot be approved");
+    assert!(!server.project_dir().join("x.txt").exists());
+    // The session is free again.
+    assert_eq!(server.run_prompt(&session, "echo: again").await["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_deny_rule_fails_the_call_and_the_run_goes_on() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (status, _) = server
+        .patch(
+            &format!("/api/sessions/{session}"),
+            json!({"permissions": [{"tool": "read", "pattern": "src/*", "action": "deny"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let run = server.run_prompt(&session, "tool: read {\"path\": \"src/main.rs\"}").await;
+    assert_eq!(run["status"], "completed");
+    let page = server.messages(&session, "").await;
+    let messages = page["messages"].as_array().expect("messages");
+    let result = messages.iter().find(|m| m["role"] == "toolResult").expect("tool result");
+    assert_eq!(result["isError"], true);
+    assert!(result["content"][0]["text"].as_str().is_some_and(|t| t.contains("denied")));
+    assert!(!result["content"][0]["text"].as_str().unwrap_or("").contains("println"), "nothing was read");
+    // README is not covered by the pattern.
+    let run = server.run_prompt(&session, "tool: read {\"path\": \"README.md\"}").await;
+    assert_eq!(run["status"], "completed");
+}
+
+#[tokio::test]
+async fn on_disconnect_cancel_ends_the_run_when_its_last_listener_leaves() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(5), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let mut listener = server.events(&session, Open::fresh()).await;
+    listener.next_frame().await.expect("snapshot");
+    let (status, body) = server
+        .post(&format!("/api/sessions/{session}/prompt"), json!({"text": "stream: 2000", "onDisconnect": "cancel"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let run_id = body["runId"].as_str().expect("runId").to_owned();
+    listener.frames_until(|f| f.event_type() == Some("message_update")).await;
+    drop(listener);
+    let run = server.wait_run(&run_id).await;
+    assert_eq!(run["status"], "cancelled");
+
+    // The default keeps running without listeners.
+    let run_id = server.start_run(&session, "stream: 20").await;
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+}
