@@ -331,3 +331,30 @@ async fn on_disconnect_cancel_ends_the_run_when_its_last_listener_leaves() {
     let run_id = server.start_run(&session, "stream: 20").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
 }
+
+#[tokio::test]
+async fn fill_approves_with_the_arguments_the_person_gave() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("fill.txt", "model text")).await;
+    let decision = json!({"decision": {"fill": {"path": "fill.txt", "content": "person text"}}, "idempotencyKey": "f"});
+    let (status, body) = decide(&server, &session, &id_of(&approval), decision).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("fill.txt")).expect("written"), "person text");
+}
+
+#[tokio::test]
+async fn approval_cards_never_show_a_secret_from_the_environment() {
+    const SECRET: &str = "sk-test-9f8e7d6c5b4a39281706";
+    // SAFETY: a variable name no other test reads or writes; set before the server
+    // that reads it starts.
+    unsafe { std::env::set_var("SPOOL_TEST_PROVIDER_API_KEY", SECRET) };
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let prompt = format!("tool: bash {}", json!({"command": format!("curl -H 'Authorization: Bearer {SECRET}' localhost")}));
+    let (_, approval) = park(&server, &session, &prompt).await;
+    let shown = approval["payload"].to_string();
+    assert!(!shown.contains(SECRET), "{shown}");
+    assert!(shown.contains("[redacted]"), "{shown}");
+}
