@@ -472,8 +472,23 @@ impl Engine {
         // A run parked at an approval (perhaps before a restart) keeps the session busy.
         let interrupted = self.store().interrupted_run(id).await?;
         let mut handle = None;
-        if let Some(run) = interrupted {
-            state.pending_approvals = self.store().pending_approvals(id).await?;
+        let pending = self.store().pending_approvals(id).await?;
+        if let Some(mut run) = interrupted.clone().filter(|_| pending.is_empty()) {
+            // The process stopped between taking a decision and restarting the run: the
+            // decision is recorded, the continuation is lost, and re-running the tool
+            // could repeat a side effect. Settle it as failed, like a crashed run.
+            let now = now_ms();
+            run.status = RunStatus::Failed;
+            run.updated_at = now;
+            run.ended_at = Some(now);
+            run.error = Some(RunError {
+                code: "server_restarted".into(),
+                message: "the server stopped while this run was resuming from an approval".into(),
+            });
+            self.store().update_run(&run).await?;
+        }
+        if let Some(run) = interrupted.filter(|_| !pending.is_empty()) {
+            state.pending_approvals = pending;
             state.status = SessionStatus::Busy;
             state.active_run =
                 Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });

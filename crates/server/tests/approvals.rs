@@ -352,9 +352,41 @@ async fn approval_cards_never_show_a_secret_from_the_environment() {
     unsafe { std::env::set_var("SPOOL_TEST_PROVIDER_API_KEY", SECRET) };
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let prompt = format!("tool: bash {}", json!({"command": format!("curl -H 'Authorization: Bearer {SECRET}' localhost")}));
+    let prompt =
+        format!("tool: bash {}", json!({"command": format!("curl -H 'Authorization: Bearer {SECRET}' localhost")}));
     let (_, approval) = park(&server, &session, &prompt).await;
     let shown = approval["payload"].to_string();
     assert!(!shown.contains(SECRET), "{shown}");
     assert!(shown.contains("[redacted]"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_decision_whose_continuation_was_lost_settles_the_run_instead_of_hanging() {
+    use spool_engine::Store;
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("lost.txt", "x")).await;
+    // The crash window: the decision is stored, the run never restarted.
+    let approval_id: spool_protocol::ApprovalId = id_of(&approval).parse().expect("approval id");
+    let won = server
+        .store
+        .settle_approval(
+            &approval_id,
+            spool_protocol::ApprovalStatus::Resolved,
+            Some(&spool_protocol::Decision::Once),
+            None,
+            None,
+            1,
+        )
+        .await
+        .expect("settle");
+    assert!(won);
+    let server = server.restart().await;
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["status"], "idle", "{detail}");
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["error"]["code"], "server_restarted");
+    assert!(!server.project_dir().join("lost.txt").exists(), "the tool is not run on a guess");
+    assert_eq!(server.run_prompt(&session, "echo: free").await["status"], "completed");
 }
