@@ -339,6 +339,7 @@ impl Engine {
             title: title.unwrap_or_default(),
             archived: false,
             permissions: Vec::new(),
+            model: None,
             created_at: now,
             updated_at: now,
         };

@@ -422,6 +422,7 @@ mod tests {
             title_set: true,
             archived: false,
             permissions: vec![],
+            model: None,
             created_at: 0,
             updated_at: 0,
         };

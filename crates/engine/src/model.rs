@@ -34,23 +34,35 @@ pub enum ModelEvent {
     /// Reasoning to append; starts a new thinking block likewise.
     Thinking(String),
     /// Starts a tool call block.
-    ToolCallStart {
-        id: String,
-        name: String,
-    },
+    ToolCallStart { id: String, name: String },
     /// A fragment of the current tool call's JSON arguments.
     ToolCallArgs(String),
+    /// Token counts; several reports in one stream add up.
     Usage(Usage),
     /// The model finished; nothing follows.
     Stop(StopReason),
+    /// The provider refused or failed before any output (429, 5xx, a reset connection)
+    /// and the call is retried after `delay_ms`. Never sent once output has streamed.
+    RetryStart { attempt: u32, max_attempts: u32, delay_ms: u64, reason: String },
+    /// The retried call got through (`success`) or retries are exhausted.
+    RetryEnd { attempt: u32, success: bool },
 }
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 #[error("{code}: {message}")]
 pub struct ModelError {
-    /// Stable machine code (`model_unavailable`, `bad_credentials`, …).
+    /// Stable machine code: `bad_credentials`, `context_overflow`, `rate_limited`,
+    /// `provider_error`, `malformed_chunk`, `stream_cut`, `model_unavailable`,
+    /// `bad_request`.
     pub code: String,
+    /// What happened, for a person; never contains the API key.
     pub message: String,
+}
+
+impl ModelError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: message.into() }
+    }
 }
 
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;

@@ -453,6 +453,13 @@ impl RunTask {
                     self.update(&mut draft, delta);
                 }
                 ModelEvent::Usage(u) => usage.add(u),
+                ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
+                    let event = AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: reason };
+                    self.emit(event, None, |_| {});
+                }
+                ModelEvent::RetryEnd { attempt, success } => {
+                    self.emit(AgentEvent::AutoRetryEnd { attempt, success }, None, |_| {});
+                }
                 ModelEvent::Stop(reason) => {
                     self.close_block(&mut draft, block);
                     if let Message::Assistant { usage: draft_usage, .. } = &mut draft {

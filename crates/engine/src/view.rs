@@ -173,6 +173,7 @@ mod tests {
             title_set: false,
             archived: false,
             permissions: Vec::new(),
+            model: None,
             created_at: 0,
             updated_at: 0,
         }

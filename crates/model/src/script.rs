@@ -143,7 +143,7 @@ fn tool_call(id: String, name: String, fragments: Vec<String>, input: u64) -> Ev
 }
 
 fn finish(input: u64, output: u64, stop: StopReason) -> impl Iterator<Item = ModelEvent> + Send {
-    [ModelEvent::Usage(Usage { input, output }), ModelEvent::Stop(stop)].into_iter()
+    [ModelEvent::Usage(Usage { input, output, ..Usage::default() }), ModelEvent::Stop(stop)].into_iter()
 }
 
 /// Splits text into deltas of one word each, every word carrying the whitespace before
@@ -227,7 +227,7 @@ mod tests {
                 text(" big"),
                 text(" world"),
                 // "echo: hello big world" is 21 chars → 6 tokens.
-                ModelEvent::Usage(Usage { input: 6, output: 3 }),
+                ModelEvent::Usage(Usage { input: 6, output: 3, ..Usage::default() }),
                 ModelEvent::Stop(StopReason::Stop),
             ]
         );
@@ -252,7 +252,7 @@ mod tests {
                 text(" w3"),
                 text(" w4"),
                 text(" w5"),
-                ModelEvent::Usage(Usage { input: 3, output: 5 }),
+                ModelEvent::Usage(Usage { input: 3, output: 5, ..Usage::default() }),
                 ModelEvent::Stop(StopReason::Stop),
             ]
         );
@@ -262,7 +262,10 @@ mod tests {
     fn stream_zero_sends_only_usage_and_stop() {
         assert_eq!(
             events(&prompt("stream: 0")),
-            vec![ModelEvent::Usage(Usage { input: 3, output: 0 }), ModelEvent::Stop(StopReason::Stop)]
+            vec![
+                ModelEvent::Usage(Usage { input: 3, output: 0, ..Usage::default() }),
+                ModelEvent::Stop(StopReason::Stop)
+            ]
         );
     }
 
@@ -294,7 +297,7 @@ mod tests {
         assert_eq!(args.len(), 3);
         assert_eq!(args.concat(), r#"{"path": "src/main.rs"}"#);
         assert_eq!(evs.len(), 1 + 3 + 2);
-        assert_eq!(evs[4], ModelEvent::Usage(Usage { input: 9, output: 3 }));
+        assert_eq!(evs[4], ModelEvent::Usage(Usage { input: 9, output: 3, ..Usage::default() }));
         assert_eq!(evs[5], ModelEvent::Stop(StopReason::ToolUse));
     }
 
@@ -306,7 +309,7 @@ mod tests {
                 ModelEvent::ToolCallStart { id: "call_1".into(), name: "list".into() },
                 ModelEvent::ToolCallArgs("{".into()),
                 ModelEvent::ToolCallArgs("}".into()),
-                ModelEvent::Usage(Usage { input: 3, output: 2 }),
+                ModelEvent::Usage(Usage { input: 3, output: 2, ..Usage::default() }),
                 ModelEvent::Stop(StopReason::ToolUse),
             ]
         );
@@ -397,7 +400,7 @@ mod tests {
             _ => None,
         });
         let deltas = evs.iter().filter(|e| matches!(e, ModelEvent::Text(_))).count() as u64;
-        assert_eq!(usage, Some(Usage { input: 5, output: deltas }));
+        assert_eq!(usage, Some(Usage { input: 5, output: deltas, ..Usage::default() }));
     }
 
     #[test]

@@ -81,7 +81,7 @@ mod tests {
                 ModelEvent::Text("hello".into()),
                 ModelEvent::Text(" big".into()),
                 ModelEvent::Text(" world".into()),
-                ModelEvent::Usage(Usage { input: 6, output: 3 }),
+                ModelEvent::Usage(Usage { input: 6, output: 3, ..Usage::default() }),
                 ModelEvent::Stop(StopReason::Stop),
             ]
         );
@@ -131,7 +131,7 @@ mod tests {
                 (ModelEvent::Text(" w2".into()), at(40)),
                 (ModelEvent::Text(" w3".into()), at(80)),
                 (ModelEvent::Text(" w4".into()), at(120)),
-                (ModelEvent::Usage(Usage { input: 3, output: 4 }), at(120)),
+                (ModelEvent::Usage(Usage { input: 3, output: 4, ..Usage::default() }), at(120)),
                 (ModelEvent::Stop(StopReason::Stop), at(120)),
             ]
         );

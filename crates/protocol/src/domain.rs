@@ -41,6 +41,9 @@ pub struct Session {
     /// This session's own permission rules, checked after the server's (so they win).
     #[serde(default)]
     pub permissions: Vec<crate::approval::PermissionRule>,
+    /// The configured model this session uses; `None` means the server's default.
+    #[serde(default)]
+    pub model: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -84,18 +87,34 @@ impl RunStatus {
     }
 }
 
-/// Token counts reported by the model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Token counts reported by the model, and what they cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
+    /// Output tokens spent on reasoning (included in `output` where the provider counts so).
+    #[serde(default)]
+    pub reasoning: u64,
+    /// Input tokens served from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write: u64,
+    /// Cost in US dollars from the configured price table (0 when the model has no price).
+    #[serde(default)]
+    pub cost: f64,
 }
 
 impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input += other.input;
         self.output += other.output;
+        self.reasoning += other.reasoning;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.cost += other.cost;
     }
 }
 
@@ -107,7 +126,7 @@ pub struct RunError {
 }
 
 /// One prompt's execution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
     pub id: RunId,

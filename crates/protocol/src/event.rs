@@ -73,6 +73,33 @@ pub enum AgentEvent {
     SessionTitle {
         title: String,
     },
+    /// The model provider failed before any output and the call is retried.
+    #[serde(rename_all = "camelCase")]
+    AutoRetryStart {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    AutoRetryEnd {
+        attempt: u32,
+        success: bool,
+    },
+    /// Older turns are being summarized to fit the context budget.
+    #[serde(rename_all = "camelCase")]
+    CompactionStart {
+        /// Estimated tokens of the conversation before compaction.
+        tokens_before: u64,
+    },
+    #[serde(rename_all = "camelCase")]
+    CompactionEnd {
+        /// Messages now represented by the summary (absolute indexes below this one).
+        summarized_before: u64,
+        tokens_after: u64,
+        /// False when summarizing failed and the run went on with the raw history.
+        success: bool,
+    },
     /// A tool call waits for a person; the run is `interrupted` until a decision.
     ApprovalRequested {
         approval: Box<crate::approval::Approval>,
@@ -107,6 +134,10 @@ impl AgentEvent {
             AgentEvent::AgentSettled {} => "agent_settled",
             AgentEvent::SessionTitle { .. } => "session_title",
             AgentEvent::ApprovalRequested { .. } => "approval_requested",
+            AgentEvent::AutoRetryStart { .. } => "auto_retry_start",
+            AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
+            AgentEvent::CompactionStart { .. } => "compaction_start",
+            AgentEvent::CompactionEnd { .. } => "compaction_end",
             AgentEvent::ApprovalResolved { .. } => "approval_resolved",
         }
     }

@@ -139,7 +139,7 @@ mod tests {
                     },
                 ],
                 stop_reason: Some(StopReason::ToolUse),
-                usage: Usage { input: 3, output: 4 },
+                usage: Usage { input: 3, output: 4, ..Usage::default() },
                 model: "scripted".into(),
                 error_message: None,
                 timestamp: 1,

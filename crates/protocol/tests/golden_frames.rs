@@ -30,6 +30,7 @@ fn state() -> SessionState {
         title_set: true,
         archived: false,
         permissions: vec![],
+        model: None,
         created_at: 1_764_000_000_000,
         updated_at: 1_764_000_000_500,
     };
@@ -86,7 +87,7 @@ fn state() -> SessionState {
                         arguments: serde_json::json!({"path": "README.md"}),
                     }],
                     stop_reason: Some(StopReason::ToolUse),
-                    usage: Usage { input: 8, output: 3 },
+                    usage: Usage { input: 8, output: 3, ..Usage::default() },
                     model: "scripted".into(),
                     error_message: None,
                     timestamp: 1_764_000_000_100,

@@ -103,7 +103,7 @@ mod tests {
                 arguments: serde_json::json!({"path": "a"}),
             }],
             stop_reason: Some(StopReason::ToolUse),
-            usage: Usage { input: 3, output: 4 },
+            usage: Usage { input: 3, output: 4, ..Usage::default() },
             model: "m".into(),
             error_message: None,
             timestamp: 7,
@@ -113,7 +113,7 @@ mod tests {
         let meta: Value = serde_json::from_str(&encoded.meta).expect("meta is JSON");
         assert_eq!(
             meta,
-            serde_json::json!({"stopReason": "toolUse", "usage": {"input": 3, "output": 4}, "model": "m", "timestamp": 7})
+            serde_json::json!({"stopReason": "toolUse", "usage": {"input": 3, "output": 4, "reasoning": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0}, "model": "m", "timestamp": 7})
         );
         assert_eq!(encoded.parts.len(), 1);
         assert_eq!(encoded.parts[0].kind, "toolCall");

@@ -16,9 +16,9 @@ pub(crate) async fn insert(pool: &SqlitePool, run: &Run) -> Result<RunInsert, St
     let mut tx = pool.begin().await.map_err(db_error)?;
     let done = sqlx::query(
         "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
-                           updated_at, first_token_at, ended_at, usage_input, usage_output, error_code,
+                           updated_at, first_token_at, ended_at, usage_input, usage_output, usage, error_code,
                            error_message)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (session_id, request_id) DO NOTHING",
     )
     .bind(run.id.as_str())
@@ -33,6 +33,7 @@ pub(crate) async fn insert(pool: &SqlitePool, run: &Run) -> Result<RunInsert, St
     .bind(run.ended_at)
     .bind(to_db_int(run.usage.input, "input tokens")?)
     .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(encode_usage(&run.usage)?)
     .bind(run.error.as_ref().map(|e| e.code.as_str()))
     .bind(run.error.as_ref().map(|e| e.message.as_str()))
     .execute(&mut *tx)
@@ -64,7 +65,7 @@ where
 {
     sqlx::query(
         "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
-                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+                first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message
          FROM runs WHERE session_id = ? AND request_id = ?",
     )
     .bind(session.as_str())
@@ -80,7 +81,7 @@ where
 pub(crate) async fn get(pool: &SqlitePool, id: &RunId) -> Result<Option<Run>, StoreError> {
     sqlx::query(
         "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
-                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+                first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message
          FROM runs WHERE id = ?",
     )
     .bind(id.as_str())
@@ -100,7 +101,7 @@ where
 {
     sqlx::query(
         "UPDATE runs SET status = ?, updated_at = ?, first_token_at = ?, ended_at = ?, usage_input = ?,
-                         usage_output = ?, error_code = ?, error_message = ?
+                         usage_output = ?, usage = ?, error_code = ?, error_message = ?
          WHERE id = ?",
     )
     .bind(run.status.as_str())
@@ -109,6 +110,7 @@ where
     .bind(run.ended_at)
     .bind(to_db_int(run.usage.input, "input tokens")?)
     .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(encode_usage(&run.usage)?)
     .bind(run.error.as_ref().map(|e| e.code.as_str()))
     .bind(run.error.as_ref().map(|e| e.message.as_str()))
     .bind(run.id.as_str())
@@ -124,7 +126,7 @@ where
 pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Result<Option<Run>, StoreError> {
     sqlx::query(
         "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
-                first_token_at, ended_at, usage_input, usage_output, error_code, error_message
+                first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message
          FROM runs WHERE session_id = ? AND status = 'interrupted' ORDER BY created_at DESC, id DESC LIMIT 1",
     )
     .bind(session.as_str())
@@ -175,10 +177,24 @@ fn decode(row: &SqliteRow) -> Result<Run, StoreError> {
         updated_at: row.try_get("updated_at").map_err(db_error)?,
         first_token_at: row.try_get("first_token_at").map_err(db_error)?,
         ended_at: row.try_get("ended_at").map_err(db_error)?,
-        usage: Usage {
-            input: from_db_int(row.try_get("usage_input").map_err(db_error)?, "input tokens")?,
-            output: from_db_int(row.try_get("usage_output").map_err(db_error)?, "output tokens")?,
-        },
+        usage: decode_usage(
+            row.try_get("usage").map_err(db_error)?,
+            from_db_int(row.try_get("usage_input").map_err(db_error)?, "input tokens")?,
+            from_db_int(row.try_get("usage_output").map_err(db_error)?, "output tokens")?,
+        )?,
         error,
     })
+}
+
+fn encode_usage(usage: &Usage) -> Result<String, StoreError> {
+    serde_json::to_string(usage).map_err(|e| StoreError::Backend(format!("cannot encode usage: {e}")))
+}
+
+/// The full usage JSON; rows written before it existed hold `{}`, and then the two
+/// plain columns are all there is.
+fn decode_usage(json: String, input: u64, output: u64) -> Result<Usage, StoreError> {
+    if json.trim() == "{}" {
+        return Ok(Usage { input, output, ..Usage::default() });
+    }
+    serde_json::from_str(&json).map_err(|e| StoreError::Backend(format!("stored usage is unreadable: {e}")))
 }

@@ -68,7 +68,7 @@ async fn data_survives_close_and_reopen() {
                     },
                 ],
                 stop_reason: Some(StopReason::ToolUse),
-                usage: Usage { input: 3, output: 4 },
+                usage: Usage { input: 3, output: 4, ..Usage::default() },
                 model: "m".into(),
                 error_message: None,
                 timestamp: 31,

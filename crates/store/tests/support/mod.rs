@@ -72,6 +72,7 @@ pub fn session_in(project: &Project, updated_at: Millis, archived: bool) -> Sess
         title_set: archived,
         archived,
         permissions: vec![],
+        model: None,
         created_at: 1,
         updated_at,
     }
@@ -99,7 +100,7 @@ fn assistant(text: &str) -> Message {
     Message::Assistant {
         content: vec![Content::Text { text: text.into() }],
         stop_reason: Some(StopReason::Stop),
-        usage: Usage { input: 1, output: 2 },
+        usage: Usage { input: 1, output: 2, ..Usage::default() },
         model: "scripted".into(),
         error_message: None,
         timestamp: 11,
@@ -332,7 +333,7 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
         Message::Assistant {
             content: every_kind(),
             stop_reason: Some(StopReason::ToolUse),
-            usage: Usage { input: 12_345, output: 678 },
+            usage: Usage { input: 12_345, output: 678, ..Usage::default() },
             model: "claude-test".into(),
             error_message: None,
             timestamp: 1_700_000_000_001,
@@ -364,7 +365,7 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
         Message::Assistant {
             content: vec![Content::Text { text: "done".into() }],
             stop_reason: Some(StopReason::Aborted),
-            usage: Usage { input: 0, output: 1 },
+            usage: Usage { input: 0, output: 1, ..Usage::default() },
             model: "m".into(),
             error_message: Some(String::new()),
             timestamp: 9,
@@ -484,7 +485,7 @@ pub async fn insert_run_is_idempotent_per_request_id(store: &dyn Store) {
     let run = Run {
         user_message_index: 4,
         first_token_at: Some(150),
-        usage: Usage { input: 5, output: 6 },
+        usage: Usage { input: 5, output: 6, ..Usage::default() },
         ..run_in(&session, "req-1", RunStatus::Running)
     };
     assert_eq!(store.insert_run(&run).await.expect("insert_run"), RunInsert::Created);
@@ -524,7 +525,7 @@ pub async fn update_run_writes_the_mutable_fields(store: &dyn Store) {
         status: RunStatus::Failed,
         updated_at: 400,
         ended_at: Some(400),
-        usage: Usage { input: 1_000, output: 2_000 },
+        usage: Usage { input: 1_000, output: 2_000, ..Usage::default() },
         error: Some(RunError { code: "model_error".into(), message: "the model went away".into() }),
         ..interrupted
     };
@@ -611,8 +612,11 @@ pub async fn interrupt_run_writes_the_approval_and_the_run_together(store: &dyn 
     let (_, lonely) = new_session(store).await;
     let running = run_in(&lonely, "req-atomic", RunStatus::Running);
     store.insert_run(&running).await.expect("insert_run");
-    let unwritable =
-        Run { status: RunStatus::Interrupted, usage: Usage { input: u64::MAX, output: 0 }, ..running.clone() };
+    let unwritable = Run {
+        status: RunStatus::Interrupted,
+        usage: Usage { input: u64::MAX, output: 0, ..Usage::default() },
+        ..running.clone()
+    };
     let orphan = approval_for(&unwritable, 300);
     assert!(store.interrupt_run(&unwritable, &orphan, &json!({})).await.is_err());
     assert_eq!(stored_approval(store, &orphan.id).await, None, "the approval is rolled back with the run");
