@@ -7,8 +7,15 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use spool_engine::ToolOutput;
 
-/// Decodes `args` for `tool`. A missing arguments object (`null`) counts as `{}`, so a
-/// tool whose arguments are all optional can be called bare.
+/// Decodes `args` for `tool`, refusing anything its JSON Schema would: a value of the
+/// wrong type, a missing required argument, an unknown one (every argument struct is
+/// `deny_unknown_fields`). Constraints serde cannot express (`minimum`, `minLength`) are
+/// checked by each tool after decoding.
+///
+/// Two leniencies, both deliberate: a missing arguments object (`null`) counts as `{}`,
+/// so a tool whose arguments are all optional can be called bare; and an optional
+/// argument given as `null` counts as absent, since models often write `null` for an
+/// argument they mean to leave out and refusing that would only cost a retry.
 pub(crate) fn parse_args<T: DeserializeOwned>(tool: &'static str, args: Value) -> Result<T, ToolError> {
     let args = match args {
         Value::Null => Value::Object(Default::default()),

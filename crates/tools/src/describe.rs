@@ -1,6 +1,6 @@
 //! What a tool call is about, in the two forms the approval layer needs: the main
 //! argument that permission patterns match against (`read` of `src/*`, `bash` of
-//! `git *`), and a one-line summary of the change for the card a human approves.
+//! `git *`, `grep` of `password*`), and a one-line summary of the change for the card a human approves.
 //!
 //! Both read the raw arguments the model sent, which may be malformed: the call is
 //! judged before the tool validates anything. A missing or mistyped main argument is
@@ -8,14 +8,15 @@
 //! Summaries shorten long strings to [`SUMMARY_CHARS`] characters with a `…`, so the
 //! card stays one line; the full arguments are shown elsewhere.
 
-use crate::{bash, bytes, edit, list, read, write};
+use crate::{bash, bytes, edit, glob, grep, list, read, write};
 use serde_json::Value;
 
 /// How many characters of one string a summary shows.
 pub const SUMMARY_CHARS: usize = 80;
 
 /// The argument permission patterns match for `tool`: the path for `list`, `read`,
-/// `write` and `edit` (`list` without one lists `"."`), the command line for `bash`.
+/// `write` and `edit` (`list` without one lists `"."`), the command line for `bash`, the
+/// pattern for `glob` and `grep` (where they search is secondary to what they look for).
 /// `None` for other tools and for arguments that are not what the tool expects.
 pub fn main_argument(tool: &str, args: &Value) -> Option<String> {
     let string = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_owned);
@@ -26,6 +27,7 @@ pub fn main_argument(tool: &str, args: &Value) -> Option<String> {
         },
         read::NAME | write::NAME | edit::NAME => string("path"),
         bash::NAME => string("command"),
+        glob::NAME | grep::NAME => string("pattern"),
         _ => None,
     }
 }
@@ -54,6 +56,20 @@ pub fn describe_change(tool: &str, args: &Value) -> String {
             format!("list {}", main_argument(tool, args).map_or_else(|| "(no path)".to_owned(), |p| shorten(&p)))
         }
         read::NAME => format!("read {}", path()),
+        glob::NAME | grep::NAME => {
+            let pattern = string("pattern").map_or_else(|| "(no pattern)".to_owned(), |p| format!("{:?}", shorten(p)));
+            let mut line = format!("{tool} {pattern}");
+            if let Some(path) = string("path") {
+                line.push_str(&format!(" in {}", shorten(path)));
+            }
+            if let Some(include) = string("include") {
+                line.push_str(&format!(", files {}", shorten(include)));
+            }
+            if args.get("ignoreCase") == Some(&Value::Bool(true)) {
+                line.push_str(", ignoring case");
+            }
+            line
+        }
         other => format!("{} {}", shorten(other), shorten(&args.to_string())),
     }
 }
@@ -81,6 +97,8 @@ mod tests {
         let edit = json!({"path": "b.rs", "oldString": "a", "newString": "b"});
         assert_eq!(main_argument("edit", &edit), Some("b.rs".into()));
         assert_eq!(main_argument("bash", &json!({"command": "git status", "timeout": 5})), Some("git status".into()));
+        assert_eq!(main_argument("glob", &json!({"pattern": "**/*.rs", "path": "src"})), Some("**/*.rs".into()));
+        assert_eq!(main_argument("grep", &json!({"pattern": "TODO", "include": "*.rs"})), Some("TODO".into()));
     }
 
     #[test]
@@ -90,6 +108,8 @@ mod tests {
         assert_eq!(main_argument("write", &json!("a.txt")), None);
         assert_eq!(main_argument("bash", &json!({"command": ["ls"]})), None);
         assert_eq!(main_argument("fetch", &json!({"path": "a"})), None);
+        assert_eq!(main_argument("grep", &json!({"path": "src"})), None);
+        assert_eq!(main_argument("glob", &json!({"pattern": 3})), None);
     }
 
     #[test]
@@ -110,6 +130,13 @@ mod tests {
         assert_eq!(describe_change("bash", &json!({"command": "cd src\nmake"})), "run: cd src ⏎ make");
         assert_eq!(describe_change("list", &json!({})), "list .");
         assert_eq!(describe_change("read", &json!({"path": "a.rs"})), "read a.rs");
+        assert_eq!(describe_change("glob", &json!({"pattern": "**/*.rs"})), r#"glob "**/*.rs""#);
+        assert_eq!(describe_change("glob", &json!({"pattern": "*.md", "path": "docs"})), r#"glob "*.md" in docs"#);
+        assert_eq!(
+            describe_change("grep", &json!({"pattern": "todo", "path": "src", "include": "*.rs", "ignoreCase": true})),
+            r#"grep "todo" in src, files *.rs, ignoring case"#
+        );
+        assert_eq!(describe_change("grep", &json!({})), "grep (no pattern)");
         assert_eq!(describe_change("fetch", &json!({"url": "x"})), r#"fetch {"url":"x"}"#);
     }
 

@@ -32,8 +32,7 @@ struct EditArgs {
     path: String,
     old_string: String,
     new_string: String,
-    #[serde(default)]
-    replace_all: bool,
+    replace_all: Option<bool>,
 }
 
 #[async_trait]
@@ -126,7 +125,7 @@ fn edit(root: &Path, args: &EditArgs) -> Result<String, ToolError> {
     if count == 0 {
         return Err(ToolError::OldStringNotFound(requested.to_owned()));
     }
-    if count > 1 && !args.replace_all {
+    if count > 1 && !args.replace_all.unwrap_or(false) {
         return Err(ToolError::OldStringAmbiguous { path: requested.to_owned(), count });
     }
     let edited = text.replace(args.old_string.as_str(), &args.new_string);

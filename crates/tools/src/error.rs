@@ -25,6 +25,11 @@ pub enum ToolError {
     ReadOnly(String),
     #[error("{0:?} looks like a binary file (it contains NUL bytes); read only shows text files")]
     Binary(String),
+    #[error("{0:?} looks like a binary file (it contains NUL bytes); grep only searches text files")]
+    BinaryNotSearched(String),
+    /// A regex or glob the model wrote that cannot be used; `reason` says why.
+    #[error("invalid {kind} {pattern:?}: {reason}")]
+    BadPattern { kind: &'static str, pattern: String, reason: String },
     #[error("{0:?} is not UTF-8 text; edit only changes text files")]
     NotUtf8(String),
     #[error("{path:?} would be {bytes} bytes; files over {limit} bytes (10 MiB) are refused", limit = crate::MAX_FILE_BYTES)]

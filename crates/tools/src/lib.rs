@@ -2,7 +2,8 @@
 //! paths through [`path`], which confines it to `ToolContext::root`, and turns every
 //! failure into a `ToolOutput::error` the model can read, never a failed run.
 //!
-//! `list` and `read` only look. `write` and `edit` change files, atomically, so a crash
+//! `list`, `read`, `glob` and `grep` only look; the last two walk the project through
+//! [`walk`], which honours `.gitignore` and never follows a link out of the root. `write` and `edit` change files, atomically, so a crash
 //! never leaves one half-written; `bash` runs a command in the project directory with a
 //! timeout, killing everything it started when the time is up or the run is aborted.
 //! Outputs are capped so one call cannot flood the conversation; a capped output says
@@ -18,33 +19,47 @@ mod call;
 mod describe;
 mod edit;
 mod error;
+mod glob;
+mod grep;
 mod list;
 pub mod path;
 mod read;
+mod walk;
 mod write;
 
 pub use bash::Bash;
 pub use describe::{SUMMARY_CHARS, describe_change, main_argument};
 pub use edit::Edit;
 pub use error::ToolError;
+pub use glob::Glob;
+pub use grep::Grep;
 pub use list::List;
 pub use read::Read;
 pub use write::Write;
 
 use spool_engine::ToolRegistry;
+use std::ffi::OsStr;
 
 /// The largest file `write` creates and `edit` works on: 10 MiB.
 pub const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
 
-/// The tools that only look: `list` and `read`.
+/// The tools that only look: `list`, `read`, `glob` and `grep`.
 pub fn read_only_tools() -> ToolRegistry {
-    ToolRegistry::new().with(List).with(Read)
+    ToolRegistry::new().with(List).with(Read).with(Glob).with(Grep)
 }
 
-/// Every workspace tool: `list` and `read`, plus `write`, `edit` and `bash`, which
+/// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
 /// change things and so are the ones permission rules usually gate.
 pub fn workspace_tools() -> ToolRegistry {
-    ToolRegistry::new().with(List).with(Read).with(Write).with(Edit).with(Bash)
+    read_only_tools().with(Write).with(Edit).with(Bash)
+}
+
+/// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
+/// and a name containing a newline or other control character is shown quoted and
+/// escaped so it cannot break the one-entry-per-line format.
+pub(crate) fn display_name(name: &OsStr) -> String {
+    let name = name.to_string_lossy();
+    if name.chars().any(char::is_control) { format!("{name:?}") } else { name.into_owned() }
 }
 
 /// `n` bytes, in words: "1 byte", "12 bytes".
@@ -55,18 +70,21 @@ pub(crate) fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
+    use spool_engine::ToolContext;
+    use tokio_util::sync::CancellationToken;
 
     #[test]
-    fn read_only_tools_holds_list_and_read() {
+    fn read_only_tools_are_the_four_that_look() {
         let names: Vec<String> = read_only_tools().specs().into_iter().map(|s| s.name).collect();
-        assert_eq!(names, ["list", "read"]);
+        assert_eq!(names, ["glob", "grep", "list", "read"]);
     }
 
     #[test]
-    fn workspace_tools_holds_all_five_with_object_schemas() {
+    fn workspace_tools_holds_all_seven_with_object_schemas() {
         let specs = workspace_tools().specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["bash", "edit", "list", "read", "write"]);
+        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "read", "write"]);
         for spec in &specs {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
             assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);
@@ -76,5 +94,86 @@ mod tests {
                 assert!(spec.parameters["properties"][name].is_object(), "{}.{name}", spec.name);
             }
         }
+    }
+
+    /// Arguments each tool accepts. Each is checked to be accepted before it is broken,
+    /// so a refusal below is about the one thing changed.
+    fn valid_args(tool: &str) -> Value {
+        match tool {
+            "bash" => json!({"command": "true", "timeout": 5}),
+            "edit" => json!({"path": "a.txt", "oldString": "hello", "newString": "hi", "replaceAll": false}),
+            "glob" => json!({"pattern": "*.txt", "path": "."}),
+            "grep" => json!({"pattern": "h", "path": ".", "include": "*.txt", "ignoreCase": true}),
+            "list" => json!({"path": "."}),
+            "read" => json!({"path": "a.txt", "offset": 1, "limit": 5}),
+            "write" => json!({"path": "b.txt", "content": "new"}),
+            other => panic!("no valid arguments written for {other}"),
+        }
+    }
+
+    /// A value of a different type than `schema` asks for, and how serde names it.
+    fn wrong_type(schema: &Value) -> (Value, &'static str) {
+        match schema["type"].as_str() {
+            Some("string") => (json!(42), "invalid type: integer `42`, expected a string"),
+            Some("integer") => (json!("7"), r#"invalid type: string "7", expected u64"#),
+            Some("boolean") => (json!("yes"), r#"invalid type: string "yes", expected a boolean"#),
+            other => panic!("no wrong value written for type {other:?}"),
+        }
+    }
+
+    /// Every tool, driven from its own published schema: each argument given a value of
+    /// the wrong type, each required argument left out, and an argument the schema does
+    /// not know. Each must come back as a tool error the model can read, naming the
+    /// tool and the problem, with nothing done (the file is unchanged, no `b.txt`).
+    #[tokio::test]
+    async fn arguments_against_the_schema_are_tool_errors_for_every_tool() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new() };
+        let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
+        let registry = workspace_tools();
+        let mut tried = 0;
+
+        for spec in registry.specs() {
+            let tool = registry.get(&spec.name).expect("a listed tool is registered");
+            let name = spec.name.as_str();
+            let valid = valid_args(name);
+            reset();
+            let out = tool.call(valid.clone(), &ctx).await;
+            assert!(!out.is_error, "{name} refused its valid arguments: {}", out.text);
+            let _ = std::fs::remove_file(root.join("b.txt"));
+
+            let properties = spec.parameters["properties"].as_object().expect("properties");
+            let mut broken: Vec<(Value, String)> = Vec::new();
+            for (property, schema) in properties {
+                assert!(valid.get(property).is_some(), "valid_args({name}) leaves out {property}");
+                let (value, reason) = wrong_type(schema);
+                let mut args = valid.clone();
+                args[property] = value;
+                broken.push((args, reason.to_owned()));
+            }
+            for required in spec.parameters["required"].as_array().into_iter().flatten() {
+                let required = required.as_str().expect("required names are strings");
+                let mut args = valid.clone();
+                args.as_object_mut().expect("an object").remove(required);
+                broken.push((args, format!("missing field `{required}`")));
+            }
+            let mut args = valid.clone();
+            args["verbose"] = json!(true);
+            broken.push((args, "unknown field `verbose`".to_owned()));
+            broken.push((json!([valid.clone()]), "expected a JSON object, got an array".to_owned()));
+
+            for (args, reason) in broken {
+                reset();
+                let out = tool.call(args.clone(), &ctx).await;
+                let expected = format!("invalid arguments for {name}: {reason}");
+                assert!(out.is_error && out.text.starts_with(&expected), "{name} {args}: {out:?}, wanted {expected}");
+                assert_eq!(std::fs::read_to_string(root.join("a.txt")).expect("read"), "hello\n", "{name} {args}");
+                assert!(!root.join("b.txt").exists(), "{name} {args}");
+                tried += 1;
+            }
+        }
+        // 18 arguments of a wrong type, 9 required ones missing, 7 unknown, 7 non-objects.
+        assert_eq!(tried, 41);
     }
 }

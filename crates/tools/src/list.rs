@@ -100,7 +100,7 @@ fn list(root: &Path, requested: &str, cancel: &CancellationToken) -> Result<Stri
         .iter()
         .take(MAX_ENTRIES)
         .map(|(name, entry)| {
-            let mut line = display_name(name);
+            let mut line = crate::display_name(name);
             if is_dir(entry, &root) {
                 line.push('/');
             }
@@ -124,14 +124,6 @@ fn is_dir(entry: &fs::DirEntry, root: &Path) -> bool {
         }
         _ => false,
     }
-}
-
-/// A name as one line: non-UTF-8 bytes become U+FFFD, and a name containing a newline
-/// or other control character is shown quoted and escaped so it cannot break the
-/// one-entry-per-line format.
-fn display_name(name: &OsString) -> String {
-    let name = name.to_string_lossy();
-    if name.chars().any(char::is_control) { format!("{name:?}") } else { name.into_owned() }
 }
 
 #[cfg(test)]

@@ -1,0 +1,84 @@
+//! The walk `glob` and `grep` share: every file under a directory of the project that
+//! git would not ignore, in path order, through ripgrep's walker (the `ignore` crate).
+//!
+//! `.gitignore`, `.ignore`, `.git/info/exclude` and the user's global git excludes are
+//! honoured whether or not the project is a git repository, since a project copied
+//! without its `.git` still means its `.gitignore`. As in ripgrep, ignore files in the
+//! directories above the one walked count too (a subdirectory is filtered by the root's
+//! `.gitignore`, a project inside a larger repository by that repository's), and a
+//! directory named explicitly is walked even when it is ignored itself: asking for
+//! `target` means wanting to look in it. Hidden files are included, since `.github/` or
+//! `.env.example` are part of a project, but `.git` directories are not.
+//!
+//! Symbolic links are never followed into directories, so a walk cannot leave the root
+//! or loop. A link to a file counts when its target is a regular file inside the root;
+//! one pointing elsewhere is skipped, so nothing beyond the root is named or read.
+//! Entries the walker cannot read (a directory without permission) are skipped.
+
+use crate::error::ToolError;
+use ignore::WalkBuilder;
+use std::fs;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// A file the walk found.
+pub(crate) struct Found {
+    /// Where the walk met it: under the directory walked, never through a directory link.
+    pub path: PathBuf,
+    /// The file's metadata, of the link's target for a link.
+    pub meta: fs::Metadata,
+}
+
+/// Calls `visit` with every file under `dir` (canonical, inside the canonical `root`),
+/// in path order, until it breaks. Checks `cancel` before each entry.
+pub(crate) fn files(
+    root: &Path,
+    dir: &Path,
+    cancel: &CancellationToken,
+    mut visit: impl FnMut(Found) -> Result<ControlFlow<()>, ToolError>,
+) -> Result<(), ToolError> {
+    let walk = WalkBuilder::new(dir)
+        .hidden(false)
+        .parents(true)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|entry| !(entry.file_name() == ".git" && entry.file_type().is_some_and(|t| t.is_dir())))
+        .build();
+    for entry in walk {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Aborted);
+        }
+        let Ok(entry) = entry else { continue };
+        let Some(file_type) = entry.file_type() else { continue };
+        let meta = if file_type.is_file() {
+            entry.metadata().ok()
+        } else if file_type.is_symlink() {
+            linked_file(root, entry.path())
+        } else {
+            None
+        };
+        let Some(meta) = meta else { continue };
+        if visit(Found { path: entry.into_path(), meta })?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The metadata of the regular file `link` points to, if that file lies inside `root`.
+fn linked_file(root: &Path, link: &Path) -> Option<fs::Metadata> {
+    let target = link.canonicalize().ok()?;
+    if !target.starts_with(root) {
+        return None;
+    }
+    fs::metadata(&target).ok().filter(fs::Metadata::is_file)
+}
+
+/// `path` relative to `base` as one line of output, `/`-separated, escaped by
+/// [`crate::display_name`] when it holds a control character.
+pub(crate) fn display_relative(path: &Path, base: &Path) -> String {
+    let relative = path.strip_prefix(base).unwrap_or(path);
+    crate::display_name(relative.as_os_str())
+}
