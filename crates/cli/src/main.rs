@@ -7,7 +7,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use spool_engine::{ApprovalPolicy, Engine, EngineConfig};
+use spool_engine::{ApprovalPolicy, Engine, EngineConfig, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
 use spool_store::SqliteStore;
@@ -89,7 +89,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(secs) = args.approval_ttl_secs.or(file.approval_ttl_secs) {
         engine_config.approval_ttl = Duration::from_secs(secs);
     }
-    let engine = Engine::start(store.clone(), model, spool_tools::workspace_tools(), engine_config)
+    let engine = Engine::start(store.clone(), Models::new(model), spool_tools::workspace_tools(), engine_config)
         .await
         .context("starting the engine")?;
 

@@ -9,7 +9,8 @@ use crate::events::{EventLimits, SessionEvents, Start, Subscription};
 use crate::run::RunTask;
 use crate::store::{RunInsert, Store};
 use crate::view;
-use crate::{Model, ToolRegistry};
+use crate::ToolRegistry;
+use crate::models::{ModelInfo, Models};
 use serde::Serialize;
 use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
@@ -34,6 +35,10 @@ pub struct EngineConfig {
     pub approval_ttl: std::time::Duration,
     /// What happens to an approval that arises while no interactive view is connected.
     pub approval_policy: ApprovalPolicy,
+    /// The system prompt every model call starts with.
+    pub system_prompt: String,
+    /// Estimated tokens of verbatim history above which older turns are summarized.
+    pub context_budget_tokens: u64,
 }
 
 impl Default for EngineConfig {
@@ -45,6 +50,8 @@ impl Default for EngineConfig {
             rules: approval::default_rules(),
             approval_ttl: std::time::Duration::from_secs(24 * 3600),
             approval_policy: ApprovalPolicy::Wait,
+            system_prompt: crate::context::SYSTEM_PROMPT.to_owned(),
+            context_budget_tokens: 100_000,
         }
     }
 }
@@ -98,7 +105,7 @@ pub struct Engine {
 
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
-    pub model: Arc<dyn Model>,
+    pub models: Models,
     pub tools: ToolRegistry,
     pub config: EngineConfig,
     local_user: UserId,
@@ -190,6 +197,8 @@ pub struct SessionPatch {
     pub archived: Option<bool>,
     /// Replaces the session's own permission rules.
     pub permissions: Option<Vec<PermissionRule>>,
+    /// Switches the session's model (a configured name); takes effect at the next run.
+    pub model: Option<String>,
 }
 
 /// Most permission rules one session may carry.
@@ -200,7 +209,7 @@ impl Engine {
     /// as `failed` with `server_restarted` (they cannot continue and must not re-run).
     pub async fn start(
         store: Arc<dyn Store>,
-        model: Arc<dyn Model>,
+        models: Models,
         tools: ToolRegistry,
         config: EngineConfig,
     ) -> Result<Engine> {
@@ -215,7 +224,7 @@ impl Engine {
         }
         let pending = store.all_pending_approvals().await?;
         let engine = Engine {
-            inner: Arc::new(Inner { store, model, tools, config, local_user, sessions: Mutex::new(HashMap::new()) }),
+            inner: Arc::new(Inner { store, models, tools, config, local_user, sessions: Mutex::new(HashMap::new()) }),
         };
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
@@ -229,8 +238,14 @@ impl Engine {
         &self.inner.local_user
     }
 
+    /// The default model's name.
     pub fn model_name(&self) -> String {
-        self.inner.model.name()
+        self.inner.models.default_name().to_owned()
+    }
+
+    /// The configured models.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        self.inner.models.list()
     }
 
     fn store(&self) -> &dyn Store {
@@ -387,6 +402,16 @@ impl Engine {
         }
         if let Some(archived) = patch.archived {
             session.archived = archived;
+        }
+        if let Some(model) = patch.model {
+            if self.inner.models.get(&model).is_none() {
+                let known: Vec<String> = self.inner.models.list().into_iter().map(|m| m.name).collect();
+                return Err(EngineError::invalid(
+                    "unknown_model",
+                    format!("no model named {model:?} is configured; configured: {}", known.join(", ")),
+                ));
+            }
+            session.model = Some(model);
         }
         if let Some(rules) = patch.permissions {
             if rules.len() > MAX_SESSION_RULES

@@ -3,10 +3,12 @@
 //! [`Model`], [`Tool`] — and imports no web framework, database driver or HTTP client.
 
 mod approvals;
+pub mod context;
 mod engine;
 mod error;
 pub mod events;
 pub mod model;
+pub mod models;
 mod run;
 pub mod store;
 pub mod tool;
@@ -19,6 +21,7 @@ pub use engine::{
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use models::{ModelInfo, Models, Price};
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use store::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -8,8 +8,10 @@
 //! `idle` can read the final run.
 
 use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
+use crate::context;
 use crate::view::{self, apply_delta};
-use crate::{ModelEvent, ModelRequest, ToolContext, ToolOutput};
+use crate::{Model, ModelEvent, ToolContext, ToolOutput};
+use tokio_util::sync::CancellationToken;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use spool_protocol::approval::evaluate;
@@ -93,8 +95,10 @@ pub(crate) struct RunTask {
     on_disconnect: OnDisconnect,
     /// Set when this task continues a parked run.
     resume: Option<(Checkpoint, Resolution)>,
-    /// The whole conversation as the model sees it.
+    /// The whole conversation, from index 0 (model calls see the part after the summary).
     conversation: Vec<Message>,
+    /// Confirmed facts and the compaction summary.
+    memory: SessionMemory,
     /// Absolute index the next committed message takes.
     next_index: u64,
 }
@@ -120,6 +124,7 @@ impl RunTask {
             on_disconnect,
             resume: None,
             conversation: Vec::new(),
+            memory: SessionMemory::default(),
             next_index,
         }
     }
@@ -192,6 +197,10 @@ impl RunTask {
             }
             Err(e) => return failure("storage_error", format!("could not load the conversation: {e}")),
         }
+        match store.get_memory(&self.run.session_id).await {
+            Ok(memory) => self.memory = memory,
+            Err(e) => return failure("storage_error", format!("could not load the session memory: {e}")),
+        }
         let mut calls = vec![checkpoint.pending];
         calls.extend(checkpoint.remaining);
         self.turns(checkpoint.turn, calls, Some(resolution)).await
@@ -250,6 +259,10 @@ impl RunTask {
             Ok(history) => self.conversation = history.into_iter().map(|m| m.message).collect(),
             Err(e) => return failure("storage_error", format!("could not load the conversation: {e}")),
         }
+        match store.get_memory(&self.run.session_id).await {
+            Ok(memory) => self.memory = memory,
+            Err(e) => return failure("storage_error", format!("could not load the session memory: {e}")),
+        }
         self.emit(AgentEvent::AgentStart {}, None, |_| {});
         self.emit(AgentEvent::TurnStart {}, None, |_| {});
         let user = Message::user_text(self.prompt.clone(), self.run.created_at);
@@ -258,7 +271,7 @@ impl RunTask {
             return outcome;
         }
         self.emit_timing();
-        self.maybe_title().await;
+        self.spawn_title();
 
         self.turns(0, Vec::new(), None).await
     }
@@ -337,7 +350,10 @@ impl RunTask {
     /// the run was aborted while it streamed.
     async fn stream_model(&mut self) -> Result<(Message, bool), Outcome> {
         let index = self.next_index;
-        let model = self.engine.inner.model.clone();
+        let choice = self.loaded.events.read(|s| s.session.model.clone());
+        let entry = self.engine.inner.models.resolve(choice.as_deref()).clone();
+        let model = entry.model.clone();
+        self.maybe_compact(&model).await;
         let mut draft = Message::Assistant {
             content: Vec::new(),
             stop_reason: None,
@@ -350,8 +366,12 @@ impl RunTask {
         self.emit(AgentEvent::MessageStart { message: draft.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
         });
-        let request =
-            ModelRequest { system: None, messages: self.conversation.clone(), tools: self.engine.inner.tools.specs() };
+        let request = context::assemble(
+            &self.engine.inner.config.system_prompt,
+            &self.memory,
+            &self.conversation,
+            self.engine.inner.tools.specs(),
+        );
         let cancel = self.handle.cancel.clone();
         let opened = tokio::select! {
             biased;
@@ -452,7 +472,10 @@ impl RunTask {
                     block_len += delta_len(&delta);
                     self.update(&mut draft, delta);
                 }
-                ModelEvent::Usage(u) => usage.add(u),
+                ModelEvent::Usage(mut u) => {
+                    u.cost = entry.price.map_or(0.0, |p| p.cost(&u));
+                    usage.add(u);
+                }
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
                     let event = AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: reason };
                     self.emit(event, None, |_| {});
@@ -616,6 +639,9 @@ impl RunTask {
             }
         };
         let (result, is_error) = (output.text, output.is_error);
+        if !is_error && !aborted {
+            self.remember_tool_fact(&call, &result).await;
+        }
         let status = if is_error { ToolStatus::Error } else { ToolStatus::Success };
         let shown = result.clone();
         let id = call_id.clone();
@@ -707,24 +733,88 @@ impl RunTask {
         Outcome::Interrupted
     }
 
-    /// Titles an untitled session from its first prompt.
-    async fn maybe_title(&mut self) {
-        let mut session = self.loaded.events.read(|s| s.session.clone());
-        if session.title_set {
+    /// A successful tool call is a confirmed fact: record what it did and what it saw.
+    async fn remember_tool_fact(&mut self, call: &Call, result: &str) {
+        let change = match self.engine.inner.tools.get(&call.name) {
+            Some(tool) => tool.describe(&call.args),
+            None => call.name.clone(),
+        };
+        context::remember(&mut self.memory, &redact(&context::tool_fact(&change, result)), FactSource::Tool, now_ms());
+        if let Err(e) = self.engine.inner.store.put_memory(&self.run.session_id, &self.run.owner_id, &self.memory).await {
+            tracing::warn!(run = %self.run.id, error = %e, "could not save a confirmed fact");
+        }
+    }
+
+    /// Summarizes older turns when the verbatim history passes the context budget.
+    /// A failed summary is reported and the run goes on with the raw history.
+    async fn maybe_compact(&mut self, model: &Arc<dyn Model>) {
+        let from = (self.memory.summarized_before as usize).min(self.conversation.len());
+        let tokens = context::estimate_tokens(&self.conversation[from..]);
+        if tokens <= self.engine.inner.config.context_budget_tokens {
             return;
         }
-        session.title = title_from(&self.prompt);
-        session.title_set = true;
-        session.updated_at = now_ms();
-        if let Err(e) = self.engine.inner.store.update_session(&session).await {
-            tracing::warn!(session = %session.id, error = %e, "could not save the session title");
+        let Some(cut) = context::compaction_cut(&self.conversation, self.memory.summarized_before) else {
+            return;
+        };
+        self.emit(AgentEvent::CompactionStart { tokens_before: tokens }, None, |_| {});
+        let request = context::summary_request(&self.memory, &self.conversation[from..cut as usize]);
+        let summary = collect_text(model, request, &self.handle.cancel).await;
+        let (summarized_before, tokens_after, success) = match summary {
+            Ok(text) if !text.trim().is_empty() => {
+                let mut memory = self.memory.clone();
+                memory.summary = Some(text);
+                memory.summarized_before = cut;
+                match self.engine.inner.store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {
+                    Ok(()) => {
+                        self.memory = memory;
+                        (cut, context::estimate_tokens(&self.conversation[cut as usize..]), true)
+                    }
+                    Err(e) => {
+                        tracing::warn!(run = %self.run.id, error = %e, "could not save the compaction summary");
+                        (self.memory.summarized_before, tokens, false)
+                    }
+                }
+            }
+            Ok(_) | Err(_) => (self.memory.summarized_before, tokens, false),
+        };
+        self.emit(AgentEvent::CompactionEnd { summarized_before, tokens_after, success }, None, |_| {});
+    }
+
+    /// Titles an untitled session after its first prompt, asynchronously: the model
+    /// proposes a title while the run goes on; if it fails, the prompt's first line is
+    /// the title. A title a person set in the meantime is kept.
+    fn spawn_title(&self) {
+        if self.loaded.events.read(|s| s.session.title_set) {
             return;
         }
-        let title = session.title.clone();
-        self.emit(AgentEvent::SessionTitle { title }, None, |_| {});
-        self.loaded.events.publish(move |s| {
-            s.session = session;
-            Some(FrameBody::State { state: Box::new(s.clone()) })
+        let (engine, loaded, prompt, run_id) =
+            (self.engine.clone(), self.loaded.clone(), self.prompt.clone(), self.run.id.clone());
+        tokio::spawn(async move {
+            let choice = loaded.events.read(|s| s.session.model.clone());
+            let model = engine.inner.models.resolve(choice.as_deref()).model.clone();
+            let never = CancellationToken::new();
+            let proposed = collect_text(&model, context::title_request(&prompt), &never).await.ok();
+            let title = proposed.as_deref().and_then(context::clean_title).unwrap_or_else(|| title_from(&prompt));
+            let mut session = loaded.events.read(|s| s.session.clone());
+            if session.title_set {
+                return;
+            }
+            session.title = title.clone();
+            session.title_set = true;
+            session.updated_at = now_ms();
+            if let Err(e) = engine.inner.store.update_session(&session).await {
+                tracing::warn!(session = %session.id, error = %e, "could not save the session title");
+                return;
+            }
+            loaded.events.publish_body(FrameBody::LoopEvent {
+                run_id,
+                message_index: None,
+                event: AgentEvent::SessionTitle { title },
+            });
+            loaded.events.publish(move |s| {
+                s.session = session;
+                Some(FrameBody::State { state: Box::new(s.clone()) })
+            });
         });
     }
 
@@ -799,5 +889,29 @@ fn truncate(s: &str, max: usize) -> String {
         let mut t: String = s.chars().take(max - 1).collect();
         t.push('…');
         t
+    }
+}
+
+/// Runs a housekeeping model call (title, summary) to the end and returns its text.
+async fn collect_text(
+    model: &Arc<dyn Model>,
+    request: crate::ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let work = async {
+        let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| e.to_string())? {
+                ModelEvent::Text(t) => text.push_str(&t),
+                ModelEvent::Stop(_) => return Ok(text),
+                _ => {}
+            }
+        }
+        Err("the model stream ended without finishing".to_owned())
+    };
+    tokio::select! {
+        _ = cancel.cancelled() => Err("aborted".to_owned()),
+        r = work => r,
     }
 }

@@ -74,6 +74,11 @@ pub trait Store: Send + Sync + 'static {
     /// (everything when the session has fewer user messages).
     async fn latest_rounds(&self, session: &SessionId, rounds: usize) -> Result<Vec<IndexedMessage>, StoreError>;
 
+    /// The session's memory (confirmed facts, compaction summary); default when none.
+    async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError>;
+    /// Replaces the session's memory.
+    async fn put_memory(&self, session: &SessionId, owner: &UserId, memory: &SessionMemory) -> Result<(), StoreError>;
+
     /// Inserts a run unless one with the same `(session_id, request_id)` exists.
     async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError>;
     /// The run a `(session_id, request_id)` pair started, if any.

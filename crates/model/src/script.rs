@@ -58,6 +58,24 @@ fn directive(prompt: &str) -> Directive<'_> {
 /// The scripted answer to `request`.
 pub(crate) fn answer(request: &ModelRequest) -> Events {
     let input = input_tokens(&request.messages);
+    // The engine's own housekeeping calls, recognized by their instruction, get
+    // deterministic answers: a title from the prompt's first words, and a summary that
+    // names how much it folded and where the conversation started.
+    let system = request.system.as_deref().unwrap_or("");
+    let last_text = request.messages.last().map(Message::text).unwrap_or_default();
+    if system.starts_with(spool_engine::context::TITLE_INSTRUCTION) {
+        let title: Vec<&str> = last_text.split_whitespace().take(6).collect();
+        return text_reply(words(&title.join(" ")), input);
+    }
+    if system.starts_with(spool_engine::context::SUMMARY_INSTRUCTION) {
+        let lines = last_text.lines().filter(|l| l.starts_with("user: ")).count();
+        let first = last_text.lines().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
+        let summary = format!(
+            "Summary: {lines} earlier user messages, starting with \"{}\".",
+            truncate_chars(first, RESULT_LINE_CHARS)
+        );
+        return text_reply(words(&summary), input);
+    }
     match request.messages.last() {
         Some(message @ Message::User { .. }) => {
             let prompt = message.text();

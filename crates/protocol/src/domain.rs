@@ -144,3 +144,34 @@ pub struct Run {
     pub usage: Usage,
     pub error: Option<RunError>,
 }
+
+/// Where a confirmed fact came from. Facts are never written from the model's own
+/// guesses: only from a tool call that succeeded, or from a person saying so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FactSource {
+    Tool,
+    User,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fact {
+    pub text: String,
+    pub source: FactSource,
+    pub at: Millis,
+}
+
+/// What a session remembers beyond its raw messages: confirmed facts, and the summary
+/// of the turns that compaction folded away (messages with `index < summarized_before`
+/// are represented by `summary` in model calls; the store still holds them all).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMemory {
+    #[serde(default)]
+    pub facts: Vec<Fact>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub summarized_before: u64,
+}

@@ -12,6 +12,7 @@
 mod approvals;
 mod error;
 mod idempotency;
+mod memory;
 mod message_codec;
 mod messages;
 mod projects;

@@ -2,7 +2,7 @@
 //! that owns that record's SQL, so this file is only the map from trait to module.
 
 use crate::sqlite::SqliteStore;
-use crate::{approvals, idempotency, messages, projects, runs, sessions, users};
+use crate::{approvals, idempotency, memory, messages, projects, runs, sessions, users};
 use async_trait::async_trait;
 use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
@@ -67,6 +67,13 @@ impl Store for SqliteStore {
     }
     async fn latest_rounds(&self, session: &SessionId, rounds: usize) -> Result<Vec<IndexedMessage>, StoreError> {
         messages::latest_rounds(&self.pool, session, rounds).await
+    }
+
+    async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {
+        memory::get(&self.pool, session).await
+    }
+    async fn put_memory(&self, session: &SessionId, owner: &UserId, value: &SessionMemory) -> Result<(), StoreError> {
+        memory::put(&self.pool, session, owner, value).await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {

@@ -5,6 +5,7 @@
 mod approvals;
 mod events;
 mod health;
+mod models;
 mod projects;
 mod runs;
 mod sessions;
@@ -24,6 +25,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
     let routes = Router::new()
         .merge(health::router())
+        .merge(models::router())
         .merge(projects::router())
         .merge(sessions::router())
         .merge(runs::router())

@@ -38,6 +38,7 @@ struct UpdateSession {
     title: Option<String>,
     archived: Option<bool>,
     permissions: Option<Vec<spool_protocol::PermissionRule>>,
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,7 +81,7 @@ async fn update(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<UpdateSession>,
 ) -> Result<Json<Session>, ApiError> {
-    let patch = SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions };
+    let patch = SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions, model: body.model };
     Ok(Json(state.engine.update_session(&user, &id, patch).await?))
 }
 

@@ -17,7 +17,7 @@ use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use spool_engine::{Engine, EngineConfig};
+use spool_engine::{Engine, EngineConfig, Models};
 use spool_model::ScriptedModel;
 use spool_protocol::SessionState;
 use spool_protocol::sse::{Decoder, SseEvent};
@@ -98,7 +98,7 @@ impl TestServer {
     async fn launch(dir: TempDir, options: TestOptions) -> TestServer {
         let store = Arc::new(SqliteStore::open(&dir.path().join("data/spool.db")).await.expect("open store"));
         let model = Arc::new(ScriptedModel::new(options.model_delay));
-        let engine = Engine::start(store.clone(), model, spool_tools::workspace_tools(), options.engine.clone())
+        let engine = Engine::start(store.clone(), Models::new(model), spool_tools::workspace_tools(), options.engine.clone())
             .await
             .expect("start engine");
         let config = ServerConfig { heartbeat: options.heartbeat, max_body_bytes: options.max_body_bytes };

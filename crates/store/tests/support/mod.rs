@@ -37,6 +37,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     concurrent_settles_have_exactly_one_winner(shared.clone()).await;
     idempotency_keys_replay_the_first_response(store).await;
     concurrent_claims_of_one_key_have_exactly_one_winner(shared.clone()).await;
+    session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
 }
@@ -926,4 +927,21 @@ pub async fn deleting_a_project_removes_everything_under_it(store: &dyn Store) {
     assert!(!store.delete_project(&project.id).await.expect("delete again"));
 
     assert_eq!(all_messages(store, &unrelated).await, unrelated_messages, "other projects are untouched");
+}
+
+async fn session_memory_is_replaced_whole_and_deleted_with_the_session(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    assert_eq!(store.get_memory(&session.id).await.expect("get"), SessionMemory::default());
+    let memory = SessionMemory {
+        facts: vec![Fact { text: "README.md has 3 lines".into(), source: FactSource::Tool, at: 5 }],
+        summary: Some("the user asked about the readme".into()),
+        summarized_before: 4,
+    };
+    store.put_memory(&session.id, &session.owner_id, &memory).await.expect("put");
+    assert_eq!(store.get_memory(&session.id).await.expect("get"), memory);
+    let replaced = SessionMemory { facts: vec![], summary: None, summarized_before: 9 };
+    store.put_memory(&session.id, &session.owner_id, &replaced).await.expect("put again");
+    assert_eq!(store.get_memory(&session.id).await.expect("get"), replaced);
+    assert!(store.delete_session(&session.id).await.expect("delete"));
+    assert_eq!(store.get_memory(&session.id).await.expect("get"), SessionMemory::default());
 }
