@@ -9,8 +9,8 @@
 //! summary replaces them in later calls; the store keeps every message, so history
 //! endpoints still return everything.
 
-use crate::model::ModelRequest;
 use crate::ToolSpec;
+use crate::model::ModelRequest;
 use spool_protocol::{Fact, FactSource, Message, SessionMemory};
 
 /// The default system prompt of a coding-agent session.
@@ -37,7 +37,9 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
                 .map(|c| match c {
                     spool_protocol::Content::Text { text } => text.len(),
                     spool_protocol::Content::Thinking { thinking } => thinking.len(),
-                    spool_protocol::Content::ToolCall { arguments, name, .. } => name.len() + arguments.to_string().len(),
+                    spool_protocol::Content::ToolCall { arguments, name, .. } => {
+                        name.len() + arguments.to_string().len()
+                    }
                 })
                 .sum::<usize>()
         })
@@ -148,7 +150,9 @@ mod tests {
     use super::*;
 
     fn convo() -> Vec<Message> {
-        (0..6).map(|i| if i % 2 == 0 { Message::user_text(format!("q{i}"), 0) } else { Message::user_text("x", 0) }).collect()
+        (0..6)
+            .map(|i| if i % 2 == 0 { Message::user_text(format!("q{i}"), 0) } else { Message::user_text("x", 0) })
+            .collect()
     }
 
     #[test]
@@ -168,11 +172,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_the_latest_round_and_cuts_at_a_user_message() {
-        let c = vec![
-            Message::user_text("a", 0),
-            Message::user_text("b", 0),
-            Message::user_text("c", 0),
-        ];
+        let c = vec![Message::user_text("a", 0), Message::user_text("b", 0), Message::user_text("c", 0)];
         assert_eq!(compaction_cut(&c, 0), Some(1));
         assert_eq!(compaction_cut(&c, 1), None);
         assert_eq!(compaction_cut(&c[..1], 0), None);

@@ -4,13 +4,13 @@
 //! Every method takes the acting user and treats another user's record exactly like a
 //! missing one (`NotFound`), so a later auth layer only has to supply the user.
 
+use crate::ToolRegistry;
 use crate::error::{EngineError, Result};
 use crate::events::{EventLimits, SessionEvents, Start, Subscription};
+use crate::models::{ModelInfo, Models};
 use crate::run::RunTask;
 use crate::store::{RunInsert, Store};
 use crate::view;
-use crate::ToolRegistry;
-use crate::models::{ModelInfo, Models};
 use serde::Serialize;
 use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
@@ -470,6 +470,34 @@ impl Engine {
         let messages = self.store().list_messages(&session.id, before, limit).await?;
         let total = self.store().count_messages(&session.id).await?;
         Ok(MessagePage { messages, total })
+    }
+
+    /// The session's memory: confirmed facts and the compaction summary.
+    pub async fn memory(&self, owner: &UserId, id: &SessionId) -> Result<SessionMemory> {
+        let session = self.owned_session(owner, id).await?;
+        Ok(self.store().get_memory(&session.id).await?)
+    }
+
+    /// A person confirms a fact; later model calls see it among the confirmed facts.
+    pub async fn confirm_fact(&self, owner: &UserId, id: &SessionId, text: &str) -> Result<SessionMemory> {
+        let text = text.trim();
+        if text.is_empty()
+            || text.chars().count() > crate::context::MAX_FACT_CHARS
+            || text.chars().any(char::is_control)
+        {
+            return Err(EngineError::invalid(
+                "invalid_fact",
+                format!("a fact is 1 to {} characters on one line", crate::context::MAX_FACT_CHARS),
+            ));
+        }
+        let loaded = self.load(owner, id).await?;
+        // Under the control lock so it cannot interleave with a run's own fact writes
+        // at a step boundary; a running run picks it up at its next load.
+        let _control = loaded.control.lock().await;
+        let mut memory = self.store().get_memory(id).await?;
+        crate::context::remember(&mut memory, text, FactSource::User, now_ms());
+        self.store().put_memory(id, owner, &memory).await?;
+        Ok(memory)
     }
 
     /// The session record, checked for ownership, without loading it.

@@ -21,7 +21,7 @@ pub use engine::{
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
-pub use models::{ModelInfo, Models, Price};
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
+pub use models::{ModelInfo, Models, Price};
 pub use store::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -110,7 +110,8 @@ mod tests {
     #[test]
     fn cost_prices_fresh_and_cached_input_apart() {
         let price = Price { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 };
-        let usage = Usage { input: 1_000_000, output: 100_000, cache_read: 400_000, cache_write: 0, ..Usage::default() };
+        let usage =
+            Usage { input: 1_000_000, output: 100_000, cache_read: 400_000, cache_write: 0, ..Usage::default() };
         // 600k fresh × $3 + 100k × $15 + 400k × $0.30 per million.
         let cost = price.cost(&usage);
         assert!((cost - (1.8 + 1.5 + 0.12)).abs() < 1e-9, "{cost}");

@@ -7,11 +7,10 @@
 //! when it settles, before the session reports itself idle, so a client that sees
 //! `idle` can read the final run.
 
-use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
 use crate::context;
+use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
 use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};
-use tokio_util::sync::CancellationToken;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use spool_protocol::approval::evaluate;
@@ -19,6 +18,7 @@ use spool_protocol::frame::{FrameBody, PromptTiming, ToolExecution, ToolStatus};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// How a run ended, or stopped to wait.
 enum Outcome {
@@ -739,9 +739,26 @@ impl RunTask {
             Some(tool) => tool.describe(&call.args),
             None => call.name.clone(),
         };
-        context::remember(&mut self.memory, &redact(&context::tool_fact(&change, result)), FactSource::Tool, now_ms());
-        if let Err(e) = self.engine.inner.store.put_memory(&self.run.session_id, &self.run.owner_id, &self.memory).await {
-            tracing::warn!(run = %self.run.id, error = %e, "could not save a confirmed fact");
+        let fact = redact(&context::tool_fact(&change, result));
+        self.update_memory(|m| context::remember(m, &fact, FactSource::Tool, now_ms())).await;
+    }
+
+    /// Re-reads the memory, applies `change` and writes it back, so facts a person
+    /// confirmed while the run was going are kept. On a storage error the run goes on
+    /// with what it has; returns whether the change was saved.
+    async fn update_memory(&mut self, change: impl FnOnce(&mut SessionMemory)) -> bool {
+        let store = &self.engine.inner.store;
+        let mut memory = store.get_memory(&self.run.session_id).await.unwrap_or_else(|_| self.memory.clone());
+        change(&mut memory);
+        match store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {
+            Ok(()) => {
+                self.memory = memory;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run = %self.run.id, error = %e, "could not save the session memory");
+                false
+            }
         }
     }
 
@@ -759,23 +776,20 @@ impl RunTask {
         self.emit(AgentEvent::CompactionStart { tokens_before: tokens }, None, |_| {});
         let request = context::summary_request(&self.memory, &self.conversation[from..cut as usize]);
         let summary = collect_text(model, request, &self.handle.cancel).await;
-        let (summarized_before, tokens_after, success) = match summary {
+        let saved = match summary {
             Ok(text) if !text.trim().is_empty() => {
-                let mut memory = self.memory.clone();
-                memory.summary = Some(text);
-                memory.summarized_before = cut;
-                match self.engine.inner.store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {
-                    Ok(()) => {
-                        self.memory = memory;
-                        (cut, context::estimate_tokens(&self.conversation[cut as usize..]), true)
-                    }
-                    Err(e) => {
-                        tracing::warn!(run = %self.run.id, error = %e, "could not save the compaction summary");
-                        (self.memory.summarized_before, tokens, false)
-                    }
-                }
+                self.update_memory(|m| {
+                    m.summary = Some(text);
+                    m.summarized_before = cut;
+                })
+                .await
             }
-            Ok(_) | Err(_) => (self.memory.summarized_before, tokens, false),
+            Ok(_) | Err(_) => false,
+        };
+        let (summarized_before, tokens_after, success) = if saved {
+            (cut, context::estimate_tokens(&self.conversation[cut as usize..]), true)
+        } else {
+            (self.memory.summarized_before, tokens, false)
         };
         self.emit(AgentEvent::CompactionEnd { summarized_before, tokens_after, success }, None, |_| {});
     }

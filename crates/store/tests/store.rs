@@ -115,7 +115,10 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             .await
             .expect("tables");
     tables.sort();
-    assert_eq!(tables, ["approvals", "idempotency", "messages", "parts", "projects", "runs", "session_memory", "sessions", "users"]);
+    assert_eq!(
+        tables,
+        ["approvals", "idempotency", "messages", "parts", "projects", "runs", "session_memory", "sessions", "users"]
+    );
 }
 
 /// A database written before approvals existed (only the first migration applied,

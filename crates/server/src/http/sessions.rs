@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use spool_engine::{MessagePage, SessionDetail, SessionInfo, SessionPatch};
-use spool_protocol::{ProjectId, Session, SessionId};
+use spool_protocol::{ProjectId, Session, SessionId, SessionMemory};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -18,6 +18,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/projects/{id}/sessions", get(list))
         .route("/api/sessions/{id}", get(show).patch(update).delete(remove))
         .route("/api/sessions/{id}/messages", get(messages))
+        .route("/api/sessions/{id}/memory", get(memory))
+        .route("/api/sessions/{id}/facts", post(confirm_fact))
 }
 
 #[derive(Deserialize)]
@@ -81,7 +83,8 @@ async fn update(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<UpdateSession>,
 ) -> Result<Json<Session>, ApiError> {
-    let patch = SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions, model: body.model };
+    let patch =
+        SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions, model: body.model };
     Ok(Json(state.engine.update_session(&user, &id, patch).await?))
 }
 
@@ -101,4 +104,28 @@ async fn messages(
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
     Ok(Json(state.engine.messages(&user, &id, query.before, query.limit).await?))
+}
+
+/// The session's confirmed facts and compaction summary.
+async fn memory(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<SessionMemory>, ApiError> {
+    Ok(Json(state.engine.memory(&user, &id).await?))
+}
+
+#[derive(Deserialize)]
+struct FactBody {
+    text: String,
+}
+
+/// A person confirms a fact for the model to rely on; 201 with the memory.
+async fn confirm_fact(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    JsonBody(body): JsonBody<FactBody>,
+) -> Result<(StatusCode, Json<SessionMemory>), ApiError> {
+    Ok((StatusCode::CREATED, Json(state.engine.confirm_fact(&user, &id, &body.text).await?)))
 }

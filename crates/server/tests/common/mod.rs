@@ -45,6 +45,18 @@ pub struct TestOptions {
     pub model_delay: Duration,
     pub engine: EngineConfig,
     pub max_body_bytes: usize,
+    /// Models to serve instead of the scripted model alone.
+    pub models: Option<ModelsOverride>,
+}
+
+/// A [`Models`] registry for [`TestOptions`] (which must be `Debug`).
+#[derive(Clone)]
+pub struct ModelsOverride(pub Models);
+
+impl std::fmt::Debug for ModelsOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelsOverride")
+    }
 }
 
 impl Default for TestOptions {
@@ -55,6 +67,7 @@ impl Default for TestOptions {
             model_delay: Duration::ZERO,
             engine: EngineConfig::default(),
             max_body_bytes: server.max_body_bytes,
+            models: None,
         }
     }
 }
@@ -98,7 +111,8 @@ impl TestServer {
     async fn launch(dir: TempDir, options: TestOptions) -> TestServer {
         let store = Arc::new(SqliteStore::open(&dir.path().join("data/spool.db")).await.expect("open store"));
         let model = Arc::new(ScriptedModel::new(options.model_delay));
-        let engine = Engine::start(store.clone(), Models::new(model), spool_tools::workspace_tools(), options.engine.clone())
+        let models = options.models.clone().map_or_else(|| Models::new(model), |m| m.0);
+        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), options.engine.clone())
             .await
             .expect("start engine");
         let config = ServerConfig { heartbeat: options.heartbeat, max_body_bytes: options.max_body_bytes };
