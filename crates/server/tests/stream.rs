@@ -12,6 +12,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
+/// A session with a title, so no asynchronous title update lands among the frames a
+/// test counts.
+async fn titled_session(server: &TestServer) -> String {
+    let project = server.default_project().await;
+    common::id_of(&server.create_session(&project, Some("stream test")).await)
+}
+
 fn is_settled(f: &ReceivedFrame) -> bool {
     f.event_type() == Some("agent_settled")
 }
@@ -38,7 +45,7 @@ fn assert_contiguous(frames: &[ReceivedFrame]) {
 #[tokio::test]
 async fn a_cursor_within_the_buffer_replays_exactly_the_missed_frames() {
     let server = TestServer::start().await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
     let frames = record_run(&server, &session, 40).await;
     assert_contiguous(&frames[1..]);
     let from = &frames[10];
@@ -63,7 +70,7 @@ async fn first_frame(server: &TestServer, session: &str, open: Open) -> Received
 #[tokio::test]
 async fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
     let server = TestServer::start().await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
     // More than the 256-frame buffer.
     let frames = record_run(&server, &session, 400).await;
     let last = frames.last().expect("frames");
@@ -93,7 +100,7 @@ async fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
 #[tokio::test]
 async fn the_last_event_id_header_wins_over_the_cursor_query() {
     let server = TestServer::start().await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
     let frames = record_run(&server, &session, 10).await;
     let good = frames[5].cursor();
 
@@ -110,7 +117,7 @@ async fn the_last_event_id_header_wins_over_the_cursor_query() {
 async fn a_slow_consumer_is_cut_while_a_fast_one_receives_every_frame() {
     const DELTAS: usize = 60_000;
     let server = TestServer::start().await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
 
     // A client with a tiny receive window that never reads.
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
@@ -221,7 +228,7 @@ fn check_offset(draft: &Message, delta: &StreamDelta) {
 async fn reconnecting_mid_run_with_the_last_id_reassembles_the_stored_message() {
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
     let mut view = ClientView::default();
 
     // An observer that reads everything tells when the run has moved on without us.
@@ -269,7 +276,7 @@ async fn reconnecting_mid_run_with_the_last_id_reassembles_the_stored_message() 
 async fn a_snapshot_mid_run_carries_the_draft_and_deltas_continue_at_its_offset() {
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
-    let session = server.new_session().await;
+    let session = titled_session(&server).await;
     let mut first = server.events(&session, Open::fresh()).await;
     first.next_frame().await.expect("snapshot");
     server.start_run(&session, "stream: 200").await;
