@@ -1,7 +1,16 @@
-//! Model implementations. For now there is one: [`ScriptedModel`], an offline,
-//! deterministic model for development, tests and benchmarks, so the whole server can
-//! be exercised without network access or credentials. Real providers will live here
-//! too, each a thin adapter from its provider's stream to `ModelEvent`s.
+//! Model implementations: [`ScriptedModel`], an offline, deterministic model for
+//! development, tests and benchmarks, so the whole server can be exercised without
+//! network access or credentials; and the real providers, each a thin adapter from its
+//! provider's stream to `ModelEvent`s:
+//!
+//! - [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, Ollama, vLLM,
+//!   llama.cpp, LM Studio, OpenRouter, …);
+//! - [`AnthropicModel`]: Anthropic's Messages API.
+//!
+//! [`from_spec`] builds any of them from a `PROVIDER:MODEL` string and the environment.
+//! What the providers share — retries with backoff before any output, error codes, the
+//! API key kept out of every error text, reading server-sent events — lives in
+//! `transport` and `failure`, so the two adapters hold only their wire formats.
 //!
 //! # The scripted model
 //!
@@ -29,7 +38,17 @@
 //! visible in a browser or to test slow clients; zero (the default) streams as fast as
 //! the consumer reads.
 
+mod anthropic;
+mod conversation;
+mod failure;
+mod openai;
 mod script;
 mod scripted;
+mod spec;
+mod transport;
 
+pub use anthropic::{AnthropicConfig, AnthropicModel};
+pub use openai::{OpenAiConfig, OpenAiModel};
 pub use scripted::ScriptedModel;
+pub use spec::{OLLAMA_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, PROVIDERS, from_spec};
+pub use transport::{BuildError, RetryPolicy};
