@@ -2,8 +2,19 @@
 //! `DATA_DIR/config.toml` when it exists). Today it holds permission rules:
 //!
 //! ```toml
+//! model = "openai:gpt-4o-mini"  # the default model (--model / SPOOL_MODEL win)
+//! models = ["ollama:llama3.2"]  # also offered for sessions to switch to
 //! approval_policy = "wait"      # or "deny": fail closed with no interactive view
 //! approval_ttl_secs = 86400
+//! context_budget_tokens = 100000
+//!
+//! [env]                         # provider settings, read before the environment
+//! OPENAI_API_KEY = "sk-…"
+//! OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
+//!
+//! [prices."openai:gpt-4o-mini"] # US dollars per million tokens
+//! input = 0.15
+//! output = 0.6
 //!
 //! [[permission]]
 //! tool = "bash"
@@ -17,8 +28,9 @@
 
 use anyhow::Context;
 use serde::Deserialize;
-use spool_engine::ApprovalPolicy;
+use spool_engine::{ApprovalPolicy, Price};
 use spool_protocol::PermissionRule;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Default, Deserialize)]
@@ -28,6 +40,17 @@ pub struct FileConfig {
     pub permission: Vec<PermissionRule>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub approval_ttl_secs: Option<u64>,
+    pub context_budget_tokens: Option<u64>,
+    /// The default model, `PROVIDER:MODEL`.
+    pub model: Option<String>,
+    /// More models sessions may switch to.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Provider settings (base URLs, keys) by environment-variable name.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
 }
 
 impl FileConfig {
@@ -58,6 +81,13 @@ mod tests {
         assert_eq!(c.approval_policy, Some(ApprovalPolicy::Deny));
         assert_eq!(c.permission[0], PermissionRule::new("bash", "git *", PermissionAction::Allow));
         assert_eq!(c.permission[1].pattern, "*");
+        let c: FileConfig = toml::from_str(
+            "model = \"ollama:llama3\"\nmodels = [\"scripted\"]\n[env]\nOLLAMA_BASE_URL = \"http://127.0.0.1:1/v1\"\n[prices.\"ollama:llama3\"]\ninput = 1.5\n",
+        )
+        .expect("models config");
+        assert_eq!(c.model.as_deref(), Some("ollama:llama3"));
+        assert_eq!(c.prices["ollama:llama3"].input, 1.5);
+        assert_eq!(c.env["OLLAMA_BASE_URL"], "http://127.0.0.1:1/v1");
         assert!(toml::from_str::<FileConfig>("[[permision]]\ntool = \"x\"\naction = \"allow\"\n").is_err());
         assert!(toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"maybe\"\n").is_err());
     }

@@ -48,6 +48,10 @@ struct ServeArgs {
     /// Pause of the scripted model between streamed deltas, in milliseconds.
     #[arg(long, env = "SPOOL_SCRIPTED_DELAY_MS", default_value_t = 0)]
     scripted_delay_ms: u64,
+    /// The default model, PROVIDER:MODEL (openai, anthropic, ollama, openai-compatible,
+    /// scripted). Base URLs and keys come from the environment or the config's [env].
+    #[arg(long, env = "SPOOL_MODEL", value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
     /// Config file with permission rules (default: DATA_DIR/config.toml if it exists).
     #[arg(long, env = "SPOOL_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -77,8 +81,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating the data directory {}", args.data_dir.display()))?;
     let db = args.data_dir.join("spool.db");
     let store = Arc::new(SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?);
-    let model = Arc::new(ScriptedModel::new(Duration::from_millis(args.scripted_delay_ms)));
     let file = config::FileConfig::load(args.config.as_deref(), &args.data_dir.join("config.toml"))?;
+    let models = build_models(&args, &file)?;
     let mut engine_config = EngineConfig::default();
     engine_config.rules.extend(file.permission);
     engine_config.approval_policy = match args.approval_policy.as_deref() {
@@ -89,7 +93,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(secs) = args.approval_ttl_secs.or(file.approval_ttl_secs) {
         engine_config.approval_ttl = Duration::from_secs(secs);
     }
-    let engine = Engine::start(store.clone(), Models::new(model), spool_tools::workspace_tools(), engine_config)
+    if let Some(budget) = file.context_budget_tokens {
+        engine_config.context_budget_tokens = budget;
+    }
+    let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), engine_config)
         .await
         .context("starting the engine")?;
 
@@ -122,6 +129,30 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Resolves `HOST:PORT` and refuses anything that is not loopback.
+/// The models on offer: the scripted model always (the default when nothing else is
+/// configured), the `--model` / config default, and the config's extra `models`, with
+/// prices from the config. Provider settings are looked up in the config's `[env]`
+/// first, then the process environment.
+fn build_models(args: &ServeArgs, file: &config::FileConfig) -> anyhow::Result<Models> {
+    let env = |name: &str| file.env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let scripted = Arc::new(ScriptedModel::new(Duration::from_millis(args.scripted_delay_ms)));
+    let mut models = Models::new(scripted);
+    let default = args.model.clone().or_else(|| file.model.clone());
+    for (spec, is_default) in default.iter().map(|d| (d, true)).chain(file.models.iter().map(|m| (m, false))) {
+        if spec == "scripted" {
+            continue;
+        }
+        let model = spool_model::from_spec(spec, &env).map_err(|e| anyhow::anyhow!("model {spec:?}: {e}"))?;
+        models = models.with(model, None, is_default);
+    }
+    for (name, price) in &file.prices {
+        if !models.set_price(name, *price) {
+            bail!("the config prices {name:?}, which is not a configured model");
+        }
+    }
+    Ok(models)
+}
+
 async fn loopback_addr(raw: &str) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(raw)
         .await

@@ -91,3 +91,45 @@ fn serve_refuses_non_loopback_addresses() {
     assert!(stderr.contains("auth is required for non-loopback addresses"), "{stderr}");
     assert!(!dir.path().join("data").exists(), "nothing is created before the address is accepted");
 }
+
+#[test]
+fn a_bad_model_spec_refuses_to_start_with_a_clear_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (spec, expected) in [("nope:x", "nope"), ("openai:gpt-4o", "OPENAI_API_KEY")] {
+        let output = spool()
+            .args(["serve", "--addr", "127.0.0.1:0", "--model", spec, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .expect("run spool");
+        assert!(!output.status.success(), "{spec}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{spec}: {stderr}");
+    }
+}
+
+#[test]
+fn a_configured_model_is_the_default_and_scripted_stays_offered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    std::fs::write(
+        data.join("config.toml"),
+        "model = \"ollama:llama3\"\n[env]\nOLLAMA_BASE_URL = \"http://127.0.0.1:9/v1\"\n[prices.\"ollama:llama3\"]\ninput = 0.5\n",
+    )
+    .expect("config");
+    let mut child = spool()
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let addr = listening_addr(&mut child);
+    let response = http_get(&addr, "/api/models");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(response.contains(r#""default":"ollama:llama3""#), "{response}");
+    assert!(response.contains(r#""configured":true"#), "{response}");
+    assert!(response.contains(r#""name":"scripted""#), "{response}");
+    assert!(response.contains(r#""input":0.5"#), "{response}");
+}

@@ -24,10 +24,11 @@ pub struct Price {
 }
 
 impl Price {
-    /// The cost of `usage`. Cached input is priced separately when the provider
-    /// reports it, so it is taken out of the plain input count.
+    /// The cost of `usage`. `input` counts the whole prompt; the parts read from or
+    /// written to the provider's cache are priced at their own rates, so they are taken
+    /// out of the plain input count.
     pub fn cost(&self, usage: &Usage) -> f64 {
-        let fresh_input = usage.input.saturating_sub(usage.cache_read);
+        let fresh_input = usage.input.saturating_sub(usage.cache_read).saturating_sub(usage.cache_write);
         (fresh_input as f64 * self.input
             + usage.output as f64 * self.output
             + usage.cache_read as f64 * self.cache_read

@@ -99,6 +99,8 @@ pub(crate) struct RunTask {
     conversation: Vec<Message>,
     /// Confirmed facts and the compaction summary.
     memory: SessionMemory,
+    /// The code of the model error that ended the last model call, if one did.
+    model_error: Option<String>,
     /// Absolute index the next committed message takes.
     next_index: u64,
 }
@@ -125,6 +127,7 @@ impl RunTask {
             resume: None,
             conversation: Vec::new(),
             memory: SessionMemory::default(),
+            model_error: None,
             next_index,
         }
     }
@@ -318,7 +321,10 @@ impl RunTask {
                 return Outcome::Cancelled;
             }
             if let Some(message) = error {
-                return failure("model_error", message);
+                // The provider's own code (bad_credentials, context_overflow, stream_cut …)
+                // tells a client what to do about it.
+                let code = self.model_error.take().unwrap_or_else(|| "model_error".into());
+                return failure(&code, message);
             }
             if calls.is_empty() {
                 self.emit(AgentEvent::TurnEnd {}, None, |_| {});
@@ -385,6 +391,7 @@ impl RunTask {
             }
             Some(Err(e)) => {
                 self.end_draft(&mut draft, StopReason::Error, Some(e.to_string()));
+                self.model_error = Some(e.code);
                 return Ok((draft, false));
             }
             Some(Ok(s)) => s,
@@ -412,6 +419,7 @@ impl RunTask {
                 Some(Err(e)) => {
                     self.close_block(&mut draft, block);
                     self.end_draft(&mut draft, StopReason::Error, Some(e.to_string()));
+                    self.model_error = Some(e.code);
                     return Ok((draft, false));
                 }
                 None => {
