@@ -109,6 +109,7 @@ pub(crate) struct Inner {
     pub tools: ToolRegistry,
     pub config: EngineConfig,
     local_user: UserId,
+    pub lists: crate::lists::ListNotifier,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
     sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
 }
@@ -224,7 +225,15 @@ impl Engine {
         }
         let pending = store.all_pending_approvals().await?;
         let engine = Engine {
-            inner: Arc::new(Inner { store, models, tools, config, local_user, sessions: Mutex::new(HashMap::new()) }),
+            inner: Arc::new(Inner {
+                store,
+                models,
+                tools,
+                config,
+                local_user,
+                lists: crate::lists::ListNotifier::new(),
+                sessions: Mutex::new(HashMap::new()),
+            }),
         };
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
@@ -241,6 +250,36 @@ impl Engine {
     /// The default model's name.
     pub fn model_name(&self) -> String {
         self.inner.models.default_name().to_owned()
+    }
+
+    /// The list notifier behind `GET /api/workspaces/events`.
+    pub fn lists(&self) -> &crate::lists::ListNotifier {
+        &self.inner.lists
+    }
+
+    /// Records a durable read receipt: the person has read the session up to `index`.
+    /// Receipts only move forward; pages are told so unread markers update.
+    pub async fn mark_read(&self, owner: &UserId, id: &SessionId, index: u64) -> Result<Session> {
+        let loaded = self.load(owner, id).await?;
+        let mut session = loaded.events.read(|s| s.session.clone());
+        let total = loaded.events.read(|s| s.total);
+        if index >= total {
+            return Err(EngineError::invalid(
+                "invalid_index",
+                format!("index {index} is past the session's last message ({total} messages)"),
+            ));
+        }
+        if session.read_index.is_some_and(|r| r >= index) {
+            return Ok(session);
+        }
+        session.read_index = Some(index);
+        self.store().update_session(&session).await?;
+        let published = session.clone();
+        loaded.events.publish(move |s| {
+            s.session = published;
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        Ok(session)
     }
 
     /// The configured models.
@@ -294,6 +333,7 @@ impl Engine {
             },
             other => other.into(),
         })?;
+        self.inner.lists.projects_changed(&project.id);
         Ok(project)
     }
 
@@ -313,6 +353,7 @@ impl Engine {
         project.name = check_name(name, "name")?;
         project.updated_at = now_ms();
         self.store().update_project(&project).await?;
+        self.inner.lists.projects_changed(&project.id);
         Ok(project)
     }
 
@@ -331,7 +372,10 @@ impl Engine {
         for (session_id, l) in loaded {
             self.unload(&session_id, &l).await;
         }
-        self.store().delete_project(&project.id).await?;
+        // Sessions deleted before a failure stay deleted: tell pages either way.
+        let deleted = self.store().delete_project(&project.id).await;
+        self.inner.lists.projects_changed(&project.id);
+        deleted?;
         Ok(())
     }
 
@@ -355,10 +399,12 @@ impl Engine {
             archived: false,
             permissions: Vec::new(),
             model: None,
+            read_index: None,
             created_at: now,
             updated_at: now,
         };
         self.store().insert_session(&session).await?;
+        self.inner.lists.sessions_changed(&session.project_id);
         Ok(session)
     }
 
@@ -440,8 +486,11 @@ impl Engine {
     /// open streams end.
     pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
         let loaded = self.load(owner, id).await?;
+        let project = loaded.events.read(|s| s.session.project_id.clone());
         self.unload(id, &loaded).await;
-        self.store().delete_session(id).await?;
+        let deleted = self.store().delete_session(id).await;
+        self.inner.lists.sessions_changed(&project);
+        deleted?;
         Ok(())
     }
 
@@ -552,7 +601,7 @@ impl Engine {
             handle = Some(h);
         }
         let fresh = Arc::new(Loaded {
-            events: SessionEvents::new(id.clone(), state, self.inner.config.limits),
+            events: SessionEvents::observed(id.clone(), state, self.inner.config.limits, self.inner.lists.clone()),
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),

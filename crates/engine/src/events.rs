@@ -77,6 +77,9 @@ struct Shared {
     limits: EventLimits,
     /// Number of subscribers, for runs that end when their last listener leaves.
     count: tokio::sync::watch::Sender<usize>,
+    /// Told when the session's list entry may have changed (state frames, accepted
+    /// runs, a first user message) — never for deltas or tool events.
+    lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId)>,
     /// A std mutex: nothing awaits while it is held, and every critical section is a
     /// few pointer moves plus at most one frame's serialization.
     inner: Mutex<Inner>,
@@ -114,6 +117,27 @@ struct Inner {
 
 impl SessionEvents {
     pub fn new(session_id: SessionId, state: SessionState, limits: EventLimits) -> Self {
+        Self::build(session_id, state, limits, None)
+    }
+
+    /// Like [`new`](Self::new), telling `lists` whenever the session's list entry may
+    /// have changed.
+    pub fn observed(
+        session_id: SessionId,
+        state: SessionState,
+        limits: EventLimits,
+        lists: crate::lists::ListNotifier,
+    ) -> Self {
+        let project = state.session.project_id.clone();
+        Self::build(session_id, state, limits, Some((lists, project)))
+    }
+
+    fn build(
+        session_id: SessionId,
+        state: SessionState,
+        limits: EventLimits,
+        lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId)>,
+    ) -> Self {
         let inner = Inner {
             seq: 0,
             ring: VecDeque::new(),
@@ -131,6 +155,7 @@ impl SessionEvents {
                 stream_id: StreamId::new(),
                 limits,
                 count: tokio::sync::watch::Sender::new(0),
+                lists,
                 inner: Mutex::new(inner),
             }),
         }
@@ -164,12 +189,20 @@ impl SessionEvents {
     /// step. Returns the frame's seq.
     pub fn publish(&self, f: impl FnOnce(&mut SessionState) -> Option<FrameBody>) -> Option<u64> {
         let mut wake = Vec::new();
+        let notify_lists;
         let seq = {
             let mut inner = self.lock();
             if inner.closed {
                 return None;
             }
             let body = f(&mut inner.state)?;
+            notify_lists = match &body {
+                FrameBody::State { .. } | FrameBody::RunAccepted { .. } => true,
+                FrameBody::LoopEvent { event: spool_protocol::AgentEvent::MessageEnd { message }, .. } => {
+                    message.is_user()
+                }
+                _ => false,
+            };
             inner.seq += 1;
             let seq = inner.seq;
             let frame = Frame {
@@ -191,6 +224,9 @@ impl SessionEvents {
         };
         // Wake outside the lock so woken tasks do not immediately contend for it.
         wake.into_iter().for_each(Waker::wake);
+        if notify_lists && let Some((lists, project)) = &self.shared.lists {
+            lists.sessions_changed(project);
+        }
         Some(seq)
     }
 
@@ -423,6 +459,7 @@ mod tests {
             archived: false,
             permissions: vec![],
             model: None,
+            read_index: None,
             created_at: 0,
             updated_at: 0,
         };

@@ -7,6 +7,7 @@ pub mod context;
 mod engine;
 mod error;
 pub mod events;
+pub mod lists;
 pub mod model;
 pub mod models;
 mod run;
@@ -21,6 +22,7 @@ pub use engine::{
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use store::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};

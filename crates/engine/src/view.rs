@@ -174,6 +174,7 @@ mod tests {
             archived: false,
             permissions: Vec::new(),
             model: None,
+            read_index: None,
             created_at: 0,
             updated_at: 0,
         }

@@ -44,6 +44,9 @@ pub struct Session {
     /// The configured model this session uses; `None` means the server's default.
     #[serde(default)]
     pub model: Option<String>,
+    /// The highest message index a person has read (a durable read receipt).
+    #[serde(default)]
+    pub read_index: Option<u64>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }

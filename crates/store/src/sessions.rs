@@ -11,9 +11,9 @@ use sqlx::{Row, SqlitePool};
 
 pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, created_at,
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at,
                                updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(session.id.as_str())
     .bind(session.project_id.as_str())
@@ -23,6 +23,7 @@ pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), S
     .bind(session.archived)
     .bind(encode_permissions(&session.permissions)?)
     .bind(session.model.as_deref())
+    .bind(session.read_index.map(|i| i as i64))
     .bind(session.created_at)
     .bind(session.updated_at)
     .execute(pool)
@@ -35,7 +36,7 @@ pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool)
     // Ties on updated_at fall back to the id, newest first like the primary order,
     // so the list is stable between two reads.
     sqlx::query(
-        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, model, created_at, updated_at
+        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at, updated_at
          FROM sessions
          WHERE project_id = ? AND archived = ? ORDER BY updated_at DESC, id DESC",
     )
@@ -51,7 +52,7 @@ pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool)
 
 pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Session>, StoreError> {
     sqlx::query(
-        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, model, created_at, updated_at
+        "SELECT id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at, updated_at
          FROM sessions
          WHERE id = ?",
     )
@@ -66,13 +67,14 @@ pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Sess
 
 pub(crate) async fn update(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE sessions SET title = ?, title_set = ?, archived = ?, permissions = ?, model = ?, updated_at = ? WHERE id = ?",
+        "UPDATE sessions SET title = ?, title_set = ?, archived = ?, permissions = ?, model = ?, read_index = ?, updated_at = ? WHERE id = ?",
     )
     .bind(&session.title)
     .bind(session.title_set)
     .bind(session.archived)
     .bind(encode_permissions(&session.permissions)?)
     .bind(session.model.as_deref())
+    .bind(session.read_index.map(|i| i as i64))
     .bind(session.updated_at)
     .bind(session.id.as_str())
     .execute(pool)
@@ -98,6 +100,7 @@ fn decode(row: &SqliteRow) -> Result<Session, StoreError> {
         archived: row.try_get("archived").map_err(db_error)?,
         permissions: decode_permissions(row.try_get("permissions").map_err(db_error)?)?,
         model: row.try_get("model").map_err(db_error)?,
+        read_index: row.try_get::<Option<i64>, _>("read_index").map_err(db_error)?.map(|i| i.max(0) as u64),
         created_at: row.try_get("created_at").map_err(db_error)?,
         updated_at: row.try_get("updated_at").map_err(db_error)?,
     })

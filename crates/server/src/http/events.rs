@@ -19,7 +19,6 @@ use axum::routing::get;
 use bytes::Bytes;
 use futures::Stream;
 use serde::Deserialize;
-use spool_engine::Subscription;
 use spool_protocol::{Cursor, SessionId, sse};
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -58,21 +57,30 @@ async fn stream(
     let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
     let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
-    let body = Body::from_stream(EventBody::new(subscription, state.config.heartbeat));
+    Ok(sse_response(subscription, state.config.heartbeat))
+}
+
+/// An SSE response over a stream of pre-encoded frames, with the stream headers of
+/// seed 000 and a heartbeat; shared by the session and list streams.
+pub(crate) fn sse_response<S>(frames: S, heartbeat: Duration) -> Response
+where
+    S: Stream<Item = Bytes> + Send + Unpin + 'static,
+{
+    let body = Body::from_stream(EventBody::new(frames, heartbeat));
     let headers =
         [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
-    Ok((headers, body).into_response())
+    (headers, body).into_response()
 }
 
 /// The subscription's frames with a heartbeat whenever the interval elapses. Ends when
 /// the subscription ends (the subscriber was cut or the session closed).
-struct EventBody {
-    subscription: Subscription,
+struct EventBody<S> {
+    subscription: S,
     heartbeat: Interval,
 }
 
-impl EventBody {
-    fn new(subscription: Subscription, every: Duration) -> Self {
+impl<S> EventBody<S> {
+    fn new(subscription: S, every: Duration) -> Self {
         let mut heartbeat = tokio::time::interval_at(Instant::now() + every, every);
         // After a stall, one heartbeat is enough; no burst to catch up.
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -80,7 +88,7 @@ impl EventBody {
     }
 }
 
-impl Stream for EventBody {
+impl<S: Stream<Item = Bytes> + Unpin> Stream for EventBody<S> {
     type Item = Result<Bytes, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

@@ -5,6 +5,7 @@
 mod approvals;
 mod events;
 mod health;
+mod lists;
 mod models;
 mod projects;
 mod runs;
@@ -31,6 +32,7 @@ pub fn router(state: AppState) -> Router {
         .merge(runs::router())
         .merge(approvals::router())
         .merge(events::router())
+        .merge(lists::router())
         .with_state(state);
     with_layers(routes, body_limit)
 }

@@ -74,6 +74,7 @@ pub fn session_in(project: &Project, updated_at: Millis, archived: bool) -> Sess
         archived,
         permissions: vec![],
         model: None,
+        read_index: None,
         created_at: 1,
         updated_at,
     }

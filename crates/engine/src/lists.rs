@@ -1,0 +1,174 @@
+//! The list notifier behind `GET /api/workspaces/events` (seeds 000/001): one stream
+//! per server telling pages that a project's session list or the project list changed,
+//! so sidebars refetch instead of polling.
+//!
+//! Frames are tiny (`type`, `workspaceId`, `streamId`, `seq`) and carry no data; a page
+//! that missed some simply refetches. So there is no replay buffer: every connection
+//! starts with `lists.reset` at the current seq (without incrementing it), even when it
+//! sends a `Last-Event-ID`. Fan-out is a tokio broadcast ring (a shared ring with a
+//! cursor per receiver, like the session streams); a receiver that falls a whole ring
+//! behind is cut and reconnects to a reset. Token deltas and tool events never notify.
+
+use bytes::Bytes;
+use futures::Stream;
+use futures::StreamExt;
+use serde::Serialize;
+use spool_protocol::{ProjectId, StreamId, sse};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::broadcast;
+
+pub const RESET: &str = "lists.reset";
+pub const SESSIONS_CHANGED: &str = "sessions.changed";
+pub const PROJECTS_CHANGED: &str = "projects.changed";
+
+/// Frames a list subscriber may fall behind before it is cut.
+const RING: usize = 1024;
+
+/// One list notification.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListFrame {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<ProjectId>,
+    pub stream_id: StreamId,
+    pub seq: u64,
+}
+
+impl ListFrame {
+    fn to_sse(&self) -> Bytes {
+        let json = serde_json::to_string(self).expect("list frames always serialize");
+        sse::encode(Some(&format!("{}:{}", self.stream_id, self.seq)), None, &json)
+    }
+}
+
+#[derive(Clone)]
+pub struct ListNotifier {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    stream_id: StreamId,
+    /// Taken under `tx`'s send order: publishers hold `send_lock` while numbering and
+    /// sending, so frames go out in seq order.
+    seq: AtomicU64,
+    send_lock: std::sync::Mutex<()>,
+    tx: broadcast::Sender<Bytes>,
+}
+
+impl Default for ListNotifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ListNotifier {
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(RING);
+        Self {
+            shared: Arc::new(Shared {
+                stream_id: StreamId::new(),
+                seq: AtomicU64::new(0),
+                send_lock: std::sync::Mutex::new(()),
+                tx,
+            }),
+        }
+    }
+
+    pub fn stream_id(&self) -> &StreamId {
+        &self.shared.stream_id
+    }
+
+    /// The session list of `project` changed (created, archived, restored, deleted,
+    /// retitled, a run accepted or settled, a state change, a read receipt).
+    pub fn sessions_changed(&self, project: &ProjectId) {
+        self.publish(SESSIONS_CHANGED, project);
+    }
+
+    /// The project list changed (registered, renamed, removed).
+    pub fn projects_changed(&self, project: &ProjectId) {
+        self.publish(PROJECTS_CHANGED, project);
+    }
+
+    fn publish(&self, kind: &str, project: &ProjectId) {
+        let _order = self.shared.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = self.shared.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let frame = ListFrame {
+            kind: kind.into(),
+            workspace_id: Some(project.clone()),
+            stream_id: self.shared.stream_id.clone(),
+            seq,
+        };
+        // No receivers is fine: nobody is watching.
+        let _ = self.shared.tx.send(frame.to_sse());
+    }
+
+    /// A new connection: `lists.reset` at the current seq, then every notification.
+    /// The stream ends if the subscriber falls a whole ring behind.
+    pub fn subscribe(&self) -> impl Stream<Item = Bytes> + Send + Unpin + 'static {
+        let (reset, rx) = {
+            let _order = self.shared.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let frame = ListFrame {
+                kind: RESET.into(),
+                workspace_id: None,
+                stream_id: self.shared.stream_id.clone(),
+                seq: self.shared.seq.load(Ordering::SeqCst),
+            };
+            // Subscribing under the send lock: no frame falls between reset and live.
+            (frame.to_sse(), self.shared.tx.subscribe())
+        };
+        let live = futures::stream::unfold(rx, |mut rx| async move {
+            match rx.recv().await {
+                Ok(bytes) => Some((bytes, rx)),
+                // Lagged (cut: come back to a reset) or closed.
+                Err(_) => None,
+            }
+        });
+        futures::stream::once(async move { reset }).chain(live).boxed()
+    }
+
+    /// Number of connected list subscribers.
+    pub fn subscriber_count(&self) -> usize {
+        self.shared.tx.receiver_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(bytes: &Bytes) -> ListFrame {
+        let text = std::str::from_utf8(bytes).expect("utf-8");
+        let data = text.lines().find_map(|l| l.strip_prefix("data: ")).expect("data line");
+        serde_json::from_str(data).expect("frame")
+    }
+
+    #[tokio::test]
+    async fn every_connection_starts_with_a_reset_at_the_current_seq() {
+        let lists = ListNotifier::new();
+        let project = ProjectId::new();
+        lists.projects_changed(&project);
+        lists.sessions_changed(&project);
+        let mut sub = lists.subscribe();
+        let reset = decode(&sub.next().await.expect("reset"));
+        assert_eq!((reset.kind.as_str(), reset.seq, reset.workspace_id), (RESET, 2, None));
+        lists.sessions_changed(&project);
+        let next = decode(&sub.next().await.expect("live"));
+        assert_eq!((next.kind.as_str(), next.seq), (SESSIONS_CHANGED, 3));
+        assert_eq!(next.workspace_id, Some(project));
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_a_whole_ring_behind_is_cut() {
+        let lists = ListNotifier::new();
+        let project = ProjectId::new();
+        let mut sub = lists.subscribe();
+        sub.next().await.expect("reset");
+        for _ in 0..RING + 5 {
+            lists.sessions_changed(&project);
+        }
+        assert!(sub.next().await.is_none());
+    }
+}
