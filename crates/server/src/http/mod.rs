@@ -3,13 +3,16 @@
 //! unknown routes and wrong methods.
 
 mod approvals;
+mod chat;
 mod events;
 mod health;
 mod lists;
 mod models;
+mod opencode;
 mod projects;
 mod runs;
 mod sessions;
+mod ws;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -33,6 +36,9 @@ pub fn router(state: AppState) -> Router {
         .merge(approvals::router())
         .merge(events::router())
         .merge(lists::router())
+        .merge(chat::router())
+        .merge(ws::router())
+        .merge(opencode::router())
         .with_state(state);
     with_layers(routes, body_limit)
 }
