@@ -404,7 +404,10 @@ impl Engine {
             updated_at: now,
         };
         self.store().insert_session(&session).await?;
-        self.inner.lists.sessions_changed(&session.project_id);
+        self.inner.lists.change(crate::lists::Change::SessionCreated {
+            session: session.id.clone(),
+            project: session.project_id.clone(),
+        });
         Ok(session)
     }
 
@@ -489,7 +492,7 @@ impl Engine {
         let project = loaded.events.read(|s| s.session.project_id.clone());
         self.unload(id, &loaded).await;
         let deleted = self.store().delete_session(id).await;
-        self.inner.lists.sessions_changed(&project);
+        self.inner.lists.change(crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
         Ok(())
     }

@@ -225,7 +225,10 @@ impl SessionEvents {
         // Wake outside the lock so woken tasks do not immediately contend for it.
         wake.into_iter().for_each(Waker::wake);
         if notify_lists && let Some((lists, project)) = &self.shared.lists {
-            lists.sessions_changed(project);
+            lists.change(crate::lists::Change::SessionChanged {
+                session: self.shared.session_id.clone(),
+                project: project.clone(),
+            });
         }
         Some(seq)
     }

@@ -49,7 +49,18 @@ pub struct ListNotifier {
     shared: Arc<Shared>,
 }
 
+/// A typed account of what changed, for dialects that name the change (the WebSocket
+/// hub's `channel.created` / `channel.deleted`, OpenCode's `session.updated`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    SessionCreated { session: spool_protocol::SessionId, project: ProjectId },
+    SessionChanged { session: spool_protocol::SessionId, project: ProjectId },
+    SessionDeleted { session: spool_protocol::SessionId, project: ProjectId },
+    ProjectChanged { project: ProjectId },
+}
+
 struct Shared {
+    changes: broadcast::Sender<Change>,
     stream_id: StreamId,
     /// Taken under `tx`'s send order: publishers hold `send_lock` while numbering and
     /// sending, so frames go out in seq order.
@@ -67,8 +78,10 @@ impl Default for ListNotifier {
 impl ListNotifier {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(RING);
+        let (changes, _) = broadcast::channel(RING);
         Self {
             shared: Arc::new(Shared {
+                changes,
                 stream_id: StreamId::new(),
                 seq: AtomicU64::new(0),
                 send_lock: std::sync::Mutex::new(()),
@@ -90,6 +103,24 @@ impl ListNotifier {
     /// The project list changed (registered, renamed, removed).
     pub fn projects_changed(&self, project: &ProjectId) {
         self.publish(PROJECTS_CHANGED, project);
+        let _ = self.shared.changes.send(Change::ProjectChanged { project: project.clone() });
+    }
+
+    /// Announces a typed change (and the list notification it implies).
+    pub fn change(&self, change: Change) {
+        match &change {
+            Change::SessionCreated { project, .. }
+            | Change::SessionChanged { project, .. }
+            | Change::SessionDeleted { project, .. } => self.publish(SESSIONS_CHANGED, project),
+            Change::ProjectChanged { project } => self.publish(PROJECTS_CHANGED, project),
+        }
+        let _ = self.shared.changes.send(change);
+    }
+
+    /// Typed changes as they happen (no history; a receiver that lags a whole ring
+    /// behind gets `Lagged` and should resynchronize).
+    pub fn watch_changes(&self) -> broadcast::Receiver<Change> {
+        self.shared.changes.subscribe()
     }
 
     fn publish(&self, kind: &str, project: &ProjectId) {
