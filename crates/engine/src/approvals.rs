@@ -236,7 +236,7 @@ impl Engine {
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         let run_id = run.id.clone();
         let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, event };
-        loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into() }));
+        loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into(), usage: run.usage }));
         loaded.set_active(None);
         loaded.events.publish(|s| {
             s.status = SessionStatus::Idle;

@@ -857,7 +857,11 @@ impl RunTask {
         if let Err(e) = self.engine.inner.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
         }
-        self.emit(AgentEvent::AgentEnd { status: self.run.status.as_str().into() }, None, |_| {});
+        self.emit(
+            AgentEvent::AgentEnd { status: self.run.status.as_str().into(), usage: self.run.usage },
+            None,
+            |_| {},
+        );
         self.emit_timing();
         self.loaded.set_active(None);
         self.loaded.events.publish(|s| {

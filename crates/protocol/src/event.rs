@@ -61,6 +61,9 @@ pub enum AgentEvent {
     AgentEnd {
         /// How the run ended: `completed`, `failed` or `cancelled`.
         status: String,
+        /// The run's total usage and cost (per-step usage is on each assistant message).
+        #[serde(default)]
+        usage: crate::domain::Usage,
     },
     #[serde(rename_all = "camelCase")]
     PromptTiming {

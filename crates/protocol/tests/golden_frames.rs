@@ -285,7 +285,14 @@ fn every_loop_event() {
             },
         ),
         loop_event(16, None, AgentEvent::TurnEnd {}),
-        loop_event(17, None, AgentEvent::AgentEnd { status: "completed".into() }),
+        loop_event(
+            17,
+            None,
+            AgentEvent::AgentEnd {
+                status: "completed".into(),
+                usage: Usage { input: 8, output: 3, cost: 0.0021, ..Usage::default() },
+            },
+        ),
         loop_event(
             18,
             None,
