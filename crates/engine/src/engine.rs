@@ -39,6 +39,13 @@ pub struct EngineConfig {
     pub system_prompt: String,
     /// Estimated tokens of verbatim history above which older turns are summarized.
     pub context_budget_tokens: u64,
+    /// A loaded session with no subscriber and no active run is unloaded after this
+    /// long untouched, so memory follows active sessions, not all sessions ever opened.
+    pub idle_unload: std::time::Duration,
+    /// Most runs one user may have active at once.
+    pub max_runs_per_user: usize,
+    /// Most open session streams one user may hold at once (all dialects).
+    pub max_streams_per_user: usize,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +59,9 @@ impl Default for EngineConfig {
             approval_policy: ApprovalPolicy::Wait,
             system_prompt: crate::context::SYSTEM_PROMPT.to_owned(),
             context_budget_tokens: 100_000,
+            idle_unload: std::time::Duration::from_secs(600),
+            max_runs_per_user: 16,
+            max_streams_per_user: 256,
         }
     }
 }
@@ -112,6 +122,26 @@ pub(crate) struct Inner {
     pub lists: crate::lists::ListNotifier,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
     sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    /// Open session streams per user, for the per-user limit.
+    streams: Arc<Mutex<HashMap<UserId, usize>>>,
+}
+
+/// One counted stream of a user; releases its count when dropped.
+struct StreamPermit {
+    counts: Arc<Mutex<HashMap<UserId, usize>>>,
+    user: UserId,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.user);
+            }
+        }
+    }
 }
 
 /// A session in memory: its event stream plus the handle of its active run.
@@ -122,6 +152,8 @@ pub(crate) struct Loaded {
     /// expiring or aborting — so "what is the run doing?" and "change it" are one step.
     pub control: tokio::sync::Mutex<()>,
     pub active: Mutex<Option<ActiveHandle>>,
+    /// When a request last touched this session (ms), for idle unloading.
+    touched: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Clone)]
@@ -233,12 +265,14 @@ impl Engine {
                 local_user,
                 lists: crate::lists::ListNotifier::new(),
                 sessions: Mutex::new(HashMap::new()),
+                streams: Arc::new(Mutex::new(HashMap::new())),
             }),
         };
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
             engine.arm_expiry(&approval);
         }
+        engine.spawn_janitor();
         Ok(engine)
     }
 
@@ -562,7 +596,16 @@ impl Engine {
 
     /// Loads a session into memory (once) and checks ownership.
     pub(crate) async fn load(&self, owner: &UserId, id: &SessionId) -> Result<Arc<Loaded>> {
-        let existing = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
+        // Touched under the map lock, which the janitor holds while it decides: a session
+        // handed out here cannot be unloaded the same moment.
+        let existing = {
+            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let found = sessions.get(id).cloned();
+            if let Some(l) = &found {
+                l.touched.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+            }
+            found
+        };
         if let Some(loaded) = existing {
             return if loaded.events.read(|s| &s.session.owner_id == owner) {
                 Ok(loaded)
@@ -608,6 +651,7 @@ impl Engine {
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),
+            touched: std::sync::atomic::AtomicI64::new(now_ms()),
         });
         // Two concurrent loads: the first insert wins and both use it.
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -650,6 +694,13 @@ impl Engine {
         }
         if let Some(active) = loaded.active() {
             return Err(EngineError::SessionBusy(active.run_id.to_string()));
+        }
+        let limit = self.inner.config.max_runs_per_user;
+        if self.active_runs_of(owner) >= limit {
+            return Err(EngineError::TooMany {
+                code: "too_many_runs",
+                message: format!("you already have {limit} active runs; wait for one to settle or abort one"),
+            });
         }
         let now = now_ms();
         let request_id = request_id.unwrap_or_else(|| format!("req_{}", ulid_body()));
@@ -739,7 +790,69 @@ impl Engine {
         interactive: bool,
     ) -> Result<(Subscription, Start)> {
         let loaded = self.load(owner, id).await?;
-        Ok(loaded.events.subscribe(cursor, kill, interactive))
+        let permit = {
+            let mut counts = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
+            let open = counts.entry(owner.clone()).or_insert(0);
+            let limit = self.inner.config.max_streams_per_user;
+            if *open >= limit {
+                return Err(EngineError::TooMany {
+                    code: "too_many_streams",
+                    message: format!("you already have {limit} open streams; close one first"),
+                });
+            }
+            *open += 1;
+            StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() }
+        };
+        let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+
+    fn active_runs_of(&self, owner: &UserId) -> usize {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.values().filter(|l| l.active().is_some() && l.events.read(|s| &s.session.owner_id == owner)).count()
+    }
+
+    /// Unloads sessions nobody watches or runs, once they have been idle for
+    /// `idle_unload`. Holds only a weak reference, so it ends with the engine.
+    fn spawn_janitor(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let idle = self.inner.config.idle_unload;
+        let every = (idle / 4).max(std::time::Duration::from_millis(50));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let engine = Engine { inner };
+                engine.unload_idle(idle);
+            }
+        });
+    }
+
+    /// One janitor pass; returns how many sessions were unloaded.
+    pub fn unload_idle(&self, idle: std::time::Duration) -> usize {
+        let cutoff = now_ms() - i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let before = sessions.len();
+        sessions.retain(|_, l| {
+            let idle = l.touched.load(std::sync::atomic::Ordering::Relaxed) < cutoff
+                && l.events.subscriber_count() == 0
+                && l.active().is_none()
+                // Someone mid-step (prompt, decision) holds the control lock.
+                && l.control.try_lock().is_ok();
+            if idle {
+                l.events.close();
+            }
+            !idle
+        });
+        before - sessions.len()
+    }
+
+    /// Number of sessions held in memory.
+    pub fn loaded_sessions(&self) -> usize {
+        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Ends every open stream, for a graceful shutdown. Runs still executing are left

@@ -17,6 +17,9 @@ pub enum EngineError {
     /// The thing existed but is no longer usable (an expired approval).
     #[error("{message}")]
     Gone { code: &'static str, message: String },
+    /// A per-user limit is reached (runs, streams).
+    #[error("{message}")]
+    TooMany { code: &'static str, message: String },
     /// The session already has an active run.
     #[error("the session already has an active run ({0}); abort it or wait for it to settle")]
     SessionBusy(String),
@@ -39,7 +42,8 @@ impl EngineError {
             EngineError::Invalid { code, .. }
             | EngineError::TooLarge { code, .. }
             | EngineError::Conflict { code, .. }
-            | EngineError::Gone { code, .. } => code,
+            | EngineError::Gone { code, .. }
+            | EngineError::TooMany { code, .. } => code,
             EngineError::SessionBusy(_) => "session_busy",
             EngineError::Store(StoreError::Conflict(_)) => "conflict",
             EngineError::Store(StoreError::Backend(_)) => "storage_error",

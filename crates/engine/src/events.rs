@@ -272,7 +272,7 @@ impl SessionEvents {
         let count = inner.subscribers.len();
         drop(inner);
         self.shared.count.send_replace(count);
-        (Subscription { events: self.clone(), id, first }, start)
+        (Subscription { events: self.clone(), id, first, guard: None }, start)
     }
 
     /// Number of connected subscribers.
@@ -377,6 +377,15 @@ pub struct Subscription {
     events: SessionEvents,
     id: u64,
     first: Option<Bytes>,
+    /// Held for the subscription's life (the per-user connection count); dropped with it.
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Subscription {
+    /// Attaches something released when the subscription ends.
+    pub(crate) fn hold(&mut self, guard: impl std::any::Any + Send + Sync) {
+        self.guard = Some(Box::new(guard));
+    }
 }
 
 impl Stream for Subscription {

@@ -53,6 +53,7 @@ impl ApiError {
                     EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                     EngineError::SessionBusy(_) | EngineError::Conflict { .. } => StatusCode::CONFLICT,
                     EngineError::Gone { .. } => StatusCode::GONE,
+                    EngineError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
                     EngineError::Store(StoreError::Conflict(_)) => {
                         // A uniqueness rule the engine did not translate: the request
                         // collided with existing data. The store's wording stays in the log.

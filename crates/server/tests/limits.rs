@@ -1,0 +1,73 @@
+//! Per-user limits and memory that follows activity: concurrent runs, open streams,
+//! and idle sessions unloaded (and reloaded on demand).
+
+mod common;
+
+use common::{Open, TestOptions, TestServer, WAIT};
+use reqwest::StatusCode;
+use spool_engine::EngineConfig;
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_user_past_the_run_limit_gets_a_429_until_a_run_settles() {
+    let engine = EngineConfig { max_runs_per_user: 1, ..EngineConfig::default() };
+    let options = TestOptions { engine, model_delay: Duration::from_millis(5), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let (a, b) = (server.new_session().await, server.new_session().await);
+    let run = server.start_run(&a, "stream: 100").await;
+    let (status, body) = server.prompt(&b, "echo: second", None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_runs");
+    server.wait_run(&run).await;
+    assert_eq!(server.run_prompt(&b, "echo: now").await["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_user_past_the_stream_limit_gets_a_429_until_one_closes() {
+    let engine = EngineConfig { max_streams_per_user: 2, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let first = server.events(&session, Open::fresh()).await;
+    let _second = server.events(&session, Open::fresh()).await;
+    let res = server.events_response(&session, &Open::fresh()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: serde_json::Value = res.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "too_many_streams");
+    drop(first);
+    // The server sees the close when the connection goes; retry until it has.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let res = server.events_response(&session, &Open::fresh()).await;
+        if res.status() == StatusCode::OK {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the closed stream was never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn idle_sessions_are_unloaded_and_come_back_on_demand() {
+    let engine = EngineConfig { idle_unload: Duration::from_millis(100), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let (idle, watched) = (server.new_session().await, server.new_session().await);
+    server.run_prompt(&idle, "echo: remember me").await;
+    let (_, before) = server.get(&format!("/api/sessions/{idle}")).await;
+    let mut stream = server.events(&watched, Open::fresh()).await;
+    stream.next_frame().await.expect("snapshot");
+
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.engine.loaded_sessions() != 1 {
+        assert!(tokio::time::Instant::now() < deadline, "idle session never unloaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The watched one stays; the idle one reloads from the store on demand.
+    let (status, after) = server.get(&format!("/api/sessions/{idle}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(after["streamId"], before["streamId"], "a reload starts a new stream");
+    assert_eq!(after["state"]["total"], 2);
+    assert_eq!(after["state"]["messages"][1]["content"][0]["text"], "remember me");
+    server.run_prompt(&watched, "echo: still live").await;
+    let frame = stream.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    assert!(!frame.is_empty());
+}
