@@ -32,6 +32,38 @@ struct Cli {
 enum Command {
     /// Serve the API and the session streams.
     Serve(ServeArgs),
+    /// Manage API tokens (auth is on once any token exists).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token for a user (created on first use) and print it once.
+    Create {
+        #[arg(long, value_name = "NAME")]
+        user: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// List tokens (ids, users, dates; never the secrets).
+    List {
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Revoke a token by id.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+#[derive(Args)]
+struct DataDir {
+    /// Directory of the database.
+    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
+    data_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -71,11 +103,59 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
+        Command::Token(cmd) => token(cmd).await,
     }
 }
 
+async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
+    let dir = match &cmd {
+        TokenCommand::Create { data, .. } | TokenCommand::List { data } | TokenCommand::Revoke { data, .. } => {
+            &data.data_dir
+        }
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating the data directory {}", dir.display()))?;
+    let db = dir.join("spool.db");
+    let store = SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?;
+    let mut out = std::io::stdout().lock();
+    match &cmd {
+        TokenCommand::Create { user, .. } => {
+            let (token, secret) = spool_engine::auth::create_token(&store, user).await?;
+            writeln!(out, "{secret}")?;
+            eprintln!("created {} for user {:?}; this is the only time the token is shown", token.id, token.user_name);
+        }
+        TokenCommand::List { .. } => {
+            for t in store_tokens(&store).await? {
+                let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
+                writeln!(out, "{}\t{}\t{}\t{}", t.id, t.user_name, t.created_at, state)?;
+            }
+        }
+        TokenCommand::Revoke { id, .. } => {
+            let id = id.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            spool_engine::auth::revoke_token(&store, &id).await?;
+            writeln!(out, "revoked {id}")?;
+        }
+    }
+    drop(out);
+    store.close().await;
+    Ok(())
+}
+
+async fn store_tokens(store: &SqliteStore) -> anyhow::Result<Vec<spool_protocol::ApiToken>> {
+    use spool_engine::Store;
+    Ok(store.list_tokens().await?)
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let addr = loopback_addr(&args.addr).await?;
+    let addr = resolve_addr(&args.addr).await?;
+    if !addr.ip().is_loopback() && !tokens_exist(&args.data_dir).await? {
+        bail!(
+            "refusing to listen on {addr} (from --addr {:?}): auth is required for non-loopback addresses \
+             and is not configured. Create a token first with `spool token create --user NAME --data-dir {}`, \
+             or use a loopback address such as 127.0.0.1:4747.",
+            args.addr,
+            args.data_dir.display()
+        );
+    }
 
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating the data directory {}", args.data_dir.display()))?;
@@ -153,21 +233,31 @@ fn build_models(args: &ServeArgs, file: &config::FileConfig) -> anyhow::Result<M
     Ok(models)
 }
 
-async fn loopback_addr(raw: &str) -> anyhow::Result<SocketAddr> {
+async fn resolve_addr(raw: &str) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(raw)
         .await
         .with_context(|| format!("invalid --addr {raw:?}: expected HOST:PORT"))?
         .collect();
-    let Some(first) = addrs.first() else {
-        bail!("--addr {raw:?} resolves to no address");
-    };
-    if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
-        bail!(
-            "refusing to listen on {open} (from --addr {raw:?}): auth is required for non-loopback addresses \
-             and is not configured. Use a loopback address such as 127.0.0.1:4747."
-        );
+    // A name resolving to both loopback and public addresses counts as public.
+    addrs
+        .iter()
+        .find(|a| !a.ip().is_loopback())
+        .or(addrs.first())
+        .copied()
+        .with_context(|| format!("--addr {raw:?} resolves to no address"))
+}
+
+/// Whether auth is configured: the data directory's database holds an active token.
+/// Checked before anything is created, so a refused start leaves no files behind.
+async fn tokens_exist(data_dir: &std::path::Path) -> anyhow::Result<bool> {
+    let db = data_dir.join("spool.db");
+    if !db.is_file() {
+        return Ok(false);
     }
-    Ok(*first)
+    let store = SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?;
+    let any = spool_engine::auth::any_token(&store).await?;
+    store.close().await;
+    Ok(any)
 }
 
 /// Waits for SIGINT or SIGTERM and names the one that came.

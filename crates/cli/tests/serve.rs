@@ -133,3 +133,37 @@ fn a_configured_model_is_the_default_and_scripted_stays_offered() {
     assert!(response.contains(r#""name":"scripted""#), "{response}");
     assert!(response.contains(r#""input":0.5"#), "{response}");
 }
+
+#[test]
+fn tokens_turn_auth_on_and_allow_a_public_bind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let created = spool().args(["token", "create", "--user", "alice", "--data-dir"]).arg(&data).output().expect("token");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let secret = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    assert!(secret.starts_with("spool_") && secret.len() > 40, "{secret}");
+    let listed = spool().args(["token", "list", "--data-dir"]).arg(&data).output().expect("list");
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(listed.contains("alice") && listed.contains("active"), "{listed}");
+    assert!(!listed.contains(&secret), "the secret is never shown again");
+
+    // With a token, a non-loopback address is allowed (bind to all interfaces on an
+    // ephemeral port; nothing is sent to it except from loopback).
+    let mut child =
+        spool().args(["serve", "--addr", "0.0.0.0:0", "--data-dir"]).arg(&data).stdout(Stdio::piped()).spawn().expect("start");
+    let addr = listening_addr(&mut child);
+    let port = addr.rsplit(':').next().expect("port").to_owned();
+    let local = format!("127.0.0.1:{port}");
+    let anonymous = http_get(&local, "/api/projects");
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    assert!(anonymous.contains("unauthorized"), "{anonymous}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let id = listed.split_whitespace().next().expect("token id").to_owned();
+    let revoked = spool().args(["token", "revoke", &id, "--data-dir"]).arg(&data).output().expect("revoke");
+    assert!(revoked.status.success());
+    let refused = spool().args(["serve", "--addr", "0.0.0.0:0", "--data-dir"]).arg(&data).output().expect("serve");
+    assert!(!refused.status.success(), "no active token: public bind refused again");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("spool token create"));
+}

@@ -124,6 +124,7 @@ pub(crate) struct Inner {
     sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
     /// Open session streams per user, for the per-user limit.
     streams: Arc<Mutex<HashMap<UserId, usize>>>,
+    pub auth: crate::auth::AuthState,
 }
 
 /// One counted stream of a user; releases its count when dropped.
@@ -266,6 +267,7 @@ impl Engine {
                 lists: crate::lists::ListNotifier::new(),
                 sessions: Mutex::new(HashMap::new()),
                 streams: Arc::new(Mutex::new(HashMap::new())),
+                auth: crate::auth::AuthState::default(),
             }),
         };
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.

@@ -34,6 +34,15 @@ pub trait Store: Send + Sync + 'static {
     /// Returns the id of the user with this name, creating it on first use.
     async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError>;
 
+    /// Stores a new token (its hash) for a user.
+    async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError>;
+    /// The unrevoked token with this hash, if any.
+    async fn find_token(&self, hash: &str) -> Result<Option<ApiToken>, StoreError>;
+    /// Every token, revoked ones included, oldest first.
+    async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError>;
+    /// Revokes a token; false if there is no such unrevoked token.
+    async fn revoke_token(&self, id: &TokenId, at: time::Millis) -> Result<bool, StoreError>;
+
     /// Inserts a project. `Conflict` when the owner already registered that path.
     async fn insert_project(&self, project: &Project) -> Result<(), StoreError>;
     /// The owner's projects, oldest first.

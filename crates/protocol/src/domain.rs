@@ -178,3 +178,17 @@ pub struct SessionMemory {
     #[serde(default)]
     pub summarized_before: u64,
 }
+
+/// A bearer token as the store keeps it: the SHA-256 of the secret, never the secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiToken {
+    pub id: TokenId,
+    pub user_id: UserId,
+    pub user_name: String,
+    /// Lower-case hex SHA-256 of the secret.
+    #[serde(skip_serializing)]
+    pub hash: String,
+    pub created_at: Millis,
+    pub revoked_at: Option<Millis>,
+}

@@ -105,6 +105,8 @@ id_type!(/// One prompt's execution.
     RunId, "run", "run");
 id_type!(/// A pending human decision.
     ApprovalId, "per", "approval");
+id_type!(/// An API token (its id; the secret itself is never stored).
+    TokenId, "tok", "token");
 id_type!(/// One `SessionEvents` instance: a new one after every restart or reload.
     StreamId, "stm", "stream");
 

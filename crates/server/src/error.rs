@@ -28,6 +28,13 @@ pub enum ApiError {
     /// The route exists, but not with this method.
     #[error("method {0} is not allowed here")]
     MethodNotAllowed(String),
+    /// No valid credentials on a server that requires them.
+    #[error("{message}")]
+    Unauthorized { code: &'static str, message: String },
+    /// Credentials are fine but the request may not be made this way (a cross-site
+    /// write with a cookie).
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
     /// A handler panicked. The details go to the log, never to the client.
     #[error("internal server error")]
     Internal,
@@ -74,6 +81,8 @@ impl ApiError {
             ApiError::BodyTooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", m.clone()),
             ApiError::RouteNotFound(_) => (StatusCode::NOT_FOUND, "not_found", self.to_string()),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", self.to_string()),
+            ApiError::Unauthorized { code, message } => (StatusCode::UNAUTHORIZED, code, message.clone()),
+            ApiError::Forbidden { code, message } => (StatusCode::FORBIDDEN, code, message.clone()),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", self.to_string()),
         }
     }

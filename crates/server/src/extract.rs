@@ -14,16 +14,78 @@ use serde::de::DeserializeOwned;
 use spool_protocol::{ApprovalId, IdError, ProjectId, RunId, SessionId, UserId};
 use std::str::FromStr;
 
-/// The user a request acts as. While auth is off that is the engine's local user;
-/// auth will change only this extractor.
+/// The user a request acts as: every route that touches a user's data takes this.
+///
+/// While no token exists (auth off, loopback only) it is the engine's local user.
+/// Otherwise the request must carry a token — `Authorization: Bearer …`, or the
+/// HttpOnly login cookie for browsers (EventSource and WebSocket cannot set headers) —
+/// and a cookie-authenticated state change must come from the server's own origin, so
+/// another site cannot ride a logged-in browser.
 #[derive(Clone, Debug)]
 pub struct CurrentUser(pub UserId);
+
+/// Name of the login cookie.
+pub const AUTH_COOKIE: &str = "spool_token";
 
 impl FromRequestParts<AppState> for CurrentUser {
     type Rejection = ApiError;
 
-    async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Ok(CurrentUser(state.engine.local_user().clone()))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if !state.engine.auth_required().await? {
+            return Ok(CurrentUser(state.engine.local_user().clone()));
+        }
+        let bearer = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let (secret, via_cookie) = match bearer {
+            Some(b) => (Some(b.to_owned()), false),
+            None => (cookie(&parts.headers, AUTH_COOKIE), true),
+        };
+        let Some(secret) = secret else {
+            return Err(ApiError::Unauthorized {
+                code: "unauthorized",
+                message: "this server requires a token: send `Authorization: Bearer <token>` or log in".into(),
+            });
+        };
+        let Some(user) = state.engine.authenticate(&secret).await? else {
+            return Err(ApiError::Unauthorized { code: "invalid_token", message: "the token is unknown or revoked".into() });
+        };
+        let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
+        if via_cookie && !safe && !same_origin(&parts.headers) {
+            return Err(ApiError::Forbidden {
+                code: "bad_origin",
+                message: "a cookie-authenticated change must come from this server's own pages".into(),
+            });
+        }
+        Ok(CurrentUser(user))
+    }
+}
+
+/// The value of cookie `name`, if the request has it.
+pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+/// True when `Origin` names the host the request was sent to. A missing Origin is not
+/// same-origin: browsers send it on every cross-origin and every POST request.
+pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let origin = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok());
+    match (origin, host) {
+        (Some(origin), Some(host)) => {
+            origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|o| o == host)
+        }
+        _ => false,
     }
 }
 

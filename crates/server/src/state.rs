@@ -18,10 +18,13 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// Largest request body accepted, in bytes; larger is a 413.
     pub max_body_bytes: usize,
+    /// Mark the login cookie `Secure` (the server is behind TLS). Also set per request
+    /// when a proxy says `X-Forwarded-Proto: https`.
+    pub secure_cookies: bool,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20 }
+        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20, secure_cookies: false }
     }
 }

@@ -20,6 +20,7 @@ mod runs;
 mod sessions;
 mod sqlite;
 mod store;
+mod tokens;
 mod users;
 
 pub use sqlite::SqliteStore;

@@ -2,7 +2,7 @@
 //! that owns that record's SQL, so this file is only the map from trait to module.
 
 use crate::sqlite::SqliteStore;
-use crate::{approvals, idempotency, memory, messages, projects, runs, sessions, users};
+use crate::{approvals, idempotency, memory, messages, projects, runs, sessions, tokens, users};
 use async_trait::async_trait;
 use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
@@ -67,6 +67,19 @@ impl Store for SqliteStore {
     }
     async fn latest_rounds(&self, session: &SessionId, rounds: usize) -> Result<Vec<IndexedMessage>, StoreError> {
         messages::latest_rounds(&self.pool, session, rounds).await
+    }
+
+    async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError> {
+        tokens::insert(&self.pool, token).await
+    }
+    async fn find_token(&self, hash: &str) -> Result<Option<ApiToken>, StoreError> {
+        tokens::find(&self.pool, hash).await
+    }
+    async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
+        tokens::list(&self.pool).await
+    }
+    async fn revoke_token(&self, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
+        tokens::revoke(&self.pool, id, at).await
     }
 
     async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {

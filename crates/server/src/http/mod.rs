@@ -3,6 +3,7 @@
 //! unknown routes and wrong methods.
 
 mod approvals;
+mod auth;
 mod chat;
 mod events;
 mod health;
@@ -29,6 +30,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
     let routes = Router::new()
         .merge(health::router())
+        .merge(auth::router())
         .merge(models::router())
         .merge(projects::router())
         .merge(sessions::router())

@@ -115,7 +115,11 @@ impl TestServer {
         let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), options.engine.clone())
             .await
             .expect("start engine");
-        let config = ServerConfig { heartbeat: options.heartbeat, max_body_bytes: options.max_body_bytes };
+        let config = ServerConfig {
+            heartbeat: options.heartbeat,
+            max_body_bytes: options.max_body_bytes,
+            ..ServerConfig::default()
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("bound address");
         let shutdown = CancellationToken::new();

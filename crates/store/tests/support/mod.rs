@@ -38,6 +38,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     idempotency_keys_replay_the_first_response(store).await;
     concurrent_claims_of_one_key_have_exactly_one_winner(shared.clone()).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
+    tokens_are_found_by_hash_until_revoked(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
 }
@@ -945,4 +946,27 @@ async fn session_memory_is_replaced_whole_and_deleted_with_the_session(store: &d
     assert_eq!(store.get_memory(&session.id).await.expect("get"), replaced);
     assert!(store.delete_session(&session.id).await.expect("delete"));
     assert_eq!(store.get_memory(&session.id).await.expect("get"), SessionMemory::default());
+}
+
+pub async fn tokens_are_found_by_hash_until_revoked(store: &dyn Store) {
+    let name = unique_name("tok");
+    let user = store.ensure_user(&name).await.expect("user");
+    let hash = format!("{:064x}", u128::from_str_radix(&UserId::new().as_str()[4..20], 36).unwrap_or(7));
+    let token = ApiToken {
+        id: TokenId::new(),
+        user_id: user.clone(),
+        user_name: name.clone(),
+        hash: hash.clone(),
+        created_at: 10,
+        revoked_at: None,
+    };
+    store.insert_token(&token).await.expect("insert");
+    assert_eq!(store.find_token(&hash).await.expect("find"), Some(token.clone()));
+    assert_eq!(store.find_token(&"0".repeat(64)).await.expect("find"), None);
+    assert!(store.list_tokens().await.expect("list").contains(&token));
+    assert!(store.revoke_token(&token.id, 20).await.expect("revoke"));
+    assert!(!store.revoke_token(&token.id, 30).await.expect("revoke twice"), "revoking twice changes nothing");
+    assert_eq!(store.find_token(&hash).await.expect("find"), None, "a revoked token authenticates nobody");
+    let listed = store.list_tokens().await.expect("list");
+    assert_eq!(listed.iter().find(|t| t.id == token.id).and_then(|t| t.revoked_at), Some(20));
 }

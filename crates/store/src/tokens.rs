@@ -1,0 +1,58 @@
+//! API tokens: hashes only, looked up by hash on every authenticated request (the
+//! UNIQUE index on `hash` serves that), revoked by timestamp rather than deleted so a
+//! listing shows what existed.
+
+use crate::error::db_error;
+use spool_engine::StoreError;
+use spool_protocol::time::Millis;
+use spool_protocol::{ApiToken, TokenId};
+use sqlx::{Row, SqlitePool};
+
+const COLUMNS: &str = "t.id, t.user_id, u.name AS user_name, t.hash, t.created_at, t.revoked_at";
+
+pub(crate) async fn insert(pool: &SqlitePool, token: &ApiToken) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO tokens (id, user_id, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)")
+        .bind(token.id.as_str())
+        .bind(token.user_id.as_str())
+        .bind(&token.hash)
+        .bind(token.created_at)
+        .bind(token.revoked_at)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn find(pool: &SqlitePool, hash: &str) -> Result<Option<ApiToken>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL");
+    let row = sqlx::query(&sql).bind(hash).fetch_optional(pool).await.map_err(db_error)?;
+    row.map(|r| decode(&r)).transpose()
+}
+
+pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<ApiToken>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id ORDER BY t.created_at, t.id");
+    let rows = sqlx::query(&sql).fetch_all(pool).await.map_err(db_error)?;
+    rows.iter().map(decode).collect()
+}
+
+pub(crate) async fn revoke(pool: &SqlitePool, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
+    let done = sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+        .bind(at)
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() == 1)
+}
+
+fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<ApiToken, StoreError> {
+    let parse = |field: &str| -> Result<String, StoreError> { row.try_get(field).map_err(db_error) };
+    Ok(ApiToken {
+        id: parse("id")?.parse().map_err(|e| StoreError::Backend(format!("bad token id: {e}")))?,
+        user_id: parse("user_id")?.parse().map_err(|e| StoreError::Backend(format!("bad user id: {e}")))?,
+        user_name: parse("user_name")?,
+        hash: parse("hash")?,
+        created_at: row.try_get("created_at").map_err(db_error)?,
+        revoked_at: row.try_get("revoked_at").map_err(db_error)?,
+    })
+}
