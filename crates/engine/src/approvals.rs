@@ -155,6 +155,7 @@ impl Engine {
                 body: error_body("already_resolved", "this approval was already decided, expired or cancelled"),
             });
         }
+        crate::metrics::METRICS.approval_waited(now - approval.created_at);
         let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
             .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
         if input.decision == Decision::Always {
@@ -233,6 +234,7 @@ impl Engine {
         run.ended_at = Some(now);
         run.error = Some(error);
         store.update_run(&run).await?;
+        crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         let run_id = run.id.clone();
         let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, event };

@@ -34,6 +34,8 @@ use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use crate::metrics::METRICS;
+use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
 /// Buffer and queue limits of a session stream.
@@ -268,6 +270,11 @@ impl SessionEvents {
             kill.cancel();
         }
         inner.subscribers.insert(id, Slot { cursor: cursor_seq, waker: None, kill, cut: false, interactive });
+        METRICS.session_streams.fetch_add(1, Relaxed);
+        match start {
+            Start::Replay { .. } => METRICS.replays.fetch_add(1, Relaxed),
+            Start::Snapshot { .. } => METRICS.snapshots.fetch_add(1, Relaxed),
+        };
         inner.interactive += usize::from(interactive);
         let count = inner.subscribers.len();
         drop(inner);
@@ -358,6 +365,7 @@ impl Inner {
             for slot in self.subscribers.values_mut() {
                 if slot.cursor < seq && !slot.cut {
                     slot.cut = true;
+                    METRICS.slow_client_cuts.fetch_add(1, Relaxed);
                     slot.kill.cancel();
                     if let Some(w) = slot.waker.take() {
                         w.wake();
@@ -393,6 +401,8 @@ impl Stream for Subscription {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if let Some(first) = self.first.take() {
+            METRICS.frames_sent.fetch_add(1, Relaxed);
+            METRICS.bytes_sent.fetch_add(first.len() as u64, Relaxed);
             return Poll::Ready(Some(first));
         }
         let mut inner = self.events.lock();
@@ -411,6 +421,7 @@ impl Stream for Subscription {
         if slot.cursor + 1 < first_seq {
             // Lagged past the ring: treated exactly like a slow client.
             slot.cut = true;
+            METRICS.slow_client_cuts.fetch_add(1, Relaxed);
             slot.kill.cancel();
             return Poll::Ready(None);
         }
@@ -436,6 +447,8 @@ impl Stream for Subscription {
                 buf.freeze()
             }
         };
+        METRICS.frames_sent.fetch_add(last - slot.cursor, Relaxed);
+        METRICS.bytes_sent.fetch_add(out.len() as u64, Relaxed);
         slot.cursor = last;
         Poll::Ready(Some(out))
     }
@@ -446,6 +459,7 @@ impl Drop for Subscription {
         let mut inner = self.events.lock();
         if let Some(slot) = inner.subscribers.remove(&self.id) {
             inner.interactive -= usize::from(slot.interactive);
+            METRICS.session_streams.fetch_sub(1, Relaxed);
         }
         let count = inner.subscribers.len();
         drop(inner);

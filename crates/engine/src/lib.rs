@@ -9,6 +9,7 @@ mod engine;
 mod error;
 pub mod events;
 pub mod lists;
+pub mod metrics;
 pub mod model;
 pub mod models;
 mod run;

@@ -379,6 +379,8 @@ impl RunTask {
             self.engine.inner.tools.specs(),
         );
         let cancel = self.handle.cancel.clone();
+        let call_started = now_ms();
+        let mut first_event = true;
         let opened = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -414,6 +416,10 @@ impl RunTask {
             // would wake to find itself far behind. Spending tokio's cooperative budget
             // yields every so often, so connections drain while the run streams.
             tokio::task::consume_budget().await;
+            if first_event && matches!(next, Some(Ok(ModelEvent::Text(_) | ModelEvent::Thinking(_) | ModelEvent::ToolCallStart { .. }))) {
+                first_event = false;
+                crate::metrics::METRICS.first_token_after(now_ms() - call_started);
+            }
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
@@ -841,6 +847,7 @@ impl RunTask {
     }
 
     async fn settle(mut self, outcome: Outcome) {
+        crate::metrics::METRICS.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
             // Durable already; the run continues when someone decides.
             self.handle.finished.cancel();

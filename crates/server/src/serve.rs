@@ -96,6 +96,7 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
         let (shutdown, hard_stop) = (shutdown.clone(), hard_stop.clone());
         connections.spawn(async move {
+            let _open = OpenConnection::count();
             tokio::pin!(conn);
             tokio::select! {
                 result = conn.as_mut() => return finished(peer, result),
@@ -139,4 +140,20 @@ async fn accept_error(e: io::Error) {
     }
     tracing::error!(error = %e, "accept failed; retrying in 1 s");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Counts an open HTTP connection in `/metrics` for as long as it lives.
+struct OpenConnection;
+
+impl OpenConnection {
+    fn count() -> Self {
+        spool_engine::metrics::METRICS.http_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenConnection
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        spool_engine::metrics::METRICS.http_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }

@@ -8,6 +8,7 @@ mod chat;
 mod events;
 mod health;
 mod lists;
+mod metrics;
 mod models;
 mod opencode;
 mod projects;
@@ -38,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .merge(approvals::router())
         .merge(events::router())
         .merge(lists::router())
+        .merge(metrics::router())
         .merge(chat::router())
         .merge(ws::router())
         .merge(opencode::router())
