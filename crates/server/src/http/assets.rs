@@ -1,0 +1,78 @@
+//! The browser UI: `web/app` embedded in the binary at compile time and served at `/`
+//! (the page) and `/ui/…` (its ES modules, styles and icons), so `spool serve` shows the
+//! UI with no files on disk and nothing fetched from anywhere else.
+//!
+//! Why it is shaped this way:
+//! * `include_dir!` expands to one `include_bytes!` per file, so cargo rebuilds when a
+//!   file changes. A file *added* to `web/app` needs this file touched (or any rebuild).
+//! * Every answer says `Cache-Control: no-cache` with a content hash as `ETag`: a browser
+//!   revalidates (a cheap 304) and never runs an old module against a new server.
+//! * The Content-Security-Policy allows only this origin, so the page cannot load or
+//!   send anything elsewhere even if some text in a message tried to.
+//! * The page routes sessions in the URL fragment (`/#/s/ses_…`), so the server needs
+//!   no catch-all route that would hide the API's JSON 404s.
+
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::Path;
+use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use include_dir::{Dir, include_dir};
+
+static APP: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../web/app");
+
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+    connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; \
+    form-action 'self'";
+const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/", get(index)).route("/ui/{*path}", get(asset))
+}
+
+async fn index(headers: HeaderMap) -> Response {
+    serve("index.html", &headers)
+}
+
+async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
+    serve(&path, &headers)
+}
+
+fn serve(path: &str, request: &HeaderMap) -> Response {
+    // `include_dir` looks paths up literally: `..` or a leading `/` finds nothing.
+    let Some(file) = APP.get_file(path) else {
+        return crate::ApiError::RouteNotFound(format!("GET /ui/{}", path.chars().take(200).collect::<String>()))
+            .into_response();
+    };
+    let body = file.contents();
+    let etag = format!("\"{:016x}\"", fnv1a(body));
+    let headers = [
+        (CONTENT_TYPE, HeaderValue::from_static(content_type(path))),
+        (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (ETAG, HeaderValue::from_str(&etag).expect("hex digits and quotes are a valid header value")),
+        (CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
+        (NOSNIFF, HeaderValue::from_static("nosniff")),
+    ];
+    let fresh = request.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains(&etag));
+    if fresh { (StatusCode::NOT_MODIFIED, headers).into_response() } else { (headers, body).into_response() }
+}
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js" | "mjs") => "text/javascript; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("ico") => "image/x-icon",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    }
+}
+
+/// A content hash for the `ETag`: stable across builds of the same bytes, no dependency.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}

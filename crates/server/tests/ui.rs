@@ -1,0 +1,69 @@
+//! The embedded web UI through the real server: `/` is the page, `/ui/…` its modules
+//! and styles with the right types, a same-origin-only CSP and revalidation by ETag;
+//! nothing outside `web/app` can be reached; the API keeps its JSON 404s.
+//! (The page's behaviour is tested in a real browser by `web/tests`.)
+
+mod common;
+
+use common::TestServer;
+use reqwest::StatusCode;
+use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+
+async fn fetch(server: &TestServer, path: &str) -> reqwest::Response {
+    server.client.get(server.url(path)).send().await.expect("request reaches the server")
+}
+
+#[tokio::test]
+async fn the_page_and_its_modules_are_served_from_the_binary() {
+    let server = TestServer::start().await;
+    let page = fetch(&server, "/").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(page.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+    assert_eq!(page.headers()[CACHE_CONTROL], "no-cache");
+    let csp = page.headers()[CONTENT_SECURITY_POLICY].to_str().expect("ascii").to_owned();
+    assert!(csp.contains("default-src 'self'") && csp.contains("connect-src 'self'"), "{csp}");
+    let html = page.text().await.expect("body");
+    assert!(html.contains(r#"<script type="module" src="/ui/js/main.js">"#), "{html}");
+
+    // Every module and stylesheet the page names is there, with a type the browser runs.
+    for (path, kind) in [
+        ("/ui/js/main.js", "text/javascript; charset=utf-8"),
+        ("/ui/js/store.js", "text/javascript; charset=utf-8"),
+        ("/ui/css/base.css", "text/css; charset=utf-8"),
+        ("/ui/favicon.svg", "image/svg+xml"),
+    ] {
+        let res = fetch(&server, path).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        assert_eq!(res.headers()[CONTENT_TYPE], kind, "{path}");
+    }
+    let main = fetch(&server, "/ui/js/main.js").await.text().await.expect("body");
+    for import in main.lines().filter_map(|l| l.split(" from './").nth(1)) {
+        let file = import.trim_end_matches("';");
+        let res = fetch(&server, &format!("/ui/js/{file}")).await;
+        assert_eq!(res.status(), StatusCode::OK, "main.js imports {file}");
+    }
+}
+
+#[tokio::test]
+async fn an_unchanged_asset_revalidates_with_a_304() {
+    let server = TestServer::start().await;
+    let first = fetch(&server, "/ui/js/store.js").await;
+    let etag = first.headers()[ETAG].clone();
+    let again = server.client.get(server.url("/ui/js/store.js")).header(IF_NONE_MATCH, etag).send().await.expect("ok");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert!(again.bytes().await.expect("body").is_empty());
+}
+
+#[tokio::test]
+async fn nothing_outside_the_ui_directory_is_reachable_and_api_404s_stay_json() {
+    let server = TestServer::start().await;
+    for path in ["/ui/../Cargo.toml", "/ui/%2e%2e/Cargo.toml", "/ui/js/nope.js", "/ui/tests/package.json", "/index.html"] {
+        let res = fetch(&server, path).await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
+        let body: serde_json::Value = res.json().await.expect("json error body");
+        assert_eq!(body["error"]["code"], "not_found", "{path}");
+    }
+    let (status, body) = server.get("/api/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "not_found");
+}

@@ -1,0 +1,107 @@
+// Tool cards (running / success / error, collapsible arguments and output) and approval
+// cards (what will happen and why it asks; Approve once / Always / Reject with an
+// optional message). Cards are plain DOM; the timeline decides when to rebuild them.
+
+import { h } from './dom.js';
+import { icon } from './icons.js';
+import { mainArgument, pretty } from './format.js';
+
+const LABEL = {
+  preparing: 'Preparing',
+  waiting: 'Waiting for approval',
+  running: 'Running',
+  success: 'Done',
+  error: 'Failed',
+};
+
+/** `open` remembers which sections a person opened or closed, across repaints. */
+export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
+  const status = streaming ? 'preparing' : waiting ? 'waiting' : (exec?.status ?? 'running');
+  const shownArgs = exec?.args ?? args;
+  const output = exec?.result ?? exec?.partial ?? null;
+  const lines = output ? output.split('\n').length : 0;
+  const mark =
+    status === 'success' ? icon('check') : status === 'error' ? icon('cross') : status === 'waiting' ? icon('shield') : h('span', { class: 'spinner', 'aria-hidden': 'true' });
+  return h(
+    'div',
+    { class: `tool-card is-${status}`, dataset: { callId: id, status } },
+    h(
+      'div',
+      { class: 'tool-head' },
+      h('span', { class: 'tool-mark' }, mark),
+      h('span', { class: 'tool-name' }, name),
+      h('code', { class: 'tool-arg', title: mainArgument(shownArgs) }, mainArgument(shownArgs)),
+      h('span', { class: 'tool-status' }, LABEL[status] ?? status),
+    ),
+    section(open, `${id}:args`, 'Arguments', pretty(shownArgs ?? {}), false),
+    output !== null ? section(open, `${id}:out`, `Output · ${lines} line${lines === 1 ? '' : 's'}`, output, status === 'error') : null,
+  );
+}
+
+function section(open, key, title, body, byDefault) {
+  const d = h('details', { class: 'tool-section', open: open.get(key) ?? byDefault },
+    h('summary', {}, title),
+    h('pre', { class: 'tool-pre' }, body));
+  d.addEventListener('toggle', () => open.set(key, d.open));
+  return d;
+}
+
+/**
+ * An approval card. `decide(decision, message)` sends the decision; the card keeps its
+ * message box across repaints, so only `updateApproval` touches it afterwards.
+ */
+export function approvalCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const message = h('input', {
+    class: 'approval-message',
+    type: 'text',
+    placeholder: 'Optional message to the agent',
+    'aria-label': 'Message with your decision',
+    maxlength: 2000,
+  });
+  const send = (decision) => decide(decision, message.value.trim() || undefined);
+  const card = h(
+    'section',
+    { class: 'approval-card', role: 'group', 'aria-label': `Approval needed: ${approval.tool}`, dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Approval needed'), h('span', { class: 'approval-tool' }, approval.tool)),
+    h('p', { class: 'approval-change' }, p.change ?? `${approval.tool} wants to run`),
+    p.argument ? h('pre', { class: 'approval-arg' }, p.argument) : null,
+    h('p', { class: 'approval-reason' }, 'Why it asks: ', p.reason ?? 'the permission rules say to ask before this tool runs.'),
+    message,
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => send('once') }, icon('check'), 'Approve once'),
+      h('button', { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always') }, `Always allow ${approval.tool}`),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => send('reject') }, icon('cross'), 'Reject'),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  updateApproval(card, approval, {});
+  return card;
+}
+
+/** ui: {busy: decision being sent, error: text}. */
+export function updateApproval(card, approval, ui) {
+  card.classList.toggle('is-busy', Boolean(ui.busy));
+  for (const b of card.querySelectorAll('button[data-decision]')) {
+    b.setAttribute('aria-busy', String(ui.busy === b.dataset.decision));
+  }
+  const foot = card.querySelector('.approval-foot');
+  const left = approval.expiresAt - Date.now();
+  const text = ui.error
+    ? ui.error
+    : ui.busy
+      ? 'Sending your decision…'
+      : left > 0
+        ? `Waits for a decision; expires in ${until(left)}.`
+        : 'Expiring…';
+  foot.textContent = text;
+  foot.classList.toggle('is-error', Boolean(ui.error));
+}
+
+function until(ms) {
+  if (ms >= 3_600_000) return `${Math.round(ms / 3_600_000)} h`;
+  if (ms >= 60_000) return `${Math.round(ms / 60_000)} min`;
+  return `${Math.ceil(ms / 1000)} s`;
+}

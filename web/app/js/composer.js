@@ -1,0 +1,119 @@
+// Composer: the prompt box. Enter sends, Shift+Enter adds a line. Each send carries a
+// requestId; when the answer is uncertain (network error, 5xx) the text and its
+// requestId stay, and sending again reuses the id, so the server runs the prompt at most
+// once. What a person typed is kept per session (in memory and sessionStorage) across
+// reconnects, session switches and reloads. Sending is disabled while disconnected.
+
+import { post } from './api.js';
+import { newId } from './format.js';
+
+const KEY = 'spool.drafts';
+
+export class Composer {
+  constructor({ form, input, button, hint }) {
+    Object.assign(this, { form, input, button, hint });
+    this.sessionId = null;
+    this.drafts = new Map(Object.entries(JSON.parse(sessionStorage.getItem(KEY) ?? '{}')));
+    this.pending = new Map(); // sessionId → {text, requestId} of an unconfirmed send
+    this.view = null;
+    this.sending = false;
+    this.error = null;
+    input.addEventListener('input', () => {
+      this.save();
+      this.autosize();
+      this.update();
+    });
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.submit();
+      }
+    });
+    button.addEventListener('click', (e) => {
+      if (button.dataset.mode !== 'stop') return;
+      e.preventDefault();
+      this.view?.abort();
+    });
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.submit();
+    });
+  }
+
+  /** Shows `view`'s session, keeping the draft of the one we leave. */
+  attach(view) {
+    this.save();
+    this.view = view;
+    this.sessionId = view?.id ?? null;
+    this.error = null;
+    this.input.value = this.sessionId ? (this.drafts.get(this.sessionId) ?? '') : '';
+    this.autosize();
+    this.update();
+  }
+
+  save() {
+    if (!this.sessionId) return;
+    const text = this.input.value;
+    if (text) this.drafts.set(this.sessionId, text);
+    else this.drafts.delete(this.sessionId);
+    sessionStorage.setItem(KEY, JSON.stringify(Object.fromEntries(this.drafts)));
+  }
+
+  autosize() {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 240)}px`;
+  }
+
+  get busy() {
+    return this.view?.store.status === 'busy';
+  }
+
+  async submit() {
+    const view = this.view;
+    if (!view || this.sending || !view.connected) return;
+    if (this.busy) return; // the button is Stop then; Enter keeps the text
+    const text = this.input.value.trim();
+    if (!text) return;
+    const id = view.id;
+    const prior = this.pending.get(id);
+    const requestId = prior && prior.text === text ? prior.requestId : newId('req');
+    this.pending.set(id, { text, requestId });
+    this.sending = true;
+    this.error = null;
+    this.update();
+    try {
+      await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId });
+      this.pending.delete(id);
+      if (this.sessionId === id && this.input.value.trim() === text) this.input.value = '';
+      this.drafts.delete(id);
+      if (this.sessionId === id) this.save();
+    } catch (e) {
+      if (!e.uncertain) this.pending.delete(id);
+      if (this.sessionId === id) {
+        this.error = e.uncertain
+          ? 'Not confirmed: the server did not answer. Send again to retry safely (it runs at most once).'
+          : e.code === 'session_busy'
+            ? 'A run is still going in this session. Wait for it or stop it.'
+            : e.message;
+      }
+    } finally {
+      this.sending = false;
+      this.autosize();
+      this.update();
+    }
+  }
+
+  /** Enables and labels the controls from the view's connection and run state. */
+  update() {
+    const view = this.view;
+    const connected = Boolean(view?.connected);
+    const busy = this.busy;
+    this.input.disabled = !view;
+    this.button.disabled = !view || !connected || this.sending || (!busy && !this.input.value.trim());
+    this.button.dataset.mode = busy ? 'stop' : 'send';
+    this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
+    this.button.title = busy ? 'Stop the run' : 'Send (Enter)';
+    this.hint.textContent = this.error ?? (!view ? '' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : 'Enter to send · Shift+Enter for a new line');
+    this.hint.classList.toggle('is-error', Boolean(this.error));
+  }
+}

@@ -1,0 +1,148 @@
+// Boots the page: page-wide connectivity, the list sync and sidebar, the composer, the
+// model picker, and the router that opens one SessionView at a time (`#/s/ses_…`).
+// Switching sessions disposes only the previous view (closing its stream); each
+// session's store is kept, so coming back reconnects with its cursor.
+
+import { get } from './api.js';
+import { Composer } from './composer.js';
+import { Connectivity } from './connectivity.js';
+import { h } from './dom.js';
+import { icon } from './icons.js';
+import { ListSync } from './lists.js';
+import { initProjectDialog } from './project_dialog.js';
+import { SessionView } from './session_view.js';
+import { Sidebar } from './sidebar.js';
+import { SessionStore } from './store.js';
+import { renderChrome } from './chrome.js';
+
+const $ = (id) => document.getElementById(id);
+const connectivity = new Connectivity();
+const stores = new Map(); // sessionId → SessionStore
+const page = { view: null, models: null, connectivity };
+
+function toast(text) {
+  const el = $('toast');
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => (el.hidden = true), 5000);
+}
+
+const lists = new ListSync({
+  connectivity,
+  onChange: () => {
+    sidebar.render();
+    if (!page.view) home();
+  },
+});
+const sidebar = new Sidebar({
+  nav: $('projects'),
+  lists,
+  toast,
+  current: () => page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status },
+});
+const composer = new Composer({ form: $('composer'), input: $('prompt'), button: $('send'), hint: $('hint') });
+const openProjectDialog = initProjectDialog({ lists, toast });
+sidebar.onAddProject = openProjectDialog;
+
+let lastSummary = '';
+function onViewChange(view) {
+  if (view !== page.view) return;
+  renderChrome(page, { retry: () => view.retry() });
+  composer.update();
+  const summary = `${view.store.session?.title}|${view.store.status}`;
+  if (summary !== lastSummary) {
+    lastSummary = summary;
+    sidebar.render();
+  }
+}
+
+function examples() {
+  if (page.models?.configured !== false) return null;
+  const tries = ['echo: Hello from Spool', 'stream: 60', 'tool: list {}', 'tool: bash {"command":"ls -la"}'];
+  return h('div', { class: 'examples' },
+    h('p', { class: 'muted' }, 'No model is configured, so the scripted model answers. Try one of these:'),
+    tries.map((t) => h('button', { class: 'chip', type: 'button', onclick: () => fill(t) }, t)));
+}
+
+function fill(text) {
+  const input = $('prompt');
+  input.value = text;
+  input.dispatchEvent(new Event('input'));
+  input.focus();
+}
+
+function openSession(id) {
+  if (page.view?.id === id) return;
+  page.view?.dispose(); // closes only that view's stream
+  page.view = null;
+  if (id) {
+    if (!stores.has(id)) stores.set(id, new SessionStore(id));
+    page.view = new SessionView({
+      store: stores.get(id),
+      connectivity,
+      scroller: $('timeline'),
+      onChange: onViewChange,
+      examples,
+    });
+  } else {
+    home();
+  }
+  $('composer').hidden = !page.view;
+  composer.attach(page.view);
+  renderChrome(page, {});
+  sidebar.render();
+  document.body.classList.remove('drawer-open');
+  $('menu').setAttribute('aria-expanded', 'false');
+  page.view?.open();
+}
+
+function home() {
+  const first = lists.projects?.[0];
+  $('timeline').replaceChildren(
+    h('div', { class: 'empty-chat home' },
+      icon('chat', 'big'),
+      h('h2', {}, 'Welcome to Spool'),
+      h('p', {}, 'Pick a session on the left, or start a new one. Answers, tool calls and approvals stream in live.'),
+      first
+        ? h('button', { class: 'btn primary', type: 'button', onclick: () => sidebar.newSession(first.id) }, icon('plus'), `New session in ${first.name}`)
+        : h('button', { class: 'btn primary', type: 'button', onclick: openProjectDialog }, icon('plus'), 'Add a project')));
+}
+
+function route() {
+  const m = location.hash.match(/^#\/s\/([A-Za-z0-9_-]+)/);
+  openSession(m ? m[1] : null);
+}
+
+function newSessionHere() {
+  const cur = page.view && lists.findSession(page.view.id);
+  const project = cur?.projectId ?? page.view?.store.session?.projectId ?? lists.projects?.[0]?.id;
+  if (project) sidebar.newSession(project);
+  else openProjectDialog();
+}
+
+$('new-session').addEventListener('click', newSessionHere);
+$('add-project').append(icon('folder'));
+$('add-project').addEventListener('click', openProjectDialog);
+$('menu').append(icon('menu'));
+$('menu').addEventListener('click', () => {
+  const open = document.body.classList.toggle('drawer-open');
+  $('menu').setAttribute('aria-expanded', String(open));
+});
+$('backdrop').addEventListener('click', () => document.body.classList.remove('drawer-open'));
+$('model').addEventListener('change', (e) => page.view?.setModel(e.target.value));
+connectivity.onChange(() => {
+  renderChrome(page, { retry: () => page.view?.retry() });
+  composer.update();
+});
+addEventListener('hashchange', route);
+
+get('/api/models')
+  .then((m) => {
+    page.models = m;
+    renderChrome(page, { retry: () => page.view?.retry() });
+    page.view?.paint();
+  })
+  .catch(() => {});
+lists.start();
+route();

@@ -1,0 +1,205 @@
+// SessionView: one open conversation. Loads `GET /api/sessions/:id`, then follows
+// `/api/sessions/:id/events?approvals=1` with the store's cursor; frames go through the
+// FrameFeed (paint batching) into the session's SessionStore, and the Timeline paints it.
+//
+// Connection handling (seed 001): backoff lives in RecoveringStream; here we show the
+// reconnect notice only after 2 s without a connection (the grace restarts with every
+// view, i.e. on session switch), drain pending deltas before reconnecting, and turn a
+// refused frame, a parse error, Retry or an uncertain decision into a fresh snapshot.
+// None of these paths re-sends a command. Disposing closes only this view's stream.
+
+import { get, post, patch } from './api.js';
+import { FrameFeed } from './feed.js';
+import { newId } from './format.js';
+import { parseFrame } from './store.js';
+import { RecoveringStream } from './stream.js';
+import { Timeline } from './timeline.js';
+
+export const NOTICE_GRACE_MS = 2000;
+
+export class SessionView {
+  /**
+   * store: this session's SessionStore (kept across switches); connectivity; scroller:
+   * the timeline element; onChange(view): header, composer and sidebar repaint.
+   */
+  constructor({ store, connectivity, scroller, onChange, examples }) {
+    this.store = store;
+    this.id = store.sessionId;
+    this.connectivity = connectivity;
+    this.onChange = onChange;
+    this.disposed = false;
+    this.error = null; // a load error shown instead of the conversation
+    this.downSince = Date.now();
+    this.showNotice = false;
+    this.retryIn = null;
+    this.keys = new Map(); // `${approvalId}:${decision}` → idempotency key
+    this.timeline = new Timeline(scroller, {
+      onLoadEarlier: () => this.loadEarlier(),
+      decide: (a, d, m) => this.decide(a, d, m),
+      examples,
+    });
+    this.feed = new FrameFeed({ store, paint: () => this.paint(), onResync: (why) => this.resync(why) });
+    this.stream = new RecoveringStream({
+      url: () => this.url(),
+      onMessage: (data) => this.onMessage(data),
+      onOpen: () => this.up(),
+      onDown: (wait) => this.down(wait),
+    });
+    this.forget = connectivity.add(this.stream);
+    this.noticeTimer = setTimeout(() => this.checkNotice(), NOTICE_GRACE_MS);
+    this.ticker = setInterval(() => this.store.status === 'busy' && this.paint(), 1000);
+  }
+
+  get connected() {
+    return this.stream.open;
+  }
+
+  async open() {
+    this.paint();
+    if (!this.store.loaded) {
+      try {
+        const detail = await get(`/api/sessions/${encodeURIComponent(this.id)}`);
+        if (this.disposed) return;
+        this.store.load(detail);
+      } catch (e) {
+        if (this.disposed) return;
+        if (e.status === 404) {
+          this.error = 'This session does not exist any more.';
+          return this.changed();
+        }
+        // The stream's snapshot will load it once the server is reachable.
+      }
+    }
+    this.paint();
+    this.stream.start();
+  }
+
+  url() {
+    this.feed.flush(); // the cursor must include every frame already received
+    const cursor = this.store.cursorParam();
+    const q = cursor ? `&cursor=${encodeURIComponent(cursor)}` : '';
+    return `/api/sessions/${encodeURIComponent(this.id)}/events?approvals=1${q}`;
+  }
+
+  onMessage(data) {
+    let frame;
+    try {
+      frame = parseFrame(data);
+    } catch {
+      return this.resync('malformed frame');
+    }
+    this.feed.push(frame);
+  }
+
+  resync(why) {
+    console.info(`spool: ${this.id}: ${why}; asking for a fresh snapshot`);
+    this.feed.flush();
+    this.store.requestSnapshot();
+    this.stream.resync();
+  }
+
+  up() {
+    this.downSince = null;
+    this.showNotice = false;
+    this.retryIn = null;
+    this.changed();
+  }
+
+  down(wait) {
+    this.feed.flush();
+    if (this.downSince === null) this.downSince = Date.now();
+    this.retryIn = wait;
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => this.checkNotice(), Math.max(0, this.downSince + NOTICE_GRACE_MS - Date.now()));
+    this.changed();
+  }
+
+  checkNotice() {
+    if (this.disposed || this.downSince === null) return;
+    this.showNotice = Date.now() - this.downSince >= NOTICE_GRACE_MS;
+    this.changed();
+  }
+
+  /** Retry in the reconnect notice: reconnect now, for a fresh snapshot. */
+  retry() {
+    this.store.requestSnapshot();
+    this.stream.rebuild();
+  }
+
+  async loadEarlier() {
+    const before = this.store.firstKnown();
+    if (before <= 0 || this.timeline.loadingEarlier) return;
+    this.timeline.loadingEarlier = true;
+    this.paint();
+    try {
+      const page = await get(`/api/sessions/${encodeURIComponent(this.id)}/messages?before=${before}&limit=50`);
+      if (this.disposed) return;
+      this.timeline.loadingEarlier = false;
+      this.timeline.keepPosition(() => {
+        this.store.prependHistory(page.messages);
+        this.paint();
+      });
+    } catch {
+      this.timeline.loadingEarlier = false;
+      this.paint();
+    }
+  }
+
+  /**
+   * One idempotency key per decision on a card: a double click or a retry sends the same
+   * key, so the server acts once. Success shows through the stream; a failed or uncertain
+   * answer asks for a fresh snapshot instead of trusting the HTTP result.
+   */
+  async decide(approval, decision, message) {
+    const k = `${approval.id}:${decision}`;
+    if (!this.keys.has(k)) this.keys.set(k, newId('dec'));
+    const ui = this.timeline.ui;
+    ui.set(approval.id, { busy: decision });
+    this.paint();
+    try {
+      await post(`/api/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(approval.id)}`, {
+        decision,
+        message,
+        idempotencyKey: this.keys.get(k),
+      });
+      if (!this.disposed && ui.get(approval.id)?.busy === decision) ui.set(approval.id, { busy: decision });
+    } catch (e) {
+      if (this.disposed) return;
+      ui.set(approval.id, { error: e.uncertain ? 'No answer from the server; checking the current state…' : e.message });
+      this.resync(`decision answered ${e.status || 'nothing'}`);
+    }
+    this.paint();
+  }
+
+  async setModel(model) {
+    try {
+      await patch(`/api/sessions/${encodeURIComponent(this.id)}`, { model });
+    } catch {
+      this.resync('model change failed');
+    }
+  }
+
+  async abort() {
+    await post(`/api/sessions/${encodeURIComponent(this.id)}/abort`).catch(() => this.resync('abort failed'));
+  }
+
+  paint() {
+    if (this.disposed) return;
+    this.timeline.paint(this.store);
+    this.changed();
+  }
+
+  changed() {
+    if (!this.disposed) this.onChange(this);
+  }
+
+  dispose() {
+    this.disposed = true;
+    this.feed.flush();
+    this.feed.dispose();
+    this.stream.stop();
+    this.forget();
+    clearTimeout(this.noticeTimer);
+    clearInterval(this.ticker);
+  }
+}

@@ -1,0 +1,224 @@
+// Sidebar: projects and their sessions from ListSync, with new / rename / archive /
+// restore / delete. It repaints from the list caches whenever they change; the open
+// session's live title and status (from its stream) override the list's copy. Actions
+// invalidate the lists they touch right away and the list stream confirms to every page.
+
+import { h } from './dom.js';
+import { icon } from './icons.js';
+import { post, patch, del } from './api.js';
+
+const COLLAPSED = 'spool.collapsed';
+
+export class Sidebar {
+  /** current(): {id, title, status} of the open session or null; toast(text) reports errors. */
+  constructor({ nav, lists, current, toast }) {
+    Object.assign(this, { nav, lists, current, toast });
+    this.collapsed = new Set(JSON.parse(localStorage.getItem(COLLAPSED) ?? '[]'));
+    this.showArchived = new Set();
+    this.editing = null; // {kind: 'session'|'project', id, value}
+    this.adding = false;
+    lists.active = (key) =>
+      key === 'projects' ||
+      (key.startsWith('s:') && !this.collapsed.has(key.slice(2))) ||
+      (key.startsWith('a:') && this.showArchived.has(key.slice(2)));
+  }
+
+  render() {
+    const projects = this.lists.projects;
+    const focused = document.activeElement?.closest?.('.rename-input') ? document.activeElement : null;
+    const nodes = [];
+    if (projects === null) nodes.push(h('p', { class: 'side-empty' }, 'Loading projects…'));
+    else if (projects.length === 0 && !this.adding) nodes.push(this.welcome());
+    for (const p of projects ?? []) nodes.push(this.project(p));
+    this.nav.replaceChildren(...nodes);
+    if (focused) this.focusEditor();
+  }
+
+  welcome() {
+    return h('div', { class: 'side-empty' },
+      h('p', {}, 'No projects yet. A project is a directory the agent may read and change.'),
+      h('button', { class: 'btn primary', type: 'button', onclick: () => this.openProjectForm() }, icon('plus'), 'Add a project'));
+  }
+
+  project(p) {
+    const open = !this.collapsed.has(p.id);
+    if (open) this.lists.use(`s:${p.id}`);
+    const sessions = this.lists.sessions.get(p.id);
+    const editing = this.editing?.kind === 'project' && this.editing.id === p.id;
+    return h('section', { class: 'project', dataset: { projectId: p.id } },
+      h('div', { class: 'project-head' },
+        editing
+          ? this.editor()
+          : h('button', { class: 'project-toggle', type: 'button', 'aria-expanded': String(open), title: p.path, onclick: () => this.toggle(p.id) },
+              icon('chevron', open ? 'turned' : ''), h('span', { class: 'project-name' }, p.name)),
+        h('span', { class: 'row-actions' },
+          this.iconButton('pencil', `Rename project ${p.name}`, () => this.edit('project', p.id, p.name)),
+          this.iconButton('trash', `Delete project ${p.name}`, () => this.deleteProject(p))),
+        this.iconButton('plus', `New session in ${p.name}`, () => this.newSession(p.id), 'new-session')),
+      open ? this.sessionList(p, sessions) : null);
+  }
+
+  sessionList(p, sessions) {
+    const showArchived = this.showArchived.has(p.id);
+    const archived = this.lists.archived.get(p.id);
+    return h('div', { class: 'project-body' },
+      sessions === undefined
+        ? h('p', { class: 'side-note' }, 'Loading…')
+        : sessions.length === 0
+          ? h('p', { class: 'side-note' }, 'No sessions yet.')
+          : h('ul', { class: 'sessions' }, sessions.map((s) => this.session(s, false))),
+      h('button', { class: 'archived-toggle', type: 'button', 'aria-expanded': String(showArchived), onclick: () => this.toggleArchived(p.id) },
+        icon('archive'), showArchived ? 'Hide archived' : 'Archived'),
+      showArchived
+        ? archived === undefined
+          ? h('p', { class: 'side-note' }, 'Loading…')
+          : archived.length === 0
+            ? h('p', { class: 'side-note' }, 'Nothing archived.')
+            : h('ul', { class: 'sessions archived' }, archived.map((s) => this.session(s, true)))
+        : null);
+  }
+
+  session(s, archived) {
+    const cur = this.current();
+    const live = cur?.id === s.id ? cur : null;
+    const title = (live?.title ?? s.title) || 'New session';
+    const status = live?.status ?? s.status;
+    const editing = this.editing?.kind === 'session' && this.editing.id === s.id;
+    return h('li', { class: `session${live ? ' is-active' : ''}${status === 'busy' ? ' is-busy' : ''}`, dataset: { sessionId: s.id } },
+      editing
+        ? this.editor()
+        : h('a', { class: 'session-link', href: `#/s/${s.id}`, 'aria-current': live ? 'page' : null, title },
+            h('span', { class: 'status-dot', title: status === 'busy' ? 'Running' : null }),
+            h('span', { class: 'session-title' }, title)),
+      h('span', { class: 'row-actions' },
+        archived
+          ? [this.iconButton('restore', `Restore ${title}`, () => this.setArchived(s, false)),
+             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title))]
+          : [this.iconButton('pencil', `Rename ${title}`, () => this.edit('session', s.id, s.title)),
+             this.iconButton('archive', `Archive ${title}`, () => this.setArchived(s, true)),
+             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title))]));
+  }
+
+  iconButton(name, label, onclick, cls = '') {
+    return h('button', { class: `icon-btn ${cls}`.trim(), type: 'button', 'aria-label': label, title: label, onclick }, icon(name));
+  }
+
+  editor() {
+    const input = h('input', { class: 'rename-input', type: 'text', value: this.editing.value, 'aria-label': 'New name', maxlength: 200 });
+    input.addEventListener('input', () => (this.editing.value = input.value));
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') this.commitEdit();
+      if (e.key === 'Escape') {
+        this.editing = null;
+        this.render();
+      }
+    });
+    // A repaint replaces the input; only a real blur of the live input commits.
+    input.addEventListener('blur', () => setTimeout(() => input.isConnected && this.editing && this.commitEdit(), 0));
+    return input;
+  }
+
+  edit(kind, id, value) {
+    this.editing = { kind, id, value: value ?? '' };
+    this.render();
+    this.focusEditor(true);
+  }
+
+  focusEditor(select = false) {
+    const input = this.nav.querySelector('.rename-input');
+    if (!input) return;
+    input.focus();
+    if (select) input.select();
+  }
+
+  async commitEdit() {
+    const { kind, id, value } = this.editing;
+    this.editing = null;
+    this.render();
+    const name = value.trim();
+    if (!name) return;
+    try {
+      if (kind === 'session') {
+        await patch(`/api/sessions/${id}`, { title: name });
+        this.refreshSessions(this.projectOf(id));
+      } else {
+        await patch(`/api/projects/${id}`, { name });
+        this.lists.invalidate(['projects'], 0);
+      }
+    } catch (e) {
+      this.toast(`Could not rename: ${e.message}`);
+    }
+  }
+
+  projectOf(sessionId) {
+    return this.lists.findSession(sessionId)?.projectId;
+  }
+
+  refreshSessions(projectId) {
+    if (projectId) this.lists.invalidate([`s:${projectId}`, `a:${projectId}`], 0);
+  }
+
+  toggle(id) {
+    if (this.collapsed.has(id)) this.collapsed.delete(id);
+    else this.collapsed.add(id);
+    localStorage.setItem(COLLAPSED, JSON.stringify([...this.collapsed]));
+    this.render();
+  }
+
+  toggleArchived(id) {
+    if (this.showArchived.has(id)) this.showArchived.delete(id);
+    else {
+      this.showArchived.add(id);
+      this.lists.use(`a:${id}`);
+    }
+    this.render();
+  }
+
+  async newSession(projectId) {
+    try {
+      const s = await post('/api/sessions', { projectId });
+      this.collapsed.delete(projectId);
+      this.refreshSessions(projectId);
+      location.hash = `#/s/${s.id}`;
+    } catch (e) {
+      this.toast(`Could not create a session: ${e.message}`);
+    }
+  }
+
+  async setArchived(s, archived) {
+    try {
+      await patch(`/api/sessions/${s.id}`, { archived });
+      this.refreshSessions(s.projectId);
+    } catch (e) {
+      this.toast(`Could not ${archived ? 'archive' : 'restore'}: ${e.message}`);
+    }
+  }
+
+  async deleteSession(s, title) {
+    if (!confirm(`Delete “${title}” with all its messages? This cannot be undone.`)) return;
+    try {
+      await del(`/api/sessions/${s.id}`);
+      this.refreshSessions(s.projectId);
+      if (this.current()?.id === s.id) location.hash = '';
+    } catch (e) {
+      this.toast(`Could not delete: ${e.message}`);
+    }
+  }
+
+  async deleteProject(p) {
+    if (!confirm(`Delete project “${p.name}” and all its sessions? Files on disk are not touched.`)) return;
+    try {
+      await del(`/api/projects/${p.id}`);
+      this.lists.invalidate(['projects'], 0);
+      const cur = this.current();
+      if (cur && this.projectOf(cur.id) === p.id) location.hash = '';
+    } catch (e) {
+      this.toast(`Could not delete the project: ${e.message}`);
+    }
+  }
+
+  openProjectForm() {
+    this.adding = true;
+    this.onAddProject?.();
+  }
+}

@@ -1,0 +1,171 @@
+// Shared pieces of the browser tests: start the real `spool` binary on a free port with a
+// temp data dir and project, a TCP proxy that can cut or refuse the page's connections,
+// headless Debian Chromium through playwright-core, small API calls and screenshots.
+//
+// Every wait is bounded (by the test's waitFor* timeouts or by `until`); nothing sleeps
+// except where a test is about time.
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const SHOTS = join(ROOT, 'target/ui-screenshots');
+const BIN = process.env.SPOOL_BIN ? resolve(process.env.SPOOL_BIN) : join(ROOT, 'target/debug/spool');
+const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
+
+/** Starts `spool serve`; resolves once its first stdout line names the address. */
+export async function startSpool({ delayMs = 0, extra = [] } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'spool-ui-'));
+  const project = join(dir, 'project');
+  mkdirSync(project);
+  writeFileSync(join(project, 'README.md'), '# Demo project\n\nA directory the agent works in.\n');
+  const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...extra];
+  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const url = await new Promise((ok, fail) => {
+    let out = '';
+    const timer = setTimeout(() => fail(new Error(`spool did not start in 20 s: ${stderr}`)), 20_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) {
+        clearTimeout(timer);
+        ok(m[1]);
+      }
+    });
+    child.on('exit', (code) => fail(new Error(`spool exited with ${code}: ${stderr}`)));
+  });
+  return {
+    url,
+    dir,
+    project,
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A TCP proxy in front of the server. `cut()` drops every open session stream (the
+ * page sees the connection end mid-answer); `down()` also refuses new connections until
+ * `up()`. Counts the session-stream connections it saw, and their requested cursors.
+ */
+export async function startProxy(target) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set();
+  const streams = [];
+  let refusing = false;
+  const server = net.createServer((client) => {
+    if (refusing) return client.destroy();
+    const upstream = net.connect(Number(port), hostname);
+    const pair = { client, upstream, stream: false };
+    sockets.add(pair);
+    client.on('data', (chunk) => {
+      const head = chunk.toString('latin1', 0, Math.min(chunk.length, 512));
+      const m = head.match(/^GET (\/api\/sessions\/[^/ ]+\/events[^ ]*) HTTP/);
+      if (m) {
+        pair.stream = true;
+        streams.push(decodeURIComponent(m[1]));
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => client.write(chunk));
+    const close = () => {
+      sockets.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', close).on('error', close);
+    upstream.on('close', close).on('error', close);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const cut = (all = false) => {
+    for (const p of [...sockets]) if (all || p.stream) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+  };
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    streams,
+    cut,
+    down() {
+      refusing = true;
+      cut(true);
+    },
+    up() {
+      refusing = false;
+    },
+    close: () => new Promise((r) => {
+      cut(true);
+      server.close(r);
+    }),
+  };
+}
+
+export async function launch() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** A page at `url` that fails the test on any uncaught page error. */
+export async function openPage(browser, url, { width = 1280, height = 820 } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, colorScheme: 'light' });
+  const page = await context.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(e));
+  page.on('dialog', (d) => d.accept());
+  await page.goto(url);
+  return page;
+}
+
+export async function shot(page, name) {
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+}
+
+export async function api(base, method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path} → ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** A project over the server's temp project dir, and one session in it. */
+export async function seed(server, { title } = {}) {
+  const project = await api(server.url, 'POST', '/api/projects', { path: server.project, name: 'demo' });
+  const session = await api(server.url, 'POST', '/api/sessions', { projectId: project.id, title });
+  return { project, session };
+}
+
+/** The stored text of the session's last assistant message. */
+export async function storedAnswer(base, sessionId) {
+  const page = await api(base, 'GET', `/api/sessions/${sessionId}/messages?limit=500`);
+  const last = page.messages.filter((m) => m.role === 'assistant').at(-1);
+  return last.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+}
+
+/** Polls `check` until it returns a truthy value, or throws after `ms`. */
+export async function until(check, ms = 15_000, what = 'a condition') {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,181 @@
+// Browser tests of the web UI (issue 5): the real `spool` binary, headless Debian
+// Chromium via playwright-core. Each test starts its own server (and proxy where the
+// network must fail) and writes screenshots of the main views to target/ui-screenshots/.
+//
+//   1. a streamed answer appears progressively and ends equal to the stored message
+//   2. the stream is cut mid-answer: the page reconnects; no duplicate, no hole
+//   3. an approval card; a double click on Approve runs the tool once; the card resolves
+//   4. two pages: a session created in one appears in the other's sidebar, no reload
+//   5. the reconnect notice appears only after 2 s without a connection
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
+const lastAnswer = (page) =>
+  page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1)?.textContent ?? '');
+
+async function send(page, text) {
+  await page.waitForSelector('.conn.is-live');
+  await page.fill('#prompt', text);
+  await page.press('#prompt', 'Enter');
+}
+
+async function settled(page) {
+  await page.waitForSelector('.msg.assistant:not(.is-draft)');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
+}
+
+test('a streamed answer appears progressively and equals the stored message', async (t) => {
+  const server = await startSpool({ delayMs: 12 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Streaming' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.empty-chat');
+  await page.evaluate(() => {
+    // Samples what a person sees of the answer, every 15 ms.
+    window.samples = [];
+    setInterval(() => {
+      const el = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
+      if (el) window.samples.push(el.textContent.length);
+    }, 15);
+  });
+  await send(page, 'stream: 150');
+  await page.waitForSelector('.msg.assistant.is-draft .text');
+  await settled(page);
+  const shown = await lastAnswer(page);
+  assert.equal(shown, words(150));
+  assert.equal(shown, await storedAnswer(server.url, session.id));
+  const samples = await page.evaluate(() => window.samples);
+  const partial = new Set(samples.filter((n) => n > 0 && n < shown.length));
+  assert.ok(partial.size >= 5, `expected the answer to grow in steps, saw lengths ${[...partial]}`);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a stream cut mid-answer reconnects with its cursor: no duplicate, no hole', async (t) => {
+  const server = await startSpool({ delayMs: 8 });
+  const proxy = await startProxy(server.url);
+  t.after(async () => {
+    await proxy.close();
+    await server.stop();
+  });
+  const { session } = await seed(server, { title: 'Cut' });
+  const page = await openPage(browser, `${proxy.url}/#/s/${session.id}`);
+  await send(page, 'stream: 400');
+  await page.waitForFunction(() => /\bw40\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
+  proxy.cut();
+  await page.waitForSelector('.conn:not(.is-live)');
+  await until(() => proxy.streams.length >= 2, 10_000, 'a reconnect');
+  await page.waitForFunction(() => /\bw200\b/.test([...document.querySelectorAll('.msg.assistant .text')].at(-1)?.textContent ?? ''));
+  proxy.cut(); // and once more, later in the answer
+  await until(() => proxy.streams.length >= 3, 10_000, 'a second reconnect');
+  await settled(page);
+  const shown = await lastAnswer(page);
+  assert.equal(shown, words(400));
+  assert.equal(shown, await storedAnswer(server.url, session.id));
+  assert.match(proxy.streams[1], /cursor=stm_[^&]+:\d+/, 'the reconnect carries the cursor');
+  const history = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
+  assert.deepEqual(history.messages.map((m) => m.role), ['user', 'assistant'], 'the prompt ran once');
+  assert.deepEqual(page.errors, []);
+});
+
+test('approve with a double click runs the tool once and resolves the card', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Approvals' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'tool: list {}');
+  await page.waitForSelector('.tool-card.is-success');
+  await settled(page);
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await send(page, 'tool: bash {"command":"echo ran >> count.txt"}');
+  const card = await page.waitForSelector('.approval-card');
+  await page.waitForSelector('.tool-card.is-waiting');
+  assert.match(await card.textContent(), /echo ran >> count\.txt/);
+  await page.fill('.approval-message', 'go ahead');
+  await shot(page, 'approval-card');
+  await page.dblclick('.approval-card button[data-decision="once"]');
+  await page.waitForSelector('.approval-card', { state: 'detached' });
+  await settled(page);
+  await page.waitForFunction(() => document.querySelectorAll('.tool-card.is-success').length === 2);
+  assert.equal(readFileSync(join(server.project, 'count.txt'), 'utf8'), 'ran\n', 'the tool ran exactly once');
+  assert.equal(decisions.length, 2, 'the double click sent twice');
+  assert.equal(decisions[0].idempotencyKey, decisions[1].idempotencyKey, 'with one idempotency key');
+  assert.equal(decisions[0].message, 'go ahead');
+  assert.match(await lastAnswer(page), /^Tool bash returned/);
+  await page.click('.tool-card.is-success >> nth=1 >> summary');
+  await shot(page, 'chat-tool-cards');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a session created in one page appears in the other page\'s sidebar without a reload', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { project } = await seed(server, { title: 'First' });
+  const a = await openPage(browser, `${server.url}/`);
+  const b = await openPage(browser, `${server.url}/`);
+  await b.waitForSelector('.session');
+  let reloads = 0;
+  b.on('framenavigated', () => reloads++);
+  await a.click(`.project[data-project-id="${project.id}"] .new-session`);
+  await a.waitForFunction(() => location.hash.startsWith('#/s/'));
+  const id = (await a.evaluate(() => location.hash)).slice(4);
+  await b.waitForSelector(`.session[data-session-id="${id}"]`);
+  // A rename and an archive in page A reach page B too.
+  await a.hover(`.session[data-session-id="${id}"]`); // the row's actions show on hover
+  await a.click(`.session[data-session-id="${id}"] button[aria-label^="Rename"]`);
+  await a.fill('.rename-input', 'Renamed elsewhere');
+  await a.press('.rename-input', 'Enter');
+  await b.waitForFunction((sid) => document.querySelector(`.session[data-session-id="${sid}"] .session-title`)?.textContent === 'Renamed elsewhere', id);
+  await shot(b, 'sidebar-live');
+  await a.hover(`.session[data-session-id="${id}"]`);
+  await a.click(`.session[data-session-id="${id}"] button[aria-label^="Archive"]`);
+  await b.waitForSelector(`.sessions:not(.archived) .session[data-session-id="${id}"]`, { state: 'detached' });
+  assert.equal(reloads, 0);
+  assert.deepEqual([...a.errors, ...b.errors], []);
+});
+
+test('the reconnect notice appears only after 2 s without a connection', async (t) => {
+  const server = await startSpool();
+  const proxy = await startProxy(server.url);
+  t.after(async () => {
+    await proxy.close();
+    await server.stop();
+  });
+  const { session } = await seed(server, { title: 'Reconnects' });
+  const page = await openPage(browser, `${proxy.url}/#/s/${session.id}`);
+  await send(page, 'echo: before the cut');
+  await settled(page);
+  await page.fill('#prompt', 'a draft typed while offline');
+  proxy.down();
+  const cutAt = Date.now();
+  await page.waitForSelector('.conn:not(.is-live)');
+  assert.equal(await page.isDisabled('#send'), true, 'sending is disabled while disconnected');
+  await page.waitForTimeout(1500); // this test is about time
+  assert.equal(await page.$('[data-testid="reconnect-notice"]'), null, 'no notice within the 2 s grace');
+  await page.waitForSelector('[data-testid="reconnect-notice"]');
+  const shownAfter = Date.now() - cutAt;
+  assert.ok(shownAfter >= 1950 && shownAfter < 4500, `notice after ${shownAfter} ms`);
+  await shot(page, 'reconnect-notice');
+  proxy.up();
+  await page.click('[data-testid="reconnect-notice"] button');
+  await page.waitForSelector('.conn.is-live');
+  await page.waitForSelector('[data-testid="reconnect-notice"]', { state: 'detached' });
+  assert.equal(await page.inputValue('#prompt'), 'a draft typed while offline', 'the draft survived');
+  assert.equal(await page.isDisabled('#send'), false);
+  const history = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
+  assert.equal(history.messages.length, 2, 'reconnecting sent no command');
+  assert.deepEqual(page.errors, []);
+});
