@@ -3,6 +3,7 @@
 //! unknown routes and wrong methods.
 
 mod approvals;
+mod assets;
 mod auth;
 mod chat;
 mod events;
@@ -38,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .merge(runs::router())
         .merge(approvals::router())
         .merge(events::router())
+        .merge(assets::router())
         .merge(lists::router())
         .merge(metrics::router())
         .merge(chat::router())
