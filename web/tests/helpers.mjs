@@ -5,7 +5,7 @@
 // Every wait is bounded (by the test's waitFor* timeouts or by `until`); nothing sleeps
 // except where a test is about time.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -18,12 +18,18 @@ export const SHOTS = join(ROOT, 'target/ui-screenshots');
 const BIN = process.env.SPOOL_BIN ? resolve(process.env.SPOOL_BIN) : join(ROOT, 'target/debug/spool');
 const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
-/** Starts `spool serve`; resolves once its first stdout line names the address. */
-export async function startSpool({ delayMs = 0, extra = [] } = {}) {
+/**
+ * Starts `spool serve`; resolves once its first stdout line names the address. With
+ * `tokenFor`, first creates a token for that user (auth is then on) and returns it.
+ */
+export async function startSpool({ delayMs = 0, extra = [], tokenFor = null } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'spool-ui-'));
   const project = join(dir, 'project');
   mkdirSync(project);
   writeFileSync(join(project, 'README.md'), '# Demo project\n\nA directory the agent works in.\n');
+  const token = tokenFor
+    ? execFileSync(BIN, ['token', 'create', '--user', tokenFor, '--data-dir', join(dir, 'data')], { encoding: 'utf8' }).trim()
+    : null;
   const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...extra];
   const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
   let stderr = '';
@@ -45,6 +51,7 @@ export async function startSpool({ delayMs = 0, extra = [] } = {}) {
     url,
     dir,
     project,
+    token,
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
@@ -134,10 +141,12 @@ export async function shot(page, name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-export async function api(base, method, path, body) {
+export async function api(base, method, path, body, token) {
+  const headers = body ? { 'content-type': 'application/json' } : {};
+  if (token) headers.authorization = `Bearer ${token}`;
   const res = await fetch(base + path, {
     method,
-    headers: body ? { 'content-type': 'application/json' } : {},
+    headers,
     body: body ? JSON.stringify(body) : undefined,
   });
   const text = await res.text();

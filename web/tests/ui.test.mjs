@@ -7,6 +7,7 @@
 //   3. an approval card; a double click on Approve runs the tool once; the card resolves
 //   4. two pages: a session created in one appears in the other's sidebar, no reload
 //   5. the reconnect notice appears only after 2 s without a connection
+// and beyond the issue's list: usable at 400 px with the keyboard; sign-in when auth is on.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -177,5 +178,54 @@ test('the reconnect notice appears only after 2 s without a connection', async (
   assert.equal(await page.isDisabled('#send'), false);
   const history = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
   assert.equal(history.messages.length, 2, 'reconnecting sent no command');
+  assert.deepEqual(page.errors, []);
+});
+
+test('usable at 400 px: drawer sidebar, Shift+Enter for a new line, Enter sends', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Narrow' });
+  const page = await openPage(browser, `${server.url}/`, { width: 400, height: 760 });
+  assert.equal(await page.isVisible('.sidebar'), false, 'the sidebar is a drawer');
+  await page.click('#menu');
+  await page.click(`.session[data-session-id="${session.id}"] .session-link`);
+  await page.waitForSelector('.sidebar', { state: 'hidden' });
+  await page.waitForSelector('.conn.is-live');
+  await page.click('#prompt');
+  await page.keyboard.type('echo: line one');
+  await page.keyboard.press('Shift+Enter');
+  await page.keyboard.type('line two');
+  assert.equal(await page.inputValue('#prompt'), 'echo: line one\nline two', 'Shift+Enter adds a line, sends nothing');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.msg.user');
+  assert.equal(await page.inputValue('#prompt'), '', 'the box empties once the server accepted the prompt');
+  assert.equal(await page.textContent('.msg.user .bubble'), 'echo: line one\nline two');
+  await settled(page);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 400, `no sideways scrolling (content is ${width} px wide)`);
+  await page.keyboard.press('Shift+Tab'); // keyboard focus is visible
+  const ring = await page.evaluate(() => getComputedStyle(document.activeElement).boxShadow);
+  assert.notEqual(ring, 'none', `focused ${await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80))}`);
+  await shot(page, 'narrow-400');
+  assert.deepEqual(page.errors, []);
+});
+
+test('with auth on, the page asks for a token and streams through the cookie', async (t) => {
+  const server = await startSpool({ tokenFor: 'alice' });
+  t.after(() => server.stop());
+  const project = await api(server.url, 'POST', '/api/projects', { path: server.project, name: 'demo' }, server.token);
+  const session = await api(server.url, 'POST', '/api/sessions', { projectId: project.id, title: 'Private' }, server.token);
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.login input[name="token"]');
+  await page.fill('.login input[name="token"]', 'spool_not-a-real-token');
+  await page.press('.login input[name="token"]', 'Enter');
+  await page.waitForSelector('.login .form-error:text("unknown or revoked")');
+  await page.fill('.login input[name="token"]', server.token);
+  await page.press('.login input[name="token"]', 'Enter');
+  await page.waitForSelector('.login', { state: 'detached' });
+  await page.waitForSelector('.side-foot button:text("Sign out")');
+  await send(page, 'echo: only for alice');
+  await settled(page);
+  assert.equal(await lastAnswer(page), 'only for alice');
   assert.deepEqual(page.errors, []);
 });

@@ -37,6 +37,8 @@ export async function api(method, path, body, { signal } = {}) {
   }
   if (!res.ok) {
     const err = data?.error ?? {};
+    // The cookie expired or was revoked: the page asks for a token again (see auth.js).
+    if (res.status === 401 && !path.startsWith('/api/login')) dispatchEvent(new Event('spool:unauthorized'));
     throw new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? res.statusText);
   }
   return data;

@@ -4,6 +4,7 @@
 // session's store is kept, so coming back reconnects with its cursor.
 
 import { get } from './api.js';
+import { ensureAuth, loginForm, logout } from './auth.js';
 import { Composer } from './composer.js';
 import { Connectivity } from './connectivity.js';
 import { h } from './dom.js';
@@ -137,12 +138,24 @@ connectivity.onChange(() => {
 });
 addEventListener('hashchange', route);
 
-get('/api/models')
-  .then((m) => {
-    page.models = m;
-    renderChrome(page, { retry: () => page.view?.retry() });
-    page.view?.paint();
-  })
-  .catch(() => {});
-lists.start();
-route();
+addEventListener('spool:unauthorized', () => loginForm().then(() => location.reload()));
+
+async function start() {
+  const auth = await ensureAuth();
+  if (auth?.required && auth.user) {
+    $('side-foot').replaceChildren(
+      h('span', { class: 'who', title: auth.user }, 'Signed in with a token'),
+      h('button', { class: 'btn ghost small', type: 'button', onclick: logout }, 'Sign out'));
+  }
+  get('/api/models')
+    .then((m) => {
+      page.models = m;
+      renderChrome(page, { retry: () => page.view?.retry() });
+      page.view?.paint();
+    })
+    .catch(() => {});
+  lists.start();
+  route();
+}
+
+start();

@@ -107,11 +107,30 @@ export class SessionView {
 
   down(wait) {
     this.feed.flush();
+    if (wait !== null) this.probe();
     if (this.downSince === null) this.downSince = Date.now();
     this.retryIn = wait;
     clearTimeout(this.noticeTimer);
     this.noticeTimer = setTimeout(() => this.checkNotice(), Math.max(0, this.downSince + NOTICE_GRACE_MS - Date.now()));
     this.changed();
+  }
+
+  /** Why can we not connect? A deleted session (404) ends the view; a 401 asks for a token (api.js). */
+  async probe() {
+    if (this.probing) return;
+    this.probing = true;
+    try {
+      await get(`/api/sessions/${encodeURIComponent(this.id)}`);
+    } catch (e) {
+      if (!this.disposed && e.status === 404) {
+        this.error = 'This session was deleted.';
+        this.stream.stop();
+        this.showNotice = false;
+        this.changed();
+      }
+    } finally {
+      this.probing = false;
+    }
   }
 
   checkNotice() {
