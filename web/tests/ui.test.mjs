@@ -178,6 +178,31 @@ test('the reconnect notice appears only after 2 s without a connection', async (
   assert.equal(await page.isDisabled('#send'), false);
   const history = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
   assert.equal(history.messages.length, 2, 'reconnecting sent no command');
+  // Browser offline: the notice shows at once, and going online reconnects.
+  await page.context().setOffline(true);
+  await page.waitForSelector('.notice.offline', { timeout: 1000 });
+  assert.equal(await page.isDisabled('#send'), true);
+  await page.context().setOffline(false);
+  await page.waitForSelector('.conn.is-live');
+  await page.waitForSelector('.notice.offline', { state: 'detached' });
+  assert.deepEqual(page.errors, []);
+});
+
+test('"Load earlier" brings the rounds a snapshot leaves out, in order', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Long' });
+  for (const word of ['one', 'two', 'three', 'four', 'five']) {
+    await api(server.url, 'POST', `/api/sessions/${session.id}/prompt`, { text: `echo: ${word}` });
+    await until(async () => (await api(server.url, 'GET', `/api/sessions/${session.id}`)).status === 'idle', 10_000, 'the run');
+  }
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const users = () => page.$$eval('.msg.user .bubble', (els) => els.map((e) => e.textContent));
+  await page.waitForSelector('.earlier button');
+  assert.deepEqual(await users(), ['echo: three', 'echo: four', 'echo: five'], 'a snapshot holds the latest three rounds');
+  await page.click('.earlier button');
+  await page.waitForSelector('.earlier', { state: 'detached' });
+  assert.deepEqual(await users(), ['echo: one', 'echo: two', 'echo: three', 'echo: four', 'echo: five']);
   assert.deepEqual(page.errors, []);
 });
 

@@ -75,6 +75,11 @@ function fill(text) {
 
 function openSession(id) {
   if (page.view?.id === id) return;
+  if (page.view) {
+    // The sidebar showed this session's live title and status; its list refetches the server's.
+    const left = lists.findSession(page.view.id)?.projectId ?? page.view.store.session?.projectId;
+    if (left) lists.invalidate([`s:${left}`]);
+  }
   page.view?.dispose(); // closes only that view's stream
   page.view = null;
   if (id) {
