@@ -8,6 +8,7 @@
 //!
 //! Every error a client can see is an [`ApiError`]: JSON with a status and a `code`.
 
+mod dialect;
 mod error;
 mod extract;
 mod http;

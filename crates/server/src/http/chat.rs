@@ -1,8 +1,555 @@
-//! Placeholder for the chat wire dialect (issue 6); replaced by its implementation.
+//! The run stream (seed 003): `POST /api/chat` starts a run and streams it as
+//! `event: <type>` / `data: <json>` SSE, `GET /api/runs/:id/events?after=N` re-attaches
+//! to a run, and [`resume_stream`] answers a decision with the continuation. The
+//! mapping from native frames is `dialect::run_stream`; this file only feeds it.
+//!
+//! # Following one run inside a session stream
+//!
+//! * `POST /api/chat` subscribes to the session *before* prompting, so the run's
+//!   `run.accepted` and everything after it are in the subscription.
+//! * A re-attach must number events exactly as the first stream did, and the numbers
+//!   count from the run's first frame. So it subscribes from the earliest cursor the
+//!   session's replay buffer can still serve ([`earliest_replay`]: a few probes, a
+//!   binary search within the 256-frame window, under a held subscription so the
+//!   listener count never drops to zero). If that replay contains the run's
+//!   `run.accepted`, the fold re-numbers from it and events up to `after` are skipped.
+//!   Otherwise the run's start is gone: one `snapshot` event (status, text so far)
+//!   numbered `after + 1`, then live.
+//! * The stream ends after `done` or `error`, and after an `interrupt` still waiting
+//!   once the stream has caught up with the live frames (so a replay through an
+//!   interrupt that was since decided goes on). `: keep-alive` comments fill silences.
+//!
+//! Like the native stream, the subscription's kill token is the connection's, so a
+//! client that stops reading is cut and dropped; closing the stream never cancels the
+//! run unless the prompt said `onDisconnect: "cancel"`.
 
+use crate::dialect::run_stream::{Mapped, RunEvent, RunEventBody, RunStream};
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, JsonBody, PathId, QueryParams};
+use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+use spool_engine::{
+    ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, EventLimits, MAX_PAGE, OnDisconnect,
+    PromptInput, Start, Subscription,
+};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::sse::{self, Decoder};
+use spool_protocol::{ApprovalId, Cursor, ProjectId, Run, RunError, RunId, RunStatus, SessionId, StreamId, UserId};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+const EVENT_STREAM: &str = "text/event-stream";
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    Router::new().route("/api/chat", post(chat)).route("/api/runs/{id}/events", get(events))
+}
+
+/// Seed 003's chat body: a session to continue, or a project to start a session in.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChatBody {
+    session_id: Option<String>,
+    project_id: Option<String>,
+    text: String,
+    /// The same requestId again follows the run it started instead of starting one.
+    request_id: Option<String>,
+    approval_policy: Option<ApprovalPolicy>,
+    #[serde(default)]
+    on_disconnect: OnDisconnect,
+}
+
+#[derive(Deserialize)]
+struct AfterQuery {
+    after: Option<u64>,
+}
+
+/// Which events a client already has.
+#[derive(Clone, Debug)]
+enum After {
+    /// Everything up to this sequence.
+    Seq(u64),
+    /// Everything up to this interrupt (a resume's continuation starts after it).
+    Interrupt(ApprovalId),
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ConnectionToken(connection): ConnectionToken,
+    JsonBody(body): JsonBody<ChatBody>,
+) -> Result<Response, ApiError> {
+    let engine = &state.engine;
+    let (session, created) = match (&body.session_id, &body.project_id) {
+        (Some(id), _) => (id.parse::<SessionId>().map_err(|_| ApiError::not_found("session"))?, false),
+        (None, Some(project)) => {
+            // Checked here too so a prompt the engine would refuse leaves no empty session.
+            if body.text.trim().is_empty() {
+                return Err(EngineError::invalid("empty_prompt", "the prompt text is empty").into());
+            }
+            let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
+            (engine.create_session(&user, &project, None).await?.id, true)
+        }
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "missing_session",
+                "send a sessionId, or a projectId to start a new session",
+            ));
+        }
+    };
+    let input = PromptInput {
+        text: body.text,
+        request_id: body.request_id,
+        approval_policy: body.approval_policy,
+        on_disconnect: body.on_disconnect,
+    };
+    // Subscribed before prompting: the run's first frame comes after this snapshot.
+    let accepted = match engine.subscribe(&user, &session, None, connection.clone(), false).await {
+        Ok((anchor, _)) => engine.prompt(&user, &session, input).await.map(|a| (anchor, a)),
+        Err(e) => Err(e),
+    };
+    let (anchor, accepted) = match accepted {
+        Ok(pair) => pair,
+        Err(e) => {
+            if created && let Err(cleanup) = engine.delete_session(&user, &session).await {
+                tracing::warn!(%session, error = %cleanup, "could not remove the session of a refused chat");
+            }
+            return Err(e.into());
+        }
+    };
+    let feed = if accepted.created {
+        RunFeed::new(anchor, RunStream::new(accepted.run_id), 0)
+    } else {
+        // A retried POST: follow the run its requestId already started, from the start.
+        drop(anchor);
+        let run = engine.run(&user, &accepted.run_id).await?;
+        attach(engine, &user, run, After::Seq(0), connection).await?
+    };
+    Ok(run_response(feed, state.engine.clone(), user, state.config.heartbeat))
+}
+
+/// `GET /api/runs/:id/events?after=N` (or `Last-Event-ID: N`, which wins, as on the
+/// native stream): the run's events after sequence N, then live.
+async fn events(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<RunId>,
+    ConnectionToken(connection): ConnectionToken,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<AfterQuery>,
+) -> Result<Response, ApiError> {
+    let header = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let after = header.or(query.after).unwrap_or(0);
+    let run = state.engine.run(&user, &id).await?;
+    let feed = attach(&state.engine, &user, run, After::Seq(after), connection).await?;
+    Ok(run_response(feed, state.engine.clone(), user, state.config.heartbeat))
+}
+
+/// Whether a request asked for an event stream (`Accept: text/event-stream`).
+#[cfg_attr(not(test), allow(dead_code, reason = "called by the resume route once it offers the stream"))]
+pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
+    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(EVENT_STREAM))
+}
+
+/// `POST /api/runs/:id/resume` with `Accept: text/event-stream`: applies the decision
+/// and answers with the run stream's continuation — the events after the decided
+/// interrupt (or after `after`, when the client says), to the next `interrupt`,
+/// `done` or `error`. A decision the engine refuses (or answers from an idempotency
+/// record with an error) is answered as JSON, exactly as without the header.
+#[cfg_attr(not(test), allow(dead_code, reason = "called by the resume route once it offers the stream"))]
+pub(crate) async fn resume_stream(
+    state: &AppState,
+    user: &UserId,
+    run_id: RunId,
+    approval: ApprovalId,
+    input: DecisionInput,
+    after: Option<u64>,
+    connection: CancellationToken,
+) -> Result<Response, ApiError> {
+    let reply = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
+    if reply.status != StatusCode::OK.as_u16() {
+        let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Ok((status, [(CONTENT_TYPE, "application/json")], reply.body).into_response());
+    }
+    let run = state.engine.run(user, &run_id).await?;
+    let after = after.map_or(After::Interrupt(approval), After::Seq);
+    let feed = attach(&state.engine, user, run, after, connection).await?;
+    Ok(run_response(feed, state.engine.clone(), user.clone(), state.config.heartbeat))
+}
+
+/// Follows `run` from its first frame if the session's buffer still holds it, else
+/// from a snapshot. See the module docs.
+async fn attach(
+    engine: &Engine,
+    user: &UserId,
+    run: Run,
+    after: After,
+    kill: CancellationToken,
+) -> Result<RunFeed, ApiError> {
+    let session = run.session_id.clone();
+    // Held throughout: the snapshot fallback, and a listener while the probes come and go.
+    let (mut anchor, _) = engine.subscribe(user, &session, None, kill.clone(), false).await?;
+    let snapshot = first_frame(&mut anchor).ok_or(ApiError::not_found("run"))?;
+    if let Some(from) = earliest_replay(engine, user, &session, &snapshot.stream_id, snapshot.seq).await {
+        let cursor = Cursor { stream_id: snapshot.stream_id.clone(), seq: from };
+        if let Ok((subscription, Start::Replay { .. })) =
+            engine.subscribe(user, &session, Some(&cursor), kill.clone(), false).await
+        {
+            let mut feed = RunFeed::new(subscription, RunStream::new(run.id.clone()), 0);
+            feed.drain_ready(engine, user).await;
+            let after = match &after {
+                After::Seq(n) => Some(*n),
+                After::Interrupt(id) => feed.ready.iter().find_map(|e| match &e.body {
+                    RunEventBody::Interrupt { interrupt_id, .. } if interrupt_id == id => Some(e.sequence),
+                    _ => None,
+                }),
+            };
+            // A client claiming events that do not exist numbers differently (it
+            // followed a snapshot before): it gets a snapshot again.
+            if let Some(after) = after.filter(|n| feed.fold.started() && *n <= feed.fold.sequence()) {
+                feed.after = after;
+                return Ok(feed);
+            }
+        }
+    }
+    let FrameBody::Snapshot { state } = &snapshot.body else {
+        return Err(ApiError::not_found("run"));
+    };
+    // Read after the snapshot: once the snapshot shows the run settled, this is final.
+    let run = engine.run(user, &run.id).await?;
+    let messages = if run.user_message_index >= state.first_index {
+        state.messages.clone()
+    } else {
+        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
+        engine.messages(user, &session, Some(before), Some(MAX_PAGE)).await?.messages
+    };
+    let after = match after {
+        After::Seq(n) => n,
+        After::Interrupt(_) => 0,
+    };
+    let (fold, events) = RunStream::from_snapshot(&run, state, &messages, after);
+    let mut feed = RunFeed::new(anchor, fold, after);
+    feed.ready.extend(events);
+    Ok(feed)
+}
+
+/// The snapshot every cursor-less subscription starts with.
+fn first_frame(subscription: &mut Subscription) -> Option<Frame> {
+    let bytes = subscription.next().now_or_never()??;
+    let event = Decoder::new().push(&bytes).into_iter().next()?;
+    serde_json::from_str(&event.data).ok()
+}
+
+/// The oldest cursor of `stream` from which the session's buffer still replays, if
+/// any: a binary search over the replay window, each probe a subscription dropped at
+/// once. The caller holds a subscription meanwhile, so a run that ends with its last
+/// listener never sees the count reach zero.
+async fn earliest_replay(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    stream: &StreamId,
+    seq: u64,
+) -> Option<u64> {
+    let replays = |c: u64| async move {
+        let cursor = Cursor { stream_id: stream.clone(), seq: c };
+        matches!(
+            engine.subscribe(user, session, Some(&cursor), CancellationToken::new(), false).await,
+            Ok((_, Start::Replay { .. }))
+        )
+    };
+    let mut hi = seq.checked_sub(1)?;
+    if !replays(hi).await {
+        return None;
+    }
+    // A replay never spans more than the window; a larger configured window only
+    // makes this search conservative, never wrong.
+    let mut lo = seq.saturating_sub(EventLimits::default().replay_frames as u64);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if replays(mid).await {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(hi)
+}
+
+/// One run stream in progress: the session subscription, the fold over its frames, and
+/// the events mapped but not yet sent.
+struct RunFeed {
+    subscription: Subscription,
+    decoder: Decoder,
+    fold: RunStream,
+    ready: VecDeque<RunEvent>,
+    /// Events up to this sequence are the client's already.
+    after: u64,
+    /// The subscription ended: the session closed, or this connection was cut.
+    ended: bool,
+}
+
+impl RunFeed {
+    fn new(subscription: Subscription, fold: RunStream, after: u64) -> Self {
+        Self { subscription, decoder: Decoder::new(), fold, ready: VecDeque::new(), after, ended: false }
+    }
+
+    /// Maps a chunk of native frames. A failed run's final event needs its stored error.
+    async fn take(&mut self, bytes: &Bytes, engine: &Engine, user: &UserId) {
+        for event in self.decoder.push(bytes) {
+            let frame: Frame = match serde_json::from_str(&event.data) {
+                Ok(frame) => frame,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable native frame skipped by the run stream");
+                    continue;
+                }
+            };
+            let event = match self.fold.push(&frame) {
+                None => continue,
+                Some(Mapped::Event(event)) => event,
+                Some(Mapped::Failed) => match engine.run(user, self.fold.run_id()).await {
+                    Ok(run) => self.fold.error(run.status, run.error.as_ref()),
+                    Err(e) => {
+                        let error = RunError {
+                            code: e.code().into(),
+                            message: "the run ended; its outcome could not be read".into(),
+                        };
+                        self.fold.error(RunStatus::Failed, Some(&error))
+                    }
+                },
+            };
+            self.ready.push_back(event);
+        }
+    }
+
+    /// Maps everything the subscription has ready now (a replay, or a burst).
+    async fn drain_ready(&mut self, engine: &Engine, user: &UserId) {
+        while !self.ended {
+            match self.subscription.next().now_or_never() {
+                Some(Some(bytes)) => self.take(&bytes, engine, user).await,
+                Some(None) => self.ended = true,
+                None => break,
+            }
+        }
+    }
+
+    fn next_event(&mut self) -> Option<RunEvent> {
+        while let Some(event) = self.ready.pop_front() {
+            if event.sequence > self.after {
+                return Some(event);
+            }
+        }
+        None
+    }
+}
+
+struct BodyState {
+    feed: RunFeed,
+    engine: Engine,
+    user: UserId,
+    keepalive: Interval,
+}
+
+/// The SSE response of a run stream.
+fn run_response(feed: RunFeed, engine: Engine, user: UserId, heartbeat: Duration) -> Response {
+    let mut keepalive = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
+    keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let body = futures::stream::unfold(BodyState { feed, engine, user, keepalive }, |mut st| async move {
+        let chunk = next_chunk(&mut st).await?;
+        Some((Ok::<_, Infallible>(chunk), st))
+    });
+    let headers = [
+        (CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+        (CACHE_CONTROL, "no-cache, no-transform"),
+        (X_ACCEL_BUFFERING, "no"),
+    ];
+    (headers, Body::from_stream(body)).into_response()
+}
+
+/// The next bytes to write, or `None` when the stream is over.
+async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
+    let BodyState { feed, engine, user, keepalive } = st;
+    loop {
+        if let Some(event) = feed.next_event() {
+            keepalive.reset();
+            return Some(event.to_sse());
+        }
+        if feed.fold.finished() || feed.ended {
+            return None;
+        }
+        match feed.subscription.next().now_or_never() {
+            Some(Some(bytes)) => feed.take(&bytes, engine, user).await,
+            Some(None) => feed.ended = true,
+            None => {
+                // Caught up with the live frames: a run waiting for a person ends here.
+                if feed.fold.waiting().is_some() {
+                    return None;
+                }
+                tokio::select! {
+                    item = feed.subscription.next() => match item {
+                        Some(bytes) => feed.take(&bytes, engine, user).await,
+                        None => feed.ended = true,
+                    },
+                    _ = keepalive.tick() => return Some(sse::comment("keep-alive")),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The resume continuation, through a real server on a real port. The API's resume
+    //! route answers JSON today; this serves `resume_stream` behind the same path the
+    //! way that route will once it offers the stream.
+
+    use super::*;
+    use serde_json::{Value, json};
+    use spool_engine::{EngineConfig, Models};
+    use spool_protocol::Decision;
+    use std::sync::Arc;
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum ResumeDecision {
+        Approve,
+        Reject,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ResumeBody {
+        interrupt_id: String,
+        decision: ResumeDecision,
+        idempotency_key: String,
+    }
+
+    async fn resume(
+        State(state): State<AppState>,
+        CurrentUser(user): CurrentUser,
+        PathId(run): PathId<RunId>,
+        ConnectionToken(connection): ConnectionToken,
+        headers: HeaderMap,
+        QueryParams(query): QueryParams<AfterQuery>,
+        JsonBody(body): JsonBody<ResumeBody>,
+    ) -> Result<Response, ApiError> {
+        assert!(wants_event_stream(&headers));
+        let approval: ApprovalId = body.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
+        let decision = match body.decision {
+            ResumeDecision::Approve => Decision::Once,
+            ResumeDecision::Reject => Decision::Reject,
+        };
+        let input = DecisionInput { decision, message: None, idempotency_key: Some(body.idempotency_key) };
+        resume_stream(&state, &user, run, approval, input, query.after, connection).await
+    }
+
+    struct Server {
+        base: String,
+        engine: Engine,
+        project: ProjectId,
+        dir: tempfile::TempDir,
+        _shutdown: tokio_util::sync::DropGuard,
+    }
+
+    async fn server() -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("project")).expect("project dir");
+        let store = Arc::new(spool_store::SqliteStore::open(&dir.path().join("spool.db")).await.expect("store"));
+        let models = Models::new(Arc::new(spool_model::ScriptedModel::new(Duration::ZERO)));
+        let engine = Engine::start(store, models, spool_tools::workspace_tools(), EngineConfig::default())
+            .await
+            .expect("engine");
+        let user = engine.local_user().clone();
+        let path = dir.path().join("project");
+        let project = engine.create_project(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
+        let state = AppState { engine: engine.clone(), config: crate::ServerConfig::default() };
+        let app = router().route("/api/runs/{id}/resume", post(resume)).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let shutdown = CancellationToken::new();
+        tokio::spawn(crate::serve(listener, app, shutdown.clone()));
+        Server { base, engine, project, dir, _shutdown: shutdown.drop_guard() }
+    }
+
+    /// Reads a run stream to its end: (event type, data) pairs.
+    async fn read_all(res: reqwest::Response) -> Vec<(String, Value)> {
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "text/event-stream; charset=utf-8");
+        let mut body = res.bytes_stream();
+        let mut decoder = Decoder::new();
+        let mut out = Vec::new();
+        let read = async {
+            while let Some(chunk) = body.next().await {
+                for ev in decoder.push(&chunk.expect("chunk")) {
+                    let data: Value = serde_json::from_str(&ev.data).expect("json");
+                    assert_eq!(ev.id.as_deref(), Some(data["sequence"].to_string().as_str()));
+                    out.push((ev.event.expect("named event"), data));
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(15), read).await.expect("the stream ends");
+        out
+    }
+
+    #[tokio::test]
+    async fn resume_answers_with_the_continuation_numbered_after_the_interrupt() {
+        let server = server().await;
+        let client = reqwest::Client::builder().no_proxy().build().expect("client");
+        let prompt = format!("tool: write {}", json!({"path": "out.txt", "content": "hello"}));
+        let res = client
+            .post(format!("{}/api/chat", server.base))
+            .json(&json!({"projectId": server.project, "text": prompt, "requestId": "r1"}))
+            .send()
+            .await
+            .expect("chat");
+        let first = read_all(res).await;
+        let (kind, interrupt) = first.last().expect("events");
+        assert_eq!(kind, "interrupt", "{first:?}");
+        let run_id = interrupt["runId"].as_str().expect("runId").to_owned();
+        let interrupt_id = interrupt["interruptId"].as_str().expect("interruptId").to_owned();
+        assert!(!server.dir.path().join("project/out.txt").exists());
+
+        let resume = |key: &str| {
+            client
+                .post(format!("{}/api/runs/{run_id}/resume", server.base))
+                .header("accept", "text/event-stream")
+                .json(&json!({"interruptId": interrupt_id, "decision": "approve", "idempotencyKey": key}))
+                .send()
+        };
+        let rest = read_all(resume("k1").await.expect("resume")).await;
+        let kinds: Vec<&str> = rest.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds.first(), Some(&"tool_started"), "{rest:?}");
+        assert!(kinds.contains(&"tool_finished") && kinds.contains(&"text_delta"), "{rest:?}");
+        assert_eq!(kinds.last(), Some(&"done"), "{rest:?}");
+        let sequences: Vec<u64> = rest.iter().map(|(_, d)| d["sequence"].as_u64().expect("sequence")).collect();
+        let from = interrupt["sequence"].as_u64().expect("sequence") + 1;
+        assert_eq!(sequences, (from..from + sequences.len() as u64).collect::<Vec<_>>());
+        assert_eq!(std::fs::read_to_string(server.dir.path().join("project/out.txt")).expect("written"), "hello");
+
+        // The same key again: the first answer, and the same continuation; nothing runs twice.
+        let again = read_all(resume("k1").await.expect("resume")).await;
+        assert_eq!(again, rest);
+        // A different key for the decided interrupt: the engine's JSON refusal.
+        let res = resume("k2").await.expect("resume");
+        assert_eq!(res.status(), 409);
+        let body: Value = res.json().await.expect("json");
+        assert_eq!(body["error"]["code"], "already_resolved");
+        let user = server.engine.local_user().clone();
+        let run = server.engine.run(&user, &run_id.parse().expect("run id")).await.expect("run");
+        assert_eq!(run.status, RunStatus::Completed);
+    }
 }

@@ -1,8 +1,600 @@
-//! Placeholder for the ws wire dialect (issue 6); replaced by its implementation.
+//! `GET /api/ws`: the WebSocket hub of seed 002. Channels are session ids; a client
+//! picks them with `?channels=a,b` or `{"type":"subscribe","channels":[…]}` (which
+//! replaces the filter; an empty list means every session), and may add
+//! `"cursors": {"ses_…": "streamId:seq"}` to get what it missed since (a replay, or a
+//! `channel.snapshot` when the buffer no longer holds it). The events are
+//! `dialect::ws_hub`'s mapping of the native frames; `channel.created` and
+//! `channel.deleted` go to every subscriber whatever its filter. A subscribe message is
+//! acknowledged with `subscribed`. A channel it names with a cursor restarts at that
+//! cursor: the client discards what the channel sent before the acknowledgement and
+//! gets, after it, every event after its cursor exactly once, in order.
+//!
+//! # Shape
+//!
+//! One task per socket, and it alone writes: writes to a socket are serialized by
+//! construction, and a failed write ends the task, which unregisters everything. The
+//! task holds one engine [`Subscription`] per followed session — a cursor into that
+//! session's shared ring, not a queue — and copies frames out when it is ready to
+//! write them. "Every session" follows each of the user's sessions that is not
+//! archived (an idle followed session costs a slot in its ring's subscriber map), then
+//! every session created afterwards from its stream's first frame, so a run that starts
+//! and ends between the creation and the hub's subscription is not lost.
+//!
+//! # Slow clients
+//!
+//! A socket that stops reading blocks only its own task, in a write. Its subscriptions
+//! fall behind, and the engine cuts one once it lags by the queue limit (1 MiB),
+//! firing that subscription's kill token. Every write races the tokens of the socket's
+//! subscriptions: one that fires first ends the task and closes the socket, and the
+//! client comes back with its cursors. A subscription can also end outside a write —
+//! cut while the task was busy elsewhere, or closed because its session was deleted.
+//! The hub tells the two apart a moment later by asking the store (without loading
+//! the session, so a deletion is never undone): a deleted session's channel is dropped
+//! with a `channel.deleted`; otherwise the socket closes, as for a stuck client.
+//! Nothing is ever resubscribed behind the client's back, so no event is repeated or
+//! skipped within one connection.
+//!
+//! Upgrades use small read and write buffers (tungstenite's default is 128 KiB per
+//! socket for reading alone), and the `Origin` is checked: a browser page may open the
+//! hub only from the server's own origin; clients that send no `Origin` (not browsers)
+//! are let in, as they are on every other route.
 
+use crate::dialect::ws_hub::{self, Envelope, RunTally};
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, QueryParams};
 use crate::state::AppState;
 use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, SplitSink};
+use futures::{FutureExt, SinkExt, StreamExt};
+use serde::Deserialize;
+use spool_engine::lists::Change;
+use spool_engine::{Engine, EngineError, Start, Subscription};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::sse::Decoder;
+use spool_protocol::time::now_ms;
+use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Per-socket buffers: enough for a subscribe message and a few events.
+const READ_BUFFER: usize = 8 * 1024;
+const WRITE_BUFFER: usize = 8 * 1024;
+/// Bytes a socket may hold unsent before a write fails (and the socket is dropped).
+const MAX_WRITE_BUFFER: usize = 1 << 20;
+/// Largest message a client may send; subscribe messages are small.
+const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+/// Most channels one filter may name.
+const MAX_CHANNELS: usize = 1000;
+/// How long after a subscription ends the hub decides whether its session was deleted
+/// or the socket was cut (a deletion closes the stream just before the store delete).
+const JUDGE_AFTER: Duration = Duration::from_millis(500);
+/// A write that makes no progress for this long closes the socket.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    Router::new().route("/api/ws", get(upgrade))
+}
+
+#[derive(Deserialize)]
+struct WsQuery {
+    channels: Option<String>,
+}
+
+/// What a client sends: `{"type":"subscribe","channels":[…],"cursors":{…}}`.
+#[derive(Deserialize)]
+struct ClientMessage {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    channels: Vec<String>,
+    #[serde(default)]
+    cursors: HashMap<String, String>,
+}
+
+async fn upgrade(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<WsQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    if !origin_allowed(&headers) {
+        // A browser on another site riding the user's cookie: refused before upgrading.
+        let body = spool_protocol::api::error_body(
+            "bad_origin",
+            "WebSocket connections must come from this server's own pages",
+        );
+        return Ok((StatusCode::FORBIDDEN, [(CONTENT_TYPE, "application/json")], body).into_response());
+    }
+    let upgrade = upgrade.map_err(|r| ApiError::bad_request("websocket_required", r.body_text()))?;
+    let channels: Vec<String> = query
+        .channels
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if channels.len() > MAX_CHANNELS {
+        return Err(ApiError::bad_request("too_many_channels", format!("at most {MAX_CHANNELS} channels")));
+    }
+    // Subscribed before answering: once the client sees the upgrade, every event of
+    // its channels from then on reaches it.
+    let mut hub = Hub::new(state.engine.clone(), user);
+    let changes = state.engine.lists().watch_changes();
+    let mut out = Vec::new();
+    hub.subscribe(channels, HashMap::new(), &mut out).await;
+    let heartbeat = state.config.heartbeat;
+    Ok(upgrade
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| hub.run(socket, changes, out, heartbeat)))
+}
+
+/// True when the request has no `Origin` (not a browser) or its `Origin` is the host
+/// the request was sent to.
+fn origin_allowed(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(ORIGIN) else {
+        return true;
+    };
+    let (Ok(origin), Some(host)) = (origin.to_str(), headers.get(HOST).and_then(|h| h.to_str().ok())) else {
+        return false;
+    };
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|o| o.eq_ignore_ascii_case(host))
+}
+
+/// Which channels a socket wants.
+#[derive(Clone, Debug, PartialEq)]
+enum Filter {
+    /// Every session of the user.
+    All,
+    /// These sessions (the followed channels are exactly these).
+    Only,
+}
+
+/// What a channel's first frame, a `session.snapshot`, becomes.
+#[derive(Clone, Debug, PartialEq)]
+enum OnSnapshot {
+    /// Followed without a cursor: announce a run in progress, nothing else (seed 002
+    /// has no history).
+    Join,
+    /// The client's cursor could not be replayed: send the snapshot — unless it is
+    /// at that very cursor (the engine answers a cursor at its current seq with a
+    /// snapshot, though nothing was missed).
+    Report(Option<Cursor>),
+}
+
+/// Where a newly followed channel starts.
+#[derive(Clone, Debug, PartialEq)]
+enum StartAt {
+    /// Now, without history.
+    Live,
+    /// After the client's cursor: a replay, or a snapshot.
+    Cursor(Cursor),
+    /// At the first frame of a session created just now.
+    Birth,
+}
+
+impl StartAt {
+    fn cursor(cursor: Option<Cursor>) -> Self {
+        cursor.map_or(StartAt::Live, StartAt::Cursor)
+    }
+}
+
+struct Channel {
+    id: SessionId,
+    subscription: Subscription,
+    /// Fired by the engine when it cuts this subscription or closes the session.
+    kill: CancellationToken,
+    decoder: Decoder,
+    tally: RunTally,
+    on_snapshot: OnSnapshot,
+    /// The subscription ended: cut for lagging, or its session closed.
+    ended: bool,
+}
+
+struct Hub {
+    engine: Engine,
+    user: UserId,
+    filter: Filter,
+    channels: Vec<Channel>,
+    /// Where the next poll starts, so one busy channel cannot starve the others.
+    next_poll: usize,
+    /// The channels' kill tokens, raced against every write.
+    kills: FuturesUnordered<WaitForCancellationFutureOwned>,
+    /// When ended channels are judged: deleted (dropped) or cut (the socket closes).
+    judge_at: Option<Instant>,
+    /// Whether a project is this user's, for the global events (ownership never changes).
+    projects: HashMap<ProjectId, bool>,
+}
+
+impl Hub {
+    fn new(engine: Engine, user: UserId) -> Self {
+        Self {
+            engine,
+            user,
+            filter: Filter::Only,
+            channels: Vec::new(),
+            next_poll: 0,
+            kills: FuturesUnordered::new(),
+            judge_at: None,
+            projects: HashMap::new(),
+        }
+    }
+
+    /// Serves the socket until it closes, a write fails, or the client is cut. `out`
+    /// holds what the initial subscription already has to say.
+    async fn run(
+        mut self,
+        socket: WebSocket,
+        mut changes: tokio::sync::broadcast::Receiver<Change>,
+        mut out: Vec<Envelope>,
+        heartbeat: Duration,
+    ) {
+        let (mut tx, mut rx) = socket.split();
+        let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
+        loop {
+            let messages = out.drain(..).map(|e| Message::Text(e.to_json().into()));
+            if !write(&mut tx, &mut self.kills, messages).await {
+                return;
+            }
+            let judge_at = self.judge_at;
+            tokio::select! {
+                message = rx.next() => match message {
+                    Some(Ok(Message::Text(text))) => self.on_message(text.as_str(), &mut out).await,
+                    Some(Ok(Message::Binary(_))) => {
+                        out.push(ws_hub::error("invalid_message", "messages are JSON text", now_ms()));
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                },
+                change = changes.recv() => match change {
+                    Ok(change) => self.on_change(change, &mut out).await,
+                    // A socket a whole ring of changes behind is cut like a slow reader.
+                    Err(RecvError::Lagged(_) | RecvError::Closed) => return,
+                },
+                (index, item) = next_frames(&mut self.channels, &mut self.next_poll) => match item {
+                    Some(bytes) => self.on_frames(index, &bytes, &mut out),
+                    None => {
+                        self.channels[index].ended = true;
+                        self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
+                    }
+                },
+                // A token that fired outside a write: its subscription's end says the rest.
+                Some(()) = self.kills.next() => {}
+                _ = tokio::time::sleep_until(judge_at.unwrap_or_else(Instant::now)), if judge_at.is_some() => {
+                    if !self.judge(&mut out).await {
+                        return;
+                    }
+                }
+                _ = ping.tick() => {
+                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new()))).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_message(&mut self, text: &str, out: &mut Vec<Envelope>) {
+        let message: ClientMessage = match serde_json::from_str(text) {
+            Ok(m) => m,
+            Err(e) => {
+                let hint = format!("expected {{\"type\":\"subscribe\",\"channels\":[…]}}: {e}");
+                out.push(ws_hub::error("invalid_message", &hint, now_ms()));
+                return;
+            }
+        };
+        if message.kind != "subscribe" {
+            out.push(ws_hub::error("unknown_type", "the only client message is `subscribe`", now_ms()));
+            return;
+        }
+        if message.channels.len() > MAX_CHANNELS || message.cursors.len() > MAX_CHANNELS {
+            out.push(ws_hub::error("too_many_channels", &format!("at most {MAX_CHANNELS} channels"), now_ms()));
+            return;
+        }
+        let channels = message.channels.clone();
+        self.subscribe(message.channels, message.cursors, out).await;
+        out.push(ws_hub::subscribed(&channels, now_ms()));
+    }
+
+    /// Replaces the filter (seed 002: it does not merge). Channels kept from the old
+    /// filter go on where they are; new ones start at their cursor, if one is given.
+    async fn subscribe(&mut self, channels: Vec<String>, cursors: HashMap<String, String>, out: &mut Vec<Envelope>) {
+        let cursor_of = |id: &SessionId| cursors.get(id.as_str()).and_then(|c| Cursor::parse(c));
+        if channels.is_empty() {
+            self.filter = Filter::All;
+            for (raw, cursor) in &cursors {
+                match raw.parse::<SessionId>() {
+                    Ok(id) => {
+                        self.channels.retain(|c| c.id != id);
+                        self.follow(id, StartAt::cursor(Cursor::parse(cursor)), false, out).await;
+                    }
+                    Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
+                }
+            }
+            for id in self.all_sessions().await {
+                self.follow(id, StartAt::Live, true, out).await;
+            }
+            return;
+        }
+        self.filter = Filter::Only;
+        let mut wanted = Vec::new();
+        for raw in &channels {
+            match raw.parse::<SessionId>() {
+                Ok(id) => wanted.push(id),
+                Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
+            }
+        }
+        // A channel named with a cursor restarts at it, even one followed already: the
+        // client discards what the channel sent before the acknowledgement, and gets
+        // everything after its cursor, in order, once, after it.
+        self.channels.retain(|c| wanted.contains(&c.id) && cursor_of(&c.id).is_none());
+        self.forget_dropped_kills();
+        for id in wanted {
+            let from = StartAt::cursor(cursor_of(&id));
+            self.follow(id, from, false, out).await;
+        }
+    }
+
+    /// Every session of the user that is not archived, for "every session".
+    async fn all_sessions(&self) -> Vec<SessionId> {
+        let Ok(projects) = self.engine.list_projects(&self.user).await else {
+            return Vec::new();
+        };
+        let mut all = Vec::new();
+        for project in projects {
+            if let Ok(sessions) = self.engine.list_sessions(&self.user, &project.id, false).await {
+                all.extend(sessions.into_iter().map(|s| s.session.id));
+            }
+        }
+        all
+    }
+
+    /// Subscribes to a session with a token of its own.
+    async fn open(
+        &self,
+        id: &SessionId,
+        cursor: Option<&Cursor>,
+    ) -> Result<(Subscription, CancellationToken, Start), EngineError> {
+        let kill = CancellationToken::new();
+        let (subscription, start) = self.engine.subscribe(&self.user, id, cursor, kill.clone(), false).await?;
+        Ok((subscription, kill, start))
+    }
+
+    /// Starts following a session, unless it is followed already. `quiet` skips the
+    /// error for a session that is not the user's (one seen in a global change).
+    async fn follow(&mut self, id: SessionId, from: StartAt, quiet: bool, out: &mut Vec<Envelope>) {
+        if self.channels.iter().any(|c| c.id == id) {
+            return;
+        }
+        let cursor = match &from {
+            StartAt::Cursor(cursor) => Some(cursor),
+            StartAt::Live | StartAt::Birth => None,
+        };
+        let (mut subscription, mut kill, _) = match self.open(&id, cursor).await {
+            Ok(opened) => opened,
+            Err(EngineError::NotFound(_)) if quiet => return,
+            Err(e) => {
+                out.push(ws_hub::channel_error(id.as_str(), e.code(), &e.to_string(), now_ms()));
+                return;
+            }
+        };
+        let mut on_snapshot = if cursor.is_some() { OnSnapshot::Report(cursor.cloned()) } else { OnSnapshot::Join };
+        let mut peeked = None;
+        if from == StartAt::Birth {
+            // A new session's stream began after it was created: if a prompt already
+            // published into it, replay from its first frame instead of joining late.
+            peeked = subscription.next().now_or_never().flatten();
+            let start = peeked.as_ref().and_then(|bytes| Decoder::new().push(bytes).into_iter().next());
+            let start = start.and_then(|event| serde_json::from_str::<Frame>(&event.data).ok());
+            if let Some(start) = start.filter(|f| f.seq > 0) {
+                let first = Cursor { stream_id: start.stream_id.clone(), seq: 0 };
+                if let Ok((replay, replay_kill, Start::Replay { .. })) = self.open(&id, Some(&first)).await {
+                    (subscription, kill, on_snapshot, peeked) = (replay, replay_kill, OnSnapshot::Report(None), None);
+                }
+            }
+        }
+        self.kills.push(kill.clone().cancelled_owned());
+        self.channels.push(Channel {
+            id,
+            subscription,
+            kill,
+            decoder: Decoder::new(),
+            tally: RunTally::default(),
+            on_snapshot,
+            ended: false,
+        });
+        if let Some(bytes) = peeked {
+            self.on_frames(self.channels.len() - 1, &bytes, out);
+        }
+    }
+
+    fn on_frames(&mut self, index: usize, bytes: &Bytes, out: &mut Vec<Envelope>) {
+        let channel = &mut self.channels[index];
+        for event in channel.decoder.push(bytes) {
+            let frame: Frame = match serde_json::from_str(&event.data) {
+                Ok(frame) => frame,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable native frame skipped by the WebSocket hub");
+                    continue;
+                }
+            };
+            let now = now_ms();
+            let envelope = match &frame.body {
+                FrameBody::Snapshot { .. } => {
+                    match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
+                        OnSnapshot::Join => ws_hub::joined(&frame, &mut channel.tally, now),
+                        OnSnapshot::Report(Some(at)) if at == frame.cursor() => None,
+                        OnSnapshot::Report(_) => ws_hub::snapshot(&frame, now),
+                    }
+                }
+                _ => ws_hub::map_frame(&frame, &mut channel.tally, now),
+            };
+            out.extend(envelope);
+        }
+    }
+
+    async fn on_change(&mut self, change: Change, out: &mut Vec<Envelope>) {
+        match change {
+            Change::SessionCreated { session, project } => {
+                if self.owns(&project).await {
+                    out.push(ws_hub::channel_created(&session, &project, now_ms()));
+                    if self.filter == Filter::All {
+                        self.follow(session, StartAt::Birth, true, out).await;
+                    }
+                }
+            }
+            Change::SessionChanged { session, .. } => {
+                // One the hub does not follow yet (restored from the archive).
+                if self.filter == Filter::All {
+                    self.follow(session, StartAt::Live, true, out).await;
+                }
+            }
+            Change::SessionDeleted { session, project } => {
+                self.channels.retain(|c| c.id != session);
+                self.forget_dropped_kills();
+                if self.owns(&project).await {
+                    out.push(ws_hub::channel_deleted(&session, now_ms()));
+                }
+            }
+            Change::ProjectChanged { .. } => {}
+        }
+    }
+
+    async fn owns(&mut self, project: &ProjectId) -> bool {
+        if let Some(owned) = self.projects.get(project) {
+            return *owned;
+        }
+        let owned = match self.engine.project(&self.user, project).await {
+            Ok(_) => true,
+            Err(EngineError::NotFound(_)) => false,
+            // Unknown for now: do not remember.
+            Err(_) => return false,
+        };
+        self.projects.insert(project.clone(), owned);
+        owned
+    }
+
+    /// Some subscriptions ended a moment ago. A deleted session's stream closes just
+    /// before it leaves the store (its `channel.deleted` has normally been sent by
+    /// now); one that is still there was cut for lagging, and the socket closes so the
+    /// client comes back with its cursors. Returns false to close the socket.
+    ///
+    /// The check reads the store without loading the session, so a session being
+    /// deleted is never brought back into memory.
+    async fn judge(&mut self, out: &mut Vec<Envelope>) -> bool {
+        self.judge_at = None;
+        let ended: Vec<SessionId> = self.channels.iter().filter(|c| c.ended).map(|c| c.id.clone()).collect();
+        for id in ended {
+            match self.engine.messages(&self.user, &id, Some(0), Some(1)).await {
+                Err(EngineError::NotFound(_)) => {
+                    // Gone with its project (which sends no per-session change).
+                    self.channels.retain(|c| c.id != id);
+                    out.push(ws_hub::channel_deleted(&id, now_ms()));
+                }
+                _ => return false,
+            }
+        }
+        self.forget_dropped_kills();
+        true
+    }
+
+    /// Rebuilds the kill set when dropped channels' tokens pile up in it.
+    fn forget_dropped_kills(&mut self) {
+        if self.kills.len() > 2 * self.channels.len() + 16 {
+            self.kills = self.channels.iter().map(|c| c.kill.clone().cancelled_owned()).collect();
+        }
+    }
+}
+
+/// Writes messages and flushes once, unless a channel's kill token fires first (a
+/// write that cannot finish while a subscription is being cut means the client stopped
+/// reading) or the write takes longer than [`WRITE_TIMEOUT`]. False closes the socket.
+async fn write(
+    tx: &mut SplitSink<WebSocket, Message>,
+    kills: &mut FuturesUnordered<WaitForCancellationFutureOwned>,
+    messages: impl Iterator<Item = Message>,
+) -> bool {
+    let mut messages = messages.peekable();
+    if messages.peek().is_none() {
+        return true;
+    }
+    let write = async {
+        for message in messages {
+            tx.feed(message).await?;
+        }
+        tx.flush().await
+    };
+    tokio::select! {
+        biased;
+        written = tokio::time::timeout(WRITE_TIMEOUT, write) => matches!(written, Ok(Ok(()))),
+        Some(()) = kills.next() => false,
+    }
+}
+
+/// The next chunk of frames from any followed channel: `(index, Some(bytes))`, or
+/// `(index, None)` when that channel's subscription ended. Polling starts after the
+/// channel served last, so a busy channel cannot starve the others.
+async fn next_frames(channels: &mut [Channel], next: &mut usize) -> (usize, Option<Bytes>) {
+    poll_fn(|cx| {
+        let n = channels.len();
+        for k in 0..n {
+            let i = (*next + k) % n;
+            let channel = &mut channels[i];
+            if channel.ended {
+                continue;
+            }
+            if let Poll::Ready(item) = channel.subscription.poll_next_unpin(cx) {
+                *next = (i + 1) % n;
+                return Poll::Ready((i, item));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().expect("header value"));
+        }
+        h
+    }
+
+    #[test]
+    fn origin_must_be_the_requests_own_host_when_present() {
+        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747")])), "no Origin: not a browser");
+        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")])));
+        assert!(origin_allowed(&headers(&[("host", "Spool.example"), ("origin", "https://spool.example")])));
+        for bad in ["http://evil.example", "http://127.0.0.1:4748", "null", "127.0.0.1:4747", "ftp://127.0.0.1:4747"] {
+            assert!(!origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)])), "{bad}");
+        }
+        assert!(!origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")])), "Origin without Host");
+    }
 }

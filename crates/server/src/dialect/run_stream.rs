@@ -1,0 +1,693 @@
+//! The run stream of seed 003 (`POST /api/chat`, `GET /api/runs/:id/events`, and the
+//! continuation a resume answers with), mapped from the native session frames.
+//!
+//! A run-stream client follows one run, not a session, and counts its events with a
+//! dense `sequence` (1, 2, 3 …) to drop what it has already drawn. So the numbering must
+//! be a function of the run alone: [`RunStream`] numbers the events it derives from the
+//! run's own frames, starting at the run's `run.accepted` frame. Feeding it the same
+//! frames always gives the same events with the same numbers, which is what lets a
+//! re-attach replay from the run's first frame and skip what the client has (`after`).
+//! When the run's first frame is no longer buffered the numbering cannot be rebuilt;
+//! then [`RunStream::from_snapshot`] starts with one `snapshot` event (status and text
+//! so far) numbered after the client's own last sequence, and counts on from there.
+//!
+//! | native frame                                   | run-stream event |
+//! |------------------------------------------------|------------------|
+//! | `run.accepted` of this run                      | `run_started`    |
+//! | `message_update` / `text_delta`                 | `text_delta {delta}` |
+//! | `tool_execution_start`                          | `tool_started {callId, tool}` |
+//! | `tool_execution_end`                            | `tool_finished {callId, tool, status, summary}` |
+//! | `approval_requested`                            | `interrupt {interruptId, payload}` |
+//! | `agent_end` completed, then the next `session.state` | `done {messageId}` (the state names the stored message) |
+//! | `agent_end` failed / cancelled                  | `error {code, message}` from the stored run ([`Mapped::Failed`]) |
+//!
+//! Everything else (thinking, tool-call argument deltas, timings, titles, other runs)
+//! maps to nothing. The transport ends the stream after `done` or `error`, and after an
+//! `interrupt` that is still waiting once it has caught up with the live frames.
+
+use bytes::Bytes;
+use serde::Serialize;
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::time::Millis;
+use spool_protocol::{
+    AgentEvent, Approval, ApprovalId, ApprovalKind, IndexedMessage, Message, MessageId, Run, RunError, RunId,
+    RunStatus, SessionId, StreamDelta, sse,
+};
+use std::collections::BTreeMap;
+
+/// One event of the run stream: seed 003's `StreamEvent` with `type`, `runId` and the
+/// run's dense `sequence`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    #[serde(flatten)]
+    pub body: RunEventBody,
+    pub run_id: RunId,
+    pub sequence: u64,
+}
+
+/// The type-specific part of a [`RunEvent`]. The serde names are the wire `type`s.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEventBody {
+    /// The run was accepted. `sessionId` lets a client that sent only a `projectId`
+    /// retry with the session; `requestId` is the key a retried POST reuses.
+    #[serde(rename_all = "camelCase")]
+    RunStarted { session_id: SessionId, request_id: String },
+    /// Text the model added; a client appends it.
+    TextDelta { delta: String },
+    #[serde(rename_all = "camelCase")]
+    ToolStarted { call_id: String, tool: String },
+    /// `summary` is a short line for a step list, never the raw (possibly large) result.
+    #[serde(rename_all = "camelCase")]
+    ToolFinished { call_id: String, tool: String, status: ToolOutcome, summary: String },
+    /// The run waits for a person. `payload` is the approval's redacted card; resume
+    /// with `POST /api/runs/:id/resume {interruptId, decision, idempotencyKey}`.
+    #[serde(rename_all = "camelCase")]
+    Interrupt { interrupt_id: ApprovalId, kind: ApprovalKind, payload: serde_json::Value, expires_at: Millis },
+    /// The run completed; `messageId` is its final assistant message as stored.
+    #[serde(rename_all = "camelCase")]
+    Done { message_id: Option<MessageId> },
+    /// The run failed or was cancelled; `message` can be shown to a person.
+    Error { code: String, message: String },
+    /// The run's frames were no longer buffered: where the run is now. A client
+    /// replaces what it drew for this run with `text` and counts on from `sequence`.
+    #[serde(rename_all = "camelCase")]
+    Snapshot { session_id: SessionId, status: RunStatus, text: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolOutcome {
+    Success,
+    Error,
+}
+
+impl RunEvent {
+    /// The wire `type`.
+    #[cfg(test)]
+    pub fn kind(&self) -> String {
+        self.to_value()["type"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("run events are plain data and always serialize")
+    }
+
+    /// The SSE event of seed 003: `event: <type>` and `data: <json>`, with the sequence
+    /// as its `id` so an `EventSource` re-attaching to `GET /api/runs/:id/events` sends
+    /// it back as `Last-Event-ID`.
+    pub fn to_sse(&self) -> Bytes {
+        let value = self.to_value();
+        let kind = value["type"].as_str().unwrap_or_default().to_owned();
+        sse::encode(Some(&self.sequence.to_string()), Some(&kind), &value.to_string())
+    }
+}
+
+/// What one native frame gives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mapped {
+    Event(RunEvent),
+    /// The run settled as failed or cancelled. The frames do not carry the run's error,
+    /// the stored run does: pass it to [`RunStream::error`] for the final event.
+    Failed,
+}
+
+/// The fold over one run's frames: its sequence counter and the little it must remember
+/// between frames. Pure: no clock, no I/O.
+#[derive(Clone, Debug)]
+pub struct RunStream {
+    run_id: RunId,
+    sequence: u64,
+    /// Seen the run's `run.accepted` (or started from a snapshot).
+    started: bool,
+    /// Absolute index of the run's latest assistant message, named by `done`.
+    last_assistant: Option<u64>,
+    /// `agent_end` said completed; `done` waits for the state frame with the message id.
+    completing: bool,
+    /// The approval the run waits for, if it does.
+    waiting: Option<ApprovalId>,
+    finished: bool,
+}
+
+impl RunStream {
+    /// A fold that starts numbering at the run's `run.accepted` frame and ignores
+    /// everything before it.
+    pub fn new(run_id: RunId) -> Self {
+        Self {
+            run_id,
+            sequence: 0,
+            started: false,
+            last_assistant: None,
+            completing: false,
+            waiting: None,
+            finished: false,
+        }
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// Whether the run's first frame was seen (or a snapshot stood in for it).
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// The sequence of the last event produced (0 before the first).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// `done` or `error` was produced: nothing follows.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The approval the run is parked at, if any.
+    pub fn waiting(&self) -> Option<&ApprovalId> {
+        self.waiting.as_ref()
+    }
+
+    fn event(&mut self, body: RunEventBody) -> RunEvent {
+        self.sequence += 1;
+        RunEvent { body, run_id: self.run_id.clone(), sequence: self.sequence }
+    }
+
+    /// Maps one native frame of the run's session.
+    pub fn push(&mut self, frame: &Frame) -> Option<Mapped> {
+        if self.finished {
+            return None;
+        }
+        match &frame.body {
+            FrameBody::RunAccepted { request_id, run_id } if *run_id == self.run_id && !self.started => {
+                self.started = true;
+                let body =
+                    RunEventBody::RunStarted { session_id: frame.session_id.clone(), request_id: request_id.clone() };
+                Some(Mapped::Event(self.event(body)))
+            }
+            FrameBody::LoopEvent { run_id, message_index, event } if *run_id == self.run_id && self.started => {
+                self.loop_event(*message_index, event)
+            }
+            FrameBody::State { state } if self.completing => {
+                self.finished = true;
+                let message_id = self.message_id(&state.messages);
+                Some(Mapped::Event(self.event(RunEventBody::Done { message_id })))
+            }
+            _ => None,
+        }
+    }
+
+    fn loop_event(&mut self, message_index: Option<u64>, event: &AgentEvent) -> Option<Mapped> {
+        let body = match event {
+            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } } => {
+                RunEventBody::TextDelta { delta: delta.clone() }
+            }
+            AgentEvent::MessageEnd { message: Message::Assistant { .. } } => {
+                self.last_assistant = message_index.or(self.last_assistant);
+                return None;
+            }
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, .. } => {
+                RunEventBody::ToolStarted { call_id: tool_call_id.clone(), tool: tool_name.clone() }
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error } => RunEventBody::ToolFinished {
+                call_id: tool_call_id.clone(),
+                tool: tool_name.clone(),
+                status: if *is_error { ToolOutcome::Error } else { ToolOutcome::Success },
+                summary: summary(result),
+            },
+            AgentEvent::ApprovalRequested { approval } => {
+                self.waiting = Some(approval.id.clone());
+                interrupt(approval)
+            }
+            AgentEvent::ApprovalResolved { approval_id, .. } => {
+                if self.waiting.as_ref() == Some(approval_id) {
+                    self.waiting = None;
+                }
+                return None;
+            }
+            AgentEvent::AgentEnd { status, .. } => {
+                self.waiting = None;
+                return match RunStatus::parse(status) {
+                    Some(RunStatus::Completed) => {
+                        self.completing = true;
+                        None
+                    }
+                    _ => Some(Mapped::Failed),
+                };
+            }
+            _ => return None,
+        };
+        Some(Mapped::Event(self.event(body)))
+    }
+
+    /// The final `error` event of a run that settled with `status` (failed or
+    /// cancelled), from its stored error.
+    pub fn error(&mut self, status: RunStatus, error: Option<&RunError>) -> RunEvent {
+        self.finished = true;
+        let body = match error {
+            Some(RunError { code, message }) => RunEventBody::Error { code: code.clone(), message: message.clone() },
+            None => RunEventBody::Error {
+                code: status.as_str().to_owned(),
+                message: format!("the run ended {}", status.as_str()),
+            },
+        };
+        self.event(body)
+    }
+
+    /// A fold for a run whose first frame is no longer buffered. `state` is the
+    /// session snapshot the live frames will follow; `run` is the stored run read after
+    /// it (authoritative once the snapshot shows the run settled); `messages` holds the
+    /// run's committed messages (the snapshot's own when they are among its rounds).
+    /// `after` is the client's last sequence: the snapshot is numbered `after + 1`.
+    ///
+    /// Returns the fold and its first events: the `snapshot`, then the pending
+    /// `interrupt`, or `done` / `error` for a settled run.
+    pub fn from_snapshot(
+        run: &Run,
+        state: &SessionState,
+        messages: &[IndexedMessage],
+        after: u64,
+    ) -> (Self, Vec<RunEvent>) {
+        let mut fold = Self::new(run.id.clone());
+        fold.started = true;
+        fold.sequence = after;
+        let active = state.active_run.as_ref().filter(|a| a.run_id == run.id);
+        let status = active.map_or(run.status, |a| a.status);
+        let text = run_text(run.user_message_index, messages, &state.drafts);
+        fold.last_assistant = last_assistant(run.user_message_index, messages);
+        let mut events =
+            vec![fold.event(RunEventBody::Snapshot { session_id: state.session.id.clone(), status, text })];
+        match status {
+            RunStatus::Completed => {
+                fold.finished = true;
+                let message_id = fold.message_id(messages);
+                events.push(fold.event(RunEventBody::Done { message_id }));
+            }
+            RunStatus::Failed | RunStatus::Cancelled => events.push(fold.error(status, run.error.as_ref())),
+            RunStatus::Interrupted | RunStatus::Running => {
+                if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
+                    fold.waiting = Some(approval.id.clone());
+                    events.push(fold.event(interrupt(approval)));
+                }
+            }
+        }
+        (fold, events)
+    }
+
+    fn message_id(&self, messages: &[IndexedMessage]) -> Option<MessageId> {
+        let index = self.last_assistant?;
+        messages.iter().find(|m| m.index == index).map(|m| m.id.clone())
+    }
+}
+
+fn interrupt(approval: &Approval) -> RunEventBody {
+    RunEventBody::Interrupt {
+        interrupt_id: approval.id.clone(),
+        kind: approval.kind,
+        payload: approval.payload.clone(),
+        expires_at: approval.expires_at,
+    }
+}
+
+/// The messages of the run started by the user message at `user_index`: those after
+/// it, up to the next user message.
+fn run_messages(user_index: u64, messages: &[IndexedMessage]) -> impl Iterator<Item = &IndexedMessage> {
+    messages.iter().filter(move |m| m.index > user_index).take_while(|m| !m.message.is_user())
+}
+
+fn last_assistant(user_index: u64, messages: &[IndexedMessage]) -> Option<u64> {
+    run_messages(user_index, messages)
+        .filter(|m| matches!(m.message, Message::Assistant { .. }))
+        .map(|m| m.index)
+        .last()
+}
+
+/// The run's text so far: what its `text_delta`s add up to — the text of its committed
+/// assistant messages, then of the message still streaming.
+fn run_text(user_index: u64, messages: &[IndexedMessage], drafts: &BTreeMap<u64, Message>) -> String {
+    let committed = run_messages(user_index, messages).filter(|m| matches!(m.message, Message::Assistant { .. }));
+    let mut text: String = committed.map(|m| m.message.text()).collect();
+    for draft in drafts.range(user_index + 1..).map(|(_, m)| m) {
+        text.push_str(&draft.text());
+    }
+    text
+}
+
+/// Longest summary line, in characters.
+const SUMMARY_CHARS: usize = 120;
+
+/// A one-line summary of a tool result for a step list: its first non-empty line, cut
+/// to [`SUMMARY_CHARS`], and how many more lines there were.
+pub fn summary(result: &str) -> String {
+    let mut lines = result.lines().map(str::trim_end).filter(|l| !l.trim().is_empty());
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    let mut line: String = first.chars().take(SUMMARY_CHARS).collect();
+    if first.chars().count() > SUMMARY_CHARS {
+        line.push('…');
+    }
+    match lines.count() {
+        0 => line,
+        1 => format!("{line} (+1 more line)"),
+        n => format!("{line} (+{n} more lines)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use insta::assert_json_snapshot;
+    use spool_protocol::frame::ActiveRun;
+    use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage, UserId};
+
+    fn sid() -> SessionId {
+        "ses_01jd0000000000000000000001".parse().unwrap()
+    }
+    fn run_id() -> RunId {
+        "run_01jd0000000000000000000003".parse().unwrap()
+    }
+    fn other_run() -> RunId {
+        "run_01jd0000000000000000000009".parse().unwrap()
+    }
+    fn owner() -> UserId {
+        "usr_01jd0000000000000000000005".parse().unwrap()
+    }
+
+    fn frame(seq: u64, body: FrameBody) -> Frame {
+        Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().unwrap(), seq }
+    }
+
+    fn ev(run: RunId, index: Option<u64>, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run, message_index: index, event }
+    }
+
+    fn assistant(text: &str, stop: StopReason) -> Message {
+        Message::Assistant {
+            content: vec![Content::Text { text: text.into() }],
+            stop_reason: Some(stop),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 1_764_000_000_300,
+        }
+    }
+
+    fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
+        IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().unwrap(), index, message }
+    }
+
+    fn state(messages: Vec<IndexedMessage>, active: Option<RunStatus>) -> SessionState {
+        let session = Session {
+            id: sid(),
+            project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
+            owner_id: owner(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            permissions: vec![],
+            model: None,
+            read_index: None,
+            created_at: 1_764_000_000_000,
+            updated_at: 1_764_000_000_000,
+        };
+        let mut s = spool_engine::view::initial_state(session, messages, 0);
+        s.total = s.messages.last().map_or(0, |m| m.index + 1);
+        if let Some(status) = active {
+            s.status = SessionStatus::Busy;
+            s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status });
+        }
+        s
+    }
+
+    fn approval() -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000007".parse().unwrap(),
+            run_id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            tool_call_id: "call_2".into(),
+            tool: "write".into(),
+            kind: ApprovalKind::ConfirmAction,
+            payload: serde_json::json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: 1_764_000_001_000,
+            expires_at: 1_764_086_401_000,
+            resolved_at: None,
+        }
+    }
+
+    fn run(status: RunStatus, error: Option<RunError>) -> Run {
+        Run {
+            id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            request_id: "req-1".into(),
+            status,
+            user_message_index: 0,
+            created_at: 1_764_000_000_000,
+            updated_at: 1_764_000_000_900,
+            first_token_at: None,
+            ended_at: None,
+            usage: Usage::default(),
+            error,
+        }
+    }
+
+    fn text_delta(offset: usize, delta: &str) -> AgentEvent {
+        AgentEvent::MessageUpdate {
+            assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset, delta: delta.into() },
+        }
+    }
+
+    /// The frames of a run that reads a file, asks to write one, is approved, and
+    /// completes — with another run's frames and unmapped events mixed in.
+    fn tool_run_frames() -> Vec<Frame> {
+        let r = run_id;
+        let user = Message::user_text("tool: read {\"path\":\"README.md\"}", 1_764_000_000_000);
+        let call = assistant("", StopReason::ToolUse);
+        let answer = assistant("Tool read returned 3 lines", StopReason::Stop);
+        let bodies = vec![
+            ev(other_run(), None, AgentEvent::AgentSettled {}),
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: r() },
+            FrameBody::State { state: Box::new(state(vec![], Some(RunStatus::Running))) },
+            ev(r(), None, AgentEvent::AgentStart {}),
+            ev(r(), None, AgentEvent::TurnStart {}),
+            ev(r(), Some(0), AgentEvent::MessageStart { message: user.clone() }),
+            ev(r(), Some(0), AgentEvent::MessageEnd { message: user.clone() }),
+            ev(r(), Some(1), AgentEvent::MessageEnd { message: call.clone() }),
+            ev(
+                r(),
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    args: serde_json::json!({"path": "README.md"}),
+                },
+            ),
+            ev(
+                r(),
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    result: "# Test project\n\nUsed by the server tests.\n".into(),
+                    is_error: false,
+                },
+            ),
+            ev(r(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+            ev(
+                r(),
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "once".into(),
+                    actor: Some(owner()),
+                    message: None,
+                },
+            ),
+            ev(
+                r(),
+                Some(3),
+                AgentEvent::MessageUpdate {
+                    assistant_message_event: StreamDelta::ThinkingDelta {
+                        content_index: 0,
+                        offset: 0,
+                        delta: "hm".into(),
+                    },
+                },
+            ),
+            ev(r(), Some(3), text_delta(0, "Tool read")),
+            ev(r(), Some(3), text_delta(9, " returned 3 lines")),
+            ev(other_run(), Some(3), text_delta(0, "not this run")),
+            ev(r(), Some(3), AgentEvent::MessageEnd { message: answer.clone() }),
+            ev(r(), None, AgentEvent::TurnEnd {}),
+            ev(r(), None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            FrameBody::State {
+                state: Box::new(state(
+                    vec![
+                        indexed(10, 0, user),
+                        indexed(11, 1, call),
+                        indexed(
+                            12,
+                            2,
+                            Message::ToolResult {
+                                tool_call_id: "call_1".into(),
+                                tool_name: "read".into(),
+                                content: vec![Content::Text { text: "# Test project".into() }],
+                                is_error: false,
+                                timestamp: 0,
+                            },
+                        ),
+                        indexed(13, 3, answer),
+                    ],
+                    None,
+                )),
+            },
+            ev(r(), None, AgentEvent::AgentSettled {}),
+        ];
+        bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 7, b)).collect()
+    }
+
+    fn map_all(fold: &mut RunStream, frames: &[Frame]) -> Vec<RunEvent> {
+        frames
+            .iter()
+            .filter_map(|f| match fold.push(f) {
+                Some(Mapped::Event(e)) => Some(e),
+                Some(Mapped::Failed) => panic!("unexpected failure at {}", f.seq),
+                None => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_maps_to_seed_003_events_with_a_dense_sequence() {
+        let mut fold = RunStream::new(run_id());
+        let events = map_all(&mut fold, &tool_run_frames());
+        assert_eq!(
+            events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+            (1..=events.len() as u64).collect::<Vec<_>>()
+        );
+        assert!(fold.finished());
+        assert_json_snapshot!(events);
+    }
+
+    #[test]
+    fn the_same_frames_always_number_the_same() {
+        let frames = tool_run_frames();
+        let once = map_all(&mut RunStream::new(run_id()), &frames);
+        let again = map_all(&mut RunStream::new(run_id()), &frames);
+        assert_eq!(once, again);
+    }
+
+    #[test]
+    fn frames_before_the_run_started_map_to_nothing() {
+        let frames = tool_run_frames();
+        let accepted = frames.iter().position(|f| matches!(f.body, FrameBody::RunAccepted { .. })).unwrap();
+        let mut fold = RunStream::new(run_id());
+        assert!(map_all(&mut fold, &frames[accepted + 1..]).is_empty(), "without run.accepted the start is unknown");
+        assert!(!fold.started());
+    }
+
+    #[test]
+    fn an_interrupt_waits_until_its_approval_is_resolved() {
+        let frames = tool_run_frames();
+        let mut fold = RunStream::new(run_id());
+        let requested = frames
+            .iter()
+            .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
+            .unwrap();
+        let events = map_all(&mut fold, &frames[..=requested]);
+        assert_eq!(events.last().unwrap().kind(), "interrupt");
+        assert_eq!(fold.waiting(), Some(&approval().id));
+        map_all(&mut fold, &frames[requested + 1..requested + 2]);
+        assert_eq!(fold.waiting(), None);
+    }
+
+    #[test]
+    fn a_failed_run_ends_with_the_stored_error() {
+        let mut fold = RunStream::new(run_id());
+        let frames: Vec<Frame> = [
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(run_id(), Some(1), text_delta(0, "partial")),
+            ev(run_id(), None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default() }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| frame(i as u64 + 1, b))
+        .collect();
+        assert!(matches!(fold.push(&frames[0]), Some(Mapped::Event(_))));
+        assert!(matches!(fold.push(&frames[1]), Some(Mapped::Event(_))));
+        assert_eq!(fold.push(&frames[2]), Some(Mapped::Failed));
+        let stored = run(
+            RunStatus::Failed,
+            Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
+        );
+        let error = fold.error(stored.status, stored.error.as_ref());
+        assert!(fold.finished());
+        assert_json_snapshot!(error);
+    }
+
+    #[test]
+    fn a_snapshot_of_a_streaming_run_carries_its_text_so_far_after_the_clients_sequence() {
+        let user = indexed(10, 0, Message::user_text("tool: read {}", 1));
+        let call = indexed(11, 1, assistant("Reading. ", StopReason::ToolUse));
+        let mut s = state(vec![indexed(9, 0, Message::user_text("older", 0))], None);
+        s.messages = vec![user.clone(), call.clone()];
+        s.status = SessionStatus::Busy;
+        s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
+        s.drafts.insert(3, assistant("Tool read ret", StopReason::Stop));
+        let (mut fold, events) = RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, 41);
+        assert_json_snapshot!(events);
+        // Live frames continue the numbering.
+        let next = fold.push(&frame(90, ev(run_id(), Some(3), text_delta(13, "urned"))));
+        assert!(matches!(next, Some(Mapped::Event(RunEvent { sequence: 43, .. }))), "{next:?}");
+    }
+
+    #[test]
+    fn a_snapshot_of_a_parked_run_repeats_its_interrupt() {
+        let mut s = state(vec![], Some(RunStatus::Interrupted));
+        s.pending_approvals.push(approval());
+        let (fold, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], 0);
+        assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "interrupt"]);
+        assert_eq!(fold.waiting(), Some(&approval().id));
+    }
+
+    #[test]
+    fn a_snapshot_of_a_settled_run_ends_with_done_or_error() {
+        let messages = vec![
+            indexed(10, 4, Message::user_text("echo: hi", 1)),
+            indexed(11, 5, assistant("hi", StopReason::Stop)),
+            indexed(12, 6, Message::user_text("next", 2)),
+            indexed(13, 7, assistant("later run", StopReason::Stop)),
+        ];
+        let mut done_run = run(RunStatus::Completed, None);
+        done_run.user_message_index = 4;
+        let s = state(vec![], None);
+        let (fold, events) = RunStream::from_snapshot(&done_run, &s, &messages, 3);
+        assert!(fold.finished());
+        assert_json_snapshot!("settled_completed", events);
+        let cancelled =
+            run(RunStatus::Cancelled, Some(RunError { code: "aborted".into(), message: "the run was aborted".into() }));
+        let (_, events) = RunStream::from_snapshot(&cancelled, &s, &[], 0);
+        assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "error"]);
+        assert_eq!(
+            events[1].body,
+            RunEventBody::Error { code: "aborted".into(), message: "the run was aborted".into() }
+        );
+    }
+
+    #[test]
+    fn summaries_are_one_short_line() {
+        assert_eq!(summary(""), "");
+        assert_eq!(summary("\n\nonly\n"), "only");
+        assert_eq!(summary("a\nb\nc"), "a (+2 more lines)");
+        assert_eq!(summary("a\nb"), "a (+1 more line)");
+        let long = "x".repeat(300);
+        assert_eq!(summary(&long).chars().count(), SUMMARY_CHARS + 1);
+    }
+}

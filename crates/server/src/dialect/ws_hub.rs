@@ -1,0 +1,668 @@
+//! The WebSocket hub of seed 002 (`GET /api/ws`), mapped from the native session
+//! frames. A channel is a session id; every event travels in the seed's envelope
+//! `{type, channel_id, data, timestamp}`, plus `cursor` (`streamId:seq` of the frame it
+//! came from) so a client that reconnects can ask for exactly what it missed.
+//!
+//! | native frame                         | hub event |
+//! |--------------------------------------|-----------|
+//! | `run.accepted`                       | `agent.status` `running` |
+//! | `message_end` (user, assistant)      | `message.created` |
+//! | `message_update` `text_delta`        | `message.streaming` (the delta at its offset) |
+//! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset) |
+//! | `message_start` (assistant), retries, compaction | `agent.activity` |
+//! | `tool_execution_start` / `_end`      | `tool.use` / `tool.result` |
+//! | `approval_requested`                 | `gate.approval_requested` (a tool to confirm) or `agent.ask_user` (a choice or input) |
+//! | `approval_resolved`                  | `gate.approval_resolved` |
+//! | `agent_settled` after `agent_end`    | `agent.status` `completed` / `errored` / `cancelled` with duration, turns, stop reason, model, usage |
+//! | `session_title`                      | `channel.updated` |
+//!
+//! Each frame gives at most one event, so a cursor names a point between events and
+//! a replay from it can neither repeat nor skip one. Two departures from the seed, both
+//! deliberate: `message.streaming` carries the delta and its offset instead of the
+//! whole text so far (the seed's form costs O(n²) bytes per answer), and the terminal
+//! `agent.status` comes at `agent_settled` — the frame after which the run's status,
+//! duration and usage are all known — rather than at `agent_end`.
+//!
+//! What the mapping remembers between frames of one channel (turns, model, the status
+//! `agent_end` announced) is a [`RunTally`] the connection owns. A tally that joined
+//! mid-run leaves the fields it never saw `null`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::time::Millis;
+use spool_protocol::{
+    AgentEvent, Approval, ApprovalKind, Message, ProjectId, SessionId, StopReason, StreamDelta, Usage,
+};
+
+pub const MESSAGE_CREATED: &str = "message.created";
+pub const MESSAGE_STREAMING: &str = "message.streaming";
+pub const AGENT_STATUS: &str = "agent.status";
+pub const AGENT_THINKING: &str = "agent.thinking";
+pub const AGENT_ACTIVITY: &str = "agent.activity";
+pub const AGENT_ASK_USER: &str = "agent.ask_user";
+pub const TOOL_USE: &str = "tool.use";
+pub const TOOL_RESULT: &str = "tool.result";
+pub const GATE_APPROVAL_REQUESTED: &str = "gate.approval_requested";
+pub const GATE_APPROVAL_RESOLVED: &str = "gate.approval_resolved";
+pub const CHANNEL_CREATED: &str = "channel.created";
+pub const CHANNEL_DELETED: &str = "channel.deleted";
+pub const CHANNEL_UPDATED: &str = "channel.updated";
+/// Sent instead of a replay when a subscribe message's cursor cannot be honoured:
+/// `data.state` is the native session state; everything after it is live.
+pub const CHANNEL_SNAPSHOT: &str = "channel.snapshot";
+/// A subscribe message was applied: events of its channels that arrived before this
+/// one belong to the previous filter (a channel restarted at a cursor repeats from
+/// there).
+pub const SUBSCRIBED: &str = "subscribed";
+/// A subscribe message named a channel the client cannot follow.
+pub const CHANNEL_ERROR: &str = "channel.error";
+/// A client message the hub could not read (`channel_id` is empty).
+pub const ERROR: &str = "error";
+
+/// One hub event in the seed's envelope.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Envelope {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub channel_id: String,
+    pub data: Value,
+    /// When the hub sent it (ms since the epoch), as in the seed.
+    pub timestamp: Millis,
+    /// The native frame it came from; send it back in a subscribe message's `cursors`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+impl Envelope {
+    fn global(kind: &'static str, channel: String, data: Value, now: Millis) -> Self {
+        Self { kind, channel_id: channel, data, timestamp: now, cursor: None }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("envelopes are plain data and always serialize")
+    }
+}
+
+/// What one channel's mapping remembers about the run in progress.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunTally {
+    /// Model calls made so far; `None` when the run started before this tally did.
+    turns: Option<u32>,
+    model: Option<String>,
+    stop_reason: Option<StopReason>,
+    /// `agent_end`'s status and usage, reported at `agent_settled`.
+    ended: Option<(String, Usage)>,
+    duration_ms: Option<i64>,
+}
+
+/// Maps one native frame of a channel. `now` stamps the envelope.
+pub fn map_frame(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Envelope> {
+    let data = match &frame.body {
+        FrameBody::RunAccepted { request_id, run_id } => {
+            *tally = RunTally { turns: Some(0), ..RunTally::default() };
+            (AGENT_STATUS, json!({"status": "running", "run_id": run_id, "request_id": request_id}))
+        }
+        FrameBody::LoopEvent { run_id, message_index, event } => loop_event(run_id, *message_index, event, tally)?,
+        FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
+    };
+    let (kind, data) = data;
+    Some(Envelope {
+        kind,
+        channel_id: frame.session_id.to_string(),
+        data,
+        timestamp: now,
+        cursor: Some(frame.cursor().to_string()),
+    })
+}
+
+fn loop_event(
+    run_id: &spool_protocol::RunId,
+    index: Option<u64>,
+    event: &AgentEvent,
+    tally: &mut RunTally,
+) -> Option<(&'static str, Value)> {
+    Some(match event {
+        AgentEvent::TurnStart {} => {
+            if let Some(t) = tally.turns.as_mut() {
+                *t += 1;
+            }
+            return None;
+        }
+        AgentEvent::MessageStart { message: Message::Assistant { model, .. } } => {
+            tally.model = Some(model.clone());
+            (AGENT_ACTIVITY, json!({"activity": "model", "model": model, "description": "", "run_id": run_id}))
+        }
+        AgentEvent::MessageEnd { message } => match message {
+            Message::User { .. } => (
+                MESSAGE_CREATED,
+                json!({"message_index": index, "role": "user", "content": message.text(), "is_bot": false, "run_id": run_id}),
+            ),
+            Message::Assistant { model, stop_reason, .. } => {
+                tally.model = Some(model.clone());
+                tally.stop_reason = *stop_reason;
+                (
+                    MESSAGE_CREATED,
+                    json!({
+                        "message_index": index,
+                        "role": "assistant",
+                        "content": message.text(),
+                        "is_bot": true,
+                        "run_id": run_id,
+                        "model": model,
+                        "stop_reason": stop_reason.map(stop_reason_name),
+                    }),
+                )
+            }
+            // The tool's outcome already went out as `tool.result`.
+            Message::ToolResult { .. } => return None,
+        },
+        AgentEvent::MessageUpdate { assistant_message_event: delta } => match delta {
+            StreamDelta::TextDelta { content_index, offset, delta } => (
+                MESSAGE_STREAMING,
+                json!({
+                    "run_id": run_id,
+                    "message_index": index,
+                    "content_index": content_index,
+                    "offset": offset,
+                    "delta": delta,
+                }),
+            ),
+            StreamDelta::ThinkingDelta { offset, delta, .. } => {
+                (AGENT_THINKING, json!({"run_id": run_id, "message_index": index, "offset": offset, "text": delta}))
+            }
+            _ => return None,
+        },
+        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+            (TOOL_USE, json!({"tool_use_id": tool_call_id, "tool_name": tool_name, "input": args, "run_id": run_id}))
+        }
+        AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error } => (
+            TOOL_RESULT,
+            json!({
+                "tool_use_id": tool_call_id,
+                "tool_name": tool_name,
+                "output": result,
+                "is_error": is_error,
+                "run_id": run_id,
+            }),
+        ),
+        AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message } => (
+            AGENT_ACTIVITY,
+            json!({
+                "activity": "retry",
+                "description": error_message,
+                "attempt": attempt,
+                "max_attempts": max_attempts,
+                "delay_ms": delay_ms,
+                "run_id": run_id,
+            }),
+        ),
+        AgentEvent::CompactionStart { tokens_before } => (
+            AGENT_ACTIVITY,
+            json!({
+                "activity": "compaction",
+                "description": "summarizing older turns",
+                "tokens_before": tokens_before,
+                "run_id": run_id,
+            }),
+        ),
+        AgentEvent::ApprovalRequested { approval } => approval_requested(approval),
+        AgentEvent::ApprovalResolved { approval_id, decision, actor, message } => (
+            GATE_APPROVAL_RESOLVED,
+            json!({
+                "req_id": approval_id,
+                "decision": decision,
+                "actor": actor,
+                "message": message,
+                "run_id": run_id,
+            }),
+        ),
+        AgentEvent::AgentEnd { status, usage } => {
+            tally.ended = Some((status.clone(), *usage));
+            return None;
+        }
+        AgentEvent::PromptTiming { started_at, ended_at: Some(ended), .. } => {
+            tally.duration_ms = Some(ended - started_at);
+            return None;
+        }
+        AgentEvent::AgentSettled {} => {
+            let (status, usage) = tally.ended.take()?;
+            let status = match status.as_str() {
+                "completed" => "completed",
+                "cancelled" => "cancelled",
+                _ => "errored",
+            };
+            let settled = std::mem::take(tally);
+            (
+                AGENT_STATUS,
+                json!({
+                    "status": status,
+                    "run_id": run_id,
+                    "duration_ms": settled.duration_ms,
+                    "num_turns": settled.turns,
+                    "stop_reason": settled.stop_reason.map(stop_reason_name),
+                    "model": settled.model,
+                    "usage": usage,
+                }),
+            )
+        }
+        AgentEvent::SessionTitle { title } => (CHANNEL_UPDATED, json!({"title": title})),
+        _ => return None,
+    })
+}
+
+/// A tool call to confirm is the seed's gate approval; a choice or missing input is
+/// its `agent.ask_user` card. Both carry `req_id`, the id to decide with.
+fn approval_requested(approval: &Approval) -> (&'static str, Value) {
+    let payload = &approval.payload;
+    match approval.kind {
+        ApprovalKind::ConfirmAction => (
+            GATE_APPROVAL_REQUESTED,
+            json!({
+                "req_id": approval.id,
+                "run_id": approval.run_id,
+                "kind": "tool",
+                "target": payload.get("argument").cloned().unwrap_or(Value::Null),
+                "message": payload.get("change").cloned().unwrap_or(Value::Null),
+                "tool": approval.tool,
+                "details": payload,
+                "expires_at": approval.expires_at,
+            }),
+        ),
+        ApprovalKind::SelectOption | ApprovalKind::ProvideInput => (
+            AGENT_ASK_USER,
+            json!({
+                "req_id": approval.id,
+                "run_id": approval.run_id,
+                "questions": [{
+                    "question": payload.get("question").or_else(|| payload.get("change")).cloned().unwrap_or(Value::Null),
+                    "header": approval.tool,
+                    "options": payload.get("options").cloned().unwrap_or_else(|| json!([])),
+                    "multi_select": false,
+                }],
+                "details": payload,
+                "expires_at": approval.expires_at,
+            }),
+        ),
+    }
+}
+
+/// The seed's stop-reason words.
+fn stop_reason_name(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Stop => "end_turn",
+        StopReason::ToolUse => "tool_use",
+        StopReason::Length => "max_tokens",
+        StopReason::Aborted => "aborted",
+        StopReason::Error => "error",
+    }
+}
+
+/// `channel.snapshot` for a `session.snapshot` frame: what a client gets instead of a
+/// replay it asked for and cannot have.
+pub fn snapshot(frame: &Frame, now: Millis) -> Option<Envelope> {
+    let FrameBody::Snapshot { state } = &frame.body else {
+        return None;
+    };
+    Some(Envelope {
+        kind: CHANNEL_SNAPSHOT,
+        channel_id: frame.session_id.to_string(),
+        data: json!({ "state": state }),
+        timestamp: now,
+        cursor: Some(frame.cursor().to_string()),
+    })
+}
+
+/// For a channel followed without a cursor: the seed sends no history, but a run
+/// already going is announced (`agent.status` `running`) so the client knows to expect
+/// its events. The tally starts with the run's model, without its turn count. The
+/// event has no cursor: it stands for no frame's content, so a client must not resume
+/// from it as if it had the run's text so far.
+pub fn joined(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Envelope> {
+    let FrameBody::Snapshot { state } = &frame.body else {
+        return None;
+    };
+    *tally = RunTally::default();
+    let active = state.active_run.as_ref()?;
+    tally.model = state.drafts.values().rev().find_map(|m| match m {
+        Message::Assistant { model, .. } => Some(model.clone()),
+        _ => None,
+    });
+    Some(Envelope {
+        kind: AGENT_STATUS,
+        channel_id: frame.session_id.to_string(),
+        data: json!({"status": "running", "run_id": active.run_id, "request_id": active.request_id}),
+        timestamp: now,
+        cursor: None,
+    })
+}
+
+/// A session was created: sent to every subscriber, whatever its filter.
+pub fn channel_created(session: &SessionId, project: &ProjectId, now: Millis) -> Envelope {
+    Envelope::global(CHANNEL_CREATED, session.to_string(), json!({"channel_id": session, "project_id": project}), now)
+}
+
+/// A session was deleted: sent to every subscriber; no data, as in the seed.
+pub fn channel_deleted(session: &SessionId, now: Millis) -> Envelope {
+    Envelope::global(CHANNEL_DELETED, session.to_string(), Value::Null, now)
+}
+
+/// A channel the client asked for and cannot follow (unknown, not its own, a limit).
+pub fn channel_error(channel: &str, code: &str, message: &str, now: Millis) -> Envelope {
+    Envelope::global(CHANNEL_ERROR, channel.to_owned(), json!({"code": code, "message": message}), now)
+}
+
+/// The acknowledgement of a subscribe message, naming the channels it asked for
+/// (none: every session).
+pub fn subscribed(channels: &[String], now: Millis) -> Envelope {
+    Envelope::global(SUBSCRIBED, String::new(), json!({ "channels": channels }), now)
+}
+
+/// A client message the hub could not read.
+pub fn error(code: &str, message: &str, now: Millis) -> Envelope {
+    Envelope::global(ERROR, String::new(), json!({"code": code, "message": message}), now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use insta::assert_json_snapshot;
+    use spool_protocol::frame::{ActiveRun, SessionState};
+    use spool_protocol::{ApprovalStatus, Content, RunId, RunStatus, Session, SessionStatus, UserId};
+
+    const NOW: Millis = 1_764_000_002_000;
+
+    fn sid() -> SessionId {
+        "ses_01jd0000000000000000000001".parse().unwrap()
+    }
+    fn run_id() -> RunId {
+        "run_01jd0000000000000000000003".parse().unwrap()
+    }
+    fn owner() -> UserId {
+        "usr_01jd0000000000000000000005".parse().unwrap()
+    }
+
+    fn frame(seq: u64, body: FrameBody) -> Frame {
+        Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().unwrap(), seq }
+    }
+
+    fn ev(index: Option<u64>, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run_id(), message_index: index, event }
+    }
+
+    fn assistant(content: Vec<Content>, stop: Option<StopReason>) -> Message {
+        Message::Assistant {
+            content,
+            stop_reason: stop,
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 1_764_000_000_300,
+        }
+    }
+
+    fn approval(kind: ApprovalKind, payload: Value) -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000007".parse().unwrap(),
+            run_id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            tool_call_id: "call_2".into(),
+            tool: "write".into(),
+            kind,
+            payload,
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: 1_764_000_001_000,
+            expires_at: 1_764_086_401_000,
+            resolved_at: None,
+        }
+    }
+
+    fn state(active: bool) -> SessionState {
+        let session = Session {
+            id: sid(),
+            project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
+            owner_id: owner(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            permissions: vec![],
+            model: None,
+            read_index: None,
+            created_at: 1_764_000_000_000,
+            updated_at: 1_764_000_000_000,
+        };
+        let mut s = spool_engine::view::initial_state(session, vec![], 0);
+        if active {
+            s.status = SessionStatus::Busy;
+            s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
+            s.drafts.insert(1, assistant(vec![Content::Text { text: "so far".into() }], None));
+        }
+        s
+    }
+
+    /// One of every frame a run can publish, in a plausible order.
+    fn every_frame() -> Vec<Frame> {
+        let user = Message::user_text("tool: write {\"path\":\"out.txt\"}", 1_764_000_000_000);
+        let bodies = vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            FrameBody::State { state: Box::new(state(true)) },
+            ev(None, AgentEvent::AgentStart {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(0), AgentEvent::MessageStart { message: user.clone() }),
+            ev(Some(0), AgentEvent::MessageEnd { message: user }),
+            ev(
+                None,
+                AgentEvent::PromptTiming {
+                    user_message_index: 0,
+                    started_at: 1_764_000_000_000,
+                    first_token_at: None,
+                    ended_at: None,
+                },
+            ),
+            ev(None, AgentEvent::CompactionStart { tokens_before: 120_000 }),
+            ev(
+                None,
+                AgentEvent::AutoRetryStart {
+                    attempt: 1,
+                    max_attempts: 3,
+                    delay_ms: 500,
+                    error_message: "overloaded".into(),
+                },
+            ),
+            ev(Some(1), AgentEvent::MessageStart { message: assistant(vec![], None) }),
+            ev(
+                Some(1),
+                AgentEvent::MessageUpdate {
+                    assistant_message_event: StreamDelta::ThinkingDelta {
+                        content_index: 0,
+                        offset: 0,
+                        delta: "Let me check".into(),
+                    },
+                },
+            ),
+            ev(
+                Some(1),
+                AgentEvent::MessageUpdate {
+                    assistant_message_event: StreamDelta::TextDelta {
+                        content_index: 1,
+                        offset: 4,
+                        delta: " réad🌍".into(),
+                    },
+                },
+            ),
+            ev(
+                Some(1),
+                AgentEvent::MessageUpdate {
+                    assistant_message_event: StreamDelta::ToolcallDelta {
+                        content_index: 2,
+                        offset: 0,
+                        delta: "{\"pa".into(),
+                    },
+                },
+            ),
+            ev(
+                Some(1),
+                AgentEvent::MessageEnd {
+                    message: assistant(
+                        vec![
+                            Content::Thinking { thinking: "Let me check".into() },
+                            Content::Text { text: "I'll read it".into() },
+                        ],
+                        Some(StopReason::ToolUse),
+                    ),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ApprovalRequested {
+                    approval: Box::new(approval(
+                        ApprovalKind::ConfirmAction,
+                        json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+                    )),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: "per_01jd0000000000000000000007".parse().unwrap(),
+                    decision: "once".into(),
+                    actor: Some(owner()),
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    args: json!({"path": "out.txt", "content": "hello"}),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    result: "wrote 5 bytes to out.txt".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(
+                Some(3),
+                AgentEvent::MessageEnd {
+                    message: assistant(vec![Content::Text { text: "Done.".into() }], Some(StopReason::Stop)),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::AgentEnd {
+                    status: "completed".into(),
+                    usage: Usage { input: 10, output: 4, ..Usage::default() },
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::PromptTiming {
+                    user_message_index: 0,
+                    started_at: 1_764_000_000_000,
+                    first_token_at: Some(1_764_000_000_020),
+                    ended_at: Some(1_764_000_001_500),
+                },
+            ),
+            FrameBody::State { state: Box::new(state(false)) },
+            ev(None, AgentEvent::AgentSettled {}),
+            ev(None, AgentEvent::SessionTitle { title: "Write a file".into() }),
+        ];
+        bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 20, b)).collect()
+    }
+
+    #[test]
+    fn every_hub_event_from_a_run() {
+        let mut tally = RunTally::default();
+        let events: Vec<Envelope> = every_frame().iter().filter_map(|f| map_frame(f, &mut tally, NOW)).collect();
+        assert_json_snapshot!(events);
+    }
+
+    #[test]
+    fn each_frame_gives_at_most_one_event_with_its_own_cursor() {
+        let frames = every_frame();
+        let mut tally = RunTally::default();
+        for f in &frames {
+            if let Some(e) = map_frame(f, &mut tally, NOW) {
+                assert_eq!(e.cursor, Some(f.cursor().to_string()));
+                assert_eq!(e.channel_id, sid().to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn a_tally_that_joined_mid_run_leaves_what_it_did_not_see_null() {
+        let frames = every_frame();
+        let from = frames.len() - 6;
+        let mut tally = RunTally::default();
+        let status: Vec<Envelope> = frames[from..]
+            .iter()
+            .filter_map(|f| map_frame(f, &mut tally, NOW))
+            .filter(|e| e.kind == AGENT_STATUS)
+            .collect();
+        assert_eq!(status.len(), 1);
+        assert_eq!(status[0].data["status"], "completed");
+        assert_eq!(status[0].data["num_turns"], Value::Null);
+        assert_eq!(status[0].data["duration_ms"], 1500);
+    }
+
+    #[test]
+    fn failed_and_cancelled_runs_report_errored_and_cancelled() {
+        for (status, word) in [("failed", "errored"), ("cancelled", "cancelled")] {
+            let mut tally = RunTally::default();
+            map_frame(
+                &frame(1, ev(None, AgentEvent::AgentEnd { status: status.into(), usage: Usage::default() })),
+                &mut tally,
+                NOW,
+            );
+            let e = map_frame(&frame(2, ev(None, AgentEvent::AgentSettled {})), &mut tally, NOW).expect("status");
+            assert_eq!(e.data["status"], word);
+        }
+        // No agent_end seen: settling alone says nothing.
+        assert_eq!(map_frame(&frame(3, ev(None, AgentEvent::AgentSettled {})), &mut RunTally::default(), NOW), None);
+    }
+
+    #[test]
+    fn a_choice_is_an_ask_user_card() {
+        let a = approval(
+            ApprovalKind::SelectOption,
+            json!({"question": "Which file?", "options": [{"label": "a.txt", "description": "the first"}]}),
+        );
+        let mut tally = RunTally::default();
+        let e =
+            map_frame(&frame(5, ev(None, AgentEvent::ApprovalRequested { approval: Box::new(a) })), &mut tally, NOW);
+        assert_json_snapshot!(e);
+    }
+
+    #[test]
+    fn snapshots_joins_and_global_events() {
+        let snap = frame(40, FrameBody::Snapshot { state: Box::new(state(true)) });
+        let mut tally = RunTally::default();
+        let joined = joined(&snap, &mut tally, NOW).expect("a run is active");
+        assert_eq!(tally.model.as_deref(), Some("scripted"));
+        let idle = frame(41, FrameBody::Snapshot { state: Box::new(state(false)) });
+        assert_eq!(super::joined(&idle, &mut tally, NOW), None);
+        let project: ProjectId = "prj_01jd0000000000000000000004".parse().unwrap();
+        let events = vec![
+            joined,
+            snapshot(&idle, NOW).expect("a snapshot frame"),
+            channel_created(&sid(), &project, NOW),
+            channel_deleted(&sid(), NOW),
+            channel_error("ses_nope", "not_found", "session not found", NOW),
+            subscribed(&[sid().to_string()], NOW),
+            error("invalid_message", "expected {\"type\":\"subscribe\",\"channels\":[…]}", NOW),
+        ];
+        assert_json_snapshot!(events);
+    }
+}

@@ -1,0 +1,380 @@
+//! The WebSocket hub of seed 002 through a real server on a real port, with a real
+//! WebSocket client: the envelope and event types, channel filters and their
+//! replacement, global channel events, reconnecting with cursors (exactly the missed
+//! events, or a snapshot), the Origin check, and a client that stops reading cut while
+//! another gets every event.
+
+mod common;
+
+use common::{TestOptions, TestServer, WAIT, id_of};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+fn ws_url(server: &TestServer, query: &str) -> String {
+    format!("ws://{}/api/ws{query}", server.addr)
+}
+
+async fn connect(server: &TestServer, query: &str) -> Ws {
+    let (ws, res) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(ws_url(server, query)))
+        .await
+        .expect("connect in time")
+        .expect("WebSocket handshake");
+    assert_eq!(res.status(), 101);
+    ws
+}
+
+/// The next hub event (pings skipped), checked to be the seed's envelope.
+async fn recv(ws: &mut Ws) -> Value {
+    loop {
+        let message = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no WebSocket message within {WAIT:?}"))
+            .expect("the socket is open")
+            .expect("a message");
+        let text = match message {
+            Message::Text(text) => text,
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected message {other:?}"),
+        };
+        let event: Value = serde_json::from_str(&text).expect("JSON");
+        assert!(event["type"].is_string() && event["channel_id"].is_string(), "{event}");
+        assert!(event["timestamp"].as_i64().is_some_and(|t| t > 1_700_000_000_000), "{event}");
+        assert!(event.as_object().is_some_and(|o| o.contains_key("data")), "{event}");
+        return event;
+    }
+}
+
+async fn recv_until(ws: &mut Ws, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut events = Vec::new();
+    loop {
+        let event = recv(ws).await;
+        let done = stop(&event);
+        events.push(event);
+        if done {
+            return events;
+        }
+    }
+}
+
+/// Asserts nothing but pings arrives for `within`.
+async fn expect_silence(ws: &mut Ws, within: Duration) {
+    let got = tokio::time::timeout(within, async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await;
+    assert!(got.is_err(), "expected silence, got {got:?}");
+}
+
+async fn send(ws: &mut Ws, message: Value) {
+    ws.send(Message::Text(message.to_string().into())).await.expect("send");
+}
+
+fn is_settled(e: &Value) -> bool {
+    e["type"] == "agent.status" && e["data"]["status"] != "running"
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().expect("type")).collect()
+}
+
+/// The `message.streaming` deltas of one message, checked to be contiguous by offset.
+fn streamed_text(events: &[Value]) -> String {
+    let mut text = String::new();
+    for e in events.iter().filter(|e| e["type"] == "message.streaming") {
+        let offset = e["data"]["offset"].as_u64().expect("offset") as usize;
+        assert_eq!(offset, text.encode_utf16().count(), "no hole and no repeat: {e}");
+        text.push_str(e["data"]["delta"].as_str().expect("delta"));
+    }
+    text
+}
+
+async fn stored_text(server: &TestServer, session: &str) -> String {
+    let page = server.messages(session, "?limit=500").await;
+    let last = page["messages"].as_array().expect("messages").iter().rev().find(|m| m["role"] == "assistant").cloned();
+    let content = last.expect("an assistant message")["content"].as_array().expect("content").clone();
+    content.iter().filter(|c| c["type"] == "text").map(|c| c["text"].as_str().expect("text")).collect()
+}
+
+/// A session with a title, so no asynchronous title event lands among a run's events.
+async fn titled_session(server: &TestServer) -> String {
+    let project = server.default_project().await;
+    id_of(&server.create_session(&project, Some("hub test")).await)
+}
+
+/// Replaces ids, cursors and clock values with stable placeholders.
+fn normalize(value: &Value, ids: &mut HashMap<String, String>) -> Value {
+    match value {
+        Value::String(s) if s.len() == 30 && s.as_bytes()[3] == b'_' => {
+            let n = ids.len() + 1;
+            Value::String(ids.entry(s.clone()).or_insert_with(|| format!("<{} {n}>", &s[..3])).clone())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let replaced = match k.as_str() {
+                        "timestamp" | "duration_ms" | "expires_at" if v.is_number() => Some(json!("<ms>")),
+                        "cursor" => Some(json!("<cursor>")),
+                        // Token counts follow the context assembly, not this dialect.
+                        "usage" => Some(json!("<usage>")),
+                        _ => None,
+                    };
+                    (k.clone(), replaced.unwrap_or_else(|| normalize(v, ids)))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| normalize(v, ids)).collect()),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test]
+async fn a_runs_events_arrive_in_the_seed_002_envelope() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    server.start_run(&session, "tool: read {\"path\":\"README.md\"}").await;
+    let events = recv_until(&mut ws, is_settled).await;
+    for e in &events {
+        assert_eq!(e["channel_id"], session.as_str());
+        assert!(e["cursor"].as_str().is_some_and(|c| c.starts_with("stm_")), "{e}");
+    }
+    assert_eq!(streamed_text(&events), stored_text(&server, &session).await);
+    let status = events.last().expect("agent.status");
+    assert_eq!(status["data"]["status"], "completed");
+    assert_eq!(status["data"]["num_turns"], 2);
+    assert_eq!(status["data"]["stop_reason"], "end_turn");
+    assert_eq!(status["data"]["model"], "scripted");
+    assert!(status["data"]["duration_ms"].as_i64().is_some_and(|d| d >= 0));
+
+    let mut ids = HashMap::new();
+    let golden: Vec<Value> = events
+        .iter()
+        .filter(|e| e["type"] != "message.streaming" || e["data"]["offset"] == 0)
+        .map(|e| normalize(e, &mut ids))
+        .collect();
+    insta::assert_json_snapshot!(golden);
+}
+
+#[tokio::test]
+async fn approvals_reach_the_hub_as_gate_events() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    let run = server.start_run(&session, &format!("tool: write {}", json!({"path": "o.txt", "content": "x"}))).await;
+    let events = recv_until(&mut ws, |e| e["type"] == "gate.approval_requested").await;
+    let requested = events.last().expect("requested");
+    assert_eq!(requested["data"]["tool"], "write");
+    assert_eq!(requested["data"]["target"], "o.txt");
+    let approval = requested["data"]["req_id"].as_str().expect("req_id");
+    let (status, body) = server
+        .post(&format!("/api/sessions/{session}/approvals/{approval}"), json!({"decision": "reject", "message": "no"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let after = recv_until(&mut ws, is_settled).await;
+    let resolved = after.iter().find(|e| e["type"] == "gate.approval_resolved").expect("resolved");
+    assert_eq!(resolved["data"]["req_id"], approval);
+    assert_eq!(resolved["data"]["decision"], "reject");
+    assert_eq!(resolved["data"]["run_id"], run.as_str());
+    let result = after.iter().find(|e| e["type"] == "tool.result").expect("tool.result");
+    assert_eq!(result["data"]["is_error"], true);
+}
+
+#[tokio::test]
+async fn a_subscribe_message_replaces_the_filter_and_global_events_reach_everyone() {
+    let server = TestServer::start().await;
+    let a = titled_session(&server).await;
+    let b = titled_session(&server).await;
+    let mut only_a = connect(&server, &format!("?channels={a}")).await;
+    let mut switcher = connect(&server, &format!("?channels={a}")).await;
+    send(&mut switcher, json!({"type": "subscribe", "channels": [b]})).await;
+    let ack = recv(&mut switcher).await;
+    assert_eq!((ack["type"].as_str(), &ack["data"]["channels"]), (Some("subscribed"), &json!([b])));
+
+    server.run_prompt(&b, "echo: for b").await;
+    let events = recv_until(&mut switcher, is_settled).await;
+    assert!(events.iter().all(|e| e["channel_id"] == b.as_str()), "{events:?}");
+    expect_silence(&mut only_a, Duration::from_millis(300)).await;
+
+    // Everything: a session created afterwards is announced and followed.
+    let mut everything = connect(&server, "").await;
+    send(&mut everything, json!({"type": "subscribe", "channels": []})).await;
+    assert_eq!(recv(&mut everything).await["type"], "subscribed");
+    let project = server.default_project().await;
+    let c = id_of(&server.create_session(&project, Some("new one")).await);
+    for ws in [&mut everything, &mut only_a, &mut switcher] {
+        let created = recv(ws).await;
+        assert_eq!(
+            (created["type"].as_str(), created["channel_id"].as_str()),
+            (Some("channel.created"), Some(c.as_str()))
+        );
+        assert_eq!(created["data"]["project_id"], project.as_str());
+    }
+    server.run_prompt(&c, "echo: hello c").await;
+    let events = recv_until(&mut everything, is_settled).await;
+    assert_eq!(kinds(&events)[0], "agent.status");
+    assert_eq!(streamed_text(&events), "hello c");
+
+    let (status, _) = server.delete(&format!("/api/sessions/{c}")).await;
+    assert_eq!(status, 204);
+    for ws in [&mut everything, &mut only_a, &mut switcher] {
+        let deleted = recv(ws).await;
+        assert_eq!(deleted["type"], "channel.deleted");
+        assert_eq!(deleted["channel_id"], c.as_str());
+        assert_eq!(deleted["data"], Value::Null);
+    }
+    // The hub that followed the deleted session goes on with the others.
+    server.run_prompt(&a, "echo: still here").await;
+    let events = recv_until(&mut everything, is_settled).await;
+    assert!(events.iter().all(|e| e["channel_id"] == a.as_str()));
+}
+
+#[tokio::test]
+async fn bad_channels_and_messages_get_error_events() {
+    let server = TestServer::start().await;
+    let mut ws = connect(&server, "?channels=ses_01jd0000000000000000000000,garbage").await;
+    let mut errors = vec![recv(&mut ws).await, recv(&mut ws).await];
+    errors.sort_by_key(|e| e["channel_id"].as_str().map(str::to_owned));
+    assert_eq!(kinds(&errors), ["channel.error", "channel.error"]);
+    assert_eq!(errors[0]["channel_id"], "garbage");
+    assert_eq!(errors[1]["data"]["code"], "not_found");
+    send(&mut ws, json!({"channels": "x"})).await;
+    let error = recv(&mut ws).await;
+    assert_eq!((error["type"].as_str(), error["data"]["code"].as_str()), (Some("error"), Some("invalid_message")));
+    ws.send(Message::Binary(vec![1, 2, 3].into())).await.expect("send");
+    assert_eq!(recv(&mut ws).await["data"]["code"], "invalid_message");
+}
+
+#[tokio::test]
+async fn a_reconnect_with_a_cursor_gets_exactly_what_it_missed_or_a_snapshot() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(3), ..TestOptions::default() }).await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    server.start_run(&session, "stream: 80").await;
+    let mut seen = Vec::new();
+    while seen.iter().filter(|e: &&Value| e["type"] == "message.streaming").count() < 20 {
+        seen.push(recv(&mut ws).await);
+    }
+    ws.close(None).await.expect("close");
+    drop(ws);
+    let cursor = seen.last().expect("seen")["cursor"].as_str().expect("cursor").to_owned();
+
+    // A socket that follows everything from its connection on, told to restart the
+    // session at the cursor: what came before the acknowledgement is discarded.
+    let mut again = connect(&server, "").await;
+    send(&mut again, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): cursor}})).await;
+    recv_until(&mut again, |e| e["type"] == "subscribed").await;
+    let rest = recv_until(&mut again, is_settled).await;
+    assert!(rest.iter().all(|e| e["type"] != "channel.snapshot"), "within the buffer: a replay");
+    seen.extend(rest);
+    assert_eq!(streamed_text(&seen), stored_text(&server, &session).await, "the deltas join with no hole or repeat");
+
+    // A cursor the buffer cannot serve (another stream): one snapshot, then live.
+    let foreign = format!("{}:3", spool_protocol::StreamId::new());
+    let mut third = connect(&server, "").await;
+    send(&mut third, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): foreign}})).await;
+    recv_until(&mut third, |e| e["type"] == "subscribed").await;
+    let snapshot = recv(&mut third).await;
+    assert_eq!(snapshot["type"], "channel.snapshot");
+    assert_eq!(snapshot["data"]["state"]["session"]["id"], session.as_str());
+    assert_eq!(snapshot["data"]["state"]["status"], "idle");
+    server.run_prompt(&session, "echo: after the snapshot").await;
+    let live = recv_until(&mut third, is_settled).await;
+    assert_eq!(streamed_text(&live), "after the snapshot");
+}
+
+#[tokio::test]
+async fn a_socket_joining_mid_run_is_told_the_run_is_going() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(10), ..TestOptions::default() }).await;
+    let session = titled_session(&server).await;
+    let run = server.start_run(&session, "stream: 100").await;
+    // No channels: every session, as with an empty subscribe message.
+    let mut ws = connect(&server, "").await;
+    let first = recv(&mut ws).await;
+    assert_eq!((first["type"].as_str(), first["data"]["status"].as_str()), (Some("agent.status"), Some("running")));
+    assert_eq!(first["data"]["run_id"], run.as_str());
+    let rest = recv_until(&mut ws, is_settled).await;
+    assert_eq!(rest.last().expect("status")["data"]["status"], "completed");
+}
+
+#[tokio::test]
+async fn the_origin_must_be_this_server_when_a_browser_sends_one() {
+    let server = TestServer::start().await;
+    let attempt = |origin: Option<&'static str>| {
+        let mut request = ws_url(&server, "").into_client_request().expect("request");
+        if let Some(origin) = origin {
+            request.headers_mut().insert("origin", origin.parse().expect("header"));
+        }
+        tokio_tungstenite::connect_async(request)
+    };
+    assert!(attempt(None).await.is_ok(), "no Origin: not a browser");
+    let own: &'static str = Box::leak(format!("http://{}", server.addr).into_boxed_str());
+    assert!(attempt(Some(own)).await.is_ok());
+    match attempt(Some("http://evil.example")).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+            assert_eq!(res.status(), 403);
+            let body: Value = serde_json::from_slice(res.body().as_deref().unwrap_or_default()).expect("JSON");
+            assert_eq!(body["error"]["code"], "bad_origin");
+        }
+        other => panic!("a foreign origin must be refused: {other:?}"),
+    }
+    // A plain GET is not a WebSocket: a JSON error, not axum's text.
+    let (status, body) = server.get("/api/ws").await;
+    assert_eq!((status.as_u16(), body["error"]["code"].as_str()), (400, Some("websocket_required")));
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_while_another_gets_every_event() {
+    const DELTAS: usize = 60_000;
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+
+    // A client with a tiny receive window that never reads after the handshake.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let tcp = socket.connect(server.addr).await.expect("connect");
+    let (mut stuck, _) = tokio_tungstenite::client_async(ws_url(&server, &format!("?channels={session}")), tcp)
+        .await
+        .expect("handshake");
+    let mut fast = connect(&server, &format!("?channels={session}")).await;
+
+    let started = std::time::Instant::now();
+    server.start_run(&session, &format!("stream: {DELTAS}")).await;
+    let events = recv_until(&mut fast, is_settled).await;
+    let elapsed = started.elapsed();
+    let deltas = events.iter().filter(|e| e["type"] == "message.streaming").count();
+    assert_eq!(deltas, DELTAS, "the reading client got every delta");
+    assert_eq!(events.last().expect("status")["data"]["status"], "completed");
+    assert!(elapsed < Duration::from_secs(60), "the stuck client did not hold the others back: {elapsed:?}");
+
+    // The stuck one was disconnected: reading now drains what was buffered, then ends,
+    // and it never saw the end of the run.
+    let mut settled = false;
+    let mut messages = 0usize;
+    let drained = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(message)) = stuck.next().await {
+            if let Message::Text(text) = message {
+                messages += 1;
+                settled |= text.contains("\"agent.status\"") && text.contains("\"completed\"");
+            }
+        }
+    })
+    .await;
+    assert!(drained.is_ok(), "the server never closed the stuck socket");
+    assert!(!settled, "the stuck client cannot have kept up");
+    assert!(messages < DELTAS, "bounded: {messages} messages were queued for it");
+}
