@@ -212,7 +212,7 @@ async fn bad_requests_get_json_errors() {
 
     let (status, body) = server.get("/api/nothing-here").await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
-    let (status, body) = server.get("/").await;
+    let (status, body) = server.get("/api/sessions/ses_01jd0000000000000000000000/nope").await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
 
     let res = server.client.delete(server.url("/api/health")).send().await.expect("request");

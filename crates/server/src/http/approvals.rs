@@ -4,10 +4,12 @@
 //! idempotency key must get the first answer byte for byte.
 
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, PathIds};
+use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams};
+use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -59,10 +61,21 @@ async fn decide(
     Ok(stored(reply))
 }
 
+#[derive(Deserialize)]
+struct ResumeQuery {
+    /// With an event-stream answer: continue after this run-stream sequence.
+    after: Option<u64>,
+}
+
+/// With `Accept: text/event-stream` the answer is the run stream's continuation (see
+/// `chat.rs`); otherwise the stored JSON reply.
 async fn resume(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     PathId(run): PathId<RunId>,
+    ConnectionToken(connection): ConnectionToken,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<ResumeQuery>,
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let approval: ApprovalId = body.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
@@ -72,6 +85,9 @@ async fn resume(
         ResumeDecision::Fill(args) => Decision::Fill(args),
     };
     let input = DecisionInput { decision, message: body.message, idempotency_key: Some(body.idempotency_key) };
+    if super::chat::wants_event_stream(&headers) {
+        return super::chat::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
+    }
     let reply = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
     Ok(stored(reply))
 }

@@ -160,7 +160,6 @@ async fn events(
 }
 
 /// Whether a request asked for an event stream (`Accept: text/event-stream`).
-#[cfg_attr(not(test), allow(dead_code, reason = "called by the resume route once it offers the stream"))]
 pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(EVENT_STREAM))
 }
@@ -170,7 +169,6 @@ pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
 /// interrupt (or after `after`, when the client says), to the next `interrupt`,
 /// `done` or `error`. A decision the engine refuses (or answers from an idempotency
 /// record with an error) is answered as JSON, exactly as without the header.
-#[cfg_attr(not(test), allow(dead_code, reason = "called by the resume route once it offers the stream"))]
 pub(crate) async fn resume_stream(
     state: &AppState,
     user: &UserId,
