@@ -397,6 +397,8 @@ impl Engine {
     /// runs are aborted first and open streams end. Files on disk are never touched.
     pub async fn delete_project(&self, owner: &UserId, id: &ProjectId) -> Result<()> {
         let project = self.project(owner, id).await?;
+        let mut doomed = self.store().list_sessions(&project.id, false).await?;
+        doomed.extend(self.store().list_sessions(&project.id, true).await?);
         let loaded: Vec<(SessionId, Arc<Loaded>)> = {
             let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions
@@ -405,11 +407,21 @@ impl Engine {
                 .map(|(id, l)| (id.clone(), l.clone()))
                 .collect()
         };
+        for (_, l) in &loaded {
+            stop_active(l).await;
+        }
+        // Delete first, then drop what is in memory: a stream opened meanwhile finds the
+        // session gone instead of loading it back.
+        let deleted = self.store().delete_project(&project.id).await;
         for (session_id, l) in loaded {
             self.unload(&session_id, &l).await;
         }
         // Sessions deleted before a failure stay deleted: tell pages either way.
-        let deleted = self.store().delete_project(&project.id).await;
+        for session in doomed {
+            self.inner
+                .lists
+                .change(crate::lists::Change::SessionDeleted { session: session.id, project: project.id.clone() });
+        }
         self.inner.lists.projects_changed(&project.id);
         deleted?;
         Ok(())
@@ -526,18 +538,18 @@ impl Engine {
     pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
         let loaded = self.load(owner, id).await?;
         let project = loaded.events.read(|s| s.session.project_id.clone());
-        self.unload(id, &loaded).await;
+        stop_active(&loaded).await;
+        // Delete first, then unload: a stream opened meanwhile finds the session gone
+        // instead of loading it back into memory.
         let deleted = self.store().delete_session(id).await;
+        self.unload(id, &loaded).await;
         self.inner.lists.change(crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
         Ok(())
     }
 
     async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
-        if let Some(active) = loaded.active() {
-            active.cancel.cancel();
-            active.finished.cancelled().await;
-        }
+        stop_active(loaded).await;
         let _control = loaded.control.lock().await;
         loaded.events.close();
         self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
@@ -864,6 +876,14 @@ impl Engine {
         for loaded in sessions.values() {
             loaded.events.close();
         }
+    }
+}
+
+/// Cancels the session's active run, if any, and waits until it has settled.
+async fn stop_active(loaded: &Loaded) {
+    if let Some(active) = loaded.active() {
+        active.cancel.cancel();
+        active.finished.cancelled().await;
     }
 }
 
