@@ -12,6 +12,7 @@ pub mod lists;
 pub mod metrics;
 pub mod model;
 pub mod models;
+mod opencode_support;
 mod run;
 pub mod store;
 pub mod tool;

@@ -12,6 +12,7 @@ mod dialect;
 mod error;
 mod extract;
 mod http;
+mod opencode;
 mod serve;
 mod state;
 

@@ -1,8 +1,555 @@
-//! Placeholder for the opencode wire dialect (issue 6); replaced by its implementation.
+//! The OpenCode-compatible API (seed 004): the routes an `@opencode-ai/sdk` client
+//! (root or `/v2`) calls, over the same engine as Spool's own API. Handlers extract,
+//! call the engine, and map with `crate::opencode`; see that module for the mapping.
+//!
+//! | route | does |
+//! |---|---|
+//! | `GET /global/health` | `{healthy: true, version}` |
+//! | `GET /session`, `POST /session {title?}` | the directory's sessions / a new one |
+//! | `GET /session/status` | `{sessionID: {type: "busy"}}` for the directory's busy sessions |
+//! | `GET`, `PATCH {title?, time?: {archived?}, permission?}`, `DELETE /session/:id` | one session |
+//! | `GET /session/:id/message?limit=N&before=msgID` | `[{info, parts}]`, oldest first |
+//! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when the run settled: the last `{info, parts}` |
+//! | `POST /session/:id/prompt_async` | prompts; 204 at once |
+//! | `POST /session/:id/abort` | aborts the active run; `true` |
+//! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
+//! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
+//! | `GET /event?deltas=legacy` | the directory's events (see `opencode/global.rs`) |
+//!
+//! What differs from OpenCode, deliberately: only text parts can be prompted (file,
+//! agent and subtask parts are a 400), `noReply` and child sessions (`parentID`) are a
+//! 400, a prompt while a run is active is a 409 `session_busy` instead of being queued,
+//! and `model` switches the session's model only when it names a configured model
+//! (other values are ignored: a client's default provider must not break it). A prompt's
+//! `messageID` becomes its `requestId`, so a retried prompt runs once. Errors carry both
+//! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`.
 
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, PathId};
+use crate::opencode::directory::Directory;
+use crate::opencode::global::{self, GlobalStream};
+use crate::opencode::ids;
+use crate::opencode::marks::PromptMarks;
+use crate::opencode::records::{self, Scope};
+use crate::opencode::wire::{MessageInfo, MessageWithParts, Permission, Reply, SessionInfo, Status};
+use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, Path, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use spool_engine::{DecisionInput, DecisionTarget, Engine, PromptInput, SessionPatch, StoredResponse};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::sse::Decoder;
+use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, PermissionRule, Session, SessionId, UserId};
+use std::collections::{BTreeMap, HashMap};
+use tokio_util::sync::CancellationToken;
+
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+/// Page size when reading history from the store.
+const PAGE: u32 = spool_engine::MAX_PAGE;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/global/health", get(health))
+        .route("/session", get(list).post(create))
+        .route("/session/status", get(status))
+        .route("/session/{id}", get(get_session).patch(update).delete(delete))
+        .route("/session/{id}/message", get(messages).post(prompt))
+        .route("/session/{id}/prompt_async", post(prompt_async))
+        .route("/session/{id}/abort", post(abort))
+        .route("/session/{id}/permissions/{permission}", post(respond))
+        .route("/permission", get(permissions))
+        .route("/permission/{id}/reply", post(reply))
+        .route("/event", get(events))
+        .layer(Extension(PromptMarks::default()))
+        .layer(axum::middleware::map_response(opencode_errors))
+}
+
+// ---- helpers ------------------------------------------------------------------------
+
+/// A JSON body that may be absent (the SDK sends none for `session.create()`).
+fn body<T: DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+}
+
+async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scope, ApiError> {
+    let project = engine.project(user, &session.project_id).await?;
+    Ok(Scope { session_id: session.id.clone(), directory: project.path, default_model: engine.model_name() })
+}
+
+async fn info(engine: &Engine, user: &UserId, session: &Session) -> Result<SessionInfo, ApiError> {
+    let project = engine.project(user, &session.project_id).await?;
+    Ok(records::session_info(session, &project.path))
+}
+
+/// The committed messages of `session` before `before` (all when `None`), oldest first:
+/// enough of them for `wanted` OpenCode messages (all when `None`), and at least back to
+/// index `from`.
+async fn stored_messages(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    before: Option<u64>,
+    wanted: Option<usize>,
+    from: u64,
+) -> Result<Vec<IndexedMessage>, ApiError> {
+    let mut pages: Vec<Vec<IndexedMessage>> = Vec::new();
+    let mut shown = 0;
+    let mut cursor = before;
+    loop {
+        let page = engine.messages(user, session, cursor, Some(PAGE)).await?;
+        let Some(first) = page.messages.first() else { break };
+        let (first, at_user) = (first.index, first.message.is_user());
+        // Tool results are not OpenCode messages. Reading back to a user message keeps
+        // every assistant message's parent in view.
+        shown +=
+            page.messages.iter().filter(|m| !matches!(m.message, spool_protocol::Message::ToolResult { .. })).count();
+        pages.push(page.messages);
+        if first <= from || (at_user && wanted.is_some_and(|w| shown >= w)) {
+            break;
+        }
+        cursor = Some(first);
+    }
+    Ok(pages.into_iter().rev().flatten().collect())
+}
+
+async fn history(
+    engine: &Engine,
+    user: &UserId,
+    session: &Session,
+    before: Option<u64>,
+    limit: Option<usize>,
+) -> Result<Vec<MessageWithParts>, ApiError> {
+    let scope = scope(engine, user, session).await?;
+    let stored = stored_messages(engine, user, &session.id, before, limit, 0).await?;
+    let mut all = records::history(&scope, &stored, session.model.as_deref());
+    if let Some(limit) = limit {
+        all.drain(..all.len().saturating_sub(limit));
+    }
+    Ok(all)
+}
+
+fn decided(reply: StoredResponse) -> Response {
+    if reply.status == 200 {
+        return Json(true).into_response();
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(CONTENT_TYPE, "application/json")], reply.body).into_response()
+}
+
+/// Adds OpenCode's error shape (`{name, data: {message}}`) to Spool's JSON errors, so
+/// both kinds of client read them.
+async fn opencode_errors(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let Ok(serde_json::Value::Object(mut json)) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let message = json.get("error").and_then(|e| e.get("message")).cloned().unwrap_or_default();
+    let name = match status {
+        StatusCode::BAD_REQUEST => "BadRequest",
+        StatusCode::NOT_FOUND => "NotFoundError",
+        _ => "UnknownError",
+    };
+    json.insert("name".into(), name.into());
+    json.insert("data".into(), serde_json::json!({ "message": message }));
+    parts.headers.remove(CONTENT_LENGTH);
+    let body = serde_json::to_vec(&json).expect("a JSON value serializes");
+    Response::from_parts(parts, Body::from(body))
+}
+
+// ---- health and sessions --------------------------------------------------------------
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "healthy": true, "version": env!("CARGO_PKG_VERSION") }))
+}
+
+#[derive(Deserialize, Default)]
+struct ListQuery {
+    limit: Option<usize>,
+    search: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    dir: Directory,
+    crate::extract::QueryParams(query): crate::extract::QueryParams<ListQuery>,
+) -> Result<Json<Vec<SessionInfo>>, ApiError> {
+    let mut sessions = state.engine.list_sessions(&dir.user, &dir.project.id, false).await?;
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.session.updated_at));
+    let search = query.search.map(|s| s.to_lowercase());
+    let infos = sessions
+        .iter()
+        .filter(|s| search.as_ref().is_none_or(|q| s.session.title.to_lowercase().contains(q)))
+        .take(query.limit.unwrap_or(usize::MAX))
+        .map(|s| records::session_info(&s.session, &dir.project.path))
+        .collect();
+    Ok(Json(infos))
+}
+
+#[derive(Deserialize, Default)]
+struct CreateBody {
+    title: Option<String>,
+    #[serde(rename = "parentID")]
+    parent_id: Option<String>,
+}
+
+async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> Result<Json<SessionInfo>, ApiError> {
+    let body: CreateBody = body(&bytes)?;
+    if body.parent_id.is_some() {
+        return Err(ApiError::bad_request("unsupported", "child sessions (parentID) are not supported"));
+    }
+    let session = state.engine.create_session(&dir.user, &dir.project.id, body.title).await?;
+    Ok(Json(records::session_info(&session, &dir.project.path)))
+}
+
+async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BTreeMap<String, Status>>, ApiError> {
+    let sessions = state.engine.list_sessions(&dir.user, &dir.project.id, false).await?;
+    Ok(Json(
+        sessions
+            .into_iter()
+            .filter(|s| s.status == spool_protocol::SessionStatus::Busy)
+            .map(|s| (s.session.id.to_string(), Status::Busy))
+            .collect(),
+    ))
+}
+
+async fn get_session(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    let detail = state.engine.session(&user, &id).await?;
+    Ok(Json(info(&state.engine, &user, &detail.session).await?))
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Null)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize, Default)]
+struct PatchTime {
+    #[serde(default, deserialize_with = "present")]
+    archived: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct PatchRule {
+    permission: String,
+    pattern: Option<String>,
+    action: spool_protocol::PermissionAction,
+}
+
+#[derive(Deserialize, Default)]
+struct PatchBody {
+    title: Option<String>,
+    time: Option<PatchTime>,
+    permission: Option<Vec<PatchRule>>,
+}
+
+async fn update(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    bytes: Bytes,
+) -> Result<Json<SessionInfo>, ApiError> {
+    let body: PatchBody = body(&bytes)?;
+    // `time.archived` is a timestamp to archive, `null` or 0 to restore.
+    let archived = body.time.and_then(|t| t.archived).map(|a| a.as_f64().is_some_and(|t| t > 0.0));
+    let permissions = body.permission.map(|rules| {
+        rules
+            .into_iter()
+            .map(|r| PermissionRule::new(&r.permission, r.pattern.as_deref().unwrap_or("*"), r.action))
+            .collect()
+    });
+    let patch = SessionPatch { title: body.title, archived, permissions, ..SessionPatch::default() };
+    let session = state.engine.update_session(&user, &id, patch).await?;
+    Ok(Json(info(&state.engine, &user, &session).await?))
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<bool>, ApiError> {
+    state.engine.delete_session(&user, &id).await?;
+    Ok(Json(true))
+}
+
+// ---- messages and prompts -------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+struct MessagesQuery {
+    limit: Option<usize>,
+    before: Option<String>,
+}
+
+async fn messages(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    crate::extract::QueryParams(query): crate::extract::QueryParams<MessagesQuery>,
+) -> Result<Json<Vec<MessageWithParts>>, ApiError> {
+    let detail = state.engine.session(&user, &id).await?;
+    let before = match &query.before {
+        Some(raw) => Some(
+            ids::message_index(&id, raw)
+                .ok_or_else(|| ApiError::bad_request("invalid_query", "before must be a message id of this session"))?,
+        ),
+        None => None,
+    };
+    Ok(Json(history(&state.engine, &user, &detail.session, before, query.limit).await?))
+}
+
+#[derive(Deserialize)]
+struct PartInput {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ModelChoice {
+    #[serde(rename = "modelID")]
+    model_id: String,
+}
+
+#[derive(Deserialize)]
+struct PromptBody {
+    parts: Vec<PartInput>,
+    #[serde(rename = "messageID")]
+    message_id: Option<String>,
+    model: Option<ModelChoice>,
+    #[serde(rename = "noReply", default)]
+    no_reply: bool,
+}
+
+/// Checks a prompt body, applies its model choice, marks where the session's stream
+/// stands (see `opencode/marks.rs`) and starts the run.
+async fn start(
+    engine: &Engine,
+    marks: &PromptMarks,
+    user: &UserId,
+    id: &SessionId,
+    bytes: &Bytes,
+) -> Result<spool_engine::PromptAccepted, ApiError> {
+    let body: PromptBody =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    if body.no_reply {
+        return Err(ApiError::bad_request("unsupported", "noReply is not supported: every prompt runs"));
+    }
+    let mut texts = Vec::new();
+    for part in &body.parts {
+        match (part.kind.as_str(), &part.text) {
+            ("text", Some(text)) => texts.push(text.as_str()),
+            (kind, _) => {
+                return Err(ApiError::bad_request(
+                    "unsupported_part",
+                    format!("only text parts can be prompted, not {kind:?}"),
+                ));
+            }
+        }
+    }
+    let detail = engine.session(user, id).await?;
+    if let Some(choice) = body.model
+        && engine.models().iter().any(|m| m.name == choice.model_id)
+        && detail.session.model.as_deref() != Some(choice.model_id.as_str())
+    {
+        let patch = SessionPatch { model: Some(choice.model_id), ..SessionPatch::default() };
+        engine.update_session(user, id, patch).await?;
+    }
+    marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
+    let input = PromptInput { text: texts.join("\n"), request_id: body.message_id, ..PromptInput::default() };
+    Ok(engine.prompt(user, id, input).await?)
+}
+
+async fn prompt_async(
+    State(state): State<AppState>,
+    Extension(marks): Extension<PromptMarks>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    bytes: Bytes,
+) -> Result<StatusCode, ApiError> {
+    start(&state.engine, &marks, &user, &id, &bytes).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Prompts and answers once the run settled — after any permission it asks on the way
+/// has been answered — with the run's last assistant message.
+async fn prompt(
+    State(state): State<AppState>,
+    Extension(marks): Extension<PromptMarks>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+    bytes: Bytes,
+) -> Result<Json<MessageWithParts>, ApiError> {
+    let engine = &state.engine;
+    // Subscribed before prompting, so the run's end cannot pass unseen.
+    let (mut frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
+    let accepted = start(engine, &marks, &user, &id, &bytes).await?;
+    let mut decoder = Decoder::new();
+    // A repeated messageID may name a run that settled long ago.
+    let settled = engine.run(&user, &accepted.run_id).await?.status.is_terminal();
+    'wait: while !settled {
+        let Some(chunk) = frames.next().await else { break };
+        for sse in decoder.push(&chunk) {
+            // Most frames are deltas: look closer only at the one that can end the wait.
+            if !sse.data.contains("\"agent_settled\"") {
+                continue;
+            }
+            let Ok(frame) = serde_json::from_str::<Frame>(&sse.data) else { continue };
+            if let FrameBody::LoopEvent { run_id, event: AgentEvent::AgentSettled {}, .. } = &frame.body
+                && run_id == &accepted.run_id
+            {
+                break 'wait;
+            }
+        }
+    }
+    drop(frames);
+    let run = engine.run(&user, &accepted.run_id).await?;
+    let session = engine.session(&user, &id).await?.session;
+    let scope = scope(engine, &user, &session).await?;
+    let mut stored = stored_messages(engine, &user, &id, None, None, run.user_message_index).await?;
+    stored.retain(|m| m.index >= run.user_message_index);
+    let answer = records::history(&scope, &stored, session.model.as_deref())
+        .into_iter()
+        .rev()
+        .find(|m| matches!(m.info, MessageInfo::Assistant(_)));
+    match answer {
+        Some(answer) => Ok(Json(answer)),
+        None => {
+            // The run ended before the model said anything (aborted, failed to start).
+            let mut info = scope.assistant_info(
+                run.user_message_index + 1,
+                Some(run.user_message_index),
+                run.created_at,
+                &engine.model_name(),
+            );
+            let message = run.error.map_or_else(|| format!("the run ended {}", run.status.as_str()), |e| e.message);
+            let stop = if run.status == spool_protocol::RunStatus::Cancelled {
+                spool_protocol::StopReason::Aborted
+            } else {
+                spool_protocol::StopReason::Error
+            };
+            records::complete(&mut info, Some(stop), Some(&message), run.usage, run.ended_at.unwrap_or(run.updated_at));
+            Ok(Json(MessageWithParts { info: MessageInfo::Assistant(Box::new(info)), parts: Vec::new() }))
+        }
+    }
+}
+
+async fn abort(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<bool>, ApiError> {
+    state.engine.abort(&user, &id).await?;
+    Ok(Json(true))
+}
+
+// ---- permissions ------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct RespondBody {
+    response: Reply,
+}
+
+async fn respond(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    Path((session, permission)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let session: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
+    let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
+    let body: RespondBody =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    let input = DecisionInput { decision: body.response.decision(), message: None, idempotency_key: None };
+    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    Ok(decided(reply))
+}
+
+#[derive(Deserialize)]
+struct ReplyBody {
+    reply: Reply,
+    message: Option<String>,
+}
+
+async fn reply(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    Path(permission): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
+    let body: ReplyBody =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    let session = state.engine.approval(&user, &approval).await?.session_id;
+    let input = DecisionInput { decision: body.reply.decision(), message: body.message, idempotency_key: None };
+    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    Ok(decided(reply))
+}
+
+async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
+    let engine = &state.engine;
+    let pending = engine.pending_approvals_of(&dir.user).await?;
+    let mut messages: HashMap<SessionId, Option<Vec<IndexedMessage>>> = HashMap::new();
+    let mut out = Vec::new();
+    for approval in pending {
+        if !messages.contains_key(&approval.session_id) {
+            // The calling message is in the session's latest rounds; another directory's
+            // session is skipped.
+            let shown = match engine.session(&dir.user, &approval.session_id).await {
+                Ok(d) if d.session.project_id == dir.project.id => Some(d.state.messages),
+                _ => None,
+            };
+            messages.insert(approval.session_id.clone(), shown);
+        }
+        if let Some(Some(shown)) = messages.get(&approval.session_id) {
+            out.push(records::permission(&approval, records::message_of_call(shown, &approval.tool_call_id)));
+        }
+    }
+    Ok(Json(out))
+}
+
+// ---- events -------------------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+struct EventQuery {
+    /// `legacy`: also seed 004's per-token `message.part.updated` (text so far + delta).
+    deltas: Option<String>,
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Extension(marks): Extension<PromptMarks>,
+    dir: Directory,
+    ConnectionToken(connection): ConnectionToken,
+    crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
+) -> Response {
+    let options = global::Options {
+        legacy_deltas: query.deltas.as_deref() == Some("legacy"),
+        // OpenCode's 10 s, or the server's own interval when that is shorter.
+        heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
+    };
+    let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.project, connection, marks, options);
+    let headers =
+        [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
+    (headers, Body::from_stream(stream)).into_response()
 }

@@ -1,0 +1,109 @@
+//! Which project an OpenCode request means.
+//!
+//! An OpenCode server serves one directory per "instance", chosen per request by the
+//! `x-opencode-directory` header (the SDK percent-encodes it, and moves it to
+//! `?directory=` on GET requests) and defaulting to the server's working directory.
+//! Spool's counterpart of a directory is a project, so: header, else query, else the
+//! server's working directory; resolved to its canonical path; the project registered
+//! for that path, or — the first time a directory is used — a new project registered
+//! for it, provided the directory exists. Routes that name a session by id do not need
+//! this: the session knows its project.
+
+use crate::error::ApiError;
+use crate::extract::CurrentUser;
+use crate::state::AppState;
+use axum::extract::{FromRequestParts, Query};
+use axum::http::HeaderName;
+use axum::http::request::Parts;
+use spool_engine::{Engine, EngineError};
+use spool_protocol::{Project, UserId};
+use std::collections::HashMap;
+
+pub const HEADER: HeaderName = HeaderName::from_static("x-opencode-directory");
+
+/// The project the request's directory names, and who is asking.
+pub struct Directory {
+    pub user: UserId,
+    pub project: Project,
+}
+
+impl FromRequestParts<AppState> for Directory {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
+        let header = match parts.headers.get(HEADER) {
+            Some(v) => Some(
+                v.to_str()
+                    .ok()
+                    .and_then(percent_decode)
+                    .ok_or_else(|| ApiError::bad_request("invalid_directory", "x-opencode-directory is not a path"))?,
+            ),
+            None => None,
+        };
+        let query = || {
+            Query::<HashMap<String, String>>::try_from_uri(&parts.uri).ok().and_then(|q| q.0.get("directory").cloned())
+        };
+        let raw = header.or_else(query).filter(|d| !d.trim().is_empty());
+        let project = resolve(&state.engine, &user, raw).await?;
+        Ok(Directory { user, project })
+    }
+}
+
+/// The project for `raw` (or the working directory), registering it on first use.
+pub async fn resolve(engine: &Engine, owner: &UserId, raw: Option<String>) -> Result<Project, ApiError> {
+    let path = match raw {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_dir()
+            .map_err(|e| ApiError::bad_request("invalid_directory", format!("no working directory: {e}")))?,
+    };
+    let canonical =
+        tokio::fs::canonicalize(&path).await.ok().and_then(|p| p.to_str().map(str::to_owned)).ok_or_else(|| {
+            ApiError::bad_request("invalid_directory", format!("{} is not an existing directory", path.display()))
+        })?;
+    let find =
+        || async { Ok::<_, ApiError>(engine.list_projects(owner).await?.into_iter().find(|p| p.path == canonical)) };
+    if let Some(project) = find().await? {
+        return Ok(project);
+    }
+    match engine.create_project(owner, &canonical, None).await {
+        Ok(project) => Ok(project),
+        // Registered by a concurrent request a moment ago.
+        Err(EngineError::Conflict { .. }) => find().await?.ok_or(ApiError::not_found("project")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Decodes `%XX` escapes (what `encodeURIComponent` produces); `None` if the result is
+/// not UTF-8 or an escape is malformed.
+fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit))?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn decodes_what_encode_uri_component_produces() {
+        assert_eq!(percent_decode("%2Ftmp%2Fa%20b%C3%A9").as_deref(), Some("/tmp/a bé"));
+        assert_eq!(percent_decode("/plain/path").as_deref(), Some("/plain/path"));
+        assert_eq!(percent_decode("%2"), None);
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%+1"), None);
+        assert_eq!(percent_decode("%FF"), None);
+    }
+}

@@ -1,0 +1,445 @@
+//! The body of `GET /event`: every session of one directory, in OpenCode events.
+//!
+//! OpenCode's stream is global — one connection, all sessions, clients filter by
+//! `sessionID` — while Spool's are per session. So a connection *follows* sessions: it
+//! holds a native subscription (interactive: an OpenCode client can answer permissions)
+//! and a [`Mapper`] for each session that has something going on, and merges them with
+//! the directory's session changes and a heartbeat.
+//!
+//! * Which sessions: at connect, the directory's busy sessions and those with a pending
+//!   permission; later, any session a change names (announced from its first snapshot
+//!   as `session.created` or `session.updated`). A session that went idle is dropped again, so a connection
+//!   holds one subscription per *active* session, not per session ever touched. Before
+//!   dropping, the feed is drained: a change that arrived while it was followed (a new
+//!   prompt) has its frames in the ring already, so draining sees the session busy again
+//!   and keeps it; a change that arrives after the drop follows it anew.
+//! * No task and no channel per connection or session: this is a `Stream` that hyper
+//!   polls when the socket takes more. Each session feed is a cursor into that session's
+//!   ring; the list changes are a broadcast receiver; following a session (an engine
+//!   call) is a future polled here.
+//! * A feed that ends was either cut — this connection fell more than the per-connection
+//!   queue behind — or closed (its session was deleted or unloaded). Cut: the response
+//!   ends and the client reconnects to a fresh start, like every Spool stream (OpenCode
+//!   has no resume; a reconnecting client sees `server.connected` and the busy sessions'
+//!   current runs replayed). Closed: the session is forgotten. They are told apart by
+//!   asking whether the same stream instance is still loaded.
+//!
+//!   The subscriptions get a *child* of the connection's token, not the token itself:
+//!   deleting one followed session must not drop the whole connection (the client would
+//!   miss `session.deleted`). The price: a client whose socket is completely stuck is not
+//!   dropped by the engine; it holds its cut subscriptions until its socket closes, but
+//!   no buffered frames.
+
+use super::mapper::{Announce, Mapper};
+use super::marks::PromptMarks;
+use super::records::{Scope, session_info};
+use super::wire::{Event, SessionInfo, SessionTime};
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{FutureExt, Stream, StreamExt};
+use spool_engine::lists::Change;
+use spool_engine::{Engine, Subscription};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::sse::Decoder;
+use spool_protocol::time::now_ms;
+use spool_protocol::{Cursor, Project, SessionId, SessionStatus, StreamId, UserId};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// OpenCode's heartbeat interval (`server.heartbeat`).
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// How a connection behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Seed 004's per-token `message.part.updated` (see `mapper.rs`).
+    pub legacy_deltas: bool,
+    pub heartbeat: Duration,
+}
+
+/// Most quiet sessions a connection remembers (see [`GlobalStream::quiet`]).
+const QUIET_SESSIONS: usize = 1024;
+
+/// One session being followed.
+struct Feed {
+    session: SessionId,
+    subscription: Subscription,
+    decoder: Decoder,
+    mapper: Mapper,
+    /// The last frame mapped: where following the session again resumes.
+    cursor: Option<Cursor>,
+}
+
+impl Feed {
+    fn map(&mut self, frame: &Frame) -> Vec<Event> {
+        self.cursor = Some(frame.cursor());
+        self.mapper.map(&frame.body, now_ms())
+    }
+}
+
+/// What a finished engine call brings back.
+enum Step {
+    /// Sessions to follow (the connect-time discovery).
+    Discovered(Vec<SessionId>),
+    /// A followed session, with the events of its first frame (the snapshot).
+    Feed(Box<Feed>, Vec<Event>),
+    /// Not followed after all (gone, another directory's, over a limit): forget it.
+    Forget(SessionId),
+    /// This connection was cut for falling behind: end the response.
+    Cut,
+}
+
+pub struct GlobalStream {
+    engine: Engine,
+    user: UserId,
+    project: Project,
+    options: Options,
+    /// Cancelled when the connection is dropped; feeds get children of it.
+    connection: CancellationToken,
+    killed: Pin<Box<WaitForCancellationFutureOwned>>,
+    changes: BoxStream<'static, Result<Change, tokio::sync::broadcast::error::RecvError>>,
+    tasks: FuturesUnordered<BoxFuture<'static, Step>>,
+    feeds: Vec<Feed>,
+    /// Sessions with a feed or a follow in flight.
+    followed: HashSet<SessionId>,
+    /// Sessions followed before and dropped when they went quiet: their mapper and the
+    /// cursor of the last frame seen, so following them again resumes exactly there.
+    quiet: HashMap<SessionId, (Mapper, Cursor)>,
+    marks: PromptMarks,
+    /// Round-robin start, so one chatty session cannot starve the others.
+    next_feed: usize,
+    heartbeat: Interval,
+    queue: VecDeque<Bytes>,
+    /// Names this connection's events: `evt_<id body><counter>`.
+    id_base: String,
+    counter: u64,
+    ended: bool,
+}
+
+impl GlobalStream {
+    /// Subscribes to the list changes at once (so nothing between now and the first
+    /// poll is missed) and starts with `server.connected`.
+    pub fn new(
+        engine: Engine,
+        user: UserId,
+        project: Project,
+        connection: CancellationToken,
+        marks: PromptMarks,
+        options: Options,
+    ) -> Self {
+        let changes = futures::stream::unfold(engine.lists().watch_changes(), |mut rx| async move {
+            let next = rx.recv().await;
+            match next {
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+                other => Some((other, rx)),
+            }
+        })
+        .fuse()
+        .boxed();
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + options.heartbeat, options.heartbeat);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let stream_id = StreamId::new();
+        let mut this = GlobalStream {
+            killed: Box::pin(connection.clone().cancelled_owned()),
+            engine,
+            user,
+            project,
+            options,
+            connection,
+            changes,
+            tasks: FuturesUnordered::new(),
+            feeds: Vec::new(),
+            followed: HashSet::new(),
+            quiet: HashMap::new(),
+            marks,
+            next_feed: 0,
+            heartbeat,
+            queue: VecDeque::new(),
+            id_base: format!("evt_{}", &stream_id.as_str()[StreamId::PREFIX.len() + 1..]),
+            counter: 0,
+            ended: false,
+        };
+        this.push(&[Event::ServerConnected {}]);
+        this.discover();
+        this
+    }
+
+    fn push(&mut self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut buf = BytesMut::new();
+        for event in events {
+            self.counter += 1;
+            buf.extend_from_slice(&event.to_sse(&format!("{}{:08}", self.id_base, self.counter)));
+        }
+        self.queue.push_back(buf.freeze());
+    }
+
+    fn scope(&self, session_id: SessionId) -> Scope {
+        Scope { session_id, directory: self.project.path.clone(), default_model: self.engine.model_name() }
+    }
+
+    /// Finds the sessions to follow at connect (and after missing changes).
+    fn discover(&mut self) {
+        let (engine, user, project) = (self.engine.clone(), self.user.clone(), self.project.id.clone());
+        self.tasks.push(
+            async move {
+                let sessions = match engine.list_sessions(&user, &project, false).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opencode /event: could not list sessions");
+                        return Step::Discovered(Vec::new());
+                    }
+                };
+                let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
+                    Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
+                        HashSet::new()
+                    }
+                };
+                let active = sessions
+                    .into_iter()
+                    .filter(|s| s.status == SessionStatus::Busy || waiting.contains(&s.session.id))
+                    .map(|s| s.session.id)
+                    .collect();
+                Step::Discovered(active)
+            }
+            .boxed(),
+        );
+    }
+
+    /// Starts following `session`: from where this connection left it, else from the
+    /// mark of a prompt sent through the OpenCode routes, else from a snapshot.
+    fn follow(&mut self, session: SessionId, announce: Announce) {
+        if !self.followed.insert(session.clone()) {
+            return;
+        }
+        let (engine, user, project) = (self.engine.clone(), self.user.clone(), self.project.id.clone());
+        let kill = self.connection.child_token();
+        let (mapper, left_at) = match self.quiet.remove(&session) {
+            Some((mapper, cursor)) => (mapper, Some(cursor)),
+            None => {
+                let fresh = Mapper::new(self.scope(session.clone())).legacy_deltas(self.options.legacy_deltas);
+                (fresh.announce(announce), None)
+            }
+        };
+        let marked = self.marks.get(&session);
+        self.tasks.push(
+            async move {
+                let stream_id = match engine.session(&user, &session).await {
+                    Ok(detail) if detail.session.project_id == project => detail.stream_id,
+                    _ => return Step::Forget(session),
+                };
+                // A cursor of another instance (the session was reloaded) means a snapshot.
+                let cursor = [left_at, marked].into_iter().flatten().find(|c| c.stream_id == stream_id);
+                let mut subscription = match engine.subscribe(&user, &session, cursor.as_ref(), kill, true).await {
+                    Ok((subscription, _)) => subscription,
+                    Err(e) => {
+                        tracing::warn!(session = %session, error = %e, "opencode /event: could not follow a session");
+                        return Step::Forget(session);
+                    }
+                };
+                // The first item — a replay or a snapshot — is ready at once. After a
+                // snapshot of a busy session the mapper needs to know where the run began.
+                let Some(first) = subscription.next().await else { return Step::Forget(session) };
+                let mut decoder = Decoder::new();
+                let frames: Vec<Frame> =
+                    decoder.push(&first).iter().filter_map(|sse| serde_json::from_str(&sse.data).ok()).collect();
+                let active = frames.iter().find_map(|f| match &f.body {
+                    FrameBody::Snapshot { state } => state.active_run.as_ref().map(|a| a.run_id.clone()),
+                    _ => None,
+                });
+                let start = match active {
+                    Some(run) => engine.run(&user, &run).await.ok().map(|r| r.user_message_index),
+                    None => None,
+                };
+                let mut feed = Feed { session, subscription, decoder, mapper: mapper.run_start(start), cursor: None };
+                let events = frames.iter().flat_map(|f| feed.map(f)).collect();
+                Step::Feed(Box::new(feed), events)
+            }
+            .boxed(),
+        );
+    }
+
+    fn on_change(&mut self, change: Change) {
+        match change {
+            Change::SessionCreated { session, project } if project == self.project.id => {
+                self.follow(session, Announce::Created)
+            }
+            Change::SessionChanged { session, project } if project == self.project.id => {
+                self.follow(session, Announce::Updated)
+            }
+            Change::SessionDeleted { session, project } if project == self.project.id => {
+                let known = self.feeds.iter().find(|f| f.session == session).and_then(|f| f.mapper.session());
+                let info = match known {
+                    Some(s) => session_info(s, &self.project.path),
+                    None => SessionInfo {
+                        id: session.to_string(),
+                        slug: session.to_string(),
+                        project_id: project.to_string(),
+                        directory: self.project.path.clone(),
+                        title: String::new(),
+                        version: env!("CARGO_PKG_VERSION"),
+                        time: SessionTime { created: 0, updated: 0, archived: None },
+                        permission: Vec::new(),
+                    },
+                };
+                self.push(&[Event::SessionDeleted { session_id: session.to_string(), info }]);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_step(&mut self, step: Step, cx: &mut Context<'_>) {
+        match step {
+            Step::Discovered(sessions) => sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing)),
+            Step::Feed(feed, events) => {
+                self.push(&events);
+                let quiet = !feed.mapper.is_active();
+                self.feeds.push(*feed);
+                if quiet {
+                    self.drain_or_drop(self.feeds.len() - 1, cx);
+                }
+            }
+            Step::Forget(session) => {
+                self.followed.remove(&session);
+            }
+            Step::Cut => self.ended = true,
+        }
+    }
+
+    /// Maps one chunk of a feed's frames into the queue.
+    fn map_chunk(&mut self, at: usize, chunk: &[u8]) {
+        let feed = &mut self.feeds[at];
+        let mut events = Vec::new();
+        for sse in feed.decoder.push(chunk) {
+            match serde_json::from_str::<Frame>(&sse.data) {
+                Ok(frame) => events.extend(feed.map(&frame)),
+                Err(e) => tracing::warn!(error = %e, "opencode /event: skipped a frame that does not parse"),
+            }
+        }
+        self.push(&events);
+    }
+
+    /// Polls the feeds, from the round-robin start, until one has something. Returns
+    /// whether anything happened.
+    fn poll_feeds(&mut self, cx: &mut Context<'_>) -> bool {
+        let n = self.feeds.len();
+        for k in 0..n {
+            let at = (self.next_feed + k) % n;
+            match self.feeds[at].subscription.poll_next_unpin(cx) {
+                Poll::Pending => continue,
+                Poll::Ready(Some(chunk)) => {
+                    self.next_feed = at + 1;
+                    self.map_chunk(at, &chunk);
+                    if !self.feeds[at].mapper.is_active() {
+                        self.drain_or_drop(at, cx);
+                    }
+                }
+                Poll::Ready(None) => {
+                    let feed = self.feeds.swap_remove(at);
+                    self.ended_feed(feed);
+                }
+            }
+            return true;
+        }
+        false
+    }
+
+    /// The session went quiet: take whatever its ring already holds; if it is still
+    /// quiet, stop following it (see the module docs for why this cannot miss a run).
+    fn drain_or_drop(&mut self, at: usize, cx: &mut Context<'_>) {
+        loop {
+            match self.feeds[at].subscription.poll_next_unpin(cx) {
+                Poll::Ready(Some(chunk)) => {
+                    self.map_chunk(at, &chunk);
+                    if self.feeds[at].mapper.is_active() {
+                        return;
+                    }
+                }
+                Poll::Ready(None) => {
+                    let feed = self.feeds.swap_remove(at);
+                    self.ended_feed(feed);
+                    return;
+                }
+                Poll::Pending => {
+                    let feed = self.feeds.swap_remove(at);
+                    self.followed.remove(&feed.session);
+                    if let Some(cursor) = feed.cursor {
+                        if self.quiet.len() >= QUIET_SESSIONS
+                            && let Some(any) = self.quiet.keys().next().cloned()
+                        {
+                            self.quiet.remove(&any);
+                        }
+                        self.quiet.insert(feed.session, (feed.mapper, cursor));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn ended_feed(&mut self, feed: Feed) {
+        let (engine, user) = (self.engine.clone(), self.user.clone());
+        let Feed { session, cursor, .. } = feed;
+        let stream_id = cursor.map(|c| c.stream_id);
+        self.tasks.push(
+            async move {
+                match engine.session(&user, &session).await {
+                    Ok(detail) if Some(&detail.stream_id) == stream_id.as_ref() => Step::Cut,
+                    _ => Step::Forget(session),
+                }
+            }
+            .boxed(),
+        );
+    }
+}
+
+impl Stream for GlobalStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(bytes) = this.queue.pop_front() {
+                return Poll::Ready(Some(Ok(bytes)));
+            }
+            if this.ended || this.killed.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            match this.changes.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(change))) => {
+                    this.on_change(change);
+                    continue;
+                }
+                // Missed changes: look at the directory again.
+                Poll::Ready(Some(Err(_))) => {
+                    this.discover();
+                    continue;
+                }
+                Poll::Ready(None) | Poll::Pending => {}
+            }
+            if let Poll::Ready(Some(step)) = this.tasks.poll_next_unpin(cx) {
+                this.on_step(step, cx);
+                continue;
+            }
+            if this.poll_feeds(cx) {
+                continue;
+            }
+            if this.heartbeat.poll_tick(cx).is_ready() {
+                this.push(&[Event::ServerHeartbeat {}]);
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Stored records in OpenCode's shapes: sessions, the message history, permissions.
+//!
+//! Spool and OpenCode cut a conversation differently. Spool stores what the model saw:
+//! user, assistant (one per model call) and tool-result messages. OpenCode shows user
+//! and assistant messages only; an assistant message is one *step* — `step-start`, its
+//! text, reasoning and tool parts, `step-finish` — and a tool's result lives in its tool
+//! part. So a tool-result message becomes the `completed` (or `error`) state of the tool
+//! part that asked for it, and is not listed on its own. The mapper in `mapper.rs` makes
+//! the same cut live; a test folds its events and compares them with [`history`].
+
+use super::ids;
+use super::wire::*;
+use spool_protocol::time::Millis;
+use spool_protocol::{Approval, Content, IndexedMessage, Message, Session, SessionId, StopReason, Usage};
+use std::collections::HashMap;
+
+/// What every OpenCode record of one session needs beyond the native data.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub session_id: SessionId,
+    /// The project's directory: OpenCode's `directory`, `path.cwd` and `path.root`.
+    pub directory: String,
+    /// The model a user message is reported with when the session names none.
+    pub default_model: String,
+}
+
+impl Scope {
+    pub fn message_id(&self, index: u64) -> String {
+        ids::message_id(&self.session_id, index)
+    }
+
+    pub fn part(&self, index: u64, part: usize, kind: PartKind) -> Part {
+        Part {
+            id: ids::part_id(&self.session_id, index, part),
+            session_id: self.session_id.to_string(),
+            message_id: self.message_id(index),
+            kind,
+        }
+    }
+
+    pub fn user_info(&self, index: u64, created: Millis, model: Option<&str>) -> MessageInfo {
+        MessageInfo::User(UserInfo {
+            id: self.message_id(index),
+            session_id: self.session_id.to_string(),
+            time: UserTime { created },
+            agent: AGENT,
+            model: ModelRef { provider_id: PROVIDER, model_id: model.unwrap_or(&self.default_model).to_owned() },
+        })
+    }
+
+    /// A started assistant message: no completion, no usage yet.
+    pub fn assistant_info(&self, index: u64, parent: Option<u64>, created: Millis, model: &str) -> AssistantInfo {
+        AssistantInfo {
+            id: self.message_id(index),
+            session_id: self.session_id.to_string(),
+            time: AssistantTime { created, completed: None },
+            error: None,
+            parent_id: parent.map(|p| self.message_id(p)).unwrap_or_default(),
+            model_id: model.to_owned(),
+            provider_id: PROVIDER,
+            mode: AGENT,
+            agent: AGENT,
+            path: MessagePath { cwd: self.directory.clone(), root: self.directory.clone() },
+            cost: 0.0,
+            tokens: Tokens::default(),
+            finish: None,
+        }
+    }
+}
+
+/// How an ended step reads in OpenCode: `finish` for a normal end, `error` otherwise.
+pub fn complete(
+    info: &mut AssistantInfo,
+    stop: Option<StopReason>,
+    error_message: Option<&str>,
+    usage: Usage,
+    at: Millis,
+) {
+    info.time.completed = Some(at);
+    info.cost = usage.cost;
+    info.tokens = usage.into();
+    info.finish = stop.and_then(finish_reason).map(str::to_owned);
+    info.error = match stop {
+        Some(StopReason::Aborted) => Some(ErrorInfo::aborted("the run was aborted")),
+        Some(StopReason::Error) => Some(ErrorInfo::api(error_message.unwrap_or("the model failed"))),
+        _ => None,
+    };
+}
+
+/// The `step-finish` reason of a step that ended normally.
+pub fn finish_reason(stop: StopReason) -> Option<&'static str> {
+    match stop {
+        StopReason::Stop => Some("stop"),
+        StopReason::ToolUse => Some("tool-calls"),
+        StopReason::Length => Some("length"),
+        StopReason::Aborted | StopReason::Error => None,
+    }
+}
+
+pub fn step_finish(reason: &str, usage: Usage) -> PartKind {
+    PartKind::StepFinish { reason: reason.to_owned(), cost: usage.cost, tokens: usage.into() }
+}
+
+/// A tool call's arguments as OpenCode's `input` (always an object) and `raw` text.
+pub fn tool_input(arguments: &serde_json::Value) -> (serde_json::Value, String) {
+    match arguments {
+        serde_json::Value::Object(_) => (arguments.clone(), arguments.to_string()),
+        // Arguments that never parsed stay the model's raw text.
+        serde_json::Value::String(raw) => (serde_json::json!({}), raw.clone()),
+        other => (serde_json::json!({ "value": other }), other.to_string()),
+    }
+}
+
+/// A session as OpenCode shows it.
+pub fn session_info(session: &Session, directory: &str) -> SessionInfo {
+    SessionInfo {
+        id: session.id.to_string(),
+        slug: session.id.to_string(),
+        project_id: session.project_id.to_string(),
+        directory: directory.to_owned(),
+        // OpenCode always has a title; an untitled Spool session gets one on its first prompt.
+        title: if session.title.is_empty() { "New session".to_owned() } else { session.title.clone() },
+        version: env!("CARGO_PKG_VERSION"),
+        time: SessionTime {
+            created: session.created_at,
+            updated: session.updated_at,
+            archived: session.archived.then_some(session.updated_at),
+        },
+        permission: session
+            .permissions
+            .iter()
+            .map(|r| Rule { permission: r.tool.clone(), pattern: r.pattern.clone(), action: r.action })
+            .collect(),
+    }
+}
+
+/// A pending approval as an OpenCode permission. `message` is the index of the assistant
+/// message that made the call, when known.
+pub fn permission(approval: &Approval, message: Option<u64>) -> Permission {
+    let argument = approval.payload.get("argument").and_then(|a| a.as_str()).map(str::to_owned);
+    let change = approval.payload.get("change").and_then(|c| c.as_str()).unwrap_or(&approval.tool);
+    let message_id = message.map(|i| ids::message_id(&approval.session_id, i)).unwrap_or_default();
+    Permission {
+        id: approval.id.to_string(),
+        session_id: approval.session_id.to_string(),
+        permission: approval.tool.clone(),
+        patterns: vec![argument.clone().unwrap_or_else(|| "*".into())],
+        metadata: approval.payload.clone(),
+        always: vec!["*".into()],
+        tool: ToolRef { message_id: message_id.clone(), call_id: approval.tool_call_id.clone() },
+        kind: approval.tool.clone(),
+        pattern: argument,
+        message_id,
+        call_id: approval.tool_call_id.clone(),
+        title: change.to_owned(),
+        time: UserTime { created: approval.created_at },
+    }
+}
+
+/// The index of the assistant message among `messages` that holds tool call `call_id`.
+pub fn message_of_call(messages: &[IndexedMessage], call_id: &str) -> Option<u64> {
+    messages.iter().rev().find_map(|m| match &m.message {
+        Message::Assistant { content, .. } => {
+            content.iter().any(|c| matches!(c, Content::ToolCall { id, .. } if id == call_id)).then_some(m.index)
+        }
+        _ => None,
+    })
+}
+
+/// Committed messages (ascending by index) as OpenCode's message list.
+pub fn history(scope: &Scope, messages: &[IndexedMessage], model: Option<&str>) -> Vec<MessageWithParts> {
+    let mut out = Vec::new();
+    let mut parent = None;
+    for (position, m) in messages.iter().enumerate() {
+        match &m.message {
+            Message::User { content, timestamp } => {
+                parent = Some(m.index);
+                let parts = content
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| match c {
+                        Content::Text { text } => Some(scope.part(
+                            m.index,
+                            ids::content_part(i),
+                            PartKind::Text { text: text.clone(), time: None },
+                        )),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(MessageWithParts { info: scope.user_info(m.index, *timestamp, model), parts });
+            }
+            Message::Assistant { content, stop_reason, usage, model, error_message, timestamp } => {
+                // The results of this step's calls are the tool results right after it
+                // (call ids need not be unique across a whole session).
+                let results: HashMap<&str, &Message> = messages[position + 1..]
+                    .iter()
+                    .map_while(|r| match &r.message {
+                        Message::ToolResult { tool_call_id, .. } => Some((tool_call_id.as_str(), &r.message)),
+                        _ => None,
+                    })
+                    .collect();
+                // A later message means the run moved on: a call still without a result
+                // never ran (its run was cancelled while it waited for a permission).
+                let following = messages[position + 1..]
+                    .iter()
+                    .take_while(|r| matches!(r.message, Message::ToolResult { .. }))
+                    .count();
+                let abandoned = messages.get(position + 1 + following).map(|n| message_time(&n.message));
+                let mut info = scope.assistant_info(m.index, parent, *timestamp, model);
+                let mut parts = vec![scope.part(m.index, 0, PartKind::StepStart {})];
+                let mut end = *timestamp;
+                let mut all_ran = true;
+                for (i, c) in content.iter().enumerate() {
+                    let time = PartTime { start: *timestamp, end: Some(*timestamp) };
+                    let kind = match c {
+                        Content::Text { text } => PartKind::Text { text: text.clone(), time: Some(time) },
+                        Content::Thinking { thinking } => PartKind::Reasoning { text: thinking.clone(), time },
+                        Content::ToolCall { id, name, arguments } => {
+                            let (input, raw) = tool_input(arguments);
+                            let state = match results.get(id.as_str()) {
+                                Some(result @ Message::ToolResult { is_error, timestamp: at, .. }) => {
+                                    end = end.max(*at);
+                                    let time = SpanTime { start: *timestamp, end: *at };
+                                    if *is_error {
+                                        ToolState::Error { input, error: result.text(), time }
+                                    } else {
+                                        ToolState::Completed {
+                                            input,
+                                            output: result.text(),
+                                            title: name.clone(),
+                                            metadata: serde_json::json!({}),
+                                            time,
+                                        }
+                                    }
+                                }
+                                _ => match abandoned {
+                                    Some(at) => ToolState::Error {
+                                        input,
+                                        error: "the run ended before this tool ran".into(),
+                                        time: SpanTime { start: *timestamp, end: at },
+                                    },
+                                    None => {
+                                        all_ran = false;
+                                        ToolState::Pending { input, raw }
+                                    }
+                                },
+                            };
+                            PartKind::Tool { call_id: id.clone(), tool: name.clone(), state }
+                        }
+                    };
+                    parts.push(scope.part(m.index, ids::content_part(i), kind));
+                }
+                // A step that asked for tools finishes once they all ran, as it does live;
+                // an abandoned one ends aborted.
+                let finished = stop_reason.is_some_and(|s| s != StopReason::ToolUse || all_ran);
+                if finished {
+                    let stop = match (stop_reason, abandoned, all_calls_ran(content, &results)) {
+                        (Some(StopReason::ToolUse), Some(_), false) => Some(StopReason::Aborted),
+                        _ => *stop_reason,
+                    };
+                    complete(&mut info, stop, error_message.as_deref(), *usage, end);
+                    if let Some(reason) = stop.and_then(finish_reason) {
+                        parts.push(scope.part(m.index, ids::content_part(content.len()), step_finish(reason, *usage)));
+                    }
+                }
+                out.push(MessageWithParts { info: MessageInfo::Assistant(Box::new(info)), parts });
+            }
+            Message::ToolResult { .. } => {}
+        }
+    }
+    out
+}
+
+fn all_calls_ran(content: &[Content], results: &HashMap<&str, &Message>) -> bool {
+    content.iter().all(|c| !matches!(c, Content::ToolCall { id, .. } if !results.contains_key(id.as_str())))
+}
+
+fn message_time(message: &Message) -> Millis {
+    match message {
+        Message::User { timestamp, .. }
+        | Message::Assistant { timestamp, .. }
+        | Message::ToolResult { timestamp, .. } => *timestamp,
+    }
+}

@@ -1,0 +1,458 @@
+//! OpenCode's JSON shapes, as `@opencode-ai/sdk` declares them (`dist/gen/types.gen.d.ts`
+//! for the root client, `dist/v2/gen/types.gen.d.ts` for `/v2`).
+//!
+//! Where the two generations of the SDK disagree, Spool sends the union of both, so one
+//! answer parses in either client: a permission carries v1's `type`/`pattern`/`title`
+//! *and* v2's `permission`/`patterns`/`always`; `permission.replied` names the approval
+//! both as `permissionID` and `requestID` and the answer both as `response` and `reply`;
+//! every event has v2's `id`. Optional fields are left out when Spool has nothing to say,
+//! never sent as `null`, because the SDK's types say "absent", not "nullable".
+
+use serde::Serialize;
+use serde_json::Value;
+use spool_protocol::time::Millis;
+
+/// The provider every Spool model is reported under.
+pub const PROVIDER: &str = "spool";
+/// The agent (and mode) every Spool message is reported under: Spool has one agent.
+pub const AGENT: &str = "build";
+
+/// A session (`Session` in both SDKs).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    /// v2 requires a slug; Spool has none, so the id serves.
+    pub slug: String,
+    #[serde(rename = "projectID")]
+    pub project_id: String,
+    pub directory: String,
+    pub title: String,
+    pub version: &'static str,
+    pub time: SessionTime,
+    /// v2's permission ruleset: the session's own rules (the server's come first).
+    pub permission: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionTime {
+    pub created: Millis,
+    pub updated: Millis,
+    /// Spool keeps only an archived flag; an archived session reports its last update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<Millis>,
+}
+
+/// One permission rule in OpenCode's words (`PermissionRule` in v2).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rule {
+    pub permission: String,
+    pub pattern: String,
+    pub action: spool_protocol::PermissionAction,
+}
+
+/// `SessionStatus`: what `GET /session/status` and `session.status` report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Status {
+    Idle,
+    Busy,
+    /// The model provider failed and the call is retried at `next` (ms).
+    Retry {
+        attempt: u32,
+        message: String,
+        next: Millis,
+    },
+}
+
+/// A message's metadata (`Message` = `UserMessage | AssistantMessage`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum MessageInfo {
+    User(UserInfo),
+    Assistant(Box<AssistantInfo>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UserInfo {
+    pub id: String,
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    pub time: UserTime,
+    pub agent: &'static str,
+    pub model: ModelRef,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UserTime {
+    pub created: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelRef {
+    #[serde(rename = "providerID")]
+    pub provider_id: &'static str,
+    #[serde(rename = "modelID")]
+    pub model_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AssistantInfo {
+    pub id: String,
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    pub time: AssistantTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// The user message this answers.
+    #[serde(rename = "parentID")]
+    pub parent_id: String,
+    #[serde(rename = "modelID")]
+    pub model_id: String,
+    #[serde(rename = "providerID")]
+    pub provider_id: &'static str,
+    pub mode: &'static str,
+    pub agent: &'static str,
+    pub path: MessagePath,
+    pub cost: f64,
+    pub tokens: Tokens,
+    /// `stop`, `tool-calls` or `length`, once the step finished normally.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AssistantTime {
+    pub created: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<Millis>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MessagePath {
+    pub cwd: String,
+    pub root: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cache: Cache,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Cache {
+    pub read: u64,
+    pub write: u64,
+}
+
+impl From<spool_protocol::Usage> for Tokens {
+    fn from(u: spool_protocol::Usage) -> Self {
+        Tokens {
+            input: u.input,
+            output: u.output,
+            reasoning: u.reasoning,
+            cache: Cache { read: u.cache_read, write: u.cache_write },
+        }
+    }
+}
+
+/// OpenCode's named errors (`MessageAbortedError`, `APIError`, `UnknownError`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorInfo {
+    pub name: &'static str,
+    pub data: ErrorData,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorData {
+    pub message: String,
+    /// Required by `APIError`, absent from the others.
+    #[serde(rename = "isRetryable", skip_serializing_if = "Option::is_none")]
+    pub is_retryable: Option<bool>,
+}
+
+impl ErrorInfo {
+    pub fn aborted(message: impl Into<String>) -> Self {
+        ErrorInfo { name: "MessageAbortedError", data: ErrorData { message: message.into(), is_retryable: None } }
+    }
+
+    /// The model provider failed.
+    pub fn api(message: impl Into<String>) -> Self {
+        ErrorInfo { name: "APIError", data: ErrorData { message: message.into(), is_retryable: Some(false) } }
+    }
+
+    pub fn unknown(message: impl Into<String>) -> Self {
+        ErrorInfo { name: "UnknownError", data: ErrorData { message: message.into(), is_retryable: None } }
+    }
+}
+
+/// One part of a message.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Part {
+    pub id: String,
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    #[serde(rename = "messageID")]
+    pub message_id: String,
+    #[serde(flatten)]
+    pub kind: PartKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum PartKind {
+    #[serde(rename = "step-start")]
+    StepStart {},
+    #[serde(rename = "text")]
+    Text {
+        text: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time: Option<PartTime>,
+    },
+    #[serde(rename = "reasoning")]
+    Reasoning { text: String, time: PartTime },
+    #[serde(rename = "tool")]
+    Tool {
+        #[serde(rename = "callID")]
+        call_id: String,
+        tool: String,
+        state: ToolState,
+    },
+    #[serde(rename = "step-finish")]
+    StepFinish { reason: String, cost: f64, tokens: Tokens },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PartTime {
+    pub start: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<Millis>,
+}
+
+/// A tool part's life: `pending → running → completed | error`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum ToolState {
+    /// Asked for by the model, not started (perhaps waiting for a permission).
+    Pending {
+        input: Value,
+        raw: String,
+    },
+    Running {
+        input: Value,
+        time: StartTime,
+    },
+    Completed {
+        input: Value,
+        output: String,
+        title: String,
+        metadata: Value,
+        time: SpanTime,
+    },
+    Error {
+        input: Value,
+        error: String,
+        time: SpanTime,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StartTime {
+    pub start: Millis,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SpanTime {
+    pub start: Millis,
+    pub end: Millis,
+}
+
+/// A message with its parts, as `GET /session/:id/message` lists them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MessageWithParts {
+    pub info: MessageInfo,
+    pub parts: Vec<Part>,
+}
+
+/// A pending permission: v2's `PermissionRequest` and v1's `Permission` in one object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Permission {
+    pub id: String,
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    /// v2: the tool that asks.
+    pub permission: String,
+    /// v2: what it would act on (the path or command), `*` when it names nothing.
+    pub patterns: Vec<String>,
+    /// The redacted approval payload: tool, argument, change, reason.
+    pub metadata: Value,
+    /// v2: the patterns an `always` answer allows from now on — Spool allows the tool.
+    pub always: Vec<String>,
+    /// v2: the tool call asking.
+    pub tool: ToolRef,
+    /// v1: the tool.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// v1: what it would act on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(rename = "messageID")]
+    pub message_id: String,
+    #[serde(rename = "callID")]
+    pub call_id: String,
+    /// v1: one line for a person.
+    pub title: String,
+    pub time: UserTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolRef {
+    #[serde(rename = "messageID")]
+    pub message_id: String,
+    #[serde(rename = "callID")]
+    pub call_id: String,
+}
+
+/// An answer to a permission, in OpenCode's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reply {
+    Once,
+    Always,
+    Reject,
+}
+
+impl Reply {
+    pub fn decision(self) -> spool_protocol::Decision {
+        match self {
+            Reply::Once => spool_protocol::Decision::Once,
+            Reply::Always => spool_protocol::Decision::Always,
+            Reply::Reject => spool_protocol::Decision::Reject,
+        }
+    }
+
+    /// How a resolution Spool records reads in OpenCode: an approval that expired or
+    /// was cancelled with its run was, in effect, rejected; `fill` ran the call once.
+    pub fn from_resolution(decision: &str) -> Reply {
+        match decision {
+            "once" | "fill" => Reply::Once,
+            "always" => Reply::Always,
+            _ => Reply::Reject,
+        }
+    }
+}
+
+/// Everything `GET /event` sends: `data: {"id", "type", "properties"}` per event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", content = "properties")]
+pub enum Event {
+    #[serde(rename = "server.connected")]
+    ServerConnected {},
+    #[serde(rename = "server.heartbeat")]
+    ServerHeartbeat {},
+    #[serde(rename = "session.created")]
+    SessionCreated {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        info: SessionInfo,
+    },
+    #[serde(rename = "session.updated")]
+    SessionUpdated {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        info: SessionInfo,
+    },
+    #[serde(rename = "session.deleted")]
+    SessionDeleted {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        info: SessionInfo,
+    },
+    #[serde(rename = "session.status")]
+    SessionStatus {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        status: Status,
+    },
+    #[serde(rename = "session.idle")]
+    SessionIdle {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+    },
+    #[serde(rename = "session.compacted")]
+    SessionCompacted {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+    },
+    #[serde(rename = "session.error")]
+    SessionError {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        error: ErrorInfo,
+    },
+    #[serde(rename = "message.updated")]
+    MessageUpdated {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        info: MessageInfo,
+    },
+    /// A part's whole current state. With `delta` (legacy mode only), seed 004's
+    /// per-token form: `part.text` is the text so far and `delta` what this event added.
+    #[serde(rename = "message.part.updated")]
+    PartUpdated {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        part: Part,
+        time: Millis,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        delta: Option<String>,
+    },
+    /// Text appended to one field of a part: the linear way to stream tokens.
+    #[serde(rename = "message.part.delta")]
+    PartDelta {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        #[serde(rename = "messageID")]
+        message_id: String,
+        #[serde(rename = "partID")]
+        part_id: String,
+        field: &'static str,
+        delta: String,
+    },
+    /// v1's name for a new permission.
+    #[serde(rename = "permission.updated")]
+    PermissionUpdated(Permission),
+    /// v2's name for a new permission.
+    #[serde(rename = "permission.asked")]
+    PermissionAsked(Permission),
+    #[serde(rename = "permission.replied")]
+    PermissionReplied {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        #[serde(rename = "permissionID")]
+        permission_id: String,
+        #[serde(rename = "requestID")]
+        request_id: String,
+        response: Reply,
+        reply: Reply,
+    },
+}
+
+/// An event with the `id` v2 requires.
+#[derive(Serialize)]
+pub struct Envelope<'a> {
+    pub id: &'a str,
+    #[serde(flatten)]
+    pub event: &'a Event,
+}
+
+impl Event {
+    /// The SSE bytes of this event: one `data:` line, no `event:` field (seed 004:
+    /// the type is in the JSON), no SSE `id` (there is nothing to resume from).
+    pub fn to_sse(&self, id: &str) -> bytes::Bytes {
+        let json = serde_json::to_string(&Envelope { id, event: self }).expect("OpenCode events are plain data");
+        spool_protocol::sse::encode(None, None, &json)
+    }
+}

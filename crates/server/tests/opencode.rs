@@ -1,0 +1,460 @@
+//! The OpenCode-compatible API through a real server on a real port: what an OpenCode
+//! client sends and reads — the JSON of each route, the bytes of `GET /event`, and the
+//! text a client assembles from streamed deltas compared with the text Spool stored.
+
+mod common;
+
+use common::{TestOptions, TestServer, WAIT, urlencode};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_protocol::sse::{Decoder, SseEvent};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// An open `GET /event` connection, decoded.
+struct Events {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    decoder: Decoder,
+    ready: std::collections::VecDeque<SseEvent>,
+    /// Every event received, as JSON, in order.
+    seen: Vec<Value>,
+    raw: Vec<u8>,
+}
+
+impl Events {
+    async fn open(server: &TestServer, directory: &Path, query: &str) -> Events {
+        let url = server.url(&format!("/event?directory={}{query}", urlencode(&directory.to_string_lossy())));
+        let res = server.client.get(url).send().await.expect("open /event");
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()["content-type"], "text/event-stream");
+        Events {
+            body: Box::pin(futures::StreamExt::boxed(res.bytes_stream())),
+            decoder: Decoder::new(),
+            ready: Default::default(),
+            seen: Vec::new(),
+            raw: Vec::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                assert_eq!(e.event, None, "no SSE event field: the type is in the JSON");
+                assert_eq!(e.id, None, "no SSE id: there is nothing to resume from");
+                let json: Value = serde_json::from_str(&e.data).expect("event is JSON");
+                assert!(json["id"].as_str().is_some_and(|id| id.starts_with("evt_")), "{json}");
+                self.seen.push(json.clone());
+                return Some(json);
+            }
+            let chunk = tokio::time::timeout(WAIT, futures::StreamExt::next(&mut self.body))
+                .await
+                .unwrap_or_else(|_| panic!("no event within {WAIT:?}; saw {}", types(&self.seen)))?;
+            let chunk = chunk.ok()?;
+            self.raw.extend_from_slice(&chunk);
+            self.ready.extend(self.decoder.push(&chunk));
+        }
+    }
+
+    /// Reads until `stop` holds for an event (returned), panicking if the stream ends or
+    /// nothing matches within [`WAIT`] (heartbeats do not extend the wait).
+    async fn until(&mut self, stop: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.next()).await;
+            let e = match next {
+                Ok(Some(e)) => e,
+                Ok(None) => panic!("stream ended; saw {}", types(&self.seen)),
+                Err(_) => panic!("nothing awaited within {WAIT:?}; saw {}", types(&self.seen)),
+            };
+            if stop(&e) {
+                return e;
+            }
+        }
+    }
+
+    async fn until_idle(&mut self, session: &str) -> Value {
+        self.until(|e| e["type"] == "session.idle" && e["properties"]["sessionID"] == session).await
+    }
+}
+
+fn types(events: &[Value]) -> String {
+    let name = |e: &Value| {
+        let session = session_of(e).map_or(String::new(), |s| format!("@{}", &s[s.len() - 4..]));
+        format!("{}{session}", e["type"].as_str().unwrap_or("?"))
+    };
+    events.iter().map(name).collect::<Vec<_>>().join(", ")
+}
+
+/// The session an event is about, wherever the event carries it.
+fn session_of(e: &Value) -> Option<&str> {
+    let p = &e["properties"];
+    p["sessionID"].as_str().or(p["part"]["sessionID"].as_str()).or(p["info"]["sessionID"].as_str())
+}
+
+/// Text per part id, assembled from `message.part.delta` events of one message.
+fn deltas(events: &[Value], message: &str) -> String {
+    let mut parts: BTreeMap<String, String> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["type"] == "message.part.delta" && e["properties"]["messageID"] == message) {
+        assert_eq!(e["properties"]["field"], "text");
+        let part = parts.entry(e["properties"]["partID"].as_str().expect("partID").to_owned()).or_default();
+        part.push_str(e["properties"]["delta"].as_str().expect("delta"));
+    }
+    parts.into_values().collect()
+}
+
+fn stored_text(message: &Value) -> String {
+    message["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .map(|p| p["text"].as_str().expect("text"))
+        .collect()
+}
+
+async fn create(server: &TestServer, directory: &Path, title: &str) -> String {
+    let request = server
+        .client
+        .post(server.url("/session"))
+        .header("x-opencode-directory", urlencode(&directory.to_string_lossy()))
+        .json(&json!({ "title": title }));
+    let (status, session) = server.send(request).await;
+    assert_eq!(status, StatusCode::OK, "{session}");
+    session["id"].as_str().expect("id").to_owned()
+}
+
+async fn prompt_async(server: &TestServer, session: &str, text: &str) {
+    let body = json!({ "parts": [{ "type": "text", "text": text }] });
+    let (status, reply) = server.post(&format!("/session/{session}/prompt_async"), body).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{reply}");
+}
+
+async fn messages(server: &TestServer, session: &str) -> Vec<Value> {
+    let (status, list) = server.get(&format!("/session/{session}/message")).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list.as_array().expect("a list").clone()
+}
+
+/// A canonical project directory, as OpenCode reports it back.
+fn directory(server: &TestServer, name: &str) -> std::path::PathBuf {
+    std::fs::canonicalize(server.new_dir(name)).expect("canonical")
+}
+
+#[tokio::test]
+async fn sessions_by_directory_and_errors_in_both_shapes() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let (status, health) = server.get("/global/health").await;
+    assert_eq!((status, health["healthy"].clone()), (StatusCode::OK, json!(true)));
+
+    // The header is percent-encoded, like the SDK sends it; the directory becomes a project.
+    let id = create(&server, &dir, "first").await;
+    let (_, projects) = server.get("/api/projects").await;
+    let registered: Vec<&str> = projects.as_array().expect("list").iter().filter_map(|p| p["path"].as_str()).collect();
+    assert_eq!(registered, [dir.to_str().expect("utf-8")]);
+    let other = create(&server, &dir, "second").await;
+    assert_eq!(server.get("/api/projects").await.1.as_array().expect("list").len(), 1, "registered once");
+
+    let (status, list) = server.get(&format!("/session?directory={}", urlencode(dir.to_str().expect("utf-8")))).await;
+    assert_eq!(status, StatusCode::OK);
+    let ids: Vec<&str> = list.as_array().expect("list").iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(ids, [other.as_str(), id.as_str()], "most recently updated first");
+    assert_eq!(list[1]["directory"], dir.to_str().expect("utf-8"));
+    assert_eq!(list[1]["title"], "first");
+    assert!(list[1]["time"]["created"].is_i64());
+
+    let (status, s) = server.patch(&format!("/session/{id}"), json!({ "title": "renamed" })).await;
+    assert_eq!((status, s["title"].as_str()), (StatusCode::OK, Some("renamed")));
+    let (_, s) = server.patch(&format!("/session/{id}"), json!({ "time": { "archived": 1 } })).await;
+    assert!(s["time"]["archived"].is_i64());
+    let (_, s) = server.patch(&format!("/session/{id}"), json!({ "time": { "archived": null } })).await;
+    assert!(s["time"].get("archived").is_none());
+    let (status, s) = server.get(&format!("/session/{id}")).await;
+    assert_eq!((status, s["title"].as_str()), (StatusCode::OK, Some("renamed")));
+    let (status, deleted) = server.delete(&format!("/session/{id}")).await;
+    assert_eq!((status, deleted), (StatusCode::OK, json!(true)));
+
+    let (status, missing) = server.get(&format!("/session/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(missing["name"], "NotFoundError");
+    assert_eq!(missing["data"]["message"], missing["error"]["message"]);
+    assert_eq!(missing["error"]["code"], "not_found");
+
+    let nowhere = server.dir().join("does-not-exist");
+    let request =
+        server.client.get(server.url("/session")).header("x-opencode-directory", nowhere.to_str().expect("utf-8"));
+    let (status, bad) = server.send(request).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!((bad["name"].as_str(), bad["error"]["code"].as_str()), (Some("BadRequest"), Some("invalid_directory")));
+
+    let (status, bad) = server
+        .post(&format!("/session/{other}/prompt_async"), json!({ "parts": [{ "type": "file", "url": "x" }] }))
+        .await;
+    assert_eq!((status, bad["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("unsupported_part")));
+}
+
+#[tokio::test]
+async fn a_prompt_streams_on_the_global_stream_until_idle_and_the_deltas_are_the_stored_text() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "stream").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    let first = events.next().await.expect("first event");
+    assert_eq!(first["type"], "server.connected");
+
+    let text = "streamed word by word, ünïcode 🌍 included";
+    prompt_async(&server, &session, &format!("echo: {text}")).await;
+    events.until_idle(&session).await;
+    let list = messages(&server, &session).await;
+    assert_eq!(list.len(), 2);
+    let answer = &list[1];
+    assert_eq!(answer["info"]["role"], "assistant");
+    assert_eq!(answer["info"]["parentID"], list[0]["info"]["id"]);
+    assert_eq!(stored_text(answer), text);
+    assert_eq!(deltas(&events.seen, answer["info"]["id"].as_str().expect("id")), text);
+
+    let kinds: Vec<String> = events
+        .seen
+        .iter()
+        .filter(|e| session_of(e) == Some(&session))
+        .map(|e| match e["type"].as_str().expect("type") {
+            "message.part.updated" => format!("part:{}", e["properties"]["part"]["type"].as_str().expect("part type")),
+            "session.status" => format!("status:{}", e["properties"]["status"]["type"].as_str().expect("status")),
+            other => other.to_owned(),
+        })
+        .filter(|k| k != "message.part.delta")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "session.updated",
+            "status:busy",
+            "message.updated",
+            "part:text",
+            "message.updated",
+            "part:step-start",
+            "part:text",
+            "part:text",
+            "part:step-finish",
+            "message.updated",
+            "status:idle",
+            "session.idle",
+        ],
+        "{kinds:?}"
+    );
+    let finish = events.seen.iter().find(|e| e["properties"]["part"]["type"] == "step-finish").expect("step-finish");
+    assert_eq!(finish["properties"]["part"]["reason"], "stop");
+    assert!(finish["properties"]["part"]["tokens"]["output"].as_u64().is_some_and(|n| n > 0));
+    // One `data:` line per event, a blank line after each.
+    let raw = String::from_utf8(events.raw.clone()).expect("utf-8");
+    assert!(raw.split("\n\n").filter(|e| !e.is_empty()).all(|e| e.starts_with("data: {") && !e.contains('\n')));
+}
+
+#[tokio::test]
+async fn a_permission_is_asked_listed_and_answered_once() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "permission").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    prompt_async(&server, &session, r#"tool: write {"path":"x.txt","content":"hi"}"#).await;
+
+    let updated = events.until(|e| e["type"] == "permission.updated").await;
+    let asked = events.until(|e| e["type"] == "permission.asked").await;
+    assert_eq!(updated["properties"], asked["properties"], "one permission, in both generations' words");
+    let p = &asked["properties"];
+    let id = p["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("per_"));
+    assert_eq!((p["permission"].as_str(), p["type"].as_str()), (Some("write"), Some("write")));
+    assert_eq!(p["patterns"], json!(["x.txt"]));
+    assert_eq!(p["sessionID"], session);
+    let list = messages(&server, &session).await;
+    assert_eq!(p["tool"]["messageID"], list[1]["info"]["id"]);
+    assert_eq!(list[1]["parts"][1]["state"]["status"], "pending");
+    assert_eq!(list[1]["parts"][1]["state"]["input"], json!({"path": "x.txt", "content": "hi"}));
+
+    let (status, pending) =
+        server.get(&format!("/permission?directory={}", urlencode(dir.to_str().expect("utf-8")))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pending, json!([p.clone()]));
+    let (status, busy) =
+        server.get(&format!("/session/status?directory={}", urlencode(dir.to_str().expect("utf-8")))).await;
+    assert_eq!((status, busy), (StatusCode::OK, json!({ session.clone(): { "type": "busy" } })));
+
+    let (status, ok) = server.post(&format!("/permission/{id}/reply"), json!({ "reply": "once" })).await;
+    assert_eq!((status, ok), (StatusCode::OK, json!(true)));
+    let (status, again) =
+        server.post(&format!("/session/{session}/permissions/{id}"), json!({ "response": "reject" })).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        (again["error"]["code"].as_str(), again["name"].as_str()),
+        (Some("already_resolved"), Some("UnknownError"))
+    );
+
+    let replied = events.until(|e| e["type"] == "permission.replied").await;
+    assert_eq!(replied["properties"]["permissionID"], id.as_str());
+    assert_eq!(replied["properties"]["requestID"], id.as_str());
+    assert_eq!(
+        (replied["properties"]["response"].as_str(), replied["properties"]["reply"].as_str()),
+        (Some("once"), Some("once"))
+    );
+    events.until_idle(&session).await;
+    assert_eq!(std::fs::read_to_string(dir.join("x.txt")).expect("written"), "hi");
+
+    let states: Vec<&str> = events
+        .seen
+        .iter()
+        .filter(|e| e["properties"]["part"]["type"] == "tool")
+        .map(|e| e["properties"]["part"]["state"]["status"].as_str().expect("status"))
+        .collect();
+    assert_eq!(states, ["pending", "pending", "running", "completed"]);
+    let list = messages(&server, &session).await;
+    let roles: Vec<&str> = list.iter().map(|m| m["info"]["role"].as_str().expect("role")).collect();
+    assert_eq!(roles, ["user", "assistant", "assistant"], "tool results live in the tool part");
+    assert_eq!(list[1]["parts"][1]["state"]["status"], "completed");
+    assert_eq!(list[1]["info"]["finish"], "tool-calls");
+    assert_eq!(list[2]["info"]["finish"], "stop");
+    let (status, none) =
+        server.get(&format!("/permission?directory={}", urlencode(dir.to_str().expect("utf-8")))).await;
+    assert_eq!((status, none), (StatusCode::OK, json!([])));
+}
+
+#[tokio::test]
+async fn abort_stops_a_long_run_with_an_aborted_message_and_a_session_error() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "abort").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    prompt_async(&server, &session, "stream: 5000").await;
+    events.until(|e| e["type"] == "message.part.delta").await;
+    let (status, busy) = server
+        .post(&format!("/session/{session}/prompt_async"), json!({ "parts": [{ "type": "text", "text": "x" }] }))
+        .await;
+    assert_eq!((status, busy["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_busy")));
+    let (status, ok) = server.post(&format!("/session/{session}/abort"), json!({})).await;
+    assert_eq!((status, ok), (StatusCode::OK, json!(true)));
+    let error = events.until(|e| e["type"] == "session.error").await;
+    assert_eq!(error["properties"]["error"]["name"], "MessageAbortedError");
+    events.until_idle(&session).await;
+
+    let list = messages(&server, &session).await;
+    let last = list.last().expect("an answer");
+    assert_eq!(last["info"]["error"]["name"], "MessageAbortedError");
+    let partial = stored_text(last);
+    assert!(partial.starts_with("w1") && !partial.ends_with("w5000"), "{}", &partial[..partial.len().min(40)]);
+    assert_eq!(deltas(&events.seen, last["info"]["id"].as_str().expect("id")), partial);
+}
+
+#[tokio::test]
+async fn a_blocking_prompt_answers_when_the_run_settled() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "blocking").await;
+    let body = json!({ "parts": [{ "type": "text", "text": "echo: all at once" }], "messageID": "msg_client_1" });
+    let (status, reply) = server.post(&format!("/session/{session}/message"), body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["info"]["role"], "assistant");
+    assert_eq!(reply["info"]["finish"], "stop");
+    assert_eq!(stored_text(&reply), "all at once");
+    // The client's messageID is the prompt's requestId: a retry runs nothing new.
+    let (status, again) = server.post(&format!("/session/{session}/message"), body).await;
+    assert_eq!((status, &again), (StatusCode::OK, &reply));
+    assert_eq!(messages(&server, &session).await.len(), 2);
+
+    let (status, limited) = server.get(&format!("/session/{session}/message?limit=1")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(limited, json!([reply]));
+    let before = reply["info"]["id"].as_str().expect("id");
+    let (_, earlier) = server.get(&format!("/session/{session}/message?before={before}")).await;
+    assert_eq!(earlier.as_array().map(|l| l.len()), Some(1));
+    assert_eq!(earlier[0]["info"]["role"], "user");
+}
+
+#[tokio::test]
+async fn one_connection_sees_every_session_of_its_directory_and_no_other() {
+    let server = TestServer::start().await;
+    let (dir, elsewhere) = (directory(&server, "app"), directory(&server, "other"));
+    let mut events = Events::open(&server, &dir, "").await;
+    let a = create(&server, &dir, "a").await;
+    let created = events.until(|e| e["type"] == "session.created").await;
+    assert_eq!(created["properties"]["info"]["id"], a.as_str());
+    let b = create(&server, &dir, "b").await;
+    let outside = create(&server, &elsewhere, "outside").await;
+    prompt_async(&server, &outside, "echo: not here").await;
+    prompt_async(&server, &a, "echo: from a").await;
+    prompt_async(&server, &b, "echo: from b").await;
+    // Both runs end, in either order.
+    let idle =
+        |events: &Events, s: &str| events.seen.iter().any(|e| e["type"] == "session.idle" && session_of(e) == Some(s));
+    while !(idle(&events, &a) && idle(&events, &b)) {
+        events.until(|e| e["type"] == "session.idle").await;
+    }
+    assert!(events.seen.iter().all(|e| session_of(e) != Some(&outside)), "{}", types(&events.seen));
+    for (session, text) in [(&a, "from a"), (&b, "from b")] {
+        let list = messages(&server, session).await;
+        assert_eq!(deltas(&events.seen, list[1]["info"]["id"].as_str().expect("id")), text);
+    }
+    let (status, deleted) = server.delete(&format!("/session/{b}")).await;
+    assert_eq!((status, deleted), (StatusCode::OK, json!(true)));
+    let deleted = events.until(|e| e["type"] == "session.deleted").await;
+    assert_eq!(deleted["properties"]["info"]["id"], b.as_str());
+}
+
+#[tokio::test]
+async fn a_client_that_connects_mid_run_or_reconnects_gets_the_run_so_far_as_deltas() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(3), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "late").await;
+    // Started through Spool's own API, before any OpenCode client is connected.
+    let run = server.start_run(&session, "stream: 300").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let mut late = Events::open(&server, &dir, "").await;
+    late.until(|e| e["type"] == "message.part.delta").await;
+    // A second client drops its connection mid-run and comes back.
+    let mut first = Events::open(&server, &dir, "").await;
+    first.until(|e| e["type"] == "message.part.delta").await;
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut again = Events::open(&server, &dir, "").await;
+    assert_eq!(again.next().await.expect("connected")["type"], "server.connected");
+    let status = again.until(|e| e["type"] == "session.status").await;
+    assert_eq!(status["properties"]["status"]["type"], "busy", "a reconnect learns the session is busy");
+
+    late.until_idle(&session).await;
+    again.until_idle(&session).await;
+    server.wait_run(&run).await;
+    let list = messages(&server, &session).await;
+    let answer = list.last().expect("answer");
+    let id = answer["info"]["id"].as_str().expect("id");
+    assert!(stored_text(answer).ends_with(" w300"));
+    assert_eq!(deltas(&late.seen, id), stored_text(answer));
+    assert_eq!(deltas(&again.seen, id), stored_text(answer));
+    // Both saw the user message and the step start, though they joined after them.
+    for events in [&late.seen, &again.seen] {
+        assert!(events.iter().any(|e| e["type"] == "message.updated" && e["properties"]["info"]["role"] == "user"));
+        assert!(events.iter().any(|e| e["properties"]["part"]["type"] == "step-start"));
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_and_legacy_deltas() {
+    let server =
+        TestServer::start_with(TestOptions { heartbeat: Duration::from_millis(200), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "legacy").await;
+    let mut events = Events::open(&server, &dir, "&deltas=legacy").await;
+    events.until(|e| e["type"] == "server.heartbeat").await;
+    prompt_async(&server, &session, "echo: one two three").await;
+    events.until_idle(&session).await;
+    let mut assembled = String::new();
+    for e in events.seen.iter().filter(|e| e["type"] == "message.part.updated" && e["properties"]["delta"].is_string())
+    {
+        assembled.push_str(e["properties"]["delta"].as_str().expect("delta"));
+        assert_eq!(e["properties"]["part"]["text"], assembled.as_str(), "the text so far");
+    }
+    assert_eq!(assembled, "one two three");
+}
