@@ -458,3 +458,41 @@ async fn heartbeats_and_legacy_deltas() {
     }
     assert_eq!(assembled, "one two three");
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_and_a_reconnect_starts_fresh() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "slow").await;
+    let mut slow = Events::open(&server, &dir, "").await;
+    assert_eq!(slow.next().await.expect("connected")["type"], "server.connected");
+    // Far more than the per-connection queue (1 MiB of native frames) while nobody reads.
+    prompt_async(&server, &session, "stream: 100000").await;
+    let (status, _) = tokio::time::timeout(WAIT, async {
+        loop {
+            let (status, s) =
+                server.get(&format!("/session/status?directory={}", urlencode(dir.to_str().expect("utf-8")))).await;
+            if s.get(&session).is_none() {
+                return (status, s);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the run ends while the client sleeps");
+    assert_eq!(status, StatusCode::OK);
+    // Reading again: what was in flight arrives, then the response ends instead of
+    // skipping frames.
+    let ended =
+        tokio::time::timeout(WAIT, async { while slow.next().await.is_some_and(|e| e["type"] != "session.idle") {} })
+            .await;
+    assert!(ended.is_ok(), "the cut connection ends");
+    assert!(!slow.seen.iter().any(|e| e["type"] == "session.idle"), "a cut client does not see the end it missed");
+
+    let mut fresh = Events::open(&server, &dir, "").await;
+    assert_eq!(fresh.next().await.expect("connected")["type"], "server.connected");
+    prompt_async(&server, &session, "echo: after the cut").await;
+    fresh.until_idle(&session).await;
+    let list = messages(&server, &session).await;
+    assert_eq!(deltas(&fresh.seen, list.last().expect("answer")["info"]["id"].as_str().expect("id")), "after the cut");
+}

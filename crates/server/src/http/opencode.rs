@@ -404,23 +404,9 @@ async fn prompt(
     // Subscribed before prompting, so the run's end cannot pass unseen.
     let (mut frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
     let accepted = start(engine, &marks, &user, &id, &bytes).await?;
-    let mut decoder = Decoder::new();
     // A repeated messageID may name a run that settled long ago.
-    let settled = engine.run(&user, &accepted.run_id).await?.status.is_terminal();
-    'wait: while !settled {
-        let Some(chunk) = frames.next().await else { break };
-        for sse in decoder.push(&chunk) {
-            // Most frames are deltas: look closer only at the one that can end the wait.
-            if !sse.data.contains("\"agent_settled\"") {
-                continue;
-            }
-            let Ok(frame) = serde_json::from_str::<Frame>(&sse.data) else { continue };
-            if let FrameBody::LoopEvent { run_id, event: AgentEvent::AgentSettled {}, .. } = &frame.body
-                && run_id == &accepted.run_id
-            {
-                break 'wait;
-            }
-        }
+    if !engine.run(&user, &accepted.run_id).await?.status.is_terminal() {
+        wait_settled(&mut frames, &accepted.run_id).await;
     }
     drop(frames);
     let run = engine.run(&user, &accepted.run_id).await?;
@@ -450,6 +436,25 @@ async fn prompt(
             };
             records::complete(&mut info, Some(stop), Some(&message), run.usage, run.ended_at.unwrap_or(run.updated_at));
             Ok(Json(MessageWithParts { info: MessageInfo::Assistant(Box::new(info)), parts: Vec::new() }))
+        }
+    }
+}
+
+/// Reads a session stream until `run` settles (or the stream ends).
+async fn wait_settled(frames: &mut spool_engine::Subscription, run: &spool_protocol::RunId) {
+    let mut decoder = Decoder::new();
+    while let Some(chunk) = frames.next().await {
+        for sse in decoder.push(&chunk) {
+            // Most frames are deltas: look closer only at the one that can end the wait.
+            if !sse.data.contains("\"agent_settled\"") {
+                continue;
+            }
+            let Ok(frame) = serde_json::from_str::<Frame>(&sse.data) else { continue };
+            if let FrameBody::LoopEvent { run_id, event: AgentEvent::AgentSettled {}, .. } = &frame.body
+                && run_id == run
+            {
+                return;
+            }
         }
     }
 }
