@@ -7,12 +7,21 @@
 //! the directory's session changes and a heartbeat.
 //!
 //! * Which sessions: at connect, the directory's busy sessions and those with a pending
-//!   permission; later, any session a change names (announced from its first snapshot
-//!   as `session.created` or `session.updated`). A session that went idle is dropped again, so a connection
-//!   holds one subscription per *active* session, not per session ever touched. Before
-//!   dropping, the feed is drained: a change that arrived while it was followed (a new
-//!   prompt) has its frames in the ring already, so draining sees the session busy again
-//!   and keeps it; a change that arrives after the drop follows it anew.
+//!   permission; later, any session a change names. A session that went quiet is
+//!   dropped again, so a connection holds one subscription per *active* session, not per
+//!   session ever touched. Before dropping, the feed is drained: a change that arrived
+//!   while it was followed (a new prompt) has its frames in the ring already, so
+//!   draining sees the session busy again and keeps it; a change that arrives after the
+//!   drop follows it anew.
+//! * From where: a session followed again resumes from the cursor of the last frame
+//!   this connection mapped, with the same mapper, so it misses nothing in between. A
+//!   session this connection has not seen resumes from the prompt mark its OpenCode
+//!   prompt left (`marks.rs`) — with a fast model the run may be over before the change
+//!   is even read. Otherwise (a prompt through another dialect) it starts from a
+//!   snapshot: a busy session's current run is replayed, a created or changed idle one
+//!   is announced (`session.created` / `session.updated`). Only a run that was started
+//!   elsewhere *and* finished before this connection read the change goes unreported;
+//!   its messages are in the history like any other.
 //! * No task and no channel per connection or session: this is a `Stream` that hyper
 //!   polls when the socket takes more. Each session feed is a cursor into that session's
 //!   ring; the list changes are a broadcast receiver; following a session (an engine

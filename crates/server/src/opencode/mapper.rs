@@ -32,13 +32,16 @@
 //!
 //! # Joining mid-run
 //!
-//! A subscription starts with a snapshot. If the session is busy, the mapper replays the
-//! current run from it through the same code as live frames: the user message, each
-//! assistant message with its text as one catch-up delta, tool states, pending
-//! permissions. A client therefore sees every part start empty and grow by deltas, and
-//! the deltas it received always add up to the stored text. After that the live deltas
-//! continue at the offsets the snapshot implied; a delta at an offset already sent is
-//! dropped, so nothing is counted twice.
+//! A connection that starts following a session usually resumes from a cursor (see
+//! `global.rs`) and sees the run's frames from its `run.accepted` on. When it cannot,
+//! it gets a snapshot. If the session is busy, the mapper replays the current run from
+//! it through the same code as live frames: the user message, each assistant message
+//! with its text as one catch-up delta, tool states, pending permissions. (A snapshot
+//! does not say where the run began; the caller tells the mapper, [`Mapper::run_start`].)
+//! A client therefore sees every part start empty and grow by deltas, and the deltas it
+//! received always add up to the stored text. After that the live deltas continue at
+//! the offsets the snapshot implied; a delta at an offset already sent is dropped, so
+//! nothing is counted twice.
 
 use super::ids;
 use super::records::{Scope, complete, finish_reason, permission, step_finish, tool_input};
