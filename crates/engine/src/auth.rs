@@ -8,8 +8,8 @@
 //! run while a server is up, so the server re-checks the store at most once a second
 //! instead of caching the answer forever.
 
-use crate::engine::Engine;
 use crate::Store;
+use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use rand::RngCore;
 use sha2::{Digest, Sha256};

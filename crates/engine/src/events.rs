@@ -26,16 +26,16 @@
 //! taking a snapshot (or choosing a replay) and registering the subscriber: no frame
 //! can fall between a snapshot and the live stream.
 
+use crate::metrics::METRICS;
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{Cursor, SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use crate::metrics::METRICS;
-use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
 /// Buffer and queue limits of a session stream.

@@ -88,8 +88,18 @@ impl Metrics {
                 ("{kind=\"list_stream\"}", list_streams as f64),
             ],
         );
-        metric("spool_frames_sent_total", "counter", "Session-stream frames written to clients.", &[("", c(&self.frames_sent))]);
-        metric("spool_bytes_sent_total", "counter", "Session-stream bytes written to clients.", &[("", c(&self.bytes_sent))]);
+        metric(
+            "spool_frames_sent_total",
+            "counter",
+            "Session-stream frames written to clients.",
+            &[("", c(&self.frames_sent))],
+        );
+        metric(
+            "spool_bytes_sent_total",
+            "counter",
+            "Session-stream bytes written to clients.",
+            &[("", c(&self.bytes_sent))],
+        );
         metric(
             "spool_stream_starts_total",
             "counter",

@@ -416,7 +416,12 @@ impl RunTask {
             // would wake to find itself far behind. Spending tokio's cooperative budget
             // yields every so often, so connections drain while the run streams.
             tokio::task::consume_budget().await;
-            if first_event && matches!(next, Some(Ok(ModelEvent::Text(_) | ModelEvent::Thinking(_) | ModelEvent::ToolCallStart { .. }))) {
+            if first_event
+                && matches!(
+                    next,
+                    Some(Ok(ModelEvent::Text(_) | ModelEvent::Thinking(_) | ModelEvent::ToolCallStart { .. }))
+                )
+            {
                 first_event = false;
                 crate::metrics::METRICS.first_token_after(now_ms() - call_started);
             }
