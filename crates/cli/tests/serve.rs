@@ -138,7 +138,8 @@ fn a_configured_model_is_the_default_and_scripted_stays_offered() {
 fn tokens_turn_auth_on_and_allow_a_public_bind() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
-    let created = spool().args(["token", "create", "--user", "alice", "--data-dir"]).arg(&data).output().expect("token");
+    let created =
+        spool().args(["token", "create", "--user", "alice", "--data-dir"]).arg(&data).output().expect("token");
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     let secret = String::from_utf8_lossy(&created.stdout).trim().to_owned();
     assert!(secret.starts_with("spool_") && secret.len() > 40, "{secret}");
@@ -149,8 +150,12 @@ fn tokens_turn_auth_on_and_allow_a_public_bind() {
 
     // With a token, a non-loopback address is allowed (bind to all interfaces on an
     // ephemeral port; nothing is sent to it except from loopback).
-    let mut child =
-        spool().args(["serve", "--addr", "0.0.0.0:0", "--data-dir"]).arg(&data).stdout(Stdio::piped()).spawn().expect("start");
+    let mut child = spool()
+        .args(["serve", "--addr", "0.0.0.0:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
     let addr = listening_addr(&mut child);
     let port = addr.rsplit(':').next().expect("port").to_owned();
     let local = format!("127.0.0.1:{port}");

@@ -51,9 +51,13 @@ impl FromRequestParts<AppState> for CurrentUser {
             });
         };
         let Some(user) = state.engine.authenticate(&secret).await? else {
-            return Err(ApiError::Unauthorized { code: "invalid_token", message: "the token is unknown or revoked".into() });
+            return Err(ApiError::Unauthorized {
+                code: "invalid_token",
+                message: "the token is unknown or revoked".into(),
+            });
         };
-        let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
+        let safe =
+            matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
         if via_cookie && !safe && !same_origin(&parts.headers) {
             return Err(ApiError::Forbidden {
                 code: "bad_origin",

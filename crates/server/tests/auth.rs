@@ -8,7 +8,13 @@ use common::{TestServer, id_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-async fn call(server: &TestServer, method: reqwest::Method, path: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
+async fn call(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let mut req = server.client.request(method, server.url(path));
     if let Some(t) = token {
         req = req.bearer_auth(t);
@@ -44,8 +50,14 @@ async fn other_users_records_are_not_found_on_every_route() {
     let project = id_of(&project);
     let (_, session) = call(&server, M::POST, "/api/sessions", Some(&alice), Some(json!({"projectId": project}))).await;
     let session = id_of(&session);
-    let (status, accepted) =
-        call(&server, M::POST, &format!("/api/sessions/{session}/prompt"), Some(&alice), Some(json!({"text": "tool: write {\"path\": \"a.txt\", \"content\": \"x\"}"}))).await;
+    let (status, accepted) = call(
+        &server,
+        M::POST,
+        &format!("/api/sessions/{session}/prompt"),
+        Some(&alice),
+        Some(json!({"text": "tool: write {\"path\": \"a.txt\", \"content\": \"x\"}"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let run = accepted["runId"].as_str().expect("run").to_owned();
     let deadline = tokio::time::Instant::now() + common::WAIT;
@@ -77,7 +89,11 @@ async fn other_users_records_are_not_found_on_every_route() {
         (M::GET, format!("/api/sessions/{session}/events"), None),
         (M::GET, format!("/api/runs/{run}"), None),
         (M::POST, format!("/api/sessions/{session}/approvals/{approval}"), Some(json!({"decision": "once"}))),
-        (M::POST, format!("/api/runs/{run}/resume"), Some(json!({"interruptId": approval, "decision": "approve", "idempotencyKey": "k"}))),
+        (
+            M::POST,
+            format!("/api/runs/{run}/resume"),
+            Some(json!({"interruptId": approval, "decision": "approve", "idempotencyKey": "k"})),
+        ),
         (M::DELETE, format!("/api/sessions/{session}"), None),
     ];
     for (method, path, body) in matrix {
@@ -102,7 +118,8 @@ async fn browsers_log_in_with_a_cookie_and_cross_site_writes_are_refused() {
     assert_eq!(body["required"], true);
     assert_eq!(body["user"], Value::Null);
 
-    let login = server.client.post(server.url("/api/login")).json(&json!({"token": secret})).send().await.expect("login");
+    let login =
+        server.client.post(server.url("/api/login")).json(&json!({"token": secret})).send().await.expect("login");
     assert_eq!(login.status(), StatusCode::OK);
     let cookie = login.headers()["set-cookie"].to_str().expect("cookie").to_owned();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
@@ -123,7 +140,8 @@ async fn browsers_log_in_with_a_cookie_and_cross_site_writes_are_refused() {
         .expect("post");
     assert_eq!(same.status(), StatusCode::CREATED, "same-origin writes work");
     for origin in [Some("http://evil.example"), None] {
-        let mut req = server.client.post(server.url("/api/projects")).header("cookie", &pair).json(&json!({"path": dir}));
+        let mut req =
+            server.client.post(server.url("/api/projects")).header("cookie", &pair).json(&json!({"path": dir}));
         if let Some(o) = origin {
             req = req.header("origin", o);
         }
@@ -132,7 +150,8 @@ async fn browsers_log_in_with_a_cookie_and_cross_site_writes_are_refused() {
         let body: Value = res.json().await.expect("json");
         assert_eq!(body["error"]["code"], "bad_origin");
     }
-    let bad = server.client.post(server.url("/api/login")).json(&json!({"token": "spool_nope"})).send().await.expect("login");
+    let bad =
+        server.client.post(server.url("/api/login")).json(&json!({"token": "spool_nope"})).send().await.expect("login");
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
     let out = server.client.post(server.url("/api/logout")).send().await.expect("logout");
     assert!(out.headers()["set-cookie"].to_str().expect("cookie").contains("Max-Age=0"));

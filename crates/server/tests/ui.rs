@@ -57,7 +57,9 @@ async fn an_unchanged_asset_revalidates_with_a_304() {
 #[tokio::test]
 async fn nothing_outside_the_ui_directory_is_reachable_and_api_404s_stay_json() {
     let server = TestServer::start().await;
-    for path in ["/ui/../Cargo.toml", "/ui/%2e%2e/Cargo.toml", "/ui/js/nope.js", "/ui/tests/package.json", "/index.html"] {
+    for path in
+        ["/ui/../Cargo.toml", "/ui/%2e%2e/Cargo.toml", "/ui/js/nope.js", "/ui/tests/package.json", "/index.html"]
+    {
         let res = fetch(&server, path).await;
         assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
         let body: serde_json::Value = res.json().await.expect("json error body");

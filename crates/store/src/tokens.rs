@@ -24,7 +24,9 @@ pub(crate) async fn insert(pool: &SqlitePool, token: &ApiToken) -> Result<(), St
 }
 
 pub(crate) async fn find(pool: &SqlitePool, hash: &str) -> Result<Option<ApiToken>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL");
+    let sql = format!(
+        "SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL"
+    );
     let row = sqlx::query(&sql).bind(hash).fetch_optional(pool).await.map_err(db_error)?;
     row.map(|r| decode(&r)).transpose()
 }

@@ -117,7 +117,18 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
     tables.sort();
     assert_eq!(
         tables,
-        ["approvals", "idempotency", "messages", "parts", "projects", "runs", "session_memory", "sessions", "tokens", "users"]
+        [
+            "approvals",
+            "idempotency",
+            "messages",
+            "parts",
+            "projects",
+            "runs",
+            "session_memory",
+            "sessions",
+            "tokens",
+            "users"
+        ]
     );
 }
 
