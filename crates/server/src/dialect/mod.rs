@@ -6,3 +6,24 @@
 
 pub mod run_stream;
 pub mod ws_hub;
+
+/// Fixed ids and a frame builder shared by the dialects' golden tests, so every
+/// snapshot names the same session, stream, run and owner.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use spool_protocol::frame::{Frame, FrameBody};
+    use spool_protocol::{RunId, SessionId, UserId};
+
+    pub fn sid() -> SessionId {
+        "ses_01jd0000000000000000000001".parse().expect("valid id")
+    }
+    pub fn run_id() -> RunId {
+        "run_01jd0000000000000000000003".parse().expect("valid id")
+    }
+    pub fn owner() -> UserId {
+        "usr_01jd0000000000000000000005".parse().expect("valid id")
+    }
+    pub fn frame(seq: u64, body: FrameBody) -> Frame {
+        Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().expect("valid id"), seq }
+    }
+}

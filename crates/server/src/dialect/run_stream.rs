@@ -358,25 +358,13 @@ pub fn summary(result: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::fixtures::{frame, owner, run_id, sid};
     use insta::assert_json_snapshot;
     use spool_protocol::frame::ActiveRun;
-    use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage, UserId};
+    use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage};
 
-    fn sid() -> SessionId {
-        "ses_01jd0000000000000000000001".parse().unwrap()
-    }
-    fn run_id() -> RunId {
-        "run_01jd0000000000000000000003".parse().unwrap()
-    }
     fn other_run() -> RunId {
         "run_01jd0000000000000000000009".parse().unwrap()
-    }
-    fn owner() -> UserId {
-        "usr_01jd0000000000000000000005".parse().unwrap()
-    }
-
-    fn frame(seq: u64, body: FrameBody) -> Frame {
-        Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().unwrap(), seq }
     }
 
     fn ev(run: RunId, index: Option<u64>, event: AgentEvent) -> FrameBody {

@@ -366,25 +366,12 @@ pub fn error(code: &str, message: &str, now: Millis) -> Envelope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::fixtures::{frame, owner, run_id, sid};
     use insta::assert_json_snapshot;
     use spool_protocol::frame::{ActiveRun, SessionState};
-    use spool_protocol::{ApprovalStatus, Content, RunId, RunStatus, Session, SessionStatus, UserId};
+    use spool_protocol::{ApprovalStatus, Content, RunStatus, Session, SessionStatus};
 
     const NOW: Millis = 1_764_000_002_000;
-
-    fn sid() -> SessionId {
-        "ses_01jd0000000000000000000001".parse().unwrap()
-    }
-    fn run_id() -> RunId {
-        "run_01jd0000000000000000000003".parse().unwrap()
-    }
-    fn owner() -> UserId {
-        "usr_01jd0000000000000000000005".parse().unwrap()
-    }
-
-    fn frame(seq: u64, body: FrameBody) -> Frame {
-        Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().unwrap(), seq }
-    }
 
     fn ev(index: Option<u64>, event: AgentEvent) -> FrameBody {
         FrameBody::LoopEvent { run_id: run_id(), message_index: index, event }
