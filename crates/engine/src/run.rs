@@ -447,24 +447,16 @@ impl RunTask {
                 ModelEvent::Text(text) => {
                     self.first_token();
                     self.open_block(&mut draft, &mut block, &mut block_len, Block::Text, None);
-                    let delta = StreamDelta::TextDelta {
-                        content_index: content_len(&draft) - 1,
-                        offset: block_len,
-                        delta: text,
-                    };
-                    block_len += delta_len(&delta);
-                    self.update(&mut draft, delta);
+                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
+                        StreamDelta::TextDelta { content_index, offset, delta }
+                    });
                 }
                 ModelEvent::Thinking(text) => {
                     self.first_token();
                     self.open_block(&mut draft, &mut block, &mut block_len, Block::Thinking, None);
-                    let delta = StreamDelta::ThinkingDelta {
-                        content_index: content_len(&draft) - 1,
-                        offset: block_len,
-                        delta: text,
-                    };
-                    block_len += delta_len(&delta);
-                    self.update(&mut draft, delta);
+                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
+                        StreamDelta::ThinkingDelta { content_index, offset, delta }
+                    });
                 }
                 ModelEvent::ToolCallStart { id, name } => {
                     self.first_token();
@@ -483,13 +475,9 @@ impl RunTask {
                         );
                         return Ok((draft, false));
                     }
-                    let delta = StreamDelta::ToolcallDelta {
-                        content_index: content_len(&draft) - 1,
-                        offset: block_len,
-                        delta: text,
-                    };
-                    block_len += delta_len(&delta);
-                    self.update(&mut draft, delta);
+                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
+                        StreamDelta::ToolcallDelta { content_index, offset, delta }
+                    });
                 }
                 ModelEvent::Usage(mut u) => {
                     u.cost = entry.price.map_or(0.0, |p| p.cost(&u));
@@ -520,6 +508,20 @@ impl RunTask {
             self.run.first_token_at = Some(now_ms());
             self.emit_timing();
         }
+    }
+
+    /// Appends `text` to the draft's last block as a delta built by `make` (content
+    /// index, offset where the text starts, text), advancing the block's length.
+    fn append(
+        &self,
+        draft: &mut Message,
+        block_len: &mut usize,
+        text: String,
+        make: impl FnOnce(usize, usize, String) -> StreamDelta,
+    ) {
+        let delta = make(content_len(draft) - 1, *block_len, text);
+        *block_len += delta_len(&delta);
+        self.update(draft, delta);
     }
 
     /// Publishes one `message_update` and applies it to both copies of the draft.
