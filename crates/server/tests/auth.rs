@@ -94,6 +94,12 @@ async fn other_users_records_are_not_found_on_every_route() {
             format!("/api/runs/{run}/resume"),
             Some(json!({"interruptId": approval, "decision": "approve", "idempotencyKey": "k"})),
         ),
+        // The other dialects check ownership the same way.
+        (M::POST, "/api/chat".into(), Some(json!({"sessionId": session, "text": "hi", "requestId": "r"}))),
+        (M::GET, format!("/api/runs/{run}/events"), None),
+        (M::GET, format!("/session/{session}"), None),
+        (M::GET, format!("/session/{session}/message"), None),
+        (M::POST, format!("/session/{session}/abort"), None),
         (M::DELETE, format!("/api/sessions/{session}"), None),
     ];
     for (method, path, body) in matrix {
