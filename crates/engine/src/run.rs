@@ -659,7 +659,9 @@ impl RunTask {
                 }
             }
         };
-        let (result, is_error) = (output.text, output.is_error);
+        // A tool that prints an environment secret (a failing command echoing a key)
+        // must not carry it into events, the store or the next model call.
+        let (result, is_error) = (redact(&output.text), output.is_error);
         if !is_error && !aborted {
             self.remember_tool_fact(&call, &result).await;
         }

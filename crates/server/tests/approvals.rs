@@ -394,3 +394,28 @@ async fn a_decision_whose_continuation_was_lost_settles_the_run_instead_of_hangi
     assert!(!server.project_dir().join("lost.txt").exists(), "the tool is not run on a guess");
     assert_eq!(server.run_prompt(&session, "echo: free").await["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
+    const SECRET: &str = "sk-tool-secret-5f4e3d2c1b0a";
+    // SAFETY: a variable name no other test reads or writes; set before the server
+    // (and the command it runs) reads the environment.
+    unsafe { std::env::set_var("SPOOL_TEST_TOOL_API_KEY", SECRET) };
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (status, _) = server
+        .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut view = server.events(&session, Open::fresh()).await;
+    view.next_frame().await.expect("snapshot");
+    let prompt = "tool: bash {\"command\": \"echo failing with $SPOOL_TEST_TOOL_API_KEY; exit 3\"}";
+    let run = server.run_prompt(&session, prompt).await;
+    assert_eq!(run["status"], "completed");
+    let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    let wire: String = frames.iter().map(|f| f.json.to_string()).collect();
+    assert!(wire.contains("[redacted]"), "the tool's output is shown, redacted");
+    assert!(!wire.contains(SECRET), "no frame carries the secret");
+    let page = server.messages(&session, "").await;
+    assert!(!page.to_string().contains(SECRET), "the stored result is redacted too");
+}
