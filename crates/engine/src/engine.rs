@@ -632,6 +632,18 @@ impl Engine {
         let latest = self.store().latest_rounds(id, SNAPSHOT_USER_ROUNDS).await?;
         let total = self.store().count_messages(id).await?;
         let mut state = view::initial_state(session, latest, total);
+        // The timing rows of the shown rounds survive a reload or restart.
+        for run in self.store().runs_since(id, state.first_index).await? {
+            view::set_timing(
+                &mut state,
+                frame::PromptTiming {
+                    user_message_index: run.user_message_index,
+                    started_at: run.created_at,
+                    first_token_at: run.first_token_at,
+                    ended_at: run.ended_at,
+                },
+            );
+        }
         // A run parked at an approval (perhaps before a restart) keeps the session busy.
         let interrupted = self.store().interrupted_run(id).await?;
         let mut handle = None;

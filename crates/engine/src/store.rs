@@ -95,6 +95,9 @@ pub trait Store: Send + Sync + 'static {
     async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError>;
     /// Writes every mutable field: status, timings, usage, error, updated_at.
     async fn update_run(&self, run: &Run) -> Result<(), StoreError>;
+    /// The session's runs whose user message index is `from_index` or later, in order
+    /// (to restore the prompt timings of the rounds a snapshot shows).
+    async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError>;
     /// The session's run that is `interrupted` (waiting for an approval), if any.
     async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError>;
     /// Marks every run still `running` as `failed` with `error`; returns how many.

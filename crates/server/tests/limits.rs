@@ -67,6 +67,9 @@ async fn idle_sessions_are_unloaded_and_come_back_on_demand() {
     assert_ne!(after["streamId"], before["streamId"], "a reload starts a new stream");
     assert_eq!(after["state"]["total"], 2);
     assert_eq!(after["state"]["messages"][1]["content"][0]["text"], "remember me");
+    let timing = &after["state"]["promptTimings"]["0"];
+    assert_eq!(timing, &before["state"]["promptTimings"]["0"], "the timing row survives the reload");
+    assert!(timing["endedAt"].is_number(), "{after}");
     server.run_prompt(&watched, "echo: still live").await;
     let frame = stream.frames_until(|f| f.event_type() == Some("agent_settled")).await;
     assert!(!frame.is_empty());

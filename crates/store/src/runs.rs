@@ -123,6 +123,23 @@ where
 /// The session's interrupted run. The engine keeps at most one per session; should
 /// there ever be more, the newest is the one still worth resuming. The lookup uses
 /// the `(session_id, request_id)` unique index, and a session has few runs.
+/// The session's runs started at or after message `from_index`, in message order.
+pub(crate) async fn since(pool: &SqlitePool, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+    sqlx::query(
+        "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message
+         FROM runs WHERE session_id = ? AND user_message_index >= ? ORDER BY user_message_index, created_at",
+    )
+    .bind(session.as_str())
+    .bind(to_db_int(from_index, "message index")?)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(decode)
+    .collect()
+}
+
 pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Result<Option<Run>, StoreError> {
     sqlx::query(
         "SELECT id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,

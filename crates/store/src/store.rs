@@ -82,6 +82,9 @@ impl Store for SqliteStore {
         tokens::revoke(&self.pool, id, at).await
     }
 
+    async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+        runs::since(&self.pool, session, from_index).await
+    }
     async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {
         memory::get(&self.pool, session).await
     }

@@ -39,6 +39,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     concurrent_claims_of_one_key_have_exactly_one_winner(shared.clone()).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
     tokens_are_found_by_hash_until_revoked(store).await;
+    runs_since_lists_a_sessions_runs_from_an_index_in_order(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
 }
@@ -969,4 +970,16 @@ pub async fn tokens_are_found_by_hash_until_revoked(store: &dyn Store) {
     assert_eq!(store.find_token(&hash).await.expect("find"), None, "a revoked token authenticates nobody");
     let listed = store.list_tokens().await.expect("list");
     assert_eq!(listed.iter().find(|t| t.id == token.id).and_then(|t| t.revoked_at), Some(20));
+}
+
+pub async fn runs_since_lists_a_sessions_runs_from_an_index_in_order(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    for (request, index) in [("c", 4u64), ("a", 0), ("b", 2)] {
+        let run = Run { user_message_index: index, ..run_in(&session, request, RunStatus::Completed) };
+        assert_eq!(store.insert_run(&run).await.expect("insert"), RunInsert::Created);
+    }
+    let since: Vec<u64> =
+        store.runs_since(&session.id, 2).await.expect("runs").iter().map(|r| r.user_message_index).collect();
+    assert_eq!(since, [2, 4]);
+    assert_eq!(store.runs_since(&session.id, 5).await.expect("runs"), vec![]);
 }
