@@ -12,6 +12,8 @@ pub mod cursor;
 pub mod domain;
 pub mod event;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ids;
 pub mod message;
 pub mod sse;
