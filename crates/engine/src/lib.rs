@@ -28,5 +28,5 @@ pub use events::{EventLimits, SessionEvents, Start, Subscription};
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
-pub use store::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
+pub use store::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -149,6 +149,45 @@ pub trait Store: Send + Sync + 'static {
     /// Releases a claimed key whose request failed before it had a response to keep, so
     /// a retry can run it again.
     async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+
+    /// Takes the session's lease for `node` until `now + ttl`, in one atomic step: true
+    /// when the lease was free, expired (`expires_at <= now`) or already `node`'s (then
+    /// it is extended); false, writing nothing, while another node holds it. Of any
+    /// number of nodes racing for one session, at most one gets true.
+    async fn acquire_lease(
+        &self,
+        session: &SessionId,
+        node: &str,
+        now: time::Millis,
+        ttl: time::Millis,
+    ) -> Result<bool, StoreError>;
+    /// Extends `node`'s lease to `now + ttl`; false when the node no longer holds it
+    /// (released, taken over, or already expired: another node may have declared this
+    /// one dead, so a run whose renewal fails must stop rather than carry on).
+    async fn renew_lease(
+        &self,
+        session: &SessionId,
+        node: &str,
+        now: time::Millis,
+        ttl: time::Millis,
+    ) -> Result<bool, StoreError>;
+    /// Gives the lease up; false (and nothing changes) when `node` did not hold it.
+    async fn release_lease(&self, session: &SessionId, node: &str) -> Result<bool, StoreError>;
+    /// The session's lease row, expired or not.
+    async fn get_lease(&self, session: &SessionId) -> Result<Option<Lease>, StoreError>;
+    /// Every lease expired at `now` (its node stopped renewing: probably dead), oldest
+    /// expiry first. A node that takes one over with `acquire_lease` is the single one
+    /// that marks the dead node's runs of that session failed.
+    async fn expired_leases(&self, now: time::Millis) -> Result<Vec<Lease>, StoreError>;
+}
+
+/// Which node runs a session, and until when: the row that keeps two nodes from
+/// running one session. A lease is live while `now < expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub session_id: SessionId,
+    pub node_id: String,
+    pub expires_at: time::Millis,
 }
 
 /// A response kept for an idempotency key, returned byte for byte to every repeat.

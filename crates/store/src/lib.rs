@@ -1,26 +1,23 @@
-//! Spool's durable storage on SQLite: [`SqliteStore`] implements the engine's
-//! [`Store`](spool_engine::Store) trait with sqlx.
+//! Spool's durable storage: the engine's [`Store`](spool_engine::Store) trait on SQLite
+//! ([`SqliteStore`], the default: one file, no database server) and on PostgreSQL
+//! ([`PgStore`], for several nodes sharing one database), both with sqlx.
 //!
-//! SQLite is the default because a single-machine deployment then needs no database
-//! server: one file, opened in WAL mode so readers never wait for the writer. The
-//! schema lives in numbered files under `migrations/`, embedded in the binary and
-//! applied on open, so a store file is always at the schema this code expects.
-//! Queries are plain SQL with bound parameters (not sqlx's compile-time checked
-//! macros, which would need a database at build time), one module per record kind;
-//! `message_codec` holds the only non-obvious mapping, a message to rows and back.
+//! Each backend is a directory with one module per record kind holding that kind's
+//! SQL, plain text with bound parameters (not sqlx's compile-time checked macros, which
+//! would need a database at build time), and its own numbered migrations
+//! (`migrations/` for SQLite, `migrations-pg/` for PostgreSQL), embedded in the binary
+//! and applied on open. The SQL is written per backend because the dialects differ;
+//! what means the same on both is shared: [`rows`] turns rows into records,
+//! [`message_codec`] a message into rows and back, [`delegate`] maps the trait onto a
+//! backend's modules, and [`error`] maps failures. Both pass one conformance suite
+//! (`tests/support`).
 
-mod approvals;
+mod delegate;
 mod error;
-mod idempotency;
-mod memory;
 mod message_codec;
-mod messages;
-mod projects;
-mod runs;
-mod sessions;
+mod pg;
+mod rows;
 mod sqlite;
-mod store;
-mod tokens;
-mod users;
 
+pub use pg::PgStore;
 pub use sqlite::SqliteStore;

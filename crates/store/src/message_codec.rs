@@ -19,10 +19,12 @@ const CONTENT_KEY: &str = "content";
 const TYPE_KEY: &str = "type";
 
 /// A message ready to be written: its `role` column, `meta` JSON and parts in order.
+/// The JSON stays a [`Value`] so each backend stores it its own way (text in SQLite,
+/// `JSONB` in PostgreSQL).
 #[derive(Debug)]
 pub(crate) struct EncodedMessage {
     pub role: &'static str,
-    pub meta: String,
+    pub meta: Value,
     pub parts: Vec<EncodedPart>,
 }
 
@@ -30,7 +32,7 @@ pub(crate) struct EncodedMessage {
 #[derive(Debug, PartialEq)]
 pub(crate) struct EncodedPart {
     pub kind: String,
-    pub data: String,
+    pub data: Value,
 }
 
 pub(crate) fn encode(message: &Message) -> Result<EncodedMessage, StoreError> {
@@ -38,7 +40,7 @@ pub(crate) fn encode(message: &Message) -> Result<EncodedMessage, StoreError> {
     meta.remove(ROLE_KEY);
     meta.remove(CONTENT_KEY);
     let parts = message.content().iter().map(encode_part).collect::<Result<_, _>>()?;
-    Ok(EncodedMessage { role: message.role(), meta: to_json(&meta)?, parts })
+    Ok(EncodedMessage { role: message.role(), meta: Value::Object(meta), parts })
 }
 
 fn encode_part(content: &Content) -> Result<EncodedPart, StoreError> {
@@ -47,16 +49,16 @@ fn encode_part(content: &Content) -> Result<EncodedPart, StoreError> {
         Some(Value::String(kind)) => kind,
         other => return Err(StoreError::Backend(format!("content block encoded without a type tag: {other:?}"))),
     };
-    Ok(EncodedPart { kind, data: to_json(&data)? })
+    Ok(EncodedPart { kind, data: Value::Object(data) })
 }
 
 /// Rebuilds a message from its stored columns; `parts` are `(kind, data)` in position order.
-pub(crate) fn decode(role: &str, meta: &str, parts: Vec<(String, String)>) -> Result<Message, StoreError> {
-    let mut object = from_json_object(meta, "message meta")?;
+pub(crate) fn decode(role: &str, meta: Value, parts: Vec<(String, Value)>) -> Result<Message, StoreError> {
+    let mut object = json_object(meta, "message meta")?;
     let content = parts
         .into_iter()
         .map(|(kind, data)| {
-            let mut block = from_json_object(&data, "part data")?;
+            let mut block = json_object(data, "part data")?;
             block.insert(TYPE_KEY.to_owned(), Value::String(kind));
             Ok(Value::Object(block))
         })
@@ -77,16 +79,28 @@ fn into_object(encoded: Result<Value, serde_json::Error>) -> Result<Map<String, 
     }
 }
 
-fn to_json(object: &Map<String, Value>) -> Result<String, StoreError> {
-    serde_json::to_string(object).map_err(|e| StoreError::Backend(format!("encoding a message: {e}")))
+fn json_object(value: Value, what: &str) -> Result<Map<String, Value>, StoreError> {
+    match value {
+        Value::Object(object) => Ok(object),
+        other => Err(StoreError::Backend(format!("stored {what} is not a JSON object: {other}"))),
+    }
 }
 
-fn from_json_object(text: &str, what: &str) -> Result<Map<String, Value>, StoreError> {
-    match serde_json::from_str(text) {
-        Ok(Value::Object(object)) => Ok(object),
-        Ok(other) => Err(StoreError::Backend(format!("stored {what} is not a JSON object: {other}"))),
-        Err(e) => Err(StoreError::Backend(format!("stored {what} is not JSON: {e}"))),
+/// The message's own time, stored as the row's `created_at`: it is when the message
+/// came to be, which is what a reader of the table wants, and needs no second clock.
+pub(crate) fn message_timestamp(message: &spool_protocol::Message) -> i64 {
+    use spool_protocol::Message;
+    match message {
+        Message::User { timestamp, .. }
+        | Message::Assistant { timestamp, .. }
+        | Message::ToolResult { timestamp, .. } => *timestamp,
     }
+}
+
+/// Parts have no typed id in the protocol (nothing outside the store names one), so
+/// the store mints them in the same shape: a `prt_` prefix and a lower-case ULID.
+pub(crate) fn new_part_id() -> String {
+    format!("prt_{}", ulid::Ulid::new().to_string().to_ascii_lowercase())
 }
 
 #[cfg(test)]
@@ -110,26 +124,30 @@ mod tests {
         };
         let encoded = encode(&message).expect("encodes");
         assert_eq!(encoded.role, "assistant");
-        let meta: Value = serde_json::from_str(&encoded.meta).expect("meta is JSON");
         assert_eq!(
-            meta,
+            encoded.meta,
             serde_json::json!({"stopReason": "toolUse", "usage": {"input": 3, "output": 4, "reasoning": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0}, "model": "m", "timestamp": 7})
         );
         assert_eq!(encoded.parts.len(), 1);
         assert_eq!(encoded.parts[0].kind, "toolCall");
-        let data: Value = serde_json::from_str(&encoded.parts[0].data).expect("data is JSON");
-        assert_eq!(data, serde_json::json!({"id": "call_1", "name": "read", "arguments": {"path": "a"}}));
+        assert_eq!(
+            encoded.parts[0].data,
+            serde_json::json!({"id": "call_1", "name": "read", "arguments": {"path": "a"}})
+        );
 
         let parts = encoded.parts.into_iter().map(|p| (p.kind, p.data)).collect();
-        assert_eq!(decode(encoded.role, &encoded.meta, parts).expect("decodes"), message);
+        assert_eq!(decode(encoded.role, encoded.meta, parts).expect("decodes"), message);
     }
 
     #[test]
     fn corrupt_rows_are_errors_not_panics() {
-        assert!(matches!(decode("user", "not json", vec![]), Err(StoreError::Backend(_))));
-        assert!(matches!(decode("user", "[]", vec![]), Err(StoreError::Backend(_))));
-        assert!(matches!(decode("robot", r#"{"timestamp":1}"#, vec![]), Err(StoreError::Backend(_))));
-        let bad_part = vec![("sound".to_owned(), "{}".to_owned())];
-        assert!(matches!(decode("user", r#"{"timestamp":1}"#, bad_part), Err(StoreError::Backend(_))));
+        let meta = || serde_json::json!({"timestamp": 1});
+        assert!(matches!(decode("user", serde_json::json!("not an object"), vec![]), Err(StoreError::Backend(_))));
+        assert!(matches!(decode("user", serde_json::json!([]), vec![]), Err(StoreError::Backend(_))));
+        assert!(matches!(decode("robot", meta(), vec![]), Err(StoreError::Backend(_))));
+        let bad_part = vec![("sound".to_owned(), serde_json::json!({}))];
+        assert!(matches!(decode("user", meta(), bad_part), Err(StoreError::Backend(_))));
+        let not_object = vec![("text".to_owned(), serde_json::json!("hi"))];
+        assert!(matches!(decode("user", meta(), not_object), Err(StoreError::Backend(_))));
     }
 }

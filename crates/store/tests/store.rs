@@ -124,6 +124,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "parts",
             "projects",
             "runs",
+            "session_leases",
             "session_memory",
             "sessions",
             "tokens",

@@ -6,16 +6,18 @@
 //! not see each other's rows and the suite can run twice on one database (the file
 //! test reopens a store that already holds a previous pass). The global operations
 //! (`fail_running_runs`, `all_pending_approvals`) are handled inside their checks
-//! (see there). The races take the store as an `Arc` because their tasks are spawned.
+//! (see there). The races take stores as `Arc`s because their tasks are spawned, and
+//! a slice of them so a backend shared by several processes can race several handles
+//! (nodes) against each other; the suite itself races one.
 
 use serde_json::json;
-use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, StoredResponse};
+use spool_engine::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 use std::sync::Arc;
 
-/// How many tasks each race spawns.
-const RACERS: usize = 20;
+/// How many tasks each race of the suite spawns.
+pub const RACERS: usize = 20;
 
 /// Runs every check in order.
 pub async fn conformance(shared: Arc<dyn Store>) {
@@ -34,14 +36,16 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     interrupt_run_writes_the_approval_and_the_run_together(store).await;
     pending_approvals_are_listed_oldest_first(store).await;
     settle_approval_decides_once(store).await;
-    concurrent_settles_have_exactly_one_winner(shared.clone()).await;
+    concurrent_settles_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     idempotency_keys_replay_the_first_response(store).await;
-    concurrent_claims_of_one_key_have_exactly_one_winner(shared.clone()).await;
+    concurrent_claims_of_one_key_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
     tokens_are_found_by_hash_until_revoked(store).await;
     runs_since_lists_a_sessions_runs_from_an_index_in_order(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
+    leases_are_taken_renewed_and_released(store).await;
+    concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
 }
 
 // ---- fixtures -------------------------------------------------------------------
@@ -751,13 +755,14 @@ pub async fn settle_approval_decides_once(store: &dyn Store) {
 
 /// Many deciders at once (two tabs, a retry, the expiry timer): exactly one wins and
 /// the stored outcome is the winner's.
-pub async fn concurrent_settles_have_exactly_one_winner(store: Arc<dyn Store>) {
+pub async fn concurrent_settles_have_exactly_one_winner(stores: &[Arc<dyn Store>], racers: usize) {
+    let store = &stores[0];
     let (_, session) = new_session(store.as_ref()).await;
     let (_, approval, _) = interrupted_run_in(store.as_ref(), &session, "req-race", 200).await;
 
-    let tasks: Vec<_> = (0..RACERS)
+    let tasks: Vec<_> = (0..racers)
         .map(|i| {
-            let store = store.clone();
+            let store = stores[i % stores.len()].clone();
             let id = approval.id.clone();
             tokio::spawn(async move {
                 let actor = UserId::new();
@@ -839,12 +844,13 @@ pub async fn idempotency_keys_replay_the_first_response(store: &dyn Store) {
 
 /// A client retrying a request over a flaky network: one retry does the work, every
 /// other one sees it in progress, and after completion every one sees its response.
-pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(store: Arc<dyn Store>) {
+pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(stores: &[Arc<dyn Store>], racers: usize) {
+    let store = &stores[0];
     let scope = unique_name("user");
     let race = || async {
-        let tasks: Vec<_> = (0..RACERS)
-            .map(|_| {
-                let store = store.clone();
+        let tasks: Vec<_> = (0..racers)
+            .map(|i| {
+                let store = stores[i % stores.len()].clone();
                 let scope = scope.clone();
                 tokio::spawn(async move { store.claim_idempotency(&scope, "retry", 1_000).await.expect("claim") })
             })
@@ -858,7 +864,7 @@ pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(store: Arc<dyn
 
     let claims = race().await;
     assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::Claimed).count(), 1, "exactly one claim: {claims:?}");
-    assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::InProgress).count(), RACERS - 1);
+    assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::InProgress).count(), racers - 1);
 
     let response = StoredResponse { status: 200, body: "{\"ok\":true}".into() };
     store.complete_idempotency(&scope, "retry", &response).await.expect("complete_idempotency");
@@ -982,4 +988,102 @@ pub async fn runs_since_lists_a_sessions_runs_from_an_index_in_order(store: &dyn
         store.runs_since(&session.id, 2).await.expect("runs").iter().map(|r| r.user_message_index).collect();
     assert_eq!(since, [2, 4]);
     assert_eq!(store.runs_since(&session.id, 5).await.expect("runs"), vec![]);
+}
+
+/// The lease's life: taken when free, refused while another node holds it, extended by
+/// its holder, lost on expiry (renewal then fails: the holder must stop), taken over
+/// once expired, released only by its holder, and gone with its session.
+pub async fn leases_are_taken_renewed_and_released(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), None);
+
+    assert!(store.acquire_lease(&session.id, "node-a", 1_000, 500).await.expect("acquire free"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), lease_of(&session, "node-a", 1_500));
+    assert!(!store.acquire_lease(&session.id, "node-b", 1_100, 500).await.expect("acquire held"));
+    assert_eq!(
+        store.get_lease(&session.id).await.expect("get_lease"),
+        lease_of(&session, "node-a", 1_500),
+        "the loser wrote nothing"
+    );
+    assert!(store.acquire_lease(&session.id, "node-a", 1_200, 500).await.expect("acquire ours again"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), lease_of(&session, "node-a", 1_700));
+
+    assert!(store.renew_lease(&session.id, "node-a", 1_600, 500).await.expect("renew"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), lease_of(&session, "node-a", 2_100));
+    assert!(!store.renew_lease(&session.id, "node-b", 1_700, 500).await.expect("renew someone else's"));
+    assert!(!store.release_lease(&session.id, "node-b").await.expect("release someone else's"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), lease_of(&session, "node-a", 2_100));
+
+    // node-a stops renewing: at its expiry the lease is listed as expired, its own late
+    // renewal fails, and another node takes it over.
+    let session_id = &session.id;
+    let expired_at = |now: Millis| async move {
+        let all = store.expired_leases(now).await.expect("expired_leases");
+        assert!(all.windows(2).all(|w| w[0].expires_at <= w[1].expires_at), "oldest expiry first");
+        all.into_iter().filter(|l| l.session_id == *session_id).collect::<Vec<_>>()
+    };
+    assert_eq!(expired_at(2_099).await, vec![], "live until its expiry");
+    assert_eq!(expired_at(2_100).await, lease_of(&session, "node-a", 2_100).into_iter().collect::<Vec<_>>());
+    assert!(!store.renew_lease(&session.id, "node-a", 2_100, 500).await.expect("renew expired"));
+    assert!(store.acquire_lease(&session.id, "node-b", 2_200, 500).await.expect("take over"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), lease_of(&session, "node-b", 2_700));
+    assert_eq!(expired_at(2_200).await, vec![]);
+    assert!(!store.acquire_lease(&session.id, "node-a", 2_300, 500).await.expect("the old holder is refused"));
+
+    assert!(store.release_lease(&session.id, "node-b").await.expect("release"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), None);
+    assert!(!store.release_lease(&session.id, "node-b").await.expect("release twice"));
+    assert!(store.acquire_lease(&session.id, "node-a", 2_400, 500).await.expect("acquire released"));
+
+    // Leases are per session, and go with their session.
+    let (_, other) = new_session(store).await;
+    assert!(store.acquire_lease(&other.id, "node-b", 2_400, 500).await.expect("acquire another session"));
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
+    assert_eq!(store.get_lease(&session.id).await.expect("get_lease"), None);
+    assert_eq!(store.get_lease(&other.id).await.expect("get_lease"), lease_of(&other, "node-b", 2_900));
+    // A lease for a session that does not exist is refused, not stored.
+    assert!(store.acquire_lease(&SessionId::new(), "node-a", 2_400, 500).await.is_err());
+}
+
+fn lease_of(session: &Session, node: &str, expires_at: Millis) -> Option<Lease> {
+    Some(Lease { session_id: session.id.clone(), node_id: node.into(), expires_at })
+}
+
+/// Several nodes wanting one session at once (a prompt reaching each): exactly one
+/// takes it, and the stored lease names that one; after it expires the race repeats
+/// with one new winner.
+pub async fn concurrent_lease_acquisitions_have_exactly_one_winner(stores: &[Arc<dyn Store>], racers: usize) {
+    let (_, session) = new_session(stores[0].as_ref()).await;
+    let race = |now: Millis| {
+        let tasks: Vec<_> = (0..racers)
+            .map(|i| {
+                let store = stores[i % stores.len()].clone();
+                let id = session.id.clone();
+                tokio::spawn(async move {
+                    let node = format!("node-{i}");
+                    let won = store.acquire_lease(&id, &node, now, 1_000).await.expect("acquire_lease");
+                    (won, node)
+                })
+            })
+            .collect::<Vec<_>>();
+        async move {
+            let mut winners = Vec::new();
+            for task in tasks {
+                let (won, node) = task.await.expect("task");
+                if won {
+                    winners.push(node);
+                }
+            }
+            winners
+        }
+    };
+    for now in [10_000, 11_000] {
+        let winners = race(now).await;
+        assert_eq!(winners.len(), 1, "exactly one node takes the lease at {now}: {winners:?}");
+        assert_eq!(
+            stores[0].get_lease(&session.id).await.expect("get_lease"),
+            lease_of(&session, &winners[0], now + 1_000),
+            "the stored lease is the winner's"
+        );
+    }
 }

@@ -1,11 +1,11 @@
 //! Runs: one prompt's execution, unique per `(session_id, request_id)`.
 
-use crate::error::{db_error, from_db_int, parse_id, to_db_int};
+use crate::error::{db_error, to_db_int};
+use crate::rows;
 use spool_engine::{RunInsert, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{Run, RunError, RunId, RunStatus, SessionId, Usage};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use spool_protocol::{Run, RunError, RunId, SessionId, Usage};
+use sqlx::SqlitePool;
 
 /// Inserts `run` unless its requestId is already used in the session, in which case
 /// the existing run comes back and nothing is written. The insert itself decides
@@ -74,7 +74,7 @@ where
     .await
     .map_err(db_error)?
     .as_ref()
-    .map(decode)
+    .map(rows::run)
     .transpose()
 }
 
@@ -89,7 +89,7 @@ pub(crate) async fn get(pool: &SqlitePool, id: &RunId) -> Result<Option<Run>, St
     .await
     .map_err(db_error)?
     .as_ref()
-    .map(decode)
+    .map(rows::run)
     .transpose()
 }
 
@@ -136,7 +136,7 @@ pub(crate) async fn since(pool: &SqlitePool, session: &SessionId, from_index: u6
     .await
     .map_err(db_error)?
     .iter()
-    .map(decode)
+    .map(rows::run)
     .collect()
 }
 
@@ -151,7 +151,7 @@ pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Resul
     .await
     .map_err(db_error)?
     .as_ref()
-    .map(decode)
+    .map(rows::run)
     .transpose()
 }
 
@@ -170,48 +170,6 @@ pub(crate) async fn fail_running(pool: &SqlitePool, error: &RunError, now: Milli
     Ok(done.rows_affected())
 }
 
-fn decode(row: &SqliteRow) -> Result<Run, StoreError> {
-    let status: &str = row.try_get("status").map_err(db_error)?;
-    let status = RunStatus::parse(status)
-        .ok_or_else(|| StoreError::Backend(format!("stored run status `{status}` is unknown")))?;
-    let error_code: Option<String> = row.try_get("error_code").map_err(db_error)?;
-    let error_message: Option<String> = row.try_get("error_message").map_err(db_error)?;
-    let error = match (error_code, error_message) {
-        (Some(code), Some(message)) => Some(RunError { code, message }),
-        (None, None) => None,
-        // The schema's CHECK forbids half an error; finding one means the file was
-        // edited behind the store's back.
-        _ => return Err(StoreError::Backend("stored run error has a code or a message but not both".into())),
-    };
-    Ok(Run {
-        id: parse_id(row.try_get("id").map_err(db_error)?)?,
-        session_id: parse_id(row.try_get("session_id").map_err(db_error)?)?,
-        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
-        request_id: row.try_get("request_id").map_err(db_error)?,
-        status,
-        user_message_index: from_db_int(row.try_get("user_message_index").map_err(db_error)?, "user message index")?,
-        created_at: row.try_get("created_at").map_err(db_error)?,
-        updated_at: row.try_get("updated_at").map_err(db_error)?,
-        first_token_at: row.try_get("first_token_at").map_err(db_error)?,
-        ended_at: row.try_get("ended_at").map_err(db_error)?,
-        usage: decode_usage(
-            row.try_get("usage").map_err(db_error)?,
-            from_db_int(row.try_get("usage_input").map_err(db_error)?, "input tokens")?,
-            from_db_int(row.try_get("usage_output").map_err(db_error)?, "output tokens")?,
-        )?,
-        error,
-    })
-}
-
 fn encode_usage(usage: &Usage) -> Result<String, StoreError> {
     serde_json::to_string(usage).map_err(|e| StoreError::Backend(format!("cannot encode usage: {e}")))
-}
-
-/// The full usage JSON; rows written before it existed hold `{}`, and then the two
-/// plain columns are all there is.
-fn decode_usage(json: String, input: u64, output: u64) -> Result<Usage, StoreError> {
-    if json.trim() == "{}" {
-        return Ok(Usage { input, output, ..Usage::default() });
-    }
-    serde_json::from_str(&json).map_err(|e| StoreError::Backend(format!("stored usage is unreadable: {e}")))
 }

@@ -1,10 +1,23 @@
-//! Opening the database: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool.
+//! The SQLite store: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool, and
+//! each submodule holds one record kind's SQL ([`delegate`](crate::delegate) maps the
+//! trait onto them).
 //!
 //! The connection settings are chosen for a server with one writer process and many
 //! concurrent readers: WAL so reads never block on the writer, `synchronous=NORMAL`
 //! (durable across process crashes; in WAL mode only a power loss can drop the last
 //! commits), a busy timeout so two writers queue instead of failing, and foreign keys
 //! on, which SQLite leaves off by default and the cascading deletes depend on.
+
+mod approvals;
+mod idempotency;
+mod leases;
+mod memory;
+mod messages;
+mod projects;
+mod runs;
+mod sessions;
+mod tokens;
+mod users;
 
 use crate::error::db_error;
 use spool_engine::StoreError;
@@ -76,3 +89,5 @@ impl SqliteStore {
         Ok(SqliteStore { pool })
     }
 }
+
+crate::delegate::impl_store!(SqliteStore);

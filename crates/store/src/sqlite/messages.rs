@@ -5,14 +5,14 @@
 //! reader never sees a message without its content. Reads fetch a message and its
 //! parts with one `LEFT JOIN` statement, which SQLite answers from a single snapshot,
 //! so no read transaction is needed; rows arrive grouped by message and ordered by
-//! part position, and [`collect`] folds them back into messages.
+//! part position, and [`rows::messages`] folds them back into messages.
 
-use crate::error::{db_error, from_db_int, parse_id, to_db_int};
-use crate::message_codec;
+use crate::error::{db_error, from_db_int, to_db_int};
+use crate::message_codec::{self, message_timestamp, new_part_id};
+use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{IndexedMessage, SessionId, UserId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 pub(crate) async fn insert(
     pool: &SqlitePool,
@@ -33,7 +33,7 @@ pub(crate) async fn insert(
     .bind(owner.as_str())
     .bind(index)
     .bind(encoded.role)
-    .bind(&encoded.meta)
+    .bind(encoded.meta.to_string())
     .bind(created_at)
     .execute(&mut *tx)
     .await
@@ -55,7 +55,7 @@ pub(crate) async fn insert(
         .bind(owner.as_str())
         .bind(position)
         .bind(&part.kind)
-        .bind(&part.data)
+        .bind(part.data.to_string())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -81,7 +81,7 @@ pub(crate) async fn list(
     // The inner query picks the latest `limit` messages (walking the
     // (session_id, idx) index backwards); the outer one attaches their parts and
     // puts them back in ascending order.
-    let rows = sqlx::query(
+    let joined = sqlx::query(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM (SELECT id, idx, role, meta FROM messages
                WHERE session_id = ? AND idx <= ?
@@ -95,7 +95,7 @@ pub(crate) async fn list(
     .fetch_all(pool)
     .await
     .map_err(db_error)?;
-    collect(rows)
+    rows::messages(&joined)
 }
 
 pub(crate) async fn count(pool: &SqlitePool, session: &SessionId) -> Result<u64, StoreError> {
@@ -122,7 +122,7 @@ pub(crate) async fn latest_rounds(
     let skip = i64::try_from(skip).unwrap_or(i64::MAX);
     // When the session has fewer user messages the subquery is NULL and the start
     // falls back to -1, below every index: the whole session.
-    let rows = sqlx::query(
+    let joined = sqlx::query(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM messages AS m
          LEFT JOIN parts AS p ON p.message_id = m.id
@@ -138,68 +138,5 @@ pub(crate) async fn latest_rounds(
     .fetch_all(pool)
     .await
     .map_err(db_error)?;
-    collect(rows)
-}
-
-/// Folds joined rows (one per part, or one with NULL part columns for a message
-/// without content) into messages, keeping the query's order.
-fn collect(rows: Vec<SqliteRow>) -> Result<Vec<IndexedMessage>, StoreError> {
-    struct Pending {
-        id: String,
-        index: i64,
-        role: String,
-        meta: String,
-        parts: Vec<(String, String)>,
-    }
-    fn finish(p: Pending) -> Result<IndexedMessage, StoreError> {
-        Ok(IndexedMessage {
-            id: parse_id(&p.id)?,
-            index: from_db_int(p.index, "message index")?,
-            message: message_codec::decode(&p.role, &p.meta, p.parts)?,
-        })
-    }
-
-    let mut messages = Vec::new();
-    let mut pending: Option<Pending> = None;
-    for row in &rows {
-        let id: &str = row.try_get("id").map_err(db_error)?;
-        if pending.as_ref().is_none_or(|p| p.id != id) {
-            if let Some(done) = pending.take() {
-                messages.push(finish(done)?);
-            }
-            pending = Some(Pending {
-                id: id.to_owned(),
-                index: row.try_get("idx").map_err(db_error)?,
-                role: row.try_get("role").map_err(db_error)?,
-                meta: row.try_get("meta").map_err(db_error)?,
-                parts: Vec::new(),
-            });
-        }
-        let kind: Option<String> = row.try_get("kind").map_err(db_error)?;
-        let data: Option<String> = row.try_get("data").map_err(db_error)?;
-        if let (Some(kind), Some(data), Some(p)) = (kind, data, pending.as_mut()) {
-            p.parts.push((kind, data));
-        }
-    }
-    if let Some(done) = pending {
-        messages.push(finish(done)?);
-    }
-    Ok(messages)
-}
-
-/// The message's own time, stored as the row's `created_at`: it is when the message
-/// came to be, which is what a reader of the table wants, and needs no second clock.
-fn message_timestamp(message: &spool_protocol::Message) -> i64 {
-    use spool_protocol::Message;
-    match message {
-        Message::User { timestamp, .. }
-        | Message::Assistant { timestamp, .. }
-        | Message::ToolResult { timestamp, .. } => *timestamp,
-    }
-}
-
-/// Parts have no typed id in the protocol (nothing outside the store names one), so
-/// the store mints them in the same shape: a `prt_` prefix and a lower-case ULID.
-fn new_part_id() -> String {
-    format!("prt_{}", ulid::Ulid::new().to_string().to_ascii_lowercase())
+    rows::messages(&joined)
 }

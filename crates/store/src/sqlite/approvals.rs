@@ -7,13 +7,13 @@
 //! one row at a time, so among any number of racing deciders (a person, a second tab,
 //! the expiry timer) exactly one sees a changed row and the others write nothing.
 
-use crate::error::{db_error, parse_id};
-use crate::runs;
+use crate::error::db_error;
+use crate::rows::{self, Columns, approval_kind_str};
+use crate::sqlite::runs;
 use spool_engine::StoreError;
 use spool_protocol::time::Millis;
-use spool_protocol::{Approval, ApprovalId, ApprovalKind, ApprovalStatus, Decision, Run, SessionId, UserId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
+use sqlx::SqlitePool;
 
 pub(crate) async fn interrupt(
     pool: &SqlitePool,
@@ -37,7 +37,7 @@ pub(crate) async fn interrupt(
     .bind(approval.owner_id.as_str())
     .bind(&approval.tool_call_id)
     .bind(&approval.tool)
-    .bind(kind_str(approval.kind))
+    .bind(approval_kind_str(approval.kind))
     .bind(payload)
     .bind(approval.status.as_str())
     .bind(decision)
@@ -71,8 +71,7 @@ pub(crate) async fn get(
     else {
         return Ok(None);
     };
-    let checkpoint = from_json(row.try_get("checkpoint").map_err(db_error)?, "checkpoint")?;
-    Ok(Some((decode(&row)?, checkpoint)))
+    Ok(Some((rows::approval(&row)?, row.json("checkpoint")?)))
 }
 
 /// Oldest first; the id breaks ties within a millisecond (ids sort by creation).
@@ -87,7 +86,7 @@ pub(crate) async fn pending(pool: &SqlitePool, session: &SessionId) -> Result<Ve
     .await
     .map_err(db_error)?
     .iter()
-    .map(decode)
+    .map(rows::approval)
     .collect()
 }
 
@@ -101,7 +100,7 @@ pub(crate) async fn all_pending(pool: &SqlitePool) -> Result<Vec<Approval>, Stor
     .await
     .map_err(db_error)?
     .iter()
-    .map(decode)
+    .map(rows::approval)
     .collect()
 }
 
@@ -133,25 +132,6 @@ pub(crate) async fn settle(
     Ok(done.rows_affected() > 0)
 }
 
-/// The `kind` column's values: the serde names, spelled out so the schema's CHECK and
-/// this match are the two places to change together.
-fn kind_str(kind: ApprovalKind) -> &'static str {
-    match kind {
-        ApprovalKind::ConfirmAction => "confirm_action",
-        ApprovalKind::SelectOption => "select_option",
-        ApprovalKind::ProvideInput => "provide_input",
-    }
-}
-
-fn parse_kind(kind: &str) -> Result<ApprovalKind, StoreError> {
-    Ok(match kind {
-        "confirm_action" => ApprovalKind::ConfirmAction,
-        "select_option" => ApprovalKind::SelectOption,
-        "provide_input" => ApprovalKind::ProvideInput,
-        other => return Err(StoreError::Backend(format!("stored approval kind `{other}` is unknown"))),
-    })
-}
-
 /// The decision as its wire JSON (`"once"`, `{"fill": {…}}`), so the column reads the
 /// same as the API.
 fn encode_decision(decision: &Decision) -> Result<String, StoreError> {
@@ -160,38 +140,4 @@ fn encode_decision(decision: &Decision) -> Result<String, StoreError> {
 
 fn to_json(value: &serde_json::Value, what: &str) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Backend(format!("encoding the {what}: {e}")))
-}
-
-fn from_json(json: &str, what: &str) -> Result<serde_json::Value, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Backend(format!("stored {what} does not decode: {e}")))
-}
-
-fn decode_decision(json: &str) -> Result<Decision, StoreError> {
-    serde_json::from_str(json)
-        .map_err(|e| StoreError::Backend(format!("stored decision `{json}` does not decode: {e}")))
-}
-
-fn decode(row: &SqliteRow) -> Result<Approval, StoreError> {
-    let status: &str = row.try_get("status").map_err(db_error)?;
-    let status = ApprovalStatus::parse(status)
-        .ok_or_else(|| StoreError::Backend(format!("stored approval status `{status}` is unknown")))?;
-    let decision: Option<&str> = row.try_get("decision").map_err(db_error)?;
-    let actor: Option<&str> = row.try_get("actor").map_err(db_error)?;
-    Ok(Approval {
-        id: parse_id(row.try_get("id").map_err(db_error)?)?,
-        run_id: parse_id(row.try_get("run_id").map_err(db_error)?)?,
-        session_id: parse_id(row.try_get("session_id").map_err(db_error)?)?,
-        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
-        tool_call_id: row.try_get("tool_call_id").map_err(db_error)?,
-        tool: row.try_get("tool").map_err(db_error)?,
-        kind: parse_kind(row.try_get("kind").map_err(db_error)?)?,
-        payload: from_json(row.try_get("payload").map_err(db_error)?, "approval payload")?,
-        status,
-        decision: decision.map(decode_decision).transpose()?,
-        message: row.try_get("message").map_err(db_error)?,
-        actor: actor.map(parse_id).transpose()?,
-        created_at: row.try_get("created_at").map_err(db_error)?,
-        expires_at: row.try_get("expires_at").map_err(db_error)?,
-        resolved_at: row.try_get("resolved_at").map_err(db_error)?,
-    })
 }

@@ -6,10 +6,11 @@
 //! the same transaction, where it cannot have been released in between. A row without
 //! a response is a claim whose request is still working.
 
-use crate::error::{db_error, from_db_int};
+use crate::error::db_error;
+use crate::rows;
 use spool_engine::{IdempotencyClaim, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 pub(crate) async fn claim(
     pool: &SqlitePool,
@@ -43,18 +44,7 @@ pub(crate) async fn claim(
     let row = row.ok_or_else(|| {
         StoreError::Backend(format!("idempotency key {scope}/{key} conflicted but cannot be read back"))
     })?;
-    let status: Option<i64> = row.try_get("response_status").map_err(db_error)?;
-    let body: Option<String> = row.try_get("response_body").map_err(db_error)?;
-    match (status, body) {
-        (Some(status), Some(body)) => {
-            let status = u16::try_from(from_db_int(status, "response status")?)
-                .map_err(|_| StoreError::Backend(format!("stored response status {status} is out of range")))?;
-            Ok(IdempotencyClaim::Done(StoredResponse { status, body }))
-        }
-        (None, None) => Ok(IdempotencyClaim::InProgress),
-        // The schema's CHECK forbids half a response.
-        _ => Err(StoreError::Backend(format!("idempotency key {scope}/{key} has half a stored response"))),
-    }
+    rows::idempotency_state(&row, scope, key)
 }
 
 /// Stores the response of a claim that has none yet. A response is written once: a

@@ -1,10 +1,10 @@
 //! Projects: registered directories, one per owner and path.
 
-use crate::error::{db_error, parse_id};
+use crate::error::db_error;
+use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{Project, ProjectId, UserId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 pub(crate) async fn insert(pool: &SqlitePool, project: &Project) -> Result<(), StoreError> {
     sqlx::query("INSERT INTO projects (id, owner_id, name, path, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)")
@@ -35,7 +35,7 @@ pub(crate) async fn list(pool: &SqlitePool, owner: &UserId) -> Result<Vec<Projec
     .await
     .map_err(db_error)?
     .iter()
-    .map(decode)
+    .map(rows::project)
     .collect()
 }
 
@@ -46,7 +46,7 @@ pub(crate) async fn get(pool: &SqlitePool, id: &ProjectId) -> Result<Option<Proj
         .await
         .map_err(db_error)?
         .as_ref()
-        .map(decode)
+        .map(rows::project)
         .transpose()
 }
 
@@ -67,15 +67,4 @@ pub(crate) async fn delete(pool: &SqlitePool, id: &ProjectId) -> Result<bool, St
     let done =
         sqlx::query("DELETE FROM projects WHERE id = ?").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() > 0)
-}
-
-fn decode(row: &SqliteRow) -> Result<Project, StoreError> {
-    Ok(Project {
-        id: parse_id(row.try_get("id").map_err(db_error)?)?,
-        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
-        name: row.try_get("name").map_err(db_error)?,
-        path: row.try_get("path").map_err(db_error)?,
-        created_at: row.try_get("created_at").map_err(db_error)?,
-        updated_at: row.try_get("updated_at").map_err(db_error)?,
-    })
 }

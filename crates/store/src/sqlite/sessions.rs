@@ -3,11 +3,11 @@
 //! A session's permission rules are one JSON array column: they are always read and
 //! written whole, and nothing queries inside them.
 
-use crate::error::{db_error, parse_id};
+use crate::error::db_error;
+use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{PermissionRule, ProjectId, Session, SessionId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 pub(crate) async fn insert(pool: &SqlitePool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
@@ -46,7 +46,7 @@ pub(crate) async fn list(pool: &SqlitePool, project: &ProjectId, archived: bool)
     .await
     .map_err(db_error)?
     .iter()
-    .map(decode)
+    .map(rows::session)
     .collect()
 }
 
@@ -61,7 +61,7 @@ pub(crate) async fn get(pool: &SqlitePool, id: &SessionId) -> Result<Option<Sess
     .await
     .map_err(db_error)?
     .as_ref()
-    .map(decode)
+    .map(rows::session)
     .transpose()
 }
 
@@ -90,26 +90,6 @@ pub(crate) async fn delete(pool: &SqlitePool, id: &SessionId) -> Result<bool, St
     Ok(done.rows_affected() > 0)
 }
 
-fn decode(row: &SqliteRow) -> Result<Session, StoreError> {
-    Ok(Session {
-        id: parse_id(row.try_get("id").map_err(db_error)?)?,
-        project_id: parse_id(row.try_get("project_id").map_err(db_error)?)?,
-        owner_id: parse_id(row.try_get("owner_id").map_err(db_error)?)?,
-        title: row.try_get("title").map_err(db_error)?,
-        title_set: row.try_get("title_set").map_err(db_error)?,
-        archived: row.try_get("archived").map_err(db_error)?,
-        permissions: decode_permissions(row.try_get("permissions").map_err(db_error)?)?,
-        model: row.try_get("model").map_err(db_error)?,
-        read_index: row.try_get::<Option<i64>, _>("read_index").map_err(db_error)?.map(|i| i.max(0) as u64),
-        created_at: row.try_get("created_at").map_err(db_error)?,
-        updated_at: row.try_get("updated_at").map_err(db_error)?,
-    })
-}
-
 fn encode_permissions(rules: &[PermissionRule]) -> Result<String, StoreError> {
     serde_json::to_string(rules).map_err(|e| StoreError::Backend(format!("encoding permission rules: {e}")))
-}
-
-fn decode_permissions(json: &str) -> Result<Vec<PermissionRule>, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Backend(format!("stored permission rules do not decode: {e}")))
 }

@@ -3,10 +3,11 @@
 //! so a document beats a table per field.
 
 use crate::error::db_error;
+use crate::rows::Columns;
 use spool_engine::StoreError;
 use spool_protocol::time::now_ms;
 use spool_protocol::{SessionId, SessionMemory, UserId};
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 pub(crate) async fn get(pool: &SqlitePool, session: &SessionId) -> Result<SessionMemory, StoreError> {
     let row = sqlx::query("SELECT memory FROM session_memory WHERE session_id = ?")
@@ -16,10 +17,8 @@ pub(crate) async fn get(pool: &SqlitePool, session: &SessionId) -> Result<Sessio
         .map_err(db_error)?;
     match row {
         None => Ok(SessionMemory::default()),
-        Some(row) => {
-            let json: String = row.try_get("memory").map_err(db_error)?;
-            serde_json::from_str(&json).map_err(|e| StoreError::Backend(format!("stored memory is unreadable: {e}")))
-        }
+        Some(row) => serde_json::from_value(row.json("memory")?)
+            .map_err(|e| StoreError::Backend(format!("stored memory is unreadable: {e}"))),
     }
 }
 

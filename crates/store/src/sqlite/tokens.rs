@@ -3,10 +3,11 @@
 //! listing shows what existed.
 
 use crate::error::db_error;
+use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::time::Millis;
 use spool_protocol::{ApiToken, TokenId};
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 const COLUMNS: &str = "t.id, t.user_id, u.name AS user_name, t.hash, t.created_at, t.revoked_at";
 
@@ -28,13 +29,13 @@ pub(crate) async fn find(pool: &SqlitePool, hash: &str) -> Result<Option<ApiToke
         "SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL"
     );
     let row = sqlx::query(&sql).bind(hash).fetch_optional(pool).await.map_err(db_error)?;
-    row.map(|r| decode(&r)).transpose()
+    row.as_ref().map(rows::token).transpose()
 }
 
 pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<ApiToken>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id ORDER BY t.created_at, t.id");
-    let rows = sqlx::query(&sql).fetch_all(pool).await.map_err(db_error)?;
-    rows.iter().map(decode).collect()
+    let found = sqlx::query(&sql).fetch_all(pool).await.map_err(db_error)?;
+    found.iter().map(rows::token).collect()
 }
 
 pub(crate) async fn revoke(pool: &SqlitePool, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
@@ -45,16 +46,4 @@ pub(crate) async fn revoke(pool: &SqlitePool, id: &TokenId, at: Millis) -> Resul
         .await
         .map_err(db_error)?;
     Ok(done.rows_affected() == 1)
-}
-
-fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<ApiToken, StoreError> {
-    let parse = |field: &str| -> Result<String, StoreError> { row.try_get(field).map_err(db_error) };
-    Ok(ApiToken {
-        id: parse("id")?.parse().map_err(|e| StoreError::Backend(format!("bad token id: {e}")))?,
-        user_id: parse("user_id")?.parse().map_err(|e| StoreError::Backend(format!("bad user id: {e}")))?,
-        user_name: parse("user_name")?,
-        hash: parse("hash")?,
-        created_at: row.try_get("created_at").map_err(db_error)?,
-        revoked_at: row.try_get("revoked_at").map_err(db_error)?,
-    })
 }

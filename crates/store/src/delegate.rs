@@ -1,0 +1,220 @@
+//! The engine's [`Store`](spool_engine::Store) trait mapped onto a backend's modules,
+//! once for both backends.
+//!
+//! Each backend (`sqlite`, `pg`) has one module per record kind with the same function
+//! names and arguments, taking its own pool; the trait implementation is then the same
+//! list of hand-offs for both, so it is written once here as a macro and expanded in
+//! each backend module, where `users`, `projects`, … name that backend's modules. A
+//! backend that lacks a function, or takes other arguments, fails to compile.
+
+/// Implements `Store` for `$store` (a type with a `pool` field) by calling the record
+/// modules in scope where the macro is expanded.
+macro_rules! impl_store {
+    ($store:ty) => {
+        // A block of its own so these imports do not leak into the backend module.
+        const _: () = {
+            use spool_engine::{IdempotencyClaim, Lease, RunInsert, StoreError, StoredResponse};
+            use spool_protocol::time::Millis;
+            use spool_protocol::*;
+
+            #[async_trait::async_trait]
+            impl spool_engine::Store for $store {
+                async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError> {
+                    users::ensure(&self.pool, name).await
+                }
+
+                async fn insert_project(&self, project: &Project) -> Result<(), StoreError> {
+                    projects::insert(&self.pool, project).await
+                }
+                async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>, StoreError> {
+                    projects::list(&self.pool, owner).await
+                }
+                async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError> {
+                    projects::get(&self.pool, id).await
+                }
+                async fn update_project(&self, project: &Project) -> Result<(), StoreError> {
+                    projects::update(&self.pool, project).await
+                }
+                async fn delete_project(&self, id: &ProjectId) -> Result<bool, StoreError> {
+                    projects::delete(&self.pool, id).await
+                }
+
+                async fn insert_session(&self, session: &Session) -> Result<(), StoreError> {
+                    sessions::insert(&self.pool, session).await
+                }
+                async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
+                    sessions::list(&self.pool, project, archived).await
+                }
+                async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+                    sessions::get(&self.pool, id).await
+                }
+                async fn update_session(&self, session: &Session) -> Result<(), StoreError> {
+                    sessions::update(&self.pool, session).await
+                }
+                async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+                    sessions::delete(&self.pool, id).await
+                }
+
+                async fn insert_message(
+                    &self,
+                    session: &SessionId,
+                    owner: &UserId,
+                    message: &IndexedMessage,
+                ) -> Result<(), StoreError> {
+                    messages::insert(&self.pool, session, owner, message).await
+                }
+                async fn list_messages(
+                    &self,
+                    session: &SessionId,
+                    before: Option<u64>,
+                    limit: u32,
+                ) -> Result<Vec<IndexedMessage>, StoreError> {
+                    messages::list(&self.pool, session, before, limit).await
+                }
+                async fn count_messages(&self, session: &SessionId) -> Result<u64, StoreError> {
+                    messages::count(&self.pool, session).await
+                }
+                async fn latest_rounds(
+                    &self,
+                    session: &SessionId,
+                    rounds: usize,
+                ) -> Result<Vec<IndexedMessage>, StoreError> {
+                    messages::latest_rounds(&self.pool, session, rounds).await
+                }
+
+                async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError> {
+                    tokens::insert(&self.pool, token).await
+                }
+                async fn find_token(&self, hash: &str) -> Result<Option<ApiToken>, StoreError> {
+                    tokens::find(&self.pool, hash).await
+                }
+                async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
+                    tokens::list(&self.pool).await
+                }
+                async fn revoke_token(&self, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
+                    tokens::revoke(&self.pool, id, at).await
+                }
+
+                async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+                    runs::since(&self.pool, session, from_index).await
+                }
+                async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {
+                    memory::get(&self.pool, session).await
+                }
+                async fn put_memory(
+                    &self,
+                    session: &SessionId,
+                    owner: &UserId,
+                    value: &SessionMemory,
+                ) -> Result<(), StoreError> {
+                    memory::put(&self.pool, session, owner, value).await
+                }
+
+                async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {
+                    runs::insert(&self.pool, run).await
+                }
+                async fn find_run_by_request(
+                    &self,
+                    session: &SessionId,
+                    request_id: &str,
+                ) -> Result<Option<Run>, StoreError> {
+                    runs::find_by_request(&self.pool, session, request_id).await
+                }
+                async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError> {
+                    runs::get(&self.pool, id).await
+                }
+                async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
+                    runs::update(&self.pool, run).await
+                }
+                async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError> {
+                    runs::interrupted(&self.pool, session).await
+                }
+                async fn fail_running_runs(&self, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+                    runs::fail_running(&self.pool, error, now).await
+                }
+
+                async fn interrupt_run(
+                    &self,
+                    run: &Run,
+                    approval: &Approval,
+                    checkpoint: &serde_json::Value,
+                ) -> Result<(), StoreError> {
+                    approvals::interrupt(&self.pool, run, approval, checkpoint).await
+                }
+                async fn get_approval(
+                    &self,
+                    id: &ApprovalId,
+                ) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+                    approvals::get(&self.pool, id).await
+                }
+                async fn pending_approvals(&self, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+                    approvals::pending(&self.pool, session).await
+                }
+                async fn all_pending_approvals(&self) -> Result<Vec<Approval>, StoreError> {
+                    approvals::all_pending(&self.pool).await
+                }
+                async fn settle_approval(
+                    &self,
+                    id: &ApprovalId,
+                    status: ApprovalStatus,
+                    decision: Option<&Decision>,
+                    message: Option<&str>,
+                    actor: Option<&UserId>,
+                    at: Millis,
+                ) -> Result<bool, StoreError> {
+                    approvals::settle(&self.pool, id, status, decision, message, actor, at).await
+                }
+
+                async fn claim_idempotency(
+                    &self,
+                    scope: &str,
+                    key: &str,
+                    now: Millis,
+                ) -> Result<IdempotencyClaim, StoreError> {
+                    idempotency::claim(&self.pool, scope, key, now).await
+                }
+                async fn complete_idempotency(
+                    &self,
+                    scope: &str,
+                    key: &str,
+                    response: &StoredResponse,
+                ) -> Result<(), StoreError> {
+                    idempotency::complete(&self.pool, scope, key, response).await
+                }
+                async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+                    idempotency::release(&self.pool, scope, key).await
+                }
+
+                async fn acquire_lease(
+                    &self,
+                    session: &SessionId,
+                    node: &str,
+                    now: Millis,
+                    ttl: Millis,
+                ) -> Result<bool, StoreError> {
+                    leases::acquire(&self.pool, session, node, now, ttl).await
+                }
+                async fn renew_lease(
+                    &self,
+                    session: &SessionId,
+                    node: &str,
+                    now: Millis,
+                    ttl: Millis,
+                ) -> Result<bool, StoreError> {
+                    leases::renew(&self.pool, session, node, now, ttl).await
+                }
+                async fn release_lease(&self, session: &SessionId, node: &str) -> Result<bool, StoreError> {
+                    leases::release(&self.pool, session, node).await
+                }
+                async fn get_lease(&self, session: &SessionId) -> Result<Option<Lease>, StoreError> {
+                    leases::get(&self.pool, session).await
+                }
+                async fn expired_leases(&self, now: Millis) -> Result<Vec<Lease>, StoreError> {
+                    leases::expired(&self.pool, now).await
+                }
+            }
+        };
+    };
+}
+
+pub(crate) use impl_store;

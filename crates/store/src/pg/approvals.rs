@@ -1,0 +1,115 @@
+//! Approvals on PostgreSQL: a run stopped on one tool call until a person decides.
+//!
+//! `interrupt` writes the approval (with the run's checkpoint) and the run in one
+//! transaction. `settle` is one conditional `UPDATE … WHERE status = 'pending'`: under
+//! READ COMMITTED a second settler blocks on the first one's row lock, then re-checks
+//! the condition against the committed row, finds it no longer pending and changes
+//! nothing. So among any number of deciders, on any number of nodes, exactly one sees
+//! a changed row.
+
+use crate::error::db_error;
+use crate::pg::runs;
+use crate::rows::{self, Columns, approval_kind_str};
+use spool_engine::StoreError;
+use spool_protocol::time::Millis;
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
+use sqlx::PgPool;
+use sqlx::types::Json;
+
+const COLUMNS: &str = "id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
+                       actor, created_at, expires_at, resolved_at";
+
+pub(crate) async fn interrupt(
+    pool: &PgPool,
+    run: &Run,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO approvals (id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status,
+                                decision, message, actor, created_at, expires_at, resolved_at, checkpoint)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    )
+    .bind(approval.id.as_str())
+    .bind(approval.run_id.as_str())
+    .bind(approval.session_id.as_str())
+    .bind(approval.owner_id.as_str())
+    .bind(&approval.tool_call_id)
+    .bind(&approval.tool)
+    .bind(approval_kind_str(approval.kind))
+    .bind(Json(&approval.payload))
+    .bind(approval.status.as_str())
+    .bind(approval.decision.as_ref().map(Json))
+    .bind(approval.message.as_deref())
+    .bind(approval.actor.as_ref().map(|a| a.as_str()))
+    .bind(approval.created_at)
+    .bind(approval.expires_at)
+    .bind(approval.resolved_at)
+    .bind(Json(checkpoint))
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn get(pool: &PgPool, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+    let row = sqlx::query(&format!("SELECT {COLUMNS}, checkpoint FROM approvals WHERE id = $1"))
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?;
+    row.map(|row| Ok((rows::approval(&row)?, row.json("checkpoint")?))).transpose()
+}
+
+pub(crate) async fn pending(pool: &PgPool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM approvals WHERE session_id = $1 AND status = 'pending' ORDER BY created_at, id"
+    ))
+    .bind(session.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::approval)
+    .collect()
+}
+
+pub(crate) async fn all_pending(pool: &PgPool) -> Result<Vec<Approval>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' ORDER BY created_at, id"))
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(rows::approval)
+        .collect()
+}
+
+/// True iff this call moved the approval out of `pending`; the affected-row count of
+/// the one conditional statement is the verdict, so no read follows.
+pub(crate) async fn settle(
+    pool: &PgPool,
+    id: &ApprovalId,
+    status: ApprovalStatus,
+    decision: Option<&Decision>,
+    message: Option<&str>,
+    actor: Option<&UserId>,
+    at: Millis,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE approvals SET status = $1, decision = $2, message = $3, actor = $4, resolved_at = $5
+         WHERE id = $6 AND status = 'pending'",
+    )
+    .bind(status.as_str())
+    .bind(decision.map(Json))
+    .bind(message)
+    .bind(actor.map(|a| a.as_str()))
+    .bind(at)
+    .bind(id.as_str())
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}

@@ -1,0 +1,85 @@
+//! Idempotency keys on PostgreSQL: one row per `(scope, key)`, claimed before the
+//! work and completed with the response after it.
+//!
+//! The claim is the insert (`ON CONFLICT DO NOTHING`): of any number of concurrent
+//! requests with one key, on any nodes, exactly one inserts. A loser reads the row in
+//! a second statement, which under READ COMMITTED sees the winner's commit; if the
+//! winner released its claim in between, the row is gone and the loser simply tries
+//! to claim again.
+
+use crate::error::db_error;
+use crate::rows;
+use spool_engine::{IdempotencyClaim, StoreError, StoredResponse};
+use spool_protocol::time::Millis;
+use sqlx::PgPool;
+
+/// Claim attempts before giving up; only a key released again and again between a
+/// conflict and its read needs more than one.
+const CLAIM_ATTEMPTS: usize = 3;
+
+pub(crate) async fn claim(pool: &PgPool, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let done = sqlx::query(
+            "INSERT INTO idempotency (scope, key, response_status, response_body, created_at)
+             VALUES ($1, $2, NULL, NULL, $3)
+             ON CONFLICT (scope, key) DO NOTHING",
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+        if done.rows_affected() > 0 {
+            return Ok(IdempotencyClaim::Claimed);
+        }
+        let row = sqlx::query("SELECT response_status, response_body FROM idempotency WHERE scope = $1 AND key = $2")
+            .bind(scope)
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+            .map_err(db_error)?;
+        if let Some(row) = row {
+            return rows::idempotency_state(&row, scope, key);
+        }
+    }
+    Err(StoreError::Backend(format!("idempotency key {scope}/{key} keeps vanishing between claim and read")))
+}
+
+/// Stores the response of an open claim, once; anything else is a `Conflict` (see the
+/// trait). The `IS NULL` condition is re-checked after waiting on a concurrent writer.
+pub(crate) async fn complete(
+    pool: &PgPool,
+    scope: &str,
+    key: &str,
+    response: &StoredResponse,
+) -> Result<(), StoreError> {
+    let done = sqlx::query(
+        "UPDATE idempotency SET response_status = $1, response_body = $2
+         WHERE scope = $3 AND key = $4 AND response_status IS NULL",
+    )
+    .bind(i64::from(response.status))
+    .bind(&response.body)
+    .bind(scope)
+    .bind(key)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::Conflict(format!(
+            "idempotency key {scope}/{key} is not claimed or already has a response"
+        )));
+    }
+    Ok(())
+}
+
+/// Deletes a claim that has no response; a completed key stays.
+pub(crate) async fn release(pool: &PgPool, scope: &str, key: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM idempotency WHERE scope = $1 AND key = $2 AND response_status IS NULL")
+        .bind(scope)
+        .bind(key)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Session leases on PostgreSQL: the row that keeps two nodes from running one session.
+//!
+//! Taking a lease is one upsert whose `DO UPDATE … WHERE` only fires when the row is
+//! already ours or has expired. PostgreSQL guarantees an `ON CONFLICT DO UPDATE`
+//! either inserts or locks and re-checks the existing row, even under concurrency, so
+//! of several nodes racing for a session exactly one sees a written row.
+
+use crate::error::db_error;
+use crate::rows;
+use spool_engine::{Lease, StoreError};
+use spool_protocol::SessionId;
+use spool_protocol::time::Millis;
+use sqlx::PgPool;
+
+pub(crate) async fn acquire(
+    pool: &PgPool,
+    session: &SessionId,
+    node: &str,
+    now: Millis,
+    ttl: Millis,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO session_leases (session_id, node_id, expires_at) VALUES ($1, $2, $3)
+         ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at
+         WHERE session_leases.node_id = excluded.node_id OR session_leases.expires_at <= $4",
+    )
+    .bind(session.as_str())
+    .bind(node)
+    .bind(now.saturating_add(ttl))
+    .bind(now)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Only a live lease is renewed (see the trait: an expired one may have been declared dead).
+pub(crate) async fn renew(
+    pool: &PgPool,
+    session: &SessionId,
+    node: &str,
+    now: Millis,
+    ttl: Millis,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE session_leases SET expires_at = $1 WHERE session_id = $2 AND node_id = $3 AND expires_at > $4",
+    )
+    .bind(now.saturating_add(ttl))
+    .bind(session.as_str())
+    .bind(node)
+    .bind(now)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(crate) async fn release(pool: &PgPool, session: &SessionId, node: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2")
+        .bind(session.as_str())
+        .bind(node)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(crate) async fn get(pool: &PgPool, session: &SessionId) -> Result<Option<Lease>, StoreError> {
+    sqlx::query("SELECT session_id, node_id, expires_at FROM session_leases WHERE session_id = $1")
+        .bind(session.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::lease)
+        .transpose()
+}
+
+pub(crate) async fn expired(pool: &PgPool, now: Millis) -> Result<Vec<Lease>, StoreError> {
+    sqlx::query(
+        "SELECT session_id, node_id, expires_at FROM session_leases WHERE expires_at <= $1
+         ORDER BY expires_at, session_id",
+    )
+    .bind(now)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::lease)
+    .collect()
+}

@@ -1,0 +1,132 @@
+//! Messages on PostgreSQL: one `messages` row plus one `parts` row per content block,
+//! written in one transaction; read with one `LEFT JOIN` statement, which sees one
+//! snapshot, and folded back into messages by [`rows::messages`].
+
+use crate::error::{db_error, from_db_int, to_db_int};
+use crate::message_codec::{self, message_timestamp, new_part_id};
+use crate::rows;
+use spool_engine::StoreError;
+use spool_protocol::{IndexedMessage, SessionId, UserId};
+use sqlx::PgPool;
+use sqlx::types::Json;
+
+pub(crate) async fn insert(
+    pool: &PgPool,
+    session: &SessionId,
+    owner: &UserId,
+    message: &IndexedMessage,
+) -> Result<(), StoreError> {
+    let encoded = message_codec::encode(&message.message)?;
+    let index = to_db_int(message.index, "message index")?;
+
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(message.id.as_str())
+    .bind(session.as_str())
+    .bind(owner.as_str())
+    .bind(index)
+    .bind(encoded.role)
+    .bind(Json(&encoded.meta))
+    .bind(message_timestamp(&message.message))
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| match db_error(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(format!(
+            "message {} or index {} already exists in session {session}",
+            message.id, message.index
+        )),
+        other => other,
+    })?;
+    for (position, part) in encoded.parts.iter().enumerate() {
+        let position = i64::try_from(position).expect("a message has fewer than i64::MAX content blocks");
+        sqlx::query(
+            "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(new_part_id())
+        .bind(message.id.as_str())
+        .bind(session.as_str())
+        .bind(owner.as_str())
+        .bind(position)
+        .bind(&part.kind)
+        .bind(Json(&part.data))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    }
+    // Dropping `tx` on an early return above rolls the message row back.
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+/// The latest `limit` messages below `before`, ascending (see the SQLite twin for the
+/// `idx <= last` trick that makes "no bound" an ordinary value).
+pub(crate) async fn list(
+    pool: &PgPool,
+    session: &SessionId,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<Vec<IndexedMessage>, StoreError> {
+    let last = match before {
+        Some(0) => return Ok(Vec::new()),
+        Some(before) => i64::try_from(before - 1).unwrap_or(i64::MAX),
+        None => i64::MAX,
+    };
+    let joined = sqlx::query(
+        "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
+         FROM (SELECT id, idx, role, meta FROM messages
+               WHERE session_id = $1 AND idx <= $2
+               ORDER BY idx DESC LIMIT $3) AS m
+         LEFT JOIN parts AS p ON p.message_id = m.id
+         ORDER BY m.idx, p.position",
+    )
+    .bind(session.as_str())
+    .bind(last)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    rows::messages(&joined)
+}
+
+pub(crate) async fn count(pool: &PgPool, session: &SessionId) -> Result<u64, StoreError> {
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE session_id = $1")
+        .bind(session.as_str())
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    from_db_int(count, "message count")
+}
+
+/// Everything from the `rounds`-th last user message on; none asked for is nothing,
+/// fewer user messages than asked for is everything.
+pub(crate) async fn latest_rounds(
+    pool: &PgPool,
+    session: &SessionId,
+    rounds: usize,
+) -> Result<Vec<IndexedMessage>, StoreError> {
+    let Some(skip) = rounds.checked_sub(1) else {
+        return Ok(Vec::new());
+    };
+    let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+    let joined = sqlx::query(
+        "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
+         FROM messages AS m
+         LEFT JOIN parts AS p ON p.message_id = m.id
+         WHERE m.session_id = $1
+           AND m.idx >= COALESCE(
+                 (SELECT idx FROM messages WHERE session_id = $1 AND role = 'user'
+                  ORDER BY idx DESC LIMIT 1 OFFSET $2),
+                 -1)
+         ORDER BY m.idx, p.position",
+    )
+    .bind(session.as_str())
+    .bind(skip)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    rows::messages(&joined)
+}

@@ -1,0 +1,87 @@
+//! The PostgreSQL store, for several nodes sharing one database: [`PgStore`] is a cheap
+//! `Clone` handle around a sqlx pool, and each submodule holds one record kind's SQL
+//! ([`delegate`](crate::delegate) maps the trait onto them).
+//!
+//! Why separate SQL from the SQLite modules instead of one query text for both: the
+//! dialects differ in small ways everywhere (`$1` against `?`, `BOOLEAN` and `JSONB`
+//! against integers and checked text, what a transaction isolates), and a query that
+//! papered over that would be harder to read than two plain ones. What is the same is
+//! shared: turning rows into records ([`rows`](crate::rows)), a message into rows and
+//! back ([`message_codec`](crate::message_codec)), and error mapping.
+//!
+//! Concurrency is PostgreSQL's default READ COMMITTED. The writes whose atomicity the
+//! product depends on are each one statement that decides by itself: a conditional
+//! `UPDATE … WHERE status = 'pending'` (a second updater waits for the first, then
+//! re-checks the condition against the committed row and finds nothing to change),
+//! `INSERT … ON CONFLICT DO NOTHING` (exactly one inserter of a key succeeds), and an
+//! upsert with a `WHERE` for leases. The schema is one migration under
+//! `migrations-pg/`, applied on connect under sqlx's advisory lock, so nodes that
+//! start together do not migrate twice.
+
+mod approvals;
+mod idempotency;
+mod leases;
+mod memory;
+mod messages;
+mod projects;
+mod runs;
+mod sessions;
+mod tokens;
+mod users;
+
+use spool_engine::StoreError;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How long a query waits for a free connection, and so also how long connecting to
+/// an unreachable server takes to fail.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections per node. Queries are short; a node rarely has more than a few in
+/// flight, and many nodes share the server's `max_connections` (100 by default).
+const POOL_SIZE: u32 = 8;
+
+/// The PostgreSQL implementation of [`Store`](spool_engine::Store).
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pub(crate) pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://` or `postgresql://`) and brings
+    /// its schema up to date. Errors name the server but never the password.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("invalid PostgreSQL URL: {e}")))?
+            .application_name("spool");
+        let server = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("(default database)")
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL at {server}: {e}")))?;
+        Self::migrated(pool).await
+    }
+
+    /// Closes every connection, waiting for queries in flight.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn migrated(pool: PgPool) -> Result<PgStore, StoreError> {
+        sqlx::migrate!("./migrations-pg")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
+        Ok(PgStore { pool })
+    }
+}
+
+crate::delegate::impl_store!(PgStore);

@@ -1,0 +1,69 @@
+//! Projects on PostgreSQL: registered directories, one per owner and path.
+
+use crate::error::db_error;
+use crate::rows;
+use spool_engine::StoreError;
+use spool_protocol::{Project, ProjectId, UserId};
+use sqlx::PgPool;
+
+pub(crate) async fn insert(pool: &PgPool, project: &Project) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(project.id.as_str())
+    .bind(project.owner_id.as_str())
+    .bind(&project.name)
+    .bind(&project.path)
+    .bind(project.created_at)
+    .bind(project.updated_at)
+    .execute(pool)
+    .await
+    .map_err(|e| match db_error(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(format!("project {} is already registered", project.path)),
+        other => other,
+    })?;
+    Ok(())
+}
+
+pub(crate) async fn list(pool: &PgPool, owner: &UserId) -> Result<Vec<Project>, StoreError> {
+    sqlx::query(
+        "SELECT id, owner_id, name, path, created_at, updated_at FROM projects
+         WHERE owner_id = $1 ORDER BY created_at, id",
+    )
+    .bind(owner.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::project)
+    .collect()
+}
+
+pub(crate) async fn get(pool: &PgPool, id: &ProjectId) -> Result<Option<Project>, StoreError> {
+    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects WHERE id = $1")
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::project)
+        .transpose()
+}
+
+pub(crate) async fn update(pool: &PgPool, project: &Project) -> Result<(), StoreError> {
+    sqlx::query("UPDATE projects SET name = $1, updated_at = $2 WHERE id = $3")
+        .bind(&project.name)
+        .bind(project.updated_at)
+        .bind(project.id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Everything under the project goes with it by `ON DELETE CASCADE`, in this statement.
+pub(crate) async fn delete(pool: &PgPool, id: &ProjectId) -> Result<bool, StoreError> {
+    let done =
+        sqlx::query("DELETE FROM projects WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}

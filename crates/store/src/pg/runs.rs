@@ -1,0 +1,154 @@
+//! Runs on PostgreSQL: one prompt's execution, unique per `(session_id, request_id)`.
+
+use crate::error::{db_error, to_db_int};
+use crate::rows;
+use spool_engine::{RunInsert, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::{Run, RunError, RunId, SessionId};
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
+
+const COLUMNS: &str = "id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                       first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message";
+
+/// How often `insert` tries again when the run it conflicted with is gone before it
+/// can be read (its session was deleted in between; the next insert then fails on the
+/// foreign key). More than one retry would mean the database is misbehaving.
+const INSERT_ATTEMPTS: usize = 2;
+
+/// Inserts `run` unless its requestId is already used in the session; then the existing
+/// run comes back and nothing is written. `ON CONFLICT DO NOTHING` decides: of racing
+/// inserts exactly one writes (a second waits for the first to commit, then sees the
+/// conflict). Under READ COMMITTED the read that follows sees that committed row.
+pub(crate) async fn insert(pool: &PgPool, run: &Run) -> Result<RunInsert, StoreError> {
+    for _ in 0..INSERT_ATTEMPTS {
+        let done = sqlx::query(
+            "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
+                               updated_at, first_token_at, ended_at, usage_input, usage_output, usage, error_code,
+                               error_message)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT (session_id, request_id) DO NOTHING",
+        )
+        .bind(run.id.as_str())
+        .bind(run.session_id.as_str())
+        .bind(run.owner_id.as_str())
+        .bind(&run.request_id)
+        .bind(run.status.as_str())
+        .bind(to_db_int(run.user_message_index, "user message index")?)
+        .bind(run.created_at)
+        .bind(run.updated_at)
+        .bind(run.first_token_at)
+        .bind(run.ended_at)
+        .bind(to_db_int(run.usage.input, "input tokens")?)
+        .bind(to_db_int(run.usage.output, "output tokens")?)
+        .bind(Json(&run.usage))
+        .bind(run.error.as_ref().map(|e| e.code.as_str()))
+        .bind(run.error.as_ref().map(|e| e.message.as_str()))
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+        if done.rows_affected() > 0 {
+            return Ok(RunInsert::Created);
+        }
+        if let Some(existing) = find_by_request(pool, &run.session_id, &run.request_id).await? {
+            return Ok(RunInsert::Existing(existing));
+        }
+    }
+    Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
+}
+
+pub(crate) async fn find_by_request(
+    pool: &PgPool,
+    session: &SessionId,
+    request_id: &str,
+) -> Result<Option<Run>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND request_id = $2"))
+        .bind(session.as_str())
+        .bind(request_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::run)
+        .transpose()
+}
+
+pub(crate) async fn get(pool: &PgPool, id: &RunId) -> Result<Option<Run>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM runs WHERE id = $1"))
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::run)
+        .transpose()
+}
+
+/// Generic over the executor so `interrupt_run` can write the run inside the
+/// transaction that inserts its approval.
+pub(crate) async fn update<'e, E: PgExecutor<'e>>(executor: E, run: &Run) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4, usage_input = $5,
+                         usage_output = $6, usage = $7, error_code = $8, error_message = $9
+         WHERE id = $10",
+    )
+    .bind(run.status.as_str())
+    .bind(run.updated_at)
+    .bind(run.first_token_at)
+    .bind(run.ended_at)
+    .bind(to_db_int(run.usage.input, "input tokens")?)
+    .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(Json(&run.usage))
+    .bind(run.error.as_ref().map(|e| e.code.as_str()))
+    .bind(run.error.as_ref().map(|e| e.message.as_str()))
+    .bind(run.id.as_str())
+    .execute(executor)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// The session's runs started at or after message `from_index`, in message order.
+pub(crate) async fn since(pool: &PgPool, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND user_message_index >= $2
+         ORDER BY user_message_index, created_at"
+    ))
+    .bind(session.as_str())
+    .bind(to_db_int(from_index, "message index")?)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::run)
+    .collect()
+}
+
+/// The newest interrupted run: the one still worth resuming, should there be several.
+pub(crate) async fn interrupted(pool: &PgPool, session: &SessionId) -> Result<Option<Run>, StoreError> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND status = 'interrupted'
+         ORDER BY created_at DESC, id DESC LIMIT 1"
+    ))
+    .bind(session.as_str())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(rows::run)
+    .transpose()
+}
+
+pub(crate) async fn fail_running(pool: &PgPool, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = 'failed', error_code = $1, error_message = $2, updated_at = $3, ended_at = $3
+         WHERE status = 'running'",
+    )
+    .bind(&error.code)
+    .bind(&error.message)
+    .bind(now)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,89 @@
+//! Sessions on PostgreSQL. The permission rules are one `JSONB` array, read and
+//! written whole.
+
+use crate::error::{db_error, to_db_int};
+use crate::rows;
+use spool_engine::StoreError;
+use spool_protocol::{ProjectId, Session, SessionId};
+use sqlx::PgPool;
+use sqlx::types::Json;
+
+const COLUMNS: &str =
+    "id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at, updated_at";
+
+pub(crate) async fn insert(pool: &PgPool, session: &Session) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, read_index,
+                               created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(session.id.as_str())
+    .bind(session.project_id.as_str())
+    .bind(session.owner_id.as_str())
+    .bind(&session.title)
+    .bind(session.title_set)
+    .bind(session.archived)
+    .bind(Json(&session.permissions))
+    .bind(session.model.as_deref())
+    .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
+    .bind(session.created_at)
+    .bind(session.updated_at)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn list(pool: &PgPool, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE project_id = $1 AND archived = $2 ORDER BY updated_at DESC, id DESC"
+    );
+    sqlx::query(&sql)
+        .bind(project.as_str())
+        .bind(archived)
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(rows::session)
+        .collect()
+}
+
+pub(crate) async fn get(pool: &PgPool, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1");
+    sqlx::query(&sql)
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::session)
+        .transpose()
+}
+
+pub(crate) async fn update(pool: &PgPool, session: &Session) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE sessions SET title = $1, title_set = $2, archived = $3, permissions = $4, model = $5, read_index = $6,
+                             updated_at = $7
+         WHERE id = $8",
+    )
+    .bind(&session.title)
+    .bind(session.title_set)
+    .bind(session.archived)
+    .bind(Json(&session.permissions))
+    .bind(session.model.as_deref())
+    .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
+    .bind(session.updated_at)
+    .bind(session.id.as_str())
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Messages, parts, runs, approvals, memory and the lease go by `ON DELETE CASCADE`.
+pub(crate) async fn delete(pool: &PgPool, id: &SessionId) -> Result<bool, StoreError> {
+    let done =
+        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}

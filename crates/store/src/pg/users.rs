@@ -1,0 +1,25 @@
+//! Users on PostgreSQL. Insert-or-ignore then read: users are never deleted, so the
+//! row the insert conflicted with is there for the read, and two first requests for
+//! one name agree on one id without a transaction.
+
+use crate::error::{db_error, parse_id};
+use spool_engine::StoreError;
+use spool_protocol::UserId;
+use spool_protocol::time::now_ms;
+use sqlx::PgPool;
+
+pub(crate) async fn ensure(pool: &PgPool, name: &str) -> Result<UserId, StoreError> {
+    sqlx::query("INSERT INTO users (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
+        .bind(UserId::new().as_str())
+        .bind(name)
+        .bind(now_ms())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    let id: String = sqlx::query_scalar("SELECT id FROM users WHERE name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    parse_id(&id)
+}

@@ -1,0 +1,279 @@
+//! Records from rows, written once for both backends.
+//!
+//! The SQLite and PostgreSQL modules differ in their SQL (placeholders, types, a few
+//! idioms) but read back the same columns with the same meaning, so turning a row
+//! into a [`Project`], [`Session`], [`Run`], … lives here, behind [`Columns`]: the few
+//! typed reads a decoder needs. Each backend implements it for its row type; the one
+//! real difference is JSON, which SQLite keeps as checked text and PostgreSQL as
+//! `JSONB`, and which both hand over as a [`Value`]. Everything that can be wrong with
+//! a stored value (an id of the wrong shape, an unknown status, JSON that is not the
+//! domain type) is a `Backend` error here, never a panic.
+
+use crate::error::{db_error, from_db_int, parse_id};
+use crate::message_codec;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use spool_engine::{IdempotencyClaim, Lease, StoreError, StoredResponse};
+use spool_protocol::{
+    ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session, Usage,
+};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::types::Json;
+
+/// The typed reads the decoders below need from a row, by column name.
+pub(crate) trait Columns {
+    fn text(&self, column: &str) -> Result<String, StoreError>;
+    fn text_opt(&self, column: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, column: &str) -> Result<i64, StoreError>;
+    fn int_opt(&self, column: &str) -> Result<Option<i64>, StoreError>;
+    fn flag(&self, column: &str) -> Result<bool, StoreError>;
+    fn json_opt(&self, column: &str) -> Result<Option<Value>, StoreError>;
+
+    fn json(&self, column: &str) -> Result<Value, StoreError> {
+        self.json_opt(column)?.ok_or_else(|| StoreError::Backend(format!("stored {column} is NULL")))
+    }
+}
+
+impl Columns for SqliteRow {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn text_opt(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn int_opt(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn flag(&self, column: &str) -> Result<bool, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    /// SQLite keeps JSON as text (its CHECKs make sure it parses); parse it here.
+    fn json_opt(&self, column: &str) -> Result<Option<Value>, StoreError> {
+        self.text_opt(column)?
+            .map(|text| {
+                serde_json::from_str(&text)
+                    .map_err(|e| StoreError::Backend(format!("stored {column} is not JSON: {e}")))
+            })
+            .transpose()
+    }
+}
+
+impl Columns for PgRow {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn text_opt(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn int_opt(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn flag(&self, column: &str) -> Result<bool, StoreError> {
+        self.try_get(column).map_err(db_error)
+    }
+    fn json_opt(&self, column: &str) -> Result<Option<Value>, StoreError> {
+        let json: Option<Json<Value>> = self.try_get(column).map_err(db_error)?;
+        Ok(json.map(|Json(value)| value))
+    }
+}
+
+/// A stored JSON value as the domain type it was written from.
+fn from_json<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, StoreError> {
+    serde_json::from_value(value).map_err(|e| StoreError::Backend(format!("stored {what} does not decode: {e}")))
+}
+
+pub(crate) fn project(row: &impl Columns) -> Result<Project, StoreError> {
+    Ok(Project {
+        id: parse_id(&row.text("id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        name: row.text("name")?,
+        path: row.text("path")?,
+        created_at: row.int("created_at")?,
+        updated_at: row.int("updated_at")?,
+    })
+}
+
+pub(crate) fn session(row: &impl Columns) -> Result<Session, StoreError> {
+    Ok(Session {
+        id: parse_id(&row.text("id")?)?,
+        project_id: parse_id(&row.text("project_id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        title: row.text("title")?,
+        title_set: row.flag("title_set")?,
+        archived: row.flag("archived")?,
+        permissions: from_json(row.json("permissions")?, "permission rules")?,
+        model: row.text_opt("model")?,
+        read_index: row.int_opt("read_index")?.map(|i| from_db_int(i, "read index")).transpose()?,
+        created_at: row.int("created_at")?,
+        updated_at: row.int("updated_at")?,
+    })
+}
+
+pub(crate) fn run(row: &impl Columns) -> Result<Run, StoreError> {
+    let status = row.text("status")?;
+    let status = RunStatus::parse(&status)
+        .ok_or_else(|| StoreError::Backend(format!("stored run status `{status}` is unknown")))?;
+    let error = match (row.text_opt("error_code")?, row.text_opt("error_message")?) {
+        (Some(code), Some(message)) => Some(RunError { code, message }),
+        (None, None) => None,
+        // The schema's CHECK forbids half an error; finding one means the database
+        // was edited behind the store's back.
+        _ => return Err(StoreError::Backend("stored run error has a code or a message but not both".into())),
+    };
+    let input = from_db_int(row.int("usage_input")?, "input tokens")?;
+    let output = from_db_int(row.int("usage_output")?, "output tokens")?;
+    Ok(Run {
+        id: parse_id(&row.text("id")?)?,
+        session_id: parse_id(&row.text("session_id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        request_id: row.text("request_id")?,
+        status,
+        user_message_index: from_db_int(row.int("user_message_index")?, "user message index")?,
+        created_at: row.int("created_at")?,
+        updated_at: row.int("updated_at")?,
+        first_token_at: row.int_opt("first_token_at")?,
+        ended_at: row.int_opt("ended_at")?,
+        usage: usage(row.json("usage")?, input, output)?,
+        error,
+    })
+}
+
+/// The full usage JSON; rows written before it existed hold `{}`, and then the two
+/// plain columns are all there is.
+fn usage(json: Value, input: u64, output: u64) -> Result<Usage, StoreError> {
+    if json.as_object().is_some_and(|o| o.is_empty()) {
+        return Ok(Usage { input, output, ..Usage::default() });
+    }
+    from_json(json, "usage")
+}
+
+/// An approval without its checkpoint (listings never need it).
+pub(crate) fn approval(row: &impl Columns) -> Result<Approval, StoreError> {
+    let status = row.text("status")?;
+    let status = ApprovalStatus::parse(&status)
+        .ok_or_else(|| StoreError::Backend(format!("stored approval status `{status}` is unknown")))?;
+    Ok(Approval {
+        id: parse_id(&row.text("id")?)?,
+        run_id: parse_id(&row.text("run_id")?)?,
+        session_id: parse_id(&row.text("session_id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        tool_call_id: row.text("tool_call_id")?,
+        tool: row.text("tool")?,
+        kind: parse_approval_kind(&row.text("kind")?)?,
+        payload: row.json("payload")?,
+        status,
+        decision: row.json_opt("decision")?.map(|d| from_json(d, "decision")).transpose()?,
+        message: row.text_opt("message")?,
+        actor: row.text_opt("actor")?.as_deref().map(parse_id).transpose()?,
+        created_at: row.int("created_at")?,
+        expires_at: row.int("expires_at")?,
+        resolved_at: row.int_opt("resolved_at")?,
+    })
+}
+
+/// The `kind` column's values: the serde names, spelled out so the schemas' CHECKs and
+/// this match are the places to change together.
+pub(crate) fn approval_kind_str(kind: ApprovalKind) -> &'static str {
+    match kind {
+        ApprovalKind::ConfirmAction => "confirm_action",
+        ApprovalKind::SelectOption => "select_option",
+        ApprovalKind::ProvideInput => "provide_input",
+    }
+}
+
+fn parse_approval_kind(kind: &str) -> Result<ApprovalKind, StoreError> {
+    Ok(match kind {
+        "confirm_action" => ApprovalKind::ConfirmAction,
+        "select_option" => ApprovalKind::SelectOption,
+        "provide_input" => ApprovalKind::ProvideInput,
+        other => return Err(StoreError::Backend(format!("stored approval kind `{other}` is unknown"))),
+    })
+}
+
+/// A token joined with its user's name (`user_name`).
+pub(crate) fn token(row: &impl Columns) -> Result<ApiToken, StoreError> {
+    Ok(ApiToken {
+        id: parse_id(&row.text("id")?)?,
+        user_id: parse_id(&row.text("user_id")?)?,
+        user_name: row.text("user_name")?,
+        hash: row.text("hash")?,
+        created_at: row.int("created_at")?,
+        revoked_at: row.int_opt("revoked_at")?,
+    })
+}
+
+pub(crate) fn lease(row: &impl Columns) -> Result<Lease, StoreError> {
+    Ok(Lease {
+        session_id: parse_id(&row.text("session_id")?)?,
+        node_id: row.text("node_id")?,
+        expires_at: row.int("expires_at")?,
+    })
+}
+
+/// What an idempotency row says to a caller that did not claim it: the stored
+/// response, or that the claimer is still working.
+pub(crate) fn idempotency_state(row: &impl Columns, scope: &str, key: &str) -> Result<IdempotencyClaim, StoreError> {
+    match (row.int_opt("response_status")?, row.text_opt("response_body")?) {
+        (Some(status), Some(body)) => {
+            let status = u16::try_from(status)
+                .map_err(|_| StoreError::Backend(format!("stored response status {status} is out of range")))?;
+            Ok(IdempotencyClaim::Done(StoredResponse { status, body }))
+        }
+        (None, None) => Ok(IdempotencyClaim::InProgress),
+        // The schema's CHECK forbids half a response.
+        _ => Err(StoreError::Backend(format!("idempotency key {scope}/{key} has half a stored response"))),
+    }
+}
+
+/// Folds joined message rows (`id, idx, role, meta, kind, data`: one row per part, or
+/// one with NULL part columns for a message without content) into messages, keeping
+/// the query's order, which must group rows by message and sort parts by position.
+pub(crate) fn messages<R: Columns>(rows: &[R]) -> Result<Vec<IndexedMessage>, StoreError> {
+    struct Pending {
+        id: String,
+        index: i64,
+        role: String,
+        meta: Value,
+        parts: Vec<(String, Value)>,
+    }
+    fn finish(p: Pending) -> Result<IndexedMessage, StoreError> {
+        Ok(IndexedMessage {
+            id: parse_id(&p.id)?,
+            index: from_db_int(p.index, "message index")?,
+            message: message_codec::decode(&p.role, p.meta, p.parts)?,
+        })
+    }
+
+    let mut messages = Vec::new();
+    let mut pending: Option<Pending> = None;
+    for row in rows {
+        let id = row.text("id")?;
+        if pending.as_ref().is_none_or(|p| p.id != id) {
+            if let Some(done) = pending.take() {
+                messages.push(finish(done)?);
+            }
+            pending = Some(Pending {
+                id,
+                index: row.int("idx")?,
+                role: row.text("role")?,
+                meta: row.json("meta")?,
+                parts: vec![],
+            });
+        }
+        if let (Some(kind), Some(data), Some(p)) = (row.text_opt("kind")?, row.json_opt("data")?, pending.as_mut()) {
+            p.parts.push((kind, data));
+        }
+    }
+    if let Some(done) = pending {
+        messages.push(finish(done)?);
+    }
+    Ok(messages)
+}
