@@ -29,13 +29,19 @@ mod sessions;
 mod tokens;
 mod users;
 
+use crate::error::db_error;
 use spool_engine::StoreError;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
 
-/// How long a query waits for a free connection, and so also how long connecting to
-/// an unreachable server takes to fail.
+/// How long the first connection may take: a server that drops packets instead of
+/// refusing them would otherwise hold the start-up for the system's TCP timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a query waits for a free connection (or for a new one to a server that
+/// went away) before it fails.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections per node. Queries are short; a node rarely has more than a few in
@@ -51,6 +57,10 @@ pub struct PgStore {
 impl PgStore {
     /// Connects to the database at `url` (`postgres://` or `postgresql://`) and brings
     /// its schema up to date. Errors name the server but never the password.
+    ///
+    /// The migrations run on one connection of their own, made before the pool: a
+    /// server that cannot be reached fails that one attempt at once, where a pool
+    /// would keep retrying until its acquire timeout.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::Backend(format!("invalid PostgreSQL URL: {e}")))?
@@ -61,26 +71,27 @@ impl PgStore {
             options.get_port(),
             options.get_database().unwrap_or("(default database)")
         );
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
+        let cannot = |why: String| StoreError::Backend(format!("cannot connect to PostgreSQL at {server}: {why}"));
+        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
             .await
-            .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL at {server}: {e}")))?;
-        Self::migrated(pool).await
+            .map_err(|_| cannot(format!("no answer within {CONNECT_TIMEOUT:?}")))?
+            .map_err(|e| cannot(e.to_string()))?;
+        // `run_direct` is `run` without its `Acquire` bound, which over `&mut PgConnection`
+        // makes the future fail `Send` checks where a caller spawns it (sqlx's own
+        // comment on the method names this).
+        sqlx::migrate!("./migrations-pg")
+            .run_direct(&mut conn)
+            .await
+            .map_err(|e| StoreError::Backend(format!("migrating the database at {server}: {e}")))?;
+        conn.close().await.map_err(db_error)?;
+        let pool =
+            PgPoolOptions::new().max_connections(POOL_SIZE).acquire_timeout(ACQUIRE_TIMEOUT).connect_lazy_with(options);
+        Ok(PgStore { pool })
     }
 
     /// Closes every connection, waiting for queries in flight.
     pub async fn close(&self) {
         self.pool.close().await;
-    }
-
-    async fn migrated(pool: PgPool) -> Result<PgStore, StoreError> {
-        sqlx::migrate!("./migrations-pg")
-            .run(&pool)
-            .await
-            .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
-        Ok(PgStore { pool })
     }
 }
 

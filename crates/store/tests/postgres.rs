@@ -1,0 +1,284 @@
+//! `PgStore` against the shared conformance suite, plus what matters on a database
+//! that several nodes share: races spread over several store handles (one per node),
+//! migrations that run again or at once, and rows edited behind the store's back.
+//!
+//! The server comes from `SPOOL_TEST_DATABASE_URL` (for example
+//! `postgres://postgres@127.0.0.1:5432/postgres`); the role needs `CREATEDB`. Every test
+//! creates a database of its own with a random name and drops it when done (also
+//! when it fails), so tests run in parallel and again without seeing each other. With
+//! no URL the tests print a notice and pass, except under CI, where they fail.
+
+mod support;
+
+use spool_engine::{RunInsert, Store, StoreError};
+use spool_protocol::*;
+use spool_store::PgStore;
+use sqlx::{Connection, PgConnection};
+use std::sync::Arc;
+use support::*;
+
+/// The variable naming the PostgreSQL server the tests may create databases on.
+const URL_VAR: &str = "SPOOL_TEST_DATABASE_URL";
+
+/// Racers for the PostgreSQL races: more than any node's pool has connections, spread
+/// over [`NODES`] handles, so they queue on several pools and race on the server.
+const PG_RACERS: usize = 50;
+const NODES: usize = 3;
+
+/// A database created for one test, dropped on drop.
+struct TestDb {
+    server: String,
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    /// A fresh database, or `None` (after a notice) when no server is configured.
+    async fn create() -> Option<TestDb> {
+        let server = match std::env::var(URL_VAR) {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ if std::env::var_os("CI").is_some() => panic!(
+                "{URL_VAR} is not set: set it to a PostgreSQL server whose role may create databases, \
+                 e.g. postgres://postgres@127.0.0.1:5432/postgres"
+            ),
+            _ => {
+                eprintln!("skipped: set {URL_VAR} (e.g. postgres://postgres@127.0.0.1:5432/postgres) to run this test");
+                return None;
+            }
+        };
+        let name = format!("spool_test_{}", ulid::Ulid::new().to_string().to_ascii_lowercase());
+        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
+        // A database name cannot be a bound parameter; this one is ours, letters and digits.
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create database");
+        admin.close().await.expect("close");
+        let url = with_database(&server, &name);
+        Some(TestDb { server, name, url })
+    }
+
+    async fn store(&self) -> PgStore {
+        PgStore::connect(&self.url).await.expect("connect PgStore")
+    }
+
+    async fn raw(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.expect("raw connection")
+    }
+}
+
+impl Drop for TestDb {
+    /// Drop cannot await, and the test's runtime may be gone (a panic), so the drop
+    /// runs on a runtime of its own on another thread. `WITH (FORCE)` ends whatever
+    /// connections the test left open.
+    fn drop(&mut self) {
+        let (server, name) = (self.server.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async {
+                let mut admin = PgConnection::connect(&server).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await?;
+                admin.close().await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+/// `url` with its database (the path) replaced by `name`, query kept.
+fn with_database(url: &str, name: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or_else(|| panic!("{URL_VAR} is not a URL"));
+    let (location, query) = match rest.split_once('?') {
+        Some((location, query)) => (location, format!("?{query}")),
+        None => (rest, String::new()),
+    };
+    let authority = location.split('/').next().unwrap_or(location);
+    format!("{scheme}://{authority}/{name}{query}")
+}
+
+/// `NODES` handles on one database, like the nodes of a deployment.
+async fn nodes(db: &TestDb) -> Vec<Arc<dyn Store>> {
+    let mut nodes: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..NODES {
+        nodes.push(Arc::new(db.store().await));
+    }
+    nodes
+}
+
+#[tokio::test]
+async fn pg_store_passes_the_suite_twice_on_one_database() {
+    let Some(db) = TestDb::create().await else { return };
+    let store = db.store().await;
+    conformance(Arc::new(store.clone())).await;
+    store.close().await;
+    // Reconnecting runs the migrations again; a database that already holds a pass's
+    // rows must behave the same.
+    let store = db.store().await;
+    conformance(Arc::new(store.clone())).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn fifty_concurrent_decisions_on_one_approval_have_one_winner() {
+    let Some(db) = TestDb::create().await else { return };
+    concurrent_settles_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
+}
+
+#[tokio::test]
+async fn fifty_concurrent_idempotency_claims_have_one_winner() {
+    let Some(db) = TestDb::create().await else { return };
+    concurrent_claims_of_one_key_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
+}
+
+#[tokio::test]
+async fn fifty_nodes_wanting_one_session_get_one_lease() {
+    let Some(db) = TestDb::create().await else { return };
+    concurrent_lease_acquisitions_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
+}
+
+/// Retried first prompts on several nodes: one run, and every caller sees it; first
+/// logins on several nodes: one user id.
+#[tokio::test]
+async fn concurrent_inserts_of_one_request_create_one_run() {
+    let Some(db) = TestDb::create().await else { return };
+    let nodes = nodes(&db).await;
+    let (_, session) = new_session(nodes[0].as_ref()).await;
+
+    let tasks: Vec<_> = (0..PG_RACERS)
+        .map(|i| {
+            let store = nodes[i % NODES].clone();
+            let run = run_in(&session, "same-request", RunStatus::Running);
+            tokio::spawn(async move { (run.clone(), store.insert_run(&run).await.expect("insert_run")) })
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut existing = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            (run, RunInsert::Created) => created.push(run),
+            (_, RunInsert::Existing(run)) => existing.push(run),
+        }
+    }
+    assert_eq!(created.len(), 1, "exactly one insert wins");
+    assert_eq!(existing.len(), PG_RACERS - 1);
+    assert!(existing.iter().all(|run| *run == created[0]), "every loser sees the winner's run");
+
+    let logins: Vec<_> = (0..PG_RACERS)
+        .map(|i| {
+            let store = nodes[i % NODES].clone();
+            tokio::spawn(async move { store.ensure_user("carol").await.expect("ensure_user") })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for login in logins {
+        ids.push(login.await.expect("task"));
+    }
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "one user id for one name: {ids:?}");
+}
+
+/// Running the migrations again changes nothing (no new rows in sqlx's table, data
+/// kept), and nodes that start together on an empty database migrate it once.
+#[tokio::test]
+async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
+    let Some(db) = TestDb::create().await else { return };
+    let starts: Vec<_> = (0..NODES)
+        .map(|_| {
+            let url = db.url.clone();
+            tokio::spawn(async move { PgStore::connect(&url).await.expect("connect at once") })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for start in starts {
+        stores.push(start.await.expect("task"));
+    }
+    let (project, session) = new_session(&stores[0]).await;
+
+    let mut conn = db.raw().await;
+    let applied = || async {
+        let mut conn = db.raw().await;
+        let rows: Vec<(i64, bool)> = sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&mut conn)
+            .await
+            .expect("migrations table");
+        rows
+    };
+    let before = applied().await;
+    assert_eq!(before, vec![(1, true)], "one migration, applied once");
+    let mut tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_name NOT LIKE '\\_%' ORDER BY table_name",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("tables");
+    tables.sort();
+    assert_eq!(
+        tables,
+        [
+            "approvals",
+            "idempotency",
+            "messages",
+            "parts",
+            "projects",
+            "runs",
+            "session_leases",
+            "session_memory",
+            "sessions",
+            "tokens",
+            "users"
+        ]
+    );
+    for store in &stores {
+        store.close().await;
+    }
+
+    let again = db.store().await;
+    assert_eq!(applied().await, before, "a second run applies nothing");
+    assert_eq!(again.get_session(&session.id).await.expect("get"), Some(session));
+    assert_eq!(again.get_project(&project.id).await.expect("get"), Some(project));
+    again.close().await;
+}
+
+/// What the schema refuses and what the store refuses to decode: a settle back to
+/// pending, rules that are not an array, and rows that are valid SQL but not domain
+/// values all come back as `Backend` errors, never as a panic or a wrong value.
+#[tokio::test]
+async fn refused_writes_and_corrupt_rows_are_backend_errors() {
+    let Some(db) = TestDb::create().await else { return };
+    let store = db.store().await;
+    let (_, session) = new_session(&store).await;
+    store
+        .insert_message(&session.id, &session.owner_id, &indexed(0, Message::user_text("hi", 1)))
+        .await
+        .expect("message");
+    let (_, approval, checkpoint) = interrupted_run_in(&store, &session, "req", 200).await;
+    let settled =
+        store.settle_approval(&approval.id, ApprovalStatus::Pending, Some(&Decision::Once), None, None, 300).await;
+    assert!(matches!(settled, Err(StoreError::Backend(_))), "got {settled:?}");
+    assert_eq!(store.get_approval(&approval.id).await.expect("get"), Some((approval.clone(), checkpoint)));
+
+    let mut conn = db.raw().await;
+    assert!(sqlx::query("UPDATE sessions SET permissions = '{}'").execute(&mut conn).await.is_err());
+    for edit in [
+        "UPDATE sessions SET owner_id = 'not-an-id'",
+        "UPDATE messages SET meta = '{\"unexpected\": true}'",
+        "UPDATE approvals SET payload = '{}', status = 'resolved', resolved_at = 1, decision = '\"maybe\"'",
+    ] {
+        sqlx::query(edit).execute(&mut conn).await.expect("hand edit");
+    }
+    conn.close().await.expect("close");
+    assert!(matches!(store.get_session(&session.id).await, Err(StoreError::Backend(_))));
+    assert!(matches!(store.list_messages(&session.id, None, 10).await, Err(StoreError::Backend(_))));
+    assert!(matches!(store.get_approval(&approval.id).await, Err(StoreError::Backend(_))));
+    store.close().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error() {
+    // Nothing listens on port 1; connecting fails at once, naming the server.
+    let err = PgStore::connect("postgres://spool@127.0.0.1:1/nowhere").await.expect_err("unreachable");
+    let StoreError::Backend(message) = err else { panic!("expected a Backend error, got {err:?}") };
+    assert!(message.contains("cannot connect to PostgreSQL at 127.0.0.1:1/nowhere"), "{message}");
+    let err = PgStore::connect("postgres://spool:secret@127.0.0.1:1/nowhere").await.expect_err("unreachable");
+    assert!(!err.to_string().contains("secret"), "the password is never shown: {err}");
+}
