@@ -369,7 +369,7 @@ impl Engine {
             },
             other => other.into(),
         })?;
-        self.inner.lists.projects_changed(&project.id);
+        self.inner.lists.projects_changed(&project.owner_id, &project.id);
         Ok(project)
     }
 
@@ -389,7 +389,7 @@ impl Engine {
         project.name = check_name(name, "name")?;
         project.updated_at = now_ms();
         self.store().update_project(&project).await?;
-        self.inner.lists.projects_changed(&project.id);
+        self.inner.lists.projects_changed(&project.owner_id, &project.id);
         Ok(project)
     }
 
@@ -418,11 +418,12 @@ impl Engine {
         }
         // Sessions deleted before a failure stay deleted: tell pages either way.
         for session in doomed {
-            self.inner
-                .lists
-                .change(crate::lists::Change::SessionDeleted { session: session.id, project: project.id.clone() });
+            self.inner.lists.change(
+                &project.owner_id,
+                crate::lists::Change::SessionDeleted { session: session.id, project: project.id.clone() },
+            );
         }
-        self.inner.lists.projects_changed(&project.id);
+        self.inner.lists.projects_changed(&project.owner_id, &project.id);
         deleted?;
         Ok(())
     }
@@ -452,10 +453,10 @@ impl Engine {
             updated_at: now,
         };
         self.store().insert_session(&session).await?;
-        self.inner.lists.change(crate::lists::Change::SessionCreated {
-            session: session.id.clone(),
-            project: session.project_id.clone(),
-        });
+        self.inner.lists.change(
+            &session.owner_id,
+            crate::lists::Change::SessionCreated { session: session.id.clone(), project: session.project_id.clone() },
+        );
         Ok(session)
     }
 
@@ -543,7 +544,7 @@ impl Engine {
         // instead of loading it back into memory.
         let deleted = self.store().delete_session(id).await;
         self.unload(id, &loaded).await;
-        self.inner.lists.change(crate::lists::Change::SessionDeleted { session: id.clone(), project });
+        self.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
         Ok(())
     }

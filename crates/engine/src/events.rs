@@ -81,7 +81,8 @@ struct Shared {
     count: tokio::sync::watch::Sender<usize>,
     /// Told when the session's list entry may have changed (state frames, accepted
     /// runs, a first user message) — never for deltas or tool events.
-    lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId)>,
+    /// Where to announce list changes, and the project (and its owner) this session is in.
+    lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
     /// A std mutex: nothing awaits while it is held, and every critical section is a
     /// few pointer moves plus at most one frame's serialization.
     inner: Mutex<Inner>,
@@ -130,15 +131,15 @@ impl SessionEvents {
         limits: EventLimits,
         lists: crate::lists::ListNotifier,
     ) -> Self {
-        let project = state.session.project_id.clone();
-        Self::build(session_id, state, limits, Some((lists, project)))
+        let (project, owner) = (state.session.project_id.clone(), state.session.owner_id.clone());
+        Self::build(session_id, state, limits, Some((lists, project, owner)))
     }
 
     fn build(
         session_id: SessionId,
         state: SessionState,
         limits: EventLimits,
-        lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId)>,
+        lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
     ) -> Self {
         let inner = Inner {
             seq: 0,
@@ -226,11 +227,14 @@ impl SessionEvents {
         };
         // Wake outside the lock so woken tasks do not immediately contend for it.
         wake.into_iter().for_each(Waker::wake);
-        if notify_lists && let Some((lists, project)) = &self.shared.lists {
-            lists.change(crate::lists::Change::SessionChanged {
-                session: self.shared.session_id.clone(),
-                project: project.clone(),
-            });
+        if notify_lists && let Some((lists, project, owner)) = &self.shared.lists {
+            lists.change(
+                owner,
+                crate::lists::Change::SessionChanged {
+                    session: self.shared.session_id.clone(),
+                    project: project.clone(),
+                },
+            );
         }
         Some(seq)
     }

@@ -8,14 +8,19 @@
 //! sends a `Last-Event-ID`. Fan-out is a tokio broadcast ring (a shared ring with a
 //! cursor per receiver, like the session streams); a receiver that falls a whole ring
 //! behind is cut and reconnects to a reset. Token deltas and tool events never notify.
+//!
+//! Each user has a stream of their own: a frame is published for the project's owner,
+//! numbered in that owner's sequence, and only that owner's connections pass it on. So
+//! one user never learns another's project ids, nor (from gaps in `seq`) how busy
+//! anyone else is.
 
 use bytes::Bytes;
 use futures::Stream;
 use futures::StreamExt;
 use serde::Serialize;
-use spool_protocol::{ProjectId, StreamId, sse};
+use spool_protocol::{ProjectId, StreamId, UserId, sse};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::broadcast;
 
 pub const RESET: &str = "lists.reset";
@@ -62,11 +67,11 @@ pub enum Change {
 struct Shared {
     changes: broadcast::Sender<Change>,
     stream_id: StreamId,
-    /// Taken under `tx`'s send order: publishers hold `send_lock` while numbering and
-    /// sending, so frames go out in seq order.
-    seq: AtomicU64,
-    send_lock: std::sync::Mutex<()>,
-    tx: broadcast::Sender<Bytes>,
+    /// Each owner's last seq. Publishers hold the lock while numbering and sending, so
+    /// an owner's frames go out in seq order.
+    seqs: std::sync::Mutex<HashMap<UserId, u64>>,
+    /// Every owner's frames, tagged with the owner; each subscriber keeps its own.
+    tx: broadcast::Sender<(UserId, Bytes)>,
 }
 
 impl Default for ListNotifier {
@@ -83,8 +88,7 @@ impl ListNotifier {
             shared: Arc::new(Shared {
                 changes,
                 stream_id: StreamId::new(),
-                seq: AtomicU64::new(0),
-                send_lock: std::sync::Mutex::new(()),
+                seqs: std::sync::Mutex::new(HashMap::new()),
                 tx,
             }),
         }
@@ -96,23 +100,24 @@ impl ListNotifier {
 
     /// The session list of `project` changed (created, archived, restored, deleted,
     /// retitled, a run accepted or settled, a state change, a read receipt).
-    pub fn sessions_changed(&self, project: &ProjectId) {
-        self.publish(SESSIONS_CHANGED, project);
+    pub fn sessions_changed(&self, owner: &UserId, project: &ProjectId) {
+        self.publish(SESSIONS_CHANGED, owner, project);
     }
 
     /// The project list changed (registered, renamed, removed).
-    pub fn projects_changed(&self, project: &ProjectId) {
-        self.publish(PROJECTS_CHANGED, project);
+    pub fn projects_changed(&self, owner: &UserId, project: &ProjectId) {
+        self.publish(PROJECTS_CHANGED, owner, project);
         let _ = self.shared.changes.send(Change::ProjectChanged { project: project.clone() });
     }
 
-    /// Announces a typed change (and the list notification it implies).
-    pub fn change(&self, change: Change) {
+    /// Announces a typed change (and the list notification it implies) about a project
+    /// of `owner`'s.
+    pub fn change(&self, owner: &UserId, change: Change) {
         match &change {
             Change::SessionCreated { project, .. }
             | Change::SessionChanged { project, .. }
-            | Change::SessionDeleted { project, .. } => self.publish(SESSIONS_CHANGED, project),
-            Change::ProjectChanged { project } => self.publish(PROJECTS_CHANGED, project),
+            | Change::SessionDeleted { project, .. } => self.publish(SESSIONS_CHANGED, owner, project),
+            Change::ProjectChanged { project } => self.publish(PROJECTS_CHANGED, owner, project),
         }
         let _ = self.shared.changes.send(change);
     }
@@ -123,38 +128,43 @@ impl ListNotifier {
         self.shared.changes.subscribe()
     }
 
-    fn publish(&self, kind: &str, project: &ProjectId) {
-        let _order = self.shared.send_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let seq = self.shared.seq.fetch_add(1, Ordering::SeqCst) + 1;
+    fn publish(&self, kind: &str, owner: &UserId, project: &ProjectId) {
+        let mut seqs = self.shared.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = seqs.entry(owner.clone()).or_insert(0);
+        *seq += 1;
         let frame = ListFrame {
             kind: kind.into(),
             workspace_id: Some(project.clone()),
             stream_id: self.shared.stream_id.clone(),
-            seq,
+            seq: *seq,
         };
         // No receivers is fine: nobody is watching.
-        let _ = self.shared.tx.send(frame.to_sse());
+        let _ = self.shared.tx.send((owner.clone(), frame.to_sse()));
     }
 
-    /// A new connection: `lists.reset` at the current seq, then every notification.
-    /// The stream ends if the subscriber falls a whole ring behind.
-    pub fn subscribe(&self) -> impl Stream<Item = Bytes> + Send + Unpin + 'static {
+    /// A new connection of `owner`'s: `lists.reset` at their current seq, then every
+    /// notification about their projects. The stream ends if the subscriber falls a
+    /// whole ring behind (the ring is shared by all owners).
+    pub fn subscribe(&self, owner: UserId) -> impl Stream<Item = Bytes> + Send + Unpin + 'static {
         let (reset, rx) = {
-            let _order = self.shared.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let seqs = self.shared.seqs.lock().unwrap_or_else(|p| p.into_inner());
             let frame = ListFrame {
                 kind: RESET.into(),
                 workspace_id: None,
                 stream_id: self.shared.stream_id.clone(),
-                seq: self.shared.seq.load(Ordering::SeqCst),
+                seq: seqs.get(&owner).copied().unwrap_or(0),
             };
-            // Subscribing under the send lock: no frame falls between reset and live.
+            // Subscribing under the lock: no frame falls between reset and live.
             (frame.to_sse(), self.shared.tx.subscribe())
         };
-        let live = futures::stream::unfold(rx, |mut rx| async move {
-            match rx.recv().await {
-                Ok(bytes) => Some((bytes, rx)),
-                // Lagged (cut: come back to a reset) or closed.
-                Err(_) => None,
+        let live = futures::stream::unfold((rx, owner), |(mut rx, owner)| async move {
+            loop {
+                match rx.recv().await {
+                    Ok((to, bytes)) if to == owner => return Some((bytes, (rx, owner))),
+                    Ok(_) => continue,
+                    // Lagged (cut: come back to a reset) or closed.
+                    Err(_) => return None,
+                }
             }
         });
         futures::stream::once(async move { reset }).chain(live).boxed()
@@ -179,26 +189,42 @@ mod tests {
     #[tokio::test]
     async fn every_connection_starts_with_a_reset_at_the_current_seq() {
         let lists = ListNotifier::new();
-        let project = ProjectId::new();
-        lists.projects_changed(&project);
-        lists.sessions_changed(&project);
-        let mut sub = lists.subscribe();
+        let (owner, project) = (UserId::new(), ProjectId::new());
+        lists.projects_changed(&owner, &project);
+        lists.sessions_changed(&owner, &project);
+        let mut sub = lists.subscribe(owner.clone());
         let reset = decode(&sub.next().await.expect("reset"));
         assert_eq!((reset.kind.as_str(), reset.seq, reset.workspace_id), (RESET, 2, None));
-        lists.sessions_changed(&project);
+        lists.sessions_changed(&owner, &project);
         let next = decode(&sub.next().await.expect("live"));
         assert_eq!((next.kind.as_str(), next.seq), (SESSIONS_CHANGED, 3));
         assert_eq!(next.workspace_id, Some(project));
     }
 
     #[tokio::test]
+    async fn each_owner_has_a_sequence_and_sees_only_their_projects() {
+        let lists = ListNotifier::new();
+        let (alice, bob) = (UserId::new(), UserId::new());
+        let (hers, his) = (ProjectId::new(), ProjectId::new());
+        lists.sessions_changed(&alice, &hers);
+        let mut bobs = lists.subscribe(bob.clone());
+        assert_eq!(decode(&bobs.next().await.expect("reset")).seq, 0, "Alice's frames do not count for Bob");
+        lists.sessions_changed(&alice, &hers);
+        lists.projects_changed(&bob, &his);
+        let next = decode(&bobs.next().await.expect("live"));
+        assert_eq!((next.kind.as_str(), next.seq, next.workspace_id), (PROJECTS_CHANGED, 1, Some(his)));
+        let mut alices = lists.subscribe(alice);
+        assert_eq!(decode(&alices.next().await.expect("reset")).seq, 2);
+    }
+
+    #[tokio::test]
     async fn a_subscriber_a_whole_ring_behind_is_cut() {
         let lists = ListNotifier::new();
-        let project = ProjectId::new();
-        let mut sub = lists.subscribe();
+        let (owner, project) = (UserId::new(), ProjectId::new());
+        let mut sub = lists.subscribe(owner.clone());
         sub.next().await.expect("reset");
         for _ in 0..RING + 5 {
-            lists.sessions_changed(&project);
+            lists.sessions_changed(&owner, &project);
         }
         assert!(sub.next().await.is_none());
     }

@@ -72,8 +72,10 @@ pub(crate) enum Resolution {
     Rejected { message: Option<String> },
 }
 
+/// A failed outcome. The message reaches clients, the store and the log, so secrets
+/// from the environment are masked here, once, for every failure path.
 fn failure(code: &str, message: impl Into<String>) -> Outcome {
-    Outcome::Failed(RunError { code: code.into(), message: message.into() })
+    Outcome::Failed(RunError { code: code.into(), message: redact(&message.into()) })
 }
 
 /// The block of the draft that deltas currently extend.
@@ -484,7 +486,12 @@ impl RunTask {
                     usage.add(u);
                 }
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
-                    let event = AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: reason };
+                    let event = AgentEvent::AutoRetryStart {
+                        attempt,
+                        max_attempts,
+                        delay_ms,
+                        error_message: redact(&reason),
+                    };
                     self.emit(event, None, |_| {});
                 }
                 ModelEvent::RetryEnd { attempt, success } => {
@@ -572,7 +579,9 @@ impl RunTask {
 
     fn end_draft(&self, draft: &mut Message, reason: StopReason, error: Option<String>) {
         if let Message::Assistant { error_message, .. } = draft {
-            *error_message = error;
+            // A provider's error may echo what it was sent (a key in a header, a secret
+            // in the prompt): masked before the message is stored or streamed.
+            *error_message = error.map(|e| redact(&e));
         }
         self.update(draft, StreamDelta::Done { stop_reason: reason });
     }

@@ -162,3 +162,179 @@ async fn browsers_log_in_with_a_cookie_and_cross_site_writes_are_refused() {
     let out = server.client.post(server.url("/api/logout")).send().await.expect("logout");
     assert!(out.headers()["set-cookie"].to_str().expect("cookie").contains("Max-Age=0"));
 }
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the WebSocket hub as the holder of `token` (a header, as a non-browser client).
+async fn hub(server: &TestServer, token: &str, query: &str) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("ws://{}/api/ws{query}", server.addr).into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    let (ws, res) = tokio::time::timeout(common::WAIT, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("connect in time")
+        .expect("handshake");
+    assert_eq!(res.status(), 101);
+    ws
+}
+
+/// Every text message the socket receives within `within`, as JSON.
+async fn hub_messages(ws: &mut Ws, within: std::time::Duration) -> Vec<Value> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(Ok(message))) = tokio::time::timeout_at(deadline, ws.next()).await {
+        if let Message::Text(text) = message {
+            seen.push(serde_json::from_str(&text).expect("JSON"));
+        }
+    }
+    seen
+}
+
+/// Every SSE event an open stream delivers within `within`, raw.
+async fn sse_text(stream: &mut common::SseStream, within: std::time::Duration) -> String {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match stream.next_event_within(left).await {
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => return String::from_utf8_lossy(&stream.raw).into_owned(),
+        }
+    }
+}
+
+async fn open_sse(server: &TestServer, token: &str, path: &str) -> common::SseStream {
+    let res = server.client.get(server.url(path)).bearer_auth(token).send().await.expect("open stream");
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    common::SseStream::new(res)
+}
+
+#[tokio::test]
+async fn streams_carry_only_their_users_sessions() {
+    use std::time::Duration;
+    let server = TestServer::start().await;
+    let (_, alice) = server.engine.create_token("alice").await.expect("alice");
+    let (_, bob) = server.engine.create_token("bob").await.expect("bob");
+    use reqwest::Method as M;
+    let dir = server.project_dir();
+    let (_, project) = call(&server, M::POST, "/api/projects", Some(&alice), Some(json!({"path": dir}))).await;
+    let project = id_of(&project);
+    let (_, session) =
+        call(&server, M::POST, "/api/sessions", Some(&alice), Some(json!({"projectId": project, "title": "t"}))).await;
+    let session = id_of(&session);
+
+    // Bob listens everywhere he can: every session on the hub, Alice's session by name,
+    // the list stream and OpenCode's stream for Alice's directory.
+    let mut bob_all = hub(&server, &bob, "").await;
+    let mut bob_named = hub(&server, &bob, &format!("?channels={session}")).await;
+    let mut bob_lists = open_sse(&server, &bob, "/api/workspaces/events").await;
+    let encoded = common::urlencode(&dir.to_string_lossy());
+    let mut bob_opencode = open_sse(&server, &bob, &format!("/event?directory={encoded}")).await;
+    // Alice's own hub is the control: what Bob would see if the filter were missing.
+    let mut alice_all = hub(&server, &alice, "").await;
+
+    let named = hub_messages(&mut bob_named, Duration::from_millis(300)).await;
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert_eq!(
+        (named[0]["type"].as_str(), named[0]["data"]["code"].as_str()),
+        (Some("channel.error"), Some("not_found"))
+    );
+
+    let (status, _) = call(
+        &server,
+        M::POST,
+        &format!("/api/sessions/{session}/prompt"),
+        Some(&alice),
+        Some(json!({"text": "hello there"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, renamed) = call(
+        &server,
+        M::PATCH,
+        &format!("/api/projects/{project}"),
+        Some(&alice),
+        Some(json!({"name": "secret plans"})),
+    )
+    .await;
+    assert_eq!(renamed["name"], "secret plans");
+
+    let mine = hub_messages(&mut alice_all, Duration::from_millis(1500)).await;
+    assert!(
+        mine.iter().any(|e| e["channel_id"] == session.as_str() && e["type"] == "agent.status"),
+        "Alice follows her own run: {mine:?}"
+    );
+    let quiet = Duration::from_millis(300);
+    let leaks: Vec<(&str, String)> = vec![
+        ("hub, every session", format!("{:?}", hub_messages(&mut bob_all, quiet).await)),
+        ("hub, Alice's channel", format!("{:?}", hub_messages(&mut bob_named, quiet).await)),
+        ("list stream", sse_text(&mut bob_lists, quiet).await),
+        ("OpenCode /event", sse_text(&mut bob_opencode, quiet).await),
+    ];
+    for (stream, seen) in leaks {
+        for secret in [session.as_str(), project.as_str(), "secret plans", "hello there"] {
+            assert!(!seen.contains(secret), "Bob's {stream} shows {secret:?}: {seen}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_hub_and_event_streams_authenticate_with_the_login_cookie() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let server = TestServer::start().await;
+    let (_, secret) = server.engine.create_token("dana").await.expect("token");
+    let login =
+        server.client.post(server.url("/api/login")).json(&json!({"token": secret})).send().await.expect("login");
+    let cookie = login.headers()["set-cookie"].to_str().expect("cookie").split(';').next().expect("pair").to_owned();
+    let session = {
+        let (_, project) = call(
+            &server,
+            reqwest::Method::POST,
+            "/api/projects",
+            Some(&secret),
+            Some(json!({"path": server.project_dir()})),
+        )
+        .await;
+        let (_, session) = call(
+            &server,
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(&secret),
+            Some(json!({"projectId": id_of(&project)})),
+        )
+        .await;
+        id_of(&session)
+    };
+
+    // EventSource sends the cookie and nothing else.
+    let stream = |cookie: Option<&str>| {
+        let mut req = server.client.get(server.url(&format!("/api/sessions/{session}/events")));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        req.send()
+    };
+    assert_eq!(stream(Some(&cookie)).await.expect("stream").status(), StatusCode::OK);
+    assert_eq!(stream(None).await.expect("stream").status(), StatusCode::UNAUTHORIZED);
+    let forged = format!("{}=spool_forged", cookie.split('=').next().expect("name"));
+    assert_eq!(stream(Some(&forged)).await.expect("stream").status(), StatusCode::UNAUTHORIZED);
+
+    // A browser's WebSocket: the cookie and the page's origin.
+    let own = format!("http://{}", server.addr);
+    let socket = |cookie: Option<&str>, origin: &str| {
+        let mut request = format!("ws://{}/api/ws", server.addr).into_client_request().expect("request");
+        if let Some(c) = cookie {
+            request.headers_mut().insert("cookie", c.parse().expect("header"));
+        }
+        request.headers_mut().insert("origin", origin.parse().expect("header"));
+        tokio_tungstenite::connect_async(request)
+    };
+    assert!(socket(Some(&cookie), &own).await.is_ok(), "the login cookie opens the hub from our own page");
+    for (cookie, origin, status) in [(None, own.as_str(), 401), (Some(cookie.as_str()), "http://evil.example", 403)] {
+        match socket(cookie, origin).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(res)) => assert_eq!(res.status(), status, "{origin}"),
+            other => panic!("cookie {cookie:?} from {origin} must be refused: {other:?}"),
+        }
+    }
+}

@@ -157,33 +157,6 @@ async fn models_are_listed_chosen_per_session_and_priced() {
     assert_eq!(last["model"], "scripted");
 }
 
-/// A one-shot OpenAI-compatible endpoint on loopback that answers every request with
-/// `response` (a complete HTTP response).
-async fn fake_provider(response: String) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let response = response.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
-async fn provider_server(base_url: String, key: &str) -> TestServer {
-    let config = spool_model::OpenAiConfig::new(base_url, Some(key.to_owned()), "fake-gpt");
-    let model = Arc::new(spool_model::OpenAiModel::new(config).expect("model"));
-    let models = Models::new(Arc::new(ScriptedModel::default())).with(model, None, true);
-    TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await
-}
-
 #[tokio::test]
 async fn a_real_provider_streams_a_run_to_completion() {
     let chunks = [
@@ -197,7 +170,7 @@ async fn a_real_provider_streams_a_run_to_completion() {
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let server = provider_server(fake_provider(response).await, "sk-test-key-123456").await;
+    let server = common::provider_server(common::fake_provider(response).await, "sk-test-key-123456").await;
     let session = server.create_session(&server.default_project().await, Some("provider")).await;
     let session = common::id_of(&session);
     let run = server.run_prompt(&session, "say hello").await;
@@ -217,7 +190,7 @@ async fn bad_credentials_fail_the_run_with_a_clear_code_and_no_key() {
         "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let server = provider_server(fake_provider(response).await, KEY).await;
+    let server = common::provider_server(common::fake_provider(response).await, KEY).await;
     let session = common::id_of(&server.create_session(&server.default_project().await, Some("creds")).await);
     let run = server.run_prompt(&session, "hello").await;
     assert_eq!(run["status"], "failed");

@@ -23,6 +23,20 @@ async fn a_user_past_the_run_limit_gets_a_429_until_a_run_settles() {
 }
 
 #[tokio::test]
+async fn a_prompt_over_the_length_limit_is_a_json_413_and_starts_nothing() {
+    let engine = EngineConfig { max_prompt_bytes: 1000, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let (status, body) = server.prompt(&session, &format!("echo: {}", "x".repeat(1000)), None).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "prompt_too_large");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("1000")), "{body}");
+    let page = server.messages(&session, "").await;
+    assert_eq!(page["messages"].as_array().map(Vec::len), Some(0), "nothing was stored: {page}");
+    assert_eq!(server.run_prompt(&session, "echo: short").await["status"], "completed");
+}
+
+#[tokio::test]
 async fn a_user_past_the_stream_limit_gets_a_429_until_one_closes() {
     let engine = EngineConfig { max_streams_per_user: 2, ..EngineConfig::default() };
     let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;

@@ -20,10 +20,9 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/workspaces/events", get(stream)).route("/api/sessions/{id}/read", post(read))
 }
 
-async fn stream(State(state): State<AppState>, CurrentUser(_user): CurrentUser) -> Response {
-    // Notifications name only project ids and carry no data; with auth, each user's
-    // connection will be filtered to their own projects here.
-    sse_response(state.engine.lists().subscribe(), state.config.heartbeat)
+async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Response {
+    // Only the user's own projects: the notifier keeps a sequence per owner.
+    sse_response(state.engine.lists().subscribe(user), state.config.heartbeat)
 }
 
 #[derive(Deserialize)]

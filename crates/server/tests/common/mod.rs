@@ -518,3 +518,32 @@ pub fn urlencode(raw: &str) -> String {
         })
         .collect()
 }
+
+// ---- a fake model provider ---------------------------------------------------------
+
+/// A one-shot OpenAI-compatible endpoint on loopback that answers every request with
+/// `response` (a complete HTTP response).
+pub async fn fake_provider(response: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let response = response.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+pub async fn provider_server(base_url: String, key: &str) -> TestServer {
+    let config = spool_model::OpenAiConfig::new(base_url, Some(key.to_owned()), "fake-gpt");
+    let model = Arc::new(spool_model::OpenAiModel::new(config).expect("model"));
+    let models = Models::new(Arc::new(ScriptedModel::default())).with(model, None, true);
+    TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await
+}
