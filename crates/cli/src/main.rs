@@ -1,6 +1,6 @@
-//! The `spool` binary. For now one command, `spool serve`, which wires the parts
-//! together: the SQLite store in the data directory, the scripted model, the read-only
-//! tools, the engine, and the HTTP server, until SIGINT or SIGTERM.
+//! The `spool` binary. `spool serve` wires the parts together: the store (SQLite in
+//! the data directory, or PostgreSQL with `--database-url`; see [`database`]), the
+//! models, the tools, the engine, and the HTTP server, until SIGINT or SIGTERM.
 //!
 //! Only loopback addresses are served: binding anything else would expose every
 //! session to the network, and auth does not exist yet.
@@ -10,7 +10,6 @@ use clap::{Args, Parser, Subcommand};
 use spool_engine::{ApprovalPolicy, Engine, EngineConfig, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
-use spool_store::SqliteStore;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 mod config;
+mod database;
+
+use database::StoreArgs;
 
 #[derive(Parser)]
 #[command(name = "spool", version, about = "Hosts AI-agent sessions and streams them over SSE.")]
@@ -44,26 +46,19 @@ enum TokenCommand {
         #[arg(long, value_name = "NAME")]
         user: String,
         #[command(flatten)]
-        data: DataDir,
+        store: StoreArgs,
     },
     /// List tokens (ids, users, dates; never the secrets).
     List {
         #[command(flatten)]
-        data: DataDir,
+        store: StoreArgs,
     },
     /// Revoke a token by id.
     Revoke {
         id: String,
         #[command(flatten)]
-        data: DataDir,
+        store: StoreArgs,
     },
-}
-
-#[derive(Args)]
-struct DataDir {
-    /// Directory of the database.
-    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
-    data_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -71,9 +66,8 @@ struct ServeArgs {
     /// Address to listen on (loopback only until auth exists). Port 0 picks a free port.
     #[arg(long, env = "SPOOL_ADDR", default_value = "127.0.0.1:4747", value_name = "HOST:PORT")]
     addr: String,
-    /// Directory for the database; created on first start.
-    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Seconds between heartbeats on event streams.
     #[arg(long, env = "SPOOL_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_secs: u64,
@@ -108,60 +102,48 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
-    let dir = match &cmd {
-        TokenCommand::Create { data, .. } | TokenCommand::List { data } | TokenCommand::Revoke { data, .. } => {
-            &data.data_dir
-        }
-    };
-    std::fs::create_dir_all(dir).with_context(|| format!("creating the data directory {}", dir.display()))?;
-    let db = dir.join("spool.db");
-    let store = SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?;
+    let (TokenCommand::Create { store, .. } | TokenCommand::List { store } | TokenCommand::Revoke { store, .. }) = &cmd;
+    let database = store.open().await?;
+    let store = database.store();
     let mut out = std::io::stdout().lock();
     match &cmd {
         TokenCommand::Create { user, .. } => {
-            let (token, secret) = spool_engine::auth::create_token(&store, user).await?;
+            let (token, secret) = spool_engine::auth::create_token(store, user).await?;
             writeln!(out, "{secret}")?;
             eprintln!("created {} for user {:?}; this is the only time the token is shown", token.id, token.user_name);
         }
         TokenCommand::List { .. } => {
-            for t in store_tokens(&store).await? {
+            for t in store.list_tokens().await? {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
                 writeln!(out, "{}\t{}\t{}\t{}", t.id, t.user_name, t.created_at, state)?;
             }
         }
         TokenCommand::Revoke { id, .. } => {
             let id = id.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-            spool_engine::auth::revoke_token(&store, &id).await?;
+            spool_engine::auth::revoke_token(store, &id).await?;
             writeln!(out, "revoked {id}")?;
         }
     }
     drop(out);
-    store.close().await;
+    database.close().await;
     Ok(())
-}
-
-async fn store_tokens(store: &SqliteStore) -> anyhow::Result<Vec<spool_protocol::ApiToken>> {
-    use spool_engine::Store;
-    Ok(store.list_tokens().await?)
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = resolve_addr(&args.addr).await?;
-    if !addr.ip().is_loopback() && !tokens_exist(&args.data_dir).await? {
+    if !addr.ip().is_loopback() && !args.store.tokens_exist().await? {
         bail!(
             "refusing to listen on {addr} (from --addr {:?}): auth is required for non-loopback addresses \
-             and is not configured. Create a token first with `spool token create --user NAME --data-dir {}`, \
+             and is not configured. Create a token first with `spool token create --user NAME {}`, \
              or use a loopback address such as 127.0.0.1:4747.",
             args.addr,
-            args.data_dir.display()
+            args.store.flag_hint()
         );
     }
 
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating the data directory {}", args.data_dir.display()))?;
-    let db = args.data_dir.join("spool.db");
-    let store = Arc::new(SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?);
-    let file = config::FileConfig::load(args.config.as_deref(), &args.data_dir.join("config.toml"))?;
+    let database = args.store.open().await?;
+    let store = database.shared();
+    let file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
     let models = build_models(&args, &file)?;
     let mut engine_config = EngineConfig::default();
     engine_config.rules.extend(file.permission);
@@ -176,13 +158,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(budget) = file.context_budget_tokens {
         engine_config.context_budget_tokens = budget;
     }
-    let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), engine_config)
+    let engine = Engine::start(store, models, spool_tools::workspace_tools(), engine_config)
         .await
         .context("starting the engine")?;
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
-    tracing::info!(data_dir = %args.data_dir.display(), model = %engine.model_name(), "spool started");
+    tracing::info!(
+        store = database.kind(),
+        data_dir = %args.store.data_dir().display(),
+        model = %engine.model_name(),
+        "spool started"
+    );
     // Tests and scripts wait for this exact line to learn the port.
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "spool listening on http://{bound}")?;
@@ -203,7 +190,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), ..ServerConfig::default() };
     spool_server::serve_state(listener, AppState { engine, config }, shutdown).await.context("serving")?;
     // Runs still executing are marked `server_restarted` at the next start.
-    store.close().await;
+    database.close().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -245,19 +232,6 @@ async fn resolve_addr(raw: &str) -> anyhow::Result<SocketAddr> {
         .or(addrs.first())
         .copied()
         .with_context(|| format!("--addr {raw:?} resolves to no address"))
-}
-
-/// Whether auth is configured: the data directory's database holds an active token.
-/// Checked before anything is created, so a refused start leaves no files behind.
-async fn tokens_exist(data_dir: &std::path::Path) -> anyhow::Result<bool> {
-    let db = data_dir.join("spool.db");
-    if !db.is_file() {
-        return Ok(false);
-    }
-    let store = SqliteStore::open(&db).await.with_context(|| format!("opening {}", db.display()))?;
-    let any = spool_engine::auth::any_token(&store).await?;
-    store.close().await;
-    Ok(any)
 }
 
 /// Waits for SIGINT or SIGTERM and names the one that came.

@@ -1,0 +1,133 @@
+//! Which store `spool` keeps its records in: SQLite in the data directory (the
+//! default, nothing to install) or PostgreSQL when `--database-url` (env
+//! `SPOOL_DATABASE_URL`) names one, so several nodes can share it.
+//!
+//! The choice is made once, here, from the URL's scheme; everything after it sees only
+//! `Arc<dyn Store>`. The enum stays concrete (rather than a bare trait object) because
+//! closing the pool at shutdown is backend-specific.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use spool_engine::Store;
+use spool_store::{PgStore, SqliteStore};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the records live: the flags every command that opens the store takes.
+#[derive(Args)]
+pub struct StoreArgs {
+    /// Directory for the SQLite database (unless --database-url is given) and for
+    /// config.toml; created on first start.
+    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Keep every record in PostgreSQL instead of SQLite: a postgres:// or
+    /// postgresql:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE). The schema is
+    /// created or upgraded on start. Nodes that share one database share sessions.
+    #[arg(long, env = "SPOOL_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// The schemes `--database-url` accepts; both are PostgreSQL's own spellings.
+const POSTGRES_SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+
+/// An open store of either kind.
+pub enum Database {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+impl StoreArgs {
+    /// The PostgreSQL URL, if one is configured; an empty variable counts as unset.
+    /// Anything that is not a PostgreSQL URL is refused rather than taken for a path.
+    fn postgres_url(&self) -> anyhow::Result<Option<&str>> {
+        let Some(url) = self.database_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        match url.split_once("://") {
+            Some((scheme, _)) if POSTGRES_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) => Ok(Some(url)),
+            // Only the scheme is echoed: the rest may hold a password.
+            Some((scheme, _)) => bail!(
+                "--database-url has the unsupported scheme {scheme:?}: use a postgres:// or postgresql:// URL, \
+                 or leave it unset to keep the data in SQLite under --data-dir"
+            ),
+            None => bail!("--database-url must be a postgres:// or postgresql:// URL"),
+        }
+    }
+
+    fn sqlite_path(&self) -> PathBuf {
+        self.data_dir.join("spool.db")
+    }
+
+    /// Opens (creating it if needed) the configured store.
+    pub async fn open(&self) -> anyhow::Result<Database> {
+        if let Some(url) = self.postgres_url()? {
+            let store = PgStore::connect(url).await.context("opening the PostgreSQL database (--database-url)")?;
+            return Ok(Database::Postgres(store));
+        }
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("creating the data directory {}", self.data_dir.display()))?;
+        let path = self.sqlite_path();
+        let store = SqliteStore::open(&path).await.with_context(|| format!("opening {}", path.display()))?;
+        Ok(Database::Sqlite(store))
+    }
+
+    /// Whether auth is configured: the store holds an active token. A SQLite store that
+    /// does not exist yet has none, and is not created by asking, so a refused start
+    /// leaves no files behind.
+    pub async fn tokens_exist(&self) -> anyhow::Result<bool> {
+        if self.postgres_url()?.is_none() && !self.sqlite_path().is_file() {
+            return Ok(false);
+        }
+        let database = self.open().await?;
+        let any = spool_engine::auth::any_token(database.store()).await;
+        database.close().await;
+        Ok(any?)
+    }
+
+    /// How to name this store in a hint about another command (`--data-dir DIR`, or
+    /// the URL flag without its value, which may hold a password).
+    pub fn flag_hint(&self) -> String {
+        match self.postgres_url() {
+            Ok(Some(_)) => "--database-url URL".to_owned(),
+            _ => format!("--data-dir {}", self.data_dir.display()),
+        }
+    }
+
+    /// The data directory, where config.toml is looked for whichever store is used.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Database {
+    pub fn store(&self) -> &dyn Store {
+        match self {
+            Database::Sqlite(store) => store,
+            Database::Postgres(store) => store,
+        }
+    }
+
+    /// A shared handle for the engine.
+    pub fn shared(&self) -> Arc<dyn Store> {
+        match self {
+            Database::Sqlite(store) => Arc::new(store.clone()),
+            Database::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+
+    /// Which kind of store, for the start-up log line.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "sqlite",
+            Database::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Closes every connection, waiting for queries in flight.
+    pub async fn close(&self) {
+        match self {
+            Database::Sqlite(store) => store.close().await,
+            Database::Postgres(store) => store.close().await,
+        }
+    }
+}
