@@ -42,13 +42,16 @@ const MAX_KEY: usize = 128;
 /// How long a repeat waits for the first request with its key to finish.
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(30);
 
-#[derive(serde::Serialize)]
+/// The answer to a decision that was applied (kept verbatim for idempotent repeats).
+#[derive(serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct Decided<'a> {
-    approval_id: &'a ApprovalId,
-    run_id: &'a RunId,
-    decision: &'a Decision,
-    status: &'static str,
+pub struct Decided<'a> {
+    pub approval_id: &'a ApprovalId,
+    pub run_id: &'a RunId,
+    pub decision: &'a Decision,
+    /// Always `resolved`.
+    #[schema(value_type = String, pattern = "^resolved$")]
+    pub status: &'static str,
 }
 
 impl Engine {

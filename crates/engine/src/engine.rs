@@ -67,7 +67,7 @@ impl Default for EngineConfig {
 }
 
 /// What an approval does when no interactive view (`?approvals=1`) is connected.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalPolicy {
     /// It stays pending, durably, until someone decides (or it expires).
@@ -78,7 +78,7 @@ pub enum ApprovalPolicy {
 }
 
 /// What happens to a run when its last listener leaves (seed 003's disconnect policy).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnDisconnect {
     /// The run goes on; its results are stored for the next visit.
@@ -185,7 +185,7 @@ impl Loaded {
 }
 
 /// A prompt's acceptance: the run it started, or the run its requestId already named.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptAccepted {
     pub request_id: String,
@@ -196,7 +196,7 @@ pub struct PromptAccepted {
 }
 
 /// A session as lists show it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     #[serde(flatten)]
@@ -206,7 +206,7 @@ pub struct SessionInfo {
 
 /// `GET /api/sessions/:id`: the session plus the state a snapshot carries, and the
 /// cursor that state corresponds to.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionDetail {
     #[serde(flatten)]
@@ -218,7 +218,7 @@ pub struct SessionDetail {
 }
 
 /// A page of history.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct MessagePage {
     pub messages: Vec<IndexedMessage>,
     pub total: u64,

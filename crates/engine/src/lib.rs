@@ -18,7 +18,7 @@ pub mod store;
 pub mod tool;
 pub mod view;
 
-pub use approvals::{DecisionInput, DecisionTarget};
+pub use approvals::{Decided, DecisionInput, DecisionTarget};
 pub use engine::{
     ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,
     PromptInput, SessionDetail, SessionInfo, SessionPatch,

@@ -1,20 +1,25 @@
 //! The API's error body, `{"error": {"code", "message"}}`, defined once: the server
-//! answers with it, and the engine stores it verbatim for idempotent replays.
+//! answers with it, the engine stores it verbatim for idempotent replays, and the
+//! server's OpenAPI document describes it from these same types.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Inner<'a>,
+/// What every error response of the API carries.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody<'a> {
+    pub error: ErrorDetail<'a>,
 }
 
-#[derive(Serialize)]
-struct Inner<'a> {
-    code: &'a str,
-    message: &'a str,
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// A stable machine-readable code (`not_found`, `invalid_body`, `session_busy`, …).
+    pub code: &'a str,
+    /// A sentence for a person.
+    pub message: &'a str,
 }
 
 /// The JSON text of an error response.
 pub fn error_body(code: &str, message: &str) -> String {
-    serde_json::to_string(&Body { error: Inner { code, message } }).expect("two strings always serialize")
+    serde_json::to_string(&ErrorBody { error: ErrorDetail { code, message } }).expect("two strings always serialize")
 }

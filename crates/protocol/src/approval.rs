@@ -8,9 +8,10 @@
 use crate::ids::*;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// What a rule does with a matching tool call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionAction {
     Allow,
@@ -22,7 +23,7 @@ pub enum PermissionAction {
 /// characters, `/` included) and `?` (one character); `pattern` matches the tool's main
 /// argument (a path or a command) and defaults to `*`. Among matching rules the last
 /// one wins.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PermissionRule {
     pub tool: String,
     #[serde(default = "any", skip_serializing_if = "is_any")]
@@ -98,7 +99,7 @@ pub fn default_rules() -> Vec<PermissionRule> {
 }
 
 /// What kind of answer an approval needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalKind {
     /// Run this tool call or not.
@@ -109,7 +110,7 @@ pub enum ApprovalKind {
     ProvideInput,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalStatus {
     Pending,
@@ -141,7 +142,7 @@ impl ApprovalStatus {
 
 /// A person's answer. On the wire: `"once"`, `"always"`, `"reject"`, or
 /// `{"fill": {…}}` (approve with these arguments / this input).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// Run this call.
@@ -171,7 +172,7 @@ impl Decision {
 }
 
 /// A pending (or settled) human decision about one tool call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     pub id: ApprovalId,
@@ -193,7 +194,7 @@ pub struct Approval {
 }
 
 /// The outcome of the last resolved approval, as snapshots show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastApproval {
     pub id: ApprovalId,

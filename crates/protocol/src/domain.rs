@@ -4,9 +4,10 @@
 use crate::ids::*;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// A registered directory that a session's tools act on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
     pub id: ProjectId,
@@ -19,7 +20,7 @@ pub struct Project {
 }
 
 /// Whether a session has an active run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     Idle,
@@ -27,7 +28,7 @@ pub enum SessionStatus {
 }
 
 /// One conversation in a project.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: SessionId,
@@ -52,7 +53,7 @@ pub struct Session {
 }
 
 /// Where a run is in its life: `running → interrupted ⇄ running → completed | failed | cancelled`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Running,
@@ -91,7 +92,7 @@ impl RunStatus {
 }
 
 /// Token counts reported by the model, and what they cost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input: u64,
@@ -122,14 +123,14 @@ impl Usage {
 }
 
 /// Why a run failed: a stable machine code plus a human message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RunError {
     pub code: String,
     pub message: String,
 }
 
 /// One prompt's execution.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
     pub id: RunId,
@@ -150,14 +151,14 @@ pub struct Run {
 
 /// Where a confirmed fact came from. Facts are never written from the model's own
 /// guesses: only from a tool call that succeeded, or from a person saying so.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FactSource {
     Tool,
     User,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fact {
     pub text: String,
@@ -168,7 +169,7 @@ pub struct Fact {
 /// What a session remembers beyond its raw messages: confirmed facts, and the summary
 /// of the turns that compaction folded away (messages with `index < summarized_before`
 /// are represented by `summary` in model calls; the store still holds them all).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMemory {
     #[serde(default)]

@@ -23,6 +23,7 @@ use crate::{RunStatus, sse};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use utoipa::ToSchema;
 
 pub const SNAPSHOT: &str = "session.snapshot";
 pub const STATE: &str = "session.state";
@@ -87,7 +88,7 @@ impl Frame {
 }
 
 /// The state a snapshot carries: what a client needs to draw the session from nothing.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionState {
     pub session: Session,
@@ -100,12 +101,16 @@ pub struct SessionState {
     /// Number of committed messages in the whole session.
     pub total: u64,
     /// Messages still being streamed, by the absolute index they will have.
+    // JSON object keys are strings: the schema says so (a `u64` key would read as an
+    // integer `propertyNames`, which no JSON key matches).
     #[serde(with = "index_map")]
+    #[schema(value_type = BTreeMap<String, Message>)]
     pub drafts: BTreeMap<u64, Message>,
     /// Tool executions of the shown rounds, merged by tool call id.
     pub tool_executions: BTreeMap<String, ToolExecution>,
     /// Prompt timings by user message index.
     #[serde(with = "index_map")]
+    #[schema(value_type = BTreeMap<String, PromptTiming>)]
     pub prompt_timings: BTreeMap<u64, PromptTiming>,
     /// Approvals waiting for a decision, oldest first.
     pub pending_approvals: Vec<crate::approval::Approval>,
@@ -114,7 +119,7 @@ pub struct SessionState {
     pub last_approval: Option<crate::approval::LastApproval>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActiveRun {
     pub run_id: RunId,
@@ -122,7 +127,7 @@ pub struct ActiveRun {
     pub status: RunStatus,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
     Running,
@@ -130,7 +135,7 @@ pub enum ToolStatus {
     Error,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolExecution {
     pub tool_call_id: String,
@@ -140,7 +145,7 @@ pub struct ToolExecution {
     pub result: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptTiming {
     pub user_message_index: u64,

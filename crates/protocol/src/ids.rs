@@ -78,6 +78,19 @@ macro_rules! id_type {
             }
         }
 
+        /// A string with the id's prefix: path parameters and fields carry the same shape.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .pattern(Some(concat!("^", $prefix, "_[0-9A-Za-z]{26}$")))
+                    .examples([concat!($prefix, "_01hzy3k8v0q9w7x5c2b4n6m8p0")])
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(s: String) -> Result<Self, IdError> {

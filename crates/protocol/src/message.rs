@@ -7,9 +7,10 @@ use crate::domain::Usage;
 use crate::ids::MessageId;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// One block of message content.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Content {
     Text {
@@ -27,7 +28,7 @@ pub enum Content {
 }
 
 /// Why an assistant message ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
     /// The model finished its answer.
@@ -43,7 +44,7 @@ pub enum StopReason {
 }
 
 /// A message as the agent loop and the model see it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
     User {
@@ -110,7 +111,7 @@ impl Message {
 }
 
 /// A committed message with its id and absolute position in the session.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct IndexedMessage {
     pub id: MessageId,
     /// Absolute position in the session, from 0; never renumbered.

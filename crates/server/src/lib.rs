@@ -18,7 +18,7 @@ mod state;
 
 pub use error::ApiError;
 pub use extract::CurrentUser;
-pub use http::router;
+pub use http::{openapi, router};
 pub use serve::{ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve};
 pub use state::{AppState, ServerConfig};
 

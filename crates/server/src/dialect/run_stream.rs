@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 /// One event of the run stream: seed 003's `StreamEvent` with `type`, `runId` and the
 /// run's dense `sequence`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunEvent {
     #[serde(flatten)]
@@ -47,7 +47,7 @@ pub struct RunEvent {
 }
 
 /// The type-specific part of a [`RunEvent`]. The serde names are the wire `type`s.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEventBody {
     /// The run was accepted. `sessionId` lets a client that sent only a `projectId`
@@ -76,7 +76,7 @@ pub enum RunEventBody {
     Snapshot { session_id: SessionId, status: RunStatus, text: String },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolOutcome {
     Success,

@@ -3,27 +3,27 @@
 //! call; the engine answers with the exact status and body to send, because a repeated
 //! idempotency key must get the first answer byte for byte.
 
+use super::openapi::{RunStreamEvent, WriteErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde::Deserialize;
-use spool_engine::{DecisionInput, DecisionTarget, StoredResponse};
+use spool_engine::{Decided, DecisionInput, DecisionTarget, StoredResponse};
 use spool_protocol::{ApprovalId, Decision, RunId, SessionId};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/sessions/{id}/approvals/{approval}", post(decide))
-        .route("/api/runs/{id}/resume", post(resume))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(decide)).routes(routes!(resume))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct DecideBody {
     /// `once`, `always`, `reject` or `{"fill": {…}}`.
@@ -33,7 +33,7 @@ struct DecideBody {
 }
 
 /// Seed 003's decision vocabulary: approve, reject, or fill in the arguments.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum ResumeDecision {
     Approve,
@@ -41,15 +41,26 @@ enum ResumeDecision {
     Fill(serde_json::Value),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ResumeBody {
+    /// The `per_…` id of the `interrupt` event being answered.
     interrupt_id: String,
     decision: ResumeDecision,
     message: Option<String>,
     idempotency_key: String,
 }
 
+/// Decides a pending approval of the session. An idempotency key repeated gets the
+/// first answer again, byte for byte.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/approvals/{approval}",
+    tag = "runs",
+    params(("id" = SessionId, Path), ("approval" = ApprovalId, Path)),
+    request_body = DecideBody,
+    responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), WriteErrors)
+)]
 async fn decide(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -61,7 +72,8 @@ async fn decide(
     Ok(stored(reply))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ResumeQuery {
     /// With an event-stream answer: continue after this run-stream sequence.
     after: Option<u64>,
@@ -69,6 +81,22 @@ struct ResumeQuery {
 
 /// With `Accept: text/event-stream` the answer is the run stream's continuation (see
 /// `chat.rs`); otherwise the stored JSON reply.
+#[utoipa::path(
+    post,
+    path = "/api/runs/{id}/resume",
+    tag = "runs",
+    params(("id" = RunId, Path), ResumeQuery),
+    request_body = ResumeBody,
+    responses(
+        (
+            status = 200,
+            description = "The decision was applied. With `Accept: text/event-stream`, the run stream's \
+                continuation (see `POST /api/chat`) up to the next `interrupt`, `done` or `error`",
+            content((Decided = "application/json"), (RunStreamEvent = "text/event-stream"))
+        ),
+        WriteErrors,
+    )
+)]
 async fn resume(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

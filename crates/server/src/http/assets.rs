@@ -13,13 +13,15 @@
 //!   no catch-all route that would hide the API's JSON 404s.
 
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::Path;
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use include_dir::{Dir, include_dir};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 static APP: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../web/app");
 
@@ -28,14 +30,43 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
     form-action 'self'";
 const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/", get(index)).route("/ui/{*path}", get(asset))
+pub fn router() -> OpenApiRouter<AppState> {
+    // axum's catch-all `{*path}` is not an OpenAPI path template, so the asset route is
+    // described under `/ui/{path}` by hand (its operation still comes from `asset`).
+    #[derive(OpenApi)]
+    #[openapi(paths(asset))]
+    struct Assets;
+    OpenApiRouter::with_openapi(Assets::openapi()).routes(routes!(index)).route("/ui/{*path}", get(asset))
 }
 
+/// The browser UI's page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "ui",
+    security(()),
+    responses(
+        (status = 200, description = "The page", content_type = "text/html; charset=utf-8", body = String),
+        (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)"),
+    )
+)]
 async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
 }
 
+/// One of the UI's files (ES modules, styles, icons).
+#[utoipa::path(
+    get,
+    path = "/ui/{path}",
+    tag = "ui",
+    security(()),
+    params(("path" = String, Path, description = "The file's path under `web/app`, `/` included")),
+    responses(
+        (status = 200, description = "The file, with its own content type", content_type = "*/*", body = String),
+        (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)"),
+        (status = 404, description = "No such file", body = spool_protocol::api::ErrorBody),
+    )
+)]
 async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
     serve(&path, &headers)
 }

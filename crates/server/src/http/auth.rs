@@ -3,29 +3,41 @@
 //! connections then carry; `POST /api/logout` clears it; `GET /api/auth` tells a page
 //! whether it must ask for a token and who it is.
 
+use super::openapi::WriteErrors;
 use crate::error::ApiError;
 use crate::extract::{AUTH_COOKIE, JsonBody, cookie, same_origin};
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use spool_protocol::UserId;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/auth", get(status)).route("/api/login", post(login)).route("/api/logout", post(logout))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(status)).routes(routes!(login)).routes(routes!(logout))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct AuthStatus {
+    /// Whether this server asks for a token.
     required: bool,
     /// The user this request authenticates as, if any.
     user: Option<UserId>,
 }
 
+/// Whether the server requires a token, and who this request is.
+#[utoipa::path(
+    get,
+    path = "/api/auth",
+    tag = "auth",
+    security(()),
+    responses((status = 200, body = AuthStatus))
+)]
 async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<AuthStatus>, ApiError> {
     let required = state.engine.auth_required().await?;
     let user = if !required {
@@ -41,11 +53,28 @@ async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Jso
     Ok(Json(AuthStatus { required, user }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct LoginBody {
     token: String,
 }
 
+/// Checks a token and sets it as the HttpOnly login cookie.
+#[utoipa::path(
+    post,
+    path = "/api/login",
+    tag = "auth",
+    security(()),
+    request_body = LoginBody,
+    responses(
+        (
+            status = 200,
+            description = "The token is valid; `Set-Cookie` carries it",
+            body = AuthStatus,
+            headers(("Set-Cookie" = String, description = "`spool_token=…; HttpOnly; SameSite=Strict; Path=/`"))
+        ),
+        WriteErrors,
+    )
+)]
 async fn login(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -75,8 +104,28 @@ async fn login(
     Ok(response)
 }
 
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct LoggedOut {
+    /// Always true.
+    logged_out: bool,
+}
+
+/// Clears the login cookie.
+#[utoipa::path(
+    post,
+    path = "/api/logout",
+    tag = "auth",
+    security(()),
+    responses((
+        status = 200,
+        description = "The cookie is cleared",
+        body = LoggedOut,
+        headers(("Set-Cookie" = String, description = "`spool_token=; …; Max-Age=0`"))
+    ))
+)]
 async fn logout() -> Response {
-    let mut response = Json(serde_json::json!({"loggedOut": true})).into_response();
+    let mut response = Json(LoggedOut { logged_out: true }).into_response();
     let clear = format!("{AUTH_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII cookie"));
     response

@@ -23,18 +23,18 @@
 //! client that stops reading is cut and dropped; closing the stream never cancels the
 //! run unless the prompt said `onDisconnect: "cancel"`.
 
+use super::openapi::RunStreamEvent;
+use super::openapi::{StreamErrors, WriteErrors};
 use crate::dialect::run_stream::{Mapped, RunEvent, RunEventBody, RunStream};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId, QueryParams};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
@@ -50,20 +50,25 @@ use std::convert::Infallible;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 const EVENT_STREAM: &str = "text/event-stream";
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/chat", post(chat)).route("/api/runs/{id}/events", get(events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(events))
 }
 
 /// Seed 003's chat body: a session to continue, or a project to start a session in.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ChatBody {
+    /// The `ses_…` session to continue.
     session_id: Option<String>,
+    /// Without a session: the `prj_…` project to start a new session in.
     project_id: Option<String>,
     text: String,
     /// The same requestId again follows the run it started instead of starting one.
@@ -73,8 +78,10 @@ struct ChatBody {
     on_disconnect: OnDisconnect,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct AfterQuery {
+    /// The last sequence the client has (`Last-Event-ID` wins).
     after: Option<u64>,
 }
 
@@ -87,6 +94,20 @@ enum After {
     Interrupt(ApprovalId),
 }
 
+/// Starts a run (or follows the one this `requestId` started) and streams it: SSE
+/// `event: <type>` / `data: <json>` with `run_started`, `text_delta`, `tool_started`,
+/// `tool_finished`, `interrupt`, `done` and `error`. The stream ends after `done`,
+/// `error`, or an `interrupt` that waits for a decision (`POST /api/runs/{id}/resume`).
+#[utoipa::path(
+    post,
+    path = "/api/chat",
+    tag = "streams",
+    request_body = ChatBody,
+    responses(
+        (status = 200, description = "The run stream", content_type = "text/event-stream", body = RunStreamEvent),
+        WriteErrors,
+    )
+)]
 async fn chat(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -144,6 +165,20 @@ async fn chat(
 
 /// `GET /api/runs/:id/events?after=N` (or `Last-Event-ID: N`, which wins, as on the
 /// native stream): the run's events after sequence N, then live.
+#[utoipa::path(
+    get,
+    path = "/api/runs/{id}/events",
+    tag = "streams",
+    params(
+        ("id" = RunId, Path),
+        ("Last-Event-ID" = Option<String>, Header, description = "The last sequence the client has"),
+        AfterQuery,
+    ),
+    responses(
+        (status = 200, description = "The run stream", content_type = "text/event-stream", body = RunStreamEvent),
+        StreamErrors,
+    )
+)]
 async fn events(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -475,7 +510,8 @@ mod tests {
         let path = dir.path().join("project");
         let project = engine.create_project(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
         let state = AppState { engine: engine.clone(), config: crate::ServerConfig::default() };
-        let app = router().route("/api/runs/{id}/resume", post(resume)).with_state(state);
+        let (routes, _) = router().split_for_parts();
+        let app = routes.route("/api/runs/{id}/resume", axum::routing::post(resume)).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let shutdown = CancellationToken::new();

@@ -5,17 +5,17 @@
 //! merges in heartbeats and sets the headers. axum's `Sse` type is not used: it would
 //! re-encode every frame per subscriber.
 
+use super::openapi::SessionStreamEvent;
+use super::openapi::StreamErrors;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId, QueryParams};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use bytes::Bytes;
 use futures::Stream;
 use serde::Deserialize;
@@ -25,22 +25,45 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/sessions/{id}/events", get(stream))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream))
 }
 
 /// `?cursor=` resumes like `Last-Event-ID`. `?approvals=1` registers the connection as
 /// an interactive view: a place where a person can answer approvals (seed 000/001).
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventsQuery {
+    /// `streamId:seq` of the last frame the client has (the `Last-Event-ID` header wins).
     cursor: Option<String>,
+    /// `1` or `true`: this connection is a place where a person answers approvals.
     approvals: Option<String>,
 }
 
+/// The native session stream: a `session.snapshot` or the replay after the cursor,
+/// then live frames (`session.state`, `run.accepted`, `loop.event`), each with SSE id
+/// `streamId:seq`, and a `heartbeat` event in silences. It does not end on its own.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/events",
+    tag = "streams",
+    params(
+        ("id" = SessionId, Path),
+        ("Last-Event-ID" = Option<String>, Header, description = "`streamId:seq` to resume after"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = SessionStreamEvent),
+        StreamErrors,
+    )
+)]
 async fn stream(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

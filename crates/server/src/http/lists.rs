@@ -6,30 +6,55 @@
 //! `projects.changed` as they happen, with the session stream's headers and heartbeat.
 
 use super::events::sse_response;
+use super::openapi::ListStreamEvent;
+use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId};
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 use spool_protocol::{Session, SessionId};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/workspaces/events", get(stream)).route("/api/sessions/{id}/read", post(read))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream)).routes(routes!(read))
 }
 
+/// The list stream: `lists.reset`, then `sessions.changed` / `projects.changed`, and a
+/// `heartbeat` event in silences. It does not end on its own.
+#[utoipa::path(
+    get,
+    path = "/api/workspaces/events",
+    tag = "streams",
+    responses(
+        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = ListStreamEvent),
+        StreamErrors,
+    )
+)]
 async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Response {
     // Only the user's own projects: the notifier keeps a sequence per owner.
     sse_response(state.engine.lists().subscribe(user), state.config.heartbeat)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct ReadBody {
+    /// The highest message index the person has seen.
     index: u64,
 }
 
+/// Records a read receipt.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/read",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    request_body = ReadBody,
+    responses((status = 200, body = Session), WriteErrors)
+)]
 async fn read(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

@@ -1,6 +1,10 @@
 //! The HTTP API: one file per resource, each with a `router()`, assembled here with the
 //! layers every route shares (body limit, panic catcher, tracing) and JSON answers for
 //! unknown routes and wrong methods.
+//!
+//! A resource's `router()` is a `utoipa_axum` `OpenApiRouter`: registering a handler
+//! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
+//! served at `/api/openapi.json` lists exactly the routes this file assembles.
 
 mod approvals;
 mod assets;
@@ -11,6 +15,7 @@ mod health;
 mod lists;
 mod metrics;
 mod models;
+mod openapi;
 mod opencode;
 mod projects;
 mod runs;
@@ -26,11 +31,21 @@ use axum::response::{IntoResponse, Response};
 use std::any::Any;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+pub use openapi::openapi;
 
 /// The whole API over `state`.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
-    let routes = Router::new()
+    let (routes, _document) = api().split_for_parts();
+    with_layers(routes.with_state(state), body_limit)
+}
+
+/// Every route, each with its OpenAPI operation.
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(health::router())
         .merge(auth::router())
         .merge(models::router())
@@ -45,8 +60,7 @@ pub fn router(state: AppState) -> Router {
         .merge(chat::router())
         .merge(ws::router())
         .merge(opencode::router())
-        .with_state(state);
-    with_layers(routes, body_limit)
+        .merge(openapi::router())
 }
 
 /// Fallbacks and the layers shared by every route. Separate from [`router`] so a test

@@ -3,24 +3,29 @@
 //! so a client can say that answers are scripted.
 
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use spool_engine::ModelInfo;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/models", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ModelList {
+    /// The name of the default model.
     default: String,
     /// False when only the offline scripted model is available.
     configured: bool,
     models: Vec<ModelInfo>,
 }
 
+/// The configured models.
+#[utoipa::path(get, path = "/api/models", tag = "meta", security(()), responses((status = 200, body = ModelList)))]
 async fn list(State(state): State<AppState>) -> Json<ModelList> {
     let models = state.engine.models();
     let configured = models.iter().any(|m| m.name != "scripted");

@@ -24,9 +24,11 @@
 //! `messageID` becomes its `requestId`, so a retried prompt runs once. Errors carry both
 //! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`.
 
+use super::openapi::OpenCodeErrors;
+use super::openapi::OpenCodeStreamEvent;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
-use crate::opencode::directory::Directory;
+use crate::opencode::directory::{Directory, DirectoryParams};
 use crate::opencode::global::{self, GlobalStream};
 use crate::opencode::ids;
 use crate::opencode::marks::PromptMarks;
@@ -34,40 +36,42 @@ use crate::opencode::records::{self, Scope};
 use crate::opencode::wire::{MessageInfo, MessageWithParts, Permission, Reply, SessionInfo, Status};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Path, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use futures::StreamExt;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use spool_engine::{DecisionInput, DecisionTarget, Engine, PromptInput, SessionPatch, StoredResponse};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::sse::Decoder;
 use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, PermissionRule, Session, SessionId, UserId};
 use std::collections::{BTreeMap, HashMap};
 use tokio_util::sync::CancellationToken;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 /// Page size when reading history from the store.
 const PAGE: u32 = spool_engine::MAX_PAGE;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/global/health", get(health))
-        .route("/session", get(list).post(create))
-        .route("/session/status", get(status))
-        .route("/session/{id}", get(get_session).patch(update).delete(delete))
-        .route("/session/{id}/message", get(messages).post(prompt))
-        .route("/session/{id}/prompt_async", post(prompt_async))
-        .route("/session/{id}/abort", post(abort))
-        .route("/session/{id}/permissions/{permission}", post(respond))
-        .route("/permission", get(permissions))
-        .route("/permission/{id}/reply", post(reply))
-        .route("/event", get(events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(list, create))
+        .routes(routes!(status))
+        .routes(routes!(get_session, update, delete))
+        .routes(routes!(messages, prompt))
+        .routes(routes!(prompt_async))
+        .routes(routes!(abort))
+        .routes(routes!(respond))
+        .routes(routes!(permissions))
+        .routes(routes!(reply))
+        .routes(routes!(events))
         .layer(Extension(PromptMarks::default()))
         .layer(axum::middleware::map_response(opencode_errors))
 }
@@ -161,31 +165,75 @@ async fn opencode_errors(response: Response) -> Response {
     let Ok(serde_json::Value::Object(mut json)) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let message = json.get("error").and_then(|e| e.get("message")).cloned().unwrap_or_default();
+    let message = json.get("error").and_then(|e| e.get("message")).and_then(|m| m.as_str()).unwrap_or_default();
     let name = match status {
         StatusCode::BAD_REQUEST => "BadRequest",
         StatusCode::NOT_FOUND => "NotFoundError",
         _ => "UnknownError",
     };
-    json.insert("name".into(), name.into());
-    json.insert("data".into(), serde_json::json!({ "message": message }));
+    let named = NamedError { name, data: NamedErrorData { message: message.to_owned() } };
+    let serde_json::Value::Object(named) = serde_json::to_value(named).expect("plain data serializes") else {
+        unreachable!("a struct serializes to an object")
+    };
+    json.extend(named);
     parts.headers.remove(CONTENT_LENGTH);
     let body = serde_json::to_vec(&json).expect("a JSON value serializes");
     Response::from_parts(parts, Body::from(body))
 }
 
-// ---- health and sessions --------------------------------------------------------------
-
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "healthy": true, "version": env!("CARGO_PKG_VERSION") }))
+/// OpenCode's half of an error body, put beside Spool's `error` by [`opencode_errors`].
+/// The document's `OpenCodeErrorBody` is the two together.
+#[derive(Serialize, ToSchema)]
+pub(super) struct NamedError {
+    /// `BadRequest`, `NotFoundError` or `UnknownError`.
+    name: &'static str,
+    data: NamedErrorData,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Serialize, ToSchema)]
+struct NamedErrorData {
+    /// The same text as `error.message`.
+    message: String,
+}
+
+// ---- health and sessions --------------------------------------------------------------
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = opencode::Health)]
+struct Health {
+    /// Always true.
+    healthy: bool,
+    version: &'static str,
+}
+
+#[utoipa::path(
+    get,
+    path = "/global/health",
+    tag = "opencode",
+    security(()),
+    responses((status = 200, body = Health))
+)]
+async fn health() -> Json<Health> {
+    Json(Health { healthy: true, version: env!("CARGO_PKG_VERSION") })
+}
+
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// At most this many sessions.
     limit: Option<usize>,
+    /// Only sessions whose title contains this (any case).
     search: Option<String>,
 }
 
+/// The directory's sessions, most recently updated first.
+#[utoipa::path(
+    get,
+    path = "/session",
+    tag = "opencode",
+    params(DirectoryParams, ListQuery),
+    responses((status = 200, body = Vec<SessionInfo>), OpenCodeErrors)
+)]
 async fn list(
     State(state): State<AppState>,
     dir: Directory,
@@ -203,13 +251,23 @@ async fn list(
     Ok(Json(infos))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::CreateBody)]
 struct CreateBody {
     title: Option<String>,
     #[serde(rename = "parentID")]
     parent_id: Option<String>,
 }
 
+/// A new session in the directory's project. The body may be absent.
+#[utoipa::path(
+    post,
+    path = "/session",
+    tag = "opencode",
+    params(DirectoryParams),
+    request_body = Option<CreateBody>,
+    responses((status = 200, body = SessionInfo), OpenCodeErrors)
+)]
 async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> Result<Json<SessionInfo>, ApiError> {
     let body: CreateBody = body(&bytes)?;
     if body.parent_id.is_some() {
@@ -219,6 +277,14 @@ async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> 
     Ok(Json(records::session_info(&session, &dir.project.path)))
 }
 
+/// `{sessionID: {type: "busy"}}` for each busy session of the directory.
+#[utoipa::path(
+    get,
+    path = "/session/status",
+    tag = "opencode",
+    params(DirectoryParams),
+    responses((status = 200, body = BTreeMap<String, Status>), OpenCodeErrors)
+)]
 async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BTreeMap<String, Status>>, ApiError> {
     let sessions = state.engine.list_sessions(&dir.user, &dir.project.id, false).await?;
     Ok(Json(
@@ -230,6 +296,13 @@ async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BT
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/session/{id}",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = SessionInfo), OpenCodeErrors)
+)]
 async fn get_session(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -244,26 +317,41 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::
     serde_json::Value::deserialize(d).map(Some)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::PatchTime)]
 struct PatchTime {
+    /// A timestamp archives the session; `null` or 0 restores it.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<f64>)]
     archived: Option<serde_json::Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PatchRule)]
 struct PatchRule {
     permission: String,
     pattern: Option<String>,
     action: spool_protocol::PermissionAction,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::PatchBody)]
 struct PatchBody {
     title: Option<String>,
     time: Option<PatchTime>,
     permission: Option<Vec<PatchRule>>,
 }
 
+/// Changes the title, the archived state or the session's permission rules. The body
+/// may be absent.
+#[utoipa::path(
+    patch,
+    path = "/session/{id}",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    request_body = Option<PatchBody>,
+    responses((status = 200, body = SessionInfo), OpenCodeErrors)
+)]
 async fn update(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -284,6 +372,13 @@ async fn update(
     Ok(Json(info(&state.engine, &user, &session).await?))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/session/{id}",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, description = "Deleted: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
+)]
 async fn delete(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -295,12 +390,23 @@ async fn delete(
 
 // ---- messages and prompts -------------------------------------------------------------
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct MessagesQuery {
+    /// The latest this many messages.
     limit: Option<usize>,
+    /// Only messages before this message id of the session.
     before: Option<String>,
 }
 
+/// The session's messages with their parts, oldest first.
+#[utoipa::path(
+    get,
+    path = "/session/{id}/message",
+    tag = "opencode",
+    params(("id" = SessionId, Path), MessagesQuery),
+    responses((status = 200, body = Vec<MessageWithParts>), OpenCodeErrors)
+)]
 async fn messages(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -318,20 +424,24 @@ async fn messages(
     Ok(Json(history(&state.engine, &user, &detail.session, before, query.limit).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PartInput)]
 struct PartInput {
+    /// Only `text` can be prompted.
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::ModelChoice)]
 struct ModelChoice {
     #[serde(rename = "modelID")]
     model_id: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PromptBody)]
 struct PromptBody {
     parts: Vec<PartInput>,
     #[serde(rename = "messageID")]
@@ -380,6 +490,15 @@ async fn start(
     Ok(engine.prompt(user, id, input).await?)
 }
 
+/// Starts a run and answers at once.
+#[utoipa::path(
+    post,
+    path = "/session/{id}/prompt_async",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    request_body = PromptBody,
+    responses((status = 204, description = "The run started"), OpenCodeErrors)
+)]
 async fn prompt_async(
     State(state): State<AppState>,
     Extension(marks): Extension<PromptMarks>,
@@ -393,6 +512,14 @@ async fn prompt_async(
 
 /// Prompts and answers once the run settled — after any permission it asks on the way
 /// has been answered — with the run's last assistant message.
+#[utoipa::path(
+    post,
+    path = "/session/{id}/message",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    request_body = PromptBody,
+    responses((status = 200, body = MessageWithParts), OpenCodeErrors)
+)]
 async fn prompt(
     State(state): State<AppState>,
     Extension(marks): Extension<PromptMarks>,
@@ -459,6 +586,13 @@ async fn wait_settled(frames: &mut spool_engine::Subscription, run: &spool_proto
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/session/{id}/abort",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, description = "`true`, whether or not a run was active", content_type = "application/json", body = bool), OpenCodeErrors)
+)]
 async fn abort(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -470,11 +604,21 @@ async fn abort(
 
 // ---- permissions ------------------------------------------------------------------------
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::RespondBody)]
 struct RespondBody {
     response: Reply,
 }
 
+/// Answers a permission (the v1 SDK's route).
+#[utoipa::path(
+    post,
+    path = "/session/{id}/permissions/{permission}",
+    tag = "opencode",
+    params(("id" = SessionId, Path), ("permission" = ApprovalId, Path)),
+    request_body = RespondBody,
+    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
+)]
 async fn respond(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -490,12 +634,22 @@ async fn respond(
     Ok(decided(reply))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::ReplyBody)]
 struct ReplyBody {
     reply: Reply,
     message: Option<String>,
 }
 
+/// Answers a permission (the v2 SDK's route).
+#[utoipa::path(
+    post,
+    path = "/permission/{id}/reply",
+    tag = "opencode",
+    params(("id" = ApprovalId, Path)),
+    request_body = ReplyBody,
+    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
+)]
 async fn reply(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -511,6 +665,14 @@ async fn reply(
     Ok(decided(reply))
 }
 
+/// The pending permissions of the directory's sessions.
+#[utoipa::path(
+    get,
+    path = "/permission",
+    tag = "opencode",
+    params(DirectoryParams),
+    responses((status = 200, body = Vec<Permission>), OpenCodeErrors)
+)]
 async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
     let engine = &state.engine;
     let pending = engine.pending_approvals_of(&dir.user).await?;
@@ -535,12 +697,26 @@ async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Js
 
 // ---- events -------------------------------------------------------------------------------
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventQuery {
     /// `legacy`: also seed 004's per-token `message.part.updated` (text so far + delta).
     deltas: Option<String>,
 }
 
+/// The directory's events: `data: {"id", "type", "properties"}` per event, starting
+/// with `server.connected`, with `server.heartbeat` in silences. It does not end on
+/// its own.
+#[utoipa::path(
+    get,
+    path = "/event",
+    tag = "opencode",
+    params(DirectoryParams, EventQuery),
+    responses(
+        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = OpenCodeStreamEvent),
+        OpenCodeErrors,
+    )
+)]
 async fn events(
     State(state): State<AppState>,
     Extension(marks): Extension<PromptMarks>,

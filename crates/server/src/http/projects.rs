@@ -2,37 +2,50 @@
 //! their messages and runs, aborting an active run first); files on disk are never
 //! touched. See `Engine::delete_project`.
 
+use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId};
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Deserialize;
 use spool_protocol::{Project, ProjectId};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/projects", get(list).post(create))
-        .route("/api/projects/{id}", get(show).patch(rename).delete(remove))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list, create)).routes(routes!(show, rename, remove))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct CreateProject {
+    /// An existing directory; stored as its canonical absolute path.
     path: String,
+    /// Defaults to the directory's name.
     name: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct RenameProject {
     name: String,
 }
 
+/// The caller's projects.
+#[utoipa::path(get, path = "/api/projects", tag = "projects", responses((status = 200, body = Vec<Project>), ReadErrors))]
 async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<Vec<Project>>, ApiError> {
     Ok(Json(state.engine.list_projects(&user).await?))
 }
 
+/// Registers a directory.
+#[utoipa::path(
+    post,
+    path = "/api/projects",
+    tag = "projects",
+    request_body = CreateProject,
+    responses((status = 201, body = Project), WriteErrors)
+)]
 async fn create(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -42,6 +55,13 @@ async fn create(
     Ok((StatusCode::CREATED, Json(project)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/projects/{id}",
+    tag = "projects",
+    params(("id" = ProjectId, Path)),
+    responses((status = 200, body = Project), ReadErrors)
+)]
 async fn show(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -50,6 +70,14 @@ async fn show(
     Ok(Json(state.engine.project(&user, &id).await?))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/projects/{id}",
+    tag = "projects",
+    params(("id" = ProjectId, Path)),
+    request_body = RenameProject,
+    responses((status = 200, body = Project), WriteErrors)
+)]
 async fn rename(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -59,6 +87,14 @@ async fn rename(
     Ok(Json(state.engine.rename_project(&user, &id, &body.name).await?))
 }
 
+/// Deletes the project and its sessions; files on disk are not touched.
+#[utoipa::path(
+    delete,
+    path = "/api/projects/{id}",
+    tag = "projects",
+    params(("id" = ProjectId, Path)),
+    responses((status = 204, description = "Deleted"), WriteErrors)
+)]
 async fn remove(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

@@ -1,24 +1,24 @@
 //! Runs: accept a prompt (idempotent by `requestId`), abort the active run, show a run.
 
+use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId};
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use spool_engine::{ApprovalPolicy, OnDisconnect, PromptAccepted, PromptInput};
 use spool_protocol::{Run, RunId, SessionId};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/sessions/{id}/prompt", post(prompt))
-        .route("/api/sessions/{id}/abort", post(abort))
-        .route("/api/runs/{id}", get(show))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(prompt)).routes(routes!(abort)).routes(routes!(show))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct PromptBody {
     text: String,
@@ -30,7 +30,7 @@ struct PromptBody {
     on_disconnect: OnDisconnect,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct Aborted {
     aborted: bool,
@@ -39,6 +39,14 @@ struct Aborted {
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the
 /// client gets the run to follow, and nothing started twice.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/prompt",
+    tag = "runs",
+    params(("id" = SessionId, Path)),
+    request_body = PromptBody,
+    responses((status = 202, description = "The run to follow on the session stream", body = PromptAccepted), WriteErrors)
+)]
 async fn prompt(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -56,6 +64,13 @@ async fn prompt(
 }
 
 /// Returns once the run is settled as `cancelled`; with nothing running it is a no-op.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/abort",
+    tag = "runs",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = Aborted), WriteErrors)
+)]
 async fn abort(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -65,6 +80,13 @@ async fn abort(
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/runs/{id}",
+    tag = "runs",
+    params(("id" = RunId, Path)),
+    responses((status = 200, body = Run), ReadErrors)
+)]
 async fn show(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

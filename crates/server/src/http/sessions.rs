@@ -1,54 +1,73 @@
 //! Sessions and their history: create, list by project, show (with the state a
 //! snapshot carries), patch title/archived, delete, and page through messages.
 
+use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
 use crate::extract::{ApiId, CurrentUser, JsonBody, PathId, QueryParams};
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 use spool_engine::{MessagePage, SessionDetail, SessionInfo, SessionPatch};
 use spool_protocol::{ProjectId, Session, SessionId, SessionMemory};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/sessions", post(create))
-        .route("/api/projects/{id}/sessions", get(list))
-        .route("/api/sessions/{id}", get(show).patch(update).delete(remove))
-        .route("/api/sessions/{id}/messages", get(messages))
-        .route("/api/sessions/{id}/memory", get(memory))
-        .route("/api/sessions/{id}/facts", post(confirm_fact))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(list))
+        .routes(routes!(show, update, remove))
+        .routes(routes!(messages))
+        .routes(routes!(memory))
+        .routes(routes!(confirm_fact))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateSession {
+    /// A `prj_…` id; one that names no project of the caller is a 404.
     project_id: String,
     title: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// List archived sessions instead of the others.
     #[serde(default)]
     archived: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct UpdateSession {
     title: Option<String>,
     archived: Option<bool>,
+    /// Replaces the session's own permission rules.
     permissions: Option<Vec<spool_protocol::PermissionRule>>,
+    /// A configured model's name.
     model: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct HistoryQuery {
+    /// Messages with an index below this one (default: the newest).
     before: Option<u64>,
+    /// At most this many messages.
     limit: Option<u32>,
 }
 
+/// Starts a session in a project.
+#[utoipa::path(
+    post,
+    path = "/api/sessions",
+    tag = "sessions",
+    request_body = CreateSession,
+    responses((status = 201, body = Session), WriteErrors)
+)]
 async fn create(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -60,6 +79,14 @@ async fn create(
     Ok((StatusCode::CREATED, Json(session)))
 }
 
+/// The project's sessions, newest activity first.
+#[utoipa::path(
+    get,
+    path = "/api/projects/{id}/sessions",
+    tag = "sessions",
+    params(("id" = ProjectId, Path), ListQuery),
+    responses((status = 200, body = Vec<SessionInfo>), ReadErrors)
+)]
 async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -69,6 +96,14 @@ async fn list(
     Ok(Json(state.engine.list_sessions(&user, &project_id, query.archived).await?))
 }
 
+/// The session with the state a snapshot carries, and the cursor of that state.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = SessionDetail), ReadErrors)
+)]
 async fn show(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -77,6 +112,15 @@ async fn show(
     Ok(Json(state.engine.session(&user, &id).await?))
 }
 
+/// Changes title, archived flag, permission rules or model; absent fields stay.
+#[utoipa::path(
+    patch,
+    path = "/api/sessions/{id}",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    request_body = UpdateSession,
+    responses((status = 200, body = Session), WriteErrors)
+)]
 async fn update(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -88,6 +132,14 @@ async fn update(
     Ok(Json(state.engine.update_session(&user, &id, patch).await?))
 }
 
+/// Deletes the session with its messages and runs (aborting an active run).
+#[utoipa::path(
+    delete,
+    path = "/api/sessions/{id}",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    responses((status = 204, description = "Deleted"), WriteErrors)
+)]
 async fn remove(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -97,6 +149,14 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A page of committed history, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/messages",
+    tag = "sessions",
+    params(("id" = SessionId, Path), HistoryQuery),
+    responses((status = 200, body = MessagePage), ReadErrors)
+)]
 async fn messages(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -107,6 +167,13 @@ async fn messages(
 }
 
 /// The session's confirmed facts and compaction summary.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/memory",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = SessionMemory), ReadErrors)
+)]
 async fn memory(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -115,12 +182,20 @@ async fn memory(
     Ok(Json(state.engine.memory(&user, &id).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct FactBody {
     text: String,
 }
 
 /// A person confirms a fact for the model to rely on; 201 with the memory.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/facts",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    request_body = FactBody,
+    responses((status = 201, body = SessionMemory), WriteErrors)
+)]
 async fn confirm_fact(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

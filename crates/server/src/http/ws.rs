@@ -39,18 +39,17 @@
 //! hub only from the server's own origin; clients that send no `Origin` (not browsers)
 //! are let in, as they are on every other route.
 
+use super::openapi::ReadErrors;
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, QueryParams};
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, SplitSink};
 use futures::{FutureExt, SinkExt, StreamExt};
@@ -68,6 +67,9 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Per-socket buffers: enough for a subscribe message and a few events.
 const READ_BUFFER: usize = 8 * 1024;
@@ -84,12 +86,14 @@ const JUDGE_AFTER: Duration = Duration::from_millis(500);
 /// A write that makes no progress for this long closes the socket.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/ws", get(upgrade))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(upgrade))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct WsQuery {
+    /// Comma-separated session ids to follow (default: every session).
     channels: Option<String>,
 }
 
@@ -104,6 +108,24 @@ struct ClientMessage {
     cursors: HashMap<String, String>,
 }
 
+/// The WebSocket hub. After the upgrade the client sends
+/// `{"type":"subscribe","channels":[…],"cursors":{…}}` and receives
+/// `{type, channel_id, data, timestamp}` envelopes.
+#[utoipa::path(
+    get,
+    path = "/api/ws",
+    tag = "streams",
+    params(WsQuery),
+    responses(
+        (status = 101, description = "Switching protocols: the socket is open"),
+        (
+            status = 403,
+            description = "A browser page of another origin (`bad_origin`)",
+            body = spool_protocol::api::ErrorBody
+        ),
+        ReadErrors,
+    )
+)]
 async fn upgrade(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,

@@ -18,8 +18,32 @@ use axum::http::request::Parts;
 use spool_engine::{Engine, EngineError};
 use spool_protocol::{Project, UserId};
 use std::collections::HashMap;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::{Object, Required, Type};
 
 pub const HEADER: HeaderName = HeaderName::from_static("x-opencode-directory");
+
+/// The two ways a request names its directory, as OpenAPI parameters of the routes
+/// that take a [`Directory`].
+pub struct DirectoryParams;
+
+impl utoipa::IntoParams for DirectoryParams {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let param = |name: &str, at: ParameterIn, description: &str| {
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(at)
+                .required(Required::False)
+                .description(Some(description))
+                .schema(Some(Object::with_type(Type::String)))
+                .build()
+        };
+        vec![
+            param(HEADER.as_str(), ParameterIn::Header, "The directory, percent-encoded (default: the server's)"),
+            param("directory", ParameterIn::Query, "The directory, when the header is absent"),
+        ]
+    }
+}
 
 /// The project the request's directory names, and who is asking.
 pub struct Directory {

@@ -7,10 +7,14 @@
 //! both as `permissionID` and `requestID` and the answer both as `response` and `reply`;
 //! every event has v2's `id`. Optional fields are left out when Spool has nothing to say,
 //! never sent as `null`, because the SDK's types say "absent", not "nullable".
+//!
+//! The OpenAPI document names these schemas `opencode.*` (`opencode.SessionInfo`, …),
+//! apart from Spool's own types of the same names.
 
 use serde::Serialize;
 use serde_json::Value;
 use spool_protocol::time::Millis;
+use utoipa::ToSchema;
 
 /// The provider every Spool model is reported under.
 pub const PROVIDER: &str = "spool";
@@ -18,7 +22,8 @@ pub const PROVIDER: &str = "spool";
 pub const AGENT: &str = "build";
 
 /// A session (`Session` in both SDKs).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::SessionInfo)]
 pub struct SessionInfo {
     pub id: String,
     /// v2 requires a slug; Spool has none, so the id serves.
@@ -33,7 +38,8 @@ pub struct SessionInfo {
     pub permission: Vec<Rule>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::SessionTime)]
 pub struct SessionTime {
     pub created: Millis,
     pub updated: Millis,
@@ -43,7 +49,8 @@ pub struct SessionTime {
 }
 
 /// One permission rule in OpenCode's words (`PermissionRule` in v2).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Rule)]
 pub struct Rule {
     pub permission: String,
     pub pattern: String,
@@ -51,7 +58,8 @@ pub struct Rule {
 }
 
 /// `SessionStatus`: what `GET /session/status` and `session.status` report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Status)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Status {
     Idle,
@@ -65,14 +73,16 @@ pub enum Status {
 }
 
 /// A message's metadata (`Message` = `UserMessage | AssistantMessage`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::MessageInfo)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum MessageInfo {
     User(UserInfo),
     Assistant(Box<AssistantInfo>),
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::UserInfo)]
 pub struct UserInfo {
     pub id: String,
     #[serde(rename = "sessionID")]
@@ -82,12 +92,14 @@ pub struct UserInfo {
     pub model: ModelRef,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::UserTime)]
 pub struct UserTime {
     pub created: Millis,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::ModelRef)]
 pub struct ModelRef {
     #[serde(rename = "providerID")]
     pub provider_id: &'static str,
@@ -95,7 +107,8 @@ pub struct ModelRef {
     pub model_id: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::AssistantInfo)]
 pub struct AssistantInfo {
     pub id: String,
     #[serde(rename = "sessionID")]
@@ -120,20 +133,23 @@ pub struct AssistantInfo {
     pub finish: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::AssistantTime)]
 pub struct AssistantTime {
     pub created: Millis,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed: Option<Millis>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::MessagePath)]
 pub struct MessagePath {
     pub cwd: String,
     pub root: String,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Tokens)]
 pub struct Tokens {
     pub input: u64,
     pub output: u64,
@@ -141,7 +157,8 @@ pub struct Tokens {
     pub cache: Cache,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Cache)]
 pub struct Cache {
     pub read: u64,
     pub write: u64,
@@ -159,13 +176,15 @@ impl From<spool_protocol::Usage> for Tokens {
 }
 
 /// OpenCode's named errors (`MessageAbortedError`, `APIError`, `UnknownError`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::ErrorInfo)]
 pub struct ErrorInfo {
     pub name: &'static str,
     pub data: ErrorData,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::ErrorData)]
 pub struct ErrorData {
     pub message: String,
     /// Required by `APIError`, absent from the others.
@@ -189,7 +208,8 @@ impl ErrorInfo {
 }
 
 /// One part of a message.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Part)]
 pub struct Part {
     pub id: String,
     #[serde(rename = "sessionID")]
@@ -200,7 +220,8 @@ pub struct Part {
     pub kind: PartKind,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::PartKind)]
 #[serde(tag = "type")]
 pub enum PartKind {
     #[serde(rename = "step-start")]
@@ -224,7 +245,8 @@ pub enum PartKind {
     StepFinish { reason: String, cost: f64, tokens: Tokens },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::PartTime)]
 pub struct PartTime {
     pub start: Millis,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -232,7 +254,8 @@ pub struct PartTime {
 }
 
 /// A tool part's life: `pending → running → completed | error`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::ToolState)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum ToolState {
     /// Asked for by the model, not started (perhaps waiting for a permission).
@@ -258,26 +281,30 @@ pub enum ToolState {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::StartTime)]
 pub struct StartTime {
     pub start: Millis,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::SpanTime)]
 pub struct SpanTime {
     pub start: Millis,
     pub end: Millis,
 }
 
 /// A message with its parts, as `GET /session/:id/message` lists them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::MessageWithParts)]
 pub struct MessageWithParts {
     pub info: MessageInfo,
     pub parts: Vec<Part>,
 }
 
 /// A pending permission: v2's `PermissionRequest` and v1's `Permission` in one object.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Permission)]
 pub struct Permission {
     pub id: String,
     #[serde(rename = "sessionID")]
@@ -307,7 +334,8 @@ pub struct Permission {
     pub time: UserTime,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::ToolRef)]
 pub struct ToolRef {
     #[serde(rename = "messageID")]
     pub message_id: String,
@@ -316,7 +344,8 @@ pub struct ToolRef {
 }
 
 /// An answer to a permission, in OpenCode's words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[schema(as = opencode::Reply)]
 #[serde(rename_all = "lowercase")]
 pub enum Reply {
     Once,

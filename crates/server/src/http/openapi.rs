@@ -1,0 +1,272 @@
+//! `GET /api/openapi.json`: the OpenAPI 3.1 description of the whole HTTP API.
+//!
+//! The document is built from the router itself, not written by hand: every resource's
+//! `router()` registers its handlers with `utoipa_axum::routes!`, which adds the route
+//! to axum and the handler's `#[utoipa::path]` operation to the document in one step,
+//! so a route cannot be served without being described. The schemas derive from the
+//! same serde types the handlers read and return.
+//!
+//! What lives here is what every route shares: the error responses (one JSON body for
+//! all of them, [`ErrorBody`]), the security schemes, and the handler that serves the
+//! document, serialized once per process.
+
+use crate::dialect::run_stream::RunEvent;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use spool_protocol::api::ErrorBody;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
+use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::state::AppState;
+
+/// The parts of the document no route declares: title, security, shared schemas.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Spool",
+        description = "Hosts AI-agent sessions and streams them over SSE and WebSocket. Every error is JSON \
+            `{\"error\": {\"code\", \"message\"}}`; the OpenCode-compatible routes add OpenCode's \
+            `{\"name\", \"data\": {\"message\"}}` beside it.",
+        license(name = "MIT", identifier = "MIT")
+    ),
+    modifiers(&SecuritySchemes, &OpenCodeErrorSchema),
+    components(schemas(ErrorBody, super::opencode::NamedError)),
+    security(("bearer" = []), ("cookie" = [])),
+    tags(
+        (name = "meta", description = "Health, models, metrics and this document"),
+        (name = "auth", description = "Browser login with a token cookie"),
+        (name = "projects", description = "Registered directories"),
+        (name = "sessions", description = "Conversations and their history"),
+        (name = "runs", description = "Prompts, runs and approvals"),
+        (name = "streams", description = "The session, list and run streams (SSE) and the WebSocket hub"),
+        (name = "ui", description = "The embedded browser UI"),
+        (name = "opencode", description = "The OpenCode-compatible API (seed 004)"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The two ways to authenticate (see `extract::CurrentUser`). A server with no tokens
+/// (loopback only) needs neither.
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        let cookie = ApiKeyValue::with_description(
+            crate::extract::AUTH_COOKIE,
+            "Set by `POST /api/login`; what EventSource and WebSocket connections carry.",
+        );
+        components.add_security_scheme("cookie", SecurityScheme::ApiKey(ApiKey::Cookie(cookie)));
+    }
+}
+
+/// `OpenCodeErrorBody`: Spool's error body with OpenCode's `name` and `data` beside it,
+/// as the OpenCode routes' error layer builds it.
+struct OpenCodeErrorSchema;
+
+impl Modify for OpenCodeErrorSchema {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let both = AllOfBuilder::new()
+            .item(Ref::from_schema_name(ErrorBody::name()))
+            .item(Ref::from_schema_name(super::opencode::NamedError::name()));
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.schemas.insert("OpenCodeErrorBody".into(), RefOr::T(Schema::AllOf(both.build())));
+    }
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(document))
+}
+
+/// The document of the whole API, as [`super::api`] builds it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    super::api().into_openapi()
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "meta",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 description of this API", body = Object))
+)]
+async fn document() -> Response {
+    static JSON: OnceLock<Bytes> = OnceLock::new();
+    let json = JSON
+        .get_or_init(|| Bytes::from(openapi().to_json().expect("the document is plain data and always serializes")));
+    ([(CONTENT_TYPE, "application/json")], json.clone()).into_response()
+}
+
+// ---- event streams --------------------------------------------------------------------
+//
+// For `text/event-stream`, OpenAPI 3.1 tools (schemathesis among them) read a media
+// type's `schema` as the schema of *each event* — `{event, data, id}` as strings —
+// which OpenAPI 3.2 names `itemSchema`. Where the `data` is JSON of a known type, the
+// event's schema says so with `contentMediaType` and `contentSchema`.
+
+/// The schema of one event: `event` is one of `kinds` (any name when empty), `data`
+/// is JSON, of schema `data` when given.
+fn sse_event(description: &str, kinds: &[&str], data: Option<&str>) -> RefOr<Schema> {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let event = if kinds.is_empty() { string() } else { string().enum_values(Some(kinds.iter().copied())) };
+    let mut payload = string().content_media_type("application/json");
+    if let Some(name) = data {
+        // `contentSchema` is a JSON Schema keyword utoipa's builder lacks; the extension
+        // map writes any key into the object as is.
+        let reference = serde_json::json!({ "$ref": format!("#/components/schemas/{name}") });
+        payload = payload.extensions(Some([("contentSchema", reference)].into_iter().collect()));
+    }
+    ObjectBuilder::new()
+        .description(Some(description))
+        .property("event", event)
+        .property("data", payload)
+        .property("id", string().description(Some("The event's id, where the stream can resume after it")))
+        .required("data")
+        .into()
+}
+
+/// An event of the run stream (`POST /api/chat`, `GET /api/runs/{id}/events`, a resume
+/// with `Accept: text/event-stream`).
+pub struct RunStreamEvent;
+
+impl PartialSchema for RunStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event(
+            "`event` is the run event's `type`; `id` its `sequence`",
+            &["run_started", "text_delta", "tool_started", "tool_finished", "interrupt", "done", "error", "snapshot"],
+            Some(&RunEvent::name()),
+        )
+    }
+}
+
+impl ToSchema for RunStreamEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((RunEvent::name().into(), RunEvent::schema()));
+        RunEvent::schemas(schemas);
+    }
+}
+
+/// An event of the native session stream: a frame (`session.snapshot`,
+/// `session.state`, `run.accepted`, `loop.event`) with no `event` name and the id
+/// `streamId:seq`, or an `event: heartbeat` with `data: {}`.
+pub struct SessionStreamEvent;
+
+impl PartialSchema for SessionStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event("A frame (no `event`; `id` is `streamId:seq`) or a `heartbeat`", &["heartbeat"], None)
+    }
+}
+
+impl ToSchema for SessionStreamEvent {}
+
+/// An event of the list stream: `lists.reset`, `sessions.changed`, `projects.changed`
+/// or `heartbeat`.
+pub struct ListStreamEvent;
+
+impl PartialSchema for ListStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event("A list notification (no `event`: its type is in `data`) or a `heartbeat`", &["heartbeat"], None)
+    }
+}
+
+impl ToSchema for ListStreamEvent {}
+
+/// An event of OpenCode's `GET /event`: `data` is `{id, type, properties}`, no `event`.
+pub struct OpenCodeStreamEvent;
+
+impl PartialSchema for OpenCodeStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event("An OpenCode event: `data` is `{id, type, properties}`", &[], None)
+    }
+}
+
+impl ToSchema for OpenCodeStreamEvent {}
+
+// ---- error responses ----------------------------------------------------------------
+//
+// Sets of error responses, named by the kind of route, for `responses(...)` in a
+// `#[utoipa::path]`. Each status is one the route's extractors or the engine can
+// answer with; all carry the shared error body.
+
+const BAD_QUERY: &str = "A query value the server cannot read (`invalid_query`)";
+const BAD_BODY: &str = "A body that is not valid JSON or has wrong fields (`malformed_json`, `invalid_body`), \
+    or a value the server refuses";
+const UNAUTHORIZED: &str = "No valid token on a server that requires one (`unauthorized`, `invalid_token`)";
+const FORBIDDEN: &str = "A cookie-authenticated change from another origin (`bad_origin`)";
+const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
+const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
+const GONE: &str = "The approval expired (`approval_expired`)";
+const TOO_LARGE: &str = "The body or prompt is over the server's limit (`body_too_large`, `prompt_too_large`)";
+const MEDIA_TYPE: &str = "A body without `Content-Type: application/json` (`unsupported_media_type`)";
+const TOO_MANY: &str = "Too many open streams or active runs for this user (`too_many_streams`, `too_many_runs`)";
+
+fn error_responses(schema: &str, cases: &[(u16, &str)]) -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+    cases
+        .iter()
+        .map(|(status, description)| {
+            let response = ResponseBuilder::new()
+                .description(*description)
+                .content("application/json", Content::new(Some(Ref::from_schema_name(schema))))
+                .build();
+            (status.to_string(), response.into())
+        })
+        .collect()
+}
+
+/// A route that reads a user's data: `GET` with an id and perhaps a query.
+pub struct ReadErrors;
+
+impl IntoResponses for ReadErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("ErrorBody", &[(400, BAD_QUERY), (401, UNAUTHORIZED), (404, NOT_FOUND)])
+    }
+}
+
+/// A stream: a read that also counts against the user's open streams.
+pub struct StreamErrors;
+
+impl IntoResponses for StreamErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("ErrorBody", &[(400, BAD_QUERY), (401, UNAUTHORIZED), (404, NOT_FOUND), (429, TOO_MANY)])
+    }
+}
+
+/// A route that changes something, with or without a JSON body.
+pub struct WriteErrors;
+
+impl IntoResponses for WriteErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("ErrorBody", WRITE)
+    }
+}
+
+const WRITE: &[(u16, &str)] = &[
+    (400, BAD_BODY),
+    (401, UNAUTHORIZED),
+    (403, FORBIDDEN),
+    (404, NOT_FOUND),
+    (409, CONFLICT),
+    (410, GONE),
+    (413, TOO_LARGE),
+    (415, MEDIA_TYPE),
+    (429, TOO_MANY),
+];
+
+/// Any OpenCode-compatible route: the same statuses as a write, with OpenCode's error
+/// fields beside Spool's.
+pub struct OpenCodeErrors;
+
+impl IntoResponses for OpenCodeErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("OpenCodeErrorBody", WRITE)
+    }
+}
