@@ -113,6 +113,12 @@ where
     }
 }
 
+/// What [`JsonBody`] makes of a JSON body's bytes: the same parse, the same errors.
+/// Handler modules list their bodies with it for the fuzz targets (`crate::fuzzing`).
+pub(crate) fn json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    axum::Json::<T>::from_bytes(bytes).map(|axum::Json(value)| value).map_err(json_rejection)
+}
+
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request("malformed_json", e.body_text()),

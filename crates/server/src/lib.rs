@@ -11,6 +11,8 @@
 mod dialect;
 mod error;
 mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod opencode;
 mod serve;

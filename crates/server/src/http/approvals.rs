@@ -5,7 +5,8 @@
 
 use super::openapi::{RunStreamEvent, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams};
+use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
@@ -106,13 +107,7 @@ async fn resume(
     QueryParams(query): QueryParams<ResumeQuery>,
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    let approval: ApprovalId = body.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
-    let decision = match body.decision {
-        ResumeDecision::Approve => Decision::Once,
-        ResumeDecision::Reject => Decision::Reject,
-        ResumeDecision::Fill(args) => Decision::Fill(args),
-    };
-    let input = DecisionInput { decision, message: body.message, idempotency_key: Some(body.idempotency_key) };
+    let (approval, input) = body.into_input()?;
     if super::chat::wants_event_stream(&headers) {
         return super::chat::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
     }
@@ -124,3 +119,22 @@ fn stored(reply: StoredResponse) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, [(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
 }
+
+impl ResumeBody {
+    /// The approval the body names and the decision in the engine's words.
+    fn into_input(self) -> Result<(ApprovalId, DecisionInput), ApiError> {
+        let approval: ApprovalId = self.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
+        let decision = match self.decision {
+            ResumeDecision::Approve => Decision::Once,
+            ResumeDecision::Reject => Decision::Reject,
+            ResumeDecision::Fill(args) => Decision::Fill(args),
+        };
+        Ok((approval, DecisionInput { decision, message: self.message, idempotency_key: Some(self.idempotency_key) }))
+    }
+}
+
+/// Each body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[
+    ("POST /api/sessions/{id}/approvals/{approval}", |b| json_body::<DecideBody>(b).map(drop)),
+    ("POST /api/runs/{id}/resume", |b| json_body::<ResumeBody>(b)?.into_input().map(drop)),
+];

@@ -5,7 +5,8 @@
 
 use super::openapi::WriteErrors;
 use crate::error::ApiError;
-use crate::extract::{AUTH_COOKIE, JsonBody, cookie, same_origin};
+use crate::extract::{AUTH_COOKIE, JsonBody, cookie, json_body, same_origin};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -130,3 +131,6 @@ async fn logout() -> Response {
     response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII cookie"));
     response
 }
+
+/// The body this module reads, parsed as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/login", |b| json_body::<LoginBody>(b).map(drop))];

@@ -27,7 +27,8 @@ use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::dialect::run_stream::{Mapped, RunEvent, RunEventBody, RunStream};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, QueryParams};
+use crate::extract::{CurrentUser, JsonBody, PathId, QueryParams, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::body::Body;
@@ -115,22 +116,9 @@ async fn chat(
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
-    let (session, created) = match (&body.session_id, &body.project_id) {
-        (Some(id), _) => (id.parse::<SessionId>().map_err(|_| ApiError::not_found("session"))?, false),
-        (None, Some(project)) => {
-            // Checked here too so a prompt the engine would refuse leaves no empty session.
-            if body.text.trim().is_empty() {
-                return Err(EngineError::invalid("empty_prompt", "the prompt text is empty").into());
-            }
-            let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
-            (engine.create_session(&user, &project, None).await?.id, true)
-        }
-        (None, None) => {
-            return Err(ApiError::bad_request(
-                "missing_session",
-                "send a sessionId, or a projectId to start a new session",
-            ));
-        }
+    let (session, created) = match body.target()? {
+        ChatTarget::Session(id) => (id, false),
+        ChatTarget::NewSessionIn(project) => (engine.create_session(&user, &project, None).await?.id, true),
     };
     let input = PromptInput {
         text: body.text,
@@ -443,6 +431,33 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
         }
     }
 }
+
+/// Where a chat body's prompt goes.
+enum ChatTarget {
+    Session(SessionId),
+    NewSessionIn(ProjectId),
+}
+
+impl ChatBody {
+    fn target(&self) -> Result<ChatTarget, ApiError> {
+        match (&self.session_id, &self.project_id) {
+            (Some(id), _) => Ok(ChatTarget::Session(id.parse().map_err(|_| ApiError::not_found("session"))?)),
+            (None, Some(project)) => {
+                // Checked here too so a prompt the engine would refuse leaves no empty session.
+                if self.text.trim().is_empty() {
+                    return Err(EngineError::invalid("empty_prompt", "the prompt text is empty").into());
+                }
+                Ok(ChatTarget::NewSessionIn(project.parse().map_err(|_| ApiError::not_found("project"))?))
+            }
+            (None, None) => {
+                Err(ApiError::bad_request("missing_session", "send a sessionId, or a projectId to start a new session"))
+            }
+        }
+    }
+}
+
+/// The body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/chat", |b| json_body::<ChatBody>(b)?.target().map(drop))];
 
 #[cfg(test)]
 mod tests {

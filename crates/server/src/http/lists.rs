@@ -9,7 +9,8 @@ use super::events::sse_response;
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId};
+use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -63,3 +64,7 @@ async fn read(
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(state.engine.mark_read(&user, &id, body.index).await?))
 }
+
+/// The body this module reads, parsed as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] =
+    &[("POST /api/sessions/{id}/read", |b| json_body::<ReadBody>(b).map(drop))];

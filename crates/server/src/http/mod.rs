@@ -63,6 +63,14 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(openapi::router())
 }
 
+/// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
+pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
+    [approvals::BODIES, auth::BODIES, chat::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
+        .into_iter()
+        .chain([runs::BODIES, sessions::BODIES])
+        .flatten()
+}
+
 /// Fallbacks and the layers shared by every route. Separate from [`router`] so a test
 /// can put the same layers around a route the API does not have (one that panics).
 fn with_layers(routes: Router, body_limit: usize) -> Router {

@@ -28,6 +28,7 @@ use super::openapi::OpenCodeErrors;
 use super::openapi::OpenCodeStreamEvent;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
+use crate::fuzzing::BodyCheck;
 use crate::opencode::directory::{Directory, DirectoryParams};
 use crate::opencode::global::{self, GlobalStream};
 use crate::opencode::ids;
@@ -79,7 +80,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 // ---- helpers ------------------------------------------------------------------------
 
 /// A JSON body that may be absent (the SDK sends none for `session.create()`).
-fn body<T: DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, ApiError> {
+fn body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
@@ -259,6 +260,16 @@ struct CreateBody {
     parent_id: Option<String>,
 }
 
+impl CreateBody {
+    fn read(bytes: &[u8]) -> Result<CreateBody, ApiError> {
+        let body: CreateBody = body(bytes)?;
+        if body.parent_id.is_some() {
+            return Err(ApiError::bad_request("unsupported", "child sessions (parentID) are not supported"));
+        }
+        Ok(body)
+    }
+}
+
 /// A new session in the directory's project. The body may be absent.
 #[utoipa::path(
     post,
@@ -269,10 +280,7 @@ struct CreateBody {
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
 )]
 async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> Result<Json<SessionInfo>, ApiError> {
-    let body: CreateBody = body(&bytes)?;
-    if body.parent_id.is_some() {
-        return Err(ApiError::bad_request("unsupported", "child sessions (parentID) are not supported"));
-    }
+    let body = CreateBody::read(&bytes)?;
     let session = state.engine.create_session(&dir.user, &dir.project.id, body.title).await?;
     Ok(Json(records::session_info(&session, &dir.project.path)))
 }
@@ -342,6 +350,22 @@ struct PatchBody {
     permission: Option<Vec<PatchRule>>,
 }
 
+impl PatchBody {
+    /// The body as the engine's patch.
+    fn read(bytes: &[u8]) -> Result<SessionPatch, ApiError> {
+        let body: PatchBody = body(bytes)?;
+        // `time.archived` is a timestamp to archive, `null` or 0 to restore.
+        let archived = body.time.and_then(|t| t.archived).map(|a| a.as_f64().is_some_and(|t| t > 0.0));
+        let permissions = body.permission.map(|rules| {
+            rules
+                .into_iter()
+                .map(|r| PermissionRule::new(&r.permission, r.pattern.as_deref().unwrap_or("*"), r.action))
+                .collect()
+        });
+        Ok(SessionPatch { title: body.title, archived, permissions, ..SessionPatch::default() })
+    }
+}
+
 /// Changes the title, the archived state or the session's permission rules. The body
 /// may be absent.
 #[utoipa::path(
@@ -358,17 +382,7 @@ async fn update(
     PathId(id): PathId<SessionId>,
     bytes: Bytes,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let body: PatchBody = body(&bytes)?;
-    // `time.archived` is a timestamp to archive, `null` or 0 to restore.
-    let archived = body.time.and_then(|t| t.archived).map(|a| a.as_f64().is_some_and(|t| t > 0.0));
-    let permissions = body.permission.map(|rules| {
-        rules
-            .into_iter()
-            .map(|r| PermissionRule::new(&r.permission, r.pattern.as_deref().unwrap_or("*"), r.action))
-            .collect()
-    });
-    let patch = SessionPatch { title: body.title, archived, permissions, ..SessionPatch::default() };
-    let session = state.engine.update_session(&user, &id, patch).await?;
+    let session = state.engine.update_session(&user, &id, PatchBody::read(&bytes)?).await?;
     Ok(Json(info(&state.engine, &user, &session).await?))
 }
 
@@ -451,6 +465,30 @@ struct PromptBody {
     no_reply: bool,
 }
 
+impl PromptBody {
+    /// The prompt's text (its text parts, one per line) and the rest of the body.
+    fn read(bytes: &[u8]) -> Result<(String, PromptBody), ApiError> {
+        let body: PromptBody =
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+        if body.no_reply {
+            return Err(ApiError::bad_request("unsupported", "noReply is not supported: every prompt runs"));
+        }
+        let mut texts = Vec::new();
+        for part in &body.parts {
+            match (part.kind.as_str(), &part.text) {
+                ("text", Some(text)) => texts.push(text.as_str()),
+                (kind, _) => {
+                    return Err(ApiError::bad_request(
+                        "unsupported_part",
+                        format!("only text parts can be prompted, not {kind:?}"),
+                    ));
+                }
+            }
+        }
+        Ok((texts.join("\n"), body))
+    }
+}
+
 /// Checks a prompt body, applies its model choice, marks where the session's stream
 /// stands (see `opencode/marks.rs`) and starts the run.
 async fn start(
@@ -460,23 +498,7 @@ async fn start(
     id: &SessionId,
     bytes: &Bytes,
 ) -> Result<spool_engine::PromptAccepted, ApiError> {
-    let body: PromptBody =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-    if body.no_reply {
-        return Err(ApiError::bad_request("unsupported", "noReply is not supported: every prompt runs"));
-    }
-    let mut texts = Vec::new();
-    for part in &body.parts {
-        match (part.kind.as_str(), &part.text) {
-            ("text", Some(text)) => texts.push(text.as_str()),
-            (kind, _) => {
-                return Err(ApiError::bad_request(
-                    "unsupported_part",
-                    format!("only text parts can be prompted, not {kind:?}"),
-                ));
-            }
-        }
-    }
+    let (text, body) = PromptBody::read(bytes)?;
     let detail = engine.session(user, id).await?;
     if let Some(choice) = body.model
         && engine.models().iter().any(|m| m.name == choice.model_id)
@@ -486,7 +508,7 @@ async fn start(
         engine.update_session(user, id, patch).await?;
     }
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
-    let input = PromptInput { text: texts.join("\n"), request_id: body.message_id, ..PromptInput::default() };
+    let input = PromptInput { text, request_id: body.message_id, ..PromptInput::default() };
     Ok(engine.prompt(user, id, input).await?)
 }
 
@@ -627,9 +649,8 @@ async fn respond(
 ) -> Result<Response, ApiError> {
     let session: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
-    let body: RespondBody =
-        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-    let input = DecisionInput { decision: body.response.decision(), message: None, idempotency_key: None };
+    let decision = RespondBody::read(&bytes)?.response.decision();
+    let input = DecisionInput { decision, message: None, idempotency_key: None };
     let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
@@ -657,8 +678,7 @@ async fn reply(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
-    let body: ReplyBody =
-        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    let body = ReplyBody::read(&bytes)?;
     let session = state.engine.approval(&user, &approval).await?.session_id;
     let input = DecisionInput { decision: body.reply.decision(), message: body.message, idempotency_key: None };
     let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
@@ -734,3 +754,24 @@ async fn events(
         [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
     (headers, Body::from_stream(stream)).into_response()
 }
+
+impl RespondBody {
+    fn read(bytes: &[u8]) -> Result<RespondBody, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    }
+}
+
+impl ReplyBody {
+    fn read(bytes: &[u8]) -> Result<ReplyBody, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    }
+}
+
+/// Each body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[
+    ("POST /session", |b| CreateBody::read(b).map(drop)),
+    ("PATCH /session/{id}", |b| PatchBody::read(b).map(drop)),
+    ("POST /session/{id}/message, /prompt_async", |b| PromptBody::read(b).map(drop)),
+    ("POST /session/{id}/permissions/{permission}", |b| RespondBody::read(b).map(|b| drop(b.response.decision()))),
+    ("POST /permission/{id}/reply", |b| ReplyBody::read(b).map(|b| drop(b.reply.decision()))),
+];

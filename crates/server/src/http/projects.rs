@@ -4,7 +4,8 @@
 
 use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId};
+use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -103,3 +104,9 @@ async fn remove(
     state.engine.delete_project(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// Each body this module reads, parsed as its handler does (the engine checks the rest).
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[
+    ("POST /api/projects", |b| json_body::<CreateProject>(b).map(drop)),
+    ("PATCH /api/projects/{id}", |b| json_body::<RenameProject>(b).map(drop)),
+];

@@ -2,7 +2,8 @@
 
 use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId};
+use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -94,3 +95,7 @@ async fn show(
 ) -> Result<Json<Run>, ApiError> {
     Ok(Json(state.engine.run(&user, &id).await?))
 }
+
+/// The body this module reads, parsed as its handler does (the engine checks the text).
+pub(super) const BODIES: &[(&str, BodyCheck)] =
+    &[("POST /api/sessions/{id}/prompt", |b| json_body::<PromptBody>(b).map(drop))];

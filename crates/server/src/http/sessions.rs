@@ -3,7 +3,8 @@
 
 use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{ApiId, CurrentUser, JsonBody, PathId, QueryParams};
+use crate::extract::{ApiId, CurrentUser, JsonBody, PathId, QueryParams, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -31,6 +32,13 @@ struct CreateSession {
     /// A `prj_…` id; one that names no project of the caller is a 404.
     project_id: String,
     title: Option<String>,
+}
+
+impl CreateSession {
+    /// An id that does not parse names no project: the same 404 as an absent one.
+    fn project_id(&self) -> Result<ProjectId, ApiError> {
+        self.project_id.parse().map_err(|_| ApiError::not_found(ProjectId::WHAT))
+    }
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -73,9 +81,7 @@ async fn create(
     CurrentUser(user): CurrentUser,
     JsonBody(body): JsonBody<CreateSession>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
-    // An id that does not parse names no project: the same 404 as an absent one.
-    let project_id: ProjectId = body.project_id.parse().map_err(|_| ApiError::not_found(ProjectId::WHAT))?;
-    let session = state.engine.create_session(&user, &project_id, body.title).await?;
+    let session = state.engine.create_session(&user, &body.project_id()?, body.title).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -186,6 +192,13 @@ async fn memory(
 struct FactBody {
     text: String,
 }
+
+/// Each body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[
+    ("POST /api/sessions", |b| json_body::<CreateSession>(b)?.project_id().map(drop)),
+    ("PATCH /api/sessions/{id}", |b| json_body::<UpdateSession>(b).map(drop)),
+    ("POST /api/sessions/{id}/facts", |b| json_body::<FactBody>(b).map(drop)),
+];
 
 /// A person confirms a fact for the model to rely on; 201 with the memory.
 #[utoipa::path(
