@@ -166,6 +166,18 @@ async fn every_known_route_is_documented_and_nothing_else() {
 }
 
 #[tokio::test]
+async fn operation_ids_are_unique() {
+    let server = TestServer::start().await;
+    let doc = document(&server).await;
+    let mut seen = BTreeSet::new();
+    for (method, path) in operations(&doc) {
+        let id = doc["paths"][&path][method.to_lowercase()]["operationId"].as_str().expect("an operationId").to_owned();
+        assert!(seen.insert(id.clone()), "operationId {id} twice ({method} {path})");
+    }
+    assert!(seen.contains("get_api_sessions_id_messages"), "{seen:?}");
+}
+
+#[tokio::test]
 async fn the_server_answers_every_documented_operation_and_only_those() {
     let server = TestServer::start().await;
     let documented = operations(&document(&server).await);

@@ -88,7 +88,32 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// The document of the whole API, as [`super::api`] builds it.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    super::api().into_openapi()
+    let mut doc = super::api().into_openapi();
+    name_operations(&mut doc);
+    doc
+}
+
+/// Gives every operation an `operationId` made of its method and path
+/// (`GET /api/sessions/{id}/messages` → `get_api_sessions_id_messages`). utoipa names
+/// an operation after its handler, and handlers in different files share names
+/// (`list`, `show`, …); an id must be unique in the document.
+fn name_operations(doc: &mut utoipa::openapi::OpenApi) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let words: Vec<&str> = path.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        let operations = [
+            ("get", &mut item.get),
+            ("post", &mut item.post),
+            ("put", &mut item.put),
+            ("patch", &mut item.patch),
+            ("delete", &mut item.delete),
+        ];
+        for (method, operation) in operations {
+            if let Some(operation) = operation {
+                let name = std::iter::once(method).chain(words.iter().copied()).collect::<Vec<_>>().join("_");
+                operation.operation_id = Some(name);
+            }
+        }
+    }
 }
 
 /// This document.
