@@ -141,6 +141,14 @@ impl Engine {
     ) -> Result<StoredResponse> {
         let store = self.inner.store.clone();
         let _control = loaded.control.lock().await;
+        // The winner continues the run here, so this node must be able to run the
+        // session: take its lease first (a parked run holds none). Busy means another
+        // node took it to continue the run: this decision was too late.
+        let lease = match self.take_lease(&approval.session_id).await {
+            Ok(lease) => lease,
+            Err(EngineError::SessionBusy(_)) => return Ok(already_resolved()),
+            Err(e) => return Err(e),
+        };
         let now = now_ms();
         let won = store
             .settle_approval(
@@ -153,10 +161,7 @@ impl Engine {
             )
             .await?;
         if !won {
-            return Ok(StoredResponse {
-                status: 409,
-                body: error_body("already_resolved", "this approval was already decided, expired or cancelled"),
-            });
+            return Ok(already_resolved());
         }
         crate::metrics::METRICS.approval_waited(now - approval.created_at);
         let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
@@ -191,6 +196,7 @@ impl Engine {
             status: "resolved",
         })
         .expect("plain data serializes");
+        lease.keep();
         tokio::spawn(RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution).execute());
         Ok(StoredResponse { status: 200, body })
     }
@@ -315,4 +321,12 @@ fn publish_resolution(
             message,
         },
     });
+}
+
+/// The answer to a decision that lost: someone else decided first.
+fn already_resolved() -> StoredResponse {
+    StoredResponse {
+        status: 409,
+        body: error_body("already_resolved", "this approval was already decided, expired or cancelled"),
+    }
 }

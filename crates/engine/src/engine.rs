@@ -46,6 +46,15 @@ pub struct EngineConfig {
     pub max_runs_per_user: usize,
     /// Most open session streams one user may hold at once (all dialects).
     pub max_streams_per_user: usize,
+    /// This node's name in session leases ([`LOCAL_NODE`](crate::LOCAL_NODE) for a
+    /// single process on its own store).
+    pub node_id: String,
+    /// How long a session lease lasts unrenewed: a dead node's runs are marked
+    /// `node_lost` this long (plus a reaper tick) after it stopped.
+    pub lease_ttl: std::time::Duration,
+    /// Whether other nodes share the store. Then a start does not fail the store's
+    /// `running` runs (other nodes may be running them); expired leases do that.
+    pub shared_store: bool,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +71,9 @@ impl Default for EngineConfig {
             idle_unload: std::time::Duration::from_secs(600),
             max_runs_per_user: 16,
             max_streams_per_user: 256,
+            node_id: crate::leases::LOCAL_NODE.to_owned(),
+            lease_ttl: std::time::Duration::from_secs(15),
+            shared_store: false,
         }
     }
 }
@@ -121,7 +133,7 @@ pub(crate) struct Inner {
     local_user: UserId,
     pub lists: crate::lists::ListNotifier,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
-    sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    pub sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
     /// Open session streams per user, for the per-user limit.
     streams: Arc<Mutex<HashMap<UserId, usize>>>,
     pub auth: crate::auth::AuthState,
@@ -166,11 +178,19 @@ pub(crate) struct ActiveHandle {
     pub finished: CancellationToken,
     /// Set while the run is parked at this approval (no task is executing it).
     pub interrupted: Option<ApprovalId>,
+    /// Set (before `cancel` fires) when the node lost the session's lease.
+    pub lease_lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ActiveHandle {
     pub fn new(run_id: RunId) -> Self {
-        Self { run_id, cancel: CancellationToken::new(), finished: CancellationToken::new(), interrupted: None }
+        Self {
+            run_id,
+            cancel: CancellationToken::new(),
+            finished: CancellationToken::new(),
+            interrupted: None,
+            lease_lost: Arc::default(),
+        }
     }
 }
 
@@ -252,7 +272,8 @@ impl Engine {
             code: "server_restarted".into(),
             message: "the server stopped while this run was executing".into(),
         };
-        let failed = store.fail_running_runs(&error, now_ms()).await?;
+        // With a shared store, other nodes may be running those runs: their leases say.
+        let failed = if config.shared_store { 0 } else { store.fail_running_runs(&error, now_ms()).await? };
         if failed > 0 {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
         }
@@ -275,6 +296,7 @@ impl Engine {
             engine.arm_expiry(&approval);
         }
         engine.spawn_janitor();
+        engine.spawn_reaper();
         Ok(engine)
     }
 
@@ -649,7 +671,13 @@ impl Engine {
         let interrupted = self.store().interrupted_run(id).await?;
         let mut handle = None;
         let pending = self.store().pending_approvals(id).await?;
-        if let Some(mut run) = interrupted.clone().filter(|_| pending.is_empty()) {
+        // With a shared store, "no pending approval" may also mean another node has just
+        // won the decision and is restarting the run: its live lease says so.
+        let resuming_elsewhere = match self.inner.config.shared_store {
+            true => self.store().get_lease(id).await?.is_some_and(|l| l.expires_at > now_ms()),
+            false => false,
+        };
+        if let Some(mut run) = interrupted.clone().filter(|_| pending.is_empty() && !resuming_elsewhere) {
             // The process stopped between taking a decision and restarting the run: the
             // decision is recorded, the continuation is lost, and re-running the tool
             // could repeat a side effect. Settle it as failed, like a crashed run.
@@ -729,6 +757,16 @@ impl Engine {
                 message: format!("you already have {limit} active runs; wait for one to settle or abort one"),
             });
         }
+        // Another node may be running this session: the lease decides.
+        let lease = self.take_lease(id).await?;
+        if self.is_stale(&loaded).await? {
+            // Another node wrote to the session since this one loaded it: start over
+            // from the store.
+            drop((_control, lease));
+            self.forget_stale(id);
+            return Box::pin(self.prompt(owner, id, PromptInput { text, request_id, approval_policy, on_disconnect }))
+                .await;
+        }
         let now = now_ms();
         let request_id = request_id.unwrap_or_else(|| format!("req_{}", ulid_body()));
         let run = Run {
@@ -760,6 +798,7 @@ impl Engine {
         });
         let policy = approval_policy.unwrap_or(self.inner.config.approval_policy);
         let task = RunTask::new(self.clone(), loaded.clone(), run, text, handle, policy, on_disconnect);
+        lease.keep();
         tokio::spawn(task.execute());
         Ok(accepted)
     }

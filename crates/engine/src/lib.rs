@@ -8,6 +8,7 @@ pub mod context;
 mod engine;
 mod error;
 pub mod events;
+mod leases;
 pub mod lists;
 pub mod metrics;
 pub mod model;
@@ -25,6 +26,7 @@ pub use engine::{
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};

@@ -153,6 +153,8 @@ impl RunTask {
         if self.on_disconnect == OnDisconnect::Cancel {
             self.cancel_when_unwatched();
         }
+        // The caller took the session's lease; it is held until the run settles or parks.
+        self.engine.keep_lease(self.run.session_id.clone(), &self.handle);
         let outcome = match self.resume.take() {
             None => self.drive().await,
             Some((checkpoint, resolution)) => self.continue_from(checkpoint, resolution).await,
@@ -486,12 +488,8 @@ impl RunTask {
                     usage.add(u);
                 }
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
-                    let event = AgentEvent::AutoRetryStart {
-                        attempt,
-                        max_attempts,
-                        delay_ms,
-                        error_message: redact(&reason),
-                    };
+                    let event =
+                        AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: redact(&reason) };
                     self.emit(event, None, |_| {});
                 }
                 ModelEvent::RetryEnd { attempt, success } => {
@@ -865,9 +863,18 @@ impl RunTask {
     }
 
     async fn settle(mut self, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Cancelled if self.handle.lease_lost.load(std::sync::atomic::Ordering::SeqCst) => failure(
+                "lease_lost",
+                "this node lost the session's lease (another node may have declared it dead), so the run stopped",
+            ),
+            other => other,
+        };
         crate::metrics::METRICS.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
-            // Durable already; the run continues when someone decides.
+            // Durable already; the run continues when someone decides, on whichever
+            // node wins the decision: no lease is held while it waits.
+            self.engine.drop_lease(&self.run.session_id).await;
             self.handle.finished.cancel();
             return;
         }
@@ -882,6 +889,7 @@ impl RunTask {
         if let Err(e) = self.engine.inner.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
         }
+        self.engine.drop_lease(&self.run.session_id).await;
         self.emit(
             AgentEvent::AgentEnd { status: self.run.status.as_str().into(), usage: self.run.usage },
             None,

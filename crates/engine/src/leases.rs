@@ -1,0 +1,210 @@
+//! Session leases: which node runs a session. A run executes on one node; before it
+//! starts (a prompt, or the winning decision on an approval) the node takes the
+//! session's lease in the store, renews it while the run lives, and gives it up when
+//! the run settles or parks at an approval. A node that cannot take the lease answers
+//! like any busy session.
+//!
+//! # Failure semantics
+//!
+//! * A node that dies stops renewing. Once its lease expires, whichever node's reaper
+//!   takes the lease over first marks the session's `running` runs `failed` with
+//!   `node_lost`. They are never re-executed: a tool may already have had its side
+//!   effect. A run parked at an approval holds no lease and stays resumable.
+//! * A node that is alive but cannot renew (the store was unreachable for a whole
+//!   lease, or another node already declared it dead) cancels its run, which settles
+//!   as `failed` with `lease_lost`: it must not go on beside a node that thinks it is
+//!   gone.
+//! * One machine (SQLite) uses one fixed node id, so after a crash the restarted
+//!   process owns its old leases at once; the runs a crash interrupted are failed at
+//!   start (`server_restarted`), as before leases. With a shared store, a restarted
+//!   node has a new id and its old runs end as `node_lost` after the lease time.
+
+use crate::engine::{ActiveHandle, Engine, Loaded};
+use crate::error::{EngineError, Result};
+use spool_protocol::time::{Millis, now_ms};
+use spool_protocol::{RunError, RunStatus, SessionId};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The node id of a single process on its own store.
+pub const LOCAL_NODE: &str = "local";
+
+/// A lease this node just took. Dropped without [`keep`](Self::keep) (an early return,
+/// an error), it is given back in the background.
+pub(crate) struct LeaseGuard {
+    engine: Engine,
+    session: Option<SessionId>,
+}
+
+impl LeaseGuard {
+    /// The run now holds the lease; it renews and releases it.
+    pub fn keep(mut self) {
+        self.session = None;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let engine = self.engine.clone();
+            tokio::spawn(async move {
+                // On one node, a lease taken again by a request that then lost (a second
+                // decision) is the running run's own: it stays.
+                if !engine.runs_here(&session) {
+                    engine.drop_lease(&session).await;
+                }
+            });
+        }
+    }
+}
+
+impl Engine {
+    fn lease_ttl(&self) -> Millis {
+        Millis::try_from(self.inner.config.lease_ttl.as_millis()).unwrap_or(Millis::MAX)
+    }
+
+    /// Takes `session`'s lease for this node, or answers busy when another node has it.
+    /// The lease is given back when the guard drops, unless [`LeaseGuard::keep`] hands
+    /// it to a run.
+    pub(crate) async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
+        let node = &self.inner.config.node_id;
+        if self.inner.store.acquire_lease(session, node, now_ms(), self.lease_ttl()).await? {
+            return Ok(LeaseGuard { engine: self.clone(), session: Some(session.clone()) });
+        }
+        let holder = self.inner.store.get_lease(session).await?.map(|l| l.node_id);
+        Err(EngineError::SessionBusy(format!("a run on node {}", holder.as_deref().unwrap_or("(another)"))))
+    }
+
+    /// With a shared store, another node may have written to a session since this node
+    /// loaded it (until the event bus keeps every node's view live): true when the
+    /// stored conversation is not the one in memory.
+    pub(crate) async fn is_stale(&self, loaded: &Loaded) -> Result<bool> {
+        if !self.inner.config.shared_store {
+            return Ok(false);
+        }
+        let id = loaded.events.read(|s| s.session.id.clone());
+        let stored = self.inner.store.count_messages(&id).await?;
+        Ok(loaded.events.read(|s| s.total) != stored)
+    }
+
+    /// Gives the lease up (a failure is logged: the lease then simply expires).
+    pub(crate) async fn drop_lease(&self, session: &SessionId) {
+        if let Err(e) = self.inner.store.release_lease(session, &self.inner.config.node_id).await {
+            tracing::warn!(%session, error = %e, "could not release a session lease; it will expire");
+        }
+    }
+
+    /// Renews the lease every third of its lifetime until the run finishes. When a
+    /// renewal is refused, or none succeeds for a whole lifetime, the run is cancelled
+    /// with `lease_lost` set, and settles as failed.
+    pub(crate) fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
+        let engine = self.clone();
+        let (finished, cancel, lost) = (handle.finished.clone(), handle.cancel.clone(), handle.lease_lost.clone());
+        let every = self.inner.config.lease_ttl / 3;
+        tokio::spawn(async move {
+            let mut renewed_at = now_ms();
+            loop {
+                tokio::select! {
+                    _ = finished.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let node = &engine.inner.config.node_id;
+                let now = now_ms();
+                let kept = match engine.inner.store.renew_lease(&session, node, now, engine.lease_ttl()).await {
+                    Ok(true) => {
+                        renewed_at = now;
+                        true
+                    }
+                    Ok(false) => false,
+                    Err(e) => {
+                        tracing::warn!(%session, error = %e, "could not renew a session lease");
+                        now - renewed_at < engine.lease_ttl()
+                    }
+                };
+                if !kept {
+                    tracing::warn!(%session, "lost the session lease; cancelling the run");
+                    lost.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Reaps expired leases every half lease. Holds only a weak reference, so it ends
+    /// with the engine.
+    pub(crate) fn spawn_reaper(&self) {
+        let weak = std::sync::Arc::downgrade(&self.inner);
+        let every = (self.inner.config.lease_ttl / 2).max(Duration::from_millis(20));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(e) = (Engine { inner }).reap_expired_leases().await {
+                    tracing::warn!(error = %e, "could not reap expired session leases");
+                }
+            }
+        });
+    }
+
+    /// One reaper pass: for every expired lease this node manages to take over, the
+    /// session's `running` runs are marked `failed` with `node_lost`, then the lease is
+    /// given up. Returns how many runs were failed.
+    pub async fn reap_expired_leases(&self) -> Result<usize> {
+        let store = &self.inner.store;
+        let node = &self.inner.config.node_id;
+        let mut failed = 0;
+        for lease in store.expired_leases(now_ms()).await? {
+            // Taking the lease makes this node the single one that settles the session.
+            if !store.acquire_lease(&lease.session_id, node, now_ms(), self.lease_ttl()).await? {
+                continue;
+            }
+            if self.runs_here(&lease.session_id) {
+                // Our own run, alive but late renewing: its renewal loop decides.
+                continue;
+            }
+            let error = RunError {
+                code: "node_lost".into(),
+                message: format!("node {} stopped renewing its lease while running this run", lease.node_id),
+            };
+            for mut run in store.runs_since(&lease.session_id, 0).await? {
+                if run.status != RunStatus::Running {
+                    continue;
+                }
+                let now = now_ms();
+                run.status = RunStatus::Failed;
+                run.error = Some(error.clone());
+                run.ended_at = Some(now);
+                run.updated_at = now;
+                store.update_run(&run).await?;
+                crate::metrics::METRICS.run_settled(RunStatus::Failed);
+                tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
+                failed += 1;
+            }
+            self.forget_stale(&lease.session_id);
+            self.drop_lease(&lease.session_id).await;
+        }
+        Ok(failed)
+    }
+
+    /// Whether this node is executing a run of the session right now.
+    fn runs_here(&self, session: &SessionId) -> bool {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(session).and_then(|l| l.active()).is_some_and(|a| a.interrupted.is_none())
+    }
+
+    /// Drops this node's in-memory view of a session another node was running, so the
+    /// next reader loads the settled state from the store (open streams end and their
+    /// clients reconnect to a snapshot).
+    pub(crate) fn forget_stale(&self, session: &SessionId) {
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = sessions.get(session)
+            && loaded.active().is_none()
+        {
+            loaded.events.close();
+            sessions.remove(session);
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Session leases between nodes that share one store, played by two engines in one
+//! process over one database file: node A serves HTTP, node B is driven directly. A
+//! session running on one node is busy on the other; a dead node's run is failed as
+//! `node_lost`, never re-run; a node that loses its lease stops its run; racing
+//! decisions on both nodes run the tool once.
+
+mod common;
+
+use common::{TestOptions, TestServer, id_of};
+use serde_json::json;
+use spool_engine::{
+    DecisionInput, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert, Store,
+};
+use spool_model::ScriptedModel;
+use spool_protocol::time::now_ms;
+use spool_protocol::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_millis(300);
+
+fn node_config(name: &str) -> EngineConfig {
+    EngineConfig { node_id: name.into(), lease_ttl: TTL, shared_store: true, ..EngineConfig::default() }
+}
+
+/// Node A (with HTTP) and node B (an engine on the same store).
+async fn two_nodes(model_delay: Duration) -> (TestServer, Engine) {
+    let options = TestOptions { engine: node_config("node-a"), model_delay, ..TestOptions::default() };
+    let a = TestServer::start_with(options).await;
+    let models = Models::new(Arc::new(ScriptedModel::new(model_delay)));
+    let b = Engine::start(a.store.clone(), models, spool_tools::workspace_tools(), node_config("node-b"))
+        .await
+        .expect("start node B");
+    (a, b)
+}
+
+fn prompt(text: &str) -> PromptInput {
+    PromptInput { text: text.into(), ..PromptInput::default() }
+}
+
+#[tokio::test]
+async fn a_session_running_on_one_node_is_busy_on_the_other_until_it_settles() {
+    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let run = a.start_run(&session, "stream: 60").await;
+    match b.prompt(b.local_user(), &id, prompt("echo: me too")).await {
+        Err(EngineError::SessionBusy(holder)) => assert!(holder.contains("node-a"), "{holder}"),
+        other => panic!("node B must answer busy while node A runs the session: {other:?}"),
+    }
+    assert_eq!(a.wait_run(&run).await["status"], "completed");
+    let accepted = b.prompt(b.local_user(), &id, prompt("echo: now B")).await.expect("B runs it now");
+    let run_b = a.wait_run(accepted.run_id.as_str()).await;
+    assert_eq!(run_b["status"], "completed", "{run_b}");
+    assert!(a.store.get_lease(&id).await.expect("lease").is_none(), "a settled run gives its lease up");
+}
+
+#[tokio::test]
+async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_again() {
+    let (a, b) = two_nodes(Duration::ZERO).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    // What a node killed mid-run leaves behind: a running run and a lease it no
+    // longer renews.
+    let now = now_ms();
+    let run = Run {
+        id: RunId::new(),
+        session_id: id.clone(),
+        owner_id: b.local_user().clone(),
+        request_id: "req_dead".into(),
+        status: RunStatus::Running,
+        user_message_index: 0,
+        created_at: now,
+        updated_at: now,
+        first_token_at: None,
+        ended_at: None,
+        usage: Usage::default(),
+        error: None,
+    };
+    assert!(matches!(a.store.insert_run(&run).await.expect("insert"), RunInsert::Created));
+    assert!(a.store.acquire_lease(&id, "node-dead", now - 10_000, 1_000).await.expect("lease"));
+
+    // Both nodes' reapers run every half lease; one of them settles it.
+    let seen_on_a = a.wait_run_until(run.id.as_str(), |r| r["status"] != "running").await;
+    assert_eq!(seen_on_a["status"], "failed", "{seen_on_a}");
+    assert_eq!(seen_on_a["error"]["code"], "node_lost");
+    assert!(seen_on_a["error"]["message"].as_str().is_some_and(|m| m.contains("node-dead")), "{seen_on_a}");
+    assert!(a.store.get_lease(&id).await.expect("lease").is_none(), "the reaper gives the lease up");
+    assert_eq!(a.engine.reap_expired_leases().await.expect("reap") + b.reap_expired_leases().await.expect("reap"), 0);
+    let (_, again) = a.get(&format!("/api/runs/{}", run.id)).await;
+    assert_eq!(again, seen_on_a, "settled once, never touched again");
+    assert_eq!(a.run_prompt(&session, "echo: alive").await["status"], "completed");
+}
+
+#[tokio::test]
+async fn the_reapers_leave_a_run_that_renews_its_lease_alone() {
+    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let session = a.new_session().await;
+    let run = a.start_run(&session, "stream: 200").await;
+    // Several lease lifetimes pass while both reapers run.
+    let deadline = tokio::time::Instant::now() + TTL * 3;
+    while tokio::time::Instant::now() < deadline {
+        assert_eq!(b.reap_expired_leases().await.expect("reap"), 0);
+        tokio::time::sleep(TTL / 4).await;
+    }
+    assert_eq!(a.wait_run(&run).await["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_node_that_loses_its_lease_stops_its_run_as_lease_lost() {
+    let (a, _b) = two_nodes(Duration::from_millis(10)).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let run = a.start_run(&session, "stream: 1000").await;
+    // Another node declared node A dead and took the session over.
+    assert!(a.store.release_lease(&id, "node-a").await.expect("release"));
+    assert!(a.store.acquire_lease(&id, "node-c", now_ms(), 60_000).await.expect("take over"));
+    let settled = a.wait_run(&run).await;
+    assert_eq!(settled["status"], "failed", "{settled}");
+    assert_eq!(settled["error"]["code"], "lease_lost");
+    let lease = a.store.get_lease(&id).await.expect("lease").expect("still node C's");
+    assert_eq!(lease.node_id, "node-c", "the stopped run does not release a lease it no longer holds");
+}
+
+#[tokio::test]
+async fn racing_decisions_on_two_nodes_run_the_tool_once() {
+    let (a, b) = two_nodes(Duration::ZERO).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let prompt = format!("tool: bash {}", json!({"command": "echo ran >> effects.txt"}));
+    let run = a.start_run(&session, &prompt).await;
+    assert_eq!(a.wait_run_until(&run, |r| r["status"] != "running").await["status"], "interrupted");
+    let (_, detail) = a.get(&format!("/api/sessions/{session}")).await;
+    let approval = id_of(&detail["state"]["pendingApprovals"][0]);
+    let approval_id: ApprovalId = approval.parse().expect("approval id");
+
+    let mut racers = Vec::new();
+    for i in 0..24 {
+        if i % 2 == 0 {
+            let request = a
+                .client
+                .post(a.url(&format!("/api/sessions/{session}/approvals/{approval}")))
+                .json(&json!({"decision": "once"}));
+            racers.push(tokio::spawn(async move { request.send().await.expect("decide").status().as_u16() }));
+        } else {
+            let (b, id, approval_id) = (b.clone(), id.clone(), approval_id.clone());
+            racers.push(tokio::spawn(async move {
+                let input = DecisionInput { decision: Decision::Once, message: None, idempotency_key: None };
+                match b.decide(b.local_user(), DecisionTarget::Session(id), &approval_id, input).await {
+                    Ok(response) => response.status,
+                    // Node A ran the continuation before node B even looked.
+                    Err(EngineError::SessionBusy(_)) => 409,
+                    Err(e) => panic!("node B: {e}"),
+                }
+            }));
+        }
+    }
+    let mut statuses = Vec::new();
+    for racer in racers {
+        statuses.push(racer.await.expect("racer"));
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "one winner: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 409), "the others are told no: {statuses:?}");
+    assert_eq!(a.wait_run_until(&run, |r| r["status"] != "running").await["status"], "completed");
+    let effects = std::fs::read_to_string(a.project_dir().join("effects.txt")).expect("the tool ran");
+    assert_eq!(effects, "ran\n", "the side effect happened exactly once");
+}
