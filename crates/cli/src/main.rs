@@ -87,6 +87,14 @@ struct ServeArgs {
     /// Seconds an approval waits for a decision before it expires (default 86400).
     #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     approval_ttl_secs: Option<u64>,
+    /// This node's name in session leases, for several nodes on one --database-url
+    /// (default: the host name and a random suffix; with SQLite, "local").
+    #[arg(long, env = "SPOOL_NODE_ID", value_name = "NAME")]
+    node_id: Option<String>,
+    /// Seconds a session lease lasts unrenewed: a node that dies mid-run has its runs
+    /// marked failed (node_lost) by another node about this long after.
+    #[arg(long, env = "SPOOL_LEASE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease_secs: u64,
 }
 
 #[tokio::main]
@@ -158,6 +166,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(budget) = file.context_budget_tokens {
         engine_config.context_budget_tokens = budget;
     }
+    engine_config.lease_ttl = Duration::from_secs(args.lease_secs);
+    // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
+    engine_config.shared_store = matches!(database, database::Database::Postgres(_));
+    engine_config.node_id = match (&args.node_id, engine_config.shared_store) {
+        (Some(name), _) => check_node_id(name)?,
+        (None, true) => default_node_id(),
+        (None, false) => spool_engine::LOCAL_NODE.to_owned(),
+    };
+    let node_id = engine_config.node_id.clone();
     let engine = Engine::start(store, models, spool_tools::workspace_tools(), engine_config)
         .await
         .context("starting the engine")?;
@@ -168,6 +185,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store = database.kind(),
         data_dir = %args.store.data_dir().display(),
         model = %engine.model_name(),
+        node = %node_id,
         "spool started"
     );
     // Tests and scripts wait for this exact line to learn the port.
@@ -249,4 +267,26 @@ async fn stop_signal() -> std::io::Result<&'static str> {
     {
         tokio::signal::ctrl_c().await.map(|()| "ctrl-c")
     }
+}
+
+/// A node name: 1 to 64 printable ASCII characters, so it reads well in logs and errors.
+fn check_node_id(name: &str) -> anyhow::Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!("--node-id must be 1 to 64 printable ASCII characters without spaces");
+    }
+    Ok(name.to_owned())
+}
+
+/// The host name and a random suffix: unique per process, so a restarted node never
+/// mistakes its predecessor's leases for its own.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().chars().filter(char::is_ascii_graphic).take(40).collect::<String>())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    let suffix = spool_protocol::RunId::new().as_str()[4..].to_ascii_lowercase();
+    format!("{host}-{}", &suffix[suffix.len() - 6..])
 }

@@ -106,9 +106,14 @@ fn spool() -> Command {
 }
 
 fn start(url: &str, data: &std::path::Path) -> (Spool, String) {
+    start_with(url, data, &[])
+}
+
+fn start_with(url: &str, data: &std::path::Path, extra: &[&str]) -> (Spool, String) {
     let mut child = spool()
         .args(["serve", "--addr", "127.0.0.1:0", "--database-url", url, "--data-dir"])
         .arg(data)
+        .args(extra)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start spool");
@@ -201,4 +206,66 @@ fn an_unsupported_scheme_or_an_unreachable_server_stops_the_start() {
     let message = refused("postgres://spool:secret@127.0.0.1:1/spool");
     assert!(message.contains("cannot connect to PostgreSQL at 127.0.0.1:1/spool"), "{message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
+}
+
+/// Polls `GET url` until `done` holds for the JSON answer.
+async fn wait_for(client: &reqwest::Client, url: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let body = call(client.get(url)).await;
+        if done(&body) {
+            return body;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other_within_the_lease_time() {
+    let Some(db) = TestDb::create().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let slow = ["--lease-secs", "1", "--scripted-delay-ms", "20"];
+    let (node_a, a) = start_with(&db.url, &dir.path().join("a"), &[&slow[..], &["--node-id", "node-a"]].concat());
+    let (_node_b, b) = start_with(&db.url, &dir.path().join("b"), &[&slow[..], &["--node-id", "node-b"]].concat());
+
+    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let accepted =
+        call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 100000"}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+
+    // Node B knows the session (one database) and that node A is running it.
+    let busy = client
+        .post(format!("{b}/api/sessions/{session}/prompt"))
+        .json(&json!({"text": "echo: me too"}))
+        .send()
+        .await
+        .expect("prompt on B");
+    assert_eq!(busy.status(), 409);
+    let body: Value = busy.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "session_busy", "{body}");
+
+    drop(node_a); // SIGKILL: no shutdown, no lease release.
+    let killed_at = tokio::time::Instant::now();
+    let failed = wait_for(&client, &format!("{b}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "a 1 s lease is reaped in seconds: {:?}",
+        killed_at.elapsed()
+    );
+
+    // The session is free again, on node B, and the killed run is never re-run.
+    let next =
+        call(client.post(format!("{b}/api/sessions/{session}/prompt")).json(&json!({"text": "echo: on B"}))).await;
+    let next = next["runId"].as_str().expect("run id").to_owned();
+    let done = wait_for(&client, &format!("{b}/api/runs/{next}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let again = call(client.get(format!("{b}/api/runs/{run}"))).await;
+    assert_eq!(again, failed, "the lost run stays failed");
 }
