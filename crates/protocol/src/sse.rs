@@ -65,7 +65,14 @@ pub struct SseEvent {
 }
 
 /// Incremental decoder: feed chunks, get whole events.
-#[derive(Debug, Default)]
+///
+/// A leading byte-order mark is skipped, as the SSE rules say. One event (its current
+/// line plus the data gathered so far) may hold at most [`Decoder::DEFAULT_MAX_EVENT`]
+/// bytes, or the limit given to [`Decoder::with_max_event`]: a peer that never ends a
+/// line or an event must not grow this process's memory without bound. An event over
+/// the limit is dropped whole (never delivered cut short) and counted in
+/// [`Decoder::discarded`]; decoding resumes after its blank line.
+#[derive(Debug)]
 pub struct Decoder {
     line: Vec<u8>,
     last_was_cr: bool,
@@ -73,11 +80,58 @@ pub struct Decoder {
     event: Option<String>,
     data: String,
     has_data: bool,
+    /// Still at the start of the stream, where a byte-order mark may be.
+    at_start: bool,
+    max_event: usize,
+    /// Dropping an oversized event until its blank line.
+    skipping: Option<Skip>,
+    discarded: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Skip {
+    /// The oversized line has ended (later lines are still the same event).
+    line_ended: bool,
+    /// The current skipped line has bytes (so a line end does not end the event).
+    line_has_bytes: bool,
+}
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::with_max_event(Self::DEFAULT_MAX_EVENT)
+    }
 }
 
 impl Decoder {
+    /// Room for the largest frame Spool sends (a snapshot of a long session) and any
+    /// provider's event, with margin.
+    pub const DEFAULT_MAX_EVENT: usize = 64 << 20;
+
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder that drops events larger than `max_event` bytes.
+    pub fn with_max_event(max_event: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            last_was_cr: false,
+            id: None,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            at_start: true,
+            max_event,
+            skipping: None,
+            discarded: 0,
+        }
+    }
+
+    /// How many events were dropped for being over the size limit.
+    pub fn discarded(&self) -> u64 {
+        self.discarded
     }
 
     /// Feeds a chunk and returns the events it completed.
@@ -88,6 +142,15 @@ impl Decoder {
                 b'\n' if self.last_was_cr => self.last_was_cr = false,
                 b'\n' | b'\r' => {
                     self.last_was_cr = b == b'\r';
+                    self.at_start = false;
+                    if let Some(skip) = &mut self.skipping {
+                        if skip.line_ended && !skip.line_has_bytes {
+                            self.skipping = None;
+                        } else {
+                            *skip = Skip { line_ended: true, line_has_bytes: false };
+                        }
+                        continue;
+                    }
                     let line = std::mem::take(&mut self.line);
                     if let Some(ev) = self.line_done(&line) {
                         out.push(ev);
@@ -95,11 +158,37 @@ impl Decoder {
                 }
                 _ => {
                     self.last_was_cr = false;
+                    if let Some(skip) = &mut self.skipping {
+                        skip.line_has_bytes = true;
+                        continue;
+                    }
                     self.line.push(b);
+                    if self.at_start {
+                        if self.line == BOM {
+                            self.line.clear();
+                            self.at_start = false;
+                        } else if !BOM.starts_with(&self.line) {
+                            self.at_start = false;
+                        }
+                    }
+                    if self.line.len() + self.data.len() > self.max_event {
+                        self.drop_event();
+                    }
                 }
             }
         }
         out
+    }
+
+    /// Forgets the event being read; the rest of it is skipped up to its blank line.
+    fn drop_event(&mut self) {
+        self.line = Vec::new();
+        self.data = String::new();
+        self.has_data = false;
+        self.id = None;
+        self.event = None;
+        self.discarded += 1;
+        self.skipping = Some(Skip { line_ended: false, line_has_bytes: true });
     }
 
     fn line_done(&mut self, line: &[u8]) -> Option<SseEvent> {
@@ -172,6 +261,33 @@ mod tests {
         assert_eq!(&encode(None, None, "a\rb")[..], b"data: a\ndata: b\n\n");
         let evs = decode_all(&[&encode(None, None, "x\r\rdata: y\r\nz")]);
         assert_eq!(evs, vec![SseEvent { id: None, event: None, data: "x\n\ndata: y\nz".into() }]);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_even_split_across_chunks() {
+        assert_eq!(decode_all(&[b"\xEF\xBBdata: a\n\n"]).len(), 0, "a broken mark is not a mark");
+        let evs = decode_all(&[b"\xEF", b"\xBB", b"\xBFdata: a\n\n"]);
+        assert_eq!(evs, vec![SseEvent { id: None, event: None, data: "a".into() }]);
+        let later = decode_all(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"]);
+        assert_eq!(later.len(), 1, "only at the very start: {later:?}");
+    }
+
+    #[test]
+    fn an_event_over_the_limit_is_dropped_whole_and_decoding_goes_on() {
+        let mut d = Decoder::with_max_event(16);
+        let mut evs = d.push(b"data: short\n\nid: 7\ndata: this line is far too long for it\r\ndata: tail\n\n");
+        evs.extend(d.push(b"data: 0123456789\ndata: 0123456789\n\n"));
+        evs.extend(d.push(b"data: after\n\n"));
+        let data: Vec<&str> = evs.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["short", "after"], "the long line's event and the one over the limit in total are dropped");
+        assert_eq!(evs[1].id, None, "nothing of a dropped event leaks into the next");
+        assert_eq!(d.discarded(), 2);
+        // A peer that never ends a line holds at most the limit.
+        let mut d = Decoder::with_max_event(1024);
+        for _ in 0..1000 {
+            assert!(d.push(&[b'x'; 1000]).is_empty());
+        }
+        assert!(d.line.len() <= 1024 && d.discarded() == 1);
     }
 
     #[test]
