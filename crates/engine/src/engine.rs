@@ -132,6 +132,8 @@ pub(crate) struct Inner {
     pub config: EngineConfig,
     local_user: UserId,
     pub lists: crate::lists::ListNotifier,
+    /// The other nodes, when there are any (see [`crate::remote`]).
+    pub remote: Option<crate::remote::Remote>,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
     pub sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
     /// Open session streams per user, for the per-user limit.
@@ -267,6 +269,29 @@ impl Engine {
         tools: ToolRegistry,
         config: EngineConfig,
     ) -> Result<Engine> {
+        Self::start_node(store, models, tools, config, None).await
+    }
+
+    /// Like [`start`](Self::start), for one node of several: aborts reach the node
+    /// running the session, and list notifications reach the pages on every node,
+    /// through `cluster`.
+    pub async fn start_clustered(
+        store: Arc<dyn Store>,
+        models: Models,
+        tools: ToolRegistry,
+        config: EngineConfig,
+        cluster: Arc<dyn crate::Cluster>,
+    ) -> Result<Engine> {
+        Self::start_node(store, models, tools, config, Some(cluster)).await
+    }
+
+    async fn start_node(
+        store: Arc<dyn Store>,
+        models: Models,
+        tools: ToolRegistry,
+        config: EngineConfig,
+        cluster: Option<Arc<dyn crate::Cluster>>,
+    ) -> Result<Engine> {
         let local_user = store.ensure_user("local").await?;
         let error = RunError {
             code: "server_restarted".into(),
@@ -285,7 +310,11 @@ impl Engine {
                 tools,
                 config,
                 local_user,
-                lists: crate::lists::ListNotifier::new(),
+                lists: match &cluster {
+                    Some(cluster) => crate::lists::ListNotifier::clustered(cluster.clone()),
+                    None => crate::lists::ListNotifier::new(),
+                },
+                remote: cluster.map(crate::remote::Remote::new),
                 sessions: Mutex::new(HashMap::new()),
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth: crate::auth::AuthState::default(),
@@ -297,6 +326,7 @@ impl Engine {
         }
         engine.spawn_janitor();
         engine.spawn_reaper();
+        engine.spawn_remote();
         Ok(engine)
     }
 
@@ -806,9 +836,18 @@ impl Engine {
     /// Aborts the session's active run and waits until it is settled as `cancelled`.
     /// Returns the run id, or `None` when nothing was running.
     ///
-    /// A run parked at an approval is cancelled together with its approval.
+    /// A run parked at an approval is cancelled together with its approval. A run on
+    /// another node is aborted there (see [`crate::remote`]).
     pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
         let loaded = self.load(owner, id).await?;
+        match self.abort_loaded(&loaded).await? {
+            Some(run) => Ok(Some(run)),
+            None => self.abort_elsewhere(id).await,
+        }
+    }
+
+    /// Aborts the run this node has of a loaded session, if any.
+    pub(crate) async fn abort_loaded(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
         let _control = loaded.control.lock().await;
         loop {
             let Some(active) = loaded.active() else {
@@ -816,7 +855,7 @@ impl Engine {
             };
             if let Some(approval_id) = &active.interrupted {
                 self.end_interrupted(
-                    &loaded,
+                    loaded,
                     approval_id,
                     ApprovalStatus::Cancelled,
                     RunError {

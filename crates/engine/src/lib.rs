@@ -4,6 +4,7 @@
 
 mod approvals;
 pub mod auth;
+pub mod cluster;
 pub mod context;
 mod engine;
 mod error;
@@ -14,12 +15,14 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 mod opencode_support;
+mod remote;
 mod run;
 pub mod store;
 pub mod tool;
 pub mod view;
 
 pub use approvals::{Decided, DecisionInput, DecisionTarget};
+pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
     ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,
     PromptInput, SessionDetail, SessionInfo, SessionPatch,

@@ -13,7 +13,13 @@
 //! numbered in that owner's sequence, and only that owner's connections pass it on. So
 //! one user never learns another's project ids, nor (from gaps in `seq`) how busy
 //! anyone else is.
+//!
+//! Several nodes: every notification is also published to the other nodes (a
+//! [`Cluster`]), which pass it to their own connections with [`ListNotifier::deliver`]
+//! — numbered in their own sequence, under their own `streamId` — and do not publish it
+//! again. So a page connected to any node hears about a change made on any node, once.
 
+use crate::cluster::{Cluster, ClusterMessage, Solo};
 use bytes::Bytes;
 use futures::Stream;
 use futures::StreamExt;
@@ -56,7 +62,8 @@ pub struct ListNotifier {
 
 /// A typed account of what changed, for dialects that name the change (the WebSocket
 /// hub's `channel.created` / `channel.deleted`, OpenCode's `session.updated`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Change {
     SessionCreated { session: spool_protocol::SessionId, project: ProjectId },
     SessionChanged { session: spool_protocol::SessionId, project: ProjectId },
@@ -64,7 +71,19 @@ pub enum Change {
     ProjectChanged { project: ProjectId },
 }
 
+/// One notification as it travels between nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ListNote {
+    /// [`ListNotifier::sessions_changed`]: a list frame and no typed change.
+    SessionsChanged { project: ProjectId },
+    /// [`ListNotifier::change`]: a typed change and the list frame it implies.
+    Change { change: Change },
+}
+
 struct Shared {
+    /// Where this node's notifications go for the other nodes.
+    cluster: Arc<dyn Cluster>,
     changes: broadcast::Sender<Change>,
     stream_id: StreamId,
     /// Each owner's last seq. Publishers hold the lock while numbering and sending, so
@@ -81,11 +100,18 @@ impl Default for ListNotifier {
 }
 
 impl ListNotifier {
+    /// A notifier for a node on its own.
     pub fn new() -> Self {
+        Self::clustered(Arc::new(Solo))
+    }
+
+    /// A notifier that also tells the other nodes of `cluster` about every change.
+    pub fn clustered(cluster: Arc<dyn Cluster>) -> Self {
         let (tx, _) = broadcast::channel(RING);
         let (changes, _) = broadcast::channel(RING);
         Self {
             shared: Arc::new(Shared {
+                cluster,
                 changes,
                 stream_id: StreamId::new(),
                 seqs: std::sync::Mutex::new(HashMap::new()),
@@ -101,25 +127,43 @@ impl ListNotifier {
     /// The session list of `project` changed (created, archived, restored, deleted,
     /// retitled, a run accepted or settled, a state change, a read receipt).
     pub fn sessions_changed(&self, owner: &UserId, project: &ProjectId) {
-        self.publish(SESSIONS_CHANGED, owner, project);
+        self.announce(owner, ListNote::SessionsChanged { project: project.clone() });
     }
 
     /// The project list changed (registered, renamed, removed).
     pub fn projects_changed(&self, owner: &UserId, project: &ProjectId) {
-        self.publish(PROJECTS_CHANGED, owner, project);
-        let _ = self.shared.changes.send(Change::ProjectChanged { project: project.clone() });
+        self.change(owner, Change::ProjectChanged { project: project.clone() });
     }
 
     /// Announces a typed change (and the list notification it implies) about a project
     /// of `owner`'s.
     pub fn change(&self, owner: &UserId, change: Change) {
-        match &change {
-            Change::SessionCreated { project, .. }
-            | Change::SessionChanged { project, .. }
-            | Change::SessionDeleted { project, .. } => self.publish(SESSIONS_CHANGED, owner, project),
-            Change::ProjectChanged { project } => self.publish(PROJECTS_CHANGED, owner, project),
+        self.announce(owner, ListNote::Change { change });
+    }
+
+    /// Passes a notification to this node's connections and watchers, then to the
+    /// other nodes.
+    fn announce(&self, owner: &UserId, note: ListNote) {
+        self.deliver(owner, note.clone());
+        self.shared.cluster.publish(ClusterMessage::List { owner: owner.clone(), note });
+    }
+
+    /// Passes a notification to this node's connections and watchers only: what another
+    /// node published reaches this one's pages, and goes no further.
+    pub fn deliver(&self, owner: &UserId, note: ListNote) {
+        match note {
+            ListNote::SessionsChanged { project } => self.publish(SESSIONS_CHANGED, owner, &project),
+            ListNote::Change { change } => {
+                match &change {
+                    Change::SessionCreated { project, .. }
+                    | Change::SessionChanged { project, .. }
+                    | Change::SessionDeleted { project, .. } => self.publish(SESSIONS_CHANGED, owner, project),
+                    Change::ProjectChanged { project } => self.publish(PROJECTS_CHANGED, owner, project),
+                }
+                // No receivers is fine: nobody is watching.
+                let _ = self.shared.changes.send(change);
+            }
         }
-        let _ = self.shared.changes.send(change);
     }
 
     /// Typed changes as they happen (no history; a receiver that lags a whole ring
@@ -215,6 +259,32 @@ mod tests {
         assert_eq!((next.kind.as_str(), next.seq, next.workspace_id), (PROJECTS_CHANGED, 1, Some(his)));
         let mut alices = lists.subscribe(alice);
         assert_eq!(decode(&alices.next().await.expect("reset")).seq, 2);
+    }
+
+    #[tokio::test]
+    async fn a_change_reaches_the_other_nodes_once_and_is_not_published_again() {
+        use crate::cluster::InProcess;
+        let hub = InProcess::hub("observer");
+        let mut wire = hub.subscribe();
+        let (a, b) =
+            (ListNotifier::clustered(Arc::new(hub.node("a"))), ListNotifier::clustered(Arc::new(hub.node("b"))));
+        let (owner, project, session) = (UserId::new(), ProjectId::new(), spool_protocol::SessionId::new());
+        let mut page_on_b = b.subscribe(owner.clone());
+        page_on_b.next().await.expect("reset");
+        let mut watcher_on_b = b.watch_changes();
+
+        let created = Change::SessionCreated { session, project: project.clone() };
+        a.change(&owner, created.clone());
+        let Some(ClusterMessage::List { owner: to, note }) = wire.next().await else { panic!("a list message") };
+        assert_eq!((&to, &note), (&owner, &ListNote::Change { change: created.clone() }));
+        b.deliver(&to, note);
+
+        let frame = decode(&page_on_b.next().await.expect("live on b"));
+        assert_eq!((frame.kind.as_str(), frame.seq, frame.workspace_id), (SESSIONS_CHANGED, 1, Some(project)));
+        assert_eq!(&frame.stream_id, b.stream_id(), "numbered in b's own stream");
+        assert_eq!(watcher_on_b.try_recv().expect("typed change on b"), created);
+        let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), wire.next()).await;
+        assert!(quiet.is_err(), "b does not publish what it received: {quiet:?}");
     }
 
     #[tokio::test]
