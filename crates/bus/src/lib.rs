@@ -88,12 +88,19 @@
 //! * Redis Cluster: the keys share a slot, but `PUBLISH` goes to every node of the
 //!   cluster; sharded PUB/SUB (`SPUBLISH`/`SSUBSCRIBE`) would keep it on the slot's node.
 //!   Not done yet: one Redis (with replicas) is the supported setup.
+//!
+//! # Between nodes
+//!
+//! [`RedisCluster`] is the engine's `Cluster` over one PUB/SUB channel: aborts for the
+//! node running a session, and list notifications (see the `cluster` module).
 
+mod cluster;
 mod keys;
 mod listener;
 mod pump;
 mod scripts;
 
+pub use cluster::{CHANNEL, RedisCluster};
 pub use listener::{Item, Listener};
 pub use scripts::Replay;
 
