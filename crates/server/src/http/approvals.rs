@@ -77,6 +77,7 @@ async fn decide(
 #[into_params(parameter_in = Query)]
 struct ResumeQuery {
     /// With an event-stream answer: continue after this run-stream sequence.
+    #[param(maximum = 9007199254740991.0)]
     after: Option<u64>,
 }
 

@@ -83,7 +83,23 @@ struct ChatBody {
 #[into_params(parameter_in = Query)]
 struct AfterQuery {
     /// The last sequence the client has (`Last-Event-ID` wins).
+    #[param(maximum = 9007199254740991.0)]
     after: Option<u64>,
+}
+
+/// The largest run-stream sequence: the largest integer a JavaScript client holds
+/// exactly. No run gets near it, so an `after` above it was never sent by this server;
+/// taken as is, counting on from it (a snapshot is numbered `after + 1`) could overflow.
+pub(crate) const MAX_SEQUENCE: u64 = (1 << 53) - 1;
+
+/// A client's `after`, refused when it is past any sequence a run can have.
+pub(crate) fn checked_after(after: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match after {
+        Some(n) if n > MAX_SEQUENCE => {
+            Err(ApiError::bad_request("invalid_cursor", format!("a run-stream sequence is at most {MAX_SEQUENCE}")))
+        }
+        other => Ok(other),
+    }
 }
 
 /// Which events a client already has.
@@ -176,7 +192,7 @@ async fn events(
     QueryParams(query): QueryParams<AfterQuery>,
 ) -> Result<Response, ApiError> {
     let header = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
-    let after = header.or(query.after).unwrap_or(0);
+    let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
     let feed = attach(&state.engine, &user, run, After::Seq(after), connection).await?;
     Ok(run_response(feed, state.engine.clone(), user, state.config.heartbeat))
@@ -201,6 +217,8 @@ pub(crate) async fn resume_stream(
     after: Option<u64>,
     connection: CancellationToken,
 ) -> Result<Response, ApiError> {
+    // Checked before deciding: a refused request must change nothing.
+    let after = checked_after(after)?;
     let reply = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
     if reply.status != StatusCode::OK.as_u16() {
         let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -552,6 +570,35 @@ mod tests {
         };
         tokio::time::timeout(Duration::from_secs(15), read).await.expect("the stream ends");
         out
+    }
+
+    /// Found by schemathesis: `after` near `u64::MAX` overflowed numbering the snapshot.
+    #[tokio::test]
+    async fn an_after_past_any_sequence_is_a_400_not_a_panic() {
+        let server = server().await;
+        let client = reqwest::Client::builder().no_proxy().build().expect("client");
+        let res = client
+            .post(format!("{}/api/chat", server.base))
+            .json(&json!({"projectId": server.project, "text": "hello"}))
+            .send()
+            .await
+            .expect("chat");
+        let events = read_all(res).await;
+        let run_id = events[0].1["runId"].as_str().expect("runId").to_owned();
+        let url = format!("{}/api/runs/{run_id}/events", server.base);
+        for after in [u64::MAX, MAX_SEQUENCE + 1] {
+            let res = client.get(format!("{url}?after={after}")).send().await.expect("events");
+            assert_eq!(res.status(), 400, "after={after}");
+            let body: Value = res.json().await.expect("JSON error");
+            assert_eq!(body["error"]["code"], "invalid_cursor");
+            let res = client.get(&url).header("last-event-id", after.to_string()).send().await.expect("events");
+            assert_eq!(res.status(), 400, "Last-Event-ID: {after}");
+        }
+        // The largest allowed one still answers: a snapshot numbered after it, then done.
+        let res = client.get(format!("{url}?after={MAX_SEQUENCE}")).send().await.expect("events");
+        let replay = read_all(res).await;
+        assert_eq!(replay[0].1["sequence"], MAX_SEQUENCE + 1, "{replay:?}");
+        assert_eq!(replay.last().expect("events").0, "done");
     }
 
     #[tokio::test]
