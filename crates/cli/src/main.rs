@@ -1,6 +1,7 @@
 //! The `spool` binary. `spool serve` wires the parts together: the store (SQLite in
 //! the data directory, or PostgreSQL with `--database-url`; see [`database`]), the
-//! models, the tools, the engine, and the HTTP server, until SIGINT or SIGTERM.
+//! other nodes (Redis with `--redis-url`; see [`cluster`]), the models, the tools, the
+//! engine, and the HTTP server, until SIGINT or SIGTERM.
 //!
 //! Only loopback addresses are served: binding anything else would expose every
 //! session to the network, and auth does not exist yet.
@@ -18,6 +19,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+mod cluster;
 mod config;
 mod database;
 
@@ -95,6 +97,13 @@ struct ServeArgs {
     /// marked failed (node_lost) by another node about this long after.
     #[arg(long, env = "SPOOL_LEASE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_secs: u64,
+    /// Join the other nodes on the same --database-url through Redis PUB/SUB, a
+    /// redis:// URL (redis://[:PASSWORD@]HOST:PORT[/DB]): an abort sent to any node
+    /// reaches the node running the session, and session-list notifications reach the
+    /// pages connected to every node. Needs --database-url. Without it each node
+    /// aborts only its own runs and notifies only its own pages.
+    #[arg(long, env = "SPOOL_REDIS_URL", value_name = "URL")]
+    redis_url: Option<String>,
 }
 
 #[tokio::main]
@@ -149,6 +158,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
 
+    // Checked before the store is opened (and perhaps migrated): a typo costs nothing.
+    let redis_url = cluster::redis_url(args.redis_url.as_deref())?;
     let database = args.store.open().await?;
     let store = database.shared();
     let file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
@@ -175,9 +186,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (None, false) => spool_engine::LOCAL_NODE.to_owned(),
     };
     let node_id = engine_config.node_id.clone();
-    let engine = Engine::start(store, models, spool_tools::workspace_tools(), engine_config)
-        .await
-        .context("starting the engine")?;
+    if redis_url.is_some() && !engine_config.shared_store {
+        bail!("--redis-url joins nodes that share a --database-url; with SQLite a server is on its own");
+    }
+    let tools = spool_tools::workspace_tools();
+    let engine = match redis_url {
+        Some(url) => {
+            let cluster = Arc::new(cluster::join(url, &node_id).await?);
+            Engine::start_clustered(store, models, tools, engine_config, cluster).await
+        }
+        None => Engine::start(store, models, tools, engine_config).await,
+    }
+    .context("starting the engine")?;
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
@@ -186,6 +206,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         data_dir = %args.store.data_dir().display(),
         model = %engine.model_name(),
         node = %node_id,
+        cluster = if redis_url.is_some() { "redis" } else { "none" },
         "spool started"
     );
     // Tests and scripts wait for this exact line to learn the port.

@@ -1,0 +1,67 @@
+//! `--redis-url`: joining the other nodes of a deployment through Redis PUB/SUB
+//! (`spool_bus::RedisCluster`), so an abort sent to any node reaches the node running
+//! the session and list notifications reach the pages on every node.
+//!
+//! Nodes are only meaningful on a shared store: with SQLite every process is alone and
+//! all are named `local`, so the flag is refused there rather than quietly mixing up
+//! separate servers. Errors name the server but never the URL's password.
+
+use anyhow::bail;
+use spool_bus::RedisCluster;
+use std::time::Duration;
+
+/// How long reaching Redis may take at start before the start fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The Redis URL, if one is configured; an empty variable counts as unset.
+pub fn redis_url(raw: Option<&str>) -> anyhow::Result<Option<&str>> {
+    let Some(url) = raw.map(str::trim).filter(|u| !u.is_empty()) else { return Ok(None) };
+    match url.split_once("://") {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("redis") => Ok(Some(url)),
+        // Only the scheme is echoed: the rest may hold a password.
+        Some((scheme, _)) => bail!(
+            "--redis-url has the unsupported scheme {scheme:?}: use a redis:// URL \
+             (redis://[:PASSWORD@]HOST:PORT[/DB]); TLS (rediss://) is not built in"
+        ),
+        None => bail!("--redis-url must be a redis:// URL (redis://[:PASSWORD@]HOST:PORT[/DB])"),
+    }
+}
+
+/// Joins the cluster as `node`.
+pub async fn join(url: &str, node: &str) -> anyhow::Result<RedisCluster> {
+    let server = server_of(url);
+    match tokio::time::timeout(CONNECT_TIMEOUT, RedisCluster::connect(url, node)).await {
+        Ok(Ok(cluster)) => Ok(cluster),
+        Ok(Err(e)) => bail!("cannot connect to Redis at {server} (--redis-url): {}", redact(&e.to_string(), url)),
+        Err(_) => bail!("cannot connect to Redis at {server} (--redis-url): no answer within {CONNECT_TIMEOUT:?}"),
+    }
+}
+
+/// `HOST:PORT[/DB]` of a URL, without user or password.
+fn server_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    rest.split('?').next().unwrap_or(rest)
+}
+
+/// A client error may quote the URL; never show its password.
+fn redact(message: &str, url: &str) -> String {
+    message.replace(url, server_of(url))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_redis_urls_are_taken_and_passwords_never_shown() {
+        assert_eq!(redis_url(None).expect("unset"), None);
+        assert_eq!(redis_url(Some("  ")).expect("empty is unset"), None);
+        assert_eq!(redis_url(Some("redis://127.0.0.1:6379")).expect("ok"), Some("redis://127.0.0.1:6379"));
+        let refused = redis_url(Some("rediss://:secret@cache:6380")).expect_err("no TLS").to_string();
+        assert!(refused.contains(r#""rediss""#) && !refused.contains("secret"), "{refused}");
+        assert!(redis_url(Some("127.0.0.1:6379")).is_err());
+        assert_eq!(server_of("redis://user:secret@cache:6379/2"), "cache:6379/2");
+        assert_eq!(server_of("redis://cache:6379"), "cache:6379");
+    }
+}
