@@ -228,6 +228,31 @@ async fn every_reference_resolves() {
     }
 }
 
+/// Where the document states a limit or an optional body, the server agrees.
+#[tokio::test]
+async fn stated_limits_and_optional_bodies_hold() {
+    let server = TestServer::start().await;
+    let doc = document(&server).await;
+    let params = doc["paths"]["/api/sessions/{id}/messages"]["get"]["parameters"].as_array().expect("parameters");
+    let limit = params.iter().find(|p| p["name"] == "limit").expect("a limit parameter");
+    assert_eq!(limit["schema"]["minimum"], 1);
+    assert_eq!(limit["schema"]["maximum"], spool_engine::MAX_PAGE);
+    let session = server.new_session().await;
+    for (limit, status) in [(0, 400), (1, 200), (spool_engine::MAX_PAGE, 200), (spool_engine::MAX_PAGE + 1, 400)] {
+        let (got, body) = server.get(&format!("/api/sessions/{session}/messages?limit={limit}")).await;
+        assert_eq!(got.as_u16(), status, "limit={limit}: {body}");
+    }
+
+    // OpenCode's create and patch bodies may be absent, and so `null`.
+    assert!(doc["paths"]["/session"]["post"]["requestBody"]["required"] != json!(true));
+    let request = server
+        .client
+        .post(server.url("/session"))
+        .header("x-opencode-directory", server.project_dir().to_str().expect("UTF-8"));
+    let (status, created) = server.send(request.header("content-type", "application/json").body("null")).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+}
+
 /// The JSON the server sends has exactly the fields its schema names (camelCase), and
 /// an error has the shared error body.
 #[tokio::test]

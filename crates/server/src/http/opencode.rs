@@ -79,12 +79,15 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 // ---- helpers ------------------------------------------------------------------------
 
-/// A JSON body that may be absent (the SDK sends none for `session.create()`).
+/// A JSON body that may be absent (the SDK sends none for `session.create()`); a JSON
+/// `null` says the same, as the document's nullable request body promises.
 fn body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    serde_json::from_slice::<Option<T>>(bytes)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
 }
 
 async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scope, ApiError> {

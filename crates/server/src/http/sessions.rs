@@ -64,7 +64,8 @@ struct UpdateSession {
 struct HistoryQuery {
     /// Messages with an index below this one (default: the newest).
     before: Option<u64>,
-    /// At most this many messages.
+    /// At most this many messages: 1 to `spool_engine::MAX_PAGE`.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
 }
 
