@@ -7,130 +7,13 @@
 //! own and drops it afterwards. Without the variable it prints a notice and passes,
 //! except under CI, where it fails.
 
+mod common;
+
+use common::{TestDb, WAIT, call, spool, start, start_with, wait_for};
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-const WAIT: Duration = Duration::from_secs(30);
-const URL_VAR: &str = "SPOOL_TEST_DATABASE_URL";
-
-/// A database of this test's own on the test server, dropped on drop.
-struct TestDb {
-    server: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    async fn create() -> Option<TestDb> {
-        let server = match std::env::var(URL_VAR) {
-            Ok(url) if !url.trim().is_empty() => url,
-            _ if std::env::var_os("CI").is_some() => panic!(
-                "{URL_VAR} is not set: set it to a PostgreSQL server whose role may create databases, \
-                 e.g. postgres://postgres@127.0.0.1:5432/postgres"
-            ),
-            _ => {
-                eprintln!("skipped: set {URL_VAR} (e.g. postgres://postgres@127.0.0.1:5432/postgres) to run this test");
-                return None;
-            }
-        };
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
-        let name = format!("spool_cli_test_{}_{nanos}", std::process::id());
-        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
-        // A database name cannot be a bound parameter; this one is ours, letters and digits.
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create database");
-        admin.close().await.expect("close");
-        let (scheme, rest) = server.split_once("://").expect("the test server is a URL");
-        let (location, query) = rest.split_once('?').map_or((rest, String::new()), |(l, q)| (l, format!("?{q}")));
-        let authority = location.split('/').next().unwrap_or(location);
-        let url = format!("{scheme}://{authority}/{name}{query}");
-        Some(TestDb { server, name, url })
-    }
-}
-
-impl Drop for TestDb {
-    /// On a runtime of its own: Drop cannot await, and after a panic the test's
-    /// runtime may be gone. `WITH (FORCE)` ends connections left open.
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&server).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await?;
-                admin.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}: {dropped:?}", self.name);
-        }
-    }
-}
-
-struct Spool(Child);
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Spool {
-    /// SIGTERM, then waits for a clean exit.
-    fn stop(mut self) {
-        let killed = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().expect("run kill");
-        assert!(killed.success());
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("wait") {
-                assert!(status.success(), "graceful exit, got {status}");
-                return;
-            }
-            assert!(std::time::Instant::now() < deadline, "spool did not exit in {WAIT:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn spool() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
-    for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_DATABASE_URL"] {
-        cmd.env_remove(var);
-    }
-    cmd.env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0");
-    cmd
-}
-
-fn start(url: &str, data: &std::path::Path) -> (Spool, String) {
-    start_with(url, data, &[])
-}
-
-fn start_with(url: &str, data: &std::path::Path, extra: &[&str]) -> (Spool, String) {
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", url, "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start spool");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
-    let base =
-        line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
-    (Spool(child), base)
-}
-
-async fn call(req: reqwest::RequestBuilder) -> Value {
-    let res = req.send().await.expect("request");
-    let status = res.status();
-    let body: Value = res.json().await.expect("json");
-    assert!(status.is_success(), "{status}: {body}");
-    body
-}
+use std::process::Output;
+use std::time::Duration;
 
 #[tokio::test]
 async fn projects_sessions_and_messages_survive_a_restart_on_postgres() {
@@ -206,19 +89,6 @@ fn an_unsupported_scheme_or_an_unreachable_server_stops_the_start() {
     let message = refused("postgres://spool:secret@127.0.0.1:1/spool");
     assert!(message.contains("cannot connect to PostgreSQL at 127.0.0.1:1/spool"), "{message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
-}
-
-/// Polls `GET url` until `done` holds for the JSON answer.
-async fn wait_for(client: &reqwest::Client, url: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let body = call(client.get(url)).await;
-        if done(&body) {
-            return body;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

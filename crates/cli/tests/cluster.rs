@@ -1,0 +1,174 @@
+//! Three `spool serve` nodes on one PostgreSQL database and one Redis (`--redis-url`):
+//! the pages connected to every node hear about the changes made on any node, each
+//! once; and an abort sent to a node that is not running the session reaches the node
+//! that is, and answers like a local abort.
+//!
+//! PostgreSQL comes from `SPOOL_TEST_DATABASE_URL` (a database of the test's own is
+//! made and dropped) and Redis from `SPOOL_TEST_REDIS_URL`. Without them the test prints
+//! a notice and passes, except under CI, where it fails.
+
+mod common;
+
+use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// One open list stream (`GET /api/workspaces/events`), read frame by frame.
+struct ListStream {
+    res: reqwest::Response,
+    buffer: String,
+}
+
+impl ListStream {
+    async fn open(client: &reqwest::Client, base: &str) -> ListStream {
+        let res = client.get(format!("{base}/api/workspaces/events")).send().await.expect("open the list stream");
+        assert!(res.status().is_success(), "{}", res.status());
+        ListStream { res, buffer: String::new() }
+    }
+
+    /// The next frame's JSON (heartbeats skipped), within `WAIT`.
+    async fn next(&mut self) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    return serde_json::from_str(data).expect("a frame is JSON");
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.res.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no frame within {WAIT:?}; unread: {:?}", self.buffer))
+                .expect("read the list stream")
+                .expect("the list stream stays open");
+            self.buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        }
+    }
+
+    /// Frames up to and including the `nth` (from 1) of `kind`.
+    async fn until(&mut self, kind: &str, nth: usize) -> Vec<Value> {
+        let mut frames: Vec<Value> = Vec::new();
+        while frames.iter().filter(|f| f["type"] == kind).count() < nth {
+            frames.push(self.next().await);
+        }
+        frames
+    }
+}
+
+/// What a page learns from a frame: its type, project and place in the node's sequence.
+fn seen(frames: &[Value]) -> Vec<(String, Value, u64)> {
+    frames
+        .iter()
+        .map(|f| {
+            (f["type"].as_str().unwrap_or("?").to_owned(), f["workspaceId"].clone(), f["seq"].as_u64().unwrap_or(0))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn three_nodes_share_list_notifications_and_an_abort_reaches_the_running_node() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    // The channel is shared by everyone on this Redis: names of this run's own.
+    let name = |n: &str| format!("{n}-{}", std::process::id());
+    let lease_secs = 10;
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id, lease) = (dir.path().join(n), name(n), lease_secs.to_string());
+        let args = ["--redis-url", &redis, "--node-id", &id, "--lease-secs", &lease, "--scripted-delay-ms", "20"];
+        start_with(&db.url, &data, &args)
+    };
+    let ((_node_a, a), (_node_b, b), (_node_c, c)) = (node("a"), node("b"), node("c"));
+
+    // A page on every node; each starts at a reset of its own node's sequence.
+    let mut pages = Vec::new();
+    for base in [&a, &b, &c] {
+        let mut page = ListStream::open(&client, base).await;
+        let reset = page.next().await;
+        assert_eq!((reset["type"].as_str(), reset["seq"].as_u64()), (Some("lists.reset"), Some(0)), "{reset}");
+        pages.push(page);
+    }
+    let page_c = &mut pages[2];
+
+    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let changed = page_c.next().await;
+    assert_eq!((changed["type"].as_str(), &changed["workspaceId"]), (Some("projects.changed"), &project["id"]));
+
+    let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let created = page_c.next().await;
+    assert_eq!((created["type"].as_str(), &created["workspaceId"]), (Some("sessions.changed"), &project["id"]));
+
+    let accepted =
+        call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 100000"}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    let started = page_c.next().await;
+    assert_eq!((started["type"].as_str(), &started["workspaceId"]), (Some("sessions.changed"), &project["id"]));
+    assert_eq!(call(client.get(format!("{c}/api/runs/{run}"))).await["status"], "running", "the run goes on on A");
+
+    // Node B is not running the session: the abort goes to node A and comes back.
+    let asked = Instant::now();
+    let aborted = call(client.post(format!("{b}/api/sessions/{session}/abort"))).await;
+    let took = asked.elapsed();
+    assert_eq!(aborted, json!({"aborted": true, "runId": run}));
+    assert!(took < Duration::from_secs(3), "well within the {lease_secs} s lease: {took:?}");
+    let settled = call(client.get(format!("{c}/api/runs/{run}"))).await;
+    assert_eq!(settled["status"], "cancelled", "{settled}");
+    let idle = wait_for(&client, &format!("{a}/api/sessions/{session}"), WAIT, |s| s["status"] == "idle").await;
+    assert!(idle["state"]["activeRun"].is_null(), "{idle}");
+
+    // A last change on A marks the end. A page on every node has heard everything A
+    // said before it (the run's start and its settling too), in A's order, once each.
+    call(
+        client.patch(format!("{a}/api/projects/{}", project["id"].as_str().expect("id"))).json(&json!({"name": "end"})),
+    )
+    .await;
+    let mut heard = Vec::new();
+    // Node C's page has read past the project's creation already.
+    for (page, markers) in pages.iter_mut().zip([2, 2, 1]) {
+        heard.push(seen(&page.until("projects.changed", markers).await));
+    }
+    let on_a = &heard[0];
+    let sessions_changed = on_a.iter().filter(|(kind, ..)| kind == "sessions.changed").count();
+    assert!(sessions_changed >= 4, "created, run accepted, busy, idle: {on_a:?}");
+    let numbered: Vec<u64> = on_a.iter().map(|(.., seq)| *seq).collect();
+    assert_eq!(numbered, (1..=on_a.len() as u64).collect::<Vec<_>>(), "dense, no duplicate: {on_a:?}");
+    assert_eq!(&heard[1], on_a, "node B's page hears what A's does, once");
+    // Node C's page read three frames before.
+    let mut on_c = seen(&[changed, created, started]);
+    on_c.extend(heard[2].iter().cloned());
+    assert_eq!(&on_c, on_a, "node C's page hears what A's does, once");
+}
+
+/// Runs `spool serve` with `args`, which must stop it; returns what it said.
+fn refused(data: &std::path::Path, args: &[&str]) -> String {
+    let out = common::spool()
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run spool");
+    assert!(!out.status.success(), "spool must not start with {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn a_redis_url_that_cannot_work_stops_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let message = refused(dir.path(), &["--redis-url", "rediss://:secret@127.0.0.1:6380"]);
+    assert!(message.contains(r#"unsupported scheme "rediss""#), "{message}");
+    assert!(message.contains("redis://"), "the message says what is accepted: {message}");
+    assert!(!message.contains("secret"), "the password is never shown: {message}");
+    let message = refused(dir.path(), &["--redis-url", "redis://127.0.0.1:6379"]);
+    assert!(message.contains("--database-url"), "nodes need a shared store: {message}");
+
+    let Some(db) = TestDb::create().await else { return };
+    // Nothing listens on port 1.
+    let message = refused(dir.path(), &["--database-url", &db.url, "--redis-url", "redis://:secret@127.0.0.1:1"]);
+    assert!(message.contains("cannot connect to Redis at 127.0.0.1:1"), "{message}");
+    assert!(!message.contains("secret"), "the password is never shown: {message}");
+}
