@@ -26,12 +26,16 @@ impl ListStream {
         ListStream { res, buffer: String::new() }
     }
 
-    /// The next frame's JSON (heartbeats skipped), within `WAIT`.
+    /// The next list frame's JSON (heartbeats skipped), within `WAIT`.
     async fn next(&mut self) -> Value {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();
+                // Heartbeats are named events; list frames are not.
+                if event.lines().any(|l| l.starts_with("event:")) {
+                    continue;
+                }
                 if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
                     return serde_json::from_str(data).expect("a frame is JSON");
                 }
