@@ -176,3 +176,52 @@ async fn a_redis_url_that_cannot_work_stops_the_start() {
     assert!(message.contains("cannot connect to Redis at 127.0.0.1:1"), "{message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
 }
+
+#[tokio::test]
+async fn fifty_racing_decisions_over_three_nodes_run_the_tool_once() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let name = |n: &str| format!("decide-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id])
+    };
+    let nodes = [node("a"), node("b"), node("c")];
+    let (a, bases): (&str, Vec<String>) = (&nodes[0].1, nodes.iter().map(|(_, base)| base.clone()).collect());
+
+    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let prompt = format!("tool: bash {}", json!({"command": "echo ran >> effects.txt"}));
+    let accepted = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] == "interrupted").await;
+    let detail = call(client.get(format!("{a}/api/sessions/{session}"))).await;
+    let approval = detail["state"]["pendingApprovals"][0]["id"].as_str().expect("approval").to_owned();
+
+    // Fifty clicks, spread over the three nodes, all at once.
+    let racers: Vec<_> = (0..50)
+        .map(|i| {
+            let url = format!("{}/api/sessions/{session}/approvals/{approval}", bases[i % 3]);
+            let request = client.post(url).json(&json!({"decision": "once"}));
+            tokio::spawn(async move { request.send().await.expect("decide").status().as_u16() })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for racer in racers {
+        statuses.push(racer.await.expect("racer"));
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "one winner: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 409), "the others are told no: {statuses:?}");
+    let settled = wait_for(&client, &format!("{}/api/runs/{run}", bases[2]), WAIT, |r| {
+        r["status"] != "running" && r["status"] != "interrupted"
+    })
+    .await;
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let effects = std::fs::read_to_string(project_dir.join("effects.txt")).expect("the tool ran");
+    assert_eq!(effects, "ran\n", "the side effect happened exactly once");
+}
