@@ -67,7 +67,7 @@ fn api() -> OpenApiRouter<AppState> {
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [approvals::BODIES, auth::BODIES, chat::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
         .into_iter()
-        .chain([runs::BODIES, sessions::BODIES])
+        .chain([runs::BODIES, sessions::BODIES, ws::BODIES])
         .flatten()
 }
 

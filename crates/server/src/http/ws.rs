@@ -108,6 +108,27 @@ struct ClientMessage {
     cursors: HashMap<String, String>,
 }
 
+/// Parses and checks a client's message; the error is the `error` event's code and text.
+fn client_message(text: &str) -> Result<ClientMessage, (&'static str, String)> {
+    let message: ClientMessage = serde_json::from_str(text)
+        .map_err(|e| ("invalid_message", format!("expected {{\"type\":\"subscribe\",\"channels\":[…]}}: {e}")))?;
+    if message.kind != "subscribe" {
+        return Err(("unknown_type", "the only client message is `subscribe`".into()));
+    }
+    if message.channels.len() > MAX_CHANNELS || message.cursors.len() > MAX_CHANNELS {
+        return Err(("too_many_channels", format!("at most {MAX_CHANNELS} channels")));
+    }
+    Ok(message)
+}
+
+/// The client's message, checked as the hub does (for the `request_json` fuzz target;
+/// the hub answers a refusal with an `error` event, here a 400).
+pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws subscribe message", |b| {
+    let text =
+        std::str::from_utf8(b).map_err(|_| ApiError::bad_request("invalid_message", "messages are JSON text"))?;
+    client_message(text).map(drop).map_err(|(code, message)| ApiError::bad_request(code, message))
+})];
+
 /// The WebSocket hub. After the upgrade the client sends
 /// `{"type":"subscribe","channels":[…],"cursors":{…}}` and receives
 /// `{type, channel_id, data, timestamp}` envelopes.
@@ -319,22 +340,13 @@ impl Hub {
     }
 
     async fn on_message(&mut self, text: &str, out: &mut Vec<Envelope>) {
-        let message: ClientMessage = match serde_json::from_str(text) {
+        let message = match client_message(text) {
             Ok(m) => m,
-            Err(e) => {
-                let hint = format!("expected {{\"type\":\"subscribe\",\"channels\":[…]}}: {e}");
-                out.push(ws_hub::error("invalid_message", &hint, now_ms()));
+            Err((code, message)) => {
+                out.push(ws_hub::error(code, &message, now_ms()));
                 return;
             }
         };
-        if message.kind != "subscribe" {
-            out.push(ws_hub::error("unknown_type", "the only client message is `subscribe`", now_ms()));
-            return;
-        }
-        if message.channels.len() > MAX_CHANNELS || message.cursors.len() > MAX_CHANNELS {
-            out.push(ws_hub::error("too_many_channels", &format!("at most {MAX_CHANNELS} channels"), now_ms()));
-            return;
-        }
         let channels = message.channels.clone();
         self.subscribe(message.channels, message.cursors, out).await;
         out.push(ws_hub::subscribed(&channels, now_ms()));
