@@ -227,8 +227,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     });
     let config = ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), ..ServerConfig::default() };
-    spool_server::serve_state(listener, AppState { engine, config }, shutdown).await.context("serving")?;
-    // Runs still executing are marked `server_restarted` at the next start.
+    spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)
+        .await
+        .context("serving")?;
+    // Runs still executing end as `failed` (`server_stopped`) and give their leases up,
+    // so another node (or this one, restarted) can run their sessions at once. A crash
+    // skips this: the next start (one node) or the lease reaper (several) settles them.
+    let stopped = engine.stop_runs(Duration::from_secs(5)).await;
+    if stopped > 0 {
+        tracing::info!(stopped, "stopped the runs still executing");
+    }
     database.close().await;
     tracing::info!("stopped");
     Ok(())

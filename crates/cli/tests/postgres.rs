@@ -28,12 +28,14 @@ async fn projects_sessions_and_messages_survive_a_restart_on_postgres() {
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session_id = session["id"].as_str().expect("session id").to_owned();
-    call(
+    let accepted = call(
         client
             .post(format!("{base}/api/sessions/{session_id}/prompt"))
             .json(&json!({"text": "echo: kept in postgres", "requestId": "r1"})),
     )
     .await;
+    let run = accepted["runId"].as_str().expect("run id");
+    wait_for(&client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] == "completed").await;
     let deadline = tokio::time::Instant::now() + WAIT;
     let history = loop {
         let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
@@ -138,4 +140,40 @@ async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other_within_the_lease
     assert_eq!(done["status"], "completed", "{done}");
     let again = call(client.get(format!("{b}/api/runs/{run}"))).await;
     assert_eq!(again, failed, "the lost run stays failed");
+}
+
+#[tokio::test]
+async fn a_graceful_stop_fails_its_running_run_and_frees_the_session_at_once() {
+    let Some(db) = TestDb::create().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    // A lease far longer than the test: only the stop itself can free the session.
+    let args = ["--scripted-delay-ms", "20", "--lease-secs", "600"];
+    let (spool, base) = start_with(&db.url, &dir.path().join("data"), &args);
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let accepted =
+        call(client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 100000"})))
+            .await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    wait_for(&client, &format!("{base}/api/sessions/{session}"), WAIT, |s| {
+        s["state"]["drafts"].as_object().is_some_and(|d| !d.is_empty())
+    })
+    .await;
+    spool.stop();
+
+    let (_spool, base) = start_with(&db.url, &dir.path().join("data"), &args);
+    let stopped = call(client.get(format!("{base}/api/runs/{run}"))).await;
+    assert_eq!(
+        (stopped["status"].as_str(), stopped["error"]["code"].as_str()),
+        (Some("failed"), Some("server_stopped"))
+    );
+    let next =
+        call(client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": "echo: again"}))).await;
+    let next = next["runId"].as_str().expect("run id").to_owned();
+    let done = wait_for(&client, &format!("{base}/api/runs/{next}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(done["status"], "completed", "{done}");
 }

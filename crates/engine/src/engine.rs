@@ -180,8 +180,9 @@ pub(crate) struct ActiveHandle {
     pub finished: CancellationToken,
     /// Set while the run is parked at this approval (no task is executing it).
     pub interrupted: Option<ApprovalId>,
-    /// Set (before `cancel` fires) when the node lost the session's lease.
-    pub lease_lost: Arc<std::sync::atomic::AtomicBool>,
+    /// Set (before `cancel` fires) when the run must end as failed rather than
+    /// cancelled: the node lost the session's lease, or is shutting down.
+    pub failed_as: Arc<std::sync::OnceLock<RunError>>,
 }
 
 impl ActiveHandle {
@@ -191,7 +192,7 @@ impl ActiveHandle {
             cancel: CancellationToken::new(),
             finished: CancellationToken::new(),
             interrupted: None,
-            lease_lost: Arc::default(),
+            failed_as: Arc::default(),
         }
     }
 }
@@ -666,7 +667,19 @@ impl Engine {
         // Touched under the map lock, which the janitor holds while it decides: a session
         // handed out here cannot be unloaded the same moment.
         let existing = {
-            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            // With a shared store, other nodes write to sessions this node holds (until
+            // the event bus keeps every node's view live): a view nobody here uses —
+            // no stream, no run, no request holding it — is read again from the store.
+            if self.inner.config.shared_store
+                && let Some(l) = sessions.get(id)
+                && Arc::strong_count(l) == 1
+                && l.events.subscriber_count() == 0
+                && l.active().is_none()
+            {
+                l.events.close();
+                sessions.remove(id);
+            }
             let found = sessions.get(id).cloned();
             if let Some(l) = &found {
                 l.touched.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
@@ -958,6 +971,28 @@ impl Engine {
     /// Number of sessions held in memory.
     pub fn loaded_sessions(&self) -> usize {
         self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// For a graceful shutdown: ends every run executing here as `failed` with
+    /// `server_stopped` (its lease released, so another node may run the session at
+    /// once), waiting up to `within` for them to settle. Runs parked at an approval
+    /// stay parked. Returns how many runs were stopped.
+    pub async fn stop_runs(&self, within: std::time::Duration) -> usize {
+        let handles: Vec<ActiveHandle> = {
+            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter_map(|l| l.active()).filter(|a| a.interrupted.is_none()).collect()
+        };
+        let error =
+            RunError { code: "server_stopped".into(), message: "the server running this run was stopped".into() };
+        for handle in &handles {
+            let _ = handle.failed_as.set(error.clone());
+            handle.cancel.cancel();
+        }
+        let settled = futures::future::join_all(handles.iter().map(|h| h.finished.cancelled()));
+        if tokio::time::timeout(within, settled).await.is_err() {
+            tracing::warn!("some runs did not settle before the shutdown deadline");
+        }
+        handles.len()
     }
 
     /// Ends every open stream, for a graceful shutdown. Runs still executing are left

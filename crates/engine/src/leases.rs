@@ -23,7 +23,6 @@ use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use spool_protocol::time::{Millis, now_ms};
 use spool_protocol::{RunError, RunStatus, SessionId};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The node id of a single process on its own store.
@@ -96,10 +95,10 @@ impl Engine {
 
     /// Renews the lease every third of its lifetime until the run finishes. When a
     /// renewal is refused, or none succeeds for a whole lifetime, the run is cancelled
-    /// with `lease_lost` set, and settles as failed.
+    /// to settle as failed with `lease_lost`.
     pub(crate) fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
         let engine = self.clone();
-        let (finished, cancel, lost) = (handle.finished.clone(), handle.cancel.clone(), handle.lease_lost.clone());
+        let (finished, cancel, failed_as) = (handle.finished.clone(), handle.cancel.clone(), handle.failed_as.clone());
         let every = self.inner.config.lease_ttl / 3;
         tokio::spawn(async move {
             let mut renewed_at = now_ms();
@@ -123,7 +122,12 @@ impl Engine {
                 };
                 if !kept {
                     tracing::warn!(%session, "lost the session lease; cancelling the run");
-                    lost.store(true, Ordering::SeqCst);
+                    let _ = failed_as.set(RunError {
+                        code: "lease_lost".into(),
+                        message: "this node lost the session's lease (another node may have declared it dead), \
+                                  so the run stopped"
+                            .into(),
+                    });
                     cancel.cancel();
                     return;
                 }

@@ -863,12 +863,9 @@ impl RunTask {
     }
 
     async fn settle(mut self, outcome: Outcome) {
-        let outcome = match outcome {
-            Outcome::Cancelled if self.handle.lease_lost.load(std::sync::atomic::Ordering::SeqCst) => failure(
-                "lease_lost",
-                "this node lost the session's lease (another node may have declared it dead), so the run stopped",
-            ),
-            other => other,
+        let outcome = match (outcome, self.handle.failed_as.get()) {
+            (Outcome::Cancelled, Some(error)) => failure(&error.code, error.message.clone()),
+            (other, _) => other,
         };
         crate::metrics::METRICS.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {

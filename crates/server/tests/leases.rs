@@ -165,3 +165,19 @@ async fn racing_decisions_on_two_nodes_run_the_tool_once() {
     let effects = std::fs::read_to_string(a.project_dir().join("effects.txt")).expect("the tool ran");
     assert_eq!(effects, "ran\n", "the side effect happened exactly once");
 }
+
+#[tokio::test]
+async fn a_node_reads_what_another_node_wrote_to_a_session_it_had_loaded() {
+    let (a, b) = two_nodes(Duration::ZERO).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let before = b.session(b.local_user(), &id).await.expect("B loads it");
+    assert_eq!(before.state.total, 0);
+    assert_eq!(a.run_prompt(&session, "echo: written on A").await["status"], "completed");
+    let (status, _) = a.patch(&format!("/api/sessions/{session}"), json!({"title": "renamed on A"})).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let after = b.session(b.local_user(), &id).await.expect("B reads it again");
+    assert_eq!(after.state.total, 2, "B shows A's run");
+    assert_eq!(after.session.title, "renamed on A");
+    assert_eq!(after.state.messages.last().map(|m| m.message.text()), Some("written on A".into()));
+}
