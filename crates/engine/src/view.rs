@@ -159,6 +159,67 @@ pub fn apply_delta(message: &mut Message, delta: &spool_protocol::StreamDelta) {
     }
 }
 
+/// Applies one frame to a state, as a client that holds a snapshot does: the frames a
+/// session publishes after a snapshot, folded over it in order, give the state a fresh
+/// snapshot shows (`tests/fold.rs` checks this over real runs). A node that follows a
+/// session it does not run needs exactly this.
+///
+/// One gap: `message_end` does not carry the committed message's id, so a folded
+/// message gets a new placeholder id until a later `session.state` replaces the state
+/// (the frame should carry it before other nodes fold frames).
+pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::FrameBody) {
+    use spool_protocol::AgentEvent as E;
+    use spool_protocol::frame::FrameBody as F;
+    let (index, event) = match body {
+        F::Snapshot { state: s } | F::State { state: s } => {
+            *state = (**s).clone();
+            return;
+        }
+        F::RunAccepted { .. } => return,
+        F::LoopEvent { message_index, event, .. } => (*message_index, event),
+    };
+    match (event, index) {
+        (E::MessageStart { message: m @ Message::Assistant { .. } }, Some(i)) => {
+            state.drafts.insert(i, m.clone());
+        }
+        (E::MessageUpdate { assistant_message_event }, Some(i)) => {
+            if let Some(draft) = state.drafts.get_mut(&i) {
+                apply_delta(draft, assistant_message_event);
+            }
+        }
+        (E::MessageEnd { message }, Some(i)) => {
+            let id = spool_protocol::MessageId::new();
+            commit_message(state, IndexedMessage { id, index: i, message: message.clone() });
+        }
+        (E::ToolExecutionStart { tool_call_id, tool_name, args }, _) => {
+            let exec = ToolExecution {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: args.clone(),
+                status: ToolStatus::Running,
+                result: None,
+            };
+            state.tool_executions.insert(tool_call_id.clone(), exec);
+        }
+        (E::ToolExecutionEnd { tool_call_id, result, is_error, .. }, _) => {
+            if let Some(exec) = state.tool_executions.get_mut(tool_call_id) {
+                exec.status = if *is_error { ToolStatus::Error } else { ToolStatus::Success };
+                exec.result = Some(result.clone());
+            }
+        }
+        (E::PromptTiming { user_message_index, started_at, first_token_at, ended_at }, _) => {
+            let timing = PromptTiming {
+                user_message_index: *user_message_index,
+                started_at: *started_at,
+                first_token_at: *first_token_at,
+                ended_at: *ended_at,
+            };
+            set_timing(state, timing);
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
