@@ -246,7 +246,7 @@ impl Engine {
         crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         let run_id = run.id.clone();
-        let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, event };
+        let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };
         loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into(), usage: run.usage }));
         loaded.set_active(None);
         loaded.events.publish(|s| {
@@ -314,6 +314,7 @@ fn publish_resolution(
     loaded.events.publish_body(FrameBody::LoopEvent {
         run_id: run.id.clone(),
         message_index: None,
+        message_id: None,
         event: AgentEvent::ApprovalResolved {
             approval_id: approval.id.clone(),
             decision: decision.into(),

@@ -214,10 +214,21 @@ impl RunTask {
     }
 
     fn emit(&self, event: AgentEvent, message_index: Option<u64>, mutate: impl FnOnce(&mut frame::SessionState)) {
+        self.emit_message(event, message_index, None, mutate);
+    }
+
+    /// [`emit`](Self::emit) naming the committed message (on `message_end`).
+    fn emit_message(
+        &self,
+        event: AgentEvent,
+        message_index: Option<u64>,
+        message_id: Option<MessageId>,
+        mutate: impl FnOnce(&mut frame::SessionState),
+    ) {
         let run_id = self.run.id.clone();
         self.loaded.events.publish(move |state| {
             mutate(state);
-            Some(FrameBody::LoopEvent { run_id, message_index, event })
+            Some(FrameBody::LoopEvent { run_id, message_index, message_id, event })
         });
     }
 
@@ -252,8 +263,8 @@ impl RunTask {
             .await
             .map_err(|e| failure("storage_error", format!("could not save message {}: {e}", indexed.index)))?;
         self.conversation.push(indexed.message.clone());
-        let index = indexed.index;
-        self.emit(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), |s| {
+        let (index, id) = (indexed.index, indexed.id.clone());
+        self.emit_message(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), Some(id), |s| {
             view::commit_message(s, indexed)
         });
         Ok(())
@@ -853,6 +864,7 @@ impl RunTask {
             loaded.events.publish_body(FrameBody::LoopEvent {
                 run_id,
                 message_index: None,
+                message_id: None,
                 event: AgentEvent::SessionTitle { title },
             });
             loaded.events.publish(move |s| {

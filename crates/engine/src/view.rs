@@ -164,9 +164,6 @@ pub fn apply_delta(message: &mut Message, delta: &spool_protocol::StreamDelta) {
 /// snapshot shows (`tests/fold.rs` checks this over real runs). A node that follows a
 /// session it does not run needs exactly this.
 ///
-/// One gap: `message_end` does not carry the committed message's id, so a folded
-/// message gets a new placeholder id until a later `session.state` replaces the state
-/// (the frame should carry it before other nodes fold frames).
 pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::FrameBody) {
     use spool_protocol::AgentEvent as E;
     use spool_protocol::frame::FrameBody as F;
@@ -176,8 +173,9 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             return;
         }
         F::RunAccepted { .. } => return,
-        F::LoopEvent { message_index, event, .. } => (*message_index, event),
+        F::LoopEvent { message_index, message_id, event, .. } => (*message_index, (message_id, event)),
     };
+    let (message_id, event) = event;
     match (event, index) {
         (E::MessageStart { message: m @ Message::Assistant { .. } }, Some(i)) => {
             state.drafts.insert(i, m.clone());
@@ -188,7 +186,8 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             }
         }
         (E::MessageEnd { message }, Some(i)) => {
-            let id = spool_protocol::MessageId::new();
+            // Frames from before message ids were sent: a placeholder until the next state.
+            let id = message_id.clone().unwrap_or_default();
             commit_message(state, IndexedMessage { id, index: i, message: message.clone() });
         }
         (E::ToolExecutionStart { tool_call_id, tool_name, args }, _) => {

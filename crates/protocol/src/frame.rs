@@ -16,7 +16,7 @@
 use crate::cursor::Cursor;
 use crate::domain::{Session, SessionStatus};
 use crate::event::AgentEvent;
-use crate::ids::{RunId, SessionId, StreamId};
+use crate::ids::{MessageId, RunId, SessionId, StreamId};
 use crate::message::{IndexedMessage, Message};
 use crate::time::Millis;
 use crate::{RunStatus, sse};
@@ -59,6 +59,10 @@ pub enum FrameBody {
         run_id: RunId,
         #[serde(skip_serializing_if = "Option::is_none")]
         message_index: Option<u64>,
+        /// The committed message's id, on `message_end` (what history pages and
+        /// snapshots call the message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<MessageId>,
         event: AgentEvent,
     },
 }

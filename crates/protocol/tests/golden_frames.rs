@@ -156,7 +156,7 @@ fn state_frame_with_a_pending_approval() {
 }
 
 fn loop_event(seq: u64, index: Option<u64>, event: AgentEvent) -> Frame {
-    frame(seq, FrameBody::LoopEvent { run_id: run_id(), message_index: index, event })
+    frame(seq, FrameBody::LoopEvent { run_id: run_id(), message_index: index, message_id: None, event })
 }
 
 #[test]

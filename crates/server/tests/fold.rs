@@ -47,13 +47,8 @@ impl Follower {
     }
 }
 
-/// The state as JSON with message ids blanked: `message_end` does not carry them yet.
 fn comparable(state: &SessionState) -> Value {
-    let mut value = serde_json::to_value(state).expect("state");
-    for m in value["messages"].as_array_mut().expect("messages") {
-        m["id"] = json!("msg");
-    }
-    value
+    serde_json::to_value(state).expect("state")
 }
 
 /// Takes a fresh snapshot (at some seq, mid-run or not), brings the follower to that

@@ -186,7 +186,7 @@ impl RunStream {
                     RunEventBody::RunStarted { session_id: frame.session_id.clone(), request_id: request_id.clone() };
                 Some(Mapped::Event(self.event(body)))
             }
-            FrameBody::LoopEvent { run_id, message_index, event } if *run_id == self.run_id && self.started => {
+            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
                 self.loop_event(*message_index, event)
             }
             FrameBody::State { state } if self.completing => {
@@ -368,7 +368,7 @@ mod tests {
     }
 
     fn ev(run: RunId, index: Option<u64>, event: AgentEvent) -> FrameBody {
-        FrameBody::LoopEvent { run_id: run, message_index: index, event }
+        FrameBody::LoopEvent { run_id: run, message_index: index, message_id: None, event }
     }
 
     fn assistant(text: &str, stop: StopReason) -> Message {

@@ -103,7 +103,7 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Env
             *tally = RunTally { turns: Some(0), ..RunTally::default() };
             (AGENT_STATUS, json!({"status": "running", "run_id": run_id, "request_id": request_id}))
         }
-        FrameBody::LoopEvent { run_id, message_index, event } => loop_event(run_id, *message_index, event, tally)?,
+        FrameBody::LoopEvent { run_id, message_index, event, .. } => loop_event(run_id, *message_index, event, tally)?,
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
     let (kind, data) = data;
@@ -374,7 +374,7 @@ mod tests {
     const NOW: Millis = 1_764_000_002_000;
 
     fn ev(index: Option<u64>, event: AgentEvent) -> FrameBody {
-        FrameBody::LoopEvent { run_id: run_id(), message_index: index, event }
+        FrameBody::LoopEvent { run_id: run_id(), message_index: index, message_id: None, event }
     }
 
     fn assistant(content: Vec<Content>, stop: Option<StopReason>) -> Message {
