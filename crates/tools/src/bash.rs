@@ -466,9 +466,15 @@ mod tests {
     async fn a_chatty_stderr_does_not_deadlock() {
         let (_dir, root) = project();
         // Far more than a pipe buffer on stderr before anything on stdout.
+        let started = std::time::Instant::now();
         let out = bash(&root, json!({"command": "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo done"})).await;
-        assert!(!out.is_error, "{}", &out.text[..100]);
-        assert!(out.text.ends_with("done\n"), "{}", &out.text[out.text.len() - 100..]);
+        // The command finished (it was not killed at its timeout) and succeeded. Where
+        // "done" lands among the last stderr bytes is up to the scheduler (two pipes
+        // have no common order), and the long output keeps only its head and tail, so
+        // the test does not look for it.
+        assert!(out.text.starts_with("exit code 0\n"), "{}", &out.text[..100]);
+        assert!(!out.is_error);
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     }
 
     #[tokio::test]
