@@ -1,6 +1,6 @@
 //! The Redis Streams event bus: how several Spool nodes share one session's frames, so
-//! that any node can serve any client. Standalone for now; the engine's `SessionEvents`
-//! keeps the single-process path.
+//! that any node can serve any client. It is the engine's `FrameBus` (`frames.rs`);
+//! with one node and no Redis, `SessionEvents` keeps the single-process path.
 //!
 //! # Keys
 //!
@@ -95,6 +95,7 @@
 //! node running a session, and list notifications (see the `cluster` module).
 
 mod cluster;
+mod frames;
 mod keys;
 mod listener;
 mod pump;

@@ -1,13 +1,15 @@
-//! `--redis-url`: joining the other nodes of a deployment through Redis PUB/SUB
+//! `--redis-url`: joining the other nodes of a deployment through Redis: PUB/SUB
 //! (`spool_bus::RedisCluster`), so an abort sent to any node reaches the node running
-//! the session and list notifications reach the pages on every node.
+//! the session and list notifications reach the pages on every node, and the frame bus
+//! (`spool_bus::RedisBus`), so a client follows any session on any node and resumes on
+//! any other with its cursor.
 //!
 //! Nodes are only meaningful on a shared store: with SQLite every process is alone and
 //! all are named `local`, so the flag is refused there rather than quietly mixing up
 //! separate servers. Errors name the server but never the URL's password.
 
 use anyhow::bail;
-use spool_bus::RedisCluster;
+use spool_bus::{BusConfig, RedisBus, RedisCluster};
 use std::time::Duration;
 
 /// How long reaching Redis may take at start before the start fails.
@@ -27,11 +29,17 @@ pub fn redis_url(raw: Option<&str>) -> anyhow::Result<Option<&str>> {
     }
 }
 
-/// Joins the cluster as `node`.
-pub async fn join(url: &str, node: &str) -> anyhow::Result<RedisCluster> {
+/// Joins the cluster as `node`: the cluster channel, and the frame bus that carries
+/// session streams.
+pub async fn join(url: &str, node: &str) -> anyhow::Result<(RedisCluster, RedisBus)> {
     let server = server_of(url);
-    match tokio::time::timeout(CONNECT_TIMEOUT, RedisCluster::connect(url, node)).await {
-        Ok(Ok(cluster)) => Ok(cluster),
+    let both = async {
+        let cluster = RedisCluster::connect(url, node).await?;
+        let bus = RedisBus::connect(url, BusConfig::default()).await?;
+        Ok::<_, spool_bus::BusError>((cluster, bus))
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, both).await {
+        Ok(Ok(joined)) => Ok(joined),
         Ok(Err(e)) => bail!("cannot connect to Redis at {server} (--redis-url): {}", redact(&e.to_string(), url)),
         Err(_) => bail!("cannot connect to Redis at {server} (--redis-url): no answer within {CONNECT_TIMEOUT:?}"),
     }

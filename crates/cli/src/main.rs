@@ -192,8 +192,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let tools = spool_tools::workspace_tools();
     let engine = match redis_url {
         Some(url) => {
-            let cluster = Arc::new(cluster::join(url, &node_id).await?);
-            Engine::start_clustered(store, models, tools, engine_config, cluster).await
+            let (cluster, frames) = cluster::join(url, &node_id).await?;
+            Engine::start_clustered(store, models, tools, engine_config, Arc::new(cluster), Some(Arc::new(frames)))
+                .await
         }
         None => Engine::start(store, models, tools, engine_config).await,
     }

@@ -172,9 +172,10 @@ impl Engine {
             session.permissions.push(PermissionRule::new(&approval.tool, "*", PermissionAction::Allow));
             session.updated_at = now;
             store.update_session(&session).await?;
+            // A frame, so every node's view (and every client) has the new rule.
             loaded.events.publish(|s| {
                 s.session = session;
-                None
+                Some(FrameBody::State { state: Box::new(s.clone()) })
             });
         }
         let resolution = match &input.decision {
@@ -246,7 +247,8 @@ impl Engine {
         crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         let run_id = run.id.clone();
-        let loop_event = |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };
+        let loop_event =
+            |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };
         loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into(), usage: run.usage }));
         loaded.set_active(None);
         loaded.events.publish(|s| {

@@ -33,6 +33,10 @@ pub enum ClusterMessage {
     /// `node` has done an abort it was asked for (or found nothing to abort): whoever
     /// waits on `session` reads the run's status from the store now.
     Aborted { node: String, session: SessionId },
+    /// Asks `node` (the holder of the session's lease) to publish a full snapshot frame
+    /// of `session` on the frame bus: another node lost its place in the stream, or began
+    /// following it mid-run, and the store lacks what was streamed so far.
+    Resync { node: String, session: SessionId },
     /// A list notification for `owner`'s pages, published on the sending node.
     List { owner: UserId, note: ListNote },
 }

@@ -134,6 +134,8 @@ pub(crate) struct Inner {
     pub lists: crate::lists::ListNotifier,
     /// The other nodes, when there are any (see [`crate::remote`]).
     pub remote: Option<crate::remote::Remote>,
+    /// The frame bus that carries session streams between nodes (see [`crate::framebus`]).
+    pub frames: Option<Arc<dyn crate::FrameBus>>,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
     pub sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
     /// Open session streams per user, for the per-user limit.
@@ -160,6 +162,49 @@ impl Drop for StreamPermit {
 }
 
 /// A session in memory: its event stream plus the handle of its active run.
+/// How long a read waits for this node's own changes to come back from the frame bus
+/// before answering with what it has (bus mode only).
+const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn bus_error(error: crate::BusFailure) -> EngineError {
+    EngineError::Store(crate::StoreError::Backend(format!("frame bus: {error}")))
+}
+
+/// The engine's answers to a followed session (see [`crate::events::Follower`]). Weak:
+/// a session's tasks must not keep the engine alive.
+struct EngineFollower {
+    inner: std::sync::Weak<Inner>,
+}
+
+#[async_trait::async_trait]
+impl crate::events::Follower for EngineFollower {
+    async fn reload(&self, session: &SessionId) -> Option<SessionState> {
+        let engine = Engine { inner: self.inner.upgrade()? };
+        let stored = async {
+            let record = engine.store().get_session(session).await?.ok_or(EngineError::NotFound("session"))?;
+            engine.stored_view(record).await
+        };
+        match stored.await {
+            Ok(state) => Some(state),
+            Err(error) => {
+                tracing::warn!(%session, %error, "cannot read a session's view from the store");
+                None
+            }
+        }
+    }
+
+    fn runs_here(&self, session: &SessionId) -> bool {
+        self.inner.upgrade().is_some_and(|inner| Engine { inner }.runs_here(session))
+    }
+
+    fn request_snapshot(&self, session: &SessionId) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        let engine = Engine { inner };
+        let session = session.clone();
+        tokio::spawn(async move { engine.request_snapshot(&session).await });
+    }
+}
+
 pub(crate) struct Loaded {
     pub events: SessionEvents,
     pub root: PathBuf,
@@ -270,20 +315,22 @@ impl Engine {
         tools: ToolRegistry,
         config: EngineConfig,
     ) -> Result<Engine> {
-        Self::start_node(store, models, tools, config, None).await
+        Self::start_node(store, models, tools, config, None, None).await
     }
 
     /// Like [`start`](Self::start), for one node of several: aborts reach the node
     /// running the session, and list notifications reach the pages on every node,
-    /// through `cluster`.
+    /// through `cluster`; with `frames`, session streams are shared by every node too
+    /// (a client follows a run on any node and resumes on any other).
     pub async fn start_clustered(
         store: Arc<dyn Store>,
         models: Models,
         tools: ToolRegistry,
         config: EngineConfig,
         cluster: Arc<dyn crate::Cluster>,
+        frames: Option<Arc<dyn crate::FrameBus>>,
     ) -> Result<Engine> {
-        Self::start_node(store, models, tools, config, Some(cluster)).await
+        Self::start_node(store, models, tools, config, Some(cluster), frames).await
     }
 
     async fn start_node(
@@ -292,6 +339,7 @@ impl Engine {
         tools: ToolRegistry,
         config: EngineConfig,
         cluster: Option<Arc<dyn crate::Cluster>>,
+        frames: Option<Arc<dyn crate::FrameBus>>,
     ) -> Result<Engine> {
         let local_user = store.ensure_user("local").await?;
         let error = RunError {
@@ -316,6 +364,7 @@ impl Engine {
                     None => crate::lists::ListNotifier::new(),
                 },
                 remote: cluster.map(crate::remote::Remote::new),
+                frames,
                 sessions: Mutex::new(HashMap::new()),
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth: crate::auth::AuthState::default(),
@@ -534,11 +583,12 @@ impl Engine {
 
     pub async fn session(&self, owner: &UserId, id: &SessionId) -> Result<SessionDetail> {
         let loaded = self.load(owner, id).await?;
-        let (seq, state) = loaded.events.state();
+        // Bus mode: what this node changed shows in what it answers.
+        let (seq, state) = loaded.events.settled_state(READ_YOUR_WRITES).await;
         Ok(SessionDetail {
             session: state.session.clone(),
             status: state.status,
-            stream_id: loaded.events.stream_id().clone(),
+            stream_id: loaded.events.stream_id(),
             seq,
             state,
         })
@@ -668,10 +718,11 @@ impl Engine {
         // handed out here cannot be unloaded the same moment.
         let existing = {
             let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            // With a shared store, other nodes write to sessions this node holds (until
-            // the event bus keeps every node's view live): a view nobody here uses —
-            // no stream, no run, no request holding it — is read again from the store.
+            // With a shared store and no frame bus, other nodes write to sessions this
+            // node holds unseen: a view nobody here uses — no stream, no run, no request
+            // holding it — is read again from the store. (A frame bus keeps views live.)
             if self.inner.config.shared_store
+                && self.inner.frames.is_none()
                 && let Some(l) = sessions.get(id)
                 && Arc::strong_count(l) == 1
                 && l.events.subscriber_count() == 0
@@ -695,24 +746,14 @@ impl Engine {
         }
         let session = self.owned_session(owner, id).await?;
         let project = self.store().get_project(&session.project_id).await?.ok_or(EngineError::NotFound("session"))?;
-        let latest = self.store().latest_rounds(id, SNAPSHOT_USER_ROUNDS).await?;
-        let total = self.store().count_messages(id).await?;
-        let mut state = view::initial_state(session, latest, total);
-        // The timing rows of the shown rounds survive a reload or restart.
-        for run in self.store().runs_since(id, state.first_index).await? {
-            view::set_timing(
-                &mut state,
-                frame::PromptTiming {
-                    user_message_index: run.user_message_index,
-                    started_at: run.created_at,
-                    first_token_at: run.first_token_at,
-                    ended_at: run.ended_at,
-                },
-            );
-        }
+        // Bus mode: listen before reading the store, so every change after the read
+        // arrives as a frame (one that the read already has folds in harmlessly).
+        let opened = match &self.inner.frames {
+            Some(bus) => Some(crate::events::Opened::open(&**bus, id).await.map_err(bus_error)?),
+            None => None,
+        };
         // A run parked at an approval (perhaps before a restart) keeps the session busy.
         let interrupted = self.store().interrupted_run(id).await?;
-        let mut handle = None;
         let pending = self.store().pending_approvals(id).await?;
         // With a shared store, "no pending approval" may also mean another node has just
         // won the decision and is restarting the run: its live lease says so.
@@ -734,18 +775,29 @@ impl Engine {
             });
             self.store().update_run(&run).await?;
         }
-        if let Some(run) = interrupted.filter(|_| !pending.is_empty()) {
-            state.pending_approvals = pending;
-            state.status = SessionStatus::Busy;
-            state.active_run =
-                Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });
-            let mut h = ActiveHandle::new(run.id);
-            h.interrupted = state.pending_approvals.first().map(|a| a.id.clone());
-            h.finished.cancel();
-            handle = Some(h);
-        }
+        let state = self.stored_view(session).await?;
+        let handle = match (&state.active_run, state.pending_approvals.first()) {
+            (Some(run), Some(approval)) => {
+                let mut h = ActiveHandle::new(run.run_id.clone());
+                h.interrupted = Some(approval.id.clone());
+                h.finished.cancel();
+                Some(h)
+            }
+            _ => None,
+        };
+        let (limits, lists) = (self.inner.config.limits, self.inner.lists.clone());
+        let events = match (&self.inner.frames, opened) {
+            (Some(bus), Some(opened)) => {
+                let follower = Arc::new(EngineFollower { inner: Arc::downgrade(&self.inner) });
+                let events = SessionEvents::followed(state, limits, lists, bus.clone(), follower.clone(), opened);
+                // A run on another node has streamed text the store does not hold yet.
+                crate::events::Follower::request_snapshot(&*follower, id);
+                events
+            }
+            _ => SessionEvents::observed(id.clone(), state, limits, lists),
+        };
         let fresh = Arc::new(Loaded {
-            events: SessionEvents::observed(id.clone(), state, self.inner.config.limits, self.inner.lists.clone()),
+            events,
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),
@@ -754,6 +806,48 @@ impl Engine {
         // Two concurrent loads: the first insert wins and both use it.
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.entry(id.clone()).or_insert(fresh).clone())
+    }
+
+    /// The session's view as the store has it: the latest rounds, their timings, a run
+    /// parked at an approval (with its approvals) or executing on another node.
+    async fn stored_view(&self, session: Session) -> Result<SessionState> {
+        let id = session.id.clone();
+        let latest = self.store().latest_rounds(&id, SNAPSHOT_USER_ROUNDS).await?;
+        let total = self.store().count_messages(&id).await?;
+        let mut state = view::initial_state(session, latest, total);
+        // The timing rows of the shown rounds survive a reload or restart.
+        for run in self.store().runs_since(&id, state.first_index).await? {
+            view::set_timing(
+                &mut state,
+                frame::PromptTiming {
+                    user_message_index: run.user_message_index,
+                    started_at: run.created_at,
+                    first_token_at: run.first_token_at,
+                    ended_at: run.ended_at,
+                },
+            );
+        }
+        let pending = self.store().pending_approvals(&id).await?;
+        let interrupted = self.store().interrupted_run(&id).await?;
+        // Only a frame bus brings the run's end to this view; without one a view that
+        // said busy could stay so.
+        let running = match (&interrupted, self.inner.frames.is_some()) {
+            (None, true) => {
+                self.store().runs_since(&id, 0).await?.into_iter().rev().find(|r| r.status == RunStatus::Running)
+            }
+            _ => None,
+        };
+        if let Some(run) = interrupted.filter(|_| !pending.is_empty()) {
+            state.pending_approvals = pending;
+            state.status = SessionStatus::Busy;
+            state.active_run =
+                Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });
+        } else if let Some(run) = running {
+            // Executing on another node (a shared store): busy until it settles there.
+            state.status = SessionStatus::Busy;
+            state.active_run = Some(ActiveRun { run_id: run.id, request_id: run.request_id, status: run.status });
+        }
+        Ok(state)
     }
 
     // ---- runs -----------------------------------------------------------------------
@@ -921,6 +1015,9 @@ impl Engine {
             *open += 1;
             StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() }
         };
+        if let Some(cursor) = cursor {
+            loaded.events.backfill(cursor).await;
+        }
         let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
         subscription.hold(permit);
         Ok((subscription, start))

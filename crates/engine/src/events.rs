@@ -25,17 +25,42 @@
 //! The state mutation and the frame that announces it happen under one lock, and so do
 //! taking a snapshot (or choosing a replay) and registering the subscriber: no frame
 //! can fall between a snapshot and the live stream.
+//!
+//! # Bus mode (several nodes; see `framebus.rs`)
+//!
+//! With a frame bus the seq and the stream id are the bus's (`epoch:seq`), so a cursor
+//! from any node replays on any other. The state splits in two:
+//!
+//! * the *working* state, which the run loop and the API read and change (`read`,
+//!   `publish`). A change applies to it at once; its frame body goes to a per-session
+//!   publisher task, in order, and from there to the bus. Frames other nodes published
+//!   are folded into it too, so a node that takes the session over next has it current.
+//! * the *mirror*: the fold of exactly the frames in the ring, up to `seq`. Snapshots
+//!   and `state()` show the mirror, so a snapshot at seq N followed by frames N+1… never
+//!   repeats or skips a change.
+//!
+//! One listener task per session folds the bus's frames into the ring and both states.
+//! When the bus says `Reset`, the node rebuilds from the store, every subscriber gets an
+//! in-stream snapshot, and the node running the session is asked to publish a full
+//! snapshot frame (the publisher then drops the bodies still queued: the snapshot has
+//! them). The publisher does the same when a publish lands in a new epoch (the bus lost
+//! its log) or fails (a frame that may be missing must not become a hole).
 
+use crate::framebus::{self, BusItem, FrameBus};
 use crate::metrics::METRICS;
+use crate::view::apply_frame;
 use bytes::{Bytes, BytesMut};
-use futures::Stream;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{Cursor, SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 /// Buffer and queue limits of a session stream.
@@ -75,8 +100,9 @@ pub struct SessionEvents {
 
 struct Shared {
     session_id: SessionId,
-    stream_id: StreamId,
     limits: EventLimits,
+    /// Set in bus mode.
+    bus: Option<BusSide>,
     /// Number of subscribers, for runs that end when their last listener leaves.
     count: tokio::sync::watch::Sender<usize>,
     /// Told when the session's list entry may have changed (state frames, accepted
@@ -99,16 +125,45 @@ struct Slot {
     waker: Option<Waker>,
     kill: CancellationToken,
     cut: bool,
+    /// The stream restarted under it (bus mode, `Reset`): its next item is a snapshot.
+    resync: bool,
     /// Opened with `?approvals=1`: a view where a person can answer approvals.
     interactive: bool,
+}
+
+/// A bus-mode session's link to its publisher and listener tasks.
+struct BusSide {
+    bus: Arc<dyn FrameBus>,
+    /// This instance's id in the payloads it publishes.
+    origin: u64,
+    outbound: UnboundedSender<Outbound>,
+    /// Stops the listener task (on close or drop).
+    stop: CancellationToken,
+    /// The number of the last own body the mirror has folded (or a snapshot covered).
+    echoed: tokio::sync::watch::Sender<u64>,
+}
+
+/// What the publisher task is handed.
+enum Outbound {
+    /// A frame body, numbered among this instance's own.
+    Body(u64, FrameBody),
+    /// Publish a full snapshot of the working state now.
+    Resync,
 }
 
 struct Inner {
     /// Seq of the last published frame; 0 before the first.
     seq: u64,
+    /// The stream the seqs belong to: random per instance, or the bus's epoch.
+    stream_id: StreamId,
     ring: VecDeque<Entry>,
     ring_bytes: usize,
+    /// The working state (see the module doc).
     state: SessionState,
+    /// Bus mode: the fold of the frames up to `seq`, which snapshots show.
+    mirror: Option<SessionState>,
+    /// Bus mode: own bodies handed to the publisher so far.
+    sent: u64,
     subscribers: HashMap<u64, Slot>,
     next_subscriber: u64,
     interactive: usize,
@@ -141,31 +196,48 @@ impl SessionEvents {
         limits: EventLimits,
         lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
     ) -> Self {
-        let inner = Inner {
-            seq: 0,
-            ring: VecDeque::new(),
-            ring_bytes: 0,
-            state,
-            subscribers: HashMap::new(),
-            next_subscriber: 0,
-            interactive: 0,
-            min_cursor_hint: 0,
-            closed: false,
-        };
-        Self {
-            shared: Arc::new(Shared {
-                session_id,
-                stream_id: StreamId::new(),
-                limits,
-                count: tokio::sync::watch::Sender::new(0),
-                lists,
-                inner: Mutex::new(inner),
-            }),
-        }
+        Self { shared: Arc::new(Shared::new(session_id, state, limits, lists, StreamId::new(), 0, None)) }
     }
 
-    pub fn stream_id(&self) -> &StreamId {
-        &self.shared.stream_id
+    /// Bus mode: a session followed through `bus` from `opened` (see the module doc).
+    /// `state` is the store's, read after `opened` was taken, so the frames the bus
+    /// delivers from there on apply to it.
+    pub(crate) fn followed(
+        state: SessionState,
+        limits: EventLimits,
+        lists: crate::lists::ListNotifier,
+        bus: Arc<dyn FrameBus>,
+        follower: Arc<dyn Follower>,
+        opened: Opened,
+    ) -> Self {
+        let Opened { session, listener, head } = opened;
+        let (project, owner) = (state.session.project_id.clone(), state.session.owner_id.clone());
+        let (outbound, queue) = unbounded_channel();
+        let side = BusSide {
+            bus: bus.clone(),
+            origin: rand::random(),
+            outbound,
+            stop: CancellationToken::new(),
+            echoed: tokio::sync::watch::Sender::new(0),
+        };
+        let stop = side.stop.clone();
+        let shared = Arc::new(Shared::new(
+            session.clone(),
+            state,
+            limits,
+            Some((lists, project, owner)),
+            head.stream_id.clone(),
+            head.seq,
+            Some(side),
+        ));
+        let weak = Arc::downgrade(&shared);
+        tokio::spawn(publish_task(weak.clone(), session.clone(), bus.clone(), queue, head.stream_id));
+        tokio::spawn(follow_task(weak, session, bus, follower, listener, stop));
+        Self { shared }
+    }
+
+    pub fn stream_id(&self) -> StreamId {
+        self.lock().stream_id.clone()
     }
 
     pub fn session_id(&self) -> &SessionId {
@@ -173,14 +245,79 @@ impl SessionEvents {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock leaves plain data behind; keep serving it.
-        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared.lock()
     }
 
-    /// The current seq and a copy of the state, consistent with each other.
+    /// The current seq and a copy of the state, consistent with each other (in bus
+    /// mode, the mirror: what a snapshot at this seq shows).
     pub fn state(&self) -> (u64, SessionState) {
         let inner = self.lock();
-        (inner.seq, inner.state.clone())
+        (inner.seq, inner.view().clone())
+    }
+
+    /// Like [`state`](Self::state), after this node's own changes so far are back from
+    /// the bus (read your writes), or after `wait` at most. Immediate without a bus.
+    pub async fn settled_state(&self, wait: Duration) -> (u64, SessionState) {
+        if let Some(bus) = &self.shared.bus {
+            let target = self.lock().sent;
+            let mut echoed = bus.echoed.subscribe();
+            let _ = tokio::time::timeout(wait, echoed.wait_for(|n| *n >= target)).await;
+        }
+        self.state()
+    }
+
+    /// Bus mode: when `cursor` is of this stream but older than the ring holds (this node
+    /// began following the session after the client's frames, which perhaps another
+    /// node served), fills the ring's front from the bus's log, so the subscription that
+    /// follows replays instead of taking a snapshot. On any failure it simply does not.
+    pub async fn backfill(&self, cursor: &Cursor) {
+        let Some(side) = &self.shared.bus else { return };
+        {
+            let inner = self.lock();
+            let front = inner.ring.front().map_or(inner.seq + 1, |e| e.seq);
+            if cursor.stream_id != inner.stream_id
+                || cursor.seq + 1 >= front
+                || inner.seq - cursor.seq > self.shared.limits.replay_frames as u64
+            {
+                return;
+            }
+        }
+        let payloads = match side.bus.replay(&self.shared.session_id, cursor).await {
+            Ok(Some(payloads)) => payloads,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(session = %self.shared.session_id, %error, "cannot read the frame bus's log");
+                return;
+            }
+        };
+        let mut inner = self.lock();
+        let front = inner.ring.front().map_or(inner.seq + 1, |e| e.seq);
+        if cursor.stream_id != inner.stream_id || cursor.seq + 1 >= front {
+            return;
+        }
+        let wanted = (front - cursor.seq - 1) as usize;
+        if payloads.len() < wanted {
+            return;
+        }
+        let mut entries = Vec::with_capacity(wanted);
+        for (seq, payload) in (cursor.seq + 1..front).zip(payloads) {
+            let Ok((_, _, body)) = framebus::decode(&payload) else { return };
+            let stream_id = cursor.stream_id.clone();
+            let frame = Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq };
+            entries.push(Entry { seq, bytes: frame.to_sse() });
+        }
+        for entry in entries.into_iter().rev() {
+            inner.ring_bytes += entry.bytes.len();
+            inner.ring.push_front(entry);
+        }
+    }
+
+    /// Bus mode: asks the publisher for a full snapshot frame of the working state (the
+    /// node running the session does this when another node lost its place).
+    pub(crate) fn resync(&self) {
+        if let Some(bus) = &self.shared.bus {
+            let _ = bus.outbound.send(Outbound::Resync);
+        }
     }
 
     /// Reads the state under the lock without copying all of it.
@@ -189,16 +326,17 @@ impl SessionEvents {
     }
 
     /// Mutates the state and publishes the frame the closure returns (if any), as one
-    /// step. Returns the frame's seq.
-    pub fn publish(&self, f: impl FnOnce(&mut SessionState) -> Option<FrameBody>) -> Option<u64> {
+    /// step. Returns whether a frame was published (in bus mode: handed to the bus, in
+    /// order; its seq comes when it is back).
+    pub fn publish(&self, f: impl FnOnce(&mut SessionState) -> Option<FrameBody>) -> bool {
         let mut wake = Vec::new();
         let notify_lists;
-        let seq = {
+        {
             let mut inner = self.lock();
             if inner.closed {
-                return None;
+                return false;
             }
-            let body = f(&mut inner.state)?;
+            let Some(body) = f(&mut inner.state) else { return false };
             notify_lists = match &body {
                 FrameBody::State { .. } | FrameBody::RunAccepted { .. } => true,
                 FrameBody::LoopEvent { event: spool_protocol::AgentEvent::MessageEnd { message }, .. } => {
@@ -206,25 +344,19 @@ impl SessionEvents {
                 }
                 _ => false,
             };
-            inner.seq += 1;
-            let seq = inner.seq;
-            let frame = Frame {
-                body,
-                session_id: self.shared.session_id.clone(),
-                stream_id: self.shared.stream_id.clone(),
-                seq,
-            };
-            let bytes = frame.to_sse();
-            inner.ring_bytes += bytes.len();
-            inner.ring.push_back(Entry { seq, bytes });
-            inner.evict(&self.shared.limits);
-            for slot in inner.subscribers.values_mut() {
-                if let Some(w) = slot.waker.take() {
-                    wake.push(w);
+            match &self.shared.bus {
+                Some(bus) => {
+                    inner.sent += 1;
+                    // The receiver lives as long as the publisher task, which outlives us.
+                    let _ = bus.outbound.send(Outbound::Body(inner.sent, body));
+                }
+                None => {
+                    let seq = inner.seq + 1;
+                    let stream_id = inner.stream_id.clone();
+                    self.shared.push(&mut inner, body, stream_id, seq, &mut wake);
                 }
             }
-            seq
-        };
+        }
         // Wake outside the lock so woken tasks do not immediately contend for it.
         wake.into_iter().for_each(Waker::wake);
         if notify_lists && let Some((lists, project, owner)) = &self.shared.lists {
@@ -236,11 +368,11 @@ impl SessionEvents {
                 },
             );
         }
-        Some(seq)
+        true
     }
 
     /// Publishes a frame that does not change the state.
-    pub fn publish_body(&self, body: FrameBody) -> Option<u64> {
+    pub fn publish_body(&self, body: FrameBody) -> bool {
         self.publish(|_| Some(body))
     }
 
@@ -257,15 +389,7 @@ impl SessionEvents {
         let mut inner = self.lock();
         let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
             Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
-            None => {
-                let frame = Frame {
-                    body: FrameBody::Snapshot { state: Box::new(inner.state.clone()) },
-                    session_id: self.shared.session_id.clone(),
-                    stream_id: self.shared.stream_id.clone(),
-                    seq: inner.seq,
-                };
-                (Some(frame.to_sse()), inner.seq, Start::Snapshot { seq: inner.seq })
-            }
+            None => (Some(inner.snapshot(&self.shared)), inner.seq, Start::Snapshot { seq: inner.seq }),
         };
         let id = inner.next_subscriber;
         inner.next_subscriber += 1;
@@ -273,7 +397,8 @@ impl SessionEvents {
         if inner.closed {
             kill.cancel();
         }
-        inner.subscribers.insert(id, Slot { cursor: cursor_seq, waker: None, kill, cut: false, interactive });
+        let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync: false, interactive };
+        inner.subscribers.insert(id, slot);
         METRICS.session_streams.fetch_add(1, Relaxed);
         match start {
             Start::Replay { .. } => METRICS.replays.fetch_add(1, Relaxed),
@@ -304,6 +429,9 @@ impl SessionEvents {
     /// Ends every subscription (the session was deleted or unloaded) and refuses
     /// further publishes.
     pub fn close(&self) {
+        if let Some(bus) = &self.shared.bus {
+            bus.stop.cancel();
+        }
         let mut inner = self.lock();
         inner.closed = true;
         let wake: Vec<Waker> = inner
@@ -319,12 +447,314 @@ impl SessionEvents {
     }
 }
 
+/// What a followed session asks of the engine (bus mode).
+#[async_trait::async_trait]
+pub(crate) trait Follower: Send + Sync + 'static {
+    /// The session's state as the store has it now, for a view that lost its place.
+    async fn reload(&self, session: &SessionId) -> Option<SessionState>;
+    /// Whether this node executes a run of the session (its working state is then the
+    /// truth, and a reload must not replace it).
+    fn runs_here(&self, session: &SessionId) -> bool;
+    /// Asks whichever node runs the session for a full snapshot frame.
+    fn request_snapshot(&self, session: &SessionId);
+}
+
+/// A session's listener, opened before the store is read (see [`SessionEvents::followed`]).
+pub(crate) struct Opened {
+    session: SessionId,
+    listener: BoxStream<'static, BusItem>,
+    head: Cursor,
+}
+
+impl Opened {
+    /// Listens to `session` from the bus's head.
+    pub async fn open(bus: &dyn FrameBus, session: &SessionId) -> Result<Self, framebus::BusFailure> {
+        let mut listener = bus.listen(session, None).await?;
+        match listener.next().await {
+            Some(BusItem::Reset { cursor }) => Ok(Self { session: session.clone(), listener, head: cursor }),
+            Some(BusItem::Frame { .. }) => Err("the bus began a listener without a cursor with a frame".into()),
+            None => Err("the bus ended a new listener at once".into()),
+        }
+    }
+}
+
+/// Reconnect backoff of a session's bus tasks.
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Bus mode: hands the session's frame bodies to the bus in order. It replaces what is
+/// queued with one snapshot of the working state when the bus lost its log (a publish
+/// lands in another epoch), when a publish failed (its frame may be missing), and when
+/// asked. Ends when the `SessionEvents` is gone and its queue is drained.
+async fn publish_task(
+    weak: Weak<Shared>,
+    session: SessionId,
+    bus: Arc<dyn FrameBus>,
+    mut queue: UnboundedReceiver<Outbound>,
+    mut epoch: StreamId,
+) {
+    let mut snapshot_due = false;
+    let mut delay = RETRY_MIN;
+    loop {
+        let next = match snapshot_due {
+            true => Outbound::Resync,
+            false => match queue.recv().await {
+                Some(next) => next,
+                None => return,
+            },
+        };
+        let (number, body) = match next {
+            Outbound::Body(number, body) => (number, body),
+            Outbound::Resync => {
+                let Some(shared) = weak.upgrade() else { return };
+                let inner = shared.lock();
+                // Everything queued is in the working state already: the snapshot has it.
+                let mut number = None;
+                while let Ok(queued) = queue.try_recv() {
+                    if let Outbound::Body(n, _) = queued {
+                        number = Some(n);
+                    }
+                }
+                let number = number.unwrap_or(inner.sent);
+                (number, FrameBody::Snapshot { state: Box::new(inner.state.clone()) })
+            }
+        };
+        let is_snapshot = matches!(body, FrameBody::Snapshot { .. });
+        let origin = match weak.upgrade() {
+            Some(shared) => shared.bus.as_ref().map_or(0, |b| b.origin),
+            None if is_snapshot => return,
+            // Gone, with bodies still queued: publish them (a settled run's last frames).
+            None => 0,
+        };
+        snapshot_due = false;
+        match bus.publish(&session, framebus::encode(origin, number, &body)).await {
+            Ok(cursor) => {
+                delay = RETRY_MIN;
+                if cursor.stream_id != epoch {
+                    // The bus lost the log: the frames before this one are gone for
+                    // whoever follows, so the next frame is a whole snapshot.
+                    tracing::info!(%session, "the frame bus restarted the session's stream; publishing a snapshot");
+                    snapshot_due = !is_snapshot;
+                    epoch = cursor.stream_id;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%session, %error, "cannot publish a frame; will publish a snapshot instead");
+                snapshot_due = true;
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RETRY_MAX);
+            }
+        }
+    }
+}
+
+/// Bus mode: folds the bus's frames for one session into the ring, the mirror and the
+/// working state; rebuilds on `Reset`; listens again from its cursor when the bus ends
+/// its listener. Ends when the session is closed or dropped.
+async fn follow_task(
+    weak: Weak<Shared>,
+    session: SessionId,
+    bus: Arc<dyn FrameBus>,
+    follower: Arc<dyn Follower>,
+    mut listener: BoxStream<'static, BusItem>,
+    stop: CancellationToken,
+) {
+    let mut delay = RETRY_MIN;
+    loop {
+        let item = tokio::select! {
+            () = stop.cancelled() => return,
+            item = listener.next() => item,
+        };
+        let Some(shared) = weak.upgrade() else { return };
+        let reset_at = match item {
+            Some(BusItem::Frame { cursor, payload }) => {
+                delay = RETRY_MIN;
+                match framebus::decode(&payload) {
+                    Ok((origin, number, body)) => {
+                        if shared.fold(&cursor, origin, number, body) {
+                            continue;
+                        }
+                        tracing::warn!(%session, %cursor, "a bus frame out of order; rebuilding the view");
+                    }
+                    Err(error) => tracing::warn!(%session, %error, "an unreadable bus frame; rebuilding the view"),
+                }
+                cursor
+            }
+            Some(BusItem::Reset { cursor }) => cursor,
+            None => {
+                // Cut for lagging, or the bus could not fill a gap: come back from here.
+                let at = shared.cursor();
+                drop(shared);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(RETRY_MAX);
+                    match bus.listen(&session, Some(&at)).await {
+                        Ok(again) => break listener = again,
+                        Err(error) => tracing::warn!(%session, %error, "cannot listen to the frame bus; retrying"),
+                    }
+                }
+                continue;
+            }
+        };
+        drop(shared);
+        let state = follower.reload(&session).await;
+        let keep_working = follower.runs_here(&session);
+        let Some(shared) = weak.upgrade() else { return };
+        shared.reset(reset_at, state, keep_working);
+        follower.request_snapshot(&session);
+    }
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        session_id: SessionId,
+        state: SessionState,
+        limits: EventLimits,
+        lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
+        stream_id: StreamId,
+        seq: u64,
+        bus: Option<BusSide>,
+    ) -> Self {
+        let mirror = bus.as_ref().map(|_| state.clone());
+        let inner = Inner {
+            seq,
+            stream_id,
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            state,
+            mirror,
+            sent: 0,
+            subscribers: HashMap::new(),
+            next_subscriber: 0,
+            interactive: 0,
+            min_cursor_hint: seq,
+            closed: false,
+        };
+        Self { session_id, limits, bus, count: tokio::sync::watch::Sender::new(0), lists, inner: Mutex::new(inner) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cursor(&self) -> Cursor {
+        let inner = self.lock();
+        Cursor { stream_id: inner.stream_id.clone(), seq: inner.seq }
+    }
+
+    /// Appends a frame at `seq` to the ring and collects the subscribers to wake.
+    fn push(&self, inner: &mut Inner, body: FrameBody, stream_id: StreamId, seq: u64, wake: &mut Vec<Waker>) {
+        let frame = Frame { body, session_id: self.session_id.clone(), stream_id, seq };
+        let bytes = frame.to_sse();
+        inner.seq = seq;
+        inner.ring_bytes += bytes.len();
+        inner.ring.push_back(Entry { seq, bytes });
+        inner.evict(&self.limits);
+        for slot in inner.subscribers.values_mut() {
+            if let Some(w) = slot.waker.take() {
+                wake.push(w);
+            }
+        }
+    }
+
+    /// Folds one frame from the bus. `false` if it does not follow the last one.
+    fn fold(&self, cursor: &Cursor, origin: u64, number: u64, body: FrameBody) -> bool {
+        let Some(bus) = &self.bus else { return false };
+        let mut wake = Vec::new();
+        {
+            let mut inner = self.lock();
+            if inner.closed {
+                return true;
+            }
+            if cursor.stream_id != inner.stream_id || cursor.seq != inner.seq + 1 {
+                return false;
+            }
+            if origin == bus.origin {
+                bus.echoed.send_if_modified(|n| {
+                    let newer = number > *n;
+                    *n = (*n).max(number);
+                    newer
+                });
+            } else {
+                apply_frame(&mut inner.state, &body);
+            }
+            if let Some(mirror) = &mut inner.mirror {
+                apply_frame(mirror, &body);
+            }
+            self.push(&mut inner, body, cursor.stream_id.clone(), cursor.seq, &mut wake);
+        }
+        wake.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// Restarts the stream at `cursor` from the store's `state` (bus mode, `Reset`):
+    /// the ring empties and every subscriber's next item is a snapshot.
+    fn reset(&self, cursor: Cursor, state: Option<SessionState>, keep_working: bool) {
+        let mut wake = Vec::new();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.stream_id = cursor.stream_id;
+        inner.seq = cursor.seq;
+        inner.ring.clear();
+        inner.ring_bytes = 0;
+        inner.min_cursor_hint = cursor.seq;
+        match state {
+            Some(state) => {
+                if !keep_working {
+                    inner.state = state.clone();
+                }
+                inner.mirror = Some(state);
+            }
+            // The store did not answer: the old view, now at the new seq, is the best
+            // there is until the snapshot frame comes.
+            None => tracing::warn!(session = %self.session_id, "cannot reload a session's view after a bus reset"),
+        }
+        for slot in inner.subscribers.values_mut() {
+            slot.resync = true;
+            slot.cursor = cursor.seq;
+            wake.extend(slot.waker.take());
+        }
+        METRICS.snapshots.fetch_add(inner.subscribers.len() as u64, Relaxed);
+        drop(guard);
+        wake.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(bus) = &self.bus {
+            bus.stop.cancel();
+        }
+    }
+}
+
 impl Inner {
+    /// What a snapshot shows: the mirror in bus mode, else the state.
+    fn view(&self) -> &SessionState {
+        self.mirror.as_ref().unwrap_or(&self.state)
+    }
+
+    /// The snapshot frame at the current seq, serialized.
+    fn snapshot(&self, shared: &Shared) -> Bytes {
+        let frame = Frame {
+            body: FrameBody::Snapshot { state: Box::new(self.view().clone()) },
+            session_id: shared.session_id.clone(),
+            stream_id: self.stream_id.clone(),
+            seq: self.seq,
+        };
+        frame.to_sse()
+    }
+
     /// The seq to replay after, if the cursor allows a replay (seed 000): same stream,
     /// behind the current seq, and every following frame still in the replay window.
     fn replay_from(&self, shared: &Shared, cursor: Option<&Cursor>) -> Option<u64> {
         let cursor = cursor?;
-        if cursor.stream_id != shared.stream_id || cursor.seq >= self.seq {
+        if cursor.stream_id != self.stream_id || cursor.seq >= self.seq {
             return None;
         }
         let needed = self.seq - cursor.seq;
@@ -416,6 +846,15 @@ impl Stream for Subscription {
         };
         if slot.cut || inner.closed {
             return Poll::Ready(None);
+        }
+        if slot.resync {
+            // The stream restarted (bus mode): a snapshot of where it is now.
+            slot.resync = false;
+            slot.cursor = inner.seq;
+            let bytes = inner.snapshot(&self.events.shared);
+            METRICS.frames_sent.fetch_add(1, Relaxed);
+            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
+            return Poll::Ready(Some(bytes));
         }
         if slot.cursor >= inner.seq {
             slot.waker = Some(cx.waker().clone());
@@ -524,7 +963,7 @@ mod tests {
     }
 
     fn cursor(ev: &SessionEvents, seq: u64) -> Cursor {
-        Cursor { stream_id: ev.stream_id().clone(), seq }
+        Cursor { stream_id: ev.stream_id(), seq }
     }
 
     #[test]
@@ -612,6 +1051,6 @@ mod tests {
         ev.close();
         assert_eq!(waiter.await.unwrap(), None);
         assert!(kill.is_cancelled());
-        assert_eq!(ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: RunId::new() }), None);
+        assert!(!ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: RunId::new() }));
     }
 }

@@ -186,15 +186,49 @@ impl Engine {
                 crate::metrics::METRICS.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
                 failed += 1;
+                if self.inner.frames.is_some() {
+                    self.announce_lost(&run).await;
+                }
             }
-            self.forget_stale(&lease.session_id);
+            if self.inner.frames.is_none() {
+                self.forget_stale(&lease.session_id);
+            }
             self.drop_lease(&lease.session_id).await;
         }
         Ok(failed)
     }
 
+    /// Bus mode: settles a lost node's run in every node's view, with the frames a run
+    /// that fails publishes, so clients on any node see it end.
+    async fn announce_lost(&self, run: &spool_protocol::Run) {
+        let loaded = match self.load(&run.owner_id, &run.session_id).await {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(run = %run.id, %error, "cannot announce a lost node's failed run");
+                return;
+            }
+        };
+        let event = |event| spool_protocol::frame::FrameBody::LoopEvent {
+            run_id: run.id.clone(),
+            message_index: None,
+            message_id: None,
+            event,
+        };
+        loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentEnd {
+            status: run.status.as_str().into(),
+            usage: run.usage,
+        }));
+        loaded.events.publish(|s| {
+            s.status = spool_protocol::SessionStatus::Idle;
+            s.active_run = None;
+            s.drafts.clear();
+            Some(spool_protocol::frame::FrameBody::State { state: Box::new(s.clone()) })
+        });
+        loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentSettled {}));
+    }
+
     /// Whether this node is executing a run of the session right now.
-    fn runs_here(&self, session: &SessionId) -> bool {
+    pub(crate) fn runs_here(&self, session: &SessionId) -> bool {
         let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.get(session).and_then(|l| l.active()).is_some_and(|a| a.interrupted.is_none())
     }

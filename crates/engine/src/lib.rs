@@ -9,6 +9,7 @@ pub mod context;
 mod engine;
 mod error;
 pub mod events;
+pub mod framebus;
 mod leases;
 pub mod lists;
 pub mod metrics;
@@ -29,6 +30,7 @@ pub use engine::{
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};

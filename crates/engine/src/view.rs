@@ -38,7 +38,12 @@ pub fn commit_message(state: &mut SessionState, message: IndexedMessage) {
     state.drafts.remove(&message.index);
     record_tool_results(state, &message.message);
     state.total = state.total.max(message.index + 1);
-    state.messages.push(message);
+    // A view read from the store may already hold the message whose frame follows
+    // (a node that began following a session mid-run): once is enough.
+    match state.messages.iter_mut().rev().find(|m| m.index == message.index) {
+        Some(held) => *held = message,
+        None => state.messages.push(message),
+    }
     trim_rounds(state);
 }
 

@@ -19,7 +19,7 @@ const TTL: Duration = Duration::from_secs(5);
 async fn node(store: Arc<dyn spool_engine::Store>, cluster: InProcess, name: &str) -> Engine {
     let config = EngineConfig { node_id: name.into(), lease_ttl: TTL, shared_store: true, ..EngineConfig::default() };
     let models = Models::new(Arc::new(ScriptedModel::new(Duration::from_millis(5))));
-    Engine::start_clustered(store, models, spool_tools::workspace_tools(), config, Arc::new(cluster))
+    Engine::start_clustered(store, models, spool_tools::workspace_tools(), config, Arc::new(cluster), None)
         .await
         .expect("start a node")
 }

@@ -1,0 +1,77 @@
+//! The frame-bus seam: how a session's frames reach every node, so a client can follow a
+//! run on any node and resume on any other with its cursor. The engine defines the
+//! trait; the Redis Streams implementation is `spool_bus::RedisBus`. One node on its
+//! own has no frame bus: `SessionEvents` numbers and fans out frames in process.
+//!
+//! # How a session uses it (see `events.rs`, "Bus mode")
+//!
+//! * Every node that has a session loaded follows it through one [`FrameBus::listen`]
+//!   (one per session per node, however many clients): each frame the bus delivers is
+//!   folded into the node's view (`view::apply_frame`) and put in the node's replay ring
+//!   under the bus's cursor, `epoch:seq`. So a cursor any node issued is a cursor every
+//!   node understands, and the ring, replay limits and slow-client cut are the
+//!   single-process ones.
+//! * A node that changes the session (it runs the run, or a person renamed it there)
+//!   applies the change to its working state at once, as before, and hands the frame to
+//!   the bus in order, from one task per session. Its own clients see the frame when it
+//!   comes back from the bus, numbered like everyone else's.
+//! * The bus may lose what it held (Redis restarted without persistence, `FLUSHALL`,
+//!   eviction) or a node may fall behind what it keeps: the listener then says `Reset`.
+//!   The node rebuilds its view from the store, hands every client an in-stream
+//!   snapshot, and asks the node running the session for a full snapshot frame, which
+//!   carries what the store cannot (the text streamed so far).
+//!
+//! The payload is the frame body, the publishing `SessionEvents` instance (its origin)
+//! and the body's number among that instance's own: a node folds into its working state
+//! only what it did not do itself, and knows when its own changes are back.
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use spool_protocol::frame::FrameBody;
+use spool_protocol::{Cursor, SessionId};
+
+/// What a node's listener yields for one session, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BusItem {
+    /// The frame after the previous item: same epoch, seq + 1.
+    Frame { cursor: Cursor, payload: Bytes },
+    /// What came before cannot be continued: take a snapshot at `cursor`; the next frame
+    /// is `cursor.seq + 1` of `cursor.stream_id`.
+    Reset { cursor: Cursor },
+}
+
+/// A failure of the bus, as text: the engine only logs it and retries.
+pub type BusFailure = Box<dyn std::error::Error + Send + Sync>;
+
+/// A log of frames per session shared by every node, with live delivery.
+#[async_trait::async_trait]
+pub trait FrameBus: Send + Sync + 'static {
+    /// Appends a frame to the session's log and delivers it to every listener; returns
+    /// the cursor it was given. A failed publish may still have been appended.
+    async fn publish(&self, session: &SessionId, payload: Bytes) -> Result<Cursor, BusFailure>;
+
+    /// The payloads after `cursor` up to the log's head, or `None` when the log no longer
+    /// holds all of them (or `cursor` is of another epoch): the caller takes a snapshot.
+    async fn replay(&self, session: &SessionId, cursor: &Cursor) -> Result<Option<Vec<Bytes>>, BusFailure>;
+
+    /// Listens from `cursor` (the frames after it, or a `Reset`), then live. Without a
+    /// cursor the first item is a `Reset` at the log's head. The stream ends when the
+    /// listener fell too far behind or the bus could not say what it missed; listening
+    /// again from the last cursor continues without a hole.
+    async fn listen(
+        &self,
+        session: &SessionId,
+        cursor: Option<&Cursor>,
+    ) -> Result<BoxStream<'static, BusItem>, BusFailure>;
+}
+
+/// Encodes a frame body for the bus with the instance that published it and the body's
+/// number among that instance's own (for read-your-writes waits).
+pub(crate) fn encode(origin: u64, number: u64, body: &FrameBody) -> Bytes {
+    Bytes::from(serde_json::to_vec(&(origin, number, body)).expect("frame bodies always serialize"))
+}
+
+/// Decodes what [`encode`] wrote.
+pub(crate) fn decode(payload: &[u8]) -> Result<(u64, u64, FrameBody), serde_json::Error> {
+    serde_json::from_slice(payload)
+}
