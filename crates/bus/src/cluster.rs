@@ -1,5 +1,5 @@
-//! The engine's [`Cluster`] over Redis PUB/SUB: one channel ([`CHANNEL`]) that every
-//! node subscribes to and publishes on, for the messages nodes send each other (an
+//! The engine's [`Cluster`] over Redis PUB/SUB: one channel per deployment
+//! ([`channel_of`] its logical database) that every node subscribes to and publishes on, for the messages nodes send each other (an
 //! abort for the node running a session, list notifications). Session frames do not go
 //! this way; they have the streams of [`RedisBus`](crate::RedisBus).
 //!
@@ -30,8 +30,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-/// The channel every node of a deployment shares.
+/// The channel every node of a deployment on logical database 0 shares.
 pub const CHANNEL: &str = "spool:cluster";
+
+/// The cluster channel of a deployment on logical database `db`. PUB/SUB channels are
+/// server-wide while keys are per database, so deployments sharing one Redis server on
+/// separate databases (`redis://host/1`, `/2`, …) need channels of their own; session
+/// frames need nothing more (their channels carry the session id).
+pub fn channel_of(db: i64) -> String {
+    match db {
+        0 => CHANNEL.to_owned(),
+        db => format!("{CHANNEL}:{db}"),
+    }
+}
 
 /// Messages waiting to be published before new ones are dropped: far more than a
 /// node produces while Redis answers, and a bounded loss while it does not.
@@ -68,11 +79,13 @@ struct Shared {
 }
 
 impl RedisCluster {
-    /// Joins the cluster on [`CHANNEL`] as `node`. Both connections are made (and the
-    /// channel subscribed) before this returns, so a wrong URL fails here and every
-    /// message published by another node from now on is heard.
+    /// Joins the cluster as `node` on the channel of the URL's logical database
+    /// ([`channel_of`]). Both connections are made (and the channel subscribed) before
+    /// this returns, so a wrong URL fails here and every message published by another
+    /// node from now on is heard.
     pub async fn connect(url: &str, node: &str) -> Result<Self, BusError> {
-        Self::connect_on(url, node, CHANNEL).await
+        let db = redis::Client::open(url)?.get_connection_info().redis_settings().db();
+        Self::connect_on(url, node, &channel_of(db)).await
     }
 
     /// Like [`connect`](Self::connect), on a channel of one's own (tests sharing one

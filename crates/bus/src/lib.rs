@@ -101,7 +101,7 @@ mod listener;
 mod pump;
 mod scripts;
 
-pub use cluster::{CHANNEL, RedisCluster};
+pub use cluster::{CHANNEL, RedisCluster, channel_of};
 pub use listener::{Item, Listener};
 pub use scripts::Replay;
 

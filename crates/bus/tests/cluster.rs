@@ -67,3 +67,30 @@ async fn a_wrong_url_fails_at_connect() {
     assert!(RedisCluster::connect("redis://127.0.0.1:1/", "node-a").await.is_err(), "nothing listens on port 1");
     assert!(RedisCluster::connect("http://127.0.0.1:6379/", "node-a").await.is_err(), "not a Redis URL");
 }
+
+#[tokio::test]
+async fn deployments_on_separate_logical_databases_do_not_hear_each_other() {
+    let Some(url) = redis_url() else { return };
+    // The server's URL without a database: `…:6379` or `…:6379/N`.
+    let server = match url.rsplit_once('/') {
+        Some((server, db)) if !db.is_empty() && db.bytes().all(|b| b.is_ascii_digit()) => server.to_owned(),
+        _ => url.trim_end_matches('/').to_owned(),
+    };
+    let (on_13, on_14) = (format!("{server}/13"), format!("{server}/14"));
+    let a = RedisCluster::connect(&on_13, "deploy-13-a").await.expect("a joins");
+    let b = RedisCluster::connect(&on_13, "deploy-13-b").await.expect("b joins");
+    let other = RedisCluster::connect(&on_14, "deploy-14-a").await.expect("another deployment's node joins");
+    let (mut on_b, mut on_other) = (b.subscribe(), other.subscribe());
+
+    let abort = ClusterMessage::Abort { node: "deploy-13-b".into(), session: SessionId::new() };
+    a.publish(abort.clone());
+    assert_eq!(next(&mut on_b).await.expect("b hears a"), Some(abort));
+    // A marker from the other deployment reaches nobody but its own: had the abort
+    // crossed over, it would have come first.
+    let marker = ClusterMessage::Aborted { node: "deploy-14-b".into(), session: SessionId::new() };
+    let other_b = RedisCluster::connect(&on_14, "deploy-14-b").await.expect("its second node joins");
+    other_b.publish(marker.clone());
+    assert_eq!(next(&mut on_other).await.expect("the other deployment hears its own"), Some(marker));
+    let crossed = tokio::time::timeout(Duration::from_millis(500), on_b.next()).await;
+    assert!(crossed.is_err(), "nothing of the other deployment reaches b: {crossed:?}");
+}

@@ -22,6 +22,10 @@ use spool_engine::view::apply_frame;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::sse::Decoder;
 use spool_protocol::{AgentEvent, Cursor, StreamDelta};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// A native session stream (`GET /api/sessions/:id/events`), folded as it is read.
 struct Follower {
@@ -33,6 +37,9 @@ struct Follower {
     /// The last frame taken, on this connection or (resumed) the one before.
     at: Option<Cursor>,
     state: Option<SessionState>,
+    /// The answer's text as the client shows it after each frame, when it is checked
+    /// never to lose text it showed (one run, one answer).
+    shown: Option<String>,
 }
 
 impl Follower {
@@ -43,7 +50,7 @@ impl Follower {
         }
         let res = req.send().await.expect("open the session stream");
         assert!(res.status().is_success(), "{}", res.status());
-        Follower { res: Some(res), decoder: Decoder::new(), frames: Vec::new(), at: None, state: None }
+        Follower { res: Some(res), decoder: Decoder::new(), frames: Vec::new(), at: None, state: None, shown: None }
     }
 
     /// Carries on from another follower's state (a client that reconnected).
@@ -106,6 +113,15 @@ impl Follower {
             }
             _ => panic!("a stream without a cursor starts with a snapshot, got {}", frame.cursor()),
         }
+        if let (Some(before), Some(state)) = (&self.shown, &self.state) {
+            let now = shown(state);
+            assert!(
+                now.starts_with(before.as_str()),
+                "at {}: the answer went from {before:?} to {now:?}",
+                frame.cursor()
+            );
+            self.shown = Some(now);
+        }
         self.at = Some(frame.cursor());
         self.frames.push(frame);
     }
@@ -116,7 +132,7 @@ impl Follower {
     }
 
     /// Reads until the stream is at `seq` of its current stream id.
-    async fn to_seq(&mut self, seq: u64) {
+    async fn read_to_seq(&mut self, seq: u64) {
         while self.frames.last().is_none_or(|f| f.seq < seq) {
             self.next().await;
         }
@@ -135,6 +151,18 @@ impl Follower {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The answer's text as a client shows it: the draft being streamed, else the last
+/// committed assistant message.
+fn shown(state: &SessionState) -> String {
+    match state.drafts.values().next_back() {
+        Some(draft) => draft.text(),
+        None => match state.messages.last().map(|m| &m.message) {
+            Some(message @ spool_protocol::Message::Assistant { .. }) => message.text(),
+            _ => String::new(),
+        },
     }
 }
 
@@ -167,7 +195,7 @@ fn words(n: usize) -> String {
 async fn agrees_with_node(follower: &mut Follower, client: &reqwest::Client, base: &str, session: &str) {
     let detail = call(client.get(format!("{base}/api/sessions/{session}"))).await;
     assert_eq!(detail["streamId"], json!(follower.cursor().stream_id), "same stream on every node");
-    follower.to_seq(detail["seq"].as_u64().expect("seq")).await;
+    follower.read_to_seq(detail["seq"].as_u64().expect("seq")).await;
     let folded = serde_json::to_value(follower.state.as_ref().expect("a state")).expect("json");
     assert_eq!(folded, detail["state"], "the folded stream is the node's view at seq {}", detail["seq"]);
 }
@@ -237,4 +265,184 @@ async fn a_client_follows_a_run_from_another_node_and_resumes_on_a_third_with_it
     assert_eq!(answer.text(), words(400));
     let mut on_a = Follower::open(&client, &a, &session, Some(&on_c.cursor())).await.resuming(&on_c);
     agrees_with_node(&mut on_a, &client, &a, &session).await;
+}
+
+/// A Redis of the test's own, on a free loopback port, keeping nothing on disk.
+struct PrivateRedis {
+    child: Child,
+    url: String,
+    port: u16,
+}
+
+impl PrivateRedis {
+    const SERVER_VAR: &str = "SPOOL_TEST_REDIS_SERVER";
+
+    fn start() -> Option<PrivateRedis> {
+        let bin = std::env::var(Self::SERVER_VAR).unwrap_or_else(|_| "redis-server".into());
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let spawned = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) if std::env::var_os("CI").is_some() => {
+                panic!("cannot start {bin} ({e}): install redis-server or set {}", Self::SERVER_VAR)
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot start {bin} ({e}); install redis-server or set {}", Self::SERVER_VAR);
+                return None;
+            }
+        };
+        let redis = PrivateRedis { child, url: format!("redis://127.0.0.1:{port}"), port };
+        let deadline = std::time::Instant::now() + WAIT;
+        while redis.try_command("PING").as_deref() != Some("+PONG") {
+            assert!(std::time::Instant::now() < deadline, "{bin} did not answer on port {port} within {WAIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(redis)
+    }
+
+    /// Sends a one-word command; its one-line answer.
+    fn try_command(&self, command: &str) -> Option<String> {
+        let mut conn = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        conn.write_all(format!("*1\r\n${}\r\n{command}\r\n", command.len()).as_bytes()).ok()?;
+        let mut answer = [0u8; 64];
+        let n = conn.read(&mut answer).ok()?;
+        Some(String::from_utf8_lossy(&answer[..n]).trim_end().to_owned())
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn flushall_in_the_middle_of_a_stream_costs_clients_a_snapshot_never_a_hole() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = PrivateRedis::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), format!("flush-{n}"));
+        start_with(&db.url, &data, &["--redis-url", &redis.url, "--node-id", &id, "--scripted-delay-ms", "3"])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let session = session_on(&client, &a, dir.path()).await;
+
+    // One client on the node running the session, one on the other.
+    let mut followers = Vec::new();
+    for base in [&a, &b] {
+        let mut follower = Follower::open(&client, base, &session, None).await;
+        follower.next().await;
+        follower.shown = Some(String::new());
+        followers.push(follower);
+    }
+    let epoch = followers[0].cursor().stream_id;
+    let accepted =
+        call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 600"}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    while text_deltas(&followers[1].frames) < 150 {
+        followers[1].next().await;
+    }
+    assert_eq!(redis.try_command("FLUSHALL").as_deref(), Some("+OK"));
+    let flushed_at = followers[1].frames.len();
+
+    for (follower, base) in followers.iter_mut().zip([&a, &b]) {
+        follower.until(is_settled).await;
+        // The stream went on in a new epoch, entered through a snapshot; `fold` checked
+        // that every other frame followed the one before, and that the answer on screen
+        // never lost text it had shown (the snapshot carried the text streamed so far).
+        let entered = follower.frames.iter().find(|f| f.stream_id != epoch).expect("a frame of the new epoch");
+        assert!(matches!(entered.body, FrameBody::Snapshot { .. }), "{base}: a new epoch begins with a snapshot");
+        // The answer is whole: the snapshot carried the text streamed before the flush.
+        let state = follower.state.as_ref().expect("state");
+        assert_eq!(state.messages.last().expect("a message").message.text(), words(600), "{base}");
+        agrees_with_node(follower, &client, base, &session).await;
+    }
+    assert!(followers[1].frames.len() > flushed_at + 10, "the run streamed on after the flush");
+    let settled = call(client.get(format!("{b}/api/runs/{run}"))).await;
+    assert_eq!(settled["status"], "completed", "{settled}");
+}
+
+#[tokio::test]
+async fn clients_on_the_other_nodes_see_a_killed_nodes_run_end_as_node_lost() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let name = |n: &str| format!("lost-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        let args = ["--redis-url", &redis, "--node-id", &id, "--lease-secs", "1", "--scripted-delay-ms", "20"];
+        start_with(&db.url, &data, &args)
+    };
+    let ((node_a, a), (_node_b, b), (_node_c, c)) = (node("a"), node("b"), node("c"));
+    let session = session_on(&client, &a, dir.path()).await;
+    let mut followers = Vec::new();
+    for base in [&b, &c] {
+        let mut follower = Follower::open(&client, base, &session, None).await;
+        follower.next().await;
+        followers.push(follower);
+    }
+    let accepted =
+        call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 100000"}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    for follower in &mut followers {
+        while text_deltas(&follower.frames) < 10 {
+            follower.next().await;
+        }
+    }
+
+    drop(node_a); // SIGKILL: no shutdown, no lease release.
+    let killed_at = tokio::time::Instant::now();
+    for (follower, base) in followers.iter_mut().zip([&b, &c]) {
+        follower.until(is_settled).await;
+        let ended = follower.frames.iter().rev().find_map(|f| match &f.body {
+            FrameBody::LoopEvent { run_id, event: AgentEvent::AgentEnd { status, .. }, .. } => Some((run_id, status)),
+            _ => None,
+        });
+        assert_eq!(ended.map(|(r, s)| (r.to_string(), s.as_str())), Some((run.clone(), "failed")), "{base}");
+        let state = follower.state.as_ref().expect("state");
+        assert!(state.active_run.is_none() && state.drafts.is_empty(), "{base}: {:?}", state.status);
+        agrees_with_node(follower, &client, base, &session).await;
+    }
+    assert!(killed_at.elapsed() < Duration::from_secs(5), "seen within a 1 s lease: {:?}", killed_at.elapsed());
+    let failed = call(client.get(format!("{c}/api/runs/{run}"))).await;
+    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
+    let idle = wait_for(&client, &format!("{b}/api/sessions/{session}"), WAIT, |s| s["status"] == "idle").await;
+    assert!(idle["state"]["activeRun"].is_null(), "{idle}");
+}
+
+#[tokio::test]
+async fn a_client_joining_a_run_on_another_node_gets_the_text_streamed_so_far() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let name = |n: &str| format!("join-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "3"])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let session = session_on(&client, &a, dir.path()).await;
+    call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 400"}))).await;
+    wait_for(&client, &format!("{a}/api/sessions/{session}"), WAIT, |s| s["seq"].as_u64().is_some_and(|n| n > 100))
+        .await;
+
+    // Node B has not loaded the session yet: it begins following it mid-answer.
+    let mut on_b = Follower::open(&client, &b, &session, None).await;
+    on_b.next().await;
+    assert!(matches!(on_b.frames[0].body, FrameBody::Snapshot { .. }), "a stream without a cursor starts so");
+    let so_far = shown(on_b.state.as_ref().expect("state"));
+    assert!(so_far.split(' ').count() >= 50 && words(400).starts_with(&so_far), "the snapshot shows {so_far:?}");
+    on_b.shown = Some(so_far);
+    on_b.until(is_settled).await;
+    assert_eq!(shown(on_b.state.as_ref().expect("state")), words(400));
+    agrees_with_node(&mut on_b, &client, &b, &session).await;
 }

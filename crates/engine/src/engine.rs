@@ -197,11 +197,9 @@ impl crate::events::Follower for EngineFollower {
         self.inner.upgrade().is_some_and(|inner| Engine { inner }.runs_here(session))
     }
 
-    fn request_snapshot(&self, session: &SessionId) {
-        let Some(inner) = self.inner.upgrade() else { return };
-        let engine = Engine { inner };
-        let session = session.clone();
-        tokio::spawn(async move { engine.request_snapshot(&session).await });
+    async fn request_snapshot(&self, session: &SessionId) -> bool {
+        let Some(inner) = self.inner.upgrade() else { return false };
+        Engine { inner }.request_snapshot(session).await
     }
 }
 
@@ -791,7 +789,7 @@ impl Engine {
                 let follower = Arc::new(EngineFollower { inner: Arc::downgrade(&self.inner) });
                 let events = SessionEvents::followed(state, limits, lists, bus.clone(), follower.clone(), opened);
                 // A run on another node has streamed text the store does not hold yet.
-                crate::events::Follower::request_snapshot(&*follower, id);
+                events.catch_up_with_runner(&*follower).await;
                 events
             }
             _ => SessionEvents::observed(id.clone(), state, limits, lists),

@@ -146,7 +146,7 @@ struct BusSide {
 /// What the publisher task is handed.
 enum Outbound {
     /// A frame body, numbered among this instance's own.
-    Body(u64, FrameBody),
+    Body(u64, Box<FrameBody>),
     /// Publish a full snapshot of the working state now.
     Resync,
 }
@@ -164,6 +164,11 @@ struct Inner {
     mirror: Option<SessionState>,
     /// Bus mode: own bodies handed to the publisher so far.
     sent: u64,
+    /// Bus mode: set while a full snapshot frame is on its way (after a `Reset`, or on
+    /// following a session mid-run); the number tells one wait from the next. Snapshots
+    /// for subscribers wait for it, so a client never sees the streamed text vanish.
+    awaiting: Option<u64>,
+    waits: u64,
     subscribers: HashMap<u64, Slot>,
     next_subscriber: u64,
     interactive: usize,
@@ -312,6 +317,15 @@ impl SessionEvents {
         }
     }
 
+    /// Bus mode: for a session this node begins following, asks the node running it (if
+    /// any) for a full snapshot frame, which carries what the store lacks (the text
+    /// streamed so far); snapshots for new subscribers wait for it.
+    pub(crate) async fn catch_up_with_runner(&self, follower: &dyn Follower) {
+        if self.shared.bus.is_some() {
+            self.shared.catch_up_with_runner(follower).await;
+        }
+    }
+
     /// Bus mode: asks the publisher for a full snapshot frame of the working state (the
     /// node running the session does this when another node lost its place).
     pub(crate) fn resync(&self) {
@@ -348,7 +362,7 @@ impl SessionEvents {
                 Some(bus) => {
                     inner.sent += 1;
                     // The receiver lives as long as the publisher task, which outlives us.
-                    let _ = bus.outbound.send(Outbound::Body(inner.sent, body));
+                    let _ = bus.outbound.send(Outbound::Body(inner.sent, Box::new(body)));
                 }
                 None => {
                     let seq = inner.seq + 1;
@@ -389,15 +403,18 @@ impl SessionEvents {
         let mut inner = self.lock();
         let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
             Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
+            // A full snapshot is on its way: this one is sent when it has come.
+            None if inner.awaiting.is_some() => (None, inner.seq, Start::Snapshot { seq: inner.seq }),
             None => (Some(inner.snapshot(&self.shared)), inner.seq, Start::Snapshot { seq: inner.seq }),
         };
+        let resync = first.is_none() && matches!(start, Start::Snapshot { .. });
         let id = inner.next_subscriber;
         inner.next_subscriber += 1;
         inner.min_cursor_hint = inner.min_cursor_hint.min(cursor_seq);
         if inner.closed {
             kill.cancel();
         }
-        let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync: false, interactive };
+        let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync, interactive };
         inner.subscribers.insert(id, slot);
         METRICS.session_streams.fetch_add(1, Relaxed);
         match start {
@@ -455,8 +472,9 @@ pub(crate) trait Follower: Send + Sync + 'static {
     /// Whether this node executes a run of the session (its working state is then the
     /// truth, and a reload must not replace it).
     fn runs_here(&self, session: &SessionId) -> bool;
-    /// Asks whichever node runs the session for a full snapshot frame.
-    fn request_snapshot(&self, session: &SessionId);
+    /// Asks whichever node runs the session for a full snapshot frame; `false` when no
+    /// node runs it (the store's view is then whole).
+    async fn request_snapshot(&self, session: &SessionId) -> bool;
 }
 
 /// A session's listener, opened before the store is read (see [`SessionEvents::followed`]).
@@ -504,7 +522,7 @@ async fn publish_task(
             },
         };
         let (number, body) = match next {
-            Outbound::Body(number, body) => (number, body),
+            Outbound::Body(number, body) => (number, *body),
             Outbound::Resync => {
                 let Some(shared) = weak.upgrade() else { return };
                 let inner = shared.lock();
@@ -604,11 +622,51 @@ async fn follow_task(
         let keep_working = follower.runs_here(&session);
         let Some(shared) = weak.upgrade() else { return };
         shared.reset(reset_at, state, keep_working);
-        follower.request_snapshot(&session);
+        shared.catch_up_with_runner(&*follower).await;
     }
 }
 
+/// How long subscribers wait for a full snapshot frame before they take the store's view.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(3);
+
 impl Shared {
+    /// Bus mode: asks the node running the session for a full snapshot frame and holds
+    /// new snapshots back until it comes (at most [`SNAPSHOT_WAIT`]). Without a run
+    /// anywhere the store's view is whole, and nothing waits.
+    async fn catch_up_with_runner(self: &Arc<Self>, follower: &dyn Follower) {
+        let wait = {
+            let mut inner = self.lock();
+            inner.waits += 1;
+            inner.awaiting = Some(inner.waits);
+            inner.waits
+        };
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(SNAPSHOT_WAIT).await;
+            if let Some(shared) = weak.upgrade()
+                && shared.stop_awaiting(wait)
+            {
+                tracing::warn!(session = %shared.session_id, "no snapshot frame came; clients get the store's view");
+            }
+        });
+        if !follower.request_snapshot(&self.session_id).await {
+            self.stop_awaiting(wait);
+        }
+    }
+
+    /// Ends the wait `wait` if it is still on, releasing the subscribers held for it.
+    fn stop_awaiting(&self, wait: u64) -> bool {
+        let mut inner = self.lock();
+        if inner.awaiting != Some(wait) {
+            return false;
+        }
+        inner.awaiting = None;
+        let wake: Vec<Waker> = inner.subscribers.values_mut().filter_map(|s| s.waker.take()).collect();
+        drop(inner);
+        wake.into_iter().for_each(Waker::wake);
+        true
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         session_id: SessionId,
@@ -628,6 +686,8 @@ impl Shared {
             state,
             mirror,
             sent: 0,
+            awaiting: None,
+            waits: 0,
             subscribers: HashMap::new(),
             next_subscriber: 0,
             interactive: 0,
@@ -685,6 +745,11 @@ impl Shared {
             }
             if let Some(mirror) = &mut inner.mirror {
                 apply_frame(mirror, &body);
+            }
+            if matches!(body, FrameBody::Snapshot { .. }) {
+                // What the subscribers waiting for a snapshot were waiting for (`push`
+                // wakes them).
+                inner.awaiting = None;
             }
             self.push(&mut inner, body, cursor.stream_id.clone(), cursor.seq, &mut wake);
         }
@@ -846,6 +911,10 @@ impl Stream for Subscription {
         };
         if slot.cut || inner.closed {
             return Poll::Ready(None);
+        }
+        if slot.resync && inner.awaiting.is_some() {
+            slot.waker = Some(cx.waker().clone());
+            return Poll::Pending;
         }
         if slot.resync {
             // The stream restarted (bus mode): a snapshot of where it is now.

@@ -70,7 +70,9 @@ impl Engine {
                 tokio::spawn(async move { engine.abort_for_another_node(session).await });
             }
             ClusterMessage::Abort { .. } => {}
-            ClusterMessage::Resync { node, session } if node == self.inner.config.node_id => self.resync_here(&session),
+            ClusterMessage::Resync { node, session } if node == self.inner.config.node_id => {
+                self.resync_here(&session);
+            }
             ClusterMessage::Resync { .. } => {}
             ClusterMessage::Aborted { session, .. } => {
                 // No receivers is fine: nobody here is waiting for it.
@@ -80,29 +82,28 @@ impl Engine {
     }
 
     /// Asks the node running `session` (the lease holder; perhaps this one) for a full
-    /// snapshot frame on the frame bus. Nothing when no node holds the lease: the store
-    /// then has the whole state.
-    pub(crate) async fn request_snapshot(&self, session: &SessionId) {
+    /// snapshot frame on the frame bus. `false` when no node holds the lease (the store
+    /// then has the whole state) or this node holds it without the session loaded.
+    pub(crate) async fn request_snapshot(&self, session: &SessionId) -> bool {
         let lease = match self.inner.store.get_lease(session).await {
             Ok(lease) => lease.filter(|l| l.expires_at > now_ms()),
             Err(error) => {
                 tracing::warn!(%session, %error, "cannot read a session's lease to ask for a snapshot");
-                return;
+                return false;
             }
         };
-        let Some(lease) = lease else { return };
+        let Some(lease) = lease else { return false };
         if lease.node_id == self.inner.config.node_id {
-            self.resync_here(session);
-        } else if let Some(remote) = &self.inner.remote {
-            remote.cluster.publish(ClusterMessage::Resync { node: lease.node_id, session: session.clone() });
+            return self.resync_here(session);
         }
+        let Some(remote) = &self.inner.remote else { return false };
+        remote.cluster.publish(ClusterMessage::Resync { node: lease.node_id, session: session.clone() });
+        true
     }
 
-    fn resync_here(&self, session: &SessionId) {
+    fn resync_here(&self, session: &SessionId) -> bool {
         let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session).cloned();
-        if let Some(loaded) = loaded {
-            loaded.events.resync();
-        }
+        loaded.map(|loaded| loaded.events.resync()).is_some()
     }
 
     /// Aborts this node's run of `session` for the node that asked, then tells it.
