@@ -137,7 +137,9 @@ fn run(mapper: &mut Mapper, inputs: Vec<In>) -> Vec<Event> {
     for (k, input) in inputs.into_iter().enumerate() {
         let b = match input {
             In::Body(b) => b,
-            In::Ev(message_index, event) => FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event },
+            In::Ev(message_index, event) => {
+                FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
+            }
         };
         out.extend(mapper.map(&b, T0 + 1000 + k as i64));
     }
