@@ -205,7 +205,12 @@ async fn session_on(client: &reqwest::Client, base: &str, dir: &std::path::Path)
     let project_dir = dir.join("project");
     std::fs::create_dir_all(&project_dir).expect("project dir");
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
-    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    session_in(client, base, &project["id"]).await
+}
+
+/// Another session in `project`; its id.
+async fn session_in(client: &reqwest::Client, base: &str, project: &serde_json::Value) -> String {
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project}))).await;
     session["id"].as_str().expect("session id").to_owned()
 }
 
@@ -278,30 +283,50 @@ impl PrivateRedis {
     const SERVER_VAR: &str = "SPOOL_TEST_REDIS_SERVER";
 
     fn start() -> Option<PrivateRedis> {
-        let bin = std::env::var(Self::SERVER_VAR).unwrap_or_else(|_| "redis-server".into());
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let child = Self::spawn(port)?;
+        let redis = PrivateRedis { child, url: format!("redis://127.0.0.1:{port}"), port };
+        redis.wait_ready();
+        Some(redis)
+    }
+
+    fn spawn(port: u16) -> Option<Child> {
+        let bin = std::env::var(Self::SERVER_VAR).unwrap_or_else(|_| "redis-server".into());
         let spawned = Command::new(&bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn();
-        let child = match spawned {
-            Ok(child) => child,
+        match spawned {
+            Ok(child) => Some(child),
             Err(e) if std::env::var_os("CI").is_some() => {
                 panic!("cannot start {bin} ({e}): install redis-server or set {}", Self::SERVER_VAR)
             }
             Err(e) => {
                 eprintln!("skipped: cannot start {bin} ({e}); install redis-server or set {}", Self::SERVER_VAR);
-                return None;
+                None
             }
-        };
-        let redis = PrivateRedis { child, url: format!("redis://127.0.0.1:{port}"), port };
+        }
+    }
+
+    fn wait_ready(&self) {
         let deadline = std::time::Instant::now() + WAIT;
-        while redis.try_command("PING").as_deref() != Some("+PONG") {
-            assert!(std::time::Instant::now() < deadline, "{bin} did not answer on port {port} within {WAIT:?}");
+        while self.try_command("PING").as_deref() != Some("+PONG") {
+            assert!(std::time::Instant::now() < deadline, "redis did not answer on port {} within {WAIT:?}", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(redis)
+    }
+
+    /// SIGKILL: gone at once, with everything it held.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A new, empty Redis on the same port.
+    fn restart(&mut self) {
+        self.child = Self::spawn(self.port).expect("it started before");
+        self.wait_ready();
     }
 
     /// Sends a one-word command; its one-line answer.
@@ -445,4 +470,41 @@ async fn a_client_joining_a_run_on_another_node_gets_the_text_streamed_so_far() 
     on_b.until(is_settled).await;
     assert_eq!(shown(on_b.state.as_ref().expect("state")), words(400));
     agrees_with_node(&mut on_b, &client, &b, &session).await;
+}
+
+#[tokio::test]
+async fn a_node_runs_on_while_redis_is_away_and_its_clients_catch_up_when_it_is_back() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(mut redis) = PrivateRedis::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let args = ["--redis-url", &redis.url, "--node-id", "away-a", "--scripted-delay-ms", "3"];
+    let (_node, a) = start_with(&db.url, &dir.path().join("a"), &args);
+    let session = session_on(&client, &a, dir.path()).await;
+    let detail = call(client.get(format!("{a}/api/sessions/{session}"))).await;
+    let unopened = session_in(&client, &a, &detail["state"]["session"]["projectId"]).await;
+    let mut follower = Follower::open(&client, &a, &session, None).await;
+    follower.next().await;
+
+    redis.kill();
+    // A session this node follows already runs and is stored as usual.
+    let accepted =
+        call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 50"}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    let done = wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    // One it would have to start following cannot be opened until Redis is back.
+    let refused = client.get(format!("{a}/api/sessions/{unopened}")).send().await.expect("request");
+    assert_eq!(refused.status(), 503);
+    let body: serde_json::Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "bus_unavailable", "{body}");
+
+    // Redis is back, empty: the open stream continues from a snapshot with the answer.
+    redis.restart();
+    let before = follower.cursor().stream_id;
+    follower.until(|f| f.stream_id != before).await;
+    assert!(matches!(follower.frames.last().expect("frame").body, FrameBody::Snapshot { .. }));
+    assert_eq!(shown(follower.state.as_ref().expect("state")), words(50));
+    agrees_with_node(&mut follower, &client, &a, &session).await;
+    call(client.get(format!("{a}/api/sessions/{unopened}"))).await;
 }

@@ -167,7 +167,12 @@ impl Drop for StreamPermit {
 const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn bus_error(error: crate::BusFailure) -> EngineError {
-    EngineError::Store(crate::StoreError::Backend(format!("frame bus: {error}")))
+    // The bus's own words (which may name its server) stay in the log.
+    tracing::warn!(%error, "cannot follow a session through the frame bus");
+    EngineError::Unavailable {
+        code: "bus_unavailable",
+        message: "the event bus (Redis) cannot be reached; try again shortly".into(),
+    }
 }
 
 /// The engine's answers to a followed session (see [`crate::events::Follower`]). Weak:

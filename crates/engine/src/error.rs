@@ -26,6 +26,10 @@ pub enum EngineError {
     /// The request conflicts with existing state.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// A service the node depends on is unreachable for now (the frame bus); retrying
+    /// later may succeed.
+    #[error("{message}")]
+    Unavailable { code: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -43,7 +47,8 @@ impl EngineError {
             | EngineError::TooLarge { code, .. }
             | EngineError::Conflict { code, .. }
             | EngineError::Gone { code, .. }
-            | EngineError::TooMany { code, .. } => code,
+            | EngineError::TooMany { code, .. }
+            | EngineError::Unavailable { code, .. } => code,
             EngineError::SessionBusy(_) => "session_busy",
             EngineError::Store(StoreError::Conflict(_)) => "conflict",
             EngineError::Store(StoreError::Backend(_)) => "storage_error",

@@ -61,6 +61,10 @@ impl ApiError {
                     EngineError::SessionBusy(_) | EngineError::Conflict { .. } => StatusCode::CONFLICT,
                     EngineError::Gone { .. } => StatusCode::GONE,
                     EngineError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
+                    EngineError::Unavailable { .. } => {
+                        tracing::warn!(error = %e, "a dependency is unavailable");
+                        StatusCode::SERVICE_UNAVAILABLE
+                    }
                     EngineError::Store(StoreError::Conflict(_)) => {
                         // A uniqueness rule the engine did not translate: the request
                         // collided with existing data. The store's wording stays in the log.
