@@ -5,6 +5,7 @@ use crate::{Item, RedisBus, Replay};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use spool_engine::framebus::Watchers;
 use spool_engine::{BusFailure, BusItem, FrameBus};
 use spool_protocol::{Cursor, SessionId};
 
@@ -19,6 +20,14 @@ impl FrameBus for RedisBus {
             Replay::Frames { epoch, frames, .. } if epoch == cursor.stream_id => Some(frames),
             Replay::Frames { .. } | Replay::Snapshot { .. } => None,
         })
+    }
+
+    async fn set_watchers(&self, session: &SessionId, node: &str, watchers: Watchers) -> Result<(), BusFailure> {
+        Ok(crate::watchers::set(&mut self.connection(), session, node, watchers).await?)
+    }
+
+    async fn watchers(&self, session: &SessionId) -> Result<Vec<(String, Watchers)>, BusFailure> {
+        Ok(crate::watchers::all(&mut self.connection(), session).await?)
     }
 
     async fn listen(

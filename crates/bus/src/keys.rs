@@ -12,6 +12,8 @@ pub(crate) struct Keys {
     pub log: String,
     /// PUB/SUB channel: every published frame as `<epoch>:<seq>\n<bytes>`.
     pub channel: String,
+    /// Hash: per node, the clients it has on the session's stream (see `watchers.rs`).
+    pub watch: String,
 }
 
 impl Keys {
@@ -20,6 +22,7 @@ impl Keys {
             meta: format!("spool:{{{session}}}:meta"),
             log: format!("spool:{{{session}}}:log"),
             channel: channel(session),
+            watch: format!("spool:{{{session}}}:watch"),
         }
     }
 }
@@ -51,7 +54,7 @@ mod tests {
         let session = SessionId::new();
         let keys = Keys::of(&session);
         let tag = format!("{{{session}}}");
-        for name in [&keys.meta, &keys.log, &keys.channel] {
+        for name in [&keys.meta, &keys.log, &keys.channel, &keys.watch] {
             assert!(name.contains(&tag), "{name}");
         }
     }

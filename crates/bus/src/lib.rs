@@ -100,6 +100,7 @@ mod keys;
 mod listener;
 mod pump;
 mod scripts;
+mod watchers;
 
 pub use cluster::{CHANNEL, RedisCluster, channel_of};
 pub use listener::{Item, Listener};
@@ -188,6 +189,11 @@ impl RedisBus {
             Pump::new(client, conn.clone(), scripts.clone(), config.clone(), receiver, commands.downgrade(), link);
         tokio::spawn(pump.run());
         Ok(Self { shared: Arc::new(Shared { conn, scripts, config, commands }) })
+    }
+
+    /// The shared command connection (a cheap clone).
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        self.shared.conn.clone()
     }
 
     /// Appends a frame to the session's log and sends it to every node listening.

@@ -508,3 +508,98 @@ async fn a_node_runs_on_while_redis_is_away_and_its_clients_catch_up_when_it_is_
     agrees_with_node(&mut follower, &client, &a, &session).await;
     call(client.get(format!("{a}/api/sessions/{unopened}"))).await;
 }
+
+/// Sends one command to the Redis at `url` (`redis://host:port[/db]`); its first line.
+fn redis_command(url: &str, args: &[&str]) -> String {
+    let server = url.trim_start_matches("redis://").split('/').next().expect("host:port");
+    let mut conn = TcpStream::connect(server).expect("connect to redis");
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    conn.write_all(request.as_bytes()).expect("send");
+    let mut answer = [0u8; 256];
+    let n = conn.read(&mut answer).expect("answer");
+    String::from_utf8_lossy(&answer[..n]).lines().next().unwrap_or_default().to_owned()
+}
+
+/// Waits until `node` has recorded clients on `session`'s stream (the bus's watcher
+/// entry): a readiness check for tests where another node must count them.
+async fn until_recorded(redis: &str, session: &str, node: &str) {
+    let key = format!("spool:{{{session}}}:watch");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while redis_command(redis, &["HEXISTS", &key, node]) != ":1" {
+        assert!(tokio::time::Instant::now() < deadline, "{node} did not record its clients within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_ends_with_its_last_listener_counts_the_listeners_on_every_node() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let name = |n: &str| format!("watch-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "20"])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let session = session_on(&client, &a, dir.path()).await;
+
+    // The run's only listener is on B.
+    let mut on_b = Follower::open(&client, &b, &session, None).await;
+    on_b.next().await;
+    until_recorded(&redis, &session, &name("b")).await;
+    let prompt = json!({"text": "stream: 100000", "onDisconnect": "cancel"});
+    let accepted = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&prompt)).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    while text_deltas(&on_b.frames) < 20 {
+        on_b.next().await;
+    }
+    // A listener comes and goes on A: the one on B still counts.
+    let mut on_a = Follower::open(&client, &a, &session, None).await;
+    on_a.next().await;
+    drop(on_a);
+    // Long enough for A to have looked at B's count more than once (every second).
+    while text_deltas(&on_b.frames) < 150 {
+        on_b.next().await;
+    }
+    assert_eq!(call(client.get(format!("{a}/api/runs/{run}"))).await["status"], "running");
+
+    on_b.disconnect();
+    let left = tokio::time::Instant::now();
+    let ended = wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    assert!(left.elapsed() < Duration::from_secs(5), "noticed within seconds: {:?}", left.elapsed());
+}
+
+#[tokio::test]
+async fn an_interactive_view_on_another_node_keeps_a_deny_policy_approval_waiting() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let name = |n: &str| format!("views-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let session = session_on(&client, &a, dir.path()).await;
+    let view = client.get(format!("{b}/api/sessions/{session}/events?approvals=1")).send().await.expect("open");
+    assert!(view.status().is_success());
+    until_recorded(&redis, &session, &name("b")).await;
+
+    // Policy deny: an approval nobody could answer fails at once. Someone can, on B.
+    let prompt = format!("tool: bash {}", json!({"command": "echo ran"}));
+    let body = json!({"text": prompt, "approvalPolicy": "deny"});
+    let accepted = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&body)).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    let parked = wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(parked["status"], "interrupted", "waits for the person on B: {parked}");
+    let detail = call(client.get(format!("{b}/api/sessions/{session}"))).await;
+    assert_eq!(detail["state"]["pendingApprovals"][0]["tool"], "bash", "{detail}");
+    drop(view);
+}

@@ -175,6 +175,24 @@ fn bus_error(error: crate::BusFailure) -> EngineError {
     }
 }
 
+impl Engine {
+    /// The clients other nodes have on `session`'s stream (bus mode; nothing without a
+    /// bus, or when the bus cannot say — then only this node's clients count).
+    pub(crate) async fn watchers_elsewhere(&self, session: &SessionId) -> crate::framebus::Watchers {
+        let Some(bus) = &self.inner.frames else { return Default::default() };
+        match bus.watchers(session).await {
+            Ok(entries) => entries
+                .into_iter()
+                .filter(|(node, _)| node != &self.inner.config.node_id)
+                .fold(Default::default(), |sum, (_, w)| sum + w),
+            Err(error) => {
+                tracing::warn!(%session, %error, "cannot read the session's watchers on other nodes");
+                Default::default()
+            }
+        }
+    }
+}
+
 /// The engine's answers to a followed session (see [`crate::events::Follower`]). Weak:
 /// a session's tasks must not keep the engine alive.
 struct EngineFollower {
@@ -792,7 +810,8 @@ impl Engine {
         let events = match (&self.inner.frames, opened) {
             (Some(bus), Some(opened)) => {
                 let follower = Arc::new(EngineFollower { inner: Arc::downgrade(&self.inner) });
-                let events = SessionEvents::followed(state, limits, lists, bus.clone(), follower.clone(), opened);
+                let node = self.inner.config.node_id.clone();
+                let events = SessionEvents::followed(state, limits, lists, bus.clone(), follower.clone(), opened, node);
                 // A run on another node has streamed text the store does not hold yet.
                 events.catch_up_with_runner(&*follower).await;
                 events

@@ -46,7 +46,7 @@
 //! them). The publisher does the same when a publish lands in a new epoch (the bus lost
 //! its log) or fails (a frame that may be missing must not become a hole).
 
-use crate::framebus::{self, BusItem, FrameBus};
+use crate::framebus::{self, BusItem, FrameBus, Watchers};
 use crate::metrics::METRICS;
 use crate::view::apply_frame;
 use bytes::{Bytes, BytesMut};
@@ -214,6 +214,7 @@ impl SessionEvents {
         bus: Arc<dyn FrameBus>,
         follower: Arc<dyn Follower>,
         opened: Opened,
+        node: String,
     ) -> Self {
         let Opened { session, listener, head } = opened;
         let (project, owner) = (state.session.project_id.clone(), state.session.owner_id.clone());
@@ -237,6 +238,8 @@ impl SessionEvents {
         ));
         let weak = Arc::downgrade(&shared);
         tokio::spawn(publish_task(weak.clone(), session.clone(), bus.clone(), queue, head.stream_id));
+        let count = shared.count.subscribe();
+        tokio::spawn(report_task(weak.clone(), session.clone(), bus.clone(), node, count, stop.clone()));
         tokio::spawn(follow_task(weak, session, bus, follower, listener, stop));
         Self { shared }
     }
@@ -566,6 +569,50 @@ async fn publish_task(
     }
 }
 
+/// Bus mode: keeps this node's entry of the session's watchers (see
+/// [`FrameBus::set_watchers`]) current: rewritten shortly after the clients change and
+/// every [`framebus::WATCH_REFRESH`], removed when the session is closed or dropped.
+async fn report_task(
+    weak: Weak<Shared>,
+    session: SessionId,
+    bus: Arc<dyn FrameBus>,
+    node: String,
+    mut count: tokio::sync::watch::Receiver<usize>,
+    stop: CancellationToken,
+) {
+    // Clients come and go in bursts (a page reload, a thousand browsers): one write per
+    // burst.
+    const SETTLE: Duration = Duration::from_millis(50);
+    let mut refresh = tokio::time::interval(framebus::WATCH_REFRESH);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut written = Watchers::default();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            changed = count.changed() => match changed {
+                Ok(()) => tokio::time::sleep(SETTLE).await,
+                Err(_) => break,
+            },
+            _ = refresh.tick() => {}
+        }
+        let Some(shared) = weak.upgrade() else { break };
+        let now = shared.watchers();
+        drop(shared);
+        if now == Watchers::default() && written == now {
+            continue;
+        }
+        match bus.set_watchers(&session, &node, now).await {
+            Ok(()) => written = now,
+            Err(error) => tracing::warn!(%session, %error, "cannot record the session's watchers"),
+        }
+    }
+    if written != Watchers::default()
+        && let Err(error) = bus.set_watchers(&session, &node, Watchers::default()).await
+    {
+        tracing::warn!(%session, %error, "cannot clear the session's watchers; the entry will expire");
+    }
+}
+
 /// Bus mode: folds the bus's frames for one session into the ring, the mirror and the
 /// working state; rebuilds on `Reset`; listens again from its cursor when the bus ends
 /// its listener. Ends when the session is closed or dropped.
@@ -700,6 +747,11 @@ impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves plain data behind; keep serving it.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watchers(&self) -> Watchers {
+        let inner = self.lock();
+        Watchers { streams: inner.subscribers.len() as u64, interactive: inner.interactive as u64 }
     }
 
     fn cursor(&self) -> Cursor {

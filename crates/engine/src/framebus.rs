@@ -21,6 +21,10 @@
 //!   snapshot, and asks the node running the session for a full snapshot frame, which
 //!   carries what the store cannot (the text streamed so far).
 //!
+//! * Each node records how many clients it has on each session's stream, so the node
+//!   running the session counts every node's clients where a prompt's
+//!   `onDisconnect: "cancel"` and `--approval-policy deny` ask "is anyone there?".
+//!
 //! The payload is the frame body, the publishing `SessionEvents` instance (its origin)
 //! and the body's number among that instance's own: a node folds into its working state
 //! only what it did not do itself, and knows when its own changes are back.
@@ -40,6 +44,27 @@ pub enum BusItem {
     Reset { cursor: Cursor },
 }
 
+/// How many clients one node has on a session's stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watchers {
+    /// Open streams of the session on the node.
+    pub streams: u64,
+    /// Of those, interactive views (`?approvals=1`): someone who can answer an approval.
+    pub interactive: u64,
+}
+
+impl std::ops::Add for Watchers {
+    type Output = Watchers;
+
+    fn add(self, other: Watchers) -> Watchers {
+        Watchers { streams: self.streams + other.streams, interactive: self.interactive + other.interactive }
+    }
+}
+
+/// How often a node rewrites its [`Watchers`] entry for a session while it has any; the
+/// bus keeps an entry valid for a good while longer, so a node that died drops out.
+pub const WATCH_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A failure of the bus, as text: the engine only logs it and retries.
 pub type BusFailure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -53,6 +78,13 @@ pub trait FrameBus: Send + Sync + 'static {
     /// The payloads after `cursor` up to the log's head, or `None` when the log no longer
     /// holds all of them (or `cursor` is of another epoch): the caller takes a snapshot.
     async fn replay(&self, session: &SessionId, cursor: &Cursor) -> Result<Option<Vec<Bytes>>, BusFailure>;
+
+    /// Records how many clients `node` has on `session`'s stream; zero removes its entry.
+    async fn set_watchers(&self, session: &SessionId, node: &str, watchers: Watchers) -> Result<(), BusFailure>;
+
+    /// Every node's recorded clients on `session`'s stream (entries of nodes that stopped
+    /// refreshing them are left out).
+    async fn watchers(&self, session: &SessionId) -> Result<Vec<(String, Watchers)>, BusFailure>;
 
     /// Listens from `cursor` (the frames after it, or a `Reset`), then live. Without a
     /// cursor the first item is a `Reset` at the log's head. The stream ends when the

@@ -163,10 +163,19 @@ impl RunTask {
     }
 
     /// Seed 003's `onDisconnect: "cancel"`: the run ends when its last listener leaves.
+    /// With a frame bus, listeners on every node count: their numbers are read every
+    /// [`WATCHERS_POLL`] as well as whenever this node's change.
     fn cancel_when_unwatched(&self) {
         let mut count = self.loaded.events.watch_subscribers();
         let (cancel, finished) = (self.handle.cancel.clone(), self.handle.finished.clone());
+        let (engine, session) = (self.engine.clone(), self.run.session_id.clone());
+        let clustered = engine.inner.frames.is_some();
         tokio::spawn(async move {
+            let elsewhere = match clustered {
+                true => engine.watchers_elsewhere(&session).await.streams,
+                false => 0,
+            };
+            let mut watched = *count.borrow_and_update() as u64 + elsewhere > 0;
             loop {
                 tokio::select! {
                     _ = finished.cancelled() => return,
@@ -174,14 +183,30 @@ impl RunTask {
                         if changed.is_err() {
                             return;
                         }
-                        if *count.borrow_and_update() == 0 {
-                            cancel.cancel();
-                            return;
-                        }
                     }
+                    () = tokio::time::sleep(WATCHERS_POLL), if clustered => {}
                 }
+                let here = *count.borrow_and_update();
+                let elsewhere = match clustered {
+                    true => engine.watchers_elsewhere(&session).await.streams,
+                    false => 0,
+                };
+                let now = here as u64 + elsewhere > 0;
+                // A change to nobody; with a bus, also "nobody any more" seen by polling.
+                if !now && (watched || !clustered) {
+                    cancel.cancel();
+                    return;
+                }
+                watched = now;
             }
         });
+    }
+
+    /// Interactive views (`?approvals=1`) on the session: this node's, and with a frame
+    /// bus every other node's.
+    async fn interactive_views(&self) -> u64 {
+        let here = self.loaded.events.interactive_views() as u64;
+        here + self.engine.watchers_elsewhere(&self.run.session_id).await.interactive
     }
 
     /// Continues after a decision: re-reads the conversation, checks it is the version
@@ -637,9 +662,7 @@ impl RunTask {
             (Some(tool), None) => match self.permission(&**tool, &name, &args) {
                 PermissionAction::Allow => Ok(args.clone()),
                 PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
-                PermissionAction::Ask
-                    if self.policy == ApprovalPolicy::Deny && self.loaded.events.interactive_views() == 0 =>
-                {
+                PermissionAction::Ask if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 => {
                     Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
                 }
                 PermissionAction::Ask => return Err(self.interrupt(&**tool, call, turn, remaining).await),
@@ -916,6 +939,9 @@ impl RunTask {
         self.handle.finished.cancel();
     }
 }
+
+/// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.
+const WATCHERS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn content_len(message: &Message) -> usize {
     message.content().len()
