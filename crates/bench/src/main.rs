@@ -1,32 +1,46 @@
-//! `spool-bench`: end-to-end numbers for the native session stream, measured against a
-//! real `spool serve` child process so the server's peak RSS is its own.
+//! `spool-bench`: end-to-end numbers for the native session stream, measured against
+//! real `spool serve` child processes so each server's peak RSS is its own.
 //!
 //! One session; N subscribers connect to `/api/sessions/:id/events` and wait for their
-//! snapshot; then one prompt `stream: D` makes the scripted model (no delay) stream D
-//! text deltas. The clock runs from the prompt POST until the last subscriber has seen
-//! `agent_settled`. Subscribers only scan bytes for markers (no JSON parsing), so the
-//! client costs as little as possible of the two cores it shares with the server.
+//! snapshot; then one prompt `stream: D` makes the scripted model stream D text deltas.
+//! The clock runs from the prompt POST until the last subscriber has seen
+//! `agent_settled`. Subscribers read only an event's id line and type (no JSON
+//! parsing), so the client costs as little as possible of the cores it shares with the
+//! servers.
+//!
+//! With `--nodes N` (N > 1) it starts N nodes on one PostgreSQL database (a fresh one
+//! per run, made on `--database-url`'s server and dropped at the end) and one Redis
+//! (`--redis-url`), spreads the subscribers round robin over them and sends the prompt
+//! to node 0, so node 0 runs the session and the other nodes serve it through the bus.
+//! `--database-url` (and `--redis-url`) also work with one node, to compare like with
+//! like.
 //!
 //! Reported: deltas per second end to end (D / elapsed), frames delivered per second
-//! over all subscribers, server peak RSS (VmHWM), and subscribers the server cut for
-//! lagging (the designed outcome for a client that cannot keep up: it reconnects and
-//! catches up through a snapshot, as a browser would; counted so it shows).
+//! over all subscribers, each node's peak RSS (VmHWM), per-delta lag behind node 0 and
+//! the first and last delta's time after the prompt (see [`latency`]), subscribers the server cut
+//! for lagging (the designed outcome for a client that cannot keep up: it reconnects
+//! and catches up through a snapshot, as a browser would), and any hole, repeat or
+//! stream change a subscriber saw (there should be none).
+
+mod database;
+mod latency;
+mod nodes;
+mod subscriber;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use futures::StreamExt;
-use memchr::memmem;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use latency::Spread;
+use nodes::{Cluster, Node};
 use std::time::{Duration, Instant};
+use subscriber::{Outcome, Subscriber};
 
 #[derive(Parser, Debug)]
-#[command(about = "Stream benchmark against a real spool server")]
+#[command(about = "Stream benchmark against real spool servers")]
 struct Args {
     /// Path of the spool binary (default: `spool` next to this binary).
     #[arg(long)]
     spool: Option<std::path::PathBuf>,
-    /// Subscribers on the one session.
+    /// Subscribers on the one session, spread round robin over the nodes.
     #[arg(long, default_value_t = 1)]
     subscribers: usize,
     /// Text deltas the scripted model streams.
@@ -35,129 +49,76 @@ struct Args {
     /// Pause between the scripted model's deltas, in milliseconds (0: as fast as possible).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// `spool serve` nodes to start; more than one needs --database-url and --redis-url.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    nodes: u64,
+    /// A PostgreSQL server whose role may create databases, as a postgres:// URL: the
+    /// run makes a database of its own there and drops it at the end (default: SQLite).
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// The Redis every node joins (`spool serve --redis-url`). Needs --database-url.
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
+    /// Receive instants are kept for deltas whose seq is a multiple of this.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    sample_every: u64,
+    /// A subscriber that has not seen the run settle after this long gives up and is
+    /// reported unfinished.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
 }
 
-struct Server {
-    child: Child,
-    base: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(args: &Args) -> Result<Server> {
-    let bin = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
-    let data = tempfile::tempdir()?;
-    let mut child = Command::new(&bin)
-        .args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", &args.delay_ms.to_string(), "--data-dir"])
-        .arg(data.path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let stdout = child.stdout.take().context("server stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let base = line.trim().rsplit(' ').next().unwrap_or_default().to_owned();
-    if !base.starts_with("http://") {
-        bail!("unexpected first line from the server: {line:?}");
-    }
-    Ok(Server { child, base, _data: data })
-}
-
-/// Peak resident set (VmHWM) of a process, in KiB.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
-}
-
-struct Outcome {
-    deltas: u64,
-    frames: u64,
-    /// Times the server cut this subscriber for lagging and it came back.
-    reconnects: u32,
-}
-
-/// Counts `needle` across chunk boundaries.
-struct Counter {
-    needle: &'static [u8],
-    tail: Vec<u8>,
-    count: u64,
-}
-
-impl Counter {
-    fn new(needle: &'static [u8]) -> Self {
-        Self { needle, tail: Vec::new(), count: 0 }
-    }
-    fn feed(&mut self, chunk: &[u8]) -> bool {
-        self.tail.extend_from_slice(chunk);
-        let found = memmem::find_iter(&self.tail, self.needle).count() as u64;
-        self.count += found;
-        let keep = self.needle.len() - 1;
-        let cut = self.tail.len().saturating_sub(keep);
-        self.tail.drain(..cut);
-        found > 0
-    }
-}
-
-/// Reads the stream until the run has settled. A subscriber the server cuts for lagging
-/// does what a browser does: it reconnects, here without a cursor so it gets a snapshot
-/// (the fast path back for a client that fell far behind). It is done when it sees
-/// `agent_settled`, or a snapshot with no active run (the run settled while it was away).
-async fn subscriber(client: reqwest::Client, url: String, ready: tokio::sync::mpsc::Sender<()>) -> Result<Outcome> {
-    let mut outcome = Outcome { deltas: 0, frames: 0, reconnects: 0 };
-    let mut announced = false;
-    loop {
-        let resp = client.get(&url).send().await?.error_for_status()?;
-        let mut body = resp.bytes_stream();
-        let mut deltas = Counter::new(b"\"type\":\"text_delta\"");
-        let mut frames = Counter::new(b"\n\n");
-        let mut settled = Counter::new(b"\"type\":\"agent_settled\"");
-        let mut first = true;
-        let mut done = false;
-        while let Some(Ok(chunk)) = body.next().await {
-            if first && outcome.reconnects > 0 && memmem::find(&chunk, b"\"activeRun\":null").is_some() {
-                done = true;
-            }
-            first = false;
-            deltas.feed(&chunk);
-            frames.feed(&chunk);
-            if !announced && frames.count > 0 {
-                announced = true;
-                let _ = ready.send(()).await;
-            }
-            if done || settled.feed(&chunk) {
-                done = true;
-                break;
-            }
+impl Args {
+    fn check(&self) -> Result<()> {
+        if self.nodes > 1 && (self.database_url.is_none() || self.redis_url.is_none()) {
+            bail!("--nodes {} needs --database-url and --redis-url: nodes share a database and a bus", self.nodes);
         }
-        outcome.deltas += deltas.count;
-        outcome.frames += frames.count;
-        if done {
-            return Ok(outcome);
+        if self.redis_url.is_some() && self.database_url.is_none() {
+            bail!("--redis-url joins nodes that share a --database-url; give one");
         }
-        outcome.reconnects += 1;
+        Ok(())
+    }
+
+    fn store(&self) -> &'static str {
+        match (&self.database_url, &self.redis_url) {
+            (None, _) => "SQLite",
+            (Some(_), None) => "PostgreSQL",
+            (Some(_), Some(_)) => "PostgreSQL + Redis",
+        }
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let server = start_server(&args)?;
-    let pid = server.child.id();
-    let client = reqwest::Client::builder().pool_max_idle_per_host(args.subscribers + 4).build()?;
+    args.check()?;
+    let db = match &args.database_url {
+        Some(server) => Some(database::BenchDb::create(server).await?),
+        None => None,
+    };
+    // `run` owns the nodes: they have exited by the time the database is dropped.
+    let result = run(&args, db.as_ref().map(|db| db.url.as_str())).await;
+    if let Some(db) = db
+        && let Err(e) = db.drop_database().await
+    {
+        eprintln!("warning: {e:#}");
+    }
+    result
+}
+
+async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
+    let bin = match &args.spool {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("spool"),
+    };
+    let cluster = Cluster { database_url, redis_url: args.redis_url.as_deref(), delay_ms: args.delay_ms };
+    let node_count = args.nodes as usize;
+    let nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;
+    let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(args.subscribers + 4).build()?;
     let project_dir = tempfile::tempdir()?;
+    let first = &nodes[0].base;
     let project: serde_json::Value = client
-        .post(format!("{}/api/projects", server.base))
+        .post(format!("{first}/api/projects"))
         .json(&serde_json::json!({"path": project_dir.path()}))
         .send()
         .await?
@@ -165,7 +126,7 @@ async fn main() -> Result<()> {
         .json()
         .await?;
     let session: serde_json::Value = client
-        .post(format!("{}/api/sessions", server.base))
+        .post(format!("{first}/api/sessions"))
         .json(&serde_json::json!({"projectId": project["id"], "title": "bench"}))
         .send()
         .await?
@@ -173,56 +134,119 @@ async fn main() -> Result<()> {
         .json()
         .await?;
     let session_id = session["id"].as_str().context("session id")?.to_owned();
-    let url = format!("{}/api/sessions/{session_id}/events", server.base);
 
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(args.subscribers.max(1));
     let mut tasks = Vec::with_capacity(args.subscribers);
-    for _ in 0..args.subscribers {
-        tasks.push(tokio::spawn(subscriber(client.clone(), url.clone(), ready_tx.clone())));
+    for i in 0..args.subscribers {
+        let node = i % node_count;
+        tasks.push(tokio::spawn(subscriber::run(Subscriber {
+            client: client.clone(),
+            url: format!("{}/api/sessions/{session_id}/events", nodes[node].base),
+            node,
+            sample_every: args.sample_every,
+            ready: ready_tx.clone(),
+            deadline,
+        })));
     }
     drop(ready_tx);
     for _ in 0..args.subscribers {
-        tokio::time::timeout(Duration::from_secs(60), ready_rx.recv()).await.context("subscribers did not connect")?;
+        match tokio::time::timeout(Duration::from_secs(60), ready_rx.recv()).await {
+            Ok(Some(Ok(()))) => {}
+            Ok(Some(Err(refused))) => bail!("a subscriber could not open its stream: {refused}"),
+            Ok(None) | Err(_) => bail!("subscribers did not connect within 60 s"),
+        }
     }
-    let rss_idle = peak_rss_kib(pid).unwrap_or(0);
+    let rss_idle: Vec<u64> = nodes.iter().map(|n| n.peak_rss_kib().unwrap_or(0)).collect();
 
-    let started = Instant::now();
+    let prompted = Instant::now();
     client
-        .post(format!("{}/api/sessions/{session_id}/prompt", server.base))
+        .post(format!("{first}/api/sessions/{session_id}/prompt"))
         .json(&serde_json::json!({"text": format!("stream: {}", args.deltas), "requestId": "bench"}))
         .send()
         .await?
         .error_for_status()?;
-    let mut frames = 0u64;
-    let mut cut = 0usize;
-    let mut reconnects = 0u32;
-    let mut all_deltas = 0usize;
+    let mut outcomes = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let outcome = task.await??;
-        frames += outcome.frames;
-        if outcome.reconnects == 0 {
-            all_deltas += usize::from(outcome.deltas == args.deltas as u64);
-        } else {
-            cut += 1;
-            reconnects += outcome.reconnects;
-        }
+        outcomes.push(task.await??);
     }
-    let elapsed = started.elapsed();
-    let rss_peak = peak_rss_kib(pid).unwrap_or(0);
+    let elapsed = prompted.elapsed();
+    let rss_peak: Vec<u64> = nodes.iter().map(|n| n.peak_rss_kib().unwrap_or(0)).collect();
+    let sound = report(args, &outcomes, elapsed, prompted, &rss_idle, &rss_peak);
+    if !sound {
+        bail!("some subscriber saw a broken stream or no end (see stream faults above)");
+    }
+    Ok(())
+}
+
+/// Prints the numbers; returns whether every stream was sound (no hole, repeat or
+/// stream change, one stream id on every node, every subscriber saw the end).
+fn report(args: &Args, outcomes: &[Outcome], elapsed: Duration, prompted: Instant, idle: &[u64], peak: &[u64]) -> bool {
+    let nodes = idle.len();
     let secs = elapsed.as_secs_f64();
-    println!("subscribers            {}", args.subscribers);
+    let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(f).sum::<u64>();
+    let frames = sum(|o| o.frames);
+    let per_node = |keep: &dyn Fn(&Outcome) -> bool| {
+        (0..nodes)
+            .map(|n| outcomes.iter().filter(|o| o.node == n && keep(o)).count().to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let all_live = |o: &Outcome| o.reconnects == 0 && o.deltas == args.deltas as u64;
+    let every_delta_live = outcomes.iter().filter(|o| all_live(o)).count();
+    let cut = outcomes.iter().filter(|o| o.reconnects > 0).count();
+    let mut stream_ids: Vec<&str> = outcomes.iter().filter_map(|o| o.stream_id.as_deref()).collect();
+    stream_ids.sort_unstable();
+    stream_ids.dedup();
+
+    println!("nodes                  {nodes} ({}; prompt sent to node 0)", args.store());
+    println!("subscribers            {} (round robin; per node: {})", args.subscribers, per_node(&|_| true));
     println!("deltas                 {}", args.deltas);
     println!("delay per delta        {} ms", args.delay_ms);
-    println!("elapsed                {:.3} s (prompt POST until every subscriber holds the final answer)", secs);
+    println!("elapsed                {secs:.3} s (prompt POST until every subscriber holds the final answer)");
     println!("deltas/s end to end    {:.0}", args.deltas as f64 / secs);
     println!("frames delivered       {frames}");
     println!("frames/s delivered     {:.0}", frames as f64 / secs);
-    println!("got every delta live   {all_deltas} of {}", args.subscribers);
-    println!("cut for lagging        {cut} (reconnected {reconnects} times, caught up by snapshot)");
+    println!("got every delta live   {every_delta_live} of {} (per node: {})", args.subscribers, per_node(&all_live));
     println!(
-        "server RSS peak        {:.1} MiB (after connect: {:.1} MiB)",
-        rss_peak as f64 / 1024.0,
-        rss_idle as f64 / 1024.0
+        "cut for lagging        {cut} (reconnected {} times, caught up by snapshot; per node: {})",
+        sum(|o| u64::from(o.reconnects)),
+        per_node(&|o| o.reconnects > 0)
     );
-    Ok(())
+    let faults = sum(|o| o.missing + o.repeated + o.stream_changes);
+    let unfinished = outcomes.iter().filter(|o| !o.finished).count();
+    println!(
+        "stream faults          {} missing seqs, {} repeated, {} stream changes, {} distinct stream ids, {unfinished} unfinished",
+        sum(|o| o.missing),
+        sum(|o| o.repeated),
+        sum(|o| o.stream_changes),
+        stream_ids.len(),
+    );
+    println!("delta lag behind node 0's first receipt, ms (seq % {} == 0; p50 / p99 / max):", args.sample_every);
+    for (node, lags) in latency::lag_behind_node0(outcomes, nodes).into_iter().enumerate() {
+        println!("  node {node}               {}", spread(Spread::of(lags)));
+    }
+    println!("first delta after the prompt POST, ms (per subscriber; p50 / p99 / max):");
+    for (node, after) in latency::after_prompt(outcomes, nodes, prompted, |o| o.first_delta).into_iter().enumerate() {
+        println!("  node {node}               {}", spread(Spread::of(after)));
+    }
+    println!("last delta after the prompt POST, ms (per subscriber; p50 / p99 / max):");
+    for (node, after) in latency::after_prompt(outcomes, nodes, prompted, |o| o.last_delta).into_iter().enumerate() {
+        println!("  node {node}               {}", spread(Spread::of(after)));
+    }
+    for (node, (peak, idle)) in peak.iter().zip(idle).enumerate() {
+        println!(
+            "node {node} RSS peak        {:.1} MiB (after connect: {:.1} MiB)",
+            *peak as f64 / 1024.0,
+            *idle as f64 / 1024.0
+        );
+    }
+    faults == 0 && unfinished == 0 && stream_ids.len() <= 1
+}
+
+fn spread(spread: Option<Spread>) -> String {
+    match spread {
+        Some(s) => format!("{:.2} / {:.2} / {:.2}  ({} samples)", s.p50, s.p99, s.max, s.count),
+        None => "no samples".to_owned(),
+    }
 }

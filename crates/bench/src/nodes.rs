@@ -1,0 +1,77 @@
+//! The `spool serve` children the bench measures: one by default (SQLite in a temp data
+//! dir), or several on one PostgreSQL database and one Redis, as a deployment runs them.
+//!
+//! Each node is its own process so its peak RSS (VmHWM) is its own, and is killed when
+//! its handle drops, on the error paths too.
+
+use anyhow::{Context, Result, bail};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Where the nodes keep their state and how they find each other.
+pub struct Cluster<'a> {
+    /// `--database-url` of every node (the run's own database); `None`: SQLite.
+    pub database_url: Option<&'a str>,
+    /// `--redis-url` of every node; with it each node follows the session through the bus.
+    pub redis_url: Option<&'a str>,
+    pub delay_ms: u64,
+}
+
+pub struct Node {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, as the node printed it.
+    pub base: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    /// Starts node `index` and waits for its `spool listening on` line. Nodes start one
+    /// after another, so only the first one migrates the database.
+    pub fn start(bin: &Path, cluster: &Cluster, index: usize) -> Result<Node> {
+        let data = tempfile::tempdir()?;
+        let mut cmd = Command::new(bin);
+        // The caller's environment must not add a store or a cluster of its own.
+        for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_DATABASE_URL", "SPOOL_REDIS_URL", "SPOOL_NODE_ID"] {
+            cmd.env_remove(var);
+        }
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", &cluster.delay_ms.to_string()])
+            .arg("--data-dir")
+            .arg(data.path());
+        if let Some(url) = cluster.database_url {
+            cmd.args(["--database-url", url]);
+        }
+        if let Some(url) = cluster.redis_url {
+            // Node ids name leases and bus links on a shared Redis: the pid keeps runs apart.
+            cmd.args(["--redis-url", url, "--node-id", &format!("bench-{}-{index}", std::process::id())]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().context("server stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let Some(base) = line.trim().strip_prefix("spool listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("node {index}: unexpected first line from the server: {line:?}");
+        };
+        Ok(Node { base: base.to_owned(), child, _data: data })
+    }
+
+    /// Peak resident set (VmHWM) of the node's process, in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+    }
+}
