@@ -43,6 +43,9 @@ impl Node {
             cmd.env_remove(var);
         }
         cmd.args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", &cluster.delay_ms.to_string()])
+            // Every subscriber is the one local user: lift the per-user stream limit
+            // (256 by default) so a node can take a benchmark's thousand.
+            .args(["--max-streams-per-user", "1000000"])
             .arg("--data-dir")
             .arg(data.path());
         if let Some(url) = cluster.database_url {

@@ -11,8 +11,8 @@ use spool_protocol::{Cursor, SessionId};
 
 #[async_trait::async_trait]
 impl FrameBus for RedisBus {
-    async fn publish(&self, session: &SessionId, payload: Bytes) -> Result<Cursor, BusFailure> {
-        Ok(RedisBus::publish(self, session, payload).await?)
+    async fn publish(&self, session: &SessionId, payloads: &[Bytes]) -> Result<Vec<Cursor>, BusFailure> {
+        Ok(RedisBus::publish_many(self, session, payloads).await?)
     }
 
     async fn replay(&self, session: &SessionId, cursor: &Cursor) -> Result<Option<Vec<Bytes>>, BusFailure> {

@@ -203,6 +203,13 @@ impl RedisBus {
         self.shared.scripts.publish(&mut conn, &self.shared.config, &keys::Keys::of(session), &frame).await
     }
 
+    /// Publishes several frames of one session in order, in one round trip; their
+    /// cursors, in order. See [`publish`](Self::publish).
+    pub async fn publish_many(&self, session: &SessionId, frames: &[Bytes]) -> Result<Vec<Cursor>, BusError> {
+        let mut conn = self.shared.conn.clone();
+        self.shared.scripts.publish_many(&mut conn, &self.shared.config, &keys::Keys::of(session), frames).await
+    }
+
     /// The frames after `cursor`, or "snapshot needed" at the current head (always so
     /// without a cursor). Works the same on every node.
     pub async fn replay(&self, session: &SessionId, cursor: Option<&Cursor>) -> Result<Replay, BusError> {

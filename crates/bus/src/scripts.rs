@@ -148,6 +148,45 @@ impl Scripts {
         Ok(Cursor { stream_id: parse_epoch(&epoch)?, seq })
     }
 
+    /// Publishes `frames` in order with one round trip: the script is loaded (a no-op
+    /// when Redis has it) and invoked once per frame in one pipeline. Redis runs each
+    /// invocation atomically and in order; if the pipeline fails part-way, the frames
+    /// before the failure may have been appended.
+    pub async fn publish_many(
+        &self,
+        conn: &mut ConnectionManager,
+        config: &BusConfig,
+        keys: &Keys,
+        frames: &[Bytes],
+    ) -> Result<Vec<Cursor>, BusError> {
+        if let [frame] = frames {
+            return Ok(vec![self.publish(conn, config, keys, frame).await?]);
+        }
+        let epoch = StreamId::new();
+        let invocations: Vec<_> = frames
+            .iter()
+            .map(|frame| {
+                let mut invocation = self.publish.key(&keys.meta);
+                invocation
+                    .key(&keys.log)
+                    .arg(epoch.as_str())
+                    .arg(frame.as_ref())
+                    .arg(config.history_frames)
+                    .arg(config.history_bytes)
+                    .arg(ttl_ms(config))
+                    .arg(&keys.channel);
+                invocation
+            })
+            .collect();
+        let mut pipe = redis::pipe();
+        pipe.load_script(&self.publish).ignore();
+        for invocation in &invocations {
+            pipe.invoke_script(invocation);
+        }
+        let answers: Vec<(String, u64)> = pipe.query_async(conn).await?;
+        answers.into_iter().map(|(epoch, seq)| Ok(Cursor { stream_id: parse_epoch(&epoch)?, seq })).collect()
+    }
+
     pub async fn replay(
         &self,
         conn: &mut ConnectionManager,

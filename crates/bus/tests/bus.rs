@@ -530,3 +530,29 @@ async fn a_dropped_link_reconnects_resubscribes_and_fills_the_gap() {
     assert_eq!(expect_frame(next(&mut listener, "frame 5").await, &epoch, 5), frame("f5"));
     assert_quiet(&mut listener).await;
 }
+
+#[tokio::test]
+async fn a_batch_is_published_in_order_in_one_go_even_after_redis_forgot_the_script() {
+    let Some(url) = redis_url() else { return };
+    let publisher = bus(&url, BusConfig::default()).await;
+    let session = SessionId::new();
+    let mut listener = publisher.listen(&session, None).await.expect("listen");
+    let start = expect_reset(next(&mut listener, "the opening reset").await);
+
+    let first: Vec<Bytes> = (1..=50).map(|i| frame(format!("first-{i}"))).collect();
+    let cursors = publisher.publish_many(&session, &first).await.expect("publish a batch");
+    assert_eq!(cursors.iter().map(|c| c.seq).collect::<Vec<_>>(), (1..=50).collect::<Vec<_>>());
+    // A Redis that lost its scripts (a restart, SCRIPT FLUSH) loads it again.
+    let mut conn = raw(&url).await;
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.expect("script flush");
+    let second: Vec<Bytes> = (51..=100).map(|i| frame(format!("second-{i}"))).collect();
+    let cursors = publisher.publish_many(&session, &second).await.expect("publish after SCRIPT FLUSH");
+    assert_eq!(cursors.first().map(|c| c.seq), Some(51));
+    assert!(cursors.iter().all(|c| c.stream_id == start.stream_id), "one epoch");
+
+    for (seq, body) in (1..=100).zip(first.iter().chain(&second)) {
+        let bytes = expect_frame(next(&mut listener, &format!("frame {seq}")).await, &start.stream_id, seq);
+        assert_eq!(&bytes, body);
+    }
+    assert_quiet(&mut listener).await;
+}

@@ -97,13 +97,19 @@ struct ServeArgs {
     /// marked failed (node_lost) by another node about this long after.
     #[arg(long, env = "SPOOL_LEASE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_secs: u64,
-    /// Join the other nodes on the same --database-url through Redis PUB/SUB, a
-    /// redis:// URL (redis://[:PASSWORD@]HOST:PORT[/DB]): an abort sent to any node
-    /// reaches the node running the session, and session-list notifications reach the
-    /// pages connected to every node. Needs --database-url. Without it each node
-    /// aborts only its own runs and notifies only its own pages.
+    /// Join the other nodes on the same --database-url through Redis, a redis:// URL
+    /// (redis://[:PASSWORD@]HOST:PORT[/DB]): a client follows any session on any node
+    /// and resumes on any other with its cursor, an abort sent to any node reaches the
+    /// node running the session, and session-list notifications reach the pages
+    /// connected to every node. Needs --database-url. Without it each node streams,
+    /// aborts and notifies only what it does itself.
     #[arg(long, env = "SPOOL_REDIS_URL", value_name = "URL")]
     redis_url: Option<String>,
+    /// Most session streams one user may hold open on this node at once (one browser
+    /// tab holds one per open session); past it a new stream is refused with 429.
+    #[arg(long, env = "SPOOL_MAX_STREAMS_PER_USER", default_value_t = 256, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_streams_per_user: u64,
 }
 
 #[tokio::main]
@@ -178,6 +184,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         engine_config.context_budget_tokens = budget;
     }
     engine_config.lease_ttl = Duration::from_secs(args.lease_secs);
+    engine_config.max_streams_per_user = args.max_streams_per_user as usize;
     // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
     engine_config.shared_store = matches!(database, database::Database::Postgres(_));
     engine_config.node_id = match (&args.node_id, engine_config.shared_store) {

@@ -503,10 +503,15 @@ impl Opened {
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Bus mode: hands the session's frame bodies to the bus in order. It replaces what is
-/// queued with one snapshot of the working state when the bus lost its log (a publish
-/// lands in another epoch), when a publish failed (its frame may be missing), and when
-/// asked. Ends when the `SessionEvents` is gone and its queue is drained.
+/// Most frames the publisher sends to the bus in one round trip.
+const PUBLISH_BATCH: usize = 64;
+
+/// Bus mode: hands the session's frame bodies to the bus in order, as many as are
+/// queued (up to [`PUBLISH_BATCH`]) per round trip, so a fast model is not held to one
+/// frame per Redis round trip. It replaces what is queued with one snapshot of the
+/// working state when the bus lost its log (a publish lands in another epoch), when a
+/// publish failed (its frames may be missing), and when asked. Ends when the
+/// `SessionEvents` is gone and its queue is drained.
 async fn publish_task(
     weak: Weak<Shared>,
     session: SessionId,
@@ -516,51 +521,62 @@ async fn publish_task(
 ) {
     let mut snapshot_due = false;
     let mut delay = RETRY_MIN;
+    let mut batch: Vec<(u64, FrameBody)> = Vec::with_capacity(PUBLISH_BATCH);
     loop {
-        let next = match snapshot_due {
-            true => Outbound::Resync,
+        batch.clear();
+        let mut next = match snapshot_due {
+            true => Some(Outbound::Resync),
             false => match queue.recv().await {
-                Some(next) => next,
+                Some(next) => Some(next),
                 None => return,
             },
         };
-        let (number, body) = match next {
-            Outbound::Body(number, body) => (number, *body),
-            Outbound::Resync => {
-                let Some(shared) = weak.upgrade() else { return };
-                let inner = shared.lock();
-                // Everything queued is in the working state already: the snapshot has it.
-                let mut number = None;
-                while let Ok(queued) = queue.try_recv() {
-                    if let Outbound::Body(n, _) = queued {
-                        number = Some(n);
+        while let Some(item) = next.take() {
+            match item {
+                Outbound::Body(number, body) => batch.push((number, *body)),
+                Outbound::Resync => {
+                    let Some(shared) = weak.upgrade() else { return };
+                    let inner = shared.lock();
+                    // Everything queued is in the working state already: the snapshot
+                    // has it.
+                    let mut number = inner.sent;
+                    while let Ok(queued) = queue.try_recv() {
+                        if let Outbound::Body(n, _) = queued {
+                            number = n;
+                        }
                     }
+                    batch.push((number, FrameBody::Snapshot { state: Box::new(inner.state.clone()) }));
+                    break;
                 }
-                let number = number.unwrap_or(inner.sent);
-                (number, FrameBody::Snapshot { state: Box::new(inner.state.clone()) })
             }
-        };
-        let is_snapshot = matches!(body, FrameBody::Snapshot { .. });
+            if batch.len() < PUBLISH_BATCH {
+                next = queue.try_recv().ok();
+            }
+        }
+        let ends_in_snapshot = matches!(batch.last(), Some((_, FrameBody::Snapshot { .. })));
         let origin = match weak.upgrade() {
             Some(shared) => shared.bus.as_ref().map_or(0, |b| b.origin),
-            None if is_snapshot => return,
+            None if ends_in_snapshot => return,
             // Gone, with bodies still queued: publish them (a settled run's last frames).
             None => 0,
         };
         snapshot_due = false;
-        match bus.publish(&session, framebus::encode(origin, number, &body)).await {
-            Ok(cursor) => {
+        let payloads: Vec<Bytes> = batch.iter().map(|(number, body)| framebus::encode(origin, *number, body)).collect();
+        match bus.publish(&session, &payloads).await {
+            Ok(cursors) => {
                 delay = RETRY_MIN;
-                if cursor.stream_id != epoch {
-                    // The bus lost the log: the frames before this one are gone for
-                    // whoever follows, so the next frame is a whole snapshot.
+                if let Some(last) = cursors.last()
+                    && cursors.iter().any(|c| c.stream_id != epoch)
+                {
+                    // The bus lost the log: the frames before the new epoch are gone
+                    // for whoever follows, so a whole snapshot follows.
                     tracing::info!(%session, "the frame bus restarted the session's stream; publishing a snapshot");
-                    snapshot_due = !is_snapshot;
-                    epoch = cursor.stream_id;
+                    snapshot_due = !(ends_in_snapshot && last.stream_id == cursors[0].stream_id);
+                    epoch = last.stream_id.clone();
                 }
             }
             Err(error) => {
-                tracing::warn!(%session, %error, "cannot publish a frame; will publish a snapshot instead");
+                tracing::warn!(%session, %error, "cannot publish frames; will publish a snapshot instead");
                 snapshot_due = true;
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(RETRY_MAX);

@@ -71,9 +71,10 @@ pub type BusFailure = Box<dyn std::error::Error + Send + Sync>;
 /// A log of frames per session shared by every node, with live delivery.
 #[async_trait::async_trait]
 pub trait FrameBus: Send + Sync + 'static {
-    /// Appends a frame to the session's log and delivers it to every listener; returns
-    /// the cursor it was given. A failed publish may still have been appended.
-    async fn publish(&self, session: &SessionId, payload: Bytes) -> Result<Cursor, BusFailure>;
+    /// Appends frames to the session's log, in order, and delivers them to every
+    /// listener; returns the cursors they were given, in order. A failed publish may
+    /// still have appended some of them.
+    async fn publish(&self, session: &SessionId, payloads: &[Bytes]) -> Result<Vec<Cursor>, BusFailure>;
 
     /// The payloads after `cursor` up to the log's head, or `None` when the log no longer
     /// holds all of them (or `cursor` is of another epoch): the caller takes a snapshot.
