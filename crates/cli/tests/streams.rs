@@ -603,3 +603,57 @@ async fn an_interactive_view_on_another_node_keeps_a_deny_policy_approval_waitin
     assert_eq!(detail["state"]["pendingApprovals"][0]["tool"], "bash", "{detail}");
     drop(view);
 }
+
+#[tokio::test]
+async fn an_opencode_client_on_another_node_follows_the_run() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = client();
+    let name = |n: &str| format!("opencode-{n}-{}", std::process::id());
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), name(n));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "3"])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let session = session_on(&client, &a, dir.path()).await;
+    let project_dir = dir.path().join("project").canonicalize().expect("project dir");
+
+    // OpenCode's event stream on B (legacy deltas: each update carries the text so far).
+    let directory: String = url_encode(project_dir.to_str().expect("utf-8"));
+    let mut res = client.get(format!("{b}/event?directory={directory}&deltas=legacy")).send().await.expect("/event");
+    assert!(res.status().is_success(), "{}", res.status());
+    let mut decoder = Decoder::new();
+    let mut next = async || -> Vec<serde_json::Value> {
+        let chunk = tokio::time::timeout(WAIT, res.chunk()).await.expect("an event in time").expect("read");
+        let chunk = chunk.expect("the stream stays open");
+        decoder.push(&chunk).into_iter().map(|e| serde_json::from_str(&e.data).expect("JSON")).collect()
+    };
+    while !next().await.iter().any(|e| e["type"] == "server.connected") {}
+
+    call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 200"}))).await;
+    let mut text = String::new();
+    'read: loop {
+        for event in next().await {
+            if event["properties"]["sessionID"] != session.as_str() {
+                continue;
+            }
+            if event["type"] == "message.part.updated" && event["properties"]["delta"].is_string() {
+                text = event["properties"]["part"]["text"].as_str().expect("text").to_owned();
+            }
+            if event["type"] == "session.idle" {
+                break 'read;
+            }
+        }
+    }
+    assert_eq!(text, words(200), "the answer, streamed through B");
+}
+
+fn url_encode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

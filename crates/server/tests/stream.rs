@@ -116,7 +116,12 @@ async fn the_last_event_id_header_wins_over_the_cursor_query() {
 #[tokio::test]
 async fn a_slow_consumer_is_cut_while_a_fast_one_receives_every_frame() {
     const DELTAS: usize = 60_000;
-    let server = TestServer::start().await;
+    // The model is unpaced and shares the machine with the reading client, which on a
+    // busy CI box can fall a megabyte behind for a moment; 4 MiB of headroom keeps the
+    // test about cutting the client that never reads (15 MB of frames go by it).
+    let limits = spool_engine::EventLimits { queue_bytes: 4 << 20, ..Default::default() };
+    let engine = spool_engine::EngineConfig { limits, ..Default::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
     let session = titled_session(&server).await;
 
     // A client with a tiny receive window that never reads.
