@@ -164,8 +164,10 @@ test('the reconnect notice appears only after 2 s without a connection', async (
   const cutAt = Date.now();
   await page.waitForSelector('.conn:not(.is-live)');
   assert.equal(await page.isDisabled('#send'), true, 'sending is disabled while disconnected');
-  await page.waitForTimeout(1500); // this test is about time
-  assert.equal(await page.$('[data-testid="reconnect-notice"]'), null, 'no notice within the 2 s grace');
+  assert.equal(await page.$('[data-testid="reconnect-notice"]'), null, 'no notice as soon as the connection drops');
+  // When the notice shows is measured from the cut, the earliest the page could have
+  // noticed it, so a slow machine cannot make it look early. (Checking for its absence
+  // after a fixed wait failed on a busy CI box: the wait began late.)
   await page.waitForSelector('[data-testid="reconnect-notice"]');
   const shownAfter = Date.now() - cutAt;
   assert.ok(shownAfter >= 1950 && shownAfter < 4500, `notice after ${shownAfter} ms`);
