@@ -122,6 +122,9 @@ use tokio::sync::oneshot;
 /// blindly (see the failure modes above).
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Reconnect attempts of the command connection per failing command (100 + 200 ms).
+const RECONNECT_ATTEMPTS: usize = 2;
+
 /// The bus's limits and timings.
 #[derive(Clone, Debug)]
 pub struct BusConfig {
@@ -180,7 +183,13 @@ impl RedisBus {
     /// starts the link task. Must be called inside a tokio runtime.
     pub async fn connect(url: &str, config: BusConfig) -> Result<Self, BusError> {
         let client = redis::Client::open(url)?;
-        let manager = ConnectionManagerConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
+        // Few reconnect attempts per command (the client's default, six with doubling
+        // delays, holds a failing command ~9 s): while Redis is away a caller learns it
+        // in well under a second, and the node's link task, which awaits some of these
+        // reads, is not held up. The next command tries again anyway.
+        let manager = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_ATTEMPTS);
         let conn = ConnectionManager::new_with_config(client.clone(), manager).await?;
         let link = Link::open(&client).await?;
         let scripts = Arc::new(Scripts::new());
