@@ -101,6 +101,16 @@ test('approve with a double click runs the tool once and resolves the card', asy
   await settled(page);
   const decisions = [];
   page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  // The first decision's answer is held until the second click's request is out (at
+  // most 2 s): on a busy machine the answer could otherwise remove the card before the
+  // second click lands, and the double click would not be a double send.
+  let bothSent;
+  const both = new Promise((resolve) => (bothSent = resolve));
+  await page.route('**/approvals/**', async (route) => {
+    if (decisions.length >= 2) bothSent();
+    await Promise.race([both, new Promise((resolve) => setTimeout(resolve, 2000))]);
+    await route.continue();
+  });
   await send(page, 'tool: bash {"command":"echo ran >> count.txt"}');
   const card = await page.waitForSelector('.approval-card');
   await page.waitForSelector('.tool-card.is-waiting');
