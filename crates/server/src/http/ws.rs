@@ -39,7 +39,7 @@
 //! hub only from the server's own origin; clients that send no `Origin` (not browsers)
 //! are let in, as they are on every other route.
 
-use super::openapi::ReadErrors;
+use super::openapi::StreamErrors;
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, QueryParams};
@@ -141,10 +141,11 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
         (status = 101, description = "Switching protocols: the socket is open"),
         (
             status = 403,
-            description = "A browser page of another origin (`bad_origin`)",
+            description = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
+                serve while auth is off (`bad_host`)",
             body = spool_protocol::api::ErrorBody
         ),
-        ReadErrors,
+        StreamErrors,
     )
 )]
 async fn upgrade(
