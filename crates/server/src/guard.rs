@@ -176,9 +176,7 @@ fn check_body_type(headers: &HeaderMap, body: &Body) -> Result<(), ApiError> {
     if json {
         return Ok(());
     }
-    Err(ApiError::UnsupportedMediaType(
-        "a request body must be JSON, with `Content-Type: application/json`".into(),
-    ))
+    Err(ApiError::UnsupportedMediaType("a request body must be JSON, with `Content-Type: application/json`".into()))
 }
 
 /// `application/json` or `application/…+json`, with any parameters.

@@ -32,7 +32,8 @@ async fn raw(addr: SocketAddr, head: &str, body: &str) -> Raw {
     let text = String::from_utf8_lossy(&answer).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status: {text:?}"));
-    let rest = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.into() };
+    let rest =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.into() };
     let body = serde_json::from_str(&rest).unwrap_or(Value::String(rest));
     Raw { status, head: head.to_owned(), body }
 }
@@ -162,7 +163,12 @@ async fn with_auth_on_the_token_decides_not_the_host_name() {
     };
     // A rebound page has no token for its name: 401, and with the token (a client behind
     // a proxy under any name) it works.
-    assert_refused(&raw(server.addr, &head("rebind.attacker.example", None), "").await, 401, "unauthorized", "no token");
+    assert_refused(
+        &raw(server.addr, &head("rebind.attacker.example", None), "").await,
+        401,
+        "unauthorized",
+        "no token",
+    );
     assert_eq!(raw(server.addr, &head("spool.internal:80", Some(&secret)), "").await.status, 200);
 }
 
@@ -218,7 +224,10 @@ async fn cross_site_simple_requests_change_nothing_on_any_route() {
     let json_body = |r: reqwest::RequestBuilder, body: Value| r.json(&body);
     let foreign = [
         json_body(cross_site(&server, M::POST, &format!("/session?directory={dir}")), json!({})),
-        json_body(cross_site(&server, M::POST, &format!("/session/{session}/prompt_async")), serde_json::from_str(parts).expect("json")),
+        json_body(
+            cross_site(&server, M::POST, &format!("/session/{session}/prompt_async")),
+            serde_json::from_str(parts).expect("json"),
+        ),
         cross_site(&server, M::POST, &format!("/session/{session}/abort")),
         cross_site(&server, M::DELETE, &format!("/session/{session}")),
         cross_site(&server, M::DELETE, &format!("/api/sessions/{session}")),
@@ -255,7 +264,8 @@ async fn cross_site_simple_requests_change_nothing_on_any_route() {
     assert_eq!(status, StatusCode::OK, "{created}");
     let (status, body) = server.send(server.client.post(server.url(&format!("/session/{session}/abort")))).await;
     assert_eq!((status, body), (StatusCode::OK, json!(true)));
-    let (status, body) = server.post(&format!("/session/{session}/prompt_async"), serde_json::from_str(parts).expect("json")).await;
+    let (status, body) =
+        server.post(&format!("/session/{session}/prompt_async"), serde_json::from_str(parts).expect("json")).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     // The SDK's `session.create()` sends no body at all.
     let (status, body) = server.send(server.client.post(server.url(&format!("/session?directory={dir}")))).await;
@@ -267,7 +277,8 @@ async fn with_auth_on_a_bearer_request_from_a_foreign_origin_is_refused_too() {
     let server = TestServer::start().await;
     let (_, secret) = server.engine.create_token("alice").await.expect("token");
     let dir = server.project_dir();
-    let request = cross_site(&server, reqwest::Method::POST, "/api/projects").bearer_auth(&secret).json(&json!({ "path": dir }));
+    let request =
+        cross_site(&server, reqwest::Method::POST, "/api/projects").bearer_auth(&secret).json(&json!({ "path": dir }));
     let (status, body) = server.send(request).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "bad_origin");

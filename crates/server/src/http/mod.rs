@@ -84,9 +84,7 @@ fn with_layers(routes: Router, body_limit: usize, trust: Option<AppState>) -> Ro
         Some(state) => routes.layer(axum::middleware::from_fn_with_state(state, crate::guard::guard)),
         None => routes,
     };
-    routes
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(TraceLayer::new_for_http())
+    routes.layer(CatchPanicLayer::custom(panic_response)).layer(TraceLayer::new_for_http())
 }
 
 async fn route_not_found(method: Method, uri: Uri) -> ApiError {
@@ -132,7 +130,8 @@ mod tests {
         async fn boom() -> &'static str {
             panic!("boom")
         }
-        let app = with_layers(Router::new().route("/boom", get(boom)).route("/ok", get(|| async { "{}" })), 1 << 20, None);
+        let app =
+            with_layers(Router::new().route("/boom", get(boom)).route("/ok", get(|| async { "{}" })), 1 << 20, None);
         let (status, body) = call(&app, "/boom").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["error"]["code"], "internal");

@@ -622,12 +622,27 @@ mod tests {
 
     #[test]
     fn origin_must_be_the_requests_own_host_when_present() {
-        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747")]), &Uri::from_static("/api/ws")), "no Origin: not a browser");
-        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")]), &Uri::from_static("/api/ws")));
-        assert!(origin_allowed(&headers(&[("host", "Spool.example"), ("origin", "https://spool.example")]), &Uri::from_static("/api/ws")));
+        assert!(
+            origin_allowed(&headers(&[("host", "127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
+            "no Origin: not a browser"
+        );
+        assert!(origin_allowed(
+            &headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")]),
+            &Uri::from_static("/api/ws")
+        ));
+        assert!(origin_allowed(
+            &headers(&[("host", "Spool.example"), ("origin", "https://spool.example")]),
+            &Uri::from_static("/api/ws")
+        ));
         for bad in ["http://evil.example", "http://127.0.0.1:4748", "null", "127.0.0.1:4747", "ftp://127.0.0.1:4747"] {
-            assert!(!origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)]), &Uri::from_static("/api/ws")), "{bad}");
+            assert!(
+                !origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)]), &Uri::from_static("/api/ws")),
+                "{bad}"
+            );
         }
-        assert!(!origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")]), &Uri::from_static("/api/ws")), "Origin without Host");
+        assert!(
+            !origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
+            "Origin without Host"
+        );
     }
 }
