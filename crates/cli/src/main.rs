@@ -110,6 +110,16 @@ struct ServeArgs {
     #[arg(long, env = "SPOOL_MAX_STREAMS_PER_USER", default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_streams_per_user: u64,
+    /// A host name to serve besides localhost while auth is off, such as the name a
+    /// reverse proxy forwards with (repeatable; NAME matches any port, NAME:PORT one).
+    /// Other names are refused with 403 bad_host, so a web page that rebinds its own
+    /// DNS name to this machine cannot use the server.
+    #[arg(long = "allowed-host", env = "SPOOL_ALLOWED_HOSTS", value_name = "NAME", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Most open connections; past it a new connection gets 503 too_many_connections.
+    #[arg(long, env = "SPOOL_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_connections: u64,
 }
 
 #[tokio::main]
@@ -234,7 +244,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             shutdown.cancel();
         }
     });
-    let config = ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), ..ServerConfig::default() };
+    let config = ServerConfig {
+        heartbeat: Duration::from_secs(args.heartbeat_secs),
+        allowed_hosts: args.allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect(),
+        max_connections: args.max_connections as usize,
+        ..ServerConfig::default()
+    };
     spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)
         .await
         .context("serving")?;

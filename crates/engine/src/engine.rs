@@ -143,8 +143,11 @@ pub(crate) struct Inner {
     pub auth: crate::auth::AuthState,
 }
 
-/// One counted stream of a user; releases its count when dropped.
-struct StreamPermit {
+/// One counted stream of a user; releases its count when dropped. Session streams hold
+/// one inside their [`Subscription`]; the server's other long-lived connections (list
+/// streams, WebSockets, OpenCode `/event`) take one with [`Engine::stream_permit`] and
+/// hold it for as long as they are open, so every kind counts against the same limit.
+pub struct StreamPermit {
     counts: Arc<Mutex<HashMap<UserId, usize>>>,
     user: UserId,
 }
@@ -1024,25 +1027,30 @@ impl Engine {
         interactive: bool,
     ) -> Result<(Subscription, Start)> {
         let loaded = self.load(owner, id).await?;
-        let permit = {
-            let mut counts = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
-            let open = counts.entry(owner.clone()).or_insert(0);
-            let limit = self.inner.config.max_streams_per_user;
-            if *open >= limit {
-                return Err(EngineError::TooMany {
-                    code: "too_many_streams",
-                    message: format!("you already have {limit} open streams; close one first"),
-                });
-            }
-            *open += 1;
-            StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() }
-        };
+        let permit = self.stream_permit(owner)?;
         if let Some(cursor) = cursor {
             loaded.events.backfill(cursor).await;
         }
         let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
         subscription.hold(permit);
         Ok((subscription, start))
+    }
+
+    /// Counts one more open stream of `owner` until the permit is dropped; past
+    /// `max_streams_per_user` it is a 429 `too_many_streams`.
+    pub fn stream_permit(&self, owner: &UserId) -> Result<StreamPermit> {
+        // A std mutex: nothing awaits while it is held.
+        let mut counts = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let open = counts.entry(owner.clone()).or_insert(0);
+        let limit = self.inner.config.max_streams_per_user;
+        if *open >= limit {
+            return Err(EngineError::TooMany {
+                code: "too_many_streams",
+                message: format!("you already have {limit} open streams; close one first"),
+            });
+        }
+        *open += 1;
+        Ok(StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() })
     }
 
     fn active_runs_of(&self, owner: &UserId) -> usize {

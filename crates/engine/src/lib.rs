@@ -26,7 +26,7 @@ pub use approvals::{Decided, DecisionInput, DecisionTarget};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
     ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,
-    PromptInput, SessionDetail, SessionInfo, SessionPatch,
+    PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, SessionEvents, Start, Subscription};

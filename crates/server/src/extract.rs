@@ -80,17 +80,10 @@ pub fn cookie(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// True when `Origin` names the host the request was sent to. A missing Origin is not
-/// same-origin: browsers send it on every cross-origin and every POST request.
+/// True when `Origin` names the host the request was sent to (see
+/// [`crate::guard::same_origin`], the one definition every origin check uses).
 pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
-    let origin = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok());
-    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok());
-    match (origin, host) {
-        (Some(origin), Some(host)) => {
-            origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|o| o == host)
-        }
-        _ => false,
-    }
+    crate::guard::same_origin(headers, None)
 }
 
 /// A JSON request body. Unknown fields are ignored; wrong types, bad syntax, a wrong

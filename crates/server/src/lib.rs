@@ -13,6 +13,7 @@ mod error;
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
+mod guard;
 mod http;
 mod opencode;
 mod serve;
@@ -21,7 +22,7 @@ mod state;
 pub use error::ApiError;
 pub use extract::CurrentUser;
 pub use http::{openapi, router};
-pub use serve::{ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve};
+pub use serve::{ConnectionLimits, ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve, serve_with};
 pub use state::{AppState, ServerConfig};
 
 use tokio::net::TcpListener;
@@ -32,6 +33,8 @@ use tokio_util::sync::CancellationToken;
 /// server up until [`SHUTDOWN_GRACE`].
 pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let engine = state.engine.clone();
+    let limits =
+        ConnectionLimits { header_timeout: state.config.header_timeout, max_connections: state.config.max_connections };
     let closer = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
@@ -39,7 +42,7 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
             engine.close_streams();
         }
     });
-    let result = serve(listener, router(state), shutdown).await;
+    let result = serve_with(listener, router(state), shutdown, limits).await;
     closer.abort();
     result
 }

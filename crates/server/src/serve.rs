@@ -14,6 +14,14 @@
 //! Because the token belongs to the connection, cutting one HTTP/2 stream closes the
 //! whole connection; the client reconnects with its cursor either way.
 //!
+//! Bounds ([`ConnectionLimits`]): a connection must send its first request's headers
+//! within the header timeout — checked here, because before hyper sees a byte the auto
+//! builder is still sniffing for the HTTP/2 preface and has no timer of its own — and
+//! after that hyper's HTTP/1 header timeout closes a connection that starts a request
+//! and stalls or sits idle between keep-alive requests. Past `max_connections` open
+//! connections a new one is answered 503 `too_many_connections` and closed, so a flood
+//! of sockets costs a file descriptor each only briefly and never reaches the API.
+//!
 //! Shutdown: when the `shutdown` token fires the loop stops accepting, every connection
 //! is asked to close after its in-flight requests, and after [`SHUTDOWN_GRACE`] the rest
 //! are dropped. Long-lived streams end only if someone ends them: [`crate::serve_state`]
@@ -29,6 +37,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -61,14 +71,39 @@ impl<S: Send + Sync> FromRequestParts<S> for ConnectionToken {
     }
 }
 
+/// How long a connection may stay silent and how many may be open (from `ServerConfig`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub header_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        let config = crate::ServerConfig::default();
+        Self { header_timeout: config.header_timeout, max_connections: config.max_connections }
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` is cancelled, then shuts down gracefully.
 /// HTTP/1.1 and HTTP/2 (prior knowledge), with upgrades for WebSocket.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> io::Result<()> {
+    serve_with(listener, app, shutdown, ConnectionLimits::default()).await
+}
+
+/// [`serve`] with the given limits.
+pub async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+    limits: ConnectionLimits,
+) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     builder.http2().timer(TokioTimer::new());
     let connections = TaskTracker::new();
     let hard_stop = CancellationToken::new();
+    let open = Arc::new(AtomicUsize::new(0));
 
     loop {
         let (tcp, peer) = tokio::select! {
@@ -85,10 +120,27 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "could not set TCP_NODELAY");
         }
+        let Some(slot) = Slot::take(&open, limits.max_connections) else {
+            let conn = builder.serve_connection(TokioIo::new(tcp), hyper::service::service_fn(too_many)).into_owned();
+            let hard_stop = hard_stop.clone();
+            connections.spawn(async move {
+                // One answer, then closed; a client that sends nothing is dropped.
+                tokio::select! {
+                    result = tokio::time::timeout(limits.header_timeout, conn) => {
+                        if let Ok(result) = result { finished(peer, result) }
+                    }
+                    _ = hard_stop.cancelled() => {}
+                }
+            });
+            continue;
+        };
         let token = CancellationToken::new();
+        // Cancelled by the connection's first request.
+        let first_request = CancellationToken::new();
         let service = hyper::service::service_fn({
-            let (app, token) = (app.clone(), token.clone());
+            let (app, token, first_request) = (app.clone(), token.clone(), first_request.clone());
             move |mut req: Request<Incoming>| {
+                first_request.cancel();
                 req.extensions_mut().insert(ConnectionToken(token.clone()));
                 app.clone().oneshot(req.map(Body::new))
             }
@@ -97,11 +149,22 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
         let (shutdown, hard_stop) = (shutdown.clone(), hard_stop.clone());
         connections.spawn(async move {
             let _open = OpenConnection::count();
+            let _slot = slot;
             tokio::pin!(conn);
+            let silent = async {
+                tokio::time::sleep(limits.header_timeout).await;
+                if first_request.is_cancelled() {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 result = conn.as_mut() => return finished(peer, result),
                 _ = token.cancelled() => tracing::debug!(%peer, "closing connection: its token fired"),
                 _ = shutdown.cancelled() => {}
+                _ = silent => {
+                    tracing::debug!(%peer, "dropping connection: no request within the header timeout");
+                    return;
+                }
             }
             conn.as_mut().graceful_shutdown();
             tokio::select! {
@@ -140,6 +203,33 @@ async fn accept_error(e: io::Error) {
     }
     tracing::error!(error = %e, "accept failed; retrying in 1 s");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// The answer on a connection over the cap.
+async fn too_many(_: Request<Incoming>) -> Result<axum::response::Response, Infallible> {
+    use axum::http::header::{CONNECTION, CONTENT_TYPE};
+    use axum::response::IntoResponse;
+    let body =
+        spool_protocol::api::error_body("too_many_connections", "the server has too many open connections; try again");
+    let headers = [(CONTENT_TYPE, "application/json"), (CONNECTION, "close")];
+    Ok((axum::http::StatusCode::SERVICE_UNAVAILABLE, headers, body).into_response())
+}
+
+/// One of the `max_connections` places, held by an admitted connection while it lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| Slot(open.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Counts an open HTTP connection in `/metrics` for as long as it lives.

@@ -21,10 +21,26 @@ pub struct ServerConfig {
     /// Mark the login cookie `Secure` (the server is behind TLS). Also set per request
     /// when a proxy says `X-Forwarded-Proto: https`.
     pub secure_cookies: bool,
+    /// Host names served besides the loopback ones while auth is off (a reverse proxy's
+    /// name; see `guard.rs`). `name` matches any port, `name:port` that port only.
+    pub allowed_hosts: Vec<String>,
+    /// How long a connection may take to send a request's headers, and how long an idle
+    /// keep-alive connection stays open; then it is closed.
+    pub header_timeout: Duration,
+    /// Most open TCP connections; past it a connection gets one 503
+    /// `too_many_connections` and is closed.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20, secure_cookies: false }
+        Self {
+            heartbeat: Duration::from_secs(15),
+            max_body_bytes: 1 << 20,
+            secure_cookies: false,
+            allowed_hosts: Vec::new(),
+            header_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
+        }
     }
 }

@@ -15,7 +15,7 @@ async fn a_client_that_stops_reading_is_disconnected() {
 
     // A raw connection that sends the request and then reads nothing.
     let mut stuck = tokio::net::TcpStream::connect(server.addr).await.expect("connect");
-    let request = format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: test\r\n\r\n");
+    let request = format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
     stuck.write_all(request.as_bytes()).await.expect("send request");
 
     // Far more frames than the socket buffers plus the 1 MiB queue can hold.

@@ -129,7 +129,7 @@ async fn a_slow_consumer_is_cut_while_a_fast_one_receives_every_frame() {
     socket.set_recv_buffer_size(4096).expect("rcvbuf");
     let mut stuck = socket.connect(server.addr).await.expect("connect");
     stuck
-        .write_all(format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .write_all(format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .expect("request");
 

@@ -95,6 +95,16 @@ where
     (headers, body).into_response()
 }
 
+/// `stream`, holding `permit` (one of the user's counted streams) until it is dropped:
+/// when the connection goes, the body goes, and the count with it.
+pub(crate) fn holding<S: Stream>(stream: S, permit: spool_engine::StreamPermit) -> impl Stream<Item = S::Item> {
+    use futures::StreamExt;
+    stream.map(move |item| {
+        let _held = &permit;
+        item
+    })
+}
+
 /// The subscription's frames with a heartbeat whenever the interval elapses. Ends when
 /// the subscription ends (the subscriber was cut or the session closed).
 struct EventBody<S> {

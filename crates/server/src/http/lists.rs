@@ -5,7 +5,7 @@
 //! `Last-Event-ID`, since there is no replay buffer — then `sessions.changed` /
 //! `projects.changed` as they happen, with the session stream's headers and heartbeat.
 
-use super::events::sse_response;
+use super::events::{holding, sse_response};
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;
@@ -36,9 +36,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         StreamErrors,
     )
 )]
-async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Response {
+async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Response, ApiError> {
+    // Counted like a session stream, for as long as the response is open.
+    let permit = state.engine.stream_permit(&user)?;
     // Only the user's own projects: the notifier keeps a sequence per owner.
-    sse_response(state.engine.lists().subscribe(user), state.config.heartbeat)
+    let frames = holding(state.engine.lists().subscribe(user), permit);
+    Ok(sse_response(Box::pin(frames), state.config.heartbeat))
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -1,6 +1,6 @@
 //! The HTTP API: one file per resource, each with a `router()`, assembled here with the
-//! layers every route shares (body limit, panic catcher, tracing) and JSON answers for
-//! unknown routes and wrong methods.
+//! layers every route shares (the browser trust guard, body limit, panic catcher,
+//! tracing) and JSON answers for unknown routes and wrong methods.
 //!
 //! A resource's `router()` is a `utoipa_axum` `OpenApiRouter`: registering a handler
 //! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
@@ -40,7 +40,7 @@ pub use openapi::openapi;
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
     let (routes, _document) = api().split_for_parts();
-    with_layers(routes.with_state(state), body_limit)
+    with_layers(routes.with_state(state.clone()), body_limit, Some(state))
 }
 
 /// Every route, each with its OpenAPI operation.
@@ -73,14 +73,18 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, c
 
 /// Fallbacks and the layers shared by every route. Separate from [`router`] so a test
 /// can put the same layers around a route the API does not have (one that panics).
-fn with_layers(routes: Router, body_limit: usize) -> Router {
-    routes
+/// With `trust`, every request — unknown routes included — passes `crate::guard` first.
+fn with_layers(routes: Router, body_limit: usize, trust: Option<AppState>) -> Router {
+    let routes = routes
         .fallback(route_not_found)
         // After the routes: it applies to the method routers registered so far.
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(TraceLayer::new_for_http())
+        .layer(DefaultBodyLimit::max(body_limit));
+    let routes = match trust {
+        Some(state) => routes.layer(axum::middleware::from_fn_with_state(state, crate::guard::guard)),
+        None => routes,
+    };
+    routes.layer(CatchPanicLayer::custom(panic_response)).layer(TraceLayer::new_for_http())
 }
 
 async fn route_not_found(method: Method, uri: Uri) -> ApiError {
@@ -126,7 +130,8 @@ mod tests {
         async fn boom() -> &'static str {
             panic!("boom")
         }
-        let app = with_layers(Router::new().route("/boom", get(boom)).route("/ok", get(|| async { "{}" })), 1 << 20);
+        let app =
+            with_layers(Router::new().route("/boom", get(boom)).route("/ok", get(|| async { "{}" })), 1 << 20, None);
         let (status, body) = call(&app, "/boom").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["error"]["code"], "internal");

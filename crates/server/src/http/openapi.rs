@@ -90,7 +90,23 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = super::api().into_openapi();
     name_operations(&mut doc);
+    shared_responses(&mut doc);
     doc
+}
+
+/// Adds what any route can answer before its handler runs: 403 from the browser trust
+/// guard (`crate::guard`: `bad_host`, `bad_origin`) and 503 from the accept loop
+/// (`too_many_connections`).
+fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
+    let shared = error_responses("ErrorBody", &[(403, FORBIDDEN), (503, UNAVAILABLE)]);
+    for item in doc.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in &shared {
+                operation.responses.responses.entry(status.clone()).or_insert_with(|| response.clone());
+            }
+        }
+    }
 }
 
 /// Gives every operation an `operationId` made of its method and path
@@ -226,12 +242,17 @@ const BAD_QUERY: &str = "A query value the server cannot read (`invalid_query`)"
 const BAD_BODY: &str = "A body that is not valid JSON or has wrong fields (`malformed_json`, `invalid_body`), \
     or a value the server refuses";
 const UNAUTHORIZED: &str = "No valid token on a server that requires one (`unauthorized`, `invalid_token`)";
-const FORBIDDEN: &str = "A cookie-authenticated change from another origin (`bad_origin`)";
+const FORBIDDEN: &str = "A `Host` that is neither loopback nor given with `--allowed-host` while auth is off \
+    (`bad_host`), or a change a browser page of another origin sent: a foreign `Origin` or `Sec-Fetch-Site` other \
+    than `same-origin` (`bad_origin`)";
 const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
 const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
 const GONE: &str = "The approval expired (`approval_expired`)";
 const TOO_LARGE: &str = "The body or prompt is over the server's limit (`body_too_large`, `prompt_too_large`)";
-const MEDIA_TYPE: &str = "A body without `Content-Type: application/json` (`unsupported_media_type`)";
+const MEDIA_TYPE: &str =
+    "A body without a JSON `Content-Type` (`application/json` or `…+json`) (`unsupported_media_type`)";
+const UNAVAILABLE: &str = "The server is at its connection cap (`too_many_connections`, `--max-connections`) \
+    or a dependency it needs is unavailable";
 const TOO_MANY: &str = "Too many open streams or active runs for this user (`too_many_streams`, `too_many_runs`)";
 
 fn error_responses(schema: &str, cases: &[(u16, &str)]) -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {

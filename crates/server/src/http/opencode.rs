@@ -243,14 +243,16 @@ async fn list(
     dir: Directory,
     crate::extract::QueryParams(query): crate::extract::QueryParams<ListQuery>,
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
-    let mut sessions = state.engine.list_sessions(&dir.user, &dir.project.id, false).await?;
+    // Not a project yet: no sessions (reading registers nothing).
+    let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
+    let mut sessions = state.engine.list_sessions(&dir.user, &project.id, false).await?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.session.updated_at));
     let search = query.search.map(|s| s.to_lowercase());
     let infos = sessions
         .iter()
         .filter(|s| search.as_ref().is_none_or(|q| s.session.title.to_lowercase().contains(q)))
         .take(query.limit.unwrap_or(usize::MAX))
-        .map(|s| records::session_info(&s.session, &dir.project.path))
+        .map(|s| records::session_info(&s.session, &project.path))
         .collect();
     Ok(Json(infos))
 }
@@ -273,7 +275,8 @@ impl CreateBody {
     }
 }
 
-/// A new session in the directory's project. The body may be absent.
+/// A new session in the directory's project, which this registers if the directory is
+/// not a project yet. The body may be absent.
 #[utoipa::path(
     post,
     path = "/session",
@@ -284,8 +287,9 @@ impl CreateBody {
 )]
 async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> Result<Json<SessionInfo>, ApiError> {
     let body = CreateBody::read(&bytes)?;
-    let session = state.engine.create_session(&dir.user, &dir.project.id, body.title).await?;
-    Ok(Json(records::session_info(&session, &dir.project.path)))
+    let (user, project) = dir.register(&state.engine).await?;
+    let session = state.engine.create_session(&user, &project.id, body.title).await?;
+    Ok(Json(records::session_info(&session, &project.path)))
 }
 
 /// `{sessionID: {type: "busy"}}` for each busy session of the directory.
@@ -297,7 +301,8 @@ async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> 
     responses((status = 200, body = BTreeMap<String, Status>), OpenCodeErrors)
 )]
 async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BTreeMap<String, Status>>, ApiError> {
-    let sessions = state.engine.list_sessions(&dir.user, &dir.project.id, false).await?;
+    let Some(project) = &dir.project else { return Ok(Json(BTreeMap::new())) };
+    let sessions = state.engine.list_sessions(&dir.user, &project.id, false).await?;
     Ok(Json(
         sessions
             .into_iter()
@@ -698,6 +703,7 @@ async fn reply(
 )]
 async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
     let engine = &state.engine;
+    let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
     let pending = engine.pending_approvals_of(&dir.user).await?;
     let mut messages: HashMap<SessionId, Option<Vec<IndexedMessage>>> = HashMap::new();
     let mut out = Vec::new();
@@ -706,7 +712,7 @@ async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Js
             // The calling message is in the session's latest rounds; another directory's
             // session is skipped.
             let shown = match engine.session(&dir.user, &approval.session_id).await {
-                Ok(d) if d.session.project_id == dir.project.id => Some(d.state.messages),
+                Ok(d) if d.session.project_id == project.id => Some(d.state.messages),
                 _ => None,
             };
             messages.insert(approval.session_id.clone(), shown);
@@ -746,16 +752,19 @@ async fn events(
     dir: Directory,
     ConnectionToken(connection): ConnectionToken,
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
-) -> Response {
+) -> Result<Response, ApiError> {
+    // Counted like a session stream for as long as the response is open (the sessions
+    // it follows count too, each as a session stream).
+    let permit = state.engine.stream_permit(&dir.user)?;
     let options = global::Options {
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.
         heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
     };
-    let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.project, connection, marks, options);
+    let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
     let headers =
         [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
-    (headers, Body::from_stream(stream)).into_response()
+    Ok((headers, Body::from_stream(super::events::holding(stream, permit))).into_response())
 }
 
 impl RespondBody {

@@ -39,7 +39,7 @@
 //! hub only from the server's own origin; clients that send no `Origin` (not browsers)
 //! are let in, as they are on every other route.
 
-use super::openapi::ReadErrors;
+use super::openapi::StreamErrors;
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, QueryParams};
@@ -47,8 +47,8 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::{CONTENT_TYPE, ORIGIN};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, SplitSink};
@@ -141,20 +141,22 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
         (status = 101, description = "Switching protocols: the socket is open"),
         (
             status = 403,
-            description = "A browser page of another origin (`bad_origin`)",
+            description = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
+                serve while auth is off (`bad_host`)",
             body = spool_protocol::api::ErrorBody
         ),
-        ReadErrors,
+        StreamErrors,
     )
 )]
 async fn upgrade(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     headers: HeaderMap,
+    uri: Uri,
     QueryParams(query): QueryParams<WsQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    if !origin_allowed(&headers) {
+    if !origin_allowed(&headers, &uri) {
         // A browser on another site riding the user's cookie: refused before upgrading.
         let body = spool_protocol::api::error_body(
             "bad_origin",
@@ -175,6 +177,9 @@ async fn upgrade(
     if channels.len() > MAX_CHANNELS {
         return Err(ApiError::bad_request("too_many_channels", format!("at most {MAX_CHANNELS} channels")));
     }
+    // The socket counts as one of the user's streams for as long as it is open (its
+    // followed sessions count too, each as a session stream).
+    let permit = state.engine.stream_permit(&user)?;
     // Subscribed before answering: once the client sees the upgrade, every event of
     // its channels from then on reaches it.
     let mut hub = Hub::new(state.engine.clone(), user);
@@ -188,22 +193,16 @@ async fn upgrade(
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
-        .on_upgrade(move |socket| hub.run(socket, changes, out, heartbeat)))
+        .on_upgrade(move |socket| async move {
+            hub.run(socket, changes, out, heartbeat).await;
+            drop(permit);
+        }))
 }
 
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host
 /// the request was sent to.
-fn origin_allowed(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(ORIGIN) else {
-        return true;
-    };
-    let (Ok(origin), Some(host)) = (origin.to_str(), headers.get(HOST).and_then(|h| h.to_str().ok())) else {
-        return false;
-    };
-    origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .is_some_and(|o| o.eq_ignore_ascii_case(host))
+fn origin_allowed(headers: &HeaderMap, uri: &Uri) -> bool {
+    !headers.contains_key(ORIGIN) || crate::guard::same_origin(headers, Some(uri))
 }
 
 /// Which channels a socket wants.
@@ -623,12 +622,27 @@ mod tests {
 
     #[test]
     fn origin_must_be_the_requests_own_host_when_present() {
-        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747")])), "no Origin: not a browser");
-        assert!(origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")])));
-        assert!(origin_allowed(&headers(&[("host", "Spool.example"), ("origin", "https://spool.example")])));
+        assert!(
+            origin_allowed(&headers(&[("host", "127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
+            "no Origin: not a browser"
+        );
+        assert!(origin_allowed(
+            &headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")]),
+            &Uri::from_static("/api/ws")
+        ));
+        assert!(origin_allowed(
+            &headers(&[("host", "Spool.example"), ("origin", "https://spool.example")]),
+            &Uri::from_static("/api/ws")
+        ));
         for bad in ["http://evil.example", "http://127.0.0.1:4748", "null", "127.0.0.1:4747", "ftp://127.0.0.1:4747"] {
-            assert!(!origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)])), "{bad}");
+            assert!(
+                !origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)]), &Uri::from_static("/api/ws")),
+                "{bad}"
+            );
         }
-        assert!(!origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")])), "Origin without Host");
+        assert!(
+            !origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
+            "Origin without Host"
+        );
     }
 }

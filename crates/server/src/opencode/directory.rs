@@ -5,9 +5,11 @@
 //! `?directory=` on GET requests) and defaulting to the server's working directory.
 //! Spool's counterpart of a directory is a project, so: header, else query, else the
 //! server's working directory; resolved to its canonical path; the project registered
-//! for that path, or — the first time a directory is used — a new project registered
-//! for it, provided the directory exists. Routes that name a session by id do not need
-//! this: the session knows its project.
+//! for that path. Only a write registers one — `POST /session` in a directory that is
+//! not a project yet registers it, provided the directory exists — so a GET cannot
+//! change state: reading a directory that is not a project answers as for an empty one
+//! (and `/event` watches for it to become one). Routes that name a session by id do not
+//! need this: the session knows its project.
 
 use crate::error::ApiError;
 use crate::extract::CurrentUser;
@@ -45,10 +47,24 @@ impl utoipa::IntoParams for DirectoryParams {
     }
 }
 
-/// The project the request's directory names, and who is asking.
+/// The directory a request names, its project if it is one, and who is asking.
 pub struct Directory {
     pub user: UserId,
-    pub project: Project,
+    /// The canonical path.
+    pub path: String,
+    /// `None` while no project is registered for the path.
+    pub project: Option<Project>,
+}
+
+impl Directory {
+    /// The directory's project, registering it now if it is not one yet (for writes).
+    pub async fn register(self, engine: &Engine) -> Result<(UserId, Project), ApiError> {
+        let project = match self.project {
+            Some(project) => project,
+            None => register(engine, &self.user, &self.path).await?,
+        };
+        Ok((self.user, project))
+    }
 }
 
 impl FromRequestParts<AppState> for Directory {
@@ -69,31 +85,35 @@ impl FromRequestParts<AppState> for Directory {
             Query::<HashMap<String, String>>::try_from_uri(&parts.uri).ok().and_then(|q| q.0.get("directory").cloned())
         };
         let raw = header.or_else(query).filter(|d| !d.trim().is_empty());
-        let project = resolve(&state.engine, &user, raw).await?;
-        Ok(Directory { user, project })
+        let path = canonical(raw).await?;
+        let project = find(&state.engine, &user, &path).await?;
+        Ok(Directory { user, path, project })
     }
 }
 
-/// The project for `raw` (or the working directory), registering it on first use.
-pub async fn resolve(engine: &Engine, owner: &UserId, raw: Option<String>) -> Result<Project, ApiError> {
+/// The canonical path of `raw` (or the working directory), which must exist.
+async fn canonical(raw: Option<String>) -> Result<String, ApiError> {
     let path = match raw {
         Some(p) => std::path::PathBuf::from(p),
         None => std::env::current_dir()
             .map_err(|e| ApiError::bad_request("invalid_directory", format!("no working directory: {e}")))?,
     };
-    let canonical =
-        tokio::fs::canonicalize(&path).await.ok().and_then(|p| p.to_str().map(str::to_owned)).ok_or_else(|| {
-            ApiError::bad_request("invalid_directory", format!("{} is not an existing directory", path.display()))
-        })?;
-    let find =
-        || async { Ok::<_, ApiError>(engine.list_projects(owner).await?.into_iter().find(|p| p.path == canonical)) };
-    if let Some(project) = find().await? {
-        return Ok(project);
-    }
-    match engine.create_project(owner, &canonical, None).await {
+    tokio::fs::canonicalize(&path).await.ok().and_then(|p| p.to_str().map(str::to_owned)).ok_or_else(|| {
+        ApiError::bad_request("invalid_directory", format!("{} is not an existing directory", path.display()))
+    })
+}
+
+/// `owner`'s project at `path`, if there is one.
+async fn find(engine: &Engine, owner: &UserId, path: &str) -> Result<Option<Project>, ApiError> {
+    Ok(engine.list_projects(owner).await?.into_iter().find(|p| p.path == path))
+}
+
+/// Registers `path` as a project of `owner`.
+async fn register(engine: &Engine, owner: &UserId, path: &str) -> Result<Project, ApiError> {
+    match engine.create_project(owner, path, None).await {
         Ok(project) => Ok(project),
         // Registered by a concurrent request a moment ago.
-        Err(EngineError::Conflict { .. }) => find().await?.ok_or(ApiError::not_found("project")),
+        Err(EngineError::Conflict { .. }) => find(engine, owner, path).await?.ok_or(ApiError::not_found("project")),
         Err(e) => Err(e.into()),
     }
 }

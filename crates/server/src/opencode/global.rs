@@ -38,6 +38,10 @@
 //!   miss `session.deleted`). The price: a client whose socket is completely stuck is not
 //!   dropped by the engine; it holds its cut subscriptions until its socket closes, but
 //!   no buffered frames.
+//! * A directory that is not a project yet (reading never registers one): the
+//!   connection watches for it instead. When a change names a project it does not know,
+//!   it asks whether that project is this user's project at this directory, and from then
+//!   on follows it as if it had been there at connect.
 
 use super::mapper::{Announce, Mapper};
 use super::marks::PromptMarks;
@@ -52,7 +56,7 @@ use spool_engine::{Engine, Subscription};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::sse::Decoder;
 use spool_protocol::time::now_ms;
-use spool_protocol::{Cursor, Project, SessionId, SessionStatus, StreamId, UserId};
+use spool_protocol::{Cursor, Project, ProjectId, SessionId, SessionStatus, StreamId, UserId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
@@ -103,12 +107,20 @@ enum Step {
     Forget(SessionId),
     /// This connection was cut for falling behind: end the response.
     Cut,
+    /// The directory's project, registered after connect, and the session whose change
+    /// named it.
+    Adopt(ProjectId, Option<(SessionId, Announce)>),
+    /// A project that is not this directory's.
+    Ignore,
 }
 
 pub struct GlobalStream {
     engine: Engine,
     user: UserId,
-    project: Project,
+    /// The directory's canonical path.
+    directory: String,
+    /// Its project; `None` until one is registered for the directory.
+    project: Option<ProjectId>,
     options: Options,
     /// Cancelled when the connection is dropped; feeds get children of it.
     connection: CancellationToken,
@@ -138,7 +150,8 @@ impl GlobalStream {
     pub fn new(
         engine: Engine,
         user: UserId,
-        project: Project,
+        directory: String,
+        project: Option<Project>,
         connection: CancellationToken,
         marks: PromptMarks,
         options: Options,
@@ -159,7 +172,8 @@ impl GlobalStream {
             killed: Box::pin(connection.clone().cancelled_owned()),
             engine,
             user,
-            project,
+            directory,
+            project: project.map(|p| p.id),
             options,
             connection,
             changes,
@@ -193,12 +207,13 @@ impl GlobalStream {
     }
 
     fn scope(&self, session_id: SessionId) -> Scope {
-        Scope { session_id, directory: self.project.path.clone(), default_model: self.engine.model_name() }
+        Scope { session_id, directory: self.directory.clone(), default_model: self.engine.model_name() }
     }
 
     /// Finds the sessions to follow at connect (and after missing changes).
     fn discover(&mut self) {
-        let (engine, user, project) = (self.engine.clone(), self.user.clone(), self.project.id.clone());
+        let Some(project) = self.project.clone() else { return };
+        let (engine, user) = (self.engine.clone(), self.user.clone());
         self.tasks.push(
             async move {
                 let sessions = match engine.list_sessions(&user, &project, false).await {
@@ -232,7 +247,8 @@ impl GlobalStream {
         if !self.followed.insert(session.clone()) {
             return;
         }
-        let (engine, user, project) = (self.engine.clone(), self.user.clone(), self.project.id.clone());
+        let Some(project) = self.project.clone() else { return };
+        let (engine, user) = (self.engine.clone(), self.user.clone());
         let kill = self.connection.child_token();
         let (mapper, left_at) = match self.quiet.remove(&session) {
             Some((mapper, cursor)) => (mapper, Some(cursor)),
@@ -280,22 +296,21 @@ impl GlobalStream {
     }
 
     fn on_change(&mut self, change: Change) {
+        let Some(ours) = self.project.clone() else {
+            return self.watch_for_project(change);
+        };
         match change {
-            Change::SessionCreated { session, project } if project == self.project.id => {
-                self.follow(session, Announce::Created)
-            }
-            Change::SessionChanged { session, project } if project == self.project.id => {
-                self.follow(session, Announce::Updated)
-            }
-            Change::SessionDeleted { session, project } if project == self.project.id => {
+            Change::SessionCreated { session, project } if project == ours => self.follow(session, Announce::Created),
+            Change::SessionChanged { session, project } if project == ours => self.follow(session, Announce::Updated),
+            Change::SessionDeleted { session, project } if project == ours => {
                 let known = self.feeds.iter().find(|f| f.session == session).and_then(|f| f.mapper.session());
                 let info = match known {
-                    Some(s) => session_info(s, &self.project.path),
+                    Some(s) => session_info(s, &self.directory),
                     None => SessionInfo {
                         id: session.to_string(),
                         slug: session.to_string(),
                         project_id: project.to_string(),
-                        directory: self.project.path.clone(),
+                        directory: self.directory.clone(),
                         title: String::new(),
                         version: env!("CARGO_PKG_VERSION"),
                         time: SessionTime { created: 0, updated: 0, archived: None },
@@ -306,6 +321,27 @@ impl GlobalStream {
             }
             _ => {}
         }
+    }
+
+    /// No project at this directory yet: asks whether the project a change names is
+    /// this user's project here (registered since connect).
+    fn watch_for_project(&mut self, change: Change) {
+        let (project, session) = match change {
+            Change::SessionCreated { session, project } => (project, Some((session, Announce::Created))),
+            Change::SessionChanged { session, project } => (project, Some((session, Announce::Updated))),
+            Change::ProjectChanged { project } => (project, None),
+            Change::SessionDeleted { .. } => return,
+        };
+        let (engine, user, directory) = (self.engine.clone(), self.user.clone(), self.directory.clone());
+        self.tasks.push(
+            async move {
+                match engine.project(&user, &project).await {
+                    Ok(p) if p.path == directory => Step::Adopt(project, session),
+                    _ => Step::Ignore,
+                }
+            }
+            .boxed(),
+        );
     }
 
     fn on_step(&mut self, step: Step, cx: &mut Context<'_>) {
@@ -323,6 +359,15 @@ impl GlobalStream {
                 self.followed.remove(&session);
             }
             Step::Cut => self.ended = true,
+            Step::Adopt(project, session) => {
+                let ours = self.project.get_or_insert(project.clone());
+                if let Some((session, announce)) = session
+                    && *ours == project
+                {
+                    self.follow(session, announce);
+                }
+            }
+            Step::Ignore => {}
         }
     }
 

@@ -47,6 +47,12 @@ pub struct TestOptions {
     pub max_body_bytes: usize,
     /// Models to serve instead of the scripted model alone.
     pub models: Option<ModelsOverride>,
+    /// Host names served besides loopback while auth is off (`--allowed-host`).
+    pub allowed_hosts: Vec<String>,
+    /// How long a connection may be silent before its request headers (and idle).
+    pub header_timeout: Duration,
+    /// Most open connections (`--max-connections`).
+    pub max_connections: usize,
 }
 
 /// A [`Models`] registry for [`TestOptions`] (which must be `Debug`).
@@ -68,6 +74,9 @@ impl Default for TestOptions {
             engine: EngineConfig::default(),
             max_body_bytes: server.max_body_bytes,
             models: None,
+            allowed_hosts: server.allowed_hosts,
+            header_timeout: server.header_timeout,
+            max_connections: server.max_connections,
         }
     }
 }
@@ -118,6 +127,9 @@ impl TestServer {
         let config = ServerConfig {
             heartbeat: options.heartbeat,
             max_body_bytes: options.max_body_bytes,
+            allowed_hosts: options.allowed_hosts.clone(),
+            header_timeout: options.header_timeout,
+            max_connections: options.max_connections,
             ..ServerConfig::default()
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
