@@ -129,7 +129,7 @@ mod tests {
     async fn arguments_against_the_schema_are_tool_errors_for_every_tool() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical temp dir");
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
         let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
         let registry = workspace_tools();
         let mut tried = 0;

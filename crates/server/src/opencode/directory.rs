@@ -6,7 +6,7 @@
 //! Spool's counterpart of a directory is a project, so: header, else query, else the
 //! server's working directory; resolved to its canonical path; the project registered
 //! for that path, or — the first time a directory is used — a new project registered
-//! for it, provided the directory exists. Routes that name a session by id do not need
+//! for it, provided the directory exists and lies under the user's project roots. Routes that name a session by id do not need
 //! this: the session knows its project.
 
 use crate::error::ApiError;
@@ -81,10 +81,13 @@ pub async fn resolve(engine: &Engine, owner: &UserId, raw: Option<String>) -> Re
         None => std::env::current_dir()
             .map_err(|e| ApiError::bad_request("invalid_directory", format!("no working directory: {e}")))?,
     };
-    let canonical =
-        tokio::fs::canonicalize(&path).await.ok().and_then(|p| p.to_str().map(str::to_owned)).ok_or_else(|| {
-            ApiError::bad_request("invalid_directory", format!("{} is not an existing directory", path.display()))
-        })?;
+    // The engine decides where a project may be (project roots, never the data
+    // directory) without telling whether a path outside the roots exists.
+    let raw = path.to_str().ok_or_else(|| ApiError::bad_request("invalid_directory", "the directory is not UTF-8"))?;
+    let canonical = engine.project_dir(owner, raw).await.map_err(|e| match e {
+        EngineError::Invalid { message, .. } => ApiError::bad_request("invalid_directory", message),
+        other => other.into(),
+    })?;
     let find =
         || async { Ok::<_, ApiError>(engine.list_projects(owner).await?.into_iter().find(|p| p.path == canonical)) };
     if let Some(project) = find().await? {
