@@ -106,7 +106,7 @@ impl Fence {
             Some(roots) => walk(&roots, requested),
         };
         let (Place::Found(at) | Place::Missing(at)) = &place else {
-            return Err(outside(requested));
+            return Err(outside());
         };
         self.check_data_dir(at, requested)?;
         match place {
@@ -151,11 +151,12 @@ impl Fence {
     }
 }
 
-/// The one answer for every path outside the roots, existing or not.
-fn outside(requested: &str) -> EngineError {
+/// The one answer for every path outside the roots, existing or not: it does not even
+/// repeat the path, so two answers can be compared byte for byte.
+fn outside() -> EngineError {
     EngineError::Forbidden {
         code: "outside_roots",
-        message: format!("{requested:?} is outside your project roots; projects may only be registered under them"),
+        message: "the path is outside your project roots; projects may only be registered under them".into(),
     }
 }
 
@@ -266,7 +267,7 @@ mod tests {
         let s = |p: &Path| p.to_str().expect("utf-8").to_owned();
         let answer = |p: String| code(f.place_project(&user, true, &p));
 
-        let outside = |p: &str| format!("outside_roots {p:?} is outside your project roots; projects may only be registered under them");
+        let outside = "outside_roots the path is outside your project roots; projects may only be registered under them";
         for p in [
             s(&other.join("there")),
             s(&other.join("missing")),
@@ -279,7 +280,7 @@ mod tests {
             "/".to_owned(),
             "/etc".to_owned(),
         ] {
-            assert_eq!(answer(p.clone()), outside(&p), "{p}");
+            assert_eq!(answer(p.clone()), outside, "{p}");
         }
         assert_eq!(answer(s(&ws.join("a"))), format!("ok {}", ws.join("a").display()));
         assert_eq!(answer(s(&ws.join("link/../a"))), format!("ok {}", ws.join("a").display()));
