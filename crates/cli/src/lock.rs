@@ -84,9 +84,8 @@ impl DataDirLock {
 /// "pid 123, listening on http://…" from the lock file's text; "pid unknown" when the
 /// holder has not written it yet.
 fn describe(text: &str) -> String {
-    let field = |name: &str| {
-        text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).map(str::trim))
-    };
+    let field =
+        |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).map(str::trim));
     let pid = field("pid").filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     let mut out = format!("pid {}", pid.unwrap_or("unknown"));
     if let Some(addr) = field("addr").filter(|a| a.len() < 200 && a.bytes().all(|b| b.is_ascii_graphic())) {
@@ -105,10 +104,7 @@ mod tests {
         let mut first = DataDirLock::acquire(dir.path()).expect("first lock");
         first.record(Some("http://127.0.0.1:9")).expect("record");
         let err = DataDirLock::acquire(dir.path()).err().expect("second lock refused").to_string();
-        assert!(
-            err.contains(&format!("pid {}, listening on http://127.0.0.1:9", std::process::id())),
-            "{err}"
-        );
+        assert!(err.contains(&format!("pid {}, listening on http://127.0.0.1:9", std::process::id())), "{err}");
         drop(first);
         DataDirLock::acquire(dir.path()).expect("free again once dropped");
     }

@@ -205,7 +205,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     engine_config.lease_ttl = Duration::from_secs(args.lease_secs);
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
-    engine_config.workspace_roots.global = args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();
+    engine_config.workspace_roots.global =
+        args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();
     engine_config.workspace_roots.per_user =
         file.users.iter().map(|(name, user)| (name.clone(), user.roots.clone())).collect();
     engine_config.data_dir = Some(data_dir.to_path_buf());

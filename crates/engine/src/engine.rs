@@ -381,8 +381,7 @@ impl Engine {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
         }
         let pending = store.all_pending_approvals().await?;
-        let fence =
-            crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
+        let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
         let engine = Engine {
             inner: Arc::new(Inner {
                 store,

@@ -100,7 +100,9 @@ impl Fence {
         let place = match self.roots_for(user, auth_on) {
             None => match Path::new(requested).canonicalize() {
                 Ok(canonical) => Place::Found(canonical),
-                Err(e) => return Err(EngineError::invalid("invalid_path", format!("cannot resolve {requested:?}: {e}"))),
+                Err(e) => {
+                    return Err(EngineError::invalid("invalid_path", format!("cannot resolve {requested:?}: {e}")));
+                }
             },
             Some(roots) if roots.is_empty() => return Err(no_roots()),
             Some(roots) => walk(&roots, requested),
@@ -172,11 +174,14 @@ fn no_roots() -> EngineError {
 
 fn resolve_root(root: &Path) -> Result<Root> {
     let written = lexical(root);
-    let canonical = written.canonicalize().map_err(|e| {
-        EngineError::invalid("invalid_root", format!("project root {}: {e}", root.display()))
-    })?;
+    let canonical = written
+        .canonicalize()
+        .map_err(|e| EngineError::invalid("invalid_root", format!("project root {}: {e}", root.display())))?;
     if !canonical.is_dir() {
-        return Err(EngineError::invalid("invalid_root", format!("project root {} is not a directory", root.display())));
+        return Err(EngineError::invalid(
+            "invalid_root",
+            format!("project root {} is not a directory", root.display()),
+        ));
     }
     Ok(Root { written, canonical })
 }
@@ -267,7 +272,8 @@ mod tests {
         let s = |p: &Path| p.to_str().expect("utf-8").to_owned();
         let answer = |p: String| code(f.place_project(&user, true, &p));
 
-        let outside = "outside_roots the path is outside your project roots; projects may only be registered under them";
+        let outside =
+            "outside_roots the path is outside your project roots; projects may only be registered under them";
         for p in [
             s(&other.join("there")),
             s(&other.join("missing")),
@@ -304,7 +310,9 @@ mod tests {
                 let answer = code(f.place_project(&user, false, p.to_str().expect("utf-8")));
                 assert!(answer.starts_with("data_dir "), "{p:?}: {answer}");
             }
-            assert!(code(f.place_project(&user, false, base.join("sibling").to_str().expect("utf-8"))).starts_with("ok"));
+            assert!(
+                code(f.place_project(&user, false, base.join("sibling").to_str().expect("utf-8"))).starts_with("ok")
+            );
             assert_eq!(f.check_existing(&user, false, &base).expect_err("holds data").code(), "data_dir");
         }
         // Inside a root, a missing path in the data directory is refused like an existing one.

@@ -109,7 +109,8 @@ async fn per_user_roots_admit_only_their_user() {
     let alices = tempfile::tempdir().expect("temp dir");
     let mut engine = EngineConfig::default();
     engine.workspace_roots.per_user.insert("alice".into(), vec![alices.path().to_path_buf()]);
-    let server = TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let server =
+        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
     let (_, alice) = server.engine.create_token("alice").await.expect("token");
     let (_, bob) = server.engine.create_token("bob").await.expect("token");
     let (status, body) = register(&server, Some(&alice), text(alices.path())).await;
@@ -132,7 +133,11 @@ async fn with_auth_off_any_directory_goes_but_never_the_data_directory() {
     let via_dots = format!("{}/../data", text(&server.project_dir()));
     for path in ["/", text(server.dir()), text(&data), text(&data.join("inner")), &via_dots] {
         let (status, body) = register(&server, None, path).await;
-        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("data_dir")), "{path}: {body}");
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (StatusCode::FORBIDDEN, Some("data_dir")),
+            "{path}: {body}"
+        );
     }
     // Nor through the OpenCode dialect.
     let request = server

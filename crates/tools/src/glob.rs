@@ -99,7 +99,10 @@ impl Tool for Glob {
 fn glob(
     root: &Path,
     data_dir: Option<&Path>,
-    pattern: &str, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
+    pattern: &str,
+    requested: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     let matcher = compile(pattern)?;
     let root = path::resolve(root, ".")?;
     let dir = path::resolve_in(&root, data_dir, requested)?;

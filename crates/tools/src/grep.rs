@@ -121,7 +121,12 @@ impl Tool for Grep {
     }
 }
 
-fn grep(root: &Path, data_dir: Option<&Path>, args: &GrepArgs, cancel: &CancellationToken) -> Result<String, ToolError> {
+fn grep(
+    root: &Path,
+    data_dir: Option<&Path>,
+    args: &GrepArgs,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     if args.pattern.is_empty() {
         return Err(ToolError::BadArguments { tool: NAME, reason: "pattern must not be empty".to_owned() });
     }

@@ -77,7 +77,12 @@ impl Tool for List {
     }
 }
 
-fn list(root: &Path, data_dir: Option<&Path>, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
+fn list(
+    root: &Path,
+    data_dir: Option<&Path>,
+    requested: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     let dir = path::resolve_in(root, data_dir, requested)?;
     if !fs::metadata(&dir).map_err(ToolError::io(requested))?.is_dir() {
         return Err(ToolError::NotDirectory(requested.to_owned()));

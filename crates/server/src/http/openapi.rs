@@ -226,7 +226,9 @@ const BAD_QUERY: &str = "A query value the server cannot read (`invalid_query`)"
 const BAD_BODY: &str = "A body that is not valid JSON or has wrong fields (`malformed_json`, `invalid_body`), \
     or a value the server refuses";
 const UNAUTHORIZED: &str = "No valid token on a server that requires one (`unauthorized`, `invalid_token`)";
-const FORBIDDEN: &str = "A cookie-authenticated change from another origin (`bad_origin`)";
+const FORBIDDEN: &str = "A cookie-authenticated change from another origin (`bad_origin`); a project directory \
+    outside the user's project roots (`outside_roots`, the same answer whether or not the path exists) or holding or \
+    inside Spool's data directory (`data_dir`), on registration or on a prompt in such a project";
 const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
 const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
 const GONE: &str = "The approval expired (`approval_expired`)";
