@@ -20,7 +20,13 @@
 //! tool = "bash"
 //! pattern = "git *"            # optional, on the tool's main argument; default "*"
 //! action = "allow"             # allow | ask | deny
+//!
+//! [users.alice]                # per-user settings, by the name tokens were made for
+//! roots = ["/home/alice/src"]  # where alice may register projects, besides --workspace-root
 //! ```
+//!
+//! A relative root is taken from the config file's directory, not from wherever the
+//! server happens to be started.
 //!
 //! Rules are appended after the built-in defaults (reading allowed; write, edit and
 //! bash ask), and the last matching rule wins, so the file can loosen or tighten any
@@ -31,7 +37,7 @@ use serde::Deserialize;
 use spool_engine::{ApprovalPolicy, Price};
 use spool_protocol::PermissionRule;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +57,18 @@ pub struct FileConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
+    /// Per-user settings by user name.
+    #[serde(default)]
+    pub users: BTreeMap<String, UserConfig>,
+}
+
+/// One user's settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// Directories this user may register projects under, besides the global roots.
+    #[serde(default)]
+    pub roots: Vec<PathBuf>,
 }
 
 impl FileConfig {
@@ -63,7 +81,15 @@ impl FileConfig {
         };
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("parsing the config file {}", path.display()))
+        let mut config: FileConfig =
+            toml::from_str(&text).with_context(|| format!("parsing the config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for user in config.users.values_mut() {
+            for root in &mut user.roots {
+                *root = base.join(&*root);
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -90,5 +116,15 @@ mod tests {
         assert_eq!(c.env["OLLAMA_BASE_URL"], "http://127.0.0.1:1/v1");
         assert!(toml::from_str::<FileConfig>("[[permision]]\ntool = \"x\"\naction = \"allow\"\n").is_err());
         assert!(toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"maybe\"\n").is_err());
+    }
+
+    #[test]
+    fn user_roots_parse_relative_to_the_file_and_typos_are_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[users.alice]\nroots = [\"/srv/a\", \"work\"]\n").expect("write");
+        let c = FileConfig::load(Some(&file), Path::new("/nonexistent")).expect("valid config");
+        assert_eq!(c.users["alice"].roots, [PathBuf::from("/srv/a"), dir.path().join("work")]);
+        assert!(toml::from_str::<FileConfig>("[users.alice]\nroot = [\"/srv\"]\n").is_err());
     }
 }

@@ -5,6 +5,10 @@
 //! The choice is made once, here, from the URL's scheme; everything after it sees only
 //! `Arc<dyn Store>`. The enum stays concrete (rather than a bare trait object) because
 //! closing the pool at shutdown is backend-specific.
+//!
+//! The data directory holds the database and the config file with provider keys, so
+//! it is created `0700`, and an existing one that others may read is tightened to that
+//! on every open (the store creates `spool.db` and its `-wal`/`-shm` files `0600`).
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -64,11 +68,34 @@ impl StoreArgs {
             let store = PgStore::connect(url).await.context("opening the PostgreSQL database (--database-url)")?;
             return Ok(Database::Postgres(store));
         }
-        std::fs::create_dir_all(&self.data_dir)
-            .with_context(|| format!("creating the data directory {}", self.data_dir.display()))?;
+        self.create_data_dir()?;
         let path = self.sqlite_path();
         let store = SqliteStore::open(&path).await.with_context(|| format!("opening {}", path.display()))?;
         Ok(Database::Sqlite(store))
+    }
+
+    /// Whether the records live in SQLite in the data directory (no --database-url).
+    pub fn uses_sqlite(&self) -> anyhow::Result<bool> {
+        Ok(self.postgres_url()?.is_none())
+    }
+
+    /// Creates the data directory `0700` if it is missing, and takes group and other
+    /// permissions away from an existing one.
+    pub fn create_data_dir(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let dir = &self.data_dir;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the data directory {}", dir.display()))?;
+        let mode = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))
+                .with_context(|| format!("making the data directory {} private (0700)", dir.display()))?;
+            tracing::info!(data_dir = %dir.display(), "made the data directory private (0700)");
+        }
+        Ok(())
     }
 
     /// Whether auth is configured: the store holds an active token. A SQLite store that

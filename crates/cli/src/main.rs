@@ -22,6 +22,7 @@ use tracing_subscriber::EnvFilter;
 mod cluster;
 mod config;
 mod database;
+mod lock;
 
 use database::StoreArgs;
 
@@ -120,6 +121,12 @@ struct ServeArgs {
     #[arg(long, env = "SPOOL_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_connections: u64,
+    /// A directory under which projects may be registered (repeatable; the variable
+    /// takes a ':'-separated list). With tokens, projects may only be registered under
+    /// these and the user's own `[users.NAME] roots`; with auth off, any directory is
+    /// allowed until a root is configured.
+    #[arg(long = "workspace-root", env = "SPOOL_WORKSPACE_ROOTS", value_name = "DIR", value_delimiter = ':')]
+    workspace_roots: Vec<PathBuf>,
 }
 
 #[tokio::main]
@@ -164,6 +171,15 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = resolve_addr(&args.addr).await?;
+    // One server per SQLite data directory, locked before the store is opened (the
+    // public-bind check below may open it). A data directory that does not exist yet
+    // holds no store to protect, and a refused start must not create it.
+    let sqlite = args.store.uses_sqlite()?;
+    let data_dir = args.store.data_dir();
+    let mut data_lock = match sqlite && data_dir.is_dir() {
+        true => Some(lock::DataDirLock::acquire(data_dir)?),
+        false => None,
+    };
     if !addr.ip().is_loopback() && !args.store.tokens_exist().await? {
         bail!(
             "refusing to listen on {addr} (from --addr {:?}): auth is required for non-loopback addresses \
@@ -176,6 +192,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     // Checked before the store is opened (and perhaps migrated): a typo costs nothing.
     let redis_url = cluster::redis_url(args.redis_url.as_deref())?;
+    if sqlite && data_lock.is_none() {
+        args.store.create_data_dir()?;
+        data_lock = Some(lock::DataDirLock::acquire(data_dir)?);
+    }
     let database = args.store.open().await?;
     let store = database.shared();
     let file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
@@ -195,6 +215,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     engine_config.lease_ttl = Duration::from_secs(args.lease_secs);
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
+    engine_config.workspace_roots.global =
+        args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();
+    engine_config.workspace_roots.per_user =
+        file.users.iter().map(|(name, user)| (name.clone(), user.roots.clone())).collect();
+    engine_config.data_dir = Some(data_dir.to_path_buf());
     // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
     engine_config.shared_store = matches!(database, database::Database::Postgres(_));
     engine_config.node_id = match (&args.node_id, engine_config.shared_store) {
@@ -219,6 +244,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
+    if let Some(data_lock) = &mut data_lock {
+        data_lock.record(Some(&format!("http://{bound}")))?;
+    }
     tracing::info!(
         store = database.kind(),
         data_dir = %args.store.data_dir().display(),
@@ -261,6 +289,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(stopped, "stopped the runs still executing");
     }
     database.close().await;
+    drop(data_lock);
     tracing::info!("stopped");
     Ok(())
 }

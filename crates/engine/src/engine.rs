@@ -55,6 +55,10 @@ pub struct EngineConfig {
     /// Whether other nodes share the store. Then a start does not fail the store's
     /// `running` runs (other nodes may be running them); expired leases do that.
     pub shared_store: bool,
+    /// Where users may register projects (see [`crate::roots`]).
+    pub workspace_roots: crate::roots::WorkspaceRoots,
+    /// Spool's data directory: never a project, never a tool's path.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -74,6 +78,8 @@ impl Default for EngineConfig {
             node_id: crate::leases::LOCAL_NODE.to_owned(),
             lease_ttl: std::time::Duration::from_secs(15),
             shared_store: false,
+            workspace_roots: crate::roots::WorkspaceRoots::default(),
+            data_dir: None,
         }
     }
 }
@@ -138,6 +144,8 @@ pub(crate) struct Inner {
     pub frames: Option<Arc<dyn crate::FrameBus>>,
     /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
     pub sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    /// The project roots and the data directory, resolved at start.
+    pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
     streams: Arc<Mutex<HashMap<UserId, usize>>>,
     pub auth: crate::auth::AuthState,
@@ -376,6 +384,7 @@ impl Engine {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
         }
         let pending = store.all_pending_approvals().await?;
+        let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
         let engine = Engine {
             inner: Arc::new(Inner {
                 store,
@@ -390,6 +399,7 @@ impl Engine {
                 remote: cluster.map(crate::remote::Remote::new),
                 frames,
                 sessions: Mutex::new(HashMap::new()),
+                fence,
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth: crate::auth::AuthState::default(),
             }),
@@ -455,23 +465,28 @@ impl Engine {
 
     // ---- projects -------------------------------------------------------------------
 
-    pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+    /// The canonical directory `path` names, if `owner` may have a project there: under
+    /// their project roots (403 `outside_roots`, the same for existing and missing
+    /// paths) and clear of the data directory (403 `data_dir`); see [`crate::roots`].
+    pub async fn project_dir(&self, owner: &UserId, path: &str) -> Result<String> {
         if path.trim().is_empty() || path.len() > MAX_PATH {
             return Err(EngineError::invalid("invalid_path", format!("path must be 1 to {MAX_PATH} bytes")));
         }
-        let canonical = tokio::fs::canonicalize(path)
-            .await
-            .map_err(|e| EngineError::invalid("invalid_path", format!("cannot resolve path {path:?}: {e}")))?;
-        let meta = tokio::fs::metadata(&canonical)
-            .await
-            .map_err(|e| EngineError::invalid("invalid_path", format!("cannot read {path:?}: {e}")))?;
-        if !meta.is_dir() {
-            return Err(EngineError::invalid("invalid_path", format!("{path:?} is not a directory")));
-        }
-        let canonical = canonical
+        let auth_on = self.auth_required().await?;
+        let engine = self.clone();
+        let (user, requested) = (owner.clone(), path.to_owned());
+        let canonical =
+            tokio::task::spawn_blocking(move || engine.inner.fence.place_project(&user, auth_on, &requested))
+                .await
+                .map_err(|e| EngineError::invalid("invalid_path", format!("resolving the path failed: {e}")))??;
+        Ok(canonical
             .to_str()
             .ok_or_else(|| EngineError::invalid("invalid_path", "the path is not valid UTF-8"))?
-            .to_owned();
+            .to_owned())
+    }
+
+    pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+        let canonical = self.project_dir(owner, path).await?;
         let name = match name {
             Some(n) => check_name(&n, "name")?,
             None => std::path::Path::new(&canonical)
@@ -903,6 +918,9 @@ impl Engine {
             ));
         }
         let loaded = self.load(owner, id).await?;
+        // A project registered before the roots (or the data directory rule) existed
+        // keeps its history, but runs no tools there.
+        self.inner.fence.check_existing(owner, self.auth_required().await?, &loaded.root)?;
         let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id
             && let Some(run) = self.store().find_run_by_request(id, request_id).await?

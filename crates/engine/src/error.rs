@@ -23,6 +23,9 @@ pub enum EngineError {
     /// The session already has an active run.
     #[error("the session already has an active run ({0}); abort it or wait for it to settle")]
     SessionBusy(String),
+    /// The user may not do this to this thing (a project outside their roots).
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
     /// The request conflicts with existing state.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
@@ -46,6 +49,7 @@ impl EngineError {
             EngineError::Invalid { code, .. }
             | EngineError::TooLarge { code, .. }
             | EngineError::Conflict { code, .. }
+            | EngineError::Forbidden { code, .. }
             | EngineError::Gone { code, .. }
             | EngineError::TooMany { code, .. }
             | EngineError::Unavailable { code, .. } => code,

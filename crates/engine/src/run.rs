@@ -689,7 +689,11 @@ impl RunTask {
             (_, Err(reason)) => ToolOutput::error(reason),
             (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
             (Some(tool), Ok(args)) => {
-                let ctx = ToolContext { root: self.loaded.root.clone(), cancel: cancel.clone() };
+                let ctx = ToolContext {
+                    root: self.loaded.root.clone(),
+                    cancel: cancel.clone(),
+                    data_dir: self.engine.inner.fence.data_dir().map(Into::into),
+                };
                 tokio::select! {
                     biased;
                     _ = cancel.cancelled() => {

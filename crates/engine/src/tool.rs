@@ -18,6 +18,10 @@ pub struct ToolContext {
     pub root: PathBuf,
     /// Cancelled when the run is aborted; long tools must stop promptly.
     pub cancel: CancellationToken,
+    /// Spool's data directory, canonical: no tool path may resolve into it and no walk
+    /// descends into it, even if it lies under `root` (a project registered before
+    /// that was refused).
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -60,6 +60,7 @@ impl ApiError {
                     EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                     EngineError::SessionBusy(_) | EngineError::Conflict { .. } => StatusCode::CONFLICT,
                     EngineError::Gone { .. } => StatusCode::GONE,
+                    EngineError::Forbidden { .. } => StatusCode::FORBIDDEN,
                     EngineError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
                     EngineError::Unavailable { .. } => {
                         tracing::warn!(error = %e, "a dependency is unavailable");

@@ -329,7 +329,7 @@ mod tests {
     }
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {

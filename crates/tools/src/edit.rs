@@ -94,14 +94,14 @@ impl Tool for Edit {
         if let Some(reason) = reason {
             return ToolError::BadArguments { tool: NAME, reason: reason.to_owned() }.into();
         }
-        let root = ctx.root.clone();
-        run_blocking(move || edit(&root, &args)).await
+        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
+        run_blocking(move || edit(&root, data_dir.as_deref(), &args)).await
     }
 }
 
-fn edit(root: &Path, args: &EditArgs) -> Result<String, ToolError> {
+fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<String, ToolError> {
     let requested = args.path.as_str();
-    let file = path::resolve(root, requested)?;
+    let file = path::resolve_in(root, data_dir, requested)?;
     let meta = fs::metadata(&file).map_err(ToolError::io(requested))?;
     if meta.is_dir() {
         return Err(ToolError::IsDirectory(requested.to_owned()));
@@ -156,7 +156,7 @@ mod tests {
     }
 
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
         Edit.call(args, &ctx).await
     }
 

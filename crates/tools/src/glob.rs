@@ -91,20 +91,27 @@ impl Tool for Glob {
         };
         let requested = args.path.unwrap_or_else(|| ".".to_owned());
         let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        run_blocking(move || glob(&root, &args.pattern, &requested, &cancel)).await
+        let data_dir = ctx.data_dir.clone();
+        run_blocking(move || glob(&root, data_dir.as_deref(), &args.pattern, &requested, &cancel)).await
     }
 }
 
-fn glob(root: &Path, pattern: &str, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
+fn glob(
+    root: &Path,
+    data_dir: Option<&Path>,
+    pattern: &str,
+    requested: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     let matcher = compile(pattern)?;
     let root = path::resolve(root, ".")?;
-    let dir = path::resolve(&root, requested)?;
+    let dir = path::resolve_in(&root, data_dir, requested)?;
     if !fs::metadata(&dir).map_err(ToolError::io(requested))?.is_dir() {
         return Err(ToolError::NotDirectory(requested.to_owned()));
     }
 
     let mut found: Vec<(Option<SystemTime>, String)> = Vec::new();
-    walk::files(&root, &dir, cancel, |file| {
+    walk::files(&root, &dir, data_dir, cancel, |file| {
         let relative = file.path.strip_prefix(&dir).expect("the walk stays under the directory it starts from");
         if matcher.is_match(relative) {
             found.push((file.meta.modified().ok(), walk::display_relative(&file.path, &root)));
@@ -158,7 +165,7 @@ mod tests {
     use std::time::Duration;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

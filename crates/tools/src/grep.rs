@@ -116,11 +116,17 @@ impl Tool for Grep {
             Err(err) => return err.into(),
         };
         let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        run_blocking(move || grep(&root, &args, &cancel)).await
+        let data_dir = ctx.data_dir.clone();
+        run_blocking(move || grep(&root, data_dir.as_deref(), &args, &cancel)).await
     }
 }
 
-fn grep(root: &Path, args: &GrepArgs, cancel: &CancellationToken) -> Result<String, ToolError> {
+fn grep(
+    root: &Path,
+    data_dir: Option<&Path>,
+    args: &GrepArgs,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     if args.pattern.is_empty() {
         return Err(ToolError::BadArguments { tool: NAME, reason: "pattern must not be empty".to_owned() });
     }
@@ -133,12 +139,12 @@ fn grep(root: &Path, args: &GrepArgs, cancel: &CancellationToken) -> Result<Stri
 
     let requested = args.path.as_deref().unwrap_or(".");
     let root = path::resolve(root, ".")?;
-    let start = path::resolve(&root, requested)?;
+    let start = path::resolve_in(&root, data_dir, requested)?;
     let meta = fs::metadata(&start).map_err(ToolError::io(requested))?;
 
     let mut out = Output::default();
     if meta.is_dir() {
-        walk::files(&root, &start, cancel, |file| {
+        walk::files(&root, &start, data_dir, cancel, |file| {
             if include.as_ref().is_some_and(|include| !include.matches(&file.path, &start)) {
                 return Ok(ControlFlow::Continue(()));
             }
@@ -314,7 +320,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

@@ -71,7 +71,7 @@ pub(crate) fn bytes(n: u64) -> String {
 mod tests {
     use super::*;
     use serde_json::{Value, json};
-    use spool_engine::ToolContext;
+    use spool_engine::{ToolContext, ToolOutput};
     use tokio_util::sync::CancellationToken;
 
     #[test]
@@ -121,6 +121,52 @@ mod tests {
         }
     }
 
+    /// Spool's data directory inside the project (a project registered before that was
+    /// refused): no tool opens, lists, finds or changes anything in it, however the path
+    /// is spelled, and the walks of `grep` and `glob` do not enter it.
+    #[tokio::test]
+    async fn no_tool_reaches_the_data_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        let data = root.join(".spool");
+        std::fs::create_dir_all(root.join("src")).expect("mkdir");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        std::fs::write(root.join("src/a.txt"), "needle\n").expect("write");
+        std::fs::write(data.join("config.toml"), "needle = \"sk-secret\"\n").expect("write");
+        std::os::unix::fs::symlink(&data, root.join("lnk")).expect("symlink");
+        std::os::unix::fs::symlink(data.join("config.toml"), root.join("flink")).expect("symlink");
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: Some(data.clone()) };
+        let registry = workspace_tools();
+        let call = |name: &str, args: Value| {
+            let (tool, ctx) = (registry.get(name).expect("tool"), ctx.clone());
+            async move { tool.call(args, &ctx).await }
+        };
+
+        assert_eq!(call("grep", json!({"pattern": "needle"})).await, ToolOutput::ok("src/a.txt:1: needle"));
+        assert_eq!(call("grep", json!({"pattern": "needle", "path": "src/.."})).await.text, "src/a.txt:1: needle");
+        let found = call("glob", json!({"pattern": "**/*"})).await;
+        assert!(!found.text.contains("config.toml"), "{found:?}");
+        for path in [".spool/config.toml", "lnk/config.toml", "src/../.spool/config.toml", ".spool/missing", "flink"] {
+            let out = call("read", json!({"path": path})).await;
+            let refused = format!("path {path:?} is inside Spool's data directory, which tools never touch");
+            assert_eq!(out, ToolOutput::error(refused), "read {path}");
+        }
+        for (name, args) in [
+            ("list", json!({"path": ".spool"})),
+            ("list", json!({"path": "lnk"})),
+            ("grep", json!({"pattern": "needle", "path": ".spool"})),
+            ("glob", json!({"pattern": "*", "path": "lnk"})),
+            ("write", json!({"path": ".spool/new.txt", "content": "x"})),
+            ("write", json!({"path": "lnk/config.toml", "content": "x"})),
+            ("edit", json!({"path": "flink", "oldString": "sk", "newString": "xx"})),
+        ] {
+            let out = call(name, args.clone()).await;
+            assert!(out.is_error && out.text.contains("Spool's data directory"), "{name} {args}: {out:?}");
+        }
+        assert_eq!(std::fs::read_to_string(data.join("config.toml")).expect("read"), "needle = \"sk-secret\"\n");
+        assert!(!data.join("new.txt").exists());
+    }
+
     /// Every tool, driven from its own published schema: each argument given a value of
     /// the wrong type, each required argument left out, and an argument the schema does
     /// not know. Each must come back as a tool error the model can read, naming the
@@ -129,7 +175,7 @@ mod tests {
     async fn arguments_against_the_schema_are_tool_errors_for_every_tool() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical temp dir");
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
         let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
         let registry = workspace_tools();
         let mut tried = 0;

@@ -72,12 +72,18 @@ impl Tool for List {
         };
         let requested = args.path.unwrap_or_else(|| ".".to_owned());
         let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        run_blocking(move || list(&root, &requested, &cancel)).await
+        let data_dir = ctx.data_dir.clone();
+        run_blocking(move || list(&root, data_dir.as_deref(), &requested, &cancel)).await
     }
 }
 
-fn list(root: &Path, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
-    let dir = path::resolve(root, requested)?;
+fn list(
+    root: &Path,
+    data_dir: Option<&Path>,
+    requested: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
+    let dir = path::resolve_in(root, data_dir, requested)?;
     if !fs::metadata(&dir).map_err(ToolError::io(requested))?.is_dir() {
         return Err(ToolError::NotDirectory(requested.to_owned()));
     }
@@ -132,7 +138,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

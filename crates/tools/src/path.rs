@@ -13,6 +13,11 @@
 //! names below it. `..` in that missing rest is worked out by hand (the OS cannot, as the
 //! directories are not there yet) and the result checked again from the start.
 //!
+//! Spool's data directory (its database and the config file with provider keys) is out
+//! of bounds even when it lies under the root: a path that resolves into it is refused
+//! like one outside, without opening anything there. The engine refuses such projects
+//! anyway; this keeps a project registered before that rule from reaching it.
+//!
 //! The check and the later open are two steps, so a process swapping a directory for a
 //! symlink in between could still win the race; closing that needs `openat2` with
 //! `RESOLVE_BENEATH`, which is Linux-only. The tools guard against the model's
@@ -33,15 +38,33 @@ pub enum PathError {
     Root(io::Error),
     #[error("path {0:?} goes through a symbolic link whose target does not exist")]
     BrokenLink(String),
+    #[error("path {0:?} is inside Spool's data directory, which tools never touch")]
+    DataDir(String),
 }
 
 /// The canonical path of `requested` if it lies under `root`.
 ///
 /// Blocking: call it from `spawn_blocking`.
 pub fn resolve(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    resolve_in(root, None, requested)
+}
+
+/// Like [`resolve`], and refused when it lands in `data_dir` (canonical).
+pub fn resolve_in(root: &Path, data_dir: Option<&Path>, requested: &str) -> Result<PathBuf, PathError> {
     let root = canonical_root(root)?;
     // `join` with an absolute path yields that path, which is then checked like any other.
-    check(&root, &root.join(requested), requested)
+    let candidate = root.join(requested);
+    let found = check(&root, &candidate, requested);
+    let Some(data_dir) = data_dir else { return found };
+    let lands = match &found {
+        Ok(path) => path.starts_with(data_dir),
+        // "No such file" is said only under the root: not about the data directory either.
+        Err(PathError::NotFound(_) | PathError::Inaccessible { .. }) => {
+            nearest_existing(&candidate).is_some_and(|(_, ancestor)| ancestor.starts_with(data_dir))
+        }
+        Err(_) => false,
+    };
+    if lands { Err(PathError::DataDir(requested.to_owned())) } else { found }
 }
 
 /// Where a tool may create or replace `requested`: its canonical path if it exists,
@@ -51,8 +74,16 @@ pub fn resolve(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
 ///
 /// Blocking: call it from `spawn_blocking`.
 pub fn resolve_for_write(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
+    resolve_for_write_in(root, None, requested)
+}
+
+/// Like [`resolve_for_write`], and refused when the target is in `data_dir` (canonical).
+pub fn resolve_for_write_in(root: &Path, data_dir: Option<&Path>, requested: &str) -> Result<PathBuf, PathError> {
     let root = canonical_root(root)?;
-    write_target(&root, &root.join(requested), requested)
+    match write_target(&root, &root.join(requested), requested) {
+        Ok(target) if data_dir.is_some_and(|d| target.starts_with(d)) => Err(PathError::DataDir(requested.to_owned())),
+        done => done,
+    }
 }
 
 fn canonical_root(root: &Path) -> Result<PathBuf, PathError> {

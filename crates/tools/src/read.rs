@@ -104,19 +104,21 @@ impl Tool for Read {
             }
         }
         let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        run_blocking(move || read(&root, &args.path, offset, limit, &cancel)).await
+        let data_dir = ctx.data_dir.clone();
+        run_blocking(move || read(&root, data_dir.as_deref(), &args.path, offset, limit, &cancel)).await
     }
 }
 
 fn read(
     root: &Path,
+    data_dir: Option<&Path>,
     requested: &str,
     offset: u64,
     limit: u64,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
     let io_err = || ToolError::io(requested);
-    let file_path = path::resolve(root, requested)?;
+    let file_path = path::resolve_in(root, data_dir, requested)?;
     let meta = fs::metadata(&file_path).map_err(io_err())?;
     if meta.is_dir() {
         return Err(ToolError::IsDirectory(requested.to_owned()));
@@ -208,7 +210,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

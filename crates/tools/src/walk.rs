@@ -13,7 +13,10 @@
 //! Symbolic links are never followed into directories, so a walk cannot leave the root
 //! or loop. A link to a file counts when its target is a regular file inside the root;
 //! one pointing elsewhere is skipped, so nothing beyond the root is named or read.
-//! Entries the walker cannot read (a directory without permission) are skipped.
+//! Entries the walker cannot read (a directory without permission) are skipped, and
+//! so is Spool's data directory when it lies under the walk: a search over the project
+//! must never open the live database (reading it from inside the server drops SQLite's
+//! locks) or the config file with provider keys.
 
 use crate::error::ToolError;
 use ignore::WalkBuilder;
@@ -31,20 +34,28 @@ pub(crate) struct Found {
 }
 
 /// Calls `visit` with every file under `dir` (canonical, inside the canonical `root`),
-/// in path order, until it breaks. Checks `cancel` before each entry.
+/// in path order, until it breaks, never entering `data_dir` (canonical). Checks
+/// `cancel` before each entry.
 pub(crate) fn files(
     root: &Path,
     dir: &Path,
+    data_dir: Option<&Path>,
     cancel: &CancellationToken,
     mut visit: impl FnMut(Found) -> Result<ControlFlow<()>, ToolError>,
 ) -> Result<(), ToolError> {
+    let skip = data_dir.map(Path::to_path_buf);
     let walk = WalkBuilder::new(dir)
         .hidden(false)
         .parents(true)
         .require_git(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|entry| !(entry.file_name() == ".git" && entry.file_type().is_some_and(|t| t.is_dir())))
+        .filter_entry(move |entry| {
+            let git = entry.file_name() == ".git" && entry.file_type().is_some_and(|t| t.is_dir());
+            // The walk starts at a canonical directory and never follows a directory
+            // link, so an entry's path is canonical up to its own name.
+            !git && !skip.as_ref().is_some_and(|d| entry.path().starts_with(d))
+        })
         .build();
     for entry in walk {
         if cancel.is_cancelled() {
@@ -55,7 +66,7 @@ pub(crate) fn files(
         let meta = if file_type.is_file() {
             entry.metadata().ok()
         } else if file_type.is_symlink() {
-            linked_file(root, entry.path())
+            linked_file(root, data_dir, entry.path())
         } else {
             None
         };
@@ -68,9 +79,9 @@ pub(crate) fn files(
 }
 
 /// The metadata of the regular file `link` points to, if that file lies inside `root`.
-fn linked_file(root: &Path, link: &Path) -> Option<fs::Metadata> {
+fn linked_file(root: &Path, data_dir: Option<&Path>, link: &Path) -> Option<fs::Metadata> {
     let target = link.canonicalize().ok()?;
-    if !target.starts_with(root) {
+    if !target.starts_with(root) || data_dir.is_some_and(|d| target.starts_with(d)) {
         return None;
     }
     fs::metadata(&target).ok().filter(fs::Metadata::is_file)

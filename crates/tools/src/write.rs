@@ -75,12 +75,12 @@ impl Tool for Write {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
-        let root = ctx.root.clone();
-        run_blocking(move || write(&root, &args.path, &args.content)).await
+        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
+        run_blocking(move || write(&root, data_dir.as_deref(), &args.path, &args.content)).await
     }
 }
 
-fn write(root: &Path, requested: &str, content: &str) -> Result<String, ToolError> {
+fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -> Result<String, ToolError> {
     if content.len() > MAX_FILE_BYTES {
         return Err(ToolError::TooLarge { path: requested.to_owned(), bytes: content.len() });
     }
@@ -88,7 +88,7 @@ fn write(root: &Path, requested: &str, content: &str) -> Result<String, ToolErro
     if requested.ends_with('/') {
         return Err(ToolError::WriteToDirectory(requested.to_owned()));
     }
-    let target = path::resolve_for_write(root, requested)?;
+    let target = path::resolve_for_write_in(root, data_dir, requested)?;
     let previous = match fs::metadata(&target) {
         Ok(meta) if meta.is_dir() => return Err(ToolError::WriteToDirectory(requested.to_owned())),
         Ok(meta) if !meta.is_file() => return Err(ToolError::NotRegularFile(requested.to_owned())),
@@ -124,7 +124,7 @@ mod tests {
     }
 
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
         Write.call(args, &ctx).await
     }
 

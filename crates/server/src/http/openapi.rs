@@ -243,8 +243,10 @@ const BAD_BODY: &str = "A body that is not valid JSON or has wrong fields (`malf
     or a value the server refuses";
 const UNAUTHORIZED: &str = "No valid token on a server that requires one (`unauthorized`, `invalid_token`)";
 const FORBIDDEN: &str = "A `Host` that is neither loopback nor given with `--allowed-host` while auth is off \
-    (`bad_host`), or a change a browser page of another origin sent: a foreign `Origin` or `Sec-Fetch-Site` other \
-    than `same-origin` (`bad_origin`)";
+    (`bad_host`); a change a browser page of another origin sent: a foreign `Origin` or `Sec-Fetch-Site` other \
+    than `same-origin` (`bad_origin`); a project directory outside the user's project roots (`outside_roots`, the \
+    same answer whether or not the path exists) or holding or inside Spool's data directory (`data_dir`), on \
+    registration or on a prompt in such a project";
 const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
 const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
 const GONE: &str = "The approval expired (`approval_expired`)";

@@ -6,7 +6,8 @@
 //! Spool's counterpart of a directory is a project, so: header, else query, else the
 //! server's working directory; resolved to its canonical path; the project registered
 //! for that path. Only a write registers one — `POST /session` in a directory that is
-//! not a project yet registers it, provided the directory exists — so a GET cannot
+//! not a project yet registers it, provided the directory exists and lies under the
+//! user's project roots (the engine decides, see `roots.rs`) — so a GET cannot
 //! change state: reading a directory that is not a project answers as for an empty one
 //! (and `/event` watches for it to become one). Routes that name a session by id do not
 //! need this: the session knows its project.
@@ -85,21 +86,25 @@ impl FromRequestParts<AppState> for Directory {
             Query::<HashMap<String, String>>::try_from_uri(&parts.uri).ok().and_then(|q| q.0.get("directory").cloned())
         };
         let raw = header.or_else(query).filter(|d| !d.trim().is_empty());
-        let path = canonical(raw).await?;
+        let path = canonical(&state.engine, &user, raw).await?;
         let project = find(&state.engine, &user, &path).await?;
         Ok(Directory { user, path, project })
     }
 }
 
-/// The canonical path of `raw` (or the working directory), which must exist.
-async fn canonical(raw: Option<String>) -> Result<String, ApiError> {
+/// The canonical path of `raw` (or the working directory), which must exist and be a
+/// place `owner` may have a project: the engine decides (project roots, never the data
+/// directory) without telling whether a path outside the roots exists.
+async fn canonical(engine: &Engine, owner: &UserId, raw: Option<String>) -> Result<String, ApiError> {
     let path = match raw {
         Some(p) => std::path::PathBuf::from(p),
         None => std::env::current_dir()
             .map_err(|e| ApiError::bad_request("invalid_directory", format!("no working directory: {e}")))?,
     };
-    tokio::fs::canonicalize(&path).await.ok().and_then(|p| p.to_str().map(str::to_owned)).ok_or_else(|| {
-        ApiError::bad_request("invalid_directory", format!("{} is not an existing directory", path.display()))
+    let raw = path.to_str().ok_or_else(|| ApiError::bad_request("invalid_directory", "the directory is not UTF-8"))?;
+    engine.project_dir(owner, raw).await.map_err(|e| match e {
+        EngineError::Invalid { message, .. } => ApiError::bad_request("invalid_directory", message),
+        other => other.into(),
     })
 }
 

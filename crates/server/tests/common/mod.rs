@@ -53,6 +53,10 @@ pub struct TestOptions {
     pub header_timeout: Duration,
     /// Most open connections (`--max-connections`).
     pub max_connections: usize,
+    /// Whether the test's temp directory (holding `data/` and the project directories)
+    /// is a project root for every user, added to `engine.workspace_roots`: with
+    /// tokens, projects can only be registered under a root.
+    pub temp_dir_is_root: bool,
 }
 
 /// A [`Models`] registry for [`TestOptions`] (which must be `Debug`).
@@ -77,6 +81,7 @@ impl Default for TestOptions {
             allowed_hosts: server.allowed_hosts,
             header_timeout: server.header_timeout,
             max_connections: server.max_connections,
+            temp_dir_is_root: true,
         }
     }
 }
@@ -121,7 +126,13 @@ impl TestServer {
         let store = Arc::new(SqliteStore::open(&dir.path().join("data/spool.db")).await.expect("open store"));
         let model = Arc::new(ScriptedModel::new(options.model_delay));
         let models = options.models.clone().map_or_else(|| Models::new(model), |m| m.0);
-        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), options.engine.clone())
+        // Like the binary: the data directory is never a project or a tool path.
+        let mut engine_config = options.engine.clone();
+        engine_config.data_dir = Some(dir.path().join("data"));
+        if options.temp_dir_is_root {
+            engine_config.workspace_roots.global.push(dir.path().to_path_buf());
+        }
+        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), engine_config)
             .await
             .expect("start engine");
         let config = ServerConfig {

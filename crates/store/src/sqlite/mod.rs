@@ -7,6 +7,10 @@
 //! (durable across process crashes; in WAL mode only a power loss can drop the last
 //! commits), a busy timeout so two writers queue instead of failing, and foreign keys
 //! on, which SQLite leaves off by default and the cascading deletes depend on.
+//!
+//! The file holds token hashes and every conversation, so only its owner may read it:
+//! it is created `0600` before SQLite opens it (SQLite gives the `-wal` and `-shm`
+//! files it creates the database file's mode), and an existing one is tightened.
 
 mod approvals;
 mod idempotency;
@@ -43,10 +47,14 @@ impl SqliteStore {
     /// `path` and brings its schema up to date.
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent)
-                .await
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
                 .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", parent.display())))?;
         }
+        private_files(path).map_err(|e| StoreError::Backend(format!("cannot protect {}: {e}", path.display())))?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -88,6 +96,31 @@ impl SqliteStore {
             .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
         Ok(SqliteStore { pool })
     }
+}
+
+/// Creates the database file `0600` if it is missing, and takes group and other
+/// permissions away from it and its `-wal` and `-shm` files if they exist.
+fn private_files(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = Path::new(&name);
+        let mode = match std::fs::metadata(file) {
+            Ok(meta) => meta.permissions().mode(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode & 0o700))?;
+        }
+    }
+    Ok(())
 }
 
 crate::delegate::impl_store!(SqliteStore);
