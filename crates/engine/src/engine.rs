@@ -29,8 +29,11 @@ pub struct EngineConfig {
     pub max_prompt_bytes: usize,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
-    /// The server's permission rules; a session's own rules are checked after them.
+    /// The server's permission rules. Their deny is final; a session's own rules
+    /// decide only within what they do not deny.
     pub rules: Vec<PermissionRule>,
+    /// The server's data directory, handed to tools so they keep out of it.
+    pub data_dir: Option<PathBuf>,
     /// How long an approval waits for a decision before it expires.
     pub approval_ttl: std::time::Duration,
     /// What happens to an approval that arises while no interactive view is connected.
@@ -74,6 +77,7 @@ impl Default for EngineConfig {
             node_id: crate::leases::LOCAL_NODE.to_owned(),
             lease_ttl: std::time::Duration::from_secs(15),
             shared_store: false,
+            data_dir: None,
         }
     }
 }

@@ -36,4 +36,4 @@ pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use store::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
-pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tool::{SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -21,10 +21,12 @@ pub struct ServerConfig {
     /// Mark the login cookie `Secure` (the server is behind TLS). Also set per request
     /// when a proxy says `X-Forwarded-Proto: https`.
     pub secure_cookies: bool,
+    /// How `bash` commands are confined, for `/api/health` (`None`: not reported).
+    pub sandbox: Option<spool_engine::SandboxStatus>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20, secure_cookies: false }
+        Self { heartbeat: Duration::from_secs(15), max_body_bytes: 1 << 20, secure_cookies: false, sandbox: None }
     }
 }

@@ -156,7 +156,7 @@ mod tests {
     }
 
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
         Edit.call(args, &ctx).await
     }
 

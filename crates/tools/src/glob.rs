@@ -158,7 +158,7 @@ mod tests {
     use std::time::Duration;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

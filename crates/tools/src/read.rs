@@ -208,7 +208,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() }
+        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

@@ -124,7 +124,7 @@ mod tests {
     }
 
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new() };
+        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
         Write.call(args, &ctx).await
     }
 

@@ -112,7 +112,10 @@ impl TestServer {
         let store = Arc::new(SqliteStore::open(&dir.path().join("data/spool.db")).await.expect("open store"));
         let model = Arc::new(ScriptedModel::new(options.model_delay));
         let models = options.models.clone().map_or_else(|| Models::new(model), |m| m.0);
-        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), options.engine.clone())
+        // Tools keep out of the data dir, as the binary's do.
+        let mut engine_config = options.engine.clone();
+        engine_config.data_dir.get_or_insert_with(|| dir.path().join("data"));
+        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), engine_config)
             .await
             .expect("start engine");
         let config = ServerConfig {
