@@ -116,7 +116,10 @@ mod tests {
         assert!(toml::from_str::<FileConfig>("[[permision]]\ntool = \"x\"\naction = \"allow\"\n").is_err());
         assert!(toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"maybe\"\n").is_err());
         let c: FileConfig = toml::from_str("[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("sandbox");
-        assert_eq!(c.sandbox.settings(), spool_tools::SandboxSettings { env: vec!["CARGO_HOME".into()], network: false });
+        assert_eq!(
+            c.sandbox.settings(),
+            spool_tools::SandboxSettings { env: vec!["CARGO_HOME".into()], network: false }
+        );
         assert!(FileConfig::default().sandbox.settings().network);
         assert!(toml::from_str::<FileConfig>("[sandbox]\nnetwrok = false\n").is_err());
     }

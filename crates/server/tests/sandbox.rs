@@ -70,7 +70,8 @@ async fn a_server_deny_is_final_over_session_rules_and_always() {
 #[tokio::test]
 async fn an_allow_pattern_does_not_cover_a_chained_command() {
     // The README's rule.
-    let server = TestServer::start_with(with_rules(&[PermissionRule::new("bash", "git *", PermissionAction::Allow)])).await;
+    let server =
+        TestServer::start_with(with_rules(&[PermissionRule::new("bash", "git *", PermissionAction::Allow)])).await;
     let session = server.new_session().await;
     let (run, pending) = start(&server, &session, &bash_prompt("git --version > /dev/null 2>&1")).await;
     assert_eq!(run["status"], "completed", "git alone runs without asking: {run}");
@@ -126,7 +127,7 @@ async fn an_approved_command_runs_without_the_servers_secrets_or_disk() {
         .post(&format!("/api/sessions/{session}/approvals/{}", id_of(&approval)), json!({"decision": "once"}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let run = server.wait_run(&body["runId"].as_str().expect("run id").to_owned()).await;
+    let run = server.wait_run(body["runId"].as_str().expect("run id")).await;
     assert_eq!(run["status"], "completed");
     let result = tool_result(&server, &session).await;
     // Empty, not redacted: the variable never reached the command.

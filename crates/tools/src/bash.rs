@@ -555,7 +555,8 @@ mod tests {
     }
 
     async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, command: &str) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: Some(data.into()) };
+        let ctx =
+            ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: Some(data.into()) };
         Bash::new(settings).call(json!({ "command": command }), &ctx).await
     }
 
@@ -597,7 +598,8 @@ mod tests {
         assert!(!out.text.contains("sk-in-the-data-dir"), "the data dir was read: {}", out.text);
         assert!(out.text.contains("Permission denied"), "{}", out.text);
         // System tools still run and read what they need.
-        let out = sandboxed_bash(SandboxSettings::default(), &root, &data, "ls /usr/bin >/dev/null && echo listed").await;
+        let out =
+            sandboxed_bash(SandboxSettings::default(), &root, &data, "ls /usr/bin >/dev/null && echo listed").await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nlisted\n"));
     }
 

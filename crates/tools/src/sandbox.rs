@@ -79,12 +79,13 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// Makes the temp dir, the environment and the ruleset for a command in `root`.
     pub(crate) fn new(settings: &SandboxSettings, root: &Path, data_dir: Option<&Path>) -> Result<Self, ToolError> {
-        let data_dir = match data_dir {
-            Some(d) => Some(d.canonicalize().or_else(|_| std::path::absolute(d)).map_err(|e| {
-                ToolError::Internal(format!("cannot resolve the data directory {}: {e}", d.display()))
-            })?),
-            None => None,
-        };
+        let data_dir =
+            match data_dir {
+                Some(d) => Some(d.canonicalize().or_else(|_| std::path::absolute(d)).map_err(|e| {
+                    ToolError::Internal(format!("cannot resolve the data directory {}: {e}", d.display()))
+                })?),
+                None => None,
+            };
         if let Some(data) = &data_dir
             && (root.starts_with(data) || data.starts_with(root))
         {
@@ -145,8 +146,14 @@ fn environment(settings: &SandboxSettings, temp: &Path) -> Vec<(OsString, OsStri
 }
 
 /// The ruleset's descriptor, or `None` where the kernel has no Landlock.
-fn ruleset(network: bool, root: &Path, temp: &Path, data_dir: Option<&Path>) -> Result<Option<OwnedFd>, landlock::RulesetError> {
-    let mut rules = Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(AccessFs::from_all(TARGET_ABI))?;
+fn ruleset(
+    network: bool,
+    root: &Path,
+    temp: &Path,
+    data_dir: Option<&Path>,
+) -> Result<Option<OwnedFd>, landlock::RulesetError> {
+    let mut rules =
+        Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(AccessFs::from_all(TARGET_ABI))?;
     rules = rules.scope(Scope::Signal)?;
     if !network {
         rules = rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?.scope(Scope::AbstractUnixSocket)?;
@@ -204,7 +211,8 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
             .handle_access(AccessFs::from_all(TARGET_ABI))?
             .scope(Scope::Signal)?;
         if !network {
-            rules = rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?.scope(Scope::AbstractUnixSocket)?;
+            rules =
+                rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?.scope(Scope::AbstractUnixSocket)?;
         }
         rules.create()?.add_rules(path_beneath_rules(["/"], AccessFs::from_read(TARGET_ABI)))?.restrict_self()
     })
@@ -226,7 +234,12 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
         fully_enforced: enforced == RulesetStatus::FullyEnforced,
         abi,
         network,
-        env: BASE_ENV.iter().map(|s| (*s).to_owned()).chain(["LC_*".to_owned()]).chain(settings.env.iter().cloned()).collect(),
+        env: BASE_ENV
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(["LC_*".to_owned()])
+            .chain(settings.env.iter().cloned())
+            .collect(),
     }
 }
 
@@ -274,7 +287,9 @@ mod tests {
         let env = environment(&settings, temp);
         let names: Vec<&str> = env.iter().filter_map(|(k, _)| k.to_str()).collect();
         assert!(names.contains(&"PATH"));
-        assert!(names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME"));
+        assert!(
+            names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME")
+        );
         assert_eq!(env.iter().filter(|(k, _)| k == "TMPDIR").count(), 1);
         assert!(env.contains(&("TMPDIR".into(), temp.as_os_str().to_owned())));
     }

@@ -113,9 +113,10 @@ fn harmless_redirect(redirect: &IoRedirect) -> bool {
     match redirect {
         IoRedirect::File(_, kind, target) => match (kind, target) {
             (_, IoFileRedirectTarget::Fd(_)) => true,
-            (IoFileRedirectKind::DuplicateInput | IoFileRedirectKind::DuplicateOutput, IoFileRedirectTarget::Duplicate(w)) => {
-                is_fd(w)
-            }
+            (
+                IoFileRedirectKind::DuplicateInput | IoFileRedirectKind::DuplicateOutput,
+                IoFileRedirectTarget::Duplicate(w),
+            ) => is_fd(w),
             (
                 IoFileRedirectKind::Write | IoFileRedirectKind::Append | IoFileRedirectKind::Clobber,
                 IoFileRedirectTarget::Filename(w),
