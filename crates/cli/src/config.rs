@@ -23,6 +23,9 @@
 //!
 //! [users.alice]                # per-user settings, by the name tokens were made for
 //! roots = ["/home/alice/src"]  # where alice may register projects, besides --workspace-root
+//! [sandbox]                     # how `bash` commands are confined
+//! env = ["CARGO_HOME"]          # more variables passed through to commands
+//! network = false               # block TCP connect/bind (default: allowed)
 //! ```
 //!
 //! A relative root is taken from the config file's directory, not from wherever the
@@ -30,7 +33,8 @@
 //!
 //! Rules are appended after the built-in defaults (reading allowed; write, edit and
 //! bash ask), and the last matching rule wins, so the file can loosen or tighten any
-//! default. Unknown keys are an error: a typo must not silently change who approves.
+//! default. A deny here is final: no session rule or "always" lifts it. Unknown keys
+//! are an error: a typo must not silently change who approves or what is confined.
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -60,6 +64,8 @@ pub struct FileConfig {
     /// Per-user settings by user name.
     #[serde(default)]
     pub users: BTreeMap<String, UserConfig>,
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 /// One user's settings.
@@ -69,6 +75,24 @@ pub struct UserConfig {
     /// Directories this user may register projects under, besides the global roots.
     #[serde(default)]
     pub roots: Vec<PathBuf>,
+}
+
+/// `[sandbox]`: what `bash` commands get beyond the defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Variable names passed through from the server's environment, besides the
+    /// built-in allow-list (PATH, HOME, LANG, LC_*, TERM, USER…).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `false` blocks TCP connect and bind for commands (Landlock ABI 4+).
+    pub network: Option<bool>,
+}
+
+impl SandboxConfig {
+    pub fn settings(&self) -> spool_tools::SandboxSettings {
+        spool_tools::SandboxSettings { env: self.env.clone(), network: self.network.unwrap_or(true) }
+    }
 }
 
 impl FileConfig {
@@ -116,6 +140,13 @@ mod tests {
         assert_eq!(c.env["OLLAMA_BASE_URL"], "http://127.0.0.1:1/v1");
         assert!(toml::from_str::<FileConfig>("[[permision]]\ntool = \"x\"\naction = \"allow\"\n").is_err());
         assert!(toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"maybe\"\n").is_err());
+        let c: FileConfig = toml::from_str("[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("sandbox");
+        assert_eq!(
+            c.sandbox.settings(),
+            spool_tools::SandboxSettings { env: vec!["CARGO_HOME".into()], network: false }
+        );
+        assert!(FileConfig::default().sandbox.settings().network);
+        assert!(toml::from_str::<FileConfig>("[sandbox]\nnetwrok = false\n").is_err());
     }
 
     #[test]

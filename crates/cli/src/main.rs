@@ -231,7 +231,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if redis_url.is_some() && !engine_config.shared_store {
         bail!("--redis-url joins nodes that share a --database-url; with SQLite a server is on its own");
     }
-    let tools = spool_tools::workspace_tools();
+    let sandbox_settings = file.sandbox.settings();
+    let sandbox = spool_tools::probe_sandbox(&sandbox_settings);
+    if !sandbox.landlock {
+        tracing::warn!(
+            "Landlock is not available on this kernel: bash commands run with a scrubbed environment \
+             but are not confined to the project directory and can read the data directory"
+        );
+    } else if !sandbox.fully_enforced {
+        tracing::warn!(abi = sandbox.abi, "this kernel's Landlock enforces only part of the bash sandbox");
+    }
+    let tools = spool_tools::workspace_tools_with(sandbox_settings);
     let engine = match redis_url {
         Some(url) => {
             let (cluster, frames) = cluster::join(url, &node_id).await?;
@@ -253,6 +263,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         model = %engine.model_name(),
         node = %node_id,
         cluster = if redis_url.is_some() { "redis" } else { "none" },
+        landlock = sandbox.landlock,
+        landlock_abi = sandbox.abi,
         "spool started"
     );
     // Tests and scripts wait for this exact line to learn the port.
@@ -276,6 +288,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(args.heartbeat_secs),
         allowed_hosts: args.allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect(),
         max_connections: args.max_connections as usize,
+        sandbox: Some(sandbox),
         ..ServerConfig::default()
     };
     spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)

@@ -172,3 +172,35 @@ fn tokens_turn_auth_on_and_allow_a_public_bind() {
     assert!(!refused.status.success(), "no active token: public bind refused again");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("spool token create"));
 }
+
+#[test]
+fn health_says_how_commands_are_sandboxed_as_configured() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    std::fs::write(data.join("config.toml"), "[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("config");
+    let mut child = spool()
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let addr = listening_addr(&mut child);
+    let response = http_get(&addr, "/api/health");
+    let _ = child.kill();
+    let _ = child.wait();
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).expect("a body");
+    let health: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    let sandbox = &health["sandbox"];
+    assert_eq!(sandbox["network"], false, "{health}");
+    let env: Vec<&str> = sandbox["env"].as_array().expect("env").iter().filter_map(|v| v.as_str()).collect();
+    assert!(env.contains(&"PATH") && env.contains(&"CARGO_HOME") && !env.contains(&"OPENAI_API_KEY"), "{env:?}");
+    // What this kernel offers, found the same way the server finds it.
+    let here = spool_tools::probe_sandbox(&spool_tools::SandboxSettings { env: vec![], network: false });
+    assert_eq!(sandbox["landlock"], here.landlock, "{health}");
+    assert_eq!(sandbox["abi"], here.abi, "{health}");
+    if here.landlock {
+        assert!(here.abi >= 4, "this machine's kernel enforces network rules");
+        assert_eq!(sandbox["fullyEnforced"], true, "{health}");
+    }
+}

@@ -29,7 +29,8 @@ pub struct EngineConfig {
     pub max_prompt_bytes: usize,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
-    /// The server's permission rules; a session's own rules are checked after them.
+    /// The server's permission rules. Their deny is final; a session's own rules
+    /// decide only within what they do not deny.
     pub rules: Vec<PermissionRule>,
     /// How long an approval waits for a decision before it expires.
     pub approval_ttl: std::time::Duration,
@@ -57,7 +58,8 @@ pub struct EngineConfig {
     pub shared_store: bool,
     /// Where users may register projects (see [`crate::roots`]).
     pub workspace_roots: crate::roots::WorkspaceRoots,
-    /// Spool's data directory: never a project, never a tool's path.
+    /// Spool's data directory: never a project, never a tool's path, and `bash` runs
+    /// sandboxed away from it.
     pub data_dir: Option<PathBuf>,
 }
 

@@ -38,4 +38,4 @@ pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSp
 pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
 pub use store::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
-pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tool::{SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

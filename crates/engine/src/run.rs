@@ -13,7 +13,7 @@ use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use spool_protocol::approval::evaluate;
+use spool_protocol::approval::evaluate_call;
 use spool_protocol::frame::{FrameBody, PromptTiming, ToolExecution, ToolStatus};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
@@ -620,13 +620,12 @@ impl RunTask {
         self.update(draft, StreamDelta::Done { stop_reason: reason });
     }
 
-    /// The permission for a call now: the server's rules, then the session's own.
+    /// The permission for a call now: a server deny is final; within the rest the
+    /// session's own rules decide (see [`evaluate_call`]).
     fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
-        let argument = tool.main_argument(args);
+        let subject = tool.subject(args);
         let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
-        let mut rules = self.engine.inner.config.rules.clone();
-        rules.extend(session_rules);
-        evaluate(&rules, name, argument.as_deref())
+        evaluate_call(&self.engine.inner.config.rules, &session_rules, name, &subject)
     }
 
     async fn execute_tool(
@@ -756,8 +755,10 @@ impl RunTask {
             kind: ApprovalKind::ConfirmAction,
             payload: serde_json::json!({
                 "tool": call.name,
-                "argument": tool.main_argument(&call.args).map(|a| redact(&truncate(&a, 300))),
-                "change": redact(&truncate(&tool.describe(&call.args), 300)),
+                // Whole, never cut: a person decides on exactly what will run, and the
+                // end of a long command is where a `curl … | sh` hides.
+                "argument": tool.main_argument(&call.args).map(|a| redact(&a)),
+                "change": redact(&tool.describe(&call.args)),
                 "reason": "this tool changes files or runs commands, and the permission rules say to ask",
             }),
             status: ApprovalStatus::Pending,

@@ -6,6 +6,7 @@
 
 use crate::model::ToolSpec;
 use async_trait::async_trait;
+use spool_protocol::CallSubject;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,24 @@ pub struct ToolContext {
     /// descends into it, even if it lies under `root` (a project registered before
     /// that was refused).
     pub data_dir: Option<PathBuf>,
+}
+
+/// How shell commands are confined on this server, as `/api/health` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxStatus {
+    /// Landlock confines commands (writes only under the project, no reads of the data
+    /// directory). `false` where the kernel lacks it: commands then run unconfined.
+    pub landlock: bool,
+    /// The kernel's Landlock ABI version, 0 without Landlock.
+    pub abi: u32,
+    /// Every restriction asked for is enforced (an older ABI may enforce only some).
+    pub fully_enforced: bool,
+    /// Whether commands may open TCP connections (`[sandbox] network`).
+    pub network: bool,
+    /// The environment variables passed through to commands (`LC_*` for every locale
+    /// variable); everything else is removed.
+    pub env: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +66,13 @@ pub trait Tool: Send + Sync + 'static {
     /// The argument permission patterns match: by default `path` (or `command`).
     fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
         ["path", "command"].iter().find_map(|k| args.get(*k)?.as_str().map(str::to_owned))
+    }
+
+    /// What permission rules judge the call on: by default its main argument alone.
+    /// A tool whose argument holds several actions (a shell command line) names each,
+    /// so an allow rule must cover every one of them.
+    fn subject(&self, args: &serde_json::Value) -> CallSubject {
+        CallSubject::single(self.main_argument(args))
     }
 
     /// One line for an approval card saying what the call will change.

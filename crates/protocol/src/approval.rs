@@ -48,6 +48,13 @@ impl PermissionRule {
 /// The action for a call of `tool` whose main argument is `argument`: the last matching
 /// rule's, or `ask` when none matches (an unknown risk is a person's call).
 pub fn evaluate(rules: &[PermissionRule], tool: &str, argument: Option<&str>) -> PermissionAction {
+    last_match(rules, tool, argument).unwrap_or(PermissionAction::Ask)
+}
+
+/// The last rule matching a call of `tool` on `argument`, if any. An argument of `None`
+/// (missing, or a part of a command line that cannot be analysed) is matched only by
+/// rules whose pattern is `*`.
+fn last_match(rules: &[PermissionRule], tool: &str, argument: Option<&str>) -> Option<PermissionAction> {
     rules
         .iter()
         .rev()
@@ -55,7 +62,73 @@ pub fn evaluate(rules: &[PermissionRule], tool: &str, argument: Option<&str>) ->
             wildcard_match(&r.tool, tool)
                 && (r.pattern == "*" || argument.is_some_and(|a| wildcard_match(&r.pattern, a)))
         })
-        .map_or(PermissionAction::Ask, |r| r.action)
+        .map(|r| r.action)
+}
+
+/// What one tool call is judged on: its whole main argument, and the parts a rule must
+/// cover one by one. For most tools the one part is the argument itself; for `bash` it
+/// is each simple command of the command line, with `None` for every construct that
+/// cannot be analysed (a substitution, a redirection to a file, a subshell…), which only
+/// a rule with the pattern `*` covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallSubject {
+    pub whole: Option<String>,
+    pub parts: Vec<Option<String>>,
+}
+
+impl CallSubject {
+    /// A call judged on its main argument alone.
+    pub fn single(argument: Option<String>) -> Self {
+        Self { parts: vec![argument.clone()], whole: argument }
+    }
+}
+
+/// The action for a call under the server's rules and a session's own rules.
+///
+/// - **A server deny is final.** Where the server's rules end in `deny`, for the whole
+///   argument or any one part, the call is denied whatever the session says.
+/// - **Within what the server does not deny, the session has the last word.** A session
+///   rule (or an "always" decision, which adds one) may turn a server `allow` into `ask`
+///   or `deny`, and a server `ask` into `allow` or `deny`. Loosening `ask` stays
+///   possible on purpose: `ask` means "the session's owner decides", and a session rule
+///   is that person deciding ahead of time, exactly like clicking "always" on the card.
+///   An operator who wants something never to run writes `deny`, which nothing lifts.
+/// - **Every part must be allowed.** Each part gets its own action (session over
+///   server as above); the call's action is the strictest of them, so an allow rule
+///   for `git *` does not carry `git status; curl … | sh` along with it.
+/// - A deny matching the whole argument denies too (a pattern such as `*rm -rf*`
+///   written against the full command line keeps working).
+pub fn evaluate_call(
+    server: &[PermissionRule],
+    session: &[PermissionRule],
+    tool: &str,
+    subject: &CallSubject,
+) -> PermissionAction {
+    let one = |argument: Option<&str>| {
+        let by_server = last_match(server, tool, argument).unwrap_or(PermissionAction::Ask);
+        if by_server == PermissionAction::Deny {
+            return PermissionAction::Deny;
+        }
+        last_match(session, tool, argument).unwrap_or(by_server)
+    };
+    if one(subject.whole.as_deref()) == PermissionAction::Deny {
+        return PermissionAction::Deny;
+    }
+    subject
+        .parts
+        .iter()
+        .map(|part| one(part.as_deref()))
+        .max_by_key(|action| strictness(*action))
+        .unwrap_or_else(|| one(subject.whole.as_deref()))
+}
+
+/// Allow < ask < deny: the order in which actions get stricter.
+fn strictness(action: PermissionAction) -> u8 {
+    match action {
+        PermissionAction::Allow => 0,
+        PermissionAction::Ask => 1,
+        PermissionAction::Deny => 2,
+    }
 }
 
 /// `*` matches any run of characters, `?` exactly one; everything else literally.
@@ -234,6 +307,44 @@ mod tests {
         assert_eq!(evaluate(&rules, "bash", Some("git push origin")), Deny);
         assert_eq!(evaluate(&rules, "bash", Some("ls")), Ask);
         assert_eq!(evaluate(&[], "read", None), Ask);
+    }
+
+    fn parts(parts: &[&str]) -> CallSubject {
+        CallSubject { whole: Some(parts.join("; ")), parts: parts.iter().map(|p| Some((*p).to_owned())).collect() }
+    }
+
+    #[test]
+    fn a_server_deny_is_final_and_sessions_decide_within_the_rest() {
+        let mut server = default_rules();
+        server.push(PermissionRule::new("bash", "*", Deny));
+        server.push(PermissionRule::new("read", "secret*", Deny));
+        let loosen = [PermissionRule::new("*", "*", Allow)];
+        assert_eq!(evaluate_call(&server, &loosen, "bash", &CallSubject::single(Some("ls".into()))), Deny);
+        assert_eq!(evaluate_call(&server, &loosen, "read", &CallSubject::single(Some("secret.txt".into()))), Deny);
+        // Not denied by the server: the session's allow decides (ask → allow).
+        assert_eq!(evaluate_call(&server, &loosen, "write", &CallSubject::single(Some("a".into()))), Allow);
+        // And a session may tighten what the server allows.
+        let tighten = [PermissionRule::new("read", "*", Deny)];
+        assert_eq!(evaluate_call(&server, &tighten, "read", &CallSubject::single(Some("a".into()))), Deny);
+        assert_eq!(evaluate_call(&default_rules(), &[], "read", &CallSubject::single(Some("a".into()))), Allow);
+    }
+
+    #[test]
+    fn every_part_must_be_allowed_and_any_denied_part_denies() {
+        let mut server = default_rules();
+        server.push(PermissionRule::new("bash", "git *", Allow));
+        server.push(PermissionRule::new("bash", "git push*", Deny));
+        assert_eq!(evaluate_call(&server, &[], "bash", &parts(&["git status", "git log"])), Allow);
+        assert_eq!(evaluate_call(&server, &[], "bash", &parts(&["git status", "echo chained"])), Ask);
+        assert_eq!(evaluate_call(&server, &[], "bash", &parts(&["echo x", "git push origin"])), Deny);
+        // An opaque part is covered only by a `*` pattern.
+        let opaque = CallSubject { whole: Some("git $(x)".into()), parts: vec![None] };
+        assert_eq!(evaluate_call(&server, &[], "bash", &opaque), Ask);
+        let always = [PermissionRule::new("bash", "*", Allow)];
+        assert_eq!(evaluate_call(&server, &always, "bash", &opaque), Allow);
+        // A deny written against the whole line still denies.
+        let whole_deny = [PermissionRule::new("bash", "*; echo chained", Deny)];
+        assert_eq!(evaluate_call(&server, &whole_deny, "bash", &parts(&["git status", "echo chained"])), Deny);
     }
 
     #[test]

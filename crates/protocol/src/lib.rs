@@ -19,7 +19,9 @@ pub mod message;
 pub mod sse;
 pub mod time;
 
-pub use approval::{Approval, ApprovalKind, ApprovalStatus, Decision, LastApproval, PermissionAction, PermissionRule};
+pub use approval::{
+    Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction, PermissionRule,
+};
 pub use cursor::Cursor;
 pub use domain::*;
 pub use event::{AgentEvent, StreamDelta};

@@ -30,6 +30,8 @@ pub struct ServerConfig {
     /// Most open TCP connections; past it a connection gets one 503
     /// `too_many_connections` and is closed.
     pub max_connections: usize,
+    /// How `bash` commands are confined, for `/api/health` (`None`: not reported).
+    pub sandbox: Option<spool_engine::SandboxStatus>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +43,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             header_timeout: Duration::from_secs(30),
             max_connections: 10_000,
+            sandbox: None,
         }
     }
 }

@@ -399,9 +399,12 @@ async fn a_decision_whose_continuation_was_lost_settles_the_run_instead_of_hangi
 async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
     const SECRET: &str = "sk-tool-secret-5f4e3d2c1b0a";
     // SAFETY: a variable name no other test reads or writes; set before the server
-    // (and the command it runs) reads the environment.
+    // reads the environment.
     unsafe { std::env::set_var("SPOOL_TEST_TOOL_API_KEY", SECRET) };
     let server = TestServer::start().await;
+    // Commands never see the server's environment (the sandbox), but one may still
+    // come across the value elsewhere, here in a project file.
+    std::fs::write(server.project_dir().join("leak.txt"), SECRET).expect("write");
     let session = server.new_session().await;
     let (status, _) = server
         .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
@@ -409,7 +412,7 @@ async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
     assert_eq!(status, StatusCode::OK);
     let mut view = server.events(&session, Open::fresh()).await;
     view.next_frame().await.expect("snapshot");
-    let prompt = "tool: bash {\"command\": \"echo failing with $SPOOL_TEST_TOOL_API_KEY; exit 3\"}";
+    let prompt = "tool: bash {\"command\": \"echo failing with $(cat leak.txt); exit 3\"}";
     let run = server.run_prompt(&session, prompt).await;
     assert_eq!(run["status"], "completed");
     let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;

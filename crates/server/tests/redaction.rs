@@ -82,17 +82,20 @@ async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhe
 #[tokio::test]
 async fn a_tool_failing_with_a_secret_in_its_output_keeps_it_out_of_the_log() {
     const SECRET: &str = "tok-tool-log-secret-31c4a9";
-    // SAFETY: a variable name no other test reads or writes; set before the command
-    // that prints it runs.
+    // SAFETY: a variable name no other test reads or writes; set before the server
+    // reads the environment.
     unsafe { std::env::set_var("SPOOL_TEST_LOGGED_TOKEN", SECRET) };
     log();
     let server = TestServer::start().await;
+    // Commands do not get the server's environment (the sandbox); the value reaches
+    // the command's output through a project file instead.
+    std::fs::write(server.project_dir().join("token.txt"), SECRET).expect("write");
     let session = server.new_session().await;
     let (status, _) = server
         .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
         .await;
     assert_eq!(status, StatusCode::OK);
-    let prompt = "tool: bash {\"command\": \"echo leaked $SPOOL_TEST_LOGGED_TOKEN >&2; exit 7\"}";
+    let prompt = "tool: bash {\"command\": \"echo leaked $(cat token.txt) >&2; exit 7\"}";
     let run = server.run_prompt(&session, prompt).await;
     assert_eq!(run["status"], "completed", "{run}");
     let page = server.messages(&session, "").await.to_string();

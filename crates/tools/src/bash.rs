@@ -22,9 +22,12 @@
 use crate::call::parse_args;
 use crate::error::ToolError;
 use crate::path::PathError;
+use crate::sandbox::{Prepared, SandboxSettings};
+use crate::shell::command_subject;
 use async_trait::async_trait;
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
+use spool_protocol::CallSubject;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -33,7 +36,6 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// The tool's name, as the model calls it.
 pub(crate) const NAME: &str = "bash";
@@ -54,9 +56,17 @@ const REAP_WAIT: Duration = Duration::from_secs(5);
 /// Size of each read from the pipes.
 const READ_CHUNK: usize = 8 * 1024;
 
-/// Runs a shell command in the project directory.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Bash;
+/// Runs a shell command in the project directory, inside the sandbox its settings say.
+#[derive(Clone, Debug, Default)]
+pub struct Bash {
+    sandbox: SandboxSettings,
+}
+
+impl Bash {
+    pub fn new(sandbox: SandboxSettings) -> Self {
+        Self { sandbox }
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +83,14 @@ impl Tool for Bash {
 
     fn describe(&self, args: &serde_json::Value) -> String {
         crate::describe_change("bash", args)
+    }
+
+    /// Each simple command of the line, so an allow rule must cover every one.
+    fn subject(&self, args: &serde_json::Value) -> CallSubject {
+        match crate::main_argument("bash", args) {
+            Some(command) => command_subject(&command),
+            None => CallSubject::single(None),
+        }
     }
 
     fn spec(&self) -> ToolSpec {
@@ -122,20 +140,28 @@ impl Tool for Bash {
         if let Some(reason) = reason {
             return ToolError::BadArguments { tool: NAME, reason }.into();
         }
-        run(&ctx.root, &args.command, timeout, &ctx.cancel).await.unwrap_or_else(ToolOutput::from)
+        run(&self.sandbox, ctx, &args.command, timeout).await.unwrap_or_else(ToolOutput::from)
     }
 }
 
 async fn run(
-    root: &Path,
+    sandbox: &SandboxSettings,
+    ctx: &ToolContext,
     command: &str,
     timeout_secs: u64,
-    cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
+    let (root, cancel) = (ctx.root.as_path(), &ctx.cancel);
     // Checked first because a missing working directory makes spawning fail with
     // "not found", which would otherwise read as a missing shell.
     tokio::fs::metadata(root).await.map_err(PathError::Root)?;
-    let mut child = spawn(root, command)?;
+    // Held to the end of the call: dropping it removes the call's temp dir.
+    let prepared = {
+        let (sandbox, root, data_dir) = (sandbox.clone(), root.to_path_buf(), ctx.data_dir.clone());
+        tokio::task::spawn_blocking(move || Prepared::new(&sandbox, &root, data_dir.as_deref()))
+            .await
+            .map_err(|e| ToolError::Internal(format!("preparing the sandbox failed: {e}")))??
+    };
+    let mut child = spawn(root, command, &prepared)?;
     let pid = child.id().expect("a child that has not been waited for has an id");
     let mut group = ProcessGroup::new(pid);
     let mut stdout = child.stdout.take().expect("stdout is piped");
@@ -196,8 +222,8 @@ async fn run(
     Ok(if status.success() { ToolOutput::ok(text) } else { ToolOutput::error(text) })
 }
 
-/// Starts `command` under bash, or under sh where there is no bash.
-fn spawn(root: &Path, command: &str) -> Result<Child, ToolError> {
+/// Starts `command` under bash, or under sh where there is no bash, in the sandbox.
+fn spawn(root: &Path, command: &str, sandbox: &Prepared) -> Result<Child, ToolError> {
     let mut missing = None;
     for shell in ["bash", "sh"] {
         let mut cmd = Command::new(shell);
@@ -211,8 +237,8 @@ fn spawn(root: &Path, command: &str) -> Result<Child, ToolError> {
             .process_group(0)
             // A backstop for the shell itself; `ProcessGroup` covers its children.
             .kill_on_drop(true);
-        // The command inherits the server's whole environment, secrets included.
-        // Handing it a minimal, allow-listed one is a security item still to do.
+        // An allow-listed environment, and Landlock applied between fork and exec.
+        sandbox.apply(&mut cmd);
         match cmd.spawn() {
             Ok(child) => return Ok(child),
             Err(err) if err.kind() == io::ErrorKind::NotFound => missing = Some(err),
@@ -321,6 +347,7 @@ mod tests {
     use serde_json::json;
     use std::path::PathBuf;
     use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
 
     fn project() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -333,7 +360,7 @@ mod tests {
     }
 
     async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
-        Bash.call(args, &ctx(root)).await
+        Bash::default().call(args, &ctx(root)).await
     }
 
     /// Whether `pid` names a live process. A zombie counts as dead: it has been killed
@@ -424,7 +451,7 @@ mod tests {
         let ctx = ctx(&root);
         let cancel = ctx.cancel.clone();
         let command = "sleep 100 & echo $! > grandchild.pid; wait";
-        let call = tokio::spawn(async move { Bash.call(json!({"command": command}), &ctx).await });
+        let call = tokio::spawn(async move { Bash::default().call(json!({"command": command}), &ctx).await });
         let grandchild = pid_from(&root.join("grandchild.pid")).await;
         assert!(alive(grandchild), "the grandchild should be running before the abort");
 
@@ -441,7 +468,7 @@ mod tests {
         let (_dir, root) = project();
         let ctx = ctx(&root);
         let command = "sleep 100 & echo $! > grandchild.pid; wait";
-        let call = tokio::spawn(async move { Bash.call(json!({"command": command}), &ctx).await });
+        let call = tokio::spawn(async move { Bash::default().call(json!({"command": command}), &ctx).await });
         let grandchild = pid_from(&root.join("grandchild.pid")).await;
         call.abort();
         assert!(call.await.expect_err("aborted task").is_cancelled());
@@ -503,6 +530,115 @@ mod tests {
         let tail = tail.split_once("…\n").expect("note end").1;
         let shown = head.len() + tail.len();
         assert!(text.contains(&format!("… {} bytes of output omitted …", 1 + 2 * HEAD_BYTES - shown)));
+    }
+
+    /// Whether this kernel confines commands; the Landlock tests say "skipped" without.
+    fn landlock() -> bool {
+        let on = crate::sandbox::probe(&SandboxSettings::default()).landlock;
+        if !on {
+            eprintln!("skipped: this kernel has no Landlock");
+        }
+        on
+    }
+
+    /// A project and, beside it, a data dir holding a secret and a directory outside both.
+    fn sandboxed() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (root, data, outside) = (base.join("project"), base.join("data"), base.join("outside"));
+        for d in [&root, &data, &outside] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(data.join("config.toml"), "OPENAI_API_KEY = \"sk-in-the-data-dir\"\n").expect("write");
+        std::fs::write(outside.join("readable.txt"), "readable from anywhere\n").expect("write");
+        (dir, root, data, outside)
+    }
+
+    async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, command: &str) -> ToolOutput {
+        let ctx =
+            ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: Some(data.into()) };
+        Bash::new(settings).call(json!({ "command": command }), &ctx).await
+    }
+
+    #[tokio::test]
+    async fn writes_land_only_in_the_project_and_the_calls_temp_dir() {
+        if !landlock() {
+            return;
+        }
+        let (_dir, root, data, outside) = sandboxed();
+        let command = format!(
+            "echo in > inside.txt && echo tmp > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo $TMPDIR > tmpdir.txt; \
+             echo out > {0}/escaped.txt; touch {0}/readable.txt; echo $?",
+            outside.display()
+        );
+        let out = sandboxed_bash(SandboxSettings::default(), &root, &data, &command).await;
+        assert_eq!(std::fs::read_to_string(root.join("inside.txt")).expect("written in the project"), "in\n");
+        assert!(out.text.contains("tmp\n"), "the temp dir is writable: {}", out.text);
+        assert!(!outside.join("escaped.txt").exists(), "a write outside the project landed: {}", out.text);
+        assert!(out.text.contains("Permission denied"), "{}", out.text);
+        // The call's temp dir is gone once the call is over.
+        let tmpdir = std::fs::read_to_string(root.join("tmpdir.txt")).expect("tmpdir noted");
+        assert!(tmpdir.trim().contains("spool-bash-"), "{tmpdir}");
+        assert!(!Path::new(tmpdir.trim()).exists(), "the temp dir was left behind");
+    }
+
+    #[tokio::test]
+    async fn the_data_dir_cannot_be_read_and_the_rest_can() {
+        if !landlock() {
+            return;
+        }
+        let (_dir, root, data, outside) = sandboxed();
+        let command = format!(
+            "cat {0}/readable.txt; cat {1}/config.toml; ls {1}; cat {1}/../data/config.toml",
+            outside.display(),
+            data.display()
+        );
+        let out = sandboxed_bash(SandboxSettings::default(), &root, &data, &command).await;
+        assert!(out.text.contains("readable from anywhere"), "{}", out.text);
+        assert!(!out.text.contains("sk-in-the-data-dir"), "the data dir was read: {}", out.text);
+        assert!(out.text.contains("Permission denied"), "{}", out.text);
+        // System tools still run and read what they need.
+        let out =
+            sandboxed_bash(SandboxSettings::default(), &root, &data, "ls /usr/bin >/dev/null && echo listed").await;
+        assert_eq!(out, ToolOutput::ok("exit code 0\nlisted\n"));
+    }
+
+    #[tokio::test]
+    async fn network_false_blocks_tcp_connect_and_the_default_allows_it() {
+        if !landlock() {
+            return;
+        }
+        let (_dir, root, data, _) = sandboxed();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+        let open = sandboxed_bash(SandboxSettings::default(), &root, &data, &command).await;
+        assert_eq!(open, ToolOutput::ok("exit code 0\nconnected\n"));
+        let closed = SandboxSettings { network: false, ..SandboxSettings::default() };
+        let out = sandboxed_bash(closed.clone(), &root, &data, &command).await;
+        assert!(out.is_error && !out.text.contains("connected"), "{}", out.text);
+        assert!(out.text.contains("Permission denied"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn the_servers_environment_stays_out_of_commands() {
+        const SECRET: &str = "sk-server-env-3c2b1a";
+        // SAFETY: a name no other test reads or writes, set before the command starts.
+        unsafe {
+            std::env::set_var("SPOOL_SANDBOX_TEST_KEY", SECRET);
+            std::env::set_var("SPOOL_SANDBOX_TEST_PASSED", "passed-through");
+        }
+        let (_dir, root, data, _) = sandboxed();
+        let settings = SandboxSettings { env: vec!["SPOOL_SANDBOX_TEST_PASSED".into()], network: true };
+        let mut command = "echo \"[$SPOOL_SANDBOX_TEST_KEY]\" \"[$SPOOL_SANDBOX_TEST_PASSED]\"; env".to_owned();
+        if landlock() {
+            // The parent's own environment file is closed to a sandboxed process too.
+            command.push_str("; cat /proc/$PPID/environ | tr '\\0' '\\n'");
+        }
+        let out = sandboxed_bash(settings, &root, &data, &command).await;
+        assert!(out.text.contains("[] [passed-through]"), "{}", out.text);
+        assert!(out.text.contains("PATH="), "{}", out.text);
+        assert!(!out.text.contains(SECRET), "the server's environment leaked: {}", out.text);
     }
 
     #[tokio::test]

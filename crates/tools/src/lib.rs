@@ -24,6 +24,8 @@ mod grep;
 mod list;
 pub mod path;
 mod read;
+mod sandbox;
+mod shell;
 mod walk;
 mod write;
 
@@ -35,6 +37,8 @@ pub use glob::Glob;
 pub use grep::Grep;
 pub use list::List;
 pub use read::Read;
+pub use sandbox::{BASE_ENV, SandboxSettings, probe as probe_sandbox};
+pub use shell::command_subject;
 pub use write::Write;
 
 use spool_engine::ToolRegistry;
@@ -49,9 +53,15 @@ pub fn read_only_tools() -> ToolRegistry {
 }
 
 /// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
-/// change things and so are the ones permission rules usually gate.
+/// change things and so are the ones permission rules usually gate. `bash` runs in the
+/// default sandbox (scrubbed environment, Landlock where the kernel has it).
 pub fn workspace_tools() -> ToolRegistry {
-    read_only_tools().with(Write).with(Edit).with(Bash)
+    workspace_tools_with(SandboxSettings::default())
+}
+
+/// [`workspace_tools`] with the operator's sandbox settings for `bash`.
+pub fn workspace_tools_with(sandbox: SandboxSettings) -> ToolRegistry {
+    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox))
 }
 
 /// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
