@@ -35,5 +35,5 @@ pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
-pub use store::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
+pub use store::{IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse};
 pub use tool::{Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -15,11 +15,12 @@ mod extract;
 pub mod fuzzing;
 mod http;
 mod opencode;
+mod revocation;
 mod serve;
 mod state;
 
 pub use error::ApiError;
-pub use extract::CurrentUser;
+pub use extract::{Caller, CurrentUser};
 pub use http::{openapi, router};
 pub use serve::{ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve};
 pub use state::{AppState, ServerConfig};
@@ -32,8 +33,14 @@ use tokio_util::sync::CancellationToken;
 /// server up until [`SHUTDOWN_GRACE`].
 pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let engine = state.engine.clone();
+    // Recorded for `spool auth disable`; on a non-loopback address this also makes the
+    // engine require auth for as long as it serves, whatever the store's flag says.
+    let addr = listener.local_addr()?;
+    if let Err(e) = engine.announce_listener(addr).await {
+        tracing::warn!(error = %e, "could not record this server's address in the store");
+    }
     let closer = tokio::spawn({
-        let shutdown = shutdown.clone();
+        let (shutdown, engine) = (shutdown.clone(), engine.clone());
         async move {
             shutdown.cancelled().await;
             engine.close_streams();
@@ -41,5 +48,6 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     });
     let result = serve(listener, router(state), shutdown).await;
     closer.abort();
+    engine.withdraw_listener().await;
     result
 }

@@ -9,7 +9,9 @@ use super::events::sse_response;
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Caller, CurrentUser, JsonBody, PathId, json_body};
+use crate::revocation::watched;
+use crate::serve::ConnectionToken;
 use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
@@ -36,9 +38,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         StreamErrors,
     )
 )]
-async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Response {
+async fn stream(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    ConnectionToken(connection): ConnectionToken,
+) -> Response {
+    // Closed with its connection when the credential is revoked.
+    let watch = state.engine.watch_credential(&credential, connection);
     // Only the user's own projects: the notifier keeps a sequence per owner.
-    sse_response(state.engine.lists().subscribe(user), state.config.heartbeat)
+    watched(sse_response(state.engine.lists().subscribe(user), state.config.heartbeat), watch)
 }
 
 #[derive(Deserialize, ToSchema)]

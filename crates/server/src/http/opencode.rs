@@ -744,9 +744,12 @@ async fn events(
     State(state): State<AppState>,
     Extension(marks): Extension<PromptMarks>,
     dir: Directory,
+    caller: crate::extract::Caller,
     ConnectionToken(connection): ConnectionToken,
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
 ) -> Response {
+    // Closed with its connection when the credential is revoked.
+    let watch = state.engine.watch_credential(&caller.credential, connection.clone());
     let options = global::Options {
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.
@@ -755,7 +758,7 @@ async fn events(
     let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.project, connection, marks, options);
     let headers =
         [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
-    (headers, Body::from_stream(stream)).into_response()
+    crate::revocation::watched((headers, Body::from_stream(stream)).into_response(), watch)
 }
 
 impl RespondBody {

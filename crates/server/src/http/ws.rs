@@ -42,7 +42,7 @@
 use super::openapi::ReadErrors;
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, QueryParams};
+use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -149,7 +149,7 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
 )]
 async fn upgrade(
     State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Caller { user, credential }: Caller,
     headers: HeaderMap,
     QueryParams(query): QueryParams<WsQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -182,13 +182,23 @@ async fn upgrade(
     let mut out = Vec::new();
     hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
+    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
+    // so it gets a kill token of its own: revoking the credential drops the socket.
+    let revoked = CancellationToken::new();
+    let watch = state.engine.watch_credential(&credential, revoked.clone());
     Ok(upgrade
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
-        .on_upgrade(move |socket| hub.run(socket, changes, out, heartbeat)))
+        .on_upgrade(move |socket| async move {
+            let _watch = watch;
+            tokio::select! {
+                () = hub.run(socket, changes, out, heartbeat) => {}
+                () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
+            }
+        }))
 }
 
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host

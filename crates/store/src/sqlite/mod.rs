@@ -9,6 +9,7 @@
 //! on, which SQLite leaves off by default and the cascading deletes depend on.
 
 mod approvals;
+mod auth;
 mod idempotency;
 mod leases;
 mod memory;
