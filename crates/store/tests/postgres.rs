@@ -216,7 +216,10 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         tables,
         [
             "approvals",
+            "auth_settings",
             "idempotency",
+            "listeners",
+            "login_sessions",
             "messages",
             "parts",
             "projects",
