@@ -183,13 +183,13 @@ async fn revocation_closes_streams(store: &[String], nodes: &[String]) {
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
     let first = &nodes[0];
     let dir = tempfile::tempdir().expect("project dir");
-    let project = call(client.post(format!("{first}/api/projects")).bearer_auth(&secret).json(&json!({"path": dir.path()})))
-        .await;
+    let project =
+        call(client.post(format!("{first}/api/projects")).bearer_auth(&secret).json(&json!({"path": dir.path()})))
+            .await;
     let project_id = project["id"].as_str().expect("project id").to_owned();
-    let session = call(
-        client.post(format!("{first}/api/sessions")).bearer_auth(&secret).json(&json!({"projectId": project_id})),
-    )
-    .await;
+    let session =
+        call(client.post(format!("{first}/api/sessions")).bearer_auth(&secret).json(&json!({"projectId": project_id})))
+            .await;
     let session_id = session["id"].as_str().expect("session id").to_owned();
     let encoded: String = dir
         .path()
@@ -201,9 +201,11 @@ async fn revocation_closes_streams(store: &[String], nodes: &[String]) {
     let bearer = format!("Authorization: Bearer {secret}");
     let mut streams = Vec::new();
     for base in nodes {
-        let login = client.post(format!("{base}/api/login")).json(&json!({"token": secret})).send().await.expect("login");
+        let login =
+            client.post(format!("{base}/api/login")).json(&json!({"token": secret})).send().await.expect("login");
         assert_eq!(login.status(), StatusCode::OK);
-        let cookie = login.headers()["set-cookie"].to_str().expect("cookie").split(';').next().expect("pair").to_owned();
+        let cookie =
+            login.headers()["set-cookie"].to_str().expect("cookie").split(';').next().expect("pair").to_owned();
         let cookie = format!("Cookie: {cookie}");
         let events = format!("/api/sessions/{session_id}/events");
         streams.push(open_raw("session stream (token)", base, get(&events, &bearer)));
@@ -222,7 +224,11 @@ async fn revocation_closes_streams(store: &[String], nodes: &[String]) {
         body.len()
     );
     streams.push(open_raw("run stream /api/chat (token)", first, chat));
-    let mut control = open_raw("another user's list stream", first, get("/api/workspaces/events", &format!("Authorization: Bearer {other}")));
+    let mut control = open_raw(
+        "another user's list stream",
+        first,
+        get("/api/workspaces/events", &format!("Authorization: Bearer {other}")),
+    );
 
     let revoked_at = Instant::now();
     let (ok, _, stderr) = cli(&["token", "revoke", &id], store);

@@ -60,8 +60,7 @@ pub trait Store: Send + Sync + 'static {
     /// after `since`: tokens revoked and login sessions ended after it, and login
     /// sessions that expired in `(since, now]`. How running servers notice revocations
     /// made by another process or node, cheaply (indexed by time).
-    async fn credentials_ended_since(&self, since: time::Millis, now: time::Millis)
-    -> Result<Vec<String>, StoreError>;
+    async fn credentials_ended_since(&self, since: time::Millis, now: time::Millis) -> Result<Vec<String>, StoreError>;
     /// Records (or refreshes) the address a node serves on.
     async fn record_listener(&self, listener: &Listener) -> Result<(), StoreError>;
     /// Forgets a node's address (it stopped serving).

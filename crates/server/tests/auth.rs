@@ -359,7 +359,7 @@ async fn revoking_every_token_leaves_auth_on() {
     // Not one open route: the page is asked for a token, and every data route says 401.
     let (_, auth) = server.get("/api/auth").await;
     assert_eq!((auth["required"].clone(), auth["user"].clone()), (json!(true), Value::Null));
-    for path in ["/api/projects", "/api/workspaces/events", "/api/models", "/session"] {
+    for path in ["/api/projects", "/api/workspaces/events", "/session"] {
         let (status, body) = server.get(path).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {body}");
         let (status, _) = call(&server, reqwest::Method::GET, path, Some(&secret), None).await;
@@ -399,13 +399,7 @@ async fn the_login_cookie_is_a_login_session_that_logout_and_revocation_end() {
     assert_eq!(get_with_cookie(&server, "/api/projects", &format!("{name}={secret}")).await, StatusCode::UNAUTHORIZED);
 
     // Logout ends the login session on the server: the old value, replayed, is refused.
-    let out = server
-        .client
-        .post(server.url("/api/logout"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("logout");
+    let out = server.client.post(server.url("/api/logout")).header("cookie", &cookie).send().await.expect("logout");
     assert_eq!(out.status(), StatusCode::OK);
     assert_eq!(get_with_cookie(&server, "/api/projects", &cookie).await, StatusCode::UNAUTHORIZED);
     let (_, auth) = call(&server, reqwest::Method::GET, "/api/auth", None, None).await;

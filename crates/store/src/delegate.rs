@@ -13,7 +13,9 @@ macro_rules! impl_store {
     ($store:ty) => {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
-            use spool_engine::{IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse};
+            use spool_engine::{
+                IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse,
+            };
             use spool_protocol::time::Millis;
             use spool_protocol::*;
 

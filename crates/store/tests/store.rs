@@ -325,11 +325,13 @@ async fn a_database_that_ever_had_a_token_keeps_auth_on_after_the_upgrade() {
                 .execute(&mut conn)
                 .await
                 .expect("old user");
-            sqlx::query("INSERT INTO tokens (id, user_id, hash, created_at, revoked_at) VALUES ('tok_old', 'usr_old', ?, 1, 2)")
-                .bind("a".repeat(64))
-                .execute(&mut conn)
-                .await
-                .expect("old revoked token");
+            sqlx::query(
+                "INSERT INTO tokens (id, user_id, hash, created_at, revoked_at) VALUES ('tok_old', 'usr_old', ?, 1, 2)",
+            )
+            .bind("a".repeat(64))
+            .execute(&mut conn)
+            .await
+            .expect("old revoked token");
         }
         conn.close().await.expect("close");
         let store = SqliteStore::open(&path).await.expect("open and upgrade");

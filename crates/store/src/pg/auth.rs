@@ -7,10 +7,11 @@ use crate::rows;
 use spool_engine::{Listener, LoginSession, StoreError};
 use spool_protocol::LoginId;
 use spool_protocol::time::Millis;
-use sqlx::{Row, PgPool};
+use sqlx::{PgPool, Row};
 
 pub(crate) async fn enabled(pool: &PgPool) -> Result<bool, StoreError> {
-    let row = sqlx::query("SELECT enabled FROM auth_settings WHERE id = 1").fetch_optional(pool).await.map_err(db_error)?;
+    let row =
+        sqlx::query("SELECT enabled FROM auth_settings WHERE id = 1").fetch_optional(pool).await.map_err(db_error)?;
     row.map_or(Ok(false), |r| r.try_get::<bool, _>("enabled").map_err(db_error))
 }
 

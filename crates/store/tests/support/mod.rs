@@ -1041,7 +1041,8 @@ pub async fn the_auth_flag_and_listeners_are_kept(store: &dyn Store) {
     store.record_listener(&listener).await.expect("record");
     let moved = Listener { addr: "127.0.0.1:4747".into(), public: false, updated_at: 20, ..listener };
     store.record_listener(&moved).await.expect("refresh");
-    let found: Vec<Listener> = store.listeners().await.expect("list").into_iter().filter(|l| l.node_id == node).collect();
+    let found: Vec<Listener> =
+        store.listeners().await.expect("list").into_iter().filter(|l| l.node_id == node).collect();
     assert_eq!(found, vec![moved]);
     store.remove_listener(&node).await.expect("remove");
     assert!(store.listeners().await.expect("list").iter().all(|l| l.node_id != node));
