@@ -98,17 +98,17 @@ impl StoreArgs {
         Ok(())
     }
 
-    /// Whether auth is configured: the store holds an active token. A SQLite store that
-    /// does not exist yet has none, and is not created by asking, so a refused start
-    /// leaves no files behind.
-    pub async fn tokens_exist(&self) -> anyhow::Result<bool> {
+    /// Whether auth is on (a token was created and `spool auth disable` was not run).
+    /// A SQLite store that does not exist yet has it off, and is not created by asking,
+    /// so a refused start leaves no files behind.
+    pub async fn auth_enabled(&self) -> anyhow::Result<bool> {
         if self.postgres_url()?.is_none() && !self.sqlite_path().is_file() {
             return Ok(false);
         }
         let database = self.open().await?;
-        let any = spool_engine::auth::any_token(database.store()).await;
+        let enabled = database.store().auth_enabled().await;
         database.close().await;
-        Ok(any?)
+        Ok(enabled?)
     }
 
     /// How to name this store in a hint about another command (`--data-dir DIR`, or

@@ -3,8 +3,9 @@
 //! other nodes (Redis with `--redis-url`; see [`cluster`]), the models, the tools, the
 //! engine, and the HTTP server, until SIGINT or SIGTERM.
 //!
-//! Only loopback addresses are served: binding anything else would expose every
-//! session to the network, and auth does not exist yet.
+//! A non-loopback address is served only with auth on (`spool token create`); such a
+//! server then requires a token even if auth is turned off under it, and
+//! `spool auth disable` is refused while it runs.
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
@@ -37,9 +38,28 @@ struct Cli {
 enum Command {
     /// Serve the API and the session streams.
     Serve(ServeArgs),
-    /// Manage API tokens (auth is on once any token exists).
+    /// Manage API tokens (the first one turns auth on).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Show or turn off auth (it stays on once a token was created, even with every
+    /// token revoked).
+    #[command(subcommand)]
+    Auth(AuthCommand),
+}
+
+#[derive(Subcommand)]
+enum AuthCommand {
+    /// Whether auth is on, how many tokens are active, and where servers listen.
+    Status {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Turn auth off: every request then acts as the local user. Refused while a server
+    /// serves on a non-loopback address.
+    Disable {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -138,7 +158,41 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
         Command::Token(cmd) => token(cmd).await,
+        Command::Auth(cmd) => auth(cmd).await,
     }
+}
+
+async fn auth(cmd: AuthCommand) -> anyhow::Result<()> {
+    let (AuthCommand::Status { store } | AuthCommand::Disable { store }) = &cmd;
+    let database = store.open().await?;
+    let result = auth_command(&cmd, database.store()).await;
+    database.close().await;
+    result
+}
+
+async fn auth_command(cmd: &AuthCommand, store: &dyn spool_engine::Store) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        AuthCommand::Status { .. } => {
+            let enabled = store.auth_enabled().await?;
+            let active = store.list_tokens().await?.iter().filter(|t| t.revoked_at.is_none()).count();
+            writeln!(out, "auth: {}", if enabled { "on" } else { "off" })?;
+            writeln!(out, "active tokens: {active}")?;
+            let fresh_after = spool_protocol::time::now_ms() - spool_engine::auth::LISTENER_STALE_MS;
+            for l in store.listeners().await?.iter().filter(|l| l.updated_at > fresh_after) {
+                let reach = if l.public { "non-loopback" } else { "loopback" };
+                writeln!(out, "server {} listening on {} ({reach})", l.node_id, l.addr)?;
+            }
+            if enabled && active == 0 {
+                writeln!(out, "no active token: nobody can sign in; create one with `spool token create`")?;
+            }
+        }
+        AuthCommand::Disable { .. } => {
+            spool_engine::auth::disable_auth(store).await?;
+            writeln!(out, "auth is off: requests act as the local user without a token")?;
+        }
+    }
+    Ok(())
 }
 
 async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
@@ -180,7 +234,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         true => Some(lock::DataDirLock::acquire(data_dir)?),
         false => None,
     };
-    if !addr.ip().is_loopback() && !args.store.tokens_exist().await? {
+    if !addr.ip().is_loopback() && !args.store.auth_enabled().await? {
         bail!(
             "refusing to listen on {addr} (from --addr {:?}): auth is required for non-loopback addresses \
              and is not configured. Create a token first with `spool token create --user NAME {}`, \

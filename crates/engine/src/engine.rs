@@ -413,6 +413,7 @@ impl Engine {
         engine.spawn_janitor();
         engine.spawn_reaper();
         engine.spawn_remote();
+        engine.spawn_revocation_watch();
         Ok(engine)
     }
 

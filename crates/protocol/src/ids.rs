@@ -120,6 +120,8 @@ id_type!(/// A pending human decision.
     ApprovalId, "per", "approval");
 id_type!(/// An API token (its id; the secret itself is never stored).
     TokenId, "tok", "token");
+id_type!(/// A browser login session (its id; the cookie's secret is never stored).
+    LoginId, "lgn", "login session");
 id_type!(/// One `SessionEvents` instance: a new one after every restart or reload.
     StreamId, "stm", "stream");
 

@@ -1,6 +1,9 @@
 //! Extractors whose failures are [`ApiError`]s, so no plain-text axum rejection ever
 //! reaches a client, and [`CurrentUser`], the one place that decides who is acting.
 //!
+//! [`Caller`] is the same decision with the credential kept, for streams that must
+//! close when it is revoked.
+//!
 //! Handlers use [`JsonBody`], [`PathId`] and [`QueryParams`] instead of axum's `Json`,
 //! `Path` and `Query` extractors. (Responses still use `axum::Json`.)
 
@@ -11,49 +14,63 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use spool_engine::auth::Credential;
 use spool_protocol::{ApprovalId, IdError, ProjectId, RunId, SessionId, UserId};
 use std::str::FromStr;
 
 /// The user a request acts as: every route that touches a user's data takes this.
 ///
-/// While no token exists (auth off, loopback only) it is the engine's local user.
-/// Otherwise the request must carry a token — `Authorization: Bearer …`, or the
-/// HttpOnly login cookie for browsers (EventSource and WebSocket cannot set headers) —
-/// and a cookie-authenticated state change must come from the server's own origin, so
-/// another site cannot ride a logged-in browser.
+/// While auth is off (loopback only) it is the engine's local user. Otherwise the
+/// request must carry a token in `Authorization: Bearer …`, or — for browsers, whose
+/// EventSource and WebSocket cannot set headers — the HttpOnly cookie of a login
+/// session (`POST /api/login`; never the token itself). A cookie-authenticated state
+/// change must come from the server's own origin, so another site cannot ride a
+/// logged-in browser. Streams take [`Caller`] instead, to know the credential.
 #[derive(Clone, Debug)]
 pub struct CurrentUser(pub UserId);
 
-/// Name of the login cookie.
-pub const AUTH_COOKIE: &str = "spool_token";
+/// The user a request acts as and the credential it authenticated with, which a
+/// long-lived stream registers so that revoking the credential closes it.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub user: UserId,
+    pub credential: Credential,
+}
+
+/// Name of the login cookie (it holds a login session's secret).
+pub const AUTH_COOKIE: &str = "spool_login";
 
 impl FromRequestParts<AppState> for CurrentUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Caller::from_request_parts(parts, state).await.map(|caller| CurrentUser(caller.user))
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         if !state.engine.auth_required().await? {
-            return Ok(CurrentUser(state.engine.local_user().clone()));
+            return Ok(Caller { user: state.engine.local_user().clone(), credential: Credential::Local });
         }
-        let bearer = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let (secret, via_cookie) = match bearer {
-            Some(b) => (Some(b.to_owned()), false),
-            None => (cookie(&parts.headers, AUTH_COOKIE), true),
+        let (found, via_cookie) = match bearer(&parts.headers) {
+            Some(secret) => (state.engine.authenticate_token(secret).await?, false),
+            None => match cookie(&parts.headers, AUTH_COOKIE) {
+                Some(secret) => (state.engine.authenticate_login(&secret).await?, true),
+                None => {
+                    return Err(ApiError::Unauthorized {
+                        code: "unauthorized",
+                        message: "this server requires a token: send `Authorization: Bearer <token>` or log in".into(),
+                    });
+                }
+            },
         };
-        let Some(secret) = secret else {
-            return Err(ApiError::Unauthorized {
-                code: "unauthorized",
-                message: "this server requires a token: send `Authorization: Bearer <token>` or log in".into(),
-            });
-        };
-        let Some(user) = state.engine.authenticate(&secret).await? else {
+        let Some((user, credential)) = found else {
             return Err(ApiError::Unauthorized {
                 code: "invalid_token",
-                message: "the token is unknown or revoked".into(),
+                message: "the token or login is unknown, revoked, ended or expired".into(),
             });
         };
         let safe =
@@ -64,8 +81,17 @@ impl FromRequestParts<AppState> for CurrentUser {
                 message: "a cookie-authenticated change must come from this server's own pages".into(),
             });
         }
-        Ok(CurrentUser(user))
+        Ok(Caller { user, credential })
     }
+}
+
+/// The `Authorization: Bearer` secret, if the request has one.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 /// The value of cookie `name`, if the request has it.

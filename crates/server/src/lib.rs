@@ -16,11 +16,12 @@ pub mod fuzzing;
 mod guard;
 mod http;
 mod opencode;
+mod revocation;
 mod serve;
 mod state;
 
 pub use error::ApiError;
-pub use extract::CurrentUser;
+pub use extract::{Caller, CurrentUser};
 pub use http::{openapi, router};
 pub use serve::{ConnectionLimits, ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve, serve_with};
 pub use state::{AppState, ServerConfig};
@@ -35,8 +36,14 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     let engine = state.engine.clone();
     let limits =
         ConnectionLimits { header_timeout: state.config.header_timeout, max_connections: state.config.max_connections };
+    // Recorded for `spool auth disable`; on a non-loopback address this also makes the
+    // engine require auth for as long as it serves, whatever the store's flag says.
+    let addr = listener.local_addr()?;
+    if let Err(e) = engine.announce_listener(addr).await {
+        tracing::warn!(error = %e, "could not record this server's address in the store");
+    }
     let closer = tokio::spawn({
-        let shutdown = shutdown.clone();
+        let (shutdown, engine) = (shutdown.clone(), engine.clone());
         async move {
             shutdown.cancelled().await;
             engine.close_streams();
@@ -44,5 +51,6 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     });
     let result = serve_with(listener, router(state), shutdown, limits).await;
     closer.abort();
+    engine.withdraw_listener().await;
     result
 }

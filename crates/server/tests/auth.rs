@@ -338,3 +338,100 @@ async fn the_hub_and_event_streams_authenticate_with_the_login_cookie() {
         }
     }
 }
+
+/// Logs in with `token` and returns the `name=value` cookie pair.
+async fn login(server: &TestServer, token: &str) -> String {
+    let res = server.client.post(server.url("/api/login")).json(&json!({"token": token})).send().await.expect("login");
+    assert_eq!(res.status(), StatusCode::OK);
+    res.headers()["set-cookie"].to_str().expect("cookie").split(';').next().expect("pair").to_owned()
+}
+
+async fn get_with_cookie(server: &TestServer, path: &str, cookie: &str) -> StatusCode {
+    server.client.get(server.url(path)).header("cookie", cookie).send().await.expect("get").status()
+}
+
+#[tokio::test]
+async fn revoking_every_token_leaves_auth_on() {
+    let server = TestServer::start().await;
+    let (token, secret) = server.engine.create_token("erin").await.expect("token");
+    server.engine.revoke_token(&token.id).await.expect("revoke");
+
+    // Not one open route: the page is asked for a token, and every data route says 401.
+    let (_, auth) = server.get("/api/auth").await;
+    assert_eq!((auth["required"].clone(), auth["user"].clone()), (json!(true), Value::Null));
+    for path in ["/api/projects", "/api/workspaces/events", "/session"] {
+        let (status, body) = server.get(path).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {body}");
+        let (status, _) = call(&server, reqwest::Method::GET, path, Some(&secret), None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} with the revoked token");
+    }
+    let (status, _) = server.post("/api/projects", json!({"path": server.project_dir()})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_server_on_a_public_address_never_serves_with_auth_off() {
+    let server = TestServer::start().await;
+    // As the binary does after binding 0.0.0.0 (a test can only reach loopback).
+    server.engine.announce_listener("0.0.0.0:4747".parse().expect("addr")).await.expect("announce");
+    let (_, secret) = server.engine.create_token("fay").await.expect("token");
+    // The flag cleared under the running server, as a hand-edited store would.
+    use spool_engine::Store;
+    server.store.set_auth_enabled(false, 0).await.expect("clear flag");
+    let refused = spool_engine::auth::disable_auth(&*server.store).await;
+    assert!(refused.is_err(), "`spool auth disable` is refused while this server is public");
+
+    let (status, _) = server.get("/api/projects").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "still closed, long after the flag's 1 s cache");
+    let (status, _) = call(&server, reqwest::Method::GET, "/api/projects", Some(&secret), None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_login_cookie_is_a_login_session_that_logout_and_revocation_end() {
+    let server = TestServer::start().await;
+    let (token, secret) = server.engine.create_token("gail").await.expect("token");
+    let cookie = login(&server, &secret).await;
+    assert!(!cookie.contains(&secret), "the cookie is not the token: {cookie}");
+    let name = cookie.split('=').next().expect("name");
+    assert_eq!(get_with_cookie(&server, "/api/projects", &cookie).await, StatusCode::OK);
+    // A raw token in the cookie is not a login.
+    assert_eq!(get_with_cookie(&server, "/api/projects", &format!("{name}={secret}")).await, StatusCode::UNAUTHORIZED);
+
+    // Logout ends the login session on the server: the old value, replayed, is refused.
+    let out = server.client.post(server.url("/api/logout")).header("cookie", &cookie).send().await.expect("logout");
+    assert_eq!(out.status(), StatusCode::OK);
+    assert_eq!(get_with_cookie(&server, "/api/projects", &cookie).await, StatusCode::UNAUTHORIZED);
+    let (_, auth) = call(&server, reqwest::Method::GET, "/api/auth", None, None).await;
+    assert_eq!(auth["user"], Value::Null);
+
+    // Revoking the token ends every login made with it.
+    let (first, second) = (login(&server, &secret).await, login(&server, &secret).await);
+    assert_ne!(first, second, "each login is a session of its own");
+    assert_eq!(get_with_cookie(&server, "/api/projects", &first).await, StatusCode::OK);
+    server.engine.revoke_token(&token.id).await.expect("revoke");
+    for cookie in [&first, &second] {
+        assert_eq!(get_with_cookie(&server, "/api/projects", cookie).await, StatusCode::UNAUTHORIZED);
+    }
+}
+
+#[tokio::test]
+async fn logout_closes_that_login_sessions_streams_only() {
+    let server = TestServer::start().await;
+    let (_, secret) = server.engine.create_token("hana").await.expect("token");
+    let (leaving, staying) = (login(&server, &secret).await, login(&server, &secret).await);
+    let open = |cookie: &str| server.client.get(server.url("/api/workspaces/events")).header("cookie", cookie).send();
+    let mut leaving_stream = common::SseStream::new(open(&leaving).await.expect("stream"));
+    let mut staying_stream = common::SseStream::new(open(&staying).await.expect("stream"));
+    assert_eq!((leaving_stream.status, staying_stream.status), (StatusCode::OK, StatusCode::OK));
+    leaving_stream.next_event().await.expect("lists.reset");
+    staying_stream.next_event().await.expect("lists.reset");
+
+    let out = server.client.post(server.url("/api/logout")).header("cookie", &leaving).send().await.expect("out");
+    assert_eq!(out.status(), StatusCode::OK);
+    leaving_stream.expect_end(std::time::Duration::from_secs(10)).await;
+    assert!(
+        staying_stream.next_event_within(std::time::Duration::from_millis(1500)).await.is_err(),
+        "the other login's stream stays open"
+    );
+}

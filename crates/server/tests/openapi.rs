@@ -148,7 +148,7 @@ async fn the_document_is_public_openapi_3_1() {
     let schemes = doc["components"]["securitySchemes"].as_object().expect("security schemes");
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     assert_eq!(schemes["cookie"]["in"], "cookie");
-    assert_eq!(schemes["cookie"]["name"], "spool_token");
+    assert_eq!(schemes["cookie"]["name"], "spool_login");
     // Public routes say so; the rest inherit the document's bearer-or-cookie rule.
     assert_eq!(doc["paths"]["/api/health"]["get"]["security"], json!([{}]));
     assert_eq!(doc["security"], json!([{"bearer": []}, {"cookie": []}]));

@@ -13,7 +13,9 @@ macro_rules! impl_store {
     ($store:ty) => {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
-            use spool_engine::{IdempotencyClaim, Lease, RunInsert, StoreError, StoredResponse};
+            use spool_engine::{
+                IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse,
+            };
             use spool_protocol::time::Millis;
             use spool_protocol::*;
 
@@ -93,6 +95,34 @@ macro_rules! impl_store {
                 }
                 async fn revoke_token(&self, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
                     tokens::revoke(&self.pool, id, at).await
+                }
+
+                async fn auth_enabled(&self) -> Result<bool, StoreError> {
+                    auth::enabled(&self.pool).await
+                }
+                async fn set_auth_enabled(&self, enabled: bool, at: Millis) -> Result<(), StoreError> {
+                    auth::set_enabled(&self.pool, enabled, at).await
+                }
+                async fn insert_login(&self, login: &LoginSession) -> Result<(), StoreError> {
+                    auth::insert_login(&self.pool, login).await
+                }
+                async fn find_login(&self, hash: &str, now: Millis) -> Result<Option<LoginSession>, StoreError> {
+                    auth::find_login(&self.pool, hash, now).await
+                }
+                async fn end_login(&self, id: &LoginId, at: Millis) -> Result<bool, StoreError> {
+                    auth::end_login(&self.pool, id, at).await
+                }
+                async fn credentials_ended_since(&self, since: Millis, now: Millis) -> Result<Vec<String>, StoreError> {
+                    auth::ended_since(&self.pool, since, now).await
+                }
+                async fn record_listener(&self, listener: &Listener) -> Result<(), StoreError> {
+                    auth::record_listener(&self.pool, listener).await
+                }
+                async fn remove_listener(&self, node: &str) -> Result<(), StoreError> {
+                    auth::remove_listener(&self.pool, node).await
+                }
+                async fn listeners(&self) -> Result<Vec<Listener>, StoreError> {
+                    auth::listeners(&self.pool).await
                 }
 
                 async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {

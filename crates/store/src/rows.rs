@@ -13,7 +13,7 @@ use crate::error::{db_error, from_db_int, parse_id};
 use crate::message_codec;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use spool_engine::{IdempotencyClaim, Lease, StoreError, StoredResponse};
+use spool_engine::{IdempotencyClaim, Lease, Listener, LoginSession, StoreError, StoredResponse};
 use spool_protocol::{
     ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session, Usage,
 };
@@ -207,6 +207,27 @@ pub(crate) fn token(row: &impl Columns) -> Result<ApiToken, StoreError> {
         hash: row.text("hash")?,
         created_at: row.int("created_at")?,
         revoked_at: row.int_opt("revoked_at")?,
+    })
+}
+
+pub(crate) fn login(row: &impl Columns) -> Result<LoginSession, StoreError> {
+    Ok(LoginSession {
+        id: parse_id(&row.text("id")?)?,
+        token_id: parse_id(&row.text("token_id")?)?,
+        user_id: parse_id(&row.text("user_id")?)?,
+        hash: row.text("hash")?,
+        created_at: row.int("created_at")?,
+        expires_at: row.int("expires_at")?,
+        ended_at: row.int_opt("ended_at")?,
+    })
+}
+
+pub(crate) fn listener(row: &impl Columns) -> Result<Listener, StoreError> {
+    Ok(Listener {
+        node_id: row.text("node_id")?,
+        addr: row.text("addr")?,
+        public: row.flag("public")?,
+        updated_at: row.int("updated_at")?,
     })
 }
 

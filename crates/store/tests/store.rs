@@ -119,7 +119,10 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
         tables,
         [
             "approvals",
+            "auth_settings",
             "idempotency",
+            "listeners",
+            "login_sessions",
             "messages",
             "parts",
             "projects",
@@ -295,4 +298,44 @@ async fn corrupt_rules_and_decisions_are_backend_errors() {
 async fn raw_connection(path: &Path) -> sqlx::SqliteConnection {
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
     sqlx::SqliteConnection::connect_with(&options).await.expect("raw connection")
+}
+
+/// A database that had a token before auth became sticky — even one revoked since —
+/// comes out of the upgrade with auth on; one that never had a token with it off.
+#[tokio::test]
+async fn a_database_that_ever_had_a_token_keeps_auth_on_after_the_upgrade() {
+    for had_token in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("spool.db");
+        let before = dir.path().join("migrations");
+        std::fs::create_dir(&before).expect("mkdir");
+        for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.as_str() < "0008" {
+                std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
+            }
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
+        let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
+        migrator.run(&mut conn).await.expect("apply 0001-0007");
+        if had_token {
+            sqlx::query("INSERT INTO users (id, name, created_at) VALUES ('usr_old', 'old', 1)")
+                .execute(&mut conn)
+                .await
+                .expect("old user");
+            sqlx::query(
+                "INSERT INTO tokens (id, user_id, hash, created_at, revoked_at) VALUES ('tok_old', 'usr_old', ?, 1, 2)",
+            )
+            .bind("a".repeat(64))
+            .execute(&mut conn)
+            .await
+            .expect("old revoked token");
+        }
+        conn.close().await.expect("close");
+        let store = SqliteStore::open(&path).await.expect("open and upgrade");
+        assert_eq!(store.auth_enabled().await.expect("flag"), had_token);
+        store.close().await;
+    }
 }

@@ -1,7 +1,8 @@
-// Login. With no token on the server, Spool acts for one local user and this does
-// nothing. Once auth is on, `GET /api/auth` says a token is needed; the page asks for one
-// and `POST /api/login` turns it into an HttpOnly cookie that fetch and EventSource then
-// carry (the page never stores the token). A 401 from any call brings the form back.
+// Login. With auth off, Spool acts for one local user and this does nothing. Once auth
+// is on, `GET /api/auth` says a token is needed; the page asks for one and
+// `POST /api/login` trades it for a login session, whose HttpOnly cookie (not the token)
+// fetch and EventSource then carry; the page never stores the token. A 401 from any
+// call (a logout, a revoked token, an expired login) brings the form back.
 
 import { get, post } from './api.js';
 import { h } from './dom.js';

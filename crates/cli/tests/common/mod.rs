@@ -105,13 +105,15 @@ pub fn start(url: &str, data: &std::path::Path) -> (Spool, String) {
 }
 
 pub fn start_with(url: &str, data: &std::path::Path, extra: &[&str]) -> (Spool, String) {
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", url, "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start spool");
+    let data = data.to_str().expect("a UTF-8 temp path");
+    let mut args = vec!["--addr", "127.0.0.1:0", "--database-url", url, "--data-dir", data];
+    args.extend_from_slice(extra);
+    serve(&args)
+}
+
+/// `spool serve ARGS…`, once it prints its address: the process and `http://HOST:PORT`.
+pub fn serve(args: &[&str]) -> (Spool, String) {
+    let mut child = spool().arg("serve").args(args).stdout(Stdio::piped()).spawn().expect("start spool");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
     let base =

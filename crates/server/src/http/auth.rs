@@ -1,11 +1,13 @@
-//! Browser login: `POST /api/login {token}` checks a token and sets it as an HttpOnly,
-//! `SameSite=Strict` cookie (`Secure` behind TLS), which EventSource and WebSocket
-//! connections then carry; `POST /api/logout` clears it; `GET /api/auth` tells a page
-//! whether it must ask for a token and who it is.
+//! Browser login: `POST /api/login {token}` checks a token and starts a login session
+//! whose random secret goes into an HttpOnly, `SameSite=Strict` cookie (`Secure` behind
+//! TLS), which EventSource and WebSocket connections then carry. The cookie is never the
+//! token: a stolen cookie dies with its login session, which `POST /api/logout` ends
+//! server-side (and with it its open streams), as do revoking the token and expiry.
+//! `GET /api/auth` tells a page whether it must ask for a token and who it is.
 
 use super::openapi::WriteErrors;
 use crate::error::ApiError;
-use crate::extract::{AUTH_COOKIE, JsonBody, cookie, json_body, same_origin};
+use crate::extract::{AUTH_COOKIE, JsonBody, bearer, cookie, json_body, same_origin};
 use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
@@ -43,13 +45,12 @@ async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Jso
     let required = state.engine.auth_required().await?;
     let user = if !required {
         Some(state.engine.local_user().clone())
+    } else if let Some(secret) = bearer(&headers) {
+        state.engine.authenticate_token(secret).await?.map(|(user, _)| user)
+    } else if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
+        state.engine.authenticate_login(&secret).await?.map(|(user, _)| user)
     } else {
-        let bearer =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        match bearer.map(str::to_owned).or_else(|| cookie(&headers, AUTH_COOKIE)) {
-            Some(secret) => state.engine.authenticate(&secret).await?,
-            None => None,
-        }
+        None
     };
     Ok(Json(AuthStatus { required, user }))
 }
@@ -59,7 +60,8 @@ struct LoginBody {
     token: String,
 }
 
-/// Checks a token and sets it as the HttpOnly login cookie.
+/// Checks a token and starts a login session: its secret (not the token) becomes the
+/// HttpOnly login cookie, valid for 7 days unless logged out or the token is revoked.
 #[utoipa::path(
     post,
     path = "/api/login",
@@ -69,9 +71,12 @@ struct LoginBody {
     responses(
         (
             status = 200,
-            description = "The token is valid; `Set-Cookie` carries it",
+            description = "The token is valid; `Set-Cookie` carries a new login session's secret",
             body = AuthStatus,
-            headers(("Set-Cookie" = String, description = "`spool_token=…; HttpOnly; SameSite=Strict; Path=/`"))
+            headers((
+                "Set-Cookie" = String,
+                description = "`spool_login=…; HttpOnly; SameSite=Strict; Path=/; Max-Age=604800`"
+            ))
         ),
         WriteErrors,
     )
@@ -85,7 +90,7 @@ async fn login(
     if headers.contains_key(header::ORIGIN) && !same_origin(&headers) {
         return Err(ApiError::Forbidden { code: "bad_origin", message: "log in from this server's own pages".into() });
     }
-    let Some(user) = state.engine.authenticate(body.token.trim()).await? else {
+    let Some((user, secret)) = state.engine.login(body.token.trim()).await? else {
         return Err(ApiError::Unauthorized {
             code: "invalid_token",
             message: "the token is unknown or revoked".into(),
@@ -94,14 +99,12 @@ async fn login(
     let secure =
         state.config.secure_cookies || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
     let cookie = format!(
-        "{AUTH_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{}",
-        body.token.trim(),
+        "{AUTH_COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        spool_engine::auth::LOGIN_TTL.as_secs(),
         if secure { "; Secure" } else { "" }
     );
     let mut response = Json(AuthStatus { required: true, user: Some(user) }).into_response();
-    let value = HeaderValue::from_str(&cookie)
-        .map_err(|_| ApiError::bad_request("invalid_token", "the token has invalid characters"))?;
-    response.headers_mut().insert(header::SET_COOKIE, value);
+    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("an ASCII cookie"));
     Ok(response)
 }
 
@@ -112,7 +115,8 @@ struct LoggedOut {
     logged_out: bool,
 }
 
-/// Clears the login cookie.
+/// Ends the login session the cookie names (server-side: the old cookie value no
+/// longer works, and that session's open streams close) and clears the cookie.
 #[utoipa::path(
     post,
     path = "/api/logout",
@@ -120,16 +124,19 @@ struct LoggedOut {
     security(()),
     responses((
         status = 200,
-        description = "The cookie is cleared",
+        description = "The login session is ended and the cookie cleared",
         body = LoggedOut,
-        headers(("Set-Cookie" = String, description = "`spool_token=; …; Max-Age=0`"))
+        headers(("Set-Cookie" = String, description = "`spool_login=; …; Max-Age=0`"))
     ))
 )]
-async fn logout() -> Response {
+async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
+        state.engine.logout(&secret).await?;
+    }
     let mut response = Json(LoggedOut { logged_out: true }).into_response();
     let clear = format!("{AUTH_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII cookie"));
-    response
+    Ok(response)
 }
 
 /// The body this module reads, parsed as its handler does.

@@ -27,8 +27,9 @@ use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::dialect::run_stream::{Mapped, RunEvent, RunEventBody, RunStream};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, QueryParams, json_body};
+use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
+use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::body::Body;
@@ -127,11 +128,12 @@ enum After {
 )]
 async fn chat(
     State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Caller { user, credential }: Caller,
     ConnectionToken(connection): ConnectionToken,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
+    let watch = engine.watch_credential(&credential, connection.clone());
     let (session, created) = match body.target()? {
         ChatTarget::Session(id) => (id, false),
         ChatTarget::NewSessionIn(project) => (engine.create_session(&user, &project, None).await?.id, true),
@@ -164,7 +166,7 @@ async fn chat(
         let run = engine.run(&user, &accepted.run_id).await?;
         attach(engine, &user, run, After::Seq(0), connection).await?
     };
-    Ok(run_response(feed, state.engine.clone(), user, state.config.heartbeat))
+    Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
 }
 
 /// `GET /api/runs/:id/events?after=N` (or `Last-Event-ID: N`, which wins, as on the
@@ -185,7 +187,7 @@ async fn chat(
 )]
 async fn events(
     State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Caller { user, credential }: Caller,
     PathId(id): PathId<RunId>,
     ConnectionToken(connection): ConnectionToken,
     headers: HeaderMap,
@@ -194,8 +196,9 @@ async fn events(
     let header = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
+    let watch = state.engine.watch_credential(&credential, connection.clone());
     let feed = attach(&state.engine, &user, run, After::Seq(after), connection).await?;
-    Ok(run_response(feed, state.engine.clone(), user, state.config.heartbeat))
+    Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
 }
 
 /// Whether a request asked for an event stream (`Accept: text/event-stream`).
@@ -484,6 +487,7 @@ mod tests {
     //! way that route will once it offers the stream.
 
     use super::*;
+    use crate::extract::CurrentUser;
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::Decision;

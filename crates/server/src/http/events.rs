@@ -8,7 +8,8 @@
 use super::openapi::SessionStreamEvent;
 use super::openapi::StreamErrors;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, PathId, QueryParams};
+use crate::extract::{Caller, PathId, QueryParams};
+use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::body::Body;
@@ -66,7 +67,7 @@ struct EventsQuery {
 )]
 async fn stream(
     State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Caller { user, credential }: Caller,
     PathId(id): PathId<SessionId>,
     ConnectionToken(connection): ConnectionToken,
     headers: HeaderMap,
@@ -78,9 +79,10 @@ async fn stream(
     // The connection's own token, not a child: when the engine cuts this subscriber the
     // accept loop must see it to drop a connection whose client stopped reading.
     let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
+    let watch = state.engine.watch_credential(&credential, connection.clone());
     let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
-    Ok(sse_response(subscription, state.config.heartbeat))
+    Ok(watched(sse_response(subscription, state.config.heartbeat), watch))
 }
 
 /// An SSE response over a stream of pre-encoded frames, with the stream headers of

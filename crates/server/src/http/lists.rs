@@ -9,8 +9,10 @@ use super::events::{holding, sse_response};
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Caller, CurrentUser, JsonBody, PathId, json_body};
 use crate::fuzzing::BodyCheck;
+use crate::revocation::watched;
+use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -36,12 +38,18 @@ pub fn router() -> OpenApiRouter<AppState> {
         StreamErrors,
     )
 )]
-async fn stream(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Response, ApiError> {
+async fn stream(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    ConnectionToken(connection): ConnectionToken,
+) -> Result<Response, ApiError> {
     // Counted like a session stream, for as long as the response is open.
     let permit = state.engine.stream_permit(&user)?;
+    // Closed with its connection when the credential is revoked.
+    let watch = state.engine.watch_credential(&credential, connection);
     // Only the user's own projects: the notifier keeps a sequence per owner.
     let frames = holding(state.engine.lists().subscribe(user), permit);
-    Ok(sse_response(Box::pin(frames), state.config.heartbeat))
+    Ok(watched(sse_response(Box::pin(frames), state.config.heartbeat), watch))
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -41,7 +41,7 @@ use crate::state::AppState;
     security(("bearer" = []), ("cookie" = [])),
     tags(
         (name = "meta", description = "Health, models, metrics and this document"),
-        (name = "auth", description = "Browser login with a token cookie"),
+        (name = "auth", description = "Browser login sessions: an HttpOnly cookie that is never the token"),
         (name = "projects", description = "Registered directories"),
         (name = "sessions", description = "Conversations and their history"),
         (name = "runs", description = "Prompts, runs and approvals"),
@@ -62,7 +62,8 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
         let cookie = ApiKeyValue::with_description(
             crate::extract::AUTH_COOKIE,
-            "Set by `POST /api/login`; what EventSource and WebSocket connections carry.",
+            "A login session's secret (not a token), set by `POST /api/login` and ended by `POST /api/logout`, \
+             by revoking its token or after 7 days; what EventSource and WebSocket connections carry.",
         );
         components.add_security_scheme("cookie", SecurityScheme::ApiKey(ApiKey::Cookie(cookie)));
     }
@@ -241,7 +242,8 @@ impl ToSchema for OpenCodeStreamEvent {}
 const BAD_QUERY: &str = "A query value the server cannot read (`invalid_query`)";
 const BAD_BODY: &str = "A body that is not valid JSON or has wrong fields (`malformed_json`, `invalid_body`), \
     or a value the server refuses";
-const UNAUTHORIZED: &str = "No valid token on a server that requires one (`unauthorized`, `invalid_token`)";
+const UNAUTHORIZED: &str = "No valid token or login session on a server that requires one (`unauthorized`, \
+    `invalid_token`: unknown, revoked, logged out or expired)";
 const FORBIDDEN: &str = "A `Host` that is neither loopback nor given with `--allowed-host` while auth is off \
     (`bad_host`); a change a browser page of another origin sent: a foreign `Origin` or `Sec-Fetch-Site` other \
     than `same-origin` (`bad_origin`); a project directory outside the user's project roots (`outside_roots`, the \

@@ -750,12 +750,15 @@ async fn events(
     State(state): State<AppState>,
     Extension(marks): Extension<PromptMarks>,
     dir: Directory,
+    caller: crate::extract::Caller,
     ConnectionToken(connection): ConnectionToken,
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
 ) -> Result<Response, ApiError> {
     // Counted like a session stream for as long as the response is open (the sessions
     // it follows count too, each as a session stream).
     let permit = state.engine.stream_permit(&dir.user)?;
+    // Closed with its connection when the credential is revoked.
+    let watch = state.engine.watch_credential(&caller.credential, connection.clone());
     let options = global::Options {
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.
@@ -764,7 +767,10 @@ async fn events(
     let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
     let headers =
         [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
-    Ok((headers, Body::from_stream(super::events::holding(stream, permit))).into_response())
+    Ok(crate::revocation::watched(
+        (headers, Body::from_stream(super::events::holding(stream, permit))).into_response(),
+        watch,
+    ))
 }
 
 impl RespondBody {

@@ -42,7 +42,7 @@
 use super::openapi::StreamErrors;
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, QueryParams};
+use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -150,7 +150,7 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
 )]
 async fn upgrade(
     State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Caller { user, credential }: Caller,
     headers: HeaderMap,
     uri: Uri,
     QueryParams(query): QueryParams<WsQuery>,
@@ -187,6 +187,10 @@ async fn upgrade(
     let mut out = Vec::new();
     hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
+    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
+    // so it gets a kill token of its own: revoking the credential drops the socket.
+    let revoked = CancellationToken::new();
+    let watch = state.engine.watch_credential(&credential, revoked.clone());
     Ok(upgrade
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
@@ -194,7 +198,11 @@ async fn upgrade(
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket| async move {
-            hub.run(socket, changes, out, heartbeat).await;
+            let _watch = watch;
+            tokio::select! {
+                () = hub.run(socket, changes, out, heartbeat) => {}
+                () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
+            }
             drop(permit);
         }))
 }

@@ -19,6 +19,7 @@
 //! start together do not migrate twice.
 
 mod approvals;
+mod auth;
 mod idempotency;
 mod leases;
 mod memory;

@@ -13,6 +13,7 @@
 //! files it creates the database file's mode), and an existing one is tightened.
 
 mod approvals;
+mod auth;
 mod idempotency;
 mod leases;
 mod memory;

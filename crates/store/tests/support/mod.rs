@@ -11,7 +11,7 @@
 //! (nodes) against each other; the suite itself races one.
 
 use serde_json::json;
-use spool_engine::{IdempotencyClaim, Lease, RunInsert, Store, StoreError, StoredResponse};
+use spool_engine::{IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 use std::sync::Arc;
@@ -41,6 +41,8 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     concurrent_claims_of_one_key_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
     tokens_are_found_by_hash_until_revoked(store).await;
+    login_sessions_end_by_logout_expiry_and_revocation(store).await;
+    the_auth_flag_and_listeners_are_kept(store).await;
     runs_since_lists_a_sessions_runs_from_an_index_in_order(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
@@ -976,6 +978,74 @@ pub async fn tokens_are_found_by_hash_until_revoked(store: &dyn Store) {
     assert_eq!(store.find_token(&hash).await.expect("find"), None, "a revoked token authenticates nobody");
     let listed = store.list_tokens().await.expect("list");
     assert_eq!(listed.iter().find(|t| t.id == token.id).and_then(|t| t.revoked_at), Some(20));
+}
+
+/// A 64-hex-digit hash no other check uses.
+fn unique_hash() -> String {
+    use std::fmt::Write;
+    UserId::new().as_str().bytes().chain(UserId::new().as_str().bytes()).take(32).fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+pub async fn login_sessions_end_by_logout_expiry_and_revocation(store: &dyn Store) {
+    let name = unique_name("login");
+    let user = store.ensure_user(&name).await.expect("user");
+    let token = ApiToken {
+        id: TokenId::new(),
+        user_id: user.clone(),
+        user_name: name,
+        hash: unique_hash(),
+        created_at: 1_000,
+        revoked_at: None,
+    };
+    store.insert_token(&token).await.expect("token");
+    let login = |expires_at| LoginSession {
+        id: LoginId::new(),
+        token_id: token.id.clone(),
+        user_id: user.clone(),
+        hash: unique_hash(),
+        created_at: 1_000,
+        expires_at,
+        ended_at: None,
+    };
+    let (kept, ended, expiring) = (login(9_000), login(9_000), login(3_000));
+    for l in [&kept, &ended, &expiring] {
+        store.insert_login(l).await.expect("insert login");
+    }
+    assert_eq!(store.find_login(&kept.hash, 2_000).await.expect("find"), Some(kept.clone()));
+    assert_eq!(store.find_login(&expiring.hash, 3_000).await.expect("find"), None, "expired at 3000");
+    assert!(store.end_login(&ended.id, 2_500).await.expect("end"));
+    assert!(!store.end_login(&ended.id, 2_600).await.expect("end twice"), "ending twice changes nothing");
+    assert_eq!(store.find_login(&ended.hash, 2_700).await.expect("find"), None, "logged out");
+    let since = store.credentials_ended_since(2_000, 3_500).await.expect("ended since");
+    assert!(since.contains(&ended.id.to_string()) && since.contains(&expiring.id.to_string()), "{since:?}");
+    assert!(!since.contains(&kept.id.to_string()), "{since:?}");
+    let later = store.credentials_ended_since(3_000, 3_500).await.expect("ended since");
+    assert!(!later.contains(&ended.id.to_string()) && !later.contains(&expiring.id.to_string()), "{later:?}");
+
+    assert!(store.revoke_token(&token.id, 4_000).await.expect("revoke"));
+    assert_eq!(store.find_login(&kept.hash, 4_001).await.expect("find"), None, "a revoked token's logins end");
+    let since = store.credentials_ended_since(3_999, 4_001).await.expect("ended since");
+    assert!(since.contains(&token.id.to_string()), "{since:?}");
+}
+
+pub async fn the_auth_flag_and_listeners_are_kept(store: &dyn Store) {
+    store.set_auth_enabled(true, 10).await.expect("on");
+    assert!(store.auth_enabled().await.expect("read"));
+    store.set_auth_enabled(false, 20).await.expect("off");
+    assert!(!store.auth_enabled().await.expect("read"));
+    let node = unique_name("node");
+    let listener = Listener { node_id: node.clone(), addr: "0.0.0.0:4747".into(), public: true, updated_at: 10 };
+    store.record_listener(&listener).await.expect("record");
+    let moved = Listener { addr: "127.0.0.1:4747".into(), public: false, updated_at: 20, ..listener };
+    store.record_listener(&moved).await.expect("refresh");
+    let found: Vec<Listener> =
+        store.listeners().await.expect("list").into_iter().filter(|l| l.node_id == node).collect();
+    assert_eq!(found, vec![moved]);
+    store.remove_listener(&node).await.expect("remove");
+    assert!(store.listeners().await.expect("list").iter().all(|l| l.node_id != node));
 }
 
 pub async fn runs_since_lists_a_sessions_runs_from_an_index_in_order(store: &dyn Store) {
