@@ -51,7 +51,11 @@ fn create_token(user: &str, store: &[String]) -> (String, String) {
 }
 
 fn start(addr: &str, store: &[String], extra: &[&str]) -> (Spool, String) {
-    let mut args: Vec<&str> = vec!["--addr", addr];
+    // With tokens, projects only go under a project root: the tests' project
+    // directories are temporary directories.
+    let temp = std::env::temp_dir();
+    let root = temp.to_str().expect("UTF-8 temp dir");
+    let mut args: Vec<&str> = vec!["--addr", addr, "--workspace-root", root];
     args.extend(store.iter().map(String::as_str));
     args.extend_from_slice(extra);
     serve(&args)

@@ -286,6 +286,9 @@ impl Loaded {
     }
 }
 
+/// How long a prompt waits for a settled run to finish publishing its last frames.
+const SETTLING_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A prompt's acceptance: the run it started, or the run its requestId already named.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -486,6 +489,18 @@ impl Engine {
             .to_str()
             .ok_or_else(|| EngineError::invalid("invalid_path", "the path is not valid UTF-8"))?
             .to_owned())
+    }
+
+    /// True when `active` is a run whose settlement is already stored and that is only
+    /// publishing its last frames: a client that saw it settle (its record, a `done`
+    /// event) may prompt at once, so the prompt waits for it (briefly) instead of
+    /// answering `session_busy` for a run that is over.
+    async fn settles_now(&self, active: &ActiveHandle) -> Result<bool> {
+        let stored = self.store().get_run(&active.run_id).await?;
+        if !stored.is_some_and(|run| run.status.is_terminal()) {
+            return Ok(false);
+        }
+        Ok(tokio::time::timeout(SETTLING_GRACE, active.finished.cancelled()).await.is_ok())
     }
 
     pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
@@ -930,7 +945,9 @@ impl Engine {
         {
             return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
         }
-        if let Some(active) = loaded.active() {
+        if let Some(active) = loaded.active()
+            && !self.settles_now(&active).await?
+        {
             return Err(EngineError::SessionBusy(active.run_id.to_string()));
         }
         let limit = self.inner.config.max_runs_per_user;

@@ -372,11 +372,18 @@ async fn revoking_every_token_leaves_auth_on() {
 #[tokio::test]
 async fn a_server_on_a_public_address_never_serves_with_auth_off() {
     let server = TestServer::start().await;
+    use spool_engine::Store;
+    // The server records its own (loopback) address as it starts serving; wait for that,
+    // so it cannot overwrite the public one announced next.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.store.listeners().await.expect("listeners").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the server never recorded its address");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     // As the binary does after binding 0.0.0.0 (a test can only reach loopback).
     server.engine.announce_listener("0.0.0.0:4747".parse().expect("addr")).await.expect("announce");
     let (_, secret) = server.engine.create_token("fay").await.expect("token");
     // The flag cleared under the running server, as a hand-edited store would.
-    use spool_engine::Store;
     server.store.set_auth_enabled(false, 0).await.expect("clear flag");
     let refused = spool_engine::auth::disable_auth(&*server.store).await;
     assert!(refused.is_err(), "`spool auth disable` is refused while this server is public");
