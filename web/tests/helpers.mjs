@@ -30,7 +30,9 @@ export async function startSpool({ delayMs = 0, extra = [], tokenFor = null } = 
   const token = tokenFor
     ? execFileSync(BIN, ['token', 'create', '--user', tokenFor, '--data-dir', join(dir, 'data')], { encoding: 'utf8' }).trim()
     : null;
-  const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...extra];
+  // With tokens, projects may only be registered under a project root.
+  const roots = tokenFor ? ['--workspace-root', project] : [];
+  const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...roots, ...extra];
   const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
