@@ -22,7 +22,10 @@
 //! and `model` switches the session's model only when it names a configured model
 //! (other values are ignored: a client's default provider must not break it). A prompt's
 //! `messageID` becomes its `requestId`, so a retried prompt runs once. Errors carry both
-//! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`.
+//! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`. A
+//! directory becomes a project only through a write (`POST /session`), never by being
+//! read, and only under the user's project roots; writes need a JSON body and are
+//! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
 use super::openapi::OpenCodeErrors;
 use super::openapi::OpenCodeStreamEvent;
