@@ -18,8 +18,20 @@ async fn a_client_that_stops_reading_is_disconnected() {
     let request = format!("GET /api/sessions/{session}/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
     stuck.write_all(request.as_bytes()).await.expect("send request");
 
-    // Far more frames than the socket buffers plus the 1 MiB queue can hold.
-    let run = server.run_prompt(&session, "stream: 100000").await;
+    // Far more frames than the socket buffers plus the 1 MiB queue can hold. An
+    // unpaced 100,000-delta answer takes over 15 s of a debug build on a busy 2-core box,
+    // so this waits for the run to settle on its own terms, not within the usual WAIT:
+    // the test is about the stuck client, not about speed.
+    let run_id = server.start_run(&session, "stream: 100000").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    let run = loop {
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        if matches!(run["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+            break run;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run never settled: {run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(run["status"], "completed");
     // Nothing observable from outside tells when the drop happened (the client is not
     // reading), so give the connection its grace period with a margin.
