@@ -229,8 +229,8 @@ enum OnSnapshot {
     /// has no history).
     Join,
     /// The client's cursor could not be replayed: send the snapshot — unless it is
-    /// at that very cursor (the engine answers a cursor at its current seq with a
-    /// snapshot, though nothing was missed).
+    /// at that very cursor (nothing was missed; the engine itself answers a cursor at
+    /// its current seq with zero frames, so this only guards an in-stream snapshot).
     Report(Option<Cursor>),
 }
 

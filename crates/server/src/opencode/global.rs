@@ -273,8 +273,9 @@ impl GlobalStream {
                         return Step::Forget(session);
                     }
                 };
-                // The first item — a replay or a snapshot — is ready at once. After a
-                // snapshot of a busy session the mapper needs to know where the run began.
+                // The first item is a replay or a snapshot — or, for a cursor that is
+                // caught up, the next live frame. After a snapshot of a busy session the
+                // mapper needs to know where the run began.
                 let Some(first) = subscription.next().await else { return Step::Forget(session) };
                 let mut decoder = Decoder::new();
                 let frames: Vec<Frame> =
