@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{Open, SseStream, TestServer};
+use common::{Open, SseStream, TestOptions, TestServer, WAIT, urlencode};
+use futures::StreamExt;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_protocol::frame::Frame;
@@ -106,4 +109,61 @@ fn id_of_call(state: &Value) -> String {
     let execs = state["toolExecutions"].as_object().expect("toolExecutions");
     assert_eq!(execs.len(), 1, "{state}");
     execs.keys().next().expect("one call").clone()
+}
+
+async fn sse(server: &TestServer, path: &str) -> SseStream {
+    let res = server.client.get(server.url(path)).send().await.expect("open a stream");
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    SseStream::new(res)
+}
+
+/// Reads what is left of a stream; true if it ended cleanly (the chunked body's last
+/// chunk came), false if the connection was dropped under it.
+async fn ends_cleanly(mut stream: SseStream) -> bool {
+    stream.expect_end(WAIT).await;
+    stream.error.is_none()
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_ends_every_kind_of_open_stream_cleanly() {
+    // A run that is still streaming when the server stops.
+    let options = TestOptions { model_delay: Duration::from_millis(5), ..TestOptions::default() };
+    let mut server = TestServer::start_with(options).await;
+    let project = server.default_project().await;
+    let session = common::id_of(&server.create_session(&project, Some("stops")).await);
+    let run_id = server.start_run(&session, "stream: 100000").await;
+
+    let mut lists = sse(&server, "/api/workspaces/events").await;
+    assert!(lists.next_event().await.is_some_and(|e| e.data.contains("lists.reset")));
+    let mut native = server.events(&session, Open::fresh()).await;
+    assert_eq!(native.next_frame().await.expect("snapshot").kind, "session.snapshot");
+    let mut run = sse(&server, &format!("/api/runs/{run_id}/events")).await;
+    assert!(run.next_event().await.is_some());
+    let directory = server.project_dir().canonicalize().expect("project dir");
+    let mut opencode = sse(&server, &format!("/event?directory={}", urlencode(&directory.to_string_lossy()))).await;
+    assert!(opencode.next_event().await.is_some_and(|e| e.data.contains("server.connected")));
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/api/ws", server.addr)).await.expect("ws");
+
+    let (_, lists, native, run, opencode, ws_closed) = tokio::join!(
+        server.stop(),
+        ends_cleanly(lists),
+        ends_cleanly(native),
+        ends_cleanly(run),
+        ends_cleanly(opencode),
+        async {
+            // The hub says goodbye with a close frame instead of vanishing.
+            loop {
+                match tokio::time::timeout(WAIT, ws.next()).await.expect("the WebSocket ends") {
+                    Some(Ok(Message::Close(_))) => return true,
+                    Some(Ok(_)) => continue,
+                    Some(Err(_)) | None => return false,
+                }
+            }
+        },
+    );
+    assert!(lists, "the list stream ended cleanly, not dropped after the grace period");
+    assert!(native, "the session stream ended cleanly");
+    assert!(run, "the run stream ended cleanly");
+    assert!(opencode, "OpenCode's /event ended cleanly");
+    assert!(ws_closed, "the WebSocket got a close frame");
 }
