@@ -7,11 +7,11 @@ mod common;
 
 use common::{Open, SseStream, TestOptions, TestServer, WAIT, urlencode};
 use futures::StreamExt;
-use std::time::Duration;
-use tokio_tungstenite::tungstenite::Message;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_protocol::frame::Frame;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
 
 /// The state's view of the one tool call and of every prompt's timing: the call ended
 /// as an error saying it was cancelled, and no prompt is still timing.
@@ -59,9 +59,11 @@ async fn stopping_a_run_parked_at_an_approval_ends_its_tool_call_in_every_view()
     let call = id_of_call(&state);
     assert_eq!(state["toolExecutions"][&call]["status"], "running", "waiting: {state}");
 
-    // A view that is open while the person presses Stop.
+    // Views that are open while the person presses Stop.
     let mut live = server.events(&session, Open::fresh()).await;
     let snapshot = live.next_frame().await.expect("snapshot");
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://{}/api/ws?channels={session}", server.addr)).await.expect("ws");
     let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(server.wait_run(&run_id).await["status"], "cancelled");
@@ -73,6 +75,16 @@ async fn stopping_a_run_parked_at_an_approval_ends_its_tool_call_in_every_view()
     }
     assert_call_ended(&serde_json::to_value(&folded).expect("state"), &call, "live frames folded");
     assert!(!server.project_dir().join("x.txt").exists(), "the call never ran");
+    // The WebSocket hub (seed 002) reports the call's result as an error.
+    let result = loop {
+        let message = tokio::time::timeout(WAIT, ws.next()).await.expect("a hub event").expect("open").expect("ok");
+        let Message::Text(text) = message else { continue };
+        let event: Value = serde_json::from_str(&text).expect("JSON");
+        if event["type"] == "tool.result" {
+            break event;
+        }
+    };
+    assert_eq!((&result["data"]["tool_use_id"], &result["data"]["is_error"]), (&json!(call), &json!(true)), "{result}");
 
     assert_call_ended(&detail_state(&server, &session).await, &call, "session detail");
     let fresh = server.events(&session, Open::fresh()).await.next_frame().await.expect("snapshot");
