@@ -233,7 +233,7 @@ impl Engine {
         if !store.settle_approval(approval_id, status, None, None, None, now).await? {
             return Ok(());
         }
-        let Some((approval, _)) = store.get_approval(approval_id).await? else {
+        let Some((approval, checkpoint)) = store.get_approval(approval_id).await? else {
             return Ok(());
         };
         let Some(mut run) = store.get_run(&approval.run_id).await? else {
@@ -246,6 +246,8 @@ impl Engine {
         store.update_run(&run).await?;
         crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
+        // The parked call never runs: end it (and the prompt's timing) in every view.
+        crate::run::end_parked_calls(self, loaded, &run, checkpoint).await;
         let run_id = run.id.clone();
         let loop_event =
             |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };

@@ -1160,9 +1160,11 @@ impl Engine {
         handles.len()
     }
 
-    /// Ends every open stream, for a graceful shutdown. Runs still executing are left
+    /// Ends every open stream (session and list streams, and with the list notifier the
+    /// streams that watch it), for a graceful shutdown. Runs still executing are left
     /// to be marked `server_restarted` at the next start.
     pub fn close_streams(&self) {
+        self.lists().close();
         let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
         for loaded in sessions.values() {
             loaded.events.close();

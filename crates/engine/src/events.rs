@@ -14,8 +14,9 @@
 //! # Limits
 //!
 //! * Replay: a reconnecting client whose cursor is within the last 256 frames and
-//!   4 MiB (`EventLimits::replay_*`) gets exactly the frames it missed; any other
-//!   cursor gets one `session.snapshot` at the current seq.
+//!   4 MiB (`EventLimits::replay_*`) gets exactly the frames it missed (none, when its
+//!   cursor is the current seq); any other cursor gets one `session.snapshot` at the
+//!   current seq.
 //! * Slow clients: a subscriber may fall behind by at most `queue_bytes` (1 MiB) of
 //!   frames. The ring keeps what the replay window needs plus the last `queue_bytes`;
 //!   when it drops a frame that a subscriber still needs, that subscriber is cut: its
@@ -88,6 +89,10 @@ pub enum Start {
     /// The client gets a snapshot at this seq.
     Snapshot { seq: u64 },
 }
+
+/// Bus mode: how long a reconnect whose cursor is ahead of this node waits for the bus
+/// to bring the frames before it gets a snapshot.
+pub const BUS_LAG_WAIT: Duration = Duration::from_millis(1500);
 
 /// Largest body chunk a subscriber copies out of the ring in one poll. Big enough to
 /// amortize a write, small enough not to starve other connections on the same thread.
@@ -280,6 +285,7 @@ impl SessionEvents {
     /// follows replays instead of taking a snapshot. On any failure it simply does not.
     pub async fn backfill(&self, cursor: &Cursor) {
         let Some(side) = &self.shared.bus else { return };
+        self.wait_for_bus(cursor).await;
         {
             let inner = self.lock();
             let front = inner.ring.front().map_or(inner.seq + 1, |e| e.seq);
@@ -317,6 +323,27 @@ impl SessionEvents {
         for entry in entries.into_iter().rev() {
             inner.ring_bytes += entry.bytes.len();
             inner.ring.push_front(entry);
+        }
+    }
+
+    /// Bus mode: a cursor of this stream ahead of this node's seq comes from a node the
+    /// bus reached first; the frames are on their way here. Waits for them (at most
+    /// [`BUS_LAG_WAIT`]) instead of answering with a snapshot older than what the client
+    /// already has. Polls: this runs once per reconnect that is ahead, which is rare, and
+    /// keeps the fold path free of another notifier.
+    async fn wait_for_bus(&self, cursor: &Cursor) {
+        let deadline = tokio::time::Instant::now() + BUS_LAG_WAIT;
+        loop {
+            {
+                let inner = self.lock();
+                if inner.closed || cursor.stream_id != inner.stream_id || cursor.seq <= inner.seq {
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -884,10 +911,12 @@ impl Inner {
     }
 
     /// The seq to replay after, if the cursor allows a replay (seed 000): same stream,
-    /// behind the current seq, and every following frame still in the replay window.
+    /// not ahead of the current seq, and every following frame still in the replay
+    /// window. A cursor at the current seq replays zero frames: the client has seen
+    /// everything, and a snapshot would resend the whole session for nothing.
     fn replay_from(&self, shared: &Shared, cursor: Option<&Cursor>) -> Option<u64> {
         let cursor = cursor?;
-        if cursor.stream_id != self.stream_id || cursor.seq >= self.seq {
+        if cursor.stream_id != self.stream_id || cursor.seq > self.seq {
             return None;
         }
         let needed = self.seq - cursor.seq;
@@ -1125,7 +1154,6 @@ mod tests {
             (Some(cursor(&ev, 10)), "older than the 256-frame buffer"),
             (Some(other), "foreign stream"),
             (Some(cursor(&ev, 301)), "ahead of seq"),
-            (Some(cursor(&ev, 300)), "equal to seq: nothing precedes"),
             (None, "no cursor"),
         ] {
             let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new(), false);
@@ -1138,6 +1166,12 @@ mod tests {
         // The oldest frame still replayable: 256 frames behind.
         let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new(), false);
         assert_eq!(start, Start::Replay { from_seq: 44, frames: 256 });
+        // A client at the current seq missed nothing: zero frames, then live.
+        let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 300)), CancellationToken::new(), false);
+        assert_eq!(start, Start::Replay { from_seq: 300, frames: 0 });
+        assert_eq!(drain(&mut sub), (Vec::new(), false));
+        publish_n(&ev, 1, 10);
+        assert_eq!(drain(&mut sub).0.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![301]);
     }
 
     #[test]

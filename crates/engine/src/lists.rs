@@ -18,6 +18,9 @@
 //! [`Cluster`]), which pass it to their own connections with [`ListNotifier::deliver`]
 //! — numbered in their own sequence, under their own `streamId` — and do not publish it
 //! again. So a page connected to any node hears about a change made on any node, once.
+//!
+//! A graceful shutdown closes the notifier ([`ListNotifier::close`]): list streams end
+//! with the session streams instead of holding the server for its whole grace period.
 
 use crate::cluster::{Cluster, ClusterMessage, Solo};
 use bytes::Bytes;
@@ -28,6 +31,7 @@ use spool_protocol::{ProjectId, StreamId, UserId, sse};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 pub const RESET: &str = "lists.reset";
 pub const SESSIONS_CHANGED: &str = "sessions.changed";
@@ -91,6 +95,9 @@ struct Shared {
     seqs: std::sync::Mutex<HashMap<UserId, u64>>,
     /// Every owner's frames, tagged with the owner; each subscriber keeps its own.
     tx: broadcast::Sender<(UserId, Bytes)>,
+    /// Cancelled when the server stops: every list stream ends, and so do the streams
+    /// that watch changes (the WebSocket hub, OpenCode's `/event`).
+    closed: CancellationToken,
 }
 
 impl Default for ListNotifier {
@@ -116,6 +123,7 @@ impl ListNotifier {
                 stream_id: StreamId::new(),
                 seqs: std::sync::Mutex::new(HashMap::new()),
                 tx,
+                closed: CancellationToken::new(),
             }),
         }
     }
@@ -211,7 +219,18 @@ impl ListNotifier {
                 }
             }
         });
-        futures::stream::once(async move { reset }).chain(live).boxed()
+        let closed = self.shared.closed.clone().cancelled_owned();
+        futures::stream::once(async move { reset }).chain(live).take_until(closed).boxed()
+    }
+
+    /// Ends every list stream, now and for any opened later (a graceful shutdown).
+    pub fn close(&self) {
+        self.shared.closed.cancel();
+    }
+
+    /// Fires when [`close`](Self::close) is called: a stream built on the changes ends then.
+    pub fn closed(&self) -> CancellationToken {
+        self.shared.closed.clone()
     }
 
     /// Number of connected list subscribers.

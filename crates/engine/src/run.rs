@@ -945,6 +945,79 @@ impl RunTask {
     }
 }
 
+/// Ends the calls of a run parked at an approval that will never run them (the run was
+/// stopped, or the approval expired): each gets a `tool_execution_end` with an error and
+/// a stored tool result, so every view — and the model, at the next prompt — sees the
+/// call ended instead of running for ever. Then the prompt's timing ends. `run` is the
+/// run as settled; `checkpoint` the one stored with its approval.
+pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
+    let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str());
+    let (mut index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
+        Ok(c) => (c.next_index, std::iter::once(c.pending).chain(c.remaining).collect()),
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "unreadable checkpoint: the parked calls stay open");
+            (0, Vec::new())
+        }
+    };
+    let publish = |event, message_index, message_id, mutate: &mut dyn FnMut(&mut frame::SessionState)| {
+        let run_id = run.id.clone();
+        loaded.events.publish(|state| {
+            mutate(state);
+            Some(FrameBody::LoopEvent { run_id, message_index, message_id, event })
+        });
+    };
+    for Call { id, name, .. } in calls {
+        let result = format!("The {name} call was cancelled before it ran: {reason}.");
+        let (shown, call) = (result.clone(), id.clone());
+        let end = AgentEvent::ToolExecutionEnd {
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+            result: result.clone(),
+            is_error: true,
+        };
+        publish(end, None, None, &mut |s| {
+            if let Some(e) = s.tool_executions.get_mut(&call) {
+                e.status = ToolStatus::Error;
+                e.result = Some(shown.clone());
+            }
+        });
+        let message = Message::ToolResult {
+            tool_call_id: id,
+            tool_name: name,
+            content: vec![Content::Text { text: result }],
+            is_error: true,
+            timestamp: now_ms(),
+        };
+        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
+        let indexed = IndexedMessage { id: MessageId::new(), index, message };
+        if let Err(e) = engine.inner.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
+            tracing::warn!(run = %run.id, error = %e, "could not save the result of a cancelled call");
+            break;
+        }
+        let (end, id) = (AgentEvent::MessageEnd { message: indexed.message.clone() }, indexed.id.clone());
+        let mut committed = Some(indexed);
+        publish(end, Some(index), Some(id), &mut |s| {
+            if let Some(m) = committed.take() {
+                view::commit_message(s, m);
+            }
+        });
+        index += 1;
+    }
+    let timing = PromptTiming {
+        user_message_index: run.user_message_index,
+        started_at: run.created_at,
+        first_token_at: run.first_token_at,
+        ended_at: run.ended_at,
+    };
+    let event = AgentEvent::PromptTiming {
+        user_message_index: timing.user_message_index,
+        started_at: timing.started_at,
+        first_token_at: timing.first_token_at,
+        ended_at: timing.ended_at,
+    };
+    publish(event, None, None, &mut |s| view::set_timing(s, timing));
+}
+
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.
 const WATCHERS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 

@@ -63,6 +63,31 @@ async fn a_cursor_within_the_buffer_replays_exactly_the_missed_frames() {
     assert_eq!(live.kind, "run.accepted");
 }
 
+#[tokio::test]
+async fn a_caught_up_cursor_replays_nothing_and_goes_live() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let frames = record_run(&server, &session, 10).await;
+    let last = frames.last().expect("frames");
+    let before_last = &frames[frames.len() - 2];
+
+    // A client that read everything (header or query cursor) is owed nothing: no
+    // snapshot, no frame, until something happens.
+    let mut by_header = server.events(&session, Open::last_event_id(last.cursor())).await;
+    let mut by_query = server.events(&session, Open::cursor(last.cursor())).await;
+    // One frame behind: exactly that frame.
+    let mut one_behind = server.events(&session, Open::last_event_id(before_last.cursor())).await;
+    let missed = one_behind.next_frame().await.expect("the missed frame");
+    assert_eq!((missed.seq, &missed.json), (last.seq, &last.json));
+
+    server.start_run(&session, "echo: live now").await;
+    for (stream, who) in [(&mut by_header, "header"), (&mut by_query, "query"), (&mut one_behind, "one behind")] {
+        let live = stream.next_frame().await.expect("live frame");
+        assert_eq!(live.kind, "run.accepted", "{who}: the first frame is live, not a snapshot");
+        assert_eq!((live.seq, &live.stream_id), (last.seq + 1, &last.stream_id), "{who}");
+    }
+}
+
 async fn first_frame(server: &TestServer, session: &str, open: Open) -> ReceivedFrame {
     server.events(session, open).await.next_frame().await.expect("a first frame")
 }

@@ -46,7 +46,7 @@ use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::header::{CONTENT_TYPE, ORIGIN};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -184,6 +184,7 @@ async fn upgrade(
     // its channels from then on reaches it.
     let mut hub = Hub::new(state.engine.clone(), user);
     let changes = state.engine.lists().watch_changes();
+    let closing = state.engine.lists().closed();
     let mut out = Vec::new();
     hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
@@ -200,7 +201,7 @@ async fn upgrade(
         .on_upgrade(move |socket| async move {
             let _watch = watch;
             tokio::select! {
-                () = hub.run(socket, changes, out, heartbeat) => {}
+                () = hub.run(socket, changes, out, heartbeat, closing) => {}
                 () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
             }
             drop(permit);
@@ -229,8 +230,8 @@ enum OnSnapshot {
     /// has no history).
     Join,
     /// The client's cursor could not be replayed: send the snapshot — unless it is
-    /// at that very cursor (the engine answers a cursor at its current seq with a
-    /// snapshot, though nothing was missed).
+    /// at that very cursor (nothing was missed; the engine itself answers a cursor at
+    /// its current seq with zero frames, so this only guards an in-stream snapshot).
     Report(Option<Cursor>),
 }
 
@@ -300,6 +301,7 @@ impl Hub {
         mut changes: tokio::sync::broadcast::Receiver<Change>,
         mut out: Vec<Envelope>,
         heartbeat: Duration,
+        closing: CancellationToken,
     ) {
         let (mut tx, mut rx) = socket.split();
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
@@ -336,6 +338,13 @@ impl Hub {
                     if !self.judge(&mut out).await {
                         return;
                     }
+                }
+                // The server is stopping: say goodbye (1001 going away) rather than
+                // vanish when the process ends.
+                () = closing.cancelled() => {
+                    let close = CloseFrame { code: close_code::AWAY, reason: "the server is stopping".into() };
+                    let _ = tx.send(Message::Close(Some(close))).await;
+                    return;
                 }
                 _ = ping.tick() => {
                     if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new()))).await {

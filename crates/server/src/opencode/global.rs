@@ -125,6 +125,8 @@ pub struct GlobalStream {
     /// Cancelled when the connection is dropped; feeds get children of it.
     connection: CancellationToken,
     killed: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The server is stopping: the stream ends (cleanly, unlike `killed`'s drop).
+    closing: Pin<Box<WaitForCancellationFutureOwned>>,
     changes: BoxStream<'static, Result<Change, tokio::sync::broadcast::error::RecvError>>,
     tasks: FuturesUnordered<BoxFuture<'static, Step>>,
     feeds: Vec<Feed>,
@@ -170,6 +172,7 @@ impl GlobalStream {
         let stream_id = StreamId::new();
         let mut this = GlobalStream {
             killed: Box::pin(connection.clone().cancelled_owned()),
+            closing: Box::pin(engine.lists().closed().cancelled_owned()),
             engine,
             user,
             directory,
@@ -273,8 +276,9 @@ impl GlobalStream {
                         return Step::Forget(session);
                     }
                 };
-                // The first item — a replay or a snapshot — is ready at once. After a
-                // snapshot of a busy session the mapper needs to know where the run began.
+                // The first item is a replay or a snapshot — or, for a cursor that is
+                // caught up, the next live frame. After a snapshot of a busy session the
+                // mapper needs to know where the run began.
                 let Some(first) = subscription.next().await else { return Step::Forget(session) };
                 let mut decoder = Decoder::new();
                 let frames: Vec<Frame> =
@@ -467,7 +471,7 @@ impl Stream for GlobalStream {
             if let Some(bytes) = this.queue.pop_front() {
                 return Poll::Ready(Some(Ok(bytes)));
             }
-            if this.ended || this.killed.as_mut().poll(cx).is_ready() {
+            if this.ended || this.killed.as_mut().poll(cx).is_ready() || this.closing.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
             match this.changes.poll_next_unpin(cx) {
