@@ -26,6 +26,9 @@ use tokio_util::sync::CancellationToken;
 enum Outcome {
     Completed,
     Cancelled,
+    /// A plain reject (seed 003: a rejection only changes states): the call never ran
+    /// and the run ends as cancelled, saying why.
+    Rejected(RunError),
     Failed(RunError),
     /// Parked at an approval: durable, and continued by a decision.
     Interrupted,
@@ -35,7 +38,7 @@ impl Outcome {
     fn status(&self) -> RunStatus {
         match self {
             Outcome::Completed => RunStatus::Completed,
-            Outcome::Cancelled => RunStatus::Cancelled,
+            Outcome::Cancelled | Outcome::Rejected(_) => RunStatus::Cancelled,
             Outcome::Failed(_) => RunStatus::Failed,
             Outcome::Interrupted => RunStatus::Interrupted,
         }
@@ -70,7 +73,8 @@ pub(crate) struct Checkpoint {
 pub(crate) enum Resolution {
     /// Run it (with these arguments), after re-checking the rules.
     Approved { args: serde_json::Value },
-    /// Do not run it; the model is told, with the person's message.
+    /// Do not run it. Without a message the run ends (cancelled); with one, the model
+    /// is told the call was rejected, with the message, and the run goes on.
     Rejected { message: Option<String> },
 }
 
@@ -697,6 +701,16 @@ impl RunTask {
         remaining: &[Call],
     ) -> Result<(), Outcome> {
         let Call { id: call_id, name, args } = call.clone();
+        let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message })
+            if message.as_deref().is_none_or(|m| m.trim().is_empty()));
+        if plain_reject {
+            // Nothing about this call starts: no `tool_execution_start`, so no stream
+            // shows it running, and the run stops here.
+            return Err(Outcome::Rejected(RunError {
+                code: "approval_rejected".into(),
+                message: format!("the {name} call was rejected; the run was cancelled"),
+            }));
+        }
         let tool = self.engine.inner.tools.get(&name);
         // Decide whether the call runs: the rules, or the decision that resumed us. A
         // rule that says deny wins even over an approval given earlier.
@@ -980,9 +994,13 @@ impl RunTask {
         self.run.status = outcome.status();
         self.run.ended_at = Some(now);
         self.run.updated_at = now;
-        if let Outcome::Failed(error) = &outcome {
-            tracing::warn!(run = %self.run.id, code = %error.code, message = %error.message, "run failed");
-            self.run.error = Some(error.clone());
+        match &outcome {
+            Outcome::Failed(error) => {
+                tracing::warn!(run = %self.run.id, code = %error.code, message = %error.message, "run failed");
+                self.run.error = Some(error.clone());
+            }
+            Outcome::Rejected(error) => self.run.error = Some(error.clone()),
+            _ => {}
         }
         if let Err(e) = self.engine.inner.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
