@@ -85,10 +85,8 @@ async fn stream_prompt(client: &reqwest::Client, base: &str, project_dir: &Path)
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session = session["id"].as_str().expect("id").to_owned();
-    let accepted = call(
-        client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 3000"})),
-    )
-    .await;
+    let accepted =
+        call(client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 3000"}))).await;
     Started { session, run: accepted["runId"].as_str().expect("runId").to_owned() }
 }
 

@@ -9,8 +9,8 @@
 
 use crate::context;
 use crate::drafts::Checkpoints;
-use crate::store::Draft;
 use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
+use crate::store::Draft;
 use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};
 use futures::StreamExt;
@@ -292,7 +292,7 @@ impl RunTask {
 
     /// Writes a finished message to the store and publishes its end.
     async fn commit(&mut self, message: Message) -> Result<(), Outcome> {
-        let id = self.draft_id.take().unwrap_or_else(MessageId::new);
+        let id = self.draft_id.take().unwrap_or_default();
         let indexed = IndexedMessage { id, index: self.next_index, message };
         self.next_index += 1;
         self.engine

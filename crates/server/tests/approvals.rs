@@ -149,7 +149,11 @@ async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
     let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
     let started: Vec<&ReceivedFrame> =
         frames.iter().filter(|f| f.event_type() == Some("tool_execution_start")).collect();
-    assert!(started.is_empty(), "the rejected call never starts: {:?}", started.iter().map(|f| &f.json).collect::<Vec<_>>());
+    assert!(
+        started.is_empty(),
+        "the rejected call never starts: {:?}",
+        started.iter().map(|f| &f.json).collect::<Vec<_>>()
+    );
     let end = frames.iter().find(|f| f.event_type() == Some("agent_end")).expect("agent_end");
     assert_eq!(end.json["event"]["status"], "cancelled");
 

@@ -4,8 +4,8 @@
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{Draft, StoreError};
-use spool_protocol::time::now_ms;
 use spool_protocol::SessionId;
+use spool_protocol::time::now_ms;
 use sqlx::PgPool;
 use sqlx::types::Json;
 
