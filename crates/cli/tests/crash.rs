@@ -87,10 +87,16 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
     let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
     assert_ne!(detail["streamId"], before["streamId"], "a restart starts a new stream");
     assert_eq!(detail["status"], "idle");
-    assert_eq!(detail["state"]["drafts"], json!({}), "an uncommitted draft is not resurrected");
+    assert_eq!(detail["state"]["drafts"], json!({}), "a draft does not come back streaming");
     let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
-    assert_eq!(history["total"], 1, "the committed user message survives: {history}");
-    assert_eq!(history["messages"][0]["content"][0]["text"], "stream: 1000");
+    assert_eq!(history["messages"][0]["content"][0]["text"], "stream: 1000", "the user message survives");
+    // The answer so far is kept only if a checkpoint (every 250 ms) came before the kill;
+    // when it is, it says why it stopped (tests/drafts.rs pins that case down).
+    match history["total"].as_u64() {
+        Some(1) => {}
+        Some(2) => assert_eq!(history["messages"][1]["stopReason"], "error", "{history}"),
+        _ => panic!("the prompt and at most its partial answer: {history}"),
+    }
 
     // The same requestId still names the dead run and starts nothing; a new prompt runs.
     let again = call(

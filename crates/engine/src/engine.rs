@@ -409,6 +409,11 @@ impl Engine {
                 auth: crate::auth::AuthState::default(),
             }),
         };
+        // The answers those runs were streaming join the history, marked with the failure.
+        match engine.commit_orphaned_drafts().await? {
+            0 => {}
+            kept => tracing::warn!(kept, "kept the partial answers of runs a stop or crash ended"),
+        }
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
             engine.arm_expiry(&approval);

@@ -195,6 +195,10 @@ impl Engine {
             }
             self.drop_lease(&lease.session_id).await;
         }
+        if failed > 0 {
+            // What the lost runs had streamed joins the history, marked with the failure.
+            self.commit_orphaned_drafts().await?;
+        }
         Ok(failed)
     }
 

@@ -8,7 +8,9 @@
 //! `idle` can read the final run.
 
 use crate::context;
+use crate::drafts::Checkpoints;
 use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
+use crate::store::Draft;
 use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};
 use futures::StreamExt;
@@ -24,6 +26,9 @@ use tokio_util::sync::CancellationToken;
 enum Outcome {
     Completed,
     Cancelled,
+    /// A plain reject (seed 003: a rejection only changes states): the call never ran
+    /// and the run ends as cancelled, saying why.
+    Rejected(RunError),
     Failed(RunError),
     /// Parked at an approval: durable, and continued by a decision.
     Interrupted,
@@ -33,7 +38,7 @@ impl Outcome {
     fn status(&self) -> RunStatus {
         match self {
             Outcome::Completed => RunStatus::Completed,
-            Outcome::Cancelled => RunStatus::Cancelled,
+            Outcome::Cancelled | Outcome::Rejected(_) => RunStatus::Cancelled,
             Outcome::Failed(_) => RunStatus::Failed,
             Outcome::Interrupted => RunStatus::Interrupted,
         }
@@ -68,7 +73,8 @@ pub(crate) struct Checkpoint {
 pub(crate) enum Resolution {
     /// Run it (with these arguments), after re-checking the rules.
     Approved { args: serde_json::Value },
-    /// Do not run it; the model is told, with the person's message.
+    /// Do not run it. Without a message the run ends (cancelled); with one, the model
+    /// is told the call was rejected, with the message, and the run goes on.
     Rejected { message: Option<String> },
 }
 
@@ -105,6 +111,11 @@ pub(crate) struct RunTask {
     model_error: Option<String>,
     /// Absolute index the next committed message takes.
     next_index: u64,
+    /// The id of the assistant message streaming now: its draft checkpoints and the
+    /// committed message share it.
+    draft_id: Option<MessageId>,
+    /// Whether a draft of it is in the store (and must be deleted once it commits).
+    draft_stored: bool,
 }
 
 impl RunTask {
@@ -131,6 +142,8 @@ impl RunTask {
             memory: SessionMemory::default(),
             model_error: None,
             next_index,
+            draft_id: None,
+            draft_stored: false,
         }
     }
 
@@ -279,7 +292,8 @@ impl RunTask {
 
     /// Writes a finished message to the store and publishes its end.
     async fn commit(&mut self, message: Message) -> Result<(), Outcome> {
-        let indexed = IndexedMessage { id: MessageId::new(), index: self.next_index, message };
+        let id = self.draft_id.take().unwrap_or_default();
+        let indexed = IndexedMessage { id, index: self.next_index, message };
         self.next_index += 1;
         self.engine
             .inner
@@ -287,6 +301,13 @@ impl RunTask {
             .insert_message(&self.run.session_id, &self.run.owner_id, &indexed)
             .await
             .map_err(|e| failure("storage_error", format!("could not save message {}: {e}", indexed.index)))?;
+        if std::mem::take(&mut self.draft_stored)
+            && let Err(e) = self.engine.inner.store.delete_draft(&self.run.session_id).await
+        {
+            // Harmless: the next draft replaces it, and a leftover whose index is taken
+            // is only deleted (see `commit_orphaned_drafts`).
+            tracing::warn!(run = %self.run.id, error = %e, "could not delete a committed draft");
+        }
         self.conversation.push(indexed.message.clone());
         let (index, id) = (indexed.index, indexed.id.clone());
         self.emit_message(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), Some(id), |s| {
@@ -409,6 +430,8 @@ impl RunTask {
             timestamp: now_ms(),
         };
         let start = draft.clone();
+        self.draft_id = Some(MessageId::new());
+        let mut checkpoints = Checkpoints::default();
         self.emit(AgentEvent::MessageStart { message: draft.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
         });
@@ -442,12 +465,25 @@ impl RunTask {
         let mut block_len = 0usize;
         let mut usage = Usage::default();
         loop {
+            let due = checkpoints.due();
             let next = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
                     self.close_block(&mut draft, block);
-                    self.end_draft(&mut draft, StopReason::Aborted, None);
+                    // A stop of the server is a failure the message itself tells.
+                    match self.handle.failed_as.get() {
+                        Some(e) => {
+                            let reason = format!("{} ({})", e.message, e.code);
+                            self.end_draft(&mut draft, StopReason::Error, Some(reason));
+                        }
+                        None => self.end_draft(&mut draft, StopReason::Aborted, None),
+                    }
                     return Ok((draft, true));
+                }
+                () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                    self.save_draft(&draft).await;
+                    checkpoints.written();
+                    continue;
                 }
                 next = stream.next() => next,
             };
@@ -482,6 +518,11 @@ impl RunTask {
                     );
                     return Ok((draft, false));
                 }
+            };
+            let grew = match &event {
+                ModelEvent::Text(t) | ModelEvent::Thinking(t) | ModelEvent::ToolCallArgs(t) => t.len(),
+                ModelEvent::ToolCallStart { name, .. } => name.len().max(1),
+                _ => 0,
             };
             match event {
                 ModelEvent::Text(text) => {
@@ -541,6 +582,30 @@ impl RunTask {
                     return Ok((draft, false));
                 }
             }
+            if grew > 0 {
+                let now = tokio::time::Instant::now();
+                checkpoints.grew(grew, now);
+                if checkpoints.should_write(now) {
+                    self.save_draft(&draft).await;
+                    checkpoints.written();
+                }
+            }
+        }
+    }
+
+    /// Checkpoints the streaming message (see [`crate::drafts`]). A failed write is
+    /// logged and the run goes on: the stream matters more than the checkpoint.
+    async fn save_draft(&mut self, draft: &Message) {
+        let Some(id) = self.draft_id.clone() else { return };
+        let saved = Draft {
+            session_id: self.run.session_id.clone(),
+            run_id: self.run.id.clone(),
+            owner_id: self.run.owner_id.clone(),
+            message: IndexedMessage { id, index: self.next_index, message: draft.clone() },
+        };
+        match self.engine.inner.store.put_draft(&saved).await {
+            Ok(()) => self.draft_stored = true,
+            Err(e) => tracing::warn!(run = %self.run.id, error = %e, "could not checkpoint the streaming answer"),
         }
     }
 
@@ -636,6 +701,16 @@ impl RunTask {
         remaining: &[Call],
     ) -> Result<(), Outcome> {
         let Call { id: call_id, name, args } = call.clone();
+        let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message })
+            if message.as_deref().is_none_or(|m| m.trim().is_empty()));
+        if plain_reject {
+            // Nothing about this call starts: no `tool_execution_start`, so no stream
+            // shows it running, and the run stops here.
+            return Err(Outcome::Rejected(RunError {
+                code: "approval_rejected".into(),
+                message: format!("the {name} call was rejected; the run was cancelled"),
+            }));
+        }
         let tool = self.engine.inner.tools.get(&name);
         // Decide whether the call runs: the rules, or the decision that resumed us. A
         // rule that says deny wins even over an approval given earlier.
@@ -919,9 +994,13 @@ impl RunTask {
         self.run.status = outcome.status();
         self.run.ended_at = Some(now);
         self.run.updated_at = now;
-        if let Outcome::Failed(error) = &outcome {
-            tracing::warn!(run = %self.run.id, code = %error.code, message = %error.message, "run failed");
-            self.run.error = Some(error.clone());
+        match &outcome {
+            Outcome::Failed(error) => {
+                tracing::warn!(run = %self.run.id, code = %error.code, message = %error.message, "run failed");
+                self.run.error = Some(error.clone());
+            }
+            Outcome::Rejected(error) => self.run.error = Some(error.clone()),
+            _ => {}
         }
         if let Err(e) = self.engine.inner.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");

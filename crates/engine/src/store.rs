@@ -130,6 +130,14 @@ pub trait Store: Send + Sync + 'static {
     /// continue (its in-memory state is gone) and must not be re-executed.
     async fn fail_running_runs(&self, error: &RunError, now: time::Millis) -> Result<u64, StoreError>;
 
+    /// Writes the session's streaming draft, replacing the previous checkpoint.
+    async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError>;
+    /// Forgets the session's draft (its message was committed).
+    async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError>;
+    /// Drafts whose run is neither `running` nor `interrupted`: the run ended (a crash, a
+    /// stop, a node declared dead) without committing the message it was streaming.
+    async fn orphaned_drafts(&self) -> Result<Vec<Draft>, StoreError>;
+
     /// Interrupts a run, in ONE transaction: inserts the (pending) approval together
     /// with the checkpoint the run needs to continue, and writes the run (whose status
     /// is `interrupted`). Either all of it is durable or none.
@@ -204,6 +212,16 @@ pub trait Store: Send + Sync + 'static {
     /// expiry first. A node that takes one over with `acquire_lease` is the single one
     /// that marks the dead node's runs of that session failed.
     async fn expired_leases(&self, now: time::Millis) -> Result<Vec<Lease>, StoreError>;
+}
+
+/// The assistant message a run is streaming, as last checkpointed: what a crash or a
+/// stop must not take away from a person who watched it arrive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    pub session_id: SessionId,
+    pub run_id: RunId,
+    pub owner_id: UserId,
+    pub message: IndexedMessage,
 }
 
 /// Which node runs a session, and until when: the row that keeps two nodes from

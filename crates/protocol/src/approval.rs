@@ -222,7 +222,8 @@ pub enum Decision {
     Once,
     /// Run this call and allow the same tool on this session from now on.
     Always,
-    /// Do not run it; the model is told.
+    /// Do not run it. Alone, it cancels the run; with a message, the model is told
+    /// (with the message) and the run goes on.
     Reject,
     /// Run it with these arguments instead (re-checked against the rules).
     Fill(serde_json::Value),

@@ -134,8 +134,49 @@ async fn fifty_concurrent_decisions_execute_the_side_effect_once() {
     assert_eq!(count, "ran\n", "the command ran exactly once");
 }
 
+/// Seed 003: a plain reject only changes states. The approval records the reject, the
+/// run ends `cancelled` (saying why), and no frame says the call started.
 #[tokio::test]
-async fn reject_never_writes_and_tells_the_model() {
+async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut view = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
+    view.next_frame().await.expect("snapshot");
+    let (run_id, approval) = park(&server, &session, &write_prompt("no.txt", "x")).await;
+    let approval_id = id_of(&approval);
+    let (status, body) = decide(&server, &session, &approval_id, json!({"decision": "reject"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    let started: Vec<&ReceivedFrame> =
+        frames.iter().filter(|f| f.event_type() == Some("tool_execution_start")).collect();
+    assert!(
+        started.is_empty(),
+        "the rejected call never starts: {:?}",
+        started.iter().map(|f| &f.json).collect::<Vec<_>>()
+    );
+    let end = frames.iter().find(|f| f.event_type() == Some("agent_end")).expect("agent_end");
+    assert_eq!(end.json["event"]["status"], "cancelled");
+
+    let run = server.wait_run(&run_id).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run["error"]["code"], "approval_rejected", "{run}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["lastApproval"]["decision"], "reject", "{detail}");
+    // (How `toolExecutions` ends a call that never ran — cancelled, in every
+    // projection — is the same question as a Stop during an approval, issue 14.)
+    assert_eq!(detail["status"], "idle");
+    assert!(!server.project_dir().join("no.txt").exists());
+    let page = server.messages(&session, "").await;
+    assert!(
+        page["messages"].as_array().expect("messages").iter().all(|m| m["role"] != "toolResult"),
+        "nothing ran, so there is no result: {page}"
+    );
+}
+
+/// A reject with a message for the model is the person's choice to go on: the model
+/// is told, with the message, and the run continues.
+#[tokio::test]
+async fn a_reject_with_a_message_tells_the_model_and_the_run_goes_on() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let (run_id, approval) = park(&server, &session, &write_prompt("no.txt", "x")).await;

@@ -227,6 +227,34 @@ async fn an_interrupt_ends_the_stream_and_the_continuation_follows_the_decision(
     assert_eq!(whole, joined);
 }
 
+/// Seed 003: a plain reject only changes states. The run ends `cancelled` with an
+/// `error` event, and the call that never ran is never said to have started.
+#[tokio::test]
+async fn a_plain_reject_cancels_the_run_and_no_tool_starts() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let prompt = format!("tool: write {}", json!({"path": "no.txt", "content": "x"}));
+    let first =
+        read_to_end(&mut run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await)).await;
+    let interrupt = first.last().expect("events").clone();
+    assert_eq!(interrupt.kind, "interrupt", "{:?}", kinds(&first));
+    let run = run_id(&first);
+    let approval = interrupt.data["interruptId"].as_str().expect("interruptId");
+    let (status, body) = server
+        .post(
+            &format!("/api/runs/{run}/resume"),
+            json!({"interruptId": approval, "decision": "reject", "idempotencyKey": "no"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after = interrupt.sequence();
+    let rest = read_to_end(&mut run_stream(open_events(&server, &run, &format!("?after={after}")).await)).await;
+    assert_eq!(kinds(&rest), ["error"], "nothing starts, the run ends");
+    assert_eq!(rest[0].data["code"], "approval_rejected", "{}", rest[0].data);
+    assert_eq!(server.wait_run(&run).await["status"], "cancelled");
+    assert!(!server.project_dir().join("no.txt").exists());
+}
+
 #[tokio::test]
 async fn a_client_that_drops_mid_run_reattaches_to_exactly_what_it_missed() {
     let server =

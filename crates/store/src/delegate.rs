@@ -14,7 +14,7 @@ macro_rules! impl_store {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
             use spool_engine::{
-                IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse,
+                Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse,
             };
             use spool_protocol::time::Millis;
             use spool_protocol::*;
@@ -161,6 +161,16 @@ macro_rules! impl_store {
                 }
                 async fn fail_running_runs(&self, error: &RunError, now: Millis) -> Result<u64, StoreError> {
                     runs::fail_running(&self.pool, error, now).await
+                }
+
+                async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError> {
+                    drafts::put(&self.pool, draft).await
+                }
+                async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {
+                    drafts::delete(&self.pool, session).await
+                }
+                async fn orphaned_drafts(&self) -> Result<Vec<Draft>, StoreError> {
+                    drafts::orphaned(&self.pool).await
                 }
 
                 async fn interrupt_run(

@@ -13,7 +13,7 @@ use crate::error::{db_error, from_db_int, parse_id};
 use crate::message_codec;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use spool_engine::{IdempotencyClaim, Lease, Listener, LoginSession, StoreError, StoredResponse};
+use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, StoreError, StoredResponse};
 use spool_protocol::{
     ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session, Usage,
 };
@@ -297,4 +297,19 @@ pub(crate) fn messages<R: Columns>(rows: &[R]) -> Result<Vec<IndexedMessage>, St
         messages.push(finish(done)?);
     }
     Ok(messages)
+}
+
+/// A streaming draft row (`message_drafts`).
+pub(crate) fn draft(row: &impl Columns) -> Result<Draft, StoreError> {
+    Ok(Draft {
+        session_id: parse_id(&row.text("session_id")?)?,
+        run_id: parse_id(&row.text("run_id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        message: IndexedMessage {
+            id: parse_id(&row.text("message_id")?)?,
+            index: from_db_int(row.int("idx")?, "message index")?,
+            message: serde_json::from_value(row.json("message")?)
+                .map_err(|e| StoreError::Backend(format!("stored draft is unreadable: {e}")))?,
+        },
+    })
 }

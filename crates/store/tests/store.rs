@@ -123,6 +123,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "idempotency",
             "listeners",
             "login_sessions",
+            "message_drafts",
             "messages",
             "parts",
             "projects",

@@ -20,6 +20,7 @@
 
 mod approvals;
 mod auth;
+mod drafts;
 mod idempotency;
 mod leases;
 mod memory;

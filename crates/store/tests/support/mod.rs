@@ -11,7 +11,9 @@
 //! (nodes) against each other; the suite itself races one.
 
 use serde_json::json;
-use spool_engine::{IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse};
+use spool_engine::{
+    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
+};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     insert_run_is_idempotent_per_request_id(store).await;
     update_run_writes_the_mutable_fields(store).await;
     fail_running_runs_touches_only_running_runs(store).await;
+    drafts_are_replaced_and_orphaned_once_their_run_settles(store).await;
     interrupt_run_writes_the_approval_and_the_run_together(store).await;
     pending_approvals_are_listed_oldest_first(store).await;
     settle_approval_decides_once(store).await;
@@ -591,6 +594,46 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
         );
     }
     assert_eq!(store.fail_running_runs(&crash, 6_000).await.expect("fail_running_runs"), 0, "nothing left running");
+}
+
+/// One draft per session, replaced whole; listed as orphaned only once its run is
+/// neither running nor interrupted; deleted by `delete_draft` and with its session.
+pub async fn drafts_are_replaced_and_orphaned_once_their_run_settles(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let mut run = run_in(&session, "draft", RunStatus::Running);
+    store.insert_run(&run).await.expect("insert_run");
+    let draft = |text: &str| Draft {
+        session_id: session.id.clone(),
+        run_id: run.id.clone(),
+        owner_id: session.owner_id.clone(),
+        message: IndexedMessage {
+            id: MessageId::new(),
+            index: 1,
+            message: Message::Assistant {
+                content: vec![Content::Text { text: text.into() }],
+                stop_reason: None,
+                usage: Usage::default(),
+                model: "scripted".into(),
+                error_message: None,
+                timestamp: 7,
+            },
+        },
+    };
+    let ours = |all: Vec<Draft>| all.into_iter().filter(|d| d.session_id == session.id).collect::<Vec<_>>();
+    store.put_draft(&draft("w1")).await.expect("put_draft");
+    let latest = draft("w1 w2");
+    store.put_draft(&latest).await.expect("put_draft replaces");
+    assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty(), "its run is still running");
+
+    run.status = RunStatus::Failed;
+    store.update_run(&run).await.expect("update_run");
+    assert_eq!(ours(store.orphaned_drafts().await.expect("orphaned")), vec![latest], "the last checkpoint, whole");
+
+    store.delete_draft(&session.id).await.expect("delete_draft");
+    assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty());
+    store.put_draft(&draft("again")).await.expect("put_draft");
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
+    assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty(), "gone with its session");
 }
 
 pub async fn interrupt_run_writes_the_approval_and_the_run_together(store: &dyn Store) {
