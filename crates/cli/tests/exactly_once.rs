@@ -90,7 +90,8 @@ impl Setup {
         let session = call(c.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
         let session_id = session["id"].as_str().expect("id").to_owned();
         let accepted = call(
-            c.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": prompt, "requestId": "r1"})),
+            c.post(format!("{base}/api/sessions/{session_id}/prompt"))
+                .json(&json!({"text": prompt, "requestId": "r1"})),
         )
         .await;
         let run_id = accepted["runId"].as_str().expect("runId").to_owned();
@@ -131,18 +132,21 @@ fn now_ms() -> i64 {
 async fn a_claim_left_by_a_killed_process_is_released_and_the_retry_decides() {
     let t = Setup::new();
     let (spool, base) = start(&t.data, &t.log);
-    let (session_id, run_id, approval_id) = t.parked(&base, r#"tool: bash {"command": "echo ran >> marker.txt"}"#).await;
+    let (session_id, run_id, approval_id) =
+        t.parked(&base, r#"tool: bash {"command": "echo ran >> marker.txt"}"#).await;
     spool.sigkill();
 
     // Killed inside the claim: the key's row is there, with no response.
     let mut db = t.database().await;
-    sqlx::query("INSERT INTO idempotency (scope, key, response_status, response_body, created_at) VALUES (?, ?, NULL, NULL, ?)")
-        .bind(format!("approval:{approval_id}"))
-        .bind("stuck-key")
-        .bind(now_ms())
-        .execute(&mut db)
-        .await
-        .expect("insert the claim");
+    sqlx::query(
+        "INSERT INTO idempotency (scope, key, response_status, response_body, created_at) VALUES (?, ?, NULL, NULL, ?)",
+    )
+    .bind(format!("approval:{approval_id}"))
+    .bind("stuck-key")
+    .bind(now_ms())
+    .execute(&mut db)
+    .await
+    .expect("insert the claim");
     db.close().await.expect("close");
 
     let (_spool, base) = start(&t.data, &t.log);
@@ -169,7 +173,8 @@ async fn a_claim_left_by_a_killed_process_is_released_and_the_retry_decides() {
 async fn an_acknowledged_decision_whose_tool_never_started_runs_once_after_a_kill() {
     let t = Setup::new();
     let (spool, base) = start(&t.data, &t.log);
-    let (session_id, run_id, approval_id) = t.parked(&base, r#"tool: bash {"command": "echo ran >> marker.txt"}"#).await;
+    let (session_id, run_id, approval_id) =
+        t.parked(&base, r#"tool: bash {"command": "echo ran >> marker.txt"}"#).await;
     spool.sigkill();
 
     // Killed right after the 200: the decision is stored and the run is `running`,
@@ -212,7 +217,8 @@ async fn a_tool_killed_while_running_is_never_rerun_and_its_run_says_tool_outcom
     let (session_id, run_id, approval_id) =
         t.parked(&base, r#"tool: bash {"command": "echo ran >> m.txt; sleep 30"}"#).await;
     let url = format!("{base}/api/sessions/{session_id}/approvals/{approval_id}");
-    let res = t.client.post(&url).json(&json!({"decision": "once", "idempotencyKey": "k"})).send().await.expect("decide");
+    let res =
+        t.client.post(&url).json(&json!({"decision": "once", "idempotencyKey": "k"})).send().await.expect("decide");
     assert_eq!(res.status(), 200);
     let marker = t.project.join("m.txt");
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -232,7 +232,9 @@ impl Engine {
         });
         let resolution = resolution(&decision, approval.message.clone(), &checkpoint);
         lease.keep();
-        tokio::spawn(RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id).execute());
+        tokio::spawn(
+            RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id).execute(),
+        );
         Ok(())
     }
 
@@ -340,7 +342,8 @@ pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> 
         if store.count_messages(&decided.approval.session_id).await? != checkpoint.next_index {
             continue;
         }
-        let approving = matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
+        let approving =
+            matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
         match decided.started_at {
             None if approving => resume.push(decided),
             None => {}

@@ -129,8 +129,7 @@ pub trait Store: Send + Sync + 'static {
     /// Called once at start-up: a run that was executing when the process died cannot
     /// continue (its in-memory state is gone) and must not be re-executed.
     /// Runs in `keep` are left alone: they resume from a decision (see `decided_calls`).
-    async fn fail_running_runs(&self, error: &RunError, now: time::Millis, keep: &[RunId])
-    -> Result<u64, StoreError>;
+    async fn fail_running_runs(&self, error: &RunError, now: time::Millis, keep: &[RunId]) -> Result<u64, StoreError>;
     /// For every `running` run whose latest approval is resolved: that approval, its
     /// checkpoint and its "tool call started" mark. A crash may have come between the
     /// decision's acknowledgement and its tool (see the engine's start-up).

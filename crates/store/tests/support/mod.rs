@@ -590,7 +590,11 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
             run.status
         );
     }
-    assert_eq!(store.fail_running_runs(&crash, 6_000, &[]).await.expect("fail_running_runs"), 0, "nothing left running");
+    assert_eq!(
+        store.fail_running_runs(&crash, 6_000, &[]).await.expect("fail_running_runs"),
+        0,
+        "nothing left running"
+    );
 }
 
 pub async fn interrupt_run_writes_the_approval_and_the_run_together(store: &dyn Store) {
