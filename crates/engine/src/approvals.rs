@@ -14,7 +14,7 @@
 use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use crate::run::{Checkpoint, Resolution, RunTask};
-use crate::store::{IdempotencyClaim, StoredResponse};
+use crate::store::{DecidedCall, IdempotencyClaim, Store, StoredResponse};
 use spool_protocol::api::error_body;
 use spool_protocol::frame::{ActiveRun, FrameBody};
 use spool_protocol::time::now_ms;
@@ -41,6 +41,9 @@ const MAX_MESSAGE: usize = 4096;
 const MAX_KEY: usize = 128;
 /// How long a repeat waits for the first request with its key to finish.
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(30);
+/// With a shared store, a claim still without a response after this long belongs to a
+/// request whose node died: deciding takes milliseconds, not minutes.
+const ABANDONED_CLAIM: time::Millis = 2 * 60 * 1000;
 
 /// The answer to a decision that was applied (kept verbatim for idempotent repeats).
 #[derive(serde::Serialize, utoipa::ToSchema)]
@@ -130,6 +133,14 @@ impl Engine {
         result
     }
 
+    /// Releases idempotency claims older than [`ABANDONED_CLAIM`] that never got a
+    /// response, so a retry with the key runs its request again. Single-process servers
+    /// release them all at start-up instead.
+    pub(crate) async fn release_abandoned_claims(&self) -> Result<()> {
+        log_released(self.inner.store.release_open_claims(now_ms() - ABANDONED_CLAIM).await?);
+        Ok(())
+    }
+
     /// The conditional update and, for the winner, the continuation of the run.
     async fn apply(
         &self,
@@ -178,11 +189,7 @@ impl Engine {
                 Some(FrameBody::State { state: Box::new(s.clone()) })
             });
         }
-        let resolution = match &input.decision {
-            Decision::Reject => Resolution::Rejected { message: input.message.clone() },
-            Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
-            Decision::Fill(args) => Resolution::Approved { args: args.clone() },
-        };
+        let resolution = resolution(&input.decision, input.message.clone(), &checkpoint);
         let mut run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         run.status = RunStatus::Running;
         run.updated_at = now;
@@ -198,8 +205,37 @@ impl Engine {
         })
         .expect("plain data serializes");
         lease.keep();
-        tokio::spawn(RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution).execute());
+        let task = RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
+        tokio::spawn(task.execute());
         Ok(StoredResponse { status: 200, body })
+    }
+
+    /// Resumes a run whose approving decision was acknowledged before a crash and whose
+    /// tool never started: the same continuation the decision would have spawned.
+    pub(crate) async fn resume_decided(&self, decided: DecidedCall) -> Result<()> {
+        let DecidedCall { approval, checkpoint, .. } = decided;
+        let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
+            .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
+        let decision = approval.decision.clone().ok_or(EngineError::NotFound("decision"))?;
+        let loaded = self.load(&approval.owner_id, &approval.session_id).await?;
+        let _control = loaded.control.lock().await;
+        let lease = self.take_lease(&approval.session_id).await?;
+        let run = self.inner.store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
+        tracing::warn!(run = %run.id, approval = %approval.id, "resuming a decided call that a crash kept from starting");
+        let handle = ActiveHandle::new(run.id.clone());
+        loaded.set_active(Some(handle.clone()));
+        let active = ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status };
+        loaded.events.publish(|s| {
+            s.status = SessionStatus::Busy;
+            s.active_run = Some(active);
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        let resolution = resolution(&decision, approval.message.clone(), &checkpoint);
+        lease.keep();
+        tokio::spawn(
+            RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id).execute(),
+        );
+        Ok(())
     }
 
     /// Expires a pending approval and cancels its run, saying why. No-op when it is not
@@ -280,6 +316,65 @@ impl Engine {
                 tracing::warn!(approval = %id, error = %e, "could not expire an approval");
             }
         });
+    }
+}
+
+/// How a decision resolves the checkpoint's pending call.
+fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpoint) -> Resolution {
+    match decision {
+        Decision::Reject => Resolution::Rejected { message },
+        Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
+        Decision::Fill(args) => Resolution::Approved { args: args.clone() },
+    }
+}
+
+/// Sorts the decided calls of runs a crash left `running` (one process on its own
+/// store, at start-up): a call that never started and whose conversation is still at
+/// its checkpoint is returned to be resumed; one that started without a result has
+/// its run failed with `tool_outcome_unknown`, never re-run. Every other running run
+/// is left to fail as `server_restarted`.
+pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> {
+    let mut resume = Vec::new();
+    for decided in store.decided_calls().await? {
+        let Ok(checkpoint) = serde_json::from_value::<Checkpoint>(decided.checkpoint.clone()) else {
+            continue;
+        };
+        // Messages past the checkpoint: the decided call has its result; what was lost
+        // came after it.
+        if store.count_messages(&decided.approval.session_id).await? != checkpoint.next_index {
+            continue;
+        }
+        let approving =
+            matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
+        match decided.started_at {
+            None if approving => resume.push(decided),
+            None => {}
+            Some(_) => {
+                let Some(mut run) = store.get_run(&decided.approval.run_id).await? else { continue };
+                let now = now_ms();
+                run.status = RunStatus::Failed;
+                run.updated_at = now;
+                run.ended_at = Some(now);
+                run.error = Some(RunError {
+                    code: "tool_outcome_unknown".into(),
+                    message: format!(
+                        "the server stopped while the approved {} call was running; it is not run again, \
+                         and whether it finished is unknown",
+                        decided.approval.tool
+                    ),
+                });
+                store.update_run(&run).await?;
+                tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");
+            }
+        }
+    }
+    Ok(resume)
+}
+
+/// Says, once per key, that a claim was released: a retry with it now runs again.
+pub(crate) fn log_released(released: Vec<(String, String)>) {
+    for (scope, key) in released {
+        tracing::warn!(%scope, %key, "released an idempotency claim left by a request that never finished");
     }
 }
 

@@ -384,9 +384,18 @@ impl Engine {
             message: "the server stopped while this run was executing".into(),
         };
         // With a shared store, other nodes may be running those runs: their leases say.
-        let failed = if config.shared_store { 0 } else { store.fail_running_runs(&error, now_ms()).await? };
+        // Alone, a run whose acknowledged decision never reached its tool resumes.
+        let decided = if config.shared_store { Vec::new() } else { crate::approvals::sort_decided(&*store).await? };
+        let keep: Vec<RunId> = decided.iter().map(|d| d.approval.run_id.clone()).collect();
+        let failed = if config.shared_store { 0 } else { store.fail_running_runs(&error, now_ms(), &keep).await? };
         if failed > 0 {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
+        }
+        // One process on its own store (it holds the data directory's lock): a claim
+        // without a response was made by a process that is gone. Shared stores release
+        // them by age, in the reaper.
+        if !config.shared_store {
+            crate::approvals::log_released(store.release_open_claims(time::Millis::MAX).await?);
         }
         let pending = store.all_pending_approvals().await?;
         let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
@@ -417,6 +426,12 @@ impl Engine {
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
             engine.arm_expiry(&approval);
+        }
+        for call in decided {
+            let run = call.approval.run_id.clone();
+            if let Err(e) = engine.resume_decided(call).await {
+                tracing::error!(%run, error = %e, "could not resume a decided call after a restart");
+            }
         }
         engine.spawn_janitor();
         engine.spawn_reaper();

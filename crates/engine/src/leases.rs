@@ -146,8 +146,12 @@ impl Engine {
             loop {
                 tick.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = (Engine { inner }).reap_expired_leases().await {
+                let engine = Engine { inner };
+                if let Err(e) = engine.reap_expired_leases().await {
                     tracing::warn!(error = %e, "could not reap expired session leases");
+                }
+                if let Err(e) = engine.release_abandoned_claims().await {
+                    tracing::warn!(error = %e, "could not release abandoned idempotency claims");
                 }
             }
         });

@@ -38,5 +38,7 @@ pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
-pub use store::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse};
+pub use store::{
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
+};
 pub use tool::{SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

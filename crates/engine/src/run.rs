@@ -103,6 +103,9 @@ pub(crate) struct RunTask {
     on_disconnect: OnDisconnect,
     /// Set when this task continues a parked run.
     resume: Option<(Checkpoint, Resolution)>,
+    /// The approval whose decision this task carries out: its call is marked started
+    /// in the store before the tool runs, so a crash never runs it twice.
+    decided: Option<ApprovalId>,
     /// The whole conversation, from index 0 (model calls see the part after the summary).
     conversation: Vec<Message>,
     /// Confirmed facts and the compaction summary.
@@ -138,6 +141,7 @@ impl RunTask {
             policy,
             on_disconnect,
             resume: None,
+            decided: None,
             conversation: Vec::new(),
             memory: SessionMemory::default(),
             model_error: None,
@@ -155,10 +159,12 @@ impl RunTask {
         handle: ActiveHandle,
         checkpoint: Checkpoint,
         resolution: Resolution,
+        approval: ApprovalId,
     ) -> Self {
         let mut task = Self::new(engine, loaded, run, String::new(), handle, checkpoint.policy, OnDisconnect::Continue);
         task.next_index = checkpoint.next_index;
         task.resume = Some((checkpoint, resolution));
+        task.decided = Some(approval);
         task
     }
 
@@ -742,6 +748,12 @@ impl RunTask {
                 PermissionAction::Ask => return Err(self.interrupt(&**tool, call, turn, remaining).await),
             },
         };
+        // A decided call is about to run: say so durably first (exactly once, at least once).
+        if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
+            && let Err(e) = self.engine.inner.store.mark_call_started(&approval, now_ms()).await
+        {
+            return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
+        }
         let shown_args = verdict.as_ref().map_or_else(|_| args.clone(), Clone::clone);
         let exec = ToolExecution {
             tool_call_id: call_id.clone(),

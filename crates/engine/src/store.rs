@@ -128,7 +128,15 @@ pub trait Store: Send + Sync + 'static {
     /// Marks every run still `running` as `failed` with `error`; returns how many.
     /// Called once at start-up: a run that was executing when the process died cannot
     /// continue (its in-memory state is gone) and must not be re-executed.
-    async fn fail_running_runs(&self, error: &RunError, now: time::Millis) -> Result<u64, StoreError>;
+    /// Runs in `keep` are left alone: they resume from a decision (see `decided_calls`).
+    async fn fail_running_runs(&self, error: &RunError, now: time::Millis, keep: &[RunId]) -> Result<u64, StoreError>;
+    /// For every `running` run whose latest approval is resolved: that approval, its
+    /// checkpoint and its "tool call started" mark. A crash may have come between the
+    /// decision's acknowledgement and its tool (see the engine's start-up).
+    async fn decided_calls(&self) -> Result<Vec<DecidedCall>, StoreError>;
+    /// Records, durably and before the tool runs, that the call decided by `approval`
+    /// is starting: after a crash it is never run again.
+    async fn mark_call_started(&self, approval: &ApprovalId, at: time::Millis) -> Result<(), StoreError>;
 
     /// Writes the session's streaming draft, replacing the previous checkpoint.
     async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError>;
@@ -182,6 +190,10 @@ pub trait Store: Send + Sync + 'static {
     /// Releases a claimed key whose request failed before it had a response to keep, so
     /// a retry can run it again.
     async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+    /// Releases every claim still without a response that was made before
+    /// `made_before`: claims whose request died with its process (a kill between claim
+    /// and response). Returns the `(scope, key)` pairs released, so each can be logged.
+    async fn release_open_claims(&self, made_before: time::Millis) -> Result<Vec<(String, String)>, StoreError>;
 
     /// Takes the session's lease for `node` until `now + ttl`, in one atomic step: true
     /// when the lease was free, expired (`expires_at <= now`) or already `node`'s (then
@@ -257,6 +269,16 @@ pub struct Listener {
     /// Not a loopback address: reachable from other machines.
     pub public: bool,
     pub updated_at: time::Millis,
+}
+
+/// A decided approval of a run that was `running`: what start-up needs to tell a call
+/// that never started (run it) from one that started (never again).
+#[derive(Debug, Clone)]
+pub struct DecidedCall {
+    pub approval: Approval,
+    pub checkpoint: serde_json::Value,
+    /// When the decided tool call started, if it did.
+    pub started_at: Option<time::Millis>,
 }
 
 /// A response kept for an idempotency key, returned byte for byte to every repeat.

@@ -159,8 +159,19 @@ macro_rules! impl_store {
                 async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError> {
                     runs::interrupted(&self.pool, session).await
                 }
-                async fn fail_running_runs(&self, error: &RunError, now: Millis) -> Result<u64, StoreError> {
-                    runs::fail_running(&self.pool, error, now).await
+                async fn fail_running_runs(
+                    &self,
+                    error: &RunError,
+                    now: Millis,
+                    keep: &[RunId],
+                ) -> Result<u64, StoreError> {
+                    runs::fail_running(&self.pool, error, now, keep).await
+                }
+                async fn decided_calls(&self) -> Result<Vec<spool_engine::DecidedCall>, StoreError> {
+                    approvals::decided_calls(&self.pool).await
+                }
+                async fn mark_call_started(&self, approval: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+                    approvals::mark_started(&self.pool, approval, at).await
                 }
 
                 async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError> {
@@ -223,6 +234,9 @@ macro_rules! impl_store {
                 }
                 async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError> {
                     idempotency::release(&self.pool, scope, key).await
+                }
+                async fn release_open_claims(&self, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
+                    idempotency::release_open(&self.pool, made_before).await
                 }
 
                 async fn acquire_lease(

@@ -10,7 +10,7 @@
 use crate::error::db_error;
 use crate::pg::runs;
 use crate::rows::{self, Columns, approval_kind_str};
-use spool_engine::StoreError;
+use spool_engine::{DecidedCall, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
 use sqlx::PgPool;
@@ -113,3 +113,41 @@ pub(crate) async fn settle(
     .map_err(db_error)?;
     Ok(done.rows_affected() > 0)
 }
+
+/// The latest approval of every `running` run, when it is resolved (see the trait).
+pub(crate) async fn decided_calls(pool: &PgPool) -> Result<Vec<DecidedCall>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "SELECT {}, a.checkpoint, a.started_at
+         FROM approvals a JOIN runs r ON r.id = a.run_id
+         WHERE r.status = 'running' AND a.status = 'resolved'
+           AND NOT EXISTS (SELECT 1 FROM approvals b WHERE b.run_id = a.run_id AND b.created_at > a.created_at)",
+        PREFIXED_COLUMNS
+    ))
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(DecidedCall {
+                approval: rows::approval(row)?,
+                checkpoint: row.json("checkpoint")?,
+                started_at: row.int_opt("started_at")?,
+            })
+        })
+        .collect()
+}
+
+/// Sets the "tool call started" mark once; a second mark keeps the first time.
+pub(crate) async fn mark_started(pool: &PgPool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+    sqlx::query("UPDATE approvals SET started_at = $1 WHERE id = $2 AND started_at IS NULL")
+        .bind(at)
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// The approval columns of `rows::approval`, read through the alias `a`.
+const PREFIXED_COLUMNS: &str = "a.id, a.run_id, a.session_id, a.owner_id, a.tool_call_id, a.tool, a.kind, a.payload, \
+    a.status, a.decision, a.message, a.actor, a.created_at, a.expires_at, a.resolved_at";

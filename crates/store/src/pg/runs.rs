@@ -139,14 +139,21 @@ pub(crate) async fn interrupted(pool: &PgPool, session: &SessionId) -> Result<Op
     .transpose()
 }
 
-pub(crate) async fn fail_running(pool: &PgPool, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+pub(crate) async fn fail_running(
+    pool: &PgPool,
+    error: &RunError,
+    now: Millis,
+    keep: &[RunId],
+) -> Result<u64, StoreError> {
+    let keep: Vec<&str> = keep.iter().map(RunId::as_str).collect();
     let done = sqlx::query(
         "UPDATE runs SET status = 'failed', error_code = $1, error_message = $2, updated_at = $3, ended_at = $3
-         WHERE status = 'running'",
+         WHERE status = 'running' AND NOT (id = ANY($4))",
     )
     .bind(&error.code)
     .bind(&error.message)
     .bind(now)
+    .bind(keep)
     .execute(pool)
     .await
     .map_err(db_error)?;

@@ -86,3 +86,16 @@ pub(crate) async fn release(pool: &SqlitePool, scope: &str, key: &str) -> Result
         .map_err(db_error)?;
     Ok(())
 }
+
+/// Deletes every claim without a response made before `made_before` and returns
+/// their keys: the requests that held them are gone (see the engine's start-up and
+/// reaper), and a key left claimed would answer `request_in_progress` for ever.
+pub(crate) async fn release_open(pool: &SqlitePool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
+    let released: Vec<(String, String)> =
+        sqlx::query_as("DELETE FROM idempotency WHERE response_status IS NULL AND created_at < ? RETURNING scope, key")
+            .bind(made_before)
+            .fetch_all(pool)
+            .await
+            .map_err(db_error)?;
+    Ok(released)
+}

@@ -155,15 +155,23 @@ pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Resul
     .transpose()
 }
 
-pub(crate) async fn fail_running(pool: &SqlitePool, error: &RunError, now: Millis) -> Result<u64, StoreError> {
+pub(crate) async fn fail_running(
+    pool: &SqlitePool,
+    error: &RunError,
+    now: Millis,
+    keep: &[RunId],
+) -> Result<u64, StoreError> {
+    let keep = serde_json::to_string(&keep.iter().map(RunId::as_str).collect::<Vec<_>>())
+        .map_err(|e| StoreError::Backend(format!("cannot encode run ids: {e}")))?;
     let done = sqlx::query(
         "UPDATE runs SET status = 'failed', error_code = ?, error_message = ?, updated_at = ?, ended_at = ?
-         WHERE status = 'running'",
+         WHERE status = 'running' AND id NOT IN (SELECT value FROM json_each(?))",
     )
     .bind(&error.code)
     .bind(&error.message)
     .bind(now)
     .bind(now)
+    .bind(keep)
     .execute(pool)
     .await
     .map_err(db_error)?;

@@ -555,7 +555,7 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
     let crash = RunError { code: "server_restarted".into(), message: "the server restarted during this run".into() };
     // fail_running_runs is global; settle whatever earlier checks (or an earlier pass
     // over the same database) left running, so the count below is exactly ours.
-    store.fail_running_runs(&crash, 1).await.expect("fail_running_runs");
+    store.fail_running_runs(&crash, 1, &[]).await.expect("fail_running_runs");
 
     let (_, session) = new_session(store).await;
     let (_, other_session) = new_session(store).await;
@@ -574,7 +574,7 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
         assert_eq!(store.insert_run(run).await.expect("insert_run"), RunInsert::Created);
     }
 
-    assert_eq!(store.fail_running_runs(&crash, 5_000).await.expect("fail_running_runs"), 2);
+    assert_eq!(store.fail_running_runs(&crash, 5_000, &[]).await.expect("fail_running_runs"), 2);
     for run in &running {
         let expected = Run {
             status: RunStatus::Failed,
@@ -593,7 +593,11 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
             run.status
         );
     }
-    assert_eq!(store.fail_running_runs(&crash, 6_000).await.expect("fail_running_runs"), 0, "nothing left running");
+    assert_eq!(
+        store.fail_running_runs(&crash, 6_000, &[]).await.expect("fail_running_runs"),
+        0,
+        "nothing left running"
+    );
 }
 
 /// One draft per session, replaced whole; listed as orphaned only once its run is
@@ -655,7 +659,7 @@ pub async fn interrupt_run_writes_the_approval_and_the_run_together(store: &dyn 
 
     // Start-up recovery fails running runs; an interrupted one waits for its person.
     let crash = RunError { code: "server_restarted".into(), message: "the server restarted during this run".into() };
-    store.fail_running_runs(&crash, 9_000).await.expect("fail_running_runs");
+    store.fail_running_runs(&crash, 9_000, &[]).await.expect("fail_running_runs");
     assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()), "still interrupted");
     assert_eq!(store.interrupted_run(&session.id).await.expect("interrupted_run"), Some(run));
     assert_eq!(stored_approval(store, &approval.id).await.expect("stored").0.status, ApprovalStatus::Pending);
