@@ -131,12 +131,13 @@ impl Follower {
         while !done(self.next().await) {}
     }
 
-    /// Reads until the stream is at `seq` of its current stream id.
+    /// Reads until the stream is at `seq` of its current stream id. A follower that
+    /// resumed at `seq` already is there: a caught-up cursor gets no frame at all.
     async fn read_to_seq(&mut self, seq: u64) {
-        while self.frames.last().is_none_or(|f| f.seq < seq) {
+        while self.at.as_ref().is_none_or(|at| at.seq < seq) {
             self.next().await;
         }
-        assert_eq!(self.frames.last().map(|f| f.seq), Some(seq), "passed the node's seq");
+        assert_eq!(self.at.as_ref().map(|at| at.seq), Some(seq), "passed the node's seq");
     }
 
     /// The text deltas received, concatenated.
