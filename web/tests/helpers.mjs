@@ -22,11 +22,14 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
  * Starts `spool serve`; resolves once its first stdout line names the address. With
  * `tokenFor`, first creates a token for that user (auth is then on) and returns it.
  */
-export async function startSpool({ delayMs = 0, extra = [], tokenFor = null } = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'spool-ui-'));
+export async function startSpool({ delayMs = 0, extra = [], tokenFor = null, reuse = null } = {}) {
+  // `reuse`: the directory of a server that was crashed, to start again on its data.
+  const dir = reuse ?? mkdtempSync(join(tmpdir(), 'spool-ui-'));
   const project = join(dir, 'project');
-  mkdirSync(project);
-  writeFileSync(join(project, 'README.md'), '# Demo project\n\nA directory the agent works in.\n');
+  if (!reuse) {
+    mkdirSync(project);
+    writeFileSync(join(project, 'README.md'), '# Demo project\n\nA directory the agent works in.\n');
+  }
   const token = tokenFor
     ? execFileSync(BIN, ['token', 'create', '--user', tokenFor, '--data-dir', join(dir, 'data')], { encoding: 'utf8' }).trim()
     : null;
@@ -56,8 +59,13 @@ export async function startSpool({ delayMs = 0, extra = [], tokenFor = null } = 
     token,
     async stop() {
       child.kill('SIGTERM');
-      await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', r)));
       rmSync(dir, { recursive: true, force: true });
+    },
+    /** SIGKILL, keeping the directory (start again with `reuse: server.dir`). */
+    async crash() {
+      child.kill('SIGKILL');
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', r)));
     },
   };
 }

@@ -11,7 +11,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
 
@@ -282,4 +282,46 @@ test('with auth on, the page asks for a token and streams through the cookie', a
   await settled(page);
   assert.equal(await lastAnswer(page), 'only for alice');
   assert.deepEqual(page.errors, []);
+});
+
+test('a rejected call ends as an error and the run says it stopped, in the page and after a reload', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Reject' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'tool: write {"path":"no.txt","content":"x"}');
+  await page.waitForSelector('.approval-card');
+  await page.click('.approval-card button[data-decision="reject"]');
+  await page.waitForSelector('.approval-card', { state: 'detached' });
+  await settled(page);
+  for (const view of [page, await openPage(browser, `${server.url}/#/s/${session.id}`)]) {
+    await view.waitForSelector('.tool-card.is-error');
+    assert.equal(await view.locator('.tool-card.is-running').count(), 0, 'no call is left running');
+    const ending = await view.waitForSelector('.timing.ended[data-code="approval_rejected"]');
+    assert.match(await ending.textContent(), /^Stopped after .*rejected/);
+    assert.deepEqual(view.errors, []);
+  }
+});
+
+test('a tool cut off by a crash is explained after the restart, not re-run', async (t) => {
+  const first = await startSpool();
+  const { session } = await seed(first, { title: 'Crash' });
+  const page = await openPage(browser, `${first.url}/#/s/${session.id}`);
+  await send(page, 'tool: bash {"command":"echo ran >> cut.txt; sleep 30"}');
+  await page.click('.approval-card button[data-decision="once"]');
+  const marker = join(first.project, 'cut.txt');
+  await until(() => existsSync(marker), 15_000, 'the approved command to start');
+  await first.crash();
+  await page.close();
+
+  const server = await startSpool({ reuse: first.dir });
+  t.after(() => server.stop());
+  const again = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const ending = await again.waitForSelector('.timing.ended.failed[data-code="tool_outcome_unknown"]');
+  const text = await ending.textContent();
+  assert.match(text, /^Failed after .*whether it finished is unknown/);
+  assert.match(text, /Check whether its change happened/);
+  await shot(again, 'tool-outcome-unknown');
+  assert.equal(readFileSync(marker, 'utf8'), 'ran\n', 'never run again');
+  assert.deepEqual(again.errors, []);
 });

@@ -225,3 +225,67 @@ async fn fifty_racing_decisions_over_three_nodes_run_the_tool_once() {
     let effects = std::fs::read_to_string(project_dir.join("effects.txt")).expect("the tool ran");
     assert_eq!(effects, "ran\n", "the side effect happened exactly once");
 }
+
+/// Issue 14, found from outside: node B loaded the session while its run was parked at an
+/// approval; the run was approved and finished on node A; B must then see the session
+/// idle and take the next prompt (it answered 409 `session_busy` naming the finished run,
+/// for ever, and its abort answered 200 and changed nothing).
+#[tokio::test]
+async fn a_node_that_loaded_a_parked_run_takes_a_prompt_after_another_node_finished_it() {
+    let Some(db) = TestDb::create().await else { return };
+    let Some(redis) = redis_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let node = |n: &str| -> (Spool, String) {
+        let (data, id) = (dir.path().join(n), format!("busy-{n}-{}", std::process::id()));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id])
+    };
+    let ((_a, a), (_b, b)) = (node("a"), node("b"));
+
+    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let prompt = format!("tool: bash {}", json!({"command": "echo ran >> effects.txt"}));
+    let accepted = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] == "interrupted").await;
+    // B loads the session while the run is parked there.
+    let on_b = call(client.get(format!("{b}/api/sessions/{session}"))).await;
+    assert_eq!(on_b["state"]["status"], "busy", "{on_b}");
+    let approval = on_b["state"]["pendingApprovals"][0]["id"].as_str().expect("approval").to_owned();
+    let decided = client
+        .post(format!("{a}/api/sessions/{session}/approvals/{approval}"))
+        .json(&json!({"decision": "once"}))
+        .send()
+        .await
+        .expect("decide on a");
+    assert_eq!(decided.status(), 200);
+    let settled = wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] == "completed").await;
+    assert_eq!(settled["status"], "completed", "{settled}");
+
+    // B follows: idle, and it runs the next prompt.
+    let idle = wait_for(&client, &format!("{b}/api/sessions/{session}"), WAIT, |s| s["state"]["status"] == "idle").await;
+    assert_eq!(idle["state"]["activeRun"], Value::Null, "{idle}");
+    let listed = call(client.get(format!("{b}/api/projects/{}/sessions", project["id"].as_str().expect("id")))).await;
+    let row = listed.as_array().expect("sessions").iter().find(|s| s["id"] == session.as_str()).cloned();
+    assert_eq!(row.as_ref().map(|r| &r["status"]), Some(&json!("idle")), "B's session list: {listed}");
+    let aborted = call(client.post(format!("{b}/api/sessions/{session}/abort"))).await;
+    assert_eq!(aborted["aborted"], false, "nothing runs any more: {aborted}");
+    let next = client
+        .post(format!("{b}/api/sessions/{session}/prompt"))
+        .json(&json!({"text": "hello again"}))
+        .send()
+        .await
+        .expect("prompt on b");
+    let status = next.status();
+    let body: Value = next.json().await.expect("json");
+    assert!(status.is_success(), "B takes the prompt: {status} {body}");
+    let second = body["runId"].as_str().expect("run id").to_owned();
+    assert_ne!(second, run);
+    let done = wait_for(&client, &format!("{b}/api/runs/{second}"), WAIT, |r| r["status"] == "completed").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let effects = std::fs::read_to_string(project_dir.join("effects.txt")).expect("the tool ran");
+    assert_eq!(effects, "ran\n", "the approved command ran once");
+}

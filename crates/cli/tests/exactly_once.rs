@@ -233,6 +233,11 @@ async fn a_tool_killed_while_running_is_never_rerun_and_its_run_says_tool_outcom
     assert_eq!(run["status"], "failed", "{run}");
     assert_eq!(run["error"]["code"], "tool_outcome_unknown", "{run}");
     assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "ran\n", "never run again");
+    // Every view can say why: the prompt's timing row carries the ending.
+    let detail = call(t.client.get(format!("{base}/api/sessions/{session_id}"))).await;
+    let timing = &detail["state"]["promptTimings"]["0"];
+    assert_eq!(timing["status"], "failed", "{detail}");
+    assert_eq!(timing["error"]["code"], "tool_outcome_unknown", "{detail}");
     // The session takes a new prompt.
     let fresh = call(
         t.client
@@ -241,4 +246,31 @@ async fn a_tool_killed_while_running_is_never_rerun_and_its_run_says_tool_outcom
     )
     .await;
     assert_ne!(fresh["runId"], run_id.as_str());
+}
+
+#[tokio::test]
+async fn a_decision_recorded_just_before_a_kill_runs_once_after_the_restart() {
+    let t = Setup::new();
+    let (spool, base) = start(&t.data, &t.log);
+    let (session_id, run_id, approval_id) =
+        t.parked(&base, r#"tool: bash {"command": "echo ran >> marker.txt"}"#).await;
+    spool.sigkill();
+
+    // Killed between the two writes of a decision: the approval is resolved, the run is
+    // still `interrupted` (it failed as `server_restarted` before, the decision lost).
+    let mut db = t.database().await;
+    sqlx::query("UPDATE approvals SET status = 'resolved', decision = '\"once\"', resolved_at = ? WHERE id = ?")
+        .bind(now_ms())
+        .bind(&approval_id)
+        .execute(&mut db)
+        .await
+        .expect("resolve");
+    db.close().await.expect("close");
+
+    let (_spool, base) = start(&t.data, &t.log);
+    let run = t.wait(&format!("{base}/api/runs/{run_id}"), |r| r["status"] != "running" && r["status"] != "interrupted").await;
+    assert_eq!(run["status"], "completed", "the recorded decision ran after the restart: {run}");
+    assert_eq!(std::fs::read_to_string(t.project.join("marker.txt")).expect("marker"), "ran\n", "exactly once");
+    let detail = t.wait(&format!("{base}/api/sessions/{session_id}"), |d| d["status"] == "idle").await;
+    assert_eq!(detail["state"]["pendingApprovals"], json!([]), "{detail}");
 }

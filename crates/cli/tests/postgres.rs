@@ -177,3 +177,92 @@ async fn a_graceful_stop_fails_its_running_run_and_frees_the_session_at_once() {
     let done = wait_for(&client, &format!("{base}/api/runs/{next}"), WAIT, |r| r["status"] != "running").await;
     assert_eq!(done["status"], "completed", "{done}");
 }
+
+/// Issue 14 on a shared database: a node killed after acknowledging decisions. The call
+/// whose tool had not started resumes on the node that reaps the lease (once); the call
+/// whose tool had started ends `tool_outcome_unknown`, never re-run — neither is
+/// `node_lost`, which says nothing about the side effect.
+#[tokio::test]
+async fn a_killed_nodes_decided_calls_resume_or_say_tool_outcome_unknown_on_the_other_node() {
+    let Some(db) = TestDb::create().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let short = ["--lease-secs", "1"];
+    let (node_a, a) = start_with(&db.url, &dir.path().join("a"), &[&short[..], &["--node-id", "node-a"]].concat());
+
+    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let parked = |command: &'static str| {
+        let (client, a, project) = (client.clone(), a.clone(), project.clone());
+        async move {
+            let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+            let session = session["id"].as_str().expect("session id").to_owned();
+            let prompt = format!("tool: bash {}", json!({"command": command}));
+            let accepted =
+                call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
+            let run = accepted["runId"].as_str().expect("run id").to_owned();
+            wait_for(&client, &format!("{a}/api/runs/{run}"), WAIT, |r| r["status"] == "interrupted").await;
+            let detail = call(client.get(format!("{a}/api/sessions/{session}"))).await;
+            let approval = detail["state"]["pendingApprovals"][0]["id"].as_str().expect("approval").to_owned();
+            (session, run, approval)
+        }
+    };
+    let (_, never_started, waiting) = parked("echo ran >> resumed.txt").await;
+    let (cut_session, cut, cut_approval) = parked("echo ran >> cut.txt; sleep 30").await;
+    let decided = client
+        .post(format!("{a}/api/sessions/{cut_session}/approvals/{cut_approval}"))
+        .json(&json!({"decision": "once"}))
+        .send()
+        .await
+        .expect("decide");
+    assert_eq!(decided.status(), 200);
+    let marker = project_dir.join("cut.txt");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !marker.exists() {
+        assert!(tokio::time::Instant::now() < deadline, "the approved command never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(node_a); // SIGKILL: no shutdown, no lease release.
+
+    // The other call was acknowledged the instant before the kill: what a decision writes
+    // before its 200 (resolved, run running, node A's lease), its tool not started.
+    let mut conn = PgConnection::connect(&db.url).await.expect("connect");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as i64;
+    sqlx::query("UPDATE approvals SET status = 'resolved', decision = '\"once\"', resolved_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(&waiting)
+        .execute(&mut conn)
+        .await
+        .expect("resolve");
+    sqlx::query("UPDATE runs SET status = 'running', updated_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(&never_started)
+        .execute(&mut conn)
+        .await
+        .expect("running");
+    sqlx::query(
+        "INSERT INTO session_leases (session_id, node_id, expires_at)
+         SELECT session_id, 'node-a', $1 FROM runs WHERE id = $2",
+    )
+    .bind(now + 1000)
+    .bind(&never_started)
+    .execute(&mut conn)
+    .await
+    .expect("lease");
+    conn.close().await.expect("close");
+
+    let (_node_b, b) = start_with(&db.url, &dir.path().join("b"), &[&short[..], &["--node-id", "node-b"]].concat());
+    let settled = |run: String| {
+        let (client, url) = (client.clone(), format!("{b}/api/runs/{run}"));
+        async move { wait_for(&client, &url, WAIT, |r| r["status"] != "running").await }
+    };
+    let resumed = settled(never_started).await;
+    assert_eq!(resumed["status"], "completed", "the acknowledged call ran on node B: {resumed}");
+    assert_eq!(std::fs::read_to_string(project_dir.join("resumed.txt")).expect("ran"), "ran\n", "once");
+    let unknown = settled(cut).await;
+    assert_eq!((unknown["status"].as_str(), unknown["error"]["code"].as_str()), (Some("failed"), Some("tool_outcome_unknown")));
+    assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "ran\n", "never run again");
+    let detail = call(client.get(format!("{b}/api/sessions/{cut_session}"))).await;
+    assert_eq!(detail["state"]["promptTimings"]["0"]["error"]["code"], "tool_outcome_unknown", "{detail}");
+}

@@ -328,14 +328,28 @@ fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpo
     }
 }
 
-/// Sorts the decided calls of runs a crash left `running` (one process on its own
-/// store, at start-up): a call that never started and whose conversation is still at
-/// its checkpoint is returned to be resumed; one that started without a result has
-/// its run failed with `tool_outcome_unknown`, never re-run. Every other running run
-/// is left to fail as `server_restarted`.
-pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> {
-    let mut resume = Vec::new();
+/// What [`sort_decided`] found.
+#[derive(Default)]
+pub(crate) struct SortedCalls {
+    /// Decided calls that never started, their runs marked `running` again: resume each.
+    pub resume: Vec<DecidedCall>,
+    /// Runs failed with `tool_outcome_unknown` (their call started, no result).
+    pub unknown: Vec<Run>,
+}
+
+/// Sorts the decided calls of runs whose process died (at start-up for one process on
+/// its own store; for a session whose lease expired on a shared store, `only` that
+/// session): a call that never started and whose conversation is still at its
+/// checkpoint is returned to be resumed — also when the process died between recording
+/// the decision and marking the run `running` again; one that started without a result
+/// has its run failed with `tool_outcome_unknown`, never re-run. Every other running
+/// run is left to the caller (`server_restarted`, `node_lost`).
+pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) -> Result<SortedCalls> {
+    let mut sorted = SortedCalls::default();
     for decided in store.decided_calls().await? {
+        if only.is_some_and(|s| s != &decided.approval.session_id) {
+            continue;
+        }
         let Ok(checkpoint) = serde_json::from_value::<Checkpoint>(decided.checkpoint.clone()) else {
             continue;
         };
@@ -344,14 +358,23 @@ pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> 
         if store.count_messages(&decided.approval.session_id).await? != checkpoint.next_index {
             continue;
         }
+        let Some(mut run) = store.get_run(&decided.approval.run_id).await? else { continue };
         let approving =
             matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
+        let now = now_ms();
         match decided.started_at {
-            None if approving => resume.push(decided),
+            // A reject never starts its call; once the run went on past it, a crash
+            // fails it like any other running run.
+            None if approving || run.status == RunStatus::Interrupted => {
+                if run.status != RunStatus::Running {
+                    run.status = RunStatus::Running;
+                    run.updated_at = now;
+                    store.update_run(&run).await?;
+                }
+                sorted.resume.push(decided);
+            }
             None => {}
             Some(_) => {
-                let Some(mut run) = store.get_run(&decided.approval.run_id).await? else { continue };
-                let now = now_ms();
                 run.status = RunStatus::Failed;
                 run.updated_at = now;
                 run.ended_at = Some(now);
@@ -364,11 +387,13 @@ pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> 
                     ),
                 });
                 store.update_run(&run).await?;
+                crate::metrics::METRICS.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");
+                sorted.unknown.push(run);
             }
         }
     }
-    Ok(resume)
+    Ok(sorted)
 }
 
 /// Says, once per key, that a claim was released: a retry with it now runs again.

@@ -277,8 +277,24 @@ impl ActiveHandle {
 }
 
 impl Loaded {
+    /// The run this node holds for the session. A run parked at an approval is held only
+    /// while the session's view still shows that approval pending: once it is decided,
+    /// expired or aborted — here, or on another node and seen through its frames — the
+    /// parked handle is stale and is dropped, so a copy taken when the session was
+    /// loaded never keeps it busy.
     pub fn active(&self) -> Option<ActiveHandle> {
-        self.active.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let handle = self.active.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let parked_at = handle.as_ref().and_then(|h| h.interrupted.clone());
+        let Some(approval) = parked_at else { return handle };
+        // The view's lock is never held while `active` is taken (nor the reverse).
+        if self.events.read(|s| s.pending_approvals.iter().any(|a| a.id == approval)) {
+            return handle;
+        }
+        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        if active.as_ref().is_some_and(|h| h.interrupted.as_ref() == Some(&approval)) {
+            *active = None;
+        }
+        active.clone()
     }
 
     pub fn set_active(&self, handle: Option<ActiveHandle>) {
@@ -385,7 +401,10 @@ impl Engine {
         };
         // With a shared store, other nodes may be running those runs: their leases say.
         // Alone, a run whose acknowledged decision never reached its tool resumes.
-        let decided = if config.shared_store { Vec::new() } else { crate::approvals::sort_decided(&*store).await? };
+        let decided = match config.shared_store {
+            true => Vec::new(),
+            false => crate::approvals::sort_decided(&*store, None).await?.resume,
+        };
         let keep: Vec<RunId> = decided.iter().map(|d| d.approval.run_id.clone()).collect();
         let failed = if config.shared_store { 0 } else { store.fail_running_runs(&error, now_ms(), &keep).await? };
         if failed > 0 {
@@ -833,9 +852,10 @@ impl Engine {
         let interrupted = self.store().interrupted_run(id).await?;
         let pending = self.store().pending_approvals(id).await?;
         // With a shared store, "no pending approval" may also mean another node has just
-        // won the decision and is restarting the run: its live lease says so.
+        // won the decision and is restarting the run: its lease says so. An expired
+        // lease is the reaper's to settle (it resumes a decided call that never ran).
         let resuming_elsewhere = match self.inner.config.shared_store {
-            true => self.store().get_lease(id).await?.is_some_and(|l| l.expires_at > now_ms()),
+            true => self.store().get_lease(id).await?.is_some(),
             false => false,
         };
         if let Some(mut run) = interrupted.clone().filter(|_| pending.is_empty() && !resuming_elsewhere) {
@@ -895,15 +915,7 @@ impl Engine {
         let mut state = view::initial_state(session, latest, total);
         // The timing rows of the shown rounds survive a reload or restart.
         for run in self.store().runs_since(&id, state.first_index).await? {
-            view::set_timing(
-                &mut state,
-                frame::PromptTiming {
-                    user_message_index: run.user_message_index,
-                    started_at: run.created_at,
-                    first_token_at: run.first_token_at,
-                    ended_at: run.ended_at,
-                },
-            );
+            view::set_timing(&mut state, frame::PromptTiming::of(&run));
         }
         let pending = self.store().pending_approvals(&id).await?;
         let interrupted = self.store().interrupted_run(&id).await?;

@@ -7,9 +7,12 @@
 //! # Failure semantics
 //!
 //! * A node that dies stops renewing. Once its lease expires, whichever node's reaper
-//!   takes the lease over first marks the session's `running` runs `failed` with
-//!   `node_lost`. They are never re-executed: a tool may already have had its side
-//!   effect. A run parked at an approval holds no lease and stays resumable.
+//!   takes the lease over first settles the session's runs. A run resuming from an
+//!   approved decision whose tool had not started (its "started" mark is absent) is
+//!   resumed there, once; one whose tool had started ends `failed` with
+//!   `tool_outcome_unknown`; every other `running` run ends `failed` with `node_lost`.
+//!   None is re-executed past a started tool: it may already have had its side effect.
+//!   A run parked at an approval holds no lease and stays resumable.
 //! * A node that is alive but cannot renew (the store was unreachable for a whole
 //!   lease, or another node already declared it dead) cancels its run, which settles
 //!   as `failed` with `lease_lost`: it must not go on beside a node that thinks it is
@@ -158,8 +161,11 @@ impl Engine {
     }
 
     /// One reaper pass: for every expired lease this node manages to take over, the
-    /// session's `running` runs are marked `failed` with `node_lost`, then the lease is
-    /// given up. Returns how many runs were failed.
+    /// lost node's decided calls are sorted by their "tool call started" marks (see
+    /// [`crate::approvals::sort_decided`]): one that never started resumes here, one cut
+    /// off while running fails `tool_outcome_unknown`; the session's other `running`
+    /// runs are marked `failed` with `node_lost`. Then the lease is given up, unless a
+    /// resumed run holds it. Returns how many runs were failed.
     pub async fn reap_expired_leases(&self) -> Result<usize> {
         let store = &self.inner.store;
         let node = &self.inner.config.node_id;
@@ -173,12 +179,15 @@ impl Engine {
                 // Our own run, alive but late renewing: its renewal loop decides.
                 continue;
             }
+            let sorted = crate::approvals::sort_decided(&**store, Some(&lease.session_id)).await?;
+            let mut lost = sorted.unknown;
             let error = RunError {
                 code: "node_lost".into(),
                 message: format!("node {} stopped renewing its lease while running this run", lease.node_id),
             };
             for mut run in store.runs_since(&lease.session_id, 0).await? {
-                if run.status != RunStatus::Running {
+                let resumes = sorted.resume.iter().any(|d| d.approval.run_id == run.id);
+                if run.status != RunStatus::Running || resumes {
                     continue;
                 }
                 let now = now_ms();
@@ -189,15 +198,27 @@ impl Engine {
                 store.update_run(&run).await?;
                 crate::metrics::METRICS.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
-                failed += 1;
-                if self.inner.frames.is_some() {
-                    self.announce_lost(&run).await;
-                }
+                lost.push(run);
             }
-            if self.inner.frames.is_none() {
+            failed += lost.len();
+            if self.inner.frames.is_some() {
+                for run in &lost {
+                    self.announce_lost(run).await;
+                }
+            } else {
                 self.forget_stale(&lease.session_id);
             }
-            self.drop_lease(&lease.session_id).await;
+            if sorted.resume.is_empty() {
+                self.drop_lease(&lease.session_id).await;
+            }
+            for call in sorted.resume {
+                let run = call.approval.run_id.clone();
+                tracing::warn!(%run, node = %lease.node_id, "resuming a lost node's decided call that never started");
+                if let Err(e) = self.resume_decided(call).await {
+                    tracing::error!(%run, error = %e, "could not resume a lost node's decided call");
+                    self.drop_lease(&lease.session_id).await;
+                }
+            }
         }
         if failed > 0 {
             // What the lost runs had streamed joins the history, marked with the failure.
@@ -231,6 +252,13 @@ impl Engine {
             s.active_run = None;
             s.drafts.clear();
             Some(spool_protocol::frame::FrameBody::State { state: Box::new(s.clone()) })
+        });
+        // The prompt's timing row ends, with why (what the views explain).
+        let timing = spool_protocol::frame::PromptTiming::of(run);
+        let timed = timing.event();
+        loaded.events.publish(|s| {
+            crate::view::set_timing(s, timing);
+            Some(event(timed))
         });
         loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentSettled {}));
     }

@@ -276,24 +276,9 @@ impl RunTask {
         });
     }
 
-    fn timing(&self) -> PromptTiming {
-        PromptTiming {
-            user_message_index: self.run.user_message_index,
-            started_at: self.run.created_at,
-            first_token_at: self.run.first_token_at,
-            ended_at: self.run.ended_at,
-        }
-    }
-
     fn emit_timing(&self) {
-        let t = self.timing();
-        let event = AgentEvent::PromptTiming {
-            user_message_index: t.user_message_index,
-            started_at: t.started_at,
-            first_token_at: t.first_token_at,
-            ended_at: t.ended_at,
-        };
-        self.emit(event, None, |s| view::set_timing(s, t));
+        let timing = PromptTiming::of(&self.run);
+        self.emit(timing.event(), None, |s| view::set_timing(s, timing));
     }
 
     /// Writes a finished message to the store and publishes its end.
@@ -711,7 +696,11 @@ impl RunTask {
             if message.as_deref().is_none_or(|m| m.trim().is_empty()));
         if plain_reject {
             // Nothing about this call starts: no `tool_execution_start`, so no stream
-            // shows it running, and the run stops here.
+            // shows it running, and the run stops here. The call (and any later call of
+            // the message) ends as rejected in every view and in the conversation.
+            let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
+            let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
+            self.next_index = end_unrun_calls(&self.engine, &self.loaded, &self.run, self.next_index, calls, why).await;
             return Err(Outcome::Rejected(RunError {
                 code: "approval_rejected".into(),
                 message: format!("the {name} call was rejected; the run was cancelled"),
@@ -870,12 +859,6 @@ impl RunTask {
         if let Err(e) = self.engine.inner.store.interrupt_run(&self.run, &approval, &checkpoint).await {
             return failure("storage_error", format!("could not save the approval: {e}"));
         }
-        {
-            let mut active = self.loaded.active.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(handle) = active.as_mut().filter(|h| h.run_id == self.run.id) {
-                handle.interrupted = Some(approval.id.clone());
-            }
-        }
         let shown = approval.clone();
         self.loaded.events.publish(move |s| {
             s.pending_approvals.push(shown);
@@ -884,6 +867,14 @@ impl RunTask {
             }
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
+        // After the view shows the approval pending: a parked handle is held only while
+        // it does (see `Loaded::active`).
+        {
+            let mut active = self.loaded.active.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(handle) = active.as_mut().filter(|h| h.run_id == self.run.id) {
+                handle.interrupted = Some(approval.id.clone());
+            }
+        }
         self.engine.arm_expiry(&approval);
         self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
         Outcome::Interrupted
@@ -1042,14 +1033,36 @@ impl RunTask {
 /// call ended instead of running for ever. Then the prompt's timing ends. `run` is the
 /// run as settled; `checkpoint` the one stored with its approval.
 pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
-    let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str());
-    let (mut index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
+    let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str()).to_owned();
+    let (index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
         Ok(c) => (c.next_index, std::iter::once(c.pending).chain(c.remaining).collect()),
         Err(e) => {
             tracing::warn!(run = %run.id, error = %e, "unreadable checkpoint: the parked calls stay open");
             (0, Vec::new())
         }
     };
+    let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
+    end_unrun_calls(engine, loaded, run, index, calls, why).await;
+    let timing = PromptTiming::of(run);
+    let event = timing.event();
+    let run_id = run.id.clone();
+    loaded.events.publish(|state| {
+        view::set_timing(state, timing);
+        Some(FrameBody::LoopEvent { run_id, message_index: None, message_id: None, event })
+    });
+}
+
+/// Ends `calls`, none of which ran, from message `index` on: for each, a
+/// `tool_execution_end` with an error saying `why`, and a stored tool result (so the
+/// conversation stays well-formed for the model). Returns the next free index.
+async fn end_unrun_calls(
+    engine: &Engine,
+    loaded: &Loaded,
+    run: &Run,
+    mut index: u64,
+    calls: Vec<Call>,
+    why: impl Fn(&str) -> String,
+) -> u64 {
     let publish = |event, message_index, message_id, mutate: &mut dyn FnMut(&mut frame::SessionState)| {
         let run_id = run.id.clone();
         loaded.events.publish(|state| {
@@ -1058,7 +1071,7 @@ pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run
         });
     };
     for Call { id, name, .. } in calls {
-        let result = format!("The {name} call was cancelled before it ran: {reason}.");
+        let result = why(&name);
         let (shown, call) = (result.clone(), id.clone());
         let end = AgentEvent::ToolExecutionEnd {
             tool_call_id: id.clone(),
@@ -1082,7 +1095,7 @@ pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run
         publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
         let indexed = IndexedMessage { id: MessageId::new(), index, message };
         if let Err(e) = engine.inner.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
-            tracing::warn!(run = %run.id, error = %e, "could not save the result of a cancelled call");
+            tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
             break;
         }
         let (end, id) = (AgentEvent::MessageEnd { message: indexed.message.clone() }, indexed.id.clone());
@@ -1094,19 +1107,7 @@ pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run
         });
         index += 1;
     }
-    let timing = PromptTiming {
-        user_message_index: run.user_message_index,
-        started_at: run.created_at,
-        first_token_at: run.first_token_at,
-        ended_at: run.ended_at,
-    };
-    let event = AgentEvent::PromptTiming {
-        user_message_index: timing.user_message_index,
-        started_at: timing.started_at,
-        first_token_at: timing.first_token_at,
-        ended_at: timing.ended_at,
-    };
-    publish(event, None, None, &mut |s| view::set_timing(s, timing));
+    index
 }
 
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.

@@ -130,9 +130,9 @@ pub trait Store: Send + Sync + 'static {
     /// continue (its in-memory state is gone) and must not be re-executed.
     /// Runs in `keep` are left alone: they resume from a decision (see `decided_calls`).
     async fn fail_running_runs(&self, error: &RunError, now: time::Millis, keep: &[RunId]) -> Result<u64, StoreError>;
-    /// For every `running` run whose latest approval is resolved: that approval, its
-    /// checkpoint and its "tool call started" mark. A crash may have come between the
-    /// decision's acknowledgement and its tool (see the engine's start-up).
+    /// For every `running` or `interrupted` run whose latest approval is resolved: that
+    /// approval, its checkpoint and its "tool call started" mark. A crash may have come
+    /// between recording the decision and its tool (see the engine's start-up).
     async fn decided_calls(&self) -> Result<Vec<DecidedCall>, StoreError>;
     /// Records, durably and before the tool runs, that the call decided by `approval`
     /// is starting: after a crash it is never run again.

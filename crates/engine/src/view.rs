@@ -211,14 +211,10 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
                 exec.result = Some(result.clone());
             }
         }
-        (E::PromptTiming { user_message_index, started_at, first_token_at, ended_at }, _) => {
-            let timing = PromptTiming {
-                user_message_index: *user_message_index,
-                started_at: *started_at,
-                first_token_at: *first_token_at,
-                ended_at: *ended_at,
-            };
-            set_timing(state, timing);
+        (event @ E::PromptTiming { .. }, _) => {
+            if let Some(timing) = PromptTiming::from_event(event) {
+                set_timing(state, timing);
+            }
         }
         _ => {}
     }

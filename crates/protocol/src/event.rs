@@ -71,6 +71,11 @@ pub enum AgentEvent {
         started_at: Millis,
         first_token_at: Option<Millis>,
         ended_at: Option<Millis>,
+        /// How the run ended, once it has (see [`crate::frame::PromptTiming`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<crate::domain::RunStatus>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<crate::domain::RunError>,
     },
     AgentSettled {},
     SessionTitle {

@@ -14,7 +14,7 @@
 //! [`crate::event`] for why.
 
 use crate::cursor::Cursor;
-use crate::domain::{Session, SessionStatus};
+use crate::domain::{RunError, Session, SessionStatus};
 use crate::event::AgentEvent;
 use crate::ids::{MessageId, RunId, SessionId, StreamId};
 use crate::message::{IndexedMessage, Message};
@@ -149,13 +149,63 @@ pub struct ToolExecution {
     pub result: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptTiming {
     pub user_message_index: u64,
     pub started_at: Millis,
     pub first_token_at: Option<Millis>,
     pub ended_at: Option<Millis>,
+    /// How the prompt's run ended (`completed`, `failed`, `cancelled`), once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+    /// Why a run that did not complete ended: a view explains it beside the timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+}
+
+impl PromptTiming {
+    /// The timing row of `run`'s prompt as the run record has it now.
+    pub fn of(run: &crate::domain::Run) -> PromptTiming {
+        let ended = run.ended_at.is_some();
+        PromptTiming {
+            user_message_index: run.user_message_index,
+            started_at: run.created_at,
+            first_token_at: run.first_token_at,
+            ended_at: run.ended_at,
+            status: ended.then_some(run.status),
+            error: run.error.clone().filter(|_| ended),
+        }
+    }
+
+    /// The `prompt_timing` event that sets this row.
+    pub fn event(&self) -> AgentEvent {
+        AgentEvent::PromptTiming {
+            user_message_index: self.user_message_index,
+            started_at: self.started_at,
+            first_token_at: self.first_token_at,
+            ended_at: self.ended_at,
+            status: self.status,
+            error: self.error.clone(),
+        }
+    }
+
+    /// The row a `prompt_timing` event sets, if it is one.
+    pub fn from_event(event: &AgentEvent) -> Option<PromptTiming> {
+        match event {
+            AgentEvent::PromptTiming { user_message_index, started_at, first_token_at, ended_at, status, error } => {
+                Some(PromptTiming {
+                    user_message_index: *user_message_index,
+                    started_at: *started_at,
+                    first_token_at: *first_token_at,
+                    ended_at: *ended_at,
+                    status: *status,
+                    error: error.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Maps keyed by message index. JSON object keys are strings; serde's derive reads them

@@ -66,6 +66,8 @@ fn state() -> SessionState {
             started_at: 1_764_000_000_000,
             first_token_at: Some(1_764_000_000_020),
             ended_at: None,
+            status: None,
+            error: None,
         },
     );
     SessionState {
@@ -301,6 +303,8 @@ fn every_loop_event() {
                 started_at: 1_764_000_000_000,
                 first_token_at: Some(1_764_000_000_020),
                 ended_at: Some(1_764_000_000_900),
+                status: Some(RunStatus::Completed),
+                error: None,
             },
         ),
         loop_event(19, None, AgentEvent::AgentSettled {}),

@@ -162,15 +162,26 @@ async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
     assert_eq!(run["error"]["code"], "approval_rejected", "{run}");
     let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
     assert_eq!(detail["state"]["lastApproval"]["decision"], "reject", "{detail}");
-    // (How `toolExecutions` ends a call that never ran — cancelled, in every
-    // projection — is the same question as a Stop during an approval, issue 14.)
     assert_eq!(detail["status"], "idle");
     assert!(!server.project_dir().join("no.txt").exists());
+    // The call that never ran is over in every view: not "running" for ever.
+    let call = approval["toolCallId"].as_str().expect("toolCallId");
+    let exec = &detail["state"]["toolExecutions"][call];
+    assert_eq!(exec["status"], "error", "{detail}");
+    assert!(exec["result"].as_str().is_some_and(|r| r.contains("rejected")), "{exec}");
+    let ended: Vec<&ReceivedFrame> = frames.iter().filter(|f| f.event_type() == Some("tool_execution_end")).collect();
+    assert_eq!(ended.len(), 1, "the rejected call ends once");
+    assert_eq!(ended[0].json["event"]["isError"], true);
+    let timing = &detail["state"]["promptTimings"]["0"];
+    assert_eq!(timing["status"], "cancelled", "{detail}");
+    assert_eq!(timing["error"]["code"], "approval_rejected", "{detail}");
+    // The conversation says so too (the model reads it at the next prompt).
     let page = server.messages(&session, "").await;
-    assert!(
-        page["messages"].as_array().expect("messages").iter().all(|m| m["role"] != "toolResult"),
-        "nothing ran, so there is no result: {page}"
-    );
+    let results: Vec<&Value> =
+        page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult").collect();
+    assert_eq!(results.len(), 1, "{page}");
+    assert_eq!(results[0]["isError"], true);
+    assert!(results[0]["content"][0]["text"].as_str().is_some_and(|t| t.contains("rejected")), "{page}");
 }
 
 /// A reject with a message for the model is the person's choice to go on: the model

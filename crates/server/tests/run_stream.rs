@@ -249,8 +249,9 @@ async fn a_plain_reject_cancels_the_run_and_no_tool_starts() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let after = interrupt.sequence();
     let rest = read_to_end(&mut run_stream(open_events(&server, &run, &format!("?after={after}")).await)).await;
-    assert_eq!(kinds(&rest), ["error"], "nothing starts, the run ends");
-    assert_eq!(rest[0].data["code"], "approval_rejected", "{}", rest[0].data);
+    assert_eq!(kinds(&rest), ["tool_finished", "error"], "nothing starts; the call ends, then the run");
+    assert_eq!(rest[0].data["status"], "error", "{}", rest[0].data);
+    assert_eq!(rest[1].data["code"], "approval_rejected", "{}", rest[1].data);
     assert_eq!(server.wait_run(&run).await["status"], "cancelled");
     assert!(!server.project_dir().join("no.txt").exists());
 }

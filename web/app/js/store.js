@@ -202,6 +202,8 @@ export class SessionStore {
           startedAt: ev.startedAt,
           firstTokenAt: ev.firstTokenAt,
           endedAt: ev.endedAt,
+          status: ev.status ?? null,
+          error: ev.error ?? null,
         });
         return 'ok';
       case 'approval_requested':

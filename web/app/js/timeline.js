@@ -9,6 +9,13 @@ import { renderText } from './text.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { duration } from './format.js';
 
+/** What a person should do about a run that ended this way (by its error code). */
+const ENDINGS = {
+  tool_outcome_unknown:
+    'The tool was not run again. Check whether its change happened before asking for it again.',
+  server_restarted: 'What streamed before the restart is kept above; send the prompt again to continue.',
+};
+
 export class Timeline {
   constructor(scroller, { onLoadEarlier, decide, examples }) {
     this.scroller = scroller;
@@ -111,8 +118,20 @@ export class Timeline {
     if (!t) return null;
     const end = t.endedAt ?? Date.now();
     const first = t.firstTokenAt ? ` · first token after ${duration(t.firstTokenAt - t.startedAt)}` : '';
-    const text = t.endedAt ? `Answered in ${duration(end - t.startedAt)}${first}` : `Working for ${duration(end - t.startedAt)}${first}`;
+    const took = duration(end - t.startedAt);
+    if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took);
+    const text = t.endedAt ? `Answered in ${took}${first}` : `Working for ${took}${first}`;
     return h('div', { class: 'timing', dataset: { userIndex: u } }, icon('clock'), text);
+  }
+
+  /** A run that did not complete says how it ended and what that means for the person. */
+  ending(t, took) {
+    const verb = t.status === 'failed' ? 'Failed' : 'Stopped';
+    const why = t.error?.message ? `: ${t.error.message}` : '';
+    const hint = ENDINGS[t.error?.code] ?? null;
+    return h('div', { class: `timing ended ${t.status}`, dataset: { userIndex: t.userMessageIndex, code: t.error?.code ?? '' } },
+      icon('clock'),
+      h('span', {}, `${verb} after ${took}${why}.`, hint ? h('span', { class: 'hint-text' }, ` ${hint}`) : null));
   }
 
   earlierButton(known) {

@@ -147,7 +147,7 @@ pub(crate) async fn decided_calls(pool: &SqlitePool) -> Result<Vec<DecidedCall>,
     let rows = sqlx::query(&format!(
         "SELECT {}, a.checkpoint, a.started_at
          FROM approvals a JOIN runs r ON r.id = a.run_id
-         WHERE r.status = 'running' AND a.status = 'resolved'
+         WHERE r.status IN ('running', 'interrupted') AND a.status = 'resolved'
            AND NOT EXISTS (SELECT 1 FROM approvals b WHERE b.run_id = a.run_id AND b.created_at > a.created_at)",
         PREFIXED_COLUMNS
     ))
