@@ -45,6 +45,13 @@ async fn watch_words(client: &reqwest::Client, base: &str, session: &str, words:
             let block: String = buffer.drain(..end + 2).collect();
             for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
                 let Ok(frame) = serde_json::from_str::<Value>(data.trim_start()) else { continue };
+                // Opened after the prompt: on a busy machine the answer may have begun,
+                // and the snapshot's draft holds its start.
+                if frame["type"] == "session.snapshot"
+                    && let Some(draft) = frame["state"]["drafts"].as_object().and_then(|d| d.values().next())
+                {
+                    text.push_str(draft["content"][0]["text"].as_str().unwrap_or_default());
+                }
                 let delta = &frame["event"]["assistantMessageEvent"];
                 if delta["type"] == "text_delta" {
                     text.push_str(delta["delta"].as_str().unwrap_or_default());
