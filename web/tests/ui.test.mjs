@@ -321,6 +321,9 @@ test('a tool cut off by a crash is explained after the restart, not re-run', asy
   const text = await ending.textContent();
   assert.match(text, /^Failed after .*whether it finished is unknown/);
   assert.match(text, /Check whether its change happened/);
+  const card = await again.waitForSelector('.tool-card.is-error');
+  assert.match(await card.textContent(), /whether it finished/);
+  assert.equal(await again.locator('.tool-card.is-running').count(), 0, 'no call is left running');
   await shot(again, 'tool-outcome-unknown');
   assert.equal(readFileSync(marker, 'utf8'), 'ran\n', 'never run again');
   assert.deepEqual(again.errors, []);

@@ -386,6 +386,31 @@ pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) ->
                         decided.approval.tool
                     ),
                 });
+                // The call (and any later one of its message) gets a result saying so:
+                // no view shows it running for ever, and the model is told at the next
+                // prompt that its outcome is unknown.
+                let cut = &checkpoint.pending;
+                let unknown = format!(
+                    "The server stopped while this {} call was running. It was not run again; whether it \
+                     finished, and what it changed, is unknown.",
+                    cut.name
+                );
+                let mut results = vec![(cut, unknown)];
+                for later in &checkpoint.remaining {
+                    results.push((later, format!("The {} call was cancelled before it ran: the server stopped.", later.name)));
+                }
+                for (offset, (call, text)) in results.into_iter().enumerate() {
+                    let message = Message::ToolResult {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        content: vec![Content::Text { text }],
+                        is_error: true,
+                        timestamp: now,
+                    };
+                    let index = checkpoint.next_index + offset as u64;
+                    let indexed = IndexedMessage { id: MessageId::new(), index, message };
+                    store.insert_message(&run.session_id, &run.owner_id, &indexed).await?;
+                }
                 store.update_run(&run).await?;
                 crate::metrics::METRICS.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");

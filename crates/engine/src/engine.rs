@@ -937,6 +937,14 @@ impl Engine {
             state.status = SessionStatus::Busy;
             state.active_run = Some(ActiveRun { run_id: run.id, request_id: run.request_id, status: run.status });
         }
+        if state.active_run.is_none() {
+            // No run is active, so no call can be running: one whose run a crash ended
+            // before it had a result shows as ended, not as running for ever.
+            for exec in state.tool_executions.values_mut().filter(|e| e.status == frame::ToolStatus::Running) {
+                exec.status = frame::ToolStatus::Error;
+                exec.result = Some("This call did not finish: its run ended before it had a result.".into());
+            }
+        }
         Ok(state)
     }
 

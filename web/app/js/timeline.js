@@ -11,8 +11,7 @@ import { duration } from './format.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
-  tool_outcome_unknown:
-    'The tool was not run again. Check whether its change happened before asking for it again.',
+  tool_outcome_unknown: 'Check whether its change happened before asking for it again.',
   server_restarted: 'What streamed before the restart is kept above; send the prompt again to continue.',
 };
 
