@@ -266,7 +266,8 @@ async fn a_node_that_loaded_a_parked_run_takes_a_prompt_after_another_node_finis
     assert_eq!(settled["status"], "completed", "{settled}");
 
     // B follows: idle, and it runs the next prompt.
-    let idle = wait_for(&client, &format!("{b}/api/sessions/{session}"), WAIT, |s| s["state"]["status"] == "idle").await;
+    let idle =
+        wait_for(&client, &format!("{b}/api/sessions/{session}"), WAIT, |s| s["state"]["status"] == "idle").await;
     assert_eq!(idle["state"]["activeRun"], Value::Null, "{idle}");
     let listed = call(client.get(format!("{b}/api/projects/{}/sessions", project["id"].as_str().expect("id")))).await;
     let row = listed.as_array().expect("sessions").iter().find(|s| s["id"] == session.as_str()).cloned();

@@ -268,7 +268,9 @@ async fn a_decision_recorded_just_before_a_kill_runs_once_after_the_restart() {
     db.close().await.expect("close");
 
     let (_spool, base) = start(&t.data, &t.log);
-    let run = t.wait(&format!("{base}/api/runs/{run_id}"), |r| r["status"] != "running" && r["status"] != "interrupted").await;
+    let run = t
+        .wait(&format!("{base}/api/runs/{run_id}"), |r| r["status"] != "running" && r["status"] != "interrupted")
+        .await;
     assert_eq!(run["status"], "completed", "the recorded decision ran after the restart: {run}");
     assert_eq!(std::fs::read_to_string(t.project.join("marker.txt")).expect("marker"), "ran\n", "exactly once");
     let detail = t.wait(&format!("{base}/api/sessions/{session_id}"), |d| d["status"] == "idle").await;

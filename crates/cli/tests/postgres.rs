@@ -196,7 +196,8 @@ async fn a_killed_nodes_decided_calls_resume_or_say_tool_outcome_unknown_on_the_
     let parked = |command: &'static str| {
         let (client, a, project) = (client.clone(), a.clone(), project.clone());
         async move {
-            let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+            let session =
+                call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
             let session = session["id"].as_str().expect("session id").to_owned();
             let prompt = format!("tool: bash {}", json!({"command": command}));
             let accepted =
@@ -261,7 +262,10 @@ async fn a_killed_nodes_decided_calls_resume_or_say_tool_outcome_unknown_on_the_
     assert_eq!(resumed["status"], "completed", "the acknowledged call ran on node B: {resumed}");
     assert_eq!(std::fs::read_to_string(project_dir.join("resumed.txt")).expect("ran"), "ran\n", "once");
     let unknown = settled(cut).await;
-    assert_eq!((unknown["status"].as_str(), unknown["error"]["code"].as_str()), (Some("failed"), Some("tool_outcome_unknown")));
+    assert_eq!(
+        (unknown["status"].as_str(), unknown["error"]["code"].as_str()),
+        (Some("failed"), Some("tool_outcome_unknown"))
+    );
     assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "ran\n", "never run again");
     let detail = call(client.get(format!("{b}/api/sessions/{cut_session}"))).await;
     assert_eq!(detail["state"]["promptTimings"]["0"]["error"]["code"], "tool_outcome_unknown", "{detail}");

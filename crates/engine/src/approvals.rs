@@ -397,7 +397,10 @@ pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) ->
                 );
                 let mut results = vec![(cut, unknown)];
                 for later in &checkpoint.remaining {
-                    results.push((later, format!("The {} call was cancelled before it ran: the server stopped.", later.name)));
+                    results.push((
+                        later,
+                        format!("The {} call was cancelled before it ran: the server stopped.", later.name),
+                    ));
                 }
                 for (offset, (call, text)) in results.into_iter().enumerate() {
                     let message = Message::ToolResult {
