@@ -329,46 +329,67 @@ fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpo
 }
 
 /// Sorts the decided calls of runs a crash left `running` (one process on its own
-/// store, at start-up): a call that never started and whose conversation is still at
-/// its checkpoint is returned to be resumed; one that started without a result has
-/// its run failed with `tool_outcome_unknown`, never re-run. Every other running run
-/// is left to fail as `server_restarted`.
+/// store, at start-up): see [`sort_decided_call`]; the calls to resume. Every other
+/// running run is left to fail as `server_restarted`.
 pub(crate) async fn sort_decided(store: &dyn Store) -> Result<Vec<DecidedCall>> {
     let mut resume = Vec::new();
     for decided in store.decided_calls().await? {
-        let Ok(checkpoint) = serde_json::from_value::<Checkpoint>(decided.checkpoint.clone()) else {
-            continue;
-        };
-        // Messages past the checkpoint: the decided call has its result; what was lost
-        // came after it.
-        if store.count_messages(&decided.approval.session_id).await? != checkpoint.next_index {
-            continue;
-        }
-        let approving =
-            matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
-        match decided.started_at {
-            None if approving => resume.push(decided),
-            None => {}
-            Some(_) => {
-                let Some(mut run) = store.get_run(&decided.approval.run_id).await? else { continue };
-                let now = now_ms();
-                run.status = RunStatus::Failed;
-                run.updated_at = now;
-                run.ended_at = Some(now);
-                run.error = Some(RunError {
-                    code: "tool_outcome_unknown".into(),
-                    message: format!(
-                        "the server stopped while the approved {} call was running; it is not run again, \
-                         and whether it finished is unknown",
-                        decided.approval.tool
-                    ),
-                });
-                store.update_run(&run).await?;
-                tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");
-            }
+        if let OrphanedCall::Resume(call) = sort_decided_call(store, decided).await? {
+            resume.push(call);
         }
     }
     Ok(resume)
+}
+
+/// What becomes of a decided call whose process died.
+pub(crate) enum OrphanedCall {
+    /// It never started: run it from its checkpoint.
+    Resume(DecidedCall),
+    /// It started without a result: its run is now failed with `tool_outcome_unknown`.
+    OutcomeUnknown(Run),
+    /// Neither (the call has its result, or the decision was a reject): the run ends
+    /// like any other the process was running.
+    Neither,
+}
+
+/// Sorts one decided call of a run a dead process left `running`: a call that never
+/// started and whose conversation is still at its checkpoint is to be resumed; one
+/// that started without a result has its run failed with `tool_outcome_unknown`, never
+/// re-run. Used at start-up alone, and by the node that takes over a dead node's lease.
+pub(crate) async fn sort_decided_call(store: &dyn Store, decided: DecidedCall) -> Result<OrphanedCall> {
+    let Ok(checkpoint) = serde_json::from_value::<Checkpoint>(decided.checkpoint.clone()) else {
+        return Ok(OrphanedCall::Neither);
+    };
+    // Messages past the checkpoint: the decided call has its result; what was lost
+    // came after it.
+    if store.count_messages(&decided.approval.session_id).await? != checkpoint.next_index {
+        return Ok(OrphanedCall::Neither);
+    }
+    let approving = matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
+    match decided.started_at {
+        None if approving => Ok(OrphanedCall::Resume(decided)),
+        None => Ok(OrphanedCall::Neither),
+        Some(_) => {
+            let Some(mut run) = store.get_run(&decided.approval.run_id).await? else {
+                return Ok(OrphanedCall::Neither);
+            };
+            let now = now_ms();
+            run.status = RunStatus::Failed;
+            run.updated_at = now;
+            run.ended_at = Some(now);
+            run.error = Some(RunError {
+                code: "tool_outcome_unknown".into(),
+                message: format!(
+                    "the server stopped while the approved {} call was running; it is not run again, \
+                     and whether it finished is unknown",
+                    decided.approval.tool
+                ),
+            });
+            store.update_run(&run).await?;
+            tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");
+            Ok(OrphanedCall::OutcomeUnknown(run))
+        }
+    }
 }
 
 /// Says, once per key, that a claim was released: a retry with it now runs again.

@@ -9,7 +9,10 @@
 //! * A node that dies stops renewing. Once its lease expires, whichever node's reaper
 //!   takes the lease over first marks the session's `running` runs `failed` with
 //!   `node_lost`. They are never re-executed: a tool may already have had its side
-//!   effect. A run parked at an approval holds no lease and stays resumable.
+//!   effect. A run parked at an approval holds no lease and stays resumable. A run
+//!   continuing from a decision ends as after a restart alone: its approved call cut
+//!   off mid-call says `tool_outcome_unknown`, and one that never started runs on the
+//!   node that took the lease over (its decision was acknowledged: at least once).
 //! * A node that is alive but cannot renew (the store was unreachable for a whole
 //!   lease, or another node already declared it dead) cancels its run, which settles
 //!   as `failed` with `lease_lost`: it must not go on beside a node that thinks it is
@@ -19,6 +22,7 @@
 //!   start (`server_restarted`), as before leases. With a shared store, a restarted
 //!   node has a new id and its old runs end as `node_lost` after the lease time.
 
+use crate::approvals::OrphanedCall;
 use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use spool_protocol::time::{Millis, now_ms};
@@ -158,8 +162,9 @@ impl Engine {
     }
 
     /// One reaper pass: for every expired lease this node manages to take over, the
-    /// session's `running` runs are marked `failed` with `node_lost`, then the lease is
-    /// given up. Returns how many runs were failed.
+    /// session's `running` runs are marked `failed` with `node_lost` (a decided call's
+    /// run: `tool_outcome_unknown`, or resumed here), then the lease is given up (or
+    /// kept by the resumed run). Returns how many runs were failed.
     pub async fn reap_expired_leases(&self) -> Result<usize> {
         let store = &self.inner.store;
         let node = &self.inner.config.node_id;
@@ -173,12 +178,32 @@ impl Engine {
                 // Our own run, alive but late renewing: its renewal loop decides.
                 continue;
             }
+            // The lost node's decided calls end as they would after a restart alone: one
+            // cut off mid-call says `tool_outcome_unknown`, one that never started runs
+            // here. (The other calls of its runs may have had effects: `node_lost`.)
+            let mut resume = Vec::new();
+            for decided in store.decided_calls().await? {
+                if decided.approval.session_id != lease.session_id {
+                    continue;
+                }
+                match crate::approvals::sort_decided_call(&**store, decided).await? {
+                    OrphanedCall::Resume(call) => resume.push(call),
+                    OrphanedCall::OutcomeUnknown(run) => {
+                        crate::metrics::METRICS.run_settled(RunStatus::Failed);
+                        failed += 1;
+                        if self.inner.frames.is_some() {
+                            self.announce_lost(&run).await;
+                        }
+                    }
+                    OrphanedCall::Neither => {}
+                }
+            }
             let error = RunError {
                 code: "node_lost".into(),
                 message: format!("node {} stopped renewing its lease while running this run", lease.node_id),
             };
             for mut run in store.runs_since(&lease.session_id, 0).await? {
-                if run.status != RunStatus::Running {
+                if run.status != RunStatus::Running || resume.iter().any(|c| c.approval.run_id == run.id) {
                     continue;
                 }
                 let now = now_ms();
@@ -197,7 +222,16 @@ impl Engine {
             if self.inner.frames.is_none() {
                 self.forget_stale(&lease.session_id);
             }
-            self.drop_lease(&lease.session_id).await;
+            if resume.is_empty() {
+                self.drop_lease(&lease.session_id).await;
+            }
+            // The resumed run holds the lease this node just took, like a decision's.
+            for call in resume {
+                let run = call.approval.run_id.clone();
+                if let Err(e) = self.resume_decided(call).await {
+                    tracing::error!(%run, error = %e, "could not resume a lost node's decided call");
+                }
+            }
         }
         if failed > 0 {
             // What the lost runs had streamed joins the history, marked with the failure.
