@@ -68,8 +68,20 @@ impl Engine {
     /// Takes `session`'s lease for this node, or answers busy when another node has it.
     /// The lease is given back when the guard drops, unless [`LeaseGuard::keep`] hands
     /// it to a run.
+    ///
+    /// Another node's lease, even expired, is busy too: taking it over means settling
+    /// that node's runs, which only the reaper does. A request that took it instead
+    /// would start a run beside the dead node's, or (a decision that lost) give the
+    /// lease up, and the dead node's run would never be reaped. The reaper comes within
+    /// half a lease.
     pub(crate) async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
         let node = &self.inner.config.node_id;
+        if let Some(lease) = self.inner.store.get_lease(session).await?
+            && &lease.node_id != node
+            && lease.expires_at <= now_ms()
+        {
+            return Err(EngineError::SessionBusy(format!("a run on node {}, which stopped renewing", lease.node_id)));
+        }
         if self.inner.store.acquire_lease(session, node, now_ms(), self.lease_ttl()).await? {
             return Ok(LeaseGuard { engine: self.clone(), session: Some(session.clone()) });
         }

@@ -113,7 +113,25 @@ pub fn start_with(url: &str, data: &std::path::Path, extra: &[&str]) -> (Spool, 
 
 /// `spool serve ARGS…`, once it prints its address: the process and `http://HOST:PORT`.
 pub fn serve(args: &[&str]) -> (Spool, String) {
-    let mut child = spool().arg("serve").args(args).stdout(Stdio::piped()).spawn().expect("start spool");
+    serve_to(args, Stdio::inherit())
+}
+
+/// Like [`serve`], with the server's log (its stderr) appended to the file `log`: a test
+/// that starts many servers keeps their warnings to show when it fails.
+pub fn serve_logged(args: &[&str], log: &std::path::Path) -> (Spool, String) {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the log file");
+    serve_to(args, Stdio::from(log))
+}
+
+fn serve_to(args: &[&str], stderr: Stdio) -> (Spool, String) {
+    let mut child = spool()
+        .arg("serve")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start spool");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
     let base =
