@@ -269,7 +269,8 @@ impl Engine {
 
     /// The pending call's file as it is now, with its tool, when it is no longer the file
     /// the approval was asked on. `None` when nothing was recorded (a tool that changes no
-    /// single file, or a checkpoint older than the check) or nothing changed.
+    /// single file, or a checkpoint older than the check) or nothing changed. The call is
+    /// looked at as it was asked: a `fill` is checked against the file the person saw.
     async fn changed_target(&self, loaded: &Loaded, checkpoint: &Checkpoint) -> Option<Changed> {
         let asked = checkpoint.resource.as_ref()?;
         let tool = self.inner.tools.get(&checkpoint.pending.name)?;

@@ -98,7 +98,7 @@ impl Tool for Edit {
 
     async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
         let args: EditArgs = parse_args(NAME, args.clone()).ok()?;
-        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
+        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
         let look = move || {
             let requested = args.path.as_str();
             let found = Found::look(requested, || path::resolve_in(&root, data_dir.as_deref(), requested));
@@ -121,7 +121,7 @@ impl Tool for Edit {
             };
             found.inspected(requested, preview)
         };
-        tokio::task::spawn_blocking(look).await.ok()
+        Some(inspect::off_thread(requested, look).await)
     }
 }
 

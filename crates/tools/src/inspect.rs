@@ -123,6 +123,20 @@ impl Found {
     }
 }
 
+/// Runs `look` on tokio's blocking pool: it reads a whole file. If it cannot finish (a
+/// panic, a runtime shutting down), the file counts as unusable, never as unchanged, so
+/// a decision that needed the look asks again instead of acting blind.
+pub(crate) async fn off_thread(requested: String, look: impl FnOnce() -> Inspected + Send + 'static) -> Inspected {
+    match tokio::task::spawn_blocking(look).await {
+        Ok(inspected) => inspected,
+        Err(join) => {
+            let error = ToolError::Internal(join.to_string());
+            let preview = failing(&error);
+            Found::Unusable(error).inspected(&requested, preview)
+        }
+    }
+}
+
 /// The preview of a call that would fail.
 pub(crate) fn failing(error: &ToolError) -> String {
     format!("The call would fail: {error}")

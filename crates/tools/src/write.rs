@@ -85,7 +85,7 @@ impl Tool for Write {
 
     async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
         let args: WriteArgs = parse_args(NAME, args.clone()).ok()?;
-        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
+        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
         let look = move || {
             let found = Found::look(&args.path, || path::resolve_for_write_in(&root, data_dir.as_deref(), &args.path));
             let preview = match &found {
@@ -93,15 +93,15 @@ impl Tool for Write {
                 _ if args.content.len() > MAX_FILE_BYTES => {
                     inspect::failing(&ToolError::TooLarge { path: args.path.clone(), bytes: args.content.len() })
                 }
-                Found::Directory => inspect::failing(&ToolError::WriteToDirectory(args.path.clone())),
                 _ if args.path.ends_with('/') => inspect::failing(&ToolError::WriteToDirectory(args.path.clone())),
                 Found::Unusable(e) => inspect::failing(e),
+                Found::Directory => inspect::failing(&ToolError::WriteToDirectory(args.path.clone())),
                 Found::Special => inspect::failing(&ToolError::NotRegularFile(args.path.clone())),
                 _ => inspect::replacing(NAME, &args.path, &found, &args.content),
             };
             found.inspected(&args.path, preview)
         };
-        tokio::task::spawn_blocking(look).await.ok()
+        Some(inspect::off_thread(requested, look).await)
     }
 }
 
