@@ -8,14 +8,23 @@
 //! Rejecting never executes the tool; approving re-checks the rules when the tool is
 //! about to run, so a rule flipped to `deny` in the meantime wins.
 //!
+//! Re-check before acting (seed 003: "reload the resource"): an approving decision
+//! re-reads the file a `write` or `edit` would change. If it is no longer the file the
+//! person was shown, nothing runs: the approval becomes `superseded`, a new one with a
+//! fresh preview asks for the same call (one transaction, so the run is never left
+//! without an approval), and the answer is 409 `resource_changed` naming it. This is
+//! a response like any other, so an idempotency key replays it. A decided call resumed
+//! after a crash is re-checked the same way and asks again instead of writing.
+//!
 //! Responses are produced here as status + exact JSON text, because that text is what
 //! an idempotent replay must return.
 
 use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use crate::run::{Checkpoint, Resolution, RunTask};
-use crate::store::{DecidedCall, IdempotencyClaim, Store, StoredResponse};
-use spool_protocol::api::error_body;
+use crate::store::{DecidedCall, IdempotencyClaim, Store, StoredResponse, Supersede};
+use crate::{Inspected, Tool};
+use spool_protocol::api::{error_body, resource_changed_body};
 use spool_protocol::frame::{ActiveRun, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
@@ -160,6 +169,22 @@ impl Engine {
             Err(EngineError::SessionBusy(_)) => return Ok(already_resolved()),
             Err(e) => return Err(e),
         };
+        // Only a pending approval can still be won; one that is not will never be again.
+        if approval.status != ApprovalStatus::Pending {
+            return Ok(already_resolved());
+        }
+        let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
+            .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
+        if input.decision.approves()
+            && let Some(changed) = self.changed_target(loaded, &checkpoint).await
+        {
+            let path = changed.now.resource.path.clone();
+            let asked = self.reask(loaded, &approval, ApprovalStatus::Pending, Some(owner), checkpoint, changed);
+            return Ok(match asked.await? {
+                Some(new) => resource_changed(&path, &new.id),
+                None => already_resolved(),
+            });
+        }
         let now = now_ms();
         let won = store
             .settle_approval(
@@ -175,8 +200,6 @@ impl Engine {
             return Ok(already_resolved());
         }
         crate::metrics::METRICS.approval_waited(now - approval.created_at);
-        let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
-            .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
         if input.decision == Decision::Always {
             // From now on this tool is allowed in this session, whatever its argument.
             let mut session = loaded.events.read(|s| s.session.clone());
@@ -220,6 +243,12 @@ impl Engine {
         let loaded = self.load(&approval.owner_id, &approval.session_id).await?;
         let _control = loaded.control.lock().await;
         let lease = self.take_lease(&approval.session_id).await?;
+        if let Some(changed) = self.changed_target(&loaded, &checkpoint).await {
+            tracing::warn!(approval = %approval.id, path = %changed.now.resource.path, "the file of a decided call changed before it ran; asking again");
+            // The lease is given back when it drops: a parked run holds none.
+            self.reask(&loaded, &approval, ApprovalStatus::Resolved, None, checkpoint, changed).await?;
+            return Ok(());
+        }
         let run = self.inner.store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         tracing::warn!(run = %run.id, approval = %approval.id, "resuming a decided call that a crash kept from starting");
         let handle = ActiveHandle::new(run.id.clone());
@@ -236,6 +265,78 @@ impl Engine {
             RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id).execute(),
         );
         Ok(())
+    }
+
+    /// The pending call's file as it is now, with its tool, when it is no longer the file
+    /// the approval was asked on. `None` when nothing was recorded (a tool that changes no
+    /// single file, or a checkpoint older than the check) or nothing changed. The call is
+    /// looked at as it was asked: a `fill` is checked against the file the person saw.
+    async fn changed_target(&self, loaded: &Loaded, checkpoint: &Checkpoint) -> Option<Changed> {
+        let asked = checkpoint.resource.as_ref()?;
+        let tool = self.inner.tools.get(&checkpoint.pending.name)?;
+        // Its own token: a decision is not part of the run, and looking changes nothing.
+        let ctx = crate::run::tool_context(self, loaded, tokio_util::sync::CancellationToken::new());
+        let now = tool.inspect(&checkpoint.pending.args, &ctx).await?;
+        (now.resource.fingerprint != asked.fingerprint).then_some(Changed { tool, now })
+    }
+
+    /// Asks again for the call parked at `old`, whose file changed: `old` (still in status
+    /// `from`, its call not started) becomes `superseded` and a new pending approval with
+    /// the preview of `changed` — whose fingerprint the new checkpoint keeps — takes its
+    /// place, with the run `interrupted`, in one transaction. Then the views learn it:
+    /// one state frame (the old card gone, the new one there), `approval_resolved`
+    /// (`superseded`) and `approval_requested`. `None` when `old` had moved on. The
+    /// caller holds the session's control lock.
+    async fn reask(
+        &self,
+        loaded: &Arc<Loaded>,
+        old: &Approval,
+        from: ApprovalStatus,
+        actor: Option<&UserId>,
+        mut checkpoint: Checkpoint,
+        changed: Changed,
+    ) -> Result<Option<Approval>> {
+        let store = &self.inner.store;
+        let mut run = store.get_run(&old.run_id).await?.ok_or(EngineError::NotFound("run"))?;
+        // Later than the old one, always: "the latest approval of a run" must name it.
+        let now = now_ms().max(old.created_at + 1);
+        let approval =
+            crate::run::new_approval(self, &*changed.tool, &run, &checkpoint.pending, Some(&changed.now), now);
+        checkpoint.resource = Some(changed.now.resource);
+        run.status = RunStatus::Interrupted;
+        run.updated_at = now;
+        let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
+        let superseded = Supersede { id: &old.id, from, actor, at: now };
+        if !store.supersede_approval(&superseded, &run, &approval, &checkpoint).await? {
+            return Ok(None);
+        }
+        let mut handle = ActiveHandle::new(run.id.clone());
+        handle.interrupted = Some(approval.id.clone());
+        handle.finished.cancel();
+        loaded.set_active(Some(handle));
+        let status = ApprovalStatus::Superseded.as_str();
+        let last = LastApproval { id: old.id.clone(), decision: status.into(), actor: actor.cloned(), at: now };
+        let active = ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status };
+        let shown = approval.clone();
+        loaded.events.publish(move |s| {
+            s.pending_approvals.retain(|a| a.id != old.id);
+            s.pending_approvals.push(shown);
+            s.last_approval = Some(last);
+            s.status = SessionStatus::Busy;
+            s.active_run = Some(active);
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        let loop_event =
+            |event| FrameBody::LoopEvent { run_id: run.id.clone(), message_index: None, message_id: None, event };
+        loaded.events.publish_body(loop_event(AgentEvent::ApprovalResolved {
+            approval_id: old.id.clone(),
+            decision: status.into(),
+            actor: actor.cloned(),
+            message: None,
+        }));
+        loaded.events.publish_body(loop_event(AgentEvent::ApprovalRequested { approval: Box::new(approval.clone()) }));
+        self.arm_expiry(&approval);
+        Ok(Some(approval))
     }
 
     /// Expires a pending approval and cancels its run, saying why. No-op when it is not
@@ -317,6 +418,13 @@ impl Engine {
             }
         });
     }
+}
+
+/// A pending call's file that is no longer the one its approval was asked on: the tool
+/// that looked, and what it found now.
+struct Changed {
+    tool: Arc<dyn Tool>,
+    now: Inspected,
 }
 
 /// How a decision resolves the checkpoint's pending call.
@@ -474,6 +582,16 @@ fn publish_resolution(
             message,
         },
     });
+}
+
+/// The answer to an approving decision on a file that changed since the approval was
+/// asked: nothing ran, and `replacement` asks again.
+fn resource_changed(path: &str, replacement: &ApprovalId) -> StoredResponse {
+    let message = format!(
+        "{path:?} changed after this approval was asked, so nothing was written; approval {replacement} asks \
+         again with a preview of the change against the file as it is now"
+    );
+    StoredResponse { status: 409, body: resource_changed_body(&message, replacement.as_str()) }
 }
 
 /// The answer to a decision that lost: someone else decided first.

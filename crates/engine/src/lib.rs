@@ -40,5 +40,6 @@ pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
+    Supersede,
 };
-pub use tool::{SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tool::{Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

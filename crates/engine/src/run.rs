@@ -67,6 +67,11 @@ pub(crate) struct Checkpoint {
     pub remaining: Vec<Call>,
     pub policy: ApprovalPolicy,
     pub usage: Usage,
+    /// The file the pending call would change, as it was when the approval was asked
+    /// (`write` and `edit`): an approving decision re-reads it, and a change asks again.
+    /// Absent in checkpoints written before it existed, which are not re-checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<crate::Resource>,
 }
 
 /// How a decision resolves the pending call.
@@ -764,11 +769,7 @@ impl RunTask {
             (_, Err(reason)) => ToolOutput::error(reason),
             (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
             (Some(tool), Ok(args)) => {
-                let ctx = ToolContext {
-                    root: self.loaded.root.clone(),
-                    cancel: cancel.clone(),
-                    data_dir: self.engine.inner.fence.data_dir().map(Into::into),
-                };
+                let ctx = tool_context(&self.engine, &self.loaded, cancel.clone());
                 tokio::select! {
                     biased;
                     _ = cancel.cancelled() => {
@@ -817,34 +818,13 @@ impl RunTask {
 
     /// Parks the run at an approval: persist the approval and checkpoint with the run's
     /// `interrupted` status (one transaction), and only then publish the state and the
-    /// `approval_requested` event.
+    /// `approval_requested` event. A call that changes one file is looked at first: the
+    /// card shows the change, and the checkpoint keeps the file's fingerprint.
     async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
+        let inspected =
+            tool.inspect(&call.args, &tool_context(&self.engine, &self.loaded, self.handle.cancel.clone())).await;
         let now = now_ms();
-        let ttl = i64::try_from(self.engine.inner.config.approval_ttl.as_millis()).unwrap_or(i64::MAX);
-        let approval = Approval {
-            id: ApprovalId::new(),
-            run_id: self.run.id.clone(),
-            session_id: self.run.session_id.clone(),
-            owner_id: self.run.owner_id.clone(),
-            tool_call_id: call.id.clone(),
-            tool: call.name.clone(),
-            kind: ApprovalKind::ConfirmAction,
-            payload: serde_json::json!({
-                "tool": call.name,
-                // Whole, never cut: a person decides on exactly what will run, and the
-                // end of a long command is where a `curl … | sh` hides.
-                "argument": tool.main_argument(&call.args).map(|a| redact(&a)),
-                "change": redact(&tool.describe(&call.args)),
-                "reason": "this tool changes files or runs commands, and the permission rules say to ask",
-            }),
-            status: ApprovalStatus::Pending,
-            decision: None,
-            message: None,
-            actor: None,
-            created_at: now,
-            expires_at: now.saturating_add(ttl),
-            resolved_at: None,
-        };
+        let approval = new_approval(&self.engine, tool, &self.run, &call, inspected.as_ref(), now);
         let checkpoint = Checkpoint {
             next_index: self.next_index,
             turn,
@@ -852,6 +832,7 @@ impl RunTask {
             remaining: remaining.to_vec(),
             policy: self.policy,
             usage: self.run.usage,
+            resource: inspected.map(|i| i.resource),
         };
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;
@@ -1108,6 +1089,53 @@ async fn end_unrun_calls(
         index += 1;
     }
     index
+}
+
+/// The approval a person is asked for `call`: the tool, its whole main argument, a
+/// one-line summary and, for a call that changes one file, the preview of the change
+/// against the file as `inspected` found it. Everything shown is redacted.
+pub(crate) fn new_approval(
+    engine: &Engine,
+    tool: &dyn crate::Tool,
+    run: &Run,
+    call: &Call,
+    inspected: Option<&crate::Inspected>,
+    now: time::Millis,
+) -> Approval {
+    let ttl = i64::try_from(engine.inner.config.approval_ttl.as_millis()).unwrap_or(i64::MAX);
+    let mut payload = serde_json::json!({
+        "tool": call.name,
+        // Whole, never cut: a person decides on exactly what will run, and the
+        // end of a long command is where a `curl … | sh` hides.
+        "argument": tool.main_argument(&call.args).map(|a| redact(&a)),
+        "change": redact(&tool.describe(&call.args)),
+        "reason": "this tool changes files or runs commands, and the permission rules say to ask",
+    });
+    if let Some(inspected) = inspected {
+        payload["preview"] = redact(&inspected.preview).into();
+    }
+    Approval {
+        id: ApprovalId::new(),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        owner_id: run.owner_id.clone(),
+        tool_call_id: call.id.clone(),
+        tool: call.name.clone(),
+        kind: ApprovalKind::ConfirmAction,
+        payload,
+        status: ApprovalStatus::Pending,
+        decision: None,
+        message: None,
+        actor: None,
+        created_at: now,
+        expires_at: now.saturating_add(ttl),
+        resolved_at: None,
+    }
+}
+
+/// What a tool call of this session may touch: the project, minus Spool's data directory.
+pub(crate) fn tool_context(engine: &Engine, loaded: &Loaded, cancel: CancellationToken) -> ToolContext {
+    ToolContext { root: loaded.root.clone(), cancel, data_dir: engine.inner.fence.data_dir().map(Into::into) }
 }
 
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.

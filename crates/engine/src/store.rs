@@ -155,6 +155,20 @@ pub trait Store: Send + Sync + 'static {
         approval: &Approval,
         checkpoint: &serde_json::Value,
     ) -> Result<(), StoreError>;
+    /// Replaces an approval whose call has not started with a new one asking for the
+    /// same call, because the call's target changed since it was asked. ONE transaction:
+    /// moves `old.id` from `old.from` (pending; or resolved, for a decision a crash kept
+    /// from running) to `superseded` — only while it has no "tool call started" mark —
+    /// recording `old.actor` and `old.at`; inserts `approval` (pending) with its
+    /// `checkpoint`; and writes `run` (interrupted). Returns false, writing nothing, when
+    /// `old` had moved on (someone else acted first).
+    async fn supersede_approval(
+        &self,
+        old: &Supersede<'_>,
+        run: &Run,
+        approval: &Approval,
+        checkpoint: &serde_json::Value,
+    ) -> Result<bool, StoreError>;
     /// An approval with its checkpoint.
     async fn get_approval(&self, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError>;
     /// The session's pending approvals, oldest first.
@@ -279,6 +293,16 @@ pub struct DecidedCall {
     pub checkpoint: serde_json::Value,
     /// When the decided tool call started, if it did.
     pub started_at: Option<time::Millis>,
+}
+
+/// The approval a [`Store::supersede_approval`] replaces: which one, the status it must
+/// still have, and who (if anyone) acted and when.
+#[derive(Debug, Clone)]
+pub struct Supersede<'a> {
+    pub id: &'a ApprovalId,
+    pub from: ApprovalStatus,
+    pub actor: Option<&'a UserId>,
+    pub at: time::Millis,
 }
 
 /// A response kept for an idempotency key, returned byte for byte to every repeat.

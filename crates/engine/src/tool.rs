@@ -3,6 +3,12 @@
 //! A tool never fails the run: whatever goes wrong (bad arguments, a path outside the
 //! project, a missing file) becomes a result with `is_error` that the model reads and
 //! can react to.
+//!
+//! A tool that changes one file (`write`, `edit`) also says what it would change
+//! ([`Tool::inspect`]): a fingerprint of the file and a preview of the change. The
+//! approval keeps the fingerprint from the moment it is asked, and an approving decision
+//! re-reads it: a person approves the change they were shown, never a change to a file
+//! that moved on meanwhile.
 
 use crate::model::ToolSpec;
 use async_trait::async_trait;
@@ -41,6 +47,25 @@ pub struct SandboxStatus {
     /// The environment variables passed through to commands (`LC_*` for every locale
     /// variable); everything else is removed.
     pub env: Vec<String>,
+}
+
+/// The file a call would change, as it was when looked at. Kept with an approval's
+/// checkpoint; equal fingerprints mean "the same file as the person was shown".
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Resource {
+    /// The path as the call names it, for messages.
+    pub path: String,
+    /// What the file was: `sha256:<hex>` of its bytes, `absent`, or another marker the
+    /// tool documents (a file too large to read, one that could not be read).
+    pub fingerprint: String,
+}
+
+/// What a call would change, looked at now: the resource and a preview for the card.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inspected {
+    pub resource: Resource,
+    /// The change against the file as it is now (a diff, or why the call would fail).
+    pub preview: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +107,13 @@ pub trait Tool: Send + Sync + 'static {
             Some(arg) => format!("{name} {arg}"),
             None => name,
         }
+    }
+
+    /// The file this call would change and a preview of the change, read now (off the
+    /// async threads: it may read a whole file). `None` for tools that change no single
+    /// file a decision could re-check (a shell command may touch anything).
+    async fn inspect(&self, _args: &serde_json::Value, _ctx: &ToolContext) -> Option<Inspected> {
+        None
     }
 }
 

@@ -190,6 +190,9 @@ pub enum ApprovalStatus {
     Resolved,
     Expired,
     Cancelled,
+    /// Its call's target (the file a `write` or `edit` changes) was changed before the
+    /// call ran: a new approval, with a fresh preview, asks for the same call instead.
+    Superseded,
 }
 
 impl ApprovalStatus {
@@ -199,6 +202,7 @@ impl ApprovalStatus {
             ApprovalStatus::Resolved => "resolved",
             ApprovalStatus::Expired => "expired",
             ApprovalStatus::Cancelled => "cancelled",
+            ApprovalStatus::Superseded => "superseded",
         }
     }
 
@@ -208,6 +212,7 @@ impl ApprovalStatus {
             "resolved" => ApprovalStatus::Resolved,
             "expired" => ApprovalStatus::Expired,
             "cancelled" => ApprovalStatus::Cancelled,
+            "superseded" => ApprovalStatus::Superseded,
             _ => return None,
         })
     }
@@ -256,7 +261,9 @@ pub struct Approval {
     pub tool_call_id: String,
     pub tool: String,
     pub kind: ApprovalKind,
-    /// What a person sees: tool, argument summary, what it will change. Redacted.
+    /// What a person sees: tool, argument summary, what it will change and, for a
+    /// `write` or `edit`, a `preview` of the change against the file as it was when
+    /// asked. Redacted.
     pub payload: serde_json::Value,
     pub status: ApprovalStatus,
     pub decision: Option<Decision>,
@@ -272,7 +279,7 @@ pub struct Approval {
 #[serde(rename_all = "camelCase")]
 pub struct LastApproval {
     pub id: ApprovalId,
-    /// `once`, `always`, `reject`, `fill`, `expired` or `cancelled`.
+    /// `once`, `always`, `reject`, `fill`, `expired`, `cancelled` or `superseded`.
     pub decision: String,
     pub actor: Option<UserId>,
     pub at: Millis,

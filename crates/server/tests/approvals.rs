@@ -474,3 +474,216 @@ async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
     let page = server.messages(&session, "").await;
     assert!(!page.to_string().contains(SECRET), "the stored result is redacted too");
 }
+
+// ---- re-check before acting (seed 003: "reload the resource") ---------------------------
+
+/// The pending approvals of the session, as `GET /api/sessions/:id` shows them.
+async fn pending_approvals(server: &TestServer, session: &str) -> Vec<Value> {
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone()
+}
+
+/// The approval as the store holds it.
+async fn stored_approval(server: &TestServer, id: &str) -> spool_protocol::Approval {
+    use spool_engine::Store;
+    let id: spool_protocol::ApprovalId = id.parse().expect("approval id");
+    server.store.get_approval(&id).await.expect("read approval").expect("stored").0
+}
+
+fn edit_prompt(path: &str, old: &str, new: &str) -> String {
+    format!("tool: edit {}", json!({"path": path, "oldString": old, "newString": new}))
+}
+
+/// The error object of a 409 `resource_changed`, checked for what a person and a client
+/// need: the file named, and the approval that asks again.
+fn resource_changed(status: StatusCode, body: &str, path: &str) -> Value {
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let body: Value = serde_json::from_str(body).expect("a JSON error");
+    let error = body["error"].clone();
+    assert_eq!(error["code"], "resource_changed", "{body}");
+    assert!(error["message"].as_str().is_some_and(|m| m.contains(path)), "the message names the file: {body}");
+    assert!(error["approvalId"].as_str().is_some_and(|id| id.starts_with("per_")), "{body}");
+    error
+}
+
+#[tokio::test]
+async fn approving_a_write_whose_file_changed_meanwhile_asks_again_with_a_fresh_preview() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let file = server.project_dir().join("notes.txt");
+    std::fs::write(&file, "first draft\n").expect("write");
+    let mut view = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
+    view.next_frame().await.expect("snapshot");
+    let (run_id, asked) = park(&server, &session, &write_prompt("notes.txt", "from the model\n")).await;
+    let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
+    assert!(preview.contains("-first draft") && preview.contains("+from the model"), "{preview}");
+    view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
+
+    // A person edits the file while the card waits.
+    std::fs::write(&file, "edited by hand\n").expect("edit by hand");
+    let decision = json!({"decision": "once", "idempotencyKey": "approve-1"});
+    let (status, body) = decide(&server, &session, &id_of(&asked), decision.clone()).await;
+    let error = resource_changed(status, &body, "notes.txt");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "edited by hand\n", "nothing was written");
+    // The same key again: the same answer, byte for byte, and still nothing written.
+    let (again_status, again) = decide(&server, &session, &id_of(&asked), decision).await;
+    assert_eq!((again_status, again.as_str()), (status, body.as_str()));
+
+    // Every view: the old card is settled as superseded, the new one is pending.
+    let frames = view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
+    let resolved = frames.iter().find(|f| f.event_type() == Some("approval_resolved")).expect("approval_resolved");
+    assert_eq!(resolved.json["event"]["approvalId"], asked["id"]);
+    assert_eq!(resolved.json["event"]["decision"], "superseded");
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let fresh = &pending[0];
+    assert_eq!(fresh["id"], error["approvalId"]);
+    assert_ne!(fresh["id"], asked["id"]);
+    assert_eq!(fresh["toolCallId"], asked["toolCallId"], "the same call is asked for");
+    let preview = fresh["payload"]["preview"].as_str().expect("a fresh preview");
+    assert!(preview.contains("-edited by hand") && preview.contains("+from the model"), "{preview}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["lastApproval"]["decision"], "superseded", "{detail}");
+    assert_eq!(detail["state"]["activeRun"]["status"], "interrupted", "{detail}");
+    assert_eq!(server.get(&format!("/api/runs/{run_id}")).await.1["status"], "interrupted");
+    let old = stored_approval(&server, &id_of(&asked)).await;
+    assert_eq!(old.status, spool_protocol::ApprovalStatus::Superseded);
+
+    // The person looks at the new preview and approves: now it is written.
+    let (status, body) = decide(&server, &session, &id_of(fresh), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "from the model\n");
+}
+
+#[tokio::test]
+async fn approving_an_unchanged_file_writes_it_as_before() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let file = server.project_dir().join("same.txt");
+    std::fs::write(&file, "old\n").expect("write");
+    let (run_id, asked) = park(&server, &session, &write_prompt("same.txt", "new\n")).await;
+    let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
+    assert_eq!(preview, "--- same.txt (now)\n+++ same.txt (after the write)\n@@ -1 +1 @@\n-old\n+new\n");
+    // Touched but not changed: the content decides, not the timestamp.
+    std::fs::write(&file, "old\n").expect("rewrite the same bytes");
+    let (status, body) = decide(&server, &session, &id_of(&asked), json!({"decision": "always"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "new\n");
+    assert!(pending_approvals(&server, &session).await.is_empty());
+}
+
+/// An edit whose `oldString` no longer matches: each approving route (the run stream's
+/// resume, OpenCode's reply) is refused while the file keeps changing, the new card
+/// says the edit would fail, and approving that runs the edit, which fails as the tool
+/// does, without touching the file.
+#[tokio::test]
+async fn approving_an_edit_whose_file_changed_shows_that_it_no_longer_applies() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let file = server.project_dir().join("lib.rs");
+    std::fs::write(&file, "let x = 1;\n").expect("write");
+    let (run_id, asked) = park(&server, &session, &edit_prompt("lib.rs", "let x = 1;", "let x = 2;")).await;
+    let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
+    assert!(preview.contains("-let x = 1;") && preview.contains("+let x = 2;"), "{preview}");
+
+    std::fs::write(&file, "let y = 1;\n").expect("edit by hand");
+    let resume = json!({"interruptId": id_of(&asked), "decision": "approve", "idempotencyKey": "resume-1"});
+    let res = server.client.post(server.url(&format!("/api/runs/{run_id}/resume"))).json(&resume).send().await;
+    let res = res.expect("resume");
+    let status = res.status();
+    let error = resource_changed(status, &res.text().await.expect("body"), "lib.rs");
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["id"], error["approvalId"]);
+    let preview = pending[0]["payload"]["preview"].as_str().expect("a fresh preview");
+    assert!(preview.contains("oldString was not found in \"lib.rs\""), "{preview}");
+
+    // Changed again: OpenCode's reply is refused the same way.
+    std::fs::write(&file, "let y = 2;\n").expect("edit by hand again");
+    let second = id_of(&pending[0]);
+    let res = server.client.post(server.url(&format!("/permission/{second}/reply"))).json(&json!({"reply": "once"}));
+    let res = res.send().await.expect("reply");
+    let status = res.status();
+    let error = resource_changed(status, &res.text().await.expect("body"), "lib.rs");
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["id"], error["approvalId"]);
+
+    let (status, body) = decide(&server, &session, &id_of(&pending[0]), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "let y = 2;\n");
+    let page = server.messages(&session, "").await;
+    let result = page["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "toolResult").cloned();
+    let result = result.expect("a tool result");
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result["content"][0]["text"].as_str().is_some_and(|t| t.contains("oldString was not found")), "{result}");
+}
+
+#[tokio::test]
+async fn a_reject_is_never_refused_because_the_file_changed() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let file = server.project_dir().join("keep.txt");
+    let (run_id, asked) = park(&server, &session, &write_prompt("keep.txt", "from the model\n")).await;
+    assert!(asked["payload"]["preview"].as_str().is_some_and(|p| p.contains("does not exist yet")), "{asked}");
+    std::fs::write(&file, "made by hand\n").expect("create by hand");
+    let (status, body) = decide(&server, &session, &id_of(&asked), json!({"decision": "reject"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "cancelled");
+    assert!(pending_approvals(&server, &session).await.is_empty());
+    let old = stored_approval(&server, &id_of(&asked)).await;
+    assert_eq!(old.status, spool_protocol::ApprovalStatus::Resolved);
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "made by hand\n");
+}
+
+/// A decision acknowledged before a crash whose call never started runs after the
+/// restart, but only on the file the person was shown: changed meanwhile, it asks again.
+#[tokio::test]
+async fn a_decided_call_resumed_after_a_crash_asks_again_when_its_file_changed() {
+    use spool_engine::Store;
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let file = server.project_dir().join("crash.txt");
+    std::fs::write(&file, "before\n").expect("write");
+    let (run_id, asked) = park(&server, &session, &write_prompt("crash.txt", "from the model\n")).await;
+    // What a process killed right after answering 200 leaves: the decision stored and
+    // the run running, its tool not started.
+    let approval_id: spool_protocol::ApprovalId = id_of(&asked).parse().expect("approval id");
+    let store = server.store.clone();
+    let won = store
+        .settle_approval(
+            &approval_id,
+            spool_protocol::ApprovalStatus::Resolved,
+            Some(&spool_protocol::Decision::Once),
+            None,
+            None,
+            spool_protocol::time::now_ms(),
+        )
+        .await
+        .expect("settle");
+    assert!(won);
+    let run_id_typed: spool_protocol::RunId = run_id.parse().expect("run id");
+    let mut run = store.get_run(&run_id_typed).await.expect("read run").expect("run");
+    run.status = spool_protocol::RunStatus::Running;
+    store.update_run(&run).await.expect("running");
+    std::fs::write(&file, "changed while down\n").expect("edit by hand");
+
+    let server = server.restart().await;
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "asked again: {pending:?}");
+    assert_ne!(pending[0]["id"], asked["id"]);
+    let preview = pending[0]["payload"]["preview"].as_str().expect("a fresh preview");
+    assert!(preview.contains("-changed while down"), "{preview}");
+    assert_eq!(server.get(&format!("/api/runs/{run_id}")).await.1["status"], "interrupted");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "changed while down\n");
+    let old = stored_approval(&server, &id_of(&asked)).await;
+    assert_eq!(old.status, spool_protocol::ApprovalStatus::Superseded);
+
+    let (status, body) = decide(&server, &session, &id_of(&pending[0]), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "from the model\n");
+}

@@ -282,3 +282,26 @@ async fn schemas_name_the_fields_the_server_sends() {
     let responses = &doc["paths"]["/api/runs/{id}"]["get"]["responses"];
     assert_eq!(responses["404"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody");
 }
+
+/// Every route that decides an approval lists `resource_changed` among its 409s, the
+/// error body documents the `approvalId` that comes with it, and an approval may be
+/// `superseded`.
+#[tokio::test]
+async fn decision_routes_document_resource_changed() {
+    let server = TestServer::start().await;
+    let doc = document(&server).await;
+    for path in [
+        "/api/sessions/{id}/approvals/{approval}",
+        "/api/runs/{id}/resume",
+        "/session/{id}/permissions/{permission}",
+        "/permission/{id}/reply",
+    ] {
+        let conflict = &doc["paths"][path]["post"]["responses"]["409"]["description"];
+        let text = conflict.as_str().unwrap_or_else(|| panic!("{path} documents a 409: {conflict}"));
+        assert!(text.contains("`resource_changed`") && text.contains("`already_resolved`"), "{path}: {text}");
+    }
+    let detail = &doc["components"]["schemas"]["ErrorDetail"]["properties"];
+    assert!(detail.get("approvalId").is_some(), "{detail}");
+    let status = doc["components"]["schemas"]["ApprovalStatus"].to_string();
+    assert!(status.contains("superseded"), "{status}");
+}

@@ -192,6 +192,15 @@ macro_rules! impl_store {
                 ) -> Result<(), StoreError> {
                     approvals::interrupt(&self.pool, run, approval, checkpoint).await
                 }
+                async fn supersede_approval(
+                    &self,
+                    old: &spool_engine::Supersede<'_>,
+                    run: &Run,
+                    approval: &Approval,
+                    checkpoint: &serde_json::Value,
+                ) -> Result<bool, StoreError> {
+                    approvals::supersede(&self.pool, old, run, approval, checkpoint).await
+                }
                 async fn get_approval(
                     &self,
                     id: &ApprovalId,

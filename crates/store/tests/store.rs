@@ -4,7 +4,7 @@
 
 mod support;
 
-use spool_engine::{RunInsert, Store, StoreError};
+use spool_engine::{RunInsert, Store, StoreError, Supersede};
 use spool_protocol::*;
 use spool_store::SqliteStore;
 use sqlx::Connection;
@@ -187,6 +187,95 @@ async fn a_database_from_before_approvals_is_upgraded_on_open() {
     let ruled = Session { permissions: approval::default_rules(), ..session };
     store.update_session(&ruled).await.expect("update");
     assert_eq!(store.get_session(&ruled.id).await.expect("get"), Some(ruled));
+}
+
+/// The approvals table is rebuilt to allow `superseded` (0011): approvals written
+/// before keep every column — their checkpoint and "tool call started" mark included —
+/// and the rebuilt table takes the new status.
+#[tokio::test]
+async fn approvals_from_before_superseded_survive_the_table_rebuild() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let before = dir.path().join("migrations");
+    std::fs::create_dir(&before).expect("mkdir");
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.as_str() < "0011" {
+            std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
+        }
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
+    let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
+    migrator.run(&mut conn).await.expect("apply 0001-0010");
+    let owner = UserId::new();
+    let project = project_for(&owner, 1);
+    let session = session_in(&project, 1, false);
+    let run = run_in(&session, "r1", RunStatus::Running);
+    let old = Approval {
+        tool: "write".into(),
+        payload: serde_json::json!({"tool": "write"}),
+        status: ApprovalStatus::Resolved,
+        decision: Some(Decision::Once),
+        message: Some("go".into()),
+        actor: Some(owner.clone()),
+        resolved_at: Some(4),
+        ..approval_for(&run, 3)
+    };
+    let ids = [owner.as_str(), project.id.as_str(), session.id.as_str(), run.id.as_str(), old.id.as_str()];
+    let statements = [
+        "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at)
+         VALUES (?2, ?1, 'old', '/tmp/old', 1, 1)",
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, created_at, updated_at)
+         VALUES (?3, ?2, ?1, 'old', 0, 0, 1, 1)",
+        "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
+                           usage_input, usage_output)
+         VALUES (?4, ?3, ?1, 'r1', 'running', 0, 1, 2, 0, 0)",
+    ];
+    for statement in statements {
+        let mut query = sqlx::query(statement);
+        for id in &ids[..4] {
+            query = query.bind(*id);
+        }
+        query.execute(&mut conn).await.expect("an old row");
+    }
+    sqlx::query(
+        "INSERT INTO approvals (id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status,
+                                decision, message, actor, created_at, expires_at, resolved_at, checkpoint, started_at)
+         VALUES (?, ?, ?, ?, ?, 'write', 'confirm_action', '{\"tool\":\"write\"}', 'resolved', '\"once\"', 'go', ?,
+                 ?, ?, 4, '{\"nextIndex\":2}', 5)",
+    )
+    .bind(old.id.as_str())
+    .bind(run.id.as_str())
+    .bind(session.id.as_str())
+    .bind(owner.as_str())
+    .bind(&old.tool_call_id)
+    .bind(owner.as_str())
+    .bind(old.created_at)
+    .bind(old.expires_at)
+    .execute(&mut conn)
+    .await
+    .expect("an old approval");
+    conn.close().await.expect("close");
+
+    let store = SqliteStore::open(&path).await.expect("open and upgrade");
+    let decided = store.decided_calls().await.expect("decided calls");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0].approval, old);
+    assert_eq!(decided[0].started_at, Some(5));
+    assert_eq!(decided[0].checkpoint, serde_json::json!({"nextIndex": 2}));
+
+    let (_, session) = new_session(&store).await;
+    let (run, approval, _) = interrupted_run_in(&store, &session, "req", 200).await;
+    let replacement = approval_for(&run, 201);
+    let superseded = Supersede { id: &approval.id, from: ApprovalStatus::Pending, actor: None, at: 201 };
+    assert!(
+        store.supersede_approval(&superseded, &run, &replacement, &serde_json::json!({})).await.expect("supersede")
+    );
+    let stored = store.get_approval(&approval.id).await.expect("read").expect("stored").0;
+    assert_eq!(stored.status, ApprovalStatus::Superseded);
+    store.close().await;
 }
 
 /// The schema refuses what a settled or pending approval cannot be, so a caller bug

@@ -9,13 +9,18 @@
 //!
 //! The file is read whole, so files over [`MAX_FILE_BYTES`] are refused, before and
 //! after the edit, as `write` refuses them.
+//!
+//! Before a person approves an edit, [`Tool::inspect`] runs the same checks and the same
+//! replacement without writing: the card shows the diff, or the error the edit would
+//! end with, and the file's fingerprint is kept (see [`crate::inspect`]).
 
 use crate::call::{parse_args, run_blocking};
 use crate::error::ToolError;
+use crate::inspect::{self, Found};
 use crate::{MAX_FILE_BYTES, atomic, path};
 use async_trait::async_trait;
 use serde::Deserialize;
-use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
+use spool_engine::{Inspected, Tool, ToolContext, ToolOutput, ToolSpec};
 use std::fs;
 use std::path::Path;
 
@@ -84,18 +89,53 @@ impl Tool for Edit {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
-        let reason = if args.old_string.is_empty() {
-            Some("oldString must not be empty; use write to create a file")
-        } else if args.old_string == args.new_string {
-            Some("oldString and newString are the same, so the edit would change nothing")
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            return ToolError::BadArguments { tool: NAME, reason: reason.to_owned() }.into();
+        if let Err(err) = args.check() {
+            return err.into();
         }
         let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
         run_blocking(move || edit(&root, data_dir.as_deref(), &args)).await
+    }
+
+    async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
+        let args: EditArgs = parse_args(NAME, args.clone()).ok()?;
+        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
+        let look = move || {
+            let requested = args.path.as_str();
+            let found = Found::look(requested, || path::resolve_in(&root, data_dir.as_deref(), requested));
+            // The checks `edit` makes before it changes anything, in its order.
+            let refused = |e: ToolError| inspect::failing(&e);
+            let preview = match (args.check(), &found) {
+                (Err(e), _) => refused(e),
+                (_, Found::Unusable(e)) => inspect::failing(e),
+                (_, Found::Absent) => refused(path::PathError::NotFound(requested.to_owned()).into()),
+                (_, Found::Directory) => refused(ToolError::IsDirectory(requested.to_owned())),
+                (_, Found::Special) => refused(ToolError::NotRegularFile(requested.to_owned())),
+                (_, Found::Large { bytes, .. }) => refused(too_large(requested, *bytes)),
+                (_, Found::Bytes(bytes)) => match replace(requested, bytes.clone(), &args) {
+                    Ok((text, edited, _)) => {
+                        let (now, after) = (format!("{requested} (now)"), format!("{requested} (after the edit)"));
+                        inspect::diff(&now, &after, &text, &edited)
+                    }
+                    Err(e) => refused(e),
+                },
+            };
+            found.inspected(requested, preview)
+        };
+        Some(inspect::off_thread(requested, look).await)
+    }
+}
+
+impl EditArgs {
+    /// What serde cannot check: an edit must name text, and change it.
+    fn check(&self) -> Result<(), ToolError> {
+        let reason = if self.old_string.is_empty() {
+            "oldString must not be empty; use write to create a file"
+        } else if self.old_string == self.new_string {
+            "oldString and newString are the same, so the edit would change nothing"
+        } else {
+            return Ok(());
+        };
+        Err(ToolError::BadArguments { tool: NAME, reason: reason.to_owned() })
     }
 }
 
@@ -115,12 +155,19 @@ fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<String,
     // Checked before reading so a huge file is never loaded; `len` fits in memory
     // whenever it is under the cap.
     if meta.len() > MAX_FILE_BYTES as u64 {
-        let bytes = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-        return Err(ToolError::TooLarge { path: requested.to_owned(), bytes });
+        return Err(too_large(requested, meta.len()));
     }
     let bytes = fs::read(&file).map_err(ToolError::io(requested))?;
-    let text = String::from_utf8(bytes).map_err(|_| ToolError::NotUtf8(requested.to_owned()))?;
+    let (_, edited, count) = replace(requested, bytes, args)?;
+    atomic::write_file(&file, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
+    let noun = if count == 1 { "occurrence" } else { "occurrences" };
+    Ok(format!("replaced {count} {noun} in {requested}"))
+}
 
+/// The edit applied to the file's bytes: (the text, the edited text, how many
+/// occurrences were replaced), or why the edit is refused.
+fn replace(requested: &str, bytes: Vec<u8>, args: &EditArgs) -> Result<(String, String, usize), ToolError> {
+    let text = String::from_utf8(bytes).map_err(|_| ToolError::NotUtf8(requested.to_owned()))?;
     let count = text.matches(args.old_string.as_str()).count();
     if count == 0 {
         return Err(ToolError::OldStringNotFound(requested.to_owned()));
@@ -132,9 +179,11 @@ fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<String,
     if edited.len() > MAX_FILE_BYTES {
         return Err(ToolError::TooLarge { path: requested.to_owned(), bytes: edited.len() });
     }
-    atomic::write_file(&file, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
-    let noun = if count == 1 { "occurrence" } else { "occurrences" };
-    Ok(format!("replaced {count} {noun} in {requested}"))
+    Ok((text, edited, count))
+}
+
+fn too_large(requested: &str, bytes: u64) -> ToolError {
+    ToolError::TooLarge { path: requested.to_owned(), bytes: usize::try_from(bytes).unwrap_or(usize::MAX) }
 }
 
 #[cfg(test)]
@@ -262,6 +311,36 @@ mod tests {
         let out = edit_tool(&root, json!({"path": "bin", "oldString": "a", "newString": "b"})).await;
         assert_eq!(out, ToolOutput::error("\"bin\" is not UTF-8 text; edit only changes text files"));
         assert_eq!(fs::read(root.join("bin")).expect("read"), [0xff, 0xfe, b'a']);
+    }
+
+    #[tokio::test]
+    async fn inspect_previews_the_edit_or_the_error_it_would_end_with_and_changes_nothing() {
+        let (_dir, root) = project();
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
+        let args = json!({"path": "a.rs", "oldString": "let x = 1;", "newString": "let x = 2;"});
+        let seen = Edit.inspect(&args, &ctx).await.expect("an edit has a target");
+        assert_eq!(seen.resource.path, "a.rs");
+        assert!(seen.resource.fingerprint.starts_with("sha256:"), "{seen:?}");
+        assert_eq!(
+            seen.preview,
+            "--- a.rs (now)\n+++ a.rs (after the edit)\n@@ -1,5 +1,5 @@\n fn main() {\n-    let x = 1;\n+    let x = 2;\n     \
+             let y = 1;\n     println!(\"{x} {y}\");\n }\n"
+        );
+        assert_eq!(contents(&root), TEXT, "looking changes nothing");
+        // The same file, the same fingerprint; another file, another one.
+        assert_eq!(Edit.inspect(&args, &ctx).await.expect("again").resource, seen.resource);
+        fs::write(root.join("a.rs"), TEXT.replace("let x", "let z")).expect("write");
+        let changed = Edit.inspect(&args, &ctx).await.expect("changed");
+        assert_ne!(changed.resource.fingerprint, seen.resource.fingerprint);
+        assert_eq!(
+            changed.preview,
+            "The call would fail: oldString was not found in \"a.rs\"; it must match the file exactly, including \
+             whitespace, indentation and line endings (read the file and copy the text)"
+        );
+        let missing = json!({"path": "gone.rs", "oldString": "a", "newString": "b"});
+        let gone = Edit.inspect(&missing, &ctx).await.expect("a missing file is a target too");
+        assert_eq!(gone.preview, "The call would fail: no such file or directory: \"gone.rs\"");
+        assert!(Edit.inspect(&json!({"path": 3}), &ctx).await.is_none(), "no target to re-check");
     }
 
     #[tokio::test]

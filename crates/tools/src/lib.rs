@@ -11,7 +11,9 @@
 //!
 //! File system work runs on tokio's blocking pool, one `spawn_blocking` per call, and
 //! long loops check the run's cancellation token. [`main_argument`] and
-//! [`describe_change`] tell the approval layer what a call is about before it runs.
+//! [`describe_change`] tell the approval layer what a call is about before it runs;
+//! `write` and `edit` also show the change against the file and fingerprint the file
+//! ([`inspect`]), so an approval is re-checked against the file it was asked on.
 
 mod atomic;
 mod bash;
@@ -21,6 +23,7 @@ mod edit;
 mod error;
 mod glob;
 mod grep;
+mod inspect;
 mod list;
 pub mod path;
 mod read;

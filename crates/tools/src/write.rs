@@ -10,13 +10,17 @@
 //!
 //! Content is capped at [`MAX_FILE_BYTES`]: the model cannot usefully write more in one
 //! call, and a runaway generation should not fill the disk.
+//!
+//! Before a person approves a write, [`Tool::inspect`] shows the change as a diff against
+//! the file as it is and fingerprints that file (see [`crate::inspect`]).
 
 use crate::call::{parse_args, run_blocking};
 use crate::error::ToolError;
+use crate::inspect::{self, Found};
 use crate::{MAX_FILE_BYTES, atomic, bytes, path};
 use async_trait::async_trait;
 use serde::Deserialize;
-use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
+use spool_engine::{Inspected, Tool, ToolContext, ToolOutput, ToolSpec};
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -77,6 +81,27 @@ impl Tool for Write {
         };
         let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
         run_blocking(move || write(&root, data_dir.as_deref(), &args.path, &args.content)).await
+    }
+
+    async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
+        let args: WriteArgs = parse_args(NAME, args.clone()).ok()?;
+        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
+        let look = move || {
+            let found = Found::look(&args.path, || path::resolve_for_write_in(&root, data_dir.as_deref(), &args.path));
+            let preview = match &found {
+                // The checks `write` makes before it changes anything, in its order.
+                _ if args.content.len() > MAX_FILE_BYTES => {
+                    inspect::failing(&ToolError::TooLarge { path: args.path.clone(), bytes: args.content.len() })
+                }
+                _ if args.path.ends_with('/') => inspect::failing(&ToolError::WriteToDirectory(args.path.clone())),
+                Found::Unusable(e) => inspect::failing(e),
+                Found::Directory => inspect::failing(&ToolError::WriteToDirectory(args.path.clone())),
+                Found::Special => inspect::failing(&ToolError::NotRegularFile(args.path.clone())),
+                _ => inspect::replacing(NAME, &args.path, &found, &args.content),
+            };
+            found.inspected(&args.path, preview)
+        };
+        Some(inspect::off_thread(requested, look).await)
     }
 }
 
@@ -280,6 +305,29 @@ mod tests {
         let exactly = "x".repeat(MAX_FILE_BYTES);
         let out = write_tool(&root, json!({"path": "max.txt", "content": exactly})).await;
         assert_eq!(out, ToolOutput::ok("created max.txt (10485760 bytes)"));
+    }
+
+    #[tokio::test]
+    async fn inspect_previews_the_write_against_the_file_as_it_is() {
+        let (_dir, root) = project();
+        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
+        let args = json!({"path": "n.txt", "content": "one\ntwo\n"});
+        let new = Write.inspect(&args, &ctx).await.expect("a write has a target");
+        assert_eq!(new.resource.fingerprint, "absent");
+        assert_eq!(
+            new.preview,
+            "--- n.txt (does not exist yet)\n+++ n.txt (after the write)\n@@ -0,0 +1,2 @@\n+one\n+two\n"
+        );
+        assert!(tree(&root).is_empty(), "looking creates nothing");
+        fs::write(root.join("n.txt"), "one\n").expect("write");
+        let there = Write.inspect(&args, &ctx).await.expect("a write has a target");
+        assert!(there.resource.fingerprint.starts_with("sha256:"), "{there:?}");
+        assert_eq!(there.preview, "--- n.txt (now)\n+++ n.txt (after the write)\n@@ -1 +1,2 @@\n one\n+two\n");
+        fs::write(root.join("bin"), [0xff, 0x00]).expect("write");
+        let binary = Write.inspect(&json!({"path": "bin", "content": "x"}), &ctx).await.expect("target");
+        assert_eq!(binary.preview, "bin holds 2 bytes that are not UTF-8 text; the write replaces them with 1 byte.");
+        let outside = Write.inspect(&json!({"path": "../x", "content": "x"}), &ctx).await.expect("target");
+        assert_eq!(outside.preview, r#"The call would fail: path "../x" is outside the project directory"#);
     }
 
     #[tokio::test]

@@ -3,10 +3,12 @@
 // the command may or may not have happened, so the view asks for a fresh snapshot).
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  /** `approvalId`: with `resource_changed`, the approval that asks again. */
+  constructor(status, code, message, approvalId = null) {
     super(message);
     this.status = status;
     this.code = code;
+    this.approvalId = approvalId;
   }
 
   /** True when we cannot know whether the server acted on the request. */
@@ -39,7 +41,7 @@ export async function api(method, path, body, { signal } = {}) {
     const err = data?.error ?? {};
     // The cookie expired or was revoked: the page asks for a token again (see auth.js).
     if (res.status === 401 && !path.startsWith('/api/login')) dispatchEvent(new Event('spool:unauthorized'));
-    throw new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? res.statusText);
+    throw new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? res.statusText, err.approvalId ?? null);
   }
   return data;
 }

@@ -1,6 +1,7 @@
 // Tool cards (running / success / error, collapsible arguments and output) and approval
-// cards (what will happen and why it asks; Approve once / Always / Reject with an
-// optional message). Cards are plain DOM; the timeline decides when to rebuild them.
+// cards (what will happen — with a diff for a file change — and why it asks; Approve
+// once / Always / Reject with an optional message). Cards are plain DOM; the timeline
+// decides when to rebuild them.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -66,7 +67,9 @@ export function approvalCard(approval, decide) {
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Approval needed'), h('span', { class: 'approval-tool' }, approval.tool)),
     h('p', { class: 'approval-change' }, p.change ?? `${approval.tool} wants to run`),
     p.argument ? h('pre', { class: 'approval-arg' }, p.argument) : null,
+    typeof p.preview === 'string' ? preview(p.preview) : null,
     h('p', { class: 'approval-reason' }, 'Why it asks: ', p.reason ?? 'the permission rules say to ask before this tool runs.'),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
     message,
     h(
       'div',
@@ -81,7 +84,24 @@ export function approvalCard(approval, decide) {
   return card;
 }
 
-/** ui: {busy: decision being sent, error: text}. */
+/**
+ * The change a `write` or `edit` would make, as the server computed it against the file
+ * when it asked: a unified diff (added and removed lines marked), or why the call would
+ * fail.
+ */
+function preview(text) {
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  const kind = (line) =>
+    line.startsWith('+++') || line.startsWith('---') || line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : 'ctx';
+  return h(
+    'pre',
+    { class: 'approval-preview', 'aria-label': 'Preview of the change' },
+    lines.map((line) => h('span', { class: `diff-${kind(line)}` }, `${line}\n`)),
+  );
+}
+
+/** ui: {busy: decision being sent, error: text, notice: why this card is here}. */
 export function updateApproval(card, approval, ui) {
   card.classList.toggle('is-busy', Boolean(ui.busy));
   for (const b of card.querySelectorAll('button[data-decision]')) {
@@ -98,6 +118,9 @@ export function updateApproval(card, approval, ui) {
         : 'Expiring…';
   foot.textContent = text;
   foot.classList.toggle('is-error', Boolean(ui.error));
+  const notice = card.querySelector('.approval-notice');
+  notice.hidden = !ui.notice;
+  notice.textContent = ui.notice ?? '';
 }
 
 function until(ms) {

@@ -167,7 +167,10 @@ export class SessionView {
   /**
    * One idempotency key per decision on a card: a double click or a retry sends the same
    * key, so the server acts once. Success shows through the stream; a failed or uncertain
-   * answer asks for a fresh snapshot instead of trusting the HTTP result.
+   * answer asks for a fresh snapshot instead of trusting the HTTP result. A 409
+   * `resource_changed` is definite: the file changed after the card was shown, nothing
+   * ran, and the stream brings the new card (with a fresh preview), which says why it
+   * is there.
    */
   async decide(approval, decision, message) {
     const k = `${approval.id}:${decision}`;
@@ -184,6 +187,11 @@ export class SessionView {
       if (!this.disposed && ui.get(approval.id)?.busy === decision) ui.set(approval.id, { busy: decision });
     } catch (e) {
       if (this.disposed) return;
+      if (e.code === 'resource_changed' && e.approvalId) {
+        ui.delete(approval.id);
+        ui.set(e.approvalId, { notice: `${approval.payload?.argument ?? 'The file'} changed after you were asked, so nothing was written. Here is the change against the file as it is now; decide again.` });
+        return this.paint();
+      }
       ui.set(approval.id, { error: e.uncertain ? 'No answer from the server; checking the current state…' : e.message });
       this.resync(`decision answered ${e.status || 'nothing'}`);
     }

@@ -3,7 +3,7 @@
 //! call; the engine answers with the exact status and body to send, because a repeated
 //! idempotency key must get the first answer byte for byte.
 
-use super::openapi::{RunStreamEvent, WriteErrors};
+use super::openapi::{DecisionErrors, RunStreamEvent};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
@@ -60,7 +60,7 @@ struct ResumeBody {
     tag = "runs",
     params(("id" = SessionId, Path), ("approval" = ApprovalId, Path)),
     request_body = DecideBody,
-    responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), WriteErrors)
+    responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), DecisionErrors)
 )]
 async fn decide(
     State(state): State<AppState>,
@@ -96,7 +96,7 @@ struct ResumeQuery {
                 continuation (see `POST /api/chat`) up to the next `interrupt`, `done` or `error`",
             content((Decided = "application/json"), (RunStreamEvent = "text/event-stream"))
         ),
-        WriteErrors,
+        DecisionErrors,
     )
 )]
 async fn resume(

@@ -251,6 +251,13 @@ const FORBIDDEN: &str = "A `Host` that is neither loopback nor given with `--all
     registration or on a prompt in such a project";
 const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
 const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
+const DECISION_CONFLICT: &str = "The decision was not applied: the approval was already decided, expired or \
+    cancelled (`already_resolved`); a request with this idempotency key is still being processed \
+    (`request_in_progress`); or, on an approving decision, the file the `write` or `edit` would change was changed \
+    after the approval was asked (`resource_changed`): nothing ran, the approval is now `superseded`, and \
+    `error.approvalId` names the new approval that asks for the same call with a preview of the change against the \
+    file as it is now. A reject is never refused for a changed file. Repeating the idempotency key returns this \
+    same answer";
 const GONE: &str = "The approval expired (`approval_expired`)";
 const TOO_LARGE: &str = "The body or prompt is over the server's limit (`body_too_large`, `prompt_too_large`)";
 const MEDIA_TYPE: &str =
@@ -310,6 +317,28 @@ const WRITE: &[(u16, &str)] = &[
     (415, MEDIA_TYPE),
     (429, TOO_MANY),
 ];
+
+/// A decision on an approval: a write whose 409 says which conflicts a decision meets.
+pub struct DecisionErrors;
+
+impl IntoResponses for DecisionErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("ErrorBody", &decision(WRITE))
+    }
+}
+
+/// An OpenCode permission reply: [`OpenCodeErrors`] with a decision's 409.
+pub struct OpenCodeDecisionErrors;
+
+impl IntoResponses for OpenCodeDecisionErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses("OpenCodeErrorBody", &decision(WRITE))
+    }
+}
+
+fn decision(cases: &[(u16, &'static str)]) -> Vec<(u16, &'static str)> {
+    cases.iter().map(|&(status, text)| (status, if status == 409 { DECISION_CONFLICT } else { text })).collect()
+}
 
 /// Any OpenCode-compatible route: the same statuses as a write, with OpenCode's error
 /// fields beside Spool's.

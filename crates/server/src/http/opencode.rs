@@ -27,8 +27,8 @@
 //! read, and only under the user's project roots; writes need a JSON body and are
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
-use super::openapi::OpenCodeErrors;
 use super::openapi::OpenCodeStreamEvent;
+use super::openapi::{OpenCodeDecisionErrors, OpenCodeErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
 use crate::fuzzing::BodyCheck;
@@ -650,7 +650,7 @@ struct RespondBody {
     tag = "opencode",
     params(("id" = SessionId, Path), ("permission" = ApprovalId, Path)),
     request_body = RespondBody,
-    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
+    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
 )]
 async fn respond(
     State(state): State<AppState>,
@@ -680,7 +680,7 @@ struct ReplyBody {
     tag = "opencode",
     params(("id" = ApprovalId, Path)),
     request_body = ReplyBody,
-    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
+    responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
 )]
 async fn reply(
     State(state): State<AppState>,

@@ -10,7 +10,7 @@
 use crate::error::db_error;
 use crate::pg::runs;
 use crate::rows::{self, Columns, approval_kind_str};
-use spool_engine::{DecidedCall, StoreError};
+use spool_engine::{DecidedCall, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
 use sqlx::PgPool;
@@ -26,6 +26,47 @@ pub(crate) async fn interrupt(
     checkpoint: &serde_json::Value,
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await.map_err(db_error)?;
+    insert(&mut tx, approval, checkpoint).await?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+/// The old approval's conditional update (the same row-lock reasoning as `settle`), the
+/// new approval and the run, all or nothing.
+pub(crate) async fn supersede(
+    pool: &PgPool,
+    old: &Supersede<'_>,
+    run: &Run,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query(
+        "UPDATE approvals SET status = 'superseded', actor = $1, resolved_at = $2
+         WHERE id = $3 AND status = $4 AND started_at IS NULL",
+    )
+    .bind(old.actor.map(|a| a.as_str()))
+    .bind(old.at)
+    .bind(old.id.as_str())
+    .bind(old.from.as_str())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    insert(&mut tx, approval, checkpoint).await?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
+}
+
+async fn insert(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO approvals (id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status,
                                 decision, message, actor, created_at, expires_at, resolved_at, checkpoint)
@@ -47,11 +88,9 @@ pub(crate) async fn interrupt(
     .bind(approval.expires_at)
     .bind(approval.resolved_at)
     .bind(Json(checkpoint))
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await
     .map_err(db_error)?;
-    runs::update(&mut *tx, run).await?;
-    tx.commit().await.map_err(db_error)?;
     Ok(())
 }
 

@@ -6,11 +6,13 @@
 //! Deciding is a conditional update from `pending` (`settle`): SQLite applies it to
 //! one row at a time, so among any number of racing deciders (a person, a second tab,
 //! the expiry timer) exactly one sees a changed row and the others write nothing.
+//! Superseding (the call's file changed before it ran) is the same conditional update,
+//! together with the replacing approval, in one transaction.
 
 use crate::error::db_error;
 use crate::rows::{self, Columns, approval_kind_str};
 use crate::sqlite::runs;
-use spool_engine::{DecidedCall, StoreError};
+use spool_engine::{DecidedCall, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
 use sqlx::SqlitePool;
@@ -21,11 +23,52 @@ pub(crate) async fn interrupt(
     approval: &Approval,
     checkpoint: &serde_json::Value,
 ) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    insert(&mut tx, approval, checkpoint).await?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+/// The old approval's conditional update, the new approval and the run, all or nothing.
+/// SQLite applies the update to one row at a time, so of two supersedes (or a supersede
+/// and a settle) of the same approval exactly one sees a changed row.
+pub(crate) async fn supersede(
+    pool: &SqlitePool,
+    old: &Supersede<'_>,
+    run: &Run,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query(
+        "UPDATE approvals SET status = 'superseded', actor = ?, resolved_at = ?
+         WHERE id = ? AND status = ? AND started_at IS NULL",
+    )
+    .bind(old.actor.map(|a| a.as_str()))
+    .bind(old.at)
+    .bind(old.id.as_str())
+    .bind(old.from.as_str())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    insert(&mut tx, approval, checkpoint).await?;
+    runs::update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
+}
+
+async fn insert(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    approval: &Approval,
+    checkpoint: &serde_json::Value,
+) -> Result<(), StoreError> {
     let decision = approval.decision.as_ref().map(encode_decision).transpose()?;
     let payload = to_json(&approval.payload, "approval payload")?;
     let checkpoint = to_json(checkpoint, "checkpoint")?;
-
-    let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query(
         "INSERT INTO approvals (id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status,
                                 decision, message, actor, created_at, expires_at, resolved_at, checkpoint)
@@ -47,11 +90,9 @@ pub(crate) async fn interrupt(
     .bind(approval.expires_at)
     .bind(approval.resolved_at)
     .bind(checkpoint)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await
     .map_err(db_error)?;
-    runs::update(&mut *tx, run).await?;
-    tx.commit().await.map_err(db_error)?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@
 
 use serde_json::json;
 use spool_engine::{
-    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
+    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse, Supersede,
 };
 use spool_protocol::time::Millis;
 use spool_protocol::*;
@@ -39,6 +39,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     interrupt_run_writes_the_approval_and_the_run_together(store).await;
     pending_approvals_are_listed_oldest_first(store).await;
     settle_approval_decides_once(store).await;
+    supersede_replaces_an_approval_whose_call_has_not_started(store).await;
     concurrent_settles_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     idempotency_keys_replay_the_first_response(store).await;
     concurrent_claims_of_one_key_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
@@ -800,6 +801,60 @@ pub async fn settle_approval_decides_once(store: &dyn Store) {
     let expected = Approval { status: ApprovalStatus::Expired, resolved_at: Some(900), ..expiring.clone() };
     assert_eq!(stored_approval(store, &expiring.id).await.expect("stored").0, expected);
     assert_eq!(store.pending_approvals(&session.id).await.expect("pending"), vec![]);
+}
+
+/// Re-check before acting: an approval whose call's file changed is replaced, in one
+/// step, by a new pending one — only from the status the caller saw, and only while its
+/// call has not started; the loser writes nothing, not even the new approval.
+pub async fn supersede_replaces_an_approval_whose_call_has_not_started(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let (run, old, _) = interrupted_run_in(store, &session, "req-supersede", 200).await;
+    let alice = new_user(store).await;
+    let replacement = Approval { tool_call_id: old.tool_call_id.clone(), ..approval_for(&run, 201) };
+    let checkpoint = json!({"resource": {"path": "a.txt", "fingerprint": "sha256:00"}});
+    let run = Run { updated_at: 201, ..run };
+    let from_pending = Supersede { id: &old.id, from: ApprovalStatus::Pending, actor: Some(&alice), at: 201 };
+    assert!(store.supersede_approval(&from_pending, &run, &replacement, &checkpoint).await.expect("supersede"));
+    let superseded = Approval {
+        status: ApprovalStatus::Superseded,
+        actor: Some(alice.clone()),
+        resolved_at: Some(201),
+        ..old.clone()
+    };
+    assert_eq!(stored_approval(store, &old.id).await.expect("old").0, superseded);
+    assert_eq!(stored_approval(store, &replacement.id).await, Some((replacement.clone(), checkpoint.clone())));
+    assert_eq!(store.pending_approvals(&session.id).await.expect("pending"), vec![replacement.clone()]);
+    assert_eq!(store.get_run(&run.id).await.expect("run"), Some(run.clone()));
+
+    // Twice, or from a status it no longer has: nothing is written.
+    let another = approval_for(&run, 202);
+    assert!(!store.supersede_approval(&from_pending, &run, &another, &checkpoint).await.expect("again"));
+    assert_eq!(stored_approval(store, &another.id).await, None);
+
+    // A decided call (a crash kept it from starting) may be superseded; a started one never.
+    assert!(
+        store
+            .settle_approval(&replacement.id, ApprovalStatus::Resolved, Some(&Decision::Once), None, None, 203)
+            .await
+            .expect("decide")
+    );
+    store.mark_call_started(&replacement.id, 204).await.expect("started");
+    let from_resolved = Supersede { id: &replacement.id, from: ApprovalStatus::Resolved, actor: None, at: 205 };
+    assert!(!store.supersede_approval(&from_resolved, &run, &another, &checkpoint).await.expect("started"));
+    assert_eq!(stored_approval(store, &replacement.id).await.expect("kept").0.status, ApprovalStatus::Resolved);
+    assert_eq!(stored_approval(store, &another.id).await, None);
+    let (run, decided, _) = interrupted_run_in(store, &session, "req-supersede-decided", 300).await;
+    assert!(
+        store
+            .settle_approval(&decided.id, ApprovalStatus::Resolved, Some(&Decision::Once), None, None, 301)
+            .await
+            .expect("decide")
+    );
+    let from_resolved = Supersede { id: &decided.id, from: ApprovalStatus::Resolved, actor: None, at: 302 };
+    let asked_again = approval_for(&run, 302);
+    assert!(store.supersede_approval(&from_resolved, &run, &asked_again, &checkpoint).await.expect("supersede"));
+    let stored = stored_approval(store, &decided.id).await.expect("old").0;
+    assert_eq!((stored.status, stored.decision), (ApprovalStatus::Superseded, Some(Decision::Once)));
 }
 
 /// Many deciders at once (two tabs, a retry, the expiry timer): exactly one wins and
