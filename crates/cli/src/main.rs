@@ -34,6 +34,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API and the session streams.

@@ -310,10 +310,6 @@ impl Engine {
         if !store.supersede_approval(&superseded, &run, &approval, &checkpoint).await? {
             return Ok(None);
         }
-        let mut handle = ActiveHandle::new(run.id.clone());
-        handle.interrupted = Some(approval.id.clone());
-        handle.finished.cancel();
-        loaded.set_active(Some(handle));
         let status = ApprovalStatus::Superseded.as_str();
         let last = LastApproval { id: old.id.clone(), decision: status.into(), actor: actor.cloned(), at: now };
         let active = ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status };
@@ -326,6 +322,12 @@ impl Engine {
             s.active_run = Some(active);
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
+        // After the view shows the new approval pending: a parked handle is held only
+        // while it does (see `Loaded::active`).
+        let mut handle = ActiveHandle::new(run.id.clone());
+        handle.interrupted = Some(approval.id.clone());
+        handle.finished.cancel();
+        loaded.set_active(Some(handle));
         let loop_event =
             |event| FrameBody::LoopEvent { run_id: run.id.clone(), message_index: None, message_id: None, event };
         loaded.events.publish_body(loop_event(AgentEvent::ApprovalResolved {
