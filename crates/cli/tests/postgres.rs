@@ -421,7 +421,8 @@ async fn a_killed_nodes_decided_calls_resume_or_say_tool_outcome_unknown_on_the_
         .expect("running");
     sqlx::query(
         "INSERT INTO session_leases (session_id, node_id, expires_at)
-         SELECT session_id, 'node-a', $1 FROM runs WHERE id = $2",
+         SELECT session_id, 'node-a', $1 FROM runs WHERE id = $2
+         ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at",
     )
     .bind(now + 1000)
     .bind(&never_started)
