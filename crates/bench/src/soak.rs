@@ -17,12 +17,12 @@
 //!
 //! What a run legitimately costs grows with what its model calls see: the turns after
 //! the compaction summary, up to the context budget (100,000 estimated tokens by
-//! default, about 4,500 rounds of `stream: 20`). `--context-budget-tokens` gives the
+//! default, about 5,000 rounds of `stream: 20`). `--context-budget-tokens` gives the
 //! server a smaller budget (through a config file), so a soak of a few thousand runs
 //! passes it many times and shows what memory does once the context stops growing.
 //!
-//! At the end the server is stopped with SIGTERM and waited for, so a server built
-//! with a heap profiler (`--features dhat-heap`) writes its profile.
+//! At the end the server is stopped with SIGTERM and waited for, so a server under a
+//! heap profiler (`--spool scripts/heaptrack-serve`) writes its profile.
 
 use crate::nodes::{Cluster, Node};
 use crate::subscriber::Events;
