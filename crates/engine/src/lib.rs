@@ -31,7 +31,7 @@ pub use engine::{
     PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
-pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use events::{EventLimits, SessionEvents, Start, Subscription, TypedSubscription};
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;

@@ -42,13 +42,14 @@ use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
     ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, EventLimits, MAX_PAGE, OnDisconnect,
-    PromptInput, Start, Subscription,
+    PromptInput, Start, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::{self, Decoder};
+use spool_protocol::sse;
 use spool_protocol::{ApprovalId, Cursor, ProjectId, Run, RunError, RunId, RunStatus, SessionId, StreamId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -159,7 +160,7 @@ async fn chat(
         }
     };
     let feed = if accepted.created {
-        RunFeed::new(anchor, RunStream::new(accepted.run_id), 0)
+        RunFeed::new(anchor.typed(), RunStream::new(accepted.run_id), 0)
     } else {
         // A retried POST: follow the run its requestId already started, from the start.
         drop(anchor);
@@ -244,14 +245,15 @@ async fn attach(
 ) -> Result<RunFeed, ApiError> {
     let session = run.session_id.clone();
     // Held throughout: the snapshot fallback, and a listener while the probes come and go.
-    let (mut anchor, _) = engine.subscribe(user, &session, None, kill.clone(), false).await?;
+    let (anchor, _) = engine.subscribe(user, &session, None, kill.clone(), false).await?;
+    let mut anchor = anchor.typed();
     let snapshot = first_frame(&mut anchor).ok_or(ApiError::not_found("run"))?;
     if let Some(from) = earliest_replay(engine, user, &session, &snapshot.stream_id, snapshot.seq).await {
         let cursor = Cursor { stream_id: snapshot.stream_id.clone(), seq: from };
         if let Ok((subscription, Start::Replay { .. })) =
             engine.subscribe(user, &session, Some(&cursor), kill.clone(), false).await
         {
-            let mut feed = RunFeed::new(subscription, RunStream::new(run.id.clone()), 0);
+            let mut feed = RunFeed::new(subscription.typed(), RunStream::new(run.id.clone()), 0);
             feed.drain_ready(engine, user).await;
             let after = match &after {
                 After::Seq(n) => Some(*n),
@@ -290,10 +292,8 @@ async fn attach(
 }
 
 /// The snapshot every cursor-less subscription starts with.
-fn first_frame(subscription: &mut Subscription) -> Option<Frame> {
-    let bytes = subscription.next().now_or_never()??;
-    let event = Decoder::new().push(&bytes).into_iter().next()?;
-    serde_json::from_str(&event.data).ok()
+fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
+    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// The oldest cursor of `stream` from which the session's buffer still replays, if
@@ -335,8 +335,7 @@ async fn earliest_replay(
 /// One run stream in progress: the session subscription, the fold over its frames, and
 /// the events mapped but not yet sent.
 struct RunFeed {
-    subscription: Subscription,
-    decoder: Decoder,
+    subscription: TypedSubscription,
     fold: RunStream,
     ready: VecDeque<RunEvent>,
     /// Events up to this sequence are the client's already.
@@ -346,21 +345,14 @@ struct RunFeed {
 }
 
 impl RunFeed {
-    fn new(subscription: Subscription, fold: RunStream, after: u64) -> Self {
-        Self { subscription, decoder: Decoder::new(), fold, ready: VecDeque::new(), after, ended: false }
+    fn new(subscription: TypedSubscription, fold: RunStream, after: u64) -> Self {
+        Self { subscription, fold, ready: VecDeque::new(), after, ended: false }
     }
 
-    /// Maps a chunk of native frames. A failed run's final event needs its stored error.
-    async fn take(&mut self, bytes: &Bytes, engine: &Engine, user: &UserId) {
-        for event in self.decoder.push(bytes) {
-            let frame: Frame = match serde_json::from_str(&event.data) {
-                Ok(frame) => frame,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable native frame skipped by the run stream");
-                    continue;
-                }
-            };
-            let event = match self.fold.push(&frame) {
+    /// Maps a batch of native frames. A failed run's final event needs its stored error.
+    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+        for frame in frames {
+            let event = match self.fold.push(frame) {
                 None => continue,
                 Some(Mapped::Event(event)) => event,
                 Some(Mapped::Failed) => match engine.run(user, self.fold.run_id()).await {
@@ -382,7 +374,7 @@ impl RunFeed {
     async fn drain_ready(&mut self, engine: &Engine, user: &UserId) {
         while !self.ended {
             match self.subscription.next().now_or_never() {
-                Some(Some(bytes)) => self.take(&bytes, engine, user).await,
+                Some(Some(frames)) => self.take(&frames, engine, user).await,
                 Some(None) => self.ended = true,
                 None => break,
             }
@@ -434,7 +426,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             return None;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(bytes)) => feed.take(&bytes, engine, user).await,
+            Some(Some(frames)) => feed.take(&frames, engine, user).await,
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
@@ -443,7 +435,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(bytes) => feed.take(&bytes, engine, user).await,
+                        Some(frames) => feed.take(&frames, engine, user).await,
                         None => feed.ended = true,
                     },
                     _ = keepalive.tick() => return Some(sse::comment("keep-alive")),
@@ -489,6 +481,7 @@ mod tests {
     use super::*;
     use crate::extract::CurrentUser;
     use serde_json::{Value, json};
+    use spool_protocol::sse::Decoder;
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::Decision;
     use std::sync::Arc;
