@@ -200,7 +200,8 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
     }
     let elapsed = prompted.elapsed();
     let rss_peak: Vec<u64> = nodes.iter().map(|n| n.peak_rss_kib().unwrap_or(0)).collect();
-    let cpu: Vec<f64> = nodes.iter().zip(&cpu_before).map(|(n, before)| n.cpu_seconds().unwrap_or(0.0) - before).collect();
+    let cpu: Vec<f64> =
+        nodes.iter().zip(&cpu_before).map(|(n, before)| n.cpu_seconds().unwrap_or(0.0) - before).collect();
     let sound = report(args, &outcomes, elapsed, prompted, &rss_idle, &rss_peak, &cpu);
     if !sound {
         bail!("some subscriber saw a broken stream or no end (see stream faults above)");

@@ -91,4 +91,3 @@ impl Node {
         status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
     }
 }
-

@@ -669,6 +669,19 @@ impl Engine {
         Ok(sessions.into_iter().map(|session| SessionInfo { status: self.status_of(&session.id), session }).collect())
     }
 
+    /// The project's sessions with a run that ended after `after` (ms), latest first, at
+    /// most `limit`: what a client that was away since then has not seen end.
+    pub async fn sessions_ended_after(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        after: spool_protocol::time::Millis,
+        limit: u32,
+    ) -> Result<Vec<SessionId>> {
+        let project = self.project(owner, project_id).await?;
+        Ok(self.store().sessions_ended_after(&project.id, after, limit).await?)
+    }
+
     fn status_of(&self, id: &SessionId) -> SessionStatus {
         let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
         match loaded.and_then(|l| l.active()) {

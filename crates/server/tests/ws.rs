@@ -343,7 +343,8 @@ async fn a_cursor_that_does_not_parse_gets_a_channel_error() {
     let server = TestServer::start().await;
     let session = titled_session(&server).await;
     let mut ws = connect(&server, "").await;
-    send(&mut ws, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): "yesterday"}})).await;
+    send(&mut ws, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): "yesterday"}}))
+        .await;
     let error = recv(&mut ws).await;
     assert_eq!((error["type"].as_str(), error["channel_id"].as_str()), (Some("channel.error"), Some(session.as_str())));
     assert_eq!(error["data"]["code"], "invalid_cursor");

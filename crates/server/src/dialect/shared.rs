@@ -57,8 +57,11 @@ pub trait FormMapper: Clone + Send + 'static {
 /// distinctions (e.g. OpenCode's delta style). A form lives as long as a subscriber
 /// holds it.
 pub struct Forms<K, M: FormMapper> {
-    live: Mutex<HashMap<(SessionId, StreamId, K), Weak<Form<M>>>>,
+    live: Mutex<HashMap<FormId<K>, Weak<Form<M>>>>,
 }
+
+/// A form's identity: the session, its stream, and the dialect's distinctions.
+type FormId<K> = (SessionId, StreamId, K);
 
 impl<K: Hash + Eq + Clone, M: FormMapper> Default for Forms<K, M> {
     fn default() -> Self {

@@ -348,7 +348,11 @@ fn ended_in_snapshot(
     run: &spool_protocol::RunId,
     now: Millis,
 ) -> Option<Envelope> {
-    let timing = state.prompt_timings.values().rev().find(|t| t.status.is_some() && t.run_id.as_ref().is_none_or(|r| r == run))?;
+    let timing = state
+        .prompt_timings
+        .values()
+        .rev()
+        .find(|t| t.status.is_some() && t.run_id.as_ref().is_none_or(|r| r == run))?;
     let status = match timing.status? {
         spool_protocol::RunStatus::Completed => "completed",
         spool_protocol::RunStatus::Cancelled => "cancelled",

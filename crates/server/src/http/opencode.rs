@@ -750,7 +750,10 @@ async fn events(
     caller: crate::extract::Caller,
     ConnectionToken(connection): ConnectionToken,
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
+    request_headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    // A reconnecting client's last event: it is told what it missed since (global.rs).
+    let since = request_headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(global::since_of);
     // Counted like a session stream for as long as the response is open (the sessions
     // it follows count too, each as a session stream).
     let permit = state.engine.stream_permit(&dir.user)?;
@@ -760,6 +763,7 @@ async fn events(
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.
         heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
+        since,
     };
     let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
     let headers =

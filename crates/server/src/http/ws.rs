@@ -404,7 +404,8 @@ impl Hub {
     async fn subscribe(&mut self, channels: Vec<String>, mut cursors: HashMap<String, String>, out: &mut Outbox) {
         // A cursor that does not parse is refused out loud: following the channel live
         // instead would leave the client a hole it cannot see.
-        let refused: Vec<String> = cursors.iter().filter(|(_, c)| Cursor::parse(c).is_none()).map(|(k, _)| k.clone()).collect();
+        let refused: Vec<String> =
+            cursors.iter().filter(|(_, c)| Cursor::parse(c).is_none()).map(|(k, _)| k.clone()).collect();
         for raw in &refused {
             cursors.remove(raw);
             let message = "a cursor is `streamId:seq`, as the hub's events carry it";

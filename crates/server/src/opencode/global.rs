@@ -55,6 +55,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use spool_engine::lists::Change;
 use spool_engine::{Engine, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::time::Millis;
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, Project, ProjectId, SessionId, SessionStatus, StreamId, UserId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -76,6 +77,22 @@ pub struct Options {
     /// Seed 004's per-token `message.part.updated` (see `mapper.rs`).
     pub legacy_deltas: bool,
     pub heartbeat: Duration,
+    /// The client's `Last-Event-ID`, read with [`since_of`]: when it last heard from us.
+    pub since: Option<Millis>,
+}
+
+/// How far before its `Last-Event-ID` a reconnecting client is told what changed: an
+/// event sent just before that one may stand for a change the client never got.
+const MISSED_MARGIN_MS: Millis = 5_000;
+
+/// Most sessions whose ended runs a reconnecting client is told of.
+const MISSED_SESSIONS: u32 = 64;
+
+/// When the event a client names in `Last-Event-ID` was sent (see
+/// [`GlobalStream::next_id`]); `None` for an id this server did not make.
+pub fn since_of(id: &str) -> Option<Millis> {
+    let digits = id.strip_prefix("evt_")?.get(..13)?;
+    digits.bytes().all(|b| b.is_ascii_digit()).then(|| digits.parse().ok()).flatten()
 }
 
 /// Most quiet sessions a connection remembers (see [`GlobalStream::quiet`]).
@@ -120,8 +137,9 @@ impl Feed {
 
 /// What a finished engine call brings back.
 enum Step {
-    /// Sessions to follow (the connect-time discovery).
-    Discovered(Vec<SessionId>),
+    /// Sessions to follow (the connect-time discovery), and what a reconnecting client
+    /// missed of the others.
+    Discovered(Vec<SessionId>, Vec<Event>),
     /// A followed session, with the events of its first frame (the snapshot).
     Feed(Box<Feed>, Vec<Arc<Vec<Bytes>>>),
     /// Not followed after all (gone, another directory's, over a limit): forget it.
@@ -161,9 +179,12 @@ pub struct GlobalStream {
     next_feed: usize,
     heartbeat: Interval,
     queue: VecDeque<Bytes>,
-    /// Names this connection's events: `evt_<id body><counter>`.
-    id_base: String,
+    /// Names this connection's events: `evt_<ms><tag><counter>` (see [`since_of`]).
+    tag: String,
     counter: u64,
+    /// The client reconnected with the id of the last event it had, sent at this time
+    /// (ms): it gets what it missed since (see [`Mapper::missed`]).
+    since: Option<Millis>,
     ended: bool,
 }
 
@@ -209,8 +230,12 @@ impl GlobalStream {
             next_feed: 0,
             heartbeat,
             queue: VecDeque::new(),
-            id_base: format!("evt_{}", &stream_id.as_str()[StreamId::PREFIX.len() + 1..]),
+            // The random tail of a fresh id keeps two connections' ids apart.
+            tag: stream_id.as_str()[stream_id.as_str().len() - 8..].to_owned(),
             counter: 0,
+            // A margin before it: what is told again is whole (statuses, whole parts),
+            // never a delta, so telling it twice is harmless, and missing an end is not.
+            since: options.since.map(|ms| ms - MISSED_MARGIN_MS),
             ended: false,
         };
         this.push(&[Event::ServerConnected {}]);
@@ -222,8 +247,7 @@ impl GlobalStream {
     fn push_shared(&mut self, batches: &[Arc<Vec<Bytes>>]) {
         let mut buf = BytesMut::new();
         for body in batches.iter().flat_map(|b| b.iter()) {
-            self.counter += 1;
-            let id = format!("{}{:08}", self.id_base, self.counter);
+            let id = self.next_id();
             sse_with_id(&mut buf, &id, body);
         }
         if !buf.is_empty() {
@@ -237,10 +261,18 @@ impl GlobalStream {
         }
         let mut buf = BytesMut::new();
         for event in events {
-            self.counter += 1;
-            buf.extend_from_slice(&event.to_sse(&format!("{}{:08}", self.id_base, self.counter)));
+            let id = self.next_id();
+            buf.extend_from_slice(&event.to_sse(&id));
         }
         self.queue.push_back(buf.freeze());
+    }
+
+    /// The next event's id: the time it is sent (13 digits of ms, so a client's
+    /// `Last-Event-ID` says when it last heard from us), this connection's tag and a
+    /// counter (ids of one connection ascend).
+    fn next_id(&mut self) -> String {
+        self.counter += 1;
+        format!("evt_{:013}{}{:08}", now_ms(), self.tag, self.counter)
     }
 
     fn scope(&self, session_id: SessionId) -> Scope {
@@ -251,13 +283,14 @@ impl GlobalStream {
     fn discover(&mut self) {
         let Some(project) = self.project.clone() else { return };
         let (engine, user) = (self.engine.clone(), self.user.clone());
+        let (since, directory, model) = (self.since, self.directory.clone(), self.engine.model_name());
         self.tasks.push(
             async move {
                 let sessions = match engine.list_sessions(&user, &project, false).await {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(error = %e, "opencode /event: could not list sessions");
-                        return Step::Discovered(Vec::new());
+                        return Step::Discovered(Vec::new(), Vec::new());
                     }
                 };
                 let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
@@ -267,12 +300,30 @@ impl GlobalStream {
                         HashSet::new()
                     }
                 };
-                let active = sessions
+                let active: Vec<SessionId> = sessions
                     .into_iter()
                     .filter(|s| s.status == SessionStatus::Busy || waiting.contains(&s.session.id))
                     .map(|s| s.session.id)
                     .collect();
-                Step::Discovered(active)
+                let Some(since) = since else { return Step::Discovered(active, Vec::new()) };
+                // Back after a drop: the runs that ended while it was away.
+                let ended = match engine.sessions_ended_after(&user, &project, since, MISSED_SESSIONS).await {
+                    Ok(ended) => ended,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opencode /event: could not list the runs that ended");
+                        Vec::new()
+                    }
+                };
+                let mut missed = Vec::new();
+                for id in ended.into_iter().filter(|id| !active.contains(id)) {
+                    let Ok(detail) = engine.session(&user, &id).await else { continue };
+                    if detail.state.active_run.is_some() {
+                        continue;
+                    }
+                    let scope = Scope { session_id: id, directory: directory.clone(), default_model: model.clone() };
+                    missed.extend(Mapper::new(scope).missed(&detail.state, since, now_ms()));
+                }
+                Step::Discovered(active, missed)
             }
             .boxed(),
         );
@@ -290,7 +341,9 @@ impl GlobalStream {
         let (mapper, left_at) = match self.quiet.remove(&session) {
             Some((mapper, cursor)) => (mapper, Some(cursor)),
             None => {
-                let fresh = Mapper::new(self.scope(session.clone())).legacy_deltas(self.options.legacy_deltas);
+                let fresh = Mapper::new(self.scope(session.clone()))
+                    .legacy_deltas(self.options.legacy_deltas)
+                    .since(self.since);
                 (fresh.announce(announce), None)
             }
         };
@@ -386,7 +439,10 @@ impl GlobalStream {
 
     fn on_step(&mut self, step: Step, cx: &mut Context<'_>) {
         match step {
-            Step::Discovered(sessions) => sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing)),
+            Step::Discovered(sessions, missed) => {
+                self.push(&missed);
+                sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing));
+            }
             Step::Feed(feed, events) => {
                 self.push_shared(&events);
                 let quiet = !feed.is_active();
