@@ -20,6 +20,7 @@ mod opencode_support;
 mod remote;
 mod roots;
 mod run;
+mod run_sequence;
 pub mod store;
 pub mod tool;
 pub mod view;
@@ -31,7 +32,8 @@ pub use engine::{
     PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
-pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription};
+pub use run_sequence::RunCount;
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
