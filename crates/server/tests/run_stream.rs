@@ -297,39 +297,37 @@ async fn a_client_that_drops_mid_run_reattaches_to_exactly_what_it_missed() {
 }
 
 #[tokio::test]
-async fn once_the_runs_frames_left_the_buffer_a_reattach_gets_a_snapshot() {
+async fn once_the_missed_frames_left_the_buffer_a_reattach_gets_a_snapshot_at_the_runs_sequence() {
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
     let session = server.new_session().await;
-    // 600 deltas: far more than the 256-frame replay buffer.
-    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "stream: 600"})).await);
+    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "stream: 1000"})).await);
     let mut seen = Vec::new();
-    while seen.len() < 400 {
+    while seen.len() < 300 {
         seen.push(next(&mut stream).await.expect("an event"));
     }
     drop(stream);
     let run = run_id(&seen);
-    let mut again = run_stream(open_events(&server, &run, "?after=400").await);
-    let snapshot = next(&mut again).await.expect("snapshot");
-    assert_eq!(snapshot.kind, "snapshot");
-    assert_eq!(snapshot.sequence(), 401, "numbered after the client's own last event");
-    assert!(matches!(snapshot.data["status"].as_str(), Some("running" | "completed")), "{}", snapshot.data);
-    let text_so_far = snapshot.data["text"].as_str().expect("text").to_owned();
-    assert!(text_so_far.starts_with(&text_of(&seen)), "the snapshot covers what the client drew");
-    let rest = read_to_end(&mut again).await;
-    let mut after_snapshot = vec![snapshot];
-    after_snapshot.extend(rest);
-    assert_dense(&after_snapshot, 401);
-    assert_eq!(kinds(&after_snapshot).last(), Some(&"done"));
+    // 700 more deltas: the frames after the client's last event are gone.
+    server.wait_run(&run).await;
     let (text, _) = stored_answer(&server, &session).await;
-    assert_eq!(text_so_far + &text_of(&after_snapshot), text, "snapshot text plus live deltas is the answer");
-
-    // Long after: snapshot, then done, then the end.
-    let settled = read_to_end(&mut run_stream(open_events(&server, &run, "").await)).await;
+    let settled = read_to_end(&mut run_stream(open_events(&server, &run, "?after=300").await)).await;
     assert_eq!(kinds(&settled), ["snapshot", "done"]);
     assert_eq!(settled[0].data["status"], "completed");
     assert_eq!(settled[0].data["text"], text.as_str());
-    assert_eq!(settled[0].sequence(), 1);
+    assert_eq!(settled[0].data["tools"], json!([]));
+    // The run's numbers: run_started, 1,000 deltas, done; the snapshot stands for all
+    // but the done.
+    assert_eq!(settled[1].sequence(), 1002);
+    assert_eq!(settled[0].sequence(), 1001);
+    assert!(text.starts_with(&text_of(&seen)), "the snapshot covers what the client drew");
+
+    // Without `after`, the same.
+    let again = read_to_end(&mut run_stream(open_events(&server, &run, "").await)).await;
+    assert_eq!(again, settled);
+    // With everything, nothing: the run has ended.
+    let nothing = read_to_end(&mut run_stream(open_events(&server, &run, "?after=1002").await)).await;
+    assert_eq!(nothing, vec![]);
 }
 
 #[tokio::test]
@@ -557,12 +555,13 @@ async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_en
     let prompt = format!("tool: bash {}", json!({"command": "while [ ! -f gate ]; do sleep 0.01; done; echo released"}));
     let mut client = Client::default();
     let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await);
+    // The client drops just as the call starts: it never sees `tool_started`.
     let started = loop {
         let e = next(&mut stream).await.expect("an event");
-        client.take(&e);
         if e.kind == "tool_started" {
             break e;
         }
+        client.take(&e);
     };
     drop(stream);
     push_out_of_the_buffer(&server, &session, 300).await;
@@ -571,6 +570,7 @@ async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_en
     let mut again = run_stream(open_events(&server, run, &format!("?after={}", client.last)).await);
     let snapshot = next(&mut again).await.expect("snapshot");
     assert_eq!(snapshot.kind, "snapshot", "{}", snapshot.data);
+    assert_eq!(snapshot.sequence(), started.sequence(), "at the run's sequence");
     assert_eq!(snapshot.data["status"], "running");
     assert_eq!(
         snapshot.data["tools"],
