@@ -153,8 +153,11 @@ struct Shared {
     inner: Mutex<Inner>,
 }
 
+/// One frame of the ring: the typed frame, for dialects that map it, and its native
+/// SSE encoding, made once at publish and shared by every native subscriber.
 struct Entry {
     seq: u64,
+    frame: Arc<Frame>,
     bytes: Bytes,
     /// The run and run-stream sequence this frame is the event of, if any.
     mark: Option<(RunId, u64)>,
@@ -356,9 +359,9 @@ impl SessionEvents {
         for (seq, payload) in (cursor.seq + 1..front).zip(payloads) {
             let Ok((_, _, body)) = framebus::decode(&payload) else { return };
             let stream_id = cursor.stream_id.clone();
-            let frame = Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq };
+            let frame = Arc::new(Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq });
             // Older than the counting: these frames carry no run sequence.
-            entries.push(Entry { seq, bytes: frame.to_sse(), mark: None });
+            entries.push(Entry { seq, bytes: frame.to_sse(), frame, mark: None });
         }
         for entry in entries.into_iter().rev() {
             inner.ring_bytes += entry.bytes.len();
@@ -888,11 +891,11 @@ impl Shared {
     /// Appends a frame at `seq` to the ring and collects the subscribers to wake.
     fn push(&self, inner: &mut Inner, body: FrameBody, stream_id: StreamId, seq: u64, wake: &mut Vec<Waker>) {
         let mark = inner.runs.count(&body);
-        let frame = Frame { body, session_id: self.session_id.clone(), stream_id, seq };
+        let frame = Arc::new(Frame { body, session_id: self.session_id.clone(), stream_id, seq });
         let bytes = frame.to_sse();
         inner.seq = seq;
         inner.ring_bytes += bytes.len();
-        inner.ring.push_back(Entry { seq, bytes, mark });
+        inner.ring.push_back(Entry { seq, frame, bytes, mark });
         inner.evict(&self.limits);
         for slot in inner.subscribers.values_mut() {
             if let Some(w) = slot.waker.take() {
@@ -985,15 +988,15 @@ impl Inner {
         self.mirror.as_ref().unwrap_or(&self.state)
     }
 
-    /// The snapshot frame at the current seq, serialized.
-    fn snapshot(&self, shared: &Shared) -> Bytes {
-        let frame = Frame {
+    /// The snapshot frame at the current seq (serialized by whoever takes it, outside
+    /// the lock).
+    fn snapshot(&self, shared: &Shared) -> Arc<Frame> {
+        Arc::new(Frame {
             body: FrameBody::Snapshot { state: Box::new(self.view().clone()) },
             session_id: shared.session_id.clone(),
             stream_id: self.stream_id.clone(),
             seq: self.seq,
-        };
-        frame.to_sse()
+        })
     }
 
     fn cursor_at(&self, seq: u64) -> Cursor {
@@ -1074,31 +1077,47 @@ impl Inner {
     }
 }
 
-/// A live subscription: a stream of SSE bytes (a snapshot or replay first, then live
-/// frames). It ends when the subscriber is cut or the session is closed.
+/// A live subscription: a snapshot or replay first, then live frames. It ends when the
+/// subscriber is cut or the session is closed. As a `Stream` it yields the native SSE
+/// bytes (shared with every native subscriber); [`typed`](Self::typed) turns it into a
+/// stream of the frames themselves, for a transport that maps them into another dialect
+/// and must not parse what Spool produced.
 pub struct Subscription {
     events: SessionEvents,
     id: u64,
-    first: Option<Bytes>,
+    /// The snapshot taken at subscribe, sent first.
+    first: Option<Arc<Frame>>,
     /// Held for the subscription's life (the per-user connection count); dropped with it.
     guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
+
+/// Most frames a typed subscriber takes in one poll (the typed twin of [`MAX_CHUNK`]).
+const MAX_TYPED: usize = 256;
 
 impl Subscription {
     /// Attaches something released when the subscription ends.
     pub(crate) fn hold(&mut self, guard: impl std::any::Any + Send + Sync) {
         self.guard = Some(Box::new(guard));
     }
-}
 
-impl Stream for Subscription {
-    type Item = Bytes;
+    /// The same subscription, yielding typed frames in order instead of SSE bytes.
+    pub fn typed(self) -> TypedSubscription {
+        TypedSubscription(self)
+    }
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    /// Takes what comes next for this subscriber: a snapshot (handed to `snapshot`) or
+    /// the ring entries after its cursor (handed to `frames`, under the lock, which
+    /// returns its output and the seq of the last entry it took). The one place that
+    /// moves a cursor, for both the native and the typed form.
+    fn poll_take<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        snapshot: impl FnOnce(Arc<Frame>) -> T,
+        frames: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> (T, u64),
+    ) -> Poll<Option<T>> {
         if let Some(first) = self.first.take() {
             METRICS.frames_sent.fetch_add(1, Relaxed);
-            METRICS.bytes_sent.fetch_add(first.len() as u64, Relaxed);
-            return Poll::Ready(Some(first));
+            return Poll::Ready(Some(snapshot(first)));
         }
         let mut inner = self.events.lock();
         let inner = &mut *inner;
@@ -1116,10 +1135,9 @@ impl Stream for Subscription {
             // The stream restarted (bus mode): a snapshot of where it is now.
             slot.resync = false;
             slot.cursor = inner.seq;
-            let bytes = inner.snapshot(&self.events.shared);
+            let frame = inner.snapshot(&self.events.shared);
             METRICS.frames_sent.fetch_add(1, Relaxed);
-            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
-            return Poll::Ready(Some(bytes));
+            return Poll::Ready(Some(snapshot(frame)));
         }
         if slot.cursor >= inner.seq {
             slot.waker = Some(cx.waker().clone());
@@ -1134,31 +1152,70 @@ impl Stream for Subscription {
             return Poll::Ready(None);
         }
         let start = (slot.cursor + 1 - first_seq) as usize;
-        let mut iter = inner.ring.range(start..);
-        let head = iter.next().expect("cursor < seq, so the ring holds the next frame");
-        let mut last = head.seq;
-        let out = match iter.next() {
-            // One frame ready: share its bytes without copying.
-            None => head.bytes.clone(),
-            Some(second) => {
-                let mut buf = BytesMut::with_capacity(MAX_CHUNK.min(head.bytes.len() * 8));
-                buf.extend_from_slice(&head.bytes);
-                buf.extend_from_slice(&second.bytes);
-                last = second.seq;
-                for entry in iter {
-                    if buf.len() + entry.bytes.len() > MAX_CHUNK {
-                        break;
-                    }
-                    buf.extend_from_slice(&entry.bytes);
-                    last = entry.seq;
-                }
-                buf.freeze()
-            }
-        };
+        let (out, last) = frames(&mut inner.ring.range(start..));
         METRICS.frames_sent.fetch_add(last - slot.cursor, Relaxed);
-        METRICS.bytes_sent.fetch_add(out.len() as u64, Relaxed);
         slot.cursor = last;
         Poll::Ready(Some(out))
+    }
+}
+
+impl Stream for Subscription {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let out = self.poll_take(
+            cx,
+            |snapshot| snapshot.to_sse(),
+            |entries| {
+                let head = entries.next().expect("cursor < seq, so the ring holds the next frame");
+                let mut last = head.seq;
+                let out = match entries.next() {
+                    // One frame ready: share its bytes without copying.
+                    None => head.bytes.clone(),
+                    Some(second) => {
+                        let mut buf = BytesMut::with_capacity(MAX_CHUNK.min(head.bytes.len() * 8));
+                        buf.extend_from_slice(&head.bytes);
+                        buf.extend_from_slice(&second.bytes);
+                        last = second.seq;
+                        for entry in entries {
+                            if buf.len() + entry.bytes.len() > MAX_CHUNK {
+                                break;
+                            }
+                            buf.extend_from_slice(&entry.bytes);
+                            last = entry.seq;
+                        }
+                        buf.freeze()
+                    }
+                };
+                (out, last)
+            },
+        );
+        if let Poll::Ready(Some(bytes)) = &out {
+            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
+        }
+        out
+    }
+}
+
+/// A [`Subscription`] that yields the frames themselves, in order, a batch per poll:
+/// the snapshot alone, or up to [`MAX_TYPED`] frames that follow one another. The
+/// frames are the ring's own (`Arc`), so a transport maps them without a copy or a
+/// parse.
+pub struct TypedSubscription(Subscription);
+
+impl Stream for TypedSubscription {
+    type Item = Vec<Arc<Frame>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_take(
+            cx,
+            |snapshot| vec![snapshot],
+            |entries| {
+                let frames: Vec<Arc<Frame>> = entries.take(MAX_TYPED).map(|e| e.frame.clone()).collect();
+                let last = frames.last().expect("cursor < seq, so the ring holds the next frame").seq;
+                (frames, last)
+            },
+        )
     }
 }
 

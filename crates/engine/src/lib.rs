@@ -32,7 +32,9 @@ pub use engine::{
     PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
-pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription};
+pub use events::{
+    EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription,
+};
 pub use run_sequence::RunCount;
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use leases::LOCAL_NODE;

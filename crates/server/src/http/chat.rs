@@ -41,13 +41,14 @@ use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
     ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect, PromptInput, RunAfter,
-    RunFrom, Subscription,
+    RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::{self, Decoder};
+use spool_protocol::sse;
 use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -149,7 +150,7 @@ async fn chat(
         }
     };
     let feed = if accepted.created {
-        RunFeed::new(anchor, RunStream::new(accepted.run_id), 0)
+        RunFeed::new(anchor.typed(), RunStream::new(accepted.run_id), 0)
     } else {
         // A retried POST: follow the run its requestId already started, from the start
         // (a client that has some of it drops what it has: the numbers are the run's).
@@ -233,7 +234,8 @@ async fn attach(
     after: RunAfter,
     kill: CancellationToken,
 ) -> Result<RunFeed, ApiError> {
-    let (mut subscription, start) = engine.subscribe_from_run(user, &run, after, kill).await?;
+    let (subscription, start) = engine.subscribe_from_run(user, &run, after, kill).await?;
+    let mut subscription = subscription.typed();
     let count = match start.from {
         RunFrom::Replay(count) => {
             return Ok(RunFeed::new(subscription, RunStream::resume(count, start.waiting), start.after));
@@ -265,17 +267,14 @@ async fn attach(
 }
 
 /// The snapshot a subscription without a replay starts with.
-fn first_frame(subscription: &mut Subscription) -> Option<Frame> {
-    let bytes = subscription.next().now_or_never()??;
-    let event = Decoder::new().push(&bytes).into_iter().next()?;
-    serde_json::from_str(&event.data).ok()
+fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
+    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// One run stream in progress: the session subscription, the fold over its frames, and
 /// the events mapped but not yet sent.
 struct RunFeed {
-    subscription: Subscription,
-    decoder: Decoder,
+    subscription: TypedSubscription,
     fold: RunStream,
     ready: VecDeque<RunEvent>,
     /// Events up to this sequence are the client's already.
@@ -285,21 +284,14 @@ struct RunFeed {
 }
 
 impl RunFeed {
-    fn new(subscription: Subscription, fold: RunStream, after: u64) -> Self {
-        Self { subscription, decoder: Decoder::new(), fold, ready: VecDeque::new(), after, ended: false }
+    fn new(subscription: TypedSubscription, fold: RunStream, after: u64) -> Self {
+        Self { subscription, fold, ready: VecDeque::new(), after, ended: false }
     }
 
-    /// Maps a chunk of native frames. A failed run's final event needs its stored error.
-    async fn take(&mut self, bytes: &Bytes, engine: &Engine, user: &UserId) {
-        for event in self.decoder.push(bytes) {
-            let frame: Frame = match serde_json::from_str(&event.data) {
-                Ok(frame) => frame,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable native frame skipped by the run stream");
-                    continue;
-                }
-            };
-            let event = match self.fold.push(&frame) {
+    /// Maps a batch of native frames. A failed run's final event needs its stored error.
+    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+        for frame in frames {
+            let event = match self.fold.push(frame) {
                 None => continue,
                 Some(Mapped::Event(event)) => event,
                 Some(Mapped::Failed) => match engine.run(user, self.fold.run_id()).await {
@@ -362,7 +354,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             return None;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(bytes)) => feed.take(&bytes, engine, user).await,
+            Some(Some(frames)) => feed.take(&frames, engine, user).await,
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
@@ -371,7 +363,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(bytes) => feed.take(&bytes, engine, user).await,
+                        Some(frames) => feed.take(&frames, engine, user).await,
                         None => feed.ended = true,
                     },
                     _ = keepalive.tick() => return Some(sse::comment("keep-alive")),
@@ -417,6 +409,7 @@ mod tests {
     use super::*;
     use crate::extract::CurrentUser;
     use serde_json::{Value, json};
+    use spool_protocol::sse::Decoder;
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::Decision;
     use std::sync::Arc;

@@ -65,7 +65,9 @@ pub enum Announce {
     Updated,
 }
 
-/// Maps one session's frames for one connection.
+/// Maps one session's frames for one connection (cloned at a frame to become the
+/// session's shared form: see `dialect/shared.rs`).
+#[derive(Clone)]
 pub struct Mapper {
     scope: Scope,
     legacy_deltas: bool,
@@ -82,7 +84,7 @@ pub struct Mapper {
 }
 
 /// What the mapper needs to know about the current run.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct RunTrack {
     /// Index of the user message the run answers.
     user: Option<u64>,
@@ -94,6 +96,7 @@ struct RunTrack {
     error: Option<String>,
 }
 
+#[derive(Clone)]
 struct Step {
     info: AssistantInfo,
     /// By content index.
@@ -105,6 +108,7 @@ struct Step {
     error: Option<String>,
 }
 
+#[derive(Clone)]
 struct Block {
     kind: BlockKind,
     text: String,
@@ -113,6 +117,7 @@ struct Block {
     time: PartTime,
 }
 
+#[derive(Clone)]
 enum BlockKind {
     Text,
     Reasoning,
@@ -135,6 +140,16 @@ impl Mapper {
     }
 
     /// Also send seed 004's per-token `message.part.updated` (text so far + `delta`).
+    /// Whether this mapper sends seed 004's per-token `message.part.updated` too.
+    pub fn legacy(&self) -> bool {
+        self.legacy_deltas
+    }
+
+    /// The directory its events name.
+    pub fn directory(&self) -> &str {
+        &self.scope.directory
+    }
+
     pub fn legacy_deltas(mut self, on: bool) -> Self {
         self.legacy_deltas = on;
         self

@@ -478,10 +478,28 @@ pub struct Envelope<'a> {
 }
 
 impl Event {
+    /// The event's JSON without its opening brace: what every connection shares, each
+    /// putting its own `{"id":…,` in front (see [`sse_with_id`]).
+    pub fn shared_body(&self) -> bytes::Bytes {
+        let json = serde_json::to_vec(self).expect("OpenCode events are plain data");
+        bytes::Bytes::from(json).slice(1..)
+    }
+
     /// The SSE bytes of this event: one `data:` line, no `event:` field (seed 004:
     /// the type is in the JSON), no SSE `id` (there is nothing to resume from).
     pub fn to_sse(&self, id: &str) -> bytes::Bytes {
         let json = serde_json::to_string(&Envelope { id, event: self }).expect("OpenCode events are plain data");
         spool_protocol::sse::encode(None, None, &json)
     }
+}
+
+/// The SSE bytes of an event from its shared body ([`Event::shared_body`]) and this
+/// connection's id: the same bytes as [`Event::to_sse`], without serializing again.
+pub fn sse_with_id(buf: &mut bytes::BytesMut, id: &str, body: &[u8]) {
+    buf.extend_from_slice(b"data: {\"id\":");
+    // Ids are generated here (`[0-9a-z]`), but quote them properly all the same.
+    buf.extend_from_slice(serde_json::to_string(id).expect("a string serializes").as_bytes());
+    buf.extend_from_slice(b",");
+    buf.extend_from_slice(body);
+    buf.extend_from_slice(b"\n\n");
 }
