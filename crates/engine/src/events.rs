@@ -481,7 +481,12 @@ impl SessionEvents {
     /// replay window (or at the current seq when the client has all the run's events
     /// so far), else at a session snapshot. Chosen and registered under one lock, so
     /// the run's counter in [`RunStart`] is exactly where the subscription starts.
-    pub fn subscribe_from_run(&self, run: &RunId, after: RunAfter, kill: CancellationToken) -> (Subscription, RunStart) {
+    pub fn subscribe_from_run(
+        &self,
+        run: &RunId,
+        after: RunAfter,
+        kill: CancellationToken,
+    ) -> (Subscription, RunStart) {
         let inner = self.lock();
         let count = inner.runs.get(run).cloned();
         let after = match after {

@@ -417,7 +417,9 @@ impl Client {
                 let tools = e.data["tools"].as_array().cloned().unwrap_or_default();
                 self.tools = tools
                     .iter()
-                    .map(|t| (t["callId"].as_str().expect("callId").into(), t["status"].as_str().expect("status").into()))
+                    .map(|t| {
+                        (t["callId"].as_str().expect("callId").into(), t["status"].as_str().expect("status").into())
+                    })
                     .collect();
             }
             "text_delta" => self.text.push_str(&field("delta")),
@@ -552,7 +554,8 @@ async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_en
         .await;
     assert_eq!(status, StatusCode::OK);
     // The command runs until the test creates `gate`.
-    let prompt = format!("tool: bash {}", json!({"command": "while [ ! -f gate ]; do sleep 0.01; done; echo released"}));
+    let prompt =
+        format!("tool: bash {}", json!({"command": "while [ ! -f gate ]; do sleep 0.01; done; echo released"}));
     let mut client = Client::default();
     let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await);
     // The client drops just as the call starts: it never sees `tool_started`.

@@ -28,9 +28,9 @@
 
 use bytes::Bytes;
 use serde::Serialize;
+use spool_engine::RunCount;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::time::Millis;
-use spool_engine::RunCount;
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, ApprovalKind, Content, IndexedMessage, Message, MessageId, Run, RunError, RunId,
     RunStatus, SessionId, StreamDelta, sse,
@@ -286,11 +286,8 @@ impl RunStream {
         let (snapshot_at, tail_at, count) = match numbering {
             Numbering::Run(count) => {
                 let now = count.sequence();
-                let tail_counted = if settled {
-                    count.ended()
-                } else {
-                    pending.is_some_and(|a| count.interrupt(&a.id) == Some(now))
-                };
+                let tail_counted =
+                    if settled { count.ended() } else { pending.is_some_and(|a| count.interrupt(&a.id) == Some(now)) };
                 match (settled, pending) {
                     _ if tail_counted => (now - 1, now, count),
                     (false, Some(approval)) => (now, count.interrupt(&approval.id).unwrap_or(now), count),
@@ -338,9 +335,10 @@ impl RunStream {
 fn error_body(status: RunStatus, error: Option<&RunError>) -> RunEventBody {
     match error {
         Some(RunError { code, message }) => RunEventBody::Error { code: code.clone(), message: message.clone() },
-        None => {
-            RunEventBody::Error { code: status.as_str().to_owned(), message: format!("the run ended {}", status.as_str()) }
-        }
+        None => RunEventBody::Error {
+            code: status.as_str().to_owned(),
+            message: format!("the run ended {}", status.as_str()),
+        },
     }
 }
 
@@ -356,7 +354,12 @@ fn run_tools(user_index: u64, messages: &[IndexedMessage], pending: Option<&Appr
                     if let Content::ToolCall { id, name, .. } = c
                         && pending.is_none_or(|a| a.tool_call_id != *id)
                     {
-                        let tool = RunTool { call_id: id.clone(), tool: name.clone(), status: ToolState::Running, summary: None };
+                        let tool = RunTool {
+                            call_id: id.clone(),
+                            tool: name.clone(),
+                            status: ToolState::Running,
+                            summary: None,
+                        };
                         tools.push(tool);
                     }
                 }
@@ -746,12 +749,11 @@ mod tests {
         let mut count = RunCount::new(run_id());
         count.step(&FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() });
         count.step(&ev(run_id(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }));
-        let (_, events) =
-            RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::Run(count));
-        assert_eq!(events.iter().map(|e| (e.kind(), e.sequence)).collect::<Vec<_>>(), [
-            ("snapshot".into(), 1),
-            ("interrupt".into(), 2)
-        ]);
+        let (_, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::Run(count));
+        assert_eq!(
+            events.iter().map(|e| (e.kind(), e.sequence)).collect::<Vec<_>>(),
+            [("snapshot".into(), 1), ("interrupt".into(), 2)]
+        );
     }
 
     #[test]

@@ -409,9 +409,9 @@ mod tests {
     use super::*;
     use crate::extract::CurrentUser;
     use serde_json::{Value, json};
-    use spool_protocol::sse::Decoder;
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::Decision;
+    use spool_protocol::sse::Decoder;
     use std::sync::Arc;
 
     #[derive(Deserialize)]
