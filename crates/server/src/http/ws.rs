@@ -401,7 +401,15 @@ impl Hub {
 
     /// Replaces the filter (seed 002: it does not merge). Channels kept from the old
     /// filter go on where they are; new ones start at their cursor, if one is given.
-    async fn subscribe(&mut self, channels: Vec<String>, cursors: HashMap<String, String>, out: &mut Outbox) {
+    async fn subscribe(&mut self, channels: Vec<String>, mut cursors: HashMap<String, String>, out: &mut Outbox) {
+        // A cursor that does not parse is refused out loud: following the channel live
+        // instead would leave the client a hole it cannot see.
+        let refused: Vec<String> = cursors.iter().filter(|(_, c)| Cursor::parse(c).is_none()).map(|(k, _)| k.clone()).collect();
+        for raw in &refused {
+            cursors.remove(raw);
+            let message = "a cursor is `streamId:seq`, as the hub's events carry it";
+            out.push(ws_hub::channel_error(raw, "invalid_cursor", message, now_ms()));
+        }
         let cursor_of = |id: &SessionId| cursors.get(id.as_str()).and_then(|c| Cursor::parse(c));
         if channels.is_empty() {
             self.filter = Filter::All;
@@ -414,14 +422,23 @@ impl Hub {
                     Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
                 }
             }
-            for id in self.all_sessions().await {
+            // A client that names cursors is coming back: the sessions it has no cursor
+            // for are announced, so one created while it was away is not missed.
+            let returning = !cursors.is_empty();
+            for (id, project) in self.all_sessions().await {
+                if refused.iter().any(|r| r == id.as_str()) {
+                    continue;
+                }
+                if returning && !cursors.contains_key(id.as_str()) {
+                    out.push(ws_hub::channel_created(&id, &project, now_ms()));
+                }
                 self.follow(id, StartAt::Live, true, out).await;
             }
             return;
         }
         self.filter = Filter::Only;
         let mut wanted = Vec::new();
-        for raw in &channels {
+        for raw in channels.iter().filter(|c| !refused.contains(c)) {
             match raw.parse::<SessionId>() {
                 Ok(id) => wanted.push(id),
                 Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
@@ -439,14 +456,14 @@ impl Hub {
     }
 
     /// Every session of the user that is not archived, for "every session".
-    async fn all_sessions(&self) -> Vec<SessionId> {
+    async fn all_sessions(&self) -> Vec<(SessionId, ProjectId)> {
         let Ok(projects) = self.engine.list_projects(&self.user).await else {
             return Vec::new();
         };
         let mut all = Vec::new();
         for project in projects {
             if let Ok(sessions) = self.engine.list_sessions(&self.user, &project.id, false).await {
-                all.extend(sessions.into_iter().map(|s| s.session.id));
+                all.extend(sessions.into_iter().map(|s| (s.session.id, project.id.clone())));
             }
         }
         all
@@ -530,8 +547,8 @@ impl Hub {
             let mut form = channel.follow.take_mapper(None).unwrap_or_default();
             let envelope = match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
                 OnSnapshot::Join => ws_hub::joined(frame, &mut form.0, now),
-                OnSnapshot::Report(Some(at)) if at == frame.cursor() => None,
-                OnSnapshot::Report(_) => ws_hub::snapshot(frame, now),
+                OnSnapshot::Report(Some(at)) if at == frame.cursor() => Vec::new(),
+                OnSnapshot::Report(at) => ws_hub::snapshot(frame, &mut form.0, at.is_some(), now),
             };
             channel.follow.reanchor(form);
             out.extend(envelope);
