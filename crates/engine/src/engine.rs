@@ -6,7 +6,7 @@
 
 use crate::ToolRegistry;
 use crate::error::{EngineError, Result};
-use crate::events::{EventLimits, SessionEvents, Start, Subscription};
+use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::models::{ModelInfo, Models};
 use crate::run::RunTask;
 use crate::store::{RunInsert, Store};
@@ -1123,6 +1123,23 @@ impl Engine {
             loaded.events.backfill(cursor).await;
         }
         let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+
+    /// Subscribes a run-stream client to `run` after its event `after` (see
+    /// [`SessionEvents::subscribe_from_run`]): one subscription, one of the user's
+    /// streams, whatever the buffer still holds.
+    pub async fn subscribe_from_run(
+        &self,
+        owner: &UserId,
+        run: &Run,
+        after: RunAfter,
+        kill: CancellationToken,
+    ) -> Result<(Subscription, RunStart)> {
+        let loaded = self.load(owner, &run.session_id).await?;
+        let permit = self.stream_permit(owner)?;
+        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill);
         subscription.hold(permit);
         Ok((subscription, start))
     }
