@@ -13,7 +13,7 @@
 //! | dialect | connects | a delta | the end |
 //! |---|---|---|---|
 //! | `opencode` | `GET /event?directory=…` before the prompt | `message.part.delta` | `session.idle` |
-//! | `ws` | `/api/ws`, `subscribe` to the session, ready at `subscribed` | `message.streaming` | `agent.status` |
+//! | `ws` | `/api/ws`, `subscribe` to the session, ready at `subscribed` | `message.streaming` | `agent.status` other than `running` |
 //! | `run-stream` | `GET /api/runs/:id/events?after=0` once the run exists | `text_delta` | `done` / `error` |
 //!
 //! A run-stream client can only attach once the prompt has made the run, so with an
@@ -51,7 +51,11 @@ impl Dialect {
         match self {
             Dialect::Native => (b"\"type\":\"text_delta\"", &[b"\"type\":\"agent_settled\""]),
             Dialect::Opencode => (b"\"type\":\"message.part.delta\"", &[b"\"type\":\"session.idle\""]),
-            Dialect::Ws => (b"\"type\":\"message.streaming\"", &[b"\"type\":\"agent.status\""]),
+            // `agent.status` `running` comes first; a run's end is any other status.
+            Dialect::Ws => (
+                b"\"type\":\"message.streaming\"",
+                &[b"\"status\":\"completed\"", b"\"status\":\"errored\"", b"\"status\":\"cancelled\""],
+            ),
             Dialect::RunStream => (b"\"type\":\"text_delta\"", &[b"\"type\":\"done\"", b"\"type\":\"error\""]),
         }
     }

@@ -246,9 +246,11 @@ impl GlobalStream {
     /// Queues mapped events from their shared bodies, each with this connection's id.
     fn push_shared(&mut self, batches: &[Arc<Vec<Bytes>>]) {
         let mut buf = BytesMut::new();
+        // One clock read per batch: the events of a batch are sent together.
+        let ms = now_ms();
         for body in batches.iter().flat_map(|b| b.iter()) {
-            let id = self.next_id();
-            sse_with_id(&mut buf, &id, body);
+            self.counter += 1;
+            sse_with_id(&mut buf, format_args!("evt_{ms:013}{}{:08}", self.tag, self.counter), body);
         }
         if !buf.is_empty() {
             self.queue.push_back(buf.freeze());

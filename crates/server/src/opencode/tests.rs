@@ -606,7 +606,7 @@ fn an_event_written_from_its_shared_body_is_byte_for_byte_the_event() {
     ];
     for event in events {
         let mut shared = bytes::BytesMut::new();
-        sse_with_id(&mut shared, "evt_0000042", &event.shared_body());
+        sse_with_id(&mut shared, format_args!("evt_{:07}", 42), &event.shared_body());
         assert_eq!(shared.freeze(), event.to_sse("evt_0000042"));
     }
 }

@@ -494,12 +494,14 @@ impl Event {
 }
 
 /// The SSE bytes of an event from its shared body ([`Event::shared_body`]) and this
-/// connection's id: the same bytes as [`Event::to_sse`], without serializing again.
-pub fn sse_with_id(buf: &mut bytes::BytesMut, id: &str, body: &[u8]) {
-    buf.extend_from_slice(b"data: {\"id\":");
-    // Ids are generated here (`[0-9a-z]`), but quote them properly all the same.
-    buf.extend_from_slice(serde_json::to_string(id).expect("a string serializes").as_bytes());
-    buf.extend_from_slice(b",");
+/// connection's id: the same bytes as [`Event::to_sse`], without serializing again. The
+/// id is written as it is: ids are made here of `[0-9A-Za-z_]` and need no escaping.
+pub fn sse_with_id(buf: &mut bytes::BytesMut, id: std::fmt::Arguments<'_>, body: &[u8]) {
+    use std::fmt::Write as _;
+    buf.extend_from_slice(b"data: {\"id\":\"");
+    // Writing into a BytesMut cannot fail.
+    let _ = buf.write_fmt(id);
+    buf.extend_from_slice(b"\",");
     buf.extend_from_slice(body);
     buf.extend_from_slice(b"\n\n");
 }
