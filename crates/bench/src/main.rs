@@ -26,6 +26,7 @@
 //! short runs on one session (see [`soak`]).
 
 mod database;
+mod dialect;
 mod latency;
 mod nodes;
 mod soak;
@@ -33,6 +34,7 @@ mod subscriber;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use dialect::{Dialect, Target};
 use latency::Spread;
 use nodes::{Cluster, Node};
 use std::time::{Duration, Instant};
@@ -68,6 +70,11 @@ struct Args {
     /// Receive instants are kept for deltas whose seq is a multiple of this.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     sample_every: u64,
+    /// The wire dialect the subscribers read (see `dialect.rs` for what each counts).
+    /// With anything but `native` the report adds the server's CPU time per delivered
+    /// event, the figure the dialects are compared by.
+    #[arg(long, value_enum, default_value_t = Dialect::Native)]
+    dialect: Dialect,
     /// A subscriber that has not seen the run settle after this long gives up and is
     /// reported unfinished.
     #[arg(long, default_value_t = 300)]
@@ -154,52 +161,95 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
     let session_id = session["id"].as_str().context("session id")?.to_owned();
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+    let directory = project["path"].as_str().map_or_else(|| project_dir.path().display().to_string(), str::to_owned);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(args.subscribers.max(1));
-    let mut tasks = Vec::with_capacity(args.subscribers);
-    for i in 0..args.subscribers {
+    let spawn = |i: usize, run: Option<String>| {
         let node = i % node_count;
-        tasks.push(tokio::spawn(subscriber::run(Subscriber {
-            client: client.clone(),
-            url: format!("{}/api/sessions/{session_id}/events", nodes[node].base),
-            node,
-            sample_every: args.sample_every,
-            ready: ready_tx.clone(),
-            deadline,
-        })));
-    }
-    drop(ready_tx);
-    for _ in 0..args.subscribers {
-        match tokio::time::timeout(Duration::from_secs(60), ready_rx.recv()).await {
-            Ok(Some(Ok(()))) => {}
-            Ok(Some(Err(refused))) => bail!("a subscriber could not open its stream: {refused}"),
-            Ok(None) | Err(_) => bail!("subscribers did not connect within 60 s"),
+        match args.dialect {
+            Dialect::Native => tokio::spawn(subscriber::run(Subscriber {
+                client: client.clone(),
+                url: format!("{}/api/sessions/{session_id}/events", nodes[node].base),
+                node,
+                sample_every: args.sample_every,
+                ready: ready_tx.clone(),
+                deadline,
+            })),
+            dialect => tokio::spawn(dialect::run(
+                client.clone(),
+                Target {
+                    dialect,
+                    base: nodes[node].base.clone(),
+                    session: session_id.clone(),
+                    directory: directory.clone(),
+                    run,
+                    node,
+                },
+                ready_tx.clone(),
+                deadline,
+            )),
         }
+    };
+    let mut tasks = Vec::with_capacity(args.subscribers);
+    if args.dialect.connects_first() {
+        tasks.extend((0..args.subscribers).map(|i| spawn(i, None)));
+        wait_ready(&mut ready_rx, args.subscribers).await?;
     }
     let rss_idle: Vec<u64> = nodes.iter().map(|n| n.peak_rss_kib().unwrap_or(0)).collect();
+    let cpu_before: Vec<f64> = nodes.iter().map(|n| n.cpu_seconds().unwrap_or(0.0)).collect();
 
     let prompted = Instant::now();
-    client
+    let accepted: serde_json::Value = client
         .post(format!("{first}/api/sessions/{session_id}/prompt"))
         .json(&serde_json::json!({"text": format!("stream: {}", args.deltas), "requestId": "bench"}))
         .send()
         .await?
-        .error_for_status()?;
+        .error_for_status()?
+        .json()
+        .await?;
+    if !args.dialect.connects_first() {
+        let run = accepted["runId"].as_str().context("the prompt's runId")?.to_owned();
+        tasks.extend((0..args.subscribers).map(|i| spawn(i, Some(run.clone()))));
+        wait_ready(&mut ready_rx, args.subscribers).await?;
+    }
+    drop(ready_tx);
     let mut outcomes = Vec::with_capacity(tasks.len());
     for task in tasks {
         outcomes.push(task.await??);
     }
     let elapsed = prompted.elapsed();
     let rss_peak: Vec<u64> = nodes.iter().map(|n| n.peak_rss_kib().unwrap_or(0)).collect();
-    let sound = report(args, &outcomes, elapsed, prompted, &rss_idle, &rss_peak);
+    let cpu: Vec<f64> =
+        nodes.iter().zip(&cpu_before).map(|(n, before)| n.cpu_seconds().unwrap_or(0.0) - before).collect();
+    let sound = report(args, &outcomes, elapsed, prompted, &rss_idle, &rss_peak, &cpu);
     if !sound {
         bail!("some subscriber saw a broken stream or no end (see stream faults above)");
     }
     Ok(())
 }
 
+/// Waits until `n` subscribers have their streams open.
+async fn wait_ready(ready: &mut tokio::sync::mpsc::Receiver<Result<(), String>>, n: usize) -> Result<()> {
+    for _ in 0..n {
+        match tokio::time::timeout(Duration::from_secs(60), ready.recv()).await {
+            Ok(Some(Ok(()))) => {}
+            Ok(Some(Err(refused))) => bail!("a subscriber could not open its stream: {refused}"),
+            Ok(None) | Err(_) => bail!("subscribers did not connect within 60 s"),
+        }
+    }
+    Ok(())
+}
+
 /// Prints the numbers; returns whether every stream was sound (no hole, repeat or
 /// stream change, one stream id on every node, every subscriber saw the end).
-fn report(args: &Args, outcomes: &[Outcome], elapsed: Duration, prompted: Instant, idle: &[u64], peak: &[u64]) -> bool {
+fn report(
+    args: &Args,
+    outcomes: &[Outcome],
+    elapsed: Duration,
+    prompted: Instant,
+    idle: &[u64],
+    peak: &[u64],
+    cpu: &[f64],
+) -> bool {
     let nodes = idle.len();
     let secs = elapsed.as_secs_f64();
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(f).sum::<u64>();
@@ -217,6 +267,7 @@ fn report(args: &Args, outcomes: &[Outcome], elapsed: Duration, prompted: Instan
     stream_ids.sort_unstable();
     stream_ids.dedup();
 
+    println!("dialect                {:?}", args.dialect);
     println!("nodes                  {nodes} ({}; prompt sent to node 0)", args.store());
     println!("subscribers            {} (round robin; per node: {})", args.subscribers, per_node(&|_| true));
     println!("deltas                 {}", args.deltas);
@@ -252,6 +303,12 @@ fn report(args: &Args, outcomes: &[Outcome], elapsed: Duration, prompted: Instan
     for (node, after) in latency::after_prompt(outcomes, nodes, prompted, |o| o.last_delta).into_iter().enumerate() {
         println!("  node {node}               {}", spread(Spread::of(after)));
     }
+    let cpu_total: f64 = cpu.iter().sum();
+    println!(
+        "server CPU             {cpu_total:.2} s from the prompt to the end ({:.2} µs per delivered event; per node: {})",
+        cpu_total * 1e6 / frames.max(1) as f64,
+        cpu.iter().map(|c| format!("{c:.2} s")).collect::<Vec<_>>().join(" / ")
+    );
     for (node, (peak, idle)) in peak.iter().zip(idle).enumerate() {
         println!(
             "node {node} RSS peak        {:.1} MiB (after connect: {:.1} MiB)",

@@ -77,6 +77,19 @@ impl Node {
         Ok(Node { base: base.to_owned(), child, _data: data })
     }
 
+    /// CPU time the node's process has used so far (user + system), in seconds.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which is in parentheses and may hold spaces):
+        // utime and stime are the 12th and 13th, in clock ticks.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf only reads a configuration value.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Some(ticks as f64 / per_second.max(1) as f64)
+    }
+
     /// Peak resident set (VmHWM) of the node's process, in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
         self.status_kib("VmHWM:")

@@ -6,7 +6,7 @@
 
 use crate::ToolRegistry;
 use crate::error::{EngineError, Result};
-use crate::events::{EventLimits, SessionEvents, Start, Subscription};
+use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::models::{ModelInfo, Models};
 use crate::run::RunTask;
 use crate::store::{RunInsert, Store};
@@ -669,6 +669,19 @@ impl Engine {
         Ok(sessions.into_iter().map(|session| SessionInfo { status: self.status_of(&session.id), session }).collect())
     }
 
+    /// The project's sessions with a run that ended after `after` (ms), latest first, at
+    /// most `limit`: what a client that was away since then has not seen end.
+    pub async fn sessions_ended_after(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        after: spool_protocol::time::Millis,
+        limit: u32,
+    ) -> Result<Vec<SessionId>> {
+        let project = self.project(owner, project_id).await?;
+        Ok(self.store().sessions_ended_after(&project.id, after, limit).await?)
+    }
+
     fn status_of(&self, id: &SessionId) -> SessionStatus {
         let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
         match loaded.and_then(|l| l.active()) {
@@ -1110,6 +1123,23 @@ impl Engine {
             loaded.events.backfill(cursor).await;
         }
         let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+
+    /// Subscribes a run-stream client to `run` after its event `after` (see
+    /// [`SessionEvents::subscribe_from_run`]): one subscription, one of the user's
+    /// streams, whatever the buffer still holds.
+    pub async fn subscribe_from_run(
+        &self,
+        owner: &UserId,
+        run: &Run,
+        after: RunAfter,
+        kill: CancellationToken,
+    ) -> Result<(Subscription, RunStart)> {
+        let loaded = self.load(owner, &run.session_id).await?;
+        let permit = self.stream_permit(owner)?;
+        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill);
         subscription.hold(permit);
         Ok((subscription, start))
     }

@@ -49,12 +49,13 @@
 
 use crate::framebus::{self, BusItem, FrameBus, Watchers};
 use crate::metrics::METRICS;
+use crate::run_sequence::{RunCount, RunSequences};
 use crate::view::apply_frame;
 use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
-use spool_protocol::{Cursor, SessionId, StreamId};
+use spool_protocol::{ApprovalId, Cursor, RunId, SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
@@ -90,6 +91,39 @@ pub enum Start {
     Snapshot { seq: u64 },
 }
 
+/// Where a run-stream client says it is in a run (see [`SessionEvents::subscribe_from_run`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunAfter {
+    /// It has the run's events up to this sequence (0: none).
+    Seq(u64),
+    /// It has the run's events up to this approval's `interrupt` (a resume's
+    /// continuation starts after it).
+    Interrupt(ApprovalId),
+}
+
+/// How a subscription to one run starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunStart {
+    /// The client's `after` as a sequence (an interrupt this stream did not count: 0).
+    pub after: u64,
+    /// The approval the run waits for now, if any.
+    pub waiting: Option<ApprovalId>,
+    pub from: RunFrom,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunFrom {
+    /// The subscription replays the session's frames from the one of the run's event
+    /// `after` (from just before the run's first frame when `after` is 0); fold them
+    /// with this counter.
+    Replay(RunCount),
+    /// The frames after `after` are gone (or `after` is past the run's last event): the
+    /// subscription starts with a session snapshot, at which the run's counter stood
+    /// as given — `None` when this stream does not know the run's numbers (the session
+    /// was loaded, or followed from the bus, after the run began).
+    Snapshot(Option<RunCount>),
+}
+
 /// Bus mode: how long a reconnect whose cursor is ahead of this node waits for the bus
 /// to bring the frames before it gets a snapshot.
 pub const BUS_LAG_WAIT: Duration = Duration::from_millis(1500);
@@ -119,9 +153,14 @@ struct Shared {
     inner: Mutex<Inner>,
 }
 
+/// One frame of the ring: the typed frame, for dialects that map it, and its native
+/// SSE encoding, made once at publish and shared by every native subscriber.
 struct Entry {
     seq: u64,
+    frame: Arc<Frame>,
     bytes: Bytes,
+    /// The run and run-stream sequence this frame is the event of, if any.
+    mark: Option<(RunId, u64)>,
 }
 
 struct Slot {
@@ -163,6 +202,9 @@ struct Inner {
     stream_id: StreamId,
     ring: VecDeque<Entry>,
     ring_bytes: usize,
+    /// The run-stream sequence of the session's recent runs, counted as frames enter
+    /// the ring.
+    runs: RunSequences,
     /// The working state (see the module doc).
     state: SessionState,
     /// Bus mode: the fold of the frames up to `seq`, which snapshots show.
@@ -317,8 +359,9 @@ impl SessionEvents {
         for (seq, payload) in (cursor.seq + 1..front).zip(payloads) {
             let Ok((_, _, body)) = framebus::decode(&payload) else { return };
             let stream_id = cursor.stream_id.clone();
-            let frame = Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq };
-            entries.push(Entry { seq, bytes: frame.to_sse() });
+            let frame = Arc::new(Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq });
+            // Older than the counting: these frames carry no run sequence.
+            entries.push(Entry { seq, bytes: frame.to_sse(), frame, mark: None });
         }
         for entry in entries.into_iter().rev() {
             inner.ring_bytes += entry.bytes.len();
@@ -430,7 +473,54 @@ impl SessionEvents {
         kill: CancellationToken,
         interactive: bool,
     ) -> (Subscription, Start) {
-        let mut inner = self.lock();
+        self.subscribe_locked(self.lock(), cursor, kill, interactive)
+    }
+
+    /// Subscribes a run-stream client to the frames of `run` after its event `after`:
+    /// positioned at that event's frame when every frame after it is still in the
+    /// replay window (or at the current seq when the client has all the run's events
+    /// so far), else at a session snapshot. Chosen and registered under one lock, so
+    /// the run's counter in [`RunStart`] is exactly where the subscription starts.
+    pub fn subscribe_from_run(
+        &self,
+        run: &RunId,
+        after: RunAfter,
+        kill: CancellationToken,
+    ) -> (Subscription, RunStart) {
+        let inner = self.lock();
+        let count = inner.runs.get(run).cloned();
+        let after = match after {
+            RunAfter::Seq(n) => n,
+            RunAfter::Interrupt(approval) => count.as_ref().and_then(|c| c.interrupt(&approval)).unwrap_or(0),
+        };
+        let waiting = inner.view().pending_approvals.iter().find(|a| a.run_id == *run).map(|a| a.id.clone());
+        let replay = match &count {
+            Some(count) if after == count.sequence() => Some((inner.seq, count.clone())),
+            Some(_) => inner
+                .run_cursor(run, after)
+                .filter(|&seq| inner.replay_from(&self.shared, Some(&inner.cursor_at(seq))).is_some())
+                .map(|seq| (seq, RunCount::after(run.clone(), after))),
+            None => None,
+        };
+        if let Some((seq, count)) = replay {
+            let cursor = inner.cursor_at(seq);
+            let (subscription, start) = self.subscribe_locked(inner, Some(&cursor), kill, false);
+            debug_assert!(matches!(start, Start::Replay { .. }), "checked under the same lock");
+            return (subscription, RunStart { after, waiting, from: RunFrom::Replay(count) });
+        }
+        // A snapshot sent later (bus mode, awaiting a full one) is not at this count.
+        let count = count.filter(|_| inner.awaiting.is_none());
+        let (subscription, _) = self.subscribe_locked(inner, None, kill, false);
+        (subscription, RunStart { after, waiting, from: RunFrom::Snapshot(count) })
+    }
+
+    fn subscribe_locked(
+        &self,
+        mut inner: std::sync::MutexGuard<'_, Inner>,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> (Subscription, Start) {
         let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
             Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
             // A full snapshot is on its way: this one is sent when it has come.
@@ -773,6 +863,7 @@ impl Shared {
             stream_id,
             ring: VecDeque::new(),
             ring_bytes: 0,
+            runs: RunSequences::default(),
             state,
             mirror,
             sent: 0,
@@ -804,11 +895,12 @@ impl Shared {
 
     /// Appends a frame at `seq` to the ring and collects the subscribers to wake.
     fn push(&self, inner: &mut Inner, body: FrameBody, stream_id: StreamId, seq: u64, wake: &mut Vec<Waker>) {
-        let frame = Frame { body, session_id: self.session_id.clone(), stream_id, seq };
+        let mark = inner.runs.count(&body);
+        let frame = Arc::new(Frame { body, session_id: self.session_id.clone(), stream_id, seq });
         let bytes = frame.to_sse();
         inner.seq = seq;
         inner.ring_bytes += bytes.len();
-        inner.ring.push_back(Entry { seq, bytes });
+        inner.ring.push_back(Entry { seq, frame, bytes, mark });
         inner.evict(&self.limits);
         for slot in inner.subscribers.values_mut() {
             if let Some(w) = slot.waker.take() {
@@ -862,6 +954,8 @@ impl Shared {
         inner.seq = cursor.seq;
         inner.ring.clear();
         inner.ring_bytes = 0;
+        // Frames may be missing from here: the run numbers are unknown.
+        inner.runs = RunSequences::default();
         inner.min_cursor_hint = cursor.seq;
         match state {
             Some(state) => {
@@ -899,15 +993,28 @@ impl Inner {
         self.mirror.as_ref().unwrap_or(&self.state)
     }
 
-    /// The snapshot frame at the current seq, serialized.
-    fn snapshot(&self, shared: &Shared) -> Bytes {
-        let frame = Frame {
+    /// The snapshot frame at the current seq (serialized by whoever takes it, outside
+    /// the lock).
+    fn snapshot(&self, shared: &Shared) -> Arc<Frame> {
+        Arc::new(Frame {
             body: FrameBody::Snapshot { state: Box::new(self.view().clone()) },
             session_id: shared.session_id.clone(),
             stream_id: self.stream_id.clone(),
             seq: self.seq,
-        };
-        frame.to_sse()
+        })
+    }
+
+    fn cursor_at(&self, seq: u64) -> Cursor {
+        Cursor { stream_id: self.stream_id.clone(), seq }
+    }
+
+    /// The cursor (a seq) to replay `run`'s frames from after its event `after`: that
+    /// event's frame, or for 0 the frame before the run's first. `None` when the frame
+    /// has left the ring.
+    fn run_cursor(&self, run: &RunId, after: u64) -> Option<u64> {
+        let wanted = after.max(1);
+        let entry = self.ring.iter().find(|e| e.mark.as_ref().is_some_and(|(r, s)| r == run && *s == wanted))?;
+        Some(if after == 0 { entry.seq - 1 } else { entry.seq })
     }
 
     /// The seq to replay after, if the cursor allows a replay (seed 000): same stream,
@@ -975,31 +1082,47 @@ impl Inner {
     }
 }
 
-/// A live subscription: a stream of SSE bytes (a snapshot or replay first, then live
-/// frames). It ends when the subscriber is cut or the session is closed.
+/// A live subscription: a snapshot or replay first, then live frames. It ends when the
+/// subscriber is cut or the session is closed. As a `Stream` it yields the native SSE
+/// bytes (shared with every native subscriber); [`typed`](Self::typed) turns it into a
+/// stream of the frames themselves, for a transport that maps them into another dialect
+/// and must not parse what Spool produced.
 pub struct Subscription {
     events: SessionEvents,
     id: u64,
-    first: Option<Bytes>,
+    /// The snapshot taken at subscribe, sent first.
+    first: Option<Arc<Frame>>,
     /// Held for the subscription's life (the per-user connection count); dropped with it.
     guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
+
+/// Most frames a typed subscriber takes in one poll (the typed twin of [`MAX_CHUNK`]).
+const MAX_TYPED: usize = 256;
 
 impl Subscription {
     /// Attaches something released when the subscription ends.
     pub(crate) fn hold(&mut self, guard: impl std::any::Any + Send + Sync) {
         self.guard = Some(Box::new(guard));
     }
-}
 
-impl Stream for Subscription {
-    type Item = Bytes;
+    /// The same subscription, yielding typed frames in order instead of SSE bytes.
+    pub fn typed(self) -> TypedSubscription {
+        TypedSubscription(self)
+    }
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    /// Takes what comes next for this subscriber: a snapshot (handed to `snapshot`) or
+    /// the ring entries after its cursor (handed to `frames`, under the lock, which
+    /// returns its output and the seq of the last entry it took). The one place that
+    /// moves a cursor, for both the native and the typed form.
+    fn poll_take<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        snapshot: impl FnOnce(Arc<Frame>) -> T,
+        frames: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> (T, u64),
+    ) -> Poll<Option<T>> {
         if let Some(first) = self.first.take() {
             METRICS.frames_sent.fetch_add(1, Relaxed);
-            METRICS.bytes_sent.fetch_add(first.len() as u64, Relaxed);
-            return Poll::Ready(Some(first));
+            return Poll::Ready(Some(snapshot(first)));
         }
         let mut inner = self.events.lock();
         let inner = &mut *inner;
@@ -1017,10 +1140,9 @@ impl Stream for Subscription {
             // The stream restarted (bus mode): a snapshot of where it is now.
             slot.resync = false;
             slot.cursor = inner.seq;
-            let bytes = inner.snapshot(&self.events.shared);
+            let frame = inner.snapshot(&self.events.shared);
             METRICS.frames_sent.fetch_add(1, Relaxed);
-            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
-            return Poll::Ready(Some(bytes));
+            return Poll::Ready(Some(snapshot(frame)));
         }
         if slot.cursor >= inner.seq {
             slot.waker = Some(cx.waker().clone());
@@ -1035,31 +1157,70 @@ impl Stream for Subscription {
             return Poll::Ready(None);
         }
         let start = (slot.cursor + 1 - first_seq) as usize;
-        let mut iter = inner.ring.range(start..);
-        let head = iter.next().expect("cursor < seq, so the ring holds the next frame");
-        let mut last = head.seq;
-        let out = match iter.next() {
-            // One frame ready: share its bytes without copying.
-            None => head.bytes.clone(),
-            Some(second) => {
-                let mut buf = BytesMut::with_capacity(MAX_CHUNK.min(head.bytes.len() * 8));
-                buf.extend_from_slice(&head.bytes);
-                buf.extend_from_slice(&second.bytes);
-                last = second.seq;
-                for entry in iter {
-                    if buf.len() + entry.bytes.len() > MAX_CHUNK {
-                        break;
-                    }
-                    buf.extend_from_slice(&entry.bytes);
-                    last = entry.seq;
-                }
-                buf.freeze()
-            }
-        };
+        let (out, last) = frames(&mut inner.ring.range(start..));
         METRICS.frames_sent.fetch_add(last - slot.cursor, Relaxed);
-        METRICS.bytes_sent.fetch_add(out.len() as u64, Relaxed);
         slot.cursor = last;
         Poll::Ready(Some(out))
+    }
+}
+
+impl Stream for Subscription {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let out = self.poll_take(
+            cx,
+            |snapshot| snapshot.to_sse(),
+            |entries| {
+                let head = entries.next().expect("cursor < seq, so the ring holds the next frame");
+                let mut last = head.seq;
+                let out = match entries.next() {
+                    // One frame ready: share its bytes without copying.
+                    None => head.bytes.clone(),
+                    Some(second) => {
+                        let mut buf = BytesMut::with_capacity(MAX_CHUNK.min(head.bytes.len() * 8));
+                        buf.extend_from_slice(&head.bytes);
+                        buf.extend_from_slice(&second.bytes);
+                        last = second.seq;
+                        for entry in entries {
+                            if buf.len() + entry.bytes.len() > MAX_CHUNK {
+                                break;
+                            }
+                            buf.extend_from_slice(&entry.bytes);
+                            last = entry.seq;
+                        }
+                        buf.freeze()
+                    }
+                };
+                (out, last)
+            },
+        );
+        if let Poll::Ready(Some(bytes)) = &out {
+            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
+        }
+        out
+    }
+}
+
+/// A [`Subscription`] that yields the frames themselves, in order, a batch per poll:
+/// the snapshot alone, or up to [`MAX_TYPED`] frames that follow one another. The
+/// frames are the ring's own (`Arc`), so a transport maps them without a copy or a
+/// parse.
+pub struct TypedSubscription(Subscription);
+
+impl Stream for TypedSubscription {
+    type Item = Vec<Arc<Frame>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_take(
+            cx,
+            |snapshot| vec![snapshot],
+            |entries| {
+                let frames: Vec<Arc<Frame>> = entries.take(MAX_TYPED).map(|e| e.frame.clone()).collect();
+                let last = frames.last().expect("cursor < seq, so the ring holds the next frame").seq;
+                (frames, last)
+            },
+        )
     }
 }
 
@@ -1204,6 +1365,43 @@ mod tests {
         let inner = ev.lock();
         assert!(inner.ring_bytes <= limits.queue_bytes + 1024, "{}", inner.ring_bytes);
         assert_eq!(inner.subscribers.len(), 2);
+    }
+
+    #[test]
+    fn a_run_subscription_starts_at_the_clients_last_event_or_a_snapshot_at_the_runs_count() {
+        let ev = events(EventLimits::default());
+        let run = RunId::new();
+        let delta = |i: usize| FrameBody::LoopEvent {
+            run_id: run.clone(),
+            message_index: Some(1),
+            message_id: None,
+            event: AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset: i, delta: "w".into() },
+            },
+        };
+        publish_n(&ev, 3, 10);
+        ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: run.clone() });
+        for i in 0..10 {
+            ev.publish_body(delta(i));
+        }
+        // Event 6 is the sixth frame of the run (seq 9): the replay starts after it.
+        let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new());
+        assert_eq!(start.from, RunFrom::Replay(RunCount::after(run.clone(), 6)));
+        assert_eq!(drain(&mut sub).0.iter().map(|f| f.seq).collect::<Vec<_>>(), (10..=14).collect::<Vec<_>>());
+        // From the start: the frame before `run.accepted`.
+        let (mut sub, _) = ev.subscribe_from_run(&run, RunAfter::Seq(0), CancellationToken::new());
+        assert_eq!(drain(&mut sub).0.first().map(|f| f.seq), Some(4));
+        // 300 deltas later, event 6 is gone: a snapshot, at the run's count.
+        for i in 10..310 {
+            ev.publish_body(delta(i));
+        }
+        let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new());
+        let RunFrom::Snapshot(Some(count)) = &start.from else { panic!("{start:?}") };
+        assert_eq!(count.sequence(), 311);
+        assert!(matches!(drain(&mut sub).0[0].body, FrameBody::Snapshot { .. }));
+        // A run this stream never saw start: a snapshot, numbers unknown.
+        let (_, start) = ev.subscribe_from_run(&RunId::new(), RunAfter::Seq(6), CancellationToken::new());
+        assert_eq!(start.from, RunFrom::Snapshot(None));
     }
 
     #[tokio::test]

@@ -20,6 +20,7 @@ mod opencode_support;
 mod remote;
 mod roots;
 mod run;
+mod run_sequence;
 pub mod store;
 pub mod tool;
 pub mod view;
@@ -31,13 +32,14 @@ pub use engine::{
     PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
-pub use events::{EventLimits, SessionEvents, Start, Subscription};
+pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
+pub use run_sequence::RunCount;
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
     Supersede,

@@ -123,6 +123,14 @@ pub trait Store: Send + Sync + 'static {
     /// The session's runs whose user message index is `from_index` or later, in order
     /// (to restore the prompt timings of the rounds a snapshot shows).
     async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError>;
+    /// Sessions of `project` with a run that ended after `after`, latest first, at most
+    /// `limit`.
+    async fn sessions_ended_after(
+        &self,
+        project: &ProjectId,
+        after: time::Millis,
+        limit: u32,
+    ) -> Result<Vec<SessionId>, StoreError>;
     /// The session's run that is `interrupted` (waiting for an approval), if any.
     async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError>;
     /// Marks every run still `running` as `failed` with `error`; returns how many.

@@ -172,13 +172,13 @@ pub fn apply_delta(message: &mut Message, delta: &spool_protocol::StreamDelta) {
 pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::FrameBody) {
     use spool_protocol::AgentEvent as E;
     use spool_protocol::frame::FrameBody as F;
-    let (index, event) = match body {
+    let (index, run_id, event) = match body {
         F::Snapshot { state: s } | F::State { state: s } => {
             *state = (**s).clone();
             return;
         }
         F::RunAccepted { .. } => return,
-        F::LoopEvent { message_index, message_id, event, .. } => (*message_index, (message_id, event)),
+        F::LoopEvent { message_index, message_id, event, run_id } => (*message_index, run_id, (message_id, event)),
     };
     let (message_id, event) = event;
     match (event, index) {
@@ -212,7 +212,8 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             }
         }
         (event @ E::PromptTiming { .. }, _) => {
-            if let Some(timing) = PromptTiming::from_event(event) {
+            if let Some(mut timing) = PromptTiming::from_event(event) {
+                timing.run_id = Some(run_id.clone());
                 set_timing(state, timing);
             }
         }

@@ -162,6 +162,10 @@ pub struct PromptTiming {
     /// Why a run that did not complete ended: a view explains it beside the timing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
+    /// The run that answers the prompt (a view that saw only a snapshot can name the
+    /// run whose end it shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
 }
 
 impl PromptTiming {
@@ -175,6 +179,7 @@ impl PromptTiming {
             ended_at: run.ended_at,
             status: ended.then_some(run.status),
             error: run.error.clone().filter(|_| ended),
+            run_id: Some(run.id.clone()),
         }
     }
 
@@ -201,6 +206,7 @@ impl PromptTiming {
                     ended_at: *ended_at,
                     status: *status,
                     error: error.clone(),
+                    run_id: None,
                 })
             }
             _ => None,

@@ -68,6 +68,7 @@ fn state() -> SessionState {
             ended_at: None,
             status: None,
             error: None,
+            run_id: Some("run_01jd0000000000000000000003".parse().expect("a run id")),
         },
     );
     SessionState {

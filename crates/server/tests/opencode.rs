@@ -24,8 +24,28 @@ struct Events {
 
 impl Events {
     async fn open(server: &TestServer, directory: &Path, query: &str) -> Events {
+        Events::reopen(server, directory, None).await.with_query(server, directory, query).await
+    }
+
+    /// Opens `/event` as a reconnecting client: with the id of the last event it had.
+    async fn reopen(server: &TestServer, directory: &Path, last_event_id: Option<&str>) -> Events {
+        Events::connect(server, directory, "", last_event_id).await
+    }
+
+    async fn with_query(self, server: &TestServer, directory: &Path, query: &str) -> Events {
+        if query.is_empty() {
+            return self;
+        }
+        Events::connect(server, directory, query, None).await
+    }
+
+    async fn connect(server: &TestServer, directory: &Path, query: &str, last_event_id: Option<&str>) -> Events {
         let url = server.url(&format!("/event?directory={}{query}", urlencode(&directory.to_string_lossy())));
-        let res = server.client.get(url).send().await.expect("open /event");
+        let mut request = server.client.get(url);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let res = request.send().await.expect("open /event");
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(res.headers()["content-type"], "text/event-stream");
         Events {
@@ -497,4 +517,103 @@ async fn a_client_that_stops_reading_is_cut_and_a_reconnect_starts_fresh() {
     fresh.until_idle(&session).await;
     let list = messages(&server, &session).await;
     assert_eq!(deltas(&fresh.seen, list.last().expect("answer")["info"]["id"].as_str().expect("id")), "after the cut");
+}
+
+/// What a seed 004 client holds per part: `message.part.delta` appends,
+/// `message.part.updated` replaces. Returns the text parts of `message`, and how many
+/// characters came as deltas (a delta the client already had would count twice).
+fn assembled(events: &[Value], message: &str) -> (String, usize) {
+    let mut parts: BTreeMap<String, String> = BTreeMap::new();
+    let mut by_delta = 0;
+    for e in events {
+        let p = &e["properties"];
+        match e["type"].as_str() {
+            Some("message.part.delta") if p["messageID"] == message => {
+                let delta = p["delta"].as_str().expect("delta");
+                by_delta += delta.chars().count();
+                parts.entry(p["partID"].as_str().expect("partID").to_owned()).or_default().push_str(delta);
+            }
+            Some("message.part.updated") if p["part"]["messageID"] == message && p["part"]["type"] == "text" => {
+                let text = p["part"]["text"].as_str().unwrap_or_default().to_owned();
+                parts.insert(p["part"]["id"].as_str().expect("part id").to_owned(), text);
+            }
+            _ => {}
+        }
+    }
+    (parts.into_values().collect(), by_delta)
+}
+
+fn last_id(events: &Events) -> String {
+    events.seen.last().expect("an event")["id"].as_str().expect("id").to_owned()
+}
+
+#[tokio::test]
+async fn a_client_back_with_its_last_event_id_is_told_the_run_that_ended_while_it_was_away() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(3), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "away").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    let run = server.start_run(&session, "stream: 200").await;
+    events.until(|e| e["type"] == "message.part.delta").await;
+    let last = last_id(&events);
+    drop(events);
+    server.wait_run(&run).await;
+
+    let mut back = Events::reopen(&server, &dir, Some(&last)).await;
+    assert_eq!(back.next().await.expect("connected")["type"], "server.connected");
+    back.until_idle(&session).await;
+    let list = messages(&server, &session).await;
+    let answer = list.last().expect("answer");
+    let id = answer["info"]["id"].as_str().expect("id");
+    let updated = back.seen.iter().find(|e| e["type"] == "message.updated" && e["properties"]["info"]["id"] == id);
+    let updated = updated.expect("the finished answer's message.updated");
+    assert!(updated["properties"]["info"]["time"]["completed"].is_number(), "{updated}");
+    assert_eq!(assembled(&back.seen, id).0, stored_text(answer), "the whole answer, as parts to replace");
+}
+
+#[tokio::test]
+async fn a_reconnect_mid_run_with_its_last_event_id_repeats_no_delta() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(3), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "resume").await;
+    let mut first = Events::open(&server, &dir, "").await;
+    let run = server.start_run(&session, "stream: 400").await;
+    for _ in 0..20 {
+        first.until(|e| e["type"] == "message.part.delta").await;
+    }
+    let last = last_id(&first);
+    drop(first.body);
+    let mut again = Events::reopen(&server, &dir, Some(&last)).await;
+    again.until_idle(&session).await;
+    server.wait_run(&run).await;
+    let list = messages(&server, &session).await;
+    let answer = list.last().expect("answer");
+    let id = answer["info"]["id"].as_str().expect("id");
+    let stored = stored_text(answer);
+    let mut both = first.seen.clone();
+    both.extend(again.seen.iter().cloned());
+    let (text, by_delta) = assembled(&both, id);
+    assert_eq!(text, stored, "appending deltas and replacing parts gives the stored answer");
+    assert!(by_delta <= stored.chars().count(), "no delta sent twice: {by_delta} delta chars for {}", stored.len());
+}
+
+#[tokio::test]
+async fn a_permission_replied_while_the_client_was_away_is_told_on_reconnect() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "permission away").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    prompt_async(&server, &session, r#"tool: write {"path":"x.txt","content":"hi"}"#).await;
+    let asked = events.until(|e| e["type"] == "permission.asked").await;
+    let id = asked["properties"]["id"].as_str().expect("id").to_owned();
+    let last = last_id(&events);
+    drop(events);
+    let (status, ok) = server.post(&format!("/permission/{id}/reply"), json!({ "reply": "once" })).await;
+    assert_eq!((status, ok), (StatusCode::OK, json!(true)));
+    let mut back = Events::reopen(&server, &dir, Some(&last)).await;
+    let replied = back.until(|e| e["type"] == "permission.replied").await;
+    assert_eq!(replied["properties"]["permissionID"], id.as_str());
+    assert_eq!(replied["properties"]["reply"], "once");
 }

@@ -1,15 +1,19 @@
 //! The run stream of seed 003 through a real server on a real port: `POST /api/chat`
 //! answers with `event:` / `data:` SSE numbered 1, 2, 3 …, ends after `interrupt`,
 //! `done` or `error`, and `GET /api/runs/:id/events?after=N` re-attaches with exactly
-//! the missed events — or, once the run's frames left the buffer, a snapshot.
+//! the missed events — or, once they left the buffer, a snapshot at the run's current
+//! sequence. A run's sequence is the run's: every stream of one run continues it.
 
 mod common;
 
-use common::{SseStream, TestOptions, TestServer, WAIT, id_of};
+use common::{ModelsOverride, SseStream, TestOptions, TestServer, WAIT, id_of};
+use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::EngineConfig;
-use std::collections::HashMap;
+use spool_engine::{EngineConfig, Model, ModelError, ModelEvent, ModelRequest, ModelStream, Models};
+use spool_protocol::{Message, StopReason};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One received run-stream event.
@@ -293,39 +297,37 @@ async fn a_client_that_drops_mid_run_reattaches_to_exactly_what_it_missed() {
 }
 
 #[tokio::test]
-async fn once_the_runs_frames_left_the_buffer_a_reattach_gets_a_snapshot() {
+async fn once_the_missed_frames_left_the_buffer_a_reattach_gets_a_snapshot_at_the_runs_sequence() {
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
     let session = server.new_session().await;
-    // 600 deltas: far more than the 256-frame replay buffer.
-    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "stream: 600"})).await);
+    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "stream: 1000"})).await);
     let mut seen = Vec::new();
-    while seen.len() < 400 {
+    while seen.len() < 300 {
         seen.push(next(&mut stream).await.expect("an event"));
     }
     drop(stream);
     let run = run_id(&seen);
-    let mut again = run_stream(open_events(&server, &run, "?after=400").await);
-    let snapshot = next(&mut again).await.expect("snapshot");
-    assert_eq!(snapshot.kind, "snapshot");
-    assert_eq!(snapshot.sequence(), 401, "numbered after the client's own last event");
-    assert!(matches!(snapshot.data["status"].as_str(), Some("running" | "completed")), "{}", snapshot.data);
-    let text_so_far = snapshot.data["text"].as_str().expect("text").to_owned();
-    assert!(text_so_far.starts_with(&text_of(&seen)), "the snapshot covers what the client drew");
-    let rest = read_to_end(&mut again).await;
-    let mut after_snapshot = vec![snapshot];
-    after_snapshot.extend(rest);
-    assert_dense(&after_snapshot, 401);
-    assert_eq!(kinds(&after_snapshot).last(), Some(&"done"));
+    // 700 more deltas: the frames after the client's last event are gone.
+    server.wait_run(&run).await;
     let (text, _) = stored_answer(&server, &session).await;
-    assert_eq!(text_so_far + &text_of(&after_snapshot), text, "snapshot text plus live deltas is the answer");
-
-    // Long after: snapshot, then done, then the end.
-    let settled = read_to_end(&mut run_stream(open_events(&server, &run, "").await)).await;
+    let settled = read_to_end(&mut run_stream(open_events(&server, &run, "?after=300").await)).await;
     assert_eq!(kinds(&settled), ["snapshot", "done"]);
     assert_eq!(settled[0].data["status"], "completed");
     assert_eq!(settled[0].data["text"], text.as_str());
-    assert_eq!(settled[0].sequence(), 1);
+    assert_eq!(settled[0].data["tools"], json!([]));
+    // The run's numbers: run_started, 1,000 deltas, done; the snapshot stands for all
+    // but the done.
+    assert_eq!(settled[1].sequence(), 1002);
+    assert_eq!(settled[0].sequence(), 1001);
+    assert!(text.starts_with(&text_of(&seen)), "the snapshot covers what the client drew");
+
+    // Without `after`, the same.
+    let again = read_to_end(&mut run_stream(open_events(&server, &run, "").await)).await;
+    assert_eq!(again, settled);
+    // With everything, nothing: the run has ended.
+    let nothing = read_to_end(&mut run_stream(open_events(&server, &run, "?after=1002").await)).await;
+    assert_eq!(nothing, vec![]);
 }
 
 #[tokio::test]
@@ -381,4 +383,326 @@ async fn reattaching_to_someone_elses_or_no_run_is_a_404() {
     }
     let (status, body) = server.get("/api/runs/run_01jd0000000000000000000000/events?after=x").await;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_query")));
+}
+
+// ---- re-attaching as a seed 003 client does (issue 15) ---------------------------------
+
+/// A seed 003 client rebuilding one run from however many streams it takes: it keeps
+/// the last sequence it has, drops every event numbered at or below it, lets a
+/// `snapshot` replace its text and tool calls, appends deltas and tracks tool calls by
+/// id. It never asks the server anything but `after`.
+#[derive(Debug, Default)]
+struct Client {
+    last: u64,
+    text: String,
+    /// Tool call id → `running`, `success` or `error`.
+    tools: BTreeMap<String, String>,
+    /// The `done` or `error` that ended the run.
+    end: Option<Event>,
+    snapshots: usize,
+}
+
+impl Client {
+    /// Takes one event; `false` when it was dropped as already had.
+    fn take(&mut self, e: &Event) -> bool {
+        if e.sequence() <= self.last {
+            return false;
+        }
+        self.last = e.sequence();
+        let field = |name: &str| e.data[name].as_str().unwrap_or_else(|| panic!("no {name}: {}", e.data)).to_owned();
+        match e.kind.as_str() {
+            "snapshot" => {
+                self.snapshots += 1;
+                self.text = field("text");
+                let tools = e.data["tools"].as_array().cloned().unwrap_or_default();
+                self.tools = tools
+                    .iter()
+                    .map(|t| {
+                        (t["callId"].as_str().expect("callId").into(), t["status"].as_str().expect("status").into())
+                    })
+                    .collect();
+            }
+            "text_delta" => self.text.push_str(&field("delta")),
+            "tool_started" => {
+                self.tools.insert(field("callId"), "running".into());
+            }
+            "tool_finished" => {
+                self.tools.insert(field("callId"), field("status"));
+            }
+            "done" | "error" => self.end = Some(e.clone()),
+            _ => {}
+        }
+        true
+    }
+
+    /// Asserts the client holds the run as stored: the whole answer, every tool call
+    /// the run made, ended as it ended, and `done`.
+    async fn assert_holds_the_stored_run(&self, server: &TestServer, session: &str) {
+        assert_eq!(self.end.as_ref().map(|e| e.kind.as_str()), Some("done"), "{:?}", self.end);
+        let (text, message_id) = stored_answer(server, session).await;
+        assert_eq!(self.text.len(), text.len(), "no word lost or repeated");
+        assert!(self.text == text, "the assembled text is the stored answer");
+        assert_eq!(self.end.as_ref().expect("done").data["messageId"], message_id.as_str());
+        let page = server.messages(session, "?limit=500").await;
+        let messages = page["messages"].as_array().expect("messages");
+        let start = messages.iter().rposition(|m| m["role"] == "user").expect("a user message");
+        let stored: BTreeMap<String, String> = messages[start..]
+            .iter()
+            .filter(|m| m["role"] == "toolResult")
+            .map(|m| {
+                let status = if m["isError"] == true { "error" } else { "success" };
+                (m["toolCallId"].as_str().expect("toolCallId").to_owned(), status.to_owned())
+            })
+            .collect();
+        assert_eq!(self.tools, stored, "every tool call the run made ended, as it ended");
+    }
+}
+
+/// `POST /api/runs/:id/resume` asking for the continuation as a stream.
+async fn resume_stream(server: &TestServer, run: &str, approval: &str, key: &str) -> SseStream {
+    let request = server
+        .client
+        .post(server.url(&format!("/api/runs/{run}/resume")))
+        .header("accept", "text/event-stream")
+        .json(&json!({"interruptId": approval, "decision": "approve", "idempotencyKey": key}))
+        .send();
+    run_stream(tokio::time::timeout(WAIT, request).await.expect("resume answers in time").expect("resume"))
+}
+
+/// Publishes `n` frames in the session that are none of the run's events (title
+/// changes), pushing the run's earlier frames out of the 256-frame buffer.
+async fn push_out_of_the_buffer(server: &TestServer, session: &str, n: usize) {
+    for i in 0..n {
+        let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"title": format!("t{i}")})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_retried_chat_continues_the_runs_sequence_instead_of_restarting_at_1() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let body = json!({"sessionId": session, "text": "stream: 1000", "requestId": "retry-1"});
+    let mut client = Client::default();
+    let mut stream = run_stream(open_chat(&server, body.clone()).await);
+    while client.last < 300 {
+        client.take(&next(&mut stream).await.expect("an event"));
+    }
+    drop(stream);
+    // 300 events in, the run's first frame is far behind the 256-frame buffer.
+    let mut retried = run_stream(open_chat(&server, body).await);
+    let first = next(&mut retried).await.expect("an event");
+    assert!(first.sequence() > 1, "the run's sequence goes on, it does not restart: {first:?}");
+    client.take(&first);
+    for e in read_to_end(&mut retried).await {
+        client.take(&e);
+    }
+    client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+#[tokio::test]
+async fn a_streamed_resume_continues_after_the_interrupt_once_the_runs_start_left_the_buffer() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let prompt = format!("tool: write {}", json!({"path": "out.txt", "content": "hello"}));
+    let mut client = Client::default();
+    let first =
+        read_to_end(&mut run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await)).await;
+    first.iter().for_each(|e| assert!(client.take(e)));
+    let interrupt = first.last().expect("events").clone();
+    assert_eq!(interrupt.kind, "interrupt", "{:?}", kinds(&first));
+    push_out_of_the_buffer(&server, &session, 300).await;
+
+    let approval = interrupt.data["interruptId"].as_str().expect("interruptId");
+    let rest = read_to_end(&mut resume_stream(&server, &run_id(&first), approval, "k1").await).await;
+    assert_eq!(rest.first().map(Event::sequence), Some(interrupt.sequence() + 1), "{:?}", kinds(&rest));
+    assert_dense(&rest, interrupt.sequence() + 1);
+    rest.iter().for_each(|e| assert!(client.take(e), "{e:?} was new"));
+    client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+#[tokio::test]
+async fn a_reattach_replays_from_after_once_the_runs_start_left_the_buffer() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(5), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let mut client = Client::default();
+    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "stream: 1000"})).await);
+    let mut started = None;
+    while client.last < 400 {
+        let e = next(&mut stream).await.expect("an event");
+        started.get_or_insert_with(|| run_id(std::slice::from_ref(&e)));
+        client.take(&e);
+    }
+    drop(stream);
+    let run = started.expect("run_started");
+    let rest = read_to_end(&mut run_stream(open_events(&server, &run, &format!("?after={}", client.last)).await)).await;
+    assert_eq!(rest.first().map(|e| e.kind.as_str()), Some("text_delta"), "a replay, not a snapshot");
+    assert_dense(&rest, client.last + 1);
+    rest.iter().for_each(|e| assert!(client.take(e)));
+    assert_eq!(client.snapshots, 0);
+    client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+#[tokio::test]
+async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_end() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let (status, _) = server
+        .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // The command runs until the test creates `gate`.
+    let prompt =
+        format!("tool: bash {}", json!({"command": "while [ ! -f gate ]; do sleep 0.01; done; echo released"}));
+    let mut client = Client::default();
+    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await);
+    // The client drops just as the call starts: it never sees `tool_started`.
+    let started = loop {
+        let e = next(&mut stream).await.expect("an event");
+        if e.kind == "tool_started" {
+            break e;
+        }
+        client.take(&e);
+    };
+    drop(stream);
+    push_out_of_the_buffer(&server, &session, 300).await;
+
+    let run = started.data["runId"].as_str().expect("runId");
+    let mut again = run_stream(open_events(&server, run, &format!("?after={}", client.last)).await);
+    let snapshot = next(&mut again).await.expect("snapshot");
+    assert_eq!(snapshot.kind, "snapshot", "{}", snapshot.data);
+    assert_eq!(snapshot.sequence(), started.sequence(), "at the run's sequence");
+    assert_eq!(snapshot.data["status"], "running");
+    assert_eq!(
+        snapshot.data["tools"],
+        json!([{"callId": started.data["callId"], "tool": "bash", "status": "running"}]),
+        "the call still running is in the snapshot"
+    );
+    client.take(&snapshot);
+    std::fs::write(server.project_dir().join("gate"), "").expect("open the gate");
+    let rest = read_to_end(&mut again).await;
+    assert_eq!(kinds(&rest)[..1], ["tool_finished"], "{:?}", kinds(&rest));
+    assert_eq!(kinds(&rest).last(), Some(&"done"));
+    rest.iter().for_each(|e| assert!(client.take(e)));
+    client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+#[tokio::test]
+async fn a_reattach_is_one_stream_of_the_users_limit() {
+    let engine = EngineConfig { max_streams_per_user: 1, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let run = server.start_run(&session, "stream: 60").await;
+    server.wait_run(&run).await;
+    // Every event is still buffered, and the one stream allowed is enough to replay them.
+    let rest = read_to_end(&mut run_stream(open_events(&server, &run, "?after=10").await)).await;
+    assert_eq!(rest.first().map(|e| e.kind.as_str()), Some("text_delta"), "a replay, not a snapshot");
+    assert_dense(&rest, 11);
+    assert_eq!(kinds(&rest).last(), Some(&"done"));
+}
+
+/// A model that talks and calls tools in one run: 700 words and a `read` call, after
+/// its result 700 more words and another call, then 600 words — 2,000 words in all,
+/// one per `delay`. Housekeeping calls (the title) get a short answer.
+struct Chatty {
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl Model for Chatty {
+    fn name(&self) -> String {
+        "chatty".into()
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let mut events = Vec::new();
+        if request.system.as_deref().is_some_and(|s| s.starts_with(spool_engine::context::TITLE_INSTRUCTION)) {
+            events.push(ModelEvent::Text("Chatty".into()));
+            events.push(ModelEvent::Stop(StopReason::Stop));
+            return Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed());
+        }
+        let results = request.messages.iter().filter(|m| matches!(m, Message::ToolResult { .. })).count();
+        let (words, call) = match results {
+            0 => (0..700, true),
+            1 => (700..1400, true),
+            _ => (1400..2000, false),
+        };
+        events.extend(words.map(|i| ModelEvent::Text(if i == 0 { "w0".into() } else { format!(" w{i}") })));
+        if call {
+            events.push(ModelEvent::ToolCallStart { id: format!("call_{results}"), name: "read".into() });
+            events.push(ModelEvent::ToolCallArgs(json!({"path": "README.md"}).to_string()));
+            events.push(ModelEvent::Stop(StopReason::ToolUse));
+        } else {
+            events.push(ModelEvent::Stop(StopReason::Stop));
+        }
+        let delay = self.delay;
+        Ok(futures::stream::iter(events)
+            .then(move |e| async move {
+                tokio::time::sleep(delay).await;
+                Ok(e)
+            })
+            .boxed())
+    }
+}
+
+/// A small seeded generator (xorshift64*), so a failing drop pattern can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Drops the run stream at random points of a 2,000-word answer with two tool calls and
+/// comes back as a seed 003 client does — the `requestId` again (`POST /api/chat`), or
+/// `Last-Event-ID` with the last sequence it has — dropping what it already has and
+/// applying snapshots. The client ends holding exactly the stored run.
+#[tokio::test]
+async fn random_drops_lose_and_repeat_no_word_and_every_tool_call_ends() {
+    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0015_u64);
+    let mut rng = Rng(seed | 1);
+    let models = Models::new(Arc::new(Chatty { delay: Duration::from_millis(1) }));
+    let server =
+        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let body = json!({"sessionId": session, "text": "talk and read", "requestId": "drops-1"});
+    let mut client = Client::default();
+    let mut run: Option<String> = None;
+    let mut drops = 0;
+    let mut stream = run_stream(open_chat(&server, body.clone()).await);
+    loop {
+        // Events this connection gets before it drops (the ones already had do not count).
+        let mut budget = 10 + rng.below(60);
+        while budget > 0 {
+            let Some(e) = next(&mut stream).await else { break };
+            run.get_or_insert_with(|| run_id(std::slice::from_ref(&e)));
+            if client.take(&e) {
+                budget -= 1;
+            }
+        }
+        if client.end.is_some() {
+            break;
+        }
+        assert!(budget == 0, "a stream ended before the run did (seed {seed}, last sequence {})", client.last);
+        drops += 1;
+        drop(stream);
+        stream = match &run {
+            Some(run) if rng.below(3) > 0 => {
+                let request = server
+                    .client
+                    .get(server.url(&format!("/api/runs/{run}/events")))
+                    .header("last-event-id", client.last.to_string());
+                run_stream(tokio::time::timeout(WAIT, request.send()).await.expect("in time").expect("re-attach"))
+            }
+            _ => run_stream(open_chat(&server, body.clone()).await),
+        };
+    }
+    assert!(drops >= 30, "only {drops} drops (seed {seed})");
+    client.assert_holds_the_stored_run(&server, &session).await;
 }

@@ -291,24 +291,107 @@ async fn a_reconnect_with_a_cursor_gets_exactly_what_it_missed_or_a_snapshot() {
     assert_eq!(snapshot["type"], "channel.snapshot");
     assert_eq!(snapshot["data"]["state"]["session"]["id"], session.as_str());
     assert_eq!(snapshot["data"]["state"]["status"], "idle");
+    // The client cannot say which runs it saw end: the latest one's end follows the
+    // snapshot (a status; its run id tells a client that knew it already).
+    let end = recv(&mut third).await;
+    assert_eq!((end["type"].as_str(), end["data"]["status"].as_str()), (Some("agent.status"), Some("completed")));
     server.run_prompt(&session, "echo: after the snapshot").await;
     let live = recv_until(&mut third, is_settled).await;
     assert_eq!(streamed_text(&live), "after the snapshot");
 }
 
+/// The text of the assistant drafts in a `channel.snapshot`'s state.
+fn draft_text(snapshot: &Value) -> String {
+    let drafts = snapshot["data"]["state"]["drafts"].as_object().expect("drafts");
+    let content = drafts.values().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default());
+    content.filter(|c| c["type"] == "text").map(|c| c["text"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
 #[tokio::test]
-async fn a_socket_joining_mid_run_is_told_the_run_is_going() {
+async fn a_socket_joining_mid_run_gets_the_text_so_far_then_the_rest() {
     let server =
-        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(10), ..TestOptions::default() }).await;
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(5), ..TestOptions::default() }).await;
     let session = titled_session(&server).await;
-    let run = server.start_run(&session, "stream: 100").await;
+    let run = server.start_run(&session, "stream: 300").await;
+    // Join once a good part of the answer has streamed.
+    let mut watcher = connect(&server, &format!("?channels={session}")).await;
+    recv_until(&mut watcher, |e| e["type"] == "message.streaming" && e["data"]["offset"].as_u64() > Some(400)).await;
     // No channels: every session, as with an empty subscribe message.
     let mut ws = connect(&server, "").await;
     let first = recv(&mut ws).await;
-    assert_eq!((first["type"].as_str(), first["data"]["status"].as_str()), (Some("agent.status"), Some("running")));
-    assert_eq!(first["data"]["run_id"], run.as_str());
+    assert_eq!(first["type"], "channel.snapshot", "the run's text so far: {first}");
+    assert!(first["cursor"].is_string(), "a snapshot can be resumed from");
+    let so_far = draft_text(&first);
+    assert!(!so_far.is_empty(), "joined mid-answer: {first}");
+    let status = recv(&mut ws).await;
+    assert_eq!((status["type"].as_str(), status["data"]["status"].as_str()), (Some("agent.status"), Some("running")));
+    assert_eq!(status["data"]["run_id"], run.as_str());
     let rest = recv_until(&mut ws, is_settled).await;
     assert_eq!(rest.last().expect("status")["data"]["status"], "completed");
+    // The deltas continue the snapshot's text: together they are the stored answer.
+    let mut text = so_far;
+    for e in rest.iter().filter(|e| e["type"] == "message.streaming") {
+        let offset = e["data"]["offset"].as_u64().expect("offset") as usize;
+        assert_eq!(offset, text.encode_utf16().count(), "no hole and no repeat after the snapshot: {e}");
+        text.push_str(e["data"]["delta"].as_str().expect("delta"));
+    }
+    assert_eq!(text, stored_text(&server, &session).await);
+}
+
+#[tokio::test]
+async fn a_cursor_that_does_not_parse_gets_a_channel_error() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, "").await;
+    send(&mut ws, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): "yesterday"}}))
+        .await;
+    let error = recv(&mut ws).await;
+    assert_eq!((error["type"].as_str(), error["channel_id"].as_str()), (Some("channel.error"), Some(session.as_str())));
+    assert_eq!(error["data"]["code"], "invalid_cursor");
+    assert_eq!(recv(&mut ws).await["type"], "subscribed");
+    // The channel is not followed behind the client's back.
+    server.run_prompt(&session, "echo: unseen").await;
+    expect_silence(&mut ws, Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn a_client_back_after_its_run_ended_beyond_the_buffer_gets_the_snapshot_and_the_runs_end() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    let run = server.start_run(&session, "stream: 400").await;
+    let first = recv_until(&mut ws, |e| e["cursor"].is_string()).await;
+    let cursor = first.last().expect("an event")["cursor"].as_str().expect("cursor").to_owned();
+    drop(ws);
+    // The run streams on past the 256-frame buffer and ends while the client is away.
+    server.wait_run(&run).await;
+    let mut again = connect(&server, "").await;
+    send(&mut again, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): cursor}})).await;
+    recv_until(&mut again, |e| e["type"] == "subscribed").await;
+    let snapshot = recv(&mut again).await;
+    assert_eq!(snapshot["type"], "channel.snapshot");
+    let end = recv(&mut again).await;
+    assert_eq!((end["type"].as_str(), end["data"]["status"].as_str()), (Some("agent.status"), Some("completed")));
+    assert_eq!(end["data"]["run_id"], run.as_str());
+}
+
+#[tokio::test]
+async fn a_client_of_every_session_learns_of_one_created_while_it_was_away() {
+    let server = TestServer::start().await;
+    let known = titled_session(&server).await;
+    let mut ws = connect(&server, "").await;
+    server.run_prompt(&known, "echo: hello").await;
+    let seen = recv_until(&mut ws, is_settled).await;
+    let cursor = seen.iter().rev().find_map(|e| e["cursor"].as_str()).expect("a cursor").to_owned();
+    drop(ws);
+    let project = server.default_project().await;
+    let created = id_of(&server.create_session(&project, Some("while away")).await);
+    let mut again = connect(&server, "").await;
+    send(&mut again, json!({"type": "subscribe", "channels": [], "cursors": {known.as_str(): cursor}})).await;
+    let events = recv_until(&mut again, |e| e["type"] == "subscribed").await;
+    let announced: Vec<_> = events.iter().filter(|e| e["type"] == "channel.created").collect();
+    assert_eq!(announced.len(), 1, "{events:?}");
+    assert_eq!(announced[0]["channel_id"], created.as_str());
 }
 
 #[tokio::test]

@@ -128,6 +128,14 @@ macro_rules! impl_store {
                 async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
                     runs::since(&self.pool, session, from_index).await
                 }
+                async fn sessions_ended_after(
+                    &self,
+                    project: &ProjectId,
+                    after: Millis,
+                    limit: u32,
+                ) -> Result<Vec<SessionId>, StoreError> {
+                    runs::ended_after(&self.pool, project, after, limit).await
+                }
                 async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {
                     memory::get(&self.pool, session).await
                 }

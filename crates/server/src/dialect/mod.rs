@@ -1,10 +1,13 @@
 //! Wire dialects: pure mappings from the engine's native frames to the events another
-//! kind of client expects. A dialect module does no I/O and holds no shared state; what
-//! it needs to remember between frames of one connection (a run's sequence number, the
-//! status an `agent_end` announced) is a small value the connection owns and passes in.
-//! The transports that feed them live in `http/`.
+//! kind of client expects. A dialect module does no I/O; what it needs to remember
+//! between frames (a run's sequence number, the status an `agent_end` announced) is a
+//! small value passed in. Transports read typed frames from the engine (never SSE or
+//! JSON that Spool produced) and, through [`shared`], map and encode each frame once per
+//! session and output form, whatever the number of subscribers. The transports that
+//! feed them live in `http/`.
 
 pub mod run_stream;
+pub mod shared;
 pub mod ws_hub;
 
 /// Fixed ids and a frame builder shared by the dialects' golden tests, so every

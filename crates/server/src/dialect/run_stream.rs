@@ -2,14 +2,15 @@
 //! continuation a resume answers with), mapped from the native session frames.
 //!
 //! A run-stream client follows one run, not a session, and counts its events with a
-//! dense `sequence` (1, 2, 3 …) to drop what it has already drawn. So the numbering must
-//! be a function of the run alone: [`RunStream`] numbers the events it derives from the
-//! run's own frames, starting at the run's `run.accepted` frame. Feeding it the same
-//! frames always gives the same events with the same numbers, which is what lets a
-//! re-attach replay from the run's first frame and skip what the client has (`after`).
-//! When the run's first frame is no longer buffered the numbering cannot be rebuilt;
-//! then [`RunStream::from_snapshot`] starts with one `snapshot` event (status and text
-//! so far) numbered after the client's own last sequence, and counts on from there.
+//! dense `sequence` (1, 2, 3 …) to drop what it has already drawn. The sequence is the
+//! run's, for the run's lifetime: every stream of one run continues it. The engine
+//! counts it once per session as frames enter the ring ([`RunCount`], which this fold
+//! steps too, so the two agree on every frame), which lets a re-attach start from the
+//! frame of the client's last event (`after`) and number on. When the frames after it
+//! are no longer buffered, [`RunStream::from_snapshot`] starts with one `snapshot`
+//! event — status, text so far, the run's tool calls — numbered with the run's current
+//! sequence; a settled run's `done` / `error`, or the `interrupt` a parked run waits at,
+//! follows it with its own number (the snapshot then stands for the events before it).
 //!
 //! | native frame                                   | run-stream event |
 //! |------------------------------------------------|------------------|
@@ -27,10 +28,11 @@
 
 use bytes::Bytes;
 use serde::Serialize;
+use spool_engine::RunCount;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::time::Millis;
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalId, ApprovalKind, IndexedMessage, Message, MessageId, Run, RunError, RunId,
+    AgentEvent, Approval, ApprovalId, ApprovalKind, Content, IndexedMessage, Message, MessageId, Run, RunError, RunId,
     RunStatus, SessionId, StreamDelta, sse,
 };
 use std::collections::BTreeMap;
@@ -70,10 +72,32 @@ pub enum RunEventBody {
     Done { message_id: Option<MessageId> },
     /// The run failed or was cancelled; `message` can be shown to a person.
     Error { code: String, message: String },
-    /// The run's frames were no longer buffered: where the run is now. A client
-    /// replaces what it drew for this run with `text` and counts on from `sequence`.
+    /// The frames after the client's last event were no longer buffered: where the run
+    /// is now. A client replaces what it drew for this run with `text` and `tools` and
+    /// counts on from `sequence`.
     #[serde(rename_all = "camelCase")]
-    Snapshot { session_id: SessionId, status: RunStatus, text: String },
+    Snapshot { session_id: SessionId, status: RunStatus, text: String, tools: Vec<RunTool> },
+}
+
+/// A tool call of the run, as a snapshot shows it: `running` from its call until its
+/// `tool_finished`.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTool {
+    pub call_id: String,
+    pub tool: String,
+    pub status: ToolState,
+    /// Once finished: the `summary` its `tool_finished` carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolState {
+    Running,
+    Success,
+    Error,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -113,18 +137,24 @@ pub enum Mapped {
     Failed,
 }
 
-/// The fold over one run's frames: its sequence counter and the little it must remember
-/// between frames. Pure: no clock, no I/O.
+/// How a snapshot is numbered.
+#[derive(Clone, Debug)]
+pub enum Numbering {
+    /// By the run's counter as it stood at the snapshot.
+    Run(RunCount),
+    /// This stream does not know the run's numbers (the session was loaded after the
+    /// run began, or the client's sequence is past the run's): after the client's own
+    /// last sequence.
+    After(u64),
+}
+
+/// The fold over one run's frames: the run's counter and the little the mapping must
+/// remember between frames. Pure: no clock, no I/O.
 #[derive(Clone, Debug)]
 pub struct RunStream {
-    run_id: RunId,
-    sequence: u64,
-    /// Seen the run's `run.accepted` (or started from a snapshot).
-    started: bool,
+    count: RunCount,
     /// Absolute index of the run's latest assistant message, named by `done`.
     last_assistant: Option<u64>,
-    /// `agent_end` said completed; `done` waits for the state frame with the message id.
-    completing: bool,
     /// The approval the run waits for, if it does.
     waiting: Option<ApprovalId>,
     finished: bool,
@@ -134,29 +164,19 @@ impl RunStream {
     /// A fold that starts numbering at the run's `run.accepted` frame and ignores
     /// everything before it.
     pub fn new(run_id: RunId) -> Self {
-        Self {
-            run_id,
-            sequence: 0,
-            started: false,
-            last_assistant: None,
-            completing: false,
-            waiting: None,
-            finished: false,
-        }
+        Self::resume(RunCount::new(run_id), None)
+    }
+
+    /// A fold that goes on from `count` (the engine's, where a subscription starts),
+    /// with the run waiting at `waiting` if it does. A count that has ended has nothing
+    /// more to give.
+    pub fn resume(count: RunCount, waiting: Option<ApprovalId>) -> Self {
+        let finished = count.ended();
+        Self { count, last_assistant: None, waiting, finished }
     }
 
     pub fn run_id(&self) -> &RunId {
-        &self.run_id
-    }
-
-    /// Whether the run's first frame was seen (or a snapshot stood in for it).
-    pub fn started(&self) -> bool {
-        self.started
-    }
-
-    /// The sequence of the last event produced (0 before the first).
-    pub fn sequence(&self) -> u64 {
-        self.sequence
+        self.count.run_id()
     }
 
     /// `done` or `error` was produced: nothing follows.
@@ -169,9 +189,8 @@ impl RunStream {
         self.waiting.as_ref()
     }
 
-    fn event(&mut self, body: RunEventBody) -> RunEvent {
-        self.sequence += 1;
-        RunEvent { body, run_id: self.run_id.clone(), sequence: self.sequence }
+    fn event(&self, sequence: u64, body: RunEventBody) -> RunEvent {
+        RunEvent { body, run_id: self.count.run_id().clone(), sequence }
     }
 
     /// Maps one native frame of the run's session.
@@ -179,126 +198,182 @@ impl RunStream {
         if self.finished {
             return None;
         }
-        match &frame.body {
-            FrameBody::RunAccepted { request_id, run_id } if *run_id == self.run_id && !self.started => {
-                self.started = true;
-                let body =
-                    RunEventBody::RunStarted { session_id: frame.session_id.clone(), request_id: request_id.clone() };
-                Some(Mapped::Event(self.event(body)))
-            }
-            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
-                self.loop_event(*message_index, event)
-            }
-            FrameBody::State { state } if self.completing => {
-                self.finished = true;
-                let message_id = self.message_id(&state.messages);
-                Some(Mapped::Event(self.event(RunEventBody::Done { message_id })))
-            }
-            _ => None,
-        }
-    }
-
-    fn loop_event(&mut self, message_index: Option<u64>, event: &AgentEvent) -> Option<Mapped> {
-        let body = match event {
-            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } } => {
-                RunEventBody::TextDelta { delta: delta.clone() }
-            }
-            AgentEvent::MessageEnd { message: Message::Assistant { .. } } => {
-                self.last_assistant = message_index.or(self.last_assistant);
-                return None;
-            }
-            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, .. } => {
-                RunEventBody::ToolStarted { call_id: tool_call_id.clone(), tool: tool_name.clone() }
-            }
-            AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error } => RunEventBody::ToolFinished {
-                call_id: tool_call_id.clone(),
-                tool: tool_name.clone(),
-                status: if *is_error { ToolOutcome::Error } else { ToolOutcome::Success },
-                summary: summary(result),
-            },
-            AgentEvent::ApprovalRequested { approval } => {
-                self.waiting = Some(approval.id.clone());
-                interrupt(approval)
-            }
-            AgentEvent::ApprovalResolved { approval_id, .. } => {
-                if self.waiting.as_ref() == Some(approval_id) {
+        // What the mapping remembers from frames that are no event of their own.
+        if let FrameBody::LoopEvent { run_id, message_index, event, .. } = &frame.body
+            && run_id == self.count.run_id()
+        {
+            match event {
+                AgentEvent::MessageEnd { message: Message::Assistant { .. } } => {
+                    self.last_assistant = message_index.or(self.last_assistant);
+                }
+                AgentEvent::ApprovalResolved { approval_id, .. } if self.waiting.as_ref() == Some(approval_id) => {
                     self.waiting = None;
                 }
-                return None;
+                AgentEvent::AgentEnd { .. } => self.waiting = None,
+                _ => {}
             }
-            AgentEvent::AgentEnd { status, .. } => {
-                self.waiting = None;
-                return match RunStatus::parse(status) {
-                    Some(RunStatus::Completed) => {
-                        self.completing = true;
-                        None
+        }
+        let sequence = self.count.step(&frame.body)?;
+        let body = match &frame.body {
+            FrameBody::RunAccepted { request_id, .. } => {
+                RunEventBody::RunStarted { session_id: frame.session_id.clone(), request_id: request_id.clone() }
+            }
+            FrameBody::State { state } => {
+                self.finished = true;
+                RunEventBody::Done { message_id: self.message_id(&state.messages) }
+            }
+            FrameBody::LoopEvent { event, .. } => match event {
+                AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } } => {
+                    RunEventBody::TextDelta { delta: delta.clone() }
+                }
+                AgentEvent::ToolExecutionStart { tool_call_id, tool_name, .. } => {
+                    RunEventBody::ToolStarted { call_id: tool_call_id.clone(), tool: tool_name.clone() }
+                }
+                AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error } => {
+                    RunEventBody::ToolFinished {
+                        call_id: tool_call_id.clone(),
+                        tool: tool_name.clone(),
+                        status: if *is_error { ToolOutcome::Error } else { ToolOutcome::Success },
+                        summary: summary(result),
                     }
-                    _ => Some(Mapped::Failed),
-                };
-            }
-            _ => return None,
+                }
+                AgentEvent::ApprovalRequested { approval } => {
+                    self.waiting = Some(approval.id.clone());
+                    interrupt(approval)
+                }
+                // Failed or cancelled: the error is the stored run's (see [`Self::error`]).
+                AgentEvent::AgentEnd { .. } => return Some(Mapped::Failed),
+                other => unreachable!("the run counter counts no {other:?}"),
+            },
+            other => unreachable!("the run counter counts no {other:?}"),
         };
-        Some(Mapped::Event(self.event(body)))
+        Some(Mapped::Event(self.event(sequence, body)))
     }
 
     /// The final `error` event of a run that settled with `status` (failed or
-    /// cancelled), from its stored error.
+    /// cancelled), from its stored error: numbered as the `agent_end` that said so.
     pub fn error(&mut self, status: RunStatus, error: Option<&RunError>) -> RunEvent {
         self.finished = true;
-        let body = match error {
-            Some(RunError { code, message }) => RunEventBody::Error { code: code.clone(), message: message.clone() },
-            None => RunEventBody::Error {
-                code: status.as_str().to_owned(),
-                message: format!("the run ended {}", status.as_str()),
-            },
-        };
-        self.event(body)
+        self.event(self.count.sequence(), error_body(status, error))
     }
 
-    /// A fold for a run whose first frame is no longer buffered. `state` is the
-    /// session snapshot the live frames will follow; `run` is the stored run read after
-    /// it (authoritative once the snapshot shows the run settled); `messages` holds the
-    /// run's committed messages (the snapshot's own when they are among its rounds).
-    /// `after` is the client's last sequence: the snapshot is numbered `after + 1`.
+    /// A fold for a run whose frames after the client's last event are no longer
+    /// buffered. `state` is the session snapshot the live frames will follow; `run` is
+    /// the stored run read after it (authoritative once the snapshot shows the run
+    /// settled); `messages` holds the run's committed messages (the snapshot's own when
+    /// they are among its rounds).
     ///
     /// Returns the fold and its first events: the `snapshot`, then the pending
-    /// `interrupt`, or `done` / `error` for a settled run.
+    /// `interrupt`, or `done` / `error` for a settled run. Numbered by the run, the
+    /// snapshot carries the run's current sequence — or the one before, when the
+    /// `interrupt` or end that follows it is the run's last event so far.
     pub fn from_snapshot(
         run: &Run,
         state: &SessionState,
         messages: &[IndexedMessage],
-        after: u64,
+        numbering: Numbering,
     ) -> (Self, Vec<RunEvent>) {
-        let mut fold = Self::new(run.id.clone());
-        fold.started = true;
-        fold.sequence = after;
+        let is_settled = |s: RunStatus| matches!(s, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled);
         let active = state.active_run.as_ref().filter(|a| a.run_id == run.id);
-        let status = active.map_or(run.status, |a| a.status);
-        let text = run_text(run.user_message_index, messages, &state.drafts);
-        fold.last_assistant = last_assistant(run.user_message_index, messages);
-        let mut events =
-            vec![fold.event(RunEventBody::Snapshot { session_id: state.session.id.clone(), status, text })];
-        match status {
-            RunStatus::Completed => {
-                fold.finished = true;
-                let message_id = fold.message_id(messages);
-                events.push(fold.event(RunEventBody::Done { message_id }));
-            }
-            RunStatus::Failed | RunStatus::Cancelled => events.push(fold.error(status, run.error.as_ref())),
-            RunStatus::Interrupted | RunStatus::Running => {
-                if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
-                    fold.waiting = Some(approval.id.clone());
-                    events.push(fold.event(interrupt(approval)));
+        let mut status = active.map_or(run.status, |a| a.status);
+        // The counter saw the run's failed `agent_end` before the state frame that
+        // settles it: ended all the same, as the stored run says.
+        if matches!(&numbering, Numbering::Run(count) if count.ended()) && !is_settled(status) {
+            status = if is_settled(run.status) { run.status } else { RunStatus::Failed };
+        }
+        let settled = is_settled(status);
+        let pending = state.pending_approvals.iter().find(|a| a.run_id == run.id).filter(|_| !settled);
+        let (snapshot_at, tail_at, count) = match numbering {
+            Numbering::Run(count) => {
+                let now = count.sequence();
+                let tail_counted =
+                    if settled { count.ended() } else { pending.is_some_and(|a| count.interrupt(&a.id) == Some(now)) };
+                match (settled, pending) {
+                    _ if tail_counted => (now - 1, now, count),
+                    (false, Some(approval)) => (now, count.interrupt(&approval.id).unwrap_or(now), count),
+                    _ => (now, now + 1, count),
                 }
             }
+            Numbering::After(after) => {
+                let last = if settled || pending.is_some() { after + 2 } else { after + 1 };
+                (after + 1, after + 2, RunCount::after(run.id.clone(), last))
+            }
+        };
+        let mut fold = Self::resume(count, pending.map(|a| a.id.clone()));
+        fold.last_assistant = last_assistant(run.user_message_index, messages);
+        let snapshot = RunEventBody::Snapshot {
+            session_id: state.session.id.clone(),
+            status,
+            text: run_text(run.user_message_index, messages, &state.drafts),
+            tools: run_tools(run.user_message_index, messages, pending),
+        };
+        let mut events = vec![fold.event(snapshot_at, snapshot)];
+        if settled {
+            fold.finished = true;
+            let end = match status {
+                RunStatus::Completed => RunEventBody::Done { message_id: fold.message_id(messages) },
+                _ => error_body(status, run.error.as_ref()),
+            };
+            events.push(fold.event(tail_at, end));
+        } else if let Some(approval) = pending {
+            events.push(fold.event(tail_at, interrupt(approval)));
         }
         (fold, events)
     }
 
+    /// The run's final assistant message: the one its last `message_end` named, else
+    /// (the stream began after it) the session's latest, which a just-completed run's is.
     fn message_id(&self, messages: &[IndexedMessage]) -> Option<MessageId> {
-        let index = self.last_assistant?;
-        messages.iter().find(|m| m.index == index).map(|m| m.id.clone())
+        match self.last_assistant {
+            Some(index) => messages.iter().find(|m| m.index == index),
+            None => messages.iter().rev().find(|m| matches!(m.message, Message::Assistant { .. })),
+        }
+        .map(|m| m.id.clone())
     }
+}
+
+fn error_body(status: RunStatus, error: Option<&RunError>) -> RunEventBody {
+    match error {
+        Some(RunError { code, message }) => RunEventBody::Error { code: code.clone(), message: message.clone() },
+        None => RunEventBody::Error {
+            code: status.as_str().to_owned(),
+            message: format!("the run ended {}", status.as_str()),
+        },
+    }
+}
+
+/// The run's tool calls in call order: `running` until a stored result ends them. A
+/// call waiting for a person is left out: it has not started, and the `interrupt`
+/// follows the snapshot.
+fn run_tools(user_index: u64, messages: &[IndexedMessage], pending: Option<&Approval>) -> Vec<RunTool> {
+    let mut tools: Vec<RunTool> = Vec::new();
+    for m in run_messages(user_index, messages) {
+        match &m.message {
+            Message::Assistant { content, .. } => {
+                for c in content {
+                    if let Content::ToolCall { id, name, .. } = c
+                        && pending.is_none_or(|a| a.tool_call_id != *id)
+                    {
+                        let tool = RunTool {
+                            call_id: id.clone(),
+                            tool: name.clone(),
+                            status: ToolState::Running,
+                            summary: None,
+                        };
+                        tools.push(tool);
+                    }
+                }
+            }
+            Message::ToolResult { tool_call_id, is_error, .. } => {
+                if let Some(tool) = tools.iter_mut().find(|t| t.call_id == *tool_call_id) {
+                    tool.status = if *is_error { ToolState::Error } else { ToolState::Success };
+                    tool.summary = Some(summary(&m.message.text()));
+                }
+            }
+            Message::User { .. } => {}
+        }
+    }
+    tools
 }
 
 fn interrupt(approval: &Approval) -> RunEventBody {
@@ -578,7 +653,6 @@ mod tests {
         let accepted = frames.iter().position(|f| matches!(f.body, FrameBody::RunAccepted { .. })).unwrap();
         let mut fold = RunStream::new(run_id());
         assert!(map_all(&mut fold, &frames[accepted + 1..]).is_empty(), "without run.accepted the start is unknown");
-        assert!(!fold.started());
     }
 
     #[test]
@@ -621,28 +695,65 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_of_a_streaming_run_carries_its_text_so_far_after_the_clients_sequence() {
+    fn the_fold_resumed_after_an_event_maps_the_rest_as_from_the_start() {
+        let frames = tool_run_frames();
+        let whole = map_all(&mut RunStream::new(run_id()), &frames);
+        // The third event's frame, as the engine marks it.
+        let mut count = RunCount::new(run_id());
+        let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+        let rest = map_all(&mut RunStream::resume(RunCount::after(run_id(), 3), None), &frames[at + 1..]);
+        assert_eq!(rest, whole[3..], "same events, same numbers, same done");
+    }
+
+    #[test]
+    fn a_snapshot_of_a_streaming_run_carries_its_text_and_tool_calls_at_the_runs_sequence() {
         let user = indexed(10, 0, Message::user_text("tool: read {}", 1));
-        let call = indexed(11, 1, assistant("Reading. ", StopReason::ToolUse));
+        let mut call = assistant("Reading. ", StopReason::ToolUse);
+        if let Message::Assistant { content, .. } = &mut call {
+            for id in ["call_1", "call_2"] {
+                let arguments = serde_json::json!({"path": "README.md"});
+                content.push(Content::ToolCall { id: id.into(), name: "read".into(), arguments });
+            }
+        }
+        let call = indexed(11, 1, call);
+        let result = Message::ToolResult {
+            tool_call_id: "call_1".into(),
+            tool_name: "read".into(),
+            content: vec![Content::Text { text: "# Test project\n\nUsed by the server tests.\n".into() }],
+            is_error: false,
+            timestamp: 0,
+        };
         let mut s = state(vec![indexed(9, 0, Message::user_text("older", 0))], None);
-        s.messages = vec![user.clone(), call.clone()];
+        s.messages = vec![user.clone(), call.clone(), indexed(12, 2, result)];
         s.status = SessionStatus::Busy;
         s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
         s.drafts.insert(3, assistant("Tool read ret", StopReason::Stop));
-        let (mut fold, events) = RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, 41);
+        let count = RunCount::after(run_id(), 41);
+        let (mut fold, events) =
+            RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, Numbering::Run(count));
         assert_json_snapshot!(events);
-        // Live frames continue the numbering.
+        // Live frames continue the run's numbering.
         let next = fold.push(&frame(90, ev(run_id(), Some(3), text_delta(13, "urned"))));
-        assert!(matches!(next, Some(Mapped::Event(RunEvent { sequence: 43, .. }))), "{next:?}");
+        assert!(matches!(next, Some(Mapped::Event(RunEvent { sequence: 42, .. }))), "{next:?}");
     }
 
     #[test]
     fn a_snapshot_of_a_parked_run_repeats_its_interrupt() {
         let mut s = state(vec![], Some(RunStatus::Interrupted));
         s.pending_approvals.push(approval());
-        let (fold, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], 0);
+        let (fold, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::After(0));
         assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "interrupt"]);
         assert_eq!(fold.waiting(), Some(&approval().id));
+        // Numbered by the run, the interrupt keeps its own number and the snapshot
+        // stands for the events before it.
+        let mut count = RunCount::new(run_id());
+        count.step(&FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() });
+        count.step(&ev(run_id(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }));
+        let (_, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::Run(count));
+        assert_eq!(
+            events.iter().map(|e| (e.kind(), e.sequence)).collect::<Vec<_>>(),
+            [("snapshot".into(), 1), ("interrupt".into(), 2)]
+        );
     }
 
     #[test]
@@ -656,12 +767,12 @@ mod tests {
         let mut done_run = run(RunStatus::Completed, None);
         done_run.user_message_index = 4;
         let s = state(vec![], None);
-        let (fold, events) = RunStream::from_snapshot(&done_run, &s, &messages, 3);
+        let (fold, events) = RunStream::from_snapshot(&done_run, &s, &messages, Numbering::After(3));
         assert!(fold.finished());
         assert_json_snapshot!("settled_completed", events);
         let cancelled =
             run(RunStatus::Cancelled, Some(RunError { code: "aborted".into(), message: "the run was aborted".into() }));
-        let (_, events) = RunStream::from_snapshot(&cancelled, &s, &[], 0);
+        let (_, events) = RunStream::from_snapshot(&cancelled, &s, &[], Numbering::After(0));
         assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "error"]);
         assert_eq!(
             events[1].body,

@@ -94,16 +94,24 @@ pub struct RunTally {
     /// `agent_end`'s status and usage, reported at `agent_settled`.
     ended: Option<(String, Usage)>,
     duration_ms: Option<i64>,
+    /// The run this channel knows to be going, once a frame of it was mapped: a
+    /// snapshot that shows it ended reports its end (see [`snapshot`]).
+    run: Option<spool_protocol::RunId>,
 }
 
 /// Maps one native frame of a channel. `now` stamps the envelope.
 pub fn map_frame(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Envelope> {
     let data = match &frame.body {
         FrameBody::RunAccepted { request_id, run_id } => {
-            *tally = RunTally { turns: Some(0), ..RunTally::default() };
+            *tally = RunTally { turns: Some(0), run: Some(run_id.clone()), ..RunTally::default() };
             (AGENT_STATUS, json!({"status": "running", "run_id": run_id, "request_id": request_id}))
         }
-        FrameBody::LoopEvent { run_id, message_index, event, .. } => loop_event(run_id, *message_index, event, tally)?,
+        FrameBody::LoopEvent { run_id, message_index, event, .. } => {
+            if !matches!(event, AgentEvent::AgentSettled {}) {
+                tally.run = Some(run_id.clone());
+            }
+            loop_event(run_id, *message_index, event, tally)?
+        }
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
     let (kind, data) = data;
@@ -299,42 +307,102 @@ fn stop_reason_name(reason: StopReason) -> &'static str {
 }
 
 /// `channel.snapshot` for a `session.snapshot` frame: what a client gets instead of a
-/// replay it asked for and cannot have.
-pub fn snapshot(frame: &Frame, now: Millis) -> Option<Envelope> {
+/// replay it asked for and cannot have. If the channel knew a run to be going and the
+/// snapshot shows it over, the run's end follows as `agent.status` (the frames that
+/// would have said so are what the snapshot replaced). `away`: the snapshot answers a
+/// client's cursor (it reconnected), so this channel knows nothing of what the client
+/// followed; the latest run that ended is reported then — perhaps again, as a status
+/// may be: it says where the run is, it adds nothing to its text.
+pub fn snapshot(frame: &Frame, tally: &mut RunTally, away: bool, now: Millis) -> Vec<Envelope> {
     let FrameBody::Snapshot { state } = &frame.body else {
-        return None;
+        return Vec::new();
     };
-    Some(Envelope {
+    if away && tally.run.is_none() {
+        tally.run = state.prompt_timings.values().rev().find(|t| t.status.is_some()).and_then(|t| t.run_id.clone());
+    }
+    let mut out = vec![Envelope {
         kind: CHANNEL_SNAPSHOT,
         channel_id: frame.session_id.to_string(),
         data: json!({ "state": state }),
         timestamp: now,
         cursor: Some(frame.cursor().to_string()),
+    }];
+    let still_going = |run: &spool_protocol::RunId| state.active_run.as_ref().is_some_and(|a| &a.run_id == run);
+    if let Some(run) = tally.run.take_if(|run| !still_going(run)) {
+        out.extend(ended_in_snapshot(frame, state, &run, now));
+        *tally = RunTally::default();
+    }
+    if let Some(active) = &state.active_run {
+        // Going on from here: the snapshot's drafts name the model; the turn count is
+        // unknown (the run began before this tally).
+        *tally = RunTally { run: Some(active.run_id.clone()), model: draft_model(state), ..RunTally::default() };
+    }
+    out
+}
+
+/// `agent.status` for a run whose end only a snapshot showed: its status from the
+/// snapshot's latest ended prompt timing.
+fn ended_in_snapshot(
+    frame: &Frame,
+    state: &spool_protocol::frame::SessionState,
+    run: &spool_protocol::RunId,
+    now: Millis,
+) -> Option<Envelope> {
+    let timing = state
+        .prompt_timings
+        .values()
+        .rev()
+        .find(|t| t.status.is_some() && t.run_id.as_ref().is_none_or(|r| r == run))?;
+    let status = match timing.status? {
+        spool_protocol::RunStatus::Completed => "completed",
+        spool_protocol::RunStatus::Cancelled => "cancelled",
+        _ => "errored",
+    };
+    let duration_ms = timing.ended_at.map(|end| end - timing.started_at);
+    Some(Envelope {
+        kind: AGENT_STATUS,
+        channel_id: frame.session_id.to_string(),
+        data: json!({"status": status, "run_id": run, "duration_ms": duration_ms, "error": timing.error}),
+        timestamp: now,
+        cursor: None,
+    })
+}
+
+fn draft_model(state: &spool_protocol::frame::SessionState) -> Option<String> {
+    state.drafts.values().rev().find_map(|m| match m {
+        Message::Assistant { model, .. } => Some(model.clone()),
+        _ => None,
     })
 }
 
 /// For a channel followed without a cursor: the seed sends no history, but a run
-/// already going is announced (`agent.status` `running`) so the client knows to expect
-/// its events. The tally starts with the run's model, without its turn count. The
-/// event has no cursor: it stands for no frame's content, so a client must not resume
-/// from it as if it had the run's text so far.
-pub fn joined(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Envelope> {
+/// already going is joined where it is — a `channel.snapshot` (the session's state
+/// with the text streamed so far, and the cursor to resume from), then `agent.status`
+/// `running` — so the deltas that follow continue text the client has. An idle
+/// channel says nothing. The tally starts with the run's model, without its turn count.
+pub fn joined(frame: &Frame, tally: &mut RunTally, now: Millis) -> Vec<Envelope> {
     let FrameBody::Snapshot { state } = &frame.body else {
-        return None;
+        return Vec::new();
     };
     *tally = RunTally::default();
-    let active = state.active_run.as_ref()?;
-    tally.model = state.drafts.values().rev().find_map(|m| match m {
-        Message::Assistant { model, .. } => Some(model.clone()),
-        _ => None,
-    });
-    Some(Envelope {
-        kind: AGENT_STATUS,
-        channel_id: frame.session_id.to_string(),
-        data: json!({"status": "running", "run_id": active.run_id, "request_id": active.request_id}),
-        timestamp: now,
-        cursor: None,
-    })
+    let Some(active) = state.active_run.as_ref() else { return Vec::new() };
+    *tally = RunTally { run: Some(active.run_id.clone()), model: draft_model(state), ..RunTally::default() };
+    vec![
+        Envelope {
+            kind: CHANNEL_SNAPSHOT,
+            channel_id: frame.session_id.to_string(),
+            data: json!({ "state": state }),
+            timestamp: now,
+            cursor: Some(frame.cursor().to_string()),
+        },
+        Envelope {
+            kind: AGENT_STATUS,
+            channel_id: frame.session_id.to_string(),
+            data: json!({"status": "running", "run_id": active.run_id, "request_id": active.request_id}),
+            timestamp: now,
+            cursor: None,
+        },
+    ]
 }
 
 /// A session was created: sent to every subscriber, whatever its filter.
@@ -368,8 +436,8 @@ mod tests {
     use super::*;
     use crate::dialect::fixtures::{frame, owner, run_id, sid};
     use insta::assert_json_snapshot;
-    use spool_protocol::frame::{ActiveRun, SessionState};
-    use spool_protocol::{ApprovalStatus, Content, RunStatus, Session, SessionStatus};
+    use spool_protocol::frame::{ActiveRun, PromptTiming, SessionState};
+    use spool_protocol::{ApprovalStatus, Content, RunError, RunStatus, Session, SessionStatus};
 
     const NOW: Millis = 1_764_000_002_000;
 
@@ -640,20 +708,39 @@ mod tests {
     fn snapshots_joins_and_global_events() {
         let snap = frame(40, FrameBody::Snapshot { state: Box::new(state(true)) });
         let mut tally = RunTally::default();
-        let joined = joined(&snap, &mut tally, NOW).expect("a run is active");
+        let joined = joined(&snap, &mut tally, NOW);
+        let kinds = |events: &[Envelope]| events.iter().map(|e| e.kind).collect::<Vec<_>>();
+        assert_eq!(kinds(&joined), [CHANNEL_SNAPSHOT, AGENT_STATUS], "joining a run gives its text so far");
         assert_eq!(tally.model.as_deref(), Some("scripted"));
-        let idle = frame(41, FrameBody::Snapshot { state: Box::new(state(false)) });
-        assert_eq!(super::joined(&idle, &mut tally, NOW), None);
+        let mut idle_state = state(false);
+        idle_state.prompt_timings.insert(
+            0,
+            PromptTiming {
+                user_message_index: 0,
+                started_at: NOW - 1500,
+                ended_at: Some(NOW),
+                status: Some(RunStatus::Failed),
+                error: Some(RunError { code: "tool_outcome_unknown".into(), message: "cut".into() }),
+                ..PromptTiming::default()
+            },
+        );
+        let idle = frame(41, FrameBody::Snapshot { state: Box::new(idle_state) });
+        // The channel knew the run; the snapshot shows it over: its end is reported.
+        let reported = snapshot(&idle, &mut tally, false, NOW);
+        assert_eq!(kinds(&reported), [CHANNEL_SNAPSHOT, AGENT_STATUS]);
+        assert_eq!(reported[1].data["status"], "errored");
+        assert_eq!(snapshot(&idle, &mut tally, false, NOW).len(), 1, "reported once");
+        assert!(super::joined(&idle, &mut tally, NOW).is_empty(), "an idle channel is joined silently");
         let project: ProjectId = "prj_01jd0000000000000000000004".parse().unwrap();
-        let events = vec![
-            joined,
-            snapshot(&idle, NOW).expect("a snapshot frame"),
+        let mut events = joined;
+        events.extend(reported);
+        events.extend([
             channel_created(&sid(), &project, NOW),
             channel_deleted(&sid(), NOW),
             channel_error("ses_nope", "not_found", "session not found", NOW),
             subscribed(&[sid().to_string()], NOW),
             error("invalid_message", "expected {\"type\":\"subscribe\",\"channels\":[…]}", NOW),
-        ];
+        ]);
         assert_json_snapshot!(events);
     }
 }

@@ -7,14 +7,13 @@
 //!
 //! * `POST /api/chat` subscribes to the session *before* prompting, so the run's
 //!   `run.accepted` and everything after it are in the subscription.
-//! * A re-attach must number events exactly as the first stream did, and the numbers
-//!   count from the run's first frame. So it subscribes from the earliest cursor the
-//!   session's replay buffer can still serve ([`earliest_replay`]: a few probes, a
-//!   binary search within the 256-frame window, under a held subscription so the
-//!   listener count never drops to zero). If that replay contains the run's
-//!   `run.accepted`, the fold re-numbers from it and events up to `after` are skipped.
-//!   Otherwise the run's start is gone: one `snapshot` event (status, text so far)
-//!   numbered `after + 1`, then live.
+//! * A re-attach (a retried POST, `GET …/events`, a resume) continues the run's own
+//!   numbering, which the engine keeps for the run's lifetime. It asks the engine for
+//!   one subscription positioned at the frame of the client's last event
+//!   ([`Engine::subscribe_from_run`]) and folds on from there. When the frames after it
+//!   have left the buffer, the subscription starts with a session snapshot instead: one
+//!   `snapshot` event (status, text so far, tool calls) at the run's current sequence,
+//!   then live.
 //! * The stream ends after `done` or `error`, and after an `interrupt` still waiting
 //!   once the stream has caught up with the live frames (so a replay through an
 //!   interrupt that was since decided goes on). `: keep-alive` comments fill silences.
@@ -25,7 +24,7 @@
 
 use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
-use crate::dialect::run_stream::{Mapped, RunEvent, RunEventBody, RunStream};
+use crate::dialect::run_stream::{Mapped, Numbering, RunEvent, RunStream};
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
@@ -41,14 +40,15 @@ use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
-    ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, EventLimits, MAX_PAGE, OnDisconnect,
-    PromptInput, Start, Subscription,
+    ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect, PromptInput, RunAfter,
+    RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::{self, Decoder};
-use spool_protocol::{ApprovalId, Cursor, ProjectId, Run, RunError, RunId, RunStatus, SessionId, StreamId, UserId};
+use spool_protocol::sse;
+use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -103,15 +103,6 @@ pub(crate) fn checked_after(after: Option<u64>) -> Result<Option<u64>, ApiError>
     }
 }
 
-/// Which events a client already has.
-#[derive(Clone, Debug)]
-enum After {
-    /// Everything up to this sequence.
-    Seq(u64),
-    /// Everything up to this interrupt (a resume's continuation starts after it).
-    Interrupt(ApprovalId),
-}
-
 /// Starts a run (or follows the one this `requestId` started) and streams it: SSE
 /// `event: <type>` / `data: <json>` with `run_started`, `text_delta`, `tool_started`,
 /// `tool_finished`, `interrupt`, `done` and `error`. The stream ends after `done`,
@@ -159,12 +150,13 @@ async fn chat(
         }
     };
     let feed = if accepted.created {
-        RunFeed::new(anchor, RunStream::new(accepted.run_id), 0)
+        RunFeed::new(anchor.typed(), RunStream::new(accepted.run_id), 0)
     } else {
-        // A retried POST: follow the run its requestId already started, from the start.
+        // A retried POST: follow the run its requestId already started, from the start
+        // (a client that has some of it drops what it has: the numbers are the run's).
         drop(anchor);
         let run = engine.run(&user, &accepted.run_id).await?;
-        attach(engine, &user, run, After::Seq(0), connection).await?
+        attach(engine, &user, run, RunAfter::Seq(0), connection).await?
     };
     Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
 }
@@ -197,7 +189,7 @@ async fn events(
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
     let watch = state.engine.watch_credential(&credential, connection.clone());
-    let feed = attach(&state.engine, &user, run, After::Seq(after), connection).await?;
+    let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
     Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
 }
 
@@ -228,46 +220,29 @@ pub(crate) async fn resume_stream(
         return Ok((status, [(CONTENT_TYPE, "application/json")], reply.body).into_response());
     }
     let run = state.engine.run(user, &run_id).await?;
-    let after = after.map_or(After::Interrupt(approval), After::Seq);
+    let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);
     let feed = attach(&state.engine, user, run, after, connection).await?;
     Ok(run_response(feed, state.engine.clone(), user.clone(), state.config.heartbeat))
 }
 
-/// Follows `run` from its first frame if the session's buffer still holds it, else
-/// from a snapshot. See the module docs.
+/// Follows `run` after the client's last event: from that event's frame while the
+/// session's buffer holds what follows it, else from a snapshot. See the module docs.
 async fn attach(
     engine: &Engine,
     user: &UserId,
     run: Run,
-    after: After,
+    after: RunAfter,
     kill: CancellationToken,
 ) -> Result<RunFeed, ApiError> {
-    let session = run.session_id.clone();
-    // Held throughout: the snapshot fallback, and a listener while the probes come and go.
-    let (mut anchor, _) = engine.subscribe(user, &session, None, kill.clone(), false).await?;
-    let snapshot = first_frame(&mut anchor).ok_or(ApiError::not_found("run"))?;
-    if let Some(from) = earliest_replay(engine, user, &session, &snapshot.stream_id, snapshot.seq).await {
-        let cursor = Cursor { stream_id: snapshot.stream_id.clone(), seq: from };
-        if let Ok((subscription, Start::Replay { .. })) =
-            engine.subscribe(user, &session, Some(&cursor), kill.clone(), false).await
-        {
-            let mut feed = RunFeed::new(subscription, RunStream::new(run.id.clone()), 0);
-            feed.drain_ready(engine, user).await;
-            let after = match &after {
-                After::Seq(n) => Some(*n),
-                After::Interrupt(id) => feed.ready.iter().find_map(|e| match &e.body {
-                    RunEventBody::Interrupt { interrupt_id, .. } if interrupt_id == id => Some(e.sequence),
-                    _ => None,
-                }),
-            };
-            // A client claiming events that do not exist numbers differently (it
-            // followed a snapshot before): it gets a snapshot again.
-            if let Some(after) = after.filter(|n| feed.fold.started() && *n <= feed.fold.sequence()) {
-                feed.after = after;
-                return Ok(feed);
-            }
+    let (subscription, start) = engine.subscribe_from_run(user, &run, after, kill).await?;
+    let mut subscription = subscription.typed();
+    let count = match start.from {
+        RunFrom::Replay(count) => {
+            return Ok(RunFeed::new(subscription, RunStream::resume(count, start.waiting), start.after));
         }
-    }
+        RunFrom::Snapshot(count) => count,
+    };
+    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
     let FrameBody::Snapshot { state } = &snapshot.body else {
         return Err(ApiError::not_found("run"));
     };
@@ -277,66 +252,29 @@ async fn attach(
         state.messages.clone()
     } else {
         let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
-        engine.messages(user, &session, Some(before), Some(MAX_PAGE)).await?.messages
+        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
     };
-    let after = match after {
-        After::Seq(n) => n,
-        After::Interrupt(_) => 0,
+    // A client whose last sequence is past the run's numbers it from elsewhere (a
+    // stream before a restart): it keeps its own numbering, from a snapshot.
+    let numbering = match count {
+        Some(count) if count.sequence() >= start.after => Numbering::Run(count),
+        _ => Numbering::After(start.after),
     };
-    let (fold, events) = RunStream::from_snapshot(&run, state, &messages, after);
-    let mut feed = RunFeed::new(anchor, fold, after);
+    let (fold, events) = RunStream::from_snapshot(&run, state, &messages, numbering);
+    let mut feed = RunFeed::new(subscription, fold, start.after);
     feed.ready.extend(events);
     Ok(feed)
 }
 
-/// The snapshot every cursor-less subscription starts with.
-fn first_frame(subscription: &mut Subscription) -> Option<Frame> {
-    let bytes = subscription.next().now_or_never()??;
-    let event = Decoder::new().push(&bytes).into_iter().next()?;
-    serde_json::from_str(&event.data).ok()
-}
-
-/// The oldest cursor of `stream` from which the session's buffer still replays, if
-/// any: a binary search over the replay window, each probe a subscription dropped at
-/// once. The caller holds a subscription meanwhile, so a run that ends with its last
-/// listener never sees the count reach zero.
-async fn earliest_replay(
-    engine: &Engine,
-    user: &UserId,
-    session: &SessionId,
-    stream: &StreamId,
-    seq: u64,
-) -> Option<u64> {
-    let replays = |c: u64| async move {
-        let cursor = Cursor { stream_id: stream.clone(), seq: c };
-        matches!(
-            engine.subscribe(user, session, Some(&cursor), CancellationToken::new(), false).await,
-            Ok((_, Start::Replay { .. }))
-        )
-    };
-    let mut hi = seq.checked_sub(1)?;
-    if !replays(hi).await {
-        return None;
-    }
-    // A replay never spans more than the window; a larger configured window only
-    // makes this search conservative, never wrong.
-    let mut lo = seq.saturating_sub(EventLimits::default().replay_frames as u64);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if replays(mid).await {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    Some(hi)
+/// The snapshot a subscription without a replay starts with.
+fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
+    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// One run stream in progress: the session subscription, the fold over its frames, and
 /// the events mapped but not yet sent.
 struct RunFeed {
-    subscription: Subscription,
-    decoder: Decoder,
+    subscription: TypedSubscription,
     fold: RunStream,
     ready: VecDeque<RunEvent>,
     /// Events up to this sequence are the client's already.
@@ -346,21 +284,14 @@ struct RunFeed {
 }
 
 impl RunFeed {
-    fn new(subscription: Subscription, fold: RunStream, after: u64) -> Self {
-        Self { subscription, decoder: Decoder::new(), fold, ready: VecDeque::new(), after, ended: false }
+    fn new(subscription: TypedSubscription, fold: RunStream, after: u64) -> Self {
+        Self { subscription, fold, ready: VecDeque::new(), after, ended: false }
     }
 
-    /// Maps a chunk of native frames. A failed run's final event needs its stored error.
-    async fn take(&mut self, bytes: &Bytes, engine: &Engine, user: &UserId) {
-        for event in self.decoder.push(bytes) {
-            let frame: Frame = match serde_json::from_str(&event.data) {
-                Ok(frame) => frame,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable native frame skipped by the run stream");
-                    continue;
-                }
-            };
-            let event = match self.fold.push(&frame) {
+    /// Maps a batch of native frames. A failed run's final event needs its stored error.
+    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+        for frame in frames {
+            let event = match self.fold.push(frame) {
                 None => continue,
                 Some(Mapped::Event(event)) => event,
                 Some(Mapped::Failed) => match engine.run(user, self.fold.run_id()).await {
@@ -375,17 +306,6 @@ impl RunFeed {
                 },
             };
             self.ready.push_back(event);
-        }
-    }
-
-    /// Maps everything the subscription has ready now (a replay, or a burst).
-    async fn drain_ready(&mut self, engine: &Engine, user: &UserId) {
-        while !self.ended {
-            match self.subscription.next().now_or_never() {
-                Some(Some(bytes)) => self.take(&bytes, engine, user).await,
-                Some(None) => self.ended = true,
-                None => break,
-            }
         }
     }
 
@@ -434,7 +354,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             return None;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(bytes)) => feed.take(&bytes, engine, user).await,
+            Some(Some(frames)) => feed.take(&frames, engine, user).await,
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
@@ -443,7 +363,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(bytes) => feed.take(&bytes, engine, user).await,
+                        Some(frames) => feed.take(&frames, engine, user).await,
                         None => feed.ended = true,
                     },
                     _ = keepalive.tick() => return Some(sse::comment("keep-alive")),
@@ -491,6 +411,7 @@ mod tests {
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::Decision;
+    use spool_protocol::sse::Decoder;
     use std::sync::Arc;
 
     #[derive(Deserialize)]

@@ -50,8 +50,7 @@ use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use spool_engine::{DecisionInput, DecisionTarget, Engine, PromptInput, SessionPatch, StoredResponse};
-use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::Decoder;
+use spool_protocol::frame::FrameBody;
 use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, PermissionRule, Session, SessionId, UserId};
 use std::collections::{BTreeMap, HashMap};
 use tokio_util::sync::CancellationToken;
@@ -562,7 +561,8 @@ async fn prompt(
 ) -> Result<Json<MessageWithParts>, ApiError> {
     let engine = &state.engine;
     // Subscribed before prompting, so the run's end cannot pass unseen.
-    let (mut frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
+    let (frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
+    let mut frames = frames.typed();
     let accepted = start(engine, &marks, &user, &id, &bytes).await?;
     // A repeated messageID may name a run that settled long ago.
     if !engine.run(&user, &accepted.run_id).await?.status.is_terminal() {
@@ -601,15 +601,9 @@ async fn prompt(
 }
 
 /// Reads a session stream until `run` settles (or the stream ends).
-async fn wait_settled(frames: &mut spool_engine::Subscription, run: &spool_protocol::RunId) {
-    let mut decoder = Decoder::new();
-    while let Some(chunk) = frames.next().await {
-        for sse in decoder.push(&chunk) {
-            // Most frames are deltas: look closer only at the one that can end the wait.
-            if !sse.data.contains("\"agent_settled\"") {
-                continue;
-            }
-            let Ok(frame) = serde_json::from_str::<Frame>(&sse.data) else { continue };
+async fn wait_settled(frames: &mut spool_engine::TypedSubscription, run: &spool_protocol::RunId) {
+    while let Some(batch) = frames.next().await {
+        for frame in batch {
             if let FrameBody::LoopEvent { run_id, event: AgentEvent::AgentSettled {}, .. } = &frame.body
                 && run_id == run
             {
@@ -756,7 +750,10 @@ async fn events(
     caller: crate::extract::Caller,
     ConnectionToken(connection): ConnectionToken,
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
+    request_headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    // A reconnecting client's last event: it is told what it missed since (global.rs).
+    let since = request_headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(global::since_of);
     // Counted like a session stream for as long as the response is open (the sessions
     // it follows count too, each as a session stream).
     let permit = state.engine.stream_permit(&dir.user)?;
@@ -766,6 +763,7 @@ async fn events(
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.
         heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
+        since,
     };
     let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
     let headers =

@@ -40,13 +40,14 @@
 //! are let in, as they are on every other route.
 
 use super::openapi::StreamErrors;
+use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use crate::dialect::ws_hub::{self, Envelope, RunTally};
 use crate::error::ApiError;
 use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::header::{CONTENT_TYPE, ORIGIN};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -55,13 +56,13 @@ use futures::stream::{FuturesUnordered, SplitSink};
 use futures::{FutureExt, SinkExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::lists::Change;
-use spool_engine::{Engine, EngineError, Start, Subscription};
+use spool_engine::{Engine, EngineError, Start, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::Decoder;
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
 use std::collections::HashMap;
 use std::future::poll_fn;
+use std::sync::{Arc, LazyLock};
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -185,7 +186,7 @@ async fn upgrade(
     let mut hub = Hub::new(state.engine.clone(), user);
     let changes = state.engine.lists().watch_changes();
     let closing = state.engine.lists().closed();
-    let mut out = Vec::new();
+    let mut out = Outbox::default();
     hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
     // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
@@ -252,13 +253,43 @@ impl StartAt {
     }
 }
 
+/// The hub's output form of a session (see `dialect/shared.rs`): the run tally, and each
+/// frame's event encoded once for every socket that follows the session.
+#[derive(Clone, Default)]
+struct HubForm(RunTally);
+
+impl FormMapper for HubForm {
+    type Out = Option<Utf8Bytes>;
+
+    fn map(&mut self, frame: &Frame) -> Option<Utf8Bytes> {
+        ws_hub::map_frame(frame, &mut self.0, now_ms()).map(|e| e.to_json().into())
+    }
+}
+
+static HUB_FORMS: LazyLock<Forms<(), HubForm>> = LazyLock::new(Forms::default);
+
+/// What the socket writes next, in order: events made for this socket, and events shared
+/// with every socket that follows the same session (already encoded).
+#[derive(Default)]
+struct Outbox(Vec<Utf8Bytes>);
+
+impl Outbox {
+    fn push(&mut self, envelope: Envelope) {
+        self.0.push(envelope.to_json().into());
+    }
+
+    fn extend(&mut self, envelopes: impl IntoIterator<Item = Envelope>) {
+        envelopes.into_iter().for_each(|e| self.push(e));
+    }
+}
+
 struct Channel {
     id: SessionId,
-    subscription: Subscription,
+    subscription: TypedSubscription,
     /// Fired by the engine when it cuts this subscription or closes the session.
     kill: CancellationToken,
-    decoder: Decoder,
-    tally: RunTally,
+    /// The channel's place in the session's shared hub form (its run tally).
+    follow: Follow<(), HubForm>,
     on_snapshot: OnSnapshot,
     /// The subscription ended: cut for lagging, or its session closed.
     ended: bool,
@@ -299,14 +330,14 @@ impl Hub {
         mut self,
         socket: WebSocket,
         mut changes: tokio::sync::broadcast::Receiver<Change>,
-        mut out: Vec<Envelope>,
+        mut out: Outbox,
         heartbeat: Duration,
         closing: CancellationToken,
     ) {
         let (mut tx, mut rx) = socket.split();
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         loop {
-            let messages = out.drain(..).map(|e| Message::Text(e.to_json().into()));
+            let messages = out.0.drain(..).map(Message::Text);
             if !write(&mut tx, &mut self.kills, messages).await {
                 return;
             }
@@ -326,7 +357,7 @@ impl Hub {
                     Err(RecvError::Lagged(_) | RecvError::Closed) => return,
                 },
                 (index, item) = next_frames(&mut self.channels, &mut self.next_poll) => match item {
-                    Some(bytes) => self.on_frames(index, &bytes, &mut out),
+                    Some(frames) => self.on_frames(index, &frames, &mut out),
                     None => {
                         self.channels[index].ended = true;
                         self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
@@ -355,7 +386,7 @@ impl Hub {
         }
     }
 
-    async fn on_message(&mut self, text: &str, out: &mut Vec<Envelope>) {
+    async fn on_message(&mut self, text: &str, out: &mut Outbox) {
         let message = match client_message(text) {
             Ok(m) => m,
             Err((code, message)) => {
@@ -370,7 +401,16 @@ impl Hub {
 
     /// Replaces the filter (seed 002: it does not merge). Channels kept from the old
     /// filter go on where they are; new ones start at their cursor, if one is given.
-    async fn subscribe(&mut self, channels: Vec<String>, cursors: HashMap<String, String>, out: &mut Vec<Envelope>) {
+    async fn subscribe(&mut self, channels: Vec<String>, mut cursors: HashMap<String, String>, out: &mut Outbox) {
+        // A cursor that does not parse is refused out loud: following the channel live
+        // instead would leave the client a hole it cannot see.
+        let refused: Vec<String> =
+            cursors.iter().filter(|(_, c)| Cursor::parse(c).is_none()).map(|(k, _)| k.clone()).collect();
+        for raw in &refused {
+            cursors.remove(raw);
+            let message = "a cursor is `streamId:seq`, as the hub's events carry it";
+            out.push(ws_hub::channel_error(raw, "invalid_cursor", message, now_ms()));
+        }
         let cursor_of = |id: &SessionId| cursors.get(id.as_str()).and_then(|c| Cursor::parse(c));
         if channels.is_empty() {
             self.filter = Filter::All;
@@ -383,14 +423,23 @@ impl Hub {
                     Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
                 }
             }
-            for id in self.all_sessions().await {
+            // A client that names cursors is coming back: the sessions it has no cursor
+            // for are announced, so one created while it was away is not missed.
+            let returning = !cursors.is_empty();
+            for (id, project) in self.all_sessions().await {
+                if refused.iter().any(|r| r == id.as_str()) {
+                    continue;
+                }
+                if returning && !cursors.contains_key(id.as_str()) {
+                    out.push(ws_hub::channel_created(&id, &project, now_ms()));
+                }
                 self.follow(id, StartAt::Live, true, out).await;
             }
             return;
         }
         self.filter = Filter::Only;
         let mut wanted = Vec::new();
-        for raw in &channels {
+        for raw in channels.iter().filter(|c| !refused.contains(c)) {
             match raw.parse::<SessionId>() {
                 Ok(id) => wanted.push(id),
                 Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
@@ -408,14 +457,14 @@ impl Hub {
     }
 
     /// Every session of the user that is not archived, for "every session".
-    async fn all_sessions(&self) -> Vec<SessionId> {
+    async fn all_sessions(&self) -> Vec<(SessionId, ProjectId)> {
         let Ok(projects) = self.engine.list_projects(&self.user).await else {
             return Vec::new();
         };
         let mut all = Vec::new();
         for project in projects {
             if let Ok(sessions) = self.engine.list_sessions(&self.user, &project.id, false).await {
-                all.extend(sessions.into_iter().map(|s| s.session.id));
+                all.extend(sessions.into_iter().map(|s| (s.session.id, project.id.clone())));
             }
         }
         all
@@ -426,15 +475,15 @@ impl Hub {
         &self,
         id: &SessionId,
         cursor: Option<&Cursor>,
-    ) -> Result<(Subscription, CancellationToken, Start), EngineError> {
+    ) -> Result<(TypedSubscription, CancellationToken, Start), EngineError> {
         let kill = CancellationToken::new();
         let (subscription, start) = self.engine.subscribe(&self.user, id, cursor, kill.clone(), false).await?;
-        Ok((subscription, kill, start))
+        Ok((subscription.typed(), kill, start))
     }
 
     /// Starts following a session, unless it is followed already. `quiet` skips the
     /// error for a session that is not the user's (one seen in a global change).
-    async fn follow(&mut self, id: SessionId, from: StartAt, quiet: bool, out: &mut Vec<Envelope>) {
+    async fn follow(&mut self, id: SessionId, from: StartAt, quiet: bool, out: &mut Outbox) {
         if self.channels.iter().any(|c| c.id == id) {
             return;
         }
@@ -456,8 +505,7 @@ impl Hub {
             // A new session's stream began after it was created: if a prompt already
             // published into it, replay from its first frame instead of joining late.
             peeked = subscription.next().now_or_never().flatten();
-            let start = peeked.as_ref().and_then(|bytes| Decoder::new().push(bytes).into_iter().next());
-            let start = start.and_then(|event| serde_json::from_str::<Frame>(&event.data).ok());
+            let start = peeked.as_ref().and_then(|frames| frames.first()).cloned();
             if let Some(start) = start.filter(|f| f.seq > 0) {
                 let first = Cursor { stream_id: start.stream_id.clone(), seq: 0 };
                 if let Ok((replay, replay_kill, Start::Replay { .. })) = self.open(&id, Some(&first)).await {
@@ -470,42 +518,45 @@ impl Hub {
             id,
             subscription,
             kill,
-            decoder: Decoder::new(),
-            tally: RunTally::default(),
+            follow: Follow::new((), HubForm::default()),
             on_snapshot,
             ended: false,
         });
-        if let Some(bytes) = peeked {
-            self.on_frames(self.channels.len() - 1, &bytes, out);
+        if let Some(frames) = peeked {
+            self.on_frames(self.channels.len() - 1, &frames, out);
         }
     }
 
-    fn on_frames(&mut self, index: usize, bytes: &Bytes, out: &mut Vec<Envelope>) {
+    fn on_frames(&mut self, index: usize, frames: &[Arc<Frame>], out: &mut Outbox) {
         let channel = &mut self.channels[index];
-        for event in channel.decoder.push(bytes) {
-            let frame: Frame = match serde_json::from_str(&event.data) {
-                Ok(frame) => frame,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable native frame skipped by the WebSocket hub");
-                    continue;
-                }
-            };
-            let now = now_ms();
-            let envelope = match &frame.body {
-                FrameBody::Snapshot { .. } => {
-                    match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
-                        OnSnapshot::Join => ws_hub::joined(&frame, &mut channel.tally, now),
-                        OnSnapshot::Report(Some(at)) if at == frame.cursor() => None,
-                        OnSnapshot::Report(_) => ws_hub::snapshot(&frame, now),
+        for frame in frames {
+            if !matches!(frame.body, FrameBody::Snapshot { .. }) {
+                match channel.follow.map(&HUB_FORMS, frame) {
+                    Ok(text) => out.0.extend(text.iter().cloned()),
+                    Err(Behind) => {
+                        // Fell behind the shared outputs: judged like a cut subscription.
+                        channel.ended = true;
+                        self.judge_at.get_or_insert(Instant::now());
+                        return;
                     }
                 }
-                _ => ws_hub::map_frame(&frame, &mut channel.tally, now),
+                continue;
+            }
+            // A snapshot is this socket's own: what it says depends on how the channel
+            // was followed, and it re-anchors the channel's tally.
+            let now = now_ms();
+            let mut form = channel.follow.take_mapper(None).unwrap_or_default();
+            let envelope = match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
+                OnSnapshot::Join => ws_hub::joined(frame, &mut form.0, now),
+                OnSnapshot::Report(Some(at)) if at == frame.cursor() => Vec::new(),
+                OnSnapshot::Report(at) => ws_hub::snapshot(frame, &mut form.0, at.is_some(), now),
             };
+            channel.follow.reanchor(form);
             out.extend(envelope);
         }
     }
 
-    async fn on_change(&mut self, change: Change, out: &mut Vec<Envelope>) {
+    async fn on_change(&mut self, change: Change, out: &mut Outbox) {
         match change {
             Change::SessionCreated { session, project } => {
                 if self.owns(&project).await {
@@ -553,7 +604,7 @@ impl Hub {
     ///
     /// The check reads the store without loading the session, so a session being
     /// deleted is never brought back into memory.
-    async fn judge(&mut self, out: &mut Vec<Envelope>) -> bool {
+    async fn judge(&mut self, out: &mut Outbox) -> bool {
         self.judge_at = None;
         let ended: Vec<SessionId> = self.channels.iter().filter(|c| c.ended).map(|c| c.id.clone()).collect();
         for id in ended {
@@ -603,10 +654,10 @@ async fn write(
     }
 }
 
-/// The next chunk of frames from any followed channel: `(index, Some(bytes))`, or
+/// The next batch of frames from any followed channel: `(index, Some(frames))`, or
 /// `(index, None)` when that channel's subscription ended. Polling starts after the
 /// channel served last, so a busy channel cannot starve the others.
-async fn next_frames(channels: &mut [Channel], next: &mut usize) -> (usize, Option<Bytes>) {
+async fn next_frames(channels: &mut [Channel], next: &mut usize) -> (usize, Option<Vec<Arc<Frame>>>) {
     poll_fn(|cx| {
         let n = channels.len();
         for k in 0..n {

@@ -46,21 +46,23 @@
 use super::mapper::{Announce, Mapper};
 use super::marks::PromptMarks;
 use super::records::{Scope, session_info};
-use super::wire::{Event, SessionInfo, SessionTime};
+use super::wire::{Event, SessionInfo, SessionTime, sse_with_id};
+use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, Stream, StreamExt};
 use spool_engine::lists::Change;
-use spool_engine::{Engine, Subscription};
+use spool_engine::{Engine, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::Decoder;
+use spool_protocol::time::Millis;
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, Project, ProjectId, SessionId, SessionStatus, StreamId, UserId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
@@ -75,34 +77,71 @@ pub struct Options {
     /// Seed 004's per-token `message.part.updated` (see `mapper.rs`).
     pub legacy_deltas: bool,
     pub heartbeat: Duration,
+    /// The client's `Last-Event-ID`, read with [`since_of`]: when it last heard from us.
+    pub since: Option<Millis>,
+}
+
+/// How far before its `Last-Event-ID` a reconnecting client is told what changed: an
+/// event sent just before that one may stand for a change the client never got.
+const MISSED_MARGIN_MS: Millis = 5_000;
+
+/// Most sessions whose ended runs a reconnecting client is told of.
+const MISSED_SESSIONS: u32 = 64;
+
+/// When the event a client names in `Last-Event-ID` was sent (see
+/// [`GlobalStream::next_id`]); `None` for an id this server did not make.
+pub fn since_of(id: &str) -> Option<Millis> {
+    let digits = id.strip_prefix("evt_")?.get(..13)?;
+    digits.bytes().all(|b| b.is_ascii_digit()).then(|| digits.parse().ok()).flatten()
 }
 
 /// Most quiet sessions a connection remembers (see [`GlobalStream::quiet`]).
 const QUIET_SESSIONS: usize = 1024;
 
+/// OpenCode's output form of a session (see `dialect/shared.rs`): connections with the
+/// same delta style and directory map a session's frames into the same events, so
+/// they share one mapping and one serialization per frame. Each connection only puts
+/// its own event id in front.
+type FormKey = (bool, String);
+
+impl FormMapper for Mapper {
+    /// Each event's JSON without its opening brace ([`Event::shared_body`]).
+    type Out = Vec<Bytes>;
+
+    fn map(&mut self, frame: &Frame) -> Vec<Bytes> {
+        Mapper::map(self, &frame.body, now_ms()).iter().map(Event::shared_body).collect()
+    }
+}
+
+static FORMS: LazyLock<Forms<FormKey, Mapper>> = LazyLock::new(Forms::default);
+
 /// One session being followed.
 struct Feed {
     session: SessionId,
-    subscription: Subscription,
-    decoder: Decoder,
-    mapper: Mapper,
+    subscription: TypedSubscription,
+    follow: Follow<FormKey, Mapper>,
     /// The last frame mapped: where following the session again resumes.
     cursor: Option<Cursor>,
 }
 
 impl Feed {
-    fn map(&mut self, frame: &Frame) -> Vec<Event> {
+    fn map(&mut self, frame: &Frame) -> Result<Arc<Vec<Bytes>>, Behind> {
         self.cursor = Some(frame.cursor());
-        self.mapper.map(&frame.body, now_ms())
+        self.follow.map(&FORMS, frame)
+    }
+
+    fn is_active(&self) -> bool {
+        self.follow.peek(|m| m.is_some_and(Mapper::is_active))
     }
 }
 
 /// What a finished engine call brings back.
 enum Step {
-    /// Sessions to follow (the connect-time discovery).
-    Discovered(Vec<SessionId>),
+    /// Sessions to follow (the connect-time discovery), and what a reconnecting client
+    /// missed of the others.
+    Discovered(Vec<SessionId>, Vec<Event>),
     /// A followed session, with the events of its first frame (the snapshot).
-    Feed(Box<Feed>, Vec<Event>),
+    Feed(Box<Feed>, Vec<Arc<Vec<Bytes>>>),
     /// Not followed after all (gone, another directory's, over a limit): forget it.
     Forget(SessionId),
     /// This connection was cut for falling behind: end the response.
@@ -140,9 +179,12 @@ pub struct GlobalStream {
     next_feed: usize,
     heartbeat: Interval,
     queue: VecDeque<Bytes>,
-    /// Names this connection's events: `evt_<id body><counter>`.
-    id_base: String,
+    /// Names this connection's events: `evt_<ms><tag><counter>` (see [`since_of`]).
+    tag: String,
     counter: u64,
+    /// The client reconnected with the id of the last event it had, sent at this time
+    /// (ms): it gets what it missed since (see [`Mapper::missed`]).
+    since: Option<Millis>,
     ended: bool,
 }
 
@@ -188,13 +230,31 @@ impl GlobalStream {
             next_feed: 0,
             heartbeat,
             queue: VecDeque::new(),
-            id_base: format!("evt_{}", &stream_id.as_str()[StreamId::PREFIX.len() + 1..]),
+            // The random tail of a fresh id keeps two connections' ids apart.
+            tag: stream_id.as_str()[stream_id.as_str().len() - 8..].to_owned(),
             counter: 0,
+            // A margin before it: what is told again is whole (statuses, whole parts),
+            // never a delta, so telling it twice is harmless, and missing an end is not.
+            since: options.since.map(|ms| ms - MISSED_MARGIN_MS),
             ended: false,
         };
         this.push(&[Event::ServerConnected {}]);
         this.discover();
         this
+    }
+
+    /// Queues mapped events from their shared bodies, each with this connection's id.
+    fn push_shared(&mut self, batches: &[Arc<Vec<Bytes>>]) {
+        let mut buf = BytesMut::new();
+        // One clock read per batch: the events of a batch are sent together.
+        let ms = now_ms();
+        for body in batches.iter().flat_map(|b| b.iter()) {
+            self.counter += 1;
+            sse_with_id(&mut buf, format_args!("evt_{ms:013}{}{:08}", self.tag, self.counter), body);
+        }
+        if !buf.is_empty() {
+            self.queue.push_back(buf.freeze());
+        }
     }
 
     fn push(&mut self, events: &[Event]) {
@@ -203,10 +263,18 @@ impl GlobalStream {
         }
         let mut buf = BytesMut::new();
         for event in events {
-            self.counter += 1;
-            buf.extend_from_slice(&event.to_sse(&format!("{}{:08}", self.id_base, self.counter)));
+            let id = self.next_id();
+            buf.extend_from_slice(&event.to_sse(&id));
         }
         self.queue.push_back(buf.freeze());
+    }
+
+    /// The next event's id: the time it is sent (13 digits of ms, so a client's
+    /// `Last-Event-ID` says when it last heard from us), this connection's tag and a
+    /// counter (ids of one connection ascend).
+    fn next_id(&mut self) -> String {
+        self.counter += 1;
+        format!("evt_{:013}{}{:08}", now_ms(), self.tag, self.counter)
     }
 
     fn scope(&self, session_id: SessionId) -> Scope {
@@ -217,13 +285,14 @@ impl GlobalStream {
     fn discover(&mut self) {
         let Some(project) = self.project.clone() else { return };
         let (engine, user) = (self.engine.clone(), self.user.clone());
+        let (since, directory, model) = (self.since, self.directory.clone(), self.engine.model_name());
         self.tasks.push(
             async move {
                 let sessions = match engine.list_sessions(&user, &project, false).await {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(error = %e, "opencode /event: could not list sessions");
-                        return Step::Discovered(Vec::new());
+                        return Step::Discovered(Vec::new(), Vec::new());
                     }
                 };
                 let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
@@ -233,12 +302,30 @@ impl GlobalStream {
                         HashSet::new()
                     }
                 };
-                let active = sessions
+                let active: Vec<SessionId> = sessions
                     .into_iter()
                     .filter(|s| s.status == SessionStatus::Busy || waiting.contains(&s.session.id))
                     .map(|s| s.session.id)
                     .collect();
-                Step::Discovered(active)
+                let Some(since) = since else { return Step::Discovered(active, Vec::new()) };
+                // Back after a drop: the runs that ended while it was away.
+                let ended = match engine.sessions_ended_after(&user, &project, since, MISSED_SESSIONS).await {
+                    Ok(ended) => ended,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opencode /event: could not list the runs that ended");
+                        Vec::new()
+                    }
+                };
+                let mut missed = Vec::new();
+                for id in ended.into_iter().filter(|id| !active.contains(id)) {
+                    let Ok(detail) = engine.session(&user, &id).await else { continue };
+                    if detail.state.active_run.is_some() {
+                        continue;
+                    }
+                    let scope = Scope { session_id: id, directory: directory.clone(), default_model: model.clone() };
+                    missed.extend(Mapper::new(scope).missed(&detail.state, since, now_ms()));
+                }
+                Step::Discovered(active, missed)
             }
             .boxed(),
         );
@@ -256,7 +343,9 @@ impl GlobalStream {
         let (mapper, left_at) = match self.quiet.remove(&session) {
             Some((mapper, cursor)) => (mapper, Some(cursor)),
             None => {
-                let fresh = Mapper::new(self.scope(session.clone())).legacy_deltas(self.options.legacy_deltas);
+                let fresh = Mapper::new(self.scope(session.clone()))
+                    .legacy_deltas(self.options.legacy_deltas)
+                    .since(self.since);
                 (fresh.announce(announce), None)
             }
         };
@@ -270,7 +359,7 @@ impl GlobalStream {
                 // A cursor of another instance (the session was reloaded) means a snapshot.
                 let cursor = [left_at, marked].into_iter().flatten().find(|c| c.stream_id == stream_id);
                 let mut subscription = match engine.subscribe(&user, &session, cursor.as_ref(), kill, true).await {
-                    Ok((subscription, _)) => subscription,
+                    Ok((subscription, _)) => subscription.typed(),
                     Err(e) => {
                         tracing::warn!(session = %session, error = %e, "opencode /event: could not follow a session");
                         return Step::Forget(session);
@@ -279,10 +368,7 @@ impl GlobalStream {
                 // The first item is a replay or a snapshot — or, for a cursor that is
                 // caught up, the next live frame. After a snapshot of a busy session the
                 // mapper needs to know where the run began.
-                let Some(first) = subscription.next().await else { return Step::Forget(session) };
-                let mut decoder = Decoder::new();
-                let frames: Vec<Frame> =
-                    decoder.push(&first).iter().filter_map(|sse| serde_json::from_str(&sse.data).ok()).collect();
+                let Some(frames) = subscription.next().await else { return Step::Forget(session) };
                 let active = frames.iter().find_map(|f| match &f.body {
                     FrameBody::Snapshot { state } => state.active_run.as_ref().map(|a| a.run_id.clone()),
                     _ => None,
@@ -291,9 +377,13 @@ impl GlobalStream {
                     Some(run) => engine.run(&user, &run).await.ok().map(|r| r.user_message_index),
                     None => None,
                 };
-                let mut feed = Feed { session, subscription, decoder, mapper: mapper.run_start(start), cursor: None };
-                let events = frames.iter().flat_map(|f| feed.map(f)).collect();
-                Step::Feed(Box::new(feed), events)
+                let key = (mapper.legacy(), mapper.directory().to_owned());
+                let follow = Follow::new(key, mapper.run_start(start));
+                let mut feed = Feed { session, subscription, follow, cursor: None };
+                match frames.iter().map(|f| feed.map(f)).collect() {
+                    Ok(events) => Step::Feed(Box::new(feed), events),
+                    Err(Behind) => Step::Cut,
+                }
             }
             .boxed(),
         );
@@ -307,9 +397,10 @@ impl GlobalStream {
             Change::SessionCreated { session, project } if project == ours => self.follow(session, Announce::Created),
             Change::SessionChanged { session, project } if project == ours => self.follow(session, Announce::Updated),
             Change::SessionDeleted { session, project } if project == ours => {
-                let known = self.feeds.iter().find(|f| f.session == session).and_then(|f| f.mapper.session());
+                let known = self.feeds.iter().find(|f| f.session == session);
+                let known = known.and_then(|f| f.follow.peek(|m| m.and_then(|m| m.session().cloned())));
                 let info = match known {
-                    Some(s) => session_info(s, &self.directory),
+                    Some(s) => session_info(&s, &self.directory),
                     None => SessionInfo {
                         id: session.to_string(),
                         slug: session.to_string(),
@@ -350,10 +441,13 @@ impl GlobalStream {
 
     fn on_step(&mut self, step: Step, cx: &mut Context<'_>) {
         match step {
-            Step::Discovered(sessions) => sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing)),
+            Step::Discovered(sessions, missed) => {
+                self.push(&missed);
+                sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing));
+            }
             Step::Feed(feed, events) => {
-                self.push(&events);
-                let quiet = !feed.mapper.is_active();
+                self.push_shared(&events);
+                let quiet = !feed.is_active();
                 self.feeds.push(*feed);
                 if quiet {
                     self.drain_or_drop(self.feeds.len() - 1, cx);
@@ -375,17 +469,14 @@ impl GlobalStream {
         }
     }
 
-    /// Maps one chunk of a feed's frames into the queue.
-    fn map_chunk(&mut self, at: usize, chunk: &[u8]) {
+    /// Maps one batch of a feed's frames into the queue. A feed that fell behind the
+    /// shared outputs ends the response, like a cut subscription.
+    fn map_chunk(&mut self, at: usize, frames: &[Arc<Frame>]) {
         let feed = &mut self.feeds[at];
-        let mut events = Vec::new();
-        for sse in feed.decoder.push(chunk) {
-            match serde_json::from_str::<Frame>(&sse.data) {
-                Ok(frame) => events.extend(feed.map(&frame)),
-                Err(e) => tracing::warn!(error = %e, "opencode /event: skipped a frame that does not parse"),
-            }
+        match frames.iter().map(|frame| feed.map(frame)).collect::<Result<Vec<_>, _>>() {
+            Ok(events) => self.push_shared(&events),
+            Err(Behind) => self.ended = true,
         }
-        self.push(&events);
     }
 
     /// Polls the feeds, from the round-robin start, until one has something. Returns
@@ -399,7 +490,7 @@ impl GlobalStream {
                 Poll::Ready(Some(chunk)) => {
                     self.next_feed = at + 1;
                     self.map_chunk(at, &chunk);
-                    if !self.feeds[at].mapper.is_active() {
+                    if !self.feeds[at].is_active() {
                         self.drain_or_drop(at, cx);
                     }
                 }
@@ -420,7 +511,7 @@ impl GlobalStream {
             match self.feeds[at].subscription.poll_next_unpin(cx) {
                 Poll::Ready(Some(chunk)) => {
                     self.map_chunk(at, &chunk);
-                    if self.feeds[at].mapper.is_active() {
+                    if self.feeds[at].is_active() {
                         return;
                     }
                 }
@@ -430,15 +521,19 @@ impl GlobalStream {
                     return;
                 }
                 Poll::Pending => {
-                    let feed = self.feeds.swap_remove(at);
+                    let mut feed = self.feeds.swap_remove(at);
                     self.followed.remove(&feed.session);
-                    if let Some(cursor) = feed.cursor {
+                    // Without a mapper at the feed's very frame (others moved the shared
+                    // one on), the session is simply forgotten: it starts from a mark or
+                    // a snapshot next time.
+                    let left = feed.cursor.and_then(|c| Some((feed.follow.take_mapper(Some(c.seq))?, c)));
+                    if let Some((mapper, cursor)) = left {
                         if self.quiet.len() >= QUIET_SESSIONS
                             && let Some(any) = self.quiet.keys().next().cloned()
                         {
                             self.quiet.remove(&any);
                         }
-                        self.quiet.insert(feed.session, (feed.mapper, cursor));
+                        self.quiet.insert(feed.session, (mapper, cursor));
                     }
                     return;
                 }

@@ -65,7 +65,9 @@ pub enum Announce {
     Updated,
 }
 
-/// Maps one session's frames for one connection.
+/// Maps one session's frames for one connection (cloned at a frame to become the
+/// session's shared form: see `dialect/shared.rs`).
+#[derive(Clone)]
 pub struct Mapper {
     scope: Scope,
     legacy_deltas: bool,
@@ -79,10 +81,17 @@ pub struct Mapper {
     run: RunTrack,
     /// Index of the active run's user message, for replaying it from a snapshot.
     run_start: Option<u64>,
+    /// The client has had text of this session before (it reconnected with a
+    /// `Last-Event-ID`, or this mapper already mapped a snapshot): a snapshot's text is
+    /// sent as whole parts to replace, never as deltas it may already have appended.
+    resuming: bool,
+    /// When the reconnecting client last heard from the server (ms), until the first
+    /// snapshot has told it what it missed.
+    since: Option<Millis>,
 }
 
 /// What the mapper needs to know about the current run.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct RunTrack {
     /// Index of the user message the run answers.
     user: Option<u64>,
@@ -94,6 +103,7 @@ struct RunTrack {
     error: Option<String>,
 }
 
+#[derive(Clone)]
 struct Step {
     info: AssistantInfo,
     /// By content index.
@@ -105,6 +115,7 @@ struct Step {
     error: Option<String>,
 }
 
+#[derive(Clone)]
 struct Block {
     kind: BlockKind,
     text: String,
@@ -113,6 +124,7 @@ struct Block {
     time: PartTime,
 }
 
+#[derive(Clone)]
 enum BlockKind {
     Text,
     Reasoning,
@@ -131,10 +143,31 @@ impl Mapper {
             pending: Vec::new(),
             run: RunTrack::default(),
             run_start: None,
+            resuming: false,
+            since: None,
         }
     }
 
     /// Also send seed 004's per-token `message.part.updated` (text so far + `delta`).
+    /// Whether this mapper sends seed 004's per-token `message.part.updated` too.
+    pub fn legacy(&self) -> bool {
+        self.legacy_deltas
+    }
+
+    /// The directory its events name.
+    pub fn directory(&self) -> &str {
+        &self.scope.directory
+    }
+
+    /// The client reconnected, having last heard from the server at `since` (ms): it
+    /// has this session's text so far (see the `resuming` field), and a permission
+    /// replied to since is told again.
+    pub fn since(mut self, since: Option<Millis>) -> Self {
+        self.resuming |= since.is_some();
+        self.since = since;
+        self
+    }
+
     pub fn legacy_deltas(mut self, on: bool) -> Self {
         self.legacy_deltas = on;
         self
@@ -274,6 +307,53 @@ impl Mapper {
             let requested = AgentEvent::ApprovalRequested { approval: Box::new(approval.clone()) };
             self.event(&requested, None, now, out);
         }
+        if let Some(since) = self.since.take() {
+            out.extend(self.replied_since(state, since));
+        }
+        // Any later snapshot re-anchors a client that has this text already.
+        self.resuming = true;
+    }
+
+    /// `permission.replied` for the session's last resolved approval, if that was after
+    /// `since`.
+    fn replied_since(&self, state: &SessionState, since: Millis) -> Option<Event> {
+        let last = state.last_approval.as_ref().filter(|a| a.at > since)?;
+        let reply = Reply::from_resolution(&last.decision);
+        Some(Event::PermissionReplied {
+            session_id: self.sid(),
+            permission_id: last.id.to_string(),
+            request_id: last.id.to_string(),
+            response: reply,
+            reply,
+        })
+    }
+
+    /// What a client away since `since` (ms) missed of an idle session: the messages that
+    /// changed since (each with its parts, whole), the permission last replied to if
+    /// that was since, and that it is idle. Sent on reconnect, before live events.
+    pub fn missed(&mut self, state: &SessionState, since: Millis, now: Millis) -> Vec<Event> {
+        let mut out = Vec::new();
+        self.session = Some(state.session.clone());
+        self.busy = false;
+        let model = state.session.model.as_deref();
+        for m in super::records::history(&self.scope, &state.messages, model) {
+            let changed = match &m.info {
+                MessageInfo::User(info) => info.time.created > since,
+                MessageInfo::Assistant(info) => info.time.completed.unwrap_or(info.time.created) > since,
+            };
+            if !changed {
+                continue;
+            }
+            out.push(Event::MessageUpdated { session_id: self.sid(), info: m.info });
+            for part in m.parts {
+                out.push(self.part_updated(part, now, None));
+            }
+        }
+        out.extend(self.replied_since(state, since));
+        // Last, as live: the session went idle after its messages were done.
+        out.push(Event::SessionStatus { session_id: self.sid(), status: Status::Idle });
+        out.push(Event::SessionIdle { session_id: self.sid() });
+        out
     }
 
     /// Replays one assistant message as if it streamed: start, each block with its whole
@@ -315,6 +395,16 @@ impl Mapper {
                 }
             };
             for d in [Some(start), Some(delta), (committed || ci < last).then_some(end)].into_iter().flatten() {
+                let catch_up = matches!(d, StreamDelta::TextDelta { .. } | StreamDelta::ThinkingDelta { .. });
+                if catch_up && self.resuming {
+                    // The text so far as a whole part, which replaces what the client
+                    // holds; the block remembers it as sent, so live deltas continue it.
+                    self.event(&AgentEvent::MessageUpdate { assistant_message_event: d }, at, now, &mut Vec::new());
+                    if let Some(part) = self.block_part(index, ci) {
+                        out.push(self.part_updated(part, now, None));
+                    }
+                    continue;
+                }
                 self.event(&AgentEvent::MessageUpdate { assistant_message_event: d }, at, now, out);
             }
         }

@@ -591,3 +591,22 @@ fn events_are_one_data_line_with_an_id_and_no_event_field() {
     let event = Event::SessionIdle { session_id: sid().to_string() };
     assert_snapshot!(String::from_utf8(event.to_sse("evt_1").to_vec()).expect("utf-8"));
 }
+
+#[test]
+fn an_event_written_from_its_shared_body_is_byte_for_byte_the_event() {
+    let events = [
+        Event::SessionIdle { session_id: sid().to_string() },
+        Event::PartDelta {
+            session_id: sid().to_string(),
+            message_id: "msg_1".into(),
+            part_id: "prt_1".into(),
+            field: "text",
+            delta: "a \"quoted\"\nline é".into(),
+        },
+    ];
+    for event in events {
+        let mut shared = bytes::BytesMut::new();
+        sse_with_id(&mut shared, format_args!("evt_{:07}", 42), &event.shared_body());
+        assert_eq!(shared.freeze(), event.to_sse("evt_0000042"));
+    }
+}

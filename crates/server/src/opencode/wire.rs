@@ -478,10 +478,30 @@ pub struct Envelope<'a> {
 }
 
 impl Event {
+    /// The event's JSON without its opening brace: what every connection shares, each
+    /// putting its own `{"id":…,` in front (see [`sse_with_id`]).
+    pub fn shared_body(&self) -> bytes::Bytes {
+        let json = serde_json::to_vec(self).expect("OpenCode events are plain data");
+        bytes::Bytes::from(json).slice(1..)
+    }
+
     /// The SSE bytes of this event: one `data:` line, no `event:` field (seed 004:
     /// the type is in the JSON), no SSE `id` (there is nothing to resume from).
     pub fn to_sse(&self, id: &str) -> bytes::Bytes {
         let json = serde_json::to_string(&Envelope { id, event: self }).expect("OpenCode events are plain data");
         spool_protocol::sse::encode(None, None, &json)
     }
+}
+
+/// The SSE bytes of an event from its shared body ([`Event::shared_body`]) and this
+/// connection's id: the same bytes as [`Event::to_sse`], without serializing again. The
+/// id is written as it is: ids are made here of `[0-9A-Za-z_]` and need no escaping.
+pub fn sse_with_id(buf: &mut bytes::BytesMut, id: std::fmt::Arguments<'_>, body: &[u8]) {
+    use std::fmt::Write as _;
+    buf.extend_from_slice(b"data: {\"id\":\"");
+    // Writing into a BytesMut cannot fail.
+    let _ = buf.write_fmt(id);
+    buf.extend_from_slice(b"\",");
+    buf.extend_from_slice(body);
+    buf.extend_from_slice(b"\n\n");
 }

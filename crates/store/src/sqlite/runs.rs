@@ -4,7 +4,7 @@ use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{RunInsert, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{Run, RunError, RunId, SessionId, Usage};
+use spool_protocol::{ProjectId, Run, RunError, RunId, SessionId, Usage};
 use sqlx::SqlitePool;
 
 /// Inserts `run` unless its requestId is already used in the session, in which case
@@ -138,6 +138,30 @@ pub(crate) async fn since(pool: &SqlitePool, session: &SessionId, from_index: u6
     .iter()
     .map(rows::run)
     .collect()
+}
+
+/// Sessions of `project` with a run that ended after `after` (ms), latest ended first, at
+/// most `limit`: what a reconnecting OpenCode client missed (`opencode/global.rs`).
+pub(crate) async fn ended_after(
+    pool: &SqlitePool,
+    project: &ProjectId,
+    after: Millis,
+    limit: u32,
+) -> Result<Vec<SessionId>, StoreError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT r.session_id FROM runs r JOIN sessions s ON s.id = r.session_id
+         WHERE s.project_id = ? AND r.ended_at > ?
+         GROUP BY r.session_id ORDER BY MAX(r.ended_at) DESC LIMIT ?",
+    )
+    .bind(project.as_str())
+    .bind(after)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    rows.into_iter()
+        .map(|(id,)| id.parse().map_err(|_| StoreError::Backend(format!("a stored session id does not parse: {id}"))))
+        .collect()
 }
 
 pub(crate) async fn interrupted(pool: &SqlitePool, session: &SessionId) -> Result<Option<Run>, StoreError> {

@@ -1,0 +1,197 @@
+//! A run's `sequence`: the run stream (seed 003; the mapping is the server's
+//! `dialect::run_stream`) numbers a run's events 1, 2, 3 …, and every stream of one run
+//! — the first `POST /api/chat`, a retried one, a re-attach, a resume's continuation —
+//! continues the same numbers for the run's lifetime. So the numbering cannot belong to
+//! a subscription: a session's `SessionEvents` counts once, as each frame enters its
+//! ring, marks the frame with the sequence it gives, and finds a client's `after` by
+//! these marks ([`SessionEvents::subscribe_from_run`]). The server's mapping folds with
+//! the same [`RunCount`], so the two cannot disagree on which frame is which event.
+//!
+//! Which frames are a run's events (the mapping's table, in counting terms): the run's
+//! `run.accepted`; its `text_delta` updates, `tool_execution_start`,
+//! `tool_execution_end` and `approval_requested`; its `agent_end` unless completed (the
+//! `error` event); and after a completed `agent_end`, the session's next
+//! `session.state` (the `done` event, which names the stored message). Pure: no clock,
+//! no I/O.
+//!
+//! [`SessionEvents::subscribe_from_run`]: crate::SessionEvents::subscribe_from_run
+
+use spool_protocol::frame::FrameBody;
+use spool_protocol::{AgentEvent, ApprovalId, RunId, RunStatus, StreamDelta};
+use std::collections::VecDeque;
+
+/// One run's event counter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunCount {
+    run_id: RunId,
+    sequence: u64,
+    /// Seen the run's `run.accepted` (or counting from the middle of the run).
+    started: bool,
+    /// `agent_end` said completed: the next `session.state` is `done`.
+    completing: bool,
+    /// `done` or `error` was counted: nothing follows.
+    ended: bool,
+    /// The sequence of each approval the run asked for, in order.
+    interrupts: Vec<(ApprovalId, u64)>,
+}
+
+impl RunCount {
+    /// A counter that starts at the run's `run.accepted` frame and counts nothing before.
+    pub fn new(run_id: RunId) -> Self {
+        Self { run_id, sequence: 0, started: false, completing: false, ended: false, interrupts: Vec::new() }
+    }
+
+    /// A counter that goes on after the run's event `sequence` (0: from the run's start),
+    /// for frames that follow that event's own frame.
+    pub fn after(run_id: RunId, sequence: u64) -> Self {
+        Self { started: sequence > 0, sequence, ..Self::new(run_id) }
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The sequence of the run's last event so far (0 before the first).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The run's last event (`done` or `error`) has been counted.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The sequence of the `interrupt` that asked for `approval`, if counted here.
+    pub fn interrupt(&self, approval: &ApprovalId) -> Option<u64> {
+        self.interrupts.iter().find(|(id, _)| id == approval).map(|(_, seq)| *seq)
+    }
+
+    /// Counts one frame of the run's session: the sequence it gives, if it is one of
+    /// the run's events.
+    pub fn step(&mut self, body: &FrameBody) -> Option<u64> {
+        if self.ended {
+            return None;
+        }
+        match body {
+            FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id && !self.started => {
+                self.started = true;
+            }
+            FrameBody::LoopEvent { run_id, event, .. } if *run_id == self.run_id && self.started => match event {
+                AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { .. } }
+                | AgentEvent::ToolExecutionStart { .. }
+                | AgentEvent::ToolExecutionEnd { .. } => {}
+                AgentEvent::ApprovalRequested { approval } => {
+                    self.interrupts.push((approval.id.clone(), self.sequence + 1));
+                }
+                AgentEvent::AgentEnd { status, .. } => {
+                    if RunStatus::parse(status) == Some(RunStatus::Completed) {
+                        self.completing = true;
+                        return None;
+                    }
+                    self.ended = true;
+                }
+                _ => return None,
+            },
+            FrameBody::State { .. } if self.completing => {
+                self.completing = false;
+                self.ended = true;
+            }
+            _ => return None,
+        }
+        self.sequence += 1;
+        Some(self.sequence)
+    }
+}
+
+/// How many recent runs a session keeps counting for: a re-attach to a run that ended
+/// a few runs ago still gets its numbers; older ones fall back to a snapshot numbered
+/// after the client's own last sequence.
+const KEPT_RUNS: usize = 8;
+
+/// The counters of one session's recent runs: those whose `run.accepted` this stream
+/// saw (a session loaded, or followed from the bus, in the middle of a run does not
+/// know that run's numbers).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunSequences {
+    runs: VecDeque<RunCount>,
+}
+
+impl RunSequences {
+    /// Counts one frame: the run and sequence it gives, if it is a run's event.
+    pub(crate) fn count(&mut self, body: &FrameBody) -> Option<(RunId, u64)> {
+        if let FrameBody::RunAccepted { run_id, .. } = body
+            && self.get(run_id).is_none()
+        {
+            if self.runs.len() == KEPT_RUNS {
+                self.runs.pop_front();
+            }
+            self.runs.push_back(RunCount::new(run_id.clone()));
+        }
+        // One run is active at a time; only the newest ones can take a frame.
+        self.runs.iter_mut().rev().filter(|r| !r.ended).find_map(|r| Some((r.run_id.clone(), r.step(body)?)))
+    }
+
+    pub(crate) fn get(&self, run: &RunId) -> Option<&RunCount> {
+        self.runs.iter().find(|r| r.run_id == *run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spool_protocol::Usage;
+
+    fn ev(run: &RunId, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run.clone(), message_index: None, message_id: None, event }
+    }
+
+    fn delta() -> AgentEvent {
+        AgentEvent::MessageUpdate {
+            assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "w".into() },
+        }
+    }
+
+    #[test]
+    fn a_counter_resumed_after_an_event_numbers_the_rest_as_the_whole_count_does() {
+        let run = RunId::new();
+        let end = AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() };
+        let frames = [
+            FrameBody::RunAccepted { request_id: "r".into(), run_id: run.clone() },
+            ev(&run, delta()),
+            ev(&run, AgentEvent::TurnEnd {}),
+            ev(&run, delta()),
+            ev(&run, end),
+            FrameBody::RunAccepted { request_id: "again".into(), run_id: run.clone() },
+            ev(&run, AgentEvent::AgentSettled {}),
+        ];
+        let mut whole = RunSequences::default();
+        let marks: Vec<Option<u64>> = frames.iter().map(|f| whole.count(f).map(|(_, s)| s)).collect();
+        assert_eq!(marks, [Some(1), Some(2), None, Some(3), None, None, None]);
+        // The `done` is the next state frame, whatever it shows.
+        let state = spool_protocol::frame::FrameBody::State { state: Box::new(test_state()) };
+        assert_eq!(whole.count(&state), Some((run.clone(), 4)));
+        assert!(whole.get(&run).expect("kept").ended());
+        // Resumed after event 2 (its frame is the second), the frames after it count the same.
+        let mut resumed = RunCount::after(run.clone(), 2);
+        let rest: Vec<Option<u64>> = frames[2..].iter().chain([&state]).map(|f| resumed.step(f)).collect();
+        assert_eq!(rest, [None, Some(3), None, None, None, Some(4)]);
+        assert_eq!(&resumed, whole.get(&run).expect("kept"), "and end in the same state");
+    }
+
+    fn test_state() -> spool_protocol::frame::SessionState {
+        let session = spool_protocol::Session {
+            id: spool_protocol::SessionId::new(),
+            project_id: spool_protocol::ProjectId::new(),
+            owner_id: spool_protocol::UserId::new(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            permissions: vec![],
+            model: None,
+            read_index: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        crate::view::initial_state(session, vec![], 0)
+    }
+}
