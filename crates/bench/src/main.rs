@@ -21,11 +21,15 @@
 //! for lagging (the designed outcome for a client that cannot keep up: it reconnects
 //! and catches up through a snapshot, as a browser would), and any hole, repeat or
 //! stream change a subscriber saw (there should be none).
+//!
+//! `spool-bench soak` measures something else: the server's memory over thousands of
+//! short runs on one session (see [`soak`]).
 
 mod database;
 mod dialect;
 mod latency;
 mod nodes;
+mod soak;
 mod subscriber;
 
 use anyhow::{Context, Result, bail};
@@ -37,8 +41,10 @@ use std::time::{Duration, Instant};
 use subscriber::{Outcome, Subscriber};
 
 #[derive(Parser, Debug)]
-#[command(about = "Stream benchmark against real spool servers")]
+#[command(about = "Stream benchmark against real spool servers", args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Path of the spool binary (default: `spool` next to this binary).
     #[arg(long)]
     spool: Option<std::path::PathBuf>,
@@ -75,6 +81,12 @@ struct Args {
     timeout_secs: u64,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Short runs back to back on one session, the server's RSS sampled as they go.
+    Soak(soak::SoakArgs),
+}
+
 impl Args {
     fn check(&self) -> Result<()> {
         if self.nodes > 1 && (self.database_url.is_none() || self.redis_url.is_none()) {
@@ -98,6 +110,12 @@ impl Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(Command::Soak(soak)) = &args.command {
+        if !soak::soak(soak).await? {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     args.check()?;
     let db = match &args.database_url {
         Some(server) => Some(database::BenchDb::create(server).await?),
@@ -118,7 +136,7 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("spool"),
     };
-    let cluster = Cluster { database_url, redis_url: args.redis_url.as_deref(), delay_ms: args.delay_ms };
+    let cluster = Cluster { database_url, redis_url: args.redis_url.as_deref(), delay_ms: args.delay_ms, config: None };
     let node_count = args.nodes as usize;
     let nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;
     let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(args.subscribers + 4).build()?;

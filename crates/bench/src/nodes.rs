@@ -16,6 +16,8 @@ pub struct Cluster<'a> {
     /// `--redis-url` of every node; with it each node follows the session through the bus.
     pub redis_url: Option<&'a str>,
     pub delay_ms: u64,
+    /// `--config` of every node (default: none).
+    pub config: Option<&'a Path>,
 }
 
 pub struct Node {
@@ -48,6 +50,9 @@ impl Node {
             .args(["--max-streams-per-user", "1000000"])
             .arg("--data-dir")
             .arg(data.path());
+        if let Some(config) = cluster.config {
+            cmd.arg("--config").arg(config);
+        }
         if let Some(url) = cluster.database_url {
             cmd.args(["--database-url", url]);
         }
@@ -87,7 +92,42 @@ impl Node {
 
     /// Peak resident set (VmHWM) of the node's process, in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmHWM:")
+    }
+
+    /// Resident set now (VmRSS) of the node's process, in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The anonymous part of the resident set (RssAnon: the heap and stacks, not the
+    /// mapped binary), in KiB.
+    pub fn rss_anon_kib(&self) -> Option<u64> {
+        self.status_kib("RssAnon:")
+    }
+
+    /// One `kB` field of `/proc/PID/status`.
+    fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+        status.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Stops the node as an operator would (SIGTERM) and waits up to `within` for it to
+    /// exit, so whatever it does on a graceful stop (a heap profiler writing its file)
+    /// happens. A node still running then is killed when its handle drops.
+    pub fn terminate(&mut self, within: std::time::Duration) -> Result<()> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().context("running kill")?;
+        if !sent.success() {
+            bail!("kill -TERM {pid} failed: {sent}");
+        }
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        bail!("the node did not stop within {within:?} of SIGTERM")
     }
 }

@@ -225,12 +225,12 @@ fn frame_type(data: &[u8]) -> &[u8] {
 /// Splits a byte stream into SSE events (blank-line separated) across chunk boundaries.
 /// The server writes `\n` line ends only.
 #[derive(Default)]
-struct Events {
+pub(crate) struct Events {
     pending: Vec<u8>,
 }
 
 impl Events {
-    fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+    pub(crate) fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
         self.pending.extend_from_slice(chunk);
         let mut start = 0;
         for end in memmem::find_iter(&self.pending, b"\n\n") {

@@ -47,8 +47,9 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
     (chars as u64).div_ceil(4)
 }
 
-/// The request for the next model call.
-pub fn assemble(system: &str, memory: &SessionMemory, conversation: &[Message], tools: Vec<ToolSpec>) -> ModelRequest {
+/// The request for the next model call; `verbatim` is the conversation after the part
+/// the summary replaced.
+pub fn assemble(system: &str, memory: &SessionMemory, verbatim: &[Message], tools: Vec<ToolSpec>) -> ModelRequest {
     let mut prompt = system.to_owned();
     if !memory.facts.is_empty() {
         prompt.push_str("\n\nConfirmed facts (from successful tool results or the user's confirmation):");
@@ -63,17 +64,17 @@ pub fn assemble(system: &str, memory: &SessionMemory, conversation: &[Message], 
             memory.summarized_before
         ));
     }
-    let from = (memory.summarized_before as usize).min(conversation.len());
-    ModelRequest { system: Some(prompt), messages: conversation[from..].to_vec(), tools }
+    ModelRequest { system: Some(prompt), messages: verbatim.to_vec(), tools }
 }
 
-/// Where compaction should cut: the start of the second-to-last user round, so the
-/// latest exchange stays verbatim and no tool result is separated from its call.
-/// `None` when there is nothing older than that to fold.
-pub fn compaction_cut(conversation: &[Message], already: u64) -> Option<u64> {
-    let users: Vec<usize> = conversation.iter().enumerate().filter(|(_, m)| m.is_user()).map(|(i, _)| i).collect();
-    let cut = *users.iter().rev().nth(1)? as u64;
-    (cut > already).then_some(cut)
+/// Where compaction should cut the verbatim part of the conversation (the part after
+/// the summary): how many of its messages to fold, up to the start of the
+/// second-to-last user round, so the latest exchange stays verbatim and no tool result
+/// is separated from its call. `None` when there is nothing older than that to fold.
+pub fn compaction_cut(verbatim: &[Message]) -> Option<usize> {
+    let mut users = verbatim.iter().enumerate().rev().filter(|(_, m)| m.is_user()).map(|(i, _)| i);
+    let cut = users.nth(1)?;
+    (cut > 0).then_some(cut)
 }
 
 /// The summary call: the previous summary plus the turns to fold, as a transcript.
@@ -162,7 +163,7 @@ mod tests {
         remember(&mut memory, "read README.md: # Title", FactSource::Tool, 2);
         memory.summary = Some("earlier: asked about q0".into());
         memory.summarized_before = 4;
-        let req = assemble("sys", &memory, &convo(), vec![]);
+        let req = assemble("sys", &memory, &convo()[4..], vec![]);
         let system = req.system.expect("system");
         assert!(system.contains("- read README.md: # Title"));
         assert_eq!(system.matches("README").count(), 1, "a fact is kept once");
@@ -173,9 +174,11 @@ mod tests {
     #[test]
     fn compaction_keeps_the_latest_round_and_cuts_at_a_user_message() {
         let c = vec![Message::user_text("a", 0), Message::user_text("b", 0), Message::user_text("c", 0)];
-        assert_eq!(compaction_cut(&c, 0), Some(1));
-        assert_eq!(compaction_cut(&c, 1), None);
-        assert_eq!(compaction_cut(&c[..1], 0), None);
+        assert_eq!(compaction_cut(&c), Some(1));
+        // After that cut the verbatim part is `b, c`: nothing older than the latest
+        // exchange is left to fold.
+        assert_eq!(compaction_cut(&c[1..]), None);
+        assert_eq!(compaction_cut(&c[..1]), None);
     }
 
     #[test]

@@ -111,8 +111,13 @@ pub(crate) struct RunTask {
     /// The approval whose decision this task carries out: its call is marked started
     /// in the store before the tool runs, so a crash never runs it twice.
     decided: Option<ApprovalId>,
-    /// The whole conversation, from index 0 (model calls see the part after the summary).
+    /// The conversation from `conversation_base` on: the part model calls see (after
+    /// the compaction summary) and the messages this run adds. The part a summary
+    /// replaced is never read: reading the whole history made every run cost memory
+    /// and time in proportion to every message the session ever had.
     conversation: Vec<Message>,
+    /// Absolute index of `conversation[0]`.
+    conversation_base: u64,
     /// Confirmed facts and the compaction summary.
     memory: SessionMemory,
     /// The code of the model error that ended the last model call, if one did.
@@ -148,6 +153,7 @@ impl RunTask {
             resume: None,
             decided: None,
             conversation: Vec::new(),
+            conversation_base: 0,
             memory: SessionMemory::default(),
             model_error: None,
             next_index,
@@ -237,25 +243,18 @@ impl RunTask {
     /// the checkpoint was taken at, resolves the pending call, then runs on.
     async fn continue_from(&mut self, checkpoint: Checkpoint, resolution: Resolution) -> Outcome {
         let store = self.engine.inner.store.clone();
-        match store.list_messages(&self.run.session_id, None, u32::MAX).await {
-            Ok(history) if history.len() as u64 == checkpoint.next_index => {
-                self.conversation = history.into_iter().map(|m| m.message).collect();
-            }
-            Ok(history) => {
+        match store.count_messages(&self.run.session_id).await {
+            Ok(count) if count == checkpoint.next_index => {}
+            Ok(count) => {
                 return failure(
                     "checkpoint_mismatch",
-                    format!(
-                        "the conversation has {} messages; the checkpoint expected {}",
-                        history.len(),
-                        checkpoint.next_index
-                    ),
+                    format!("the conversation has {count} messages; the checkpoint expected {}", checkpoint.next_index),
                 );
             }
             Err(e) => return failure("storage_error", format!("could not load the conversation: {e}")),
         }
-        match store.get_memory(&self.run.session_id).await {
-            Ok(memory) => self.memory = memory,
-            Err(e) => return failure("storage_error", format!("could not load the session memory: {e}")),
+        if let Err(outcome) = self.load_context().await {
+            return outcome;
         }
         let mut calls = vec![checkpoint.pending];
         calls.extend(checkpoint.remaining);
@@ -312,16 +311,36 @@ impl RunTask {
         Ok(())
     }
 
-    async fn drive(&mut self) -> Outcome {
+    /// Reads the session's memory, then the messages before `next_index` that model
+    /// calls see: those from the summary's cut on (all of them while nothing has been
+    /// summarized).
+    async fn load_context(&mut self) -> Result<(), Outcome> {
         let store = self.engine.inner.store.clone();
-        // The model sees the whole conversation; context management trims it later.
-        match store.list_messages(&self.run.session_id, Some(self.next_index), u32::MAX).await {
-            Ok(history) => self.conversation = history.into_iter().map(|m| m.message).collect(),
-            Err(e) => return failure("storage_error", format!("could not load the conversation: {e}")),
-        }
-        match store.get_memory(&self.run.session_id).await {
-            Ok(memory) => self.memory = memory,
-            Err(e) => return failure("storage_error", format!("could not load the session memory: {e}")),
+        self.memory = store
+            .get_memory(&self.run.session_id)
+            .await
+            .map_err(|e| failure("storage_error", format!("could not load the session memory: {e}")))?;
+        let wanted = self.next_index.saturating_sub(self.memory.summarized_before);
+        let limit = u32::try_from(wanted).unwrap_or(u32::MAX);
+        let history = store
+            .list_messages(&self.run.session_id, Some(self.next_index), limit)
+            .await
+            .map_err(|e| failure("storage_error", format!("could not load the conversation: {e}")))?;
+        self.conversation_base = history.first().map_or(self.next_index, |m| m.index);
+        self.conversation = history.into_iter().map(|m| m.message).collect();
+        Ok(())
+    }
+
+    /// The part of the conversation model calls see verbatim, and its first absolute index.
+    fn verbatim(&self) -> (u64, &[Message]) {
+        let skip = self.memory.summarized_before.saturating_sub(self.conversation_base);
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX).min(self.conversation.len());
+        (self.conversation_base + skip as u64, &self.conversation[skip..])
+    }
+
+    async fn drive(&mut self) -> Outcome {
+        if let Err(outcome) = self.load_context().await {
+            return outcome;
         }
         self.emit(AgentEvent::AgentStart {}, None, |_| {});
         self.emit(AgentEvent::TurnStart {}, None, |_| {});
@@ -434,7 +453,7 @@ impl RunTask {
         let request = context::assemble(
             &self.engine.inner.config.system_prompt,
             &self.memory,
-            &self.conversation,
+            self.verbatim().1,
             self.engine.inner.tools.specs(),
         );
         let cancel = self.handle.cancel.clone();
@@ -893,16 +912,18 @@ impl RunTask {
     /// Summarizes older turns when the verbatim history passes the context budget.
     /// A failed summary is reported and the run goes on with the raw history.
     async fn maybe_compact(&mut self, model: &Arc<dyn Model>) {
-        let from = (self.memory.summarized_before as usize).min(self.conversation.len());
-        let tokens = context::estimate_tokens(&self.conversation[from..]);
+        let (start, verbatim) = self.verbatim();
+        let tokens = context::estimate_tokens(verbatim);
         if tokens <= self.engine.inner.config.context_budget_tokens {
             return;
         }
-        let Some(cut) = context::compaction_cut(&self.conversation, self.memory.summarized_before) else {
+        let Some(fold) = context::compaction_cut(verbatim) else {
             return;
         };
+        // Absolute, as the memory keeps it; `fold` messages of the verbatim part go.
+        let cut = start + fold as u64;
         self.emit(AgentEvent::CompactionStart { tokens_before: tokens }, None, |_| {});
-        let request = context::summary_request(&self.memory, &self.conversation[from..cut as usize]);
+        let request = context::summary_request(&self.memory, &verbatim[..fold]);
         let summary = collect_text(model, request, &self.handle.cancel).await;
         let saved = match summary {
             Ok(text) if !text.trim().is_empty() => {
@@ -915,7 +936,7 @@ impl RunTask {
             Ok(_) | Err(_) => false,
         };
         let (summarized_before, tokens_after, success) = if saved {
-            (cut, context::estimate_tokens(&self.conversation[cut as usize..]), true)
+            (cut, context::estimate_tokens(self.verbatim().1), true)
         } else {
             (self.memory.summarized_before, tokens, false)
         };

@@ -104,6 +104,44 @@ async fn past_the_budget_older_turns_are_summarized_and_history_keeps_everything
     assert!(page["messages"][0]["content"][0]["text"].as_str().is_some_and(|t| t.contains("round 0")));
 }
 
+/// A run reads only what its model calls see: the turns after the summary. Reading the
+/// whole history made every run cost memory and time in proportion to every message the
+/// session ever had (issue 14, "memory per run"). Shown with a folded message that can
+/// no longer be decoded: a run that read it would fail with `storage_error`.
+#[tokio::test]
+async fn a_run_never_reads_the_turns_the_summary_replaced() {
+    let (model, _seen) = recording("rec");
+    let engine = EngineConfig { context_budget_tokens: 60, ..EngineConfig::default() };
+    let server = server_with(model, None, engine).await;
+    let session = server.new_session().await;
+    let long = "lorem ipsum dolor sit amet ".repeat(6);
+    for i in 0..3 {
+        server.run_prompt(&session, &format!("echo: round {i} {long}")).await;
+    }
+    let (_, memory) = server.get(&format!("/api/sessions/{session}/memory")).await;
+    assert!(memory["summarizedBefore"].as_u64().is_some_and(|cut| cut >= 2), "{memory}");
+
+    // The first message (round 0's prompt, folded into the summary) no longer decodes.
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", server.dir().join("data/spool.db").display()))
+        .await
+        .expect("open the store's file");
+    let damaged = sqlx::query(
+        "UPDATE parts SET data = '{\"not\": \"a text block\"}'
+         WHERE message_id = (SELECT id FROM messages WHERE session_id = ? AND idx = 0)",
+    )
+    .bind(&session)
+    .execute(&db)
+    .await
+    .expect("damage message 0");
+    assert_eq!(damaged.rows_affected(), 1);
+    db.close().await;
+    let (status, _) = server.get(&format!("/api/sessions/{session}/messages?limit=500")).await;
+    assert_ne!(status, StatusCode::OK, "the damaged message is read by the history endpoint");
+
+    let run = server.run_prompt(&session, "echo: after the summary").await;
+    assert_eq!(run["status"], "completed", "{run}");
+}
+
 #[tokio::test]
 async fn the_title_is_generated_by_the_model_after_the_first_prompt() {
     let server = TestServer::start().await;
