@@ -3,7 +3,7 @@
 //! trait; the Redis Streams implementation is `spool_bus::RedisBus`. One node on its
 //! own has no frame bus: `SessionEvents` numbers and fans out frames in process.
 //!
-//! # How a session uses it (see `events.rs`, "Bus mode")
+//! # How a session uses it (see `events/mod.rs`, "Bus mode", and `events/replication.rs`)
 //!
 //! * Every node that has a session loaded follows it through one [`FrameBus::listen`]
 //!   (one per session per node, however many clients): each frame the bus delivers is

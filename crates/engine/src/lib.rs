@@ -6,6 +6,7 @@ mod approvals;
 pub mod auth;
 pub mod cluster;
 pub mod context;
+mod draft;
 mod drafts;
 mod engine;
 mod error;

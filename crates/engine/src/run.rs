@@ -10,7 +10,8 @@
 use crate::context;
 use crate::drafts::Checkpoints;
 use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
-use crate::store::Draft;
+use crate::draft::Draft;
+use crate::store;
 use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};
 use futures::StreamExt;
@@ -87,15 +88,6 @@ pub(crate) enum Resolution {
 /// from the environment are masked here, once, for every failure path.
 fn failure(code: &str, message: impl Into<String>) -> Outcome {
     Outcome::Failed(RunError { code: code.into(), message: redact(&message.into()) })
-}
-
-/// The block of the draft that deltas currently extend.
-#[derive(Clone, Copy, PartialEq)]
-enum Block {
-    None,
-    Text,
-    Thinking,
-    ToolCall,
 }
 
 pub(crate) struct RunTask {
@@ -436,18 +428,11 @@ impl RunTask {
         let entry = self.engine.inner.models.resolve(choice.as_deref()).clone();
         let model = entry.model.clone();
         self.maybe_compact(&model).await;
-        let mut draft = Message::Assistant {
-            content: Vec::new(),
-            stop_reason: None,
-            usage: Usage::default(),
-            model: model.name(),
-            error_message: None,
-            timestamp: now_ms(),
-        };
-        let start = draft.clone();
+        let mut draft = Draft::new(model.name(), now_ms());
+        let start = draft.message().clone();
         self.draft_id = Some(MessageId::new());
         let mut checkpoints = Checkpoints::default();
-        self.emit(AgentEvent::MessageStart { message: draft.clone() }, Some(index), move |s| {
+        self.emit(AgentEvent::MessageStart { message: start.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
         });
         let request = context::assemble(
@@ -465,38 +450,30 @@ impl RunTask {
             r = model.stream(request) => Some(r),
         };
         let mut stream = match opened {
-            None => {
-                self.end_draft(&mut draft, StopReason::Aborted, None);
-                return Ok((draft, true));
-            }
+            None => return Ok(self.end_draft(draft, StopReason::Aborted, None, true)),
             Some(Err(e)) => {
-                self.end_draft(&mut draft, StopReason::Error, Some(e.to_string()));
+                let draft = self.end_draft(draft, StopReason::Error, Some(e.to_string()), false);
                 self.model_error = Some(e.code);
-                return Ok((draft, false));
+                return Ok(draft);
             }
             Some(Ok(s)) => s,
         };
-        let mut block = Block::None;
-        let mut block_len = 0usize;
-        let mut usage = Usage::default();
         loop {
             let due = checkpoints.due();
             let next = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
-                    self.close_block(&mut draft, block);
                     // A stop of the server is a failure the message itself tells.
-                    match self.handle.failed_as.get() {
+                    return Ok(match self.handle.failed_as.get() {
                         Some(e) => {
                             let reason = format!("{} ({})", e.message, e.code);
-                            self.end_draft(&mut draft, StopReason::Error, Some(reason));
+                            self.end_draft(draft, StopReason::Error, Some(reason), true)
                         }
-                        None => self.end_draft(&mut draft, StopReason::Aborted, None),
-                    }
-                    return Ok((draft, true));
+                        None => self.end_draft(draft, StopReason::Aborted, None, true),
+                    });
                 }
                 () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                    self.save_draft(&draft).await;
+                    self.save_draft(draft.message()).await;
                     checkpoints.written();
                     continue;
                 }
@@ -519,19 +496,13 @@ impl RunTask {
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    self.close_block(&mut draft, block);
-                    self.end_draft(&mut draft, StopReason::Error, Some(e.to_string()));
+                    let draft = self.end_draft(draft, StopReason::Error, Some(e.to_string()), false);
                     self.model_error = Some(e.code);
-                    return Ok((draft, false));
+                    return Ok(draft);
                 }
                 None => {
-                    self.close_block(&mut draft, block);
-                    self.end_draft(
-                        &mut draft,
-                        StopReason::Error,
-                        Some("the model stream ended without finishing".into()),
-                    );
-                    return Ok((draft, false));
+                    let reason = "the model stream ended without finishing".to_owned();
+                    return Ok(self.end_draft(draft, StopReason::Error, Some(reason), false));
                 }
             };
             let grew = match &event {
@@ -539,45 +510,22 @@ impl RunTask {
                 ModelEvent::ToolCallStart { name, .. } => name.len().max(1),
                 _ => 0,
             };
+            if matches!(event, ModelEvent::Text(_) | ModelEvent::Thinking(_) | ModelEvent::ToolCallStart { .. }) {
+                self.first_token();
+            }
             match event {
-                ModelEvent::Text(text) => {
-                    self.first_token();
-                    self.open_block(&mut draft, &mut block, &mut block_len, Block::Text, None);
-                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
-                        StreamDelta::TextDelta { content_index, offset, delta }
-                    });
-                }
-                ModelEvent::Thinking(text) => {
-                    self.first_token();
-                    self.open_block(&mut draft, &mut block, &mut block_len, Block::Thinking, None);
-                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
-                        StreamDelta::ThinkingDelta { content_index, offset, delta }
-                    });
-                }
-                ModelEvent::ToolCallStart { id, name } => {
-                    self.first_token();
-                    // Every tool call is its own block, even right after another one.
-                    self.close_block(&mut draft, block);
-                    block = Block::None;
-                    self.open_block(&mut draft, &mut block, &mut block_len, Block::ToolCall, Some((id, name)));
-                }
+                ModelEvent::Text(text) => draft.text(text, &mut |delta| self.update(delta)),
+                ModelEvent::Thinking(text) => draft.thinking(text, &mut |delta| self.update(delta)),
+                ModelEvent::ToolCallStart { id, name } => draft.tool_call(id, name, &mut |delta| self.update(delta)),
                 ModelEvent::ToolCallArgs(text) => {
-                    if block != Block::ToolCall {
-                        self.close_block(&mut draft, block);
-                        self.end_draft(
-                            &mut draft,
-                            StopReason::Error,
-                            Some("the model sent tool arguments outside a tool call".into()),
-                        );
-                        return Ok((draft, false));
+                    if draft.tool_args(text, &mut |delta| self.update(delta)).is_err() {
+                        let reason = "the model sent tool arguments outside a tool call".to_owned();
+                        return Ok(self.end_draft(draft, StopReason::Error, Some(reason), false));
                     }
-                    self.append(&mut draft, &mut block_len, text, |content_index, offset, delta| {
-                        StreamDelta::ToolcallDelta { content_index, offset, delta }
-                    });
                 }
                 ModelEvent::Usage(mut u) => {
                     u.cost = entry.price.map_or(0.0, |p| p.cost(&u));
-                    usage.add(u);
+                    draft.add_usage(u);
                 }
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
                     let event =
@@ -588,20 +536,16 @@ impl RunTask {
                     self.emit(AgentEvent::AutoRetryEnd { attempt, success }, None, |_| {});
                 }
                 ModelEvent::Stop(reason) => {
-                    self.close_block(&mut draft, block);
-                    if let Message::Assistant { usage: draft_usage, .. } = &mut draft {
-                        *draft_usage = usage;
-                    }
+                    let usage = draft.stop(reason, &mut |delta| self.update(delta));
                     self.run.usage.add(usage);
-                    self.end_draft(&mut draft, reason, None);
-                    return Ok((draft, false));
+                    return Ok((draft.into_message(), false));
                 }
             }
             if grew > 0 {
                 let now = tokio::time::Instant::now();
                 checkpoints.grew(grew, now);
                 if checkpoints.should_write(now) {
-                    self.save_draft(&draft).await;
+                    self.save_draft(draft.message()).await;
                     checkpoints.written();
                 }
             }
@@ -612,7 +556,7 @@ impl RunTask {
     /// logged and the run goes on: the stream matters more than the checkpoint.
     async fn save_draft(&mut self, draft: &Message) {
         let Some(id) = self.draft_id.clone() else { return };
-        let saved = Draft {
+        let saved = store::Draft {
             session_id: self.run.session_id.clone(),
             run_id: self.run.id.clone(),
             owner_id: self.run.owner_id.clone(),
@@ -631,73 +575,24 @@ impl RunTask {
         }
     }
 
-    /// Appends `text` to the draft's last block as a delta built by `make` (content
-    /// index, offset where the text starts, text), advancing the block's length.
-    fn append(
-        &self,
-        draft: &mut Message,
-        block_len: &mut usize,
-        text: String,
-        make: impl FnOnce(usize, usize, String) -> StreamDelta,
-    ) {
-        let delta = make(content_len(draft) - 1, *block_len, text);
-        *block_len += delta_len(&delta);
-        self.update(draft, delta);
-    }
-
-    /// Publishes one `message_update` and applies it to both copies of the draft.
-    fn update(&self, draft: &mut Message, delta: StreamDelta) {
-        apply_delta(draft, &delta);
+    /// Publishes one `message_update` the draft made and applies it to the session
+    /// state's copy of the draft.
+    fn update(&self, delta: StreamDelta) {
         let index = self.next_index;
-        let applied = delta.clone();
-        self.emit(AgentEvent::MessageUpdate { assistant_message_event: delta }, Some(index), move |s| {
+        self.emit(AgentEvent::MessageUpdate { assistant_message_event: delta.clone() }, Some(index), move |s| {
             if let Some(d) = s.drafts.get_mut(&index) {
-                apply_delta(d, &applied);
+                apply_delta(d, &delta);
             }
         });
     }
 
-    fn open_block(
-        &self,
-        draft: &mut Message,
-        block: &mut Block,
-        len: &mut usize,
-        kind: Block,
-        call: Option<(String, String)>,
-    ) {
-        if *block == kind {
-            return;
-        }
-        self.close_block(draft, *block);
-        let content_index = content_len(draft);
-        let start = match (kind, call) {
-            (Block::Thinking, _) => StreamDelta::ThinkingStart { content_index },
-            (Block::ToolCall, Some((id, name))) => StreamDelta::ToolcallStart { content_index, id, name },
-            _ => StreamDelta::TextStart { content_index },
-        };
-        self.update(draft, start);
-        *block = kind;
-        *len = 0;
-    }
-
-    fn close_block(&self, draft: &mut Message, block: Block) {
-        let Some(content_index) = content_len(draft).checked_sub(1) else { return };
-        let end = match block {
-            Block::None => return,
-            Block::Text => StreamDelta::TextEnd { content_index },
-            Block::Thinking => StreamDelta::ThinkingEnd { content_index },
-            Block::ToolCall => StreamDelta::ToolcallEnd { content_index },
-        };
-        self.update(draft, end);
-    }
-
-    fn end_draft(&self, draft: &mut Message, reason: StopReason, error: Option<String>) {
-        if let Message::Assistant { error_message, .. } = draft {
-            // A provider's error may echo what it was sent (a key in a header, a secret
-            // in the prompt): masked before the message is stored or streamed.
-            *error_message = error.map(|e| redact(&e));
-        }
-        self.update(draft, StreamDelta::Done { stop_reason: reason });
+    /// Ends the draft with `reason`: what `stream_model` returns, `stopped` telling
+    /// whether the run was stopped (rather than the model failing).
+    fn end_draft(&self, mut draft: Draft, reason: StopReason, error: Option<String>, stopped: bool) -> (Message, bool) {
+        // A provider's error may echo what it was sent (a key in a header, a secret in
+        // the prompt): masked before the message is stored or streamed.
+        draft.end(reason, error.map(|e| redact(&e)), &mut |delta| self.update(delta));
+        (draft.into_message(), stopped)
     }
 
     /// The permission for a call now: a server deny is final; within the rest the
@@ -1161,19 +1056,6 @@ pub(crate) fn tool_context(engine: &Engine, loaded: &Loaded, cancel: Cancellatio
 
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.
 const WATCHERS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
-
-fn content_len(message: &Message) -> usize {
-    message.content().len()
-}
-
-fn delta_len(delta: &StreamDelta) -> usize {
-    match delta {
-        StreamDelta::TextDelta { delta, .. }
-        | StreamDelta::ThinkingDelta { delta, .. }
-        | StreamDelta::ToolcallDelta { delta, .. } => event::offset_len(delta),
-        _ => 0,
-    }
-}
 
 /// A title from the prompt's first line: at most 60 characters, with an ellipsis when cut.
 fn title_from(prompt: &str) -> String {

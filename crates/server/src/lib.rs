@@ -15,7 +15,6 @@ mod extract;
 pub mod fuzzing;
 mod guard;
 mod http;
-mod opencode;
 mod revocation;
 mod serve;
 mod state;

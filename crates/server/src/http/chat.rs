@@ -23,6 +23,7 @@
 //! run unless the prompt said `onDisconnect: "cancel"`.
 
 use super::openapi::RunStreamEvent;
+use super::sse;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::dialect::run_stream::{Mapped, Numbering, RunEvent, RunStream};
 use crate::error::ApiError;
@@ -31,10 +32,9 @@ use crate::fuzzing::BodyCheck;
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
@@ -44,21 +44,17 @@ use spool_engine::{
     RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse;
 use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
-const EVENT_STREAM: &str = "text/event-stream";
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(chat)).routes(routes!(events))
@@ -185,7 +181,7 @@ async fn events(
     headers: HeaderMap,
     QueryParams(query): QueryParams<AfterQuery>,
 ) -> Result<Response, ApiError> {
-    let header = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
     let watch = state.engine.watch_credential(&credential, connection.clone());
@@ -195,7 +191,7 @@ async fn events(
 
 /// Whether a request asked for an event stream (`Accept: text/event-stream`).
 pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
-    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(EVENT_STREAM))
+    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(sse::EVENT_STREAM))
 }
 
 /// `POST /api/runs/:id/resume` with `Accept: text/event-stream`: applies the decision
@@ -328,18 +324,12 @@ struct BodyState {
 
 /// The SSE response of a run stream.
 fn run_response(feed: RunFeed, engine: Engine, user: UserId, heartbeat: Duration) -> Response {
-    let mut keepalive = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
-    keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let keepalive = sse::heartbeat(heartbeat);
     let body = futures::stream::unfold(BodyState { feed, engine, user, keepalive }, |mut st| async move {
         let chunk = next_chunk(&mut st).await?;
         Some((Ok::<_, Infallible>(chunk), st))
     });
-    let headers = [
-        (CONTENT_TYPE, "text/event-stream; charset=utf-8"),
-        (CACHE_CONTROL, "no-cache, no-transform"),
-        (X_ACCEL_BUFFERING, "no"),
-    ];
-    (headers, Body::from_stream(body)).into_response()
+    sse::response(sse::EVENT_STREAM_UTF8, body)
 }
 
 /// The next bytes to write, or `None` when the stream is over.
@@ -366,7 +356,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                         Some(frames) => feed.take(&frames, engine, user).await,
                         None => feed.ended = true,
                     },
-                    _ = keepalive.tick() => return Some(sse::comment("keep-alive")),
+                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
                 }
             }
         }

@@ -5,7 +5,8 @@
 //! `Last-Event-ID`, since there is no replay buffer — then `sessions.changed` /
 //! `projects.changed` as they happen, with the session stream's headers and heartbeat.
 
-use super::events::{holding, sse_response};
+use super::events::sse_response;
+use super::sse::holding;
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use crate::error::ApiError;

@@ -20,6 +20,7 @@ mod opencode;
 mod projects;
 mod runs;
 mod sessions;
+mod sse;
 mod ws;
 
 use crate::error::ApiError;

@@ -9,20 +9,16 @@
 //! * [`mapper`] — native frames → OpenCode events, one mapper per session per
 //!   connection. Pure: it holds only what the next frame's mapping needs (which parts
 //!   are open, how much of their text went out) and is tested with golden frames.
-//! * [`global`] — the `/event` body: follows every busy session of the directory and
-//!   merges their mapped frames with the directory's session changes and a heartbeat.
-//! * [`marks`] — where a session's stream stood before an OpenCode prompt, so a
-//!   connection that starts following it replays the run from its start.
-//! * [`directory`] — which project a request means (`x-opencode-directory`).
+//! * [`requests`] — the request bodies and query parameters, each with its check.
 //!
-//! The routes themselves are in `http/opencode.rs`.
+//! The transport is in `http/opencode/`: the routes, the `/event` stream that follows
+//! the directory's sessions (`global.rs`), the prompt marks a new follower replays from
+//! (`marks.rs`) and which project a request means (`directory.rs`).
 
-pub mod directory;
-pub mod global;
 pub mod ids;
 pub mod mapper;
-pub mod marks;
 pub mod records;
+pub mod requests;
 pub mod wire;
 
 #[cfg(test)]

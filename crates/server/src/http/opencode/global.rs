@@ -43,10 +43,10 @@
 //!   it asks whether that project is this user's project at this directory, and from then
 //!   on follows it as if it had been there at connect.
 
-use super::mapper::{Announce, Mapper};
 use super::marks::PromptMarks;
-use super::records::{Scope, session_info};
-use super::wire::{Event, SessionInfo, SessionTime, sse_with_id};
+use crate::dialect::opencode::mapper::{Announce, Mapper};
+use crate::dialect::opencode::records::{Scope, session_info};
+use crate::dialect::opencode::wire::{Event, SessionInfo, SessionTime, sse_with_id};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
@@ -65,7 +65,7 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio::time::Interval;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// OpenCode's heartbeat interval (`server.heartbeat`).
@@ -209,8 +209,7 @@ impl GlobalStream {
         })
         .fuse()
         .boxed();
-        let mut heartbeat = tokio::time::interval_at(Instant::now() + options.heartbeat, options.heartbeat);
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let heartbeat = crate::http::sse::heartbeat(options.heartbeat);
         let stream_id = StreamId::new();
         let mut this = GlobalStream {
             killed: Box::pin(connection.clone().cancelled_owned()),

@@ -1,6 +1,6 @@
 //! The OpenCode-compatible API (seed 004): the routes an `@opencode-ai/sdk` client
 //! (root or `/v2`) calls, over the same engine as Spool's own API. Handlers extract,
-//! call the engine, and map with `crate::opencode`; see that module for the mapping.
+//! call the engine, and map with `crate::dialect::opencode`; see that module for the mapping.
 //!
 //! | route | does |
 //! |---|---|
@@ -14,7 +14,7 @@
 //! | `POST /session/:id/abort` | aborts the active run; `true` |
 //! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
-//! | `GET /event?deltas=legacy` | the directory's events (see `opencode/global.rs`) |
+//! | `GET /event?deltas=legacy` | the directory's events (see `global.rs`) |
 //!
 //! What differs from OpenCode, deliberately: only text parts can be prompted (file,
 //! agent and subtask parts are a 400), `noReply` and child sessions (`parentID`) are a
@@ -28,37 +28,43 @@
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
 use super::openapi::OpenCodeStreamEvent;
+use super::sse;
 use super::openapi::{OpenCodeDecisionErrors, OpenCodeErrors};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
 use crate::fuzzing::BodyCheck;
-use crate::opencode::directory::{Directory, DirectoryParams};
-use crate::opencode::global::{self, GlobalStream};
-use crate::opencode::ids;
-use crate::opencode::marks::PromptMarks;
-use crate::opencode::records::{self, Scope};
-use crate::opencode::wire::{MessageInfo, MessageWithParts, Permission, Reply, SessionInfo, Status};
+use crate::dialect::opencode::ids;
+use crate::dialect::opencode::records::{self, Scope};
+use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status};
+use crate::dialect::opencode::requests::{
+    CreateBody, EventQuery, ListQuery, MessagesQuery, PatchBody, PromptBody, ReplyBody, RespondBody,
+};
+use directory::{Directory, DirectoryParams};
+use global::GlobalStream;
+use marks::PromptMarks;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Path, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
-use axum::http::{HeaderName, StatusCode};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use spool_engine::{DecisionInput, DecisionTarget, Engine, PromptInput, SessionPatch, StoredResponse};
 use spool_protocol::frame::FrameBody;
-use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, PermissionRule, Session, SessionId, UserId};
+use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, Session, SessionId, UserId};
 use std::collections::{BTreeMap, HashMap};
 use tokio_util::sync::CancellationToken;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+mod directory;
+mod global;
+mod marks;
+
 /// Page size when reading history from the store.
 const PAGE: u32 = spool_engine::MAX_PAGE;
 
@@ -80,17 +86,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 // ---- helpers ------------------------------------------------------------------------
-
-/// A JSON body that may be absent (the SDK sends none for `session.create()`); a JSON
-/// `null` says the same, as the document's nullable request body promises.
-fn body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice::<Option<T>>(bytes)
-        .map(Option::unwrap_or_default)
-        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
-}
 
 async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scope, ApiError> {
     let project = engine.project(user, &session.project_id).await?;
@@ -223,15 +218,6 @@ async fn health() -> Json<Health> {
     Json(Health { healthy: true, version: env!("CARGO_PKG_VERSION") })
 }
 
-#[derive(Deserialize, Default, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    /// At most this many sessions.
-    limit: Option<usize>,
-    /// Only sessions whose title contains this (any case).
-    search: Option<String>,
-}
-
 /// The directory's sessions, most recently updated first.
 #[utoipa::path(
     get,
@@ -257,24 +243,6 @@ async fn list(
         .map(|s| records::session_info(&s.session, &project.path))
         .collect();
     Ok(Json(infos))
-}
-
-#[derive(Deserialize, Default, ToSchema)]
-#[schema(as = opencode::CreateBody)]
-struct CreateBody {
-    title: Option<String>,
-    #[serde(rename = "parentID")]
-    parent_id: Option<String>,
-}
-
-impl CreateBody {
-    fn read(bytes: &[u8]) -> Result<CreateBody, ApiError> {
-        let body: CreateBody = body(bytes)?;
-        if body.parent_id.is_some() {
-            return Err(ApiError::bad_request("unsupported", "child sessions (parentID) are not supported"));
-        }
-        Ok(body)
-    }
 }
 
 /// A new session in the directory's project, which this registers if the directory is
@@ -330,52 +298,6 @@ async fn get_session(
     Ok(Json(info(&state.engine, &user, &detail.session).await?))
 }
 
-/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Null)`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
-    serde_json::Value::deserialize(d).map(Some)
-}
-
-#[derive(Deserialize, Default, ToSchema)]
-#[schema(as = opencode::PatchTime)]
-struct PatchTime {
-    /// A timestamp archives the session; `null` or 0 restores it.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>)]
-    archived: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::PatchRule)]
-struct PatchRule {
-    permission: String,
-    pattern: Option<String>,
-    action: spool_protocol::PermissionAction,
-}
-
-#[derive(Deserialize, Default, ToSchema)]
-#[schema(as = opencode::PatchBody)]
-struct PatchBody {
-    title: Option<String>,
-    time: Option<PatchTime>,
-    permission: Option<Vec<PatchRule>>,
-}
-
-impl PatchBody {
-    /// The body as the engine's patch.
-    fn read(bytes: &[u8]) -> Result<SessionPatch, ApiError> {
-        let body: PatchBody = body(bytes)?;
-        // `time.archived` is a timestamp to archive, `null` or 0 to restore.
-        let archived = body.time.and_then(|t| t.archived).map(|a| a.as_f64().is_some_and(|t| t > 0.0));
-        let permissions = body.permission.map(|rules| {
-            rules
-                .into_iter()
-                .map(|r| PermissionRule::new(&r.permission, r.pattern.as_deref().unwrap_or("*"), r.action))
-                .collect()
-        });
-        Ok(SessionPatch { title: body.title, archived, permissions, ..SessionPatch::default() })
-    }
-}
-
 /// Changes the title, the archived state or the session's permission rules. The body
 /// may be absent.
 #[utoipa::path(
@@ -414,15 +336,6 @@ async fn delete(
 
 // ---- messages and prompts -------------------------------------------------------------
 
-#[derive(Deserialize, Default, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct MessagesQuery {
-    /// The latest this many messages.
-    limit: Option<usize>,
-    /// Only messages before this message id of the session.
-    before: Option<String>,
-}
-
 /// The session's messages with their parts, oldest first.
 #[utoipa::path(
     get,
@@ -448,59 +361,8 @@ async fn messages(
     Ok(Json(history(&state.engine, &user, &detail.session, before, query.limit).await?))
 }
 
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::PartInput)]
-struct PartInput {
-    /// Only `text` can be prompted.
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::ModelChoice)]
-struct ModelChoice {
-    #[serde(rename = "modelID")]
-    model_id: String,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::PromptBody)]
-struct PromptBody {
-    parts: Vec<PartInput>,
-    #[serde(rename = "messageID")]
-    message_id: Option<String>,
-    model: Option<ModelChoice>,
-    #[serde(rename = "noReply", default)]
-    no_reply: bool,
-}
-
-impl PromptBody {
-    /// The prompt's text (its text parts, one per line) and the rest of the body.
-    fn read(bytes: &[u8]) -> Result<(String, PromptBody), ApiError> {
-        let body: PromptBody =
-            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-        if body.no_reply {
-            return Err(ApiError::bad_request("unsupported", "noReply is not supported: every prompt runs"));
-        }
-        let mut texts = Vec::new();
-        for part in &body.parts {
-            match (part.kind.as_str(), &part.text) {
-                ("text", Some(text)) => texts.push(text.as_str()),
-                (kind, _) => {
-                    return Err(ApiError::bad_request(
-                        "unsupported_part",
-                        format!("only text parts can be prompted, not {kind:?}"),
-                    ));
-                }
-            }
-        }
-        Ok((texts.join("\n"), body))
-    }
-}
-
 /// Checks a prompt body, applies its model choice, marks where the session's stream
-/// stands (see `opencode/marks.rs`) and starts the run.
+/// stands (see `marks.rs`) and starts the run.
 async fn start(
     engine: &Engine,
     marks: &PromptMarks,
@@ -631,12 +493,6 @@ async fn abort(
 
 // ---- permissions ------------------------------------------------------------------------
 
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::RespondBody)]
-struct RespondBody {
-    response: Reply,
-}
-
 /// Answers a permission (the v1 SDK's route).
 #[utoipa::path(
     post,
@@ -658,13 +514,6 @@ async fn respond(
     let input = DecisionInput { decision, message: None, idempotency_key: None };
     let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[schema(as = opencode::ReplyBody)]
-struct ReplyBody {
-    reply: Reply,
-    message: Option<String>,
 }
 
 /// Answers a permission (the v2 SDK's route).
@@ -723,13 +572,6 @@ async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Js
 
 // ---- events -------------------------------------------------------------------------------
 
-#[derive(Deserialize, Default, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct EventQuery {
-    /// `legacy`: also seed 004's per-token `message.part.updated` (text so far + delta).
-    deltas: Option<String>,
-}
-
 /// The directory's events: `data: {"id", "type", "properties"}` per event, starting
 /// with `server.connected`, with `server.heartbeat` in silences. It does not end on
 /// its own.
@@ -753,7 +595,7 @@ async fn events(
     request_headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     // A reconnecting client's last event: it is told what it missed since (global.rs).
-    let since = request_headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(global::since_of);
+    let since = sse::last_event_id(&request_headers).and_then(global::since_of);
     // Counted like a session stream for as long as the response is open (the sessions
     // it follows count too, each as a session stream).
     let permit = state.engine.stream_permit(&dir.user)?;
@@ -766,24 +608,7 @@ async fn events(
         since,
     };
     let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
-    let headers =
-        [(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache, no-transform"), (X_ACCEL_BUFFERING, "no")];
-    Ok(crate::revocation::watched(
-        (headers, Body::from_stream(super::events::holding(stream, permit))).into_response(),
-        watch,
-    ))
-}
-
-impl RespondBody {
-    fn read(bytes: &[u8]) -> Result<RespondBody, ApiError> {
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
-    }
-}
-
-impl ReplyBody {
-    fn read(bytes: &[u8]) -> Result<ReplyBody, ApiError> {
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
-    }
+    Ok(crate::revocation::watched(sse::response(sse::EVENT_STREAM, sse::holding(stream, permit)), watch))
 }
 
 /// Each body this module reads, parsed and checked as its handler does.

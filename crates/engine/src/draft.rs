@@ -1,0 +1,330 @@
+//! The assistant message a model call is building, as a pure value: model events in,
+//! stream deltas out.
+//!
+//! A model streams loose events (text, reasoning, the start of a tool call and its
+//! argument fragments); clients see `message_update` deltas that open, fill and close
+//! content blocks with explicit indexes and offsets. [`Draft`] is that translation and
+//! nothing else: it keeps the message, which block is open and how long it is, applies
+//! every delta it makes to its own message (through [`apply_delta`], the function the
+//! session state uses too, so a snapshot's draft is the message the run commits) and
+//! hands the delta to the caller, who publishes it. No clock, no store, no channel: the
+//! run loop in `run.rs` owns those, and these rules are tested on their own below.
+
+use crate::view::apply_delta;
+use spool_protocol::event::offset_len;
+use spool_protocol::time::Millis;
+use spool_protocol::{Message, StopReason, StreamDelta, Usage};
+
+/// The kind of content block that is open, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    None,
+    Text,
+    Thinking,
+    ToolCall,
+}
+
+/// The model sent a tool call's arguments with no tool call open.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ArgsOutsideCall;
+
+#[derive(Debug)]
+pub(crate) struct Draft {
+    message: Message,
+    block: Block,
+    /// Bytes (in the deltas' offset unit) of the open block so far.
+    block_len: usize,
+    /// Token counts reported so far; recorded on the message when the model stops.
+    usage: Usage,
+}
+
+impl Draft {
+    /// An empty assistant message of `model`, started at `timestamp`.
+    pub fn new(model: String, timestamp: Millis) -> Self {
+        let message = Message::Assistant {
+            content: Vec::new(),
+            stop_reason: None,
+            usage: Usage::default(),
+            model,
+            error_message: None,
+            timestamp,
+        };
+        Draft { message, block: Block::None, block_len: 0, usage: Usage::default() }
+    }
+
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    pub fn into_message(self) -> Message {
+        self.message
+    }
+
+    /// Text to append; opens a text block when another kind is open.
+    pub fn text(&mut self, text: String, out: &mut impl FnMut(StreamDelta)) {
+        self.open(Block::Text, None, out);
+        self.append(text, out, |content_index, offset, delta| StreamDelta::TextDelta { content_index, offset, delta });
+    }
+
+    /// Reasoning to append; opens a thinking block when another kind is open.
+    pub fn thinking(&mut self, text: String, out: &mut impl FnMut(StreamDelta)) {
+        self.open(Block::Thinking, None, out);
+        self.append(text, out, |content_index, offset, delta| StreamDelta::ThinkingDelta {
+            content_index,
+            offset,
+            delta,
+        });
+    }
+
+    /// A new tool call: always its own block, even right after another tool call.
+    pub fn tool_call(&mut self, id: String, name: String, out: &mut impl FnMut(StreamDelta)) {
+        self.close(out);
+        self.open(Block::ToolCall, Some((id, name)), out);
+    }
+
+    /// A fragment of the open tool call's JSON arguments.
+    pub fn tool_args(&mut self, text: String, out: &mut impl FnMut(StreamDelta)) -> Result<(), ArgsOutsideCall> {
+        if self.block != Block::ToolCall {
+            return Err(ArgsOutsideCall);
+        }
+        self.append(text, out, |content_index, offset, delta| StreamDelta::ToolcallDelta {
+            content_index,
+            offset,
+            delta,
+        });
+        Ok(())
+    }
+
+    /// Token counts; several reports add up.
+    pub fn add_usage(&mut self, usage: Usage) {
+        self.usage.add(usage);
+    }
+
+    /// The model finished on its own: the open block closes, the usage reported so far
+    /// is recorded on the message, and `done` ends it. Returns that usage.
+    pub fn stop(&mut self, reason: StopReason, out: &mut impl FnMut(StreamDelta)) -> Usage {
+        if let Message::Assistant { usage, .. } = &mut self.message {
+            *usage = self.usage;
+        }
+        self.end(reason, None, out);
+        self.usage
+    }
+
+    /// The message ends here, finished or cut short (`error`, already fit to show, is
+    /// kept on the message): the open block closes, then `done`.
+    pub fn end(&mut self, reason: StopReason, error: Option<String>, out: &mut impl FnMut(StreamDelta)) {
+        self.close(out);
+        if let Message::Assistant { error_message, .. } = &mut self.message {
+            *error_message = error;
+        }
+        self.push(StreamDelta::Done { stop_reason: reason }, out);
+    }
+
+    fn open(&mut self, kind: Block, call: Option<(String, String)>, out: &mut impl FnMut(StreamDelta)) {
+        if self.block == kind {
+            return;
+        }
+        self.close(out);
+        let content_index = self.message.content().len();
+        let start = match (kind, call) {
+            (Block::Thinking, _) => StreamDelta::ThinkingStart { content_index },
+            (Block::ToolCall, Some((id, name))) => StreamDelta::ToolcallStart { content_index, id, name },
+            _ => StreamDelta::TextStart { content_index },
+        };
+        self.push(start, out);
+        self.block = kind;
+        self.block_len = 0;
+    }
+
+    fn close(&mut self, out: &mut impl FnMut(StreamDelta)) {
+        let Some(content_index) = self.message.content().len().checked_sub(1) else { return };
+        let end = match self.block {
+            Block::None => return,
+            Block::Text => StreamDelta::TextEnd { content_index },
+            Block::Thinking => StreamDelta::ThinkingEnd { content_index },
+            Block::ToolCall => StreamDelta::ToolcallEnd { content_index },
+        };
+        self.block = Block::None;
+        self.push(end, out);
+    }
+
+    /// Appends `text` to the open block as a delta built by `make` (content index,
+    /// offset where the text starts, text), advancing the block's length.
+    fn append(
+        &mut self,
+        text: String,
+        out: &mut impl FnMut(StreamDelta),
+        make: impl FnOnce(usize, usize, String) -> StreamDelta,
+    ) {
+        let offset = self.block_len;
+        self.block_len += offset_len(&text);
+        let delta = make(self.message.content().len() - 1, offset, text);
+        self.push(delta, out);
+    }
+
+    fn push(&mut self, delta: StreamDelta, out: &mut impl FnMut(StreamDelta)) {
+        apply_delta(&mut self.message, &delta);
+        out(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use spool_protocol::Content;
+
+    fn draft() -> Draft {
+        Draft::new("scripted".into(), 1_700_000_000_000)
+    }
+
+    /// Feeds `steps` and returns the deltas, with `done` at the end.
+    fn run(steps: &[Step]) -> (Draft, Vec<StreamDelta>) {
+        let mut d = draft();
+        let mut deltas = Vec::new();
+        let mut out = |delta| deltas.push(delta);
+        for step in steps {
+            match step.clone() {
+                Step::Text(t) => d.text(t, &mut out),
+                Step::Thinking(t) => d.thinking(t, &mut out),
+                Step::Call(id) => d.tool_call(id, "bash".into(), &mut out),
+                Step::Args(t) => {
+                    let _ = d.tool_args(t, &mut out);
+                }
+            }
+        }
+        d.stop(StopReason::Stop, &mut out);
+        (d, deltas)
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Text(String),
+        Thinking(String),
+        Call(String),
+        Args(String),
+    }
+
+    #[test]
+    fn text_opens_one_block_and_counts_offsets() {
+        let (d, deltas) = run(&[Step::Text("Hel".into()), Step::Text("lo".into())]);
+        assert_eq!(
+            deltas,
+            vec![
+                StreamDelta::TextStart { content_index: 0 },
+                StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Hel".into() },
+                StreamDelta::TextDelta { content_index: 0, offset: 3, delta: "lo".into() },
+                StreamDelta::TextEnd { content_index: 0 },
+                StreamDelta::Done { stop_reason: StopReason::Stop },
+            ]
+        );
+        assert_eq!(d.message().content(), &[Content::Text { text: "Hello".into() }]);
+    }
+
+    #[test]
+    fn a_new_kind_closes_the_open_block_and_each_tool_call_is_its_own() {
+        let (_, deltas) = run(&[
+            Step::Thinking("hm".into()),
+            Step::Text("ok".into()),
+            Step::Call("c1".into()),
+            Step::Args("{}".into()),
+            Step::Call("c2".into()),
+        ]);
+        let kinds: Vec<String> = deltas.iter().map(|d| format!("{d:?}").split([' ', '{']).next().unwrap().into()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ThinkingStart",
+                "ThinkingDelta",
+                "ThinkingEnd",
+                "TextStart",
+                "TextDelta",
+                "TextEnd",
+                "ToolcallStart",
+                "ToolcallDelta",
+                "ToolcallEnd",
+                "ToolcallStart",
+                "ToolcallEnd",
+                "Done"
+            ]
+        );
+    }
+
+    #[test]
+    fn arguments_without_a_tool_call_are_refused_and_change_nothing() {
+        let mut d = draft();
+        let mut deltas = Vec::new();
+        d.text("a".into(), &mut |x| deltas.push(x));
+        assert_eq!(d.tool_args("{}".into(), &mut |x| deltas.push(x)), Err(ArgsOutsideCall));
+        assert_eq!(deltas.len(), 2);
+    }
+
+    #[test]
+    fn the_usage_is_recorded_only_when_the_model_stops() {
+        let usage = Usage { input: 10, output: 3, ..Usage::default() };
+        let mut cut = draft();
+        cut.add_usage(usage);
+        cut.end(StopReason::Aborted, None, &mut |_| {});
+        let Message::Assistant { usage: kept, stop_reason, .. } = cut.message() else { unreachable!() };
+        assert_eq!((kept.input, *stop_reason), (0, Some(StopReason::Aborted)));
+
+        let mut done = draft();
+        done.add_usage(usage);
+        done.add_usage(usage);
+        assert_eq!(done.stop(StopReason::Stop, &mut |_| {}).input, 20);
+        let Message::Assistant { usage: kept, .. } = done.message() else { unreachable!() };
+        assert_eq!(kept.output, 6);
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let text = "[a-zé🦀 ]{0,6}";
+        prop_oneof![
+            text.prop_map(Step::Text),
+            text.prop_map(Step::Thinking),
+            "c[0-9]".prop_map(Step::Call),
+            text.prop_map(Step::Args),
+        ]
+    }
+
+    proptest! {
+        /// What a client rebuilds from the deltas alone is the message the run commits,
+        /// every delta's offset is where its block stood, and blocks never interleave.
+        #[test]
+        fn the_deltas_rebuild_the_message(steps in prop::collection::vec(step(), 0..40)) {
+            let (d, deltas) = run(&steps);
+            let mut rebuilt = draft().into_message();
+            let mut open: Option<usize> = None;
+            for delta in &deltas {
+                match delta {
+                    StreamDelta::TextStart { content_index }
+                    | StreamDelta::ThinkingStart { content_index }
+                    | StreamDelta::ToolcallStart { content_index, .. } => {
+                        prop_assert_eq!(open, None);
+                        prop_assert_eq!(*content_index, rebuilt.content().len());
+                        open = Some(*content_index);
+                    }
+                    StreamDelta::TextEnd { content_index }
+                    | StreamDelta::ThinkingEnd { content_index }
+                    | StreamDelta::ToolcallEnd { content_index } => {
+                        prop_assert_eq!(open.take(), Some(*content_index));
+                    }
+                    StreamDelta::TextDelta { content_index, offset, .. }
+                    | StreamDelta::ThinkingDelta { content_index, offset, .. }
+                    | StreamDelta::ToolcallDelta { content_index, offset, .. } => {
+                        prop_assert_eq!(open, Some(*content_index));
+                        let so_far = match &rebuilt.content()[*content_index] {
+                            Content::Text { text } => offset_len(text),
+                            Content::Thinking { thinking } => offset_len(thinking),
+                            Content::ToolCall { arguments, .. } => offset_len(arguments.as_str().unwrap_or("")),
+                        };
+                        prop_assert_eq!(*offset, so_far);
+                    }
+                    _ => {}
+                }
+                apply_delta(&mut rebuilt, delta);
+            }
+            prop_assert_eq!(open, None);
+            prop_assert_eq!(&rebuilt.content(), &d.message().content());
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The OpenCode API's request bodies and query parameters, as its SDKs send them, each
+//! with the check its handler applies (`read`), so the routes in `http/opencode/` and
+//! the body fuzzing (`BODIES` there) parse a body the same way.
+
+use crate::error::ApiError;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use spool_engine::SessionPatch;
+use spool_protocol::PermissionRule;
+use super::wire::Reply;
+use utoipa::{IntoParams, ToSchema};
+
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// At most this many sessions.
+    pub(crate) limit: Option<usize>,
+    /// Only sessions whose title contains this (any case).
+    pub(crate) search: Option<String>,
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::CreateBody)]
+pub(crate) struct CreateBody {
+    pub(crate) title: Option<String>,
+    #[serde(rename = "parentID")]
+    pub(crate) parent_id: Option<String>,
+}
+
+impl CreateBody {
+    pub(crate) fn read(bytes: &[u8]) -> Result<CreateBody, ApiError> {
+        let body: CreateBody = body(bytes)?;
+        if body.parent_id.is_some() {
+            return Err(ApiError::bad_request("unsupported", "child sessions (parentID) are not supported"));
+        }
+        Ok(body)
+    }
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Null)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::PatchTime)]
+pub(crate) struct PatchTime {
+    /// A timestamp archives the session; `null` or 0 restores it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<f64>)]
+    pub(crate) archived: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PatchRule)]
+pub(crate) struct PatchRule {
+    pub(crate) permission: String,
+    pub(crate) pattern: Option<String>,
+    pub(crate) action: spool_protocol::PermissionAction,
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[schema(as = opencode::PatchBody)]
+pub(crate) struct PatchBody {
+    pub(crate) title: Option<String>,
+    pub(crate) time: Option<PatchTime>,
+    pub(crate) permission: Option<Vec<PatchRule>>,
+}
+
+impl PatchBody {
+    /// The body as the engine's patch.
+    pub(crate) fn read(bytes: &[u8]) -> Result<SessionPatch, ApiError> {
+        let body: PatchBody = body(bytes)?;
+        // `time.archived` is a timestamp to archive, `null` or 0 to restore.
+        let archived = body.time.and_then(|t| t.archived).map(|a| a.as_f64().is_some_and(|t| t > 0.0));
+        let permissions = body.permission.map(|rules| {
+            rules
+                .into_iter()
+                .map(|r| PermissionRule::new(&r.permission, r.pattern.as_deref().unwrap_or("*"), r.action))
+                .collect()
+        });
+        Ok(SessionPatch { title: body.title, archived, permissions, ..SessionPatch::default() })
+    }
+}
+
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct MessagesQuery {
+    /// The latest this many messages.
+    pub(crate) limit: Option<usize>,
+    /// Only messages before this message id of the session.
+    pub(crate) before: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PartInput)]
+pub(crate) struct PartInput {
+    /// Only `text` can be prompted.
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    pub(crate) text: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::ModelChoice)]
+pub(crate) struct ModelChoice {
+    #[serde(rename = "modelID")]
+    pub(crate) model_id: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::PromptBody)]
+pub(crate) struct PromptBody {
+    pub(crate) parts: Vec<PartInput>,
+    #[serde(rename = "messageID")]
+    pub(crate) message_id: Option<String>,
+    pub(crate) model: Option<ModelChoice>,
+    #[serde(rename = "noReply", default)]
+    pub(crate) no_reply: bool,
+}
+
+impl PromptBody {
+    /// The prompt's text (its text parts, one per line) and the rest of the body.
+    pub(crate) fn read(bytes: &[u8]) -> Result<(String, PromptBody), ApiError> {
+        let body: PromptBody =
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+        if body.no_reply {
+            return Err(ApiError::bad_request("unsupported", "noReply is not supported: every prompt runs"));
+        }
+        let mut texts = Vec::new();
+        for part in &body.parts {
+            match (part.kind.as_str(), &part.text) {
+                ("text", Some(text)) => texts.push(text.as_str()),
+                (kind, _) => {
+                    return Err(ApiError::bad_request(
+                        "unsupported_part",
+                        format!("only text parts can be prompted, not {kind:?}"),
+                    ));
+                }
+            }
+        }
+        Ok((texts.join("\n"), body))
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::RespondBody)]
+pub(crate) struct RespondBody {
+    pub(crate) response: Reply,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::ReplyBody)]
+pub(crate) struct ReplyBody {
+    pub(crate) reply: Reply,
+    pub(crate) message: Option<String>,
+}
+
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventQuery {
+    /// `legacy`: also seed 004's per-token `message.part.updated` (text so far + delta).
+    pub(crate) deltas: Option<String>,
+}
+
+impl RespondBody {
+    pub(crate) fn read(bytes: &[u8]) -> Result<RespondBody, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    }
+}
+
+impl ReplyBody {
+    pub(crate) fn read(bytes: &[u8]) -> Result<ReplyBody, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    }
+}
+
+/// A JSON body that may be absent (the SDK sends none for `session.create()`); a JSON
+/// `null` says the same, as the document's nullable request body promises.
+fn body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice::<Option<T>>(bytes)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+}
