@@ -16,15 +16,17 @@
 //! a response like any other, so an idempotency key replays it. A decided call resumed
 //! after a crash is re-checked the same way and asks again instead of writing.
 //!
-//! Responses are produced here as status + exact JSON text, because that text is what
-//! an idempotent replay must return.
+//! A decision answers with a [`DecisionOutcome`]: applied, already resolved, or asked
+//! again because the file changed. What that looks like on the wire (status codes,
+//! bodies) is the server's; the engine keeps the outcome itself for the idempotency key,
+//! and a repeat gets the same outcome, so the server renders the same bytes.
 
 use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use crate::run::{Checkpoint, Resolution, RunTask};
 use crate::store::{DecidedCall, IdempotencyClaim, Store, StoredResponse, Supersede};
+use serde::{Deserialize, Serialize};
 use crate::{Inspected, Tool};
-use spool_protocol::api::{error_body, resource_changed_body};
 use spool_protocol::frame::{ActiveRun, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
@@ -54,16 +56,72 @@ const IN_PROGRESS_WAIT: Duration = Duration::from_secs(30);
 /// request whose node died: deciding takes milliseconds, not minutes.
 const ABANDONED_CLAIM: time::Millis = 2 * 60 * 1000;
 
-/// The answer to a decision that was applied (kept verbatim for idempotent repeats).
-#[derive(serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Decided<'a> {
-    pub approval_id: &'a ApprovalId,
-    pub run_id: &'a RunId,
-    pub decision: &'a Decision,
-    /// Always `resolved`.
-    #[schema(value_type = String, pattern = "^resolved$")]
-    pub status: &'static str,
+/// What became of a decision. Kept for its idempotency key (see [`DecisionOutcome::kept`]):
+/// a repeat with the key gets this again and changes nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum DecisionOutcome {
+    /// This decision won: the approval is resolved and the run goes on.
+    Applied { approval_id: ApprovalId, run_id: RunId, decision: Decision },
+    /// Someone decided first, or the approval expired or was cancelled meanwhile.
+    AlreadyResolved,
+    /// An approving decision found the file changed since the person was shown it:
+    /// nothing ran, and `replacement` asks again with a preview against the file as it
+    /// is now. `message` says so in words a person can read.
+    ResourceChanged { message: String, replacement: ApprovalId },
+}
+
+impl DecisionOutcome {
+    /// The outcome as the store keeps it for an idempotency key: its JSON (tagged
+    /// `outcome`). The record's schema still has the status column of the HTTP answers
+    /// versions before typed outcomes kept, which must be 100–599: it gets 200 or 409
+    /// by whether the decision was applied, and nothing reads it back.
+    fn kept(&self) -> StoredResponse {
+        let status = if matches!(self, Self::Applied { .. }) { 200 } else { 409 };
+        StoredResponse { status, body: serde_json::to_string(self).expect("plain data serializes") }
+    }
+
+    /// The outcome kept for an idempotency key, also from a record an older version
+    /// wrote (the HTTP answer itself).
+    fn from_kept(kept: &StoredResponse) -> Result<Self> {
+        let unreadable = |e: serde_json::Error| {
+            EngineError::Store(crate::StoreError::Backend(format!("unreadable idempotency record: {e}")))
+        };
+        if let Ok(outcome) = serde_json::from_str(&kept.body) {
+            return Ok(outcome);
+        }
+        // An HTTP answer an older version kept: `{approvalId, runId, decision}` for 200,
+        // `{error: {code, message, approvalId?}}` for 409.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Applied {
+            approval_id: ApprovalId,
+            run_id: RunId,
+            decision: Decision,
+        }
+        #[derive(Deserialize)]
+        struct Refused {
+            error: RefusedDetail,
+        }
+        #[derive(Deserialize)]
+        struct RefusedDetail {
+            code: String,
+            message: String,
+            #[serde(rename = "approvalId")]
+            approval_id: Option<ApprovalId>,
+        }
+        if kept.status == 200 {
+            let a: Applied = serde_json::from_str(&kept.body).map_err(unreadable)?;
+            return Ok(Self::Applied { approval_id: a.approval_id, run_id: a.run_id, decision: a.decision });
+        }
+        let refused: Refused = serde_json::from_str(&kept.body).map_err(unreadable)?;
+        Ok(match (refused.error.code.as_str(), refused.error.approval_id) {
+            ("resource_changed", Some(replacement)) => {
+                Self::ResourceChanged { message: refused.error.message, replacement }
+            }
+            _ => Self::AlreadyResolved,
+        })
+    }
 }
 
 impl Engine {
@@ -74,7 +132,7 @@ impl Engine {
         target: DecisionTarget,
         approval_id: &ApprovalId,
         input: DecisionInput,
-    ) -> Result<StoredResponse> {
+    ) -> Result<DecisionOutcome> {
         if input.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE) {
             return Err(EngineError::invalid(
                 "invalid_message",
@@ -120,7 +178,7 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
             match store.claim_idempotency(&scope, &key, now_ms()).await? {
-                IdempotencyClaim::Done(response) => return Ok(response),
+                IdempotencyClaim::Done(kept) => return DecisionOutcome::from_kept(&kept),
                 IdempotencyClaim::Claimed => break,
                 IdempotencyClaim::InProgress if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -135,7 +193,7 @@ impl Engine {
         }
         let result = self.apply(&loaded, owner, approval, checkpoint, input).await;
         match &result {
-            Ok(response) => store.complete_idempotency(&scope, &key, response).await?,
+            Ok(outcome) => store.complete_idempotency(&scope, &key, &outcome.kept()).await?,
             // No response to keep: let a retry run it again.
             Err(_) => store.release_idempotency(&scope, &key).await?,
         }
@@ -158,7 +216,7 @@ impl Engine {
         approval: Approval,
         checkpoint: serde_json::Value,
         input: DecisionInput,
-    ) -> Result<StoredResponse> {
+    ) -> Result<DecisionOutcome> {
         let store = self.inner.store.clone();
         let _control = loaded.control.lock().await;
         // The winner continues the run here, so this node must be able to run the
@@ -166,12 +224,12 @@ impl Engine {
         // node took it to continue the run: this decision was too late.
         let lease = match self.take_lease(&approval.session_id).await {
             Ok(lease) => lease,
-            Err(EngineError::SessionBusy(_)) => return Ok(already_resolved()),
+            Err(EngineError::SessionBusy(_)) => return Ok(DecisionOutcome::AlreadyResolved),
             Err(e) => return Err(e),
         };
         // Only a pending approval can still be won; one that is not will never be again.
         if approval.status != ApprovalStatus::Pending {
-            return Ok(already_resolved());
+            return Ok(DecisionOutcome::AlreadyResolved);
         }
         let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
             .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
@@ -182,7 +240,7 @@ impl Engine {
             let asked = self.reask(loaded, &approval, ApprovalStatus::Pending, Some(owner), checkpoint, changed);
             return Ok(match asked.await? {
                 Some(new) => resource_changed(&path, &new.id),
-                None => already_resolved(),
+                None => DecisionOutcome::AlreadyResolved,
             });
         }
         let now = now_ms();
@@ -197,7 +255,7 @@ impl Engine {
             )
             .await?;
         if !won {
-            return Ok(already_resolved());
+            return Ok(DecisionOutcome::AlreadyResolved);
         }
         crate::metrics::METRICS.approval_waited(now - approval.created_at);
         if input.decision == Decision::Always {
@@ -220,17 +278,12 @@ impl Engine {
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
         publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now);
-        let body = serde_json::to_string(&Decided {
-            approval_id: &approval.id,
-            run_id: &run.id,
-            decision: &input.decision,
-            status: "resolved",
-        })
-        .expect("plain data serializes");
+        let outcome =
+            DecisionOutcome::Applied { approval_id: approval.id.clone(), run_id: run.id.clone(), decision: input.decision };
         lease.keep();
         let task = RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
         tokio::spawn(task.execute());
-        Ok(StoredResponse { status: 200, body })
+        Ok(outcome)
     }
 
     /// Resumes a run whose approving decision was acknowledged before a crash and whose
@@ -588,18 +641,58 @@ fn publish_resolution(
 
 /// The answer to an approving decision on a file that changed since the approval was
 /// asked: nothing ran, and `replacement` asks again.
-fn resource_changed(path: &str, replacement: &ApprovalId) -> StoredResponse {
+fn resource_changed(path: &str, replacement: &ApprovalId) -> DecisionOutcome {
     let message = format!(
         "{path:?} changed after this approval was asked, so nothing was written; approval {replacement} asks \
          again with a preview of the change against the file as it is now"
     );
-    StoredResponse { status: 409, body: resource_changed_body(&message, replacement.as_str()) }
+    DecisionOutcome::ResourceChanged { message, replacement: replacement.clone() }
 }
 
-/// The answer to a decision that lost: someone else decided first.
-fn already_resolved() -> StoredResponse {
-    StoredResponse {
-        status: 409,
-        body: error_body("already_resolved", "this approval was already decided, expired or cancelled"),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> (ApprovalId, RunId) {
+        ("per_01jd0000000000000000000001".parse().unwrap(), "run_01jd0000000000000000000002".parse().unwrap())
+    }
+
+    #[test]
+    fn a_kept_outcome_reads_back_as_itself() {
+        let (approval_id, run_id) = ids();
+        for outcome in [
+            DecisionOutcome::Applied { approval_id: approval_id.clone(), run_id, decision: Decision::Fill(1.into()) },
+            DecisionOutcome::AlreadyResolved,
+            DecisionOutcome::ResourceChanged { message: "\"a.txt\" changed".into(), replacement: approval_id },
+        ] {
+            assert_eq!(DecisionOutcome::from_kept(&outcome.kept()).unwrap(), outcome);
+        }
+    }
+
+    /// Rows an older version kept (the HTTP answer itself) still answer a repeat the same.
+    #[test]
+    fn an_http_answer_an_older_version_kept_reads_as_its_outcome() {
+        let (approval_id, run_id) = ids();
+        let applied = StoredResponse {
+            status: 200,
+            body: format!(r#"{{"approvalId":"{approval_id}","runId":"{run_id}","decision":"always","status":"resolved"}}"#),
+        };
+        assert_eq!(
+            DecisionOutcome::from_kept(&applied).unwrap(),
+            DecisionOutcome::Applied { approval_id: approval_id.clone(), run_id, decision: Decision::Always }
+        );
+        let lost = StoredResponse {
+            status: 409,
+            body: spool_protocol::api::error_body("already_resolved", "this approval was already decided"),
+        };
+        assert_eq!(DecisionOutcome::from_kept(&lost).unwrap(), DecisionOutcome::AlreadyResolved);
+        let changed = StoredResponse {
+            status: 409,
+            body: spool_protocol::api::resource_changed_body("\"a.txt\" changed", approval_id.as_str()),
+        };
+        assert_eq!(
+            DecisionOutcome::from_kept(&changed).unwrap(),
+            DecisionOutcome::ResourceChanged { message: "\"a.txt\" changed".into(), replacement: approval_id }
+        );
     }
 }

@@ -26,7 +26,7 @@ pub mod store;
 pub mod tool;
 pub mod view;
 
-pub use approvals::{Decided, DecisionInput, DecisionTarget};
+pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
     ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,

@@ -9,7 +9,7 @@ mod common;
 use common::{TestOptions, TestServer, id_of};
 use serde_json::json;
 use spool_engine::{
-    DecisionInput, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert, Store,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert, Store,
 };
 use spool_model::ScriptedModel;
 use spool_protocol::time::now_ms;
@@ -147,7 +147,8 @@ async fn racing_decisions_on_two_nodes_run_the_tool_once() {
             racers.push(tokio::spawn(async move {
                 let input = DecisionInput { decision: Decision::Once, message: None, idempotency_key: None };
                 match b.decide(b.local_user(), DecisionTarget::Session(id), &approval_id, input).await {
-                    Ok(response) => response.status,
+                    Ok(DecisionOutcome::Applied { .. }) => 200,
+                    Ok(_) => 409,
                     // Node A ran the continuation before node B even looked.
                     Err(EngineError::SessionBusy(_)) => 409,
                     Err(e) => panic!("node B: {e}"),

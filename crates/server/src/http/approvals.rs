@@ -1,7 +1,9 @@
 //! Deciding approvals: the session form `POST /api/sessions/:id/approvals/:approvalId`
 //! and seed 003's run form `POST /api/runs/:runId/resume`. Both reach the same engine
-//! call; the engine answers with the exact status and body to send, because a repeated
-//! idempotency key must get the first answer byte for byte.
+//! call, which answers with a typed outcome; [`decision_response`] is how every route
+//! (these two, the run stream's resume and OpenCode's permission replies) puts it on the
+//! wire. The engine keeps the outcome for an idempotency key, so a repeat renders the
+//! first answer again, byte for byte.
 
 use super::openapi::{DecisionErrors, RunStreamEvent};
 use crate::error::ApiError;
@@ -13,8 +15,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use spool_engine::{Decided, DecisionInput, DecisionTarget, StoredResponse};
+use serde::{Deserialize, Serialize};
+use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget};
 use spool_protocol::{ApprovalId, Decision, RunId, SessionId};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -69,8 +71,8 @@ async fn decide(
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Response, ApiError> {
     let input = DecisionInput { decision: body.decision, message: body.message, idempotency_key: body.idempotency_key };
-    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
-    Ok(stored(reply))
+    let outcome = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    Ok(decision_response(&outcome))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -112,13 +114,41 @@ async fn resume(
     if super::chat::wants_event_stream(&headers) {
         return super::chat::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
     }
-    let reply = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
-    Ok(stored(reply))
+    let outcome = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
+    Ok(decision_response(&outcome))
 }
 
-fn stored(reply: StoredResponse) -> Response {
-    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
+/// The answer to a decision that was applied.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Decided<'a> {
+    pub approval_id: &'a ApprovalId,
+    pub run_id: &'a RunId,
+    pub decision: &'a Decision,
+    /// Always `resolved`.
+    #[schema(value_type = String, pattern = "^resolved$")]
+    pub status: &'static str,
+}
+
+/// A decision's outcome on the wire: 200 with [`Decided`] when it was applied, else
+/// 409 with `already_resolved`, or `resource_changed` naming the approval that asks
+/// again.
+pub(crate) fn decision_response(outcome: &DecisionOutcome) -> Response {
+    use spool_protocol::api::{error_body, resource_changed_body};
+    let (status, body) = match outcome {
+        DecisionOutcome::Applied { approval_id, run_id, decision } => {
+            let decided = Decided { approval_id, run_id, decision, status: "resolved" };
+            (StatusCode::OK, serde_json::to_string(&decided).expect("plain data serializes"))
+        }
+        DecisionOutcome::AlreadyResolved => (
+            StatusCode::CONFLICT,
+            error_body("already_resolved", "this approval was already decided, expired or cancelled"),
+        ),
+        DecisionOutcome::ResourceChanged { message, replacement } => {
+            (StatusCode::CONFLICT, resource_changed_body(message, replacement.as_str()))
+        }
+    };
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 impl ResumeBody {

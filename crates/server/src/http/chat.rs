@@ -33,14 +33,14 @@ use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::header::ACCEPT;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
-    ApprovalPolicy, DecisionInput, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect, PromptInput, RunAfter,
+    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect, PromptInput, RunAfter,
     RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
@@ -210,10 +210,9 @@ pub(crate) async fn resume_stream(
 ) -> Result<Response, ApiError> {
     // Checked before deciding: a refused request must change nothing.
     let after = checked_after(after)?;
-    let reply = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
-    if reply.status != StatusCode::OK.as_u16() {
-        let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Ok((status, [(CONTENT_TYPE, "application/json")], reply.body).into_response());
+    let outcome = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
+    if !matches!(outcome, DecisionOutcome::Applied { .. }) {
+        return Ok(super::approvals::decision_response(&outcome));
     }
     let run = state.engine.run(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);

@@ -47,12 +47,12 @@ use crate::state::AppState;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Path, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::CONTENT_LENGTH;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Serialize;
-use spool_engine::{DecisionInput, DecisionTarget, Engine, PromptInput, SessionPatch, StoredResponse};
+use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, PromptInput, SessionPatch};
 use spool_protocol::frame::FrameBody;
 use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, Session, SessionId, UserId};
 use std::collections::{BTreeMap, HashMap};
@@ -144,12 +144,13 @@ async fn history(
     Ok(all)
 }
 
-fn decided(reply: StoredResponse) -> Response {
-    if reply.status == 200 {
-        return Json(true).into_response();
+/// OpenCode answers an applied permission reply with `true`; a refused one is Spool's
+/// 409 (with OpenCode's error shape added by [`opencode_errors`]).
+fn decided(outcome: DecisionOutcome) -> Response {
+    match outcome {
+        DecisionOutcome::Applied { .. } => Json(true).into_response(),
+        refused => super::approvals::decision_response(&refused),
     }
-    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(CONTENT_TYPE, "application/json")], reply.body).into_response()
 }
 
 /// Adds OpenCode's error shape (`{name, data: {message}}`) to Spool's JSON errors, so
