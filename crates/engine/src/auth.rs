@@ -17,13 +17,16 @@
 //! Logout ends it; revoking the token ends all of its login sessions.
 //!
 //! Open streams are cut when their credential stops working: each stream registers a
-//! kill token under the credential it was opened with ([`Engine::watch_credential`]),
+//! kill token under the credential it was opened with ([`Auth::watch_credential`]),
 //! and a watcher polls the store twice a second for tokens revoked and login sessions
 //! ended since its last look — by this process, the CLI or another node — and fires
 //! their kill tokens.
+//!
+//! All of this is one owned service, [`Auth`]: it holds the store and its own state and
+//! knows nothing of sessions or runs. The engine owns one and hands it out
+//! ([`Engine::auth`](crate::Engine::auth)).
 
 use crate::Store;
-use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::store::{Listener, LoginSession};
 use rand::RngCore;
@@ -78,9 +81,12 @@ impl Credential {
     }
 }
 
-/// The cached answer to "is auth required?", and the streams to cut per credential.
-#[derive(Default)]
-pub(crate) struct AuthState {
+/// Authentication and credentials: tokens, login sessions, the sticky "auth required"
+/// flag (cached), the streams to cut per credential, and this node's listener record.
+pub struct Auth {
+    store: Arc<dyn Store>,
+    /// This node's name in its listener record.
+    node_id: String,
     required: AtomicBool,
     checked_at: AtomicI64,
     /// Set when this server listens on a non-loopback address: auth stays required.
@@ -207,21 +213,33 @@ pub async fn disable_auth(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-impl Engine {
+impl Auth {
+    pub(crate) fn new(store: Arc<dyn Store>, node_id: String) -> Arc<Self> {
+        Arc::new(Auth {
+            store,
+            node_id,
+            required: AtomicBool::default(),
+            checked_at: AtomicI64::default(),
+            public: AtomicBool::default(),
+            watches: Arc::default(),
+            listener: Mutex::default(),
+        })
+    }
+
     pub async fn create_token(&self, user_name: &str) -> Result<(ApiToken, String)> {
-        let created = create_token(&*self.inner.store, user_name).await?;
-        self.inner.auth.required.store(true, Ordering::SeqCst);
+        let created = create_token(&*self.store, user_name).await?;
+        self.required.store(true, Ordering::SeqCst);
         Ok(created)
     }
 
     pub async fn list_tokens(&self) -> Result<Vec<ApiToken>> {
-        Ok(self.inner.store.list_tokens().await?)
+        Ok(self.store.list_tokens().await?)
     }
 
     /// Revokes a token and closes its streams on this node at once (other nodes
     /// notice through the store).
     pub async fn revoke_token(&self, id: &TokenId) -> Result<()> {
-        revoke_token(&*self.inner.store, id).await?;
+        revoke_token(&*self.store, id).await?;
         self.cut_credential(id.as_str());
         Ok(())
     }
@@ -236,7 +254,7 @@ impl Engine {
         if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 128 {
             return Ok(None);
         }
-        let token = self.inner.store.find_token(&hash_token(secret)).await?;
+        let token = self.store.find_token(&hash_token(secret)).await?;
         Ok(token.map(|t| (t.user_id, Credential::Token(t.id))))
     }
 
@@ -246,7 +264,7 @@ impl Engine {
         if !secret.starts_with(LOGIN_PREFIX) || secret.len() > 128 {
             return Ok(None);
         }
-        let login = self.inner.store.find_login(&hash_token(secret), now_ms()).await?;
+        let login = self.store.find_login(&hash_token(secret), now_ms()).await?;
         Ok(login.map(|l| (l.user_id, Credential::Login { id: l.id, token: l.token_id })))
     }
 
@@ -268,7 +286,7 @@ impl Engine {
             expires_at: now + ttl,
             ended_at: None,
         };
-        self.inner.store.insert_login(&login).await?;
+        self.store.insert_login(&login).await?;
         Ok(Some((user, secret)))
     }
 
@@ -278,7 +296,7 @@ impl Engine {
         let Some((_, Credential::Login { id, .. })) = self.authenticate_login(secret).await? else {
             return Ok(false);
         };
-        let ended = self.inner.store.end_login(&id, now_ms()).await?;
+        let ended = self.store.end_login(&id, now_ms()).await?;
         self.cut_credential(id.as_str());
         Ok(ended)
     }
@@ -286,13 +304,13 @@ impl Engine {
     /// Whether requests must authenticate: the store's sticky flag (re-read at most
     /// once a second), and always while this server listens on a public address.
     pub async fn auth_required(&self) -> Result<bool> {
-        let auth = &self.inner.auth;
+        let auth = self;
         if auth.public.load(Ordering::SeqCst) {
             return Ok(true);
         }
         let now = now_ms();
         if now - auth.checked_at.load(Ordering::SeqCst) >= RECHECK_MS {
-            auth.required.store(self.inner.store.auth_enabled().await?, Ordering::SeqCst);
+            auth.required.store(self.store.auth_enabled().await?, Ordering::SeqCst);
             auth.checked_at.store(now, Ordering::SeqCst);
         }
         Ok(auth.required.load(Ordering::SeqCst))
@@ -302,7 +320,7 @@ impl Engine {
     /// token fires when the credential is revoked or ended, here or elsewhere. Keep
     /// the returned guard for as long as the stream lives.
     pub fn watch_credential(&self, credential: &Credential, kill: CancellationToken) -> CredentialWatch {
-        let watches = self.inner.auth.watches.clone();
+        let watches = self.watches.clone();
         let keys = credential.keys();
         let mut state = watches.lock().unwrap_or_else(|p| p.into_inner());
         state.next += 1;
@@ -317,7 +335,7 @@ impl Engine {
     /// Fires the kill tokens of every stream opened with credential `key`.
     fn cut_credential(&self, key: &str) {
         let tokens = {
-            let mut watches = self.inner.auth.watches.lock().unwrap_or_else(|p| p.into_inner());
+            let mut watches = self.watches.lock().unwrap_or_else(|p| p.into_inner());
             watches.by_key.remove(key)
         };
         for token in tokens.into_iter().flat_map(HashMap::into_values) {
@@ -327,27 +345,26 @@ impl Engine {
 
     /// Watches the store for credentials that stopped working and cuts their streams.
     /// Holds only a weak reference, so it ends with the engine.
-    pub(crate) fn spawn_revocation_watch(&self) {
-        let weak = Arc::downgrade(&self.inner);
+    pub(crate) fn spawn_revocation_watch(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(REVOCATION_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut last = now_ms();
             loop {
                 tick.tick().await;
-                let Some(inner) = weak.upgrade() else { return };
-                let engine = Engine { inner };
+                let Some(auth) = weak.upgrade() else { return };
                 let now = now_ms();
-                let idle = engine.inner.auth.watches.lock().unwrap_or_else(|p| p.into_inner()).by_key.is_empty();
+                let idle = auth.watches.lock().unwrap_or_else(|p| p.into_inner()).by_key.is_empty();
                 if idle {
                     // No stream to cut; the look-back still covers one registered now.
                     last = now;
                     continue;
                 }
-                match engine.inner.store.credentials_ended_since(last - REVOCATION_LOOKBACK_MS, now).await {
+                match auth.store.credentials_ended_since(last - REVOCATION_LOOKBACK_MS, now).await {
                     Ok(ended) => {
                         for id in ended {
-                            engine.cut_credential(&id);
+                            auth.cut_credential(&id);
                         }
                         last = now;
                     }
@@ -360,20 +377,20 @@ impl Engine {
     /// Records that this node serves on `addr` and keeps the record fresh until
     /// [`withdraw_listener`](Self::withdraw_listener). On a non-loopback address auth
     /// is required from now on, whatever the store's flag says.
-    pub async fn announce_listener(&self, addr: SocketAddr) -> Result<()> {
+    pub async fn announce_listener(self: &Arc<Self>, addr: SocketAddr) -> Result<()> {
         let public = !addr.ip().is_loopback();
         if public {
-            self.inner.auth.public.store(true, Ordering::SeqCst);
+            self.public.store(true, Ordering::SeqCst);
         }
-        let node = self.inner.config.node_id.clone();
+        let node = self.node_id.clone();
         let record = Listener { node_id: node.clone(), addr: addr.to_string(), public, updated_at: now_ms() };
-        self.inner.store.record_listener(&record).await?;
+        self.store.record_listener(&record).await?;
         let stop = CancellationToken::new();
-        let previous = self.inner.auth.listener.lock().unwrap_or_else(|p| p.into_inner()).replace((node, stop.clone()));
+        let previous = self.listener.lock().unwrap_or_else(|p| p.into_inner()).replace((node, stop.clone()));
         if let Some((_, previous)) = previous {
             previous.cancel();
         }
-        let weak = Arc::downgrade(&self.inner);
+        let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(LISTENER_HEARTBEAT);
             tick.tick().await;
@@ -382,9 +399,9 @@ impl Engine {
                     _ = stop.cancelled() => return,
                     _ = tick.tick() => {}
                 }
-                let Some(inner) = weak.upgrade() else { return };
+                let Some(auth) = weak.upgrade() else { return };
                 let record = Listener { updated_at: now_ms(), ..record.clone() };
-                if let Err(e) = inner.store.record_listener(&record).await {
+                if let Err(e) = auth.store.record_listener(&record).await {
                     tracing::warn!(error = %e, "could not refresh this server's listener record");
                 }
             }
@@ -394,10 +411,10 @@ impl Engine {
 
     /// Forgets this node's listener record (it stopped serving).
     pub async fn withdraw_listener(&self) {
-        let taken = self.inner.auth.listener.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = self.listener.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((node, stop)) = taken {
             stop.cancel();
-            if let Err(e) = self.inner.store.remove_listener(&node).await {
+            if let Err(e) = self.store.remove_listener(&node).await {
                 tracing::warn!(error = %e, "could not remove this server's listener record");
             }
         }

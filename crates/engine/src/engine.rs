@@ -150,7 +150,9 @@ pub(crate) struct Inner {
     pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
     streams: Arc<Mutex<HashMap<UserId, usize>>>,
-    pub auth: crate::auth::AuthState,
+    pub auth: Arc<crate::auth::Auth>,
+    /// This node's session leases (see [`crate::leases`]).
+    pub leases: Arc<crate::leases::Leases>,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -418,6 +420,8 @@ impl Engine {
         }
         let pending = store.all_pending_approvals().await?;
         let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
+        let auth = crate::auth::Auth::new(store.clone(), config.node_id.clone());
+        let leases = Arc::new(crate::leases::Leases::new(store.clone(), config.node_id.clone(), config.lease_ttl));
         let engine = Engine {
             inner: Arc::new(Inner {
                 store,
@@ -434,7 +438,8 @@ impl Engine {
                 sessions: Mutex::new(HashMap::new()),
                 fence,
                 streams: Arc::new(Mutex::new(HashMap::new())),
-                auth: crate::auth::AuthState::default(),
+                auth,
+                leases,
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
@@ -455,8 +460,14 @@ impl Engine {
         engine.spawn_janitor();
         engine.spawn_reaper();
         engine.spawn_remote();
-        engine.spawn_revocation_watch();
+        engine.inner.auth.spawn_revocation_watch();
         Ok(engine)
+    }
+
+    /// Tokens, logins, the "auth required" rule and cutting streams whose credential
+    /// ended (see [`crate::auth`]).
+    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
+        &self.inner.auth
     }
 
     /// The user every request acts as while auth is off.
@@ -517,7 +528,7 @@ impl Engine {
         if path.trim().is_empty() || path.len() > MAX_PATH {
             return Err(EngineError::invalid("invalid_path", format!("path must be 1 to {MAX_PATH} bytes")));
         }
-        let auth_on = self.auth_required().await?;
+        let auth_on = self.inner.auth.auth_required().await?;
         let engine = self.clone();
         let (user, requested) = (owner.clone(), path.to_owned());
         let canonical =
@@ -991,7 +1002,7 @@ impl Engine {
         let loaded = self.load(owner, id).await?;
         // A project registered before the roots (or the data directory rule) existed
         // keeps its history, but runs no tools there.
-        self.inner.fence.check_existing(owner, self.auth_required().await?, &loaded.root)?;
+        self.inner.fence.check_existing(owner, self.inner.auth.auth_required().await?, &loaded.root)?;
         let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id
             && let Some(run) = self.store().find_run_by_request(id, request_id).await?

@@ -13,6 +13,7 @@ mod error;
 pub mod events;
 pub mod framebus;
 mod leases;
+mod reaper;
 pub mod lists;
 pub mod metrics;
 pub mod model;

@@ -52,13 +52,13 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if !state.engine.auth_required().await? {
+        if !state.engine.auth().auth_required().await? {
             return Ok(Caller { user: state.engine.local_user().clone(), credential: Credential::Local });
         }
         let (found, via_cookie) = match bearer(&parts.headers) {
-            Some(secret) => (state.engine.authenticate_token(secret).await?, false),
+            Some(secret) => (state.engine.auth().authenticate_token(secret).await?, false),
             None => match cookie(&parts.headers, AUTH_COOKIE) {
-                Some(secret) => (state.engine.authenticate_login(&secret).await?, true),
+                Some(secret) => (state.engine.auth().authenticate_login(&secret).await?, true),
                 None => {
                     return Err(ApiError::Unauthorized {
                         code: "unauthorized",

@@ -42,7 +42,7 @@ const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     // Asked before looking at the request: the body is not `Sync`, so no reference to
     // the request may be held across an await.
-    let auth_off = match state.engine.auth_required().await {
+    let auth_off = match state.engine.auth().auth_required().await {
         Ok(required) => !required,
         Err(e) => return ApiError::from(e).into_response(),
     };

@@ -38,7 +38,7 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     // Recorded for `spool auth disable`; on a non-loopback address this also makes the
     // engine require auth for as long as it serves, whatever the store's flag says.
     let addr = listener.local_addr()?;
-    if let Err(e) = engine.announce_listener(addr).await {
+    if let Err(e) = engine.auth().announce_listener(addr).await {
         tracing::warn!(error = %e, "could not record this server's address in the store");
     }
     let closer = tokio::spawn({
@@ -50,6 +50,6 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     });
     let result = serve_with(listener, router(state), shutdown, limits).await;
     closer.abort();
-    engine.withdraw_listener().await;
+    engine.auth().withdraw_listener().await;
     result
 }

@@ -31,8 +31,8 @@ async fn call(
 #[tokio::test]
 async fn other_users_records_are_not_found_on_every_route() {
     let server = TestServer::start().await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("alice");
-    let (_, bob) = server.engine.create_token("bob").await.expect("bob");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("alice");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("bob");
     use reqwest::Method as M;
 
     // Without a token: 401 on data routes; health stays public.
@@ -119,7 +119,7 @@ async fn browsers_log_in_with_a_cookie_and_cross_site_writes_are_refused() {
     let server = TestServer::start().await;
     let (status, body) = server.get("/api/auth").await;
     assert_eq!((status, body["required"].clone()), (StatusCode::OK, json!(false)));
-    let (_, secret) = server.engine.create_token("carol").await.expect("token");
+    let (_, secret) = server.engine.auth().create_token("carol").await.expect("token");
     let (_, body) = server.get("/api/auth").await;
     assert_eq!(body["required"], true);
     assert_eq!(body["user"], Value::Null);
@@ -214,8 +214,8 @@ async fn open_sse(server: &TestServer, token: &str, path: &str) -> common::SseSt
 async fn streams_carry_only_their_users_sessions() {
     use std::time::Duration;
     let server = TestServer::start().await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("alice");
-    let (_, bob) = server.engine.create_token("bob").await.expect("bob");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("alice");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("bob");
     use reqwest::Method as M;
     let dir = server.project_dir();
     let (_, project) = call(&server, M::POST, "/api/projects", Some(&alice), Some(json!({"path": dir}))).await;
@@ -283,7 +283,7 @@ async fn streams_carry_only_their_users_sessions() {
 async fn the_hub_and_event_streams_authenticate_with_the_login_cookie() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let server = TestServer::start().await;
-    let (_, secret) = server.engine.create_token("dana").await.expect("token");
+    let (_, secret) = server.engine.auth().create_token("dana").await.expect("token");
     let login =
         server.client.post(server.url("/api/login")).json(&json!({"token": secret})).send().await.expect("login");
     let cookie = login.headers()["set-cookie"].to_str().expect("cookie").split(';').next().expect("pair").to_owned();
@@ -353,8 +353,8 @@ async fn get_with_cookie(server: &TestServer, path: &str, cookie: &str) -> Statu
 #[tokio::test]
 async fn revoking_every_token_leaves_auth_on() {
     let server = TestServer::start().await;
-    let (token, secret) = server.engine.create_token("erin").await.expect("token");
-    server.engine.revoke_token(&token.id).await.expect("revoke");
+    let (token, secret) = server.engine.auth().create_token("erin").await.expect("token");
+    server.engine.auth().revoke_token(&token.id).await.expect("revoke");
 
     // Not one open route: the page is asked for a token, and every data route says 401.
     let (_, auth) = server.get("/api/auth").await;
@@ -381,8 +381,8 @@ async fn a_server_on_a_public_address_never_serves_with_auth_off() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     // As the binary does after binding 0.0.0.0 (a test can only reach loopback).
-    server.engine.announce_listener("0.0.0.0:4747".parse().expect("addr")).await.expect("announce");
-    let (_, secret) = server.engine.create_token("fay").await.expect("token");
+    server.engine.auth().announce_listener("0.0.0.0:4747".parse().expect("addr")).await.expect("announce");
+    let (_, secret) = server.engine.auth().create_token("fay").await.expect("token");
     // The flag cleared under the running server, as a hand-edited store would.
     server.store.set_auth_enabled(false, 0).await.expect("clear flag");
     let refused = spool_engine::auth::disable_auth(&*server.store).await;
@@ -397,7 +397,7 @@ async fn a_server_on_a_public_address_never_serves_with_auth_off() {
 #[tokio::test]
 async fn the_login_cookie_is_a_login_session_that_logout_and_revocation_end() {
     let server = TestServer::start().await;
-    let (token, secret) = server.engine.create_token("gail").await.expect("token");
+    let (token, secret) = server.engine.auth().create_token("gail").await.expect("token");
     let cookie = login(&server, &secret).await;
     assert!(!cookie.contains(&secret), "the cookie is not the token: {cookie}");
     let name = cookie.split('=').next().expect("name");
@@ -416,7 +416,7 @@ async fn the_login_cookie_is_a_login_session_that_logout_and_revocation_end() {
     let (first, second) = (login(&server, &secret).await, login(&server, &secret).await);
     assert_ne!(first, second, "each login is a session of its own");
     assert_eq!(get_with_cookie(&server, "/api/projects", &first).await, StatusCode::OK);
-    server.engine.revoke_token(&token.id).await.expect("revoke");
+    server.engine.auth().revoke_token(&token.id).await.expect("revoke");
     for cookie in [&first, &second] {
         assert_eq!(get_with_cookie(&server, "/api/projects", cookie).await, StatusCode::UNAUTHORIZED);
     }
@@ -425,7 +425,7 @@ async fn the_login_cookie_is_a_login_session_that_logout_and_revocation_end() {
 #[tokio::test]
 async fn logout_closes_that_login_sessions_streams_only() {
     let server = TestServer::start().await;
-    let (_, secret) = server.engine.create_token("hana").await.expect("token");
+    let (_, secret) = server.engine.auth().create_token("hana").await.expect("token");
     let (leaving, staying) = (login(&server, &secret).await, login(&server, &secret).await);
     let open = |cookie: &str| server.client.get(server.url("/api/workspaces/events")).header("cookie", cookie).send();
     let mut leaving_stream = common::SseStream::new(open(&leaving).await.expect("stream"));

@@ -156,7 +156,7 @@ async fn names_given_with_allowed_host_are_served_and_others_are_not() {
 #[tokio::test]
 async fn with_auth_on_the_token_decides_not_the_host_name() {
     let server = TestServer::start().await;
-    let (_, secret) = server.engine.create_token("alice").await.expect("token");
+    let (_, secret) = server.engine.auth().create_token("alice").await.expect("token");
     let head = |host: &str, token: Option<&str>| {
         let auth = token.map(|t| format!("\r\nAuthorization: Bearer {t}")).unwrap_or_default();
         format!("GET /api/projects HTTP/1.1\r\nHost: {host}{auth}")
@@ -275,7 +275,7 @@ async fn cross_site_simple_requests_change_nothing_on_any_route() {
 #[tokio::test]
 async fn with_auth_on_a_bearer_request_from_a_foreign_origin_is_refused_too() {
     let server = TestServer::start().await;
-    let (_, secret) = server.engine.create_token("alice").await.expect("token");
+    let (_, secret) = server.engine.auth().create_token("alice").await.expect("token");
     let dir = server.project_dir();
     let request =
         cross_site(&server, reqwest::Method::POST, "/api/projects").bearer_auth(&secret).json(&json!({ "path": dir }));

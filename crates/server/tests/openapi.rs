@@ -137,7 +137,7 @@ fn fallback(status: StatusCode, body: &Value) -> bool {
 async fn the_document_is_public_openapi_3_1() {
     let server = TestServer::start().await;
     // A token exists: every data route now needs one, the document does not.
-    server.engine.create_token("alice").await.expect("token");
+    server.engine.auth().create_token("alice").await.expect("token");
     let (status, _) = server.get("/api/projects").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 

@@ -43,7 +43,7 @@ async fn legacy_project(server: &TestServer, owner: &UserId, path: &Path) -> Str
 async fn with_tokens_projects_outside_the_roots_get_one_answer_whether_or_not_they_exist() {
     // The temp directory is the root (see TestOptions::temp_dir_is_root).
     let server = TestServer::start().await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("token");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
     let outside = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(outside.path().join("there")).expect("mkdir");
     std::fs::write(outside.path().join("secret.txt"), "s3cret").expect("write");
@@ -97,7 +97,7 @@ async fn with_tokens_projects_outside_the_roots_get_one_answer_whether_or_not_th
 #[tokio::test]
 async fn with_tokens_and_no_roots_registration_is_refused_saying_how_to_configure_them() {
     let server = TestServer::start_with(TestOptions { temp_dir_is_root: false, ..TestOptions::default() }).await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("token");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
     let (status, body) = register(&server, Some(&alice), text(&server.project_dir())).await;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("outside_roots")), "{body}");
     let message = body["error"]["message"].as_str().expect("message");
@@ -111,8 +111,8 @@ async fn per_user_roots_admit_only_their_user() {
     engine.workspace_roots.per_user.insert("alice".into(), vec![alices.path().to_path_buf()]);
     let server =
         TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("token");
-    let (_, bob) = server.engine.create_token("bob").await.expect("token");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
     let (status, body) = register(&server, Some(&alice), text(alices.path())).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (status, body) = register(&server, Some(&bob), text(alices.path())).await;
@@ -169,8 +169,8 @@ async fn a_project_holding_the_data_directory_runs_no_tools() {
 #[tokio::test]
 async fn a_project_outside_roots_configured_later_runs_no_tools() {
     let server = TestServer::start().await;
-    let (_, alice) = server.engine.create_token("alice").await.expect("token");
-    let alice_id = server.engine.authenticate(&alice).await.expect("auth").expect("alice");
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    let alice_id = server.engine.auth().authenticate(&alice).await.expect("auth").expect("alice");
     let outside = tempfile::tempdir().expect("temp dir");
     let project = legacy_project(&server, &alice_id, outside.path()).await;
     let request =

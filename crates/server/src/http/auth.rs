@@ -42,13 +42,13 @@ struct AuthStatus {
     responses((status = 200, body = AuthStatus))
 )]
 async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<AuthStatus>, ApiError> {
-    let required = state.engine.auth_required().await?;
+    let required = state.engine.auth().auth_required().await?;
     let user = if !required {
         Some(state.engine.local_user().clone())
     } else if let Some(secret) = bearer(&headers) {
-        state.engine.authenticate_token(secret).await?.map(|(user, _)| user)
+        state.engine.auth().authenticate_token(secret).await?.map(|(user, _)| user)
     } else if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
-        state.engine.authenticate_login(&secret).await?.map(|(user, _)| user)
+        state.engine.auth().authenticate_login(&secret).await?.map(|(user, _)| user)
     } else {
         None
     };
@@ -90,7 +90,7 @@ async fn login(
     if headers.contains_key(header::ORIGIN) && !same_origin(&headers) {
         return Err(ApiError::Forbidden { code: "bad_origin", message: "log in from this server's own pages".into() });
     }
-    let Some((user, secret)) = state.engine.login(body.token.trim()).await? else {
+    let Some((user, secret)) = state.engine.auth().login(body.token.trim()).await? else {
         return Err(ApiError::Unauthorized {
             code: "invalid_token",
             message: "the token is unknown or revoked".into(),
@@ -131,7 +131,7 @@ struct LoggedOut {
 )]
 async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
-        state.engine.logout(&secret).await?;
+        state.engine.auth().logout(&secret).await?;
     }
     let mut response = Json(LoggedOut { logged_out: true }).into_response();
     let clear = format!("{AUTH_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");

@@ -120,7 +120,7 @@ async fn chat(
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
-    let watch = engine.watch_credential(&credential, connection.clone());
+    let watch = engine.auth().watch_credential(&credential, connection.clone());
     let (session, created) = match body.target()? {
         ChatTarget::Session(id) => (id, false),
         ChatTarget::NewSessionIn(project) => (engine.create_session(&user, &project, None).await?.id, true),
@@ -184,7 +184,7 @@ async fn events(
     let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
-    let watch = state.engine.watch_credential(&credential, connection.clone());
+    let watch = state.engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
     Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
 }

@@ -47,7 +47,7 @@ async fn stream(
     // Counted like a session stream, for as long as the response is open.
     let permit = state.engine.stream_permit(&user)?;
     // Closed with its connection when the credential is revoked.
-    let watch = state.engine.watch_credential(&credential, connection);
+    let watch = state.engine.auth().watch_credential(&credential, connection);
     // Only the user's own projects: the notifier keeps a sequence per owner.
     let frames = holding(state.engine.lists().subscribe(user), permit);
     Ok(watched(sse_response(Box::pin(frames), state.config.heartbeat), watch))

@@ -192,7 +192,7 @@ async fn upgrade(
     // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
     // so it gets a kill token of its own: revoking the credential drops the socket.
     let revoked = CancellationToken::new();
-    let watch = state.engine.watch_credential(&credential, revoked.clone());
+    let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
     Ok(upgrade
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)

@@ -601,7 +601,7 @@ async fn events(
     // it follows count too, each as a session stream).
     let permit = state.engine.stream_permit(&dir.user)?;
     // Closed with its connection when the credential is revoked.
-    let watch = state.engine.watch_credential(&caller.credential, connection.clone());
+    let watch = state.engine.auth().watch_credential(&caller.credential, connection.clone());
     let options = global::Options {
         legacy_deltas: query.deltas.as_deref() == Some("legacy"),
         // OpenCode's 10 s, or the server's own interval when that is shorter.

@@ -1,0 +1,229 @@
+//! What the engine does around session leases (the lease itself is `leases.rs`): the
+//! guard a request holds while it may still give a lease back, the reaper that settles
+//! the runs of a node that stopped renewing, and dropping an in-memory view another
+//! node changed. See `leases.rs` for the failure semantics.
+
+use crate::engine::{ActiveHandle, Engine, Loaded};
+use crate::error::Result;
+use crate::leases::Renewal;
+use spool_protocol::time::now_ms;
+use spool_protocol::{RunError, RunStatus, SessionId};
+use std::time::Duration;
+
+/// A lease this node just took. Dropped without [`keep`](Self::keep) (an early return,
+/// an error), it is given back in the background.
+pub(crate) struct LeaseGuard {
+    engine: Engine,
+    session: Option<SessionId>,
+}
+
+impl LeaseGuard {
+    /// The run now holds the lease; it renews and releases it.
+    pub fn keep(mut self) {
+        self.session = None;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let engine = self.engine.clone();
+            tokio::spawn(async move {
+                // On one node, a lease taken again by a request that then lost (a second
+                // decision) is the running run's own: it stays.
+                if !engine.runs_here(&session) {
+                    engine.drop_lease(&session).await;
+                }
+            });
+        }
+    }
+}
+
+impl Engine {
+
+    /// Takes `session`'s lease for this node, or answers busy when another node has it.
+    /// The lease is given back when the guard drops, unless [`LeaseGuard::keep`] hands
+    /// it to a run.
+    ///
+    /// Another node's lease, even expired, is busy too: taking it over means settling
+    /// that node's runs, which only the reaper does. A request that took it instead
+    /// would start a run beside the dead node's, or (a decision that lost) give the
+    /// lease up, and the dead node's run would never be reaped. The reaper comes within
+    /// half a lease.
+    pub(crate) async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
+        self.inner.leases.take(session).await?;
+        Ok(LeaseGuard { engine: self.clone(), session: Some(session.clone()) })
+    }
+
+    /// Gives the session's lease up.
+    pub(crate) async fn drop_lease(&self, session: &SessionId) {
+        self.inner.leases.release(session).await;
+    }
+
+    /// Renews the session's lease for the run `handle` stands for, until it finishes.
+    pub(crate) fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
+        let renewal = Renewal {
+            finished: handle.finished.clone(),
+            cancel: handle.cancel.clone(),
+            failed_as: handle.failed_as.clone(),
+        };
+        self.inner.leases.keep_renewed(session, renewal);
+    }
+
+    /// With a shared store, another node may have written to a session since this node
+    /// loaded it (until the event bus keeps every node's view live): true when the
+    /// stored conversation is not the one in memory.
+    pub(crate) async fn is_stale(&self, loaded: &Loaded) -> Result<bool> {
+        if !self.inner.config.shared_store {
+            return Ok(false);
+        }
+        let id = loaded.events.read(|s| s.session.id.clone());
+        let stored = self.inner.store.count_messages(&id).await?;
+        Ok(loaded.events.read(|s| s.total) != stored)
+    }
+
+
+
+    /// Reaps expired leases every half lease. Holds only a weak reference, so it ends
+    /// with the engine.
+    pub(crate) fn spawn_reaper(&self) {
+        let weak = std::sync::Arc::downgrade(&self.inner);
+        let every = (self.inner.leases.ttl() / 2).max(Duration::from_millis(20));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let engine = Engine { inner };
+                if let Err(e) = engine.reap_expired_leases().await {
+                    tracing::warn!(error = %e, "could not reap expired session leases");
+                }
+                if let Err(e) = engine.release_abandoned_claims().await {
+                    tracing::warn!(error = %e, "could not release abandoned idempotency claims");
+                }
+            }
+        });
+    }
+
+    /// One reaper pass: for every expired lease this node manages to take over, the
+    /// lost node's decided calls are sorted by their "tool call started" marks (see
+    /// [`crate::approvals::sort_decided`]): one that never started resumes here, one cut
+    /// off while running fails `tool_outcome_unknown`; the session's other `running`
+    /// runs are marked `failed` with `node_lost`. Then the lease is given up, unless a
+    /// resumed run holds it. Returns how many runs were failed.
+    pub async fn reap_expired_leases(&self) -> Result<usize> {
+        let store = &self.inner.store;
+        let mut failed = 0;
+        for lease in store.expired_leases(now_ms()).await? {
+            // Taking the lease makes this node the single one that settles the session.
+            if !self.inner.leases.take_over(&lease.session_id).await? {
+                continue;
+            }
+            if self.runs_here(&lease.session_id) {
+                // Our own run, alive but late renewing: its renewal loop decides.
+                continue;
+            }
+            let sorted = crate::approvals::sort_decided(&**store, Some(&lease.session_id)).await?;
+            let mut lost = sorted.unknown;
+            let error = RunError {
+                code: "node_lost".into(),
+                message: format!("node {} stopped renewing its lease while running this run", lease.node_id),
+            };
+            for mut run in store.runs_since(&lease.session_id, 0).await? {
+                let resumes = sorted.resume.iter().any(|d| d.approval.run_id == run.id);
+                if run.status != RunStatus::Running || resumes {
+                    continue;
+                }
+                let now = now_ms();
+                run.status = RunStatus::Failed;
+                run.error = Some(error.clone());
+                run.ended_at = Some(now);
+                run.updated_at = now;
+                store.update_run(&run).await?;
+                crate::metrics::METRICS.run_settled(RunStatus::Failed);
+                tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
+                lost.push(run);
+            }
+            failed += lost.len();
+            if self.inner.frames.is_some() {
+                for run in &lost {
+                    self.announce_lost(run).await;
+                }
+            } else {
+                self.forget_stale(&lease.session_id);
+            }
+            if sorted.resume.is_empty() {
+                self.drop_lease(&lease.session_id).await;
+            }
+            for call in sorted.resume {
+                let run = call.approval.run_id.clone();
+                tracing::warn!(%run, node = %lease.node_id, "resuming a lost node's decided call that never started");
+                if let Err(e) = self.resume_decided(call).await {
+                    tracing::error!(%run, error = %e, "could not resume a lost node's decided call");
+                    self.drop_lease(&lease.session_id).await;
+                }
+            }
+        }
+        if failed > 0 {
+            // What the lost runs had streamed joins the history, marked with the failure.
+            self.commit_orphaned_drafts().await?;
+        }
+        Ok(failed)
+    }
+
+    /// Bus mode: settles a lost node's run in every node's view, with the frames a run
+    /// that fails publishes, so clients on any node see it end.
+    async fn announce_lost(&self, run: &spool_protocol::Run) {
+        let loaded = match self.load(&run.owner_id, &run.session_id).await {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(run = %run.id, %error, "cannot announce a lost node's failed run");
+                return;
+            }
+        };
+        let event = |event| spool_protocol::frame::FrameBody::LoopEvent {
+            run_id: run.id.clone(),
+            message_index: None,
+            message_id: None,
+            event,
+        };
+        loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentEnd {
+            status: run.status.as_str().into(),
+            usage: run.usage,
+        }));
+        loaded.events.publish(|s| {
+            s.status = spool_protocol::SessionStatus::Idle;
+            s.active_run = None;
+            s.drafts.clear();
+            Some(spool_protocol::frame::FrameBody::State { state: Box::new(s.clone()) })
+        });
+        // The prompt's timing row ends, with why (what the views explain).
+        let timing = spool_protocol::frame::PromptTiming::of(run);
+        let timed = timing.event();
+        loaded.events.publish(|s| {
+            crate::view::set_timing(s, timing);
+            Some(event(timed))
+        });
+        loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentSettled {}));
+    }
+
+    /// Whether this node is executing a run of the session right now.
+    pub(crate) fn runs_here(&self, session: &SessionId) -> bool {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(session).and_then(|l| l.active()).is_some_and(|a| a.interrupted.is_none())
+    }
+
+    /// Drops this node's in-memory view of a session another node was running, so the
+    /// next reader loads the settled state from the store (open streams end and their
+    /// clients reconnect to a snapshot).
+    pub(crate) fn forget_stale(&self, session: &SessionId) {
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = sessions.get(session)
+            && loaded.active().is_none()
+        {
+            loaded.events.close();
+            sessions.remove(session);
+        }
+    }
+}
