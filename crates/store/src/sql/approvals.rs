@@ -7,20 +7,21 @@
 //! nothing. So among any number of deciders, on any number of nodes, exactly one sees
 //! a changed row.
 
+use super::dialect::Db;
+use super::dialect::Pool;
+use super::runs;
 use crate::error::db_error;
-use crate::pg::runs;
 use crate::rows::{self, Columns, approval_kind_str};
 use spool_engine::{DecidedCall, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
-use sqlx::PgPool;
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
                        actor, created_at, expires_at, resolved_at";
 
 pub(crate) async fn interrupt(
-    pool: &PgPool,
+    pool: &Pool,
     run: &Run,
     approval: &Approval,
     checkpoint: &serde_json::Value,
@@ -35,7 +36,7 @@ pub(crate) async fn interrupt(
 /// The old approval's conditional update (the same row-lock reasoning as `settle`), the
 /// new approval and the run, all or nothing.
 pub(crate) async fn supersede(
-    pool: &PgPool,
+    pool: &Pool,
     old: &Supersede<'_>,
     run: &Run,
     approval: &Approval,
@@ -63,7 +64,7 @@ pub(crate) async fn supersede(
 }
 
 async fn insert(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, Db>,
     approval: &Approval,
     checkpoint: &serde_json::Value,
 ) -> Result<(), StoreError> {
@@ -94,7 +95,7 @@ async fn insert(
     Ok(())
 }
 
-pub(crate) async fn get(pool: &PgPool, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+pub(crate) async fn get(pool: &Pool, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
     let row = sqlx::query(&format!("SELECT {COLUMNS}, checkpoint FROM approvals WHERE id = $1"))
         .bind(id.as_str())
         .fetch_optional(pool)
@@ -103,7 +104,7 @@ pub(crate) async fn get(pool: &PgPool, id: &ApprovalId) -> Result<Option<(Approv
     row.map(|row| Ok((rows::approval(&row)?, row.json("checkpoint")?))).transpose()
 }
 
-pub(crate) async fn pending(pool: &PgPool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+pub(crate) async fn pending(pool: &Pool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM approvals WHERE session_id = $1 AND status = 'pending' ORDER BY created_at, id"
     ))
@@ -116,7 +117,7 @@ pub(crate) async fn pending(pool: &PgPool, session: &SessionId) -> Result<Vec<Ap
     .collect()
 }
 
-pub(crate) async fn all_pending(pool: &PgPool) -> Result<Vec<Approval>, StoreError> {
+pub(crate) async fn all_pending(pool: &Pool) -> Result<Vec<Approval>, StoreError> {
     sqlx::query(&format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' ORDER BY created_at, id"))
         .fetch_all(pool)
         .await
@@ -129,7 +130,7 @@ pub(crate) async fn all_pending(pool: &PgPool) -> Result<Vec<Approval>, StoreErr
 /// True iff this call moved the approval out of `pending`; the affected-row count of
 /// the one conditional statement is the verdict, so no read follows.
 pub(crate) async fn settle(
-    pool: &PgPool,
+    pool: &Pool,
     id: &ApprovalId,
     status: ApprovalStatus,
     decision: Option<&Decision>,
@@ -154,7 +155,7 @@ pub(crate) async fn settle(
 }
 
 /// The latest approval of every `running` run, when it is resolved (see the trait).
-pub(crate) async fn decided_calls(pool: &PgPool) -> Result<Vec<DecidedCall>, StoreError> {
+pub(crate) async fn decided_calls(pool: &Pool) -> Result<Vec<DecidedCall>, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT {}, a.checkpoint, a.started_at
          FROM approvals a JOIN runs r ON r.id = a.run_id
@@ -177,7 +178,7 @@ pub(crate) async fn decided_calls(pool: &PgPool) -> Result<Vec<DecidedCall>, Sto
 }
 
 /// Sets the "tool call started" mark once; a second mark keeps the first time.
-pub(crate) async fn mark_started(pool: &PgPool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+pub(crate) async fn mark_started(pool: &Pool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
     sqlx::query("UPDATE approvals SET started_at = $1 WHERE id = $2 AND started_at IS NULL")
         .bind(at)
         .bind(id.as_str())

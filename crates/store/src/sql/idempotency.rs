@@ -7,17 +7,17 @@
 //! winner released its claim in between, the row is gone and the loser simply tries
 //! to claim again.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::{IdempotencyClaim, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
-use sqlx::PgPool;
 
 /// Claim attempts before giving up; only a key released again and again between a
 /// conflict and its read needs more than one.
 const CLAIM_ATTEMPTS: usize = 3;
 
-pub(crate) async fn claim(pool: &PgPool, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
+pub(crate) async fn claim(pool: &Pool, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
     for _ in 0..CLAIM_ATTEMPTS {
         let done = sqlx::query(
             "INSERT INTO idempotency (scope, key, response_status, response_body, created_at)
@@ -48,12 +48,7 @@ pub(crate) async fn claim(pool: &PgPool, scope: &str, key: &str, now: Millis) ->
 
 /// Stores the response of an open claim, once; anything else is a `Conflict` (see the
 /// trait). The `IS NULL` condition is re-checked after waiting on a concurrent writer.
-pub(crate) async fn complete(
-    pool: &PgPool,
-    scope: &str,
-    key: &str,
-    response: &StoredResponse,
-) -> Result<(), StoreError> {
+pub(crate) async fn complete(pool: &Pool, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
     let done = sqlx::query(
         "UPDATE idempotency SET response_status = $1, response_body = $2
          WHERE scope = $3 AND key = $4 AND response_status IS NULL",
@@ -74,7 +69,7 @@ pub(crate) async fn complete(
 }
 
 /// Deletes a claim that has no response; a completed key stays.
-pub(crate) async fn release(pool: &PgPool, scope: &str, key: &str) -> Result<(), StoreError> {
+pub(crate) async fn release(pool: &Pool, scope: &str, key: &str) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM idempotency WHERE scope = $1 AND key = $2 AND response_status IS NULL")
         .bind(scope)
         .bind(key)
@@ -87,7 +82,7 @@ pub(crate) async fn release(pool: &PgPool, scope: &str, key: &str) -> Result<(),
 /// Deletes every claim without a response made before `made_before` and returns
 /// their keys: the requests that held them are gone (see the engine's start-up and
 /// reaper), and a key left claimed would answer `request_in_progress` for ever.
-pub(crate) async fn release_open(pool: &PgPool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
+pub(crate) async fn release_open(pool: &Pool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
     let released: Vec<(String, String)> = sqlx::query_as(
         "DELETE FROM idempotency WHERE response_status IS NULL AND created_at < $1 RETURNING scope, key",
     )

@@ -1,15 +1,15 @@
 //! Streaming drafts on PostgreSQL: one `JSONB` message per session, rewritten whole
 //! at each checkpoint (see the SQLite module for why they are kept apart).
 
+use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{Draft, StoreError};
 use spool_protocol::SessionId;
 use spool_protocol::time::now_ms;
-use sqlx::PgPool;
 use sqlx::types::Json;
 
-pub(crate) async fn put(pool: &PgPool, draft: &Draft) -> Result<(), StoreError> {
+pub(crate) async fn put(pool: &Pool, draft: &Draft) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO message_drafts (session_id, run_id, owner_id, message_id, idx, message, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -29,7 +29,7 @@ pub(crate) async fn put(pool: &PgPool, draft: &Draft) -> Result<(), StoreError> 
     Ok(())
 }
 
-pub(crate) async fn delete(pool: &PgPool, session: &SessionId) -> Result<(), StoreError> {
+pub(crate) async fn delete(pool: &Pool, session: &SessionId) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM message_drafts WHERE session_id = $1")
         .bind(session.as_str())
         .execute(pool)
@@ -39,7 +39,7 @@ pub(crate) async fn delete(pool: &PgPool, session: &SessionId) -> Result<(), Sto
 }
 
 /// Drafts whose run is neither running nor waiting for an approval.
-pub(crate) async fn orphaned(pool: &PgPool) -> Result<Vec<Draft>, StoreError> {
+pub(crate) async fn orphaned(pool: &Pool) -> Result<Vec<Draft>, StoreError> {
     sqlx::query(
         "SELECT d.session_id, d.run_id, d.owner_id, d.message_id, d.idx, d.message
          FROM message_drafts AS d JOIN runs AS r ON r.id = d.run_id

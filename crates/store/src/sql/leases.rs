@@ -5,15 +5,15 @@
 //! either inserts or locks and re-checks the existing row, even under concurrency, so
 //! of several nodes racing for a session exactly one sees a written row.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::{Lease, StoreError};
 use spool_protocol::SessionId;
 use spool_protocol::time::Millis;
-use sqlx::PgPool;
 
 pub(crate) async fn acquire(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     node: &str,
     now: Millis,
@@ -36,7 +36,7 @@ pub(crate) async fn acquire(
 
 /// Only a live lease is renewed (see the trait: an expired one may have been declared dead).
 pub(crate) async fn renew(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     node: &str,
     now: Millis,
@@ -55,7 +55,7 @@ pub(crate) async fn renew(
     Ok(done.rows_affected() > 0)
 }
 
-pub(crate) async fn release(pool: &PgPool, session: &SessionId, node: &str) -> Result<bool, StoreError> {
+pub(crate) async fn release(pool: &Pool, session: &SessionId, node: &str) -> Result<bool, StoreError> {
     let done = sqlx::query("DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2")
         .bind(session.as_str())
         .bind(node)
@@ -65,7 +65,7 @@ pub(crate) async fn release(pool: &PgPool, session: &SessionId, node: &str) -> R
     Ok(done.rows_affected() > 0)
 }
 
-pub(crate) async fn get(pool: &PgPool, session: &SessionId) -> Result<Option<Lease>, StoreError> {
+pub(crate) async fn get(pool: &Pool, session: &SessionId) -> Result<Option<Lease>, StoreError> {
     sqlx::query("SELECT session_id, node_id, expires_at FROM session_leases WHERE session_id = $1")
         .bind(session.as_str())
         .fetch_optional(pool)
@@ -76,7 +76,7 @@ pub(crate) async fn get(pool: &PgPool, session: &SessionId) -> Result<Option<Lea
         .transpose()
 }
 
-pub(crate) async fn expired(pool: &PgPool, now: Millis) -> Result<Vec<Lease>, StoreError> {
+pub(crate) async fn expired(pool: &Pool, now: Millis) -> Result<Vec<Lease>, StoreError> {
     sqlx::query(
         "SELECT session_id, node_id, expires_at FROM session_leases WHERE expires_at <= $1
          ORDER BY expires_at, session_id",

@@ -2,16 +2,16 @@
 //! written in one transaction; read with one `LEFT JOIN` statement, which sees one
 //! snapshot, and folded back into messages by [`rows::messages`].
 
+use super::dialect::Pool;
 use crate::error::{db_error, from_db_int, to_db_int};
 use crate::message_codec::{self, message_timestamp, new_part_id};
 use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{IndexedMessage, SessionId, UserId};
-use sqlx::PgPool;
 use sqlx::types::Json;
 
 pub(crate) async fn insert(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     owner: &UserId,
     message: &IndexedMessage,
@@ -65,7 +65,7 @@ pub(crate) async fn insert(
 /// The latest `limit` messages below `before`, ascending (see the SQLite twin for the
 /// `idx <= last` trick that makes "no bound" an ordinary value).
 pub(crate) async fn list(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     before: Option<u64>,
     limit: u32,
@@ -92,7 +92,7 @@ pub(crate) async fn list(
     rows::messages(&joined)
 }
 
-pub(crate) async fn count(pool: &PgPool, session: &SessionId) -> Result<u64, StoreError> {
+pub(crate) async fn count(pool: &Pool, session: &SessionId) -> Result<u64, StoreError> {
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE session_id = $1")
         .bind(session.as_str())
         .fetch_one(pool)
@@ -104,7 +104,7 @@ pub(crate) async fn count(pool: &PgPool, session: &SessionId) -> Result<u64, Sto
 /// Everything from the `rounds`-th last user message on; none asked for is nothing,
 /// fewer user messages than asked for is everything.
 pub(crate) async fn latest_rounds(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     rounds: usize,
 ) -> Result<Vec<IndexedMessage>, StoreError> {

@@ -2,13 +2,13 @@
 //! row the insert conflicted with is there for the read, and two first requests for
 //! one name agree on one id without a transaction.
 
+use super::dialect::Pool;
 use crate::error::{db_error, parse_id};
 use spool_engine::StoreError;
 use spool_protocol::UserId;
 use spool_protocol::time::now_ms;
-use sqlx::PgPool;
 
-pub(crate) async fn ensure(pool: &PgPool, name: &str) -> Result<UserId, StoreError> {
+pub(crate) async fn ensure(pool: &Pool, name: &str) -> Result<UserId, StoreError> {
     sqlx::query("INSERT INTO users (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
         .bind(UserId::new().as_str())
         .bind(name)
