@@ -1,11 +1,16 @@
-//! Approvals on PostgreSQL: a run stopped on one tool call until a person decides.
+//! Approvals: a run stopped on one tool call until a person decides.
 //!
-//! `interrupt` writes the approval (with the run's checkpoint) and the run in one
-//! transaction. `settle` is one conditional `UPDATE … WHERE status = 'pending'`: under
-//! READ COMMITTED a second settler blocks on the first one's row lock, then re-checks
-//! the condition against the committed row, finds it no longer pending and changes
-//! nothing. So among any number of deciders, on any number of nodes, exactly one sees
-//! a changed row.
+//! An approval is written together with its run and the run's checkpoint in one
+//! transaction (`interrupt`), so a crash can never leave an interrupted run without
+//! the approval that would resume it, or an approval for a run that is still running.
+//! Deciding is one conditional `UPDATE … WHERE status = 'pending'` (`settle`), and the
+//! row count is the verdict: among any number of racing deciders (a person, a second
+//! tab, the expiry timer, another node) exactly one sees a changed row and the others
+//! write nothing. SQLite gets there by running one writer at a time; PostgreSQL (READ
+//! COMMITTED) makes a second updater wait on the first one's row lock, then re-check
+//! the condition against the committed row and find it no longer pending. Superseding
+//! (the call's file changed before it ran) is the same conditional update, together
+//! with the replacing approval, in one transaction.
 
 use super::dialect::Db;
 use super::dialect::Pool;
@@ -33,7 +38,8 @@ pub(crate) async fn interrupt(
     Ok(())
 }
 
-/// The old approval's conditional update (the same row-lock reasoning as `settle`), the
+/// The old approval's conditional update (atomic for the same reasons as `settle`, so of
+/// two supersedes, or a supersede and a settle, exactly one sees a changed row), the
 /// new approval and the run, all or nothing.
 pub(crate) async fn supersede(
     pool: &Pool,
@@ -104,6 +110,7 @@ pub(crate) async fn get(pool: &Pool, id: &ApprovalId) -> Result<Option<(Approval
     row.map(|row| Ok((rows::approval(&row)?, row.json("checkpoint")?))).transpose()
 }
 
+/// Oldest first; the id breaks ties within a millisecond (ids sort by creation).
 pub(crate) async fn pending(pool: &Pool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM approvals WHERE session_id = $1 AND status = 'pending' ORDER BY created_at, id"
@@ -128,7 +135,9 @@ pub(crate) async fn all_pending(pool: &Pool) -> Result<Vec<Approval>, StoreError
 }
 
 /// True iff this call moved the approval out of `pending`; the affected-row count of
-/// the one conditional statement is the verdict, so no read follows.
+/// the one conditional statement is the verdict, so no read follows. Settling *to*
+/// `pending` with a time is refused by the table's CHECK (a pending approval has no
+/// outcome).
 pub(crate) async fn settle(
     pool: &Pool,
     id: &ApprovalId,
@@ -143,6 +152,8 @@ pub(crate) async fn settle(
          WHERE id = $6 AND status = 'pending'",
     )
     .bind(status.as_str())
+    // The decision as its wire JSON (`"once"`, `{"fill": {…}}`), so the column reads
+    // the same as the API.
     .bind(decision.map(Json))
     .bind(message)
     .bind(actor.map(|a| a.as_str()))

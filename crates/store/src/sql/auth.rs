@@ -1,6 +1,7 @@
-//! The sticky auth flag, browser login sessions and node listen addresses on
-//! PostgreSQL: the same statements as SQLite's, with numbered placeholders. Every node
-//! polls `ended_since` twice a second, so it reads only indexed time columns.
+//! The records that keep auth on and let it be ended: the sticky auth flag, browser
+//! login sessions (hashes only, like tokens) and the listen address of each node.
+//! Running servers poll `ended_since` twice a second, so it reads only indexed time
+//! columns and returns ids, nothing else.
 
 use super::dialect::Pool;
 use crate::error::db_error;

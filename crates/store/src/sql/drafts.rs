@@ -1,5 +1,7 @@
-//! Streaming drafts on PostgreSQL: one `JSONB` message per session, rewritten whole
-//! at each checkpoint (see the SQLite module for why they are kept apart).
+//! Streaming drafts: the assistant message a run is producing, one row per session,
+//! rewritten whole at each checkpoint (the run coalesces them; the store just keeps the
+//! last). Kept apart from `messages` so history, counts and checkpoints never see a
+//! message that is still being written.
 
 use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};

@@ -1,11 +1,13 @@
-//! Idempotency keys on PostgreSQL: one row per `(scope, key)`, claimed before the
-//! work and completed with the response after it.
+//! Idempotency keys: one row per `(scope, key)`, claimed before the work and
+//! completed with the response after it. A row without a response is a claim whose
+//! request is still working.
 //!
-//! The claim is the insert (`ON CONFLICT DO NOTHING`): of any number of concurrent
-//! requests with one key, on any nodes, exactly one inserts. A loser reads the row in
-//! a second statement, which under READ COMMITTED sees the winner's commit; if the
-//! winner released its claim in between, the row is gone and the loser simply tries
-//! to claim again.
+//! The claim is the insert itself (`ON CONFLICT DO NOTHING`): of any number of
+//! concurrent requests with one key, on any nodes, exactly one inserts the row. A loser
+//! reads the row in a second statement, which sees the winner's commit (SQLite's
+//! single writer has finished; PostgreSQL's READ COMMITTED reads what is committed).
+//! No transaction spans the two, so if the winner released its claim in between the
+//! row is gone, and the loser simply tries to claim again.
 
 use super::dialect::Pool;
 use crate::error::db_error;
@@ -46,8 +48,11 @@ pub(crate) async fn claim(pool: &Pool, scope: &str, key: &str, now: Millis) -> R
     Err(StoreError::Backend(format!("idempotency key {scope}/{key} keeps vanishing between claim and read")))
 }
 
-/// Stores the response of an open claim, once; anything else is a `Conflict` (see the
-/// trait). The `IS NULL` condition is re-checked after waiting on a concurrent writer.
+/// Stores the response of a claim that has none yet. A response is written once: a
+/// key that is not claimed (never, or released) or already completed is a `Conflict`,
+/// because overwriting would let two repeats see different bytes. The `IS NULL`
+/// condition is checked by the one writer at a time (SQLite) or re-checked after
+/// waiting on a concurrent writer (PostgreSQL).
 pub(crate) async fn complete(pool: &Pool, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
     let done = sqlx::query(
         "UPDATE idempotency SET response_status = $1, response_body = $2
@@ -68,7 +73,8 @@ pub(crate) async fn complete(pool: &Pool, scope: &str, key: &str, response: &Sto
     Ok(())
 }
 
-/// Deletes a claim that has no response; a completed key stays.
+/// Deletes a claim that has no response; a completed key stays, so a late release
+/// cannot make a finished request run twice.
 pub(crate) async fn release(pool: &Pool, scope: &str, key: &str) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM idempotency WHERE scope = $1 AND key = $2 AND response_status IS NULL")
         .bind(scope)

@@ -1,9 +1,11 @@
-//! Session leases on PostgreSQL: the row that keeps two nodes from running one session.
+//! Session leases: one row per session naming the node that runs it and until when,
+//! the row that keeps two nodes from running one session.
 //!
 //! Taking a lease is one upsert whose `DO UPDATE … WHERE` only fires when the row is
-//! already ours or has expired. PostgreSQL guarantees an `ON CONFLICT DO UPDATE`
-//! either inserts or locks and re-checks the existing row, even under concurrency, so
-//! of several nodes racing for a session exactly one sees a written row.
+//! already ours or has expired, so the statement itself decides between racing nodes
+//! and the row count says who won. SQLite runs one writer at a time; PostgreSQL
+//! guarantees an `ON CONFLICT DO UPDATE` either inserts or locks and re-checks the
+//! existing row, even under concurrency.
 
 use super::dialect::Pool;
 use crate::error::db_error;
@@ -34,7 +36,8 @@ pub(crate) async fn acquire(
     Ok(done.rows_affected() > 0)
 }
 
-/// Only a live lease is renewed (see the trait: an expired one may have been declared dead).
+/// Only a live lease is renewed: once it has expired another node may already have
+/// failed this node's runs, so the holder must learn it lost the session.
 pub(crate) async fn renew(
     pool: &Pool,
     session: &SessionId,

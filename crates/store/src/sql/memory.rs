@@ -1,4 +1,6 @@
-//! Session memory on PostgreSQL: one `JSONB` document per session, replaced whole.
+//! Session memory: one JSON document per session (confirmed facts, compaction
+//! summary), replaced whole by an upsert. Small and always read and written together,
+//! so a document beats a table per field.
 
 use super::dialect::Pool;
 use crate::error::db_error;

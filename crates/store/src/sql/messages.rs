@@ -1,6 +1,11 @@
-//! Messages on PostgreSQL: one `messages` row plus one `parts` row per content block,
-//! written in one transaction; read with one `LEFT JOIN` statement, which sees one
-//! snapshot, and folded back into messages by [`rows::messages`].
+//! Messages: a session's committed history, addressed by absolute index.
+//!
+//! A message is one `messages` row plus one `parts` row per content block (see
+//! [`message_codec`]). Writes put both in one transaction so a
+//! reader never sees a message without its content. Reads fetch a message and its
+//! parts with one `LEFT JOIN` statement, which either database answers from a single
+//! snapshot, so no read transaction is needed; rows arrive grouped by message and
+//! ordered by part position, and [`rows::messages`] folds them back into messages.
 
 use super::dialect::Pool;
 use crate::error::{db_error, from_db_int, to_db_int};
@@ -62,19 +67,23 @@ pub(crate) async fn insert(
     Ok(())
 }
 
-/// The latest `limit` messages below `before`, ascending (see the SQLite twin for the
-/// `idx <= last` trick that makes "no bound" an ordinary value).
+/// The latest `limit` messages below `before`, ascending.
 pub(crate) async fn list(
     pool: &Pool,
     session: &SessionId,
     before: Option<u64>,
     limit: u32,
 ) -> Result<Vec<IndexedMessage>, StoreError> {
+    // `idx < before` is written as `idx <= last` so that "no bound" is an ordinary
+    // value (the largest storable index) and one statement serves both cases.
     let last = match before {
         Some(0) => return Ok(Vec::new()),
         Some(before) => i64::try_from(before - 1).unwrap_or(i64::MAX),
         None => i64::MAX,
     };
+    // The inner query picks the latest `limit` messages (walking the
+    // (session_id, idx) index backwards); the outer one attaches their parts and
+    // puts them back in ascending order.
     let joined = sqlx::query(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM (SELECT id, idx, role, meta FROM messages
@@ -111,7 +120,10 @@ pub(crate) async fn latest_rounds(
     let Some(skip) = rounds.checked_sub(1) else {
         return Ok(Vec::new());
     };
+    // A skip beyond any real count finds no user message, which means "everything".
     let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+    // When the session has fewer user messages the subquery is NULL and the start
+    // falls back to -1, below every index: the whole session.
     let joined = sqlx::query(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM messages AS m

@@ -1,4 +1,4 @@
-//! Projects on PostgreSQL: registered directories, one per owner and path.
+//! Projects: registered directories, one per owner and path.
 
 use super::dialect::Pool;
 use crate::error::db_error;
@@ -25,6 +25,8 @@ pub(crate) async fn insert(pool: &Pool, project: &Project) -> Result<(), StoreEr
     Ok(())
 }
 
+/// Oldest first. The id breaks ties between projects created in the same millisecond;
+/// ids sort by creation time, so the order stays oldest first.
 pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, StoreError> {
     sqlx::query(
         "SELECT id, owner_id, name, path, created_at, updated_at FROM projects
@@ -61,7 +63,8 @@ pub(crate) async fn update(pool: &Pool, project: &Project) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Everything under the project goes with it by `ON DELETE CASCADE`, in this statement.
+/// Sessions, and through them messages, parts, runs and the rest, go with the project
+/// by `ON DELETE CASCADE`, inside this one statement.
 pub(crate) async fn delete(pool: &Pool, id: &ProjectId) -> Result<bool, StoreError> {
     let done =
         sqlx::query("DELETE FROM projects WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;

@@ -1,4 +1,4 @@
-//! Runs on PostgreSQL: one prompt's execution, unique per `(session_id, request_id)`.
+//! Runs: one prompt's execution, unique per `(session_id, request_id)`.
 
 use super::dialect::{self, Db, Pool};
 use crate::error::{db_error, to_db_int};
@@ -18,9 +18,12 @@ const COLUMNS: &str = "id, session_id, owner_id, request_id, status, user_messag
 const INSERT_ATTEMPTS: usize = 2;
 
 /// Inserts `run` unless its requestId is already used in the session; then the existing
-/// run comes back and nothing is written. `ON CONFLICT DO NOTHING` decides: of racing
-/// inserts exactly one writes (a second waits for the first to commit, then sees the
-/// conflict). Under READ COMMITTED the read that follows sees that committed row.
+/// run comes back and nothing is written. `ON CONFLICT DO NOTHING` decides, so two
+/// concurrent retries cannot both create a run: of racing inserts exactly one writes
+/// (SQLite's second writer waits for the first; PostgreSQL's waits for the first to
+/// commit, then sees the conflict). The read that follows is a statement of its own
+/// and sees that committed row, unless it was deleted in between (see
+/// [`INSERT_ATTEMPTS`]).
 pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreError> {
     for _ in 0..INSERT_ATTEMPTS {
         let done = sqlx::query(
@@ -149,7 +152,8 @@ pub(crate) async fn ended_after(
         .collect()
 }
 
-/// The newest interrupted run: the one still worth resuming, should there be several.
+/// The session's interrupted run. The engine keeps at most one per session; should
+/// there ever be more, the newest is the one still worth resuming.
 pub(crate) async fn interrupted(pool: &Pool, session: &SessionId) -> Result<Option<Run>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND status = 'interrupted'
@@ -164,6 +168,8 @@ pub(crate) async fn interrupted(pool: &Pool, session: &SessionId) -> Result<Opti
     .transpose()
 }
 
+/// Fails every running run but `keep` (the ones this node still runs); the list is the
+/// one parameter the two databases bind differently, so the statement is the dialect's.
 pub(crate) async fn fail_running(
     pool: &Pool,
     error: &RunError,

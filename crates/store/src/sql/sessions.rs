@@ -1,5 +1,7 @@
-//! Sessions on PostgreSQL. The permission rules are one `JSONB` array, read and
-//! written whole.
+//! Sessions: the conversations of a project.
+//!
+//! A session's permission rules are one JSON array column: they are always read and
+//! written whole, and nothing queries inside them.
 
 use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
@@ -34,6 +36,8 @@ pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreEr
     Ok(())
 }
 
+/// Most recently updated first. Ties on `updated_at` fall back to the id, newest first
+/// like the primary order, so the list is stable between two reads.
 pub(crate) async fn list(pool: &Pool, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM sessions WHERE project_id = $1 AND archived = $2 ORDER BY updated_at DESC, id DESC"

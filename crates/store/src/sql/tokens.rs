@@ -1,4 +1,6 @@
-//! API tokens on PostgreSQL: hashes only, found by hash, revoked by timestamp.
+//! API tokens: hashes only, looked up by hash on every authenticated request (the
+//! UNIQUE index on `hash` serves that), revoked by timestamp rather than deleted so a
+//! listing shows what existed.
 
 use super::dialect::Pool;
 use crate::error::db_error;

@@ -1,6 +1,6 @@
-//! The SQLite store: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool, and
-//! each submodule holds one record kind's SQL ([`delegate`](crate::delegate) maps the
-//! trait onto them).
+//! The SQLite store: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool. Its
+//! SQL is the record modules shared with PostgreSQL (`src/sql/`, compiled in here
+//! against [`dialect`]), and [`delegate`](crate::delegate) maps the trait onto them.
 //!
 //! The connection settings are chosen for a server with one writer process and many
 //! concurrent readers: WAL so reads never block on the writer, `synchronous=NORMAL`
