@@ -1,11 +1,10 @@
 //! The engine's [`Store`](spool_engine::Store) trait mapped onto a backend's modules,
 //! once for both backends.
 //!
-//! Each backend (`sqlite`, `pg`) has one module per record kind with the same function
-//! names and arguments, taking its own pool; the trait implementation is then the same
-//! list of hand-offs for both, so it is written once here as a macro and expanded in
-//! each backend module, where `users`, `projects`, … name that backend's modules. A
-//! backend that lacks a function, or takes other arguments, fails to compile.
+//! Each backend (`sqlite`, `pg`) compiles the shared record modules (`src/sql/`) into
+//! itself, so each has its own `users`, `projects`, … taking its own pool type; the
+//! trait implementation is the same list of hand-offs for both, so it is written once
+//! here as a macro and expanded in each backend module, where those names are in scope.
 
 /// Implements `Store` for `$store` (a type with a `pool` field) by calling the record
 /// modules in scope where the macro is expanded.

@@ -1,7 +1,6 @@
 //! Records from rows, written once for both backends.
 //!
-//! The SQLite and PostgreSQL modules differ in their SQL (placeholders, types, a few
-//! idioms) but read back the same columns with the same meaning, so turning a row
+//! Both backends read back the same columns with the same meaning, so turning a row
 //! into a [`Project`], [`Session`], [`Run`], … lives here, behind [`Columns`]: the few
 //! typed reads a decoder needs. Each backend implements it for its row type; the one
 //! real difference is JSON, which SQLite keeps as checked text and PostgreSQL as

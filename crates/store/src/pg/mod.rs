@@ -1,13 +1,7 @@
 //! The PostgreSQL store, for several nodes sharing one database: [`PgStore`] is a cheap
-//! `Clone` handle around a sqlx pool, and each submodule holds one record kind's SQL
-//! ([`delegate`](crate::delegate) maps the trait onto them).
-//!
-//! Why separate SQL from the SQLite modules instead of one query text for both: the
-//! dialects differ in small ways everywhere (`$1` against `?`, `BOOLEAN` and `JSONB`
-//! against integers and checked text, what a transaction isolates), and a query that
-//! papered over that would be harder to read than two plain ones. What is the same is
-//! shared: turning rows into records ([`rows`](crate::rows)), a message into rows and
-//! back ([`message_codec`](crate::message_codec)), and error mapping.
+//! `Clone` handle around a sqlx pool. Its SQL is the record modules shared with SQLite
+//! (`src/sql/`, compiled in here against [`dialect`]), and
+//! [`delegate`](crate::delegate) maps the trait onto them.
 //!
 //! Concurrency is PostgreSQL's default READ COMMITTED. The writes whose atomicity the
 //! product depends on are each one statement that decides by itself: a conditional
@@ -18,18 +12,14 @@
 //! `migrations-pg/`, applied on connect under sqlx's advisory lock, so nodes that
 //! start together do not migrate twice.
 
-mod approvals;
-mod auth;
-mod drafts;
-mod idempotency;
-mod leases;
-mod memory;
-mod messages;
-mod projects;
-mod runs;
-mod sessions;
-mod tokens;
-mod users;
+mod dialect;
+// The record modules, shared with SQLite and compiled here against `dialect` (see
+// `src/sql/mod.rs` for why they are included rather than generic).
+#[allow(clippy::duplicate_mod)]
+#[path = "../sql/mod.rs"]
+mod sql;
+
+use sql::{approvals, auth, drafts, idempotency, leases, memory, messages, projects, runs, sessions, tokens, users};
 
 use crate::error::db_error;
 use spool_engine::StoreError;

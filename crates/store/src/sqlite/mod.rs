@@ -1,6 +1,6 @@
-//! The SQLite store: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool, and
-//! each submodule holds one record kind's SQL ([`delegate`](crate::delegate) maps the
-//! trait onto them).
+//! The SQLite store: [`SqliteStore`] is a cheap `Clone` handle around a sqlx pool. Its
+//! SQL is the record modules shared with PostgreSQL (`src/sql/`, compiled in here
+//! against [`dialect`]), and [`delegate`](crate::delegate) maps the trait onto them.
 //!
 //! The connection settings are chosen for a server with one writer process and many
 //! concurrent readers: WAL so reads never block on the writer, `synchronous=NORMAL`
@@ -12,18 +12,14 @@
 //! it is created `0600` before SQLite opens it (SQLite gives the `-wal` and `-shm`
 //! files it creates the database file's mode), and an existing one is tightened.
 
-mod approvals;
-mod auth;
-mod drafts;
-mod idempotency;
-mod leases;
-mod memory;
-mod messages;
-mod projects;
-mod runs;
-mod sessions;
-mod tokens;
-mod users;
+mod dialect;
+// The record modules, shared with PostgreSQL and compiled here against `dialect` (see
+// `src/sql/mod.rs` for why they are included rather than generic).
+#[allow(clippy::duplicate_mod)]
+#[path = "../sql/mod.rs"]
+mod sql;
+
+use sql::{approvals, auth, drafts, idempotency, leases, memory, messages, projects, runs, sessions, tokens, users};
 
 use crate::error::db_error;
 use spool_engine::StoreError;

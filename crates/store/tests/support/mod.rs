@@ -571,11 +571,15 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
         },
         Run { ended_at: Some(200), ..run_in(&session, "x", RunStatus::Cancelled) },
     ];
-    for run in running.iter().chain(&untouched) {
+    // A run this node still runs, named in `keep`: the one argument the two databases
+    // bind differently (an array on PostgreSQL, a JSON list on SQLite).
+    let kept = run_in(&session, "k", RunStatus::Running);
+    for run in running.iter().chain(&untouched).chain([&kept]) {
         assert_eq!(store.insert_run(run).await.expect("insert_run"), RunInsert::Created);
     }
+    let keep = [kept.id.clone(), RunId::new()];
 
-    assert_eq!(store.fail_running_runs(&crash, 5_000, &[]).await.expect("fail_running_runs"), 2);
+    assert_eq!(store.fail_running_runs(&crash, 5_000, &keep).await.expect("fail_running_runs"), 2);
     for run in &running {
         let expected = Run {
             status: RunStatus::Failed,
@@ -586,7 +590,7 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
         };
         assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(expected));
     }
-    for run in &untouched {
+    for run in untouched.iter().chain([&kept]) {
         assert_eq!(
             store.get_run(&run.id).await.expect("get_run").as_ref(),
             Some(run),
@@ -595,10 +599,11 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
         );
     }
     assert_eq!(
-        store.fail_running_runs(&crash, 6_000, &[]).await.expect("fail_running_runs"),
+        store.fail_running_runs(&crash, 6_000, &keep).await.expect("fail_running_runs"),
         0,
-        "nothing left running"
+        "nothing left running but the kept run"
     );
+    assert_eq!(store.fail_running_runs(&crash, 7_000, &[]).await.expect("fail_running_runs"), 1, "the kept run");
 }
 
 /// One draft per session, replaced whole; listed as orphaned only once its run is

@@ -1,12 +1,13 @@
-//! Runs on PostgreSQL: one prompt's execution, unique per `(session_id, request_id)`.
+//! Runs: one prompt's execution, unique per `(session_id, request_id)`.
 
+use super::dialect::{self, Db, Pool};
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{RunInsert, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{ProjectId, Run, RunError, RunId, SessionId};
+use sqlx::Executor;
 use sqlx::types::Json;
-use sqlx::{PgExecutor, PgPool};
 
 const COLUMNS: &str = "id, session_id, owner_id, request_id, status, user_message_index, created_at, updated_at,
                        first_token_at, ended_at, usage_input, usage_output, usage, error_code, error_message";
@@ -17,10 +18,13 @@ const COLUMNS: &str = "id, session_id, owner_id, request_id, status, user_messag
 const INSERT_ATTEMPTS: usize = 2;
 
 /// Inserts `run` unless its requestId is already used in the session; then the existing
-/// run comes back and nothing is written. `ON CONFLICT DO NOTHING` decides: of racing
-/// inserts exactly one writes (a second waits for the first to commit, then sees the
-/// conflict). Under READ COMMITTED the read that follows sees that committed row.
-pub(crate) async fn insert(pool: &PgPool, run: &Run) -> Result<RunInsert, StoreError> {
+/// run comes back and nothing is written. `ON CONFLICT DO NOTHING` decides, so two
+/// concurrent retries cannot both create a run: of racing inserts exactly one writes
+/// (SQLite's second writer waits for the first; PostgreSQL's waits for the first to
+/// commit, then sees the conflict). The read that follows is a statement of its own
+/// and sees that committed row, unless it was deleted in between (see
+/// [`INSERT_ATTEMPTS`]).
+pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreError> {
     for _ in 0..INSERT_ATTEMPTS {
         let done = sqlx::query(
             "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
@@ -58,7 +62,7 @@ pub(crate) async fn insert(pool: &PgPool, run: &Run) -> Result<RunInsert, StoreE
 }
 
 pub(crate) async fn find_by_request(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     request_id: &str,
 ) -> Result<Option<Run>, StoreError> {
@@ -73,7 +77,7 @@ pub(crate) async fn find_by_request(
         .transpose()
 }
 
-pub(crate) async fn get(pool: &PgPool, id: &RunId) -> Result<Option<Run>, StoreError> {
+pub(crate) async fn get(pool: &Pool, id: &RunId) -> Result<Option<Run>, StoreError> {
     sqlx::query(&format!("SELECT {COLUMNS} FROM runs WHERE id = $1"))
         .bind(id.as_str())
         .fetch_optional(pool)
@@ -86,7 +90,7 @@ pub(crate) async fn get(pool: &PgPool, id: &RunId) -> Result<Option<Run>, StoreE
 
 /// Generic over the executor so `interrupt_run` can write the run inside the
 /// transaction that inserts its approval.
-pub(crate) async fn update<'e, E: PgExecutor<'e>>(executor: E, run: &Run) -> Result<(), StoreError> {
+pub(crate) async fn update<'e, E: Executor<'e, Database = Db>>(executor: E, run: &Run) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4, usage_input = $5,
                          usage_output = $6, usage = $7, error_code = $8, error_message = $9
@@ -109,7 +113,7 @@ pub(crate) async fn update<'e, E: PgExecutor<'e>>(executor: E, run: &Run) -> Res
 }
 
 /// The session's runs started at or after message `from_index`, in message order.
-pub(crate) async fn since(pool: &PgPool, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+pub(crate) async fn since(pool: &Pool, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND user_message_index >= $2
          ORDER BY user_message_index, created_at"
@@ -127,7 +131,7 @@ pub(crate) async fn since(pool: &PgPool, session: &SessionId, from_index: u64) -
 /// Sessions of `project` with a run that ended after `after` (ms), latest ended first, at
 /// most `limit`: what a reconnecting OpenCode client missed (`opencode/global.rs`).
 pub(crate) async fn ended_after(
-    pool: &PgPool,
+    pool: &Pool,
     project: &ProjectId,
     after: Millis,
     limit: u32,
@@ -148,8 +152,9 @@ pub(crate) async fn ended_after(
         .collect()
 }
 
-/// The newest interrupted run: the one still worth resuming, should there be several.
-pub(crate) async fn interrupted(pool: &PgPool, session: &SessionId) -> Result<Option<Run>, StoreError> {
+/// The session's interrupted run. The engine keeps at most one per session; should
+/// there ever be more, the newest is the one still worth resuming.
+pub(crate) async fn interrupted(pool: &Pool, session: &SessionId) -> Result<Option<Run>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND status = 'interrupted'
          ORDER BY created_at DESC, id DESC LIMIT 1"
@@ -163,23 +168,21 @@ pub(crate) async fn interrupted(pool: &PgPool, session: &SessionId) -> Result<Op
     .transpose()
 }
 
+/// Fails every running run but `keep` (the ones this node still runs); the list is the
+/// one parameter the two databases bind differently, so the statement is the dialect's.
 pub(crate) async fn fail_running(
-    pool: &PgPool,
+    pool: &Pool,
     error: &RunError,
     now: Millis,
     keep: &[RunId],
 ) -> Result<u64, StoreError> {
-    let keep: Vec<&str> = keep.iter().map(RunId::as_str).collect();
-    let done = sqlx::query(
-        "UPDATE runs SET status = 'failed', error_code = $1, error_message = $2, updated_at = $3, ended_at = $3
-         WHERE status = 'running' AND NOT (id = ANY($4))",
-    )
-    .bind(&error.code)
-    .bind(&error.message)
-    .bind(now)
-    .bind(keep)
-    .execute(pool)
-    .await
-    .map_err(db_error)?;
+    let done = sqlx::query(dialect::FAIL_RUNNING)
+        .bind(&error.code)
+        .bind(&error.message)
+        .bind(now)
+        .bind(dialect::run_ids(keep))
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
     Ok(done.rows_affected())
 }

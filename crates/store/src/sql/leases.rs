@@ -1,27 +1,30 @@
-//! Session leases: one row per session naming the node that runs it and until when.
+//! Session leases: one row per session naming the node that runs it and until when,
+//! the row that keeps two nodes from running one session.
 //!
-//! Taking a lease is a single upsert whose `DO UPDATE … WHERE` only fires when the row
-//! is already ours or has expired, so the statement itself decides between racing
-//! nodes (SQLite runs one writer at a time; the row count says who won).
+//! Taking a lease is one upsert whose `DO UPDATE … WHERE` only fires when the row is
+//! already ours or has expired, so the statement itself decides between racing nodes
+//! and the row count says who won. SQLite runs one writer at a time; PostgreSQL
+//! guarantees an `ON CONFLICT DO UPDATE` either inserts or locks and re-checks the
+//! existing row, even under concurrency.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::{Lease, StoreError};
 use spool_protocol::SessionId;
 use spool_protocol::time::Millis;
-use sqlx::SqlitePool;
 
 pub(crate) async fn acquire(
-    pool: &SqlitePool,
+    pool: &Pool,
     session: &SessionId,
     node: &str,
     now: Millis,
     ttl: Millis,
 ) -> Result<bool, StoreError> {
     let done = sqlx::query(
-        "INSERT INTO session_leases (session_id, node_id, expires_at) VALUES (?1, ?2, ?3)
+        "INSERT INTO session_leases (session_id, node_id, expires_at) VALUES ($1, $2, $3)
          ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at
-         WHERE session_leases.node_id = excluded.node_id OR session_leases.expires_at <= ?4",
+         WHERE session_leases.node_id = excluded.node_id OR session_leases.expires_at <= $4",
     )
     .bind(session.as_str())
     .bind(node)
@@ -36,14 +39,14 @@ pub(crate) async fn acquire(
 /// Only a live lease is renewed: once it has expired another node may already have
 /// failed this node's runs, so the holder must learn it lost the session.
 pub(crate) async fn renew(
-    pool: &SqlitePool,
+    pool: &Pool,
     session: &SessionId,
     node: &str,
     now: Millis,
     ttl: Millis,
 ) -> Result<bool, StoreError> {
     let done = sqlx::query(
-        "UPDATE session_leases SET expires_at = ?1 WHERE session_id = ?2 AND node_id = ?3 AND expires_at > ?4",
+        "UPDATE session_leases SET expires_at = $1 WHERE session_id = $2 AND node_id = $3 AND expires_at > $4",
     )
     .bind(now.saturating_add(ttl))
     .bind(session.as_str())
@@ -55,8 +58,8 @@ pub(crate) async fn renew(
     Ok(done.rows_affected() > 0)
 }
 
-pub(crate) async fn release(pool: &SqlitePool, session: &SessionId, node: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query("DELETE FROM session_leases WHERE session_id = ? AND node_id = ?")
+pub(crate) async fn release(pool: &Pool, session: &SessionId, node: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2")
         .bind(session.as_str())
         .bind(node)
         .execute(pool)
@@ -65,8 +68,8 @@ pub(crate) async fn release(pool: &SqlitePool, session: &SessionId, node: &str) 
     Ok(done.rows_affected() > 0)
 }
 
-pub(crate) async fn get(pool: &SqlitePool, session: &SessionId) -> Result<Option<Lease>, StoreError> {
-    sqlx::query("SELECT session_id, node_id, expires_at FROM session_leases WHERE session_id = ?")
+pub(crate) async fn get(pool: &Pool, session: &SessionId) -> Result<Option<Lease>, StoreError> {
+    sqlx::query("SELECT session_id, node_id, expires_at FROM session_leases WHERE session_id = $1")
         .bind(session.as_str())
         .fetch_optional(pool)
         .await
@@ -76,9 +79,9 @@ pub(crate) async fn get(pool: &SqlitePool, session: &SessionId) -> Result<Option
         .transpose()
 }
 
-pub(crate) async fn expired(pool: &SqlitePool, now: Millis) -> Result<Vec<Lease>, StoreError> {
+pub(crate) async fn expired(pool: &Pool, now: Millis) -> Result<Vec<Lease>, StoreError> {
     sqlx::query(
-        "SELECT session_id, node_id, expires_at FROM session_leases WHERE expires_at <= ?
+        "SELECT session_id, node_id, expires_at FROM session_leases WHERE expires_at <= $1
          ORDER BY expires_at, session_id",
     )
     .bind(now)

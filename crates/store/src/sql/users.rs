@@ -1,14 +1,15 @@
-//! Users on PostgreSQL. Insert-or-ignore then read: users are never deleted, so the
-//! row the insert conflicted with is there for the read, and two first requests for
-//! one name agree on one id without a transaction.
+//! Users: a name and the id every other record's `owner_id` points at.
 
+use super::dialect::Pool;
 use crate::error::{db_error, parse_id};
 use spool_engine::StoreError;
 use spool_protocol::UserId;
 use spool_protocol::time::now_ms;
-use sqlx::PgPool;
 
-pub(crate) async fn ensure(pool: &PgPool, name: &str) -> Result<UserId, StoreError> {
+/// Returns the id for `name`, creating the user on first use. Insert-or-ignore then
+/// read: users are never deleted, so the row the insert conflicted with is there for
+/// the read, and two first requests for one name agree on one id without a transaction.
+pub(crate) async fn ensure(pool: &Pool, name: &str) -> Result<UserId, StoreError> {
     sqlx::query("INSERT INTO users (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
         .bind(UserId::new().as_str())
         .bind(name)

@@ -1,17 +1,19 @@
-//! Sessions on PostgreSQL. The permission rules are one `JSONB` array, read and
-//! written whole.
+//! Sessions: the conversations of a project.
+//!
+//! A session's permission rules are one JSON array column: they are always read and
+//! written whole, and nothing queries inside them.
 
+use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{ProjectId, Session, SessionId};
-use sqlx::PgPool;
 use sqlx::types::Json;
 
 const COLUMNS: &str =
     "id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at, updated_at";
 
-pub(crate) async fn insert(pool: &PgPool, session: &Session) -> Result<(), StoreError> {
+pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, read_index,
                                created_at, updated_at)
@@ -34,7 +36,9 @@ pub(crate) async fn insert(pool: &PgPool, session: &Session) -> Result<(), Store
     Ok(())
 }
 
-pub(crate) async fn list(pool: &PgPool, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
+/// Most recently updated first. Ties on `updated_at` fall back to the id, newest first
+/// like the primary order, so the list is stable between two reads.
+pub(crate) async fn list(pool: &Pool, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM sessions WHERE project_id = $1 AND archived = $2 ORDER BY updated_at DESC, id DESC"
     );
@@ -49,7 +53,7 @@ pub(crate) async fn list(pool: &PgPool, project: &ProjectId, archived: bool) -> 
         .collect()
 }
 
-pub(crate) async fn get(pool: &PgPool, id: &SessionId) -> Result<Option<Session>, StoreError> {
+pub(crate) async fn get(pool: &Pool, id: &SessionId) -> Result<Option<Session>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1");
     sqlx::query(&sql)
         .bind(id.as_str())
@@ -61,7 +65,7 @@ pub(crate) async fn get(pool: &PgPool, id: &SessionId) -> Result<Option<Session>
         .transpose()
 }
 
-pub(crate) async fn update(pool: &PgPool, session: &Session) -> Result<(), StoreError> {
+pub(crate) async fn update(pool: &Pool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE sessions SET title = $1, title_set = $2, archived = $3, permissions = $4, model = $5, read_index = $6,
                              updated_at = $7
@@ -82,7 +86,7 @@ pub(crate) async fn update(pool: &PgPool, session: &Session) -> Result<(), Store
 }
 
 /// Messages, parts, runs, approvals, memory and the lease go by `ON DELETE CASCADE`.
-pub(crate) async fn delete(pool: &PgPool, id: &SessionId) -> Result<bool, StoreError> {
+pub(crate) async fn delete(pool: &Pool, id: &SessionId) -> Result<bool, StoreError> {
     let done =
         sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() > 0)

@@ -1,23 +1,25 @@
-//! Idempotency keys on PostgreSQL: one row per `(scope, key)`, claimed before the
-//! work and completed with the response after it.
+//! Idempotency keys: one row per `(scope, key)`, claimed before the work and
+//! completed with the response after it. A row without a response is a claim whose
+//! request is still working.
 //!
-//! The claim is the insert (`ON CONFLICT DO NOTHING`): of any number of concurrent
-//! requests with one key, on any nodes, exactly one inserts. A loser reads the row in
-//! a second statement, which under READ COMMITTED sees the winner's commit; if the
-//! winner released its claim in between, the row is gone and the loser simply tries
-//! to claim again.
+//! The claim is the insert itself (`ON CONFLICT DO NOTHING`): of any number of
+//! concurrent requests with one key, on any nodes, exactly one inserts the row. A loser
+//! reads the row in a second statement, which sees the winner's commit (SQLite's
+//! single writer has finished; PostgreSQL's READ COMMITTED reads what is committed).
+//! No transaction spans the two, so if the winner released its claim in between the
+//! row is gone, and the loser simply tries to claim again.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::{IdempotencyClaim, StoreError, StoredResponse};
 use spool_protocol::time::Millis;
-use sqlx::PgPool;
 
 /// Claim attempts before giving up; only a key released again and again between a
 /// conflict and its read needs more than one.
 const CLAIM_ATTEMPTS: usize = 3;
 
-pub(crate) async fn claim(pool: &PgPool, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
+pub(crate) async fn claim(pool: &Pool, scope: &str, key: &str, now: Millis) -> Result<IdempotencyClaim, StoreError> {
     for _ in 0..CLAIM_ATTEMPTS {
         let done = sqlx::query(
             "INSERT INTO idempotency (scope, key, response_status, response_body, created_at)
@@ -46,14 +48,12 @@ pub(crate) async fn claim(pool: &PgPool, scope: &str, key: &str, now: Millis) ->
     Err(StoreError::Backend(format!("idempotency key {scope}/{key} keeps vanishing between claim and read")))
 }
 
-/// Stores the response of an open claim, once; anything else is a `Conflict` (see the
-/// trait). The `IS NULL` condition is re-checked after waiting on a concurrent writer.
-pub(crate) async fn complete(
-    pool: &PgPool,
-    scope: &str,
-    key: &str,
-    response: &StoredResponse,
-) -> Result<(), StoreError> {
+/// Stores the response of a claim that has none yet. A response is written once: a
+/// key that is not claimed (never, or released) or already completed is a `Conflict`,
+/// because overwriting would let two repeats see different bytes. The `IS NULL`
+/// condition is checked by the one writer at a time (SQLite) or re-checked after
+/// waiting on a concurrent writer (PostgreSQL).
+pub(crate) async fn complete(pool: &Pool, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
     let done = sqlx::query(
         "UPDATE idempotency SET response_status = $1, response_body = $2
          WHERE scope = $3 AND key = $4 AND response_status IS NULL",
@@ -73,8 +73,9 @@ pub(crate) async fn complete(
     Ok(())
 }
 
-/// Deletes a claim that has no response; a completed key stays.
-pub(crate) async fn release(pool: &PgPool, scope: &str, key: &str) -> Result<(), StoreError> {
+/// Deletes a claim that has no response; a completed key stays, so a late release
+/// cannot make a finished request run twice.
+pub(crate) async fn release(pool: &Pool, scope: &str, key: &str) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM idempotency WHERE scope = $1 AND key = $2 AND response_status IS NULL")
         .bind(scope)
         .bind(key)
@@ -87,7 +88,7 @@ pub(crate) async fn release(pool: &PgPool, scope: &str, key: &str) -> Result<(),
 /// Deletes every claim without a response made before `made_before` and returns
 /// their keys: the requests that held them are gone (see the engine's start-up and
 /// reaper), and a key left claimed would answer `request_in_progress` for ever.
-pub(crate) async fn release_open(pool: &PgPool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
+pub(crate) async fn release_open(pool: &Pool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
     let released: Vec<(String, String)> = sqlx::query_as(
         "DELETE FROM idempotency WHERE response_status IS NULL AND created_at < $1 RETURNING scope, key",
     )

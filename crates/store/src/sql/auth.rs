@@ -3,22 +3,23 @@
 //! Running servers poll `ended_since` twice a second, so it reads only indexed time
 //! columns and returns ids, nothing else.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::{Listener, LoginSession, StoreError};
 use spool_protocol::LoginId;
 use spool_protocol::time::Millis;
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 
-pub(crate) async fn enabled(pool: &SqlitePool) -> Result<bool, StoreError> {
+pub(crate) async fn enabled(pool: &Pool) -> Result<bool, StoreError> {
     let row =
         sqlx::query("SELECT enabled FROM auth_settings WHERE id = 1").fetch_optional(pool).await.map_err(db_error)?;
     row.map_or(Ok(false), |r| r.try_get::<bool, _>("enabled").map_err(db_error))
 }
 
-pub(crate) async fn set_enabled(pool: &SqlitePool, enabled: bool, at: Millis) -> Result<(), StoreError> {
+pub(crate) async fn set_enabled(pool: &Pool, enabled: bool, at: Millis) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO auth_settings (id, enabled, updated_at) VALUES (1, ?1, ?2)
+        "INSERT INTO auth_settings (id, enabled, updated_at) VALUES (1, $1, $2)
          ON CONFLICT (id) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
     )
     .bind(enabled)
@@ -29,10 +30,10 @@ pub(crate) async fn set_enabled(pool: &SqlitePool, enabled: bool, at: Millis) ->
     Ok(())
 }
 
-pub(crate) async fn insert_login(pool: &SqlitePool, login: &LoginSession) -> Result<(), StoreError> {
+pub(crate) async fn insert_login(pool: &Pool, login: &LoginSession) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO login_sessions (id, token_id, user_id, hash, created_at, expires_at, ended_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(login.id.as_str())
     .bind(login.token_id.as_str())
@@ -47,10 +48,10 @@ pub(crate) async fn insert_login(pool: &SqlitePool, login: &LoginSession) -> Res
     Ok(())
 }
 
-pub(crate) async fn find_login(pool: &SqlitePool, hash: &str, now: Millis) -> Result<Option<LoginSession>, StoreError> {
+pub(crate) async fn find_login(pool: &Pool, hash: &str, now: Millis) -> Result<Option<LoginSession>, StoreError> {
     let row = sqlx::query(
         "SELECT l.* FROM login_sessions l JOIN tokens t ON t.id = l.token_id
-         WHERE l.hash = ? AND l.ended_at IS NULL AND l.expires_at > ? AND t.revoked_at IS NULL",
+         WHERE l.hash = $1 AND l.ended_at IS NULL AND l.expires_at > $2 AND t.revoked_at IS NULL",
     )
     .bind(hash)
     .bind(now)
@@ -60,8 +61,8 @@ pub(crate) async fn find_login(pool: &SqlitePool, hash: &str, now: Millis) -> Re
     row.as_ref().map(rows::login).transpose()
 }
 
-pub(crate) async fn end_login(pool: &SqlitePool, id: &LoginId, at: Millis) -> Result<bool, StoreError> {
-    let done = sqlx::query("UPDATE login_sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL")
+pub(crate) async fn end_login(pool: &Pool, id: &LoginId, at: Millis) -> Result<bool, StoreError> {
+    let done = sqlx::query("UPDATE login_sessions SET ended_at = $1 WHERE id = $2 AND ended_at IS NULL")
         .bind(at)
         .bind(id.as_str())
         .execute(pool)
@@ -70,11 +71,11 @@ pub(crate) async fn end_login(pool: &SqlitePool, id: &LoginId, at: Millis) -> Re
     Ok(done.rows_affected() == 1)
 }
 
-pub(crate) async fn ended_since(pool: &SqlitePool, since: Millis, now: Millis) -> Result<Vec<String>, StoreError> {
+pub(crate) async fn ended_since(pool: &Pool, since: Millis, now: Millis) -> Result<Vec<String>, StoreError> {
     let found = sqlx::query(
-        "SELECT id FROM tokens WHERE revoked_at > ?1
-         UNION ALL SELECT id FROM login_sessions WHERE ended_at > ?1
-         UNION ALL SELECT id FROM login_sessions WHERE expires_at > ?1 AND expires_at <= ?2",
+        "SELECT id FROM tokens WHERE revoked_at > $1
+         UNION ALL SELECT id FROM login_sessions WHERE ended_at > $1
+         UNION ALL SELECT id FROM login_sessions WHERE expires_at > $1 AND expires_at <= $2",
     )
     .bind(since)
     .bind(now)
@@ -84,9 +85,9 @@ pub(crate) async fn ended_since(pool: &SqlitePool, since: Millis, now: Millis) -
     found.iter().map(|r| r.try_get::<String, _>("id").map_err(db_error)).collect()
 }
 
-pub(crate) async fn record_listener(pool: &SqlitePool, listener: &Listener) -> Result<(), StoreError> {
+pub(crate) async fn record_listener(pool: &Pool, listener: &Listener) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO listeners (node_id, addr, public, updated_at) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO listeners (node_id, addr, public, updated_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, public = excluded.public,
          updated_at = excluded.updated_at",
     )
@@ -100,12 +101,12 @@ pub(crate) async fn record_listener(pool: &SqlitePool, listener: &Listener) -> R
     Ok(())
 }
 
-pub(crate) async fn remove_listener(pool: &SqlitePool, node: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM listeners WHERE node_id = ?").bind(node).execute(pool).await.map_err(db_error)?;
+pub(crate) async fn remove_listener(pool: &Pool, node: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM listeners WHERE node_id = $1").bind(node).execute(pool).await.map_err(db_error)?;
     Ok(())
 }
 
-pub(crate) async fn listeners(pool: &SqlitePool) -> Result<Vec<Listener>, StoreError> {
+pub(crate) async fn listeners(pool: &Pool) -> Result<Vec<Listener>, StoreError> {
     let found = sqlx::query("SELECT * FROM listeners ORDER BY node_id").fetch_all(pool).await.map_err(db_error)?;
     found.iter().map(rows::listener).collect()
 }

@@ -1,14 +1,16 @@
-//! Session memory on PostgreSQL: one `JSONB` document per session, replaced whole.
+//! Session memory: one JSON document per session (confirmed facts, compaction
+//! summary), replaced whole by an upsert. Small and always read and written together,
+//! so a document beats a table per field.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows::Columns;
 use spool_engine::StoreError;
 use spool_protocol::time::now_ms;
 use spool_protocol::{SessionId, SessionMemory, UserId};
-use sqlx::PgPool;
 use sqlx::types::Json;
 
-pub(crate) async fn get(pool: &PgPool, session: &SessionId) -> Result<SessionMemory, StoreError> {
+pub(crate) async fn get(pool: &Pool, session: &SessionId) -> Result<SessionMemory, StoreError> {
     let row = sqlx::query("SELECT memory FROM session_memory WHERE session_id = $1")
         .bind(session.as_str())
         .fetch_optional(pool)
@@ -22,7 +24,7 @@ pub(crate) async fn get(pool: &PgPool, session: &SessionId) -> Result<SessionMem
 }
 
 pub(crate) async fn put(
-    pool: &PgPool,
+    pool: &Pool,
     session: &SessionId,
     owner: &UserId,
     memory: &SessionMemory,

@@ -1,26 +1,32 @@
-//! Approvals on PostgreSQL: a run stopped on one tool call until a person decides.
+//! Approvals: a run stopped on one tool call until a person decides.
 //!
-//! `interrupt` writes the approval (with the run's checkpoint) and the run in one
-//! transaction. `settle` is one conditional `UPDATE … WHERE status = 'pending'`: under
-//! READ COMMITTED a second settler blocks on the first one's row lock, then re-checks
-//! the condition against the committed row, finds it no longer pending and changes
-//! nothing. So among any number of deciders, on any number of nodes, exactly one sees
-//! a changed row.
+//! An approval is written together with its run and the run's checkpoint in one
+//! transaction (`interrupt`), so a crash can never leave an interrupted run without
+//! the approval that would resume it, or an approval for a run that is still running.
+//! Deciding is one conditional `UPDATE … WHERE status = 'pending'` (`settle`), and the
+//! row count is the verdict: among any number of racing deciders (a person, a second
+//! tab, the expiry timer, another node) exactly one sees a changed row and the others
+//! write nothing. SQLite gets there by running one writer at a time; PostgreSQL (READ
+//! COMMITTED) makes a second updater wait on the first one's row lock, then re-check
+//! the condition against the committed row and find it no longer pending. Superseding
+//! (the call's file changed before it ran) is the same conditional update, together
+//! with the replacing approval, in one transaction.
 
+use super::dialect::Db;
+use super::dialect::Pool;
+use super::runs;
 use crate::error::db_error;
-use crate::pg::runs;
 use crate::rows::{self, Columns, approval_kind_str};
 use spool_engine::{DecidedCall, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
-use sqlx::PgPool;
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
                        actor, created_at, expires_at, resolved_at";
 
 pub(crate) async fn interrupt(
-    pool: &PgPool,
+    pool: &Pool,
     run: &Run,
     approval: &Approval,
     checkpoint: &serde_json::Value,
@@ -32,10 +38,11 @@ pub(crate) async fn interrupt(
     Ok(())
 }
 
-/// The old approval's conditional update (the same row-lock reasoning as `settle`), the
+/// The old approval's conditional update (atomic for the same reasons as `settle`, so of
+/// two supersedes, or a supersede and a settle, exactly one sees a changed row), the
 /// new approval and the run, all or nothing.
 pub(crate) async fn supersede(
-    pool: &PgPool,
+    pool: &Pool,
     old: &Supersede<'_>,
     run: &Run,
     approval: &Approval,
@@ -63,7 +70,7 @@ pub(crate) async fn supersede(
 }
 
 async fn insert(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, Db>,
     approval: &Approval,
     checkpoint: &serde_json::Value,
 ) -> Result<(), StoreError> {
@@ -94,7 +101,7 @@ async fn insert(
     Ok(())
 }
 
-pub(crate) async fn get(pool: &PgPool, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
+pub(crate) async fn get(pool: &Pool, id: &ApprovalId) -> Result<Option<(Approval, serde_json::Value)>, StoreError> {
     let row = sqlx::query(&format!("SELECT {COLUMNS}, checkpoint FROM approvals WHERE id = $1"))
         .bind(id.as_str())
         .fetch_optional(pool)
@@ -103,7 +110,8 @@ pub(crate) async fn get(pool: &PgPool, id: &ApprovalId) -> Result<Option<(Approv
     row.map(|row| Ok((rows::approval(&row)?, row.json("checkpoint")?))).transpose()
 }
 
-pub(crate) async fn pending(pool: &PgPool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
+/// Oldest first; the id breaks ties within a millisecond (ids sort by creation).
+pub(crate) async fn pending(pool: &Pool, session: &SessionId) -> Result<Vec<Approval>, StoreError> {
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM approvals WHERE session_id = $1 AND status = 'pending' ORDER BY created_at, id"
     ))
@@ -116,7 +124,7 @@ pub(crate) async fn pending(pool: &PgPool, session: &SessionId) -> Result<Vec<Ap
     .collect()
 }
 
-pub(crate) async fn all_pending(pool: &PgPool) -> Result<Vec<Approval>, StoreError> {
+pub(crate) async fn all_pending(pool: &Pool) -> Result<Vec<Approval>, StoreError> {
     sqlx::query(&format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' ORDER BY created_at, id"))
         .fetch_all(pool)
         .await
@@ -127,9 +135,11 @@ pub(crate) async fn all_pending(pool: &PgPool) -> Result<Vec<Approval>, StoreErr
 }
 
 /// True iff this call moved the approval out of `pending`; the affected-row count of
-/// the one conditional statement is the verdict, so no read follows.
+/// the one conditional statement is the verdict, so no read follows. Settling *to*
+/// `pending` with a time is refused by the table's CHECK (a pending approval has no
+/// outcome).
 pub(crate) async fn settle(
-    pool: &PgPool,
+    pool: &Pool,
     id: &ApprovalId,
     status: ApprovalStatus,
     decision: Option<&Decision>,
@@ -142,6 +152,8 @@ pub(crate) async fn settle(
          WHERE id = $6 AND status = 'pending'",
     )
     .bind(status.as_str())
+    // The decision as its wire JSON (`"once"`, `{"fill": {…}}`), so the column reads
+    // the same as the API.
     .bind(decision.map(Json))
     .bind(message)
     .bind(actor.map(|a| a.as_str()))
@@ -154,7 +166,7 @@ pub(crate) async fn settle(
 }
 
 /// The latest approval of every `running` run, when it is resolved (see the trait).
-pub(crate) async fn decided_calls(pool: &PgPool) -> Result<Vec<DecidedCall>, StoreError> {
+pub(crate) async fn decided_calls(pool: &Pool) -> Result<Vec<DecidedCall>, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT {}, a.checkpoint, a.started_at
          FROM approvals a JOIN runs r ON r.id = a.run_id
@@ -177,7 +189,7 @@ pub(crate) async fn decided_calls(pool: &PgPool) -> Result<Vec<DecidedCall>, Sto
 }
 
 /// Sets the "tool call started" mark once; a second mark keeps the first time.
-pub(crate) async fn mark_started(pool: &PgPool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+pub(crate) async fn mark_started(pool: &Pool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
     sqlx::query("UPDATE approvals SET started_at = $1 WHERE id = $2 AND started_at IS NULL")
         .bind(at)
         .bind(id.as_str())

@@ -1,12 +1,12 @@
-//! Projects on PostgreSQL: registered directories, one per owner and path.
+//! Projects: registered directories, one per owner and path.
 
+use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{Project, ProjectId, UserId};
-use sqlx::PgPool;
 
-pub(crate) async fn insert(pool: &PgPool, project: &Project) -> Result<(), StoreError> {
+pub(crate) async fn insert(pool: &Pool, project: &Project) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)",
     )
@@ -25,7 +25,9 @@ pub(crate) async fn insert(pool: &PgPool, project: &Project) -> Result<(), Store
     Ok(())
 }
 
-pub(crate) async fn list(pool: &PgPool, owner: &UserId) -> Result<Vec<Project>, StoreError> {
+/// Oldest first. The id breaks ties between projects created in the same millisecond;
+/// ids sort by creation time, so the order stays oldest first.
+pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, StoreError> {
     sqlx::query(
         "SELECT id, owner_id, name, path, created_at, updated_at FROM projects
          WHERE owner_id = $1 ORDER BY created_at, id",
@@ -39,7 +41,7 @@ pub(crate) async fn list(pool: &PgPool, owner: &UserId) -> Result<Vec<Project>, 
     .collect()
 }
 
-pub(crate) async fn get(pool: &PgPool, id: &ProjectId) -> Result<Option<Project>, StoreError> {
+pub(crate) async fn get(pool: &Pool, id: &ProjectId) -> Result<Option<Project>, StoreError> {
     sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects WHERE id = $1")
         .bind(id.as_str())
         .fetch_optional(pool)
@@ -50,7 +52,7 @@ pub(crate) async fn get(pool: &PgPool, id: &ProjectId) -> Result<Option<Project>
         .transpose()
 }
 
-pub(crate) async fn update(pool: &PgPool, project: &Project) -> Result<(), StoreError> {
+pub(crate) async fn update(pool: &Pool, project: &Project) -> Result<(), StoreError> {
     sqlx::query("UPDATE projects SET name = $1, updated_at = $2 WHERE id = $3")
         .bind(&project.name)
         .bind(project.updated_at)
@@ -61,8 +63,9 @@ pub(crate) async fn update(pool: &PgPool, project: &Project) -> Result<(), Store
     Ok(())
 }
 
-/// Everything under the project goes with it by `ON DELETE CASCADE`, in this statement.
-pub(crate) async fn delete(pool: &PgPool, id: &ProjectId) -> Result<bool, StoreError> {
+/// Sessions, and through them messages, parts, runs and the rest, go with the project
+/// by `ON DELETE CASCADE`, inside this one statement.
+pub(crate) async fn delete(pool: &Pool, id: &ProjectId) -> Result<bool, StoreError> {
     let done =
         sqlx::query("DELETE FROM projects WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() > 0)

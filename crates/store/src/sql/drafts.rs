@@ -3,19 +3,18 @@
 //! last). Kept apart from `messages` so history, counts and checkpoints never see a
 //! message that is still being written.
 
+use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{Draft, StoreError};
 use spool_protocol::SessionId;
 use spool_protocol::time::now_ms;
-use sqlx::SqlitePool;
+use sqlx::types::Json;
 
-pub(crate) async fn put(pool: &SqlitePool, draft: &Draft) -> Result<(), StoreError> {
-    let json = serde_json::to_string(&draft.message.message)
-        .map_err(|e| StoreError::Backend(format!("cannot encode a draft: {e}")))?;
+pub(crate) async fn put(pool: &Pool, draft: &Draft) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO message_drafts (session_id, run_id, owner_id, message_id, idx, message, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (session_id) DO UPDATE SET run_id = excluded.run_id, message_id = excluded.message_id,
              idx = excluded.idx, message = excluded.message, updated_at = excluded.updated_at",
     )
@@ -24,7 +23,7 @@ pub(crate) async fn put(pool: &SqlitePool, draft: &Draft) -> Result<(), StoreErr
     .bind(draft.owner_id.as_str())
     .bind(draft.message.id.as_str())
     .bind(to_db_int(draft.message.index, "message index")?)
-    .bind(json)
+    .bind(Json(&draft.message.message))
     .bind(now_ms())
     .execute(pool)
     .await
@@ -32,8 +31,8 @@ pub(crate) async fn put(pool: &SqlitePool, draft: &Draft) -> Result<(), StoreErr
     Ok(())
 }
 
-pub(crate) async fn delete(pool: &SqlitePool, session: &SessionId) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM message_drafts WHERE session_id = ?")
+pub(crate) async fn delete(pool: &Pool, session: &SessionId) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM message_drafts WHERE session_id = $1")
         .bind(session.as_str())
         .execute(pool)
         .await
@@ -42,7 +41,7 @@ pub(crate) async fn delete(pool: &SqlitePool, session: &SessionId) -> Result<(),
 }
 
 /// Drafts whose run is neither running nor waiting for an approval.
-pub(crate) async fn orphaned(pool: &SqlitePool) -> Result<Vec<Draft>, StoreError> {
+pub(crate) async fn orphaned(pool: &Pool) -> Result<Vec<Draft>, StoreError> {
     sqlx::query(
         "SELECT d.session_id, d.run_id, d.owner_id, d.message_id, d.idx, d.message
          FROM message_drafts AS d JOIN runs AS r ON r.id = d.run_id

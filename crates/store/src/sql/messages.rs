@@ -1,40 +1,41 @@
 //! Messages: a session's committed history, addressed by absolute index.
 //!
 //! A message is one `messages` row plus one `parts` row per content block (see
-//! [`message_codec`](crate::message_codec)). Writes put both in one transaction so a
+//! [`message_codec`]). Writes put both in one transaction so a
 //! reader never sees a message without its content. Reads fetch a message and its
-//! parts with one `LEFT JOIN` statement, which SQLite answers from a single snapshot,
-//! so no read transaction is needed; rows arrive grouped by message and ordered by
-//! part position, and [`rows::messages`] folds them back into messages.
+//! parts with one `LEFT JOIN` statement, which either database answers from a single
+//! snapshot, so no read transaction is needed; rows arrive grouped by message and
+//! ordered by part position, and [`rows::messages`] folds them back into messages.
 
+use super::dialect::Pool;
 use crate::error::{db_error, from_db_int, to_db_int};
 use crate::message_codec::{self, message_timestamp, new_part_id};
 use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{IndexedMessage, SessionId, UserId};
-use sqlx::SqlitePool;
+use sqlx::types::Json;
 
 pub(crate) async fn insert(
-    pool: &SqlitePool,
+    pool: &Pool,
     session: &SessionId,
     owner: &UserId,
     message: &IndexedMessage,
 ) -> Result<(), StoreError> {
     let encoded = message_codec::encode(&message.message)?;
     let index = to_db_int(message.index, "message index")?;
-    let created_at = message_timestamp(&message.message);
 
     let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query(
-        "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(message.id.as_str())
     .bind(session.as_str())
     .bind(owner.as_str())
     .bind(index)
     .bind(encoded.role)
-    .bind(encoded.meta.to_string())
-    .bind(created_at)
+    .bind(Json(&encoded.meta))
+    .bind(message_timestamp(&message.message))
     .execute(&mut *tx)
     .await
     .map_err(|e| match db_error(e) {
@@ -47,7 +48,8 @@ pub(crate) async fn insert(
     for (position, part) in encoded.parts.iter().enumerate() {
         let position = i64::try_from(position).expect("a message has fewer than i64::MAX content blocks");
         sqlx::query(
-            "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(new_part_id())
         .bind(message.id.as_str())
@@ -55,7 +57,7 @@ pub(crate) async fn insert(
         .bind(owner.as_str())
         .bind(position)
         .bind(&part.kind)
-        .bind(part.data.to_string())
+        .bind(Json(&part.data))
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -65,8 +67,9 @@ pub(crate) async fn insert(
     Ok(())
 }
 
+/// The latest `limit` messages below `before`, ascending.
 pub(crate) async fn list(
-    pool: &SqlitePool,
+    pool: &Pool,
     session: &SessionId,
     before: Option<u64>,
     limit: u32,
@@ -84,8 +87,8 @@ pub(crate) async fn list(
     let joined = sqlx::query(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM (SELECT id, idx, role, meta FROM messages
-               WHERE session_id = ? AND idx <= ?
-               ORDER BY idx DESC LIMIT ?) AS m
+               WHERE session_id = $1 AND idx <= $2
+               ORDER BY idx DESC LIMIT $3) AS m
          LEFT JOIN parts AS p ON p.message_id = m.id
          ORDER BY m.idx, p.position",
     )
@@ -98,8 +101,8 @@ pub(crate) async fn list(
     rows::messages(&joined)
 }
 
-pub(crate) async fn count(pool: &SqlitePool, session: &SessionId) -> Result<u64, StoreError> {
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE session_id = ?")
+pub(crate) async fn count(pool: &Pool, session: &SessionId) -> Result<u64, StoreError> {
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE session_id = $1")
         .bind(session.as_str())
         .fetch_one(pool)
         .await
@@ -107,11 +110,10 @@ pub(crate) async fn count(pool: &SqlitePool, session: &SessionId) -> Result<u64,
     from_db_int(count, "message count")
 }
 
-/// Everything from the `rounds`-th last user message on. No rounds asked for is an
-/// empty history (the trait leaves 0 open; nothing is the only reading where more
-/// rounds never means fewer messages).
+/// Everything from the `rounds`-th last user message on; none asked for is nothing,
+/// fewer user messages than asked for is everything.
 pub(crate) async fn latest_rounds(
-    pool: &SqlitePool,
+    pool: &Pool,
     session: &SessionId,
     rounds: usize,
 ) -> Result<Vec<IndexedMessage>, StoreError> {
@@ -126,10 +128,10 @@ pub(crate) async fn latest_rounds(
         "SELECT m.id, m.idx, m.role, m.meta, p.kind, p.data
          FROM messages AS m
          LEFT JOIN parts AS p ON p.message_id = m.id
-         WHERE m.session_id = ?1
+         WHERE m.session_id = $1
            AND m.idx >= COALESCE(
-                 (SELECT idx FROM messages WHERE session_id = ?1 AND role = 'user'
-                  ORDER BY idx DESC LIMIT 1 OFFSET ?2),
+                 (SELECT idx FROM messages WHERE session_id = $1 AND role = 'user'
+                  ORDER BY idx DESC LIMIT 1 OFFSET $2),
                  -1)
          ORDER BY m.idx, p.position",
     )
