@@ -951,7 +951,7 @@ enum Database {
 const RUNNING: &str = "SELECT id FROM runs WHERE status = 'running'";
 const INTERRUPTED_UNPARKED: &str = "SELECT r.id FROM runs r WHERE r.status = 'interrupted' AND NOT EXISTS \
      (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')";
-const OPEN_CLAIMS: &str = "SELECT scope || ' ' || key FROM idempotency WHERE response_status IS NULL";
+const OPEN_CLAIMS: &str = "SELECT scope || ' ' || key FROM idempotency WHERE answer IS NULL";
 
 impl Database {
     async fn rows(&self, sql: &str) -> Vec<String> {
@@ -978,7 +978,7 @@ impl Database {
     async fn age_open_claims(&self) {
         let Database::Postgres(url) = self else { return };
         let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the test database");
-        sqlx::query("UPDATE idempotency SET created_at = created_at - 180000 WHERE response_status IS NULL")
+        sqlx::query("UPDATE idempotency SET created_at = created_at - 180000 WHERE answer IS NULL")
             .execute(&mut conn)
             .await
             .expect("age the claims");

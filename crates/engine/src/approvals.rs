@@ -24,7 +24,7 @@
 use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use crate::run::{Checkpoint, Resolution, RunTask};
-use crate::store::{DecidedCall, IdempotencyClaim, Store, StoredResponse, Supersede};
+use crate::store::{DecidedCall, IdempotencyClaim, Store, Supersede};
 use serde::{Deserialize, Serialize};
 use crate::{Inspected, Tool};
 use spool_protocol::frame::{ActiveRun, FrameBody};
@@ -73,53 +73,49 @@ pub enum DecisionOutcome {
 
 impl DecisionOutcome {
     /// The outcome as the store keeps it for an idempotency key: its JSON (tagged
-    /// `outcome`). The record's schema still has the status column of the HTTP answers
-    /// versions before typed outcomes kept, which must be 100–599: it gets 200 or 409
-    /// by whether the decision was applied, and nothing reads it back.
-    fn kept(&self) -> StoredResponse {
-        let status = if matches!(self, Self::Applied { .. }) { 200 } else { 409 };
-        StoredResponse { status, body: serde_json::to_string(self).expect("plain data serializes") }
+    /// `outcome`).
+    fn kept(&self) -> String {
+        serde_json::to_string(self).expect("plain data serializes")
     }
 
     /// The outcome kept for an idempotency key, also from a record an older version
-    /// wrote (the HTTP answer itself).
-    fn from_kept(kept: &StoredResponse) -> Result<Self> {
-        let unreadable = |e: serde_json::Error| {
-            EngineError::Store(crate::StoreError::Backend(format!("unreadable idempotency record: {e}")))
-        };
-        if let Ok(outcome) = serde_json::from_str(&kept.body) {
-            return Ok(outcome);
-        }
-        // An HTTP answer an older version kept: `{approvalId, runId, decision}` for 200,
-        // `{error: {code, message, approvalId?}}` for 409.
+    /// wrote: the HTTP body it answered with (`{approvalId, runId, decision, status}`
+    /// when applied, `{error: {code, message, approvalId?}}` when not).
+    fn from_kept(kept: &str) -> Result<Self> {
         #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Applied {
-            approval_id: ApprovalId,
-            run_id: RunId,
-            decision: Decision,
+        #[serde(untagged)]
+        enum Kept {
+            Outcome(DecisionOutcome),
+            Applied {
+                #[serde(rename = "approvalId")]
+                approval_id: ApprovalId,
+                #[serde(rename = "runId")]
+                run_id: RunId,
+                decision: Decision,
+            },
+            Refused {
+                error: Refused,
+            },
         }
         #[derive(Deserialize)]
         struct Refused {
-            error: RefusedDetail,
-        }
-        #[derive(Deserialize)]
-        struct RefusedDetail {
             code: String,
             message: String,
             #[serde(rename = "approvalId")]
             approval_id: Option<ApprovalId>,
         }
-        if kept.status == 200 {
-            let a: Applied = serde_json::from_str(&kept.body).map_err(unreadable)?;
-            return Ok(Self::Applied { approval_id: a.approval_id, run_id: a.run_id, decision: a.decision });
-        }
-        let refused: Refused = serde_json::from_str(&kept.body).map_err(unreadable)?;
-        Ok(match (refused.error.code.as_str(), refused.error.approval_id) {
-            ("resource_changed", Some(replacement)) => {
-                Self::ResourceChanged { message: refused.error.message, replacement }
+        let kept: Kept = serde_json::from_str(kept).map_err(|e| {
+            EngineError::Store(crate::StoreError::Backend(format!("unreadable idempotency record: {e}")))
+        })?;
+        Ok(match kept {
+            Kept::Outcome(outcome) => outcome,
+            Kept::Applied { approval_id, run_id, decision } => Self::Applied { approval_id, run_id, decision },
+            Kept::Refused { error: Refused { code, message, approval_id: Some(replacement) } }
+                if code == "resource_changed" =>
+            {
+                Self::ResourceChanged { message, replacement }
             }
-            _ => Self::AlreadyResolved,
+            Kept::Refused { .. } => Self::AlreadyResolved,
         })
     }
 }
@@ -673,23 +669,15 @@ mod tests {
     #[test]
     fn an_http_answer_an_older_version_kept_reads_as_its_outcome() {
         let (approval_id, run_id) = ids();
-        let applied = StoredResponse {
-            status: 200,
-            body: format!(r#"{{"approvalId":"{approval_id}","runId":"{run_id}","decision":"always","status":"resolved"}}"#),
-        };
+        let applied =
+            format!(r#"{{"approvalId":"{approval_id}","runId":"{run_id}","decision":"always","status":"resolved"}}"#);
         assert_eq!(
             DecisionOutcome::from_kept(&applied).unwrap(),
             DecisionOutcome::Applied { approval_id: approval_id.clone(), run_id, decision: Decision::Always }
         );
-        let lost = StoredResponse {
-            status: 409,
-            body: spool_protocol::api::error_body("already_resolved", "this approval was already decided"),
-        };
+        let lost = spool_protocol::api::error_body("already_resolved", "this approval was already decided");
         assert_eq!(DecisionOutcome::from_kept(&lost).unwrap(), DecisionOutcome::AlreadyResolved);
-        let changed = StoredResponse {
-            status: 409,
-            body: spool_protocol::api::resource_changed_body("\"a.txt\" changed", approval_id.as_str()),
-        };
+        let changed = spool_protocol::api::resource_changed_body("\"a.txt\" changed", approval_id.as_str());
         assert_eq!(
             DecisionOutcome::from_kept(&changed).unwrap(),
             DecisionOutcome::ResourceChanged { message: "\"a.txt\" changed".into(), replacement: approval_id }

@@ -43,7 +43,7 @@ pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
 pub use run_sequence::RunCount;
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError,
     Supersede,
 };
 pub use tool::{Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -198,17 +198,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
 
     /// Reserves an idempotency key (unique per `scope` and `key`). The first caller gets
-    /// `Claimed` and must later `complete_idempotency`; later callers get the stored
-    /// response, or `InProgress` while the first is still working.
+    /// `Claimed` and must later `complete_idempotency`; later callers get the kept
+    /// answer, or `InProgress` while the first is still working.
     async fn claim_idempotency(
         &self,
         scope: &str,
         key: &str,
         now: time::Millis,
     ) -> Result<IdempotencyClaim, StoreError>;
-    /// Stores the response for a claimed key (status code and exact body bytes), once:
-    /// `Conflict` when the key has no open claim or already has a response.
-    async fn complete_idempotency(&self, scope: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError>;
+    /// Stores the answer for a claimed key, once, byte for byte: `Conflict` when the
+    /// key has no open claim or already has an answer.
+    async fn complete_idempotency(&self, scope: &str, key: &str, answer: &str) -> Result<(), StoreError>;
     /// Releases a claimed key whose request failed before it had a response to keep, so
     /// a retry can run it again.
     async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError>;
@@ -313,16 +313,10 @@ pub struct Supersede<'a> {
     pub at: time::Millis,
 }
 
-/// A response kept for an idempotency key, returned byte for byte to every repeat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredResponse {
-    pub status: u16,
-    pub body: String,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdempotencyClaim {
     Claimed,
     InProgress,
-    Done(StoredResponse),
+    /// The answer the first request kept (opaque to the store).
+    Done(String),
 }

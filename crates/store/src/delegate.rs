@@ -13,7 +13,7 @@ macro_rules! impl_store {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
             use spool_engine::{
-                Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError, StoredResponse,
+                Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError,
             };
             use spool_protocol::time::Millis;
             use spool_protocol::*;
@@ -244,9 +244,9 @@ macro_rules! impl_store {
                     &self,
                     scope: &str,
                     key: &str,
-                    response: &StoredResponse,
+                    answer: &str,
                 ) -> Result<(), StoreError> {
-                    idempotency::complete(&self.pool, scope, key, response).await
+                    idempotency::complete(&self.pool, scope, key, answer).await
                 }
                 async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError> {
                     idempotency::release(&self.pool, scope, key).await

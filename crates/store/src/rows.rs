@@ -12,7 +12,7 @@ use crate::error::{db_error, from_db_int, parse_id};
 use crate::message_codec;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, StoreError, StoredResponse};
+use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, StoreError};
 use spool_protocol::{
     ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session, Usage,
 };
@@ -238,19 +238,13 @@ pub(crate) fn lease(row: &impl Columns) -> Result<Lease, StoreError> {
     })
 }
 
-/// What an idempotency row says to a caller that did not claim it: the stored
-/// response, or that the claimer is still working.
-pub(crate) fn idempotency_state(row: &impl Columns, scope: &str, key: &str) -> Result<IdempotencyClaim, StoreError> {
-    match (row.int_opt("response_status")?, row.text_opt("response_body")?) {
-        (Some(status), Some(body)) => {
-            let status = u16::try_from(status)
-                .map_err(|_| StoreError::Backend(format!("stored response status {status} is out of range")))?;
-            Ok(IdempotencyClaim::Done(StoredResponse { status, body }))
-        }
-        (None, None) => Ok(IdempotencyClaim::InProgress),
-        // The schema's CHECK forbids half a response.
-        _ => Err(StoreError::Backend(format!("idempotency key {scope}/{key} has half a stored response"))),
-    }
+/// What an idempotency row says to a caller that did not claim it: the kept answer,
+/// or that the claimer is still working.
+pub(crate) fn idempotency_state(row: &impl Columns) -> Result<IdempotencyClaim, StoreError> {
+    Ok(match row.text_opt("answer")? {
+        Some(answer) => IdempotencyClaim::Done(answer),
+        None => IdempotencyClaim::InProgress,
+    })
 }
 
 /// Folds joined message rows (`id, idx, role, meta, kind, data`: one row per part, or

@@ -4,7 +4,7 @@
 
 mod support;
 
-use spool_engine::{RunInsert, Store, StoreError, Supersede};
+use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, Supersede};
 use spool_protocol::*;
 use spool_store::SqliteStore;
 use sqlx::Connection;
@@ -428,4 +428,43 @@ async fn a_database_that_ever_had_a_token_keeps_auth_on_after_the_upgrade() {
         assert_eq!(store.auth_enabled().await.expect("flag"), had_token);
         store.close().await;
     }
+}
+
+/// The idempotency table keeps one opaque answer from 0012 on: keys completed before
+/// keep their body as the answer (the engine still reads those), and a claim still
+/// open stays open.
+#[tokio::test]
+async fn idempotency_keys_from_before_0012_keep_their_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let before = dir.path().join("migrations");
+    std::fs::create_dir(&before).expect("mkdir");
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.as_str() < "0012" {
+            std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
+        }
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
+    let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
+    migrator.run(&mut conn).await.expect("apply 0001-0011");
+    let body = r#"{"approvalId":"per_1","runId":"run_1","decision":"once","status":"resolved"}"#;
+    sqlx::query(
+        "INSERT INTO idempotency (scope, key, response_status, response_body, created_at)
+         VALUES ('approval:per_1', 'done', 200, ?, 1), ('approval:per_1', 'open', NULL, NULL, 2)",
+    )
+    .bind(body)
+    .execute(&mut conn)
+    .await
+    .expect("old rows");
+    drop(conn);
+
+    let store = SqliteStore::open(&path).await.expect("migrate to now");
+    assert_eq!(
+        store.claim_idempotency("approval:per_1", "done", 10).await.expect("claim"),
+        IdempotencyClaim::Done(body.into())
+    );
+    assert_eq!(store.claim_idempotency("approval:per_1", "open", 10).await.expect("claim"), IdempotencyClaim::InProgress);
 }

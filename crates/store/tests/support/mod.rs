@@ -12,7 +12,7 @@
 
 use serde_json::json;
 use spool_engine::{
-    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, StoredResponse, Supersede,
+    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,
 };
 use spool_protocol::time::Millis;
 use spool_protocol::*;
@@ -924,21 +924,16 @@ pub async fn idempotency_keys_replay_the_first_response(store: &dyn Store) {
     // A body that a lossy store would mangle: escapes, CRLF, tabs, non-ASCII,
     // trailing whitespace, and enough of it to leave any inline limit behind.
     let body = format!("{{\"title\":\"\\\"ünï\\\" 🦀\"}}\r\n\t  {}  \n", "x".repeat(100_000));
-    let response = StoredResponse { status: 201, body: body.clone() };
-    store.complete_idempotency(&scope, "k1", &response).await.expect("complete_idempotency");
+    store.complete_idempotency(&scope, "k1", &body).await.expect("complete_idempotency");
     match claim(&scope, "k1").await {
-        IdempotencyClaim::Done(stored) => {
-            assert_eq!(stored.status, 201);
-            assert_eq!(stored.body.as_bytes(), body.as_bytes(), "byte for byte");
-        }
+        IdempotencyClaim::Done(stored) => assert_eq!(stored.as_bytes(), body.as_bytes(), "byte for byte"),
         other => panic!("a completed key replays its response, got {other:?}"),
     }
 
     // The response is written once; a second completion and a late release change nothing.
-    let other = StoredResponse { status: 500, body: "different".into() };
-    assert!(matches!(store.complete_idempotency(&scope, "k1", &other).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(store.complete_idempotency(&scope, "k1", "different").await, Err(StoreError::Conflict(_))));
     store.release_idempotency(&scope, "k1").await.expect("release_idempotency");
-    assert_eq!(claim(&scope, "k1").await, IdempotencyClaim::Done(response));
+    assert_eq!(claim(&scope, "k1").await, IdempotencyClaim::Done(body.clone()));
 
     // A failed request releases its claim and the retry runs it again.
     assert_eq!(claim(&scope, "k2").await, IdempotencyClaim::Claimed);
@@ -947,7 +942,7 @@ pub async fn idempotency_keys_replay_the_first_response(store: &dyn Store) {
     assert_eq!(claim(&scope, "k2").await, IdempotencyClaim::InProgress);
     // Releasing or completing a key nobody claimed writes nothing.
     store.release_idempotency(&scope, "never").await.expect("release unclaimed");
-    assert!(matches!(store.complete_idempotency(&scope, "never", &other).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(store.complete_idempotency(&scope, "never", "different").await, Err(StoreError::Conflict(_))));
     assert_eq!(claim(&scope, "never").await, IdempotencyClaim::Claimed);
 }
 
@@ -975,10 +970,10 @@ pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(stores: &[Arc<
     assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::Claimed).count(), 1, "exactly one claim: {claims:?}");
     assert_eq!(claims.iter().filter(|c| **c == IdempotencyClaim::InProgress).count(), racers - 1);
 
-    let response = StoredResponse { status: 200, body: "{\"ok\":true}".into() };
-    store.complete_idempotency(&scope, "retry", &response).await.expect("complete_idempotency");
+    let answer = "{\"ok\":true}";
+    store.complete_idempotency(&scope, "retry", answer).await.expect("complete_idempotency");
     let claims = race().await;
-    assert!(claims.iter().all(|c| *c == IdempotencyClaim::Done(response.clone())), "{claims:?}");
+    assert!(claims.iter().all(|c| *c == IdempotencyClaim::Done(answer.into())), "{claims:?}");
 }
 
 pub async fn deleting_a_session_removes_its_messages_runs_and_approvals(store: &dyn Store) {
