@@ -137,6 +137,26 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
     );
 }
 
+/// A database at `dir/spool.db` with the migrations before `first_missing` applied
+/// (by file name, e.g. `"0012"`), as an older version left it; the connection to it.
+async fn database_before(dir: &Path, first_missing: &str) -> sqlx::SqliteConnection {
+    let path = dir.join("spool.db");
+    let before = dir.join("migrations");
+    std::fs::create_dir(&before).expect("mkdir");
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.as_str() < first_missing {
+            std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
+        }
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
+    let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
+    migrator.run(&mut conn).await.expect("apply the older migrations");
+    conn
+}
+
 /// A database written before approvals existed (only the first migration applied,
 /// with a session in it) opens, is upgraded, and its session reads back with no rules.
 #[tokio::test]
@@ -196,19 +216,7 @@ async fn a_database_from_before_approvals_is_upgraded_on_open() {
 async fn approvals_from_before_superseded_survive_the_table_rebuild() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("spool.db");
-    let before = dir.path().join("migrations");
-    std::fs::create_dir(&before).expect("mkdir");
-    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
-        let entry = entry.expect("entry");
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.as_str() < "0011" {
-            std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
-        }
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
-    let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
-    migrator.run(&mut conn).await.expect("apply 0001-0010");
+    let mut conn = database_before(dir.path(), "0011").await;
     let owner = UserId::new();
     let project = project_for(&owner, 1);
     let session = session_in(&project, 1, false);
@@ -437,19 +445,7 @@ async fn a_database_that_ever_had_a_token_keeps_auth_on_after_the_upgrade() {
 async fn idempotency_keys_from_before_0012_keep_their_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("spool.db");
-    let before = dir.path().join("migrations");
-    std::fs::create_dir(&before).expect("mkdir");
-    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations")).expect("ls") {
-        let entry = entry.expect("entry");
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.as_str() < "0012" {
-            std::fs::copy(entry.path(), before.join(&name)).expect("copy a migration");
-        }
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("connect");
-    let migrator = sqlx::migrate::Migrator::new(before.as_path()).await.expect("read migrations");
-    migrator.run(&mut conn).await.expect("apply 0001-0011");
+    let mut conn = database_before(dir.path(), "0012").await;
     let body = r#"{"approvalId":"per_1","runId":"run_1","decision":"once","status":"resolved"}"#;
     sqlx::query(
         "INSERT INTO idempotency (scope, key, response_status, response_body, created_at)
