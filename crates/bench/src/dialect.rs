@@ -16,9 +16,14 @@
 //! | `ws` | `/api/ws`, `subscribe` to the session, ready at `subscribed` | `message.streaming` | `agent.status` other than `running` |
 //! | `run-stream` | `GET /api/runs/:id/events?after=0` once the run exists | `text_delta` | `done` / `error` |
 //!
-//! A run-stream client can only attach once the prompt has made the run, so with an
-//! unpaced model it arrives late and catches up from the session's buffer (or a
-//! snapshot); use `--delay-ms` for a like-for-like comparison.
+//! A run-stream client can only attach once the prompt has made the run, so it arrives
+//! late and catches up: from the session's buffer while the run's first frame is among
+//! the last 256, else from a `snapshot` holding the text so far (counted apart: such a
+//! subscriber has every word but fewer deltas, and fewer events to divide the CPU by).
+//! With 1,000 subscribers attaching takes longer than 256 frames at `--delay-ms 2`, so
+//! how many get a snapshot depends on how fast the server streams while they attach.
+//! The report also gives the server's CPU up to the moment every subscriber was
+//! attached, which the other dialects spend before the prompt.
 
 use crate::subscriber::Outcome;
 use anyhow::{Context, Result, bail};
@@ -163,6 +168,7 @@ async fn ws(
 
 struct Counter {
     delta: Finder<'static>,
+    snapshot: Finder<'static>,
     ends: Vec<Finder<'static>>,
     outcome: Outcome,
     done: bool,
@@ -173,6 +179,7 @@ impl Counter {
         let (delta, ends) = dialect.markers();
         Self {
             delta: Finder::new(delta),
+            snapshot: Finder::new(b"\"type\":\"snapshot\""),
             ends: ends.iter().map(|e| Finder::new(*e)).collect(),
             outcome: Outcome::new(node),
             done: false,
@@ -190,6 +197,8 @@ impl Counter {
             self.outcome.deltas += 1;
             self.outcome.first_delta.get_or_insert(at);
             self.outcome.last_delta = Some(at);
+        } else if self.snapshot.find(event).is_some() {
+            self.outcome.snapshots += 1;
         } else if self.ends.iter().any(|end| end.find(event).is_some()) {
             self.done = true;
             self.outcome.finished = true;
@@ -227,8 +236,10 @@ mod tests {
         assert_eq!((c.outcome.frames, c.outcome.deltas), (3, 1));
 
         let mut c = Counter::new(Dialect::RunStream, 0);
+        c.event(b"id: 3\nevent: snapshot\ndata: {\"type\":\"snapshot\",\"text\":\"w\"}", at);
         c.event(b"id: 4\nevent: error\ndata: {\"type\":\"error\"}", at);
         assert!(c.done);
+        assert_eq!((c.outcome.frames, c.outcome.snapshots), (2, 1));
     }
 
     #[test]

@@ -206,10 +206,15 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
         .error_for_status()?
         .json()
         .await?;
+    // Subscribers that attach after the prompt spend connecting inside the measured
+    // window: the CPU up to the moment all are attached is reported apart.
+    let mut cpu_attached = None;
     if !args.dialect.connects_first() {
         let run = accepted["runId"].as_str().context("the prompt's runId")?.to_owned();
         tasks.extend((0..args.subscribers).map(|i| spawn(i, Some(run.clone()))));
         wait_ready(&mut ready_rx, args.subscribers).await?;
+        let cpu: f64 = nodes.iter().zip(&cpu_before).map(|(n, before)| n.cpu_seconds().unwrap_or(0.0) - before).sum();
+        cpu_attached = Some((cpu, prompted.elapsed()));
     }
     drop(ready_tx);
     let mut outcomes = Vec::with_capacity(tasks.len());
@@ -221,6 +226,14 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
     let cpu: Vec<f64> =
         nodes.iter().zip(&cpu_before).map(|(n, before)| n.cpu_seconds().unwrap_or(0.0) - before).collect();
     let sound = report(args, &outcomes, elapsed, prompted, &rss_idle, &rss_peak, &cpu);
+    if let Some((cpu, at)) = cpu_attached {
+        let snapshots = outcomes.iter().filter(|o| o.snapshots > 0).count();
+        println!(
+            "attached late          all {} within {:.3} s of the prompt, {cpu:.2} s server CPU till then; {snapshots} started from a snapshot (the text so far in one event), the others replayed every event",
+            args.subscribers,
+            at.as_secs_f64()
+        );
+    }
     if !sound {
         bail!("some subscriber saw a broken stream or no end (see stream faults above)");
     }

@@ -30,6 +30,9 @@ pub struct Outcome {
     pub frames: u64,
     /// `text_delta` frames over all connections.
     pub deltas: u64,
+    /// Run stream: `snapshot` events (a late subscriber whose missed frames had left the
+    /// session's buffer gets the text so far in one, instead of as deltas).
+    pub snapshots: u64,
     /// Times the stream ended under the subscriber and it reconnected (the server cuts a
     /// subscriber that lags; nothing else should end a stream).
     pub reconnects: u32,
@@ -58,6 +61,7 @@ impl Outcome {
             node,
             frames: 0,
             deltas: 0,
+            snapshots: 0,
             reconnects: 0,
             finished: false,
             missing: 0,

@@ -352,6 +352,8 @@ impl Engine {
         let approval =
             crate::run::new_approval(self, &*changed.tool, &run, &checkpoint.pending, Some(&changed.now), now);
         checkpoint.resource = Some(changed.now.resource);
+        // The new approval's `approval_requested` below is the run's next event.
+        checkpoint.sequence = loaded.events.next_run_sequence(&run.id, crate::engine::READ_YOUR_WRITES).await;
         run.status = RunStatus::Interrupted;
         run.updated_at = now;
         let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");

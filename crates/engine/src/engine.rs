@@ -179,7 +179,7 @@ impl Drop for StreamPermit {
 /// A session in memory: its event stream plus the handle of its active run.
 /// How long a read waits for this node's own changes to come back from the frame bus
 /// before answering with what it has (bus mode only).
-const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn bus_error(error: crate::BusFailure) -> EngineError {
     // The bus's own words (which may name its server) stay in the log.
@@ -918,6 +918,9 @@ impl Engine {
             }
             _ => SessionEvents::observed(id.clone(), state, limits, lists),
         };
+        if let Some(count) = self.parked_count(handle.as_ref()).await {
+            events.resume_run_count(count);
+        }
         let fresh = Arc::new(Loaded {
             events,
             root: PathBuf::from(project.path),
@@ -928,6 +931,24 @@ impl Engine {
         // Two concurrent loads: the first insert wins and both use it.
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.entry(id.clone()).or_insert(fresh).clone())
+    }
+
+    /// The run-stream counter of a run parked at an approval, from the sequence its
+    /// checkpoint keeps: a session loaded after a restart (or an unload) numbers the
+    /// run's continuation on from its `interrupt`, so a client that holds the events up
+    /// to it drops none of what follows. `None` when the checkpoint has no sequence.
+    async fn parked_count(&self, handle: Option<&ActiveHandle>) -> Option<crate::RunCount> {
+        let handle = handle?;
+        let approval = handle.interrupted.as_ref()?;
+        let (_, checkpoint) = match self.store().get_approval(approval).await {
+            Ok(found) => found?,
+            Err(error) => {
+                tracing::warn!(%approval, %error, "cannot read a parked run's checkpoint; its run stream numbers anew");
+                return None;
+            }
+        };
+        let sequence = serde_json::from_value::<crate::run::Checkpoint>(checkpoint).ok()?.sequence?;
+        Some(crate::RunCount::parked(handle.run_id.clone(), sequence, approval.clone()))
     }
 
     /// The session's view as the store has it: the latest rounds, their timings, a run
@@ -1141,6 +1162,11 @@ impl Engine {
     /// Subscribes a run-stream client to `run` after its event `after` (see
     /// [`SessionEvents::subscribe_from_run`]): one subscription, one of the user's
     /// streams, whatever the buffer still holds.
+    ///
+    /// Unlike [`subscribe`](Self::subscribe) it does not backfill the ring from the
+    /// bus's log: a replay starts at the frame marked with the client's last sequence,
+    /// and backfilled frames carry no marks (see `run_sequence.rs`), so a backfill would
+    /// cost a bus round trip and could never turn a snapshot into a replay.
     pub async fn subscribe_from_run(
         &self,
         owner: &UserId,

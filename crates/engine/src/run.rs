@@ -73,6 +73,12 @@ pub(crate) struct Checkpoint {
     /// Absent in checkpoints written before it existed, which are not re-checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<crate::Resource>,
+    /// The run-stream sequence of the `interrupt` that announces this checkpoint's
+    /// approval, so a session loaded after a restart numbers the run's continuation on
+    /// from it (a run's sequence is the run's, for the run's lifetime). Absent when the
+    /// stream did not count the run, and in checkpoints written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
 }
 
 /// How a decision resolves the pending call.
@@ -739,6 +745,9 @@ impl RunTask {
             tool.inspect(&call.args, &tool_context(&self.engine, &self.loaded, self.handle.cancel.clone())).await;
         let now = now_ms();
         let approval = new_approval(&self.engine, tool, &self.run, &call, inspected.as_ref(), now);
+        // The `interrupt` below is the run's next event: nothing else of the run is
+        // published before it.
+        let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::engine::READ_YOUR_WRITES).await;
         let checkpoint = Checkpoint {
             next_index: self.next_index,
             turn,
@@ -747,6 +756,7 @@ impl RunTask {
             policy: self.policy,
             usage: self.run.usage,
             resource: inspected.map(|i| i.resource),
+            sequence,
         };
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;

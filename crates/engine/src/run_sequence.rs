@@ -14,6 +14,16 @@
 //! `session.state` (the `done` event, which names the stored message). Pure: no clock,
 //! no I/O.
 //!
+//! The counts live in memory, with the loaded session. The one kind of run that lives
+//! across a restart (or an unload) is one parked at an approval: its checkpoint keeps
+//! the sequence of its `interrupt`, and the session, loaded again, goes on counting the
+//! run from there ([`RunCount::parked`]), so its continuation keeps the run's numbers.
+//!
+//! Only frames counted as they enter the ring carry a run's sequence: frames a bus-mode
+//! node fills its ring's front with from the bus's log (`SessionEvents::backfill`) do
+//! not, because counting needs every frame of the run from its `run.accepted` on. So a
+//! run-stream subscription never backfills: it could not replay from those frames.
+//!
 //! [`SessionEvents::subscribe_from_run`]: crate::SessionEvents::subscribe_from_run
 
 use spool_protocol::frame::FrameBody;
@@ -33,12 +43,31 @@ pub struct RunCount {
     ended: bool,
     /// The sequence of each approval the run asked for, in order.
     interrupts: Vec<(ApprovalId, u64)>,
+    /// The tool calls whose `tool_started` was counted, in order: a snapshot shows a
+    /// call the model announced as running only once it has started (see the server's
+    /// `dialect::run_stream`).
+    started_calls: Vec<String>,
 }
 
 impl RunCount {
     /// A counter that starts at the run's `run.accepted` frame and counts nothing before.
     pub fn new(run_id: RunId) -> Self {
-        Self { run_id, sequence: 0, started: false, completing: false, ended: false, interrupts: Vec::new() }
+        Self {
+            run_id,
+            sequence: 0,
+            started: false,
+            completing: false,
+            ended: false,
+            interrupts: Vec::new(),
+            started_calls: Vec::new(),
+        }
+    }
+
+    /// The counter of a run parked at `approval`, whose `interrupt` was its event
+    /// `sequence`: what a session loaded after a restart knows of the run (the sequence
+    /// is kept with the approval's checkpoint), so its continuation numbers on.
+    pub fn parked(run_id: RunId, sequence: u64, approval: ApprovalId) -> Self {
+        Self { interrupts: vec![(approval, sequence)], ..Self::after(run_id, sequence) }
     }
 
     /// A counter that goes on after the run's event `sequence` (0: from the run's start),
@@ -66,6 +95,11 @@ impl RunCount {
         self.interrupts.iter().find(|(id, _)| id == approval).map(|(_, seq)| *seq)
     }
 
+    /// Whether the `tool_started` of `call` was counted here.
+    pub fn call_started(&self, call: &str) -> bool {
+        self.started_calls.iter().any(|c| c == call)
+    }
+
     /// Counts one frame of the run's session: the sequence it gives, if it is one of
     /// the run's events.
     pub fn step(&mut self, body: &FrameBody) -> Option<u64> {
@@ -78,8 +112,8 @@ impl RunCount {
             }
             FrameBody::LoopEvent { run_id, event, .. } if *run_id == self.run_id && self.started => match event {
                 AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { .. } }
-                | AgentEvent::ToolExecutionStart { .. }
                 | AgentEvent::ToolExecutionEnd { .. } => {}
+                AgentEvent::ToolExecutionStart { tool_call_id, .. } => self.started_calls.push(tool_call_id.clone()),
                 AgentEvent::ApprovalRequested { approval } => {
                     self.interrupts.push((approval.id.clone(), self.sequence + 1));
                 }
@@ -114,6 +148,10 @@ const KEPT_RUNS: usize = 8;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RunSequences {
     runs: VecDeque<RunCount>,
+    /// Runs counted from the middle ([`Self::resume`]): `(run, sequence, seq)` — the
+    /// run's event `sequence` has no frame in this stream, and the frames after `seq`
+    /// are all counted, so a client that has that event replays from `seq`.
+    anchors: Vec<(RunId, u64, u64)>,
 }
 
 impl RunSequences {
@@ -133,6 +171,25 @@ impl RunSequences {
 
     pub(crate) fn get(&self, run: &RunId) -> Option<&RunCount> {
         self.runs.iter().find(|r| r.run_id == *run)
+    }
+
+    /// Goes on counting a run this stream did not see start (see [`RunCount::parked`])
+    /// from the frame after `seq`.
+    pub(crate) fn resume(&mut self, count: RunCount, seq: u64) {
+        self.runs.retain(|r| r.run_id != count.run_id);
+        self.anchors.retain(|(run, _, _)| *run != count.run_id);
+        if self.runs.len() == KEPT_RUNS {
+            let gone = self.runs.pop_front().map(|r| r.run_id);
+            self.anchors.retain(|(run, _, _)| Some(run) != gone.as_ref());
+        }
+        self.anchors.push((count.run_id.clone(), count.sequence, seq));
+        self.runs.push_back(count);
+    }
+
+    /// For a run counted from the middle: the seq after which the frames following its
+    /// event `sequence` begin, when that event is where counting resumed.
+    pub(crate) fn anchor(&self, run: &RunId, sequence: u64) -> Option<u64> {
+        self.anchors.iter().find(|(r, s, _)| r == run && *s == sequence).map(|(_, _, seq)| *seq)
     }
 }
 

@@ -589,6 +589,118 @@ async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_en
     client.assert_holds_the_stored_run(&server, &session).await;
 }
 
+/// A model that announces two calls in one message — `bash` with the given command,
+/// then `read` — and answers with one word once both results are in.
+struct TwoCalls {
+    command: String,
+}
+
+#[async_trait::async_trait]
+impl Model for TwoCalls {
+    fn name(&self) -> String {
+        "two-calls".into()
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let results = request.messages.iter().filter(|m| matches!(m, Message::ToolResult { .. })).count();
+        let titling =
+            request.system.as_deref().is_some_and(|s| s.starts_with(spool_engine::context::TITLE_INSTRUCTION));
+        let events = if titling || results > 0 {
+            vec![ModelEvent::Text("Done".into()), ModelEvent::Stop(StopReason::Stop)]
+        } else {
+            vec![
+                ModelEvent::ToolCallStart { id: "call_bash".into(), name: "bash".into() },
+                ModelEvent::ToolCallArgs(json!({"command": self.command}).to_string()),
+                ModelEvent::ToolCallStart { id: "call_read".into(), name: "read".into() },
+                ModelEvent::ToolCallArgs(json!({"path": "README.md"}).to_string()),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ]
+        };
+        Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
+    }
+}
+
+/// A call the model announced that has not started is no step of a live client's
+/// list until its `tool_started`: a snapshot leaves it out too, instead of showing it
+/// `running` while the call before it runs.
+#[tokio::test]
+async fn a_snapshot_leaves_out_a_call_announced_but_not_started() {
+    let command = "while [ ! -f gate ]; do sleep 0.01; done; echo released".to_owned();
+    let models = Models::new(Arc::new(TwoCalls { command }));
+    let server =
+        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let (status, _) = server
+        .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut client = Client::default();
+    let mut stream = run_stream(open_chat(&server, json!({"sessionId": session, "text": "two calls"})).await);
+    // The client drops just as `bash` starts: it never sees its `tool_started`.
+    let started = loop {
+        let e = next(&mut stream).await.expect("an event");
+        if e.kind == "tool_started" {
+            break e;
+        }
+        client.take(&e);
+    };
+    assert_eq!(started.data["callId"], "call_bash");
+    drop(stream);
+    push_out_of_the_buffer(&server, &session, 300).await;
+
+    let run = run_id(std::slice::from_ref(&started));
+    let mut again = run_stream(open_events(&server, &run, &format!("?after={}", client.last)).await);
+    let snapshot = next(&mut again).await.expect("snapshot");
+    assert_eq!(snapshot.kind, "snapshot", "{}", snapshot.data);
+    assert_eq!(snapshot.sequence(), started.sequence(), "at the run's sequence");
+    assert_eq!(
+        snapshot.data["tools"],
+        json!([{"callId": "call_bash", "tool": "bash", "status": "running"}]),
+        "only the call that started; `read` waits for its turn"
+    );
+    client.take(&snapshot);
+    std::fs::write(server.project_dir().join("gate"), "").expect("open the gate");
+    let rest = read_to_end(&mut again).await;
+    assert_eq!(kinds(&rest)[..3], ["tool_finished", "tool_started", "tool_finished"], "{:?}", kinds(&rest));
+    assert_eq!(rest[1].data["callId"], "call_read");
+    rest.iter().for_each(|e| assert!(client.take(e), "{e:?} was new"));
+    client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+/// A run's sequence is the run's for its whole lifetime, a server restart included: a
+/// run parked at an approval keeps its interrupt's number with the approval, so the
+/// continuation after a restart numbers on from it and a client that holds everything
+/// up to the interrupt drops nothing of it.
+#[tokio::test]
+async fn after_a_restart_a_parked_runs_continuation_numbers_on_from_its_interrupt() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let prompt = format!("tool: write {}", json!({"path": "out.txt", "content": "hello"}));
+    let mut client = Client::default();
+    let first =
+        read_to_end(&mut run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await)).await;
+    first.iter().for_each(|e| assert!(client.take(e)));
+    let interrupt = first.last().expect("events").clone();
+    assert_eq!(interrupt.kind, "interrupt", "{:?}", kinds(&first));
+    let server = server.restart().await;
+
+    // Re-attached before the decision: nothing new, and the stream ends at the interrupt.
+    let run = run_id(&first);
+    let waiting =
+        read_to_end(&mut run_stream(open_events(&server, &run, &format!("?after={}", client.last)).await)).await;
+    waiting.iter().for_each(|e| assert!(client.take(e), "{e:?} was new"));
+    let approval = interrupt.data["interruptId"].as_str().expect("interruptId");
+    let rest = read_to_end(&mut resume_stream(&server, &run, approval, "k1").await).await;
+    assert_eq!(kinds(&rest).first(), Some(&"tool_started"), "{rest:?}");
+    assert_dense(&rest, client.last + 1);
+    rest.iter().for_each(|e| assert!(client.take(e), "{e:?} was new"));
+    client.assert_holds_the_stored_run(&server, &session).await;
+    // A client that has only the run's start gets the run's own numbers too.
+    let again = read_to_end(&mut run_stream(open_events(&server, &run, "?after=1").await)).await;
+    assert_eq!(kinds(&again), ["snapshot", "done"]);
+    assert_eq!(again.last(), rest.last(), "the run's end, with the run's number");
+}
+
 #[tokio::test]
 async fn a_reattach_is_one_stream_of_the_users_limit() {
     let engine = EngineConfig { max_streams_per_user: 1, ..EngineConfig::default() };

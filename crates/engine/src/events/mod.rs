@@ -332,6 +332,28 @@ impl SessionEvents {
         self.subscribe_locked(self.lock(), cursor, kill, interactive)
     }
 
+    /// The sequence the run's next event will have, once this node's own frames so far
+    /// are counted (bus mode: back from the bus, waiting `wait` at most); `None` when this
+    /// stream does not count the run. What a parked run's checkpoint keeps of its
+    /// numbering (see [`RunCount::parked`]).
+    pub async fn next_run_sequence(&self, run: &RunId, wait: Duration) -> Option<u64> {
+        if let Some(bus) = &self.shared.bus {
+            let target = self.lock().sent;
+            let mut echoed = bus.echoed.subscribe();
+            let _ = tokio::time::timeout(wait, echoed.wait_for(|n| *n >= target)).await;
+        }
+        let inner = self.lock();
+        inner.runs.get(run).filter(|c| !c.ended()).map(|c| c.sequence() + 1)
+    }
+
+    /// Counts `count`'s run on from where it stands: a run this stream did not see
+    /// start (a session loaded after a restart with a run parked at an approval).
+    pub fn resume_run_count(&self, count: RunCount) {
+        let mut inner = self.lock();
+        let seq = inner.seq;
+        inner.runs.resume(count, seq);
+    }
+
     /// Subscribes a run-stream client to the frames of `run` after its event `after`:
     /// positioned at that event's frame when every frame after it is still in the
     /// replay window (or at the current seq when the client has all the run's events
@@ -538,8 +560,13 @@ impl Inner {
     /// has left the ring.
     fn run_cursor(&self, run: &RunId, after: u64) -> Option<u64> {
         let wanted = after.max(1);
-        let entry = self.ring.iter().find(|e| e.mark.as_ref().is_some_and(|(r, s)| r == run && *s == wanted))?;
-        Some(if after == 0 { entry.seq - 1 } else { entry.seq })
+        let entry = self.ring.iter().find(|e| e.mark.as_ref().is_some_and(|(r, s)| r == run && *s == wanted));
+        match entry {
+            Some(entry) => Some(if after == 0 { entry.seq - 1 } else { entry.seq }),
+            // Counted from the middle (a parked run after a restart): its event `after`
+            // came before this stream, and every frame since the anchor is counted.
+            None => self.runs.anchor(run, after),
+        }
     }
 
     /// The seq to replay after, if the cursor allows a replay (seed 000): same stream,
@@ -927,6 +954,38 @@ mod tests {
         // A run this stream never saw start: a snapshot, numbers unknown.
         let (_, start) = ev.subscribe_from_run(&RunId::new(), RunAfter::Seq(6), CancellationToken::new());
         assert_eq!(start.from, RunFrom::Snapshot(None));
+    }
+
+    #[test]
+    fn a_parked_run_counted_on_after_a_reload_replays_from_its_interrupt() {
+        let ev = events(EventLimits::default());
+        let run = RunId::new();
+        let approval = ApprovalId::new();
+        publish_n(&ev, 2, 10);
+        // Loaded after a restart: the run's events 1‥7 (7 its interrupt) are no frames here.
+        ev.resume_run_count(RunCount::parked(run.clone(), 7, approval.clone()));
+        publish_n(&ev, 1, 10);
+        let start_tool = AgentEvent::ToolExecutionStart {
+            tool_call_id: "c".into(),
+            tool_name: "write".into(),
+            args: serde_json::Value::Null,
+        };
+        ev.publish_body(FrameBody::LoopEvent {
+            run_id: run.clone(),
+            message_index: None,
+            message_id: None,
+            event: start_tool,
+        });
+        // The continuation numbers on from the interrupt, and a client with it replays
+        // every frame counted since, by sequence or by the approval it decided.
+        for after in [RunAfter::Seq(7), RunAfter::Interrupt(approval)] {
+            let (mut sub, start) = ev.subscribe_from_run(&run, after, CancellationToken::new());
+            assert_eq!((start.after, &start.from), (7, &RunFrom::Replay(RunCount::after(run.clone(), 7))));
+            let frames = drain(&mut sub).0;
+            assert_eq!(frames.iter().map(|f| f.seq).collect::<Vec<_>>(), [3, 4]);
+            let mut count = RunCount::after(run.clone(), 7);
+            assert_eq!(frames.iter().filter_map(|f| count.step(&f.body)).collect::<Vec<_>>(), [8]);
+        }
     }
 
     #[tokio::test]

@@ -11,6 +11,22 @@
 //! event — status, text so far, the run's tool calls — numbered with the run's current
 //! sequence; a settled run's `done` / `error`, or the `interrupt` a parked run waits at,
 //! follows it with its own number (the snapshot then stands for the events before it).
+//! A snapshot's tool calls are those a client that saw every event would hold: a call
+//! the model announced but that has not started yet is left out (its `tool_started`
+//! comes later), one that started is `running` until its result.
+//!
+//! The fold is a [`FormMapper`]: what a frame maps to depends on the run's frames only,
+//! not on where a subscriber started, so every stream of a run shares one fold and the
+//! encoded bytes of each event (`dialect/shared.rs`, keyed by [`RunForm`]); subscribers
+//! with different `after`s differ in the outputs they take, not in the outputs.
+//!
+//! A restart loses the engine's counters. A run parked at an approval keeps its
+//! `interrupt`'s number with the approval's checkpoint and the engine counts its
+//! continuation on from it, so the one kind of run that lives across a restart keeps
+//! its numbers. A run that settled before it (or one followed from the middle on
+//! another node) is answered with a snapshot numbered after the client's own last
+//! sequence ([`Numbering::After`]): higher than anything the client holds, so its
+//! dedupe drops nothing, and the snapshot replaces what it drew.
 //!
 //! | native frame                                   | run-stream event |
 //! |------------------------------------------------|------------------|
@@ -26,10 +42,11 @@
 //! maps to nothing. The transport ends the stream after `done` or `error`, and after an
 //! `interrupt` that is still waiting once it has caught up with the live frames.
 
+use crate::dialect::shared::FormMapper;
 use bytes::Bytes;
 use serde::Serialize;
 use spool_engine::RunCount;
-use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::frame::{Frame, FrameBody, SessionState, ToolExecution, ToolStatus};
 use spool_protocol::time::Millis;
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, ApprovalKind, Content, IndexedMessage, Message, MessageId, Run, RunError, RunId,
@@ -118,6 +135,12 @@ impl RunEvent {
         serde_json::to_value(self).expect("run events are plain data and always serialize")
     }
 
+    /// The `error` event `sequence` of a run that settled with `status` (failed or
+    /// cancelled), from its stored error.
+    pub fn error(run_id: RunId, sequence: u64, status: RunStatus, error: Option<&RunError>) -> Self {
+        Self { body: error_body(status, error), run_id, sequence }
+    }
+
     /// The SSE event of seed 003: `event: <type>` and `data: <json>`, with the sequence
     /// as its `id` so an `EventSource` re-attaching to `GET /api/runs/:id/events` sends
     /// it back as `Last-Event-ID`.
@@ -133,8 +156,67 @@ impl RunEvent {
 pub enum Mapped {
     Event(RunEvent),
     /// The run settled as failed or cancelled. The frames do not carry the run's error,
-    /// the stored run does: pass it to [`RunStream::error`] for the final event.
+    /// the stored run does: [`RunEvent::error`] makes the final event, numbered as the
+    /// `agent_end` that said so.
     Failed,
+}
+
+/// What one native frame gives every subscriber of a run, mapped and encoded once (the
+/// run's shared form, see [`FormMapper`] below and `dialect/shared.rs`).
+#[derive(Debug)]
+pub struct Step {
+    /// The run-stream event this frame is: its sequence and its SSE bytes.
+    pub event: Option<(u64, Bytes)>,
+    /// The run ended failed or cancelled with the event of this sequence, whose error
+    /// only the stored run knows ([`RunEvent::error`]): each subscriber reads it, once.
+    pub failed: Option<u64>,
+    /// After this frame the run waits for a person.
+    pub waiting: bool,
+    /// After this frame nothing more follows (`done` or `error`).
+    pub finished: bool,
+}
+
+/// The run stream's output form. The fold's state after a frame is a function of the
+/// run's frames only (its counter, the approval it waits at, its last assistant
+/// message), so every subscriber on the run's own numbering can share one fold and the
+/// bytes it encodes, whatever its `after`: where they start differs, not what a frame
+/// maps to. A fold numbered after a client's own last sequence ([`Numbering::After`])
+/// maps the same frames to other numbers: it gets a form of its own ([`RunForm::Alone`]).
+impl FormMapper for RunStream {
+    type Out = Step;
+
+    fn map(&mut self, frame: &Frame) -> Step {
+        let (event, failed) = match self.push(frame) {
+            None => (None, None),
+            Some(Mapped::Event(event)) => (Some((event.sequence, event.to_sse())), None),
+            Some(Mapped::Failed) => (None, Some(self.count.sequence())),
+        };
+        Step { event, failed, waiting: self.waiting.is_some(), finished: self.finished }
+    }
+}
+
+/// Which shared form a run-stream subscriber follows (the key of [`Forms`]).
+///
+/// [`Forms`]: crate::dialect::shared::Forms
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RunForm {
+    /// The run's own numbering: shared by every subscriber of the run.
+    Run(RunId),
+    /// A numbering of this subscriber's own (a snapshot after a client's last sequence
+    /// when this stream does not know the run's): never shared; the number only tells
+    /// one such subscriber from another.
+    Alone(u64),
+}
+
+impl RunForm {
+    /// The form a fold numbered by `numbering` belongs to.
+    pub fn of(run: &RunId, numbering: &Numbering) -> Self {
+        static ALONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        match numbering {
+            Numbering::Run(_) => Self::Run(run.clone()),
+            Numbering::After(_) => Self::Alone(ALONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        }
+    }
 }
 
 /// How a snapshot is numbered.
@@ -241,20 +323,16 @@ impl RunStream {
                     self.waiting = Some(approval.id.clone());
                     interrupt(approval)
                 }
-                // Failed or cancelled: the error is the stored run's (see [`Self::error`]).
-                AgentEvent::AgentEnd { .. } => return Some(Mapped::Failed),
+                // Failed or cancelled: the error is the stored run's (see [`RunEvent::error`]).
+                AgentEvent::AgentEnd { .. } => {
+                    self.finished = true;
+                    return Some(Mapped::Failed);
+                }
                 other => unreachable!("the run counter counts no {other:?}"),
             },
             other => unreachable!("the run counter counts no {other:?}"),
         };
         Some(Mapped::Event(self.event(sequence, body)))
-    }
-
-    /// The final `error` event of a run that settled with `status` (failed or
-    /// cancelled), from its stored error: numbered as the `agent_end` that said so.
-    pub fn error(&mut self, status: RunStatus, error: Option<&RunError>) -> RunEvent {
-        self.finished = true;
-        self.event(self.count.sequence(), error_body(status, error))
     }
 
     /// A fold for a run whose frames after the client's last event are no longer
@@ -283,6 +361,11 @@ impl RunStream {
         }
         let settled = is_settled(status);
         let pending = state.pending_approvals.iter().find(|a| a.run_id == run.id).filter(|_| !settled);
+        // The run's counter, when this stream counts the run: which calls started.
+        let numbering_count = match &numbering {
+            Numbering::Run(count) => Some(count.clone()),
+            Numbering::After(_) => None,
+        };
         let (snapshot_at, tail_at, count) = match numbering {
             Numbering::Run(count) => {
                 let now = count.sequence();
@@ -299,13 +382,17 @@ impl RunStream {
                 (after + 1, after + 2, RunCount::after(run.id.clone(), last))
             }
         };
+        let started = match &numbering_count {
+            Some(count) => Started::Counted(count),
+            None => Started::Unknown { running: status == RunStatus::Running },
+        };
         let mut fold = Self::resume(count, pending.map(|a| a.id.clone()));
         fold.last_assistant = last_assistant(run.user_message_index, messages);
         let snapshot = RunEventBody::Snapshot {
             session_id: state.session.id.clone(),
             status,
             text: run_text(run.user_message_index, messages, &state.drafts),
-            tools: run_tools(run.user_message_index, messages, pending),
+            tools: run_tools(run.user_message_index, messages, &state.tool_executions, pending, started),
         };
         let mut events = vec![fold.event(snapshot_at, snapshot)];
         if settled {
@@ -342,10 +429,27 @@ fn error_body(status: RunStatus, error: Option<&RunError>) -> RunEventBody {
     }
 }
 
-/// The run's tool calls in call order: `running` until a stored result ends them. A
-/// call waiting for a person is left out: it has not started, and the `interrupt`
-/// follows the snapshot.
-fn run_tools(user_index: u64, messages: &[IndexedMessage], pending: Option<&Approval>) -> Vec<RunTool> {
+/// Which of a run's calls without a result have started, for a snapshot.
+enum Started<'a> {
+    /// As the run's counter counted their `tool_started`.
+    Counted(&'a RunCount),
+    /// This stream does not count the run: calls run one after another, so at most the
+    /// first call without a result runs, and only while the run does.
+    Unknown { running: bool },
+}
+
+/// The run's tool calls in call order, as a client that saw every event holds them:
+/// `running` from their `tool_started` until a result ends them. A call the model
+/// announced that has not started yet (a later call of the same message, or one waiting
+/// for a person, whose `interrupt` follows the snapshot) is left out, as it is from a
+/// live client's step list until its `tool_started`.
+fn run_tools(
+    user_index: u64,
+    messages: &[IndexedMessage],
+    executions: &BTreeMap<String, ToolExecution>,
+    pending: Option<&Approval>,
+    started: Started<'_>,
+) -> Vec<RunTool> {
     let mut tools: Vec<RunTool> = Vec::new();
     for m in run_messages(user_index, messages) {
         match &m.message {
@@ -373,6 +477,29 @@ fn run_tools(user_index: u64, messages: &[IndexedMessage], pending: Option<&Appr
             Message::User { .. } => {}
         }
     }
+    // Finished (its `tool_finished` is out) though its result message is not committed yet.
+    for tool in tools.iter_mut().filter(|t| t.status == ToolState::Running) {
+        if let Some(exec) = executions.get(&tool.call_id) {
+            let state = match exec.status {
+                ToolStatus::Running => continue,
+                ToolStatus::Success => ToolState::Success,
+                ToolStatus::Error => ToolState::Error,
+            };
+            tool.status = state;
+            tool.summary = Some(summary(exec.result.as_deref().unwrap_or_default()));
+        }
+    }
+    let first_unfinished = tools.iter().position(|t| t.status == ToolState::Running);
+    let mut index = 0;
+    tools.retain(|t| {
+        let keep = t.status != ToolState::Running
+            || match &started {
+                Started::Counted(count) => count.call_started(&t.call_id),
+                Started::Unknown { running } => *running && first_unfinished == Some(index),
+            };
+        index += 1;
+        keep
+    });
     tools
 }
 
@@ -437,6 +564,7 @@ mod tests {
     use insta::assert_json_snapshot;
     use spool_protocol::frame::ActiveRun;
     use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage};
+    use std::sync::Arc;
 
     fn other_run() -> RunId {
         "run_01jd0000000000000000000009".parse().unwrap()
@@ -689,8 +817,8 @@ mod tests {
             RunStatus::Failed,
             Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
         );
-        let error = fold.error(stored.status, stored.error.as_ref());
         assert!(fold.finished());
+        let error = RunEvent::error(run_id(), 3, stored.status, stored.error.as_ref());
         assert_json_snapshot!(error);
     }
 
@@ -703,6 +831,32 @@ mod tests {
         let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
         let rest = map_all(&mut RunStream::resume(RunCount::after(run_id(), 3), None), &frames[at + 1..]);
         assert_eq!(rest, whole[3..], "same events, same numbers, same done");
+    }
+
+    #[test]
+    fn streams_of_one_run_share_each_events_bytes_whatever_their_after() {
+        use crate::dialect::shared::{Follow, Forms};
+        let forms = Forms::<RunForm, RunStream>::default();
+        let frames = tool_run_frames();
+        let whole: Vec<(u64, Bytes)> =
+            map_all(&mut RunStream::new(run_id()), &frames).iter().map(|e| (e.sequence, e.to_sse())).collect();
+        // One stream from the run's start, one re-attached after event 3 (from its frame).
+        let mut count = RunCount::new(run_id());
+        let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+        let mut first = Follow::new(RunForm::Run(run_id()), RunStream::new(run_id()));
+        let mut late = Follow::new(RunForm::Run(run_id()), RunStream::resume(RunCount::after(run_id(), 3), None));
+        let mut got = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            let out = first.map(&forms, f).expect("mapped");
+            got.extend(out.event.clone());
+            if i > at {
+                let theirs = late.map(&forms, f).expect("mapped");
+                assert!(Arc::ptr_eq(&out, &theirs), "frame {i}: one mapping, the same bytes");
+            }
+        }
+        assert_eq!(got, whole);
+        // A stream numbered by a client's own last sequence maps alone.
+        assert_ne!(RunForm::of(&run_id(), &Numbering::After(5)), RunForm::of(&run_id(), &Numbering::After(5)));
     }
 
     #[test]
@@ -728,7 +882,24 @@ mod tests {
         s.status = SessionStatus::Busy;
         s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
         s.drafts.insert(3, assistant("Tool read ret", StopReason::Stop));
-        let count = RunCount::after(run_id(), 41);
+        // Neither call has started as far as this counter knows: only the one with a
+        // result shows; `call_2` waits for its `tool_started`.
+        let announced = RunCount::after(run_id(), 41);
+        let (_, events) =
+            RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, Numbering::Run(announced));
+        let RunEventBody::Snapshot { tools, .. } = &events[0].body else { panic!("{events:?}") };
+        assert_eq!(
+            tools.iter().map(|t| (t.call_id.as_str(), t.status)).collect::<Vec<_>>(),
+            [("call_1", ToolState::Success)]
+        );
+        // Event 41 was `call_2`'s `tool_started`: it runs.
+        let mut count = RunCount::after(run_id(), 40);
+        let start = AgentEvent::ToolExecutionStart {
+            tool_call_id: "call_2".into(),
+            tool_name: "read".into(),
+            args: serde_json::json!({"path": "README.md"}),
+        };
+        assert_eq!(count.step(&ev(run_id(), None, start)), Some(41));
         let (mut fold, events) =
             RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, Numbering::Run(count));
         assert_json_snapshot!(events);

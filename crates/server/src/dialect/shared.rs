@@ -36,6 +36,11 @@
 //!
 //! A form's key names the session's stream too: seqs belong to a stream, and a stream
 //! that restarts (bus reset, a reload) begins a new form.
+//!
+//! Users: the WebSocket hub (one form per session), OpenCode's `/event` (per session and
+//! delta style) and the run stream (per run: subscribers re-attaching with different
+//! `after`s start at different frames, replaying older ones with their own fold until
+//! they reach the outputs the form holds).
 
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{SessionId, StreamId};

@@ -14,6 +14,8 @@
 //!   have left the buffer, the subscription starts with a session snapshot instead: one
 //!   `snapshot` event (status, text so far, tool calls) at the run's current sequence,
 //!   then live.
+//! * Frames go through the run's shared form (`RUN_FORMS`): each is mapped and encoded
+//!   once per run, and every stream of the run takes the same bytes from there.
 //! * The stream ends after `done` or `error`, and after an `interrupt` still waiting
 //!   once the stream has caught up with the live frames (so a replay through an
 //!   interrupt that was since decided goes on). `: keep-alive` comments fill silences.
@@ -25,7 +27,8 @@
 use super::openapi::RunStreamEvent;
 use super::sse;
 use super::openapi::{StreamErrors, WriteErrors};
-use crate::dialect::run_stream::{Mapped, Numbering, RunEvent, RunStream};
+use crate::dialect::run_stream::{Numbering, RunEvent, RunForm, RunStream};
+use crate::dialect::shared::{Follow, Forms};
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
@@ -33,10 +36,10 @@ use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::http::header::ACCEPT;
 use axum::http::HeaderMap;
+use axum::http::header::ACCEPT;
 use axum::response::Response;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
@@ -47,7 +50,7 @@ use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
@@ -146,7 +149,8 @@ async fn chat(
         }
     };
     let feed = if accepted.created {
-        RunFeed::new(anchor.typed(), RunStream::new(accepted.run_id), 0)
+        let form = RunForm::Run(accepted.run_id.clone());
+        RunFeed::new(anchor.typed(), form, RunStream::new(accepted.run_id), 0)
     } else {
         // A retried POST: follow the run its requestId already started, from the start
         // (a client that has some of it drops what it has: the numbers are the run's).
@@ -233,7 +237,8 @@ async fn attach(
     let mut subscription = subscription.typed();
     let count = match start.from {
         RunFrom::Replay(count) => {
-            return Ok(RunFeed::new(subscription, RunStream::resume(count, start.waiting), start.after));
+            let form = RunForm::Run(run.id.clone());
+            return Ok(RunFeed::new(subscription, form, RunStream::resume(count, start.waiting), start.after));
         }
         RunFrom::Snapshot(count) => count,
     };
@@ -255,9 +260,10 @@ async fn attach(
         Some(count) if count.sequence() >= start.after => Numbering::Run(count),
         _ => Numbering::After(start.after),
     };
+    let form = RunForm::of(&run.id, &numbering);
     let (fold, events) = RunStream::from_snapshot(&run, state, &messages, numbering);
-    let mut feed = RunFeed::new(subscription, fold, start.after);
-    feed.ready.extend(events);
+    let mut feed = RunFeed::new(subscription, form, fold, start.after);
+    feed.extend(events);
     Ok(feed)
 }
 
@@ -266,53 +272,108 @@ fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
     subscription.next().now_or_never()??.into_iter().next()
 }
 
-/// One run stream in progress: the session subscription, the fold over its frames, and
-/// the events mapped but not yet sent.
+/// Every run stream's shared forms: one fold and one encoding per run, whatever the
+/// number of its subscribers (see `dialect/shared.rs`).
+static RUN_FORMS: LazyLock<Forms<RunForm, RunStream>> = LazyLock::new(Forms::default);
+
+/// One run stream in progress: the session subscription, its place in the run's shared
+/// form, and the events mapped but not yet sent.
 struct RunFeed {
     subscription: TypedSubscription,
-    fold: RunStream,
-    ready: VecDeque<RunEvent>,
+    follow: Follow<RunForm, RunStream>,
+    run_id: RunId,
+    /// Events to send, as `(sequence, SSE bytes)`: shared ones, and this stream's own
+    /// (a snapshot and what follows it, a failed run's `error`).
+    ready: VecDeque<(u64, Bytes)>,
     /// Events up to this sequence are the client's already.
     after: u64,
-    /// The subscription ended: the session closed, or this connection was cut.
+    /// The run waits for a person (as of the last frame mapped).
+    waiting: bool,
+    /// `done` or `error` was mapped: nothing more follows.
+    finished: bool,
+    /// The subscription ended: the session closed, or this connection was cut (or fell
+    /// behind the run's shared form, which it treats the same way).
     ended: bool,
 }
 
 impl RunFeed {
-    fn new(subscription: TypedSubscription, fold: RunStream, after: u64) -> Self {
-        Self { subscription, fold, ready: VecDeque::new(), after, ended: false }
+    fn new(subscription: TypedSubscription, form: RunForm, fold: RunStream, after: u64) -> Self {
+        let (waiting, finished) = (fold.waiting().is_some(), fold.finished());
+        let run_id = fold.run_id().clone();
+        let follow = Follow::new(form, fold);
+        Self { subscription, follow, run_id, ready: VecDeque::new(), after, waiting, finished, ended: false }
     }
 
-    /// Maps a batch of native frames. A failed run's final event needs its stored error.
+    /// Queues events this stream made itself.
+    fn extend(&mut self, events: impl IntoIterator<Item = RunEvent>) {
+        self.ready.extend(events.into_iter().map(|e| (e.sequence, e.to_sse())));
+    }
+
+    /// Maps a batch of native frames through the run's shared form. A failed run's
+    /// final event needs its stored error.
     async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
         for frame in frames {
-            let event = match self.fold.push(frame) {
-                None => continue,
-                Some(Mapped::Event(event)) => event,
-                Some(Mapped::Failed) => match engine.run(user, self.fold.run_id()).await {
-                    Ok(run) => self.fold.error(run.status, run.error.as_ref()),
+            if self.finished {
+                return;
+            }
+            let Ok(step) = self.follow.map(&RUN_FORMS, frame) else {
+                // Behind the shared outputs with no fold of its own: like a slow client,
+                // it ends and comes back with its `after`.
+                self.ended = true;
+                return;
+            };
+            self.ready.extend(step.event.clone());
+            if let Some(sequence) = step.failed {
+                let event = match engine.run(user, &self.run_id).await {
+                    Ok(run) => RunEvent::error(self.run_id.clone(), sequence, run.status, run.error.as_ref()),
                     Err(e) => {
                         let error = RunError {
                             code: e.code().into(),
                             message: "the run ended; its outcome could not be read".into(),
                         };
-                        self.fold.error(RunStatus::Failed, Some(&error))
+                        RunEvent::error(self.run_id.clone(), sequence, RunStatus::Failed, Some(&error))
                     }
-                },
-            };
-            self.ready.push_back(event);
+                };
+                self.extend([event]);
+            }
+            self.waiting = step.waiting;
+            self.finished = step.finished;
         }
     }
 
-    fn next_event(&mut self) -> Option<RunEvent> {
-        while let Some(event) = self.ready.pop_front() {
-            if event.sequence > self.after {
-                return Some(event);
+    /// What to write next: the ready events the client does not have, in one chunk (a
+    /// single event's shared bytes as they are).
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let mut chunk: Option<Bytes> = None;
+        let mut joined: Option<BytesMut> = None;
+        while let Some((sequence, bytes)) = self.ready.front() {
+            if *sequence <= self.after {
+                self.ready.pop_front();
+                continue;
+            }
+            let size = chunk.as_ref().map_or(0, Bytes::len) + joined.as_ref().map_or(0, BytesMut::len);
+            if size > 0 && size + bytes.len() > MAX_CHUNK {
+                break;
+            }
+            let (_, bytes) = self.ready.pop_front().expect("front was Some");
+            match (&mut joined, chunk.take()) {
+                (Some(buf), _) => buf.extend_from_slice(&bytes),
+                (None, None) => chunk = Some(bytes),
+                (None, Some(first)) => {
+                    let mut buf = BytesMut::with_capacity(first.len() + bytes.len());
+                    buf.extend_from_slice(&first);
+                    buf.extend_from_slice(&bytes);
+                    joined = Some(buf);
+                }
             }
         }
-        None
+        joined.map(BytesMut::freeze).or(chunk)
     }
 }
+
+/// Largest body chunk written at once when several events are ready (as the native
+/// stream does: one write for a burst, not one per event).
+const MAX_CHUNK: usize = 64 * 1024;
 
 struct BodyState {
     feed: RunFeed,
@@ -335,11 +396,11 @@ fn run_response(feed: RunFeed, engine: Engine, user: UserId, heartbeat: Duration
 async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
     let BodyState { feed, engine, user, keepalive } = st;
     loop {
-        if let Some(event) = feed.next_event() {
+        if let Some(chunk) = feed.next_chunk() {
             keepalive.reset();
-            return Some(event.to_sse());
+            return Some(chunk);
         }
-        if feed.fold.finished() || feed.ended {
+        if feed.finished || feed.ended {
             return None;
         }
         match feed.subscription.next().now_or_never() {
@@ -347,7 +408,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
-                if feed.fold.waiting().is_some() {
+                if feed.waiting {
                     return None;
                 }
                 tokio::select! {
