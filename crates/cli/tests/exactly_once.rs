@@ -138,15 +138,13 @@ async fn a_claim_left_by_a_killed_process_is_released_and_the_retry_decides() {
 
     // Killed inside the claim: the key's row is there, with no response.
     let mut db = t.database().await;
-    sqlx::query(
-        "INSERT INTO idempotency (scope, key, answer, created_at) VALUES (?, ?, NULL, ?)",
-    )
-    .bind(format!("approval:{approval_id}"))
-    .bind("stuck-key")
-    .bind(now_ms())
-    .execute(&mut db)
-    .await
-    .expect("insert the claim");
+    sqlx::query("INSERT INTO idempotency (scope, key, answer, created_at) VALUES (?, ?, NULL, ?)")
+        .bind(format!("approval:{approval_id}"))
+        .bind("stuck-key")
+        .bind(now_ms())
+        .execute(&mut db)
+        .await
+        .expect("insert the claim");
     db.close().await.expect("close");
 
     let (_spool, base) = start(&t.data, &t.log);

@@ -25,8 +25,8 @@ use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
 use crate::run::{Checkpoint, Resolution, RunTask};
 use crate::store::{DecidedCall, IdempotencyClaim, Store, Supersede};
-use serde::{Deserialize, Serialize};
 use crate::{Inspected, Tool};
+use serde::{Deserialize, Serialize};
 use spool_protocol::frame::{ActiveRun, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
@@ -274,8 +274,11 @@ impl Engine {
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
         publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now);
-        let outcome =
-            DecisionOutcome::Applied { approval_id: approval.id.clone(), run_id: run.id.clone(), decision: input.decision };
+        let outcome = DecisionOutcome::Applied {
+            approval_id: approval.id.clone(),
+            run_id: run.id.clone(),
+            decision: input.decision,
+        };
         lease.keep();
         let task = RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
         tokio::spawn(task.execute());

@@ -230,7 +230,8 @@ mod tests {
             Step::Args("{}".into()),
             Step::Call("c2".into()),
         ]);
-        let kinds: Vec<String> = deltas.iter().map(|d| format!("{d:?}").split([' ', '{']).next().unwrap().into()).collect();
+        let kinds: Vec<String> =
+            deltas.iter().map(|d| format!("{d:?}").split([' ', '{']).next().unwrap().into()).collect();
         assert_eq!(
             kinds,
             [

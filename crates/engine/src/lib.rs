@@ -13,12 +13,12 @@ mod error;
 pub mod events;
 pub mod framebus;
 mod leases;
-mod reaper;
 pub mod lists;
 pub mod metrics;
 pub mod model;
 pub mod models;
 mod opencode_support;
+mod reaper;
 mod remote;
 mod roots;
 mod run;
@@ -43,7 +43,6 @@ pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
 pub use run_sequence::RunCount;
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError,
-    Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,
 };
 pub use tool::{Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -40,7 +40,6 @@ impl Drop for LeaseGuard {
 }
 
 impl Engine {
-
     /// Takes `session`'s lease for this node, or answers busy when another node has it.
     /// The lease is given back when the guard drops, unless [`LeaseGuard::keep`] hands
     /// it to a run.
@@ -81,8 +80,6 @@ impl Engine {
         let stored = self.inner.store.count_messages(&id).await?;
         Ok(loaded.events.read(|s| s.total) != stored)
     }
-
-
 
     /// Reaps expired leases every half lease. Holds only a weak reference, so it ends
     /// with the engine.

@@ -8,9 +8,9 @@
 //! `idle` can read the final run.
 
 use crate::context;
+use crate::draft::Draft;
 use crate::drafts::Checkpoints;
 use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
-use crate::draft::Draft;
 use crate::store;
 use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolContext, ToolOutput};

@@ -9,7 +9,8 @@ mod common;
 use common::{TestOptions, TestServer, id_of};
 use serde_json::json;
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert, Store,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert,
+    Store,
 };
 use spool_model::ScriptedModel;
 use spool_protocol::time::now_ms;

@@ -12,9 +12,7 @@ macro_rules! impl_store {
     ($store:ty) => {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
-            use spool_engine::{
-                Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError,
-            };
+            use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError};
             use spool_protocol::time::Millis;
             use spool_protocol::*;
 
@@ -240,12 +238,7 @@ macro_rules! impl_store {
                 ) -> Result<IdempotencyClaim, StoreError> {
                     idempotency::claim(&self.pool, scope, key, now).await
                 }
-                async fn complete_idempotency(
-                    &self,
-                    scope: &str,
-                    key: &str,
-                    answer: &str,
-                ) -> Result<(), StoreError> {
+                async fn complete_idempotency(&self, scope: &str, key: &str, answer: &str) -> Result<(), StoreError> {
                     idempotency::complete(&self.pool, scope, key, answer).await
                 }
                 async fn release_idempotency(&self, scope: &str, key: &str) -> Result<(), StoreError> {

@@ -203,7 +203,11 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         rows
     };
     let before = applied().await;
-    assert_eq!(before, vec![(1, true), (2, true), (3, true), (4, true), (5, true), (6, true)], "each migration applied once");
+    assert_eq!(
+        before,
+        vec![(1, true), (2, true), (3, true), (4, true), (5, true), (6, true)],
+        "each migration applied once"
+    );
     let mut tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables
          WHERE table_schema = 'public' AND table_name NOT LIKE '\\_%' ORDER BY table_name",

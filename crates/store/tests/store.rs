@@ -462,5 +462,8 @@ async fn idempotency_keys_from_before_0012_keep_their_answer() {
         store.claim_idempotency("approval:per_1", "done", 10).await.expect("claim"),
         IdempotencyClaim::Done(body.into())
     );
-    assert_eq!(store.claim_idempotency("approval:per_1", "open", 10).await.expect("claim"), IdempotencyClaim::InProgress);
+    assert_eq!(
+        store.claim_idempotency("approval:per_1", "open", 10).await.expect("claim"),
+        IdempotencyClaim::InProgress
+    );
 }

@@ -64,8 +64,8 @@ use tokio_util::sync::CancellationToken;
 
 mod replication;
 
-pub(crate) use replication::{Follower, Opened};
 use replication::{BusSide, Outbound};
+pub(crate) use replication::{Follower, Opened};
 
 /// Buffer and queue limits of a session stream.
 #[derive(Clone, Copy, Debug)]

@@ -25,8 +25,8 @@
 //! run unless the prompt said `onDisconnect: "cancel"`.
 
 use super::openapi::RunStreamEvent;
-use super::sse;
 use super::openapi::{StreamErrors, WriteErrors};
+use super::sse;
 use crate::dialect::run_stream::{Numbering, RunEvent, RunForm, RunStream};
 use crate::dialect::shared::{Follow, Forms};
 use crate::error::ApiError;
@@ -43,8 +43,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
-    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect, PromptInput, RunAfter,
-    RunFrom, TypedSubscription,
+    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect,
+    PromptInput, RunAfter, RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
@@ -57,7 +57,6 @@ use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(chat)).routes(routes!(events))

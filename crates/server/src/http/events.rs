@@ -6,12 +6,12 @@
 
 use super::openapi::SessionStreamEvent;
 use super::openapi::StreamErrors;
+use super::sse;
 use crate::error::ApiError;
 use crate::extract::{Caller, PathId, QueryParams};
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
-use super::sse;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;

@@ -6,9 +6,9 @@
 //! `projects.changed` as they happen, with the session stream's headers and heartbeat.
 
 use super::events::sse_response;
-use super::sse::holding;
 use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
+use super::sse::holding;
 use crate::error::ApiError;
 use crate::extract::{Caller, CurrentUser, JsonBody, PathId, json_body};
 use crate::fuzzing::BodyCheck;

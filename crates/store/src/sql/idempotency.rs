@@ -88,12 +88,11 @@ pub(crate) async fn release(pool: &Pool, scope: &str, key: &str) -> Result<(), S
 /// their keys: the requests that held them are gone (see the engine's start-up and
 /// reaper), and a key left claimed would answer `request_in_progress` for ever.
 pub(crate) async fn release_open(pool: &Pool, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
-    let released: Vec<(String, String)> = sqlx::query_as(
-        "DELETE FROM idempotency WHERE answer IS NULL AND created_at < $1 RETURNING scope, key",
-    )
-    .bind(made_before)
-    .fetch_all(pool)
-    .await
-    .map_err(db_error)?;
+    let released: Vec<(String, String)> =
+        sqlx::query_as("DELETE FROM idempotency WHERE answer IS NULL AND created_at < $1 RETURNING scope, key")
+            .bind(made_before)
+            .fetch_all(pool)
+            .await
+            .map_err(db_error)?;
     Ok(released)
 }

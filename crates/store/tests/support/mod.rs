@@ -11,9 +11,7 @@
 //! (nodes) against each other; the suite itself races one.
 
 use serde_json::json;
-use spool_engine::{
-    Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,
-};
+use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 use std::sync::Arc;

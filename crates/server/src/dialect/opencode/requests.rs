@@ -2,12 +2,12 @@
 //! with the check its handler applies (`read`), so the routes in `http/opencode/` and
 //! the body fuzzing (`BODIES` there) parse a body the same way.
 
+use super::wire::Reply;
 use crate::error::ApiError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use spool_engine::SessionPatch;
 use spool_protocol::PermissionRule;
-use super::wire::Reply;
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Deserialize, Default, IntoParams)]

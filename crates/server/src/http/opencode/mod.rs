@@ -28,29 +28,29 @@
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
 use super::openapi::OpenCodeStreamEvent;
-use super::sse;
 use super::openapi::{OpenCodeDecisionErrors, OpenCodeErrors};
-use crate::error::ApiError;
-use crate::extract::{CurrentUser, PathId};
-use crate::fuzzing::BodyCheck;
+use super::sse;
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
-use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status};
 use crate::dialect::opencode::requests::{
     CreateBody, EventQuery, ListQuery, MessagesQuery, PatchBody, PromptBody, ReplyBody, RespondBody,
 };
-use directory::{Directory, DirectoryParams};
-use global::GlobalStream;
-use marks::PromptMarks;
+use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status};
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, PathId};
+use crate::fuzzing::BodyCheck;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Path, State};
-use axum::http::header::CONTENT_LENGTH;
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_LENGTH;
 use axum::response::{IntoResponse, Response};
+use directory::{Directory, DirectoryParams};
 use futures::StreamExt;
+use global::GlobalStream;
+use marks::PromptMarks;
 use serde::Serialize;
 use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, PromptInput, SessionPatch};
 use spool_protocol::frame::FrameBody;
