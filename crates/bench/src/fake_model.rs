@@ -2,7 +2,7 @@
 //! both servers under comparison talk to, so each gets the same deltas at the same pace.
 //!
 //! `POST …/chat/completions` answers with server-sent `chat.completion.chunk`s: a role
-//! chunk, `deltas` one-word content deltas (`--delay-ms` apart), a `stop` chunk, a usage
+//! chunk, `deltas` one-word content deltas (`--delay-ms` apart on average), a `stop` chunk, a usage
 //! chunk and `data: [DONE]`, whatever the request asked. `GET …/models` lists the one
 //! model, `bench`. Anything else is a 404.
 //!
@@ -88,9 +88,12 @@ async fn serve(mut socket: TcpStream, deltas: usize, delay: Duration, calls: &At
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n")
         .await?;
     socket.write_all(&chunk(&serde_json::json!({"role": "assistant", "content": ""}), None)).await?;
+    // Paced against the answer's start, not the previous write: a timer wakes up to a
+    // millisecond late, and `delay` apart should mean `delay` apart on average.
+    let start = tokio::time::Instant::now();
     for i in 0..deltas {
         if !delay.is_zero() && i > 0 {
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep_until(start + delay * i as u32).await;
         }
         socket.write_all(&chunk(&serde_json::json!({"content": word(i)}), None)).await?;
     }
