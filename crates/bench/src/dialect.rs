@@ -12,7 +12,7 @@
 //!
 //! | dialect | connects | a delta | the end |
 //! |---|---|---|---|
-//! | `opencode` | `GET /event?directory=…` before the prompt | `message.part.delta` | `session.idle` |
+//! | `opencode` | `GET /event?directory=…` before the prompt, ready at its first event | `message.part.delta` | `session.idle` |
 //! | `ws` | `/api/ws`, `subscribe` to the session, ready at `subscribed` | `message.streaming` | `agent.status` other than `running` |
 //! | `run-stream` | `GET /api/runs/:id/events?after=0` once the run exists | `text_delta` | `done` / `error` |
 //!
@@ -117,8 +117,13 @@ async fn sse(
     if !status.is_success() {
         bail!("GET {url}: {status}: {}", resp.text().await.unwrap_or_default());
     }
-    // The headers are the server's word that the stream is open.
-    let _ = ready.send(Ok(())).await;
+    // The headers are the server's word that the stream is open; OpenCode's is its
+    // first event (`server.connected`): OpenCode itself may send the headers before it
+    // has joined its bus.
+    let mut announced = target.dialect != Dialect::Opencode;
+    if announced {
+        let _ = ready.send(Ok(())).await;
+    }
     let mut body = resp.bytes_stream();
     let mut pending = Vec::new();
     while !counter.done {
@@ -134,6 +139,10 @@ async fn sse(
             start = end + 2;
         }
         pending.drain(..start);
+        if !announced && counter.outcome.frames > 0 {
+            announced = true;
+            let _ = ready.send(Ok(())).await;
+        }
     }
     Ok(())
 }
@@ -207,7 +216,7 @@ impl Counter {
 }
 
 /// Percent-encodes a path for a query value (the bytes a URL may not carry as is).
-fn urlencode(value: &str) -> String {
+pub fn urlencode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {

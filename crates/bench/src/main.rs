@@ -23,14 +23,17 @@
 //! stream change a subscriber saw (there should be none).
 //!
 //! `spool-bench soak` measures something else: the server's memory over thousands of
-//! short runs on one session (see [`soak`]).
+//! short runs on one session (see [`soak`]). `spool-bench opencode-vs` runs Spool's
+//! OpenCode dialect and OpenCode itself on one workload (see [`versus`]).
 
 mod database;
 mod dialect;
+mod fake_model;
 mod latency;
 mod nodes;
 mod soak;
 mod subscriber;
+mod versus;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -85,6 +88,10 @@ struct Args {
 enum Command {
     /// Short runs back to back on one session, the server's RSS sampled as they go.
     Soak(soak::SoakArgs),
+    /// Spool's OpenCode `/event` against OpenCode itself, one fake OpenAI-compatible
+    /// model behind both.
+    #[command(name = "opencode-vs")]
+    OpencodeVs(versus::VersusArgs),
 }
 
 impl Args {
@@ -116,6 +123,9 @@ async fn main() -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(Command::OpencodeVs(versus)) = &args.command {
+        return versus::versus(versus).await;
+    }
     args.check()?;
     let db = match &args.database_url {
         Some(server) => Some(database::BenchDb::create(server).await?),
@@ -136,7 +146,13 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("spool"),
     };
-    let cluster = Cluster { database_url, redis_url: args.redis_url.as_deref(), delay_ms: args.delay_ms, config: None };
+    let cluster = Cluster {
+        database_url,
+        redis_url: args.redis_url.as_deref(),
+        delay_ms: args.delay_ms,
+        config: None,
+        openai_compatible: None,
+    };
     let node_count = args.nodes as usize;
     let nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;
     let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(args.subscribers + 4).build()?;

@@ -18,6 +18,9 @@ pub struct Cluster<'a> {
     pub delay_ms: u64,
     /// `--config` of every node (default: none).
     pub config: Option<&'a Path>,
+    /// An OpenAI-compatible model server's base URL (`…/v1`): the nodes answer with its
+    /// model `bench` instead of the scripted model.
+    pub openai_compatible: Option<&'a str>,
 }
 
 pub struct Node {
@@ -53,6 +56,10 @@ impl Node {
         if let Some(config) = cluster.config {
             cmd.arg("--config").arg(config);
         }
+        if let Some(url) = cluster.openai_compatible {
+            cmd.env("SPOOL_OPENAI_COMPATIBLE_BASE_URL", url).env_remove("SPOOL_OPENAI_COMPATIBLE_API_KEY");
+            cmd.args(["--model", &format!("openai-compatible:{}", crate::fake_model::MODEL)]);
+        }
         if let Some(url) = cluster.database_url {
             cmd.args(["--database-url", url]);
         }
@@ -79,15 +86,12 @@ impl Node {
 
     /// CPU time the node's process has used so far (user + system), in seconds.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // Fields after the command name (which is in parentheses and may hold spaces):
-        // utime and stime are the 12th and 13th, in clock ticks.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        // SAFETY: sysconf only reads a configuration value.
-        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        Some(ticks as f64 / per_second.max(1) as f64)
+        cpu_seconds(self.child.id())
+    }
+
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Peak resident set (VmHWM) of the node's process, in KiB.
@@ -130,4 +134,17 @@ impl Node {
         }
         bail!("the node did not stop within {within:?} of SIGTERM")
     }
+}
+
+/// CPU time process `pid` has used so far (user + system, all its threads), in seconds.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces):
+    // utime and stime are the 12th and 13th, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks as f64 / per_second.max(1) as f64)
 }

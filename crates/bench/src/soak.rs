@@ -98,7 +98,13 @@ pub async fn soak(args: &SoakArgs) -> Result<bool> {
         }
         None => None,
     };
-    let cluster = Cluster { database_url: None, redis_url: None, delay_ms: 0, config: config.as_deref() };
+    let cluster = Cluster {
+        database_url: None,
+        redis_url: None,
+        delay_ms: 0,
+        config: config.as_deref(),
+        openai_compatible: None,
+    };
     let mut node = Node::start(&bin, &cluster, 0)?;
     let base = node.base.clone();
     let client = reqwest::Client::builder().no_proxy().build()?;
