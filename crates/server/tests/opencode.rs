@@ -617,3 +617,51 @@ async fn a_permission_replied_while_the_client_was_away_is_told_on_reconnect() {
     assert_eq!(replied["properties"]["permissionID"], id.as_str());
     assert_eq!(replied["properties"]["reply"], "once");
 }
+
+/// Drops `/event` at random points of a 1,500-word answer and comes back as an OpenCode
+/// client does, with the `Last-Event-ID` of the last event it had: appending
+/// `message.part.delta`s, replacing a part with `message.part.updated`. The client ends
+/// holding the stored answer, no delta arrives twice, and `session.idle` comes.
+#[tokio::test]
+async fn random_drops_lose_and_repeat_no_word() {
+    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0004_u64);
+    let mut rng = seed | 1;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "drops").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    let run = server.start_run(&session, "stream: 1500").await;
+    let (mut all, mut drops) = (Vec::new(), 0);
+    'run: loop {
+        let mut budget = 10 + below(80);
+        while budget > 0 {
+            let e = events.next().await.expect("the stream stays open until dropped");
+            all.push(e.clone());
+            if e["type"] == "message.part.delta" {
+                budget -= 1;
+            }
+            if e["type"] == "session.idle" && e["properties"]["sessionID"] == session.as_str() {
+                break 'run;
+            }
+        }
+        drops += 1;
+        let last = last_id(&events);
+        drop(events);
+        events = Events::reopen(&server, &dir, Some(&last)).await;
+    }
+    server.wait_run(&run).await;
+    let list = messages(&server, &session).await;
+    let answer = list.last().expect("answer");
+    let stored = stored_text(answer);
+    let (text, by_delta) = assembled(&all, answer["info"]["id"].as_str().expect("id"));
+    assert!(drops >= 10, "only {drops} drops (seed {seed})");
+    assert_eq!(text, stored, "{drops} drops (seed {seed})");
+    assert!(by_delta <= stored.chars().count(), "a delta sent twice: {by_delta} delta chars (seed {seed})");
+}

@@ -461,3 +461,67 @@ async fn a_client_that_stops_reading_is_cut_while_another_gets_every_event() {
     assert!(!settled, "the stuck client cannot have kept up");
     assert!(messages < DELTAS, "bounded: {messages} messages were queued for it");
 }
+
+/// Drops the socket at random points of a 1,500-word answer and comes back as a seed
+/// 002 client with cursors does: a new socket, `subscribe` with the cursor of the last
+/// event it has, appending `message.streaming` deltas and replacing its text with a
+/// `channel.snapshot`'s when one comes. Every delta must continue the text exactly (no
+/// hole, no repeat), and the client ends holding the stored answer.
+#[tokio::test]
+async fn random_drops_lose_and_repeat_no_word() {
+    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0002_u64);
+    let mut rng = seed | 1;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    server.start_run(&session, "stream: 1500").await;
+    let (mut text, mut cursor, mut drops, mut snapshots) = (String::new(), None::<String>, 0, 0);
+    'run: loop {
+        let mut budget = 10 + below(80);
+        while budget > 0 {
+            let event = recv(&mut ws).await;
+            if let Some(c) = event["cursor"].as_str() {
+                cursor = Some(c.to_owned());
+            }
+            match event["type"].as_str() {
+                Some("message.streaming") => {
+                    let offset = event["data"]["offset"].as_u64().expect("offset") as usize;
+                    assert_eq!(offset, text.encode_utf16().count(), "no hole, no repeat (seed {seed}): {event}");
+                    text.push_str(event["data"]["delta"].as_str().expect("delta"));
+                    budget -= 1;
+                }
+                Some("channel.snapshot") => {
+                    snapshots += 1;
+                    let drafts = draft_text(&event);
+                    text = if drafts.is_empty() {
+                        // The answer was committed while the client was away.
+                        let messages = event["data"]["state"]["messages"].as_array().cloned().unwrap_or_default();
+                        let last = messages.iter().rev().find(|m| m["role"] == "assistant");
+                        let content = last.map(|m| m["content"].as_array().cloned().unwrap_or_default());
+                        let content = content.unwrap_or_default();
+                        content.iter().filter(|c| c["type"] == "text").filter_map(|c| c["text"].as_str()).collect()
+                    } else {
+                        drafts
+                    };
+                }
+                _ if is_settled(&event) => break 'run,
+                _ => {}
+            }
+        }
+        drops += 1;
+        drop(ws);
+        ws = connect(&server, "").await;
+        let resume = cursor.clone().expect("a cursor before the first drop");
+        send(&mut ws, json!({"type": "subscribe", "channels": [session], "cursors": {session.as_str(): resume}})).await;
+        recv_until(&mut ws, |e| e["type"] == "subscribed").await;
+    }
+    assert!(drops >= 10, "only {drops} drops (seed {seed})");
+    assert_eq!(text, stored_text(&server, &session).await, "{drops} drops, {snapshots} snapshots (seed {seed})");
+}
