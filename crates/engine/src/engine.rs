@@ -8,6 +8,7 @@ use crate::ToolRegistry;
 use crate::error::{EngineError, Result};
 use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::models::{ModelInfo, Models};
+use crate::registry::Unused;
 use crate::run::RunTask;
 use crate::store::{RunInsert, Store};
 use crate::view;
@@ -144,8 +145,8 @@ pub(crate) struct Inner {
     pub remote: Option<crate::remote::Remote>,
     /// The frame bus that carries session streams between nodes (see [`crate::framebus`]).
     pub frames: Option<Arc<dyn crate::FrameBus>>,
-    /// Loaded sessions. A std mutex: held only to look up or insert, never across an await.
-    pub sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    /// The sessions loaded on this node (see [`crate::registry`]).
+    pub sessions: crate::registry::Registry,
     /// The project roots and the data directory, resolved at start.
     pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
@@ -249,7 +250,7 @@ pub(crate) struct Loaded {
     pub control: tokio::sync::Mutex<()>,
     pub active: Mutex<Option<ActiveHandle>>,
     /// When a request last touched this session (ms), for idle unloading.
-    touched: std::sync::atomic::AtomicI64,
+    pub(crate) touched: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Clone)]
@@ -435,7 +436,7 @@ impl Engine {
                 },
                 remote: cluster.map(crate::remote::Remote::new),
                 frames,
-                sessions: Mutex::new(HashMap::new()),
+                sessions: crate::registry::Registry::default(),
                 fence,
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth,
@@ -608,14 +609,10 @@ impl Engine {
         let project = self.project(owner, id).await?;
         let mut doomed = self.store().list_sessions(&project.id, false).await?;
         doomed.extend(self.store().list_sessions(&project.id, true).await?);
-        let loaded: Vec<(SessionId, Arc<Loaded>)> = {
-            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            sessions
-                .iter()
-                .filter(|(_, l)| l.events.read(|s| s.session.project_id == project.id))
-                .map(|(id, l)| (id.clone(), l.clone()))
-                .collect()
-        };
+        let loaded: Vec<(SessionId, Arc<Loaded>)> = (self.inner.sessions.all().into_iter())
+            .filter(|l| l.events.read(|s| s.session.project_id == project.id))
+            .map(|l| (l.events.session_id().clone(), l))
+            .collect();
         for (_, l) in &loaded {
             stop_active(l).await;
         }
@@ -694,8 +691,7 @@ impl Engine {
     }
 
     fn status_of(&self, id: &SessionId) -> SessionStatus {
-        let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
-        match loaded.and_then(|l| l.active()) {
+        match self.inner.sessions.get(id).and_then(|l| l.active()) {
             Some(_) => SessionStatus::Busy,
             None => SessionStatus::Idle,
         }
@@ -776,7 +772,7 @@ impl Engine {
         stop_active(loaded).await;
         let _control = loaded.control.lock().await;
         loaded.events.close();
-        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.inner.sessions.remove(id);
     }
 
     pub async fn messages(
@@ -834,29 +830,14 @@ impl Engine {
 
     /// Loads a session into memory (once) and checks ownership.
     pub(crate) async fn load(&self, owner: &UserId, id: &SessionId) -> Result<Arc<Loaded>> {
-        // Touched under the map lock, which the janitor holds while it decides: a session
-        // handed out here cannot be unloaded the same moment.
-        let existing = {
-            let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            // With a shared store and no frame bus, other nodes write to sessions this
-            // node holds unseen: a view nobody here uses — no stream, no run, no request
-            // holding it — is read again from the store. (A frame bus keeps views live.)
-            if self.inner.config.shared_store
-                && self.inner.frames.is_none()
-                && let Some(l) = sessions.get(id)
-                && Arc::strong_count(l) == 1
-                && l.events.subscriber_count() == 0
-                && l.active().is_none()
-            {
-                l.events.close();
-                sessions.remove(id);
-            }
-            let found = sessions.get(id).cloned();
-            if let Some(l) = &found {
-                l.touched.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
-            }
-            found
+        // With a shared store and no frame bus, other nodes write to sessions this node
+        // holds unseen: a view nobody here uses is read again from the store. (A frame
+        // bus keeps views live.)
+        let unused = match self.inner.config.shared_store && self.inner.frames.is_none() {
+            true => Unused::Reload,
+            false => Unused::Keep,
         };
+        let existing = self.inner.sessions.touch(id, unused);
         if let Some(loaded) = existing {
             return if loaded.events.read(|s| &s.session.owner_id == owner) {
                 Ok(loaded)
@@ -929,8 +910,7 @@ impl Engine {
             touched: std::sync::atomic::AtomicI64::new(now_ms()),
         });
         // Two concurrent loads: the first insert wins and both use it.
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(sessions.entry(id.clone()).or_insert(fresh).clone())
+        Ok(self.inner.sessions.insert(id, fresh))
     }
 
     /// The run-stream counter of a run parked at an approval, from the sequence its
@@ -1199,8 +1179,8 @@ impl Engine {
     }
 
     fn active_runs_of(&self, owner: &UserId) -> usize {
-        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.values().filter(|l| l.active().is_some() && l.events.read(|s| &s.session.owner_id == owner)).count()
+        let sessions = self.inner.sessions.all();
+        sessions.iter().filter(|l| l.active().is_some() && l.events.read(|s| &s.session.owner_id == owner)).count()
     }
 
     /// Unloads sessions nobody watches or runs, once they have been idle for
@@ -1224,25 +1204,12 @@ impl Engine {
     /// One janitor pass; returns how many sessions were unloaded.
     pub fn unload_idle(&self, idle: std::time::Duration) -> usize {
         let cutoff = now_ms() - i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let before = sessions.len();
-        sessions.retain(|_, l| {
-            let idle = l.touched.load(std::sync::atomic::Ordering::Relaxed) < cutoff
-                && l.events.subscriber_count() == 0
-                && l.active().is_none()
-                // Someone mid-step (prompt, decision) holds the control lock.
-                && l.control.try_lock().is_ok();
-            if idle {
-                l.events.close();
-            }
-            !idle
-        });
-        before - sessions.len()
+        self.inner.sessions.unload_idle(cutoff)
     }
 
     /// Number of sessions held in memory.
     pub fn loaded_sessions(&self) -> usize {
-        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.inner.sessions.len()
     }
 
     /// For a graceful shutdown: ends every run executing here as `failed` with
@@ -1250,10 +1217,7 @@ impl Engine {
     /// once), waiting up to `within` for them to settle. Runs parked at an approval
     /// stay parked. Returns how many runs were stopped.
     pub async fn stop_runs(&self, within: std::time::Duration) -> usize {
-        let handles: Vec<ActiveHandle> = {
-            let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            sessions.values().filter_map(|l| l.active()).filter(|a| a.interrupted.is_none()).collect()
-        };
+        let handles = self.inner.sessions.running();
         let error =
             RunError { code: "server_stopped".into(), message: "the server running this run was stopped".into() };
         for handle in &handles {
@@ -1272,8 +1236,7 @@ impl Engine {
     /// to be marked `server_restarted` at the next start.
     pub fn close_streams(&self) {
         self.lists().close();
-        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        for loaded in sessions.values() {
+        for loaded in self.inner.sessions.all() {
             loaded.events.close();
         }
     }

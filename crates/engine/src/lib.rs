@@ -19,6 +19,7 @@ pub mod model;
 pub mod models;
 mod opencode_support;
 mod reaper;
+mod registry;
 mod remote;
 mod roots;
 mod run;

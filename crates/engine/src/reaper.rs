@@ -207,20 +207,13 @@ impl Engine {
 
     /// Whether this node is executing a run of the session right now.
     pub(crate) fn runs_here(&self, session: &SessionId) -> bool {
-        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.get(session).and_then(|l| l.active()).is_some_and(|a| a.interrupted.is_none())
+        self.inner.sessions.runs_here(session)
     }
 
     /// Drops this node's in-memory view of a session another node was running, so the
     /// next reader loads the settled state from the store (open streams end and their
     /// clients reconnect to a snapshot).
     pub(crate) fn forget_stale(&self, session: &SessionId) {
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(loaded) = sessions.get(session)
-            && loaded.active().is_none()
-        {
-            loaded.events.close();
-            sessions.remove(session);
-        }
+        self.inner.sessions.forget_if_idle(session);
     }
 }

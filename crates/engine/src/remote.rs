@@ -102,13 +102,13 @@ impl Engine {
     }
 
     fn resync_here(&self, session: &SessionId) -> bool {
-        let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session).cloned();
+        let loaded = self.inner.sessions.get(session);
         loaded.map(|loaded| loaded.events.resync()).is_some()
     }
 
     /// Aborts this node's run of `session` for the node that asked, then tells it.
     async fn abort_for_another_node(&self, session: SessionId) {
-        let loaded = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).cloned();
+        let loaded = self.inner.sessions.get(&session);
         if let Some(loaded) = loaded {
             match self.abort_loaded(&loaded).await {
                 Ok(Some(run)) => tracing::info!(%session, %run, "aborted a run at another node's request"),
