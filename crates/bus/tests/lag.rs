@@ -124,10 +124,12 @@ async fn a_node_behind_the_cursor_waits_for_the_frames_instead_of_sending_a_snap
 
     let (_subscription, start) =
         b.subscribe(&user, &session, Some(&cursor), CancellationToken::new(), false).await.expect("subscribe on b");
-    assert_eq!(
-        start,
-        Start::Replay { from_seq: cursor.seq, frames: 0 },
-        "B caught up with the bus and replays from the cursor (it was at {} of {})",
+    // A replay from exactly the cursor, not a snapshot. It may carry frames A published
+    // after the client's read (the session's title, set asynchronously after a first
+    // run, can land then), so their number is not asserted.
+    assert!(
+        matches!(start, Start::Replay { from_seq, .. } if from_seq == cursor.seq),
+        "B caught up with the bus and replays from the cursor (it was at {} of {}): {start:?}",
         behind.seq,
         cursor.seq
     );

@@ -624,14 +624,8 @@ async fn a_permission_replied_while_the_client_was_away_is_told_on_reconnect() {
 /// holding the stored answer, no delta arrives twice, and `session.idle` comes.
 #[tokio::test]
 async fn random_drops_lose_and_repeat_no_word() {
-    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0004_u64);
-    let mut rng = seed | 1;
-    let mut below = |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut rng = common::Rng::seeded(0x5eed_0004);
+    let seed = rng.seed;
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
     let dir = directory(&server, "app");
@@ -640,7 +634,7 @@ async fn random_drops_lose_and_repeat_no_word() {
     let run = server.start_run(&session, "stream: 1500").await;
     let (mut all, mut drops) = (Vec::new(), 0);
     'run: loop {
-        let mut budget = 10 + below(80);
+        let mut budget = 10 + rng.below(80);
         while budget > 0 {
             let e = events.next().await.expect("the stream stays open until dropped");
             all.push(e.clone());

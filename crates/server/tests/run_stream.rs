@@ -759,26 +759,14 @@ impl Model for Chatty {
     }
 }
 
-/// A small seeded generator (xorshift64*), so a failing drop pattern can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
 /// Drops the run stream at random points of a 2,000-word answer with two tool calls and
 /// comes back as a seed 003 client does — the `requestId` again (`POST /api/chat`), or
 /// `Last-Event-ID` with the last sequence it has — dropping what it already has and
 /// applying snapshots. The client ends holding exactly the stored run.
 #[tokio::test]
 async fn random_drops_lose_and_repeat_no_word_and_every_tool_call_ends() {
-    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0015_u64);
-    let mut rng = Rng(seed | 1);
+    let mut rng = common::Rng::seeded(0x5eed_0015);
+    let seed = rng.seed;
     let models = Models::new(Arc::new(Chatty { delay: Duration::from_millis(1) }));
     let server =
         TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;

@@ -469,14 +469,8 @@ async fn a_client_that_stops_reading_is_cut_while_another_gets_every_event() {
 /// hole, no repeat), and the client ends holding the stored answer.
 #[tokio::test]
 async fn random_drops_lose_and_repeat_no_word() {
-    let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0002_u64);
-    let mut rng = seed | 1;
-    let mut below = |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut rng = common::Rng::seeded(0x5eed_0002);
+    let seed = rng.seed;
     let server =
         TestServer::start_with(TestOptions { model_delay: Duration::from_millis(1), ..TestOptions::default() }).await;
     let session = titled_session(&server).await;
@@ -484,7 +478,7 @@ async fn random_drops_lose_and_repeat_no_word() {
     server.start_run(&session, "stream: 1500").await;
     let (mut text, mut cursor, mut drops, mut snapshots) = (String::new(), None::<String>, 0, 0);
     'run: loop {
-        let mut budget = 10 + below(80);
+        let mut budget = 10 + rng.below(80);
         while budget > 0 {
             let event = recv(&mut ws).await;
             if let Some(c) = event["cursor"].as_str() {

@@ -570,3 +570,28 @@ pub async fn provider_server(base_url: String, key: &str) -> TestServer {
     let models = Models::new(Arc::new(ScriptedModel::default())).with(model, None, true);
     TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await
 }
+
+/// A small seeded generator (xorshift64*) for the random-drop tests, so a failing drop
+/// pattern can be replayed: `SPOOL_TEST_SEED` overrides the test's own seed, which
+/// failure messages should print.
+#[allow(dead_code)]
+pub struct Rng {
+    pub seed: u64,
+    state: u64,
+}
+
+#[allow(dead_code)]
+impl Rng {
+    pub fn seeded(default: u64) -> Rng {
+        let seed = std::env::var("SPOOL_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+        Rng { seed, state: seed | 1 }
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
