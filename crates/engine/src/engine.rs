@@ -412,6 +412,12 @@ impl Engine {
         &self.inner.local_user
     }
 
+    /// The name `user` was created with (`spool token create --user NAME`; `local` while
+    /// auth is off).
+    pub async fn user_name(&self, user: &UserId) -> Result<String> {
+        self.store().user_name(user).await?.ok_or(EngineError::NotFound("user"))
+    }
+
     /// The default model's name.
     pub fn model_name(&self) -> String {
         self.inner.env.models.default_name().to_owned()
