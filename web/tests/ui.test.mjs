@@ -303,6 +303,30 @@ test('a rejected call ends as an error and the run says it stopped, in the page 
   }
 });
 
+test('a question shows its options and an own-words box; a click answers it and the model reads the answer', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Question' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await send(page, 'tool: question {"question":"Which colour?","options":[{"label":"red"},{"label":"blue"}]}');
+  const card = await page.waitForSelector('.question-card');
+  assert.equal(await card.$eval('.approval-change', (e) => e.textContent), 'Which colour?');
+  const labels = await card.$$eval('.question-options button', (bs) => bs.map((b) => b.textContent));
+  assert.deepEqual(labels, ['red', 'blue']);
+  assert.ok(await card.$('input[aria-label="Your answer"]'), 'an answer of ones own is always possible');
+  await shot(page, 'question-card');
+  await page.click('.question-options button:has-text("blue")');
+  await page.waitForSelector('.question-card', { state: 'detached' });
+  await settled(page);
+  assert.deepEqual(decisions.map((d) => d.decision), [{ fill: { answer: 'blue' } }]);
+  const messages = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
+  const result = messages.messages.find((m) => m.role === 'toolResult');
+  assert.equal(result.content[0].text, 'The person answered: blue');
+  assert.deepEqual(page.errors, []);
+});
+
 test('a tool cut off by a crash is explained after the restart, not re-run', async (t) => {
   const first = await startSpool();
   const { session } = await seed(first, { title: 'Crash' });

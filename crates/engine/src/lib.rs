@@ -48,4 +48,4 @@ pub use run_sequence::RunCount;
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,
 };
-pub use tool::{Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tool::{Ask, Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -675,9 +675,18 @@ impl RunTask {
                     Ok(args)
                 }
             }
+            (Some(tool), None) if let Err(reason) = tool.check(&args) => Err(reason),
             (Some(tool), None) => match self.permission(&**tool, &name, &args) {
-                PermissionAction::Allow => Ok(args.clone()),
                 PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
+                // A question always waits for the person, unless nobody can answer.
+                _ if tool.asks(&args).is_some() => {
+                    if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
+                        Err(format!("{name} asks the person and no one is connected to answer (approval policy: deny)"))
+                    } else {
+                        return Err(self.interrupt(&**tool, call, turn, remaining).await);
+                    }
+                }
+                PermissionAction::Allow => Ok(args.clone()),
                 PermissionAction::Ask if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 => {
                     Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
                 }
@@ -1062,6 +1071,15 @@ pub(crate) fn new_approval(
     if let Some(inspected) = inspected {
         payload["preview"] = redact(&inspected.preview).into();
     }
+    let ask = tool.asks(&call.args);
+    if let Some(ask) = &ask {
+        payload["reason"] = "the model asks you this; answer it to go on".into();
+        for (key, value) in &ask.payload {
+            // The model wrote it: masked like everything else a card shows.
+            let masked = redact(&value.to_string());
+            payload[key] = serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
+        }
+    }
     Approval {
         id: ApprovalId::new(),
         run_id: run.id.clone(),
@@ -1069,7 +1087,7 @@ pub(crate) fn new_approval(
         owner_id: run.owner_id.clone(),
         tool_call_id: call.id.clone(),
         tool: call.name.clone(),
-        kind: ApprovalKind::ConfirmAction,
+        kind: ask.map_or(ApprovalKind::ConfirmAction, |a| a.kind),
         payload,
         status: ApprovalStatus::Pending,
         decision: None,

@@ -60,6 +60,14 @@ pub struct Resource {
     pub fingerprint: String,
 }
 
+/// A call that asks the person something (see [`Tool::asks`]): the kind of answer and
+/// what the card shows (merged into the approval's payload: `question`, `options` …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ask {
+    pub kind: spool_protocol::ApprovalKind,
+    pub payload: serde_json::Map<String, serde_json::Value>,
+}
+
 /// What a call would change, looked at now: the resource and a preview for the card.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inspected {
@@ -107,6 +115,21 @@ pub trait Tool: Send + Sync + 'static {
             Some(arg) => format!("{name} {arg}"),
             None => name,
         }
+    }
+
+    /// Refuses arguments the tool can never run with, before anything is asked: the
+    /// model reads the reason as the call's error. Not applied to arguments a person
+    /// filled in. Default: everything passes (the call itself reports what is wrong).
+    fn check(&self, _args: &serde_json::Value) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// For a tool that asks the person (a question): every call parks the run at an
+    /// approval of this kind, whatever the rules say short of a deny, and the answer
+    /// comes back as the decision's filled arguments (`{"fill": {…, "answer": …}}`).
+    /// `None` (the default) for tools that act.
+    fn asks(&self, _args: &serde_json::Value) -> Option<Ask> {
+        None
     }
 
     /// The file this call would change and a preview of the change, read now (off the

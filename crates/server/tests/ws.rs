@@ -169,6 +169,25 @@ async fn a_runs_events_arrive_in_the_seed_002_envelope() {
 }
 
 #[tokio::test]
+async fn a_question_is_an_ask_user_card_with_its_options() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    let args = json!({"question": "Which file?", "options": [{"label": "a.txt"}, {"label": "b.txt"}]});
+    server.start_run(&session, &format!("tool: question {args}")).await;
+    let events = recv_until(&mut ws, |e| e["type"] == "agent.ask_user").await;
+    let card = &events.last().expect("agent.ask_user")["data"];
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(card["req_id"], detail["state"]["pendingApprovals"][0]["id"], "the id to answer with");
+    assert_eq!(card["questions"][0]["question"], "Which file?");
+    assert_eq!(
+        card["questions"][0]["options"],
+        json!([{"label": "a.txt", "description": null}, {"label": "b.txt", "description": null}])
+    );
+    assert_eq!(card["questions"][0]["multi_select"], false);
+}
+
+#[tokio::test]
 async fn messages_and_statuses_carry_the_seed_fields_with_the_stored_ids() {
     let server = TestServer::start().await;
     let session = titled_session(&server).await;

@@ -26,6 +26,7 @@ mod grep;
 mod inspect;
 mod list;
 pub mod path;
+mod question;
 mod read;
 mod sandbox;
 mod shell;
@@ -39,6 +40,7 @@ pub use error::ToolError;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list::List;
+pub use question::Question;
 pub use read::Read;
 pub use sandbox::{BASE_ENV, SandboxSettings, probe as probe_sandbox};
 pub use shell::command_subject;
@@ -56,7 +58,8 @@ pub fn read_only_tools() -> ToolRegistry {
 }
 
 /// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
-/// change things and so are the ones permission rules usually gate. `bash` runs in the
+/// change things and so are the ones permission rules usually gate, and `question`,
+/// which asks the person. `bash` runs in the
 /// default sandbox (scrubbed environment, Landlock where the kernel has it).
 pub fn workspace_tools() -> ToolRegistry {
     workspace_tools_with(SandboxSettings::default())
@@ -64,7 +67,7 @@ pub fn workspace_tools() -> ToolRegistry {
 
 /// [`workspace_tools`] with the operator's sandbox settings for `bash`.
 pub fn workspace_tools_with(sandbox: SandboxSettings) -> ToolRegistry {
-    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox))
+    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question)
 }
 
 /// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
@@ -94,10 +97,10 @@ mod tests {
     }
 
     #[test]
-    fn workspace_tools_holds_all_seven_with_object_schemas() {
+    fn workspace_tools_holds_all_eight_with_object_schemas() {
         let specs = workspace_tools().specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "read", "write"]);
+        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "question", "read", "write"]);
         for spec in &specs {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
             assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);
@@ -193,7 +196,9 @@ mod tests {
         let registry = workspace_tools();
         let mut tried = 0;
 
-        for spec in registry.specs() {
+        // `question` is checked before it asks (`Tool::check`, tested in question.rs);
+        // its call reads only the answer a person filled in.
+        for spec in registry.specs().into_iter().filter(|s| s.name != "question") {
             let tool = registry.get(&spec.name).expect("a listed tool is registered");
             let name = spec.name.as_str();
             let valid = valid_args(name);

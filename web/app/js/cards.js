@@ -52,6 +52,7 @@ function section(open, key, title, body, byDefault) {
  * message box across repaints, so only `updateApproval` touches it afterwards.
  */
 export function approvalCard(approval, decide) {
+  if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
   const p = approval.payload ?? {};
   const message = h('input', {
     class: 'approval-message',
@@ -77,6 +78,51 @@ export function approvalCard(approval, decide) {
       h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => send('once') }, icon('check'), 'Approve once'),
       h('button', { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always') }, `Always allow ${approval.tool}`),
       h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => send('reject') }, icon('cross'), 'Reject'),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  updateApproval(card, approval, {});
+  return card;
+}
+
+/**
+ * A question the model asks (the `question` tool): its options as buttons, and always a
+ * box for an answer in the person's own words. An answer is sent as `{fill: {answer}}`;
+ * Decline rejects, and the model is told so.
+ */
+function questionCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const answer = (text) => decide({ fill: { answer: text } }, undefined);
+  const own = h('input', {
+    class: 'approval-message',
+    type: 'text',
+    placeholder: (p.options ?? []).length ? 'Or answer in your own words' : 'Your answer',
+    'aria-label': 'Your answer',
+    maxlength: 4000,
+  });
+  const sendOwn = () => own.value.trim() && answer(own.value.trim());
+  own.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') sendOwn();
+  });
+  const card = h(
+    'section',
+    { class: 'approval-card question-card', role: 'group', 'aria-label': 'The agent asks a question', dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'The agent asks')),
+    h('p', { class: 'approval-change' }, String(p.question ?? '')),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
+    h(
+      'div',
+      { class: 'approval-actions question-options' },
+      (p.options ?? []).map((o) =>
+        h('button', { class: 'btn', type: 'button', 'data-decision': 'fill', title: o.description ?? '', onclick: () => answer(o.label) }, String(o.label)),
+      ),
+    ),
+    own,
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'fill', onclick: sendOwn }, icon('check'), 'Answer'),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => decide('reject', 'The person declined to answer.') }, icon('cross'), 'Decline'),
     ),
     h('p', { class: 'approval-foot' }),
   );

@@ -173,10 +173,12 @@ export class SessionView {
    * is there.
    */
   async decide(approval, decision, message) {
-    const k = `${approval.id}:${decision}`;
+    // An answer to a question is `{fill: {answer}}`: one key per distinct answer.
+    const busy = typeof decision === 'string' ? decision : 'fill';
+    const k = `${approval.id}:${JSON.stringify(decision)}`;
     if (!this.keys.has(k)) this.keys.set(k, newId('dec'));
     const ui = this.timeline.ui;
-    ui.set(approval.id, { busy: decision });
+    ui.set(approval.id, { busy });
     this.paint();
     try {
       await post(`/api/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(approval.id)}`, {
@@ -184,7 +186,7 @@ export class SessionView {
         message,
         idempotencyKey: this.keys.get(k),
       });
-      if (!this.disposed && ui.get(approval.id)?.busy === decision) ui.set(approval.id, { busy: decision });
+      if (!this.disposed && ui.get(approval.id)?.busy === busy) ui.set(approval.id, { busy });
     } catch (e) {
       if (this.disposed) return;
       if (e.code === 'resource_changed' && e.approvalId) {
