@@ -617,7 +617,7 @@ pub fn in_own_process(test: &str, vars: &[(&str, &str)]) -> bool {
         return true;
     }
     let out = std::process::Command::new(std::env::current_exe().expect("the test binary's path"))
-        .args([test, "--exact", "--test-threads=1"])
+        .args([test, "--exact", "--include-ignored", "--test-threads=1"])
         .env(OWN_PROCESS_VAR, test)
         .envs(vars.iter().copied())
         .output()
