@@ -268,9 +268,15 @@ async fn a_client_follows_a_run_from_another_node_and_resumes_on_a_third_with_it
     assert_eq!(settled["status"], "completed", "{settled}");
 
     // Nothing lost, nothing twice: the text streamed over both connections is the
-    // answer, and the folded state is C's view (and A's) at the same seq.
-    let streamed = on_b.streamed_text() + &on_c.streamed_text();
-    assert_eq!(streamed, words(400));
+    // answer — unless a node whose Redis link fell behind sent a snapshot meanwhile
+    // (README, "When Redis fails"; seen on a loaded machine), whose text then is not in
+    // the deltas. Either way `fold` checked the answer never lost text, and the folded
+    // state is C's view (and A's) at the same seq.
+    let is_snapshot = |f: &&Frame| matches!(f.body, FrameBody::Snapshot { .. });
+    let snapshots = on_b.frames[1..].iter().chain(&on_c.frames).filter(is_snapshot).count();
+    if snapshots == 0 {
+        assert_eq!(on_b.streamed_text() + &on_c.streamed_text(), words(400));
+    }
     agrees_with_node(&mut on_c, &client, &c, &session).await;
     let answer = &on_c.state.as_ref().expect("state").messages.last().expect("a message").message;
     assert_eq!(answer.text(), words(400));
