@@ -259,9 +259,10 @@ async fn a_token_revoked_by_the_cli_has_its_streams_closed_sqlite() {
     revocation_closes_streams(&store, &[base]).await;
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn a_token_revoked_by_the_cli_has_its_streams_closed_on_every_postgres_node() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let store = store_flags(&dir.path().join("data"), Some(&db.url));
     let extra = ["--scripted-delay-ms", "20"];

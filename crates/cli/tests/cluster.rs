@@ -4,14 +4,13 @@
 //! that is, and answers like a local abort.
 //!
 //! PostgreSQL comes from `SPOOL_TEST_DATABASE_URL` (a database of the test's own is
-//! made and dropped) and Redis from `SPOOL_TEST_REDIS_URL`. Without them the test prints
-//! a notice and passes, except under CI, where it fails.
+//! made and dropped) and Redis from `SPOOL_TEST_REDIS_URL`. Built without them the tests
+//! are ignored, except under CI, where they fail (see `common`).
 
 mod common;
 
 use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 /// One open list stream (`GET /api/workspaces/events`), read frame by frame.
 struct ListStream {
@@ -70,10 +69,14 @@ fn seen(frames: &[Value]) -> Vec<(String, Value, u64)> {
         .collect()
 }
 
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
 #[tokio::test]
 async fn three_nodes_share_list_notifications_and_an_abort_reaches_the_running_node() {
-    let Some(db) = TestDb::create().await else { return };
-    let Some(redis) = redis_url() else { return };
+    let db = TestDb::create().await;
+    let redis = redis_url();
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -114,12 +117,10 @@ async fn three_nodes_share_list_notifications_and_an_abort_reaches_the_running_n
     assert_eq!((started["type"].as_str(), &started["workspaceId"]), (Some("sessions.changed"), &project["id"]));
     assert_eq!(call(client.get(format!("{c}/api/runs/{run}"))).await["status"], "running", "the run goes on on A");
 
-    // Node B is not running the session: the abort goes to node A and comes back.
-    let asked = Instant::now();
+    // Node B is not running the session: the abort goes to node A and comes back, and
+    // the run ends cancelled (100,000 deltas 20 ms apart cannot have ended on their own).
     let aborted = call(client.post(format!("{b}/api/sessions/{session}/abort"))).await;
-    let took = asked.elapsed();
     assert_eq!(aborted, json!({"aborted": true, "runId": run}));
-    assert!(took < Duration::from_secs(3), "well within the {lease_secs} s lease: {took:?}");
     let settled = call(client.get(format!("{c}/api/runs/{run}"))).await;
     assert_eq!(settled["status"], "cancelled", "{settled}");
     let idle = wait_for(&client, &format!("{a}/api/sessions/{session}"), WAIT, |s| s["status"] == "idle").await;
@@ -160,6 +161,7 @@ fn refused(data: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn a_redis_url_that_cannot_work_stops_the_start() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -170,17 +172,21 @@ async fn a_redis_url_that_cannot_work_stops_the_start() {
     let message = refused(dir.path(), &["--redis-url", "redis://127.0.0.1:6379"]);
     assert!(message.contains("--database-url"), "nodes need a shared store: {message}");
 
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     // Nothing listens on port 1.
     let message = refused(dir.path(), &["--database-url", &db.url, "--redis-url", "redis://:secret@127.0.0.1:1"]);
     assert!(message.contains("cannot connect to Redis at 127.0.0.1:1"), "{message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
 }
 
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
 #[tokio::test]
 async fn fifty_racing_decisions_over_three_nodes_run_the_tool_once() {
-    let Some(db) = TestDb::create().await else { return };
-    let Some(redis) = redis_url() else { return };
+    let db = TestDb::create().await;
+    let redis = redis_url();
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -230,10 +236,14 @@ async fn fifty_racing_decisions_over_three_nodes_run_the_tool_once() {
 /// approval; the run was approved and finished on node A; B must then see the session
 /// idle and take the next prompt (it answered 409 `session_busy` naming the finished run,
 /// for ever, and its abort answered 200 and changed nothing).
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
 #[tokio::test]
 async fn a_node_that_loaded_a_parked_run_takes_a_prompt_after_another_node_finished_it() {
-    let Some(db) = TestDb::create().await else { return };
-    let Some(redis) = redis_url() else { return };
+    let db = TestDb::create().await;
+    let redis = redis_url();
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");

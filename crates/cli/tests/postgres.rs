@@ -6,8 +6,8 @@
 //! alone (`tool_outcome_unknown` once started, run from its checkpoint if it never did).
 //!
 //! The server comes from `SPOOL_TEST_DATABASE_URL`; the test makes a database of its
-//! own and drops it afterwards. Without the variable it prints a notice and passes,
-//! except under CI, where it fails.
+//! own and drops it afterwards. Built without the variable the tests are ignored,
+//! except under CI, where they fail (see `common`).
 
 mod common;
 
@@ -17,9 +17,10 @@ use sqlx::{Connection, PgConnection};
 use std::process::Output;
 use std::time::Duration;
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn projects_sessions_and_messages_survive_a_restart_on_postgres() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let project_dir = dir.path().join("project");
@@ -95,9 +96,10 @@ fn an_unsupported_scheme_or_an_unreachable_server_stops_the_start() {
     assert!(!message.contains("secret"), "the password is never shown: {message}");
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
-async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other_within_the_lease_time() {
-    let Some(db) = TestDb::create().await else { return };
+async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other() {
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -125,14 +127,10 @@ async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other_within_the_lease
     assert_eq!(body["error"]["code"], "session_busy", "{body}");
 
     drop(node_a); // SIGKILL: no shutdown, no lease release.
-    let killed_at = tokio::time::Instant::now();
+    // How soon the reaper acts is the lease logic's to test, with a clock it can
+    // pause; here, that it acts (within WAIT, a bound against hanging).
     let failed = wait_for(&client, &format!("{b}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
     assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(5),
-        "a 1 s lease is reaped in seconds: {:?}",
-        killed_at.elapsed()
-    );
 
     // The session is free again, on node B, and the killed run is never re-run.
     let next =
@@ -144,9 +142,10 @@ async fn a_run_on_a_killed_node_fails_as_node_lost_on_the_other_within_the_lease
     assert_eq!(again, failed, "the lost run stays failed");
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn a_graceful_stop_fails_its_running_run_and_frees_the_session_at_once() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -198,9 +197,10 @@ async fn parked_on(client: &reqwest::Client, base: &str, project_dir: &std::path
     [session, run, approval]
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn an_approved_call_cut_off_on_a_killed_node_says_tool_outcome_unknown_on_the_other() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -238,9 +238,10 @@ async fn an_approved_call_cut_off_on_a_killed_node_says_tool_outcome_unknown_on_
     assert_eq!(done["status"], "completed", "{done}");
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn an_acknowledged_decision_whose_tool_never_started_on_a_killed_node_runs_once_on_the_other() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -305,9 +306,10 @@ async fn decided_on_dead_node(url: &str, [session, run, approval]: [&str; 3], le
     now + lease_ms
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn a_dead_nodes_expired_lease_is_taken_over_only_by_the_reaper_that_settles_its_run() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");
@@ -359,9 +361,10 @@ async fn a_dead_nodes_expired_lease_is_taken_over_only_by_the_reaper_that_settle
 /// whose tool had not started resumes on the node that reaps the lease (once); the call
 /// whose tool had started ends `tool_outcome_unknown`, never re-run — neither is
 /// `node_lost`, which says nothing about the side effect.
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
 async fn a_killed_nodes_decided_calls_resume_or_say_tool_outcome_unknown_on_the_other_node() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let project_dir = dir.path().join("project");
     std::fs::create_dir(&project_dir).expect("project dir");

@@ -59,6 +59,7 @@ impl Model for ScriptedModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt;
     use spool_protocol::{Message, StopReason, Usage};
     use tokio::time::Instant;
 
@@ -100,17 +101,14 @@ mod tests {
         assert_eq!(text, "héllo 🌍 wörld");
     }
 
-    #[tokio::test]
-    async fn ten_thousand_deltas_without_delay_are_fast() {
+    /// Without a delay nothing waits: the whole answer is ready on the first poll, with
+    /// no timer and no yield between events (either would leave the stream pending).
+    /// How fast that is, is the benchmarks' business (BENCHMARKS.md).
+    #[test]
+    fn ten_thousand_deltas_without_delay_never_wait() {
         let model = ScriptedModel::default();
-        let started = std::time::Instant::now();
-        let events = collect(&model, "stream: 10000").await;
-        let elapsed = started.elapsed();
+        let events = collect(&model, "stream: 10000").now_or_never().expect("ready without waiting");
         assert_eq!(events.len(), 10_002);
-        // The target is well under 10 ms; the bound is looser because this test runs
-        // unoptimised on a shared machine, while a per-event sleep or yield would still
-        // blow far past it.
-        assert!(elapsed < Duration::from_millis(50), "took {elapsed:?}");
     }
 
     #[tokio::test(start_paused = true)]

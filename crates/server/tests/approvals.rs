@@ -403,9 +403,10 @@ async fn fill_approves_with_the_arguments_the_person_gave() {
 #[tokio::test]
 async fn approval_cards_never_show_a_secret_from_the_environment() {
     const SECRET: &str = "sk-test-9f8e7d6c5b4a39281706";
-    // SAFETY: a variable name no other test reads or writes; set before the server
-    // that reads it starts.
-    unsafe { std::env::set_var("SPOOL_TEST_PROVIDER_API_KEY", SECRET) };
+    let test = "approval_cards_never_show_a_secret_from_the_environment";
+    if !common::in_own_process(test, &[("SPOOL_TEST_PROVIDER_API_KEY", SECRET)]) {
+        return;
+    }
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let prompt =
@@ -450,9 +451,10 @@ async fn a_decision_recorded_before_its_run_restarted_runs_once_after_a_restart(
 #[tokio::test]
 async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
     const SECRET: &str = "sk-tool-secret-5f4e3d2c1b0a";
-    // SAFETY: a variable name no other test reads or writes; set before the server
-    // reads the environment.
-    unsafe { std::env::set_var("SPOOL_TEST_TOOL_API_KEY", SECRET) };
+    let test = "a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store";
+    if !common::in_own_process(test, &[("SPOOL_TEST_TOOL_API_KEY", SECRET)]) {
+        return;
+    }
     let server = TestServer::start().await;
     // Commands never see the server's environment (the sandbox), but one may still
     // come across the value elsewhere, here in a project file.

@@ -53,10 +53,10 @@ async fn an_abort_on_the_other_node_cancels_the_run_and_list_changes_cross_once(
 
     let prompt = PromptInput { text: "stream: 100000".into(), ..PromptInput::default() };
     let accepted = a.prompt(&user, &session.id, prompt).await.expect("run on a");
-    let started = tokio::time::Instant::now();
     let aborted = b.abort(&user, &session.id).await.expect("abort on b");
     assert_eq!(aborted, Some(accepted.run_id.clone()), "b answers like a local abort");
-    assert!(started.elapsed() < TTL, "well within the lease: {:?}", started.elapsed());
+    // Cancelled: node a ended it on b's word (100,000 deltas 5 ms apart cannot have
+    // ended on their own), and b answered only once it had.
     let run = b.run(&user, &accepted.run_id).await.expect("run");
     assert_eq!(run.status, RunStatus::Cancelled, "{run:?}");
 

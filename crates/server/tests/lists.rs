@@ -80,15 +80,22 @@ async fn project_and_session_changes_notify_and_deltas_do_not() {
 
     // A run of 300 deltas: accepted, first user message, state changes, settlement —
     // a handful of notifications, none per delta.
+    // A change of another project afterwards marks the end: everything before it is
+    // what the run caused.
     server.run_prompt(&session, "stream: 300").await;
+    let marker = id_of(&server.create_project(&server.new_dir("marker")).await);
     let mut during = 0;
-    while let Ok(Some(event)) = stream.next_event_within(Duration::from_millis(300)).await {
-        if event.event.is_none() {
-            let frame: Value = serde_json::from_str(&event.data).expect("frame");
-            assert_eq!(frame["type"], "sessions.changed");
-            assert_eq!(frame["workspaceId"], project.as_str());
-            during += 1;
+    loop {
+        let frame = next(&mut stream).await;
+        if frame["workspaceId"] == marker.as_str() {
+            assert_eq!(frame["type"], "projects.changed");
+            break;
         }
+        assert_eq!(
+            (frame["type"].as_str(), frame["workspaceId"].as_str()),
+            (Some("sessions.changed"), Some(project.as_str()))
+        );
+        during += 1;
     }
     assert!((2..=8).contains(&during), "{during} notifications for one run");
 

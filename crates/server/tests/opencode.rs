@@ -430,15 +430,23 @@ async fn a_client_that_connects_mid_run_or_reconnects_gets_the_run_so_far_as_del
     let session = create(&server, &dir, "late").await;
     // Started through Spool's own API, before any OpenCode client is connected.
     let run = server.start_run(&session, "stream: 300").await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Join once part of the answer has streamed, as Spool's own stream shows it.
+    let mut native = server.events(&session, common::Open::fresh()).await;
+    let is_delta = |f: &common::ReceivedFrame| f.json["event"]["assistantMessageEvent"]["type"] == "text_delta";
+    for _ in 0..20 {
+        native.frames_until(is_delta).await;
+    }
 
     let mut late = Events::open(&server, &dir, "").await;
     late.until(|e| e["type"] == "message.part.delta").await;
-    // A second client drops its connection mid-run and comes back.
+    // A second client drops its connection mid-run and comes back after more of the
+    // answer went by (as the client that stayed sees it).
     let mut first = Events::open(&server, &dir, "").await;
     first.until(|e| e["type"] == "message.part.delta").await;
     drop(first);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..20 {
+        late.until(|e| e["type"] == "message.part.delta").await;
+    }
     let mut again = Events::open(&server, &dir, "").await;
     assert_eq!(again.next().await.expect("connected")["type"], "server.connected");
     let status = again.until(|e| e["type"] == "session.status").await;

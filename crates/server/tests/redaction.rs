@@ -1,9 +1,9 @@
 //! Secrets never leave the process: a provider error that echoes the API key and an
 //! environment secret, and a tool that fails printing a secret, show `[redacted]` in
 //! the frames, the stored run and messages — and in the log, captured here from the
-//! same `tracing` output an operator reads. One test binary owns the global log
-//! subscriber, so every test in this file shares one log buffer and checks it for its
-//! own secret.
+//! same `tracing` output an operator reads. Each test runs in a process of its own
+//! (its secret is in that process's environment from the start), which owns the global
+//! log subscriber; each checks the log for its own secret.
 
 mod common;
 
@@ -46,9 +46,10 @@ fn log() -> String {
 async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhere() {
     const KEY: &str = "sk-live-echoed-0123456789abcdef";
     const ENV_SECRET: &str = "hunter2-db-password-77aa";
-    // SAFETY: a variable name no other test reads or writes; set before the run reads
-    // the environment.
-    unsafe { std::env::set_var("SPOOL_TEST_ECHO_DB_PASSWORD", ENV_SECRET) };
+    let test = "a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhere";
+    if !common::in_own_process(test, &[("SPOOL_TEST_ECHO_DB_PASSWORD", ENV_SECRET)]) {
+        return;
+    }
     log();
     // A proxy in front of the provider that echoes what it was sent.
     let body = format!(
@@ -82,9 +83,10 @@ async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhe
 #[tokio::test]
 async fn a_tool_failing_with_a_secret_in_its_output_keeps_it_out_of_the_log() {
     const SECRET: &str = "tok-tool-log-secret-31c4a9";
-    // SAFETY: a variable name no other test reads or writes; set before the server
-    // reads the environment.
-    unsafe { std::env::set_var("SPOOL_TEST_LOGGED_TOKEN", SECRET) };
+    let test = "a_tool_failing_with_a_secret_in_its_output_keeps_it_out_of_the_log";
+    if !common::in_own_process(test, &[("SPOOL_TEST_LOGGED_TOKEN", SECRET)]) {
+        return;
+    }
     log();
     let server = TestServer::start().await;
     // Commands do not get the server's environment (the sandbox); the value reaches

@@ -109,8 +109,12 @@ async fn a_long_command_is_shown_whole_on_the_approval_card() {
 #[tokio::test]
 async fn an_approved_command_runs_without_the_servers_secrets_or_disk() {
     const SECRET: &str = "sk-server-openai-7a6b5c4d3e";
-    // SAFETY: set before the server starts; no other test in this binary reads it.
-    unsafe { std::env::set_var("OPENAI_API_KEY", SECRET) };
+    if !common::in_own_process(
+        "an_approved_command_runs_without_the_servers_secrets_or_disk",
+        &[("OPENAI_API_KEY", SECRET)],
+    ) {
+        return;
+    }
     let server = TestServer::start().await;
     let data = server.dir().join("data");
     assert!(data.join("spool.db").exists());
