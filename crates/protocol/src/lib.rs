@@ -12,6 +12,7 @@ pub mod cursor;
 pub mod domain;
 pub mod event;
 pub mod frame;
+pub mod hub;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod ids;
