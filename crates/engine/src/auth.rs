@@ -265,6 +265,12 @@ impl Auth {
         Ok(created)
     }
 
+    pub async fn create_publisher_token(&self, name: &str) -> Result<(ApiToken, String)> {
+        let created = create_publisher_token(&*self.store, name).await?;
+        self.required.store(true, Ordering::SeqCst);
+        Ok(created)
+    }
+
     pub async fn list_tokens(&self) -> Result<Vec<ApiToken>> {
         Ok(self.store.list_tokens().await?)
     }

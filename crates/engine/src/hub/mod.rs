@@ -86,6 +86,17 @@ pub enum Audience {
     Users(Vec<UserId>),
 }
 
+impl Grant {
+    /// Checks the names (see [`check_user_name`]) and their number.
+    pub fn check(&self) -> Result<(), EngineError> {
+        let Grant::Users(names) = self else { return Ok(()) };
+        if names.len() > MAX_AUDIENCE {
+            return Err(EngineError::invalid("invalid_audience", format!("audience: at most {MAX_AUDIENCE} users")));
+        }
+        names.iter().try_for_each(|n| check_user_name(n))
+    }
+}
+
 impl Audience {
     pub fn admits(&self, user: &UserId) -> bool {
         match self {
@@ -282,16 +293,13 @@ impl Hub {
     }
 
     async fn resolve(&self, grant: &Grant) -> Result<Audience, EngineError> {
+        grant.check()?;
         let names = match grant {
             Grant::Public => return Ok(Audience::Public),
             Grant::Users(names) => names,
         };
-        if names.len() > MAX_AUDIENCE {
-            return Err(EngineError::invalid("invalid_audience", format!("audience: at most {MAX_AUDIENCE} users")));
-        }
         let mut ids = Vec::with_capacity(names.len());
         for name in names {
-            check_user_name(name)?;
             let known = self.shared.users.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
             let id = match known {
                 Some(id) => id,

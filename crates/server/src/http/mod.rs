@@ -12,6 +12,7 @@ mod auth;
 mod chat;
 mod events;
 mod health;
+mod hub;
 mod lists;
 mod metrics;
 mod models;
@@ -60,6 +61,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .merge(chat::router())
         .merge(ws::router())
+        .merge(hub::router())
         .merge(opencode::router())
         .merge(openapi::router())
 }
