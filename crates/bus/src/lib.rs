@@ -205,8 +205,15 @@ impl RedisBus {
         let link = Link::open(&client).await?;
         let scripts = Arc::new(Scripts::new());
         let (commands, receiver) = unbounded_channel();
-        let pump =
-            Pump::new(client.clone(), conn.clone(), scripts.clone(), config.clone(), receiver, commands.downgrade(), link);
+        let pump = Pump::new(
+            client.clone(),
+            conn.clone(),
+            scripts.clone(),
+            config.clone(),
+            receiver,
+            commands.downgrade(),
+            link,
+        );
         tokio::spawn(pump.run());
         Ok(Self { shared: Arc::new(Shared { conn, client, hub_live, scripts, config, commands }) })
     }

@@ -34,7 +34,8 @@ pub struct PublishArgs {
 }
 
 pub async fn publish(args: PublishArgs) -> anyhow::Result<()> {
-    let data: serde_json::Value = serde_json::from_str(&args.data).context("JSON: the event's data is not valid JSON")?;
+    let data: serde_json::Value =
+        serde_json::from_str(&args.data).context("JSON: the event's data is not valid JSON")?;
     let audience = match args.to.trim() {
         "public" => serde_json::json!("public"),
         names => serde_json::json!(names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect::<Vec<_>>()),

@@ -168,7 +168,10 @@ pub enum Principal {
 
 fn check_name(name: &str, code: &'static str, what: &str) -> Result<()> {
     if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
-        return Err(EngineError::invalid(code, format!("a {what} name is 1 to 64 characters: letters, digits, '-', '_', '.', '@'")));
+        return Err(EngineError::invalid(
+            code,
+            format!("a {what} name is 1 to 64 characters: letters, digits, '-', '_', '.', '@'"),
+        ));
     }
     Ok(())
 }

@@ -12,9 +12,9 @@ pub mod cursor;
 pub mod domain;
 pub mod event;
 pub mod frame;
-pub mod hub;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hub;
 pub mod ids;
 pub mod message;
 pub mod sse;

@@ -93,8 +93,10 @@ fn every_type() -> Vec<Value> {
     };
     let run = json!({"run_id": "wfr-a1b2c3d4e5f67890", "workflow_name": "code-review", "channel_id": "chan_a",
                      "status": "paused", "paused_node_id": "approve", "error": ""});
-    let node = json!({"run_id": "wfr-a1b2c3d4e5f67890", "node_id": "diff", "status": "success", "output": "+added line"});
-    let instance = json!({"instance_id": "inst-1", "name": "reviewer", "status": "running", "metadata": {"gpu": false}});
+    let node =
+        json!({"run_id": "wfr-a1b2c3d4e5f67890", "node_id": "diff", "status": "success", "output": "+added line"});
+    let instance =
+        json!({"instance_id": "inst-1", "name": "reviewer", "status": "running", "metadata": {"gpu": false}});
     [
         ("message.created", json!({"msg_id": "m1", "author_id": "user123", "author_name": "Alice",
             "content": "Hello, world!", "is_bot": false, "is_processed": false, "priority": 0, "trigger_msg_id": "u1"})),
@@ -289,8 +291,10 @@ async fn a_bad_payload_refuses_the_whole_batch_and_nobody_gets_any_of_it() {
 #[tokio::test]
 async fn a_reconnect_replays_by_cursor_or_gets_a_snapshot_when_too_old() {
     let server = TestServer::start().await;
-    let event = |n: u64| json!({"type": "review.comment", "channel_id": "chan_r",
-        "data": {"id": format!("c{n}"), "path": "a.rs", "body": format!("comment {n}")}});
+    let event = |n: u64| {
+        json!({"type": "review.comment", "channel_id": "chan_r",
+        "data": {"id": format!("c{n}"), "path": "a.rs", "body": format!("comment {n}")}})
+    };
     let mut ws = connect(&server, None).await;
     subscribe(&mut ws, &["chan_r"], json!({})).await;
     published(&server, None, json!({"events": [event(1), event(2), event(3)], "audience": "public"})).await;
@@ -403,9 +407,9 @@ async fn an_embedded_component_publishes_through_the_broadcaster() {
     assert_eq!(created["data"], json!({"channel_id": "chan_e_thread"}));
     assert_eq!(created["cursor"], cursor.to_string());
     assert_eq!(recv(&mut ws).await["type"], "ticket.deleted");
-    let refused = hub.broadcast_review_status("bad channel", spool_protocol::hub::ReviewStatus {
-        status: "ready".into(),
-        error: None,
-    });
+    let refused = hub.broadcast_review_status(
+        "bad channel",
+        spool_protocol::hub::ReviewStatus { status: "ready".into(), error: None },
+    );
     assert!(refused.await.is_err(), "the same checks as the HTTP route");
 }

@@ -49,8 +49,8 @@ pub trait Broadcaster: Send + Sync {
         payload: HubPayload,
     ) -> BoxFuture<'a, Result<Cursor, EngineError>> {
         Box::pin(async move {
-            let event = HubEvent::new(channel_id, payload)
-                .map_err(|e| EngineError::invalid("invalid_event", e.to_string()))?;
+            let event =
+                HubEvent::new(channel_id, payload).map_err(|e| EngineError::invalid("invalid_event", e.to_string()))?;
             let cursors = self.publish(vec![event]).await?;
             Ok(cursors.into_iter().next().expect("one event published gives one cursor"))
         })

@@ -123,7 +123,10 @@ enum Live {
     Event(Arc<Published>),
     /// A channel's ring restarted at `cursor` (the bus lost what came before): its
     /// followers get a snapshot there.
-    Reset { channel: String, cursor: Cursor },
+    Reset {
+        channel: String,
+        cursor: Cursor,
+    },
 }
 
 /// What a publishing node writes on the bus for one event.
@@ -148,7 +151,14 @@ struct Shared {
     store: Arc<dyn Store>,
     /// User ids by name: a name's id never changes.
     users: Mutex<HashMap<String, UserId>>,
+    /// True while the node's bus listener is subscribed: a socket's subscription waits
+    /// for it (up to [`READY_WAIT`]), so an event published once a socket is set up
+    /// reaches it even on a node that has just started.
+    ready: tokio::sync::watch::Sender<bool>,
 }
+
+/// How long a subscription waits for the node's bus listener.
+const READY_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct State {
@@ -219,7 +229,8 @@ impl State {
 }
 
 fn encode(kind: HubEventType, channel: &str, payload: &HubPayload, timestamp: Millis, cursor: &Cursor) -> Bytes {
-    let envelope = PublishedEnvelope { kind, channel_id: channel, data: payload, timestamp, cursor: cursor.to_string() };
+    let envelope =
+        PublishedEnvelope { kind, channel_id: channel, data: payload, timestamp, cursor: cursor.to_string() };
     Bytes::from(serde_json::to_vec(&envelope).expect("hub payloads are plain data and always serialize"))
 }
 
@@ -267,6 +278,7 @@ impl Hub {
                 bus,
                 store,
                 users: Mutex::default(),
+                ready: tokio::sync::watch::Sender::new(false),
             }),
         };
         if hub.shared.bus.is_some() {
@@ -365,8 +377,13 @@ impl Hub {
             let cursor = Cursor { stream_id: ring.stream_id.clone(), seq: ring.seq + 1 };
             let kind = event.payload.kind();
             let json = encode(kind, &event.channel_id, &event.payload, timestamp, &cursor);
-            let published =
-                Arc::new(Published { channel: event.channel_id, cursor: cursor.clone(), audience: audience.clone(), kind, json });
+            let published = Arc::new(Published {
+                channel: event.channel_id,
+                cursor: cursor.clone(),
+                audience: audience.clone(),
+                kind,
+                json,
+            });
             state.push(published.clone());
             // Under the lock, so live order is ring order. No receivers is fine.
             let _ = self.shared.live.send(Live::Event(published));
@@ -384,7 +401,9 @@ impl Hub {
             match state.channels.get(&channel) {
                 // A channel this node has not held yet starts at this event.
                 None => {
-                    state.channels.insert(channel.clone(), Ring::new(cursor.stream_id.clone(), cursor.seq.saturating_sub(1)));
+                    state
+                        .channels
+                        .insert(channel.clone(), Ring::new(cursor.stream_id.clone(), cursor.seq.saturating_sub(1)));
                     None
                 }
                 Some(ring) if ring.stream_id == cursor.stream_id && cursor.seq <= ring.seq => return,
@@ -410,7 +429,8 @@ impl Hub {
                         self.fold(&channel, at, &bytes);
                     }
                 }
-                None => self.reset(&channel, Cursor { stream_id: cursor.stream_id.clone(), seq: cursor.seq.saturating_sub(1) }),
+                None => self
+                    .reset(&channel, Cursor { stream_id: cursor.stream_id.clone(), seq: cursor.seq.saturating_sub(1) }),
             }
         }
         self.fold(&channel, cursor, &payload);
@@ -419,9 +439,10 @@ impl Hub {
     /// Appends an event that follows its ring's head; anything else is a duplicate.
     fn fold(&self, channel: &str, cursor: Cursor, payload: &[u8]) {
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        let ring = state.channels.entry(channel.to_owned()).or_insert_with(|| {
-            Ring::new(cursor.stream_id.clone(), cursor.seq.saturating_sub(1))
-        });
+        let ring = state
+            .channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| Ring::new(cursor.stream_id.clone(), cursor.seq.saturating_sub(1)));
         if ring.stream_id != cursor.stream_id || cursor.seq != ring.seq + 1 {
             return;
         }
@@ -493,7 +514,13 @@ fn decode(channel: &str, cursor: &Cursor, payload: &[u8]) -> Option<Published> {
     };
     let payload = on_bus.kind.parse(on_bus.data).ok()?;
     let json = encode(on_bus.kind, channel, &payload, on_bus.timestamp, cursor);
-    Some(Published { channel: channel.to_owned(), cursor: cursor.clone(), audience: on_bus.audience, kind: on_bus.kind, json })
+    Some(Published {
+        channel: channel.to_owned(),
+        cursor: cursor.clone(),
+        audience: on_bus.audience,
+        kind: on_bus.kind,
+        json,
+    })
 }
 
 /// The node's one listener on the bus: every event of every channel, in each
@@ -510,9 +537,15 @@ async fn listen(shared: std::sync::Weak<Shared>) {
         match stream {
             Ok(mut items) => {
                 delay = RETRY_MIN;
+                if let Some(shared) = shared.upgrade() {
+                    shared.ready.send_replace(true);
+                }
                 while let Some(item) = items.next().await {
                     let Some(shared) = shared.upgrade() else { return };
                     Hub { shared }.receive(item).await;
+                }
+                if let Some(shared) = shared.upgrade() {
+                    shared.ready.send_replace(false);
                 }
                 tracing::warn!("the hub's bus link dropped; listening again");
             }
@@ -565,6 +598,12 @@ impl HubSubscriber {
     /// or a `channel.snapshot`), to go after its acknowledgement.
     pub async fn set_filter(&mut self, filter: Option<Vec<String>>, cursors: Vec<(String, Cursor)>) -> Vec<Bytes> {
         self.filter = filter.map(|f| f.into_iter().collect());
+        if self.hub.shared.bus.is_some() {
+            let mut ready = self.hub.shared.ready.subscribe();
+            if tokio::time::timeout(READY_WAIT, ready.wait_for(|r| *r)).await.is_err() {
+                tracing::warn!("the hub's bus listener is not subscribed yet; events may be missed until it is");
+            }
+        }
         let mut out = Vec::new();
         for (channel, cursor) in cursors {
             match self.hub.replay(&channel, &cursor).await {

@@ -103,8 +103,7 @@ async fn publish(
     authorize(&state, &headers).await?;
     let (grant, events) = read(body)?;
     grant.check().map_err(|e| ApiError::Unprocessable { code: e.code(), message: e.to_string() })?;
-    let placed: Vec<(HubEventType, String)> =
-        events.iter().map(|e| (e.payload.kind(), e.channel_id.clone())).collect();
+    let placed: Vec<(HubEventType, String)> = events.iter().map(|e| (e.payload.kind(), e.channel_id.clone())).collect();
     let cursors = state.engine.hub().to(grant).publish(events).await?;
     let events = placed
         .into_iter()
@@ -136,10 +135,9 @@ async fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError
                 (`spool token create --publisher NAME`)"
                 .into(),
         }),
-        None => Err(ApiError::Unauthorized {
-            code: "invalid_token",
-            message: "the token is unknown or revoked".into(),
-        }),
+        None => {
+            Err(ApiError::Unauthorized { code: "invalid_token", message: "the token is unknown or revoked".into() })
+        }
     }
 }
 
