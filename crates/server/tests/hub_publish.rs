@@ -360,8 +360,11 @@ async fn a_user_never_receives_what_was_not_granted_to_them() {
     // A cursor does not open a channel either: bob's replay skips what is alice's.
     let stream = cursors[0].rsplit_once(':').expect("cursor").0;
     subscribe(&mut bob_named, &["chan_secret"], json!({"chan_secret": format!("{stream}:0")})).await;
+    let public = json!({"type": "review.status", "channel_id": "chan_secret", "data": {"status": "ready"},
+                        "audience": "public"});
+    published(&server, Some(&publisher), public).await;
     let got = recv(&mut bob_named).await;
-    assert_eq!(got["data"]["ticket_id"], "marker", "{got}");
+    assert_eq!((got["type"].as_str(), got["cursor"].as_str()), (Some("review.status"), Some(&*format!("{stream}:2"))));
 
     // The publisher token reads nothing and a user's token cannot publish.
     let project = server.new_dir("alice-project");
