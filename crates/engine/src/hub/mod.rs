@@ -637,10 +637,11 @@ impl HubSubscriber {
                 if !self.wants(&event.channel) || !event.audience.admits(&self.user) {
                     return None;
                 }
-                if let Some(at) = self.positions.get(&event.channel) {
-                    if at.stream_id == event.cursor.stream_id && event.cursor.seq <= at.seq {
-                        return None;
-                    }
+                if let Some(at) = self.positions.get(&event.channel)
+                    && at.stream_id == event.cursor.stream_id
+                    && event.cursor.seq <= at.seq
+                {
+                    return None;
                 }
                 self.positions.insert(event.channel.clone(), event.cursor.clone());
                 Some(event.json.clone())
