@@ -21,9 +21,12 @@
 //! bodies) is the server's; the engine keeps the outcome itself for the idempotency key,
 //! and a repeat gets the same outcome, so the server renders the same bytes.
 
-use crate::engine::{ActiveHandle, Engine, Loaded};
 use crate::error::{EngineError, Result};
+use crate::leases::{LeaseGuard, Leases};
+use crate::registry::Registry;
 use crate::run::{Checkpoint, Resolution, RunTask};
+use crate::run_env::RunEnv;
+use crate::session::{ActiveHandle, Loaded, READ_YOUR_WRITES};
 use crate::store::{DecidedCall, IdempotencyClaim, Store, Supersede};
 use crate::{Inspected, Tool};
 use serde::{Deserialize, Serialize};
@@ -120,15 +123,25 @@ impl DecisionOutcome {
     }
 }
 
-impl Engine {
-    /// Applies a decision to an approval. See the module docs for the order of checks.
-    pub async fn decide(
-        &self,
-        owner: &UserId,
-        target: DecisionTarget,
-        approval_id: &ApprovalId,
-        input: DecisionInput,
-    ) -> Result<DecisionOutcome> {
+/// The approvals of this node's sessions: deciding them exactly once, expiring and
+/// cancelling them, and continuing the runs they parked. An owned service: it holds the
+/// runs' context (to continue a run), the registry and the leases (to take a session's
+/// lease for the winner), and is handed the loaded session by the engine, which alone
+/// loads sessions.
+pub(crate) struct Approvals {
+    env: Arc<RunEnv>,
+    sessions: Arc<Registry>,
+    leases: Arc<Leases>,
+}
+
+impl Approvals {
+    pub fn new(env: Arc<RunEnv>, sessions: Arc<Registry>, leases: Arc<Leases>) -> Self {
+        Self { env, sessions, leases }
+    }
+
+    /// Refuses a decision whose message or idempotency key breaks the limits, before
+    /// anything is looked up.
+    pub fn check(input: &DecisionInput) -> Result<()> {
         if input.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE) {
             return Err(EngineError::invalid(
                 "invalid_message",
@@ -143,33 +156,53 @@ impl Engine {
                 format!("idempotencyKey must be 1 to {MAX_KEY} printable ASCII characters"),
             ));
         }
-        let store = self.inner.store.clone();
-        let found = store.get_approval(approval_id).await?;
-        let (approval, checkpoint) = match found {
+        Ok(())
+    }
+
+    /// The approval `id` with its checkpoint, when it is `owner`'s and addressed at
+    /// `target`; anything else is `NotFound`, exactly like a missing one.
+    pub async fn find(
+        &self,
+        owner: &UserId,
+        target: &DecisionTarget,
+        id: &ApprovalId,
+    ) -> Result<(Approval, serde_json::Value)> {
+        match self.env.store.get_approval(id).await? {
             Some((a, c))
                 if &a.owner_id == owner
-                    && match &target {
+                    && match target {
                         DecisionTarget::Session(s) => &a.session_id == s,
                         DecisionTarget::Run(r) => &a.run_id == r,
                     } =>
             {
-                (a, c)
+                Ok((a, c))
             }
-            _ => return Err(EngineError::NotFound("approval")),
-        };
-        // Auth will add "may this user decide for this session" here; today the owner may.
-        let loaded = self.load(owner, &approval.session_id).await?;
+            _ => Err(EngineError::NotFound("approval")),
+        }
+    }
+
+    /// Applies a decision to `approval` (found with [`find`](Self::find)) of the loaded
+    /// session. See the module docs for the order of checks.
+    pub async fn decide(
+        &self,
+        loaded: &Arc<Loaded>,
+        owner: &UserId,
+        approval: Approval,
+        checkpoint: serde_json::Value,
+        input: DecisionInput,
+    ) -> Result<DecisionOutcome> {
+        let store = self.env.store.clone();
         // Expired, or past its time with the timer not yet run: either way it is gone.
         if approval.status == ApprovalStatus::Expired {
             return Err(expired(&approval));
         }
         if approval.status == ApprovalStatus::Pending && now_ms() >= approval.expires_at {
-            self.expire(&loaded, &approval.id).await?;
+            self.expire(loaded, &approval.id).await?;
             return Err(expired(&approval));
         }
         let scope = format!("approval:{}", approval.id);
         let Some(key) = input.idempotency_key.clone() else {
-            return self.apply(&loaded, owner, approval, checkpoint, input).await;
+            return self.apply(loaded, owner, approval, checkpoint, input).await;
         };
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
@@ -187,7 +220,7 @@ impl Engine {
                 }
             }
         }
-        let result = self.apply(&loaded, owner, approval, checkpoint, input).await;
+        let result = self.apply(loaded, owner, approval, checkpoint, input).await;
         match &result {
             Ok(outcome) => store.complete_idempotency(&scope, &key, &outcome.kept()).await?,
             // No response to keep: let a retry run it again.
@@ -199,8 +232,8 @@ impl Engine {
     /// Releases idempotency claims older than [`ABANDONED_CLAIM`] that never got a
     /// response, so a retry with the key runs its request again. Single-process servers
     /// release them all at start-up instead.
-    pub(crate) async fn release_abandoned_claims(&self) -> Result<()> {
-        log_released(self.inner.store.release_open_claims(now_ms() - ABANDONED_CLAIM).await?);
+    pub async fn release_abandoned_claims(&self) -> Result<()> {
+        log_released(self.env.store.release_open_claims(now_ms() - ABANDONED_CLAIM).await?);
         Ok(())
     }
 
@@ -213,7 +246,7 @@ impl Engine {
         checkpoint: serde_json::Value,
         input: DecisionInput,
     ) -> Result<DecisionOutcome> {
-        let store = self.inner.store.clone();
+        let store = self.env.store.clone();
         let _control = loaded.control.lock().await;
         // The winner continues the run here, so this node must be able to run the
         // session: take its lease first (a parked run holds none). Busy means another
@@ -280,28 +313,28 @@ impl Engine {
             decision: input.decision,
         };
         lease.keep();
-        let task = RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
+        let task = RunTask::resume(self.env.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
         tokio::spawn(task.execute());
         Ok(outcome)
     }
 
     /// Resumes a run whose approving decision was acknowledged before a crash and whose
     /// tool never started: the same continuation the decision would have spawned.
-    pub(crate) async fn resume_decided(&self, decided: DecidedCall) -> Result<()> {
+    /// `loaded` is the approval's session.
+    pub async fn resume_decided(&self, loaded: &Arc<Loaded>, decided: DecidedCall) -> Result<()> {
         let DecidedCall { approval, checkpoint, .. } = decided;
         let checkpoint: Checkpoint = serde_json::from_value(checkpoint)
             .map_err(|e| EngineError::Store(crate::StoreError::Backend(format!("unreadable checkpoint: {e}"))))?;
         let decision = approval.decision.clone().ok_or(EngineError::NotFound("decision"))?;
-        let loaded = self.load(&approval.owner_id, &approval.session_id).await?;
         let _control = loaded.control.lock().await;
         let lease = self.take_lease(&approval.session_id).await?;
-        if let Some(changed) = self.changed_target(&loaded, &checkpoint).await {
+        if let Some(changed) = self.changed_target(loaded, &checkpoint).await {
             tracing::warn!(approval = %approval.id, path = %changed.now.resource.path, "the file of a decided call changed before it ran; asking again");
             // The lease is given back when it drops: a parked run holds none.
-            self.reask(&loaded, &approval, ApprovalStatus::Resolved, None, checkpoint, changed).await?;
+            self.reask(loaded, &approval, ApprovalStatus::Resolved, None, checkpoint, changed).await?;
             return Ok(());
         }
-        let run = self.inner.store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
+        let run = self.env.store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         tracing::warn!(run = %run.id, approval = %approval.id, "resuming a decided call that a crash kept from starting");
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
@@ -314,7 +347,8 @@ impl Engine {
         let resolution = resolution(&decision, approval.message.clone(), &checkpoint);
         lease.keep();
         tokio::spawn(
-            RunTask::resume(self.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id).execute(),
+            RunTask::resume(self.env.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id)
+                .execute(),
         );
         Ok(())
     }
@@ -325,9 +359,9 @@ impl Engine {
     /// looked at as it was asked: a `fill` is checked against the file the person saw.
     async fn changed_target(&self, loaded: &Loaded, checkpoint: &Checkpoint) -> Option<Changed> {
         let asked = checkpoint.resource.as_ref()?;
-        let tool = self.inner.tools.get(&checkpoint.pending.name)?;
+        let tool = self.env.tools.get(&checkpoint.pending.name)?;
         // Its own token: a decision is not part of the run, and looking changes nothing.
-        let ctx = crate::run::tool_context(self, loaded, tokio_util::sync::CancellationToken::new());
+        let ctx = self.env.tool_context(loaded, tokio_util::sync::CancellationToken::new());
         let now = tool.inspect(&checkpoint.pending.args, &ctx).await?;
         (now.resource.fingerprint != asked.fingerprint).then_some(Changed { tool, now })
     }
@@ -348,15 +382,21 @@ impl Engine {
         mut checkpoint: Checkpoint,
         changed: Changed,
     ) -> Result<Option<Approval>> {
-        let store = &self.inner.store;
+        let store = &self.env.store;
         let mut run = store.get_run(&old.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         // Later than the old one, always: "the latest approval of a run" must name it.
         let now = now_ms().max(old.created_at + 1);
-        let approval =
-            crate::run::new_approval(self, &*changed.tool, &run, &checkpoint.pending, Some(&changed.now), now);
+        let approval = crate::run::new_approval(
+            self.env.settings.approval_ttl,
+            &*changed.tool,
+            &run,
+            &checkpoint.pending,
+            Some(&changed.now),
+            now,
+        );
         checkpoint.resource = Some(changed.now.resource);
         // The new approval's `approval_requested` below is the run's next event.
-        checkpoint.sequence = loaded.events.next_run_sequence(&run.id, crate::engine::READ_YOUR_WRITES).await;
+        checkpoint.sequence = loaded.events.next_run_sequence(&run.id, READ_YOUR_WRITES).await;
         run.status = RunStatus::Interrupted;
         run.updated_at = now;
         let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
@@ -391,13 +431,13 @@ impl Engine {
             message: None,
         }));
         loaded.events.publish_body(loop_event(AgentEvent::ApprovalRequested { approval: Box::new(approval.clone()) }));
-        self.arm_expiry(&approval);
+        self.env.arm_expiry(&approval);
         Ok(Some(approval))
     }
 
     /// Expires a pending approval and cancels its run, saying why. No-op when it is not
     /// pending any more.
-    pub(crate) async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
+    pub async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
         let _control = loaded.control.lock().await;
         self.end_interrupted(
             loaded,
@@ -414,14 +454,14 @@ impl Engine {
     /// Ends a run parked at `approval_id`: the approval moves to `status` (if it is still
     /// pending — otherwise someone else already acted and nothing happens) and the run is
     /// cancelled with `error`. The caller holds the session's control lock.
-    pub(crate) async fn end_interrupted(
+    async fn end_interrupted(
         &self,
         loaded: &Arc<Loaded>,
         approval_id: &ApprovalId,
         status: ApprovalStatus,
         error: RunError,
     ) -> Result<()> {
-        let store = self.inner.store.clone();
+        let store = self.env.store.clone();
         let now = now_ms();
         if !store.settle_approval(approval_id, status, None, None, None, now).await? {
             return Ok(());
@@ -440,7 +480,7 @@ impl Engine {
         crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         // The parked call never runs: end it (and the prompt's timing) in every view.
-        crate::run::end_parked_calls(self, loaded, &run, checkpoint).await;
+        crate::run::end_parked_calls(&self.env, loaded, &run, checkpoint).await;
         let run_id = run.id.clone();
         let loop_event =
             |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };
@@ -456,23 +496,60 @@ impl Engine {
         Ok(())
     }
 
-    /// Expires the approval when its time comes, unless it was decided before.
-    pub(crate) fn arm_expiry(&self, approval: &Approval) {
-        let engine = self.clone();
-        let (id, owner, session) = (approval.id.clone(), approval.owner_id.clone(), approval.session_id.clone());
-        let wait = Duration::from_millis(u64::try_from(approval.expires_at - now_ms()).unwrap_or(0));
-        tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
-            let outcome = async {
-                let loaded = engine.load(&owner, &session).await?;
-                engine.expire(&loaded, &id).await
+    /// Aborts the run this node has of a loaded session, if any, and waits until it is
+    /// settled. A run parked at an approval is cancelled together with its approval,
+    /// which is why aborting lives here.
+    pub async fn abort(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
+        let _control = loaded.control.lock().await;
+        loop {
+            let Some(active) = loaded.active() else {
+                return Ok(None);
             };
-            if let Err(e) = outcome.await
-                && !matches!(e, EngineError::NotFound(_))
-            {
-                tracing::warn!(approval = %id, error = %e, "could not expire an approval");
+            if let Some(approval_id) = &active.interrupted {
+                self.end_interrupted(
+                    loaded,
+                    approval_id,
+                    ApprovalStatus::Cancelled,
+                    RunError {
+                        code: "aborted".into(),
+                        message: "the run was aborted while waiting for approval".into(),
+                    },
+                )
+                .await?;
+                return Ok(Some(active.run_id));
             }
-        });
+            active.cancel.cancel();
+            active.finished.cancelled().await;
+            // The task may have parked the run at an approval just before it saw the
+            // cancellation: then cancel the approval too.
+            match loaded.active() {
+                Some(now) if now.run_id == active.run_id && now.interrupted.is_some() => continue,
+                _ => return Ok(Some(active.run_id)),
+            }
+        }
+    }
+
+    /// Every approval of `owner` still waiting for a decision, oldest first (OpenCode's
+    /// `GET /permission` lists them across sessions).
+    pub async fn pending_of(&self, owner: &UserId) -> Result<Vec<Approval>> {
+        let mut pending = self.env.store.all_pending_approvals().await?;
+        pending.retain(|a| &a.owner_id == owner && a.status == ApprovalStatus::Pending);
+        pending.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(pending)
+    }
+
+    /// One approval of `owner`, in whatever state it is (OpenCode answers a permission
+    /// by its id alone).
+    pub async fn get(&self, owner: &UserId, id: &ApprovalId) -> Result<Approval> {
+        match self.env.store.get_approval(id).await? {
+            Some((approval, _)) if &approval.owner_id == owner => Ok(approval),
+            _ => Err(EngineError::NotFound("approval")),
+        }
+    }
+
+    /// Takes the session's lease for the decision's winner (see [`LeaseGuard::take`]).
+    async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
+        LeaseGuard::take(&self.leases, &self.sessions, session).await
     }
 }
 

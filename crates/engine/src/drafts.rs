@@ -9,12 +9,11 @@
 //!
 //! A run that ends normally commits its message and deletes the draft. A draft whose
 //! run ended without committing it (the process died; a node was declared dead) is
-//! committed at the next chance by [`Engine::commit_orphaned_drafts`], marked with the
+//! committed at the next chance by [`commit_orphaned_drafts`], marked with the
 //! run's failure, so history, snapshots, the OpenCode views and the UI show the partial
 //! answer together with why it stopped.
 
-use crate::engine::Engine;
-use crate::store::{Draft, StoreError};
+use crate::store::{Draft, Store, StoreError};
 use spool_protocol::{Content, Message, StopReason};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -72,34 +71,31 @@ pub(crate) fn settled(message: &Message, reason: &str) -> Message {
     }
 }
 
-impl Engine {
-    /// Commits every draft whose run ended without committing it, marked with the run's
-    /// failure, and deletes it. A draft whose index is taken already (the process died
-    /// between committing the message and deleting the draft) is only deleted. Returns
-    /// how many messages were committed.
-    pub async fn commit_orphaned_drafts(&self) -> Result<usize, StoreError> {
-        let store = &self.inner.store;
-        let mut committed = 0;
-        for draft in store.orphaned_drafts().await? {
-            let Draft { session_id, run_id, owner_id, mut message } = draft;
-            let reason = match store.get_run(&run_id).await? {
-                Some(run) => match run.error {
-                    Some(error) => format!("{} ({})", error.message, error.code),
-                    None => format!("the run ended ({}) before this answer finished", run.status.as_str()),
-                },
-                None => "the run ended before this answer finished".to_owned(),
-            };
-            message.message = settled(&message.message, &reason);
-            match store.insert_message(&session_id, &owner_id, &message).await {
-                Ok(()) => committed += 1,
-                Err(StoreError::Conflict(_)) => {}
-                Err(e) => return Err(e),
-            }
-            store.delete_draft(&session_id).await?;
-            tracing::info!(session = %session_id, run = %run_id, "kept the answer a stopped run had streamed");
+/// Commits every draft whose run ended without committing it, marked with the run's
+/// failure, and deletes it. A draft whose index is taken already (the process died
+/// between committing the message and deleting the draft) is only deleted. Returns
+/// how many messages were committed.
+pub(crate) async fn commit_orphaned_drafts(store: &dyn Store) -> Result<usize, StoreError> {
+    let mut committed = 0;
+    for draft in store.orphaned_drafts().await? {
+        let Draft { session_id, run_id, owner_id, mut message } = draft;
+        let reason = match store.get_run(&run_id).await? {
+            Some(run) => match run.error {
+                Some(error) => format!("{} ({})", error.message, error.code),
+                None => format!("the run ended ({}) before this answer finished", run.status.as_str()),
+            },
+            None => "the run ended before this answer finished".to_owned(),
+        };
+        message.message = settled(&message.message, &reason);
+        match store.insert_message(&session_id, &owner_id, &message).await {
+            Ok(()) => committed += 1,
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e),
         }
-        Ok(committed)
+        store.delete_draft(&session_id).await?;
+        tracing::info!(session = %session_id, run = %run_id, "kept the answer a stopped run had streamed");
     }
+    Ok(committed)
 }
 
 #[cfg(test)]

@@ -5,11 +5,17 @@
 //! missing one (`NotFound`), so a later auth layer only has to supply the user.
 
 use crate::ToolRegistry;
+use crate::approvals::{Approvals, DecisionInput, DecisionOutcome, DecisionTarget};
 use crate::error::{EngineError, Result};
 use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
+use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
 use crate::registry::Unused;
-use crate::run::RunTask;
+use crate::remote::{Remote, RemoteParts};
+use crate::run::{ApprovalPolicy, OnDisconnect, RunTask};
+use crate::run_env::{Expiries, RunEnv, RunParts, RunSettings};
+use crate::session::{ActiveHandle, Loaded, READ_YOUR_WRITES};
+use crate::store::DecidedCall;
 use crate::store::{RunInsert, Store};
 use crate::view;
 use serde::Serialize;
@@ -87,28 +93,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// What an approval does when no interactive view (`?approvals=1`) is connected.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    /// It stays pending, durably, until someone decides (or it expires).
-    #[default]
-    Wait,
-    /// Fail closed: the tool call is denied at once and the run goes on.
-    Deny,
-}
-
-/// What happens to a run when its last listener leaves (seed 003's disconnect policy).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnDisconnect {
-    /// The run goes on; its results are stored for the next visit.
-    #[default]
-    Continue,
-    /// The run is cancelled when its last subscriber disconnects.
-    Cancel,
-}
-
 /// A prompt and how its run should behave.
 #[derive(Clone, Debug, Default)]
 pub struct PromptInput {
@@ -136,17 +120,20 @@ pub struct Engine {
 
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
-    pub models: Models,
-    pub tools: ToolRegistry,
+    /// What runs use (store, models, tools, leases …): handed to every run instead of
+    /// the engine (see [`crate::run_env`]).
+    pub env: Arc<RunEnv>,
     pub config: EngineConfig,
     local_user: UserId,
     pub lists: crate::lists::ListNotifier,
     /// The other nodes, when there are any (see [`crate::remote`]).
-    pub remote: Option<crate::remote::Remote>,
+    pub remote: Option<Arc<Remote>>,
     /// The frame bus that carries session streams between nodes (see [`crate::framebus`]).
     pub frames: Option<Arc<dyn crate::FrameBus>>,
     /// The sessions loaded on this node (see [`crate::registry`]).
-    pub sessions: crate::registry::Registry,
+    pub sessions: Arc<crate::registry::Registry>,
+    /// Deciding, expiring and cancelling approvals (see [`crate::approvals`]).
+    pub approvals: Arc<Approvals>,
     /// The project roots and the data directory, resolved at start.
     pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
@@ -179,35 +166,12 @@ impl Drop for StreamPermit {
     }
 }
 
-/// A session in memory: its event stream plus the handle of its active run.
-/// How long a read waits for this node's own changes to come back from the frame bus
-/// before answering with what it has (bus mode only).
-pub(crate) const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::from_secs(2);
-
 fn bus_error(error: crate::BusFailure) -> EngineError {
     // The bus's own words (which may name its server) stay in the log.
     tracing::warn!(%error, "cannot follow a session through the frame bus");
     EngineError::Unavailable {
         code: "bus_unavailable",
         message: "the event bus (Redis) cannot be reached; try again shortly".into(),
-    }
-}
-
-impl Engine {
-    /// The clients other nodes have on `session`'s stream (bus mode; nothing without a
-    /// bus, or when the bus cannot say — then only this node's clients count).
-    pub(crate) async fn watchers_elsewhere(&self, session: &SessionId) -> crate::framebus::Watchers {
-        let Some(bus) = &self.inner.frames else { return Default::default() };
-        match bus.watchers(session).await {
-            Ok(entries) => entries
-                .into_iter()
-                .filter(|(node, _)| node != &self.inner.config.node_id)
-                .fold(Default::default(), |sum, (_, w)| sum + w),
-            Err(error) => {
-                tracing::warn!(%session, %error, "cannot read the session's watchers on other nodes");
-                Default::default()
-            }
-        }
     }
 }
 
@@ -241,69 +205,6 @@ impl crate::events::Follower for EngineFollower {
     async fn request_snapshot(&self, session: &SessionId) -> bool {
         let Some(inner) = self.inner.upgrade() else { return false };
         Engine { inner }.request_snapshot(session).await
-    }
-}
-
-pub(crate) struct Loaded {
-    pub events: SessionEvents,
-    pub root: PathBuf,
-    /// Serializes the session's control steps — accepting a prompt, applying a decision,
-    /// expiring or aborting — so "what is the run doing?" and "change it" are one step.
-    pub control: tokio::sync::Mutex<()>,
-    pub active: Mutex<Option<ActiveHandle>>,
-    /// When a request last touched this session (ms), for idle unloading.
-    pub(crate) touched: std::sync::atomic::AtomicI64,
-}
-
-#[derive(Clone)]
-pub(crate) struct ActiveHandle {
-    pub run_id: RunId,
-    pub cancel: CancellationToken,
-    /// Cancelled by the run task once the run is settled and stored, or parked at an
-    /// approval.
-    pub finished: CancellationToken,
-    /// Set while the run is parked at this approval (no task is executing it).
-    pub interrupted: Option<ApprovalId>,
-    /// Set (before `cancel` fires) when the run must end as failed rather than
-    /// cancelled: the node lost the session's lease, or is shutting down.
-    pub failed_as: Arc<std::sync::OnceLock<RunError>>,
-}
-
-impl ActiveHandle {
-    pub fn new(run_id: RunId) -> Self {
-        Self {
-            run_id,
-            cancel: CancellationToken::new(),
-            finished: CancellationToken::new(),
-            interrupted: None,
-            failed_as: Arc::default(),
-        }
-    }
-}
-
-impl Loaded {
-    /// The run this node holds for the session. A run parked at an approval is held only
-    /// while the session's view still shows that approval pending: once it is decided,
-    /// expired or aborted — here, or on another node and seen through its frames — the
-    /// parked handle is stale and is dropped, so a copy taken when the session was
-    /// loaded never keeps it busy.
-    pub fn active(&self) -> Option<ActiveHandle> {
-        let handle = self.active.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let parked_at = handle.as_ref().and_then(|h| h.interrupted.clone());
-        let Some(approval) = parked_at else { return handle };
-        // The view's lock is never held while `active` is taken (nor the reverse).
-        if self.events.read(|s| s.pending_approvals.iter().any(|a| a.id == approval)) {
-            return handle;
-        }
-        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-        if active.as_ref().is_some_and(|h| h.interrupted.as_ref() == Some(&approval)) {
-            *active = None;
-        }
-        active.clone()
-    }
-
-    pub fn set_active(&self, handle: Option<ActiveHandle>) {
-        *self.active.lock().unwrap_or_else(|p| p.into_inner()) = handle;
     }
 }
 
@@ -426,20 +327,55 @@ impl Engine {
         let auth = crate::auth::Auth::new(store.clone(), config.node_id.clone());
         let leases = Arc::new(crate::leases::Leases::new(store.clone(), config.node_id.clone(), config.lease_ttl));
         let hub = crate::hub::Hub::new(store.clone(), frames.as_ref().and_then(|f| f.hub_bus()));
+        let sessions = Arc::new(crate::registry::Registry::default());
+        let data_dir = fence.data_dir().map(Into::into);
+        let settings = RunSettings {
+            max_turns: config.max_turns,
+            system_prompt: config.system_prompt.clone(),
+            rules: config.rules.clone(),
+            context_budget_tokens: config.context_budget_tokens,
+            approval_ttl: config.approval_ttl,
+        };
+        let node_id = config.node_id.clone();
+        let (leases2, frames2) = (leases.clone(), frames.clone());
+        let parts = RunParts {
+            store: store.clone(),
+            models,
+            tools,
+            data_dir,
+            leases: leases2,
+            frames: frames2,
+            settings,
+            node_id,
+        };
+        let (env, expiries) = RunEnv::new(parts);
+        let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));
+        let lists = match &cluster {
+            Some(cluster) => crate::lists::ListNotifier::clustered(cluster.clone()),
+            None => crate::lists::ListNotifier::new(),
+        };
+        let remote = cluster.map(|cluster| {
+            Remote::start(RemoteParts {
+                cluster,
+                node_id: config.node_id.clone(),
+                lease_ttl: config.lease_ttl,
+                store: store.clone(),
+                sessions: sessions.clone(),
+                approvals: approvals.clone(),
+                lists: lists.clone(),
+            })
+        });
         let engine = Engine {
             inner: Arc::new(Inner {
                 store,
-                models,
-                tools,
+                approvals,
+                env,
                 config,
                 local_user,
-                lists: match &cluster {
-                    Some(cluster) => crate::lists::ListNotifier::clustered(cluster.clone()),
-                    None => crate::lists::ListNotifier::new(),
-                },
-                remote: cluster.map(crate::remote::Remote::new),
+                lists,
+                remote,
                 frames,
-                sessions: crate::registry::Registry::default(),
+                sessions,
                 fence,
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth,
@@ -448,13 +384,14 @@ impl Engine {
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
-        match engine.commit_orphaned_drafts().await? {
+        engine.spawn_expiries(expiries);
+        match crate::drafts::commit_orphaned_drafts(&*engine.inner.store).await? {
             0 => {}
             kept => tracing::warn!(kept, "kept the partial answers of runs a stop or crash ended"),
         }
         // Interrupted runs stay interrupted across a restart; their approvals keep expiring.
         for approval in pending {
-            engine.arm_expiry(&approval);
+            engine.inner.env.arm_expiry(&approval);
         }
         for call in decided {
             let run = call.approval.run_id.clone();
@@ -464,7 +401,6 @@ impl Engine {
         }
         engine.spawn_janitor();
         engine.spawn_reaper();
-        engine.spawn_remote();
         engine.inner.auth.spawn_revocation_watch();
         Ok(engine)
     }
@@ -485,9 +421,15 @@ impl Engine {
         &self.inner.local_user
     }
 
+    /// The name `user` was created with (`spool token create --user NAME`; `local` while
+    /// auth is off).
+    pub async fn user_name(&self, user: &UserId) -> Result<String> {
+        self.store().user_name(user).await?.ok_or(EngineError::NotFound("user"))
+    }
+
     /// The default model's name.
     pub fn model_name(&self) -> String {
-        self.inner.models.default_name().to_owned()
+        self.inner.env.models.default_name().to_owned()
     }
 
     /// The list notifier behind `GET /api/workspaces/events`.
@@ -522,7 +464,7 @@ impl Engine {
 
     /// The configured models.
     pub fn models(&self) -> Vec<ModelInfo> {
-        self.inner.models.list()
+        self.inner.env.models.list()
     }
 
     fn store(&self) -> &dyn Store {
@@ -730,8 +672,8 @@ impl Engine {
             session.archived = archived;
         }
         if let Some(model) = patch.model {
-            if self.inner.models.get(&model).is_none() {
-                let known: Vec<String> = self.inner.models.list().into_iter().map(|m| m.name).collect();
+            if self.inner.env.models.get(&model).is_none() {
+                let known: Vec<String> = self.inner.env.models.list().into_iter().map(|m| m.name).collect();
                 return Err(EngineError::invalid(
                     "unknown_model",
                     format!("no model named {model:?} is configured; configured: {}", known.join(", ")),
@@ -1032,7 +974,7 @@ impl Engine {
             });
         }
         // Another node may be running this session: the lease decides.
-        let lease = self.take_lease(id).await?;
+        let lease = LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await?;
         if self.is_stale(&loaded).await? {
             // Another node wrote to the session since this one loaded it: start over
             // from the store.
@@ -1071,7 +1013,7 @@ impl Engine {
             Some(FrameBody::State { state: Box::new(state.clone()) })
         });
         let policy = approval_policy.unwrap_or(self.inner.config.approval_policy);
-        let task = RunTask::new(self.clone(), loaded.clone(), run, text, handle, policy, on_disconnect);
+        let task = RunTask::new(self.inner.env.clone(), loaded.clone(), run, text, handle, policy, on_disconnect);
         lease.keep();
         tokio::spawn(task.execute());
         Ok(accepted)
@@ -1086,39 +1028,98 @@ impl Engine {
         let loaded = self.load(owner, id).await?;
         match self.abort_loaded(&loaded).await? {
             Some(run) => Ok(Some(run)),
-            None => self.abort_elsewhere(id).await,
+            None => match &self.inner.remote {
+                Some(remote) => remote.abort_elsewhere(id).await,
+                None => Ok(None),
+            },
         }
     }
 
     /// Aborts the run this node has of a loaded session, if any.
     pub(crate) async fn abort_loaded(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
-        let _control = loaded.control.lock().await;
-        loop {
-            let Some(active) = loaded.active() else {
-                return Ok(None);
-            };
-            if let Some(approval_id) = &active.interrupted {
-                self.end_interrupted(
-                    loaded,
-                    approval_id,
-                    ApprovalStatus::Cancelled,
-                    RunError {
-                        code: "aborted".into(),
-                        message: "the run was aborted while waiting for approval".into(),
-                    },
-                )
-                .await?;
-                return Ok(Some(active.run_id));
+        self.inner.approvals.abort(loaded).await
+    }
+
+    /// Asks the node running `session` (the lease holder; perhaps this one) for a full
+    /// snapshot frame on the frame bus. `false` when no node holds the lease (the store
+    /// then has the whole state) or this node holds it without the session loaded.
+    pub(crate) async fn request_snapshot(&self, session: &SessionId) -> bool {
+        let lease = match self.inner.store.get_lease(session).await {
+            Ok(lease) => lease.filter(|l| l.expires_at > now_ms()),
+            Err(error) => {
+                tracing::warn!(%session, %error, "cannot read a session's lease to ask for a snapshot");
+                return false;
             }
-            active.cancel.cancel();
-            active.finished.cancelled().await;
-            // The task may have parked the run at an approval just before it saw the
-            // cancellation: then cancel the approval too.
-            match loaded.active() {
-                Some(now) if now.run_id == active.run_id && now.interrupted.is_some() => continue,
-                _ => return Ok(Some(active.run_id)),
-            }
+        };
+        let Some(lease) = lease else { return false };
+        if lease.node_id == self.inner.config.node_id {
+            return self.inner.sessions.resync(session);
         }
+        let Some(remote) = &self.inner.remote else { return false };
+        remote.ask_resync(lease.node_id, session);
+        true
+    }
+
+    // ---- approvals --------------------------------------------------------------------
+
+    /// Applies a decision to an approval of `owner`'s, addressed at `target` (see
+    /// [`crate::approvals`] for the order of checks).
+    pub async fn decide(
+        &self,
+        owner: &UserId,
+        target: DecisionTarget,
+        approval_id: &ApprovalId,
+        input: DecisionInput,
+    ) -> Result<DecisionOutcome> {
+        Approvals::check(&input)?;
+        let approvals = &self.inner.approvals;
+        let (approval, checkpoint) = approvals.find(owner, &target, approval_id).await?;
+        let loaded = self.load(owner, &approval.session_id).await?;
+        approvals.decide(&loaded, owner, approval, checkpoint, input).await
+    }
+
+    /// Every approval of `owner` still waiting for a decision, oldest first.
+    pub async fn pending_approvals_of(&self, owner: &UserId) -> Result<Vec<Approval>> {
+        self.inner.approvals.pending_of(owner).await
+    }
+
+    /// One approval of `owner`, in whatever state it is.
+    pub async fn approval(&self, owner: &UserId, id: &ApprovalId) -> Result<Approval> {
+        self.inner.approvals.get(owner, id).await
+    }
+
+    /// Resumes a run whose approving decision was acknowledged before a crash and whose
+    /// tool never started.
+    pub(crate) async fn resume_decided(&self, decided: DecidedCall) -> Result<()> {
+        let loaded = self.load(&decided.approval.owner_id, &decided.approval.session_id).await?;
+        self.inner.approvals.resume_decided(&loaded, decided).await
+    }
+
+    /// Expires every approval a run arms (see [`RunEnv::arm_expiry`]) when its time
+    /// comes, unless it was decided before. The timers hold the engine weakly: a gone
+    /// engine expires nothing.
+    fn spawn_expiries(&self, mut armed: Expiries) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            while let Some(approval) = armed.recv().await {
+                let weak = weak.clone();
+                tokio::spawn(async move {
+                    let wait = u64::try_from(approval.expires_at - now_ms()).unwrap_or(0);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    let engine = Engine { inner };
+                    let outcome = async {
+                        let loaded = engine.load(&approval.owner_id, &approval.session_id).await?;
+                        engine.inner.approvals.expire(&loaded, &approval.id).await
+                    };
+                    if let Err(e) = outcome.await
+                        && !matches!(e, EngineError::NotFound(_))
+                    {
+                        tracing::warn!(approval = %approval.id, error = %e, "could not expire an approval");
+                    }
+                });
+            }
+        });
     }
 
     pub async fn run(&self, owner: &UserId, id: &RunId) -> Result<Run> {

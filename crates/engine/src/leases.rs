@@ -23,12 +23,14 @@
 //!   node has a new id and its old runs end as `node_lost` after the lease time.
 //!
 //! This file is the lease itself, an owned service ([`Leases`]) that knows the store,
-//! this node's name and the lifetime, and nothing of sessions or runs. What the engine
-//! does around it — the guard a request holds, the reaper that settles a dead node's
+//! this node's name and the lifetime, and nothing of sessions or runs; and the
+//! [`LeaseGuard`] a request holds while it may still give a lease back. What the engine
+//! does around it — the reaper that settles a dead node's
 //! runs, dropping views another node changed — is in `reaper.rs`.
 
 use crate::Store;
 use crate::error::{EngineError, Result};
+use crate::registry::Registry;
 use spool_protocol::time::{Millis, now_ms};
 use spool_protocol::{RunError, SessionId};
 use std::sync::{Arc, OnceLock};
@@ -50,6 +52,51 @@ pub(crate) struct Renewal {
     pub finished: CancellationToken,
     pub cancel: CancellationToken,
     pub failed_as: Arc<OnceLock<RunError>>,
+}
+
+/// A lease this node just took. Dropped without [`keep`](Self::keep) (an early return,
+/// an error), it is given back in the background — unless a run of the session executes
+/// here, which is why the guard asks the registry.
+pub(crate) struct LeaseGuard {
+    leases: Arc<Leases>,
+    sessions: Arc<Registry>,
+    session: Option<SessionId>,
+}
+
+impl LeaseGuard {
+    /// Takes `session`'s lease for this node, or answers busy when another node has it.
+    /// The lease is given back when the guard drops, unless [`keep`](Self::keep) hands
+    /// it to a run.
+    ///
+    /// Another node's lease, even expired, is busy too: taking it over means settling
+    /// that node's runs, which only the reaper does. A request that took it instead
+    /// would start a run beside the dead node's, or (a decision that lost) give the
+    /// lease up, and the dead node's run would never be reaped. The reaper comes within
+    /// half a lease.
+    pub async fn take(leases: &Arc<Leases>, sessions: &Arc<Registry>, session: &SessionId) -> Result<LeaseGuard> {
+        leases.take(session).await?;
+        Ok(LeaseGuard { leases: leases.clone(), sessions: sessions.clone(), session: Some(session.clone()) })
+    }
+
+    /// The run now holds the lease; it renews and releases it.
+    pub fn keep(mut self) {
+        self.session = None;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let (leases, sessions) = (self.leases.clone(), self.sessions.clone());
+            tokio::spawn(async move {
+                // On one node, a lease taken again by a request that then lost (a second
+                // decision) is the running run's own: it stays.
+                if !sessions.runs_here(&session) {
+                    leases.release(&session).await;
+                }
+            });
+        }
+    }
 }
 
 impl Leases {

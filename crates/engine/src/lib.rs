@@ -18,13 +18,14 @@ pub mod lists;
 pub mod metrics;
 pub mod model;
 pub mod models;
-mod opencode_support;
 mod reaper;
 mod registry;
 mod remote;
 mod roots;
 mod run;
+mod run_env;
 mod run_sequence;
+mod session;
 pub mod store;
 pub mod tool;
 pub mod view;
@@ -32,8 +33,8 @@ pub mod view;
 pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
-    ApprovalPolicy, DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, OnDisconnect, PromptAccepted,
-    PromptInput, SessionDetail, SessionInfo, SessionPatch, StreamPermit,
+    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, PromptInput, SessionDetail, SessionInfo,
+    SessionPatch, StreamPermit,
 };
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
@@ -43,6 +44,7 @@ pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use roots::WorkspaceRoots;
+pub use run::{ApprovalPolicy, OnDisconnect};
 pub use run_sequence::RunCount;
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,

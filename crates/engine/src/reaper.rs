@@ -1,74 +1,16 @@
-//! What the engine does around session leases (the lease itself is `leases.rs`): the
-//! guard a request holds while it may still give a lease back, the reaper that settles
-//! the runs of a node that stopped renewing, and dropping an in-memory view another
-//! node changed. See `leases.rs` for the failure semantics.
+//! What the engine does around session leases (the lease itself and the guard a request
+//! holds while it may still give one back are `leases.rs`): the reaper that settles the
+//! runs of a node that stopped renewing, and dropping an in-memory view another node
+//! changed. See `leases.rs` for the failure semantics.
 
-use crate::engine::{ActiveHandle, Engine, Loaded};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::leases::Renewal;
+use crate::session::Loaded;
 use spool_protocol::time::now_ms;
 use spool_protocol::{RunError, RunStatus, SessionId};
 use std::time::Duration;
 
-/// A lease this node just took. Dropped without [`keep`](Self::keep) (an early return,
-/// an error), it is given back in the background.
-pub(crate) struct LeaseGuard {
-    engine: Engine,
-    session: Option<SessionId>,
-}
-
-impl LeaseGuard {
-    /// The run now holds the lease; it renews and releases it.
-    pub fn keep(mut self) {
-        self.session = None;
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        if let Some(session) = self.session.take() {
-            let engine = self.engine.clone();
-            tokio::spawn(async move {
-                // On one node, a lease taken again by a request that then lost (a second
-                // decision) is the running run's own: it stays.
-                if !engine.runs_here(&session) {
-                    engine.drop_lease(&session).await;
-                }
-            });
-        }
-    }
-}
-
 impl Engine {
-    /// Takes `session`'s lease for this node, or answers busy when another node has it.
-    /// The lease is given back when the guard drops, unless [`LeaseGuard::keep`] hands
-    /// it to a run.
-    ///
-    /// Another node's lease, even expired, is busy too: taking it over means settling
-    /// that node's runs, which only the reaper does. A request that took it instead
-    /// would start a run beside the dead node's, or (a decision that lost) give the
-    /// lease up, and the dead node's run would never be reaped. The reaper comes within
-    /// half a lease.
-    pub(crate) async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
-        self.inner.leases.take(session).await?;
-        Ok(LeaseGuard { engine: self.clone(), session: Some(session.clone()) })
-    }
-
-    /// Gives the session's lease up.
-    pub(crate) async fn drop_lease(&self, session: &SessionId) {
-        self.inner.leases.release(session).await;
-    }
-
-    /// Renews the session's lease for the run `handle` stands for, until it finishes.
-    pub(crate) fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
-        let renewal = Renewal {
-            finished: handle.finished.clone(),
-            cancel: handle.cancel.clone(),
-            failed_as: handle.failed_as.clone(),
-        };
-        self.inner.leases.keep_renewed(session, renewal);
-    }
-
     /// With a shared store, another node may have written to a session since this node
     /// loaded it (until the event bus keeps every node's view live): true when the
     /// stored conversation is not the one in memory.
@@ -96,7 +38,7 @@ impl Engine {
                 if let Err(e) = engine.reap_expired_leases().await {
                     tracing::warn!(error = %e, "could not reap expired session leases");
                 }
-                if let Err(e) = engine.release_abandoned_claims().await {
+                if let Err(e) = engine.inner.approvals.release_abandoned_claims().await {
                     tracing::warn!(error = %e, "could not release abandoned idempotency claims");
                 }
             }
@@ -151,20 +93,20 @@ impl Engine {
                 self.forget_stale(&lease.session_id);
             }
             if sorted.resume.is_empty() {
-                self.drop_lease(&lease.session_id).await;
+                self.inner.leases.release(&lease.session_id).await;
             }
             for call in sorted.resume {
                 let run = call.approval.run_id.clone();
                 tracing::warn!(%run, node = %lease.node_id, "resuming a lost node's decided call that never started");
                 if let Err(e) = self.resume_decided(call).await {
                     tracing::error!(%run, error = %e, "could not resume a lost node's decided call");
-                    self.drop_lease(&lease.session_id).await;
+                    self.inner.leases.release(&lease.session_id).await;
                 }
             }
         }
         if failed > 0 {
             // What the lost runs had streamed joins the history, marked with the failure.
-            self.commit_orphaned_drafts().await?;
+            crate::drafts::commit_orphaned_drafts(&**store).await?;
         }
         Ok(failed)
     }

@@ -5,7 +5,7 @@
 //!
 //! A std mutex: held only to look up, insert or walk, never across an await.
 
-use crate::engine::{ActiveHandle, Loaded};
+use crate::session::{ActiveHandle, Loaded};
 use spool_protocol::SessionId;
 use spool_protocol::time::now_ms;
 use std::collections::HashMap;
@@ -85,6 +85,12 @@ impl Registry {
     /// Whether this node is executing a run of the session right now.
     pub fn runs_here(&self, id: &SessionId) -> bool {
         self.lock().get(id).and_then(|l| l.active()).is_some_and(|a| a.interrupted.is_none())
+    }
+
+    /// Has the loaded session `id` publish a full snapshot frame (for a node that lost
+    /// track of it); `false` when it is not loaded here.
+    pub fn resync(&self, id: &SessionId) -> bool {
+        self.get(id).map(|loaded| loaded.events.resync()).is_some()
     }
 
     /// Drops the view of a session with no active run here (its streams end, and the

@@ -14,9 +14,12 @@
 //! `node_lost` by a reaper within a lease and a half. Past two leases the asking node
 //! gives up and answers busy.
 
+use crate::approvals::Approvals;
 use crate::cluster::{Cluster, ClusterMessage};
-use crate::engine::Engine;
 use crate::error::{EngineError, Result};
+use crate::lists::ListNotifier;
+use crate::registry::Registry;
+use crate::store::Store;
 use futures::StreamExt;
 use spool_protocol::time::now_ms;
 use spool_protocol::{RunId, RunStatus, SessionId};
@@ -31,103 +34,92 @@ const POLL: Duration = Duration::from_millis(250);
 /// one lease, and a reaper takes it within half a lease more.
 const MARGIN: Duration = Duration::from_secs(2);
 
-/// The engine's side of the cluster.
+/// This node's side of the cluster: an owned service holding what answering the other
+/// nodes takes (the registry to find a session, approvals to abort its run, the list
+/// notifier to relay to its pages), so nothing here reaches back into the engine.
 pub(crate) struct Remote {
-    pub cluster: Arc<dyn Cluster>,
+    cluster: Arc<dyn Cluster>,
     /// The sessions whose remote aborts were reported done, for the nodes waiting.
     aborted: broadcast::Sender<SessionId>,
+    node_id: String,
+    lease_ttl: Duration,
+    store: Arc<dyn Store>,
+    sessions: Arc<Registry>,
+    approvals: Arc<Approvals>,
+    lists: ListNotifier,
+}
+
+/// What [`Remote::start`] is built from.
+pub(crate) struct RemoteParts {
+    pub cluster: Arc<dyn Cluster>,
+    pub node_id: String,
+    pub lease_ttl: Duration,
+    pub store: Arc<dyn Store>,
+    pub sessions: Arc<Registry>,
+    pub approvals: Arc<Approvals>,
+    pub lists: ListNotifier,
 }
 
 impl Remote {
-    pub fn new(cluster: Arc<dyn Cluster>) -> Self {
+    /// The service, handling the other nodes' messages until it is dropped (with the
+    /// engine that holds it): the handler holds it weakly and ends at the next message.
+    pub fn start(parts: RemoteParts) -> Arc<Self> {
+        let RemoteParts { cluster, node_id, lease_ttl, store, sessions, approvals, lists } = parts;
         // A waiter that lags simply rereads the store: a small ring is enough.
         let (aborted, _) = broadcast::channel(64);
-        Self { cluster, aborted }
-    }
-}
-
-impl Engine {
-    /// Handles the other nodes' messages until the engine is gone. Holds only a weak
-    /// reference, so it ends with the engine (at the next message).
-    pub(crate) fn spawn_remote(&self) {
-        let Some(remote) = &self.inner.remote else { return };
+        let remote = Arc::new(Self { cluster, aborted, node_id, lease_ttl, store, sessions, approvals, lists });
         let mut messages = remote.cluster.subscribe();
-        let weak = Arc::downgrade(&self.inner);
+        let weak = Arc::downgrade(&remote);
         tokio::spawn(async move {
             while let Some(message) = messages.next().await {
-                let Some(inner) = weak.upgrade() else { return };
-                Engine { inner }.receive(message);
+                let Some(remote) = weak.upgrade() else { return };
+                remote.receive(message);
             }
         });
+        remote
     }
 
-    fn receive(&self, message: ClusterMessage) {
-        let Some(remote) = &self.inner.remote else { return };
+    fn receive(self: Arc<Self>, message: ClusterMessage) {
         match message {
-            ClusterMessage::List { owner, note } => self.inner.lists.deliver(&owner, note),
-            ClusterMessage::Abort { node, session } if node == self.inner.config.node_id => {
-                let engine = self.clone();
-                tokio::spawn(async move { engine.abort_for_another_node(session).await });
+            ClusterMessage::List { owner, note } => self.lists.deliver(&owner, note),
+            ClusterMessage::Abort { node, session } if node == self.node_id => {
+                tokio::spawn(async move { self.abort_for_another_node(session).await });
             }
             ClusterMessage::Abort { .. } => {}
-            ClusterMessage::Resync { node, session } if node == self.inner.config.node_id => {
-                self.resync_here(&session);
+            ClusterMessage::Resync { node, session } if node == self.node_id => {
+                self.sessions.resync(&session);
             }
             ClusterMessage::Resync { .. } => {}
             ClusterMessage::Aborted { session, .. } => {
                 // No receivers is fine: nobody here is waiting for it.
-                let _ = remote.aborted.send(session);
+                let _ = self.aborted.send(session);
             }
         }
     }
 
-    /// Asks the node running `session` (the lease holder; perhaps this one) for a full
-    /// snapshot frame on the frame bus. `false` when no node holds the lease (the store
-    /// then has the whole state) or this node holds it without the session loaded.
-    pub(crate) async fn request_snapshot(&self, session: &SessionId) -> bool {
-        let lease = match self.inner.store.get_lease(session).await {
-            Ok(lease) => lease.filter(|l| l.expires_at > now_ms()),
-            Err(error) => {
-                tracing::warn!(%session, %error, "cannot read a session's lease to ask for a snapshot");
-                return false;
-            }
-        };
-        let Some(lease) = lease else { return false };
-        if lease.node_id == self.inner.config.node_id {
-            return self.resync_here(session);
-        }
-        let Some(remote) = &self.inner.remote else { return false };
-        remote.cluster.publish(ClusterMessage::Resync { node: lease.node_id, session: session.clone() });
-        true
-    }
-
-    fn resync_here(&self, session: &SessionId) -> bool {
-        let loaded = self.inner.sessions.get(session);
-        loaded.map(|loaded| loaded.events.resync()).is_some()
+    /// Asks `node` for a full snapshot frame of `session` on the frame bus.
+    pub fn ask_resync(&self, node: String, session: &SessionId) {
+        self.cluster.publish(ClusterMessage::Resync { node, session: session.clone() });
     }
 
     /// Aborts this node's run of `session` for the node that asked, then tells it.
     async fn abort_for_another_node(&self, session: SessionId) {
-        let loaded = self.inner.sessions.get(&session);
-        if let Some(loaded) = loaded {
-            match self.abort_loaded(&loaded).await {
+        if let Some(loaded) = self.sessions.get(&session) {
+            match self.approvals.abort(&loaded).await {
                 Ok(Some(run)) => tracing::info!(%session, %run, "aborted a run at another node's request"),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(%session, error = %e, "could not abort a run at another node's request"),
             }
         }
-        if let Some(remote) = &self.inner.remote {
-            remote.cluster.publish(ClusterMessage::Aborted { node: self.inner.config.node_id.clone(), session });
-        }
+        self.cluster.publish(ClusterMessage::Aborted { node: self.node_id.clone(), session });
     }
 
     /// For a session with no run here: asks the node holding its lease to abort its
     /// running run, and waits until the store shows that run settled. `None` when no
     /// other node holds a live lease or the store has no running run.
-    pub(crate) async fn abort_elsewhere(&self, session: &SessionId) -> Result<Option<RunId>> {
-        let Some(remote) = &self.inner.remote else { return Ok(None) };
-        let store = &self.inner.store;
-        let me = &self.inner.config.node_id;
+    pub async fn abort_elsewhere(&self, session: &SessionId) -> Result<Option<RunId>> {
+        let store = &self.store;
+        let me = &self.node_id;
         let Some(lease) = store.get_lease(session).await?.filter(|l| &l.node_id != me && l.expires_at > now_ms())
         else {
             return Ok(None);
@@ -135,13 +127,13 @@ impl Engine {
         let runs = store.runs_since(session, 0).await?;
         let Some(run) = runs.into_iter().rev().find(|r| r.status == RunStatus::Running) else { return Ok(None) };
         // Listening before asking: the reply cannot come before the wait starts.
-        let mut replies = remote.aborted.subscribe();
-        remote.cluster.publish(ClusterMessage::Abort { node: lease.node_id.clone(), session: session.clone() });
-        let deadline = tokio::time::Instant::now() + self.inner.config.lease_ttl * 2 + MARGIN;
+        let mut replies = self.aborted.subscribe();
+        self.cluster.publish(ClusterMessage::Abort { node: lease.node_id.clone(), session: session.clone() });
+        let deadline = tokio::time::Instant::now() + self.lease_ttl * 2 + MARGIN;
         loop {
             if store.get_run(&run.id).await?.is_none_or(|r| r.status != RunStatus::Running) {
                 // This node's view of the session predates the run: read it afresh next time.
-                self.forget_stale(session);
+                self.sessions.forget_if_idle(session);
                 return Ok(Some(run.id));
             }
             tokio::select! {

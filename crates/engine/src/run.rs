@@ -10,10 +10,11 @@
 use crate::context;
 use crate::draft::Draft;
 use crate::drafts::Checkpoints;
-use crate::engine::{ActiveHandle, ApprovalPolicy, Engine, Loaded, OnDisconnect};
+use crate::run_env::RunEnv;
+use crate::session::{ActiveHandle, Loaded};
 use crate::store;
 use crate::view::{self, apply_delta};
-use crate::{Model, ModelEvent, ToolContext, ToolOutput};
+use crate::{Model, ModelEvent, ToolOutput};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use spool_protocol::approval::evaluate_call;
@@ -22,6 +23,28 @@ use spool_protocol::time::now_ms;
 use spool_protocol::*;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// What an approval does when no interactive view (`?approvals=1`) is connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    /// It stays pending, durably, until someone decides (or it expires).
+    #[default]
+    Wait,
+    /// Fail closed: the tool call is denied at once and the run goes on.
+    Deny,
+}
+
+/// What happens to a run when its last listener leaves (seed 003's disconnect policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    /// The run goes on; its results are stored for the next visit.
+    #[default]
+    Continue,
+    /// The run is cancelled when its last subscriber disconnects.
+    Cancel,
+}
 
 /// How a run ended, or stopped to wait.
 enum Outcome {
@@ -97,7 +120,7 @@ fn failure(code: &str, message: impl Into<String>) -> Outcome {
 }
 
 pub(crate) struct RunTask {
-    engine: Engine,
+    env: Arc<RunEnv>,
     loaded: Arc<Loaded>,
     run: Run,
     prompt: String,
@@ -131,7 +154,7 @@ pub(crate) struct RunTask {
 
 impl RunTask {
     pub fn new(
-        engine: Engine,
+        env: Arc<RunEnv>,
         loaded: Arc<Loaded>,
         run: Run,
         prompt: String,
@@ -141,7 +164,7 @@ impl RunTask {
     ) -> Self {
         let next_index = run.user_message_index;
         Self {
-            engine,
+            env,
             loaded,
             run,
             prompt,
@@ -162,7 +185,7 @@ impl RunTask {
 
     /// A task that continues a parked run from its checkpoint.
     pub fn resume(
-        engine: Engine,
+        env: Arc<RunEnv>,
         loaded: Arc<Loaded>,
         run: Run,
         handle: ActiveHandle,
@@ -170,7 +193,7 @@ impl RunTask {
         resolution: Resolution,
         approval: ApprovalId,
     ) -> Self {
-        let mut task = Self::new(engine, loaded, run, String::new(), handle, checkpoint.policy, OnDisconnect::Continue);
+        let mut task = Self::new(env, loaded, run, String::new(), handle, checkpoint.policy, OnDisconnect::Continue);
         task.next_index = checkpoint.next_index;
         task.resume = Some((checkpoint, resolution));
         task.decided = Some(approval);
@@ -182,7 +205,7 @@ impl RunTask {
             self.cancel_when_unwatched();
         }
         // The caller took the session's lease; it is held until the run settles or parks.
-        self.engine.keep_lease(self.run.session_id.clone(), &self.handle);
+        self.env.keep_lease(self.run.session_id.clone(), &self.handle);
         let outcome = match self.resume.take() {
             None => self.drive().await,
             Some((checkpoint, resolution)) => self.continue_from(checkpoint, resolution).await,
@@ -196,11 +219,11 @@ impl RunTask {
     fn cancel_when_unwatched(&self) {
         let mut count = self.loaded.events.watch_subscribers();
         let (cancel, finished) = (self.handle.cancel.clone(), self.handle.finished.clone());
-        let (engine, session) = (self.engine.clone(), self.run.session_id.clone());
-        let clustered = engine.inner.frames.is_some();
+        let (env, session) = (self.env.clone(), self.run.session_id.clone());
+        let clustered = env.clustered();
         tokio::spawn(async move {
             let elsewhere = match clustered {
-                true => engine.watchers_elsewhere(&session).await.streams,
+                true => env.watchers_elsewhere(&session).await.streams,
                 false => 0,
             };
             let mut watched = *count.borrow_and_update() as u64 + elsewhere > 0;
@@ -216,7 +239,7 @@ impl RunTask {
                 }
                 let here = *count.borrow_and_update();
                 let elsewhere = match clustered {
-                    true => engine.watchers_elsewhere(&session).await.streams,
+                    true => env.watchers_elsewhere(&session).await.streams,
                     false => 0,
                 };
                 let now = here as u64 + elsewhere > 0;
@@ -234,13 +257,13 @@ impl RunTask {
     /// bus every other node's.
     async fn interactive_views(&self) -> u64 {
         let here = self.loaded.events.interactive_views() as u64;
-        here + self.engine.watchers_elsewhere(&self.run.session_id).await.interactive
+        here + self.env.watchers_elsewhere(&self.run.session_id).await.interactive
     }
 
     /// Continues after a decision: re-reads the conversation, checks it is the version
     /// the checkpoint was taken at, resolves the pending call, then runs on.
     async fn continue_from(&mut self, checkpoint: Checkpoint, resolution: Resolution) -> Outcome {
-        let store = self.engine.inner.store.clone();
+        let store = self.env.store.clone();
         match store.count_messages(&self.run.session_id).await {
             Ok(count) if count == checkpoint.next_index => {}
             Ok(count) => {
@@ -288,14 +311,13 @@ impl RunTask {
         let id = self.draft_id.take().unwrap_or_default();
         let indexed = IndexedMessage { id, index: self.next_index, message };
         self.next_index += 1;
-        self.engine
-            .inner
+        self.env
             .store
             .insert_message(&self.run.session_id, &self.run.owner_id, &indexed)
             .await
             .map_err(|e| failure("storage_error", format!("could not save message {}: {e}", indexed.index)))?;
         if std::mem::take(&mut self.draft_stored)
-            && let Err(e) = self.engine.inner.store.delete_draft(&self.run.session_id).await
+            && let Err(e) = self.env.store.delete_draft(&self.run.session_id).await
         {
             // Harmless: the next draft replaces it, and a leftover whose index is taken
             // is only deleted (see `commit_orphaned_drafts`).
@@ -313,7 +335,7 @@ impl RunTask {
     /// calls see: those from the summary's cut on (all of them while nothing has been
     /// summarized).
     async fn load_context(&mut self) -> Result<(), Outcome> {
-        let store = self.engine.inner.store.clone();
+        let store = self.env.store.clone();
         self.memory = store
             .get_memory(&self.run.session_id)
             .await
@@ -356,7 +378,7 @@ impl RunTask {
     /// The agent loop from `turn` on. `queued` are calls of the current turn still to
     /// run (after a resume), the first of them resolved by `resolution`.
     async fn turns(&mut self, mut turn: usize, queued: Vec<Call>, resolution: Option<Resolution>) -> Outcome {
-        let max_turns = self.engine.inner.config.max_turns;
+        let max_turns = self.env.settings.max_turns;
         if !queued.is_empty() {
             if let Err(outcome) = self.run_calls(turn, queued, resolution).await {
                 return outcome;
@@ -431,7 +453,7 @@ impl RunTask {
     async fn stream_model(&mut self) -> Result<(Message, bool), Outcome> {
         let index = self.next_index;
         let choice = self.loaded.events.read(|s| s.session.model.clone());
-        let entry = self.engine.inner.models.resolve(choice.as_deref()).clone();
+        let entry = self.env.models.resolve(choice.as_deref()).clone();
         let model = entry.model.clone();
         self.maybe_compact(&model).await;
         let mut draft = Draft::new(model.name(), now_ms());
@@ -442,10 +464,10 @@ impl RunTask {
             s.drafts.insert(index, start);
         });
         let request = context::assemble(
-            &self.engine.inner.config.system_prompt,
+            &self.env.settings.system_prompt,
             &self.memory,
             self.verbatim().1,
-            self.engine.inner.tools.specs(),
+            self.env.tools.specs(),
         );
         let cancel = self.handle.cancel.clone();
         let call_started = now_ms();
@@ -568,7 +590,7 @@ impl RunTask {
             owner_id: self.run.owner_id.clone(),
             message: IndexedMessage { id, index: self.next_index, message: draft.clone() },
         };
-        match self.engine.inner.store.put_draft(&saved).await {
+        match self.env.store.put_draft(&saved).await {
             Ok(()) => self.draft_stored = true,
             Err(e) => tracing::warn!(run = %self.run.id, error = %e, "could not checkpoint the streaming answer"),
         }
@@ -606,7 +628,7 @@ impl RunTask {
     fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
         let subject = tool.subject(args);
         let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
-        evaluate_call(&self.engine.inner.config.rules, &session_rules, name, &subject)
+        evaluate_call(&self.env.settings.rules, &session_rules, name, &subject)
     }
 
     async fn execute_tool(
@@ -625,13 +647,13 @@ impl RunTask {
             // the message) ends as rejected in every view and in the conversation.
             let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
             let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
-            self.next_index = end_unrun_calls(&self.engine, &self.loaded, &self.run, self.next_index, calls, why).await;
+            self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
             return Err(Outcome::Rejected(RunError {
                 code: "approval_rejected".into(),
                 message: format!("the {name} call was rejected; the run was cancelled"),
             }));
         }
-        let tool = self.engine.inner.tools.get(&name);
+        let tool = self.env.tools.get(&name);
         // Decide whether the call runs: the rules, or the decision that resumed us. A
         // rule that says deny wins even over an approval given earlier.
         let verdict: Result<serde_json::Value, String> = match (&tool, resolution) {
@@ -664,7 +686,7 @@ impl RunTask {
         };
         // A decided call is about to run: say so durably first (exactly once, at least once).
         if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
-            && let Err(e) = self.engine.inner.store.mark_call_started(&approval, now_ms()).await
+            && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
         {
             return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
         }
@@ -689,7 +711,7 @@ impl RunTask {
             (_, Err(reason)) => ToolOutput::error(reason),
             (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
             (Some(tool), Ok(args)) => {
-                let ctx = tool_context(&self.engine, &self.loaded, cancel.clone());
+                let ctx = self.env.tool_context(&self.loaded, cancel.clone());
                 tokio::select! {
                     biased;
                     _ = cancel.cancelled() => {
@@ -742,12 +764,12 @@ impl RunTask {
     /// card shows the change, and the checkpoint keeps the file's fingerprint.
     async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
         let inspected =
-            tool.inspect(&call.args, &tool_context(&self.engine, &self.loaded, self.handle.cancel.clone())).await;
+            tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
         let now = now_ms();
-        let approval = new_approval(&self.engine, tool, &self.run, &call, inspected.as_ref(), now);
+        let approval = new_approval(self.env.settings.approval_ttl, tool, &self.run, &call, inspected.as_ref(), now);
         // The `interrupt` below is the run's next event: nothing else of the run is
         // published before it.
-        let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::engine::READ_YOUR_WRITES).await;
+        let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::session::READ_YOUR_WRITES).await;
         let checkpoint = Checkpoint {
             next_index: self.next_index,
             turn,
@@ -761,7 +783,7 @@ impl RunTask {
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;
         let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
-        if let Err(e) = self.engine.inner.store.interrupt_run(&self.run, &approval, &checkpoint).await {
+        if let Err(e) = self.env.store.interrupt_run(&self.run, &approval, &checkpoint).await {
             return failure("storage_error", format!("could not save the approval: {e}"));
         }
         let shown = approval.clone();
@@ -780,14 +802,14 @@ impl RunTask {
                 handle.interrupted = Some(approval.id.clone());
             }
         }
-        self.engine.arm_expiry(&approval);
+        self.env.arm_expiry(&approval);
         self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
         Outcome::Interrupted
     }
 
     /// A successful tool call is a confirmed fact: record what it did and what it saw.
     async fn remember_tool_fact(&mut self, call: &Call, result: &str) {
-        let change = match self.engine.inner.tools.get(&call.name) {
+        let change = match self.env.tools.get(&call.name) {
             Some(tool) => tool.describe(&call.args),
             None => call.name.clone(),
         };
@@ -799,7 +821,7 @@ impl RunTask {
     /// confirmed while the run was going are kept. On a storage error the run goes on
     /// with what it has; returns whether the change was saved.
     async fn update_memory(&mut self, change: impl FnOnce(&mut SessionMemory)) -> bool {
-        let store = &self.engine.inner.store;
+        let store = &self.env.store;
         let mut memory = store.get_memory(&self.run.session_id).await.unwrap_or_else(|_| self.memory.clone());
         change(&mut memory);
         match store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {
@@ -819,7 +841,7 @@ impl RunTask {
     async fn maybe_compact(&mut self, model: &Arc<dyn Model>) {
         let (start, verbatim) = self.verbatim();
         let tokens = context::estimate_tokens(verbatim);
-        if tokens <= self.engine.inner.config.context_budget_tokens {
+        if tokens <= self.env.settings.context_budget_tokens {
             return;
         }
         let Some(fold) = context::compaction_cut(verbatim) else {
@@ -855,11 +877,11 @@ impl RunTask {
         if self.loaded.events.read(|s| s.session.title_set) {
             return;
         }
-        let (engine, loaded, prompt, run_id) =
-            (self.engine.clone(), self.loaded.clone(), self.prompt.clone(), self.run.id.clone());
+        let (env, loaded, prompt, run_id) =
+            (self.env.clone(), self.loaded.clone(), self.prompt.clone(), self.run.id.clone());
         tokio::spawn(async move {
             let choice = loaded.events.read(|s| s.session.model.clone());
-            let model = engine.inner.models.resolve(choice.as_deref()).model.clone();
+            let model = env.models.resolve(choice.as_deref()).model.clone();
             let never = CancellationToken::new();
             let proposed = collect_text(&model, context::title_request(&prompt), &never).await.ok();
             let title = proposed.as_deref().and_then(context::clean_title).unwrap_or_else(|| title_from(&prompt));
@@ -870,7 +892,7 @@ impl RunTask {
             session.title = title.clone();
             session.title_set = true;
             session.updated_at = now_ms();
-            if let Err(e) = engine.inner.store.update_session(&session).await {
+            if let Err(e) = env.store.update_session(&session).await {
                 tracing::warn!(session = %session.id, error = %e, "could not save the session title");
                 return;
             }
@@ -896,7 +918,7 @@ impl RunTask {
         if let Outcome::Interrupted = outcome {
             // Durable already; the run continues when someone decides, on whichever
             // node wins the decision: no lease is held while it waits.
-            self.engine.drop_lease(&self.run.session_id).await;
+            self.env.drop_lease(&self.run.session_id).await;
             self.handle.finished.cancel();
             return;
         }
@@ -912,10 +934,10 @@ impl RunTask {
             Outcome::Rejected(error) => self.run.error = Some(error.clone()),
             _ => {}
         }
-        if let Err(e) = self.engine.inner.store.update_run(&self.run).await {
+        if let Err(e) = self.env.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
         }
-        self.engine.drop_lease(&self.run.session_id).await;
+        self.env.drop_lease(&self.run.session_id).await;
         self.emit(
             AgentEvent::AgentEnd { status: self.run.status.as_str().into(), usage: self.run.usage },
             None,
@@ -939,7 +961,7 @@ impl RunTask {
 /// a stored tool result, so every view — and the model, at the next prompt — sees the
 /// call ended instead of running for ever. Then the prompt's timing ends. `run` is the
 /// run as settled; `checkpoint` the one stored with its approval.
-pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
+pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
     let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str()).to_owned();
     let (index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
         Ok(c) => (c.next_index, std::iter::once(c.pending).chain(c.remaining).collect()),
@@ -949,7 +971,7 @@ pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run
         }
     };
     let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
-    end_unrun_calls(engine, loaded, run, index, calls, why).await;
+    end_unrun_calls(env, loaded, run, index, calls, why).await;
     let timing = PromptTiming::of(run);
     let event = timing.event();
     let run_id = run.id.clone();
@@ -963,7 +985,7 @@ pub(crate) async fn end_parked_calls(engine: &Engine, loaded: &Loaded, run: &Run
 /// `tool_execution_end` with an error saying `why`, and a stored tool result (so the
 /// conversation stays well-formed for the model). Returns the next free index.
 async fn end_unrun_calls(
-    engine: &Engine,
+    env: &RunEnv,
     loaded: &Loaded,
     run: &Run,
     mut index: u64,
@@ -1001,7 +1023,7 @@ async fn end_unrun_calls(
         };
         publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
         let indexed = IndexedMessage { id: MessageId::new(), index, message };
-        if let Err(e) = engine.inner.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
+        if let Err(e) = env.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
             tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
             break;
         }
@@ -1021,14 +1043,14 @@ async fn end_unrun_calls(
 /// one-line summary and, for a call that changes one file, the preview of the change
 /// against the file as `inspected` found it. Everything shown is redacted.
 pub(crate) fn new_approval(
-    engine: &Engine,
+    ttl: std::time::Duration,
     tool: &dyn crate::Tool,
     run: &Run,
     call: &Call,
     inspected: Option<&crate::Inspected>,
     now: time::Millis,
 ) -> Approval {
-    let ttl = i64::try_from(engine.inner.config.approval_ttl.as_millis()).unwrap_or(i64::MAX);
+    let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     let mut payload = serde_json::json!({
         "tool": call.name,
         // Whole, never cut: a person decides on exactly what will run, and the
@@ -1057,11 +1079,6 @@ pub(crate) fn new_approval(
         expires_at: now.saturating_add(ttl),
         resolved_at: None,
     }
-}
-
-/// What a tool call of this session may touch: the project, minus Spool's data directory.
-pub(crate) fn tool_context(engine: &Engine, loaded: &Loaded, cancel: CancellationToken) -> ToolContext {
-    ToolContext { root: loaded.root.clone(), cancel, data_dir: engine.inner.fence.data_dir().map(Into::into) }
 }
 
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.

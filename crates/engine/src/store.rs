@@ -34,6 +34,10 @@ pub trait Store: Send + Sync + 'static {
     /// Returns the id of the user with this name, creating it on first use.
     async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError>;
 
+    /// The name of user `id` (`None` for an unknown id): what the hub shows as a
+    /// message's author.
+    async fn user_name(&self, id: &UserId) -> Result<Option<String>, StoreError>;
+
     /// Stores a new token (its hash) for a user.
     async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError>;
     /// The unrevoked token with this hash, if any.

@@ -49,6 +49,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/runs/{id}"),
     ("GET", "/api/runs/{id}/events"),
     ("POST", "/api/runs/{id}/resume"),
+    ("GET", "/api/gate/approvals"),
+    ("POST", "/api/gate/approvals/{id}"),
     ("POST", "/api/chat"),
     ("GET", "/api/ws"),
     ("GET", "/global/health"),
@@ -102,6 +104,7 @@ fn concrete(path: &str) -> String {
         .replace("/api/projects/{id}", &format!("/api/projects/{project}"))
         .replace("/api/runs/{id}", &format!("/api/runs/{run}"))
         .replace("/permission/{id}", &format!("/permission/{approval}"))
+        .replace("/api/gate/approvals/{id}", &format!("/api/gate/approvals/{approval}"))
         .replace("{approval}", &approval)
         .replace("{permission}", &approval)
         .replace("{id}", &session)
@@ -295,6 +298,7 @@ async fn decision_routes_document_resource_changed() {
         "/api/runs/{id}/resume",
         "/session/{id}/permissions/{permission}",
         "/permission/{id}/reply",
+        "/api/gate/approvals/{id}",
     ] {
         let conflict = &doc["paths"][path]["post"]["responses"]["409"]["description"];
         let text = conflict.as_str().unwrap_or_else(|| panic!("{path} documents a 409: {conflict}"));

@@ -169,6 +169,46 @@ async fn a_runs_events_arrive_in_the_seed_002_envelope() {
 }
 
 #[tokio::test]
+async fn messages_and_statuses_carry_the_seed_fields_with_the_stored_ids() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    server.start_run(&session, "echo: hello hub").await;
+    let events = recv_until(&mut ws, is_settled).await;
+    let page = server.messages(&session, "").await;
+    let stored = page["messages"].as_array().expect("messages");
+    let id_at = |role: &str| stored.iter().find(|m| m["role"] == role).expect("stored")["id"].clone();
+    let (user_id, answer_id) = (id_at("user"), id_at("assistant"));
+    let created: Vec<&Value> = events.iter().filter(|e| e["type"] == "message.created").collect();
+    assert_eq!(created.len(), 2, "{events:?}");
+
+    let asked = &created[0]["data"];
+    assert_eq!(asked["msg_id"], user_id, "the stored message's id");
+    assert_eq!(asked["author_id"], server.engine.local_user().to_string());
+    assert_eq!(asked["author_name"], "local");
+    assert_eq!(asked["content"], "echo: hello hub");
+    assert_eq!(
+        (&asked["is_bot"], &asked["is_processed"], &asked["priority"]),
+        (&json!(false), &json!(true), &json!(0))
+    );
+    assert_eq!(asked["trigger_msg_id"], Value::Null);
+
+    let answered = &created[1]["data"];
+    assert_eq!(answered["msg_id"], answer_id);
+    assert_eq!((&answered["author_id"], &answered["is_bot"]), (&json!("spool"), &json!(true)));
+    assert_eq!(answered["trigger_msg_id"], user_id, "the answer names the prompt it answers");
+    assert_eq!(answered["content"], stored_text(&server, &session).await);
+
+    let status = &events.last().expect("agent.status")["data"];
+    assert_eq!(status["status"], "completed");
+    assert_eq!(status["trigger_content"], "echo: hello hub");
+    assert_eq!(status["msg_id"], user_id);
+    assert_eq!(status["num_turns"], 1);
+    assert_eq!(status["model"], "scripted");
+    assert!(status.as_object().is_some_and(|o| o.contains_key("thread_id")), "{status}");
+}
+
+#[tokio::test]
 async fn approvals_reach_the_hub_as_gate_events() {
     let server = TestServer::start().await;
     let session = titled_session(&server).await;

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::Millis;
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalKind, Message, ProjectId, SessionId, StopReason, StreamDelta, Usage,
+    AgentEvent, Approval, ApprovalKind, Message, MessageId, ProjectId, SessionId, StopReason, StreamDelta, Usage,
 };
 
 pub const MESSAGE_CREATED: &str = "message.created";
@@ -97,20 +97,35 @@ pub struct RunTally {
     /// The run this channel knows to be going, once a frame of it was mapped: a
     /// snapshot that shows it ended reports its end (see [`snapshot`]).
     run: Option<spool_protocol::RunId>,
+    /// The run's prompt: its stored message id and text (`trigger_msg_id`,
+    /// `trigger_content`, `msg_id` of the seed's events).
+    trigger: Option<(MessageId, String)>,
 }
 
+/// Who wrote a channel's user messages: the session's owner (only the owner follows a
+/// session). Spool's agent writes the rest, as [`AGENT_AUTHOR`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Author {
+    pub id: String,
+    pub name: String,
+}
+
+/// The `author_id` and `author_name` of the agent's own messages.
+pub const AGENT_AUTHOR: &str = "spool";
+
 /// Maps one native frame of a channel. `now` stamps the envelope.
-pub fn map_frame(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Envelope> {
+pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Millis) -> Option<Envelope> {
     let data = match &frame.body {
         FrameBody::RunAccepted { request_id, run_id } => {
             *tally = RunTally { turns: Some(0), run: Some(run_id.clone()), ..RunTally::default() };
             (AGENT_STATUS, json!({"status": "running", "run_id": run_id, "request_id": request_id}))
         }
-        FrameBody::LoopEvent { run_id, message_index, event, .. } => {
+        FrameBody::LoopEvent { run_id, message_index, message_id, event } => {
             if !matches!(event, AgentEvent::AgentSettled {}) {
                 tally.run = Some(run_id.clone());
             }
-            loop_event(run_id, *message_index, event, tally)?
+            let at = Place { run_id, index: *message_index, message_id: message_id.as_ref() };
+            loop_event(&at, event, tally, author)?
         }
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
@@ -124,12 +139,21 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, now: Millis) -> Option<Env
     })
 }
 
-fn loop_event(
-    run_id: &spool_protocol::RunId,
+/// Where a loop event stands: its run, and the message it belongs to.
+struct Place<'a> {
+    run_id: &'a spool_protocol::RunId,
     index: Option<u64>,
+    /// Set on `message_end`: the stored message's id.
+    message_id: Option<&'a MessageId>,
+}
+
+fn loop_event(
+    at: &Place<'_>,
     event: &AgentEvent,
     tally: &mut RunTally,
+    author: &Author,
 ) -> Option<(&'static str, Value)> {
+    let (run_id, index) = (at.run_id, at.index);
     Some(match event {
         AgentEvent::TurnStart {} => {
             if let Some(t) = tally.turns.as_mut() {
@@ -142,20 +166,46 @@ fn loop_event(
             (AGENT_ACTIVITY, json!({"activity": "model", "model": model, "description": "", "run_id": run_id}))
         }
         AgentEvent::MessageEnd { message } => match message {
-            Message::User { .. } => (
-                MESSAGE_CREATED,
-                json!({"message_index": index, "role": "user", "content": message.text(), "is_bot": false, "run_id": run_id}),
-            ),
+            Message::User { .. } => {
+                if let Some(id) = at.message_id {
+                    tally.trigger = Some((id.clone(), message.text()));
+                }
+                (
+                    MESSAGE_CREATED,
+                    json!({
+                        "msg_id": at.message_id,
+                        "author_id": author.id,
+                        "author_name": author.name,
+                        "content": message.text(),
+                        "is_bot": false,
+                        // Committed as its run takes it: a queued prompt is not a message yet.
+                        "is_processed": true,
+                        "priority": 0,
+                        "trigger_msg_id": null,
+                        "thread_id": null,
+                        "message_index": index,
+                        "role": "user",
+                        "run_id": run_id,
+                    }),
+                )
+            }
             Message::Assistant { model, stop_reason, .. } => {
                 tally.model = Some(model.clone());
                 tally.stop_reason = *stop_reason;
                 (
                     MESSAGE_CREATED,
                     json!({
-                        "message_index": index,
-                        "role": "assistant",
+                        "msg_id": at.message_id,
+                        "author_id": AGENT_AUTHOR,
+                        "author_name": AGENT_AUTHOR,
                         "content": message.text(),
                         "is_bot": true,
+                        "is_processed": true,
+                        "priority": 0,
+                        "trigger_msg_id": tally.trigger.as_ref().map(|(id, _)| id),
+                        "thread_id": null,
+                        "message_index": index,
+                        "role": "assistant",
                         "run_id": run_id,
                         "model": model,
                         "stop_reason": stop_reason.map(stop_reason_name),
@@ -250,6 +300,9 @@ fn loop_event(
                     "num_turns": settled.turns,
                     "stop_reason": settled.stop_reason.map(stop_reason_name),
                     "model": settled.model,
+                    "trigger_content": settled.trigger.as_ref().map(|(_, text)| text),
+                    "msg_id": settled.trigger.as_ref().map(|(id, _)| id),
+                    "thread_id": null,
                     "usage": usage,
                 }),
             )
@@ -261,7 +314,7 @@ fn loop_event(
 
 /// A tool call to confirm is the seed's gate approval; a choice or missing input is
 /// its `agent.ask_user` card. Both carry `req_id`, the id to decide with.
-fn approval_requested(approval: &Approval) -> (&'static str, Value) {
+pub fn approval_requested(approval: &Approval) -> (&'static str, Value) {
     let payload = &approval.payload;
     match approval.kind {
         ApprovalKind::ConfirmAction => (
@@ -441,8 +494,19 @@ mod tests {
 
     const NOW: Millis = 1_764_000_002_000;
 
+    fn author() -> Author {
+        Author { id: owner().to_string(), name: "alice".into() }
+    }
+
     fn ev(index: Option<u64>, event: AgentEvent) -> FrameBody {
-        FrameBody::LoopEvent { run_id: run_id(), message_index: index, message_id: None, event }
+        // A committed message's end names its stored id, as the engine's frames do.
+        let message_id = match (&event, index) {
+            (AgentEvent::MessageEnd { .. }, Some(i)) => {
+                Some(format!("msg_01jd00000000000000000000{i:02}").parse().expect("a message id"))
+            }
+            _ => None,
+        };
+        FrameBody::LoopEvent { run_id: run_id(), message_index: index, message_id, event }
     }
 
     fn assistant(content: Vec<Content>, stop: Option<StopReason>) -> Message {
@@ -644,7 +708,8 @@ mod tests {
     #[test]
     fn every_hub_event_from_a_run() {
         let mut tally = RunTally::default();
-        let events: Vec<Envelope> = every_frame().iter().filter_map(|f| map_frame(f, &mut tally, NOW)).collect();
+        let events: Vec<Envelope> =
+            every_frame().iter().filter_map(|f| map_frame(f, &mut tally, &author(), NOW)).collect();
         assert_json_snapshot!(events);
     }
 
@@ -653,7 +718,7 @@ mod tests {
         let frames = every_frame();
         let mut tally = RunTally::default();
         for f in &frames {
-            if let Some(e) = map_frame(f, &mut tally, NOW) {
+            if let Some(e) = map_frame(f, &mut tally, &author(), NOW) {
                 assert_eq!(e.cursor, Some(f.cursor().to_string()));
                 assert_eq!(e.channel_id, sid().to_string());
             }
@@ -667,7 +732,7 @@ mod tests {
         let mut tally = RunTally::default();
         let status: Vec<Envelope> = frames[from..]
             .iter()
-            .filter_map(|f| map_frame(f, &mut tally, NOW))
+            .filter_map(|f| map_frame(f, &mut tally, &author(), NOW))
             .filter(|e| e.kind == AGENT_STATUS)
             .collect();
         assert_eq!(status.len(), 1);
@@ -683,13 +748,18 @@ mod tests {
             map_frame(
                 &frame(1, ev(None, AgentEvent::AgentEnd { status: status.into(), usage: Usage::default() })),
                 &mut tally,
+                &author(),
                 NOW,
             );
-            let e = map_frame(&frame(2, ev(None, AgentEvent::AgentSettled {})), &mut tally, NOW).expect("status");
+            let e = map_frame(&frame(2, ev(None, AgentEvent::AgentSettled {})), &mut tally, &author(), NOW)
+                .expect("status");
             assert_eq!(e.data["status"], word);
         }
         // No agent_end seen: settling alone says nothing.
-        assert_eq!(map_frame(&frame(3, ev(None, AgentEvent::AgentSettled {})), &mut RunTally::default(), NOW), None);
+        assert_eq!(
+            map_frame(&frame(3, ev(None, AgentEvent::AgentSettled {})), &mut RunTally::default(), &author(), NOW),
+            None
+        );
     }
 
     #[test]
@@ -699,8 +769,12 @@ mod tests {
             json!({"question": "Which file?", "options": [{"label": "a.txt", "description": "the first"}]}),
         );
         let mut tally = RunTally::default();
-        let e =
-            map_frame(&frame(5, ev(None, AgentEvent::ApprovalRequested { approval: Box::new(a) })), &mut tally, NOW);
+        let e = map_frame(
+            &frame(5, ev(None, AgentEvent::ApprovalRequested { approval: Box::new(a) })),
+            &mut tally,
+            &author(),
+            NOW,
+        );
         assert_json_snapshot!(e);
     }
 

@@ -11,6 +11,7 @@ mod assets;
 mod auth;
 mod chat;
 mod events;
+mod gate;
 mod health;
 mod hub;
 mod lists;
@@ -55,6 +56,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(sessions::router())
         .merge(runs::router())
         .merge(approvals::router())
+        .merge(gate::router())
         .merge(events::router())
         .merge(assets::router())
         .merge(lists::router())
@@ -68,7 +70,7 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
-    [approvals::BODIES, auth::BODIES, chat::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
+    [approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
         .into_iter()
         .chain([runs::BODIES, sessions::BODIES, ws::BODIES])
         .flatten()

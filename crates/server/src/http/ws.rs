@@ -53,7 +53,7 @@
 
 use super::openapi::StreamErrors;
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
-use crate::dialect::ws_hub::{self, Envelope, RunTally};
+use crate::dialect::ws_hub::{self, Author, Envelope, RunTally};
 use crate::error::ApiError;
 use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
@@ -196,7 +196,10 @@ async fn upgrade(
     let permit = state.engine.stream_permit(&user)?;
     // Subscribed before answering: once the client sees the upgrade, every event of
     // its channels from then on reaches it.
-    let mut hub = Hub::new(state.engine.clone(), user);
+    // The author of the user messages of every channel it may follow: the user.
+    let name = state.engine.user_name(&user).await?;
+    let author = Author { id: user.to_string(), name };
+    let mut hub = Hub::new(state.engine.clone(), user, author);
     let changes = state.engine.lists().watch_changes();
     let closing = state.engine.lists().closed();
     let mut out = Outbox::default();
@@ -275,14 +278,14 @@ impl StartAt {
 
 /// The hub's output form of a session (see `dialect/shared.rs`): the run tally, and each
 /// frame's event encoded once for every socket that follows the session.
-#[derive(Clone, Default)]
-struct HubForm(RunTally);
+#[derive(Clone)]
+struct HubForm(RunTally, Author);
 
 impl FormMapper for HubForm {
     type Out = Option<Utf8Bytes>;
 
     fn map(&mut self, frame: &Frame) -> Option<Utf8Bytes> {
-        ws_hub::map_frame(frame, &mut self.0, now_ms()).map(|e| e.to_json().into())
+        ws_hub::map_frame(frame, &mut self.0, &self.1, now_ms()).map(|e| e.to_json().into())
     }
 }
 
@@ -318,6 +321,8 @@ struct Channel {
 struct Hub {
     engine: Engine,
     user: UserId,
+    /// Who the user messages of the channels are by (only their owner follows them).
+    author: Author,
     filter: Filter,
     channels: Vec<Channel>,
     /// Where the next poll starts, so one busy channel cannot starve the others.
@@ -333,11 +338,12 @@ struct Hub {
 }
 
 impl Hub {
-    fn new(engine: Engine, user: UserId) -> Self {
+    fn new(engine: Engine, user: UserId, author: Author) -> Self {
         let published = engine.hub().subscriber(user.clone());
         Self {
             engine,
             user,
+            author,
             published,
             filter: Filter::Only,
             channels: Vec::new(),
@@ -594,7 +600,7 @@ impl Hub {
             id,
             subscription,
             kill,
-            follow: Follow::new((), HubForm::default()),
+            follow: Follow::new((), HubForm(RunTally::default(), self.author.clone())),
             on_snapshot,
             ended: false,
         });
@@ -621,7 +627,8 @@ impl Hub {
             // A snapshot is this socket's own: what it says depends on how the channel
             // was followed, and it re-anchors the channel's tally.
             let now = now_ms();
-            let mut form = channel.follow.take_mapper(None).unwrap_or_default();
+            let fresh = || HubForm(RunTally::default(), self.author.clone());
+            let mut form = channel.follow.take_mapper(None).unwrap_or_else(fresh);
             let envelope = match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
                 OnSnapshot::Join => ws_hub::joined(frame, &mut form.0, now),
                 OnSnapshot::Report(Some(at)) if at == frame.cursor() => Vec::new(),

@@ -24,3 +24,12 @@ pub(crate) async fn ensure(pool: &Pool, name: &str) -> Result<UserId, StoreError
         .map_err(db_error)?;
     parse_id(&id)
 }
+
+/// The name of user `id`, if there is one.
+pub(crate) async fn name(pool: &Pool, id: &UserId) -> Result<Option<String>, StoreError> {
+    sqlx::query_scalar("SELECT name FROM users WHERE id = $1")
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)
+}

@@ -1,0 +1,126 @@
+//! What a run may use: the narrow context a [`RunTask`](crate::run::RunTask) holds
+//! instead of the whole engine. One `Arc<RunEnv>` is shared by every run of the node and
+//! by the approvals service, which continues parked runs.
+//!
+//! A run reads and writes the store, calls models and tools, keeps its session's lease
+//! renewed, counts who watches its session on other nodes, and arms the expiry of the
+//! approvals it asks for. It cannot load or unload sessions, take prompts, answer
+//! queries or reach auth: those are the engine's. Expiry is a message to the engine
+//! (an approval that expires must be looked up and ended through the whole decision
+//! machinery, which a run does not hold), so nothing here points back at the engine.
+
+use crate::framebus::{FrameBus, Watchers};
+use crate::leases::{Leases, Renewal};
+use crate::models::Models;
+use crate::session::{ActiveHandle, Loaded};
+use crate::{Store, ToolContext, ToolRegistry};
+use spool_protocol::{Approval, PermissionRule, SessionId};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The engine settings a run reads.
+#[derive(Clone, Debug)]
+pub(crate) struct RunSettings {
+    /// Most model calls one run may make before it fails (a loop guard).
+    pub max_turns: usize,
+    /// The system prompt every model call starts with.
+    pub system_prompt: String,
+    /// The server's permission rules (their deny is final).
+    pub rules: Vec<PermissionRule>,
+    /// Estimated tokens of verbatim history above which older turns are summarized.
+    pub context_budget_tokens: u64,
+    /// How long an approval waits for a decision before it expires.
+    pub approval_ttl: Duration,
+}
+
+pub(crate) struct RunEnv {
+    pub store: Arc<dyn Store>,
+    pub models: Models,
+    pub tools: ToolRegistry,
+    pub settings: RunSettings,
+    /// Spool's data directory: no tool path resolves into it.
+    data_dir: Option<PathBuf>,
+    leases: Arc<Leases>,
+    /// The frame bus, when sessions are shared between nodes: it counts their watchers.
+    frames: Option<Arc<dyn FrameBus>>,
+    node_id: String,
+    /// Approvals whose expiry the engine is to arm (see [`RunEnv::arm_expiry`]).
+    expiries: mpsc::UnboundedSender<Approval>,
+}
+
+/// The engine's end of [`RunEnv::arm_expiry`]: every approval sent here must expire
+/// at its `expires_at` unless it is decided first.
+pub(crate) type Expiries = mpsc::UnboundedReceiver<Approval>;
+
+/// What [`RunEnv::new`] is built from.
+pub(crate) struct RunParts {
+    pub store: Arc<dyn Store>,
+    pub models: Models,
+    pub tools: ToolRegistry,
+    pub data_dir: Option<PathBuf>,
+    pub leases: Arc<Leases>,
+    pub frames: Option<Arc<dyn FrameBus>>,
+    pub settings: RunSettings,
+    /// This node's name: its own watchers are not "elsewhere".
+    pub node_id: String,
+}
+
+impl RunEnv {
+    pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries) {
+        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id } = parts;
+        let (expiries, armed) = mpsc::unbounded_channel();
+        let env = RunEnv { store, models, tools, settings, data_dir, leases, frames, node_id, expiries };
+        (Arc::new(env), armed)
+    }
+
+    /// Whether other nodes may have clients on this node's sessions.
+    pub fn clustered(&self) -> bool {
+        self.frames.is_some()
+    }
+
+    /// The clients other nodes have on `session`'s stream (bus mode; nothing without a
+    /// bus, or when the bus cannot say — then only this node's clients count).
+    pub async fn watchers_elsewhere(&self, session: &SessionId) -> Watchers {
+        let Some(bus) = &self.frames else { return Watchers::default() };
+        match bus.watchers(session).await {
+            Ok(entries) => entries
+                .into_iter()
+                .filter(|(node, _)| node != &self.node_id)
+                .fold(Watchers::default(), |sum, (_, w)| sum + w),
+            Err(error) => {
+                tracing::warn!(%session, %error, "cannot read the session's watchers on other nodes");
+                Watchers::default()
+            }
+        }
+    }
+
+    /// Renews the session's lease for the run `handle` stands for, until it finishes.
+    pub fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
+        let renewal = Renewal {
+            finished: handle.finished.clone(),
+            cancel: handle.cancel.clone(),
+            failed_as: handle.failed_as.clone(),
+        };
+        self.leases.keep_renewed(session, renewal);
+    }
+
+    /// Gives the session's lease up.
+    pub async fn drop_lease(&self, session: &SessionId) {
+        self.leases.release(session).await;
+    }
+
+    /// Has the approval expire when its time comes, unless it is decided before.
+    pub fn arm_expiry(&self, approval: &Approval) {
+        // Closed only once the engine is gone: then nobody is left to decide either.
+        let _ = self.expiries.send(approval.clone());
+    }
+
+    /// What a tool call of this session may touch: the project, minus Spool's data
+    /// directory.
+    pub fn tool_context(&self, loaded: &Loaded, cancel: CancellationToken) -> ToolContext {
+        ToolContext { root: loaded.root.clone(), cancel, data_dir: self.data_dir.clone() }
+    }
+}
