@@ -217,6 +217,11 @@ impl State {
             freed += old.json.len();
         }
         self.bytes -= freed;
+        self.trim();
+    }
+
+    /// Drops the channels published to least recently while over the node's bounds.
+    fn trim(&mut self) {
         while self.channels.len() > MAX_CHANNELS || self.bytes > MAX_HUB_BYTES {
             let Some(oldest) = self.channels.iter().min_by_key(|(_, r)| r.touched).map(|(k, _)| k.clone()) else {
                 break;
@@ -479,6 +484,8 @@ impl Hub {
                     let ring = Ring::new(StreamId::new(), 0);
                     let head = ring.head();
                     state.channels.insert(channel.to_owned(), ring);
+                    // Subscribers name channels too: they count against the bound.
+                    state.trim();
                     Err(head)
                 }
                 None => Err(cursor.clone()),
