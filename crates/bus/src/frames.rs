@@ -30,6 +30,10 @@ impl FrameBus for RedisBus {
         Ok(crate::watchers::all(&mut self.connection(), session).await?)
     }
 
+    fn hub_bus(&self) -> Option<std::sync::Arc<dyn spool_engine::hub::HubBus>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
     async fn listen(
         &self,
         session: &SessionId,

@@ -89,6 +89,11 @@
 //!   cluster; sharded PUB/SUB (`SPUBLISH`/`SSUBSCRIBE`) would keep it on the slot's node.
 //!   Not done yet: one Redis (with replicas) is the supported setup.
 //!
+//! # Published hub events
+//!
+//! The same scripts carry the hub's published events, one log per channel and one
+//! PUB/SUB channel for all of them (`hub.rs`).
+//!
 //! # Between nodes
 //!
 //! [`RedisCluster`] is the engine's `Cluster` over one PUB/SUB channel: aborts for the
@@ -96,6 +101,7 @@
 
 mod cluster;
 mod frames;
+mod hub;
 mod keys;
 mod listener;
 mod pump;
@@ -173,6 +179,10 @@ pub struct RedisBus {
 
 struct Shared {
     conn: ConnectionManager,
+    /// For the hub's PUB/SUB listeners (see `hub.rs`).
+    client: redis::Client,
+    /// The PUB/SUB channel of published hub events in this deployment.
+    hub_live: String,
     scripts: Arc<Scripts>,
     config: BusConfig,
     commands: UnboundedSender<Command>,
@@ -183,6 +193,7 @@ impl RedisBus {
     /// starts the link task. Must be called inside a tokio runtime.
     pub async fn connect(url: &str, config: BusConfig) -> Result<Self, BusError> {
         let client = redis::Client::open(url)?;
+        let hub_live = hub::live_channel(client.get_connection_info().redis_settings().db());
         // Few reconnect attempts per command (the client's default, six with doubling
         // delays, holds a failing command ~9 s): while Redis is away a caller learns it
         // in well under a second, and the node's link task, which awaits some of these
@@ -194,10 +205,17 @@ impl RedisBus {
         let link = Link::open(&client).await?;
         let scripts = Arc::new(Scripts::new());
         let (commands, receiver) = unbounded_channel();
-        let pump =
-            Pump::new(client, conn.clone(), scripts.clone(), config.clone(), receiver, commands.downgrade(), link);
+        let pump = Pump::new(
+            client.clone(),
+            conn.clone(),
+            scripts.clone(),
+            config.clone(),
+            receiver,
+            commands.downgrade(),
+            link,
+        );
         tokio::spawn(pump.run());
-        Ok(Self { shared: Arc::new(Shared { conn, scripts, config, commands }) })
+        Ok(Self { shared: Arc::new(Shared { conn, client, hub_live, scripts, config, commands }) })
     }
 
     /// The shared command connection (a cheap clone).

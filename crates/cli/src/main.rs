@@ -23,6 +23,7 @@ use tracing_subscriber::EnvFilter;
 mod cluster;
 mod config;
 mod database;
+mod hub;
 mod lock;
 
 use database::StoreArgs;
@@ -47,6 +48,15 @@ enum Command {
     /// token revoked).
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Publish seed 002 hub events to a running server.
+    #[command(subcommand)]
+    Hub(HubCommand),
+}
+
+#[derive(Subcommand)]
+enum HubCommand {
+    /// Publish one event (`POST /api/hub/events`); prints its cursor.
+    Publish(hub::PublishArgs),
 }
 
 #[derive(Subcommand)]
@@ -66,10 +76,14 @@ enum AuthCommand {
 
 #[derive(Subcommand)]
 enum TokenCommand {
-    /// Create a token for a user (created on first use) and print it once.
+    /// Create a token for a user (created on first use), or a publisher token that can
+    /// only publish hub events, and print it once.
     Create {
+        #[arg(long, value_name = "NAME", required_unless_present = "publisher", conflicts_with = "publisher")]
+        user: Option<String>,
+        /// A publisher token: it can publish hub events and read nothing.
         #[arg(long, value_name = "NAME")]
-        user: String,
+        publisher: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -161,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Token(cmd) => token(cmd).await,
         Command::Auth(cmd) => auth(cmd).await,
+        Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
     }
 }
 
@@ -203,10 +218,14 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
     let store = database.store();
     let mut out = std::io::stdout().lock();
     match &cmd {
-        TokenCommand::Create { user, .. } => {
-            let (token, secret) = spool_engine::auth::create_token(store, user).await?;
+        TokenCommand::Create { user, publisher, .. } => {
+            let (token, secret) = match (user, publisher) {
+                (_, Some(name)) => spool_engine::auth::create_publisher_token(store, name).await?,
+                (Some(user), None) => spool_engine::auth::create_token(store, user).await?,
+                (None, None) => bail!("name a --user or a --publisher"),
+            };
             writeln!(out, "{secret}")?;
-            eprintln!("created {} for user {:?}; this is the only time the token is shown", token.id, token.user_name);
+            eprintln!("created {} for {:?}; this is the only time the token is shown", token.id, token.user_name);
         }
         TokenCommand::List { .. } => {
             for t in store.list_tokens().await? {

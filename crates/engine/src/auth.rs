@@ -22,6 +22,13 @@
 //! ended since its last look — by this process, the CLI or another node — and fires
 //! their kill tokens.
 //!
+//! A **publisher token** (`spool token create --publisher NAME`) belongs to the
+//! principal `publisher:NAME`, a user record no person can be (user names cannot hold
+//! `:`): it may publish hub events and nothing else. [`Auth::authenticate_token`]
+//! refuses it, so it can read no session and call no other data route, nor be traded
+//! for a browser login; [`Auth::authenticate_principal`] tells the two kinds apart for
+//! the publish route.
+//!
 //! All of this is one owned service, [`Auth`]: it holds the store and its own state and
 //! knows nothing of sessions or runs. The engine owns one and hands it out
 //! ([`Engine::auth`](crate::Engine::auth)).
@@ -147,6 +154,36 @@ fn new_secret(prefix: &str) -> String {
     out
 }
 
+/// The user-name prefix of publisher principals (see the module doc).
+pub const PUBLISHER_PREFIX: &str = "publisher:";
+
+/// Who a bearer token names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Principal {
+    /// A user: may use every data route for their own records.
+    User { user: UserId, credential: Credential },
+    /// A publisher (by its name, without the prefix): may publish hub events only.
+    Publisher { name: String, credential: Credential },
+}
+
+fn check_name(name: &str, code: &'static str, what: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
+        return Err(EngineError::invalid(
+            code,
+            format!("a {what} name is 1 to 64 characters: letters, digits, '-', '_', '.', '@'"),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates a publisher token for `name` (see the module doc): like a user's, it turns
+/// auth on, and only its hash is stored.
+pub async fn create_publisher_token(store: &dyn Store, name: &str) -> Result<(ApiToken, String)> {
+    let name = name.trim();
+    check_name(name, "invalid_publisher", "publisher")?;
+    issue(store, &format!("{PUBLISHER_PREFIX}{name}")).await
+}
+
 /// Creates a token for `user_name` (the user is created on first use). Returns the
 /// record and the secret, which is shown once and never stored. A free function over
 /// the store, so `spool token create` works without starting an engine (which would
@@ -154,12 +191,11 @@ fn new_secret(prefix: &str) -> String {
 /// in between leaves auth on rather than a token that does not count.
 pub async fn create_token(store: &dyn Store, user_name: &str) -> Result<(ApiToken, String)> {
     let name = user_name.trim();
-    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
-        return Err(EngineError::invalid(
-            "invalid_user",
-            "a user name is 1 to 64 characters: letters, digits, '-', '_', '.', '@'",
-        ));
-    }
+    check_name(name, "invalid_user", "user")?;
+    issue(store, name).await
+}
+
+async fn issue(store: &dyn Store, name: &str) -> Result<(ApiToken, String)> {
     let user_id = store.ensure_user(name).await?;
     let secret = new_secret(TOKEN_PREFIX);
     let token = ApiToken {
@@ -232,6 +268,12 @@ impl Auth {
         Ok(created)
     }
 
+    pub async fn create_publisher_token(&self, name: &str) -> Result<(ApiToken, String)> {
+        let created = create_publisher_token(&*self.store, name).await?;
+        self.required.store(true, Ordering::SeqCst);
+        Ok(created)
+    }
+
     pub async fn list_tokens(&self) -> Result<Vec<ApiToken>> {
         Ok(self.store.list_tokens().await?)
     }
@@ -249,13 +291,30 @@ impl Auth {
         Ok(self.authenticate_token(secret).await?.map(|(user, _)| user))
     }
 
-    /// The user and credential of a bearer secret, if it is a valid unrevoked token.
+    /// The user and credential of a bearer secret, if it is a valid unrevoked token of
+    /// a user. A publisher token is refused (`Forbidden`): it may only publish.
     pub async fn authenticate_token(&self, secret: &str) -> Result<Option<(UserId, Credential)>> {
+        match self.authenticate_principal(secret).await? {
+            None => Ok(None),
+            Some(Principal::User { user, credential }) => Ok(Some((user, credential))),
+            Some(Principal::Publisher { .. }) => Err(EngineError::Forbidden {
+                code: "publisher_token",
+                message: "a publisher token can only publish hub events (POST /api/hub/events)".into(),
+            }),
+        }
+    }
+
+    /// Who a bearer secret names, if it is a valid unrevoked token.
+    pub async fn authenticate_principal(&self, secret: &str) -> Result<Option<Principal>> {
         if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 128 {
             return Ok(None);
         }
-        let token = self.store.find_token(&hash_token(secret)).await?;
-        Ok(token.map(|t| (t.user_id, Credential::Token(t.id))))
+        let Some(token) = self.store.find_token(&hash_token(secret)).await? else { return Ok(None) };
+        let credential = Credential::Token(token.id);
+        Ok(Some(match token.user_name.strip_prefix(PUBLISHER_PREFIX) {
+            Some(name) => Principal::Publisher { name: name.to_owned(), credential },
+            None => Principal::User { user: token.user_id, credential },
+        }))
     }
 
     /// The user and credential of a login cookie's secret, if its login session is

@@ -141,6 +141,8 @@ pub(crate) struct Inner {
     pub auth: Arc<crate::auth::Auth>,
     /// This node's session leases (see [`crate::leases`]).
     pub leases: Arc<crate::leases::Leases>,
+    /// Published hub events (see [`crate::hub`]).
+    pub hub: crate::hub::Hub,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -324,6 +326,7 @@ impl Engine {
         let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
         let auth = crate::auth::Auth::new(store.clone(), config.node_id.clone());
         let leases = Arc::new(crate::leases::Leases::new(store.clone(), config.node_id.clone(), config.lease_ttl));
+        let hub = crate::hub::Hub::new(store.clone(), frames.as_ref().and_then(|f| f.hub_bus()));
         let sessions = Arc::new(crate::registry::Registry::default());
         let data_dir = fence.data_dir().map(Into::into);
         let settings = RunSettings {
@@ -377,6 +380,7 @@ impl Engine {
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 auth,
                 leases,
+                hub,
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
@@ -405,6 +409,11 @@ impl Engine {
     /// ended (see [`crate::auth`]).
     pub fn auth(&self) -> &Arc<crate::auth::Auth> {
         &self.inner.auth
+    }
+
+    /// Published hub events: the [`Broadcaster`](crate::hub::Broadcaster) and its subscribers.
+    pub fn hub(&self) -> &crate::hub::Hub {
+        &self.inner.hub
     }
 
     /// The user every request acts as while auth is off.

@@ -96,6 +96,11 @@ pub trait FrameBus: Send + Sync + 'static {
         session: &SessionId,
         cursor: Option<&Cursor>,
     ) -> Result<BoxStream<'static, BusItem>, BusFailure>;
+
+    /// The same bus for published hub events (see [`crate::hub`]), if it carries them.
+    fn hub_bus(&self) -> Option<std::sync::Arc<dyn crate::hub::HubBus>> {
+        None
+    }
 }
 
 /// Encodes a frame body for the bus with the instance that published it and the body's

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 pub mod events;
 pub mod framebus;
+pub mod hub;
 mod leases;
 pub mod lists;
 pub mod metrics;

@@ -35,6 +35,10 @@ pub enum ApiError {
     /// write with a cookie).
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },
+    /// A well-formed body whose content the server refuses: a hub event of an unknown
+    /// type, or whose payload does not match its type's schema (422).
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
     /// A handler panicked. The details go to the log, never to the client.
     #[error("internal server error")]
     Internal,
@@ -88,6 +92,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", self.to_string()),
             ApiError::Unauthorized { code, message } => (StatusCode::UNAUTHORIZED, code, message.clone()),
             ApiError::Forbidden { code, message } => (StatusCode::FORBIDDEN, code, message.clone()),
+            ApiError::Unprocessable { code, message } => (StatusCode::UNPROCESSABLE_ENTITY, code, message.clone()),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", self.to_string()),
         }
     }

@@ -53,6 +53,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/gate/approvals/{id}"),
     ("POST", "/api/chat"),
     ("GET", "/api/ws"),
+    ("POST", "/api/hub/events"),
     ("GET", "/global/health"),
     ("GET", "/session"),
     ("POST", "/session"),

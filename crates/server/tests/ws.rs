@@ -290,11 +290,11 @@ async fn a_subscribe_message_replaces_the_filter_and_global_events_reach_everyon
 #[tokio::test]
 async fn bad_channels_and_messages_get_error_events() {
     let server = TestServer::start().await;
-    let mut ws = connect(&server, "?channels=ses_01jd0000000000000000000000,garbage").await;
+    let mut ws = connect(&server, "?channels=ses_01jd0000000000000000000000,garbage!").await;
     let mut errors = vec![recv(&mut ws).await, recv(&mut ws).await];
     errors.sort_by_key(|e| e["channel_id"].as_str().map(str::to_owned));
     assert_eq!(kinds(&errors), ["channel.error", "channel.error"]);
-    assert_eq!(errors[0]["channel_id"], "garbage");
+    assert_eq!(errors[0]["channel_id"], "garbage!");
     assert_eq!(errors[1]["data"]["code"], "not_found");
     send(&mut ws, json!({"channels": "x"})).await;
     let error = recv(&mut ws).await;

@@ -13,6 +13,7 @@ mod chat;
 mod events;
 mod gate;
 mod health;
+mod hub;
 mod lists;
 mod metrics;
 mod models;
@@ -62,6 +63,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .merge(chat::router())
         .merge(ws::router())
+        .merge(hub::router())
         .merge(opencode::router())
         .merge(openapi::router())
 }

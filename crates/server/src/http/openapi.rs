@@ -46,6 +46,7 @@ use crate::state::AppState;
         (name = "sessions", description = "Conversations and their history"),
         (name = "runs", description = "Prompts, runs and approvals"),
         (name = "streams", description = "The session, list and run streams (SSE) and the WebSocket hub"),
+        (name = "hub", description = "Publishing seed 002 hub events (publisher tokens)"),
         (name = "ui", description = "The embedded browser UI"),
         (name = "opencode", description = "The OpenCode-compatible API (seed 004)"),
     )
@@ -317,6 +318,40 @@ const WRITE: &[(u16, &str)] = &[
     (415, MEDIA_TYPE),
     (429, TOO_MANY),
 ];
+
+/// `POST /api/hub/events`: a publish, refused whole.
+pub struct PublishErrors;
+
+impl IntoResponses for PublishErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses(
+            "ErrorBody",
+            &[
+                (400, "A body that is not valid JSON (`malformed_json`)"),
+                (
+                    401,
+                    "No token, or an unknown or revoked one, on a server that requires auth (`unauthorized`, \
+                    `invalid_token`)",
+                ),
+                (
+                    403,
+                    "A user's token: only publisher tokens publish (`not_a_publisher`); or the browser guard \
+                    (`bad_host`, `bad_origin`)",
+                ),
+                (413, TOO_LARGE),
+                (415, MEDIA_TYPE),
+                (
+                    422,
+                    "An event of an unknown type, a payload that does not match its type's schema, a bad \
+                    channel id or audience, or a limit broken (`invalid_event`, `invalid_audience`): the \
+                    message names the field and the event's index in `events`; nothing of the request was \
+                    published",
+                ),
+                (503, "The event bus (Redis) cannot be reached (`bus_unavailable`)"),
+            ],
+        )
+    }
+}
 
 /// A decision on an approval: a write whose 409 says which conflicts a decision meets.
 pub struct DecisionErrors;

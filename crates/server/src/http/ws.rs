@@ -34,6 +34,18 @@
 //! Nothing is ever resubscribed behind the client's back, so no event is repeated or
 //! skipped within one connection.
 //!
+//! # Published channels
+//!
+//! A channel id that is not a session's names a channel of published events
+//! (`POST /api/hub/events`, or an embedded component through the engine's
+//! `Broadcaster`), and `""` the global ones; both live in the engine's hub, which
+//! keeps their cursors and replay. The socket holds one hub subscriber beside its
+//! session subscriptions: a cursor into the hub's one live ring, filtered by the
+//! socket's channels (global events pass every filter) and by each event's audience —
+//! with an empty filter the socket gets every channel granted to its user, never one
+//! that was not. A cursor for a published channel in `cursors` replays after the
+//! acknowledgement, like a session's.
+//!
 //! Upgrades use small read and write buffers (tungstenite's default is 128 KiB per
 //! socket for reading alone), and the `Origin` is checked: a browser page may open the
 //! hub only from the server's own origin; clients that send no `Origin` (not browsers)
@@ -55,6 +67,7 @@ use bytes::Bytes;
 use futures::stream::{FuturesUnordered, SplitSink};
 use futures::{FutureExt, SinkExt, StreamExt};
 use serde::Deserialize;
+use spool_engine::hub::HubSubscriber;
 use spool_engine::lists::Change;
 use spool_engine::{Engine, EngineError, Start, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
@@ -190,7 +203,8 @@ async fn upgrade(
     let changes = state.engine.lists().watch_changes();
     let closing = state.engine.lists().closed();
     let mut out = Outbox::default();
-    hub.subscribe(channels, HashMap::new(), &mut out).await;
+    // No cursors in a query, so nothing of the hub's to replay.
+    let _ = hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
     // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
     // so it gets a kill token of its own: revoking the credential drops the socket.
@@ -210,6 +224,12 @@ async fn upgrade(
             }
             drop(permit);
         }))
+}
+
+/// Whether a channel id that is not a session's can name a published channel: the
+/// global channel `""`, or an id the publish API accepts.
+fn published_channel(raw: &str) -> bool {
+    raw == spool_protocol::hub::GLOBAL_CHANNEL || spool_protocol::hub::check_channel_id(raw).is_ok()
 }
 
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host
@@ -313,14 +333,18 @@ struct Hub {
     judge_at: Option<Instant>,
     /// Whether a project is this user's, for the global events (ownership never changes).
     projects: HashMap<ProjectId, bool>,
+    /// The published channels and global events (see "Published channels").
+    published: HubSubscriber,
 }
 
 impl Hub {
     fn new(engine: Engine, user: UserId, author: Author) -> Self {
+        let published = engine.hub().subscriber(user.clone());
         Self {
             engine,
             user,
             author,
+            published,
             filter: Filter::Only,
             channels: Vec::new(),
             next_poll: 0,
@@ -369,6 +393,11 @@ impl Hub {
                         self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
                     }
                 },
+                events = self.published.next() => match events {
+                    Ok(events) => out.0.extend(events.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok())),
+                    // Behind the hub's live ring: cut like a slow reader.
+                    Err(_) => return,
+                },
                 // A token that fired outside a write: its subscription's end says the rest.
                 Some(()) = self.kills.next() => {}
                 _ = tokio::time::sleep_until(judge_at.unwrap_or_else(Instant::now)), if judge_at.is_some() => {
@@ -401,13 +430,21 @@ impl Hub {
             }
         };
         let channels = message.channels.clone();
-        self.subscribe(message.channels, message.cursors, out).await;
+        let replay = self.subscribe(message.channels, message.cursors, out).await;
         out.push(ws_hub::subscribed(&channels, now_ms()));
+        out.0.extend(replay.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok()));
     }
 
     /// Replaces the filter (seed 002: it does not merge). Channels kept from the old
     /// filter go on where they are; new ones start at their cursor, if one is given.
-    async fn subscribe(&mut self, channels: Vec<String>, mut cursors: HashMap<String, String>, out: &mut Outbox) {
+    /// Returns what the published channels named with cursors replay, to be sent after
+    /// the acknowledgement.
+    async fn subscribe(
+        &mut self,
+        channels: Vec<String>,
+        mut cursors: HashMap<String, String>,
+        out: &mut Outbox,
+    ) -> Vec<Bytes> {
         // A cursor that does not parse is refused out loud: following the channel live
         // instead would leave the client a hole it cannot see.
         let refused: Vec<String> =
@@ -417,8 +454,47 @@ impl Hub {
             let message = "a cursor is `streamId:seq`, as the hub's events carry it";
             out.push(ws_hub::channel_error(raw, "invalid_cursor", message, now_ms()));
         }
+        // Channel ids that are not sessions' are the hub's published channels.
+        let is_session = |raw: &str| raw.parse::<SessionId>().is_ok();
+        let mut published_cursors = Vec::new();
+        for (raw, cursor) in &cursors {
+            if is_session(raw) {
+                continue;
+            }
+            match (published_channel(raw), Cursor::parse(cursor)) {
+                (true, Some(cursor)) => published_cursors.push((raw.clone(), cursor)),
+                _ => out.push(ws_hub::channel_error(raw, "not_found", "no such channel", now_ms())),
+            }
+        }
+        cursors.retain(|raw, _| is_session(raw));
+        let mut published = Vec::new();
+        let mut sessions = Vec::new();
+        for raw in channels.iter().filter(|c| !refused.contains(c)) {
+            if is_session(raw) {
+                sessions.push(raw.clone());
+            } else if published_channel(raw) {
+                published.push(raw.clone());
+            } else {
+                out.push(ws_hub::channel_error(raw, "not_found", "no such channel", now_ms()));
+            }
+        }
+        let filter = (!channels.is_empty()).then_some(published);
+        let replay = self.published.set_filter(filter, published_cursors).await;
+        self.subscribe_sessions(channels.is_empty(), sessions, cursors, &refused, out).await;
+        replay
+    }
+
+    /// The session part of [`subscribe`](Self::subscribe): `all` follows every session.
+    async fn subscribe_sessions(
+        &mut self,
+        all: bool,
+        channels: Vec<String>,
+        cursors: HashMap<String, String>,
+        refused: &[String],
+        out: &mut Outbox,
+    ) {
         let cursor_of = |id: &SessionId| cursors.get(id.as_str()).and_then(|c| Cursor::parse(c));
-        if channels.is_empty() {
+        if all {
             self.filter = Filter::All;
             for (raw, cursor) in &cursors {
                 match raw.parse::<SessionId>() {
@@ -445,7 +521,7 @@ impl Hub {
         }
         self.filter = Filter::Only;
         let mut wanted = Vec::new();
-        for raw in channels.iter().filter(|c| !refused.contains(c)) {
+        for raw in &channels {
             match raw.parse::<SessionId>() {
                 Ok(id) => wanted.push(id),
                 Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),

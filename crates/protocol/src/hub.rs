@@ -1,0 +1,758 @@
+//! The events of seed 002's WebSocket hub as typed payloads: one serde struct per event
+//! type, its wire name and its scope (a channel's, or global), and the checks a
+//! published event passes before anything is delivered. The engine's `Broadcaster`
+//! takes these types, the publish route parses into them, and the OpenAPI document
+//! describes them, so one definition serves every way in.
+//!
+//! Payloads are strict: an unknown field is refused (it is almost always a typo the
+//! publisher would rather hear about), and so is a field of the wrong type; the error
+//! names the field's path. Fields the seed shows as identifying (`msg_id`, `ticket_id`,
+//! `run_id`, …) are required; the rest are optional and, when absent, absent on the
+//! wire too: the hub never invents a value a publisher did not give. The seed leaves
+//! `quality.scanned`'s report open ("QualityScanReport"), so it is any JSON object; its
+//! two reserved quality types and the `Broadcaster` methods it names without a type
+//! string (`agent.todo_write`, `messages.processed`, `agent_instance.*`, `image.*`) have
+//! payloads Spool defines (see README, "Hub event types").
+
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+use utoipa::ToSchema;
+
+/// Where an event goes: to the subscribers of one channel, or to every subscriber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Channel,
+    Global,
+}
+
+/// The channel id of global events on the wire (the seed: "empty channel ID"), and the
+/// key of their cursor in a subscribe message's `cursors`.
+pub const GLOBAL_CHANNEL: &str = "";
+
+/// Most events one publish call may carry.
+pub const MAX_BATCH: usize = 100;
+/// Longest channel id, in bytes.
+pub const MAX_CHANNEL_ID: usize = 128;
+/// Largest `data` of one event, serialized. Well under a socket's 1 MiB write budget,
+/// so one event can never be what makes a subscriber too slow.
+pub const MAX_DATA_BYTES: usize = 256 * 1024;
+/// Most users one publish call may name in its audience.
+pub const MAX_AUDIENCE: usize = 100;
+
+/// Why a payload or a channel id was refused: the field's path and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// `type`, `channel_id`, `data`, or `data.questions[0].label`.
+    pub field: String,
+    pub problem: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self { field: field.into(), problem: problem.into() }
+    }
+}
+
+/// Checks a channel id: 1 to [`MAX_CHANNEL_ID`] bytes of letters, digits and `_-.:@`.
+/// No commas (the `?channels=` list is comma-separated), no braces (they would break a
+/// Redis hash tag), nothing a log line or a URL has to escape.
+pub fn check_channel_id(id: &str) -> Result<(), FieldError> {
+    if id.is_empty() || id.len() > MAX_CHANNEL_ID {
+        return Err(FieldError::new("channel_id", format!("a channel id is 1 to {MAX_CHANNEL_ID} bytes")));
+    }
+    if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:@".contains(&b)) {
+        return Err(FieldError::new("channel_id", "a channel id is letters, digits and `_-.:@`"));
+    }
+    Ok(())
+}
+
+/// An object with no fields: `channel.deleted` carries no data (`null` or absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+macro_rules! hub_events {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $scope:ident, $data:ty; )*) => {
+        /// Every event type of seed 002, by wire name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        pub enum HubEventType {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant, )*
+        }
+
+        /// An event's payload, typed by its event type (the `data` of the envelope).
+        #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+        #[serde(untagged)]
+        pub enum HubPayload {
+            $( $(#[$doc])* $variant($data), )*
+        }
+
+        impl HubEventType {
+            /// Every type, in the seed's order.
+            pub const ALL: &'static [HubEventType] = &[$( HubEventType::$variant, )*];
+
+            /// The wire name (`message.created`).
+            pub fn name(self) -> &'static str {
+                match self { $( HubEventType::$variant => $name, )* }
+            }
+
+            /// Whether the type is a channel's or goes to everyone.
+            pub fn scope(self) -> Scope {
+                match self { $( HubEventType::$variant => Scope::$scope, )* }
+            }
+
+            /// The type of a wire name.
+            pub fn from_name(name: &str) -> Option<HubEventType> {
+                match name { $( $name => Some(HubEventType::$variant), )* _ => None }
+            }
+
+            /// Reads `data` as this type's payload; the error names the field.
+            pub fn parse(self, data: Value) -> Result<HubPayload, FieldError> {
+                match self {
+                    $( HubEventType::$variant => typed::<$data>(data).map(HubPayload::$variant), )*
+                }
+            }
+        }
+
+        impl HubPayload {
+            pub fn kind(&self) -> HubEventType {
+                match self { $( HubPayload::$variant(_) => HubEventType::$variant, )* }
+            }
+        }
+    };
+}
+
+/// Deserializes `data` into `T`, naming the path of the first field that does not fit.
+fn typed<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(data).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "data".to_owned() } else { format!("data.{path}") };
+        FieldError::new(field, e.into_inner().to_string())
+    })
+}
+
+hub_events! {
+    /// A message was posted to a channel.
+    MessageCreated = "message.created", Channel, MessageCreated;
+    /// A bot response so far, while it streams.
+    MessageStreaming = "message.streaming", Channel, MessageStreaming;
+    /// A queued user message was removed.
+    MessageDeleted = "message.deleted", Channel, MessageId;
+    /// An agent run's lifecycle: running, completed, errored, cancelled.
+    AgentStatus = "agent.status", Channel, AgentStatus;
+    /// The agent invokes a tool.
+    ToolUse = "tool.use", Channel, ToolUse;
+    /// An extended-thinking block.
+    AgentThinking = "agent.thinking", Channel, AgentThinking;
+    /// A tool call finished (pairs with `tool.use` by `tool_use_id`).
+    ToolResult = "tool.result", Channel, ToolResult;
+    /// An activity indicator (model detection, subagent progress).
+    AgentActivity = "agent.activity", Channel, AgentActivity;
+    /// The agent asks the person structured questions.
+    AgentAskUser = "agent.ask_user", Channel, AskUser;
+    /// A plan is ready for review.
+    AgentExitPlan = "agent.exit_plan", Channel, ExitPlan;
+    /// The agent's todo list changed (the seed's `BroadcastTodoWrite`).
+    AgentTodoWrite = "agent.todo_write", Channel, TodoWrite;
+    /// Queued messages were taken for processing (the seed's `BroadcastMessagesProcessed`).
+    MessagesProcessed = "messages.processed", Channel, MessagesProcessed;
+    /// A channel or thread was created (sent to its parent channel).
+    ChannelCreated = "channel.created", Channel, ChannelRef;
+    /// The channel was deleted; no data.
+    ChannelDeleted = "channel.deleted", Channel, Option<Empty>;
+    /// A channel's git state changed (global, as in the seed).
+    ChannelUpdated = "channel.updated", Global, ChannelUpdated;
+    /// An agent instance joined a channel (the seed's `BroadcastAgentInstanceRegistered`).
+    AgentInstanceRegistered = "agent_instance.registered", Channel, AgentInstance;
+    /// An agent instance left a channel.
+    AgentInstanceUnregistered = "agent_instance.unregistered", Channel, AgentInstance;
+    /// An agent instance's metadata changed.
+    AgentInstanceMetadata = "agent_instance.metadata", Channel, AgentInstance;
+    /// An image build progressed (the seed's `BroadcastImageBuildStatus`).
+    ImageBuildStatus = "image.build_status", Global, ImageBuildStatus;
+    /// A newer image is available (the seed's `BroadcastImageUpdateAvailable`).
+    ImageUpdateAvailable = "image.update_available", Global, ImageUpdateAvailable;
+    /// A workflow run began.
+    WorkflowRunStarted = "workflow.run_started", Global, WorkflowRun;
+    /// A workflow run reached a terminal state.
+    WorkflowRunCompleted = "workflow.run_completed", Global, WorkflowRun;
+    /// An approval node paused a workflow run.
+    WorkflowRunPaused = "workflow.run_paused", Global, WorkflowRun;
+    /// A workflow node began.
+    WorkflowNodeStarted = "workflow.node_started", Global, WorkflowNode;
+    /// A workflow node finished.
+    WorkflowNodeCompleted = "workflow.node_completed", Global, WorkflowNode;
+    /// A gate waits for a human decision.
+    GateApprovalRequested = "gate.approval_requested", Channel, GateApprovalRequested;
+    /// A gate approval was resolved.
+    GateApprovalResolved = "gate.approval_resolved", Channel, GateApprovalResolved;
+    /// A container was added to the registry.
+    ContainerRegistered = "container.registered", Global, Container;
+    /// A container's lifecycle status changed.
+    ContainerStatusChanged = "container.status_changed", Global, Container;
+    /// A container was removed from the registry.
+    ContainerRemoved = "container.removed", Global, Container;
+    /// A ticket was created.
+    TicketCreated = "ticket.created", Global, TicketRef;
+    /// A ticket was updated.
+    TicketUpdated = "ticket.updated", Global, TicketRef;
+    /// A ticket was deleted.
+    TicketDeleted = "ticket.deleted", Global, TicketRef;
+    /// A named playground was updated.
+    PlaygroundUpdate = "playground.update", Global, PlaygroundUpdate;
+    /// A quality scan began.
+    QualitySessionStarted = "quality.session_started", Channel, QualitySessionStarted;
+    /// A quality scan completed: the whole report.
+    QualityScanned = "quality.scanned", Channel, QualityScanReport;
+    /// At least one quality rule failed.
+    QualityRulesViolated = "quality.rules_violated", Channel, QualityRulesReport;
+    /// A quality scan ended, whatever its outcome.
+    QualitySessionEnded = "quality.session_ended", Channel, QualitySessionEnded;
+    /// Reserved by the seed: a scan's progress.
+    QualityScanProgress = "quality.scan_progress", Channel, QualityScanProgress;
+    /// Reserved by the seed: a scan was cancelled.
+    QualityScanCancelled = "quality.scan_cancelled", Channel, QualityScanCancelled;
+    /// A review comment.
+    ReviewComment = "review.comment", Channel, ReviewComment;
+    /// A review session's status changed.
+    ReviewStatus = "review.status", Channel, ReviewStatus;
+}
+
+impl fmt::Display for HubEventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `message.created`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageCreated {
+    pub msg_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_name: Option<String>,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_bot: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_processed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_msg_id: Option<String>,
+}
+
+/// `message.streaming`: the whole partial response so far, as in the seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageStreaming {
+    pub content: String,
+}
+
+/// `message.deleted`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageId {
+    pub msg_id: String,
+}
+
+/// An agent run's status word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatusWord {
+    Running,
+    Completed,
+    Errored,
+    Cancelled,
+}
+
+/// `agent.status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentStatus {
+    pub status: RunStatusWord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+}
+
+/// `tool.use`. `input` is the seed's string, or the call's arguments as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolUse {
+    pub tool_use_id: String,
+    pub tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+}
+
+/// `agent.thinking`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentThinking {
+    pub text: String,
+}
+
+/// `tool.result`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    pub tool_use_id: String,
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// `agent.activity`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentActivity {
+    pub activity: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `agent.ask_user`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskUser {
+    pub questions: Vec<Question>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default)]
+    pub options: Vec<QuestionOption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multi_select: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `agent.exit_plan` (the seed spells the path in camel case).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExitPlan {
+    pub plan: String,
+    #[serde(rename = "planFilePath", default, skip_serializing_if = "Option::is_none")]
+    pub plan_file_path: Option<String>,
+}
+
+/// `agent.todo_write`: the whole list, as the TodoWrite tool keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoWrite {
+    pub todos: Vec<Todo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// `messages.processed`: the queued messages taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessagesProcessed {
+    pub msg_ids: Vec<String>,
+}
+
+/// `channel.created`: the new channel, sent on its parent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelRef {
+    pub channel_id: String,
+}
+
+/// `channel.updated`: a channel's git state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelUpdated {
+    pub channel_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_additions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_deletions: Option<u64>,
+}
+
+/// `agent_instance.*`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInstance {
+    pub instance_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `image.build_status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageBuildStatus {
+    pub image: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// 0 to 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+}
+
+/// `image.update_available`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageUpdateAvailable {
+    pub image: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<String>,
+}
+
+/// `workflow.run_*`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowRun {
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_node_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `workflow.node_*`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowNode {
+    pub run_id: String,
+    pub node_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// `gate.approval_requested`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateApprovalRequested {
+    pub req_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Map<String, Value>>,
+}
+
+/// `gate.approval_resolved`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateApprovalResolved {
+    pub req_id: String,
+    pub decision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+}
+
+/// `container.*`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Container {
+    pub container_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    /// `agent`, `shell`, `chrome`, …
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub container_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_at: Option<String>,
+}
+
+/// `ticket.*`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TicketRef {
+    pub ticket_id: String,
+}
+
+/// `playground.update`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlaygroundUpdate {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub css: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub js: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import_map: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `quality.session_started`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualitySessionStarted {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+/// `quality.scanned`: the seed's QualityScanReport, which it does not spell out here:
+/// any JSON object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct QualityScanReport(pub Map<String, Value>);
+
+/// `quality.rules_violated`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityRulesReport {
+    pub passed: Vec<QualityRule>,
+    pub failed: Vec<QualityRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityRule {
+    pub name: String,
+    /// `pass`, `warn`, `fail`.
+    pub severity: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `quality.session_ended`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualitySessionEnded {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_too_large: Option<bool>,
+}
+
+/// `quality.scan_progress` (reserved by the seed; Spool's payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityScanProgress {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// `quality.scan_cancelled` (reserved by the seed; Spool's payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityScanCancelled {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `review.comment`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewComment {
+    pub id: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// `LEFT` or `RIGHT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<String>,
+    pub body: String,
+}
+
+/// `review.status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewStatus {
+    /// `idle`, `loading`, `ready`, `reviewing`, `error`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One event as a publisher hands it in: its type, its channel (`None` or ignored for
+/// global types) and its typed payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HubEvent {
+    pub channel_id: String,
+    pub payload: HubPayload,
+}
+
+impl HubEvent {
+    /// Checks and places an event: a global type's channel is [`GLOBAL_CHANNEL`]
+    /// whatever was given; a channel type needs a valid channel id. The data's size is
+    /// checked here too, so every way in has the same limits.
+    pub fn new(channel_id: Option<&str>, payload: HubPayload) -> Result<Self, FieldError> {
+        let channel_id = match payload.kind().scope() {
+            Scope::Global => GLOBAL_CHANNEL.to_owned(),
+            Scope::Channel => {
+                let id = channel_id.ok_or_else(|| {
+                    FieldError::new("channel_id", format!("`{}` is a channel event: name its channel", payload.kind()))
+                })?;
+                check_channel_id(id)?;
+                id.to_owned()
+            }
+        };
+        let size = serde_json::to_vec(&payload).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > MAX_DATA_BYTES {
+            return Err(FieldError::new("data", format!("at most {MAX_DATA_BYTES} bytes of JSON (this is {size})")));
+        }
+        Ok(Self { channel_id, payload })
+    }
+
+    /// Reads one event's parts as the publish API receives them.
+    pub fn parse(kind: &str, channel_id: Option<&str>, data: Value) -> Result<Self, FieldError> {
+        let kind = HubEventType::from_name(kind)
+            .ok_or_else(|| FieldError::new("type", format!("`{}` is not a hub event type", clip(kind))))?;
+        let payload = kind.parse(data)?;
+        Self::new(channel_id, payload)
+    }
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+/// A published event on the wire: the seed's envelope plus the `cursor` to resume from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PublishedEnvelope<'a> {
+    #[serde(rename = "type")]
+    pub kind: HubEventType,
+    pub channel_id: &'a str,
+    pub data: &'a HubPayload,
+    pub timestamp: Millis,
+    pub cursor: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_type_has_one_name_and_parses_its_seed_example() {
+        let mut names: Vec<&str> = HubEventType::ALL.iter().map(|t| t.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), HubEventType::ALL.len());
+        for kind in HubEventType::ALL {
+            assert_eq!(HubEventType::from_name(kind.name()), Some(*kind));
+        }
+        let ask = json!({"questions": [{"question": "Where?", "header": "Location",
+            "options": [{"label": "Root", "description": "the root"}], "multi_select": false}]});
+        let parsed = HubEventType::AgentAskUser.parse(ask.clone()).expect("seed example");
+        assert_eq!(serde_json::to_value(&parsed).expect("serialize"), ask);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = json!({"questions": [{"question": "Where?", "options": [{"description": "no label"}]}]});
+        let err = HubEventType::AgentAskUser.parse(bad).expect_err("label missing");
+        assert_eq!(err.field, "data.questions[0].options[0]");
+        assert!(err.problem.contains("label"), "{err}");
+        let err = HubEventType::TicketCreated.parse(json!({"ticket_id": 5})).expect_err("wrong type");
+        assert_eq!(err.field, "data.ticket_id");
+        let err = HubEventType::TicketCreated.parse(json!({"ticket_id": "t", "x": 1})).expect_err("unknown field");
+        assert!(err.problem.contains("unknown field `x`"), "{err}");
+        let err = HubEvent::parse("nope", None, json!({})).expect_err("unknown type");
+        assert_eq!(err.field, "type");
+    }
+
+    #[test]
+    fn global_types_ignore_the_channel_and_channel_types_need_one() {
+        let ticket = HubEvent::parse("ticket.created", Some("chan_a"), json!({"ticket_id": "t1"})).expect("valid");
+        assert_eq!(ticket.channel_id, GLOBAL_CHANNEL);
+        let err = HubEvent::parse("review.status", None, json!({"status": "ready"})).expect_err("no channel");
+        assert_eq!(err.field, "channel_id");
+        for bad in ["", "a,b", "{x}", "with space", &"x".repeat(MAX_CHANNEL_ID + 1)] {
+            assert!(check_channel_id(bad).is_err(), "{bad:?}");
+        }
+        let deleted = HubEvent::parse("channel.deleted", Some("chan_a"), Value::Null).expect("no data");
+        assert_eq!(serde_json::to_value(&deleted.payload).expect("serialize"), Value::Null);
+    }
+
+    #[test]
+    fn data_is_bounded() {
+        let big = "x".repeat(MAX_DATA_BYTES);
+        let err = HubEvent::parse("agent.thinking", Some("c"), json!({"text": big})).expect_err("too big");
+        assert_eq!(err.field, "data");
+    }
+}
