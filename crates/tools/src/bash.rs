@@ -664,12 +664,13 @@ mod tests {
         assert!(!out.text.contains(SECRET), "the server's environment leaked: {}", out.text);
     }
 
-    /// The parent's own environment file is closed to a sandboxed process too (the
-    /// module docs: Landlock bars ptrace-class access). With the secret really in the
-    /// process's environment (it never was while this test used `set_var`, which leaves
-    /// `/proc/self/environ` alone) the command reads it on Linux 6.18 here.
+    /// The server's own environment file is closed to a command, with the secret really
+    /// in the process's environment (`set_var` would leave `/proc/self/environ` alone).
+    /// Found open when the server ran as root (as in CI): Landlock's ptrace barrier
+    /// gives way to `CAP_SYS_PTRACE`, which every command then had. Closed whether or
+    /// not the kernel has Landlock: the command has no capabilities and the server is
+    /// non-dumpable (sandbox.rs).
     #[tokio::test]
-    #[ignore = "known gap: a sandboxed command can read the server's /proc/$PPID/environ"]
     async fn the_servers_environment_file_is_closed_to_commands() {
         const SECRET: &str = "sk-server-environ-8e7f6a";
         if !in_own_process(
@@ -678,13 +679,37 @@ mod tests {
         ) {
             return;
         }
-        if !landlock() {
-            return;
-        }
         let (_dir, root, data, _) = sandboxed();
-        let command = "cat /proc/$PPID/environ | tr '\\0' '\\n'";
-        let out = sandboxed_bash(SandboxSettings::default(), &root, &data, command).await;
-        assert!(!out.text.contains(SECRET), "the server's environment file is readable: {}", out.text);
+        // Each open is refused; `mem` would give "Input/output error" at offset 0 if
+        // it opened at all.
+        for command in ["cat /proc/$PPID/environ", "cat /proc/$PPID/task/$PPID/environ", "head -c 1 /proc/$PPID/mem"] {
+            let out = sandboxed_bash(SandboxSettings::default(), &root, &data, command).await;
+            assert!(!out.text.contains(SECRET), "`{command}` read the server's environment: {}", out.text);
+            assert!(out.text.contains("Permission denied"), "`{command}`: {}", out.text);
+        }
+    }
+
+    /// A command holds no capability, whoever runs the server: as root (CI, containers)
+    /// it would otherwise hold them all, `CAP_SYS_PTRACE` and `CAP_DAC_OVERRIDE` among
+    /// them. As root the bounding set is empty too, so nothing comes back on exec.
+    #[tokio::test]
+    async fn a_command_holds_no_capabilities() {
+        let (_dir, root, data, _) = sandboxed();
+        let out = sandboxed_bash(SandboxSettings::default(), &root, &data, "grep ^Cap /proc/self/status").await;
+        let field = |name: &str| {
+            out.text
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_else(|| panic!("no {name} in {}", out.text))
+        };
+        for name in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+            assert_eq!(field(name), "0000000000000000", "{name} of a command: {}", out.text);
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(field("CapBnd:"), "0000000000000000", "a root server's command: {}", out.text);
+        }
     }
 
     #[tokio::test]

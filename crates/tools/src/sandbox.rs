@@ -18,19 +18,31 @@
 //!   granted (Landlock ABI 4+), and abstract UNIX sockets outside the sandbox are
 //!   scoped away (ABI 6+). UDP is not covered by Landlock.
 //! - **Signals** (ABI 6+): the command cannot signal processes outside its sandbox,
-//!   the server included. Landlock also bars it from ptrace-class access to them, which
-//!   is what keeps `/proc/$PPID/environ` closed.
+//!   the server included.
+//! - **The server's memory and environment** (`/proc/$PPID/environ`, `mem`, ptrace).
+//!   Three locks, because each one alone has a way round it:
+//!   - Landlock bars ptrace-class access from inside the sandbox to processes outside
+//!     it, but not for a caller holding `CAP_SYS_PTRACE`: a server run as root (a
+//!     container, CI) handed that to every command, which read the environment file.
+//!   - So the command gets no capabilities at all: its bounding set is emptied (as
+//!     root, `exec` would otherwise hand the full set back), ambient capabilities are
+//!     cleared and the effective, permitted and inheritable sets are zeroed.
+//!   - And the server marks itself non-dumpable ([`seal_server_process`]) before the
+//!     first command, so a process of the same user without `CAP_SYS_PTRACE` cannot
+//!     read its `/proc` files even where Landlock is missing. The price: no core dumps
+//!     of the server, and a debugger or `perf -p` of the same user cannot attach to it
+//!     (start it under the tool instead, or as root).
 //!
 //! The ruleset is built in the server before spawning (opening directories and
-//! allocating are not allowed between fork and exec), and only two raw system calls,
-//! `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`, run in the child in
-//! `pre_exec`. Both are async-signal-safe and allocate nothing; the crate's own
-//! `restrict_self` is not documented to be, so it is not called there. The ruleset's
-//! descriptor is close-on-exec, so the command never holds it.
+//! allocating are not allowed between fork and exec), and only raw system calls run in
+//! the child in `pre_exec`: `prctl` (no new privileges, the capability drops), `capset`
+//! and `landlock_restrict_self`. All are async-signal-safe and allocate nothing; the
+//! crate's own `restrict_self` is not documented to be, so it is not called there. The
+//! ruleset's descriptor is close-on-exec, so the command never holds it.
 //!
 //! Where Landlock is missing the ruleset comes out empty (best-effort compatibility),
-//! the environment is still scrubbed and commands still run; [`probe`] says so once at
-//! start-up for the log and `/api/health`.
+//! the environment is still scrubbed, capabilities still dropped and commands still
+//! run; [`probe`] says so once at start-up for the log and `/api/health`.
 
 use crate::error::ToolError;
 use landlock::{
@@ -95,6 +107,7 @@ impl Prepared {
                 "refusing to run: the project directory contains the server's data directory".into(),
             ));
         }
+        seal_server_process();
         let temp = tempfile::Builder::new()
             .prefix("spool-bash-")
             .tempdir()
@@ -105,29 +118,88 @@ impl Prepared {
         Ok(Self { ruleset, env, _temp: temp })
     }
 
-    /// Gives `command` the scrubbed environment and, where Landlock works, confines
-    /// it between fork and exec. `self` must outlive the spawn (it holds the ruleset).
+    /// Gives `command` the scrubbed environment, takes every capability away from it
+    /// and, where Landlock works, confines it, between fork and exec. `self` must
+    /// outlive the spawn (it holds the ruleset).
     pub(crate) fn apply(&self, command: &mut Command) {
         command.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
-        if let Some(fd) = &self.ruleset {
-            let fd = fd.as_raw_fd();
-            // SAFETY: the closure runs in the forked child before exec and makes only
-            // two system calls, both async-signal-safe; it touches no lock and
-            // allocates nothing (`last_os_error` reads errno into a plain value). `fd`
-            // stays open in the parent until the spawn returns, since `self` outlives it.
-            unsafe {
-                command.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+        let ruleset = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
+        // SAFETY: the closure runs in the forked child before exec and makes only raw
+        // system calls, all async-signal-safe; it touches no lock and allocates nothing
+        // (`last_os_error` reads errno into a plain value). The ruleset's descriptor
+        // stays open in the parent until the spawn returns, since `self` outlives it.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                drop_capabilities()?;
+                if let Some(fd) = ruleset
+                    && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
     }
+}
+
+/// `capset`'s header and one of its two data words (`linux/capability.h`, version 3:
+/// 64 capabilities in two 32-bit halves). Written out because `libc` has no binding.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Leaves the calling process (the forked child) with no capability now or after exec.
+/// Runs between fork and exec: raw system calls only.
+///
+/// The bounding set goes first, while `CAP_SETPCAP` may still be held: as root, exec
+/// grants every capability left in it. A process without `CAP_SETPCAP` gets `EPERM`
+/// there, which is fine when it is not root (exec under no-new-privileges grants a
+/// non-root process nothing). Numbers past the kernel's last capability give `EINVAL`.
+unsafe fn drop_capabilities() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: plain prctl calls with integer arguments.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: as above; clearing ambient capabilities needs no privilege.
+    if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
+    let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: both pointers refer to live, correctly laid out values for the call.
+    if unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Marks the server's process non-dumpable, once: its `/proc/PID/environ`, `mem` and
+/// friends then belong to root and need `CAP_SYS_PTRACE`, which no command has (see the
+/// module docs). Called at start-up by [`probe`] and again before every command, so no
+/// embedding can run a command without it.
+pub fn seal_server_process() {
+    static SEALED: std::sync::Once = std::sync::Once::new();
+    SEALED.call_once(|| {
+        // SAFETY: a plain prctl call on this process with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot mark the server non-dumpable");
+        }
+    });
 }
 
 /// The command's environment: the allow-listed variables the server has, and `TMPDIR`.
@@ -204,6 +276,7 @@ pub(crate) fn readable_roots(data_dir: &Path) -> Vec<PathBuf> {
 /// applied to a short-lived thread of our own (Landlock confines only the calling
 /// thread), and its enforcement status is read back.
 pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
+    seal_server_process();
     let network = settings.network;
     let outcome = std::thread::spawn(move || {
         let mut rules = Ruleset::default()
