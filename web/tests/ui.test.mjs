@@ -327,6 +327,44 @@ test('a question shows its options and an own-words box; a click answers it and 
   assert.deepEqual(page.errors, []);
 });
 
+test('plan mode: the toggle sets it, the plan card asks for changes, then Accept switches to agent mode in every tab', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Plan' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const other = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.click('#plan-mode[aria-pressed="false"]');
+  // The other tab learns of it from its stream.
+  await other.waitForSelector('#plan-mode[aria-pressed="true"]');
+  assert.equal((await api(server.url, 'GET', `/api/sessions/${session.id}`)).mode, 'plan');
+
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await send(page, 'tool: exit_plan {"plan":"1. Add notes.txt\\n2. Test it"}');
+  const card = await page.waitForSelector('.plan-card');
+  assert.equal(await card.$eval('.plan-text', (e) => e.textContent), '1. Add notes.txt\n2. Test it');
+  await shot(page, 'plan-card');
+  // Request changes needs words: empty, it sends nothing.
+  await card.$eval('button:has-text("Request changes")', (b) => b.click());
+  assert.equal(await card.$eval('textarea', (e) => e.getAttribute('aria-invalid')), 'true');
+  assert.deepEqual(decisions, []);
+  await page.fill('.plan-card textarea', 'test it first');
+  await page.click('.plan-card button:has-text("Request changes")');
+  await page.waitForSelector('.plan-card', { state: 'detached' });
+  await settled(page);
+  assert.deepEqual(decisions.map(({ decision, message }) => ({ decision, message })), [{ decision: 'reject', message: 'test it first' }]);
+  assert.equal(await page.getAttribute('#plan-mode', 'aria-pressed'), 'true', 'asking for changes keeps plan mode');
+
+  await send(page, 'tool: exit_plan {"plan":"1. Test\\n2. Add notes.txt"}');
+  await other.waitForSelector('.plan-card');
+  await other.click('.plan-card button:has-text("Accept plan")');
+  await page.waitForSelector('.plan-card', { state: 'detached' });
+  await settled(page);
+  for (const view of [page, other]) await view.waitForSelector('#plan-mode[aria-pressed="false"]');
+  assert.equal((await api(server.url, 'GET', `/api/sessions/${session.id}`)).mode, 'agent');
+  assert.deepEqual([...page.errors, ...other.errors], []);
+});
+
 test('a tool cut off by a crash is explained after the restart, not re-run', async (t) => {
   const first = await startSpool();
   const { session } = await seed(first, { title: 'Crash' });

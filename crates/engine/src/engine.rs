@@ -260,6 +260,8 @@ pub struct SessionPatch {
     pub permissions: Option<Vec<PermissionRule>>,
     /// Switches the session's model (a configured name); takes effect at the next run.
     pub model: Option<String>,
+    /// Switches between `agent` and `plan`; a running run sees it at its next model call.
+    pub mode: Option<spool_protocol::SessionMode>,
 }
 
 /// Most permission rules one session may carry.
@@ -605,6 +607,7 @@ impl Engine {
             archived: false,
             permissions: Vec::new(),
             model: None,
+            mode: Default::default(),
             read_index: None,
             created_at: now,
             updated_at: now,
@@ -670,6 +673,9 @@ impl Engine {
         }
         if let Some(archived) = patch.archived {
             session.archived = archived;
+        }
+        if let Some(mode) = patch.mode {
+            session.mode = mode;
         }
         if let Some(model) = patch.model {
             if self.inner.env.models.get(&model).is_none() {

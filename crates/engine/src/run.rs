@@ -467,7 +467,7 @@ impl RunTask {
             &self.env.settings.system_prompt,
             &self.memory,
             self.verbatim().1,
-            self.env.tools.specs(),
+            self.env.tools.specs_for(self.mode()),
         );
         let cancel = self.handle.cancel.clone();
         let call_started = now_ms();
@@ -623,6 +623,33 @@ impl RunTask {
         (draft.into_message(), stopped)
     }
 
+    /// The session's mode now (a person may switch it while the run goes on).
+    fn mode(&self) -> SessionMode {
+        self.loaded.events.read(|s| s.session.mode)
+    }
+
+    /// Switches the session's mode, durably, and tells every view (a tool's
+    /// [`crate::Tool::mode_after`], after the person accepted).
+    async fn switch_mode(&mut self, mode: SessionMode) -> Result<(), Outcome> {
+        let mut session = self.loaded.events.read(|s| s.session.clone());
+        if session.mode == mode {
+            return Ok(());
+        }
+        session.mode = mode;
+        session.updated_at = now_ms();
+        if let Err(e) = self.env.store.update_session(&session).await {
+            return Err(failure(
+                "storage_error",
+                format!("could not switch the session to {} mode: {e}", mode.as_str()),
+            ));
+        }
+        self.loaded.events.publish(move |state| {
+            state.session = session;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok(())
+    }
+
     /// The permission for a call now: a server deny is final; within the rest the
     /// session's own rules decide (see [`evaluate_call`]).
     fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
@@ -656,8 +683,12 @@ impl RunTask {
         let tool = self.env.tools.get(&name);
         // Decide whether the call runs: the rules, or the decision that resumed us. A
         // rule that says deny wins even over an approval given earlier.
+        let mode = self.mode();
         let verdict: Result<serde_json::Value, String> = match (&tool, resolution) {
             (None, _) => Err(format!("unknown tool {name:?}")),
+            // The model was not offered it; a person's earlier approval does not change
+            // the mode's promise either (the mode may have changed since).
+            (Some(tool), _) if !tool.available_in(mode) => Err(unavailable(&name, mode)),
             (Some(_), _) if !args.is_object() => Err(format!(
                 "invalid arguments for {name}: expected a JSON object, got {}",
                 truncate(&args.to_string(), 200)
@@ -736,6 +767,9 @@ impl RunTask {
         let (result, is_error) = (redact(&output.text), output.is_error);
         if !is_error && !aborted {
             self.remember_tool_fact(&call, &result).await;
+            if let Some(mode) = self.env.tools.get(&name).and_then(|t| t.mode_after()) {
+                self.switch_mode(mode).await?;
+            }
         }
         let status = if is_error { ToolStatus::Error } else { ToolStatus::Success };
         let shown = result.clone();
@@ -1096,6 +1130,17 @@ pub(crate) fn new_approval(
         created_at: now,
         expires_at: now.saturating_add(ttl),
         resolved_at: None,
+    }
+}
+
+/// What the model reads when it calls a tool its session's mode does not offer.
+fn unavailable(name: &str, mode: SessionMode) -> String {
+    match mode {
+        SessionMode::Plan => format!(
+            "{name} is not available in plan mode: nothing may change until the person accepts a plan. \
+             Look with the read-only tools, then call exit_plan with your plan."
+        ),
+        SessionMode::Agent => format!("{name} is only available in plan mode; this session is in agent mode"),
     }
 }
 

@@ -245,6 +245,7 @@ mod tests {
             archived: false,
             permissions: vec![],
             model: None,
+            mode: Default::default(),
             read_index: None,
             created_at: 0,
             updated_at: 0,

@@ -132,6 +132,21 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// Whether the model is offered this tool in a session of `mode` (and may call it).
+    /// By default a tool acts (changes files, runs commands) and so is offered only in
+    /// `agent` mode; a tool that changes nothing says `true` for every mode. Plan mode
+    /// is the person's promise that nothing changes until they accept a plan, so a new
+    /// tool is kept out of it unless it says otherwise.
+    fn available_in(&self, mode: spool_protocol::SessionMode) -> bool {
+        mode == spool_protocol::SessionMode::Agent
+    }
+
+    /// The mode a successful call switches its session to (`exit_plan`, once the
+    /// person accepts the plan: `agent`). `None` (the default) for every other tool.
+    fn mode_after(&self) -> Option<spool_protocol::SessionMode> {
+        None
+    }
+
     /// The file this call would change and a preview of the change, read now (off the
     /// async threads: it may read a whole file). `None` for tools that change no single
     /// file a decision could re-check (a shell command may touch anything).
@@ -162,5 +177,10 @@ impl ToolRegistry {
 
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.values().map(|t| t.spec()).collect()
+    }
+
+    /// The tools a session in `mode` offers the model (see [`Tool::available_in`]).
+    pub fn specs_for(&self, mode: spool_protocol::SessionMode) -> Vec<ToolSpec> {
+        self.tools.values().filter(|t| t.available_in(mode)).map(|t| t.spec()).collect()
     }
 }

@@ -236,6 +236,7 @@ mod tests {
             archived: false,
             permissions: Vec::new(),
             model: None,
+            mode: Default::default(),
             read_index: None,
             created_at: 0,
             updated_at: 0,

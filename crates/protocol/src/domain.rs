@@ -27,6 +27,34 @@ pub enum SessionStatus {
     Busy,
 }
 
+/// How a session's runs may act. In `plan` mode the model gets only the tools that
+/// change nothing (read, list, glob, grep, question, todo_write) and `exit_plan`, which
+/// asks the person to accept its plan; accepting switches the session to `agent`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    #[default]
+    Agent,
+    Plan,
+}
+
+impl SessionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionMode::Agent => "agent",
+            SessionMode::Plan => "plan",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "agent" => Some(SessionMode::Agent),
+            "plan" => Some(SessionMode::Plan),
+            _ => None,
+        }
+    }
+}
+
 /// One conversation in a project.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -45,6 +73,9 @@ pub struct Session {
     /// The configured model this session uses; `None` means the server's default.
     #[serde(default)]
     pub model: Option<String>,
+    /// `agent` (the default) or `plan` (see [`SessionMode`]).
+    #[serde(default)]
+    pub mode: SessionMode,
     /// The highest message index a person has read (a durable read receipt).
     #[serde(default)]
     pub read_index: Option<u64>,

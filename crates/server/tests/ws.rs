@@ -174,6 +174,23 @@ async fn a_question_is_an_ask_user_card_with_its_options() {
 }
 
 #[tokio::test]
+async fn a_plan_to_accept_is_an_exit_plan_card() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"mode": "plan"})).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    let args = json!({"plan": "# Plan\n\n1. Add notes.txt"});
+    server.start_run(&session, &format!("tool: exit_plan {args}")).await;
+    let events = recv_until(&mut ws, |e| e["type"] == "agent.exit_plan").await;
+    let card = &events.last().expect("agent.exit_plan")["data"];
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(card["req_id"], detail["state"]["pendingApprovals"][0]["id"], "the id to answer with");
+    assert_eq!(card["plan"], "# Plan\n\n1. Add notes.txt");
+    assert!(!kinds(&events).contains(&"gate.approval_requested"), "a plan is not a tool gate: {:?}", kinds(&events));
+}
+
+#[tokio::test]
 async fn messages_and_statuses_carry_the_seed_fields_with_the_stored_ids() {
     let server = TestServer::start().await;
     let session = titled_session(&server).await;

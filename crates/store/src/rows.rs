@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, StoreError};
 use spool_protocol::{
-    ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session, Usage,
+    ApiToken, Approval, ApprovalKind, ApprovalStatus, IndexedMessage, Project, Run, RunError, RunStatus, Session,
+    SessionMode, Usage,
 };
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -110,6 +111,10 @@ pub(crate) fn session(row: &impl Columns) -> Result<Session, StoreError> {
         archived: row.flag("archived")?,
         permissions: from_json(row.json("permissions")?, "permission rules")?,
         model: row.text_opt("model")?,
+        mode: {
+            let mode = row.text("mode")?;
+            SessionMode::parse(&mode).ok_or_else(|| StoreError::Backend(format!("unknown session mode {mode:?}")))?
+        },
         read_index: row.int_opt("read_index")?.map(|i| from_db_int(i, "read index")).transpose()?,
         created_at: row.int("created_at")?,
         updated_at: row.int("updated_at")?,

@@ -46,6 +46,11 @@ struct GlobArgs {
 
 #[async_trait]
 impl Tool for Glob {
+    /// It changes nothing, so plan mode offers it too.
+    fn available_in(&self, _mode: spool_protocol::SessionMode) -> bool {
+        true
+    }
+
     fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
         crate::main_argument(NAME, args)
     }

@@ -21,6 +21,7 @@ mod call;
 mod describe;
 mod edit;
 mod error;
+mod exit_plan;
 mod glob;
 mod grep;
 mod inspect;
@@ -37,6 +38,7 @@ pub use bash::Bash;
 pub use describe::{SUMMARY_CHARS, describe_change, main_argument};
 pub use edit::Edit;
 pub use error::ToolError;
+pub use exit_plan::ExitPlan;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list::List;
@@ -58,8 +60,9 @@ pub fn read_only_tools() -> ToolRegistry {
 }
 
 /// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
-/// change things and so are the ones permission rules usually gate, and `question`,
-/// which asks the person. `bash` runs in the
+/// change things and so are the ones permission rules usually gate, `question`, which
+/// asks the person, and `exit_plan`, which hands a plan-mode session's plan to the
+/// person (offered only in plan mode). `bash` runs in the
 /// default sandbox (scrubbed environment, Landlock where the kernel has it).
 pub fn workspace_tools() -> ToolRegistry {
     workspace_tools_with(SandboxSettings::default())
@@ -67,7 +70,7 @@ pub fn workspace_tools() -> ToolRegistry {
 
 /// [`workspace_tools`] with the operator's sandbox settings for `bash`.
 pub fn workspace_tools_with(sandbox: SandboxSettings) -> ToolRegistry {
-    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question)
+    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question).with(ExitPlan)
 }
 
 /// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
@@ -88,7 +91,17 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
     use spool_engine::{ToolContext, ToolOutput};
+    use spool_protocol::SessionMode;
     use tokio_util::sync::CancellationToken;
+
+    /// Plan mode is the promise that nothing changes: the model is offered only the
+    /// tools that look or ask, and `exit_plan`; agent mode offers everything else.
+    #[test]
+    fn plan_mode_offers_only_the_tools_that_change_nothing() {
+        let names = |mode| workspace_tools().specs_for(mode).into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(names(SessionMode::Plan), ["exit_plan", "glob", "grep", "list", "question", "read"]);
+        assert_eq!(names(SessionMode::Agent), ["bash", "edit", "glob", "grep", "list", "question", "read", "write"]);
+    }
 
     #[test]
     fn read_only_tools_are_the_four_that_look() {
@@ -97,10 +110,10 @@ mod tests {
     }
 
     #[test]
-    fn workspace_tools_holds_all_eight_with_object_schemas() {
+    fn workspace_tools_holds_all_nine_with_object_schemas() {
         let specs = workspace_tools().specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "question", "read", "write"]);
+        assert_eq!(names, ["bash", "edit", "exit_plan", "glob", "grep", "list", "question", "read", "write"]);
         for spec in &specs {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
             assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);
@@ -118,6 +131,7 @@ mod tests {
         match tool {
             "bash" => json!({"command": "true", "timeout": 5}),
             "edit" => json!({"path": "a.txt", "oldString": "hello", "newString": "hi", "replaceAll": false}),
+            "exit_plan" => json!({"plan": "1. Edit a.txt"}),
             "glob" => json!({"pattern": "*.txt", "path": "."}),
             "grep" => json!({"pattern": "h", "path": ".", "include": "*.txt", "ignoreCase": true}),
             "list" => json!({"path": "."}),
@@ -237,7 +251,7 @@ mod tests {
                 tried += 1;
             }
         }
-        // 18 arguments of a wrong type, 9 required ones missing, 7 unknown, 7 non-objects.
-        assert_eq!(tried, 41);
+        // 19 arguments of a wrong type, 10 required ones missing, 8 unknown, 8 non-objects.
+        assert_eq!(tried, 45);
     }
 }

@@ -37,6 +37,11 @@ struct ListArgs {
 
 #[async_trait]
 impl Tool for List {
+    /// It changes nothing, so plan mode offers it too.
+    fn available_in(&self, _mode: spool_protocol::SessionMode) -> bool {
+        true
+    }
+
     fn main_argument(&self, args: &serde_json::Value) -> Option<String> {
         crate::main_argument("list", args)
     }

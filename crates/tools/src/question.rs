@@ -62,6 +62,11 @@ impl QuestionArgs {
 
 #[async_trait]
 impl Tool for Question {
+    /// It changes nothing, so plan mode offers it too.
+    fn available_in(&self, _mode: spool_protocol::SessionMode) -> bool {
+        true
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -53,6 +53,7 @@ function section(open, key, title, body, byDefault) {
  */
 export function approvalCard(approval, decide) {
   if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
+  if (approval.tool === 'exit_plan') return planCard(approval, decide);
   const p = approval.payload ?? {};
   const message = h('input', {
     class: 'approval-message',
@@ -123,6 +124,50 @@ function questionCard(approval, decide) {
       { class: 'approval-actions' },
       h('button', { class: 'btn primary', type: 'button', 'data-decision': 'fill', onclick: sendOwn }, icon('check'), 'Answer'),
       h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => decide('reject', 'The person declined to answer.') }, icon('cross'), 'Decline'),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  updateApproval(card, approval, {});
+  return card;
+}
+
+/**
+ * A plan-mode session's plan (the `exit_plan` tool). Accept approves the call: the
+ * session switches to agent mode and the run carries the plan out. Request changes
+ * rejects it with the person's words, which the model reads; plan mode stays. The words
+ * are required: a reject without them would cancel the run.
+ */
+function planCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const changes = h('textarea', {
+    class: 'approval-message',
+    rows: 2,
+    placeholder: 'What should change in the plan?',
+    'aria-label': 'Changes to the plan',
+    maxlength: 2000,
+  });
+  const request = () => {
+    const words = changes.value.trim();
+    if (!words) {
+      changes.focus();
+      changes.setAttribute('aria-invalid', 'true');
+      return;
+    }
+    decide('reject', words);
+  };
+  const card = h(
+    'section',
+    { class: 'approval-card plan-card', role: 'group', 'aria-label': 'The agent proposes a plan', dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Plan ready'), h('span', { class: 'approval-tool' }, 'plan mode')),
+    h('pre', { class: 'plan-text', 'aria-label': 'The plan' }, String(p.plan ?? '')),
+    h('p', { class: 'approval-reason' }, 'Nothing has been changed yet. Accepting switches this session to agent mode and the agent carries the plan out.'),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
+    changes,
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => decide('once', undefined) }, icon('check'), 'Accept plan'),
+      h('button', { class: 'btn', type: 'button', 'data-decision': 'reject', onclick: request }, 'Request changes'),
     ),
     h('p', { class: 'approval-foot' }),
   );

@@ -1,7 +1,7 @@
-// The frame around the conversation: header title, model picker and scripted badge,
-// notices (offline at once; reconnect with Retry only after the 2 s grace), and the
-// status line (connection, run state). Writes only what changed, since it runs on
-// every paint while an answer streams.
+// The frame around the conversation: header title, plan-mode toggle, model picker and
+// scripted badge, notices (offline at once; reconnect with Retry only after the 2 s
+// grace), and the status line (connection, run state). Writes only what changed, since
+// it runs on every paint while an answer streams.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -27,6 +27,13 @@ export function renderChrome(page, { retry }) {
   }
   if (models && store?.session) set(select, 'value', store.session.model ?? models.default);
   set(select, 'disabled', !view?.connected);
+
+  // Plan mode: pressed while the session only looks (see the exit_plan card).
+  const plan = $('plan-mode');
+  set(plan, 'hidden', !store?.session);
+  const planning = store?.session?.mode === 'plan';
+  if (plan.getAttribute('aria-pressed') !== String(planning)) plan.setAttribute('aria-pressed', String(planning));
+  set(plan, 'disabled', !view?.connected);
 
   notices(view, connectivity.online, retry);
 

@@ -137,6 +137,10 @@ $('menu').addEventListener('click', () => {
 });
 $('backdrop').addEventListener('click', () => document.body.classList.remove('drawer-open'));
 $('model').addEventListener('change', (e) => page.view?.setModel(e.target.value));
+$('plan-mode').addEventListener('click', (e) => {
+  const planning = e.currentTarget.getAttribute('aria-pressed') === 'true';
+  page.view?.setMode(planning ? 'agent' : 'plan');
+});
 connectivity.onChange(() => {
   renderChrome(page, { retry: () => page.view?.retry() });
   composer.update();

@@ -208,6 +208,15 @@ export class SessionView {
     }
   }
 
+  /** `plan` or `agent`; the session.state frame that follows repaints the toggle. */
+  async setMode(mode) {
+    try {
+      await patch(`/api/sessions/${encodeURIComponent(this.id)}`, { mode });
+    } catch {
+      this.resync('mode change failed');
+    }
+  }
+
   async abort() {
     await post(`/api/sessions/${encodeURIComponent(this.id)}/abort`).catch(() => this.resync('abort failed'));
   }

@@ -599,6 +599,7 @@ mod tests {
             archived: false,
             permissions: vec![],
             model: None,
+            mode: Default::default(),
             read_index: None,
             created_at: 1_764_000_000_000,
             updated_at: 1_764_000_000_000,

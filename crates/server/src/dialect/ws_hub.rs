@@ -11,7 +11,7 @@
 //! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset) |
 //! | `message_start` (assistant), retries, compaction | `agent.activity` |
 //! | `tool_execution_start` / `_end`      | `tool.use` / `tool.result` |
-//! | `approval_requested`                 | `gate.approval_requested` (a tool to confirm) or `agent.ask_user` (a choice or input) |
+//! | `approval_requested`                 | `gate.approval_requested` (a tool to confirm), `agent.ask_user` (a choice or input) or `agent.exit_plan` (a plan to accept) |
 //! | `approval_resolved`                  | `gate.approval_resolved` |
 //! | `agent_settled` after `agent_end`    | `agent.status` `completed` / `errored` / `cancelled` with duration, turns, stop reason, model, usage |
 //! | `session_title`                      | `channel.updated` |
@@ -41,6 +41,7 @@ pub const AGENT_STATUS: &str = "agent.status";
 pub const AGENT_THINKING: &str = "agent.thinking";
 pub const AGENT_ACTIVITY: &str = "agent.activity";
 pub const AGENT_ASK_USER: &str = "agent.ask_user";
+pub const AGENT_EXIT_PLAN: &str = "agent.exit_plan";
 pub const TOOL_USE: &str = "tool.use";
 pub const TOOL_RESULT: &str = "tool.result";
 pub const GATE_APPROVAL_REQUESTED: &str = "gate.approval_requested";
@@ -313,9 +314,21 @@ fn loop_event(
 }
 
 /// A tool call to confirm is the seed's gate approval; a choice or missing input is
-/// its `agent.ask_user` card. Both carry `req_id`, the id to decide with.
+/// its `agent.ask_user` card; a plan-mode session's plan (the `exit_plan` tool) is its
+/// `agent.exit_plan`. All carry `req_id`, the id to decide with.
 pub fn approval_requested(approval: &Approval) -> (&'static str, Value) {
     let payload = &approval.payload;
+    if approval.kind == ApprovalKind::ConfirmAction && approval.tool == "exit_plan" {
+        return (
+            AGENT_EXIT_PLAN,
+            json!({
+                "plan": payload.get("plan").cloned().unwrap_or(Value::Null),
+                "req_id": approval.id,
+                "run_id": approval.run_id,
+                "expires_at": approval.expires_at,
+            }),
+        );
+    }
     match approval.kind {
         ApprovalKind::ConfirmAction => (
             GATE_APPROVAL_REQUESTED,
@@ -550,6 +563,7 @@ mod tests {
             archived: false,
             permissions: vec![],
             model: None,
+            mode: Default::default(),
             read_index: None,
             created_at: 1_764_000_000_000,
             updated_at: 1_764_000_000_000,
@@ -776,6 +790,19 @@ mod tests {
             NOW,
         );
         assert_json_snapshot!(e);
+    }
+
+    #[test]
+    fn a_plan_to_accept_is_an_exit_plan_card() {
+        let mut a = approval(ApprovalKind::ConfirmAction, json!({"plan": "# Plan\n1. edit a.txt"}));
+        a.tool = "exit_plan".into();
+        let (kind, data) = approval_requested(&a);
+        assert_eq!(kind, AGENT_EXIT_PLAN);
+        assert_eq!(data["plan"], "# Plan\n1. edit a.txt");
+        assert_eq!(data["req_id"], json!(a.id));
+        // Any other tool to confirm stays a gate approval.
+        a.tool = "write".into();
+        assert_eq!(approval_requested(&a).0, GATE_APPROVAL_REQUESTED);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! again, and of two decisions one wins and the other gets 409 `already_resolved`.
 //!
 //! Each listed approval has the shape of the hub event that announced it
-//! (`gate.approval_requested`, or `agent.ask_user` for a question), plus its `type` and
-//! `channel_id`, so a client renders a listed card and a live one with the same code.
+//! (`gate.approval_requested`, `agent.ask_user` for a question or `agent.exit_plan` for a
+//! plan), plus its `type` and `channel_id`, so a client renders a listed card and a live
+//! one with the same code.
 
 use super::approvals::{Decided, decision_response};
 use super::openapi::{DecisionErrors, ReadErrors};
@@ -33,8 +34,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The caller's pending approvals, oldest first.
 #[derive(Serialize, ToSchema)]
 struct GateApprovals {
-    /// Each as its hub event's data, with `type` (`gate.approval_requested` or
-    /// `agent.ask_user`) and `channel_id` (the session).
+    /// Each as its hub event's data, with `type` (`gate.approval_requested`,
+    /// `agent.ask_user` or `agent.exit_plan`) and `channel_id` (the session).
     #[schema(value_type = Vec<Object>)]
     approvals: Vec<serde_json::Value>,
 }

@@ -57,6 +57,8 @@ struct UpdateSession {
     permissions: Option<Vec<spool_protocol::PermissionRule>>,
     /// A configured model's name.
     model: Option<String>,
+    /// `agent` or `plan`; takes effect at the run's next model call.
+    mode: Option<spool_protocol::SessionMode>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -119,7 +121,7 @@ async fn show(
     Ok(Json(state.engine.session(&user, &id).await?))
 }
 
-/// Changes title, archived flag, permission rules or model; absent fields stay.
+/// Changes title, archived flag, permission rules, model or mode; absent fields stay.
 #[utoipa::path(
     patch,
     path = "/api/sessions/{id}",
@@ -134,8 +136,13 @@ async fn update(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<UpdateSession>,
 ) -> Result<Json<Session>, ApiError> {
-    let patch =
-        SessionPatch { title: body.title, archived: body.archived, permissions: body.permissions, model: body.model };
+    let patch = SessionPatch {
+        title: body.title,
+        archived: body.archived,
+        permissions: body.permissions,
+        model: body.model,
+        mode: body.mode,
+    };
     Ok(Json(state.engine.update_session(&user, &id, patch).await?))
 }
 

@@ -10,14 +10,13 @@ use spool_engine::StoreError;
 use spool_protocol::{ProjectId, Session, SessionId};
 use sqlx::types::Json;
 
-const COLUMNS: &str =
-    "id, project_id, owner_id, title, title_set, archived, permissions, model, read_index, created_at, updated_at";
+const COLUMNS: &str = "id, project_id, owner_id, title, title_set, archived, permissions, model, mode, read_index, created_at, updated_at";
 
 pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, read_index,
-                               created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, mode,
+                               read_index, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(session.id.as_str())
     .bind(session.project_id.as_str())
@@ -27,6 +26,7 @@ pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreEr
     .bind(session.archived)
     .bind(Json(&session.permissions))
     .bind(session.model.as_deref())
+    .bind(session.mode.as_str())
     .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
     .bind(session.created_at)
     .bind(session.updated_at)
@@ -67,15 +67,16 @@ pub(crate) async fn get(pool: &Pool, id: &SessionId) -> Result<Option<Session>, 
 
 pub(crate) async fn update(pool: &Pool, session: &Session) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE sessions SET title = $1, title_set = $2, archived = $3, permissions = $4, model = $5, read_index = $6,
-                             updated_at = $7
-         WHERE id = $8",
+        "UPDATE sessions SET title = $1, title_set = $2, archived = $3, permissions = $4, model = $5, mode = $6,
+                             read_index = $7, updated_at = $8
+         WHERE id = $9",
     )
     .bind(&session.title)
     .bind(session.title_set)
     .bind(session.archived)
     .bind(Json(&session.permissions))
     .bind(session.model.as_deref())
+    .bind(session.mode.as_str())
     .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
     .bind(session.updated_at)
     .bind(session.id.as_str())

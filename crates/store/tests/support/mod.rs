@@ -84,6 +84,7 @@ pub fn session_in(project: &Project, updated_at: Millis, archived: bool) -> Sess
         archived,
         permissions: vec![],
         model: None,
+        mode: Default::default(),
         read_index: None,
         created_at: 1,
         updated_at,
@@ -276,12 +277,13 @@ pub async fn sessions_list_by_archived_flag_newest_first(store: &dyn Store) {
     assert_eq!(store.get_session(&elsewhere.id).await.expect("get"), Some(elsewhere.clone()));
     assert_eq!(store.get_session(&SessionId::new()).await.expect("get absent"), None);
 
-    // update_session writes title, title_set, archived, permissions and updated_at only.
+    // update_session writes title, title_set, archived, permissions, mode and updated_at only.
     let edited = Session {
         title: "Fix the parser".into(),
         title_set: true,
         archived: true,
         permissions: vec![PermissionRule::new("read", "*", PermissionAction::Allow)],
+        mode: spool_protocol::SessionMode::Plan,
         updated_at: 9_000,
         created_at: 42,
         ..first.clone()

@@ -39,6 +39,7 @@ fn session() -> Session {
         archived: false,
         permissions: vec![],
         model: None,
+        mode: Default::default(),
         read_index: None,
         created_at: T0,
         updated_at: T0 + 1,
