@@ -16,7 +16,8 @@
 
 use super::openapi::PublishErrors;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, bearer};
+use crate::extract::{JsonBody, bearer, json_body};
+use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -150,6 +151,10 @@ fn refuse(at: Option<usize>, error: FieldError) -> ApiError {
 }
 
 /// Reads the body into its audience and checked events; the first problem refuses it.
+/// The body this module reads, parsed and checked as its handler does: every event of
+/// the batch against its payload schema, and the audience.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/hub/events", |b| read(json_body::<Value>(b)?).map(drop))];
+
 fn read(body: Value) -> Result<(Grant, Vec<HubEvent>), ApiError> {
     let Value::Object(mut body) = body else {
         let message = "the body is one event {type, channel_id?, data, audience} or {events: [...], audience}";

@@ -72,7 +72,7 @@ fn api() -> OpenApiRouter<AppState> {
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
         .into_iter()
-        .chain([runs::BODIES, sessions::BODIES, ws::BODIES])
+        .chain([hub::BODIES, runs::BODIES, sessions::BODIES, ws::BODIES])
         .flatten()
 }
 
