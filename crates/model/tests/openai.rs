@@ -24,21 +24,7 @@ fn hello() -> ModelRequest {
 }
 
 /// One `data:` line per chunk, as the API documents it.
-fn sse(chunks: &[serde_json::Value]) -> String {
-    let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
-    body.push_str("data: [DONE]\n\n");
-    body
-}
-
-fn delta(delta: serde_json::Value) -> serde_json::Value {
-    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-           "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]})
-}
-
-fn finish(reason: &str) -> serde_json::Value {
-    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-           "choices": [{"index": 0, "delta": {}, "logprobs": null, "finish_reason": reason}]})
-}
+use spool_test_support::{openai_delta as delta, openai_finish as finish, openai_sse as sse};
 
 fn usage(prompt: u64, completion: u64) -> serde_json::Value {
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test", "choices": [],

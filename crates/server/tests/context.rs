@@ -197,18 +197,15 @@ async fn models_are_listed_chosen_per_session_and_priced() {
 
 #[tokio::test]
 async fn a_real_provider_streams_a_run_to_completion() {
-    let chunks = [
-        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}"#,
-        r#"{"choices":[{"index":0,"delta":{"content":"lo wörld"}}]}"#,
-        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-        r#"{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":2}}"#,
-    ];
-    let body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect::<String>() + "data: [DONE]\n\n";
-    let response = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let server = common::provider_server(common::fake_provider(response).await, "sk-test-key-123456").await;
+    use spool_test_support::{End, Fake, Reply, openai_delta, openai_finish, openai_sse};
+    let body = openai_sse(&[
+        openai_delta(serde_json::json!({"role": "assistant", "content": "Hel"})),
+        openai_delta(serde_json::json!({"content": "lo wörld"})),
+        openai_finish("stop"),
+        serde_json::json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2}}),
+    ]);
+    let fake = Fake::always(Reply::Stream { pieces: vec![body.into_bytes()], end: End::Complete }).await;
+    let server = common::provider_server(&fake, "sk-test-key-123456").await;
     let session = server.create_session(&server.default_project().await, Some("provider")).await;
     let session = common::id_of(&session);
     let run = server.run_prompt(&session, "say hello").await;
@@ -224,11 +221,10 @@ async fn bad_credentials_fail_the_run_with_a_clear_code_and_no_key() {
     const KEY: &str = "sk-live-abcdef0123456789";
     let body =
         format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error"}}}}"#);
-    let response = format!(
-        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let server = common::provider_server(common::fake_provider(response).await, KEY).await;
+    let fake =
+        spool_test_support::Fake::always(spool_test_support::Reply::Status { status: 401, headers: vec![], body })
+            .await;
+    let server = common::provider_server(&fake, KEY).await;
     let session = common::id_of(&server.create_session(&server.default_project().await, Some("creds")).await);
     let run = server.run_prompt(&session, "hello").await;
     assert_eq!(run["status"], "failed");

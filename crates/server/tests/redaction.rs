@@ -55,11 +55,10 @@ async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhe
     let body = format!(
         r#"{{"error":{{"message":"Incorrect API key provided: {KEY} (upstream said: password={ENV_SECRET})","type":"invalid_request_error"}}}}"#
     );
-    let response = format!(
-        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let server = common::provider_server(common::fake_provider(response).await, KEY).await;
+    let fake =
+        spool_test_support::Fake::always(spool_test_support::Reply::Status { status: 401, headers: vec![], body })
+            .await;
+    let server = common::provider_server(&fake, KEY).await;
     let session = common::id_of(&server.create_session(&server.default_project().await, Some("echo")).await);
     let mut view = server.events(&session, Open::fresh()).await;
     view.next_frame().await.expect("snapshot");

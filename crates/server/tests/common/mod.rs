@@ -542,30 +542,18 @@ pub fn urlencode(raw: &str) -> String {
         .collect()
 }
 
-// ---- a fake model provider ---------------------------------------------------------
+// ---- a real provider client against the shared fake ---------------------------------
 
-/// A one-shot OpenAI-compatible endpoint on loopback that answers every request with
-/// `response` (a complete HTTP response).
-pub async fn fake_provider(response: String) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let response = response.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
-pub async fn provider_server(base_url: String, key: &str) -> TestServer {
-    let config = spool_model::OpenAiConfig::new(base_url, Some(key.to_owned()), "fake-gpt");
+/// A server whose default model is an OpenAI-compatible client of `fake`
+/// (`spool_test_support::Fake`), with retries that wait milliseconds.
+pub async fn provider_server(fake: &spool_test_support::Fake, key: &str) -> TestServer {
+    let mut config = spool_model::OpenAiConfig::new(format!("{}/v1", fake.base_url), Some(key.to_owned()), "fake-gpt");
+    config.retry = spool_model::RetryPolicy {
+        max_retries: 2,
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        max_retry_after: Duration::from_millis(20),
+    };
     let model = Arc::new(spool_model::OpenAiModel::new(config).expect("model"));
     let models = Models::new(Arc::new(ScriptedModel::default())).with(model, None, true);
     TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await
