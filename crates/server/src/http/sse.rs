@@ -97,3 +97,42 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for WithHeartbeat<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::mpsc;
+    use futures::{FutureExt, StreamExt};
+
+    /// What the stream has ready now, without waiting.
+    fn ready(stream: &mut (impl Stream<Item = Result<Bytes, Infallible>> + Unpin)) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        while let Some(Some(Ok(bytes))) = stream.next().now_or_never() {
+            out.push(bytes);
+        }
+        out
+    }
+
+    /// On tokio's paused clock: the first beat one period after the start, events in
+    /// between do not move it, and a stall of several periods gives one beat, not a burst.
+    #[tokio::test(start_paused = true)]
+    async fn a_beat_comes_every_period_and_once_after_a_stall() {
+        let (tx, rx) = mpsc::unbounded();
+        let beat = Bytes::from_static(b"beat");
+        let mut stream = WithHeartbeat::new(rx, Duration::from_secs(10), beat.clone());
+        assert!(ready(&mut stream).is_empty());
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        tx.unbounded_send(Bytes::from_static(b"event")).expect("send");
+        assert_eq!(ready(&mut stream), [Bytes::from_static(b"event")], "no beat before the period");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(ready(&mut stream), [beat.clone()], "the beat at the period, events or not");
+        tokio::time::advance(Duration::from_secs(45)).await;
+        assert_eq!(ready(&mut stream), [beat.clone()], "one beat after a stall");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(ready(&mut stream).is_empty(), "the next one period after the last");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(ready(&mut stream), [beat]);
+        drop(tx);
+        assert!(matches!(stream.next().await, None), "ends with its events");
+    }
+}
