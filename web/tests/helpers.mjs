@@ -135,13 +135,18 @@ export async function launch() {
   });
 }
 
-/** A page at `url` that fails the test on any uncaught page error. */
-export async function openPage(browser, url, { width = 1280, height = 820 } = {}) {
+/**
+ * A page at `url` that fails the test on any uncaught page error. With `clock`, the
+ * page runs on Playwright's controllable clock (installed before its scripts load;
+ * time flows until the test pauses it).
+ */
+export async function openPage(browser, url, { width = 1280, height = 820, clock = false } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, colorScheme: 'light' });
   const page = await context.newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(e));
   page.on('dialog', (d) => d.accept());
+  if (clock) await page.clock.install();
   await page.goto(url);
   return page;
 }
