@@ -211,7 +211,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
     let before = applied().await;
     assert_eq!(
         before,
-        vec![(1, true), (2, true), (3, true), (4, true), (5, true), (6, true)],
+        vec![(1, true), (2, true), (3, true), (4, true), (5, true), (6, true), (8, true)],
         "each migration applied once"
     );
     let mut tables: Vec<String> = sqlx::query_scalar(
@@ -237,6 +237,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "runs",
             "session_leases",
             "session_memory",
+            "session_todos",
             "sessions",
             "tokens",
             "users"

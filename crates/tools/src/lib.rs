@@ -21,6 +21,7 @@ mod call;
 mod describe;
 mod edit;
 mod error;
+pub mod git;
 mod glob;
 mod grep;
 mod inspect;
@@ -30,6 +31,7 @@ mod question;
 mod read;
 mod sandbox;
 mod shell;
+mod todo;
 mod walk;
 mod write;
 
@@ -37,6 +39,7 @@ pub use bash::Bash;
 pub use describe::{SUMMARY_CHARS, describe_change, main_argument};
 pub use edit::Edit;
 pub use error::ToolError;
+pub use git::GitReader;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list::List;
@@ -44,6 +47,7 @@ pub use question::Question;
 pub use read::Read;
 pub use sandbox::{BASE_ENV, SandboxSettings, probe as probe_sandbox};
 pub use shell::command_subject;
+pub use todo::TodoWrite;
 pub use write::Write;
 
 use spool_engine::ToolRegistry;
@@ -58,16 +62,16 @@ pub fn read_only_tools() -> ToolRegistry {
 }
 
 /// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
-/// change things and so are the ones permission rules usually gate, and `question`,
-/// which asks the person. `bash` runs in the
-/// default sandbox (scrubbed environment, Landlock where the kernel has it).
+/// change things and so are the ones permission rules usually gate, `question`, which
+/// asks the person, and `todo_write`, which keeps the session's todo list. `bash` runs
+/// in the default sandbox (scrubbed environment, Landlock where the kernel has it).
 pub fn workspace_tools() -> ToolRegistry {
     workspace_tools_with(SandboxSettings::default())
 }
 
 /// [`workspace_tools`] with the operator's sandbox settings for `bash`.
 pub fn workspace_tools_with(sandbox: SandboxSettings) -> ToolRegistry {
-    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question)
+    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question).with(TodoWrite)
 }
 
 /// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
@@ -97,10 +101,10 @@ mod tests {
     }
 
     #[test]
-    fn workspace_tools_holds_all_eight_with_object_schemas() {
+    fn workspace_tools_holds_all_nine_with_object_schemas() {
         let specs = workspace_tools().specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "question", "read", "write"]);
+        assert_eq!(names, ["bash", "edit", "glob", "grep", "list", "question", "read", "todo_write", "write"]);
         for spec in &specs {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
             assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);
@@ -123,6 +127,7 @@ mod tests {
             "list" => json!({"path": "."}),
             "read" => json!({"path": "a.txt", "offset": 1, "limit": 5}),
             "write" => json!({"path": "b.txt", "content": "new"}),
+            "todo_write" => json!({"todos": [{"content": "read a.txt", "status": "pending"}]}),
             other => panic!("no valid arguments written for {other}"),
         }
     }
@@ -133,6 +138,7 @@ mod tests {
             Some("string") => (json!(42), "invalid type: integer `42`, expected a string"),
             Some("integer") => (json!("7"), r#"invalid type: string "7", expected u64"#),
             Some("boolean") => (json!("yes"), r#"invalid type: string "yes", expected a boolean"#),
+            Some("array") => (json!("x"), r#"invalid type: string "x", expected a sequence"#),
             other => panic!("no wrong value written for type {other:?}"),
         }
     }
@@ -237,7 +243,7 @@ mod tests {
                 tried += 1;
             }
         }
-        // 18 arguments of a wrong type, 9 required ones missing, 7 unknown, 7 non-objects.
-        assert_eq!(tried, 41);
+        // 19 arguments of a wrong type, 10 required ones missing, 8 unknown, 8 non-objects.
+        assert_eq!(tried, 45);
     }
 }
