@@ -14,6 +14,10 @@
 //! [`describe_change`] tell the approval layer what a call is about before it runs;
 //! `write` and `edit` also show the change against the file and fingerprint the file
 //! ([`inspect`]), so an approval is re-checked against the file it was asked on.
+//!
+//! Two tools act on the session rather than the files: `question` asks the person, and
+//! `todo_write` replaces the session's todo list. Beside the tools, [`git`] reads a
+//! project's git state for the engine's git poller.
 
 mod atomic;
 mod bash;
