@@ -121,6 +121,7 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
                 let loaded = inner.sessions.all();
                 let streams = loaded.iter().map(|l| (l.events.session_id().clone(), l.events.stream_id())).collect();
                 inner.git.retain(&streams);
+                failing.retain(|root| loaded.iter().any(|l| &l.root == root));
                 for root in loaded.iter().map(|l| l.root.clone()) {
                     if !reading.insert(root.clone()) {
                         continue;
