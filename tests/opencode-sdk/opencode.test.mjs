@@ -414,3 +414,36 @@ test("v2 client: health, sessions, prompt, permission reply, abort, messages", a
     await feed.close()
   }
 })
+
+test("both clients: the agent's todo list as todo.updated and session.todo", async () => {
+  const directory = await project("todos")
+  const root = createOpencodeClient({ baseUrl, directory, throwOnError: true })
+  const v2 = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
+  const { data: session } = await root.session.create({ body: { title: "todos" } })
+  const controller = new AbortController()
+  const feed = watch(await v2.event.subscribe({}, { signal: controller.signal }), controller)
+  try {
+    await feed.waitFor((e) => e.type === "server.connected")
+    const todos = [
+      { content: "Read the code", status: "completed", priority: "high" },
+      { content: "Write the tool", status: "in_progress" },
+    ]
+    await root.session.promptAsync({
+      path: { id: session.id },
+      body: { parts: [{ type: "text", text: `tool: todo_write ${JSON.stringify({ todos })}` }] },
+    })
+    const { event } = await feed.waitFor((e) => e.type === "todo.updated" && of(session.id)(e), 0, "todo.updated")
+    const expected = [
+      { content: "Read the code", status: "completed", priority: "high", id: "1" },
+      { content: "Write the tool", status: "in_progress", priority: "medium", id: "2" },
+    ]
+    assert.deepEqual(event.properties.todos, expected)
+    await feed.waitFor(idle(session.id), 0, "session.idle")
+    const { data: fromRoot } = await root.session.todo({ path: { id: session.id } })
+    assert.deepEqual(fromRoot, expected)
+    const { data: fromV2 } = await v2.session.todo({ sessionID: session.id })
+    assert.deepEqual(fromV2, expected)
+  } finally {
+    await feed.close()
+  }
+})

@@ -140,6 +140,18 @@ test('tool executions, timings, approvals and run status follow their events', (
   assert.equal(s.session.title, 'Named');
 });
 
+test('the todo list comes with the state and is replaced whole by each todo_write', () => {
+  const s = new SessionStore('ses_1');
+  const first = [{ content: 'Plan', status: 'completed', id: '1' }, { content: 'Build', status: 'in_progress', id: '2' }];
+  s.apply(snapshot(1, { todos: first }));
+  assert.deepEqual(s.todos, first);
+  const next = [{ content: 'Build', status: 'completed', id: '2' }];
+  assert.equal(s.apply(ev(2, { type: 'todo_write', todos: next })), 'ok');
+  assert.deepEqual(s.todos, next);
+  s.apply({ type: 'session.state', state: state(), sessionId: 'ses_1', streamId: S, seq: 3 });
+  assert.deepEqual(s.todos, [], 'a state from before todos existed has none');
+});
+
 test('parseFrame refuses what is not a frame', () => {
   assert.throws(() => parseFrame('{"type":"x"}'));
   assert.throws(() => parseFrame('not json'));

@@ -366,6 +366,44 @@ test('plan mode: the toggle sets it, the plan card asks for changes, then Accept
   assert.deepEqual([...page.errors, ...other.errors], []);
 });
 
+test('the agent\'s todo list shows as a checklist that follows each todo_write, in every tab and after a reload', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Todos' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const other = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  assert.equal(await page.locator('#todos').isHidden(), true, 'no list, no panel');
+  const items = (view) =>
+    view.$$eval('#todos .todo', (lis) => lis.map((li) => `${li.dataset.status}:${li.querySelector('.todo-text').textContent}`));
+  const todos = [
+    { content: 'Read the code', status: 'completed' },
+    { content: 'Write the tool', status: 'in_progress', priority: 'high' },
+    { content: 'Test it', status: 'pending' },
+  ];
+  await send(page, `tool: todo_write ${JSON.stringify({ todos })}`);
+  await page.waitForSelector('#todos .todo.is-in_progress');
+  await settled(page);
+  const expected = ['completed:Read the code', 'in_progress:Write the tool', 'pending:Test it'];
+  assert.deepEqual(await items(page), expected);
+  assert.equal(await page.textContent('#todos .todo-count'), '1 of 3 done');
+  assert.equal(await page.textContent('#todos .todo-now'), 'Write the tool');
+  assert.equal(await page.textContent('#todos .todo.is-in_progress .todo-priority'), 'high');
+  await shot(page, 'todo-list');
+  // The other tab got it live; a page loaded now gets it from the snapshot.
+  await other.waitForSelector('#todos .todo.is-in_progress');
+  assert.deepEqual(await items(other), expected);
+  const later = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await later.waitForSelector('#todos .todo');
+  assert.deepEqual(await items(later), expected);
+  // The next write replaces the list whole.
+  await send(page, `tool: todo_write ${JSON.stringify({ todos: [{ content: 'Test it', status: 'completed', id: '3' }] })}`);
+  await page.waitForFunction(() => document.querySelectorAll('#todos .todo').length === 1);
+  assert.deepEqual(await items(page), ['completed:Test it']);
+  await other.waitForFunction(() => document.querySelectorAll('#todos .todo').length === 1);
+  for (const view of [page, other, later]) assert.deepEqual(view.errors, []);
+});
+
 test('a tool cut off by a crash is explained after the restart, not re-run', async (t) => {
   const first = await startSpool();
   const { session } = await seed(first, { title: 'Crash' });

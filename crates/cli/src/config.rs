@@ -7,6 +7,7 @@
 //! approval_policy = "wait"      # or "deny": fail closed with no interactive view
 //! approval_ttl_secs = 86400
 //! context_budget_tokens = 100000
+//! git_poll_secs = 5             # the git poller's interval; 0 turns it off
 //!
 //! [env]                         # provider settings, read before the environment
 //! OPENAI_API_KEY = "sk-…"
@@ -51,6 +52,8 @@ pub struct FileConfig {
     pub approval_policy: Option<ApprovalPolicy>,
     pub approval_ttl_secs: Option<u64>,
     pub context_budget_tokens: Option<u64>,
+    /// Seconds between the git poller's readings (`--git-poll-secs` wins); 0: off.
+    pub git_poll_secs: Option<u64>,
     /// The default model, `PROVIDER:MODEL`.
     pub model: Option<String>,
     /// More models sessions may switch to.
@@ -147,6 +150,9 @@ mod tests {
         );
         assert!(FileConfig::default().sandbox.settings().network);
         assert!(toml::from_str::<FileConfig>("[sandbox]\nnetwrok = false\n").is_err());
+        let c: FileConfig = toml::from_str("git_poll_secs = 0\n").expect("git poller off");
+        assert_eq!(c.git_poll_secs, Some(0));
+        assert_eq!(FileConfig::default().git_poll_secs, None, "the binary's default applies");
     }
 
     #[test]

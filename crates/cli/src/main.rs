@@ -9,7 +9,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use spool_engine::{ApprovalPolicy, Engine, EngineConfig, Models};
+use spool_engine::{ApprovalPolicy, Engine, EngineConfig, GitPolling, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
 use std::io::Write;
@@ -27,6 +27,10 @@ mod hub;
 mod lock;
 
 use database::StoreArgs;
+
+/// The git poller's interval when neither `--git-poll-secs` nor the config sets one
+/// (seed 002's BranchPoller ticks every 5 s).
+const DEFAULT_GIT_POLL_SECS: u64 = 5;
 
 #[derive(Parser)]
 #[command(name = "spool", version, about = "Hosts AI-agent sessions and streams them over SSE.")]
@@ -126,6 +130,11 @@ struct ServeArgs {
     /// Seconds an approval waits for a decision before it expires (default 86400).
     #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     approval_ttl_secs: Option<u64>,
+    /// Seconds between the git poller's readings of each loaded session's project
+    /// (branch, commit, diff against HEAD: the hub's `channel.updated`, OpenCode's
+    /// `session.diff`); 0 turns it off (default 5, or the config's `git_poll_secs`).
+    #[arg(long, env = "SPOOL_GIT_POLL_SECS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    git_poll_secs: Option<u64>,
     /// This node's name in session leases, for several nodes on one --database-url
     /// (default: the host name and a random suffix; with SQLite, "local").
     #[arg(long, env = "SPOOL_NODE_ID", value_name = "NAME")]
@@ -289,6 +298,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         engine_config.context_budget_tokens = budget;
     }
     engine_config.lease_ttl = Duration::from_secs(args.lease_secs);
+    engine_config.git = match args.git_poll_secs.or(file.git_poll_secs).unwrap_or(DEFAULT_GIT_POLL_SECS) {
+        0 => None,
+        secs => Some(GitPolling { every: Duration::from_secs(secs), probe: Arc::new(spool_tools::GitReader) }),
+    };
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
     engine_config.workspace_roots.global =
         args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();

@@ -68,6 +68,8 @@ pub struct EngineConfig {
     /// Spool's data directory: never a project, never a tool's path, and `bash` runs
     /// sandboxed away from it.
     pub data_dir: Option<PathBuf>,
+    /// The git poller (see [`crate::git`]); `None`: no project's git state is read.
+    pub git: Option<crate::git::GitPolling>,
 }
 
 impl Default for EngineConfig {
@@ -89,6 +91,7 @@ impl Default for EngineConfig {
             shared_store: false,
             workspace_roots: crate::roots::WorkspaceRoots::default(),
             data_dir: None,
+            git: None,
         }
     }
 }
@@ -143,6 +146,8 @@ pub(crate) struct Inner {
     pub leases: Arc<crate::leases::Leases>,
     /// Published hub events (see [`crate::hub`]).
     pub hub: crate::hub::Hub,
+    /// The git poller's latest reading of each loaded session (see [`crate::git`]).
+    pub git: crate::git::Readings,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -242,6 +247,9 @@ pub struct SessionDetail {
     pub state: SessionState,
     pub stream_id: StreamId,
     pub seq: u64,
+    /// The project's git state as the git poller last read it; `null` before its first
+    /// reading of this session, for a project in no git repository, and with polling off.
+    pub git: Option<spool_protocol::git::GitState>,
 }
 
 /// A page of history.
@@ -383,6 +391,7 @@ impl Engine {
                 auth,
                 leases,
                 hub,
+                git: crate::git::Readings::default(),
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
@@ -403,6 +412,9 @@ impl Engine {
         }
         engine.spawn_janitor();
         engine.spawn_reaper();
+        if let Some(polling) = engine.inner.config.git.clone() {
+            crate::git::spawn(Arc::downgrade(&engine.inner), polling);
+        }
         engine.inner.auth.spawn_revocation_watch();
         Ok(engine)
     }
@@ -655,10 +667,12 @@ impl Engine {
         let loaded = self.load(owner, id).await?;
         // Bus mode: what this node changed shows in what it answers.
         let (seq, state) = loaded.events.settled_state(READ_YOUR_WRITES).await;
+        let stream_id = loaded.events.stream_id();
         Ok(SessionDetail {
             session: state.session.clone(),
             status: state.status,
-            stream_id: loaded.events.stream_id(),
+            git: self.inner.git.get(id, &stream_id),
+            stream_id,
             seq,
             state,
         })
@@ -895,6 +909,7 @@ impl Engine {
         let latest = self.store().latest_rounds(&id, SNAPSHOT_USER_ROUNDS).await?;
         let total = self.store().count_messages(&id).await?;
         let mut state = view::initial_state(session, latest, total);
+        state.todos = self.store().get_todos(&id).await?;
         // The timing rows of the shown rounds survive a reload or restart.
         for run in self.store().runs_since(&id, state.first_index).await? {
             view::set_timing(&mut state, frame::PromptTiming::of(&run));

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 pub mod events;
 pub mod framebus;
+pub mod git;
 pub mod hub;
 mod leases;
 pub mod lists;
@@ -39,6 +40,7 @@ pub use engine::{
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
 pub use framebus::{BusFailure, BusItem, FrameBus};
+pub use git::{GitPolling, GitProbe};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};

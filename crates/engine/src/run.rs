@@ -762,6 +762,12 @@ impl RunTask {
                 }
             }
         };
+        let mut output = output;
+        if let Some(todos) = output.todos.take().filter(|_| !output.is_error && !aborted)
+            && let Err(reason) = self.replace_todos(todos).await
+        {
+            output = ToolOutput::error(reason);
+        }
         // A tool that prints an environment secret (a failing command echoing a key)
         // must not carry it into events, the store or the next model call.
         let (result, is_error) = (redact(&output.text), output.is_error);
@@ -848,6 +854,23 @@ impl RunTask {
         self.env.arm_expiry(&approval);
         self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
         Outcome::Interrupted
+    }
+
+    /// Replaces the session's todo list (`todo_write`): stored first, so a list anyone
+    /// was shown survives a restart, then published as `todo_write` with the state.
+    /// The model wrote the items: masked like everything else it says that is shown.
+    async fn replace_todos(&mut self, mut todos: Vec<hub::Todo>) -> Result<(), String> {
+        for todo in &mut todos {
+            todo.content = redact(&todo.content);
+        }
+        let store = &self.env.store;
+        if let Err(e) = store.put_todos(&self.run.session_id, &self.run.owner_id, &todos).await {
+            tracing::warn!(run = %self.run.id, error = %e, "could not save the todo list");
+            return Err("todo_write: the todo list could not be saved; it is unchanged".into());
+        }
+        let shown = todos.clone();
+        self.emit(AgentEvent::TodoWrite { todos }, None, move |s| s.todos = shown);
+        Ok(())
     }
 
     /// A successful tool call is a confirmed fact: record what it did and what it saw.

@@ -117,6 +117,11 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the session's memory.
     async fn put_memory(&self, session: &SessionId, owner: &UserId, memory: &SessionMemory) -> Result<(), StoreError>;
 
+    /// The session's todo list as the agent last wrote it; empty when it never did.
+    async fn get_todos(&self, session: &SessionId) -> Result<Vec<hub::Todo>, StoreError>;
+    /// Replaces the session's todo list.
+    async fn put_todos(&self, session: &SessionId, owner: &UserId, todos: &[hub::Todo]) -> Result<(), StoreError>;
+
     /// Inserts a run unless one with the same `(session_id, request_id)` exists.
     async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError>;
     /// The run a `(session_id, request_id)` pair started, if any.

@@ -80,14 +80,22 @@ pub struct Inspected {
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
+    /// The session's new todo list (the `todo_write` tool): the run stores it and
+    /// publishes it as `todo_write` before the call ends. Ignored on an error.
+    pub todos: Option<Vec<spool_protocol::hub::Todo>>,
 }
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: false }
+        Self { text: text.into(), is_error: false, todos: None }
     }
     pub fn error(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: true }
+        Self { text: text.into(), is_error: true, todos: None }
+    }
+    /// This output, replacing the session's todo list with `todos`.
+    pub fn with_todos(mut self, todos: Vec<spool_protocol::hub::Todo>) -> Self {
+        self.todos = Some(todos);
+        self
     }
 }
 

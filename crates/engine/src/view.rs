@@ -25,6 +25,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         prompt_timings: BTreeMap::new(),
         pending_approvals: Vec::new(),
         last_approval: None,
+        todos: Vec::new(),
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -177,7 +178,7 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             *state = (**s).clone();
             return;
         }
-        F::RunAccepted { .. } => return,
+        F::RunAccepted { .. } | F::Git { .. } => return,
         F::LoopEvent { message_index, message_id, event, run_id } => (*message_index, run_id, (message_id, event)),
     };
     let (message_id, event) = event;
@@ -211,6 +212,7 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
                 exec.result = Some(result.clone());
             }
         }
+        (E::TodoWrite { todos }, _) => state.todos = todos.clone(),
         (event @ E::PromptTiming { .. }, _) => {
             if let Some(mut timing) = PromptTiming::from_event(event) {
                 timing.run_id = Some(run_id.clone());

@@ -165,6 +165,8 @@ pub fn default_rules() -> Vec<PermissionRule> {
         PermissionRule::new("read", "*", Allow),
         PermissionRule::new("glob", "*", Allow),
         PermissionRule::new("grep", "*", Allow),
+        // Keeps the session's todo list and touches nothing else.
+        PermissionRule::new("todo_write", "*", Allow),
         PermissionRule::new("write", "*", Ask),
         PermissionRule::new("edit", "*", Ask),
         PermissionRule::new("bash", "*", Ask),

@@ -81,6 +81,10 @@ pub enum AgentEvent {
     SessionTitle {
         title: String,
     },
+    /// The agent replaced its todo list (the `todo_write` tool): the whole new list.
+    TodoWrite {
+        todos: Vec<crate::hub::Todo>,
+    },
     /// The model provider failed before any output and the call is retried.
     #[serde(rename_all = "camelCase")]
     AutoRetryStart {
@@ -141,6 +145,7 @@ impl AgentEvent {
             AgentEvent::PromptTiming { .. } => "prompt_timing",
             AgentEvent::AgentSettled {} => "agent_settled",
             AgentEvent::SessionTitle { .. } => "session_title",
+            AgentEvent::TodoWrite { .. } => "todo_write",
             AgentEvent::ApprovalRequested { .. } => "approval_requested",
             AgentEvent::AutoRetryStart { .. } => "auto_retry_start",
             AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",

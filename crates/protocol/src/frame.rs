@@ -6,6 +6,7 @@
 //! | `session.state`    | the same state after a command-state change or run settlement |
 //! | `run.accepted`     | `requestId` and `runId` of a newly accepted prompt    |
 //! | `loop.event`       | one [`AgentEvent`] unrenamed, with `runId` and optional `messageIndex` |
+//! | `session.git`      | the project's new [`GitState`](crate::git::GitState) (the git poller saw it change) |
 //!
 //! Every frame has `sessionId`, `streamId` and `seq`; its SSE id is `streamId:seq` and
 //! it has no SSE `event:` field (browsers read it through `onmessage`). A frame is
@@ -29,6 +30,7 @@ pub const SNAPSHOT: &str = "session.snapshot";
 pub const STATE: &str = "session.state";
 pub const RUN_ACCEPTED: &str = "run.accepted";
 pub const LOOP_EVENT: &str = "loop.event";
+pub const GIT: &str = "session.git";
 
 /// How many of the latest user rounds a snapshot carries; earlier ones load from the
 /// history endpoint.
@@ -65,6 +67,11 @@ pub enum FrameBody {
         message_id: Option<MessageId>,
         event: AgentEvent,
     },
+    /// The project's git state changed (branch, commit or diff). An announcement, not
+    /// part of the state: snapshots do not carry it, and a session's first reading
+    /// after it is loaded is not announced (there is nothing to compare it with).
+    #[serde(rename = "session.git")]
+    Git { git: crate::git::GitState },
 }
 
 impl FrameBody {
@@ -74,6 +81,7 @@ impl FrameBody {
             FrameBody::State { .. } => STATE,
             FrameBody::RunAccepted { .. } => RUN_ACCEPTED,
             FrameBody::LoopEvent { .. } => LOOP_EVENT,
+            FrameBody::Git { .. } => GIT,
         }
     }
 }
@@ -121,6 +129,10 @@ pub struct SessionState {
     /// The most recent resolution, so a client can show what happened to a card.
     #[serde(default)]
     pub last_approval: Option<crate::approval::LastApproval>,
+    /// The agent's todo list, as its last `todo_write` left it (stored; empty when it
+    /// never wrote one).
+    #[serde(default)]
+    pub todos: Vec<crate::hub::Todo>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

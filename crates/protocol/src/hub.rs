@@ -376,13 +376,21 @@ pub struct TodoWrite {
     pub todos: Vec<Todo>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+/// One item of an agent's todo list: what a publisher sends in `agent.todo_write`, and
+/// what Spool's own `todo_write` tool keeps in a session's state (with `id` always set
+/// there, and never `active_form`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Todo {
     pub content: String,
     pub status: TodoStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_form: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<TodoPriority>,
+    /// Names the item across rewrites of the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -391,6 +399,36 @@ pub enum TodoStatus {
     Pending,
     InProgress,
     Completed,
+    Cancelled,
+}
+
+impl TodoStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoStatus::Pending => "pending",
+            TodoStatus::InProgress => "in_progress",
+            TodoStatus::Completed => "completed",
+            TodoStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TodoPriority {
+    High,
+    Medium,
+    Low,
+}
+
+impl TodoPriority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoPriority::High => "high",
+            TodoPriority::Medium => "medium",
+            TodoPriority::Low => "low",
+        }
+    }
 }
 
 /// `messages.processed`: the queued messages taken.

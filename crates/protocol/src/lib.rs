@@ -14,6 +14,7 @@ pub mod event;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod git;
 pub mod hub;
 pub mod ids;
 pub mod message;

@@ -117,7 +117,27 @@ fn state() -> SessionState {
         prompt_timings: timings,
         pending_approvals: vec![],
         last_approval: None,
+        todos: todos(),
     }
+}
+
+fn todos() -> Vec<hub::Todo> {
+    vec![
+        hub::Todo {
+            content: "Read the readme".into(),
+            status: hub::TodoStatus::InProgress,
+            active_form: None,
+            priority: Some(hub::TodoPriority::High),
+            id: Some("1".into()),
+        },
+        hub::Todo {
+            content: "Summarize it".into(),
+            status: hub::TodoStatus::Pending,
+            active_form: None,
+            priority: None,
+            id: Some("2".into()),
+        },
+    ]
 }
 
 fn approval() -> Approval {
@@ -186,6 +206,23 @@ fn run_accepted_frame_and_its_sse_bytes() {
     assert_json_snapshot!(f);
     let sse = f.to_sse();
     assert_snapshot!(std::str::from_utf8(&sse).unwrap());
+}
+
+#[test]
+fn git_frame() {
+    use spool_protocol::git::{FileChange, FileStatus, GitState};
+    let git = GitState {
+        branch: Some("main".into()),
+        commit: Some("dbd4bbd".into()),
+        additions: 3,
+        deletions: 1,
+        files: vec![FileChange { path: "a.txt".into(), status: FileStatus::Modified, additions: 3, deletions: 1 }],
+        truncated: false,
+    };
+    let f = frame(30, FrameBody::Git { git });
+    let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back, f, "a git frame round-trips");
+    assert_json_snapshot!(f);
 }
 
 #[test]
@@ -322,6 +359,7 @@ fn every_loop_event() {
                 message: Some("not that file".into()),
             },
         ),
+        loop_event(23, None, AgentEvent::TodoWrite { todos: todos() }),
     ];
     for f in &events {
         let back: Frame = serde_json::from_value(serde_json::to_value(f).unwrap()).unwrap();

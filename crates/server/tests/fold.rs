@@ -104,12 +104,14 @@ async fn text_tools_and_old_rounds_fold_to_the_snapshot() {
         format!("tool: bash {}", json!({"command": "echo from the tool"})),
         format!("tool: bash {}", json!({"command": "echo failing >&2; exit 3"})),
         "tool: read {\"path\": \"README.md\"}".to_owned(),
+        format!("tool: todo_write {}", json!({"todos": [{"content": "fold it", "status": "in_progress"}]})),
     ];
     for prompt in &prompts {
         let run = run_checking(&server, &session, &mut follower, prompt).await;
         assert_eq!(run["status"], "completed", "{run}");
     }
     assert!(follower.state.first_index > 0, "old rounds left the snapshot: {}", follower.state.first_index);
+    assert_eq!(follower.state.todos.len(), 1, "the todo list folded in");
 }
 
 #[tokio::test]

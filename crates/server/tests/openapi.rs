@@ -65,6 +65,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/session/{id}/message"),
     ("POST", "/session/{id}/prompt_async"),
     ("POST", "/session/{id}/abort"),
+    ("GET", "/session/{id}/todo"),
     ("POST", "/session/{id}/permissions/{permission}"),
     ("GET", "/permission"),
     ("POST", "/permission/{id}/reply"),

@@ -667,3 +667,52 @@ async fn random_drops_lose_and_repeat_no_word() {
     assert_eq!(text, stored, "{drops} drops (seed {seed})");
     assert!(by_delta <= stored.chars().count(), "a delta sent twice: {by_delta} delta chars (seed {seed})");
 }
+
+#[tokio::test]
+async fn a_todo_list_is_todo_updated_on_the_event_stream_and_get_todo() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "todos");
+    let session = create(&server, &dir, "todos").await;
+    let (status, empty) = server.get(&format!("/session/{session}/todo")).await;
+    assert_eq!((status, empty), (StatusCode::OK, json!([])));
+    let mut events = Events::open(&server, &dir, "").await;
+    let args = json!({"todos": [
+        {"content": "Read the code", "status": "completed", "priority": "low"},
+        {"content": "Write the tool", "status": "in_progress"},
+    ]});
+    prompt_async(&server, &session, &format!("tool: todo_write {args}")).await;
+    let updated = events.until(|e| e["type"] == "todo.updated").await;
+    let todos = json!([
+        {"content": "Read the code", "status": "completed", "priority": "low", "id": "1"},
+        {"content": "Write the tool", "status": "in_progress", "priority": "medium", "id": "2"},
+    ]);
+    assert_eq!(updated["properties"], json!({"sessionID": session, "todos": todos}));
+    events.until_idle(&session).await;
+    let (status, listed) = server.get(&format!("/session/{session}/todo")).await;
+    assert_eq!((status, listed), (StatusCode::OK, todos), "what the event said");
+    let (status, _) = server.get("/session/ses_01jd0000000000000000000009/todo").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_git_change_of_an_idle_session_is_session_diff_on_the_event_stream() {
+    let server = TestServer::start_with(common::git_polling(Duration::from_millis(50))).await;
+    let dir = directory(&server, "repo");
+    let repo = common::git_repo(&dir, &[("a.txt", "one\ntwo\n"), ("gone.txt", "x\n")]);
+    let mut events = Events::open(&server, &dir, "").await;
+    let session = create(&server, &dir, "git").await;
+    events.until(|e| e["type"] == "session.created" && session_of(e) == Some(&session)).await;
+    server.wait_git_primed(&session).await;
+
+    std::fs::write(dir.join("a.txt"), "one\n2\n").expect("edit");
+    std::fs::remove_file(dir.join("gone.txt")).expect("delete");
+    std::fs::write(dir.join("new.txt"), "fresh\n").expect("new file");
+    let diff = events.until(|e| e["type"] == "session.diff").await;
+    assert_eq!(diff["properties"]["sessionID"], session.as_str());
+    let file = |path: &str, status: &str, additions: u64, deletions: u64| json!({"file": path, "before": "", "after": "", "additions": additions, "deletions": deletions, "status": status});
+    assert_eq!(
+        diff["properties"]["diff"],
+        json!([file("a.txt", "modified", 1, 1), file("gone.txt", "deleted", 0, 1), file("new.txt", "added", 1, 0)])
+    );
+    drop(repo);
+}

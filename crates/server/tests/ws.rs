@@ -619,3 +619,74 @@ async fn random_drops_lose_and_repeat_no_word() {
     assert!(drops >= 10, "only {drops} drops (seed {seed})");
     assert_eq!(text, stored_text(&server, &session).await, "{drops} drops, {snapshots} snapshots (seed {seed})");
 }
+
+#[tokio::test]
+async fn a_todo_list_is_an_agent_todo_write_event_with_the_whole_list() {
+    let server = TestServer::start().await;
+    let session = titled_session(&server).await;
+    let mut ws = connect(&server, &format!("?channels={session}")).await;
+    let args = json!({"todos": [
+        {"content": "Read the code", "status": "completed", "priority": "high"},
+        {"content": "Write the tool", "status": "in_progress", "id": "tool"},
+    ]});
+    server.start_run(&session, &format!("tool: todo_write {args}")).await;
+    let events = recv_until(&mut ws, is_settled).await;
+    let written: Vec<&Value> = events.iter().filter(|e| e["type"] == "agent.todo_write").collect();
+    assert_eq!(written.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(written[0]["channel_id"], session.as_str());
+    assert_eq!(
+        written[0]["data"]["todos"],
+        json!([
+            {"content": "Read the code", "status": "completed", "priority": "high", "id": "1"},
+            {"content": "Write the tool", "status": "in_progress", "id": "tool"},
+        ])
+    );
+    // Between the tool's start and its result, and allowed without asking anyone.
+    let at = |kind: &str| events.iter().position(|e| e["type"] == kind).expect(kind);
+    assert!(at("tool.use") < at("agent.todo_write") && at("agent.todo_write") < at("tool.result"));
+    assert!(!kinds(&events).contains(&"gate.approval_requested"));
+}
+
+#[tokio::test]
+async fn a_git_change_is_channel_updated_and_the_first_reading_is_not_announced() {
+    let server = TestServer::start_with(common::git_polling(Duration::from_millis(50))).await;
+    let repo_dir = server.new_dir("repo");
+    let repo = common::git_repo(&repo_dir, &[("a.txt", "one\ntwo\n")]);
+    // Dirty before anyone looks: the first reading sees one added line, and says nothing.
+    std::fs::write(repo_dir.join("a.txt"), "one\ntwo\nthree\n").expect("write");
+    let repo_session =
+        id_of(&server.create_session(&id_of(&server.create_project(&repo_dir).await), Some("git")).await);
+    let plain_dir = server.new_dir("plain");
+    let plain_session =
+        id_of(&server.create_session(&id_of(&server.create_project(&plain_dir).await), Some("plain")).await);
+    let mut ws = connect(&server, &format!("?channels={repo_session},{plain_session}")).await;
+
+    let primed = server.wait_git_primed(&repo_session).await;
+    let head = repo.head().expect("head").peel_to_commit().expect("commit");
+    let short = head.as_object().short_id().expect("short id").as_str().expect("ASCII").to_owned();
+    assert_eq!((primed["branch"].as_str(), primed["commit"].as_str()), (Some("main"), Some(short.as_str())));
+    assert_eq!((primed["additions"].as_u64(), primed["deletions"].as_u64()), (Some(1), Some(0)));
+
+    // Against HEAD ("one\ntwo\n"): `two` removed; `2`, `three`, `four` added.
+    std::fs::write(repo_dir.join("a.txt"), "one\n2\nthree\nfour\n").expect("write");
+    let mut seen = recv_until(&mut ws, |e| e["type"] == "channel.updated").await;
+    let updated = seen.last().expect("channel.updated");
+    assert_eq!(updated["channel_id"], repo_session.as_str(), "on the session's channel");
+    assert_eq!(
+        updated["data"],
+        json!({"channel_id": repo_session, "branch": "main", "commit": short, "diff_additions": 3, "diff_deletions": 1}),
+        "the change, not the first reading"
+    );
+    assert!(updated["cursor"].is_string(), "replayable like every session event");
+
+    // A commit moves HEAD and empties the diff.
+    let second = common::git_commit_all(&repo, "second");
+    seen.extend(recv_until(&mut ws, |e| e["type"] == "channel.updated").await);
+    let updated = seen.last().expect("channel.updated");
+    let data = &updated["data"];
+    assert_eq!((data["commit"].as_str(), data["diff_additions"].as_u64()), (Some(second.as_str()), Some(0)));
+    // By now the plain directory was read at every tick too: nothing came of it.
+    let (_, plain) = server.get(&format!("/api/sessions/{plain_session}")).await;
+    assert!(plain["git"].is_null(), "{plain}");
+    assert_eq!(kinds(&seen), ["channel.updated", "channel.updated"], "{seen:?}");
+}

@@ -147,6 +147,17 @@ macro_rules! impl_store {
                 ) -> Result<(), StoreError> {
                     memory::put(&self.pool, session, owner, value).await
                 }
+                async fn get_todos(&self, session: &SessionId) -> Result<Vec<hub::Todo>, StoreError> {
+                    todos::get(&self.pool, session).await
+                }
+                async fn put_todos(
+                    &self,
+                    session: &SessionId,
+                    owner: &UserId,
+                    value: &[hub::Todo],
+                ) -> Result<(), StoreError> {
+                    todos::put(&self.pool, session, owner, value).await
+                }
 
                 async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {
                     runs::insert(&self.pool, run).await

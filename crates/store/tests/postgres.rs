@@ -242,6 +242,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "runs",
             "session_leases",
             "session_memory",
+            "session_todos",
             "sessions",
             "tokens",
             "users"

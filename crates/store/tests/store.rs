@@ -130,6 +130,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "runs",
             "session_leases",
             "session_memory",
+            "session_todos",
             "sessions",
             "tokens",
             "users"

@@ -14,6 +14,10 @@
 //! [`describe_change`] tell the approval layer what a call is about before it runs;
 //! `write` and `edit` also show the change against the file and fingerprint the file
 //! ([`inspect`]), so an approval is re-checked against the file it was asked on.
+//!
+//! Two tools act on the session rather than the files: `question` asks the person, and
+//! `todo_write` replaces the session's todo list. Beside the tools, [`git`] reads a
+//! project's git state for the engine's git poller.
 
 mod atomic;
 mod bash;
@@ -22,6 +26,7 @@ mod describe;
 mod edit;
 mod error;
 mod exit_plan;
+pub mod git;
 mod glob;
 mod grep;
 mod inspect;
@@ -31,6 +36,7 @@ mod question;
 mod read;
 mod sandbox;
 mod shell;
+mod todo;
 mod walk;
 mod write;
 
@@ -39,6 +45,7 @@ pub use describe::{SUMMARY_CHARS, describe_change, main_argument};
 pub use edit::Edit;
 pub use error::ToolError;
 pub use exit_plan::ExitPlan;
+pub use git::GitReader;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list::List;
@@ -46,6 +53,7 @@ pub use question::Question;
 pub use read::Read;
 pub use sandbox::{BASE_ENV, SandboxSettings, probe as probe_sandbox};
 pub use shell::command_subject;
+pub use todo::TodoWrite;
 pub use write::Write;
 
 use spool_engine::ToolRegistry;
@@ -61,16 +69,23 @@ pub fn read_only_tools() -> ToolRegistry {
 
 /// Every workspace tool: the read-only ones, plus `write`, `edit` and `bash`, which
 /// change things and so are the ones permission rules usually gate, `question`, which
-/// asks the person, and `exit_plan`, which hands a plan-mode session's plan to the
-/// person (offered only in plan mode). `bash` runs in the
-/// default sandbox (scrubbed environment, Landlock where the kernel has it).
+/// asks the person, `todo_write`, which keeps the session's todo list, and `exit_plan`,
+/// which hands a plan-mode session's plan to the person (offered only in plan mode).
+/// `bash` runs in the default sandbox (scrubbed environment, Landlock where the kernel
+/// has it).
 pub fn workspace_tools() -> ToolRegistry {
     workspace_tools_with(SandboxSettings::default())
 }
 
 /// [`workspace_tools`] with the operator's sandbox settings for `bash`.
 pub fn workspace_tools_with(sandbox: SandboxSettings) -> ToolRegistry {
-    read_only_tools().with(Write).with(Edit).with(Bash::new(sandbox)).with(Question).with(ExitPlan)
+    read_only_tools()
+        .with(Write)
+        .with(Edit)
+        .with(Bash::new(sandbox))
+        .with(Question)
+        .with(TodoWrite)
+        .with(ExitPlan)
 }
 
 /// A file name or relative path as one line of output: non-UTF-8 bytes become U+FFFD,
@@ -99,8 +114,11 @@ mod tests {
     #[test]
     fn plan_mode_offers_only_the_tools_that_change_nothing() {
         let names = |mode| workspace_tools().specs_for(mode).into_iter().map(|s| s.name).collect::<Vec<_>>();
-        assert_eq!(names(SessionMode::Plan), ["exit_plan", "glob", "grep", "list", "question", "read"]);
-        assert_eq!(names(SessionMode::Agent), ["bash", "edit", "glob", "grep", "list", "question", "read", "write"]);
+        assert_eq!(names(SessionMode::Plan), ["exit_plan", "glob", "grep", "list", "question", "read", "todo_write"]);
+        assert_eq!(
+            names(SessionMode::Agent),
+            ["bash", "edit", "glob", "grep", "list", "question", "read", "todo_write", "write"]
+        );
     }
 
     #[test]
@@ -113,7 +131,10 @@ mod tests {
     fn workspace_tools_holds_all_nine_with_object_schemas() {
         let specs = workspace_tools().specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["bash", "edit", "exit_plan", "glob", "grep", "list", "question", "read", "write"]);
+        assert_eq!(
+            names,
+            ["bash", "edit", "exit_plan", "glob", "grep", "list", "question", "read", "todo_write", "write"]
+        );
         for spec in &specs {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
             assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);
@@ -137,6 +158,7 @@ mod tests {
             "list" => json!({"path": "."}),
             "read" => json!({"path": "a.txt", "offset": 1, "limit": 5}),
             "write" => json!({"path": "b.txt", "content": "new"}),
+            "todo_write" => json!({"todos": [{"content": "read a.txt", "status": "pending"}]}),
             other => panic!("no valid arguments written for {other}"),
         }
     }
@@ -147,6 +169,7 @@ mod tests {
             Some("string") => (json!(42), "invalid type: integer `42`, expected a string"),
             Some("integer") => (json!("7"), r#"invalid type: string "7", expected u64"#),
             Some("boolean") => (json!("yes"), r#"invalid type: string "yes", expected a boolean"#),
+            Some("array") => (json!("x"), r#"invalid type: string "x", expected a sequence"#),
             other => panic!("no wrong value written for type {other:?}"),
         }
     }

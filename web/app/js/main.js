@@ -15,6 +15,7 @@ import { SessionView } from './session_view.js';
 import { Sidebar } from './sidebar.js';
 import { SessionStore } from './store.js';
 import { renderChrome } from './chrome.js';
+import { renderTodos } from './todos.js';
 
 const $ = (id) => document.getElementById(id);
 const connectivity = new Connectivity();
@@ -50,6 +51,7 @@ let lastSummary = '';
 function onViewChange(view) {
   if (view !== page.view) return;
   renderChrome(page, { retry: () => view.retry() });
+  renderTodos($('todos'), view.store);
   composer.update();
   const summary = `${view.store.session?.title}|${view.store.status}`;
   if (summary !== lastSummary) {
@@ -95,6 +97,7 @@ function openSession(id) {
     home();
   }
   $('composer').hidden = !page.view;
+  renderTodos($('todos'), page.view?.store);
   composer.attach(page.view);
   renderChrome(page, {});
   sidebar.render();

@@ -34,6 +34,7 @@ export class SessionStore {
     this.timings = new Map(); // userMessageIndex → prompt timing
     this.approvals = [];
     this.lastApproval = null;
+    this.todos = []; // the agent's todo list, as its last todo_write left it
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
     this.revs = new Map(); // index → revision, so the view repaints only changed rows
@@ -142,6 +143,7 @@ export class SessionStore {
     this.total = state.total;
     this.approvals = [...(state.pendingApprovals ?? [])];
     this.lastApproval = state.lastApproval ?? null;
+    this.todos = [...(state.todos ?? [])];
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);
@@ -219,6 +221,9 @@ export class SessionStore {
         if (gone) this.touchCall(gone.toolCallId);
         return 'ok';
       }
+      case 'todo_write':
+        this.todos = [...ev.todos];
+        return 'ok';
       case 'session_title':
         this.session = { ...this.session, title: ev.title, titleSet: true };
         return 'ok';

@@ -281,7 +281,9 @@ impl SessionEvents {
             }
             let Some(body) = f(&mut inner.state) else { return false };
             notify_lists = match &body {
-                FrameBody::State { .. } | FrameBody::RunAccepted { .. } => true,
+                // A git change too: streams that follow only a directory's active
+                // sessions (OpenCode's `/event`) hear of an idle session's new diff.
+                FrameBody::State { .. } | FrameBody::RunAccepted { .. } | FrameBody::Git { .. } => true,
                 FrameBody::LoopEvent { event: spool_protocol::AgentEvent::MessageEnd { message }, .. } => {
                     message.is_user()
                 }

@@ -15,6 +15,8 @@
 //! | `approval_resolved`                  | `gate.approval_resolved` |
 //! | `agent_settled` after `agent_end`    | `agent.status` `completed` / `errored` / `cancelled` with duration, turns, stop reason, model, usage |
 //! | `session_title`                      | `channel.updated` |
+//! | `todo_write`                         | `agent.todo_write` (the whole list) |
+//! | `session.git` (the git poller)       | `channel.updated` with branch, commit, diff additions/deletions |
 //!
 //! Each frame gives at most one event, so a cursor names a point between events and
 //! a replay from it can neither repeat nor skip one. Two departures from the seed, both
@@ -42,6 +44,7 @@ pub const AGENT_THINKING: &str = "agent.thinking";
 pub const AGENT_ACTIVITY: &str = "agent.activity";
 pub const AGENT_ASK_USER: &str = "agent.ask_user";
 pub const AGENT_EXIT_PLAN: &str = "agent.exit_plan";
+pub const AGENT_TODO_WRITE: &str = "agent.todo_write";
 pub const TOOL_USE: &str = "tool.use";
 pub const TOOL_RESULT: &str = "tool.result";
 pub const GATE_APPROVAL_REQUESTED: &str = "gate.approval_requested";
@@ -128,6 +131,7 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
             let at = Place { run_id, index: *message_index, message_id: message_id.as_ref() };
             loop_event(&at, event, tally, author)?
         }
+        FrameBody::Git { git } => (CHANNEL_UPDATED, git_updated(&frame.session_id, git)),
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
     let (kind, data) = data;
@@ -309,8 +313,23 @@ fn loop_event(
             )
         }
         AgentEvent::SessionTitle { title } => (CHANNEL_UPDATED, json!({"title": title})),
+        AgentEvent::TodoWrite { todos } => (AGENT_TODO_WRITE, json!({"todos": todos, "run_id": run_id})),
         _ => return None,
     })
+}
+
+/// Seed 002's `channel.updated` for a project's new git state (its payload type, as a
+/// publisher would send it): the branch (absent when HEAD is detached), the commit and
+/// the diff's line counts.
+fn git_updated(session: &SessionId, git: &spool_protocol::git::GitState) -> Value {
+    let data = spool_protocol::hub::ChannelUpdated {
+        channel_id: session.to_string(),
+        branch: git.branch.clone(),
+        commit: git.commit.clone(),
+        diff_additions: Some(git.additions),
+        diff_deletions: Some(git.deletions),
+    };
+    serde_json::to_value(data).expect("hub payloads are plain data and always serialize")
 }
 
 /// A tool call to confirm is the seed's gate approval; a choice or missing input is
@@ -715,8 +734,45 @@ mod tests {
             FrameBody::State { state: Box::new(state(false)) },
             ev(None, AgentEvent::AgentSettled {}),
             ev(None, AgentEvent::SessionTitle { title: "Write a file".into() }),
+            ev(None, AgentEvent::TodoWrite { todos: todos() }),
+            FrameBody::Git { git: git_state() },
         ];
         bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 20, b)).collect()
+    }
+
+    fn todos() -> Vec<spool_protocol::hub::Todo> {
+        use spool_protocol::hub::{Todo, TodoPriority, TodoStatus};
+        vec![
+            Todo {
+                content: "Write the file".into(),
+                status: TodoStatus::Completed,
+                active_form: None,
+                priority: Some(TodoPriority::High),
+                id: Some("1".into()),
+            },
+            Todo {
+                content: "Check it".into(),
+                status: TodoStatus::InProgress,
+                active_form: None,
+                priority: None,
+                id: Some("2".into()),
+            },
+        ]
+    }
+
+    fn git_state() -> spool_protocol::git::GitState {
+        use spool_protocol::git::{FileChange, FileStatus, GitState};
+        GitState {
+            branch: Some("feat/git-panel".into()),
+            commit: Some("dbd4bbd".into()),
+            additions: 12,
+            deletions: 3,
+            files: vec![
+                FileChange { path: "out.txt".into(), status: FileStatus::Added, additions: 1, deletions: 0 },
+                FileChange { path: "src/main.rs".into(), status: FileStatus::Modified, additions: 11, deletions: 3 },
+            ],
+            truncated: false,
+        }
     }
 
     #[test]
@@ -742,7 +798,8 @@ mod tests {
     #[test]
     fn a_tally_that_joined_mid_run_leaves_what_it_did_not_see_null() {
         let frames = every_frame();
-        let from = frames.len() - 6;
+        // From the last assistant message on.
+        let from = frames.len() - 8;
         let mut tally = RunTally::default();
         let status: Vec<Envelope> = frames[from..]
             .iter()

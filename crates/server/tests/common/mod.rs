@@ -542,6 +542,62 @@ pub fn urlencode(raw: &str) -> String {
         .collect()
 }
 
+// ---- git repositories for the git poller ---------------------------------------------
+
+/// Test options with the git poller on, reading every `every` with libgit2 (the
+/// binary's default is 5 s; a short tick keeps the tests quick, and they wait on
+/// events, never on a tick).
+pub fn git_polling(every: Duration) -> TestOptions {
+    let mut options = TestOptions::default();
+    let probe = Arc::new(spool_tools::GitReader);
+    options.engine.git = Some(spool_engine::GitPolling { every, probe });
+    options
+}
+
+/// Makes `dir` a git repository on branch `main` with `files` committed.
+pub fn git_repo(dir: &Path, files: &[(&str, &str)]) -> git2::Repository {
+    let mut init = git2::RepositoryInitOptions::new();
+    init.initial_head("main");
+    let repo = git2::Repository::init_opts(dir, &init).expect("git init");
+    for (path, text) in files {
+        std::fs::write(dir.join(path), text).expect("write");
+    }
+    git_commit_all(&repo, "first");
+    repo
+}
+
+/// Commits every file of the work tree; returns the new commit's id abbreviated as
+/// `git` shows it.
+pub fn git_commit_all(repo: &git2::Repository, message: &str) -> String {
+    let mut index = repo.index().expect("index");
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).expect("git add");
+    index.write().expect("write index");
+    let tree = repo.find_tree(index.write_tree().expect("tree")).expect("find tree");
+    let who = git2::Signature::now("Test", "test@example.com").expect("signature");
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    let id = repo.commit(Some("HEAD"), &who, &who, message, &tree, &parents).expect("commit");
+    let commit = repo.find_commit(id).expect("find commit");
+    commit.as_object().short_id().expect("short id").as_str().expect("ASCII").to_owned()
+}
+
+impl TestServer {
+    /// Waits until the git poller has read the session's project (its first reading,
+    /// which is never announced) and returns that reading (`git` of the session).
+    pub async fn wait_git_primed(&self, session: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (status, detail) = self.get(&format!("/api/sessions/{session}")).await;
+            assert_eq!(status, StatusCode::OK, "{detail}");
+            if !detail["git"].is_null() {
+                return detail["git"].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the git poller never read {session}: {detail}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
 // ---- a real provider client against the shared fake ---------------------------------
 
 /// A server whose default model is an OpenAI-compatible client of `fake`

@@ -42,6 +42,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     idempotency_keys_replay_the_first_response(store).await;
     concurrent_claims_of_one_key_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
+    todo_lists_are_replaced_whole_and_deleted_with_the_session(store).await;
     tokens_are_found_by_hash_until_revoked(store).await;
     login_sessions_end_by_logout_expiry_and_revocation(store).await;
     the_auth_flag_and_listeners_are_kept(store).await;
@@ -1057,6 +1058,36 @@ async fn session_memory_is_replaced_whole_and_deleted_with_the_session(store: &d
     assert_eq!(store.get_memory(&session.id).await.expect("get"), replaced);
     assert!(store.delete_session(&session.id).await.expect("delete"));
     assert_eq!(store.get_memory(&session.id).await.expect("get"), SessionMemory::default());
+}
+
+async fn todo_lists_are_replaced_whole_and_deleted_with_the_session(store: &dyn Store) {
+    use spool_protocol::hub::{Todo, TodoPriority, TodoStatus};
+    let (_, session) = new_session(store).await;
+    let (_, other) = new_session(store).await;
+    assert_eq!(store.get_todos(&session.id).await.expect("get"), vec![], "no list until the agent writes one");
+    let todo = |id: &str, content: &str, status, priority| Todo {
+        content: content.into(),
+        status,
+        active_form: None,
+        priority,
+        id: Some(id.into()),
+    };
+    let first = vec![
+        todo("1", "Read the code ✓ — ünïcode", TodoStatus::Completed, Some(TodoPriority::High)),
+        todo("2", "Write the tool", TodoStatus::InProgress, None),
+        todo("3", "Drop it", TodoStatus::Cancelled, Some(TodoPriority::Low)),
+    ];
+    store.put_todos(&session.id, &session.owner_id, &first).await.expect("put");
+    store.put_todos(&other.id, &other.owner_id, &first[..1]).await.expect("put other");
+    assert_eq!(store.get_todos(&session.id).await.expect("get"), first, "order and every field kept");
+    let replaced = vec![todo("2", "Write the tool", TodoStatus::Completed, None)];
+    store.put_todos(&session.id, &session.owner_id, &replaced).await.expect("put again");
+    assert_eq!(store.get_todos(&session.id).await.expect("get"), replaced, "replaced whole");
+    store.put_todos(&session.id, &session.owner_id, &[]).await.expect("clear");
+    assert_eq!(store.get_todos(&session.id).await.expect("get"), vec![]);
+    assert_eq!(store.get_todos(&other.id).await.expect("get other"), first[..1].to_vec(), "per session");
+    assert!(store.delete_session(&other.id).await.expect("delete"));
+    assert_eq!(store.get_todos(&other.id).await.expect("get"), vec![], "deleted with its session");
 }
 
 pub async fn tokens_are_found_by_hash_until_revoked(store: &dyn Store) {

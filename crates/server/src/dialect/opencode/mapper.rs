@@ -15,6 +15,8 @@
 //! | `agent_end` failed / cancelled           | `session.error`                                       |
 //! | `approval_requested` / `_resolved`       | `permission.updated` + `permission.asked` / `permission.replied` |
 //! | `auto_retry_start` / `_end`              | `session.status` retry / busy                         |
+//! | `todo_write`                             | `todo.updated` (the whole list)                       |
+//! | `session.git` (the git poller)           | `session.diff` (every changed file with its line counts) |
 //!
 //! A step that asked for tools finishes at `turn_end`, after its tools ran, as OpenCode's
 //! does (seed 004: tool `completed`, then `step-finish` with `tool-calls`). Tool results
@@ -205,6 +207,10 @@ impl Mapper {
             FrameBody::State { state } => self.state(state, &mut out),
             FrameBody::RunAccepted { .. } => self.accepted = true,
             FrameBody::LoopEvent { message_index, event, .. } => self.event(event, *message_index, now, &mut out),
+            FrameBody::Git { git } => out.push(Event::SessionDiff {
+                session_id: self.sid(),
+                diff: git.files.iter().map(FileDiff::from_change).collect(),
+            }),
         }
         out
     }
@@ -503,6 +509,10 @@ impl Mapper {
             AgentEvent::CompactionEnd { success: true, .. } => {
                 out.push(Event::SessionCompacted { session_id: self.sid() });
             }
+            AgentEvent::TodoWrite { todos } => out.push(Event::TodoUpdated {
+                session_id: self.sid(),
+                todos: todos.iter().enumerate().map(|(i, t)| Todo::from_todo(i, t)).collect(),
+            }),
             AgentEvent::TurnStart {}
             | AgentEvent::ToolExecutionUpdate { .. }
             | AgentEvent::PromptTiming { .. }

@@ -611,3 +611,36 @@ fn an_event_written_from_its_shared_body_is_byte_for_byte_the_event() {
         assert_eq!(shared.freeze(), event.to_sse("evt_0000042"));
     }
 }
+
+#[test]
+fn a_todo_list_and_a_git_change_are_todo_updated_and_session_diff() {
+    use spool_protocol::git::{FileChange, FileStatus, GitState};
+    use spool_protocol::hub::{Todo, TodoPriority, TodoStatus};
+    let todo = |id: Option<&str>, content: &str, status, priority| Todo {
+        content: content.into(),
+        status,
+        active_form: None,
+        priority,
+        id: id.map(str::to_owned),
+    };
+    let todos = vec![
+        todo(Some("1"), "Read the code", TodoStatus::Completed, Some(TodoPriority::High)),
+        todo(Some("7"), "Write the tool", TodoStatus::InProgress, None),
+        // A list from before ids were kept: its position names the item.
+        todo(None, "Drop it", TodoStatus::Cancelled, Some(TodoPriority::Low)),
+    ];
+    let git = GitState {
+        branch: Some("main".into()),
+        commit: Some("dbd4bbd".into()),
+        additions: 5,
+        deletions: 2,
+        files: vec![
+            FileChange { path: "gone.txt".into(), status: FileStatus::Deleted, additions: 0, deletions: 2 },
+            FileChange { path: "src/new.rs".into(), status: FileStatus::Added, additions: 5, deletions: 0 },
+        ],
+        truncated: false,
+    };
+    let mut mapper = Mapper::new(scope());
+    let events = run(&mut mapper, vec![ev(None, AgentEvent::TodoWrite { todos }), body(FrameBody::Git { git })]);
+    assert_json_snapshot!(json_of(&events));
+}

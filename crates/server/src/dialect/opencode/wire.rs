@@ -373,6 +373,59 @@ impl Reply {
     }
 }
 
+/// A todo item (`Todo` in both SDKs; v2 has no `id`, v1 requires it).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::Todo)]
+pub struct Todo {
+    pub content: String,
+    /// `pending`, `in_progress`, `completed` or `cancelled`.
+    pub status: &'static str,
+    /// `high`, `medium` or `low`; `medium` for an item the agent gave none (both SDKs
+    /// require one).
+    pub priority: &'static str,
+    pub id: String,
+}
+
+impl Todo {
+    /// The item at `position` of a session's list (its position names an item that
+    /// came without an id, which Spool's own tool never leaves out).
+    pub fn from_todo(position: usize, todo: &spool_protocol::hub::Todo) -> Self {
+        Todo {
+            content: todo.content.clone(),
+            status: todo.status.as_str(),
+            priority: todo.priority.map_or("medium", |p| p.as_str()),
+            id: todo.id.clone().unwrap_or_else(|| (position + 1).to_string()),
+        }
+    }
+}
+
+/// One changed file in `session.diff`: the union of v1's `FileDiff` (`before`/`after`
+/// are whole file contents there, which Spool does not send: they are empty) and v2's
+/// `SnapshotFileDiff` (`status`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FileDiff {
+    pub file: String,
+    pub before: String,
+    pub after: String,
+    pub additions: u64,
+    pub deletions: u64,
+    /// `added`, `deleted` or `modified`.
+    pub status: &'static str,
+}
+
+impl FileDiff {
+    pub fn from_change(change: &spool_protocol::git::FileChange) -> Self {
+        FileDiff {
+            file: change.path.clone(),
+            before: String::new(),
+            after: String::new(),
+            additions: change.additions,
+            deletions: change.deletions,
+            status: change.status.as_str(),
+        }
+    }
+}
+
 /// Everything `GET /event` sends: `data: {"id", "type", "properties"}` per event.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", content = "properties")]
@@ -456,6 +509,20 @@ pub enum Event {
     /// v2's name for a new permission.
     #[serde(rename = "permission.asked")]
     PermissionAsked(Permission),
+    /// The session's whole todo list, after the agent changed it.
+    #[serde(rename = "todo.updated")]
+    TodoUpdated {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        todos: Vec<Todo>,
+    },
+    /// The project's changed files against HEAD, after the git poller saw them change.
+    #[serde(rename = "session.diff")]
+    SessionDiff {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        diff: Vec<FileDiff>,
+    },
     #[serde(rename = "permission.replied")]
     PermissionReplied {
         #[serde(rename = "sessionID")]

@@ -12,6 +12,7 @@
 //! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when the run settled: the last `{info, parts}` |
 //! | `POST /session/:id/prompt_async` | prompts; 204 at once |
 //! | `POST /session/:id/abort` | aborts the active run; `true` |
+//! | `GET /session/:id/todo` | the agent's todo list (`todo_write`), in order |
 //! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
 //! | `GET /event?deltas=legacy` | the directory's events (see `global.rs`) |
@@ -35,7 +36,7 @@ use crate::dialect::opencode::records::{self, Scope};
 use crate::dialect::opencode::requests::{
     CreateBody, EventQuery, ListQuery, MessagesQuery, PatchBody, PromptBody, ReplyBody, RespondBody,
 };
-use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status};
+use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
 use crate::fuzzing::BodyCheck;
@@ -77,6 +78,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(messages, prompt))
         .routes(routes!(prompt_async))
         .routes(routes!(abort))
+        .routes(routes!(todo))
         .routes(routes!(respond))
         .routes(routes!(permissions))
         .routes(routes!(reply))
@@ -333,6 +335,23 @@ async fn delete(
 ) -> Result<Json<bool>, ApiError> {
     state.engine.delete_session(&user, &id).await?;
     Ok(Json(true))
+}
+
+/// The session's todo list, as the agent's `todo_write` last left it (empty before).
+#[utoipa::path(
+    get,
+    path = "/session/{id}/todo",
+    tag = "opencode",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = Vec<Todo>), OpenCodeErrors)
+)]
+async fn todo(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<Vec<Todo>>, ApiError> {
+    let detail = state.engine.session(&user, &id).await?;
+    Ok(Json(detail.state.todos.iter().enumerate().map(|(i, t)| Todo::from_todo(i, t)).collect()))
 }
 
 // ---- messages and prompts -------------------------------------------------------------
