@@ -116,6 +116,7 @@ fn state() -> SessionState {
         prompt_timings: timings,
         pending_approvals: vec![],
         last_approval: None,
+        queue: Vec::new(),
     }
 }
 

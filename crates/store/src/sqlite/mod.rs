@@ -19,7 +19,9 @@ mod dialect;
 #[path = "../sql/mod.rs"]
 mod sql;
 
-use sql::{approvals, auth, drafts, idempotency, leases, memory, messages, projects, runs, sessions, tokens, users};
+use sql::{
+    approvals, auth, drafts, idempotency, leases, memory, messages, projects, queue, runs, sessions, tokens, users,
+};
 
 use crate::error::db_error;
 use spool_engine::StoreError;

@@ -205,6 +205,8 @@ impl Mapper {
             FrameBody::State { state } => self.state(state, &mut out),
             FrameBody::RunAccepted { .. } => self.accepted = true,
             FrameBody::LoopEvent { message_index, event, .. } => self.event(event, *message_index, now, &mut out),
+            // OpenCode has no queue: a queued prompt shows once a run takes it.
+            FrameBody::Queue { .. } => {}
         }
         out
     }
