@@ -203,7 +203,7 @@ impl Engine {
     }
 
     /// Starts the next prompt of every session whose queue no run will take: none runs
-    /// here, no node holds its lease, none is parked at an approval. At start-up (the
+    /// here, no other node holds its lease, none is parked at an approval. At start-up (the
     /// queue of a run a crash ended) and on every reaper pass (a lost node's, or one that
     /// waited for the user's run limit).
     pub(crate) async fn start_waiting_queues(&self) -> Result<()> {
@@ -211,7 +211,12 @@ impl Engine {
             if self.inner.sessions.get(&id).is_some_and(|l| l.active().is_some()) {
                 continue;
             }
-            if self.inner.store.get_lease(&id).await?.is_some_and(|l| l.expires_at > now_ms()) {
+            // Another node's live lease: it runs the session and takes the queue. This
+            // node's own lease with no run here is a crashed predecessor's (one machine
+            // keeps its node id), and no obstacle.
+            let node = &self.inner.config.node_id;
+            let lease = self.inner.store.get_lease(&id).await?;
+            if lease.is_some_and(|l| &l.node_id != node && l.expires_at > now_ms()) {
                 continue;
             }
             if let Err(error) = self.start_queued(&id).await {

@@ -70,6 +70,18 @@ async fn other_users_records_are_not_found_on_every_route() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
 
+    // Alice queues a prompt behind her parked run.
+    let (status, queued) = call(
+        &server,
+        M::POST,
+        &format!("/api/sessions/{session}/prompt"),
+        Some(&alice),
+        Some(json!({"text": "echo: later", "queue": true})),
+    )
+    .await;
+    assert_eq!((status, queued["queued"].clone()), (StatusCode::ACCEPTED, json!(true)), "{queued}");
+    let queued = queued["messageId"].as_str().expect("messageId").to_owned();
+
     // Bob sees none of it: every route answers 404 (or an empty list), never data.
     let (_, projects) = call(&server, M::GET, "/api/projects", Some(&bob), None).await;
     assert_eq!(projects, json!([]));
@@ -86,6 +98,8 @@ async fn other_users_records_are_not_found_on_every_route() {
         (M::POST, format!("/api/sessions/{session}/read"), Some(json!({"index": 0}))),
         (M::POST, format!("/api/sessions/{session}/prompt"), Some(json!({"text": "hi"}))),
         (M::POST, format!("/api/sessions/{session}/abort"), None),
+        (M::POST, format!("/api/sessions/{session}/prompt"), Some(json!({"text": "hi", "queue": true}))),
+        (M::DELETE, format!("/api/messages/{queued}"), None),
         (M::GET, format!("/api/sessions/{session}/events"), None),
         (M::GET, format!("/api/runs/{run}"), None),
         (M::POST, format!("/api/sessions/{session}/approvals/{approval}"), Some(json!({"decision": "once"}))),
@@ -112,6 +126,8 @@ async fn other_users_records_are_not_found_on_every_route() {
     let (status, detail) = call(&server, M::GET, &format!("/api/sessions/{session}"), Some(&alice), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(detail["state"]["pendingApprovals"].as_array().map(Vec::len), Some(1));
+    let queue: Vec<&Value> = detail["state"]["queue"].as_array().map(|q| q.iter().collect()).unwrap_or_default();
+    assert_eq!(queue.iter().map(|q| id_of(q)).collect::<Vec<_>>(), [queued], "Bob neither removed nor added one");
 }
 
 #[tokio::test]
