@@ -220,7 +220,8 @@ async fn a_prompt_queued_behind_a_run_cut_by_sigkill_runs_once_after_restart() {
         assert!(tokio::time::Instant::now() < deadline, "the queued prompt never ran: {history}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let prompts: Vec<&Value> = history["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").collect();
+    let prompts: Vec<&Value> =
+        history["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").collect();
     let texts: Vec<&str> = prompts.iter().map(|m| m["content"][0]["text"].as_str().expect("text")).collect();
     assert_eq!(texts, ["stream: 1000", "echo: after the crash"], "each prompt once, in order");
     assert_eq!(prompts[1]["id"], waiting["messageId"], "the queued message became the prompt");

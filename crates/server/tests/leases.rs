@@ -199,7 +199,10 @@ async fn prompts_queued_on_either_node_run_once_each_in_order() {
         other => panic!("node A runs the session; B must queue: {other:?}"),
     }
     let (status, on_a) = a
-        .post(&format!("/api/sessions/{session}/prompt"), json!({"text": "echo: queued on A", "requestId": "on-a", "queue": true}))
+        .post(
+            &format!("/api/sessions/{session}/prompt"),
+            json!({"text": "echo: queued on A", "requestId": "on-a", "queue": true}),
+        )
         .await;
     assert_eq!((status, on_a["position"].clone()), (reqwest::StatusCode::ACCEPTED, json!(2)), "{on_a}");
     assert_eq!(a.wait_run(&run).await["status"], "completed");

@@ -10,10 +10,10 @@
 mod common;
 
 use common::{TestOptions, TestServer, WAIT, id_of};
-use spool_engine::Store;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use spool_engine::Store;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -180,8 +180,12 @@ async fn queued_prompts_run_in_order_each_once_and_the_hub_hears_each_taken() {
     );
     // The runs are the queued prompts' own, under their request ids.
     let processed: Vec<&Value> = events.iter().filter(|e| e["type"] == "messages.processed").collect();
-    let (status, run) = server.get(&format!("/api/runs/{}", processed[0]["data"]["run_id"].as_str().expect("run"))).await;
-    assert_eq!((status, run["requestId"].clone(), run["status"].clone()), (StatusCode::OK, json!("q-2"), json!("completed")));
+    let (status, run) =
+        server.get(&format!("/api/runs/{}", processed[0]["data"]["run_id"].as_str().expect("run"))).await;
+    assert_eq!(
+        (status, run["requestId"].clone(), run["status"].clone()),
+        (StatusCode::OK, json!("q-2"), json!("completed"))
+    );
 
     // Each ran once, in order, as the message it was queued as; the queue is empty.
     let history = prompts(&server, &session).await;
@@ -292,7 +296,10 @@ async fn the_queue_survives_a_restart_and_runs_after_it() {
 
     assert_eq!(server.engine.stop_runs(WAIT).await, 1);
     let stopped = server.wait_run(&run).await;
-    assert_eq!((stopped["status"].clone(), stopped["error"]["code"].clone()), (json!("failed"), json!("server_stopped")));
+    assert_eq!(
+        (stopped["status"].clone(), stopped["error"]["code"].clone()),
+        (json!("failed"), json!("server_stopped"))
+    );
     assert_eq!(queue_texts(&server, &session).await, ["echo: after the restart"], "a stopping server starts nothing");
     let server = server.restart().await;
     assert_eq!(queue_texts(&server, &session).await.len(), 0, "taken at start-up");
