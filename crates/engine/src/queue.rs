@@ -76,6 +76,14 @@ impl PromptQueued {
     }
 }
 
+/// Publishes `queue` as the session's queue, saying what changed.
+fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange) {
+    loaded.events.publish(move |state| {
+        state.queue = queue.clone();
+        Some(FrameBody::Queue { queue, change })
+    });
+}
+
 impl Engine {
     /// Puts a prompt at the end of the session's queue; the caller holds the session's
     /// control lock and has checked the prompt.
@@ -96,9 +104,16 @@ impl Engine {
             on_disconnect,
         };
         let limit = self.inner.config.max_queued;
-        let message = match self.inner.store.queue_prompt(&prompt, limit).await? {
-            QueueInsert::Queued => message,
-            QueueInsert::Existing(earlier) => earlier.message,
+        let queue = match self.inner.store.queue_prompt(&prompt, limit).await? {
+            QueueInsert::Queued => {
+                self.publish_queue(loaded, QueueChange::Added { message_id: message.id.clone() }).await?
+            }
+            // Queued by a retry on another node a moment ago: nothing changed here.
+            QueueInsert::Existing(earlier) => {
+                let queue = self.inner.store.queued_prompts(&session_id).await?;
+                let index = queue.iter().position(|q| q.message.id == earlier.message.id).unwrap_or(queue.len());
+                return Ok(PromptQueued::at(&earlier.message, index));
+            }
             QueueInsert::Full => {
                 return Err(EngineError::TooMany {
                     code: "queue_full",
@@ -108,21 +123,17 @@ impl Engine {
                 });
             }
         };
-        let queue = self.publish_queue(loaded, QueueChange::Added { message_id: message.id.clone() }).await?;
         let index = queue.iter().position(|q| q.id == message.id).unwrap_or(queue.len());
         Ok(PromptQueued::at(&message, index))
     }
 
-    /// Publishes the session's queue as the store has it now, with what changed; returns it.
+    /// Publishes the session's queue as the store has it now (another node may have
+    /// changed it too), with what changed; returns it.
     async fn publish_queue(&self, loaded: &Loaded, change: QueueChange) -> Result<Vec<QueuedMessage>> {
         let session = loaded.events.session_id();
         let queue: Vec<QueuedMessage> =
             self.inner.store.queued_prompts(session).await?.into_iter().map(|q| q.message).collect();
-        let shown = queue.clone();
-        loaded.events.publish(move |state| {
-            state.queue = shown.clone();
-            Some(FrameBody::Queue { queue: shown, change })
-        });
+        announce(loaded, queue.clone(), change);
         Ok(queue)
     }
 
@@ -161,8 +172,8 @@ impl Engine {
         if self.inner.store.interrupted_run(id).await?.is_some() {
             return Ok(());
         }
-        let queue = self.inner.store.queued_prompts(id).await?;
-        let Some(next) = queue.into_iter().next() else { return Ok(()) };
+        let mut queue = self.inner.store.queued_prompts(id).await?.into_iter();
+        let Some(next) = queue.next() else { return Ok(()) };
         // Over the user's run limit the prompt waits; the reaper's pass tries again.
         if self.active_runs_of(&session.owner_id) >= self.inner.config.max_runs_per_user {
             return Ok(());
@@ -189,7 +200,11 @@ impl Engine {
             RunInsert::Existing(earlier) => earlier.id.clone(),
         };
         let change = QueueChange::Taken { message_ids: vec![next.message.id.clone()], run_id };
-        self.publish_queue(&loaded, change).await?;
+        // The run is stored: it starts even if the queue cannot be read back.
+        if let Err(error) = self.publish_queue(&loaded, change.clone()).await {
+            tracing::warn!(session = %id, %error, "cannot read the queue back; showing it as read before");
+            announce(&loaded, queue.map(|q| q.message).collect(), change);
+        }
         if let RunInsert::Existing(_) = taken {
             // A prompt with its request id ran already (sent again without `queue`):
             // nothing new starts for it, and the queue goes on.
