@@ -209,3 +209,19 @@ test('a gap inside a batch asks for a snapshot and applies nothing of it', () =>
   assert.equal(s.textAt(1), '');
   assert.match(log[0], /^resync:gap/);
 });
+
+test('the queue comes with the state and changes with session.queue frames', () => {
+  const q = (id, text) => ({ id, requestId: `req_${id}`, text, createdAt: 1 });
+  const s = new SessionStore('ses_1');
+  s.apply(snapshot(3, { status: 'busy', queue: [q('msg_a', 'next')] }));
+  assert.deepEqual(s.queue.map((m) => m.text), ['next']);
+  const frame = (seq, queue, change) => ({ type: 'session.queue', queue, change, sessionId: 'ses_1', streamId: S, seq });
+  assert.equal(s.apply(frame(4, [q('msg_a', 'next'), q('msg_b', 'later')], { kind: 'added', messageId: 'msg_b' })), 'ok');
+  assert.deepEqual(s.queue.map((m) => m.id), ['msg_a', 'msg_b']);
+  assert.equal(s.apply(frame(4, [], { kind: 'deleted', messageId: 'msg_a' })), 'duplicate', 'cursor rules hold');
+  assert.equal(s.apply(frame(5, [q('msg_b', 'later')], { kind: 'taken', messageIds: ['msg_a'], runId: 'run_2' })), 'ok');
+  assert.deepEqual(s.queue.map((m) => m.id), ['msg_b']);
+  // A state without a queue (none left) empties it.
+  s.apply({ type: 'session.state', state: state({ status: 'idle' }), sessionId: 'ses_1', streamId: S, seq: 6 });
+  assert.deepEqual(s.queue, []);
+});

@@ -7,7 +7,8 @@
 //   3. an approval card; a double click on Approve runs the tool once; the card resolves
 //   4. two pages: a session created in one appears in the other's sidebar, no reload
 //   5. the reconnect notice appears only after 2 s without a connection
-// and beyond the issue's list: usable at 400 px with the keyboard; sign-in when auth is on.
+// and beyond the issue's list: usable at 400 px with the keyboard; sign-in when auth is on;
+// Enter while a run is going queues the prompt (issue 16 / 17).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -428,4 +429,40 @@ test('a tool cut off by a crash is explained after the restart, not re-run', asy
   await shot(again, 'tool-outcome-unknown');
   assert.equal(readFileSync(marker, 'utf8'), 'ran\n', 'never run again');
   assert.deepEqual(again.errors, []);
+});
+
+test('Enter while a run is going queues the prompt: every tab shows the queue, a removed prompt never runs', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Queue' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const other = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const queueIn = (view) => view.evaluate(() => [...document.querySelectorAll('.queue .queued-text')].map((e) => e.textContent));
+  const shows = (view, texts) =>
+    view.waitForFunction((want) => [...document.querySelectorAll('.queue .queued-text')].map((e) => e.textContent).join('\n') === want, texts.join('\n'));
+  // A run parked at an approval is going until someone decides: however slow the
+  // machine, it cannot end before the prompts behind it are sent.
+  const first = 'tool: bash {"command":"echo first >> order.txt"}';
+  await send(page, first);
+  await page.waitForSelector('.approval-card');
+  await page.waitForSelector('#send[data-mode="stop"]');
+  await send(page, 'echo: queued second');
+  await shows(page, ['echo: queued second']);
+  assert.equal(await page.inputValue('#prompt'), '', 'a queued prompt leaves the composer');
+  await send(page, 'echo: never runs');
+  for (const view of [page, other]) await shows(view, ['echo: queued second', 'echo: never runs']);
+  await shot(page, 'queued-prompts');
+
+  await other.click('.queued[data-message-id] >> nth=1 >> .queued-remove');
+  for (const view of [page, other]) await shows(view, ['echo: queued second']);
+  await page.click('.approval-card button[data-decision="once"]');
+  await page.waitForFunction(() => [...document.querySelectorAll('.msg.user .bubble')].some((b) => b.textContent === 'echo: queued second'));
+  await page.waitForSelector('.queue', { state: 'detached' });
+  await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant:not(.is-draft) .text')].at(-1)?.textContent === 'queued second');
+  assert.deepEqual(await queueIn(other), []);
+  const history = await api(server.url, 'GET', `/api/sessions/${session.id}/messages?limit=500`);
+  const prompts = history.messages.filter((m) => m.role === 'user').map((m) => m.content[0].text);
+  assert.deepEqual(prompts, [first, 'echo: queued second'], 'in order, once each; the removed one never ran');
+  assert.deepEqual(page.errors, []);
+  assert.deepEqual(other.errors, []);
 });

@@ -20,9 +20,14 @@ impl Drop for Spool {
 }
 
 fn start(data: &std::path::Path) -> (Spool, String) {
+    start_with(data, &[])
+}
+
+fn start_with(data: &std::path::Path, extra: &[&str]) -> (Spool, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", "20", "--data-dir"])
         .arg(data)
+        .args(extra)
         .env_remove("SPOOL_ADDR")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -170,4 +175,69 @@ async fn a_pending_approval_survives_sigkill_and_completes_once_after_restart() 
     assert_eq!(repeat.text().await.expect("body"), first, "a retried decision gets the same answer");
     let written = std::fs::read_to_string(project_dir.join("side-effect.txt")).expect("side effect");
     assert_eq!(written, "once\n", "the tool ran exactly once");
+}
+
+/// A prompt queued behind a run that a SIGKILL cuts off is in the store: the restarted
+/// server runs it once at start-up, on its own (no client asks), and a retry of its
+/// request id finds that run. Leases last an hour here, so neither the reaper's pass
+/// nor the dead process's lease running out is what starts it.
+#[tokio::test]
+async fn a_prompt_queued_behind_a_run_cut_by_sigkill_runs_once_after_restart() {
+    let start = |data| start_with(data, &["--lease-secs", "3600"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+
+    let (mut spool, base) = start(&data);
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session_id = session["id"].as_str().expect("id").to_owned();
+    let prompt_url = format!("{base}/api/sessions/{session_id}/prompt");
+    let accepted = call(client.post(&prompt_url).json(&json!({"text": "stream: 1000"}))).await;
+    let cut = accepted["runId"].as_str().expect("runId").to_owned();
+    let queued = json!({"text": "echo: after the crash", "requestId": "later", "queue": true});
+    let waiting = call(client.post(&prompt_url).json(&queued)).await;
+    assert_eq!((waiting["queued"].clone(), waiting["position"].clone()), (json!(true), json!(1)), "{waiting}");
+    let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
+    assert_eq!(detail["status"], "busy", "still streaming when killed: {detail}");
+    spool.0.kill().expect("SIGKILL");
+    spool.0.wait().expect("reap");
+
+    let (_spool, base) = start(&data);
+    let run = call(client.get(format!("{base}/api/runs/{cut}"))).await;
+    assert_eq!(run["error"]["code"], "server_restarted", "{run}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let history = loop {
+        let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
+        let answered = history["messages"].as_array().expect("messages").iter().any(|m| {
+            m["role"] == "assistant" && m["content"][0]["text"].as_str().is_some_and(|t| t.contains("after the crash"))
+        });
+        if answered {
+            break history;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the queued prompt never ran: {history}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let prompts: Vec<&Value> =
+        history["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").collect();
+    let texts: Vec<&str> = prompts.iter().map(|m| m["content"][0]["text"].as_str().expect("text")).collect();
+    assert_eq!(texts, ["stream: 1000", "echo: after the crash"], "each prompt once, in order");
+    assert_eq!(prompts[1]["id"], waiting["messageId"], "the queued message became the prompt");
+    let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
+    assert!(detail["state"]["queue"].is_null(), "the queue is empty: {detail}");
+    // Its request id names the run it became; sent again, it queues nothing new.
+    let again = call(client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&queued)).await;
+    let run_url = format!("{base}/api/runs/{}", again["runId"].as_str().expect("a run, not a queue"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let run = loop {
+        let run = call(client.get(&run_url)).await;
+        if run["status"] != "running" {
+            break run;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the queued prompt's run never settled: {run}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!((run["requestId"].clone(), run["status"].clone()), (json!("later"), json!("completed")), "{run}");
 }

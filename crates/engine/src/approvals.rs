@@ -493,6 +493,8 @@ impl Approvals {
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
         loaded.events.publish_body(loop_event(AgentEvent::AgentSettled {}));
+        // The session's queue goes on once the caller lets go of the control lock.
+        self.env.run_settled(&run.session_id);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
+use crate::queue::{PromptQueued, Submitted};
 use crate::registry::Unused;
 use crate::remote::{Remote, RemoteParts};
 use crate::run::{ApprovalPolicy, OnDisconnect, RunTask};
@@ -52,6 +53,8 @@ pub struct EngineConfig {
     pub idle_unload: std::time::Duration,
     /// Most runs one user may have active at once.
     pub max_runs_per_user: usize,
+    /// Most prompts one session's queue may hold (see [`crate::queue`]).
+    pub max_queued: usize,
     /// Most open session streams one user may hold at once (all dialects).
     pub max_streams_per_user: usize,
     /// This node's name in session leases ([`LOCAL_NODE`](crate::LOCAL_NODE) for a
@@ -85,6 +88,7 @@ impl Default for EngineConfig {
             context_budget_tokens: 100_000,
             idle_unload: std::time::Duration::from_secs(600),
             max_runs_per_user: 16,
+            max_queued: crate::queue::MAX_QUEUED,
             max_streams_per_user: 256,
             node_id: crate::leases::LOCAL_NODE.to_owned(),
             lease_ttl: std::time::Duration::from_secs(15),
@@ -102,6 +106,17 @@ pub struct PromptInput {
     pub text: String,
     pub request_id: Option<String>,
     /// Overrides the server's approval policy for this run.
+    pub approval_policy: Option<ApprovalPolicy>,
+    pub on_disconnect: OnDisconnect,
+    /// When a run is going: wait in the session's queue instead of being refused
+    /// (see [`Engine::submit`]).
+    pub queue: bool,
+}
+
+/// What a prompt asks of its run, once it is checked: kept while it waits in the queue.
+pub(crate) struct Wanted {
+    pub text: String,
+    pub request_id: Option<String>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub on_disconnect: OnDisconnect,
 }
@@ -148,6 +163,9 @@ pub(crate) struct Inner {
     pub hub: crate::hub::Hub,
     /// The git poller's latest reading of each loaded session (see [`crate::git`]).
     pub git: crate::git::Readings,
+    /// Set by [`Engine::stop_runs`]: a stopping node starts no queued prompt (its queue
+    /// waits in the store for the next start, or another node).
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -358,7 +376,7 @@ impl Engine {
             settings,
             node_id,
         };
-        let (env, expiries) = RunEnv::new(parts);
+        let (env, expiries, settled) = RunEnv::new(parts);
         let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));
         let lists = match &cluster {
             Some(cluster) => crate::lists::ListNotifier::clustered(cluster.clone()),
@@ -392,6 +410,7 @@ impl Engine {
                 leases,
                 hub,
                 git: crate::git::Readings::default(),
+                stopping: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
@@ -409,6 +428,11 @@ impl Engine {
             if let Err(e) = engine.resume_decided(call).await {
                 tracing::error!(%run, error = %e, "could not resume a decided call after a restart");
             }
+        }
+        // Queues whose run a crash (or stop) ended start their next prompt now.
+        engine.spawn_queue_runner(settled);
+        if let Err(e) = engine.start_waiting_queues().await {
+            tracing::warn!(error = %e, "could not start the queued prompts left by a previous process");
         }
         engine.spawn_janitor();
         engine.spawn_reaper();
@@ -578,12 +602,17 @@ impl Engine {
             .filter(|l| l.events.read(|s| s.session.project_id == project.id))
             .map(|l| (l.events.session_id().clone(), l))
             .collect();
+        // Under their control locks, so a stopped run's queue cannot start its next prompt
+        // before the delete takes the queues with the sessions.
+        let mut controls = Vec::with_capacity(loaded.len());
         for (_, l) in &loaded {
+            controls.push(l.control.lock().await);
             stop_active(l).await;
         }
         // Delete first, then drop what is in memory: a stream opened meanwhile finds the
         // session gone instead of loading it back.
         let deleted = self.store().delete_project(&project.id).await;
+        drop(controls);
         for (session_id, l) in loaded {
             self.unload(&session_id, &l).await;
         }
@@ -729,10 +758,14 @@ impl Engine {
     pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
         let loaded = self.load(owner, id).await?;
         let project = loaded.events.read(|s| s.session.project_id.clone());
+        // Under the control lock, so the stopped run's queue cannot start its next prompt
+        // before the delete takes the queue with the session.
+        let control = loaded.control.lock().await;
         stop_active(&loaded).await;
         // Delete first, then unload: a stream opened meanwhile finds the session gone
         // instead of loading it back into memory.
         let deleted = self.store().delete_session(id).await;
+        drop(control);
         self.unload(id, &loaded).await;
         self.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
@@ -914,6 +947,7 @@ impl Engine {
         for run in self.store().runs_since(&id, state.first_index).await? {
             view::set_timing(&mut state, frame::PromptTiming::of(&run));
         }
+        state.queue = self.store().queued_prompts(&id).await?.into_iter().map(|q| q.message).collect();
         let pending = self.store().pending_approvals(&id).await?;
         let interrupted = self.store().interrupted_run(&id).await?;
         // Only a frame bus brings the run's end to this view; without one a view that
@@ -949,8 +983,27 @@ impl Engine {
 
     /// Accepts a prompt. The same `request_id` in the same session returns the run it
     /// started before and starts nothing; a prompt while a run is active is refused.
+    /// (A prompt that may wait in the session's queue goes through [`submit`](Self::submit).)
     pub async fn prompt(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<PromptAccepted> {
-        let PromptInput { text, request_id, approval_policy, on_disconnect } = input;
+        match self.submit(owner, id, PromptInput { queue: false, ..input }).await? {
+            Submitted::Started(accepted) => Ok(accepted),
+            // Only a requestId that was queued before (through `submit`) comes back queued.
+            Submitted::Queued(queued) => Err(EngineError::Conflict {
+                code: "prompt_queued",
+                message: format!(
+                    "requestId {} is queued ({}); it runs when the session's active run settles",
+                    queued.request_id, queued.message_id
+                ),
+            }),
+        }
+    }
+
+    /// Accepts a prompt, or with `queue` puts it in the session's queue when a run is
+    /// going (see [`crate::queue`]): then it runs, in order, once the runs before it
+    /// have settled. The same `request_id` returns the run it started or the message
+    /// it queued, and starts or queues nothing.
+    pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
+        let PromptInput { text, request_id, approval_policy, on_disconnect, queue } = input;
         if text.len() > self.inner.config.max_prompt_bytes {
             return Err(EngineError::TooLarge {
                 code: "prompt_too_large",
@@ -980,11 +1033,34 @@ impl Engine {
         if let Some(request_id) = &request_id
             && let Some(run) = self.store().find_run_by_request(id, request_id).await?
         {
-            return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
+            return Ok(Submitted::Started(PromptAccepted {
+                request_id: run.request_id,
+                run_id: run.id,
+                created: false,
+            }));
         }
-        if let Some(active) = loaded.active()
-            && !self.settles_now(&active).await?
+        let queued = self.store().queued_prompts(id).await?;
+        if let Some(request_id) = &request_id
+            && let Some(position) = queued.iter().position(|q| &q.message.request_id == request_id)
         {
+            return Ok(Submitted::Queued(PromptQueued::at(&queued[position].message, position)));
+        }
+        let active = loaded.active();
+        let busy = match &active {
+            Some(active) => !self.settles_now(active).await?,
+            None => false,
+        };
+        let wanted = Wanted { text, request_id, approval_policy, on_disconnect };
+        // Behind the queue even when no run is going (one is about to take the queue's
+        // first message): the queue keeps the order prompts came in.
+        if queue && (busy || !queued.is_empty()) {
+            let answer = self.enqueue(&loaded, owner, wanted).await?;
+            if !busy {
+                self.inner.env.run_settled(id);
+            }
+            return Ok(Submitted::Queued(answer));
+        }
+        if let Some(active) = active.filter(|_| busy) {
             return Err(EngineError::SessionBusy(active.run_id.to_string()));
         }
         let limit = self.inner.config.max_runs_per_user;
@@ -995,22 +1071,44 @@ impl Engine {
             });
         }
         // Another node may be running this session: the lease decides.
-        let lease = LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await?;
+        let lease = match LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await {
+            Ok(lease) => lease,
+            // That node takes the queue when its run settles.
+            Err(EngineError::SessionBusy(_)) if queue => {
+                return Ok(Submitted::Queued(self.enqueue(&loaded, owner, wanted).await?));
+            }
+            Err(e) => return Err(e),
+        };
         if self.is_stale(&loaded).await? {
             // Another node wrote to the session since this one loaded it: start over
             // from the store.
             drop((_control, lease));
             self.forget_stale(id);
-            return Box::pin(self.prompt(owner, id, PromptInput { text, request_id, approval_policy, on_disconnect }))
-                .await;
+            let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
+            let input = PromptInput { text, request_id, approval_policy, on_disconnect, queue };
+            return Box::pin(self.submit(owner, id, input)).await;
         }
+        let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
+        let run = self.new_run(&loaded, request_id);
+        if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
+            return Ok(Submitted::Started(PromptAccepted {
+                request_id: run.request_id,
+                run_id: run.id,
+                created: false,
+            }));
+        }
+        Ok(Submitted::Started(self.launch(&loaded, run, wanted, lease, None)))
+    }
+
+    /// A new run of the loaded session, answering a prompt with this request id.
+    pub(crate) fn new_run(&self, loaded: &Loaded, request_id: String) -> Run {
         let now = now_ms();
-        let request_id = request_id.unwrap_or_else(|| format!("req_{}", ulid_body()));
-        let run = Run {
+        let (session_id, owner_id) = loaded.events.read(|s| (s.session.id.clone(), s.session.owner_id.clone()));
+        Run {
             id: RunId::new(),
-            session_id: id.clone(),
-            owner_id: owner.clone(),
-            request_id: request_id.clone(),
+            session_id,
+            owner_id,
+            request_id,
             status: RunStatus::Running,
             user_message_index: loaded.events.read(|s| s.total),
             created_at: now,
@@ -1019,10 +1117,21 @@ impl Engine {
             ended_at: None,
             usage: Usage::default(),
             error: None,
-        };
-        if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
-            return Ok(PromptAccepted { request_id: run.request_id, run_id: run.id, created: false });
         }
+    }
+
+    /// Starts `run`, stored already, on this node: it becomes the session's active run,
+    /// the accepted frames go out, and its task takes the lease over. `prompt_id`
+    /// names the user message it commits (a queued prompt's id).
+    pub(crate) fn launch(
+        &self,
+        loaded: &Arc<Loaded>,
+        run: Run,
+        wanted: Wanted,
+        lease: LeaseGuard,
+        prompt_id: Option<MessageId>,
+    ) -> PromptAccepted {
+        let request_id = run.request_id.clone();
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
         let accepted = PromptAccepted { request_id: request_id.clone(), run_id: run.id.clone(), created: true };
@@ -1033,11 +1142,15 @@ impl Engine {
             state.active_run = Some(active_run);
             Some(FrameBody::State { state: Box::new(state.clone()) })
         });
-        let policy = approval_policy.unwrap_or(self.inner.config.approval_policy);
-        let task = RunTask::new(self.inner.env.clone(), loaded.clone(), run, text, handle, policy, on_disconnect);
+        let policy = wanted.approval_policy.unwrap_or(self.inner.config.approval_policy);
+        let env = self.inner.env.clone();
+        let mut task = RunTask::new(env, loaded.clone(), run, wanted.text, handle, policy, wanted.on_disconnect);
+        if let Some(id) = prompt_id {
+            task = task.with_prompt_id(id);
+        }
         lease.keep();
         tokio::spawn(task.execute());
-        Ok(accepted)
+        accepted
     }
 
     /// Aborts the session's active run and waits until it is settled as `cancelled`.
@@ -1209,7 +1322,7 @@ impl Engine {
         Ok(StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() })
     }
 
-    fn active_runs_of(&self, owner: &UserId) -> usize {
+    pub(crate) fn active_runs_of(&self, owner: &UserId) -> usize {
         let sessions = self.inner.sessions.all();
         sessions.iter().filter(|l| l.active().is_some() && l.events.read(|s| &s.session.owner_id == owner)).count()
     }
@@ -1248,6 +1361,7 @@ impl Engine {
     /// once), waiting up to `within` for them to settle. Runs parked at an approval
     /// stay parked. Returns how many runs were stopped.
     pub async fn stop_runs(&self, within: std::time::Duration) -> usize {
+        self.inner.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
         let handles = self.inner.sessions.running();
         let error =
             RunError { code: "server_stopped".into(), message: "the server running this run was stopped".into() };
@@ -1292,6 +1406,6 @@ fn check_name(raw: &str, field: &str) -> Result<String> {
     Ok(name.to_owned())
 }
 
-fn ulid_body() -> String {
+pub(crate) fn ulid_body() -> String {
     RunId::new().as_str()[4..].to_owned()
 }

@@ -19,6 +19,7 @@ pub mod lists;
 pub mod metrics;
 pub mod model;
 pub mod models;
+mod queue;
 mod reaper;
 mod registry;
 mod remote;
@@ -45,10 +46,12 @@ pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
+pub use queue::{MAX_QUEUED, PromptQueued, Submitted};
 pub use roots::WorkspaceRoots;
 pub use run::{ApprovalPolicy, OnDisconnect};
 pub use run_sequence::RunCount;
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert, Store,
+    StoreError, Supersede,
 };
 pub use tool::{Ask, Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -38,6 +38,10 @@ impl Engine {
                 if let Err(e) = engine.reap_expired_leases().await {
                     tracing::warn!(error = %e, "could not reap expired session leases");
                 }
+                // After the reaping: a lost node's sessions may have prompts queued.
+                if let Err(e) = engine.start_waiting_queues().await {
+                    tracing::warn!(error = %e, "could not start waiting queued prompts");
+                }
                 if let Err(e) = engine.inner.approvals.release_abandoned_claims().await {
                     tracing::warn!(error = %e, "could not release abandoned idempotency claims");
                 }

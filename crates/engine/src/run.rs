@@ -35,6 +35,20 @@ pub enum ApprovalPolicy {
     Deny,
 }
 
+impl ApprovalPolicy {
+    /// The word stored (and sent) for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Wait => "wait",
+            ApprovalPolicy::Deny => "deny",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        [ApprovalPolicy::Wait, ApprovalPolicy::Deny].into_iter().find(|p| p.as_str() == word)
+    }
+}
+
 /// What happens to a run when its last listener leaves (seed 003's disconnect policy).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -44,6 +58,20 @@ pub enum OnDisconnect {
     Continue,
     /// The run is cancelled when its last subscriber disconnects.
     Cancel,
+}
+
+impl OnDisconnect {
+    /// The word stored (and sent) for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDisconnect::Continue => "continue",
+            OnDisconnect::Cancel => "cancel",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        [OnDisconnect::Continue, OnDisconnect::Cancel].into_iter().find(|p| p.as_str() == word)
+    }
 }
 
 /// How a run ended, or stopped to wait.
@@ -150,6 +178,8 @@ pub(crate) struct RunTask {
     draft_id: Option<MessageId>,
     /// Whether a draft of it is in the store (and must be deleted once it commits).
     draft_stored: bool,
+    /// The id the prompt's user message takes (a queued prompt's: see `queue.rs`).
+    prompt_id: Option<MessageId>,
 }
 
 impl RunTask {
@@ -180,7 +210,15 @@ impl RunTask {
             next_index,
             draft_id: None,
             draft_stored: false,
+            prompt_id: None,
         }
+    }
+
+    /// The prompt's user message gets `id`: a queued prompt keeps its id when a run
+    /// takes it, so the hub's `messages.processed` and `message.created` name one message.
+    pub fn with_prompt_id(mut self, id: MessageId) -> Self {
+        self.prompt_id = Some(id);
+        self
     }
 
     /// A task that continues a parked run from its checkpoint.
@@ -366,6 +404,8 @@ impl RunTask {
         self.emit(AgentEvent::TurnStart {}, None, |_| {});
         let user = Message::user_text(self.prompt.clone(), self.run.created_at);
         self.emit(AgentEvent::MessageStart { message: user.clone() }, Some(self.next_index), |_| {});
+        // `commit` names the message with the streaming draft's id; the prompt has its own.
+        self.draft_id = self.prompt_id.take();
         if let Err(outcome) = self.commit(user).await {
             return outcome;
         }
@@ -1019,6 +1059,11 @@ impl RunTask {
         });
         self.emit(AgentEvent::AgentSettled {}, None, |_| {});
         self.handle.finished.cancel();
+        // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
+        // unless this node is stopping or lost the session: its next runner takes it.
+        if self.handle.failed_as.get().is_none() {
+            self.env.run_settled(&self.run.session_id);
+        }
     }
 }
 

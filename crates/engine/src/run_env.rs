@@ -3,11 +3,13 @@
 //! by the approvals service, which continues parked runs.
 //!
 //! A run reads and writes the store, calls models and tools, keeps its session's lease
-//! renewed, counts who watches its session on other nodes, and arms the expiry of the
-//! approvals it asks for. It cannot load or unload sessions, take prompts, answer
-//! queries or reach auth: those are the engine's. Expiry is a message to the engine
-//! (an approval that expires must be looked up and ended through the whole decision
-//! machinery, which a run does not hold), so nothing here points back at the engine.
+//! renewed, counts who watches its session on other nodes, arms the expiry of the
+//! approvals it asks for, and says when it settled. It cannot load or unload sessions,
+//! take prompts, answer queries or reach auth: those are the engine's. Expiry and
+//! settlement are messages to the engine (an approval that expires must be looked up
+//! and ended through the whole decision machinery, and a settled run's queue started
+//! as a prompt is, neither of which a run holds), so nothing here points back at the
+//! engine.
 
 use crate::framebus::{FrameBus, Watchers};
 use crate::leases::{Leases, Renewal};
@@ -49,11 +51,18 @@ pub(crate) struct RunEnv {
     node_id: String,
     /// Approvals whose expiry the engine is to arm (see [`RunEnv::arm_expiry`]).
     expiries: mpsc::UnboundedSender<Approval>,
+    /// Sessions whose run settled, for the engine to start their next queued prompt
+    /// (see [`RunEnv::run_settled`]).
+    settled: mpsc::UnboundedSender<SessionId>,
 }
 
 /// The engine's end of [`RunEnv::arm_expiry`]: every approval sent here must expire
 /// at its `expires_at` unless it is decided first.
 pub(crate) type Expiries = mpsc::UnboundedReceiver<Approval>;
+
+/// The engine's end of [`RunEnv::run_settled`]: each session sent here may have a
+/// queued prompt to start.
+pub(crate) type Settled = mpsc::UnboundedReceiver<SessionId>;
 
 /// What [`RunEnv::new`] is built from.
 pub(crate) struct RunParts {
@@ -69,11 +78,12 @@ pub(crate) struct RunParts {
 }
 
 impl RunEnv {
-    pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries) {
+    pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries, Settled) {
         let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id } = parts;
         let (expiries, armed) = mpsc::unbounded_channel();
-        let env = RunEnv { store, models, tools, settings, data_dir, leases, frames, node_id, expiries };
-        (Arc::new(env), armed)
+        let (settled, settlements) = mpsc::unbounded_channel();
+        let env = RunEnv { store, models, tools, settings, data_dir, leases, frames, node_id, expiries, settled };
+        (Arc::new(env), armed, settlements)
     }
 
     /// Whether other nodes may have clients on this node's sessions.
@@ -116,6 +126,14 @@ impl RunEnv {
     pub fn arm_expiry(&self, approval: &Approval) {
         // Closed only once the engine is gone: then nobody is left to decide either.
         let _ = self.expiries.send(approval.clone());
+    }
+
+    /// Tells the engine a run of `session` settled here (or that its queue has a prompt
+    /// no run is taking), so the next queued prompt starts. Like expiry, a message: the
+    /// queue is the engine's, and a run does not hold the engine.
+    pub fn run_settled(&self, session: &SessionId) {
+        // Closed only once the engine is gone: then no queue is left to run either.
+        let _ = self.settled.send(session.clone());
     }
 
     /// What a tool call of this session may touch: the project, minus Spool's data

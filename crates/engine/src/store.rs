@@ -155,6 +155,26 @@ pub trait Store: Send + Sync + 'static {
     /// is starting: after a crash it is never run again.
     async fn mark_call_started(&self, approval: &ApprovalId, at: time::Millis) -> Result<(), StoreError>;
 
+    /// Puts a prompt at the end of its session's queue, unless the session already has
+    /// `limit` queued (then `Full`, writing nothing) or the prompt's request id is queued
+    /// already (then that message comes back as `Existing`, and nothing is written).
+    async fn queue_prompt(&self, prompt: &QueuedPrompt, limit: usize) -> Result<QueueInsert, StoreError>;
+    /// The session's queued prompts, in queue order (the next to run first).
+    async fn queued_prompts(&self, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError>;
+    /// One queued prompt by its message id (`None` once taken or removed).
+    async fn get_queued(&self, id: &MessageId) -> Result<Option<QueuedPrompt>, StoreError>;
+    /// Removes a queued prompt; false (nothing written) when it is not queued any more.
+    async fn delete_queued(&self, id: &MessageId) -> Result<bool, StoreError>;
+    /// Takes a queued prompt for `run`, in ONE transaction: removes it from the queue and
+    /// inserts the run (which carries the prompt's request id). `None`, writing nothing,
+    /// when it is not queued any more — of any number of racing takers (two nodes after
+    /// a restart) exactly one gets `Some`. `Some(Existing)` when a run with its request id
+    /// already exists: the prompt leaves the queue and nothing new starts.
+    async fn take_queued(&self, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError>;
+    /// Sessions that have queued prompts, oldest first, at most `limit`: what start-up and
+    /// the reaper look at for queues no run will take (their run ended in a crash).
+    async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError>;
+
     /// Writes the session's streaming draft, replacing the previous checkpoint.
     async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError>;
     /// Forgets the session's draft (its message was committed).
@@ -265,6 +285,27 @@ pub struct Draft {
     pub run_id: RunId,
     pub owner_id: UserId,
     pub message: IndexedMessage,
+}
+
+/// A prompt waiting in its session's queue (see [`Store::queue_prompt`]): what clients
+/// see of it, and what the run that takes it needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedPrompt {
+    pub session_id: SessionId,
+    pub owner_id: UserId,
+    pub message: frame::QueuedMessage,
+    pub approval_policy: Option<crate::ApprovalPolicy>,
+    pub on_disconnect: crate::OnDisconnect,
+}
+
+/// The result of [`Store::queue_prompt`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueueInsert {
+    Queued,
+    /// The request id was queued before: this is that prompt; nothing was written.
+    Existing(QueuedPrompt),
+    /// The session's queue is at its limit; nothing was written.
+    Full,
 }
 
 /// Which node runs a session, and until when: the row that keeps two nodes from

@@ -26,6 +26,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         pending_approvals: Vec::new(),
         last_approval: None,
         todos: Vec::new(),
+        queue: Vec::new(),
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -179,6 +180,10 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             return;
         }
         F::RunAccepted { .. } | F::Git { .. } => return,
+        F::Queue { queue, .. } => {
+            state.queue = queue.clone();
+            return;
+        }
         F::LoopEvent { message_index, message_id, event, run_id } => (*message_index, run_id, (message_id, event)),
     };
     let (message_id, event) = event;

@@ -7,6 +7,7 @@
 //! | `run.accepted`     | `requestId` and `runId` of a newly accepted prompt    |
 //! | `loop.event`       | one [`AgentEvent`] unrenamed, with `runId` and optional `messageIndex` |
 //! | `session.git`      | the project's new [`GitState`](crate::git::GitState) (the git poller saw it change) |
+//! | `session.queue`    | the session's queue of prompts waiting for the run, and what changed in it |
 //!
 //! Every frame has `sessionId`, `streamId` and `seq`; its SSE id is `streamId:seq` and
 //! it has no SSE `event:` field (browsers read it through `onmessage`). A frame is
@@ -31,6 +32,7 @@ pub const STATE: &str = "session.state";
 pub const RUN_ACCEPTED: &str = "run.accepted";
 pub const LOOP_EVENT: &str = "loop.event";
 pub const GIT: &str = "session.git";
+pub const QUEUE: &str = "session.queue";
 
 /// How many of the latest user rounds a snapshot carries; earlier ones load from the
 /// history endpoint.
@@ -72,6 +74,11 @@ pub enum FrameBody {
     /// after it is loaded is not announced (there is nothing to compare it with).
     #[serde(rename = "session.git")]
     Git { git: crate::git::GitState },
+    /// The queue changed: `queue` is all of it now (what the state's `queue` becomes),
+    /// `change` what happened. A frame of its own, not a `session.state`, so the hub can
+    /// say which messages were taken and which removed.
+    #[serde(rename = "session.queue")]
+    Queue { queue: Vec<QueuedMessage>, change: QueueChange },
 }
 
 impl FrameBody {
@@ -82,6 +89,7 @@ impl FrameBody {
             FrameBody::RunAccepted { .. } => RUN_ACCEPTED,
             FrameBody::LoopEvent { .. } => LOOP_EVENT,
             FrameBody::Git { .. } => GIT,
+            FrameBody::Queue { .. } => QUEUE,
         }
     }
 }
@@ -133,6 +141,38 @@ pub struct SessionState {
     /// never wrote one).
     #[serde(default)]
     pub todos: Vec<crate::hub::Todo>,
+    /// Prompts sent with `queue: true` while a run was going, next first (absent when
+    /// there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<QueuedMessage>,
+}
+
+/// A prompt waiting for the session's active run to settle. Its id becomes the user
+/// message's id once a run takes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedMessage {
+    pub id: MessageId,
+    /// The client's `requestId` (or one Spool made up): the run that takes the message
+    /// has it, so a retried prompt finds the message queued or its run.
+    pub request_id: String,
+    pub text: String,
+    pub created_at: Millis,
+}
+
+/// What changed in a session's queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum QueueChange {
+    /// A prompt joined the end of the queue.
+    #[serde(rename_all = "camelCase")]
+    Added { message_id: MessageId },
+    /// A run took these messages (it starts right after this frame).
+    #[serde(rename_all = "camelCase")]
+    Taken { message_ids: Vec<MessageId>, run_id: RunId },
+    /// A person removed a message before any run took it.
+    #[serde(rename_all = "camelCase")]
+    Deleted { message_id: MessageId },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -3,7 +3,9 @@
 //! snapshot diff as you would an API change.
 
 use insta::{assert_json_snapshot, assert_snapshot};
-use spool_protocol::frame::{ActiveRun, PromptTiming, SessionState, ToolExecution, ToolStatus};
+use spool_protocol::frame::{
+    ActiveRun, PromptTiming, QueueChange, QueuedMessage, SessionState, ToolExecution, ToolStatus,
+};
 use spool_protocol::*;
 use std::collections::BTreeMap;
 
@@ -118,6 +120,7 @@ fn state() -> SessionState {
         pending_approvals: vec![],
         last_approval: None,
         todos: todos(),
+        queue: Vec::new(),
     }
 }
 
@@ -366,6 +369,41 @@ fn every_loop_event() {
         assert_eq!(&back, f, "frames round-trip through JSON");
     }
     assert_json_snapshot!(events);
+}
+
+#[test]
+fn queue_frames_and_a_state_with_a_queue() {
+    let queued = |n: u8, text: &str| QueuedMessage {
+        id: format!("msg_01jd00000000000000000000{n:02}").parse().unwrap(),
+        request_id: format!("req-q{n}"),
+        text: text.into(),
+        created_at: 1_764_000_002_000 + i64::from(n),
+    };
+    let (next, later) = (queued(41, "and then the tests"), queued(42, "and a summary"));
+    let frames = vec![
+        frame(
+            30,
+            FrameBody::Queue {
+                queue: vec![next.clone(), later.clone()],
+                change: QueueChange::Added { message_id: later.id.clone() },
+            },
+        ),
+        frame(
+            31,
+            FrameBody::Queue {
+                queue: vec![later.clone()],
+                change: QueueChange::Taken { message_ids: vec![next.id.clone()], run_id: run_id() },
+            },
+        ),
+        frame(32, FrameBody::Queue { queue: vec![], change: QueueChange::Deleted { message_id: later.id.clone() } }),
+    ];
+    for f in &frames {
+        let back: Frame = serde_json::from_str(&serde_json::to_string(f).unwrap()).unwrap();
+        assert_eq!(&back, f);
+    }
+    let mut s = state();
+    s.queue = vec![later];
+    assert_json_snapshot!((frames, frame(33, FrameBody::State { state: Box::new(s) })));
 }
 
 #[test]

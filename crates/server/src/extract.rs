@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use spool_engine::auth::Credential;
-use spool_protocol::{ApprovalId, IdError, ProjectId, RunId, SessionId, UserId};
+use spool_protocol::{ApprovalId, IdError, MessageId, ProjectId, RunId, SessionId, UserId};
 use std::str::FromStr;
 
 /// The user a request acts as: every route that touches a user's data takes this.
@@ -167,6 +167,9 @@ impl ApiId for ApprovalId {
     const WHAT: &'static str = "approval";
 }
 
+impl ApiId for MessageId {
+    const WHAT: &'static str = "message";
+}
 impl ApiId for RunId {
     const WHAT: &'static str = "run";
 }

@@ -18,7 +18,7 @@ struct Records {
     session: String,
     run: String,
     approval: String,
-    /// Alice's prompt, a stored user message.
+    /// A prompt Alice queued behind her parked run.
     message: String,
 }
 
@@ -193,9 +193,13 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
         assert!(tokio::time::Instant::now() < deadline, "no approval");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    let (_, page) = send(&server, "GET", &format!("/api/sessions/{session}/messages"), Some(&alice), None).await;
-    let page: Value = serde_json::from_str(&page).expect("JSON");
-    let message = id_of(&page["messages"][0]);
+    let later = json!({"text": "echo: later", "queue": true});
+    let (status, queued) =
+        send(&server, "POST", &format!("/api/sessions/{session}/prompt"), Some(&alice), Some(&later)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let queued: Value = serde_json::from_str(&queued).expect("JSON");
+    assert_eq!(queued["queued"], true, "{queued}");
+    let message = queued["messageId"].as_str().expect("messageId").to_owned();
     let records = Records { project, session, run, approval, message };
     let before = alices_world(&server, &alice, &records).await;
 

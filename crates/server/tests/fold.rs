@@ -1,8 +1,8 @@
 //! The stream carries the whole state: a client that takes a snapshot and applies every
 //! frame after it (`view::apply_frame`) ends with exactly the state a fresh snapshot
 //! shows — over streamed text, tool calls that succeed and fail, an approval decided,
-//! an aborted run, and enough rounds that old ones leave the snapshot. A state change
-//! that published no frame, or a frame a client cannot apply, fails here.
+//! an aborted run, a message queue, and enough rounds that old ones leave the snapshot.
+//! A state change that published no frame, or a frame a client cannot apply, fails here.
 
 mod common;
 
@@ -146,4 +146,44 @@ async fn an_approval_decided_and_an_aborted_run_fold_to_the_snapshot() {
     follower.follow_run().await;
     assert_eq!(server.wait_run(&run).await["status"], "cancelled");
     assert_matches_a_fresh_snapshot(&server, &session, &mut follower).await;
+}
+
+#[tokio::test]
+async fn a_queue_that_grows_shrinks_and_runs_folds_to_the_snapshot() {
+    let server = TestServer::start().await;
+    let session = titled(&server).await;
+    let mut follower = Follower::open(&server, &session).await;
+    let write = format!("tool: write {}", json!({"path": "queued.txt", "content": "x"}));
+    let run = server.start_run(&session, &write).await;
+    follower.follow_until(|f| f.event_type() == Some("approval_requested")).await;
+    let queue = |text: &'static str| {
+        let server = &server;
+        let session = &session;
+        async move {
+            let body = json!({"text": text, "queue": true});
+            let (status, answer) = server.post(&format!("/api/sessions/{session}/prompt"), body).await;
+            assert_eq!((status, answer["queued"].clone()), (StatusCode::ACCEPTED, json!(true)), "{answer}");
+            answer["messageId"].as_str().expect("messageId").to_owned()
+        }
+    };
+    queue("echo: first queued").await;
+    let second = queue("echo: second queued").await;
+    let detail = assert_matches_a_fresh_snapshot(&server, &session, &mut follower).await;
+    assert_eq!(detail["state"]["queue"].as_array().map(Vec::len), Some(2), "{detail}");
+    let (status, _) = server.delete(&format!("/api/messages/{second}")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_matches_a_fresh_snapshot(&server, &session, &mut follower).await;
+
+    let approval = id_of(&follower.state.pending_approvals.first().map(|a| json!({"id": a.id})).expect("card"));
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/approvals/{approval}"), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run).await["status"], "completed");
+    follower.follow_run().await;
+    follower.follow_run().await;
+    let detail = assert_matches_a_fresh_snapshot(&server, &session, &mut follower).await;
+    assert!(detail["state"]["queue"].is_null(), "{detail}");
+    let texts: Vec<String> =
+        follower.state.messages.iter().filter(|m| m.message.is_user()).map(|m| m.message.text()).collect();
+    assert_eq!(texts, [write, "echo: first queued".to_owned()]);
 }

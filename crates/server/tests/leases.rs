@@ -2,7 +2,7 @@
 //! process over one database file: node A serves HTTP, node B is driven directly. A
 //! session running on one node is busy on the other; a dead node's run is failed as
 //! `node_lost`, never re-run; a node that loses its lease stops its run; racing
-//! decisions on both nodes run the tool once.
+//! decisions on both nodes run the tool once; queued prompts run once each.
 
 mod common;
 
@@ -10,7 +10,7 @@ use common::{TestOptions, TestServer, id_of};
 use serde_json::json;
 use spool_engine::{
     DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert,
-    Store,
+    Store, Submitted,
 };
 use spool_model::ScriptedModel;
 use spool_protocol::time::now_ms;
@@ -182,4 +182,48 @@ async fn a_node_reads_what_another_node_wrote_to_a_session_it_had_loaded() {
     assert_eq!(after.state.total, 2, "B shows A's run");
     assert_eq!(after.session.title, "renamed on A");
     assert_eq!(after.state.messages.last().map(|m| m.message.text()), Some("written on A".into()));
+}
+
+/// A prompt queued on the node that does not run the session waits; the runner takes
+/// the queue when its run settles, while the other node's reaper (every half lease)
+/// looks for queues no run takes. Whoever starts each prompt, each runs once, in order.
+#[tokio::test]
+async fn prompts_queued_on_either_node_run_once_each_in_order() {
+    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let run = a.start_run(&session, "stream: 60").await;
+    let on_b = PromptInput { queue: true, request_id: Some("on-b".into()), ..prompt("echo: queued on B") };
+    match b.submit(b.local_user(), &id, on_b).await.expect("B queues it") {
+        Submitted::Queued(queued) => assert_eq!(queued.position, 1),
+        other => panic!("node A runs the session; B must queue: {other:?}"),
+    }
+    let (status, on_a) = a
+        .post(
+            &format!("/api/sessions/{session}/prompt"),
+            json!({"text": "echo: queued on A", "requestId": "on-a", "queue": true}),
+        )
+        .await;
+    assert_eq!((status, on_a["position"].clone()), (reqwest::StatusCode::ACCEPTED, json!(2)), "{on_a}");
+    assert_eq!(a.wait_run(&run).await["status"], "completed");
+
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    let runs = loop {
+        let runs = a.store.runs_since(&id, 0).await.expect("runs");
+        let queue = a.store.queued_prompts(&id).await.expect("queue");
+        if queue.is_empty() && runs.len() == 3 && runs.iter().all(|r| r.status.is_terminal()) {
+            break runs;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the queue did not run: {runs:?} {queue:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let requests: Vec<&str> = runs.iter().skip(1).map(|r| r.request_id.as_str()).collect();
+    assert_eq!(requests, ["on-b", "on-a"], "in the order they were queued, each once");
+    assert!(runs.iter().all(|r| r.status == RunStatus::Completed), "{runs:?}");
+    let history = a.messages(&session, "?limit=500").await;
+    let prompts: Vec<&str> = (history["messages"].as_array().expect("messages").iter())
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"][0]["text"].as_str().expect("text"))
+        .collect();
+    assert_eq!(prompts, ["stream: 60", "echo: queued on B", "echo: queued on A"]);
 }

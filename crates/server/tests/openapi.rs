@@ -43,6 +43,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),
     ("POST", "/api/sessions/{id}/abort"),
+    ("DELETE", "/api/messages/{id}"),
     ("POST", "/api/sessions/{id}/approvals/{approval}"),
     ("GET", "/api/sessions/{id}/events"),
     ("GET", "/api/workspaces/events"),
@@ -105,6 +106,7 @@ fn concrete(path: &str) -> String {
     path.replace("/ui/{path}", "/ui/index.html")
         .replace("/api/projects/{id}", &format!("/api/projects/{project}"))
         .replace("/api/runs/{id}", &format!("/api/runs/{run}"))
+        .replace("/api/messages/{id}", &format!("/api/messages/{}", id("msg")))
         .replace("/permission/{id}", &format!("/permission/{approval}"))
         .replace("/api/gate/approvals/{id}", &format!("/api/gate/approvals/{approval}"))
         .replace("{approval}", &approval)

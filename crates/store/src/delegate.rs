@@ -193,6 +193,32 @@ macro_rules! impl_store {
                     approvals::mark_started(&self.pool, approval, at).await
                 }
 
+                async fn queue_prompt(
+                    &self,
+                    prompt: &spool_engine::QueuedPrompt,
+                    limit: usize,
+                ) -> Result<spool_engine::QueueInsert, StoreError> {
+                    queue::insert(&self.pool, prompt, limit).await
+                }
+                async fn queued_prompts(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<Vec<spool_engine::QueuedPrompt>, StoreError> {
+                    queue::list(&self.pool, session).await
+                }
+                async fn get_queued(&self, id: &MessageId) -> Result<Option<spool_engine::QueuedPrompt>, StoreError> {
+                    queue::get(&self.pool, id).await
+                }
+                async fn delete_queued(&self, id: &MessageId) -> Result<bool, StoreError> {
+                    queue::delete(&self.pool, id).await
+                }
+                async fn take_queued(&self, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError> {
+                    queue::take(&self.pool, id, run).await
+                }
+                async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
+                    queue::sessions(&self.pool, limit).await
+                }
+
                 async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError> {
                     drafts::put(&self.pool, draft).await
                 }

@@ -150,6 +150,31 @@ pub(crate) fn run(row: &impl Columns) -> Result<Run, StoreError> {
     })
 }
 
+pub(crate) fn queued(row: &impl Columns) -> Result<spool_engine::QueuedPrompt, StoreError> {
+    let policy = row.text_opt("approval_policy")?;
+    let approval_policy = policy
+        .map(|p| {
+            spool_engine::ApprovalPolicy::parse(&p)
+                .ok_or_else(|| StoreError::Backend(format!("stored approval policy `{p}` is unknown")))
+        })
+        .transpose()?;
+    let on_disconnect = row.text("on_disconnect")?;
+    let on_disconnect = spool_engine::OnDisconnect::parse(&on_disconnect)
+        .ok_or_else(|| StoreError::Backend(format!("stored disconnect policy `{on_disconnect}` is unknown")))?;
+    Ok(spool_engine::QueuedPrompt {
+        session_id: parse_id(&row.text("session_id")?)?,
+        owner_id: parse_id(&row.text("owner_id")?)?,
+        message: spool_protocol::frame::QueuedMessage {
+            id: parse_id(&row.text("id")?)?,
+            request_id: row.text("request_id")?,
+            text: row.text("text")?,
+            created_at: row.int("created_at")?,
+        },
+        approval_policy,
+        on_disconnect,
+    })
+}
+
 /// The full usage JSON; rows written before it existed hold `{}`, and then the two
 /// plain columns are all there is.
 fn usage(json: Value, input: u64, output: u64) -> Result<Usage, StoreError> {

@@ -140,6 +140,13 @@ async fn fifty_nodes_wanting_one_session_get_one_lease() {
     concurrent_lease_acquisitions_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
 }
 
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
+#[tokio::test]
+async fn fifty_nodes_taking_one_queued_prompt_start_one_run() {
+    let db = TestDb::create().await;
+    concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
+}
+
 /// Retried first prompts on several nodes: one run, and every caller sees it; first
 /// logins on several nodes: one user id.
 #[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
@@ -239,6 +246,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "messages",
             "parts",
             "projects",
+            "queued_messages",
             "runs",
             "session_leases",
             "session_memory",

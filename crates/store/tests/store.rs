@@ -127,6 +127,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "messages",
             "parts",
             "projects",
+            "queued_messages",
             "runs",
             "session_leases",
             "session_memory",

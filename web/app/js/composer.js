@@ -1,5 +1,6 @@
-// Composer: the prompt box. Enter sends, Shift+Enter adds a line. Each send carries a
-// requestId; when the answer is uncertain (network error, 5xx) the text and its
+// Composer: the prompt box. Enter sends, Shift+Enter adds a line; while a run is going,
+// Enter queues the prompt behind it (every send asks for `queue: true`, so the server
+// runs it now when nothing runs, or queues it). Each send carries a requestId; when the answer is uncertain (network error, 5xx) the text and its
 // requestId stay, and sending again reuses the id, so the server runs the prompt at most
 // once. What a person typed is kept per session (in memory and sessionStorage) across
 // reconnects, session switches and reloads. Sending is disabled while disconnected.
@@ -71,7 +72,6 @@ export class Composer {
   async submit() {
     const view = this.view;
     if (!view || this.sending || !view.connected) return;
-    if (this.busy) return; // the button is Stop then; Enter keeps the text
     const text = this.input.value.trim();
     if (!text) return;
     const id = view.id;
@@ -82,7 +82,7 @@ export class Composer {
     this.error = null;
     this.update();
     try {
-      await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId });
+      await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId, queue: true });
       this.pending.delete(id);
       if (this.sessionId === id && this.input.value.trim() === text) this.input.value = '';
       this.drafts.delete(id);
@@ -92,8 +92,8 @@ export class Composer {
       if (this.sessionId === id) {
         this.error = e.uncertain
           ? 'Not confirmed: the server did not answer. Send again to retry safely (it runs at most once).'
-          : e.code === 'session_busy'
-            ? 'A run is still going in this session. Wait for it or stop it.'
+          : e.code === 'queue_full'
+            ? 'The queue is full. Wait for a queued prompt to run, or remove one.'
             : e.message;
       }
     } finally {
@@ -113,7 +113,8 @@ export class Composer {
     this.button.dataset.mode = busy ? 'stop' : 'send';
     this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
     this.button.title = busy ? 'Stop the run' : 'Send (Enter)';
-    this.hint.textContent = this.error ?? (!view ? '' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : 'Enter to send · Shift+Enter for a new line');
+    const keys = busy ? 'Enter to queue after this run · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
+    this.hint.textContent = this.error ?? (!view ? '' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
     this.hint.classList.toggle('is-error', Boolean(this.error));
   }
 }

@@ -8,7 +8,7 @@
 // refused frame, a parse error, Retry or an uncertain decision into a fresh snapshot.
 // None of these paths re-sends a command. Disposing closes only this view's stream.
 
-import { get, post, patch } from './api.js';
+import { get, post, patch, del } from './api.js';
 import { FrameFeed } from './feed.js';
 import { newId } from './format.js';
 import { parseFrame } from './store.js';
@@ -36,6 +36,7 @@ export class SessionView {
     this.timeline = new Timeline(scroller, {
       onLoadEarlier: () => this.loadEarlier(),
       decide: (a, d, m) => this.decide(a, d, m),
+      removeQueued: (q) => this.removeQueued(q),
       examples,
     });
     this.feed = new FrameFeed({ store, paint: () => this.paint(), onResync: (why) => this.resync(why) });
@@ -198,6 +199,26 @@ export class SessionView {
       this.resync(`decision answered ${e.status || 'nothing'}`);
     }
     this.paint();
+  }
+
+  /**
+   * Removes a queued prompt before a run takes it. The stream shows the queue as it is
+   * (removed, or taken by a run first: then the server says 404 and the prompt is
+   * already in the conversation); anything uncertain asks for a fresh snapshot.
+   */
+  async removeQueued(queued) {
+    const removing = this.timeline.removing;
+    if (removing.has(queued.id)) return;
+    removing.add(queued.id);
+    this.paint();
+    try {
+      await del(`/api/messages/${encodeURIComponent(queued.id)}`);
+    } catch (e) {
+      if (!this.disposed && e.status !== 404) this.resync(`removing a queued prompt answered ${e.status || 'nothing'}`);
+    } finally {
+      removing.delete(queued.id);
+      this.paint();
+    }
   }
 
   async setModel(model) {

@@ -1,6 +1,7 @@
 // SessionStore: everything the page shows about one session, fed only by frames of its
-// stream (session.snapshot, session.state, run.accepted, loop.event) plus pages of older
-// history. No DOM and no network here, so Node tests drive it with golden frames.
+// stream (session.snapshot, session.state, run.accepted, loop.event, session.queue) plus
+// pages of older history. No DOM and no network here, so Node tests drive it with golden
+// frames.
 //
 // The cursor rules of seed 001:
 //   * every applied frame moves the cursor `{streamId, seq}`;
@@ -12,8 +13,9 @@
 //
 // State mirrors the server's projection (crates/engine/src/view.rs): committed messages
 // by absolute index, drafts being streamed, tool executions by call id, prompt timings by
-// user message index, pending approvals. Messages loaded earlier through the history
-// endpoint stay as long as they join the snapshot's window without a hole.
+// user message index, pending approvals, prompts queued behind the run. Messages loaded
+// earlier through the history endpoint stay as long as they join the snapshot's window
+// without a hole.
 
 import { applyDelta } from './deltas.js';
 
@@ -35,6 +37,7 @@ export class SessionStore {
     this.approvals = [];
     this.lastApproval = null;
     this.todos = []; // the agent's todo list, as its last todo_write left it
+    this.queue = []; // prompts waiting for the run, next first: {id, requestId, text, createdAt}
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
     this.revs = new Map(); // index → revision, so the view repaints only changed rows
@@ -122,6 +125,10 @@ export class SessionStore {
         return 'ok';
       case 'loop.event':
         return this.event(frame.event, frame.messageIndex);
+      case 'session.queue':
+        // The whole queue as it is now (a prompt joined, a run took one, one was removed).
+        this.queue = [...frame.queue];
+        return 'ok';
       default:
         return 'ok';
     }
@@ -144,6 +151,7 @@ export class SessionStore {
     this.approvals = [...(state.pendingApprovals ?? [])];
     this.lastApproval = state.lastApproval ?? null;
     this.todos = [...(state.todos ?? [])];
+    this.queue = [...(state.queue ?? [])];
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);

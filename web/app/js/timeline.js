@@ -2,6 +2,7 @@
 // message index and rebuilt only when the store bumped that row's revision (or after a
 // snapshot), so streaming repaints one row per animation frame, not the whole history.
 // Open/closed toggles and an approval card's half-typed message survive repaints.
+// Prompts queued behind the run (Enter while it goes) show last, each with a remove button.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
@@ -16,12 +17,14 @@ const ENDINGS = {
 };
 
 export class Timeline {
-  constructor(scroller, { onLoadEarlier, decide, examples }) {
+  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples }) {
     this.scroller = scroller;
     this.list = h('div', { class: 'rows' });
     scroller.replaceChildren(this.list);
     this.onLoadEarlier = onLoadEarlier;
     this.decide = decide;
+    this.removeQueued = removeQueued;
+    this.removing = new Set(); // ids of queued prompts whose removal is on its way
     this.examples = examples;
     this.rows = new Map(); // index → {key, el}
     this.open = new Map(); // details key → open
@@ -60,6 +63,7 @@ export class Timeline {
     }
     if (store.notice) nodes.push(h('div', { class: 'run-notice', role: 'status' }, store.notice));
     nodes.push(...this.approvals(store));
+    nodes.push(this.queued(store));
     reconcile(this.list, nodes);
     if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
@@ -159,6 +163,24 @@ export class Timeline {
       updateApproval(card, a, this.ui.get(a.id) ?? {});
       return card;
     });
+  }
+
+  /** The prompts waiting for the run, next first; each can be removed before it runs. */
+  queued(store) {
+    if (store.queue.length === 0) return null;
+    return h('section', { class: 'queue', 'aria-label': 'Queued prompts' },
+      h('h3', { class: 'queue-title' }, store.queue.length === 1 ? '1 prompt queued' : `${store.queue.length} prompts queued`,
+        h('span', { class: 'muted' }, ' · each runs when the one before it has finished')),
+      h('ol', { class: 'queue-list' }, store.queue.map((q) => h('li', { class: 'queued', dataset: { messageId: q.id } },
+        h('span', { class: 'queued-text' }, q.text),
+        h('button', {
+          class: 'icon-btn queued-remove',
+          type: 'button',
+          'aria-label': `Remove from the queue: ${q.text.slice(0, 60)}`,
+          title: 'Remove from the queue',
+          disabled: this.removing.has(q.id),
+          onclick: () => this.removeQueued(q),
+        }, icon('cross'))))));
   }
 
   /** Runs `change` (which prepends rows) without moving what the reader is looking at. */

@@ -17,6 +17,7 @@
 //! | `session_title`                      | `channel.updated` |
 //! | `todo_write`                         | `agent.todo_write` (the whole list) |
 //! | `session.git` (the git poller)       | `channel.updated` with branch, commit, diff additions/deletions |
+//! | `session.queue` (a run took queued messages / one was removed) | `messages.processed` / `message.deleted` |
 //!
 //! Each frame gives at most one event, so a cursor names a point between events and
 //! a replay from it can neither repeat nor skip one. Two departures from the seed, both
@@ -31,7 +32,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::frame::{Frame, FrameBody, QueueChange};
 use spool_protocol::time::Millis;
 use spool_protocol::{
     AgentEvent, Approval, ApprovalKind, Message, MessageId, ProjectId, SessionId, StopReason, StreamDelta, Usage,
@@ -39,6 +40,8 @@ use spool_protocol::{
 
 pub const MESSAGE_CREATED: &str = "message.created";
 pub const MESSAGE_STREAMING: &str = "message.streaming";
+pub const MESSAGE_DELETED: &str = "message.deleted";
+pub const MESSAGES_PROCESSED: &str = "messages.processed";
 pub const AGENT_STATUS: &str = "agent.status";
 pub const AGENT_THINKING: &str = "agent.thinking";
 pub const AGENT_ACTIVITY: &str = "agent.activity";
@@ -132,6 +135,14 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
             loop_event(&at, event, tally, author)?
         }
         FrameBody::Git { git } => (CHANNEL_UPDATED, git_updated(&frame.session_id, git)),
+        FrameBody::Queue { change, .. } => match change {
+            QueueChange::Taken { message_ids, run_id } => {
+                (MESSAGES_PROCESSED, json!({"msg_ids": message_ids, "run_id": run_id}))
+            }
+            QueueChange::Deleted { message_id } => (MESSAGE_DELETED, json!({"msg_id": message_id})),
+            // The seed has no event for a message joining the queue; the state shows it.
+            QueueChange::Added { .. } => return None,
+        },
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
     let (kind, data) = data;
@@ -900,5 +911,30 @@ mod tests {
             error("invalid_message", "expected {\"type\":\"subscribe\",\"channels\":[…]}", NOW),
         ]);
         assert_json_snapshot!(events);
+    }
+
+    #[test]
+    fn a_taken_queue_message_is_processed_and_a_removed_one_deleted() {
+        let (first, second): (MessageId, MessageId) =
+            ("msg_01jd0000000000000000000031".parse().unwrap(), "msg_01jd0000000000000000000032".parse().unwrap());
+        let queued = |id: &MessageId| spool_protocol::frame::QueuedMessage {
+            id: id.clone(),
+            request_id: format!("req-{id}"),
+            text: "and then?".into(),
+            created_at: NOW,
+        };
+        let mut tally = RunTally::default();
+        let mut map =
+            |seq, queue, change| map_frame(&frame(seq, FrameBody::Queue { queue, change }), &mut tally, &author(), NOW);
+        let added = map(50, vec![queued(&first), queued(&second)], QueueChange::Added { message_id: second.clone() });
+        assert_eq!(added, None, "the seed has no event for a message joining the queue");
+        let taken = QueueChange::Taken { message_ids: vec![first.clone()], run_id: run_id() };
+        let processed = map(51, vec![queued(&second)], taken).expect("an event");
+        assert_eq!(processed.kind, MESSAGES_PROCESSED);
+        assert_eq!(processed.data, json!({"msg_ids": [first], "run_id": run_id()}));
+        assert_eq!(processed.cursor.as_deref(), Some("stm_01jd0000000000000000000002:51"));
+        let deleted = map(52, vec![], QueueChange::Deleted { message_id: second.clone() }).expect("an event");
+        assert_eq!((deleted.kind, deleted.channel_id.as_str()), (MESSAGE_DELETED, sid().as_str()));
+        assert_eq!(deleted.data, json!({"msg_id": second}));
     }
 }

@@ -132,6 +132,7 @@ async fn chat(
         request_id: body.request_id,
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
+        queue: false,
     };
     // Subscribed before prompting: the run's first frame comes after this snapshot.
     let accepted = match engine.subscribe(&user, &session, None, connection.clone(), false).await {

@@ -15,6 +15,7 @@ mod gate;
 mod health;
 mod hub;
 mod lists;
+mod messages;
 mod metrics;
 mod models;
 mod openapi;
@@ -55,6 +56,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(projects::router())
         .merge(sessions::router())
         .merge(runs::router())
+        .merge(messages::router())
         .merge(approvals::router())
         .merge(gate::router())
         .merge(events::router())

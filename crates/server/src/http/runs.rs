@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use spool_engine::{ApprovalPolicy, OnDisconnect, PromptAccepted, PromptInput};
+use spool_engine::{ApprovalPolicy, OnDisconnect, PromptAccepted, PromptInput, PromptQueued, Submitted};
 use spool_protocol::{Run, RunId, SessionId};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -29,6 +29,18 @@ struct PromptBody {
     /// `continue` (default) or `cancel`: what the run does when its last listener leaves.
     #[serde(default)]
     on_disconnect: OnDisconnect,
+    /// While a run is going, wait in the session's queue (answered `{queued: true, …}`)
+    /// instead of 409 `session_busy`.
+    #[serde(default)]
+    queue: bool,
+}
+
+/// A started run, or (with `queue: true` while a run is going) the queued message.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+enum PromptAnswer {
+    Started(PromptAccepted),
+    Queued(PromptQueued),
 }
 
 #[derive(Serialize, ToSchema)]
@@ -39,29 +51,39 @@ struct Aborted {
 }
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the
-/// client gets the run to follow, and nothing started twice.
+/// client gets the run to follow, and nothing started twice. With `queue: true` while a
+/// run is going, 202 `{queued: true, requestId, messageId, position}`: the prompt runs
+/// when the runs before it have settled (the same `requestId` again answers the same
+/// message, or its run once one took it). A full queue is 429 `queue_full`.
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/prompt",
     tag = "runs",
     params(("id" = SessionId, Path)),
     request_body = PromptBody,
-    responses((status = 202, description = "The run to follow on the session stream", body = PromptAccepted), WriteErrors)
+    responses(
+        (status = 202, description = "The run to follow on the session stream, or the queued message", body = PromptAnswer),
+        WriteErrors
+    )
 )]
 async fn prompt(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<PromptBody>,
-) -> Result<(StatusCode, Json<PromptAccepted>), ApiError> {
+) -> Result<(StatusCode, Json<PromptAnswer>), ApiError> {
     let input = PromptInput {
         text: body.text,
         request_id: body.request_id,
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
+        queue: body.queue,
     };
-    let accepted = state.engine.prompt(&user, &id, input).await?;
-    Ok((StatusCode::ACCEPTED, Json(accepted)))
+    let answer = match state.engine.submit(&user, &id, input).await? {
+        Submitted::Started(accepted) => PromptAnswer::Started(accepted),
+        Submitted::Queued(queued) => PromptAnswer::Queued(queued),
+    };
+    Ok((StatusCode::ACCEPTED, Json(answer)))
 }
 
 /// Returns once the run is settled as `cancelled`; with nothing running it is a no-op.

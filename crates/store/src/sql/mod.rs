@@ -38,6 +38,7 @@ pub(crate) mod leases;
 pub(crate) mod memory;
 pub(crate) mod messages;
 pub(crate) mod projects;
+pub(crate) mod queue;
 pub(crate) mod runs;
 pub(crate) mod sessions;
 pub(crate) mod todos;

@@ -26,32 +26,7 @@ const INSERT_ATTEMPTS: usize = 2;
 /// [`INSERT_ATTEMPTS`]).
 pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreError> {
     for _ in 0..INSERT_ATTEMPTS {
-        let done = sqlx::query(
-            "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
-                               updated_at, first_token_at, ended_at, usage_input, usage_output, usage, error_code,
-                               error_message)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT (session_id, request_id) DO NOTHING",
-        )
-        .bind(run.id.as_str())
-        .bind(run.session_id.as_str())
-        .bind(run.owner_id.as_str())
-        .bind(&run.request_id)
-        .bind(run.status.as_str())
-        .bind(to_db_int(run.user_message_index, "user message index")?)
-        .bind(run.created_at)
-        .bind(run.updated_at)
-        .bind(run.first_token_at)
-        .bind(run.ended_at)
-        .bind(to_db_int(run.usage.input, "input tokens")?)
-        .bind(to_db_int(run.usage.output, "output tokens")?)
-        .bind(Json(&run.usage))
-        .bind(run.error.as_ref().map(|e| e.code.as_str()))
-        .bind(run.error.as_ref().map(|e| e.message.as_str()))
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-        if done.rows_affected() > 0 {
+        if insert_row(pool, run).await? {
             return Ok(RunInsert::Created);
         }
         if let Some(existing) = find_by_request(pool, &run.session_id, &run.request_id).await? {
@@ -59,6 +34,38 @@ pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreErr
         }
     }
     Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
+}
+
+/// The insert itself: true when it wrote the run, false when its requestId is taken.
+/// Generic over the executor so taking a queued prompt can insert its run inside the
+/// transaction that removes the prompt.
+pub(crate) async fn insert_row<'e, E: Executor<'e, Database = Db>>(executor: E, run: &Run) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO runs (id, session_id, owner_id, request_id, status, user_message_index, created_at,
+                           updated_at, first_token_at, ended_at, usage_input, usage_output, usage, error_code,
+                           error_message)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         ON CONFLICT (session_id, request_id) DO NOTHING",
+    )
+    .bind(run.id.as_str())
+    .bind(run.session_id.as_str())
+    .bind(run.owner_id.as_str())
+    .bind(&run.request_id)
+    .bind(run.status.as_str())
+    .bind(to_db_int(run.user_message_index, "user message index")?)
+    .bind(run.created_at)
+    .bind(run.updated_at)
+    .bind(run.first_token_at)
+    .bind(run.ended_at)
+    .bind(to_db_int(run.usage.input, "input tokens")?)
+    .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(Json(&run.usage))
+    .bind(run.error.as_ref().map(|e| e.code.as_str()))
+    .bind(run.error.as_ref().map(|e| e.message.as_str()))
+    .execute(executor)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
 }
 
 pub(crate) async fn find_by_request(

@@ -11,7 +11,10 @@
 //! (nodes) against each other; the suite itself races one.
 
 use serde_json::json;
-use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, Store, StoreError, Supersede};
+use spool_engine::{
+    ApprovalPolicy, Draft, IdempotencyClaim, Lease, Listener, LoginSession, OnDisconnect, QueueInsert, QueuedPrompt,
+    RunInsert, Store, StoreError, Supersede,
+};
 use spool_protocol::time::Millis;
 use spool_protocol::*;
 use std::sync::Arc;
@@ -51,6 +54,9 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     deleting_a_project_removes_everything_under_it(store).await;
     leases_are_taken_renewed_and_released(store).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
+    queued_prompts_wait_in_order_within_their_limit(store).await;
+    taking_a_queued_prompt_inserts_its_run_once(store).await;
+    concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
 }
 
 // ---- fixtures -------------------------------------------------------------------
@@ -1289,4 +1295,132 @@ pub async fn concurrent_lease_acquisitions_have_exactly_one_winner(stores: &[Arc
             "the stored lease is the winner's"
         );
     }
+}
+
+// ---- queued prompts -------------------------------------------------------------
+
+pub fn queued_in(session: &Session, request_id: &str, text: &str, created_at: Millis) -> QueuedPrompt {
+    QueuedPrompt {
+        session_id: session.id.clone(),
+        owner_id: session.owner_id.clone(),
+        message: frame::QueuedMessage {
+            id: MessageId::new(),
+            request_id: request_id.into(),
+            text: text.into(),
+            created_at,
+        },
+        approval_policy: None,
+        on_disconnect: OnDisconnect::Continue,
+    }
+}
+
+async fn queue_texts(store: &dyn Store, session: &Session) -> Vec<String> {
+    let queued = store.queued_prompts(&session.id).await.expect("queued_prompts");
+    queued.into_iter().map(|q| q.message.text).collect()
+}
+
+pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) {
+    let (project, session) = new_session(store).await;
+    // All in one millisecond: the order is the order they were queued in.
+    let first = QueuedPrompt {
+        approval_policy: Some(ApprovalPolicy::Deny),
+        on_disconnect: OnDisconnect::Cancel,
+        ..queued_in(&session, "req-a", "first ünï 🦀", 500)
+    };
+    assert_eq!(store.queue_prompt(&first, 3).await.expect("queue"), QueueInsert::Queued);
+    let second = queued_in(&session, "req-b", "second", 500);
+    assert_eq!(store.queue_prompt(&second, 3).await.expect("queue"), QueueInsert::Queued);
+    assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![first.clone(), second.clone()]);
+    assert_eq!(store.get_queued(&first.message.id).await.expect("get"), Some(first.clone()));
+
+    // A retry (same request id, fresh message id) gets the first message back.
+    let retry = queued_in(&session, "req-a", "first again", 600);
+    assert_eq!(store.queue_prompt(&retry, 3).await.expect("retry"), QueueInsert::Existing(first.clone()));
+    assert_eq!(store.get_queued(&retry.message.id).await.expect("get"), None, "the retry is not stored");
+
+    // The limit counts this session only; past it nothing is written.
+    let other = session_in(&project, 2_000, false);
+    store.insert_session(&other).await.expect("insert_session");
+    assert_eq!(
+        store.queue_prompt(&queued_in(&other, "req-a", "elsewhere", 1), 1).await.expect("queue"),
+        QueueInsert::Queued
+    );
+    assert_eq!(
+        store.queue_prompt(&queued_in(&session, "req-c", "third", 700), 3).await.expect("queue"),
+        QueueInsert::Queued
+    );
+    let fourth = queued_in(&session, "req-d", "fourth", 800);
+    assert_eq!(store.queue_prompt(&fourth, 3).await.expect("queue"), QueueInsert::Full);
+    assert_eq!(queue_texts(store, &session).await, ["first ünï 🦀", "second", "third"]);
+    assert_eq!(
+        store.queue_prompt(&queued_in(&session, "req-a", "x", 1), 3).await.expect("q"),
+        QueueInsert::Existing(first.clone()),
+        "a full queue still finds a retry"
+    );
+
+    let waiting = store.queued_sessions(u32::MAX).await.expect("queued_sessions");
+    assert!(waiting.contains(&session.id) && waiting.contains(&other.id), "{waiting:?}");
+
+    // Removing is once; what stays keeps its order.
+    assert!(store.delete_queued(&second.message.id).await.expect("delete"));
+    assert!(!store.delete_queued(&second.message.id).await.expect("delete again"));
+    assert!(!store.delete_queued(&MessageId::new()).await.expect("delete unknown"));
+    assert_eq!(queue_texts(store, &session).await, ["first ünï 🦀", "third"]);
+
+    // A queue goes with its session.
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
+    assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![]);
+    assert_eq!(store.get_queued(&first.message.id).await.expect("get"), None);
+    assert!(!store.queued_sessions(u32::MAX).await.expect("queued_sessions").contains(&session.id));
+    assert!(store.delete_session(&other.id).await.expect("delete_session"));
+}
+
+pub async fn taking_a_queued_prompt_inserts_its_run_once(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let next = queued_in(&session, "req-next", "next", 100);
+    let later = queued_in(&session, "req-later", "later", 100);
+    for q in [&next, &later] {
+        assert_eq!(store.queue_prompt(q, 32).await.expect("queue"), QueueInsert::Queued);
+    }
+    let run = run_in(&session, "req-next", RunStatus::Running);
+    assert_eq!(store.take_queued(&next.message.id, &run).await.expect("take"), Some(RunInsert::Created));
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()));
+    assert_eq!(queue_texts(store, &session).await, ["later"]);
+    // Taken is taken: a second taker writes nothing.
+    let again = run_in(&session, "req-next", RunStatus::Running);
+    assert_eq!(store.take_queued(&next.message.id, &again).await.expect("take again"), None);
+    assert_eq!(store.get_run(&again.id).await.expect("get_run"), None);
+
+    // A prompt whose request id already has a run leaves the queue and starts nothing.
+    let ran = run_in(&session, "req-later", RunStatus::Completed);
+    store.insert_run(&ran).await.expect("insert_run");
+    let late = run_in(&session, "req-later", RunStatus::Running);
+    assert_eq!(store.take_queued(&later.message.id, &late).await.expect("take"), Some(RunInsert::Existing(ran)));
+    assert_eq!(store.get_run(&late.id).await.expect("get_run"), None);
+    assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![]);
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
+}
+
+pub async fn concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(stores: &[Arc<dyn Store>], racers: usize) {
+    let store = &stores[0];
+    let (_, session) = new_session(store.as_ref()).await;
+    let queued = queued_in(&session, "req-race", "once", 100);
+    assert_eq!(store.queue_prompt(&queued, 32).await.expect("queue"), QueueInsert::Queued);
+    let tasks: Vec<_> = (0..racers)
+        .map(|i| {
+            let store = stores[i % stores.len()].clone();
+            let (id, run) = (queued.message.id.clone(), run_in(&session, "req-race", RunStatus::Running));
+            tokio::spawn(async move { (run.id.clone(), store.take_queued(&id, &run).await.expect("take")) })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        if let (run, Some(taken)) = task.await.expect("task") {
+            assert_eq!(taken, RunInsert::Created);
+            winners.push(run);
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one taker starts the prompt");
+    assert_eq!(store.runs_since(&session.id, 0).await.expect("runs").len(), 1, "one run in the store");
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }

@@ -211,6 +211,8 @@ impl Mapper {
                 session_id: self.sid(),
                 diff: git.files.iter().map(FileDiff::from_change).collect(),
             }),
+            // OpenCode has no queue: a queued prompt shows once a run takes it.
+            FrameBody::Queue { .. } => {}
         }
         out
     }

@@ -1,0 +1,260 @@
+//! A session's message queue (issue 16, seed 002's queue): a prompt sent with
+//! `queue: true` while a run is going waits in the store instead of being refused, and
+//! runs, in order, once the runs before it have settled.
+//!
+//! * **Durable and bounded.** Each queued prompt is a row (`queued_messages`), at most
+//!   [`MAX_QUEUED`] per session (`queue_full` past it), with the prompt size limit of any
+//!   prompt. The session's state carries the queue (`state.queue`), and every change is a
+//!   `session.queue` frame, so every view shows it live and the hub can tell a message
+//!   taken (`messages.processed`) from one removed (`message.deleted`).
+//! * **Exactly once.** A queued prompt keeps its request id: a retry finds it queued, or
+//!   finds the run it became. Taking it deletes its row and inserts its run in one
+//!   transaction, so of any number of takers (this node's settled run and the reaper,
+//!   two nodes after a restart) one starts it, and a crash never loses it between the
+//!   two. The taker holds the session's lease, as any prompt does, so on a cluster only
+//!   the node that may run the session starts it. The run's user message keeps the
+//!   queued message's id.
+//! * **When.** A run that settles here — completed, failed or cancelled — has the next
+//!   prompt start (see [`RunEnv::run_settled`](crate::run_env::RunEnv::run_settled)).
+//!   Stop ends the current run only: the queue goes on, and a person who wants it gone
+//!   removes its messages (`DELETE /api/messages/{id}`). A run that ends because its
+//!   node stops or lost the session leaves the queue to whoever runs the session next:
+//!   at start-up, and on every reaper pass, sessions whose queue no run will take (their
+//!   run died with a process, or no run is going) start their next prompt.
+
+use crate::engine::{Engine, Wanted};
+use crate::error::{EngineError, Result};
+use crate::leases::LeaseGuard;
+use crate::run_env::Settled;
+use crate::session::Loaded;
+use crate::store::{QueueInsert, QueuedPrompt, RunInsert};
+use serde::Serialize;
+use spool_protocol::frame::{FrameBody, QueueChange, QueuedMessage};
+use spool_protocol::time::now_ms;
+use spool_protocol::{MessageId, SessionId, UserId};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Prompts one session's queue holds by default: enough to line up a morning's
+/// follow-ups, few enough that a runaway client cannot grow the store without end.
+pub const MAX_QUEUED: usize = 32;
+
+/// Sessions one pass over waiting queues looks at.
+const WAITING_PASS: u32 = 256;
+
+/// What a prompt became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// A run (new, or the one its request id started before).
+    Started(crate::PromptAccepted),
+    /// A message in the session's queue (new, or the one its request id queued before).
+    Queued(PromptQueued),
+}
+
+/// A prompt's place in the queue: the answer to a queued prompt.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptQueued {
+    /// Always `true`: tells this answer from a started run's `{requestId, runId}`.
+    pub queued: bool,
+    pub request_id: String,
+    /// The queued message: what `DELETE /api/messages/{id}` removes, and the id its user
+    /// message keeps once a run takes it.
+    pub message_id: MessageId,
+    /// 1 for the next prompt to run.
+    pub position: usize,
+}
+
+impl PromptQueued {
+    pub(crate) fn at(message: &QueuedMessage, index: usize) -> Self {
+        Self {
+            queued: true,
+            request_id: message.request_id.clone(),
+            message_id: message.id.clone(),
+            position: index + 1,
+        }
+    }
+}
+
+/// Publishes `queue` as the session's queue, saying what changed.
+fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange) {
+    loaded.events.publish(move |state| {
+        state.queue = queue.clone();
+        Some(FrameBody::Queue { queue, change })
+    });
+}
+
+impl Engine {
+    /// Puts a prompt at the end of the session's queue; the caller holds the session's
+    /// control lock and has checked the prompt.
+    pub(crate) async fn enqueue(&self, loaded: &Arc<Loaded>, owner: &UserId, wanted: Wanted) -> Result<PromptQueued> {
+        let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
+        let session_id = loaded.events.session_id().clone();
+        let message = QueuedMessage {
+            id: MessageId::new(),
+            request_id: request_id.unwrap_or_else(|| format!("req_{}", crate::engine::ulid_body())),
+            text,
+            created_at: now_ms(),
+        };
+        let prompt = QueuedPrompt {
+            session_id: session_id.clone(),
+            owner_id: owner.clone(),
+            message: message.clone(),
+            approval_policy,
+            on_disconnect,
+        };
+        let limit = self.inner.config.max_queued;
+        let queue = match self.inner.store.queue_prompt(&prompt, limit).await? {
+            QueueInsert::Queued => {
+                self.publish_queue(loaded, QueueChange::Added { message_id: message.id.clone() }).await?
+            }
+            // Queued by a retry on another node a moment ago: nothing changed here.
+            QueueInsert::Existing(earlier) => {
+                let queue = self.inner.store.queued_prompts(&session_id).await?;
+                let index = queue.iter().position(|q| q.message.id == earlier.message.id).unwrap_or(queue.len());
+                return Ok(PromptQueued::at(&earlier.message, index));
+            }
+            QueueInsert::Full => {
+                return Err(EngineError::TooMany {
+                    code: "queue_full",
+                    message: format!(
+                        "the session already has {limit} queued prompts; wait for one to run or remove one"
+                    ),
+                });
+            }
+        };
+        let index = queue.iter().position(|q| q.id == message.id).unwrap_or(queue.len());
+        Ok(PromptQueued::at(&message, index))
+    }
+
+    /// Publishes the session's queue as the store has it now (another node may have
+    /// changed it too), with what changed; returns it.
+    async fn publish_queue(&self, loaded: &Loaded, change: QueueChange) -> Result<Vec<QueuedMessage>> {
+        let session = loaded.events.session_id();
+        let queue: Vec<QueuedMessage> =
+            self.inner.store.queued_prompts(session).await?.into_iter().map(|q| q.message).collect();
+        announce(loaded, queue.clone(), change);
+        Ok(queue)
+    }
+
+    /// Removes one of `owner`'s queued messages before a run takes it. Anything else —
+    /// another user's message, one a run took already, an id nobody queued — is
+    /// `NotFound`, and nothing changes.
+    pub async fn delete_queued(&self, owner: &UserId, id: &MessageId) -> Result<()> {
+        let not_found = || EngineError::NotFound("message");
+        let prompt = self.inner.store.get_queued(id).await?.ok_or_else(not_found)?;
+        if &prompt.owner_id != owner {
+            return Err(not_found());
+        }
+        let loaded = self.load(owner, &prompt.session_id).await?;
+        // Serialized with a run taking it on this node; on another node the store's
+        // delete decides (a prompt taken there is not queued any more).
+        let _control = loaded.control.lock().await;
+        if !self.inner.store.delete_queued(id).await? {
+            return Err(not_found());
+        }
+        self.publish_queue(&loaded, QueueChange::Deleted { message_id: id.clone() }).await?;
+        Ok(())
+    }
+
+    /// Starts the session's next queued prompt if nothing runs it now and this node may
+    /// (see the module doc). Quietly does nothing when there is nothing to do or
+    /// another node has the session.
+    pub(crate) async fn start_queued(&self, id: &SessionId) -> Result<()> {
+        let Some(session) = self.inner.store.get_session(id).await? else { return Ok(()) };
+        let loaded = self.load(&session.owner_id, id).await?;
+        let control = loaded.control.lock().await;
+        if self.inner.stopping.load(Ordering::SeqCst) || loaded.active().is_some() {
+            return Ok(());
+        }
+        // A run parked at an approval (on any node: a parked run holds no lease) keeps
+        // the queue waiting until it is decided.
+        if self.inner.store.interrupted_run(id).await?.is_some() {
+            return Ok(());
+        }
+        let mut queue = self.inner.store.queued_prompts(id).await?.into_iter();
+        let Some(next) = queue.next() else { return Ok(()) };
+        // Over the user's run limit the prompt waits; the reaper's pass tries again.
+        if self.active_runs_of(&session.owner_id) >= self.inner.config.max_runs_per_user {
+            return Ok(());
+        }
+        let lease = match LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await {
+            Ok(lease) => lease,
+            // Another node runs the session: it takes the queue when its run settles.
+            Err(EngineError::SessionBusy(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if self.is_stale(&loaded).await? {
+            drop((control, lease));
+            self.forget_stale(id);
+            return Box::pin(self.start_queued(id)).await;
+        }
+        let run = self.new_run(&loaded, next.message.request_id.clone());
+        let Some(taken) = self.inner.store.take_queued(&next.message.id, &run).await? else {
+            // Removed (or taken elsewhere) since it was read: the next one, if any.
+            drop((control, lease));
+            return Box::pin(self.start_queued(id)).await;
+        };
+        let run_id = match &taken {
+            RunInsert::Created => run.id.clone(),
+            RunInsert::Existing(earlier) => earlier.id.clone(),
+        };
+        let change = QueueChange::Taken { message_ids: vec![next.message.id.clone()], run_id };
+        // The run is stored: it starts even if the queue cannot be read back.
+        if let Err(error) = self.publish_queue(&loaded, change.clone()).await {
+            tracing::warn!(session = %id, %error, "cannot read the queue back; showing it as read before");
+            announce(&loaded, queue.map(|q| q.message).collect(), change);
+        }
+        if let RunInsert::Existing(_) = taken {
+            // A prompt with its request id ran already (sent again without `queue`):
+            // nothing new starts for it, and the queue goes on.
+            drop((control, lease));
+            return Box::pin(self.start_queued(id)).await;
+        }
+        let QueuedPrompt { message, approval_policy, on_disconnect, .. } = next;
+        let wanted = Wanted { text: message.text, request_id: None, approval_policy, on_disconnect };
+        self.launch(&loaded, run, wanted, lease, Some(message.id));
+        Ok(())
+    }
+
+    /// Starts the next prompt of every session whose queue no run will take: none runs
+    /// here, no other node holds its lease, none is parked at an approval. At start-up (the
+    /// queue of a run a crash ended) and on every reaper pass (a lost node's, or one that
+    /// waited for the user's run limit).
+    pub(crate) async fn start_waiting_queues(&self) -> Result<()> {
+        for id in self.inner.store.queued_sessions(WAITING_PASS).await? {
+            if self.inner.sessions.get(&id).is_some_and(|l| l.active().is_some()) {
+                continue;
+            }
+            // Another node's live lease: it runs the session and takes the queue. This
+            // node's own lease with no run here is a crashed predecessor's (one machine
+            // keeps its node id), and no obstacle.
+            let node = &self.inner.config.node_id;
+            let lease = self.inner.store.get_lease(&id).await?;
+            if lease.is_some_and(|l| &l.node_id != node && l.expires_at > now_ms()) {
+                continue;
+            }
+            if let Err(error) = self.start_queued(&id).await {
+                tracing::warn!(session = %id, %error, "could not start a queued prompt");
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the next queued prompt of each session whose run settled here, one task
+    /// per settlement so one slow session holds up no other. Holds the engine weakly.
+    pub(crate) fn spawn_queue_runner(&self, mut settled: Settled) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            while let Some(session) = settled.recv().await {
+                let Some(inner) = weak.upgrade() else { return };
+                let engine = Engine { inner };
+                tokio::spawn(async move {
+                    if let Err(error) = engine.start_queued(&session).await {
+                        tracing::warn!(%session, %error, "could not start the next queued prompt");
+                    }
+                });
+            }
+        });
+    }
+}

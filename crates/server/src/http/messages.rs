@@ -1,0 +1,36 @@
+//! Messages by id: removing a queued prompt before a run takes it (seed 002's
+//! `DELETE /api/messages/{id}`). Committed history is never deleted one message at a
+//! time, so a message a run took is as unknown here as another user's.
+
+use super::openapi::WriteErrors;
+use crate::error::ApiError;
+use crate::extract::{CurrentUser, PathId};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use spool_protocol::MessageId;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(remove))
+}
+
+/// Removes one of the caller's queued prompts (the hub says `message.deleted`, the
+/// session stream sends its new queue); it never runs. 404 `not_found` for anything
+/// else: a message a run already took, another user's, an unknown id.
+#[utoipa::path(
+    delete,
+    path = "/api/messages/{id}",
+    tag = "runs",
+    params(("id" = MessageId, Path)),
+    responses((status = 204, description = "Removed from the queue"), WriteErrors)
+)]
+async fn remove(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<MessageId>,
+) -> Result<StatusCode, ApiError> {
+    state.engine.delete_queued(&user, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,128 @@
+//! Queued prompts: sent with `queue: true` while their session had a run going, and
+//! waiting, in `seq` order, for a run to take them.
+//!
+//! Two writes decide between racers. Queueing is one `INSERT … SELECT … WHERE` whose
+//! condition counts the session's queue, with `ON CONFLICT DO NOTHING` on the request
+//! id: a retried prompt never queues twice. Taking deletes the row and inserts its run
+//! in one transaction, and the delete's row count is the verdict: of two takers (two
+//! nodes after a restart) the second finds the row gone — SQLite runs one writer at a
+//! time, and PostgreSQL (READ COMMITTED) makes the second `DELETE` wait for the first
+//! to commit, then re-check and find nothing — so a prompt becomes at most one run.
+//! Because the run goes in with the delete, a crash between them cannot lose it.
+//!
+//! The limit is exact on SQLite (one writer at a time); on PostgreSQL two nodes queueing
+//! into one session at the very same moment may each see room for one more, so the
+//! queue can pass the limit by the number of such racers, never more.
+
+use super::dialect::Pool;
+use super::runs;
+use crate::error::{db_error, to_db_int};
+use crate::rows;
+use spool_engine::{QueueInsert, QueuedPrompt, RunInsert, StoreError};
+use spool_protocol::{MessageId, Run, SessionId};
+
+const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
+
+pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limit: usize) -> Result<QueueInsert, StoreError> {
+    let message = &prompt.message;
+    let done = sqlx::query(
+        "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
+                                      created_at)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8
+         WHERE (SELECT COUNT(*) FROM queued_messages WHERE session_id = $2) < $9
+         ON CONFLICT (session_id, request_id) DO NOTHING",
+    )
+    .bind(message.id.as_str())
+    .bind(prompt.session_id.as_str())
+    .bind(prompt.owner_id.as_str())
+    .bind(&message.request_id)
+    .bind(&message.text)
+    .bind(prompt.approval_policy.map(|p| p.as_str()))
+    .bind(prompt.on_disconnect.as_str())
+    .bind(message.created_at)
+    .bind(to_db_int(limit as u64, "queue limit")?)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() > 0 {
+        return Ok(QueueInsert::Queued);
+    }
+    let existing =
+        sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE session_id = $1 AND request_id = $2"))
+            .bind(prompt.session_id.as_str())
+            .bind(&message.request_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(db_error)?;
+    match existing {
+        Some(row) => Ok(QueueInsert::Existing(rows::queued(&row)?)),
+        None => Ok(QueueInsert::Full),
+    }
+}
+
+pub(crate) async fn list(pool: &Pool, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE session_id = $1 ORDER BY seq"))
+        .bind(session.as_str())
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(rows::queued)
+        .collect()
+}
+
+pub(crate) async fn get(pool: &Pool, id: &MessageId) -> Result<Option<QueuedPrompt>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE id = $1"))
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .as_ref()
+        .map(rows::queued)
+        .transpose()
+}
+
+pub(crate) async fn delete(pool: &Pool, id: &MessageId) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1")
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(crate) async fn take(pool: &Pool, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        // Dropping the transaction rolls it back; it wrote nothing anyway.
+        return Ok(None);
+    }
+    let created = runs::insert_row(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)?;
+    if created {
+        return Ok(Some(RunInsert::Created));
+    }
+    match runs::find_by_request(pool, &run.session_id, &run.request_id).await? {
+        Some(existing) => Ok(Some(RunInsert::Existing(existing))),
+        None => {
+            Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
+        }
+    }
+}
+
+pub(crate) async fn sessions(pool: &Pool, limit: u32) -> Result<Vec<SessionId>, StoreError> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT session_id FROM queued_messages GROUP BY session_id ORDER BY MIN(seq) LIMIT $1")
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(db_error)?;
+    rows.into_iter()
+        .map(|(id,)| id.parse().map_err(|_| StoreError::Backend(format!("a stored session id does not parse: {id}"))))
+        .collect()
+}
