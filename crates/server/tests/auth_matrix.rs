@@ -77,6 +77,7 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         ("GET" | "DELETE", "/session/{id}") => foreign(format!("/session/{session}"), None),
         ("PATCH", "/session/{id}") => foreign(format!("/session/{session}"), Some(json!({"title": "x"}))),
         ("GET", "/session/{id}/message") => foreign(format!("/session/{session}/message"), None),
+        ("GET", "/session/{id}/todo") => foreign(format!("/session/{session}/todo"), None),
         ("POST", "/session/{id}/message") => foreign(format!("/session/{session}/message"), opencode_prompt),
         ("POST", "/session/{id}/prompt_async") => foreign(format!("/session/{session}/prompt_async"), opencode_prompt),
         ("POST", "/session/{id}/abort") => foreign(format!("/session/{session}/abort"), None),

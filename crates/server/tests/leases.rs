@@ -18,7 +18,9 @@ use spool_protocol::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-const TTL: Duration = Duration::from_millis(300);
+/// Short, so a dead node's lease expires within a test, but not so short that a busy
+/// CI machine misses a renewal (renewals come every third of it: 667 ms of slack).
+const TTL: Duration = Duration::from_secs(1);
 
 fn node_config(name: &str) -> EngineConfig {
     EngineConfig { node_id: name.into(), lease_ttl: TTL, shared_store: true, ..EngineConfig::default() }
@@ -97,7 +99,8 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_agai
 async fn the_reapers_leave_a_run_that_renews_its_lease_alone() {
     let (a, b) = two_nodes(Duration::from_millis(5)).await;
     let session = a.new_session().await;
-    let run = a.start_run(&session, "stream: 200").await;
+    // 700 deltas 5 ms apart outlast three lease lifetimes.
+    let run = a.start_run(&session, "stream: 700").await;
     // Several lease lifetimes pass while both reapers run.
     let deadline = tokio::time::Instant::now() + TTL * 3;
     while tokio::time::Instant::now() < deadline {
