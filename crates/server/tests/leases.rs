@@ -88,7 +88,12 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_agai
     assert_eq!(seen_on_a["status"], "failed", "{seen_on_a}");
     assert_eq!(seen_on_a["error"]["code"], "node_lost");
     assert!(seen_on_a["error"]["message"].as_str().is_some_and(|m| m.contains("node-dead")), "{seen_on_a}");
-    assert!(a.store.get_lease(&id).await.expect("lease").is_none(), "the reaper gives the lease up");
+    // The reaper marks the run failed, then gives the lease up: wait for the second step.
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    while a.store.get_lease(&id).await.expect("lease").is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the reaper never gave the lease up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(a.engine.reap_expired_leases().await.expect("reap") + b.reap_expired_leases().await.expect("reap"), 0);
     let (_, again) = a.get(&format!("/api/runs/{}", run.id)).await;
     assert_eq!(again, seen_on_a, "settled once, never touched again");
