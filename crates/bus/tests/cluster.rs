@@ -11,14 +11,7 @@ use spool_protocol::{ProjectId, SessionId, UserId};
 use std::time::Duration;
 use tokio::time::error::Elapsed;
 
-/// The test Redis. The tests that call this are ignored unless the crate was built
-/// with `SPOOL_TEST_REDIS_URL` set (or under CI): see build.rs.
-fn redis_url() -> String {
-    match std::env::var("SPOOL_TEST_REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!("set SPOOL_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to a Redis the bus tests may write to"),
-    }
-}
+use spool_test_support::redis_url;
 
 /// The next message, within a few seconds.
 async fn next(messages: &mut BoxStream<'static, ClusterMessage>) -> Result<Option<ClusterMessage>, Elapsed> {

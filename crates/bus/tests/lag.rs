@@ -23,14 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// How late node B hears every frame.
 const LAG: Duration = Duration::from_millis(200);
 
-/// The test Redis. The tests that call this are ignored unless the crate was built
-/// with `SPOOL_TEST_REDIS_URL` set (or under CI): see build.rs.
-fn redis_url() -> String {
-    match std::env::var("SPOOL_TEST_REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!("set SPOOL_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to a Redis the bus tests may write to"),
-    }
-}
+use spool_test_support::redis_url;
 
 /// The real bus, with every item a listener hears delivered `LAG` after it arrived
 /// (a fixed latency, not one that adds up).

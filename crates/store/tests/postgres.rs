@@ -16,91 +16,26 @@ mod support;
 use spool_engine::{RunInsert, Store, StoreError};
 use spool_protocol::*;
 use spool_store::PgStore;
-use sqlx::{Connection, PgConnection};
+use spool_test_support::TestDb;
+use sqlx::Connection;
 use std::sync::Arc;
 use support::*;
-
-/// The variable naming the PostgreSQL server the tests may create databases on.
-const URL_VAR: &str = "SPOOL_TEST_DATABASE_URL";
 
 /// Racers for the PostgreSQL races: more than any node's pool has connections, spread
 /// over [`NODES`] handles, so they queue on several pools and race on the server.
 const PG_RACERS: usize = 50;
 const NODES: usize = 3;
 
-/// A database created for one test, dropped on drop.
-struct TestDb {
-    server: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    /// A fresh database; a test gated on `spool_postgres` that runs without the
-    /// variable anyway fails here.
-    async fn create() -> TestDb {
-        let server = match std::env::var(URL_VAR) {
-            Ok(url) if !url.trim().is_empty() => url,
-            _ => panic!(
-                "{URL_VAR} is not set: set it to a PostgreSQL server whose role may create databases, \
-                 e.g. postgres://postgres@127.0.0.1:5432/postgres"
-            ),
-        };
-        let name = format!("spool_test_{}", ulid::Ulid::new().to_string().to_ascii_lowercase());
-        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
-        // A database name cannot be a bound parameter; this one is ours, letters and digits.
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create database");
-        admin.close().await.expect("close");
-        let url = with_database(&server, &name);
-        TestDb { server, name, url }
-    }
-
-    async fn store(&self) -> PgStore {
-        PgStore::connect(&self.url).await.expect("connect PgStore")
-    }
-
-    async fn raw(&self) -> PgConnection {
-        PgConnection::connect(&self.url).await.expect("raw connection")
-    }
-}
-
-impl Drop for TestDb {
-    /// Drop cannot await, and the test's runtime may be gone (a panic), so the drop
-    /// runs on a runtime of its own on another thread. `WITH (FORCE)` ends whatever
-    /// connections the test left open.
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&server).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await?;
-                admin.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}: {dropped:?}", self.name);
-        }
-    }
-}
-
-/// `url` with its database (the path) replaced by `name`, query kept.
-fn with_database(url: &str, name: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or_else(|| panic!("{URL_VAR} is not a URL"));
-    let (location, query) = match rest.split_once('?') {
-        Some((location, query)) => (location, format!("?{query}")),
-        None => (rest, String::new()),
-    };
-    let authority = location.split('/').next().unwrap_or(location);
-    format!("{scheme}://{authority}/{name}{query}")
+/// A store on the test's own database.
+async fn store_on(db: &TestDb) -> PgStore {
+    PgStore::connect(&db.url).await.expect("connect PgStore")
 }
 
 /// `NODES` handles on one database, like the nodes of a deployment.
 async fn nodes(db: &TestDb) -> Vec<Arc<dyn Store>> {
     let mut nodes: Vec<Arc<dyn Store>> = Vec::new();
     for _ in 0..NODES {
-        nodes.push(Arc::new(db.store().await));
+        nodes.push(Arc::new(store_on(db).await));
     }
     nodes
 }
@@ -109,12 +44,12 @@ async fn nodes(db: &TestDb) -> Vec<Arc<dyn Store>> {
 #[tokio::test]
 async fn pg_store_passes_the_suite_twice_on_one_database() {
     let db = TestDb::create().await;
-    let store = db.store().await;
+    let store = store_on(&db).await;
     conformance(Arc::new(store.clone())).await;
     store.close().await;
     // Reconnecting runs the migrations again; a database that already holds a pass's
     // rows must behave the same.
-    let store = db.store().await;
+    let store = store_on(&db).await;
     conformance(Arc::new(store.clone())).await;
     store.close().await;
 }
@@ -260,7 +195,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         store.close().await;
     }
 
-    let again = db.store().await;
+    let again = store_on(&db).await;
     assert_eq!(applied().await, before, "a second run applies nothing");
     assert_eq!(again.get_session(&session.id).await.expect("get"), Some(session));
     assert_eq!(again.get_project(&project.id).await.expect("get"), Some(project));
@@ -274,7 +209,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
 #[tokio::test]
 async fn refused_writes_and_corrupt_rows_are_backend_errors() {
     let db = TestDb::create().await;
-    let store = db.store().await;
+    let store = store_on(&db).await;
     let (_, session) = new_session(&store).await;
     store
         .insert_message(&session.id, &session.owner_id, &indexed(0, Message::user_text("hi", 1)))

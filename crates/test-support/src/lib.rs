@@ -1,4 +1,5 @@
-//! What the test suites share. Today: [`Fake`], a scriptable model provider.
+//! What the test suites share: [`Fake`], a scriptable model provider, and the test
+//! services ([`services`]: a database of a test's own, the Redis URL).
 //!
 //! `Fake` is a plain HTTP/1.1 server on a loopback port that answers each connection
 //! with the next scripted [`Reply`], written byte for byte. It is hand-written on a
@@ -7,6 +8,10 @@
 //! piece, a chunked body that stops without its last chunk (a cut connection), and
 //! knowing the moment the client closes its end. The provider tests of `spool-model`
 //! drive the model clients with it; the server's tests drive whole runs through it.
+
+pub mod services;
+
+pub use services::{TestDb, redis_url};
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -21,64 +21,15 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use sqlx::{Connection, PgConnection};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const WAIT: Duration = Duration::from_secs(30);
-pub const URL_VAR: &str = "SPOOL_TEST_DATABASE_URL";
 
-/// A database of this test's own on the test server, dropped on drop.
-pub struct TestDb {
-    server: String,
-    name: String,
-    pub url: String,
-}
-
-impl TestDb {
-    /// For tests gated on `spool_postgres` (see the module docs).
-    pub async fn create() -> TestDb {
-        let server = match std::env::var(URL_VAR) {
-            Ok(url) if !url.trim().is_empty() => url,
-            _ => panic!(
-                "{URL_VAR} is not set: set it to a PostgreSQL server whose role may create databases, \
-                 e.g. postgres://postgres@127.0.0.1:5432/postgres"
-            ),
-        };
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
-        let name = format!("spool_cli_test_{}_{nanos}", std::process::id());
-        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
-        // A database name cannot be a bound parameter; this one is ours, letters and digits.
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create database");
-        admin.close().await.expect("close");
-        let (scheme, rest) = server.split_once("://").expect("the test server is a URL");
-        let (location, query) = rest.split_once('?').map_or((rest, String::new()), |(l, q)| (l, format!("?{q}")));
-        let authority = location.split('/').next().unwrap_or(location);
-        let url = format!("{scheme}://{authority}/{name}{query}");
-        TestDb { server, name, url }
-    }
-}
-
-impl Drop for TestDb {
-    /// On a runtime of its own: Drop cannot await, and after a panic the test's
-    /// runtime may be gone. `WITH (FORCE)` ends connections left open.
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&server).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await?;
-                admin.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}: {dropped:?}", self.name);
-        }
-    }
-}
+/// A database of a test's own (see `spool_test_support::services`).
+#[allow(unused_imports)] // Each test binary uses its own part of this module.
+pub use spool_test_support::TestDb;
 
 pub struct Spool(Child);
 
@@ -175,12 +126,6 @@ pub async fn wait_for(client: &reqwest::Client, url: &str, within: Duration, don
     }
 }
 
-pub const REDIS_VAR: &str = "SPOOL_TEST_REDIS_URL";
-
 /// The test Redis, for tests gated on `spool_redis` (see the module docs).
-pub fn redis_url() -> String {
-    match std::env::var(REDIS_VAR) {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!("{REDIS_VAR} is not set: set it to a Redis the tests may use, e.g. redis://127.0.0.1:6379"),
-    }
-}
+#[allow(unused_imports)]
+pub use spool_test_support::redis_url;
