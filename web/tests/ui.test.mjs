@@ -448,7 +448,9 @@ test('Enter while a run is going queues the prompt: every tab shows the queue, a
   await page.waitForSelector('#send[data-mode="stop"]');
   await send(page, 'echo: queued second');
   await shows(page, ['echo: queued second']);
-  assert.equal(await page.inputValue('#prompt'), '', 'a queued prompt leaves the composer');
+  // The queue can show (its frame) before the POST's answer clears the composer: wait for
+  // the composer, it must empty.
+  await page.waitForFunction(() => document.querySelector('#prompt').value === '', null, { timeout: 10_000 });
   await send(page, 'echo: never runs');
   for (const view of [page, other]) await shows(view, ['echo: queued second', 'echo: never runs']);
   await shot(page, 'queued-prompts');
