@@ -172,6 +172,10 @@ struct ServeArgs {
     /// allowed until a root is configured.
     #[arg(long = "workspace-root", env = "SPOOL_WORKSPACE_ROOTS", value_name = "DIR", value_delimiter = ':')]
     workspace_roots: Vec<PathBuf>,
+    /// Serve the web UI from this directory (read on every request) instead of the copy
+    /// built into the binary: for working on `web/app` without rebuilding.
+    #[arg(long, env = "SPOOL_UI_DIR", value_name = "DIR")]
+    ui_dir: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -377,6 +381,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         allowed_hosts: args.allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect(),
         max_connections: args.max_connections as usize,
         sandbox: Some(sandbox),
+        ui_dir: args.ui_dir.clone(),
         ..ServerConfig::default()
     };
     spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)

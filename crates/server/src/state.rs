@@ -32,6 +32,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How `bash` commands are confined, for `/api/health` (`None`: not reported).
     pub sandbox: Option<spool_engine::SandboxStatus>,
+    /// Serve the UI's files from this directory instead of the copy embedded at build
+    /// time (`--ui-dir web/app`: edit a module, reload the page, no rebuild).
+    pub ui_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -44,6 +47,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             sandbox: None,
+            ui_dir: None,
         }
     }
 }

@@ -9,16 +9,19 @@
 //!   revalidates (a cheap 304) and never runs an old module against a new server.
 //! * The Content-Security-Policy allows only this origin, so the page cannot load or
 //!   send anything elsewhere even if some text in a message tried to.
+//! * `--ui-dir DIR` serves the files from disk instead, read on every request, for
+//!   working on the UI without rebuilding; only plain relative paths are looked up.
 //! * The page routes sessions in the URL fragment (`/#/s/ses_…`), so the server needs
 //!   no catch-all route that would hide the API's JSON 404s.
 
 use crate::state::AppState;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use include_dir::{Dir, include_dir};
+use std::borrow::Cow;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -50,8 +53,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)"),
     )
 )]
-async fn index(headers: HeaderMap) -> Response {
-    serve("index.html", &headers)
+async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    serve(&state, "index.html", &headers)
 }
 
 /// One of the UI's files (ES modules, styles, icons).
@@ -67,18 +70,21 @@ async fn index(headers: HeaderMap) -> Response {
         (status = 404, description = "No such file", body = spool_protocol::api::ErrorBody),
     )
 )]
-async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
-    serve(&path, &headers)
+async fn asset(State(state): State<AppState>, Path(path): Path<String>, headers: HeaderMap) -> Response {
+    serve(&state, &path, &headers)
 }
 
-fn serve(path: &str, request: &HeaderMap) -> Response {
-    // `include_dir` looks paths up literally: `..` or a leading `/` finds nothing.
-    let Some(file) = APP.get_file(path) else {
+fn serve(state: &AppState, path: &str, request: &HeaderMap) -> Response {
+    let body: Option<Cow<'static, [u8]>> = match &state.config.ui_dir {
+        // `include_dir` looks paths up literally: `..` or a leading `/` finds nothing.
+        None => APP.get_file(path).map(|f| Cow::Borrowed(f.contents())),
+        Some(dir) => from_disk(dir, path).map(Cow::Owned),
+    };
+    let Some(body) = body else {
         return crate::ApiError::RouteNotFound(format!("GET /ui/{}", path.chars().take(200).collect::<String>()))
             .into_response();
     };
-    let body = file.contents();
-    let etag = format!("\"{:016x}\"", fnv1a(body));
+    let etag = format!("\"{:016x}\"", fnv1a(&body));
     let headers = [
         (CONTENT_TYPE, HeaderValue::from_static(content_type(path))),
         (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
@@ -88,6 +94,16 @@ fn serve(path: &str, request: &HeaderMap) -> Response {
     ];
     let fresh = request.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains(&etag));
     if fresh { (StatusCode::NOT_MODIFIED, headers).into_response() } else { (headers, body).into_response() }
+}
+
+/// A file under `dir`, for `--ui-dir`: plain relative paths only (no `..`, no root).
+fn from_disk(dir: &std::path::Path, path: &str) -> Option<Vec<u8>> {
+    let relative = std::path::Path::new(path);
+    let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        return None;
+    }
+    std::fs::read(dir.join(relative)).ok()
 }
 
 fn content_type(path: &str) -> &'static str {
