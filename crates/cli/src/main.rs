@@ -176,6 +176,13 @@ struct ServeArgs {
     /// built into the binary: for working on `web/app` without rebuilding.
     #[arg(long, env = "SPOOL_UI_DIR", value_name = "DIR")]
     ui_dir: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate chain (the server's certificate first);
+    /// needs --tls-key. Browsers then use HTTP/2, so open tabs share one connection.
+    #[arg(long, env = "SPOOL_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, RSA or EC).
+    #[arg(long, env = "SPOOL_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -280,6 +287,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     // Checked before the store is opened (and perhaps migrated): a typo costs nothing.
     let redis_url = cluster::redis_url(args.redis_url.as_deref())?;
+    let tls = tls_config(&args)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     if sqlite && data_lock.is_none() {
         args.store.create_data_dir()?;
         data_lock = Some(lock::DataDirLock::acquire(data_dir)?);
@@ -347,7 +356,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
     if let Some(data_lock) = &mut data_lock {
-        data_lock.record(Some(&format!("http://{bound}")))?;
+        data_lock.record(Some(&format!("{scheme}://{bound}")))?;
     }
     tracing::info!(
         store = database.kind(),
@@ -359,9 +368,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         landlock_abi = sandbox.abi,
         "spool started"
     );
-    // Tests and scripts wait for this exact line to learn the port.
+    // Tests and scripts wait for this exact line to learn the port (and the scheme).
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "spool listening on http://{bound}")?;
+    writeln!(stdout, "spool listening on {scheme}://{bound}")?;
     stdout.flush()?;
     drop(stdout);
 
@@ -382,6 +391,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_connections: args.max_connections as usize,
         sandbox: Some(sandbox),
         ui_dir: args.ui_dir.clone(),
+        secure_cookies: tls.is_some(),
+        tls,
         ..ServerConfig::default()
     };
     spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)
@@ -400,7 +411,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves `HOST:PORT` and refuses anything that is not loopback.
+/// The certificate and key of `--tls-cert`/`--tls-key`, read and checked now so that a
+/// wrong file stops the start instead of failing every handshake.
+fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<spool_server::TlsConfig>> {
+    match (&args.tls_cert, &args.tls_key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(spool_server::TlsConfig::from_pem_files(cert, key)?)),
+        (Some(_), None) => bail!("--tls-cert needs --tls-key (SPOOL_TLS_KEY): the private key of the certificate"),
+        (None, Some(_)) => bail!("--tls-key needs --tls-cert (SPOOL_TLS_CERT): the certificate chain of the key"),
+    }
+}
+
 /// The models on offer: the scripted model always (the default when nothing else is
 /// configured), the `--model` / config default, and the config's extra `models`, with
 /// prices from the config. Provider settings are looked up in the config's `[env]`
@@ -425,6 +446,7 @@ fn build_models(args: &ServeArgs, file: &config::FileConfig) -> anyhow::Result<M
     Ok(models)
 }
 
+/// Resolves `--addr`'s `HOST:PORT` to the one address to bind.
 async fn resolve_addr(raw: &str) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(raw)
         .await

@@ -2,7 +2,8 @@
 //! native SSE session stream, and the accept loop that serves them.
 //!
 //! * [`router`] builds the API (`http/`, one file per resource) over an [`AppState`].
-//! * [`serve`] is the accept loop (see `serve.rs` for why it is not `axum::serve`).
+//! * [`serve`] is the accept loop (see `serve.rs` for why it is not `axum::serve`), over
+//!   plain TCP or TLS ([`TlsConfig`], `tls.rs`).
 //! * [`serve_state`] puts the two together with a graceful shutdown that also ends the
 //!   engine's open streams; the binary and the tests start the server through it.
 //!
@@ -18,12 +19,14 @@ mod http;
 mod revocation;
 mod serve;
 mod state;
+mod tls;
 
 pub use error::ApiError;
 pub use extract::{Caller, CurrentUser};
 pub use http::{openapi, router};
 pub use serve::{ConnectionLimits, ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve, serve_with};
 pub use state::{AppState, ServerConfig};
+pub use tls::{MAX_PEM_FILE_BYTES, TlsConfig, TlsError};
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +38,7 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
     let engine = state.engine.clone();
     let limits =
         ConnectionLimits { header_timeout: state.config.header_timeout, max_connections: state.config.max_connections };
+    let tls = state.config.tls.clone();
     // Recorded for `spool auth disable`; on a non-loopback address this also makes the
     // engine require auth for as long as it serves, whatever the store's flag says.
     let addr = listener.local_addr()?;
@@ -48,7 +52,7 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
             engine.close_streams();
         }
     });
-    let result = serve_with(listener, router(state), shutdown, limits).await;
+    let result = serve_with(listener, router(state), shutdown, limits, tls).await;
     closer.abort();
     engine.auth().withdraw_listener().await;
     result

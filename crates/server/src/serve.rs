@@ -22,6 +22,14 @@
 //! connections a new one is answered 503 `too_many_connections` and closed, so a flood
 //! of sockets costs a file descriptor each only briefly and never reaches the API.
 //!
+//! TLS (`crate::tls`): each connection's handshake runs in its own task, never in this
+//! loop, and spends from the same header timeout as the first request's headers, so a
+//! client that opens a socket and never shakes hands is dropped like one that never sends
+//! a request. It holds a `max_connections` place from the moment it is accepted. A client
+//! that speaks plain HTTP to the TLS port gets a plain 400 saying to use `https://`. The
+//! client picks HTTP/2 or HTTP/1.1 by ALPN. HTTP/2's extended CONNECT (WebSocket over
+//! HTTP/2) is not enabled: a WebSocket takes an HTTP/1.1 connection of its own.
+//!
 //! Shutdown: when the `shutdown` token fires the loop stops accepting, every connection
 //! is asked to close after its in-flight requests, and after [`SHUTDOWN_GRACE`] the rest
 //! are dropped. Long-lived streams end only if someone ends them: [`crate::serve_state`]
@@ -35,12 +43,17 @@ use axum::http::request::Parts;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
+use crate::tls::TlsConfig;
 use std::convert::Infallible;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
@@ -88,19 +101,22 @@ impl Default for ConnectionLimits {
 /// Serves `app` on `listener` until `shutdown` is cancelled, then shuts down gracefully.
 /// HTTP/1.1 and HTTP/2 (prior knowledge), with upgrades for WebSocket.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> io::Result<()> {
-    serve_with(listener, app, shutdown, ConnectionLimits::default()).await
+    serve_with(listener, app, shutdown, ConnectionLimits::default(), None).await
 }
 
-/// [`serve`] with the given limits.
+/// [`serve`] with the given limits, and over TLS when `tls` is given.
 pub async fn serve_with(
     listener: TcpListener,
     app: Router,
     shutdown: CancellationToken,
     limits: ConnectionLimits,
+    tls: Option<TlsConfig>,
 ) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let acceptor = tls.as_ref().map(TlsConfig::acceptor);
     let connections = TaskTracker::new();
     let hard_stop = CancellationToken::new();
     let open = Arc::new(AtomicUsize::new(0));
@@ -117,62 +133,34 @@ pub async fn serve_with(
                 }
             },
         };
+        // The header timeout runs from here: a TLS handshake spends from the same budget
+        // as the first request's headers.
+        let deadline = Instant::now() + limits.header_timeout;
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "could not set TCP_NODELAY");
         }
-        let Some(slot) = Slot::take(&open, limits.max_connections) else {
-            let conn = builder.serve_connection(TokioIo::new(tcp), hyper::service::service_fn(too_many)).into_owned();
-            let hard_stop = hard_stop.clone();
-            connections.spawn(async move {
-                // One answer, then closed; a client that sends nothing is dropped.
-                tokio::select! {
-                    result = tokio::time::timeout(limits.header_timeout, conn) => {
-                        if let Ok(result) = result { finished(peer, result) }
-                    }
-                    _ = hard_stop.cancelled() => {}
-                }
-            });
-            continue;
+        // Taken here, before any handshake: a connection counts from its first moment.
+        let slot = Slot::take(&open, limits.max_connections);
+        let accepted = Accepted {
+            peer,
+            deadline,
+            slot,
+            builder: builder.clone(),
+            app: app.clone(),
+            shutdown: shutdown.clone(),
+            hard_stop: hard_stop.clone(),
         };
-        let token = CancellationToken::new();
-        // Cancelled by the connection's first request.
-        let first_request = CancellationToken::new();
-        let service = hyper::service::service_fn({
-            let (app, token, first_request) = (app.clone(), token.clone(), first_request.clone());
-            move |mut req: Request<Incoming>| {
-                first_request.cancel();
-                req.extensions_mut().insert(ConnectionToken(token.clone()));
-                app.clone().oneshot(req.map(Body::new))
-            }
-        });
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
-        let (shutdown, hard_stop) = (shutdown.clone(), hard_stop.clone());
+        let acceptor = acceptor.clone();
+        // The handshake happens in the connection's own task, so a client that never
+        // finishes one holds up nobody else's accept.
         connections.spawn(async move {
-            let _open = OpenConnection::count();
-            let _slot = slot;
-            tokio::pin!(conn);
-            let silent = async {
-                tokio::time::sleep(limits.header_timeout).await;
-                if first_request.is_cancelled() {
-                    std::future::pending::<()>().await;
+            match acceptor {
+                None => accepted.run(TokioIo::new(tcp)).await,
+                Some(acceptor) => {
+                    if let Some(stream) = accepted.handshake(&acceptor, tcp).await {
+                        accepted.run(TokioIo::new(stream)).await;
+                    }
                 }
-            };
-            tokio::select! {
-                result = conn.as_mut() => return finished(peer, result),
-                _ = token.cancelled() => tracing::debug!(%peer, "closing connection: its token fired"),
-                _ = shutdown.cancelled() => {}
-                _ = silent => {
-                    tracing::debug!(%peer, "dropping connection: no request within the header timeout");
-                    return;
-                }
-            }
-            conn.as_mut().graceful_shutdown();
-            tokio::select! {
-                result = conn.as_mut() => finished(peer, result),
-                _ = async { token.cancelled().await; tokio::time::sleep(KILL_GRACE).await } => {
-                    tracing::debug!(%peer, "dropping connection that did not close in time");
-                }
-                _ = hard_stop.cancelled() => {}
             }
         });
     }
@@ -187,7 +175,146 @@ pub async fn serve_with(
     Ok(())
 }
 
-fn finished(peer: std::net::SocketAddr, result: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
+/// One accepted TCP connection and what its task needs to serve it.
+struct Accepted {
+    peer: SocketAddr,
+    /// When the first request's headers must have arrived (handshake included).
+    deadline: Instant,
+    /// `None`: over `max_connections`, answered 503 and closed.
+    slot: Option<Slot>,
+    builder: Arc<Builder<TokioExecutor>>,
+    app: Router,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+}
+
+impl Accepted {
+    /// The TLS handshake, bounded by the header timeout and given up on shutdown (a
+    /// connection still shaking hands has no request in flight). A client that speaks
+    /// plain HTTP to the TLS port is told so in plain HTTP instead of seeing a broken
+    /// handshake.
+    async fn handshake(&self, acceptor: &TlsAcceptor, tcp: TcpStream) -> Option<TlsStream<TcpStream>> {
+        let peer = self.peer;
+        let handshake = async {
+            if !starts_with_tls_record(&tcp).await? {
+                plain_http_refusal(tcp).await;
+                return Ok(None);
+            }
+            acceptor.accept(tcp).await.map(Some)
+        };
+        tokio::select! {
+            result = tokio::time::timeout_at(self.deadline, handshake) => match result {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "dropping connection: no TLS handshake within the header timeout");
+                    None
+                }
+            },
+            _ = self.shutdown.cancelled() => None,
+        }
+    }
+
+    /// Serves HTTP on `io` (plain TCP or TLS) until it closes, is cut or shut down.
+    async fn run<I>(self, io: I)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop } = self;
+        let Some(slot) = slot else {
+            let conn = builder.serve_connection(io, hyper::service::service_fn(too_many));
+            // One answer, then closed; a client that sends nothing is dropped.
+            tokio::select! {
+                result = tokio::time::timeout_at(deadline, conn) => {
+                    if let Ok(result) = result { finished(peer, result) }
+                }
+                _ = hard_stop.cancelled() => {}
+            }
+            return;
+        };
+        let _open = OpenConnection::count();
+        let _slot = slot;
+        let token = CancellationToken::new();
+        // Cancelled by the connection's first request.
+        let first_request = CancellationToken::new();
+        let service = hyper::service::service_fn({
+            let (token, first_request) = (token.clone(), first_request.clone());
+            move |mut req: Request<Incoming>| {
+                first_request.cancel();
+                req.extensions_mut().insert(ConnectionToken(token.clone()));
+                app.clone().oneshot(req.map(Body::new))
+            }
+        });
+        // Over TLS the client chose the protocol by ALPN; the builder still tells them
+        // apart by the first bytes, which agree (a client that chose `h2` starts with the
+        // HTTP/2 preface), and a client that offered no ALPN gets the same sniffing.
+        let conn = builder.serve_connection_with_upgrades(io, service);
+        tokio::pin!(conn);
+        let silent = async {
+            tokio::time::sleep_until(deadline).await;
+            if first_request.is_cancelled() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            result = conn.as_mut() => return finished(peer, result),
+            _ = token.cancelled() => tracing::debug!(%peer, "closing connection: its token fired"),
+            _ = shutdown.cancelled() => {}
+            _ = silent => {
+                tracing::debug!(%peer, "dropping connection: no request within the header timeout");
+                return;
+            }
+        }
+        conn.as_mut().graceful_shutdown();
+        tokio::select! {
+            result = conn.as_mut() => finished(peer, result),
+            _ = async { token.cancelled().await; tokio::time::sleep(KILL_GRACE).await } => {
+                tracing::debug!(%peer, "dropping connection that did not close in time");
+            }
+            _ = hard_stop.cancelled() => {}
+        }
+    }
+}
+
+/// Whether the client's first byte opens a TLS handshake record (content type 22).
+/// Waits for that byte without consuming it.
+async fn starts_with_tls_record(tcp: &TcpStream) -> io::Result<bool> {
+    let mut first = [0u8; 1];
+    let n = tcp.peek(&mut first).await?;
+    if n == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(first[0] == 0x16)
+}
+
+/// Answers a plain-HTTP request on the TLS port with a 400 that says to use `https://`.
+/// The request is read (up to a bound) after the answer, so closing does not reset the
+/// connection before the client has read it.
+async fn plain_http_refusal(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BODY: &str = "this server speaks HTTPS only: use https:// with the same host and port\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    if tcp.write_all(answer.as_bytes()).await.is_err() || tcp.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    while left > 0 {
+        match tcp.read(&mut sink).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+}
+
+fn finished(peer: SocketAddr, result: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
     if let Err(e) = result {
         // Clients hang up mid-request all the time; that is not the server's problem.
         tracing::debug!(%peer, error = %e, "connection ended with an error");

@@ -19,7 +19,7 @@ pub struct ServerConfig {
     /// Largest request body accepted, in bytes; larger is a 413.
     pub max_body_bytes: usize,
     /// Mark the login cookie `Secure` (the server is behind TLS). Also set per request
-    /// when a proxy says `X-Forwarded-Proto: https`.
+    /// when a proxy says `X-Forwarded-Proto: https`, and always when `tls` is set.
     pub secure_cookies: bool,
     /// Host names served besides the loopback ones while auth is off (a reverse proxy's
     /// name; see `guard.rs`). `name` matches any port, `name:port` that port only.
@@ -35,6 +35,9 @@ pub struct ServerConfig {
     /// Serve the UI's files from this directory instead of the copy embedded at build
     /// time (`--ui-dir web/app`: edit a module, reload the page, no rebuild).
     pub ui_dir: Option<std::path::PathBuf>,
+    /// Serve HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with this certificate instead of plain
+    /// HTTP (`--tls-cert`/`--tls-key`).
+    pub tls: Option<crate::TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +51,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             sandbox: None,
             ui_dir: None,
+            tls: None,
         }
     }
 }

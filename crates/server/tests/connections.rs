@@ -2,11 +2,14 @@
 //! nothing (or stops half-way through its headers, or idles between keep-alive
 //! requests) is closed after the header timeout; list streams, WebSockets and OpenCode
 //! `/event` streams count against the per-user stream limit like session streams; and
-//! past the connection cap a new connection is answered 503 and closed.
+//! past the connection cap a new connection is answered 503 and closed. Over TLS the
+//! same bounds hold from the first moment of a connection, before its handshake: a
+//! socket that never shakes hands is closed after the header timeout and holds a place
+//! under the cap while it is open; and plain HTTP on the TLS port gets a plain answer.
 
 mod common;
 
-use common::{Open, SseStream, TestOptions, TestServer, WAIT};
+use common::{Open, SseStream, TestCert, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;
 use spool_engine::EngineConfig;
 use std::time::Duration;
@@ -180,4 +183,52 @@ async fn a_connection_over_the_cap_gets_a_503_and_is_closed() {
         assert!(tokio::time::Instant::now() < deadline, "the closed connection was never released");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+fn tls(options: TestOptions) -> TestOptions {
+    TestOptions { tls: Some(TestCert::new()), ..options }
+}
+
+#[tokio::test]
+async fn a_tls_connection_that_never_finishes_its_handshake_is_closed() {
+    let server = TestServer::start_with(tls(quick_timeout())).await;
+    let mut silent = TcpStream::connect(server.addr).await.expect("connect");
+    let sent = read_until_closed(&mut silent).await;
+    assert!(sent.is_empty(), "{:?}", String::from_utf8_lossy(&sent));
+    // The first bytes of a handshake record, then nothing.
+    let mut stalled = TcpStream::connect(server.addr).await.expect("connect");
+    stalled.write_all(&[0x16, 0x03, 0x01]).await.expect("send");
+    read_until_closed(&mut stalled).await;
+    // Neither held up the next client.
+    let (status, body) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_tls_connection_holds_a_place_under_the_cap_before_its_handshake() {
+    let server = TestServer::start_with(tls(TestOptions { max_connections: 1, ..TestOptions::default() })).await;
+    // Connected first, so accepted first: it takes the one place before any handshake.
+    let silent = TcpStream::connect(server.addr).await.expect("connect");
+    let (status, body) = server.get("/api/health").await;
+    // The 503 is read over TLS: a browser sees an answer, not a broken handshake.
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_connections", "{body}");
+
+    drop(silent);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.get("/api/health").await.0 != StatusCode::OK {
+        assert!(tokio::time::Instant::now() < deadline, "the closed connection was never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn plain_http_on_the_tls_port_is_told_to_use_https() {
+    let server = TestServer::start_with(tls(TestOptions::default())).await;
+    let mut tcp = TcpStream::connect(server.addr).await.expect("connect");
+    tcp.write_all(b"GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n").await.expect("send");
+    let answer = String::from_utf8(read_until_closed(&mut tcp).await).expect("a text answer");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("use https://"), "{answer}");
+    assert_eq!(server.get("/api/health").await.0, StatusCode::OK);
 }

@@ -97,7 +97,9 @@ async fn login(
         });
     };
     let secure =
-        state.config.secure_cookies || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
+        state.config.secure_cookies
+        || state.config.tls.is_some()
+        || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
     let cookie = format!(
         "{AUTH_COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
         spool_engine::auth::LOGIN_TTL.as_secs(),

@@ -57,6 +57,30 @@ pub struct TestOptions {
     /// is a project root for every user, added to `engine.workspace_roots`: with
     /// tokens, projects can only be registered under a root.
     pub temp_dir_is_root: bool,
+    /// Serve HTTPS with this certificate; the test client trusts it.
+    pub tls: Option<TestCert>,
+}
+
+/// A self-signed certificate for `localhost` and `127.0.0.1`, loaded the way the
+/// binary loads `--tls-cert`/`--tls-key` (from PEM files).
+#[derive(Clone, Debug)]
+pub struct TestCert {
+    pub config: spool_server::TlsConfig,
+    /// The certificate, PEM, for a client to trust.
+    pub pem: String,
+}
+
+impl TestCert {
+    pub fn new() -> TestCert {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("make a certificate");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, made.cert.pem()).expect("write the certificate");
+        std::fs::write(&key, made.signing_key.serialize_pem()).expect("write the key");
+        let config = spool_server::TlsConfig::from_pem_files(&cert, &key).expect("a usable certificate");
+        TestCert { config, pem: made.cert.pem() }
+    }
 }
 
 /// A [`Models`] registry for [`TestOptions`] (which must be `Debug`).
@@ -82,6 +106,7 @@ impl Default for TestOptions {
             header_timeout: server.header_timeout,
             max_connections: server.max_connections,
             temp_dir_is_root: true,
+            tls: None,
         }
     }
 }
@@ -93,7 +118,7 @@ impl Default for TestOptions {
 /// <dir>/project/          a project directory with README.md and src/main.rs
 /// ```
 pub struct TestServer {
-    /// `http://127.0.0.1:PORT`, no trailing slash.
+    /// `http://127.0.0.1:PORT` (`https://` with `TestOptions::tls`), no trailing slash.
     pub base: String,
     pub addr: SocketAddr,
     pub engine: Engine,
@@ -141,6 +166,7 @@ impl TestServer {
             allowed_hosts: options.allowed_hosts.clone(),
             header_timeout: options.header_timeout,
             max_connections: options.max_connections,
+            tls: options.tls.as_ref().map(|t| t.config.clone()),
             ..ServerConfig::default()
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -148,9 +174,15 @@ impl TestServer {
         let shutdown = CancellationToken::new();
         let state = AppState { engine: engine.clone(), config };
         let task = tokio::spawn(spool_server::serve_state(listener, state, shutdown.clone()));
-        let client = reqwest::Client::builder().no_proxy().build().expect("build client");
+        let mut client = reqwest::Client::builder().no_proxy();
+        if let Some(tls) = &options.tls {
+            let cert = reqwest::Certificate::from_pem(tls.pem.as_bytes()).expect("a PEM certificate");
+            client = client.add_root_certificate(cert).https_only(true);
+        }
+        let client = client.build().expect("build client");
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
         TestServer {
-            base: format!("http://{addr}"),
+            base: format!("{scheme}://{addr}"),
             addr,
             engine,
             store,
