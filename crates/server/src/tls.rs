@@ -105,3 +105,56 @@ fn read_limited(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     }
     Ok(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate for localhost and its key, written as PEM files in `dir`.
+    fn write_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("make a certificate");
+        let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+        std::fs::write(&cert, made.cert.pem()).expect("write");
+        std::fs::write(&key, made.signing_key.serialize_pem()).expect("write");
+        (cert, key)
+    }
+
+    fn error(cert: &Path, key: &Path) -> String {
+        TlsConfig::from_pem_files(cert, key).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn a_matching_pair_loads_and_offers_h2_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (cert, key) = write_pair(dir.path(), "a");
+        let config = TlsConfig::from_pem_files(&cert, &key).expect("usable");
+        assert_eq!(config.0.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn each_wrong_file_is_named_with_what_is_wrong() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (cert, key) = write_pair(dir.path(), "a");
+        let (_, other_key) = write_pair(dir.path(), "b");
+        let missing = dir.path().join("missing.key");
+        let garbage = dir.path().join("garbage.crt");
+        std::fs::write(&garbage, "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n").expect("write");
+        let huge = dir.path().join("huge.crt");
+        std::fs::write(&huge, vec![b'a'; MAX_PEM_FILE_BYTES as usize + 1]).expect("write");
+
+        let cases = [
+            (&cert, &other_key, vec!["b.key", "does not hold the private key", "a.crt"]),
+            (&cert, &missing, vec!["missing.key", "cannot read"]),
+            (&cert, &cert, vec!["a.crt", "holds no private key"]),
+            (&key, &key, vec!["a.key", "holds no certificate"]),
+            (&garbage, &key, vec!["garbage.crt", "not valid PEM"]),
+            (&huge, &key, vec!["huge.crt", "larger than"]),
+        ];
+        for (cert, key, words) in cases {
+            let message = error(cert, key);
+            for word in words {
+                assert!(message.contains(word), "{word:?} in {message:?}");
+            }
+        }
+    }
+}
