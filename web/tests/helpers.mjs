@@ -44,7 +44,8 @@ export async function startSpool({ delayMs = 0, extra = [], tokenFor = null, reu
     const timer = setTimeout(() => fail(new Error(`spool did not start in 20 s: ${stderr}`)), 20_000);
     child.stdout.on('data', (d) => {
       out += d;
-      const m = out.match(/listening on (http:\/\/\S+)/);
+      // `https://` when started with `--tls-cert`/`--tls-key`.
+      const m = out.match(/listening on (https?:\/\/\S+)/);
       if (m) {
         clearTimeout(timer);
         ok(m[1]);
@@ -128,11 +129,14 @@ export async function startProxy(target) {
   };
 }
 
-export async function launch() {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+/**
+ * Headless Chromium. `ignoreCertificateErrors`: accept any TLS certificate (the TLS
+ * test's self-signed one), as a person who clicked past the warning would.
+ */
+export async function launch({ ignoreCertificateErrors = false } = {}) {
+  const args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+  if (ignoreCertificateErrors) args.push('--ignore-certificate-errors');
+  return chromium.launch({ executablePath: CHROMIUM, args });
 }
 
 /**
