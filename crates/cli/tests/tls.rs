@@ -118,7 +118,8 @@ async fn the_api_and_many_session_streams_share_one_http2_connection() {
     let mut sessions = Vec::new();
     let mut streams = Vec::new();
     for _ in 0..10 {
-        let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+        let session =
+            call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
         let id = session["id"].as_str().expect("id").to_owned();
         let res = client.get(format!("{base}/api/sessions/{id}/events")).send().await.expect("open a stream");
         assert_eq!((res.status(), res.version()), (StatusCode::OK, Version::HTTP_2));

@@ -35,6 +35,7 @@
 //! are dropped. Long-lived streams end only if someone ends them: [`crate::serve_state`]
 //! calls `engine.close_streams()` for that.
 
+use crate::tls::TlsConfig;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::FromRequestParts;
@@ -43,7 +44,6 @@ use axum::http::request::Parts;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use crate::tls::TlsConfig;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;

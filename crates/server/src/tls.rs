@@ -61,7 +61,8 @@ impl TlsConfig {
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
         let cert_pem = read_limited("certificate", cert)?;
         let key_pem = read_limited("key", key)?;
-        let not_pem = |what, path: &Path, e: pem::Error| TlsError::NotPem { what, path: path.into(), message: e.to_string() };
+        let not_pem =
+            |what, path: &Path, e: pem::Error| TlsError::NotPem { what, path: path.into(), message: e.to_string() };
         let chain = CertificateDer::pem_slice_iter(&cert_pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| not_pem("certificate", cert, e))?;

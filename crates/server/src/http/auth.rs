@@ -96,8 +96,7 @@ async fn login(
             message: "the token is unknown or revoked".into(),
         });
     };
-    let secure =
-        state.config.secure_cookies
+    let secure = state.config.secure_cookies
         || state.config.tls.is_some()
         || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
     let cookie = format!(
