@@ -59,7 +59,15 @@ impl Spool {
 
 pub fn spool() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
-    for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_DATABASE_URL", "SPOOL_REDIS_URL", "SPOOL_NODE_ID"] {
+    for var in [
+        "SPOOL_ADDR",
+        "SPOOL_DATA_DIR",
+        "SPOOL_DATABASE_URL",
+        "SPOOL_REDIS_URL",
+        "SPOOL_NODE_ID",
+        "SPOOL_TLS_CERT",
+        "SPOOL_TLS_KEY",
+    ] {
         cmd.env_remove(var);
     }
     cmd.env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0");
