@@ -12,7 +12,9 @@
 //! body cleanly) and dropped if it has not closed after [`KILL_GRACE`].
 //!
 //! Because the token belongs to the connection, cutting one HTTP/2 stream closes the
-//! whole connection; the client reconnects with its cursor either way.
+//! whole connection; the client reconnects with its cursor either way. Over TLS every
+//! tab of a browser shares one HTTP/2 connection, so one cut stream makes all of them
+//! reconnect (a browser reads its sockets whatever a page does, so it is rarely cut).
 //!
 //! Bounds ([`ConnectionLimits`]): a connection must send its first request's headers
 //! within the header timeout — checked here, because before hyper sees a byte the auto
@@ -99,7 +101,7 @@ impl Default for ConnectionLimits {
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then shuts down gracefully.
-/// HTTP/1.1 and HTTP/2 (prior knowledge), with upgrades for WebSocket.
+/// HTTP/1.1 and HTTP/2 (prior knowledge), with upgrades for WebSocket; no TLS.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> io::Result<()> {
     serve_with(listener, app, shutdown, ConnectionLimits::default(), None).await
 }
