@@ -1,0 +1,444 @@
+//! `GET /api/streams`: many native streams over one WebSocket, for browsers.
+//!
+//! A browser allows six HTTP/1.1 connections per host, and each open tab held two
+//! long-lived ones (its session stream and the list stream), so the fourth tab never
+//! loaded (issue 17). The web UI's `SharedWorker` holds one socket per browser instead
+//! and opens, over it, the streams its tabs need. Each one is exactly its SSE twin:
+//!
+//! - `{"op":"open","id":"s1","session":"ses_…","cursor":"streamId:seq","approvals":true}`
+//!   is `GET /api/sessions/{id}/events?cursor=…&approvals=1`;
+//! - `{"op":"open","id":"l","lists":true}` is `GET /api/workspaces/events`;
+//! - `{"op":"close","id":"s1"}` stops one (an unknown id is a no-op); opening an id
+//!   that is open replaces it, the old subscription dropped first.
+//!
+//! The server answers with text messages `"<id>\n<event>"`, where `<event>` is one SSE
+//! event byte for byte as the SSE route sends it (the engine's pre-encoded, shared
+//! frames, split at event boundaries, never re-encoded). A stream that ends on the
+//! server's side (its session deleted) sends `event: end`; an open that fails sends
+//! `event: error` with the status and the JSON error body the SSE route would answer;
+//! a message that is not a valid client message gets the same with an empty id, and
+//! the socket stays open. The SSE `heartbeat` event, with an empty id, comes every
+//! heartbeat interval whatever else is sent (as on the SSE routes), so the client's
+//! watchdog sees a live socket.
+//!
+//! # Shape
+//!
+//! One task per socket, and it alone writes, so each stream's events go out in its
+//! order. It holds each open stream as the SSE route would (an engine `Subscription` —
+//! a cursor into the session's shared ring — or the user's list stream) and polls them
+//! round-robin, so a busy stream cannot starve the others.
+//!
+//! # Slow clients
+//!
+//! Every session subscription of a socket carries the socket's one kill token. When the
+//! engine cuts one for lagging (a queue limit behind), the token fires: a write blocked
+//! on the socket gives up, and the socket closes with 1013 — the client comes back with
+//! its cursors, as an `EventSource` would. A stream that ends with the token unfired
+//! was closed by the engine (its session deleted), which is what `end` reports. Other
+//! sockets never notice. A write that makes no progress for 30 s closes the socket too.
+
+use super::openapi::StreamErrors;
+use super::socket::{bad_origin, limited, origin_allowed, write};
+use super::sse::{heartbeat, holding};
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::{SinkExt, Stream, StreamExt};
+use serde::Deserialize;
+use spool_engine::{Engine, EngineError};
+use spool_protocol::{Cursor, SessionId, UserId};
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Most streams one socket may hold open: a browser's tabs need a few each.
+const MAX_STREAMS: usize = 256;
+/// Longest stream id a client may pick.
+const MAX_ID: usize = 64;
+/// How long a closing socket waits to say why (a client that stopped reading never
+/// takes the close frame, and must not hold the task).
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// The event that tells a client its stream ended on the server's side.
+const END_EVENT: &str = "end";
+/// The event that carries a refused open or client message.
+const ERROR_EVENT: &str = "error";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(upgrade))
+}
+
+/// A client message as sent; [`client_message`] checks it.
+#[derive(Deserialize)]
+struct RawMessage {
+    op: String,
+    id: String,
+    session: Option<String>,
+    cursor: Option<String>,
+    #[serde(default)]
+    approvals: bool,
+    #[serde(default)]
+    lists: bool,
+}
+
+/// A checked client message.
+#[derive(Debug, PartialEq)]
+enum ClientMessage {
+    Open { id: String, target: Target },
+    Close { id: String },
+}
+
+/// What an `open` names.
+#[derive(Debug, PartialEq)]
+enum Target {
+    /// A session stream: the raw id (one that does not parse is a 404 for that stream,
+    /// as the SSE route's path answers), the cursor as given, and whether the stream
+    /// is a place where a person answers approvals.
+    Session { session: String, cursor: Option<String>, approvals: bool },
+    /// The user's list stream.
+    Lists,
+}
+
+/// Parses and checks a client's message; the error is the empty-id `error` event's.
+fn client_message(text: &str) -> Result<ClientMessage, ApiError> {
+    const SHAPE: &str = "expected {\"op\":\"open\",\"id\":…,\"session\":…} , {\"op\":\"open\",\"id\":…,\"lists\":true} \
+                         or {\"op\":\"close\",\"id\":…}";
+    let raw: RawMessage =
+        serde_json::from_str(text).map_err(|e| ApiError::bad_request("invalid_message", format!("{SHAPE}: {e}")))?;
+    check_id(&raw.id)?;
+    match raw.op.as_str() {
+        "close" => Ok(ClientMessage::Close { id: raw.id }),
+        "open" => {
+            let target = match (raw.session, raw.lists) {
+                (Some(session), false) => Target::Session { session, cursor: raw.cursor, approvals: raw.approvals },
+                (None, true) => Target::Lists,
+                (Some(_), true) => {
+                    return Err(ApiError::bad_request(
+                        "invalid_message",
+                        "an open names a session or the lists, not both",
+                    ));
+                }
+                (None, false) => return Err(ApiError::bad_request("invalid_message", format!("{SHAPE}"))),
+            };
+            Ok(ClientMessage::Open { id: raw.id, target })
+        }
+        _ => Err(ApiError::bad_request("unknown_op", "the client messages are `open` and `close`")),
+    }
+}
+
+/// A stream id: 1–64 characters of `[A-Za-z0-9_.:-]`, so it can never hold the
+/// newline that ends it on the wire.
+fn check_id(id: &str) -> Result<(), ApiError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+    if id.is_empty() || id.len() > MAX_ID || !id.chars().all(allowed) {
+        return Err(ApiError::bad_request("invalid_id", format!("a stream id is 1-{MAX_ID} of [A-Za-z0-9_.:-]")));
+    }
+    Ok(())
+}
+
+/// The client's message, checked as the socket does (for the `request_json` fuzz
+/// target; the socket answers a refusal with an empty-id `error` event, here a 400).
+pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/streams client message", |b| {
+    let text =
+        std::str::from_utf8(b).map_err(|_| ApiError::bad_request("invalid_message", "messages are JSON text"))?;
+    client_message(text).map(drop)
+})];
+
+/// Many native streams over one WebSocket. After the upgrade the client sends
+/// `{"op":"open","id":…,"session":…,"cursor":…,"approvals":…}`,
+/// `{"op":"open","id":…,"lists":true}` or `{"op":"close","id":…}`, and receives text
+/// messages `"<id>\n<SSE event>"`: each event exactly as `GET /api/sessions/{id}/events`
+/// or `GET /api/workspaces/events` sends it, `event: end` when a stream ends on the
+/// server's side, `event: error` (`{"status":…,"error":{…}}`) for a refused open, and
+/// with an empty id the `heartbeat` and errors about a client message.
+#[utoipa::path(
+    get,
+    path = "/api/streams",
+    tag = "streams",
+    responses(
+        (status = 101, description = "Switching protocols: the socket is open"),
+        (
+            status = 403,
+            description = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
+                serve while auth is off (`bad_host`)",
+            body = spool_protocol::api::ErrorBody
+        ),
+        StreamErrors,
+    )
+)]
+async fn upgrade(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    headers: HeaderMap,
+    uri: Uri,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    if !origin_allowed(&headers, &uri) {
+        return Ok(bad_origin());
+    }
+    let upgrade = upgrade.map_err(|r| ApiError::bad_request("websocket_required", r.body_text()))?;
+    // The socket counts as one of the user's streams for as long as it is open (each
+    // stream opened over it counts too, as its SSE twin does).
+    let permit = state.engine.stream_permit(&user)?;
+    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
+    // so it gets a kill token of its own: revoking the credential closes the socket.
+    let revoked = CancellationToken::new();
+    let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
+    let mux =
+        Mux { engine: state.engine.clone(), user, kill: CancellationToken::new(), streams: Vec::new(), next_poll: 0 };
+    let every = state.config.heartbeat;
+    let closing = state.engine.lists().closed();
+    Ok(limited(upgrade).on_upgrade(move |socket| async move {
+        let _watch = watch;
+        mux.run(socket, every, closing, revoked).await;
+        drop(permit);
+    }))
+}
+
+/// The SSE bytes of one open stream.
+type Frames = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+
+/// One stream open on a socket.
+struct Open {
+    id: String,
+    frames: Frames,
+    /// The list stream, which ends only when the server stops or it lags.
+    lists: bool,
+}
+
+/// Why the task stopped.
+enum Closing {
+    /// The client went away, or a write failed: nothing more can be said.
+    Gone,
+    /// Said to the client in a close frame.
+    Say(u16, &'static str),
+}
+
+/// One socket's state, owned by its task.
+struct Mux {
+    engine: Engine,
+    user: UserId,
+    /// Carried by every session subscription of this socket; fired by the engine when
+    /// it cuts one that lags.
+    kill: CancellationToken,
+    streams: Vec<Open>,
+    /// Where the next round-robin poll starts.
+    next_poll: usize,
+}
+
+/// What the task writes next, in order.
+type Outbox = Vec<Utf8Bytes>;
+
+impl Mux {
+    async fn run(mut self, socket: WebSocket, every: Duration, closing: CancellationToken, revoked: CancellationToken) {
+        let (mut tx, mut rx) = socket.split();
+        let mut kills = FuturesUnordered::from_iter([self.kill.clone().cancelled_owned()]);
+        let mut beats = heartbeat(every);
+        let mut out = Outbox::new();
+        let why = loop {
+            if !write(&mut tx, &mut kills, out.drain(..).map(Message::Text)).await {
+                // Stuck for the write timeout, or cut while a write was blocked.
+                break Closing::Gone;
+            }
+            tokio::select! {
+                message = rx.next() => match message {
+                    Some(Ok(Message::Text(text))) => self.on_message(text.as_str(), &mut out).await,
+                    Some(Ok(Message::Binary(_))) => {
+                        push_error(&mut out, "", &ApiError::bad_request("invalid_message", "messages are JSON text"));
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break Closing::Gone,
+                },
+                (index, item) = next_chunk(&mut self.streams, &mut self.next_poll) => match item {
+                    Some(chunk) => push_events(&mut out, &self.streams[index].id, &chunk),
+                    // Cut for lagging (the token says so), or the list stream fell
+                    // behind its ring: the client comes back with its cursors.
+                    None if self.kill.is_cancelled() || (self.streams[index].lists && !closing.is_cancelled()) => {
+                        break Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
+                    }
+                    None if self.streams[index].lists => break Closing::Say(close_code::AWAY, "the server is stopping"),
+                    None => {
+                        // The session was deleted: its stream is over.
+                        let open = self.streams.remove(index);
+                        out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
+                    }
+                },
+                // Cut outside a write: the stream's end would say the same a poll later.
+                () = self.kill.cancelled() => {
+                    break Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
+                }
+                // The server is stopping: say goodbye (1001 going away) rather than
+                // vanish when the process ends.
+                () = closing.cancelled() => break Closing::Say(close_code::AWAY, "the server is stopping"),
+                () = revoked.cancelled() => {
+                    tracing::debug!("closing a stream socket: its credential was revoked");
+                    break Closing::Say(close_code::POLICY, "the credential was revoked");
+                }
+                _ = beats.tick() => out.push(message("", spool_protocol::sse::HEARTBEAT)),
+            }
+        };
+        // Subscriptions go first: nothing of theirs is queued for a socket that closes.
+        self.streams.clear();
+        if let Closing::Say(code, reason) = why {
+            let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
+            let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(close)).await;
+        }
+    }
+
+    async fn on_message(&mut self, text: &str, out: &mut Outbox) {
+        match client_message(text) {
+            Err(e) => push_error(out, "", &e),
+            Ok(ClientMessage::Close { id }) => self.streams.retain(|s| s.id != id),
+            Ok(ClientMessage::Open { id, target }) => {
+                // The old subscription goes first: nothing of it follows the new one.
+                self.streams.retain(|s| s.id != id);
+                // Owned, not borrowed from `self`: the streams it holds are not `Sync`.
+                let (engine, user, kill) = (self.engine.clone(), self.user.clone(), self.kill.clone());
+                match open(engine, user, kill, self.streams.len(), target).await {
+                    Ok(open) => self.streams.push(Open { id, frames: open.0, lists: open.1 }),
+                    Err(e) => push_error(out, &id, &e),
+                }
+            }
+        }
+    }
+}
+
+/// Subscribes as the SSE route does, beside `open` streams already on the socket; the
+/// flag says whether it is the list stream. Session subscriptions carry `kill`.
+async fn open(
+    engine: Engine,
+    user: UserId,
+    kill: CancellationToken,
+    open: usize,
+    target: Target,
+) -> Result<(Frames, bool), ApiError> {
+    if open >= MAX_STREAMS {
+        let message = format!("a socket holds at most {MAX_STREAMS} streams; close one first");
+        return Err(EngineError::TooMany { code: "too_many_streams", message }.into());
+    }
+    match target {
+        Target::Session { session, cursor, approvals } => {
+            let id: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
+            // A cursor that does not parse means a snapshot, as on the SSE route.
+            let cursor = cursor.as_deref().and_then(Cursor::parse);
+            let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill, approvals).await?;
+            tracing::debug!(session = %id, ?start, "socket stream subscribed");
+            Ok((Box::pin(subscription), false))
+        }
+        Target::Lists => {
+            // Counted like a session stream, for as long as it is open.
+            let permit = engine.stream_permit(&user)?;
+            Ok((Box::pin(holding(engine.lists().subscribe(user), permit)), true))
+        }
+    }
+}
+
+/// `"<id>\n<event>"`.
+fn message(id: &str, event: &[u8]) -> Utf8Bytes {
+    let event = std::str::from_utf8(event).expect("events are encoded from strings");
+    let mut text = String::with_capacity(id.len() + 1 + event.len());
+    text.push_str(id);
+    text.push('\n');
+    text.push_str(event);
+    text.into()
+}
+
+/// One message per SSE event of `chunk` (the engine batches the frames that are ready
+/// into one chunk; each event ends with a blank line, which no field holds).
+fn push_events(out: &mut Outbox, id: &str, chunk: &[u8]) {
+    let mut rest = chunk;
+    while !rest.is_empty() {
+        let end = rest.windows(2).position(|w| w == b"\n\n").map_or(rest.len(), |at| at + 2);
+        out.push(message(id, &rest[..end]));
+        rest = &rest[end..];
+    }
+}
+
+/// The `error` event for `id`: the status and the JSON body an HTTP route would answer.
+fn push_error(out: &mut Outbox, id: &str, error: &ApiError) {
+    let (status, body) = error.status_and_body();
+    let fields = body.strip_prefix('{').expect("an error body is a JSON object");
+    let data = format!("{{\"status\":{},{fields}", status.as_u16());
+    out.push(message(id, &spool_protocol::sse::encode(None, Some(ERROR_EVENT), &data)));
+}
+
+/// The next chunk from any open stream: `(index, Some(bytes))`, or `(index, None)`
+/// when that stream ended. Polling starts after the stream served last, so a busy
+/// stream cannot starve the others.
+async fn next_chunk(streams: &mut [Open], next: &mut usize) -> (usize, Option<Bytes>) {
+    poll_fn(|cx| {
+        let n = streams.len();
+        for k in 0..n {
+            let i = (*next + k) % n;
+            if let Poll::Ready(item) = streams[i].frames.poll_next_unpin(cx) {
+                *next = (i + 1) % n;
+                return Poll::Ready((i, item));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_messages_are_checked() {
+        let open = client_message(r#"{"op":"open","id":"s1","session":"ses_x","cursor":null,"approvals":true}"#);
+        let target = Target::Session { session: "ses_x".into(), cursor: None, approvals: true };
+        assert_eq!(open.ok(), Some(ClientMessage::Open { id: "s1".into(), target }));
+        let lists = client_message(r#"{"op":"open","id":"l","lists":true}"#);
+        assert_eq!(lists.ok(), Some(ClientMessage::Open { id: "l".into(), target: Target::Lists }));
+        assert_eq!(
+            client_message(r#"{"op":"close","id":"a.b:c-d_9"}"#).ok(),
+            Some(ClientMessage::Close { id: "a.b:c-d_9".into() })
+        );
+        let long = "x".repeat(MAX_ID + 1);
+        for bad in [
+            "",
+            "[]",
+            r#"{"op":"open"}"#,
+            r#"{"op":"open","id":"s1"}"#,
+            r#"{"op":"open","id":"s1","session":"ses_x","lists":true}"#,
+            r#"{"op":"subscribe","id":"s1"}"#,
+            r#"{"op":"close","id":""}"#,
+            r#"{"op":"close","id":"a\nb"}"#,
+            r#"{"op":"close","id":"a b"}"#,
+            &format!(r#"{{"op":"close","id":"{long}"}}"#),
+            r#"{"op":"open","id":"s1","session":"ses_x","cursor":5}"#,
+        ] {
+            let refused = client_message(bad).expect_err(bad);
+            assert_eq!(refused.status_and_body().0, axum::http::StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_chunk_becomes_one_message_per_event() {
+        let mut out = Outbox::new();
+        push_events(&mut out, "s1", b"id: a:1\ndata: {}\n\nid: a:2\ndata: {\"x\":1}\n\n");
+        assert_eq!(out, ["s1\nid: a:1\ndata: {}\n\n", "s1\nid: a:2\ndata: {\"x\":1}\n\n"]);
+    }
+
+    #[test]
+    fn an_error_event_carries_the_status_and_the_routes_body() {
+        let mut out = Outbox::new();
+        push_error(&mut out, "s1", &ApiError::not_found("session"));
+        let text = out[0].as_str();
+        let data = text.strip_prefix("s1\nevent: error\ndata: ").and_then(|d| d.strip_suffix("\n\n")).expect(text);
+        let data: serde_json::Value = serde_json::from_str(data).expect("JSON");
+        assert_eq!(data["status"], 404);
+        assert_eq!(data["error"]["code"], "not_found");
+    }
+}
