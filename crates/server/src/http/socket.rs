@@ -51,28 +51,38 @@ pub(super) fn limited(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
         .max_frame_size(MAX_CLIENT_MESSAGE)
 }
 
-/// Writes messages and flushes once, unless a kill token fires first (a write that
-/// cannot finish while a subscription is being cut means the client stopped reading)
-/// or the write takes longer than [`WRITE_TIMEOUT`]. False closes the socket.
+/// Writes messages and flushes once, unless a kill token fires first and `cut` says
+/// a subscription was cut (a write that cannot finish while a subscription is being
+/// cut means the client stopped reading), or the write takes longer than
+/// [`WRITE_TIMEOUT`]. A token that fires for another reason (a session's stream
+/// closing) lets the write go on. False closes the socket.
 pub(super) async fn write(
     tx: &mut SplitSink<WebSocket, Message>,
     kills: &mut FuturesUnordered<WaitForCancellationFutureOwned>,
     messages: impl Iterator<Item = Message>,
+    cut: impl Fn() -> bool,
 ) -> bool {
     let mut messages = messages.peekable();
     if messages.peek().is_none() {
         return true;
     }
-    let write = async {
+    let write = tokio::time::timeout(WRITE_TIMEOUT, async {
         for message in messages {
             tx.feed(message).await?;
         }
         tx.flush().await
-    };
-    tokio::select! {
-        biased;
-        written = tokio::time::timeout(WRITE_TIMEOUT, write) => matches!(written, Ok(Ok(()))),
-        Some(()) = kills.next() => false,
+    });
+    tokio::pin!(write);
+    loop {
+        tokio::select! {
+            biased;
+            written = &mut write => return matches!(written, Ok(Ok(()))),
+            Some(()) = kills.next() => {
+                if cut() {
+                    return false;
+                }
+            }
+        }
     }
 }
 

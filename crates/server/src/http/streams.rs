@@ -30,12 +30,15 @@
 //!
 //! # Slow clients
 //!
-//! Every session subscription of a socket carries the socket's one kill token. When the
-//! engine cuts one for lagging (a queue limit behind), the token fires: a write blocked
-//! on the socket gives up, and the socket closes with 1013 — the client comes back with
-//! its cursors, as an `EventSource` would. A stream that ends with the token unfired
-//! was closed by the engine (its session deleted), which is what `end` reports. Other
-//! sockets never notice. A write that makes no progress for 30 s closes the socket too.
+//! Every session subscription carries a kill token, and every write races the
+//! socket's tokens. When the engine cuts a subscription for lagging (a queue limit
+//! behind), its token fires: a write blocked on the socket gives up, and the socket
+//! closes with 1013 — the client comes back with its cursors, as an `EventSource`
+//! would. The engine fires the tokens of a session's subscribers when it closes the
+//! session's stream too (its session deleted), so a fired token is judged by asking
+//! the subscription whether it was cut: a closed stream is not the socket's fault, and
+//! its end is what `end` reports. Other sockets never notice. A write that makes no
+//! progress for 30 s closes the socket too.
 
 use super::openapi::StreamErrors;
 use super::socket::{bad_origin, limited, origin_allowed, write};
@@ -52,13 +55,13 @@ use bytes::Bytes;
 use futures::stream::FuturesUnordered;
 use futures::{SinkExt, Stream, StreamExt};
 use serde::Deserialize;
-use spool_engine::{Engine, EngineError};
+use spool_engine::{Engine, EngineError, Subscription};
 use spool_protocol::{Cursor, SessionId, UserId};
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -128,7 +131,7 @@ fn client_message(text: &str) -> Result<ClientMessage, ApiError> {
                         "an open names a session or the lists, not both",
                     ));
                 }
-                (None, false) => return Err(ApiError::bad_request("invalid_message", format!("{SHAPE}"))),
+                (None, false) => return Err(ApiError::bad_request("invalid_message", SHAPE)),
             };
             Ok(ClientMessage::Open { id: raw.id, target })
         }
@@ -195,7 +198,7 @@ async fn upgrade(
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
     let mux =
-        Mux { engine: state.engine.clone(), user, kill: CancellationToken::new(), streams: Vec::new(), next_poll: 0 };
+        Mux { engine: state.engine.clone(), user, streams: Vec::new(), kills: FuturesUnordered::new(), next_poll: 0 };
     let every = state.config.heartbeat;
     let closing = state.engine.lists().closed();
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
@@ -206,14 +209,27 @@ async fn upgrade(
 }
 
 /// The SSE bytes of one open stream.
-type Frames = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+enum Frames {
+    /// A session stream, which the engine may cut (see [`Subscription::is_cut`]).
+    Session(Subscription),
+    /// The list stream, which ends only when the server stops or it lags. In a mutex
+    /// only to be `Sync` (a write borrows the streams to ask about cuts); the task
+    /// alone owns it and polls it through `get_mut`, which never locks.
+    Lists(std::sync::Mutex<Pin<Box<dyn Stream<Item = Bytes> + Send>>>),
+}
+
+impl Frames {
+    fn is_cut(&self) -> bool {
+        matches!(self, Frames::Session(s) if s.is_cut())
+    }
+}
 
 /// One stream open on a socket.
 struct Open {
     id: String,
     frames: Frames,
-    /// The list stream, which ends only when the server stops or it lags.
-    lists: bool,
+    /// The session subscription's kill token.
+    kill: Option<CancellationToken>,
 }
 
 /// Why the task stopped.
@@ -228,10 +244,9 @@ enum Closing {
 struct Mux {
     engine: Engine,
     user: UserId,
-    /// Carried by every session subscription of this socket; fired by the engine when
-    /// it cuts one that lags.
-    kill: CancellationToken,
     streams: Vec<Open>,
+    /// The kill tokens of the session subscriptions (and of some closed since).
+    kills: FuturesUnordered<WaitForCancellationFutureOwned>,
     /// Where the next round-robin poll starts.
     next_poll: usize,
 }
@@ -242,11 +257,13 @@ type Outbox = Vec<Utf8Bytes>;
 impl Mux {
     async fn run(mut self, socket: WebSocket, every: Duration, closing: CancellationToken, revoked: CancellationToken) {
         let (mut tx, mut rx) = socket.split();
-        let mut kills = FuturesUnordered::from_iter([self.kill.clone().cancelled_owned()]);
         let mut beats = heartbeat(every);
         let mut out = Outbox::new();
+        const LAGGING: Closing = Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
         let why = loop {
-            if !write(&mut tx, &mut kills, out.drain(..).map(Message::Text)).await {
+            let streams = &self.streams;
+            let cut = || streams.iter().any(|s| s.frames.is_cut());
+            if !write(&mut tx, &mut self.kills, out.drain(..).map(Message::Text), cut).await {
                 // Stuck for the write timeout, or cut while a write was blocked.
                 break Closing::Gone;
             }
@@ -261,21 +278,29 @@ impl Mux {
                 },
                 (index, item) = next_chunk(&mut self.streams, &mut self.next_poll) => match item {
                     Some(chunk) => push_events(&mut out, &self.streams[index].id, &chunk),
-                    // Cut for lagging (the token says so), or the list stream fell
-                    // behind its ring: the client comes back with its cursors.
-                    None if self.kill.is_cancelled() || (self.streams[index].lists && !closing.is_cancelled()) => {
-                        break Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
-                    }
-                    None if self.streams[index].lists => break Closing::Say(close_code::AWAY, "the server is stopping"),
-                    None => {
-                        // The session was deleted: its stream is over.
-                        let open = self.streams.remove(index);
-                        out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
-                    }
+                    // Cut for lagging: the client comes back with its cursors.
+                    None if self.streams[index].frames.is_cut() => break LAGGING,
+                    None => match self.streams[index].frames {
+                        Frames::Lists(_) if closing.is_cancelled() => {
+                            break Closing::Say(close_code::AWAY, "the server is stopping");
+                        }
+                        // A list stream ends otherwise only when it fell behind its ring.
+                        Frames::Lists(_) => break LAGGING,
+                        Frames::Session(_) => {
+                            // The session was deleted: its stream is over.
+                            let open = self.streams.remove(index);
+                            out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
+                            self.forget_dropped_kills();
+                        }
+                    },
                 },
-                // Cut outside a write: the stream's end would say the same a poll later.
-                () = self.kill.cancelled() => {
-                    break Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
+                // A token that fired outside a write: a cut closes the socket now (its
+                // stream's end would say the same a poll later); a closed stream's end
+                // says the rest.
+                Some(()) = self.kills.next() => {
+                    if self.streams.iter().any(|s| s.frames.is_cut()) {
+                        break LAGGING;
+                    }
                 }
                 // The server is stopping: say goodbye (1001 going away) rather than
                 // vanish when the process ends.
@@ -303,25 +328,37 @@ impl Mux {
                 // The old subscription goes first: nothing of it follows the new one.
                 self.streams.retain(|s| s.id != id);
                 // Owned, not borrowed from `self`: the streams it holds are not `Sync`.
-                let (engine, user, kill) = (self.engine.clone(), self.user.clone(), self.kill.clone());
-                match open(engine, user, kill, self.streams.len(), target).await {
-                    Ok(open) => self.streams.push(Open { id, frames: open.0, lists: open.1 }),
+                let (engine, user) = (self.engine.clone(), self.user.clone());
+                match open(engine, user, self.streams.len(), target).await {
+                    Ok((frames, kill)) => {
+                        if let Some(kill) = &kill {
+                            self.kills.push(kill.clone().cancelled_owned());
+                        }
+                        self.streams.push(Open { id, frames, kill });
+                    }
                     Err(e) => push_error(out, &id, &e),
                 }
             }
         }
+        self.forget_dropped_kills();
+    }
+
+    /// Rebuilds the kill set when closed streams' tokens pile up in it.
+    fn forget_dropped_kills(&mut self) {
+        if self.kills.len() > 2 * self.streams.len() + 16 {
+            self.kills = self.streams.iter().filter_map(|s| s.kill.clone()).map(|k| k.cancelled_owned()).collect();
+        }
     }
 }
 
-/// Subscribes as the SSE route does, beside `open` streams already on the socket; the
-/// flag says whether it is the list stream. Session subscriptions carry `kill`.
+/// Subscribes as the SSE route does, beside `open` streams already on the socket; a
+/// session subscription comes with its kill token.
 async fn open(
     engine: Engine,
     user: UserId,
-    kill: CancellationToken,
     open: usize,
     target: Target,
-) -> Result<(Frames, bool), ApiError> {
+) -> Result<(Frames, Option<CancellationToken>), ApiError> {
     if open >= MAX_STREAMS {
         let message = format!("a socket holds at most {MAX_STREAMS} streams; close one first");
         return Err(EngineError::TooMany { code: "too_many_streams", message }.into());
@@ -331,14 +368,17 @@ async fn open(
             let id: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
             // A cursor that does not parse means a snapshot, as on the SSE route.
             let cursor = cursor.as_deref().and_then(Cursor::parse);
-            let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill, approvals).await?;
+            let kill = CancellationToken::new();
+            let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
             tracing::debug!(session = %id, ?start, "socket stream subscribed");
-            Ok((Box::pin(subscription), false))
+            Ok((Frames::Session(subscription), Some(kill)))
         }
         Target::Lists => {
             // Counted like a session stream, for as long as it is open.
             let permit = engine.stream_permit(&user)?;
-            Ok((Box::pin(holding(engine.lists().subscribe(user), permit)), true))
+            let frames: Pin<Box<dyn Stream<Item = Bytes> + Send>> =
+                Box::pin(holding(engine.lists().subscribe(user), permit));
+            Ok((Frames::Lists(std::sync::Mutex::new(frames)), None))
         }
     }
 }
@@ -380,7 +420,11 @@ async fn next_chunk(streams: &mut [Open], next: &mut usize) -> (usize, Option<By
         let n = streams.len();
         for k in 0..n {
             let i = (*next + k) % n;
-            if let Poll::Ready(item) = streams[i].frames.poll_next_unpin(cx) {
+            let polled = match &mut streams[i].frames {
+                Frames::Session(s) => s.poll_next_unpin(cx),
+                Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
+            };
+            if let Poll::Ready(item) = polled {
                 *next = (i + 1) % n;
                 return Poll::Ready((i, item));
             }

@@ -340,7 +340,9 @@ impl Hub {
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         loop {
             let messages = out.0.drain(..).map(Message::Text);
-            if !write(&mut tx, &mut self.kills, messages).await {
+            // Any token firing in a write ends it: the hub tells a cut from a deletion
+            // only later, by asking the store (`judge`).
+            if !write(&mut tx, &mut self.kills, messages, || true).await {
                 return;
             }
             let judge_at = self.judge_at;
@@ -385,7 +387,7 @@ impl Hub {
                     return;
                 }
                 _ = ping.tick() => {
-                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new()))).await {
+                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new())), || true).await {
                         return;
                     }
                 }
