@@ -518,3 +518,29 @@ async fn the_heartbeat_comes_with_an_empty_id() {
     let beat = recv(&mut ws).await;
     assert_eq!((beat.id.as_str(), beat.event.as_bytes()), ("", spool_protocol::sse::HEARTBEAT));
 }
+
+#[tokio::test]
+async fn approvals_true_makes_the_socket_a_place_to_answer_approvals() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let prompt = |file: &str| {
+        let text = format!("tool: write {}", json!({"path": file, "content": "x"}));
+        json!({"text": text, "approvalPolicy": "deny"})
+    };
+    // Without `approvals`, a viewer only: under the deny policy the call fails closed.
+    let mut ws = connect(&server).await;
+    send(&mut ws, open_session("view", &session, None)).await;
+    recv_event(&mut ws).await;
+    let (status, body) = server.post(&format!("/api/sessions/{session}/prompt"), prompt("a.txt")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let frames = recv_until(&mut ws, settled("view")).await;
+    assert!(!frames.iter().any(|m| m.event_type().as_deref() == Some("approval_requested")), "{frames:?}");
+    assert!(frames.iter().any(|m| m.event.contains("no one is connected")), "the call was refused");
+
+    // With it, the same run waits for the person, and the socket shows the approval.
+    send(&mut ws, json!({"op": "open", "id": "view", "session": session, "approvals": true})).await;
+    recv_until(&mut ws, |m| m.data()["type"] == "session.snapshot").await;
+    let (status, body) = server.post(&format!("/api/sessions/{session}/prompt"), prompt("b.txt")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    recv_until(&mut ws, |m| m.id == "view" && m.event_type().as_deref() == Some("approval_requested")).await;
+}
