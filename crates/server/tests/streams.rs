@@ -544,3 +544,20 @@ async fn approvals_true_makes_the_socket_a_place_to_answer_approvals() {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     recv_until(&mut ws, |m| m.id == "view" && m.event_type().as_deref() == Some("approval_requested")).await;
 }
+
+#[tokio::test]
+async fn deleting_a_project_ends_its_sessions_streams() {
+    let server = TestServer::start().await;
+    let project = id_of(&server.create_project(&server.new_dir("doomed")).await);
+    let session = id_of(&server.create_session(&project, None).await);
+    let mut ws = connect(&server).await;
+    send(&mut ws, open_session("s", &session, None)).await;
+    recv_event(&mut ws).await;
+    let (status, _) = server.delete(&format!("/api/projects/{project}")).await;
+    assert!(status.is_success(), "{status}");
+    let seen = recv_until(&mut ws, |m| m.kind().as_deref() == Some("end")).await;
+    assert_eq!(seen.last().map(|m| m.id.as_str()), Some("s"));
+    // The socket stays open.
+    send(&mut ws, json!({"op": "open", "id": "l", "lists": true})).await;
+    assert_eq!(recv_event(&mut ws).await.data()["type"], "lists.reset");
+}

@@ -35,10 +35,12 @@
 //! behind), its token fires: a write blocked on the socket gives up, and the socket
 //! closes with 1013 — the client comes back with its cursors, as an `EventSource`
 //! would. The engine fires the tokens of a session's subscribers when it closes the
-//! session's stream too (its session deleted), so a fired token is judged by asking
-//! the subscription whether it was cut: a closed stream is not the socket's fault, and
-//! its end is what `end` reports. Other sockets never notice. A write that makes no
-//! progress for 30 s closes the socket too.
+//! session's stream too, so a fired token is judged by asking the subscription whether
+//! it was cut: a closed stream is not the socket's fault. Its end is what `end` reports
+//! when the session is gone from the store; one closed under a session that is still
+//! there (a node's stale view in a cluster) closes the socket like a cut, since only a
+//! reconnect with cursors can pick it up without a hole. Other sockets never notice. A
+//! write that makes no progress for 30 s closes the socket too.
 
 use super::openapi::StreamErrors;
 use super::socket::{bad_origin, limited, origin_allowed, write};
@@ -211,7 +213,7 @@ async fn upgrade(
 /// The SSE bytes of one open stream.
 enum Frames {
     /// A session stream, which the engine may cut (see [`Subscription::is_cut`]).
-    Session(Subscription),
+    Session(Subscription, SessionId),
     /// The list stream, which ends only when the server stops or it lags. In a mutex
     /// only to be `Sync` (a write borrows the streams to ask about cuts); the task
     /// alone owns it and polls it through `get_mut`, which never locks.
@@ -220,7 +222,7 @@ enum Frames {
 
 impl Frames {
     fn is_cut(&self) -> bool {
-        matches!(self, Frames::Session(s) if s.is_cut())
+        matches!(self, Frames::Session(s, _) if s.is_cut())
     }
 }
 
@@ -286,8 +288,17 @@ impl Mux {
                         }
                         // A list stream ends otherwise only when it fell behind its ring.
                         Frames::Lists(_) => break LAGGING,
-                        Frames::Session(_) => {
-                            // The session was deleted: its stream is over.
+                        Frames::Session(..) if closing.is_cancelled() => {
+                            break Closing::Say(close_code::AWAY, "the server is stopping");
+                        }
+                        Frames::Session(_, ref session) => {
+                            let session = session.clone();
+                            if !self.deleted(&session).await {
+                                // Closed under a session that is still there (this node's
+                                // view of it went stale): the client comes back with its
+                                // cursors, as an SSE client would.
+                                break LAGGING;
+                            }
                             let open = self.streams.remove(index);
                             out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
                             self.forget_dropped_kills();
@@ -343,6 +354,13 @@ impl Mux {
         self.forget_dropped_kills();
     }
 
+    /// Whether a session whose stream the engine closed is gone. The engine deletes a
+    /// session from the store before it closes its stream, and this reads the store
+    /// without loading the session (which would bring a deleted one back to memory).
+    async fn deleted(&self, session: &SessionId) -> bool {
+        matches!(self.engine.messages(&self.user, session, Some(0), Some(1)).await, Err(EngineError::NotFound(_)))
+    }
+
     /// Rebuilds the kill set when closed streams' tokens pile up in it.
     fn forget_dropped_kills(&mut self) {
         if self.kills.len() > 2 * self.streams.len() + 16 {
@@ -371,7 +389,7 @@ async fn open(
             let kill = CancellationToken::new();
             let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
             tracing::debug!(session = %id, ?start, "socket stream subscribed");
-            Ok((Frames::Session(subscription), Some(kill)))
+            Ok((Frames::Session(subscription, id), Some(kill)))
         }
         Target::Lists => {
             // Counted like a session stream, for as long as it is open.
@@ -421,7 +439,7 @@ async fn next_chunk(streams: &mut [Open], next: &mut usize) -> (usize, Option<By
         for k in 0..n {
             let i = (*next + k) % n;
             let polled = match &mut streams[i].frames {
-                Frames::Session(s) => s.poll_next_unpin(cx),
+                Frames::Session(s, _) => s.poll_next_unpin(cx),
                 Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
             };
             if let Poll::Ready(item) = polled {
