@@ -77,6 +77,11 @@ impl Received {
     fn is_heartbeat(&self) -> bool {
         self.id.is_empty() && self.kind().as_deref() == Some("heartbeat")
     }
+
+    /// The acknowledgement of an open, which comes before the stream's first event.
+    fn is_ack(&self) -> bool {
+        self.kind().as_deref() == Some("open")
+    }
 }
 
 /// The next text message (pings skipped), split at its first newline; panics if none
@@ -98,11 +103,12 @@ async fn recv(ws: &mut Ws) -> Received {
     }
 }
 
-/// The next message that is not a heartbeat.
+/// The next message that is not a heartbeat or an open's acknowledgement (checked on
+/// its own in `an_open_is_acknowledged_before_anything_else`).
 async fn recv_event(ws: &mut Ws) -> Received {
     loop {
         let message = recv(ws).await;
-        if !message.is_heartbeat() {
+        if !message.is_heartbeat() && !message.is_ack() {
             return message;
         }
     }
@@ -193,6 +199,47 @@ async fn two_sessions_over_one_socket_get_exactly_what_their_sse_streams_get() {
     assert_eq!(got_a, through_settled(sse_events(&sse_a.raw)), "session a");
     assert_eq!(got_b, through_settled(sse_events(&sse_b.raw)), "session b");
     assert!(got["a"].len() > 40 && got["b"].iter().any(|e| e.contains("tool_execution_end")), "{got:?}");
+}
+
+/// The next message that is not a heartbeat.
+async fn recv_beatless(ws: &mut Ws) -> Received {
+    loop {
+        let message = recv(ws).await;
+        if !message.is_heartbeat() {
+            return message;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_open_is_acknowledged_before_anything_else() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut ws = connect(&server).await;
+    send(&mut ws, open_session("first", &session, None)).await;
+    let ack = recv_beatless(&mut ws).await;
+    assert_eq!((ack.id.as_str(), ack.kind().as_deref()), ("first", Some("open")), "{ack:?}");
+    let snapshot = recv_beatless(&mut ws).await;
+    assert_eq!(snapshot.data()["type"], "session.snapshot");
+    // Opened at its current seq, a stream has nothing to send: the acknowledgement is
+    // the only sign that it is up, and the run's frames follow it.
+    let cursor = cursor_of(&snapshot);
+    send(&mut ws, open_session("again", &session, Some(&cursor))).await;
+    let ack = recv_beatless(&mut ws).await;
+    assert_eq!((ack.id.as_str(), ack.kind().as_deref()), ("again", Some("open")), "{ack:?}");
+    server.start_run(&session, "echo: after the ack").await;
+    let next = recv_beatless(&mut ws).await;
+    assert!(next.id == "first" || next.id == "again", "{next:?}");
+    assert_ne!(next.kind().as_deref(), Some("open"));
+    // A refused open is not acknowledged: its error is the first thing said about it.
+    send(&mut ws, open_session("missing", "ses_00000000000000000000000000", None)).await;
+    let refused = loop {
+        let message = recv_beatless(&mut ws).await;
+        if message.id == "missing" {
+            break message;
+        }
+    };
+    assert_eq!(refused.kind().as_deref(), Some("error"), "{refused:?}");
 }
 
 #[tokio::test]

@@ -14,7 +14,8 @@
 //! The server answers with text messages `"<id>\n<event>"`, where `<event>` is one SSE
 //! event byte for byte as the SSE route sends it (the engine's pre-encoded, shared
 //! frames, split at event boundaries, never re-encoded). A stream that ends on the
-//! server's side (its session deleted) sends `event: end`; an open that fails sends
+//! server's side (its session deleted) sends `event: end`; a successful open is
+//! acknowledged with `event: open` before any of its events; an open that fails sends
 //! `event: error` with the status and the JSON error body the SSE route would answer;
 //! a message that is not a valid client message gets the same with an empty id, and
 //! the socket stays open. The SSE `heartbeat` event, with an empty id, comes every
@@ -74,6 +75,8 @@ const MAX_ID: usize = 64;
 /// How long a closing socket waits to say why (a client that stopped reading never
 /// takes the close frame, and must not hold the task).
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// The event that acknowledges an open, before the stream's first event.
+const OPEN_EVENT: &str = "open";
 /// The event that tells a client its stream ended on the server's side.
 const END_EVENT: &str = "end";
 /// The event that carries a refused open or client message.
@@ -345,6 +348,10 @@ impl Mux {
                         if let Some(kill) = &kill {
                             self.kills.push(kill.clone().cancelled_owned());
                         }
+                        // Acknowledged before any of its frames: a session stream opened
+                        // at its current seq sends nothing until something happens, and
+                        // the client must still know the stream is up.
+                        out.push(message(&id, &spool_protocol::sse::encode(None, Some(OPEN_EVENT), "{}")));
                         self.streams.push(Open { id, frames, kill });
                     }
                     Err(e) => push_error(out, &id, &e),
