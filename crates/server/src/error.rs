@@ -54,6 +54,13 @@ impl ApiError {
         ApiError::Engine(EngineError::NotFound(what))
     }
 
+    /// The status and JSON body this error answers with, for a transport that reports
+    /// an error inside a stream rather than as a response (`GET /api/streams`).
+    pub(crate) fn status_and_body(&self) -> (StatusCode, String) {
+        let (status, code, message) = self.parts();
+        (status, spool_protocol::api::error_body(code, &message))
+    }
+
     /// Status, code and the message a client may see.
     fn parts(&self) -> (StatusCode, &'static str, String) {
         match self {

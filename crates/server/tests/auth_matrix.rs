@@ -89,7 +89,7 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         }
         ("DELETE", "/api/messages/{id}") => foreign(format!("/api/messages/{message}"), None),
         ("GET", "/api/projects" | "/api/gate/approvals" | "/session" | "/session/status" | "/permission")
-        | ("GET", "/api/workspaces/events" | "/event" | "/api/ws") => own(path, None),
+        | ("GET", "/api/workspaces/events" | "/event" | "/api/ws" | "/api/streams") => own(path, None),
         ("POST", "/api/projects") => own(path, Some(json!({}))),
         ("POST", "/session") => own(path, Some(json!({"title": "bob's"}))),
         ("POST", "/api/hub/events") => {

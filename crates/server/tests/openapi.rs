@@ -54,6 +54,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/gate/approvals/{id}"),
     ("POST", "/api/chat"),
     ("GET", "/api/ws"),
+    ("GET", "/api/streams"),
     ("POST", "/api/hub/events"),
     ("GET", "/global/health"),
     ("GET", "/session"),

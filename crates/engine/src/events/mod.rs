@@ -659,6 +659,13 @@ impl Subscription {
         self.guard = Some(Box::new(guard));
     }
 
+    /// Whether the engine cut this subscriber for lagging (rather than closing the
+    /// session's stream): a transport that keeps the connection when one of several
+    /// streams ends tells the two apart with it.
+    pub fn is_cut(&self) -> bool {
+        self.events.lock().subscribers.get(&self.id).is_some_and(|slot| slot.cut)
+    }
+
     /// The same subscription, yielding typed frames in order instead of SSE bytes.
     pub fn typed(self) -> TypedSubscription {
         TypedSubscription(self)
@@ -916,6 +923,7 @@ mod tests {
         assert_eq!(seen, 201, "snapshot plus every published frame");
         assert!(slow_kill.is_cancelled(), "the lagging subscriber's connection is killed");
         assert!(drain(&mut slow).1, "and its stream ends");
+        assert!(slow.is_cut() && !fast.is_cut(), "it knows it was cut, the reader that it was not");
         // The ring stays bounded by the queue limit, not by the slow reader.
         let inner = ev.lock();
         assert!(inner.ring_bytes <= limits.queue_bytes + 1024, "{}", inner.ring_bytes);
@@ -1002,11 +1010,13 @@ mod tests {
         drop(other);
         assert_eq!(ev.subscriber_count(), 1);
         assert_eq!(*ev.watch_subscribers().borrow(), 1);
-        let waiter = tokio::spawn(async move { sub.next().await });
+        let waiter = tokio::spawn(async move { (sub.next().await, sub) });
         tokio::task::yield_now().await;
         ev.close();
-        assert_eq!(waiter.await.unwrap(), None);
+        let (last, sub) = waiter.await.unwrap();
+        assert_eq!(last, None);
         assert!(kill.is_cancelled());
+        assert!(!sub.is_cut(), "closed, not cut");
         assert!(!ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: RunId::new() }));
     }
 }

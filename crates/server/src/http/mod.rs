@@ -23,7 +23,9 @@ mod opencode;
 mod projects;
 mod runs;
 mod sessions;
+mod socket;
 mod sse;
+mod streams;
 mod ws;
 
 use crate::error::ApiError;
@@ -65,6 +67,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .merge(chat::router())
         .merge(ws::router())
+        .merge(streams::router())
         .merge(hub::router())
         .merge(opencode::router())
         .merge(openapi::router())
@@ -74,7 +77,7 @@ fn api() -> OpenApiRouter<AppState> {
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
         .into_iter()
-        .chain([hub::BODIES, runs::BODIES, sessions::BODIES, ws::BODIES])
+        .chain([hub::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
         .flatten()
 }
 

@@ -45,7 +45,7 @@ use crate::state::AppState;
         (name = "projects", description = "Registered directories"),
         (name = "sessions", description = "Conversations and their history"),
         (name = "runs", description = "Prompts, runs and approvals"),
-        (name = "streams", description = "The session, list and run streams (SSE) and the WebSocket hub"),
+        (name = "streams", description = "The session, list and run streams (SSE), the WebSocket hub, and many session and list streams over one WebSocket"),
         (name = "hub", description = "Publishing seed 002 hub events (publisher tokens)"),
         (name = "ui", description = "The embedded browser UI"),
         (name = "opencode", description = "The OpenCode-compatible API (seed 004)"),

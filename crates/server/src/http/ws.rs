@@ -46,12 +46,11 @@
 //! that was not. A cursor for a published channel in `cursors` replays after the
 //! acknowledgement, like a session's.
 //!
-//! Upgrades use small read and write buffers (tungstenite's default is 128 KiB per
-//! socket for reading alone), and the `Origin` is checked: a browser page may open the
-//! hub only from the server's own origin; clients that send no `Origin` (not browsers)
-//! are let in, as they are on every other route.
+//! The `Origin` check, buffer sizes, message limits and the racing write are
+//! `socket.rs`'s, shared with `GET /api/streams`.
 
 use super::openapi::StreamErrors;
+use super::socket::{bad_origin, limited, origin_allowed, write};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use crate::dialect::ws_hub::{self, Author, Envelope, RunTally};
 use crate::error::ApiError;
@@ -60,11 +59,10 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::http::header::{CONTENT_TYPE, ORIGIN};
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, SplitSink};
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, SinkExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::hub::HubSubscriber;
@@ -85,20 +83,11 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Per-socket buffers: enough for a subscribe message and a few events.
-const READ_BUFFER: usize = 8 * 1024;
-const WRITE_BUFFER: usize = 8 * 1024;
-/// Bytes a socket may hold unsent before a write fails (and the socket is dropped).
-const MAX_WRITE_BUFFER: usize = 1 << 20;
-/// Largest message a client may send; subscribe messages are small.
-const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 /// Most channels one filter may name.
 const MAX_CHANNELS: usize = 1000;
 /// How long after a subscription ends the hub decides whether its session was deleted
 /// or the socket was cut (a deletion closes the stream just before the store delete).
 const JUDGE_AFTER: Duration = Duration::from_millis(500);
-/// A write that makes no progress for this long closes the socket.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(upgrade))
@@ -171,12 +160,7 @@ async fn upgrade(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     if !origin_allowed(&headers, &uri) {
-        // A browser on another site riding the user's cookie: refused before upgrading.
-        let body = spool_protocol::api::error_body(
-            "bad_origin",
-            "WebSocket connections must come from this server's own pages",
-        );
-        return Ok((StatusCode::FORBIDDEN, [(CONTENT_TYPE, "application/json")], body).into_response());
+        return Ok(bad_origin());
     }
     let upgrade = upgrade.map_err(|r| ApiError::bad_request("websocket_required", r.body_text()))?;
     let channels: Vec<String> = query
@@ -210,32 +194,20 @@ async fn upgrade(
     // so it gets a kill token of its own: revoking the credential drops the socket.
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
-    Ok(upgrade
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .max_write_buffer_size(MAX_WRITE_BUFFER)
-        .max_message_size(MAX_CLIENT_MESSAGE)
-        .max_frame_size(MAX_CLIENT_MESSAGE)
-        .on_upgrade(move |socket| async move {
-            let _watch = watch;
-            tokio::select! {
-                () = hub.run(socket, changes, out, heartbeat, closing) => {}
-                () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
-            }
-            drop(permit);
-        }))
+    Ok(limited(upgrade).on_upgrade(move |socket| async move {
+        let _watch = watch;
+        tokio::select! {
+            () = hub.run(socket, changes, out, heartbeat, closing) => {}
+            () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
+        }
+        drop(permit);
+    }))
 }
 
 /// Whether a channel id that is not a session's can name a published channel: the
 /// global channel `""`, or an id the publish API accepts.
 fn published_channel(raw: &str) -> bool {
     raw == spool_protocol::hub::GLOBAL_CHANNEL || spool_protocol::hub::check_channel_id(raw).is_ok()
-}
-
-/// True when the request has no `Origin` (not a browser) or its `Origin` is the host
-/// the request was sent to.
-fn origin_allowed(headers: &HeaderMap, uri: &Uri) -> bool {
-    !headers.contains_key(ORIGIN) || crate::guard::same_origin(headers, Some(uri))
 }
 
 /// Which channels a socket wants.
@@ -368,7 +340,9 @@ impl Hub {
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         loop {
             let messages = out.0.drain(..).map(Message::Text);
-            if !write(&mut tx, &mut self.kills, messages).await {
+            // Any token firing in a write ends it: the hub tells a cut from a deletion
+            // only later, by asking the store (`judge`).
+            if !write(&mut tx, &mut self.kills, messages, || true).await {
                 return;
             }
             let judge_at = self.judge_at;
@@ -413,7 +387,7 @@ impl Hub {
                     return;
                 }
                 _ = ping.tick() => {
-                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new()))).await {
+                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new())), || true).await {
                         return;
                     }
                 }
@@ -712,31 +686,6 @@ impl Hub {
     }
 }
 
-/// Writes messages and flushes once, unless a channel's kill token fires first (a
-/// write that cannot finish while a subscription is being cut means the client stopped
-/// reading) or the write takes longer than [`WRITE_TIMEOUT`]. False closes the socket.
-async fn write(
-    tx: &mut SplitSink<WebSocket, Message>,
-    kills: &mut FuturesUnordered<WaitForCancellationFutureOwned>,
-    messages: impl Iterator<Item = Message>,
-) -> bool {
-    let mut messages = messages.peekable();
-    if messages.peek().is_none() {
-        return true;
-    }
-    let write = async {
-        for message in messages {
-            tx.feed(message).await?;
-        }
-        tx.flush().await
-    };
-    tokio::select! {
-        biased;
-        written = tokio::time::timeout(WRITE_TIMEOUT, write) => matches!(written, Ok(Ok(()))),
-        Some(()) = kills.next() => false,
-    }
-}
-
 /// The next batch of frames from any followed channel: `(index, Some(frames))`, or
 /// `(index, None)` when that channel's subscription ended. Polling starts after the
 /// channel served last, so a busy channel cannot starve the others.
@@ -757,43 +706,4 @@ async fn next_frames(channels: &mut [Channel], next: &mut usize) -> (usize, Opti
         Poll::Pending
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().expect("header value"));
-        }
-        h
-    }
-
-    #[test]
-    fn origin_must_be_the_requests_own_host_when_present() {
-        assert!(
-            origin_allowed(&headers(&[("host", "127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
-            "no Origin: not a browser"
-        );
-        assert!(origin_allowed(
-            &headers(&[("host", "127.0.0.1:4747"), ("origin", "http://127.0.0.1:4747")]),
-            &Uri::from_static("/api/ws")
-        ));
-        assert!(origin_allowed(
-            &headers(&[("host", "Spool.example"), ("origin", "https://spool.example")]),
-            &Uri::from_static("/api/ws")
-        ));
-        for bad in ["http://evil.example", "http://127.0.0.1:4748", "null", "127.0.0.1:4747", "ftp://127.0.0.1:4747"] {
-            assert!(
-                !origin_allowed(&headers(&[("host", "127.0.0.1:4747"), ("origin", bad)]), &Uri::from_static("/api/ws")),
-                "{bad}"
-            );
-        }
-        assert!(
-            !origin_allowed(&headers(&[("origin", "http://127.0.0.1:4747")]), &Uri::from_static("/api/ws")),
-            "Origin without Host"
-        );
-    }
 }
