@@ -72,26 +72,88 @@ export async function startSpool({ delayMs = 0, extra = [], tokenFor = null, reu
 }
 
 /**
+ * Reads the text frames a browser sends on a WebSocket (masked, possibly split across
+ * TCP chunks), so the proxy can count the streams a page opens over `/api/streams` the
+ * way it counts EventSource requests.
+ */
+class ClientFrames {
+  constructor(onText) {
+    this.onText = onText;
+    this.buf = Buffer.alloc(0);
+  }
+
+  push(chunk) {
+    this.buf = Buffer.concat([this.buf, chunk]);
+    for (;;) {
+      const b = this.buf;
+      if (b.length < 2) return;
+      const opcode = b[0] & 0x0f;
+      let len = b[1] & 0x7f;
+      let at = 2;
+      if (len === 126) {
+        if (b.length < 4) return;
+        len = b.readUInt16BE(2);
+        at = 4;
+      } else if (len === 127) {
+        if (b.length < 10) return;
+        len = Number(b.readBigUInt64BE(2));
+        at = 10;
+      }
+      const masked = (b[1] & 0x80) !== 0;
+      const end = at + (masked ? 4 : 0) + len;
+      if (b.length < end) return;
+      const payload = Buffer.from(b.subarray(end - len, end));
+      if (masked) for (let i = 0; i < len; i++) payload[i] ^= b[at + (i % 4)];
+      this.buf = b.subarray(end);
+      if (opcode === 1) {
+        try {
+          this.onText(payload.toString('utf8'));
+        } catch {
+          // not one of ours; the server answers it
+        }
+      }
+    }
+  }
+}
+
+/**
  * A TCP proxy in front of the server. `cut()` drops every open session stream (the
  * page sees the connection end mid-answer); `down()` also refuses new connections until
- * `up()`. Counts the session-stream connections it saw, and their requested cursors.
+ * `up()`. Counts the session streams it saw opened, and their requested cursors, whether
+ * as EventSource requests or as opens on a `/api/streams` socket.
  */
 export async function startProxy(target) {
   const { hostname, port } = new URL(target);
   const sockets = new Set();
   const streams = [];
+  let socketsSeen = 0;
   let refusing = false;
   const server = net.createServer((client) => {
     if (refusing) return client.destroy();
     const upstream = net.connect(Number(port), hostname);
     const pair = { client, upstream, stream: false };
     sockets.add(pair);
+    let frames = null; // a `/api/streams` socket's client frames, read for their opens
     client.on('data', (chunk) => {
-      const head = chunk.toString('latin1', 0, Math.min(chunk.length, 512));
-      const m = head.match(/^GET (\/api\/sessions\/[^/ ]+\/events[^ ]*) HTTP/);
-      if (m) {
-        pair.stream = true;
-        streams.push(decodeURIComponent(m[1]));
+      if (frames) frames.push(chunk);
+      else {
+        const head = chunk.toString('latin1', 0, Math.min(chunk.length, 512));
+        const m = head.match(/^GET (\/api\/sessions\/[^/ ]+\/events[^ ]*) HTTP/);
+        if (m) {
+          pair.stream = true;
+          streams.push(decodeURIComponent(m[1]));
+        } else if (/^GET \/api\/streams[ ?]/.test(head)) {
+          pair.stream = true;
+          socketsSeen++;
+          frames = new ClientFrames((text) => {
+            const open = JSON.parse(text);
+            if (open.op !== 'open' || !open.session) return;
+            const cursor = open.cursor ? `&cursor=${open.cursor}` : '';
+            streams.push(`/api/sessions/${open.session}/events?approvals=${open.approvals ? 1 : 0}${cursor}`);
+          });
+          const end = chunk.indexOf('\r\n\r\n');
+          if (end >= 0) frames.push(chunk.subarray(end + 4));
+        }
       }
       upstream.write(chunk);
     });
@@ -114,6 +176,10 @@ export async function startProxy(target) {
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     streams,
+    /** How many `/api/streams` sockets were opened through the proxy. */
+    get sockets() {
+      return socketsSeen;
+    },
     cut,
     down() {
       refusing = true;

@@ -13,7 +13,7 @@
 
 import { get } from './api.js';
 import { parseFrame } from './store.js';
-import { RecoveringStream } from './stream.js';
+import { openStream } from './streams.js';
 
 export const COALESCE_MS = 50;
 
@@ -29,7 +29,7 @@ export class ListSync {
     this.timer = null;
     this.inFlight = null; // {keys, controller}
     this.cursor = null;
-    this.stream = new RecoveringStream({
+    this.stream = openStream({
       url: () => '/api/workspaces/events',
       onMessage: (data) => this.onMessage(data),
     });

@@ -12,7 +12,7 @@ import { get, post, patch, del } from './api.js';
 import { FrameFeed } from './feed.js';
 import { newId } from './format.js';
 import { parseFrame } from './store.js';
-import { RecoveringStream } from './stream.js';
+import { openStream } from './streams.js';
 import { Timeline } from './timeline.js';
 
 export const NOTICE_GRACE_MS = 2000;
@@ -40,7 +40,7 @@ export class SessionView {
       examples,
     });
     this.feed = new FrameFeed({ store, paint: () => this.paint(), onResync: (why) => this.resync(why) });
-    this.stream = new RecoveringStream({
+    this.stream = openStream({
       url: () => this.url(),
       onMessage: (data) => this.onMessage(data),
       onOpen: () => this.up(),

@@ -1,0 +1,252 @@
+// openStream(): the page's long-lived streams (a session's frames, the list stream),
+// carried over the browser's one shared socket when it can be (stream_router.js says
+// why), otherwise over one EventSource each (stream.js).
+//
+// Which carrier, in order: a SharedWorker holding one WebSocket for every tab of this
+// origin; where SharedWorker is missing (Chrome on Android, some embedded views) this
+// tab's own WebSocket, through the same router on a MessageChannel; where WebSocket is
+// missing too, EventSource. `localStorage['spool.transport']` = `shared` | `tab` | `sse`
+// forces one (for tests and for a proxy that breaks WebSockets).
+//
+// SocketStream behaves like RecoveringStream (same constructor, methods and states), so
+// views and Connectivity do not care which carrier they got: on any loss the stream
+// waits 1.5 s doubling to 30 s, any message or heartbeat resets that, each attempt asks
+// `url()` afresh (so it carries the store's latest cursor), messages of a replaced
+// attempt are ignored, and nothing here sends a command.
+
+import { SocketRouter, socketUrl } from './stream_router.js';
+import { BACKOFF_MAX, BACKOFF_MIN, RecoveringStream } from './stream.js';
+
+let link = null;
+
+/** A stream with RecoveringStream's interface: {url, onMessage, onOpen, onDown}. */
+export function openStream(options) {
+  const kind = transport();
+  if (kind === 'sse') return new RecoveringStream(options);
+  link ??= new Link(kind);
+  return new SocketStream(link, options);
+}
+
+function transport() {
+  let forced = null;
+  try {
+    forced = localStorage.getItem('spool.transport');
+  } catch {
+    // storage refused (privacy mode): choose by what exists
+  }
+  if (forced === 'sse' || typeof WebSocket !== 'function') return 'sse';
+  if (forced === 'tab' || typeof SharedWorker !== 'function') return 'tab';
+  return 'shared';
+}
+
+/** This tab's end of the router: a SharedWorker's port, or a local router's. */
+class Link {
+  constructor(kind) {
+    this.kind = kind;
+    this.streams = new Map(); // id → SocketStream
+    this.up = false;
+    this.next = 1;
+    if (kind === 'shared') {
+      try {
+        this.port = new SharedWorker('/ui/js/stream_worker.js', { type: 'module', name: 'spool-streams' }).port;
+      } catch {
+        this.port = null; // a CSP or policy refusing workers: run the router here
+      }
+    }
+    if (!this.port) {
+      this.kind = 'tab';
+      const channel = new MessageChannel();
+      new SocketRouter(socketUrl(location)).attach(channel.port1);
+      this.port = channel.port2;
+    }
+    this.port.onmessage = (e) => this.receive(e.data);
+    this.port.start();
+    this.announce();
+  }
+
+  /** Tells a shared router when this tab is gone (see SocketRouter's `hello`). */
+  announce() {
+    if (this.kind !== 'shared') return;
+    const tab = crypto.randomUUID?.() ?? `${Date.now()}-${Math.random()}`;
+    // Hello only once the lock is ours: asked earlier, the worker could get it first
+    // and take the tab for gone.
+    navigator.locks?.request(`spool-tab:${tab}`, () => {
+      this.port.postMessage({ t: 'hello', tab });
+      return new Promise(() => {});
+    });
+    // A page going into the back/forward cache keeps its streams open in the worker
+    // otherwise; `pageshow` rebuilds them (Connectivity).
+    addEventListener('pagehide', () => this.port.postMessage({ t: 'bye' }));
+  }
+
+  newId() {
+    return `s${this.next++}`;
+  }
+
+  open(id, spec, stream) {
+    this.streams.set(id, stream);
+    this.port.postMessage({ t: 'open', id, spec });
+  }
+
+  close(id) {
+    if (this.streams.delete(id)) this.port.postMessage({ t: 'close', id });
+  }
+
+  receive(m) {
+    if (m.t === 'msg') this.streams.get(m.id)?.event(parseEvent(m.text));
+    else if (m.t === 'all') {
+      const e = parseEvent(m.text);
+      for (const s of this.streams.values()) s.shared(e);
+    } else if (m.t === 'up') this.up = true;
+    else if (m.t === 'down') {
+      this.up = false;
+      for (const s of [...this.streams.values()]) s.lost();
+      this.streams.clear();
+    }
+  }
+}
+
+/** One SSE event, as the server framed it: {event, data} (`message` when unnamed). */
+export function parseEvent(text) {
+  let event = 'message';
+  const data = [];
+  for (const line of text.split('\n')) {
+    if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
+    else if (line.startsWith('event:')) event = line.slice(6).trim();
+  }
+  return { event, data: data.join('\n') };
+}
+
+/** What the socket is asked to open for an EventSource address of ours. */
+export function specFor(url) {
+  const u = new URL(url, location.origin);
+  if (u.pathname === '/api/workspaces/events') return { lists: true };
+  const m = u.pathname.match(/^\/api\/sessions\/([^/]+)\/events$/);
+  if (!m) throw new Error(`no socket stream for ${url}`);
+  const approvals = ['1', 'true'].includes(u.searchParams.get('approvals'));
+  return { session: decodeURIComponent(m[1]), cursor: u.searchParams.get('cursor'), approvals };
+}
+
+export class SocketStream {
+  constructor(link, { url, onMessage, onOpen, onDown }) {
+    Object.assign(this, { link, url, onMessage, onOpen, onDown });
+    this.id = null;
+    this.timer = null;
+    this.delay = BACKOFF_MIN;
+    this.state = 'idle'; // connecting | open | waiting | offline | stopped
+    this.lastActivity = Date.now();
+    this.lastResync = 0;
+    this.nextTry = null;
+    // The status of the last refusal the server sent for this stream (404: the session
+    // is gone), for views that want to say more than "reconnecting".
+    this.refused = null;
+  }
+
+  get open() {
+    return this.state === 'open';
+  }
+
+  start() {
+    this.connect();
+  }
+
+  connect() {
+    if (this.state === 'stopped') return;
+    this.clear();
+    if (navigator.onLine === false) {
+      this.state = 'offline';
+      this.onDown?.(null);
+      return;
+    }
+    this.id = this.link.newId();
+    this.state = 'connecting';
+    this.lastActivity = Date.now();
+    this.link.open(this.id, specFor(this.url()), this);
+  }
+
+  /** An event of this stream's current attempt. */
+  event({ event, data }) {
+    if (event === 'open') return this.opened();
+    if (event === 'error') {
+      try {
+        this.refused = JSON.parse(data).status ?? null;
+      } catch {
+        this.refused = null;
+      }
+      return this.fail();
+    }
+    if (event === 'end') return this.fail();
+    this.alive();
+    if (event === 'message') this.onMessage(data);
+  }
+
+  /** An event for every stream of the socket: a heartbeat says the socket is alive. */
+  shared({ event }) {
+    if (event === 'heartbeat' && this.state === 'open') this.alive();
+  }
+
+  /** The socket went away (the link already forgot this stream). */
+  lost() {
+    this.id = null;
+    if (this.state === 'connecting' || this.state === 'open') this.fail();
+  }
+
+  opened() {
+    this.lastActivity = Date.now();
+    this.refused = null;
+    if (this.state !== 'open') {
+      this.state = 'open';
+      this.onOpen?.();
+    }
+  }
+
+  alive() {
+    this.delay = BACKOFF_MIN;
+    this.opened();
+  }
+
+  fail() {
+    this.clear();
+    this.state = 'waiting';
+    const wait = this.delay;
+    this.delay = Math.min(this.delay * 2, BACKOFF_MAX);
+    this.nextTry = Date.now() + wait;
+    this.timer = setTimeout(() => this.connect(), wait);
+    this.onDown?.(wait);
+  }
+
+  rebuild() {
+    if (this.state === 'stopped') return;
+    this.delay = BACKOFF_MIN;
+    this.connect();
+  }
+
+  resync() {
+    if (this.state === 'stopped') return;
+    const now = Date.now();
+    const again = now - this.lastResync < 5000;
+    this.lastResync = now;
+    if (again) this.fail();
+    else this.connect();
+  }
+
+  pause() {
+    if (this.state === 'stopped') return;
+    this.clear();
+    this.state = 'offline';
+    this.onDown?.(null);
+  }
+
+  stop() {
+    this.clear();
+    this.state = 'stopped';
+  }
+
+  clear() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.nextTry = null;
+    if (this.id !== null) this.link.close(this.id);
+    this.id = null;
+  }
+}
