@@ -1,8 +1,119 @@
-// Renders message text as safe DOM: fenced code blocks, inline `code` and **bold**;
-// everything else is plain text with its line breaks kept. Never parses HTML, so a
-// model's output cannot inject markup.
+// An answer's text on the page. `TextView` shows Markdown as the server rendered and
+// sanitized it (markdown.js), and `renderText` is the plain rendering shown until that
+// HTML is here, or instead of it when it cannot be (over the server's limit, a failed
+// request): fenced code blocks, inline `code` and **bold**, everything else plain text
+// with its line breaks kept. The plain rendering never parses HTML; the rendered one
+// inserts only the server's sanitized HTML (and the page's CSP runs no inline script).
+//
+// A streaming draft is rendered block by block: the blocks before the last blank line
+// (outside fenced code) cannot change any more, so each is rendered once and kept; the
+// last, open block shows as plain text, and a delta is appended to its text node, until
+// it closes. A long answer therefore never renders its whole text again per delta.
 
 import { h } from './dom.js';
+import { icon } from './icons.js';
+import { BlockSplitter, cachedHtml, htmlOf, renderable } from './markdown.js';
+
+/**
+ * One text block of one message, kept across repaints (the timeline rebuilds a row's
+ * article on every change, and moves this view's element into it).
+ */
+export class TextView {
+  constructor() {
+    this.el = h('div', { class: 'text' });
+    this.splitter = new BlockSplitter();
+    this.parts = []; // [{source, html: bool, el}] in order
+    this.text = null;
+    this.draft = false;
+  }
+
+  /** Shows `text`; `draft` while it is still streaming. Cheap when nothing changed. */
+  update(text, draft) {
+    this.text = text;
+    this.draft = draft;
+    if (!draft && renderable(text)) {
+      // A committed answer is rendered whole (lists and references span blank lines).
+      const markup = htmlOf(text);
+      if (markup !== null) return this.show([{ source: text, markup }]);
+      // Until its HTML is here, the blocks the draft already showed rendered stay so.
+      return this.show(this.blocks(text, false, cachedHtml));
+    }
+    // A draft, or an answer too long for the server: block by block.
+    return this.show(this.blocks(text, draft, htmlOf));
+  }
+
+  /** `text`'s blocks with the HTML `lookup` has for them; an open draft block has none. */
+  blocks(text, draft, lookup) {
+    const { done, open } = this.splitter.split(text);
+    const parts = done.map((source) => ({ source, markup: lookup(source) }));
+    if (draft) parts.push({ source: open, markup: null, open: true });
+    else if (open) parts.push({ source: open, markup: lookup(open) });
+    return parts;
+  }
+
+  /** Makes the element show `parts`, replacing only the parts that changed. */
+  show(parts) {
+    parts.forEach(({ source, markup, open = false }, i) => {
+      const part = this.parts[i];
+      if (part && part.source === source && part.html === (markup !== null) && part.open === open) return;
+      if (open && part?.open && source.startsWith(part.source)) {
+        // The open block grew by a delta: append it, rather than rebuild the block.
+        part.el.firstChild.appendData(source.slice(part.source.length));
+        part.source = source;
+        return;
+      }
+      let el;
+      if (markup !== null) el = rendered(markup);
+      else if (open) el = h('div', { class: 'plain open' }, document.createTextNode(source));
+      else el = h('div', { class: 'plain' }, renderText(source));
+      if (part) part.el.replaceWith(el);
+      else this.el.append(el);
+      this.parts[i] = { source, html: markup !== null, open, el };
+    });
+    for (const part of this.parts.splice(parts.length)) part.el.remove();
+    return this.el;
+  }
+
+  /** Shows HTML that arrived since the last update; true when something changed. */
+  refresh() {
+    if (this.text === null) return false;
+    const before = this.parts.filter((p) => p.html).length;
+    this.update(this.text, this.draft);
+    return this.parts.filter((p) => p.html).length !== before;
+  }
+}
+
+/** The server's sanitized HTML as elements, each code block with a copy button. */
+function rendered(markup) {
+  const box = h('div', { class: 'md' });
+  box.innerHTML = markup;
+  for (const pre of box.querySelectorAll('pre')) {
+    const wrap = h('div', { class: 'code-wrap' });
+    pre.replaceWith(wrap);
+    wrap.append(pre, copyButton('Copy code', () => pre.querySelector('code')?.textContent ?? pre.textContent));
+  }
+  return box;
+}
+
+/** An icon button that puts `source()` on the clipboard and says so for a moment. */
+export function copyButton(label, source, text = null) {
+  const button = h('button', { class: `copy-btn${text ? ' with-label' : ''}`, type: 'button', title: label, 'aria-label': label },
+    icon('copy'), text ? h('span', { class: 'copy-label' }, text) : null);
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(source());
+      button.classList.add('is-copied');
+      button.title = 'Copied';
+      setTimeout(() => {
+        button.classList.remove('is-copied');
+        button.title = label;
+      }, 1500);
+    } catch {
+      button.title = 'Copying is not allowed here';
+    }
+  });
+  return button;
+}
 
 export function renderText(text) {
   const out = [];
