@@ -114,28 +114,32 @@ function remember(text, markup) {
  */
 export class BlockSplitter {
   constructor() {
-    this.reset('');
+    this.reset();
   }
 
-  reset(text) {
-    this.text = text;
+  reset() {
+    this.text = '';
     this.done = [];
     this.start = 0; // where the open block starts
     this.at = 0; // the first line not read yet
+    this.seen = 0; // how much of the text was searched for line breaks
     this.fence = null; // the open fence's marker (``` or ~~~, at least three)
     this.blockHasText = false;
   }
 
   /** `{done, open}` for `text`. */
   split(text) {
-    if (!(text.length >= this.at && text.startsWith(this.text.slice(0, this.at)))) this.reset(text);
+    if (!grewFrom(text, this.text)) this.reset();
     this.text = text;
-    while (this.at < text.length) {
-      const nl = text.indexOf('\n', this.at);
+    // The unfinished last line was searched for a line break up to `seen` already.
+    let from = Math.max(this.at, this.seen);
+    for (;;) {
+      const nl = text.indexOf('\n', from);
       if (nl < 0) break; // the last line is unfinished: it belongs to the open block
       this.line(text, this.at, nl);
-      this.at = nl + 1;
+      this.at = from = nl + 1;
     }
+    this.seen = text.length;
     return { done: this.done, open: text.slice(this.start) };
   }
 
@@ -156,6 +160,17 @@ export class BlockSplitter {
       this.blockHasText = true;
     }
   }
+}
+
+/**
+ * True when `text` is `before` with something appended. A draft only grows at its end
+ * (deltas apply at their offset; a snapshot of the same stream carries the same text),
+ * so the end of `before` in place stands for all of it: comparing whole texts would cost
+ * the answer's length on every paint.
+ */
+export function grewFrom(text, before) {
+  const tail = Math.min(before.length, 256);
+  return text.length >= before.length && text.startsWith(before.slice(before.length - tail), before.length - tail);
 }
 
 /** `text`'s blocks, read from the start (see BlockSplitter). */

@@ -12,7 +12,7 @@
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
-import { BlockSplitter, cachedHtml, htmlOf, renderable } from './markdown.js';
+import { BlockSplitter, cachedHtml, grewFrom, htmlOf, renderable } from './markdown.js';
 
 /**
  * One text block of one message, kept across repaints (the timeline rebuilds a row's
@@ -46,7 +46,8 @@ export class TextView {
   blocks(text, draft, lookup) {
     const { done, open } = this.splitter.split(text);
     const parts = done.map((source) => ({ source, markup: lookup(source) }));
-    if (draft) parts.push({ source: open, markup: null, open: true });
+    // A block too long for the server stays as the draft showed it, plain, in chunks.
+    if (draft || (open && !renderable(open))) parts.push({ source: open, markup: null, open: true });
     else if (open) parts.push({ source: open, markup: lookup(open) });
     return parts;
   }
@@ -56,15 +57,15 @@ export class TextView {
     parts.forEach(({ source, markup, open = false }, i) => {
       const part = this.parts[i];
       if (part && part.source === source && part.html === (markup !== null) && part.open === open) return;
-      if (open && part?.open && source.startsWith(part.source)) {
+      if (open && part?.open && grewFrom(source, part.source)) {
         // The open block grew by a delta: append it, rather than rebuild the block.
-        part.el.firstChild.appendData(source.slice(part.source.length));
+        appendPlain(part.el, source.slice(part.source.length));
         part.source = source;
         return;
       }
       let el;
       if (markup !== null) el = rendered(markup);
-      else if (open) el = h('div', { class: 'plain open' }, document.createTextNode(source));
+      else if (open) appendPlain((el = h('div', { class: 'plain open' })), source);
       else el = h('div', { class: 'plain' }, renderText(source));
       if (part) part.el.replaceWith(el);
       else this.el.append(el);
@@ -83,10 +84,41 @@ export class TextView {
   }
 }
 
+/** A chunk of an open block is closed once it is this long and a line ends (or, in a
+ * line this long again, a word does). */
+const CHUNK_CHARS = 4096;
+
+/**
+ * Appends `text` to an open block's plain text, kept in chunks of a few KiB, each its own
+ * block element: the browser then lays out only the last chunk when a delta arrives,
+ * not the whole block (one text node of a 200,000-word answer is re-laid out whole on
+ * every change). Chunks end after a line break, which shows nothing; only a single line
+ * longer than twice a chunk is cut at a space, where it wraps a little early.
+ */
+function appendPlain(block, text) {
+  for (let at = 0; at < text.length; at += CHUNK_CHARS) {
+    const last = block.lastChild ?? block.appendChild(chunk(''));
+    last.firstChild.appendData(text.slice(at, at + CHUNK_CHARS));
+    const data = last.firstChild.data;
+    if (data.length < CHUNK_CHARS) continue;
+    let cut = data.lastIndexOf('\n') + 1;
+    if (cut === 0 && data.length >= 2 * CHUNK_CHARS) cut = data.lastIndexOf(' ') + 1;
+    if (cut === 0) continue;
+    // What follows the cut starts the next chunk (which may be empty until the next delta).
+    last.firstChild.deleteData(cut, data.length - cut);
+    block.appendChild(chunk(data.slice(cut)));
+  }
+}
+
+function chunk(text) {
+  return h('div', { class: 'chunk' }, document.createTextNode(text));
+}
+
 /** The server's sanitized HTML as elements, each code block with a copy button. */
 function rendered(markup) {
   const box = h('div', { class: 'md' });
-  box.innerHTML = markup;
+  // Without the line break after the last block, the answer's text ends where it does.
+  box.innerHTML = markup.trimEnd();
   for (const pre of box.querySelectorAll('pre')) {
     const wrap = h('div', { class: 'code-wrap' });
     pre.replaceWith(wrap);

@@ -35,6 +35,7 @@ export class Timeline {
     this.ui = new Map(); // approvalId → {busy, error}
     this.loadingEarlier = false;
     this.texts = new Map(); // `${index}:${block}` → TextView
+    this.shells = new Map(); // index → an answer's {article, body}, refilled on change
     const stop = onRendered(() => (this.list.isConnected ? this.refreshTexts() : stop()));
   }
 
@@ -118,7 +119,26 @@ export class Timeline {
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
     const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
     if (!draft && source) blocks.push(h('div', { class: 'msg-actions' }, copyButton('Copy the answer as Markdown', () => source, 'Copy')));
-    return h('article', attrs, h('div', { class: 'avatar', 'aria-hidden': 'true' }, 'S'), h('div', { class: 'body' }, blocks));
+    return this.answerShell(i, attrs, blocks);
+  }
+
+  /**
+   * An answer's article, kept per index and refilled rather than built anew: a streaming
+   * answer's text element then stays in the document between deltas, and the browser
+   * lays out only what changed (moving it into a new article costs a layout of the whole
+   * answer, every frame).
+   */
+  answerShell(i, attrs, blocks) {
+    let shell = this.shells.get(i);
+    if (!shell) {
+      const body = h('div', { class: 'body' });
+      shell = { article: h('article', {}, h('div', { class: 'avatar', 'aria-hidden': 'true' }, 'S'), body), body };
+      this.shells.set(i, shell);
+    }
+    shell.article.className = attrs.class;
+    Object.assign(shell.article.dataset, attrs.dataset);
+    reconcile(shell.body, blocks);
+    return shell.article;
   }
 
   block(store, i, ci, c, draft, waiting) {
