@@ -9,6 +9,8 @@
 //      copy button copies the Markdown source (the real clipboard)
 //   4. a streaming answer renders its finished blocks while it streams, the open block
 //      plain, with a few batched requests rather than one per delta
+//   5. an answer over the server's 256 KiB shows whole, as plain text in chunks
+//   6. (no browser) the block splitter: blank lines outside fences, resumed per delta
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -203,4 +205,41 @@ test('a streaming answer renders its finished blocks as it streams, in a few bat
   assert.ok(texts.includes(answer), 'the committed answer is rendered whole');
   assert.ok(texts.every((t) => t === answer || answer.includes(t.trimEnd())), 'the others are blocks of it');
   assert.deepEqual(page.errors, []);
+});
+
+test('an answer too long for the server shows whole as plain text, in chunks', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Long' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  // ≈ 290 KB of words on one line: over the 256 KiB a text may have, and cut at spaces.
+  await send(page, 'stream: 40000');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
+  const seen = await page.evaluate(() => {
+    const text = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
+    return { text: text.textContent, chunks: text.querySelectorAll('.plain.open > .chunk').length, md: text.querySelectorAll('.md').length };
+  });
+  assert.equal(seen.text, Array.from({ length: 40000 }, (_, i) => `w${i + 1}`).join(' '));
+  assert.ok(seen.chunks > 10, `${seen.chunks} chunks`);
+  assert.equal(seen.md, 0);
+  assert.deepEqual(page.errors, []);
+});
+
+test('blocks split at blank lines outside fenced code, and a draft is read on from where it was', async () => {
+  const { BlockSplitter, splitBlocks, grewFrom } = await import('../app/js/markdown.js');
+  assert.deepEqual(splitBlocks('# a\n\npara\nmore\n\n\n```js\nx\n\ny\n```\n\nlast'), {
+    done: ['# a\n', 'para\nmore\n', '```js\nx\n\ny\n```\n'],
+    open: 'last',
+  });
+  assert.deepEqual(splitBlocks('a\n\n~~~~\nopen\n\n~~~\nstill'), { done: ['a\n'], open: '~~~~\nopen\n\n~~~\nstill' });
+  assert.deepEqual(splitBlocks('``` not a fence ` \n\nb'), { done: ['``` not a fence ` \n'], open: 'b' });
+  const splitter = new BlockSplitter();
+  let text = '';
+  const seen = [];
+  for (const delta of ['# a', '\n', '\npa', 'ra\n\nb', ' c\n', '\n']) seen.push(splitter.split((text += delta)).done.length);
+  assert.deepEqual(seen, [0, 0, 1, 2, 2, 3]);
+  assert.deepEqual(splitter.split('other\n\nx'), { done: ['other\n'], open: 'x' }, 'a different text starts over');
+  assert.equal(grewFrom('abc def', 'abc'), true);
+  assert.equal(grewFrom('abX def', 'abc'), false);
+  assert.equal(grewFrom('ab', 'abc'), false);
 });
