@@ -7,16 +7,16 @@
 //
 // A streaming draft is rendered block by block: the blocks before the last blank line
 // (outside fenced code) cannot change any more, so each is rendered once and kept; the
-// last, open block shows as plain text, and a delta is appended to its text node, until
-// it closes. A long answer therefore never renders its whole text again per delta.
+// last, open block shows as plain text, each delta appended to it (see appendPlain),
+// until it closes. A long answer therefore never renders its whole text again per delta.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { BlockSplitter, cachedHtml, grewFrom, htmlOf, renderable } from './markdown.js';
 
 /**
- * One text block of one message, kept across repaints (the timeline rebuilds a row's
- * article on every change, and moves this view's element into it).
+ * One text block of one message, kept across repaints: the timeline keeps this view's
+ * element in the answer's article and refills the article around it.
  */
 export class TextView {
   constructor() {
@@ -84,8 +84,8 @@ export class TextView {
   }
 }
 
-/** A chunk of an open block is closed once it is this long and a line ends (or, in a
- * line this long again, a word does). */
+/** Once a chunk of an open block is this long it ends at its last line break (or, at
+ * twice this with no line break, at its last space), and the rest starts the next. */
 const CHUNK_CHARS = 4096;
 
 /**
