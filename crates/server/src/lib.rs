@@ -16,6 +16,7 @@ mod extract;
 pub mod fuzzing;
 mod guard;
 mod http;
+mod markdown;
 mod revocation;
 mod serve;
 mod state;

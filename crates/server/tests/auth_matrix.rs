@@ -91,6 +91,7 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         ("GET", "/api/projects" | "/api/gate/approvals" | "/session" | "/session/status" | "/permission")
         | ("GET", "/api/workspaces/events" | "/event" | "/api/ws" | "/api/streams") => own(path, None),
         ("POST", "/api/projects") => own(path, Some(json!({}))),
+        ("POST", "/api/markdown") => own(path, Some(json!({"texts": ["**hi**"]}))),
         ("POST", "/session") => own(path, Some(json!({"title": "bob's"}))),
         ("POST", "/api/hub/events") => {
             own(path, Some(json!({"type": "message.deleted", "channel_id": session, "data": {"msg_id": "m"}})))

@@ -44,6 +44,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/prompt"),
     ("POST", "/api/sessions/{id}/abort"),
     ("DELETE", "/api/messages/{id}"),
+    ("POST", "/api/markdown"),
     ("POST", "/api/sessions/{id}/approvals/{approval}"),
     ("GET", "/api/sessions/{id}/events"),
     ("GET", "/api/workspaces/events"),

@@ -1,6 +1,7 @@
 //! The embedded web UI through the real server: `/` is the page, `/ui/…` its modules
 //! and styles with the right types, a same-origin-only CSP and revalidation by ETag;
-//! nothing outside `web/app` can be reached; the API keeps its JSON 404s.
+//! nothing outside `web/app` can be reached; the API keeps its JSON 404s; `POST
+//! /api/markdown` renders answers in order and refuses batches over its limits.
 //! (The page's behaviour is tested in a real browser by `web/tests`.)
 
 mod common;
@@ -8,6 +9,7 @@ mod common;
 use common::TestServer;
 use reqwest::StatusCode;
 use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use serde_json::json;
 
 async fn fetch(server: &TestServer, path: &str) -> reqwest::Response {
     server.client.get(server.url(path)).send().await.expect("request reaches the server")
@@ -68,4 +70,26 @@ async fn nothing_outside_the_ui_directory_is_reachable_and_api_404s_stay_json() 
     let (status, body) = server.get("/api/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+}
+
+#[tokio::test]
+async fn markdown_renders_each_text_in_order_and_refuses_what_is_over_its_limits() {
+    let server = TestServer::start().await;
+    let texts = json!({"texts": ["# One", "*two* <b>raw</b>", "[x](javascript:alert(1))"]});
+    let (status, body) = server.post("/api/markdown", texts).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["html"], json!(["<h1>One</h1>\n", "<p><em>two</em> &lt;b&gt;raw&lt;/b&gt;</p>\n", "<p>x</p>\n"]));
+
+    let (status, body) = server.post("/api/markdown", json!({"texts": vec!["a"; 65]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("too_many_texts")), "{body}");
+    let long = "a".repeat(256 * 1024 + 1);
+    let (status, body) = server.post("/api/markdown", json!({"texts": ["fine", long]})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("text_too_large")),
+        "{body}"
+    );
+    assert_eq!(body["error"]["message"], "texts[1] is over 256 KiB");
+    let (status, body) = server.post("/api/markdown", json!({"texts": "not a list"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_body")), "{body}");
 }

@@ -8,6 +8,7 @@ const paths = {
   restore: '<path d="M3 8a5 5 0 1 0 1.5-3.5M3 2.5v3h3"/>',
   trash: '<path d="M3 4.5h10M6.5 4.5V3h3v1.5M4.5 4.5l.5 8.5h6l.5-8.5"/>',
   menu: '<path d="M2.5 4h11M2.5 8h11M2.5 12h11"/>',
+  copy: '<rect x="5.5" y="5.5" width="8" height="8" rx="1.5"/><path d="M10.5 3.5v-1h-8v8h1"/>',
   check: '<path d="M3 8.5l3 3 7-7"/>',
   cross: '<path d="M4 4l8 8M12 4l-8 8"/>',
   tool: '<path d="M10 2.5a3 3 0 0 0-2.8 4L2.5 11.2 4.8 13.5l4.7-4.7a3 3 0 0 0 4-2.8l-1.8 1.8-2-.5-.5-2z"/>',

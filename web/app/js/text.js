@@ -1,8 +1,151 @@
-// Renders message text as safe DOM: fenced code blocks, inline `code` and **bold**;
-// everything else is plain text with its line breaks kept. Never parses HTML, so a
-// model's output cannot inject markup.
+// An answer's text on the page. `TextView` shows Markdown as the server rendered and
+// sanitized it (markdown.js), and `renderText` is the plain rendering shown until that
+// HTML is here, or instead of it when it cannot be (over the server's limit, a failed
+// request): fenced code blocks, inline `code` and **bold**, everything else plain text
+// with its line breaks kept. The plain rendering never parses HTML; the rendered one
+// inserts only the server's sanitized HTML (and the page's CSP runs no inline script).
+//
+// A streaming draft is rendered block by block: the blocks before the last blank line
+// (outside fenced code) cannot change any more, so each is rendered once and kept; the
+// last, open block shows as plain text, each delta appended to it (see appendPlain),
+// until it closes. A long answer therefore never renders its whole text again per delta.
 
 import { h } from './dom.js';
+import { icon } from './icons.js';
+import { BlockSplitter, cachedHtml, grewFrom, htmlOf, renderable } from './markdown.js';
+
+/**
+ * One text block of one message, kept across repaints: the timeline keeps this view's
+ * element in the answer's article and refills the article around it.
+ */
+export class TextView {
+  constructor() {
+    this.el = h('div', { class: 'text' });
+    this.splitter = new BlockSplitter();
+    this.parts = []; // [{source, html: bool, el}] in order
+    this.text = null;
+    this.draft = false;
+  }
+
+  /** Shows `text`; `draft` while it is still streaming. Cheap when nothing changed. */
+  update(text, draft) {
+    this.text = text;
+    this.draft = draft;
+    if (!draft && renderable(text)) {
+      // A committed answer is rendered whole (lists and references span blank lines).
+      const markup = htmlOf(text);
+      if (markup !== null) return this.show([{ source: text, markup }]);
+      // Until its HTML is here, the blocks the draft already showed rendered stay so.
+      return this.show(this.blocks(text, false, cachedHtml));
+    }
+    // A draft, or an answer too long for the server: block by block.
+    return this.show(this.blocks(text, draft, htmlOf));
+  }
+
+  /** `text`'s blocks with the HTML `lookup` has for them; an open draft block has none. */
+  blocks(text, draft, lookup) {
+    const { done, open } = this.splitter.split(text);
+    const parts = done.map((source) => ({ source, markup: lookup(source) }));
+    // A block too long for the server stays as the draft showed it, plain, in chunks.
+    if (draft || (open && !renderable(open))) parts.push({ source: open, markup: null, open: true });
+    else if (open) parts.push({ source: open, markup: lookup(open) });
+    return parts;
+  }
+
+  /** Makes the element show `parts`, replacing only the parts that changed. */
+  show(parts) {
+    parts.forEach(({ source, markup, open = false }, i) => {
+      const part = this.parts[i];
+      if (part && part.source === source && part.html === (markup !== null) && part.open === open) return;
+      if (open && part?.open && grewFrom(source, part.source)) {
+        // The open block grew by a delta: append it, rather than rebuild the block.
+        appendPlain(part.el, source.slice(part.source.length));
+        part.source = source;
+        return;
+      }
+      let el;
+      if (markup !== null) el = rendered(markup);
+      else if (open) appendPlain((el = h('div', { class: 'plain open' })), source);
+      else el = h('div', { class: 'plain' }, renderText(source));
+      if (part) part.el.replaceWith(el);
+      else this.el.append(el);
+      this.parts[i] = { source, html: markup !== null, open, el };
+    });
+    for (const part of this.parts.splice(parts.length)) part.el.remove();
+    return this.el;
+  }
+
+  /** Shows HTML that arrived since the last update; true when something changed. */
+  refresh() {
+    if (this.text === null) return false;
+    const before = this.parts.filter((p) => p.html).length;
+    this.update(this.text, this.draft);
+    return this.parts.filter((p) => p.html).length !== before;
+  }
+}
+
+/** Once a chunk of an open block is this long it ends at its last line break (or, at
+ * twice this with no line break, at its last space), and the rest starts the next. */
+const CHUNK_CHARS = 4096;
+
+/**
+ * Appends `text` to an open block's plain text, kept in chunks of a few KiB, each its own
+ * block element: the browser then lays out only the last chunk when a delta arrives,
+ * not the whole block (one text node of a 200,000-word answer is re-laid out whole on
+ * every change). Chunks end after a line break, which shows nothing; only a single line
+ * longer than twice a chunk is cut at a space, where it wraps a little early.
+ */
+function appendPlain(block, text) {
+  for (let at = 0; at < text.length; at += CHUNK_CHARS) {
+    const last = block.lastChild ?? block.appendChild(chunk(''));
+    last.firstChild.appendData(text.slice(at, at + CHUNK_CHARS));
+    const data = last.firstChild.data;
+    if (data.length < CHUNK_CHARS) continue;
+    let cut = data.lastIndexOf('\n') + 1;
+    if (cut === 0 && data.length >= 2 * CHUNK_CHARS) cut = data.lastIndexOf(' ') + 1;
+    if (cut === 0) continue;
+    // What follows the cut starts the next chunk (which may be empty until the next delta).
+    last.firstChild.deleteData(cut, data.length - cut);
+    block.appendChild(chunk(data.slice(cut)));
+  }
+}
+
+function chunk(text) {
+  return h('div', { class: 'chunk' }, document.createTextNode(text));
+}
+
+/** The server's sanitized HTML as elements, each code block with a copy button. */
+function rendered(markup) {
+  const box = h('div', { class: 'md' });
+  // Without the line break after the last block, the answer's text ends where it does.
+  box.innerHTML = markup.trimEnd();
+  for (const pre of box.querySelectorAll('pre')) {
+    const wrap = h('div', { class: 'code-wrap' });
+    pre.replaceWith(wrap);
+    wrap.append(pre, copyButton('Copy code', () => pre.querySelector('code')?.textContent ?? pre.textContent));
+  }
+  return box;
+}
+
+/** An icon button that puts `source()` on the clipboard and says so for a moment. */
+export function copyButton(label, source, text = null) {
+  const button = h('button', { class: `copy-btn${text ? ' with-label' : ''}`, type: 'button', title: label, 'aria-label': label },
+    icon('copy'), text ? h('span', { class: 'copy-label' }, text) : null);
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(source());
+      button.classList.add('is-copied');
+      button.title = 'Copied';
+      setTimeout(() => {
+        button.classList.remove('is-copied');
+        button.title = label;
+      }, 1500);
+    } catch {
+      button.title = 'Copying is not allowed here';
+    }
+  });
+  return button;
+}
 
 export function renderText(text) {
   const out = [];

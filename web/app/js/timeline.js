@@ -3,10 +3,13 @@
 // snapshot), so streaming repaints one row per animation frame, not the whole history.
 // Open/closed toggles and an approval card's half-typed message survive repaints.
 // Prompts queued behind the run (Enter while it goes) show last, each with a remove button.
+// An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
+// the server, swapped in place when it arrives, without repainting the rows.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
-import { renderText } from './text.js';
+import { TextView, copyButton } from './text.js';
+import { onRendered } from './markdown.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { duration } from './format.js';
 
@@ -31,6 +34,24 @@ export class Timeline {
     this.cards = new Map(); // approvalId → element
     this.ui = new Map(); // approvalId → {busy, error}
     this.loadingEarlier = false;
+    this.texts = new Map(); // `${index}:${block}` → TextView
+    this.shells = new Map(); // index → an answer's {article, body}, refilled on change
+    const stop = onRendered(() => (this.list.isConnected ? this.refreshTexts() : stop()));
+  }
+
+  /** Swaps in the Markdown HTML that arrived, keeping the reader at the bottom if there. */
+  refreshTexts() {
+    const stick = this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight < 80;
+    let changed = false;
+    for (const view of this.texts.values()) changed = view.refresh() || changed;
+    if (changed && stick) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  textView(i, ci) {
+    const key = `${i}:${ci}`;
+    let view = this.texts.get(key);
+    if (!view) this.texts.set(key, (view = new TextView()));
+    return view;
   }
 
   paint(store) {
@@ -96,11 +117,32 @@ export class Timeline {
     if (draft && m.content.length === 0) blocks.push(h('span', { class: 'dots' }, h('i'), h('i'), h('i')));
     if (m.stopReason === 'error') blocks.push(h('p', { class: 'msg-error' }, m.errorMessage ?? 'The model failed.'));
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
-    return h('article', attrs, h('div', { class: 'avatar', 'aria-hidden': 'true' }, 'S'), h('div', { class: 'body' }, blocks));
+    const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
+    if (!draft && source) blocks.push(h('div', { class: 'msg-actions' }, copyButton('Copy the answer as Markdown', () => source, 'Copy')));
+    return this.answerShell(i, attrs, blocks);
+  }
+
+  /**
+   * An answer's article, kept per index and refilled rather than built anew: a streaming
+   * answer's text element then stays in the document between deltas, and the browser
+   * lays out only what changed (moving it into a new article costs a layout of the whole
+   * answer, every frame).
+   */
+  answerShell(i, attrs, blocks) {
+    let shell = this.shells.get(i);
+    if (!shell) {
+      const body = h('div', { class: 'body' });
+      shell = { article: h('article', {}, h('div', { class: 'avatar', 'aria-hidden': 'true' }, 'S'), body), body };
+      this.shells.set(i, shell);
+    }
+    shell.article.className = attrs.class;
+    Object.assign(shell.article.dataset, attrs.dataset);
+    reconcile(shell.body, blocks);
+    return shell.article;
   }
 
   block(store, i, ci, c, draft, waiting) {
-    if (c.type === 'text') return h('div', { class: 'text' }, renderText(c.text));
+    if (c.type === 'text') return this.textView(i, ci).update(c.text, draft);
     if (c.type === 'thinking') {
       const key = `${i}:${ci}:thinking`;
       const d = h('details', { class: 'thinking', open: this.open.get(key) ?? false },

@@ -15,6 +15,7 @@ mod gate;
 mod health;
 mod hub;
 mod lists;
+mod markdown;
 mod messages;
 mod metrics;
 mod models;
@@ -59,6 +60,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(sessions::router())
         .merge(runs::router())
         .merge(messages::router())
+        .merge(markdown::router())
         .merge(approvals::router())
         .merge(gate::router())
         .merge(events::router())
@@ -77,7 +79,7 @@ fn api() -> OpenApiRouter<AppState> {
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
         .into_iter()
-        .chain([hub::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
+        .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
         .flatten()
 }
 

@@ -319,6 +319,32 @@ const WRITE: &[(u16, &str)] = &[
     (429, TOO_MANY),
 ];
 
+/// `POST /api/markdown`: a batch of texts to render, refused whole.
+pub struct MarkdownErrors;
+
+impl IntoResponses for MarkdownErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        error_responses(
+            "ErrorBody",
+            &[
+                (
+                    400,
+                    "A body that is not valid JSON or has wrong fields (`malformed_json`, `invalid_body`), or more \
+                    than 64 texts (`too_many_texts`)",
+                ),
+                (401, UNAUTHORIZED),
+                (403, FORBIDDEN),
+                (
+                    413,
+                    "The body is over the server's limit (`body_too_large`), or one text is over 256 KiB \
+                    (`text_too_large`, the message names its index)",
+                ),
+                (415, MEDIA_TYPE),
+            ],
+        )
+    }
+}
+
 /// `POST /api/hub/events`: a publish, refused whole.
 pub struct PublishErrors;
 

@@ -1,0 +1,179 @@
+// Markdown HTML from the server (`POST /api/markdown`), cached per text. The page has no
+// bundler and fetches nothing from elsewhere, so the Markdown library and its sanitizer
+// live in the server; this module only batches and caches. Texts that need HTML are
+// asked for together — one request for everything that lacks it, at most one request in
+// flight and about four a second, so a streaming answer whose blocks close one after
+// another costs a few requests a second, never one per delta. Until a text's HTML is
+// here (or when it cannot be: over the server's limit, or the request failed) the
+// caller shows its plain rendering.
+
+import { post } from './api.js';
+
+/** The server's limits: texts per request and bytes per text (crates/server). */
+const MAX_TEXTS = 64;
+const MAX_TEXT_BYTES = 256 * 1024;
+/** Keeps a request well under the server's 1 MiB body limit. */
+const MAX_BATCH_BYTES = 768 * 1024;
+/** The least time between the starts of two requests. */
+const SPACING_MS = 250;
+/** How many texts' HTML is kept; the oldest go first. */
+const CACHE_ENTRIES = 2000;
+
+const encoder = new TextEncoder();
+const html = new Map(); // text → sanitized HTML (insertion order = age)
+const failed = new Set(); // texts the server refused or could not be asked for
+const wanted = new Set(); // texts waiting for the next request
+const asked = new Set(); // texts in the request on its way
+const listeners = new Set();
+let inFlight = false;
+let lastStart = -Infinity;
+let timer = null;
+
+/** Calls `fn()` whenever new HTML arrived; returns the unsubscribe function. */
+export function onRendered(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+/** True when `text` can be rendered by the server at all. */
+export function renderable(text) {
+  return text.length <= MAX_TEXT_BYTES && encoder.encode(text).length <= MAX_TEXT_BYTES;
+}
+
+/** The HTML of `text` if it is here, without asking for it. */
+export function cachedHtml(text) {
+  return html.get(text) ?? null;
+}
+
+/**
+ * The HTML of `text` if it is here. Otherwise `null`, and `text` is asked for (unless it
+ * cannot be), in the next batch.
+ */
+export function htmlOf(text) {
+  const found = html.get(text);
+  if (found !== undefined) return found;
+  if (!failed.has(text) && !wanted.has(text) && !asked.has(text)) {
+    if (!renderable(text)) failed.add(text);
+    else {
+      wanted.add(text);
+      schedule();
+    }
+  }
+  return null;
+}
+
+function schedule() {
+  if (inFlight || timer || wanted.size === 0) return;
+  const wait = Math.max(0, lastStart + SPACING_MS - performance.now());
+  // A microtask at least, so every text one paint asks for goes into one request.
+  timer = setTimeout(send, wait);
+}
+
+async function send() {
+  timer = null;
+  const texts = [];
+  let bytes = 0;
+  for (const text of wanted) {
+    const size = text.length * 3;
+    if (texts.length === MAX_TEXTS || (texts.length > 0 && bytes + size > MAX_BATCH_BYTES)) break;
+    texts.push(text);
+    bytes += size;
+  }
+  for (const text of texts) {
+    wanted.delete(text);
+    asked.add(text);
+  }
+  inFlight = true;
+  lastStart = performance.now();
+  try {
+    const answer = await post('/api/markdown', { texts });
+    texts.forEach((text, i) => remember(text, answer.html[i]));
+  } catch {
+    // The plain rendering stays; a text that failed is not asked for again.
+    for (const text of texts) failed.add(text);
+  } finally {
+    asked.clear();
+    inFlight = false;
+    schedule();
+  }
+  for (const fn of listeners) fn();
+}
+
+function remember(text, markup) {
+  if (typeof markup !== 'string') return failed.add(text);
+  html.set(text, markup);
+  if (html.size > CACHE_ENTRIES) html.delete(html.keys().next().value);
+}
+
+/**
+ * Splits a text into top-level Markdown blocks at blank lines outside fenced code.
+ * `done` are the blocks a later delta cannot change; `open` is the text after the last
+ * blank line (or an unclosed fence), which can still grow into something else. A draft
+ * only grows, so each call goes on from where the last one stopped when the new text
+ * starts with what was already read: a delta costs its own length, not the answer's.
+ */
+export class BlockSplitter {
+  constructor() {
+    this.reset();
+  }
+
+  reset() {
+    this.text = '';
+    this.done = [];
+    this.start = 0; // where the open block starts
+    this.at = 0; // the first line not read yet
+    this.seen = 0; // how much of the text was searched for line breaks
+    this.fence = null; // the open fence's marker (``` or ~~~, at least three)
+    this.blockHasText = false;
+  }
+
+  /** `{done, open}` for `text`. */
+  split(text) {
+    if (!grewFrom(text, this.text)) this.reset();
+    this.text = text;
+    // The unfinished last line was searched for a line break up to `seen` already.
+    let from = Math.max(this.at, this.seen);
+    for (;;) {
+      const nl = text.indexOf('\n', from);
+      if (nl < 0) break; // the last line is unfinished: it belongs to the open block
+      this.line(text, this.at, nl);
+      this.at = from = nl + 1;
+    }
+    this.seen = text.length;
+    return { done: this.done, open: text.slice(this.start) };
+  }
+
+  line(text, at, nl) {
+    const line = text.slice(at, nl);
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
+    if (this.fence) {
+      if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) this.fence = null;
+      this.blockHasText = true;
+    } else if (marker && !(marker[0] === '`' && line.slice(line.indexOf(marker) + marker.length).includes('`'))) {
+      this.fence = marker;
+      this.blockHasText = true;
+    } else if (line.trim() === '') {
+      if (this.blockHasText) this.done.push(text.slice(this.start, at));
+      this.start = nl + 1;
+      this.blockHasText = false;
+    } else {
+      this.blockHasText = true;
+    }
+  }
+}
+
+/**
+ * True when `text` is `before` with something appended. A draft only grows at its end
+ * (deltas apply at their offset; a snapshot of the same stream carries the same text),
+ * so the end of `before` in place stands for all of it: comparing whole texts would cost
+ * the answer's length on every paint.
+ */
+export function grewFrom(text, before) {
+  const tail = Math.min(before.length, 256);
+  return text.length >= before.length && text.startsWith(before.slice(before.length - tail), before.length - tail);
+}
+
+/** `text`'s blocks, read from the start (see BlockSplitter). */
+export function splitBlocks(text) {
+  return new BlockSplitter().split(text);
+}
