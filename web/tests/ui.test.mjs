@@ -468,3 +468,43 @@ test('Enter while a run is going queues the prompt: every tab shows the queue, a
   assert.deepEqual(page.errors, []);
   assert.deepEqual(other.errors, []);
 });
+
+// Issue 17's bugs: each test failed before its fix.
+
+test('older tool cards stay done after more tool calls in a live session', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Reads' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  for (let n = 1; n <= 4; n++) {
+    await send(page, 'tool: read {"path":"README.md"}');
+    await page.waitForSelector(`.tool-card.is-success[data-call-id="call_${n}"]`);
+    await settled(page);
+  }
+  const cards = await page.$$eval('.tool-card', (els) => els.map((e) => ({
+    status: e.dataset.status,
+    label: e.querySelector('.tool-status').textContent,
+    output: e.querySelector('.tool-section:nth-of-type(2) pre')?.textContent ?? '',
+  })));
+  assert.equal(cards.length, 4);
+  for (const [i, c] of cards.entries()) {
+    assert.equal(c.label, 'Done', `card ${i + 1} says Done`);
+    assert.match(c.output, /Demo project/, `card ${i + 1} keeps its output`);
+  }
+  assert.deepEqual(page.errors, []);
+});
+
+test('a stopped run says "Stopped after", not "Answered in"', async (t) => {
+  const server = await startSpool({ delayMs: 10 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Stop' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'stream: 400');
+  await page.waitForFunction(() => /\bw5\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
+  await page.click('#send[data-mode="stop"]');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
+  const timing = await page.waitForSelector('.timing.ended.cancelled');
+  assert.match(await timing.textContent(), /^Stopped after \d/);
+  assert.equal(await page.locator('.timing:has-text("Answered in")').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
