@@ -13,6 +13,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
 
@@ -503,8 +504,34 @@ test('a stopped run says "Stopped after", not "Answered in"', async (t) => {
   await page.waitForFunction(() => /\bw5\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
   await page.click('#send[data-mode="stop"]');
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
-  const timing = await page.waitForSelector('.timing.ended.cancelled');
-  assert.match(await timing.textContent(), /^Stopped after \d/);
+  for (const view of [page, await openPage(browser, `${server.url}/#/s/${session.id}`)]) {
+    const timing = await view.waitForSelector('.timing.ended.cancelled');
+    assert.match(await timing.textContent(), /^Stopped after \d/);
+    assert.equal(await view.locator('.timing:has-text("Answered in")').count(), 0);
+    assert.deepEqual(view.errors, []);
+  }
+});
+
+test('a failed run says "Failed after" and why, not "Answered in"', async (t) => {
+  // A model provider that knows no model: every call fails at once (404, not retried).
+  const provider = createServer((req, res) => {
+    req.resume();
+    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no such model"}}');
+  });
+  await new Promise((r) => provider.listen(0, '127.0.0.1', r));
+  const server = await startSpool({
+    extra: ['--model', 'openai-compatible:missing'],
+    env: { SPOOL_OPENAI_COMPATIBLE_BASE_URL: `http://127.0.0.1:${provider.address().port}/v1` },
+  });
+  t.after(async () => {
+    await server.stop();
+    await new Promise((r) => provider.close(r));
+  });
+  const { session } = await seed(server, { title: 'Fail' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'hello');
+  const timing = await page.waitForSelector('.timing.ended.failed');
+  assert.match(await timing.textContent(), /^Failed after \d.*no such model/);
   assert.equal(await page.locator('.timing:has-text("Answered in")').count(), 0);
   assert.deepEqual(page.errors, []);
 });
