@@ -535,3 +535,37 @@ test('a failed run says "Failed after" and why, not "Answered in"', async (t) =>
   assert.equal(await page.locator('.timing:has-text("Answered in")').count(), 0);
   assert.deepEqual(page.errors, []);
 });
+
+test('a session deleted in another tab says so in the open view and stops reconnecting', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Doomed' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { clock: true });
+  const other = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  const streams = [];
+  page.on('request', (r) => r.url().includes('/events') && !r.url().includes('/workspaces/') && streams.push(r.url()));
+  await other.hover(`.session[data-session-id="${session.id}"]`);
+  await other.click(`.session[data-session-id="${session.id}"] button[aria-label="Delete Doomed"]`);
+  await page.waitForSelector('#notices :text("This session was deleted.")');
+  // However long the page waits, it neither reconnects nor says it is reconnecting.
+  const seen = streams.length;
+  await page.clock.runFor(60_000);
+  assert.equal(await page.textContent('#conn-text'), 'Deleted', 'the status line says so, not "Reconnecting…"');
+  assert.equal(await page.isDisabled('#prompt'), true, 'nothing can be sent to it');
+  assert.equal(streams.length, seen, 'no reconnect attempt');
+  await shot(page, 'session-deleted');
+  assert.deepEqual(page.errors, []);
+});
+
+test('opening a deleted session says it was deleted', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Gone' });
+  await api(server.url, 'DELETE', `/api/sessions/${session.id}`);
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const notice = await page.waitForSelector('#notices .notice.error');
+  assert.equal(await notice.textContent(), 'This session was deleted.');
+  assert.equal(await page.textContent('#conn-text'), 'Deleted', 'the status line says so, not "Connecting…"');
+  assert.deepEqual(page.errors, []);
+});
