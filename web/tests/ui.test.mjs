@@ -12,7 +12,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
@@ -567,5 +567,48 @@ test('opening a deleted session says it was deleted', async (t) => {
   const notice = await page.waitForSelector('#notices .notice.error');
   assert.equal(await notice.textContent(), 'This session was deleted.');
   assert.equal(await page.textContent('#conn-text'), 'Deleted', 'the status line says so, not "Connecting…"');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the add-project dialog keeps "(optional)" on the Name line, at 390 px and on a desktop', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  for (const width of [390, 1280]) {
+    const page = await openPage(browser, `${server.url}/`, { width, height: 760 });
+    if (width < 760) await page.click('#menu');
+    await page.click('#add-project');
+    await page.waitForSelector('#project-dialog[open]');
+    const box = await page.$eval('#project-form input[name="name"]', (input) => {
+      const label = input.closest('label');
+      const range = document.createRange();
+      range.selectNodeContents(label.firstChild); // the text "Name "
+      const name = range.getBoundingClientRect();
+      const optional = label.querySelector('.muted').getBoundingClientRect();
+      return { name: { top: name.top, bottom: name.bottom }, optional: { top: optional.top, bottom: optional.bottom }, input: input.getBoundingClientRect().top };
+    });
+    const mid = (r) => (r.top + r.bottom) / 2;
+    assert.ok(Math.abs(mid(box.name) - mid(box.optional)) < 4, `at ${width} px "(optional)" is on the line of "Name": ${JSON.stringify(box)}`);
+    assert.ok(box.input >= box.optional.bottom, 'the field is below its label');
+    await shot(page, `add-project-${width}`);
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  }
+});
+
+test('the add-project dialog takes ~/… for the home directory, and says why ~user is refused', async (t) => {
+  // The server's home is the test's temp dir, which holds the `project` directory.
+  const server = await startSpool({ env: (dir) => ({ HOME: dir }) });
+  t.after(() => server.stop());
+  const page = await openPage(browser, `${server.url}/`);
+  await page.click('#add-project');
+  await page.fill('#project-form input[name="path"]', '~nobody/project');
+  await page.press('#project-form input[name="path"]', 'Enter');
+  await page.waitForSelector('#project-error:has-text("not ~user")');
+  await page.fill('#project-form input[name="path"]', '~/project');
+  await page.press('#project-form input[name="path"]', 'Enter');
+  await page.waitForSelector('#project-dialog:not([open])', { state: 'attached' });
+  await page.waitForSelector('.project .project-name:text("project")');
+  const [project] = await api(server.url, 'GET', '/api/projects');
+  assert.equal(project.path, realpathSync(server.project));
   assert.deepEqual(page.errors, []);
 });
