@@ -8,7 +8,9 @@
 //   4. two pages: a session created in one appears in the other's sidebar, no reload
 //   5. the reconnect notice appears only after 2 s without a connection
 // and beyond the issue's list: usable at 400 px with the keyboard; sign-in when auth is on;
-// Enter while a run is going queues the prompt (issue 16 / 17).
+// Enter while a run is going queues the prompt (issue 16 / 17); issue 17's bugs: older
+// tool cards stay done, stopped and failed runs say so, a deleted session says so, the
+// add-project dialog (label on one line, ~ expanded). The keyboard is keyboard.test.mjs.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -500,7 +502,7 @@ test('a stopped run says "Stopped after", not "Answered in"', async (t) => {
   t.after(() => server.stop());
   const { session } = await seed(server, { title: 'Stop' });
   const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
-  await send(page, 'stream: 400');
+  await send(page, 'stream: 3000'); // 30 s: it cannot end by itself before the click
   await page.waitForFunction(() => /\bw5\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
   await page.click('#send[data-mode="stop"]');
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
