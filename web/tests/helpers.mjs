@@ -20,9 +20,11 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
 /**
  * Starts `spool serve`; resolves once its first stdout line names the address. With
- * `tokenFor`, first creates a token for that user (auth is then on) and returns it.
+ * `tokenFor`, first creates a token for that user (auth is then on) and returns it;
+ * `env` adds to the server's environment (a provider's base URL, say; a function gets
+ * the server's temp dir, which holds `project/`).
  */
-export async function startSpool({ delayMs = 0, extra = [], tokenFor = null, reuse = null } = {}) {
+export async function startSpool({ delayMs = 0, extra = [], env = {}, tokenFor = null, reuse = null } = {}) {
   // `reuse`: the directory of a server that was crashed, to start again on its data.
   const dir = reuse ?? mkdtempSync(join(tmpdir(), 'spool-ui-'));
   const project = join(dir, 'project');
@@ -36,7 +38,7 @@ export async function startSpool({ delayMs = 0, extra = [], tokenFor = null, reu
   // With tokens, projects may only be registered under a project root.
   const roots = tokenFor ? ['--workspace-root', project] : [];
   const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...roots, ...extra];
-  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
+  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn', ...(typeof env === 'function' ? env(dir) : env) } });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
   const url = await new Promise((ok, fail) => {

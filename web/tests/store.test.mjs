@@ -225,3 +225,43 @@ test('the queue comes with the state and changes with session.queue frames', () 
   s.apply({ type: 'session.state', state: state({ status: 'idle' }), sessionId: 'ses_1', streamId: S, seq: 6 });
   assert.deepEqual(s.queue, []);
 });
+
+test('a state whose window starts later keeps the tools and timings of the rounds kept below it', () => {
+  const s = new SessionStore('ses_1');
+  const call = (id) => ({ ...assistant(), content: [{ type: 'toolCall', id, name: 'read', arguments: { path: 'README.md' } }], stopReason: 'toolUse' });
+  const result = (id) => ({ role: 'toolResult', toolCallId: id, toolName: 'read', content: [{ type: 'text', text: '# Demo' }], isError: false, timestamp: 1 });
+  const timing = (u) => ({ userMessageIndex: u, startedAt: 1, firstTokenAt: 2, endedAt: 3, status: 'completed' });
+  const done = { status: 'success', result: '# Demo', toolName: 'read', args: { path: 'README.md' } };
+  s.apply(snapshot(1, {
+    messages: [{ index: 0, ...user('tool: read') }, { index: 1, ...call('call_1') }, { index: 2, ...result('call_1') }, { index: 3, ...user('tool: read') }, { index: 4, ...call('call_2') }],
+    firstIndex: 0,
+    total: 5,
+    toolExecutions: { call_1: { toolCallId: 'call_1', ...done }, call_2: { toolCallId: 'call_2', ...done } },
+    promptTimings: { 0: timing(0), 3: timing(3) },
+  }));
+  // The server's window now starts at the second round: call_1 and timing 0 are not in it.
+  s.apply({ type: 'session.state', sessionId: 'ses_1', streamId: S, seq: 2, state: state({
+    messages: [{ index: 3, ...user('tool: read') }, { index: 4, ...call('call_2') }],
+    firstIndex: 3,
+    total: 5,
+    toolExecutions: { call_2: { toolCallId: 'call_2', ...done } },
+    promptTimings: { 3: timing(3) },
+  }) });
+  assert.deepEqual(s.indexes(), [0, 1, 2, 3, 4]);
+  assert.equal(s.tools.get('call_1').status, 'success', 'the older card stays done');
+  assert.equal(s.tools.get('call_1').result, '# Demo');
+  assert.equal(s.timings.get(0).status, 'completed', 'the older round keeps its timing');
+});
+
+test('a kept call with no known execution is settled by its stored result', () => {
+  const s = new SessionStore('ses_1');
+  s.apply(snapshot(1, {
+    messages: [{ index: 4, role: 'toolResult', toolCallId: 'call_9', toolName: 'bash', content: [{ type: 'text', text: 'no' }], isError: true, timestamp: 1 }],
+    firstIndex: 4,
+    total: 5,
+  }));
+  s.tools.delete('call_9');
+  s.apply({ type: 'session.state', sessionId: 'ses_1', streamId: S, seq: 2, state: state({ messages: [], firstIndex: 5, total: 5 }) });
+  assert.equal(s.tools.get('call_9').status, 'error');
+  assert.equal(s.tools.get('call_9').result, 'no');
+});

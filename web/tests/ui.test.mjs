@@ -8,11 +8,14 @@
 //   4. two pages: a session created in one appears in the other's sidebar, no reload
 //   5. the reconnect notice appears only after 2 s without a connection
 // and beyond the issue's list: usable at 400 px with the keyboard; sign-in when auth is on;
-// Enter while a run is going queues the prompt (issue 16 / 17).
+// Enter while a run is going queues the prompt (issue 16 / 17); issue 17's bugs: older
+// tool cards stay done, stopped and failed runs say so, a deleted session says so, the
+// add-project dialog (label on one line, ~ expanded). The keyboard is keyboard.test.mjs.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
 
@@ -467,4 +470,147 @@ test('Enter while a run is going queues the prompt: every tab shows the queue, a
   assert.deepEqual(prompts, [first, 'echo: queued second'], 'in order, once each; the removed one never ran');
   assert.deepEqual(page.errors, []);
   assert.deepEqual(other.errors, []);
+});
+
+// Issue 17's bugs: each test failed before its fix.
+
+test('older tool cards stay done after more tool calls in a live session', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Reads' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  for (let n = 1; n <= 4; n++) {
+    await send(page, 'tool: read {"path":"README.md"}');
+    await page.waitForSelector(`.tool-card.is-success[data-call-id="call_${n}"]`);
+    await settled(page);
+  }
+  const cards = await page.$$eval('.tool-card', (els) => els.map((e) => ({
+    status: e.dataset.status,
+    label: e.querySelector('.tool-status').textContent,
+    output: e.querySelector('.tool-section:nth-of-type(2) pre')?.textContent ?? '',
+  })));
+  assert.equal(cards.length, 4);
+  for (const [i, c] of cards.entries()) {
+    assert.equal(c.label, 'Done', `card ${i + 1} says Done`);
+    assert.match(c.output, /Demo project/, `card ${i + 1} keeps its output`);
+  }
+  assert.deepEqual(page.errors, []);
+});
+
+test('a stopped run says "Stopped after", not "Answered in"', async (t) => {
+  const server = await startSpool({ delayMs: 10 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Stop' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'stream: 3000'); // 30 s: it cannot end by itself before the click
+  await page.waitForFunction(() => /\bw5\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
+  await page.click('#send[data-mode="stop"]');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
+  for (const view of [page, await openPage(browser, `${server.url}/#/s/${session.id}`)]) {
+    const timing = await view.waitForSelector('.timing.ended.cancelled');
+    assert.match(await timing.textContent(), /^Stopped after \d/);
+    assert.equal(await view.locator('.timing:has-text("Answered in")').count(), 0);
+    assert.deepEqual(view.errors, []);
+  }
+});
+
+test('a failed run says "Failed after" and why, not "Answered in"', async (t) => {
+  // A model provider that knows no model: every call fails at once (404, not retried).
+  const provider = createServer((req, res) => {
+    req.resume();
+    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no such model"}}');
+  });
+  await new Promise((r) => provider.listen(0, '127.0.0.1', r));
+  const server = await startSpool({
+    extra: ['--model', 'openai-compatible:missing'],
+    env: { SPOOL_OPENAI_COMPATIBLE_BASE_URL: `http://127.0.0.1:${provider.address().port}/v1` },
+  });
+  t.after(async () => {
+    await server.stop();
+    await new Promise((r) => provider.close(r));
+  });
+  const { session } = await seed(server, { title: 'Fail' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'hello');
+  const timing = await page.waitForSelector('.timing.ended.failed');
+  assert.match(await timing.textContent(), /^Failed after \d.*no such model/);
+  assert.equal(await page.locator('.timing:has-text("Answered in")').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a session deleted in another tab says so in the open view and stops reconnecting', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Doomed' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { clock: true });
+  const other = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  const streams = [];
+  page.on('request', (r) => r.url().includes('/events') && !r.url().includes('/workspaces/') && streams.push(r.url()));
+  await other.hover(`.session[data-session-id="${session.id}"]`);
+  await other.click(`.session[data-session-id="${session.id}"] button[aria-label="Delete Doomed"]`);
+  await page.waitForSelector('#notices :text("This session was deleted.")');
+  // However long the page waits, it neither reconnects nor says it is reconnecting.
+  const seen = streams.length;
+  await page.clock.runFor(60_000);
+  assert.equal(await page.textContent('#conn-text'), 'Deleted', 'the status line says so, not "Reconnecting…"');
+  assert.equal(await page.isDisabled('#prompt'), true, 'nothing can be sent to it');
+  assert.equal(streams.length, seen, 'no reconnect attempt');
+  await shot(page, 'session-deleted');
+  assert.deepEqual(page.errors, []);
+});
+
+test('opening a deleted session says it was deleted', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Gone' });
+  await api(server.url, 'DELETE', `/api/sessions/${session.id}`);
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const notice = await page.waitForSelector('#notices .notice.error');
+  assert.equal(await notice.textContent(), 'This session was deleted.');
+  assert.equal(await page.textContent('#conn-text'), 'Deleted', 'the status line says so, not "Connecting…"');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the add-project dialog keeps "(optional)" on the Name line, at 390 px and on a desktop', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  for (const width of [390, 1280]) {
+    const page = await openPage(browser, `${server.url}/`, { width, height: 760 });
+    if (width < 760) await page.click('#menu');
+    await page.click('#add-project');
+    await page.waitForSelector('#project-dialog[open]');
+    const box = await page.$eval('#project-form input[name="name"]', (input) => {
+      const label = input.closest('label');
+      const range = document.createRange();
+      range.selectNodeContents(label.firstChild); // the text "Name "
+      const name = range.getBoundingClientRect();
+      const optional = label.querySelector('.muted').getBoundingClientRect();
+      return { name: { top: name.top, bottom: name.bottom }, optional: { top: optional.top, bottom: optional.bottom }, input: input.getBoundingClientRect().top };
+    });
+    const mid = (r) => (r.top + r.bottom) / 2;
+    assert.ok(Math.abs(mid(box.name) - mid(box.optional)) < 4, `at ${width} px "(optional)" is on the line of "Name": ${JSON.stringify(box)}`);
+    assert.ok(box.input >= box.optional.bottom, 'the field is below its label');
+    await shot(page, `add-project-${width}`);
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  }
+});
+
+test('the add-project dialog takes ~/… for the home directory, and says why ~user is refused', async (t) => {
+  // The server's home is the test's temp dir, which holds the `project` directory.
+  const server = await startSpool({ env: (dir) => ({ HOME: dir }) });
+  t.after(() => server.stop());
+  const page = await openPage(browser, `${server.url}/`);
+  await page.click('#add-project');
+  await page.fill('#project-form input[name="path"]', '~nobody/project');
+  await page.press('#project-form input[name="path"]', 'Enter');
+  await page.waitForSelector('#project-error:has-text("not ~user")');
+  await page.fill('#project-form input[name="path"]', '~/project');
+  await page.press('#project-form input[name="path"]', 'Enter');
+  await page.waitForSelector('#project-dialog:not([open])', { state: 'attached' });
+  await page.waitForSelector('.project .project-name:text("project")');
+  const [project] = await api(server.url, 'GET', '/api/projects');
+  assert.equal(project.path, realpathSync(server.project));
+  assert.deepEqual(page.errors, []);
 });

@@ -38,9 +38,9 @@ export function renderChrome(page, { retry }) {
   notices(view, connectivity.online, retry);
 
   const conn = $('conn');
-  const state = !view ? '' : !connectivity.online ? 'offline' : view.connected ? 'live' : view.showNotice ? 'reconnecting' : 'connecting';
+  const state = !view ? '' : view.deleted ? 'gone' : !connectivity.online ? 'offline' : view.connected ? 'live' : view.showNotice ? 'reconnecting' : 'connecting';
   set(conn, 'className', `conn is-${state}`);
-  set($('conn-text'), 'textContent', { live: 'Live', offline: 'Offline', reconnecting: 'Reconnecting…', connecting: 'Connecting…', '': '' }[state]);
+  set($('conn-text'), 'textContent', { live: 'Live', gone: 'Deleted', offline: 'Offline', reconnecting: 'Reconnecting…', connecting: 'Connecting…', '': '' }[state]);
   const run = !store ? '' : store.status !== 'busy' ? 'Idle' : store.activeRun?.status === 'interrupted' ? 'Waiting for approval' : 'Running';
   set($('run-state'), 'textContent', run);
   set($('run-state'), 'className', `run-state is-${run.split(' ')[0].toLowerCase()}`);

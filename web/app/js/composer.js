@@ -108,13 +108,13 @@ export class Composer {
     const view = this.view;
     const connected = Boolean(view?.connected);
     const busy = this.busy;
-    this.input.disabled = !view;
+    this.input.disabled = !view || view.deleted;
     this.button.disabled = !view || !connected || this.sending || (!busy && !this.input.value.trim());
     this.button.dataset.mode = busy ? 'stop' : 'send';
     this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
     this.button.title = busy ? 'Stop the run' : 'Send (Enter)';
     const keys = busy ? 'Enter to queue after this run · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
-    this.hint.textContent = this.error ?? (!view ? '' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
+    this.hint.textContent = this.error ?? (!view ? '' : view.deleted ? 'This session was deleted.' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
     this.hint.classList.toggle('is-error', Boolean(this.error));
   }
 }

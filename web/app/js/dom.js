@@ -26,8 +26,15 @@ function append(el, children) {
   }
 }
 
-/** Makes `parent`'s children exactly `nodes`, moving only what is out of place. */
+/**
+ * Makes `parent`'s children exactly `nodes`, moving only what is out of place. What
+ * goes is removed first, so a kept node after a replaced one stays put: moving a node
+ * takes the focus out of it (a half-typed approval message, every second while a run
+ * ticks), and then Esc would act on the page instead of the field.
+ */
 export function reconcile(parent, nodes) {
+  const keep = new Set(nodes);
+  for (const child of [...parent.childNodes]) if (!keep.has(child)) parent.removeChild(child);
   let at = parent.firstChild;
   for (const node of nodes) {
     if (!node) continue;

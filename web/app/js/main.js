@@ -10,6 +10,7 @@ import { Connectivity } from './connectivity.js';
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { ListSync } from './lists.js';
+import { focusPrompt, initKeys } from './keys.js';
 import { initProjectDialog } from './project_dialog.js';
 import { SessionView } from './session_view.js';
 import { Sidebar } from './sidebar.js';
@@ -104,6 +105,7 @@ function openSession(id) {
   document.body.classList.remove('drawer-open');
   $('menu').setAttribute('aria-expanded', 'false');
   page.view?.open();
+  if (page.view) focusPrompt($('prompt'));
 }
 
 function home() {
@@ -149,6 +151,15 @@ connectivity.onChange(() => {
   composer.update();
 });
 addEventListener('hashchange', route);
+initKeys({
+  prompt: $('prompt'),
+  busy: () => composer.busy,
+  stop: () => page.view?.abort(),
+  newSession: newSessionHere,
+  help: $('keys-dialog'),
+  skip: $('skip'),
+  target: $('timeline'),
+});
 
 addEventListener('spool:unauthorized', () => loginForm().then(() => location.reload()));
 

@@ -29,6 +29,7 @@ export class SessionView {
     this.onChange = onChange;
     this.disposed = false;
     this.error = null; // a load error shown instead of the conversation
+    this.deleted = false; // the server said 404: see gone()
     this.downSince = Date.now();
     this.showNotice = false;
     this.retryIn = null;
@@ -64,10 +65,7 @@ export class SessionView {
         this.store.load(detail);
       } catch (e) {
         if (this.disposed) return;
-        if (e.status === 404) {
-          this.error = 'This session does not exist any more.';
-          return this.changed();
-        }
+        if (e.status === 404) return this.gone();
         // The stream's snapshot will load it once the server is reachable.
       }
     }
@@ -107,6 +105,9 @@ export class SessionView {
   }
 
   down(wait) {
+    if (this.deleted) return;
+    // The shared socket says why a stream was refused; an EventSource cannot.
+    if (this.stream.refused === 404) return this.gone();
     this.feed.flush();
     if (wait !== null) this.probe();
     if (this.downSince === null) this.downSince = Date.now();
@@ -123,19 +124,30 @@ export class SessionView {
     try {
       await get(`/api/sessions/${encodeURIComponent(this.id)}`);
     } catch (e) {
-      if (!this.disposed && e.status === 404) {
-        this.error = 'This session was deleted.';
-        this.stream.stop();
-        this.showNotice = false;
-        this.changed();
-      }
+      if (e.status === 404) this.gone();
     } finally {
       this.probing = false;
     }
   }
 
+  /**
+   * The server says the session does not exist (a 404 on load or on reconnect; a
+   * stream that ends with 404 comes here too): the view says it was deleted and stops
+   * reconnecting for good, instead of showing "Reconnecting…" for ever.
+   */
+  gone() {
+    if (this.disposed || this.deleted) return;
+    this.deleted = true;
+    this.error = 'This session was deleted.';
+    this.stream.stop();
+    clearTimeout(this.noticeTimer);
+    this.showNotice = false;
+    this.retryIn = null;
+    this.changed();
+  }
+
   checkNotice() {
-    if (this.disposed || this.downSince === null) return;
+    if (this.disposed || this.deleted || this.downSince === null) return;
     this.showNotice = Date.now() - this.downSince >= NOTICE_GRACE_MS;
     this.changed();
   }

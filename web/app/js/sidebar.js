@@ -2,6 +2,11 @@
 // restore / delete. It repaints from the list caches whenever they change; the open
 // session's live title and status (from its stream) override the list's copy. Actions
 // invalidate the lists they touch right away and the list stream confirms to every page.
+//
+// Keyboard: Tab reaches each session row once (its link); the row's icon buttons are
+// out of the tab order (they keep their names for screen readers) and reached with →
+// from the link (← and Esc go back), ↑/↓ move between sessions, F2 renames and Delete
+// deletes. A repaint keeps the focused control focused.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -26,12 +31,63 @@ export class Sidebar {
   render() {
     const projects = this.lists.projects;
     const focused = document.activeElement?.closest?.('.rename-input') ? document.activeElement : null;
+    const keep = focused ? null : this.focusKey();
     const nodes = [];
     if (projects === null) nodes.push(h('p', { class: 'side-empty' }, 'Loading projects…'));
     else if (projects.length === 0 && !this.adding) nodes.push(this.welcome());
     for (const p of projects ?? []) nodes.push(this.project(p));
     this.nav.replaceChildren(...nodes);
     if (focused) this.focusEditor();
+    else if (keep) this.restoreFocus(keep);
+  }
+
+  /** Names the focused control in the list (its row and its name), to find it after a repaint. */
+  focusKey() {
+    const el = document.activeElement;
+    if (!el || !this.nav.contains(el)) return null;
+    const session = el.closest('[data-session-id]');
+    const row = session ?? el.closest('[data-project-id]');
+    if (!row) return null;
+    return { attr: session ? 'session-id' : 'project-id', id: session ? session.dataset.sessionId : row.dataset.projectId, cls: el.className, label: el.getAttribute('aria-label') };
+  }
+
+  restoreFocus(k) {
+    const row = this.nav.querySelector(`[data-${k.attr}="${CSS.escape(k.id)}"]`);
+    const el = [...(row?.querySelectorAll('a, button') ?? [])].find((e) => e.className === k.cls && e.getAttribute('aria-label') === k.label);
+    el?.focus({ preventScroll: true });
+  }
+
+  /** ↑/↓ between sessions, → into the row's actions, F2 rename, Delete delete. */
+  linkKeys(e, s, title, archived) {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const links = [...this.nav.querySelectorAll('.session-link')];
+    const at = links.indexOf(e.currentTarget);
+    let handled = true;
+    if (e.key === 'ArrowDown') links[at + 1]?.focus();
+    else if (e.key === 'ArrowUp') links[at - 1]?.focus();
+    else if (e.key === 'ArrowRight') e.currentTarget.closest('.session').querySelector('.row-actions button')?.focus();
+    else if (e.key === 'F2' && !archived) this.edit('session', s.id, s.title);
+    else if (e.key === 'Delete') this.deleteSession(s, title);
+    else handled = false;
+    if (handled) e.preventDefault();
+  }
+
+  /** Inside a row's actions: ←/→ between them, ← from the first and Esc back to the link. */
+  actionKeys(e) {
+    const row = e.currentTarget.closest('.session');
+    const buttons = [...row.querySelectorAll('.row-actions button')];
+    const at = buttons.indexOf(e.target.closest('button'));
+    if (at < 0) return;
+    const link = row.querySelector('.session-link');
+    let handled = true;
+    if (e.key === 'ArrowRight') (buttons[at + 1] ?? buttons[at]).focus();
+    else if (e.key === 'ArrowLeft') (buttons[at - 1] ?? link).focus();
+    else if (e.key === 'Escape') link.focus();
+    else handled = false;
+    if (handled) {
+      e.preventDefault();
+      e.stopPropagation(); // Esc here goes back to the row; it does not stop a run
+    }
   }
 
   welcome() {
@@ -87,20 +143,28 @@ export class Sidebar {
     return h('li', { class: `session${live ? ' is-active' : ''}${status === 'busy' ? ' is-busy' : ''}`, dataset: { sessionId: s.id } },
       editing
         ? this.editor()
-        : h('a', { class: 'session-link', href: `#/s/${s.id}`, 'aria-current': live ? 'page' : null, title },
+        : h('a', {
+            class: 'session-link',
+            href: `#/s/${s.id}`,
+            'aria-current': live ? 'page' : null,
+            'aria-keyshortcuts': archived ? 'ArrowRight Delete' : 'ArrowRight F2 Delete',
+            title,
+            onkeydown: (e) => this.linkKeys(e, s, title, archived),
+          },
             h('span', { class: 'status-dot', title: status === 'busy' ? 'Running' : null }),
             h('span', { class: 'session-title' }, title)),
-      h('span', { class: 'row-actions' },
+      h('span', { class: 'row-actions', onkeydown: (e) => this.actionKeys(e) },
         archived
-          ? [this.iconButton('restore', `Restore ${title}`, () => this.setArchived(s, false)),
-             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title))]
-          : [this.iconButton('pencil', `Rename ${title}`, () => this.edit('session', s.id, s.title)),
-             this.iconButton('archive', `Archive ${title}`, () => this.setArchived(s, true)),
-             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title))]));
+          ? [this.iconButton('restore', `Restore ${title}`, () => this.setArchived(s, false), '', -1),
+             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title), '', -1)]
+          : [this.iconButton('pencil', `Rename ${title}`, () => this.edit('session', s.id, s.title), '', -1),
+             this.iconButton('archive', `Archive ${title}`, () => this.setArchived(s, true), '', -1),
+             this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title), '', -1)]));
   }
 
-  iconButton(name, label, onclick, cls = '') {
-    return h('button', { class: `icon-btn ${cls}`.trim(), type: 'button', 'aria-label': label, title: label, onclick }, icon(name));
+  /** tabindex -1: out of the tab order, still clickable and named (a session row's actions). */
+  iconButton(name, label, onclick, cls = '', tabindex = null) {
+    return h('button', { class: `icon-btn ${cls}`.trim(), type: 'button', 'aria-label': label, title: label, tabindex, onclick }, icon(name));
   }
 
   editor() {

@@ -141,8 +141,21 @@ export class SessionStore {
     for (const m of state.messages) kept.set(m.index, m);
     this.messages = kept;
     this.drafts = new Map(Object.entries(state.drafts ?? {}).map(([k, m]) => [Number(k), structuredClone(m)]));
+    const tools = this.tools;
+    const timings = this.timings;
     this.tools = new Map(Object.values(state.toolExecutions ?? {}).map((t) => [t.toolCallId, { ...t }]));
     this.timings = new Map(Object.values(state.promptTimings ?? {}).map((t) => [t.userMessageIndex, t]));
+    // A state holds tools and timings only for the rounds in its window; the messages
+    // kept below it keep what we knew about them, or their cards would say "Running".
+    // A call's stored result settles its card even if we never saw the call run.
+    for (const [i, m] of kept) {
+      if (i >= state.firstIndex) continue;
+      if (m.role === 'user' && timings.has(i) && !this.timings.has(i)) this.timings.set(i, timings.get(i));
+      if (m.role === 'assistant') {
+        for (const c of m.content) if (c.type === 'toolCall' && tools.has(c.id) && !this.tools.has(c.id)) this.tools.set(c.id, tools.get(c.id));
+      }
+    }
+    for (const [i, m] of kept) if (i < state.firstIndex && m.role === 'toolResult' && (this.tools.get(m.toolCallId)?.status ?? 'running') === 'running') this.settle(m);
     this.session = state.session;
     this.status = state.status;
     this.activeRun = state.activeRun;
@@ -296,11 +309,16 @@ export class SessionStore {
         }
       }
     } else if (m.role === 'toolResult') {
-      const t = this.tool(m.toolCallId, m.toolName);
-      t.status = m.isError ? 'error' : 'success';
-      t.result = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+      this.settle(m);
       this.touchCall(m.toolCallId);
     }
+  }
+
+  /** A toolResult message ends its call: error or success, with the text it returned. */
+  settle(m) {
+    const t = this.tool(m.toolCallId, m.toolName);
+    t.status = m.isError ? 'error' : 'success';
+    t.result = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
   }
 
   tool(id, name) {

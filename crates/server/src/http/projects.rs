@@ -22,7 +22,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, ToSchema)]
 struct CreateProject {
-    /// An existing directory; stored as its canonical absolute path.
+    /// An existing directory; stored as its canonical absolute path. A leading `~` or
+    /// `~/` is the server's home directory.
     path: String,
     /// Defaults to the directory's name.
     name: Option<String>,
@@ -52,8 +53,55 @@ async fn create(
     CurrentUser(user): CurrentUser,
     JsonBody(body): JsonBody<CreateProject>,
 ) -> Result<(StatusCode, Json<Project>), ApiError> {
-    let project = state.engine.create_project(&user, &body.path, body.name).await?;
+    let path = expand_home(&body.path, std::env::var_os("HOME").as_deref())?;
+    let project = state.engine.create_project(&user, &path, body.name).await?;
     Ok((StatusCode::CREATED, Json(project)))
+}
+
+/// `~` and `~/…` name the server's home directory: a person types them in the page's
+/// "Add a project" dialog, and only the server knows what they mean. Other paths pass
+/// as they are; `~user` is refused rather than looked up. The project fence (workspace
+/// roots) judges the expanded path like any other.
+fn expand_home(path: &str, home: Option<&std::ffi::OsStr>) -> Result<String, ApiError> {
+    let trimmed = path.trim();
+    let rest = match trimmed.strip_prefix('~') {
+        None => return Ok(path.to_owned()),
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_path",
+                "only ~ and ~/… are expanded (the server's home directory), not ~user",
+            ));
+        }
+    };
+    let home = home.and_then(|h| h.to_str()).filter(|h| !h.is_empty()).ok_or_else(|| {
+        ApiError::bad_request("invalid_path", "~ cannot be expanded: the server has no HOME; give an absolute path")
+    })?;
+    Ok(format!("{}{rest}", home.trim_end_matches('/')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_home;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn a_tilde_names_the_home_directory() {
+        let home = Some(OsStr::new("/home/ada"));
+        assert_eq!(expand_home("~", home).ok().as_deref(), Some("/home/ada"));
+        assert_eq!(expand_home("~/code/app", home).ok().as_deref(), Some("/home/ada/code/app"));
+        assert_eq!(expand_home(" ~/x ", home).ok().as_deref(), Some("/home/ada/x"));
+        assert_eq!(expand_home("~/x", Some(OsStr::new("/"))).ok().as_deref(), Some("/x"));
+        assert_eq!(expand_home("/srv/~/x", home).ok().as_deref(), Some("/srv/~/x"), "only a leading tilde");
+        assert_eq!(expand_home("rel/path", home).ok().as_deref(), Some("rel/path"));
+    }
+
+    #[test]
+    fn other_users_and_a_missing_home_are_refused() {
+        assert!(expand_home("~bob/x", Some(OsStr::new("/home/ada"))).is_err());
+        assert!(expand_home("~/x", None).is_err());
+        assert!(expand_home("~/x", Some(OsStr::new(""))).is_err());
+    }
 }
 
 #[utoipa::path(

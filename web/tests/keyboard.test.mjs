@@ -1,0 +1,205 @@
+// Browser tests of the keyboard (issue 17, point 4): every test drives the real
+// keyboard (page.keyboard) in headless Debian Chromium against the real binary.
+//
+//   * opening or creating a session (Alt+N) puts the cursor in the prompt
+//   * Esc stops a run; with a dialog open, Esc closes the dialog and the run goes on;
+//     Esc in another field (and the focus in it, across repaints) stays that field's
+//   * `/` focuses the prompt when not typing; `?` lists the shortcuts, Esc closes it
+//   * the first Tab stop is "Skip to conversation"
+//   * session rows are one Tab stop each; their actions are reached with the arrows
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { api, launch, openPage, seed, shot, startSpool } from './helpers.mjs';
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+const focused = (page) =>
+  page.evaluate(() => {
+    const el = document.activeElement;
+    return el?.id || el?.getAttribute('aria-label') || el?.className || el?.tagName;
+  });
+
+async function send(page, text) {
+  await page.waitForSelector('.conn.is-live');
+  await page.fill('#prompt', text);
+  await page.press('#prompt', 'Enter');
+}
+
+test('opening a session puts the cursor in the prompt, and Alt+N starts a new session there too', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'First' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await page.waitForFunction(() => document.activeElement?.id === 'prompt');
+  await page.keyboard.type('echo: typed at once');
+  assert.equal(await page.inputValue('#prompt'), 'echo: typed at once');
+
+  await page.keyboard.press('Alt+N');
+  await page.waitForFunction((old) => /^#\/s\/ses_/.test(location.hash) && !location.hash.includes(old), session.id);
+  const created = await page.evaluate(() => location.hash.slice(4));
+  await page.waitForSelector(`.session.is-active[data-session-id="${created}"]`);
+  await page.waitForFunction(() => document.activeElement?.id === 'prompt');
+  assert.equal(await page.inputValue('#prompt'), '', 'the new session has its own, empty prompt');
+  const sessions = await api(server.url, 'GET', `/api/projects/${session.projectId}/sessions`);
+  assert.ok(sessions.some((s) => s.id === created), 'created in the open session\'s project');
+  assert.deepEqual(page.errors, []);
+});
+
+test('Esc stops the run, and the run says Stopped after', async (t) => {
+  const server = await startSpool({ delayMs: 10 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Esc' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'stream: 3000'); // 30 s: it cannot end by itself during the test
+  await page.waitForFunction(() => /\bw5\b/.test(document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? ''));
+  assert.equal(await focused(page), 'prompt', 'the cursor is still in the prompt after sending');
+  await page.keyboard.press('Escape');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
+  const ending = await page.waitForSelector('.timing.ended.cancelled');
+  assert.match(await ending.textContent(), /^Stopped after/);
+  assert.deepEqual(page.errors, []);
+});
+
+test('with a dialog open, Esc closes the dialog and the run goes on; the next Esc stops it', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Dialog' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  // A run parked at an approval goes on until someone decides or stops it.
+  await send(page, 'tool: bash {"command":"echo never"}');
+  await page.waitForSelector('.approval-card');
+  await page.click('#add-project');
+  await page.waitForSelector('#project-dialog[open]');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#project-dialog:not([open])', { state: 'attached' });
+  assert.equal(await page.textContent('#run-state'), 'Waiting for approval', 'closing the dialog did not stop the run');
+  await page.keyboard.press('Escape'); // focus is back on the page
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
+  await page.waitForSelector('.approval-card', { state: 'detached' });
+  assert.deepEqual(page.errors, []);
+});
+
+test('Esc in another field is that field\'s: in an approval\'s message box it does not stop the run', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Rename' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'tool: bash {"command":"echo never"}');
+  await page.waitForSelector('.approval-card');
+  await page.focus('.approval-message');
+  await page.keyboard.type('wait');
+  await page.keyboard.press('Escape');
+  assert.equal(await page.textContent('#run-state'), 'Waiting for approval');
+  assert.equal(await page.inputValue('.approval-message'), 'wait');
+  assert.deepEqual(page.errors, []);
+});
+
+test('typing an approval message keeps the focus while the run\'s clock ticks', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Ticks' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { clock: true });
+  await send(page, 'tool: bash {"command":"echo never"}');
+  await page.waitForSelector('.approval-card');
+  await page.focus('.approval-message');
+  await page.keyboard.type('only ');
+  // The timeline repaints every second while a run goes ("Working for N s").
+  await page.clock.runFor(3000);
+  await page.keyboard.type('once');
+  assert.equal(await page.inputValue('.approval-message'), 'only once', 'no keystroke went elsewhere');
+  assert.equal(await focused(page), 'Message with your decision');
+  assert.deepEqual(page.errors, []);
+});
+
+test('/ focuses the prompt when not typing; ? lists the shortcuts and Esc closes the list', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Keys' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await page.focus('.session-link');
+  await page.keyboard.press('/');
+  assert.equal(await focused(page), 'prompt');
+  assert.equal(await page.inputValue('#prompt'), '', 'the slash was not typed');
+  await page.keyboard.press('/'); // in the prompt it is a character
+  await page.keyboard.press('?');
+  assert.equal(await page.inputValue('#prompt'), '/?');
+  assert.equal(await page.isVisible('#keys-dialog'), false, 'typing ? in the prompt opens nothing');
+
+  await page.focus('.session-link');
+  await page.keyboard.press('?');
+  await page.waitForSelector('#keys-dialog[open]');
+  const listed = await page.$$eval('#keys-dialog dt', (dts) => dts.map((d) => d.textContent));
+  for (const keys of ['/', 'Alt+N', 'Esc', '?']) assert.ok(listed.includes(keys), `the overlay lists ${keys}: ${listed}`);
+  await shot(page, 'keyboard-shortcuts');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#keys-dialog:not([open])', { state: 'attached' });
+  assert.deepEqual(page.errors, []);
+});
+
+test('the first Tab stop is "Skip to conversation", and it moves focus to the conversation', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  await seed(server, { title: 'Skip' });
+  const page = await openPage(browser, `${server.url}/`);
+  await page.waitForSelector('.session-link');
+  const onScreen = () => page.$eval('#skip', (a) => a.getBoundingClientRect().bottom > 0);
+  assert.equal(await onScreen(), false, 'out of sight until focused');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to conversation');
+  await page.waitForFunction(() => document.querySelector('#skip').getBoundingClientRect().top >= 0);
+  await page.keyboard.press('Enter');
+  assert.equal(await focused(page), 'timeline');
+  assert.equal(await page.evaluate(() => location.hash), '', 'the router did not follow the link');
+  assert.deepEqual(page.errors, []);
+});
+
+test('session rows are one Tab stop each; arrows reach their actions, F2 renames, Delete deletes', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { project } = await seed(server, { title: 'One' });
+  for (const title of ['Two', 'Three']) await api(server.url, 'POST', '/api/sessions', { projectId: project.id, title });
+  const page = await openPage(browser, `${server.url}/`);
+  await page.waitForFunction(() => document.querySelectorAll('.session-link').length === 3);
+  const titles = await page.$$eval('.session-link', (as) => as.map((a) => a.title));
+  // Tab from the list's first session: the next stop is the next session, not its buttons.
+  await page.focus('.session-link');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.title), titles[1]);
+  await page.keyboard.press('Shift+Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.title), titles[0]);
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowDown');
+  assert.equal(await page.evaluate(() => document.activeElement.title), titles[2]);
+  await page.keyboard.press('ArrowUp');
+  assert.equal(await page.evaluate(() => document.activeElement.title), titles[1]);
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await focused(page), `Rename ${titles[1]}`);
+  assert.ok(await page.isVisible(`button[aria-label="Rename ${titles[1]}"]`), 'the focused action shows');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await focused(page), `Archive ${titles[1]}`);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.evaluate(() => document.activeElement.title), titles[1]);
+
+  await page.keyboard.press('F2');
+  await page.waitForSelector('.rename-input');
+  assert.equal(await focused(page), 'New name');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('Renamed');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.session-link[title="Renamed"]');
+
+  await page.focus('.session-link[title="Renamed"]');
+  await page.keyboard.press('Delete'); // the confirm() is accepted by openPage
+  await page.waitForFunction(() => document.querySelectorAll('.session-link').length === 2);
+  assert.equal(await page.locator('.session-link[title="Renamed"]').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
