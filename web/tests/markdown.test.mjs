@@ -214,6 +214,8 @@ test('an answer too long for the server shows whole as plain text, in chunks', a
   const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
   // ≈ 290 KB of words on one line: over the 256 KiB a text may have, and cut at spaces.
   await send(page, 'stream: 40000');
+  // Idle and draft-less is also the page before the run starts: wait for the answer first.
+  await page.waitForSelector('.msg.assistant');
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
   const seen = await page.evaluate(() => {
     const text = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
