@@ -59,6 +59,8 @@ fn state() -> SessionState {
             args: serde_json::json!({"path": "README.md"}),
             status: ToolStatus::Success,
             result: Some("# Hello".into()),
+            output: None,
+            output_truncated: false,
         },
     );
     let mut timings = BTreeMap::new();

@@ -385,6 +385,8 @@ fn joining_mid_run_replays_it_as_deltas_and_continues_at_the_right_offset() {
             args: json!({"path": "x.txt", "content": "hi"}),
             status: ToolStatus::Success,
             result: Some("wrote 2 bytes".into()),
+            output: None,
+            output_truncated: false,
         },
     );
     s.drafts.insert(7, assistant(vec![text("Partial an")], None, Usage::default(), None));
