@@ -1403,3 +1403,28 @@ async fn collect_text(
         r = work => r,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_that_could_start_a_secret_is_held_back_and_nothing_else() {
+        let secrets = vec!["sk-abcdef123".to_owned(), "pässwort-geheim".to_owned()];
+        assert_eq!(secret_prefix_len("output sk-ab", &secrets), 5);
+        assert_eq!(secret_prefix_len("output s", &secrets), 1);
+        assert_eq!(secret_prefix_len("output\n", &secrets), 0);
+        // A whole secret is redacted, not held; a prefix ends on a character boundary.
+        assert_eq!(secret_prefix_len("sk-abcdef123", &secrets), 0);
+        assert_eq!(secret_prefix_len("x pä", &secrets), "pä".len());
+        assert_eq!(secret_prefix_len("", &secrets), 0);
+    }
+
+    #[test]
+    fn a_stopped_calls_long_output_keeps_its_start_and_end() {
+        assert_eq!(keep_ends("short", 10), "short");
+        let text = format!("{}{}", "a".repeat(10), "é".repeat(10));
+        let kept = keep_ends(&text, 10);
+        assert_eq!(kept, "aaaaa\n… 21 bytes of output omitted …\néé");
+    }
+}

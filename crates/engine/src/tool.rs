@@ -348,3 +348,67 @@ impl ToolRegistry {
         self.tools.values().filter(|t| t.available_in(mode)).map(|t| t.spec()).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a chunk is handed out before `at` (paused time: nothing else moves it).
+    async fn chunk_by(reader: &mut ProgressReader, at: Duration) -> Option<ProgressChunk> {
+        tokio::time::timeout(at, reader.next()).await.ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_is_coalesced_per_interval_or_full_chunk() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let interval = Duration::from_millis(LIVE_OUTPUT_INTERVAL_MS);
+        progress.report(b"first\n");
+        // The first output goes at once: a quiet command's line shows without delay.
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("at once").text, "first\n");
+        progress.report(b"a");
+        progress.report(b"b");
+        assert!(chunk_by(&mut reader, interval / 2).await.is_none(), "within the interval it waits");
+        assert_eq!(chunk_by(&mut reader, interval).await.expect("at the interval").text, "ab");
+        // A full chunk does not wait for the interval.
+        progress.report(&[b'x'; LIVE_OUTPUT_CHUNK]);
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("full").text.len(), LIVE_OUTPUT_CHUNK);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_character_split_between_reads_waits_for_its_other_bytes() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let e = "é".as_bytes();
+        progress.report(&[b'a', e[0]]);
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("the whole part").text, "a");
+        progress.report(&e[1..]);
+        let late = Duration::from_millis(LIVE_OUTPUT_INTERVAL_MS * 2);
+        assert_eq!(chunk_by(&mut reader, late).await.expect("the character").text, "é");
+        // At the end, a cut-off character shows as U+FFFD rather than vanishing.
+        progress.report(&e[..1]);
+        assert_eq!(reader.rest().text, "\u{FFFD}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_ends_with_one_truncated_chunk_and_then_nothing() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let mut streamed = 0;
+        progress.report(&vec![b'x'; LIVE_OUTPUT_CAP - 10]);
+        progress.report(&[b'y'; 100]);
+        let mut last = ProgressChunk::default();
+        while let Some(chunk) = chunk_by(&mut reader, Duration::from_secs(1)).await {
+            assert!(!last.truncated, "a chunk after the truncated one");
+            streamed += chunk.text.len();
+            last = chunk;
+        }
+        assert!(last.truncated);
+        assert_eq!(streamed, LIVE_OUTPUT_CAP);
+        progress.report(b"more");
+        assert!(chunk_by(&mut reader, Duration::from_secs(1)).await.is_none());
+        assert_eq!(reader.rest(), ProgressChunk::default());
+    }
+
+    #[test]
+    fn reporting_without_a_reader_does_nothing() {
+        ToolProgress::default().report(b"nobody listens");
+    }
+}

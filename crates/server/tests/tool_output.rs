@@ -175,3 +175,31 @@ async fn stop_mid_command_keeps_the_printed_lines_in_the_stored_result_also_afte
     check(stored_result(&server, &session).await, "after a restart");
     assert_eq!(exec(&detail_state(&server, &session).await, &call)["result"], expected, "the card after a restart");
 }
+
+/// A secret of the server's environment that a command prints in two pieces, the gate
+/// between them, is redacted in the live output as in the result: the stream holds
+/// back an end that could start a secret until the next piece says whether it does.
+#[tokio::test]
+async fn a_secret_printed_in_two_pieces_is_redacted_in_the_live_output() {
+    const SECRET: &str = "tok-live-output-secret-5e19b7";
+    let test = "a_secret_printed_in_two_pieces_is_redacted_in_the_live_output";
+    if !common::in_own_process(test, &[("SPOOL_TEST_LIVE_TOKEN", SECRET)]) {
+        return;
+    }
+    let server = TestServer::start().await;
+    // Commands do not get the server's environment; the value comes from a file.
+    std::fs::write(server.project_dir().join("token.txt"), SECRET).expect("write");
+    let session = session_allowing_bash(&server).await;
+    let mut live = server.events(&session, Open::fresh()).await;
+    live.next_frame().await.expect("snapshot");
+    let command = format!("printf 'before\\n%s' \"$(head -c 10 token.txt)\"; {WAIT_FOR_GATE}; tail -c +11 token.txt; echo");
+    let run = server.start_run(&session, &bash(&command)).await;
+    let mut seen = Vec::new();
+    until_output(&mut live, &mut seen, "before\n").await;
+    std::fs::write(server.project_dir().join("gate"), "").expect("open the gate");
+    seen.extend(live.frames_until(|f| f.event_type() == Some("agent_settled")).await);
+    assert_eq!(server.wait_run(&run).await["status"], "completed");
+    assert_eq!(joined(&seen), "before\n[redacted]\n");
+    let state = detail_state(&server, &session).await;
+    assert!(!state.to_string().contains(&SECRET[..10]), "{state}");
+}
