@@ -55,6 +55,6 @@ pub use store::{
     StoreError, Supersede,
 };
 pub use tool::{
-    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolProgress,
-    ToolRegistry,
+    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,
+    ToolProgress, ToolRegistry,
 };

@@ -13,9 +13,9 @@
 use crate::model::ToolSpec;
 use async_trait::async_trait;
 use spool_protocol::CallSubject;
+use spool_protocol::event::{LIVE_OUTPUT_CAP, LIVE_OUTPUT_CHUNK, LIVE_OUTPUT_INTERVAL_MS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use spool_protocol::event::{LIVE_OUTPUT_CAP, LIVE_OUTPUT_CHUNK, LIVE_OUTPUT_INTERVAL_MS};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;

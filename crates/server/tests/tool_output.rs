@@ -192,7 +192,8 @@ async fn a_secret_printed_in_two_pieces_is_redacted_in_the_live_output() {
     let session = session_allowing_bash(&server).await;
     let mut live = server.events(&session, Open::fresh()).await;
     live.next_frame().await.expect("snapshot");
-    let command = format!("printf 'before\\n%s' \"$(head -c 10 token.txt)\"; {WAIT_FOR_GATE}; tail -c +11 token.txt; echo");
+    let command =
+        format!("printf 'before\\n%s' \"$(head -c 10 token.txt)\"; {WAIT_FOR_GATE}; tail -c +11 token.txt; echo");
     let run = server.start_run(&session, &bash(&command)).await;
     let mut seen = Vec::new();
     until_output(&mut live, &mut seen, "before\n").await;

@@ -399,7 +399,12 @@ mod tests {
     }
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None, progress: Default::default() }
+        ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        }
     }
 
     async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
@@ -595,8 +600,12 @@ mod tests {
     }
 
     async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, command: &str) -> ToolOutput {
-        let ctx =
-            ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: Some(data.into()), progress: Default::default() };
+        let ctx = ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: Some(data.into()),
+            progress: Default::default(),
+        };
         Bash::new(settings).call(json!({ "command": command }), &ctx).await
     }
 

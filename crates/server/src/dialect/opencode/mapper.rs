@@ -466,7 +466,9 @@ impl Mapper {
                     metadata: None,
                 });
             }
-            AgentEvent::ToolExecutionUpdate { tool_call_id, delta, .. } => self.tool_output(tool_call_id, delta, now, out),
+            AgentEvent::ToolExecutionUpdate { tool_call_id, delta, .. } => {
+                self.tool_output(tool_call_id, delta, now, out)
+            }
             AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error, .. } => {
                 self.set_tool_state(tool_call_id, now, out, |state| {
                     let (input, start) = match state {

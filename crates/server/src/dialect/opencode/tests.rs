@@ -670,7 +670,10 @@ fn live_tool_output_is_the_running_parts_metadata_output() {
         ev(Some(1), AgentEvent::MessageStart { message: assistant(vec![], None, Usage::default(), None) }),
         delta(1, StreamDelta::ToolcallStart { content_index: 0, id: "call_1".into(), name: "bash".into() }),
         delta(1, StreamDelta::ToolcallEnd { content_index: 0 }),
-        ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], Some(StopReason::ToolUse), usage(), None) }),
+        ev(
+            Some(1),
+            AgentEvent::MessageEnd { message: assistant(vec![call], Some(StopReason::ToolUse), usage(), None) },
+        ),
         ev(
             None,
             AgentEvent::ToolExecutionStart {
