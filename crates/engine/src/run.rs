@@ -846,6 +846,7 @@ impl RunTask {
                 if let Some(e) = s.tool_executions.get_mut(&id) {
                     e.status = status;
                     e.result = Some(shown);
+                    view::end_tool_output(e);
                 }
             },
         );
@@ -1168,6 +1169,7 @@ async fn end_unrun_calls(
             if let Some(e) = s.tool_executions.get_mut(&call) {
                 e.status = ToolStatus::Error;
                 e.result = Some(shown.clone());
+                view::end_tool_output(e);
             }
         });
         let message = Message::ToolResult {

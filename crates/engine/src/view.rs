@@ -128,8 +128,9 @@ pub fn append_tool_output(state: &mut SessionState, tool_call_id: &str, offset: 
 }
 
 /// A call has its result: the live output has done its job (the result supersedes it),
-/// so snapshots stop carrying it.
-fn end_tool_output(exec: &mut ToolExecution) {
+/// so snapshots stop carrying it. The run loop and [`apply_frame`] both call this at
+/// `tool_execution_end`.
+pub fn end_tool_output(exec: &mut ToolExecution) {
     exec.output = None;
     exec.output_truncated = false;
 }
