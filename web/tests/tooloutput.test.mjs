@@ -82,6 +82,14 @@ test('a chatty command\'s card shows the live output was capped', async (t) => {
   // Bounded height: the card does not grow with the output.
   const height = await page.evaluate(() => document.querySelector('.tool-live-scroll').clientHeight);
   assert.ok(height <= 240, `the live output is ${height} px tall`);
+  // It scrolls, and what is in view is its end: the newest output, not the first line.
+  const view = await page.evaluate(() => {
+    const scroller = document.querySelector('.tool-live-scroll');
+    const pre = scroller.querySelector('pre');
+    return { overflows: scroller.scrollHeight > scroller.clientHeight, gap: pre.getBoundingClientRect().bottom - scroller.getBoundingClientRect().bottom };
+  });
+  assert.ok(view.overflows, 'the output is taller than its box');
+  assert.ok(Math.abs(view.gap) < 2, `the newest line is in view (${view.gap} px off)`);
   await shot(page, 'tool-live-output-capped-390');
   writeFileSync(join(server.project, 'gate'), '');
   await page.waitForSelector('.tool-card.is-success');
