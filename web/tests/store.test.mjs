@@ -118,6 +118,22 @@ test('a snapshot keeps earlier history only where it joins without a hole', () =
   assert.deepEqual(s.indexes(), [9], 'messages 7 and 8 are unknown, so older ones would leave a hole');
 });
 
+test('live tool output joins at its offset: a snapshot seeds it, a repeat is dropped, a hole resyncs', () => {
+  const s = new SessionStore('ses_1');
+  const running = { toolCallId: 'c', toolName: 'bash', args: { command: 'make' }, status: 'running', result: null, output: 'a\n' };
+  s.apply(snapshot(3, { toolExecutions: { c: running } }));
+  assert.equal(s.tools.get('c').output, 'a\n', 'the snapshot carries the output so far');
+  const out = (seq, offset, delta, truncated = false) =>
+    ev(seq, { type: 'tool_execution_update', toolCallId: 'c', toolName: 'bash', offset, delta, truncated });
+  assert.equal(s.apply(out(4, 2, 'é\n')), 'ok');
+  assert.equal(s.apply(out(5, 0, 'a\n')), 'ok', 'an offset already passed is a repeat');
+  assert.equal(s.tools.get('c').output, 'a\né\n');
+  assert.equal(s.apply(out(6, 4, 'b', true)), 'ok', 'offsets count UTF-16 units, like JavaScript');
+  assert.equal(s.tools.get('c').outputTruncated, true);
+  assert.deepEqual(s.apply(out(7, 9, 'c')), { resync: 'delta hole at seq 7' });
+  assert.equal(s.tools.get('c').output, 'a\né\nb');
+});
+
 test('tool executions, timings, approvals and run status follow their events', () => {
   const s = streaming();
   s.apply({ type: 'run.accepted', requestId: 'r', runId: 'run_1', sessionId: 'ses_1', streamId: S, seq: 6 });

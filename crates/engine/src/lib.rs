@@ -54,4 +54,7 @@ pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert, Store,
     StoreError, Supersede,
 };
-pub use tool::{Ask, Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tool::{
+    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,
+    ToolProgress, ToolRegistry,
+};

@@ -777,6 +777,8 @@ impl RunTask {
             args: shown_args.clone(),
             status: ToolStatus::Running,
             result: None,
+            output: None,
+            output_truncated: false,
         };
         self.emit(
             AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args },
@@ -791,15 +793,27 @@ impl RunTask {
             (_, Err(reason)) => ToolOutput::error(reason),
             (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
             (Some(tool), Ok(args)) => {
-                let ctx = self.env.tool_context(&self.loaded, cancel.clone());
-                tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => {
-                        aborted = true;
-                        ToolOutput::error("the run was aborted before the tool finished")
+                let (progress, mut reader) = crate::ToolProgress::channel();
+                let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
+                ctx.progress = progress;
+                let mut live = LiveOutput::new(&call_id, &name);
+                let mut running = Box::pin(tool.call(args, &ctx));
+                let finished = loop {
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => break None,
+                        out = &mut running => break Some(out),
+                        chunk = reader.next() => self.stream_output(&mut live, chunk, false),
                     }
-                    out = tool.call(args, &ctx) => out,
-                }
+                };
+                // Stopped: the call is dropped first (which kills what it started), so
+                // nothing more is printed after the output the result keeps.
+                drop(running);
+                self.stream_output(&mut live, reader.rest(), true);
+                finished.unwrap_or_else(|| {
+                    aborted = true;
+                    ToolOutput::error(live.stopped_result())
+                })
             }
         };
         let mut output = output;
@@ -832,6 +846,7 @@ impl RunTask {
                 if let Some(e) = s.tool_executions.get_mut(&id) {
                     e.status = status;
                     e.result = Some(shown);
+                    view::end_tool_output(e);
                 }
             },
         );
@@ -845,6 +860,37 @@ impl RunTask {
         self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index), |_| {});
         self.commit(message).await?;
         if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
+    }
+
+    /// Publishes a chunk of a running call's output as `tool_execution_update` (redacted
+    /// like the result) and adds it to the call's output in the session state. `last`:
+    /// the call is over, so nothing is held back any more.
+    fn stream_output(&self, live: &mut LiveOutput, chunk: crate::ProgressChunk, last: bool) {
+        let mut text = std::mem::take(&mut live.held);
+        text.push_str(&chunk.text);
+        let mut text = redact_with(&text, &live.secrets);
+        if !last && !chunk.truncated {
+            let keep = secret_prefix_len(&text, &live.secrets);
+            live.held = text.split_off(text.len() - keep);
+        }
+        if text.is_empty() && !chunk.truncated {
+            return;
+        }
+        let offset = spool_protocol::event::offset_len(&live.sent);
+        live.sent.push_str(&text);
+        live.truncated |= chunk.truncated;
+        let (id, delta, truncated) = (live.tool_call_id.clone(), text.clone(), chunk.truncated);
+        self.emit(
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id: live.tool_call_id.clone(),
+                tool_name: live.tool_name.clone(),
+                offset,
+                delta: text,
+                truncated,
+            },
+            None,
+            move |s| view::append_tool_output(s, &id, offset, &delta, truncated),
+        );
     }
 
     /// Parks the run at an approval: persist the approval and checkpoint with the run's
@@ -1123,6 +1169,7 @@ async fn end_unrun_calls(
             if let Some(e) = s.tool_executions.get_mut(&call) {
                 e.status = ToolStatus::Error;
                 e.result = Some(shown.clone());
+                view::end_tool_output(e);
             }
         });
         let message = Message::ToolResult {
@@ -1224,15 +1271,105 @@ fn title_from(prompt: &str) -> String {
 /// Masks the values of secret-looking environment variables (names containing KEY,
 /// TOKEN, SECRET or PASSWORD) wherever they appear, so an approval card never shows one.
 fn redact(text: &str) -> String {
+    redact_with(text, &secrets())
+}
+
+/// The values of the server's environment variables that look like secrets.
+fn secrets() -> Vec<String> {
+    std::env::vars()
+        .filter(|(name, value)| {
+            let upper = name.to_ascii_uppercase();
+            value.len() >= 8 && ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w))
+        })
+        .map(|(_, value)| value)
+        .collect()
+}
+
+fn redact_with(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
-    for (name, value) in std::env::vars() {
-        let upper = name.to_ascii_uppercase();
-        let secret = ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w));
-        if secret && value.len() >= 8 && out.contains(&value) {
-            out = out.replace(&value, "[redacted]");
+    for value in secrets {
+        if out.contains(value.as_str()) {
+            out = out.replace(value.as_str(), "[redacted]");
         }
     }
     out
+}
+
+/// The length of the longest end of `text` that is the start of a secret (but not a
+/// whole one): live output holds it back until the next chunk says whether the secret
+/// follows, so a secret split between two reads is redacted all the same.
+fn secret_prefix_len(text: &str, secrets: &[String]) -> usize {
+    secrets
+        .iter()
+        .filter_map(|secret| {
+            (1..secret.len().min(text.len() + 1))
+                .rev()
+                .find(|&k| secret.is_char_boundary(k) && text.ends_with(&secret[..k]))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The bytes of live output a stopped call's result keeps, half from its start and
+/// half from its end: the same 50 KiB as `bash`'s own result, so a Stop does not give
+/// the conversation a longer result than finishing would have.
+const STOPPED_OUTPUT_BYTES: usize = 50 * 1024;
+
+/// One call's live output on its way to the stream: what was sent, and the end held
+/// back because it could be the start of a secret (see [`secret_prefix_len`]).
+struct LiveOutput {
+    tool_call_id: String,
+    tool_name: String,
+    sent: String,
+    held: String,
+    truncated: bool,
+    secrets: Vec<String>,
+}
+
+impl LiveOutput {
+    fn new(tool_call_id: &str, tool_name: &str) -> Self {
+        Self {
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            sent: String::new(),
+            held: String::new(),
+            truncated: false,
+            secrets: secrets(),
+        }
+    }
+
+    /// The result of a call the run's Stop cut short: it says so, and keeps what the
+    /// call had printed (its start and end when that is long), so the card and the
+    /// stored conversation still show it after a reload.
+    fn stopped_result(&self) -> String {
+        const STOPPED: &str = "the run was aborted before the tool finished";
+        if self.sent.is_empty() {
+            return STOPPED.to_owned();
+        }
+        let capped = if self.truncated {
+            format!(" (live output stops at {} KiB)", spool_protocol::event::LIVE_OUTPUT_CAP / 1024)
+        } else {
+            String::new()
+        };
+        format!("{STOPPED}; what it printed until then{capped}:\n{}", keep_ends(&self.sent, STOPPED_OUTPUT_BYTES))
+    }
+}
+
+/// `text` if it is at most `max` bytes, else its first and last `max / 2` bytes (cut on
+/// character boundaries) with a line saying how much was left out between them.
+fn keep_ends(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut head = max / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - max / 2;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}\n… {} bytes of output omitted …\n{}", &text[..head], tail - head, &text[tail..])
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -1266,5 +1403,30 @@ async fn collect_text(
     tokio::select! {
         _ = cancel.cancelled() => Err("aborted".to_owned()),
         r = work => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_that_could_start_a_secret_is_held_back_and_nothing_else() {
+        let secrets = vec!["sk-abcdef123".to_owned(), "pässwort-geheim".to_owned()];
+        assert_eq!(secret_prefix_len("output sk-ab", &secrets), 5);
+        assert_eq!(secret_prefix_len("output s", &secrets), 1);
+        assert_eq!(secret_prefix_len("output\n", &secrets), 0);
+        // A whole secret is redacted, not held; a prefix ends on a character boundary.
+        assert_eq!(secret_prefix_len("sk-abcdef123", &secrets), 0);
+        assert_eq!(secret_prefix_len("x pä", &secrets), "pä".len());
+        assert_eq!(secret_prefix_len("", &secrets), 0);
+    }
+
+    #[test]
+    fn a_stopped_calls_long_output_keeps_its_start_and_end() {
+        assert_eq!(keep_ends("short", 10), "short");
+        let text = format!("{}{}", "a".repeat(10), "é".repeat(10));
+        let kept = keep_ends(&text, 10);
+        assert_eq!(kept, "aaaaa\n… 21 bytes of output omitted …\néé");
     }
 }

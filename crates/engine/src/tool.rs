@@ -13,9 +13,13 @@
 use crate::model::ToolSpec;
 use async_trait::async_trait;
 use spool_protocol::CallSubject;
+use spool_protocol::event::{LIVE_OUTPUT_CAP, LIVE_OUTPUT_CHUNK, LIVE_OUTPUT_INTERVAL_MS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What a tool call may touch and how it is stopped.
@@ -29,6 +33,158 @@ pub struct ToolContext {
     /// descends into it, even if it lies under `root` (a project registered before
     /// that was refused).
     pub data_dir: Option<PathBuf>,
+    /// Where a tool that prints while it runs (`bash`) reports its output as it comes;
+    /// the run streams it as `tool_execution_update`. A no-op outside a run.
+    pub progress: ToolProgress,
+}
+
+/// A tool's live output, from the tool to the run that streams it.
+///
+/// The tool calls [`ToolProgress::report`] with raw bytes as they arrive; it never
+/// blocks and never waits for the reader. What the reader has not taken yet waits in a
+/// buffer that the cap bounds: once [`LIVE_OUTPUT_CAP`] bytes have been reported the
+/// rest is dropped and the reader's last chunk says `truncated`. The reader
+/// ([`ProgressReader`]) coalesces: it hands out a chunk once [`LIVE_OUTPUT_CHUNK`]
+/// bytes wait, or [`LIVE_OUTPUT_INTERVAL_MS`] after its previous chunk, whichever
+/// comes first, so a chatty command costs a bounded number of frames.
+#[derive(Clone, Debug, Default)]
+pub struct ToolProgress {
+    shared: Option<Arc<Shared>>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<Pending>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// Bytes accepted so far (what counts against the cap).
+    accepted: usize,
+    truncated: bool,
+}
+
+impl ToolProgress {
+    /// A connected pair: the tool's end and the run's.
+    pub fn channel() -> (ToolProgress, ProgressReader) {
+        let shared = Arc::new(Shared::default());
+        let reader = ProgressReader { shared: shared.clone(), last: None, done: false };
+        (ToolProgress { shared: Some(shared) }, reader)
+    }
+
+    /// Output the tool just received (stdout and stderr in the order they came).
+    pub fn report(&self, bytes: &[u8]) {
+        let Some(shared) = &self.shared else { return };
+        let mut pending = shared.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pending.truncated || bytes.is_empty() {
+            return;
+        }
+        let take = (LIVE_OUTPUT_CAP - pending.accepted).min(bytes.len());
+        pending.bytes.extend_from_slice(&bytes[..take]);
+        pending.accepted += take;
+        pending.truncated = take < bytes.len();
+        // Every report wakes the reader, which decides whether a chunk is due: a wake
+        // costs little next to the read that produced the bytes.
+        drop(pending);
+        shared.wake.notify_one();
+    }
+}
+
+/// One piece of live output, as text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgressChunk {
+    pub text: String,
+    /// The cap was reached; this is the last chunk.
+    pub truncated: bool,
+}
+
+/// The run's end of a [`ToolProgress`] channel.
+#[derive(Debug)]
+pub struct ProgressReader {
+    shared: Arc<Shared>,
+    /// When the previous chunk was handed out.
+    last: Option<Instant>,
+    done: bool,
+}
+
+impl ProgressReader {
+    /// The next chunk, once one is due (see [`ToolProgress`]); after the truncated
+    /// chunk, never. Cancel-safe: nothing is taken until it is returned.
+    pub async fn next(&mut self) -> ProgressChunk {
+        loop {
+            if self.done {
+                return std::future::pending().await;
+            }
+            let shared = self.shared.clone();
+            let notified = shared.wake.notified();
+            let (waiting, full) = {
+                let p = self.shared.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                (!p.bytes.is_empty(), p.bytes.len() >= LIVE_OUTPUT_CHUNK || p.truncated)
+            };
+            let due = self.last.map(|t| t + Duration::from_millis(LIVE_OUTPUT_INTERVAL_MS));
+            if full || (waiting && due.is_none_or(|d| d <= Instant::now())) {
+                let chunk = self.take(false);
+                if !chunk.text.is_empty() || chunk.truncated {
+                    return chunk;
+                }
+                // Only part of a character waits: wait for the rest of it.
+            }
+            match due.filter(|_| waiting) {
+                Some(due) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Everything still waiting, now (the call has ended or is being stopped), with a
+    /// character cut off at the end shown as U+FFFD.
+    pub fn rest(&mut self) -> ProgressChunk {
+        if self.done { ProgressChunk::default() } else { self.take(true) }
+    }
+
+    fn take(&mut self, all: bool) -> ProgressChunk {
+        let mut p = self.shared.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A character cut between two reads waits for its other bytes, unless this is
+        // the end: the cap, or the call is over.
+        let cut = if all || p.truncated { p.bytes.len() } else { complete_utf8_prefix(&p.bytes) };
+        let bytes: Vec<u8> = p.bytes.drain(..cut).collect();
+        let truncated = p.truncated;
+        drop(p);
+        self.done = truncated;
+        if !bytes.is_empty() || truncated {
+            self.last = Some(Instant::now());
+        }
+        ProgressChunk { text: String::from_utf8_lossy(&bytes).into_owned(), truncated }
+    }
+}
+
+/// The length of `bytes` without a UTF-8 character cut off at its end (invalid bytes
+/// before it count: they become U+FFFD either way).
+fn complete_utf8_prefix(bytes: &[u8]) -> usize {
+    let start = bytes.len().saturating_sub(3);
+    for i in (start..bytes.len()).rev() {
+        let b = bytes[i];
+        if b & 0b1100_0000 == 0b1000_0000 {
+            continue;
+        }
+        // A lead byte (or ASCII): is its character complete?
+        let need = match b {
+            0x00..=0x7f => 1,
+            0xc0..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf7 => 4,
+            _ => 1,
+        };
+        return if bytes.len() - i >= need { bytes.len() } else { i };
+    }
+    bytes.len()
 }
 
 /// How shell commands are confined on this server, as `/api/health` reports it.
@@ -190,5 +346,69 @@ impl ToolRegistry {
     /// The tools a session in `mode` offers the model (see [`Tool::available_in`]).
     pub fn specs_for(&self, mode: spool_protocol::SessionMode) -> Vec<ToolSpec> {
         self.tools.values().filter(|t| t.available_in(mode)).map(|t| t.spec()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a chunk is handed out before `at` (paused time: nothing else moves it).
+    async fn chunk_by(reader: &mut ProgressReader, at: Duration) -> Option<ProgressChunk> {
+        tokio::time::timeout(at, reader.next()).await.ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_is_coalesced_per_interval_or_full_chunk() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let interval = Duration::from_millis(LIVE_OUTPUT_INTERVAL_MS);
+        progress.report(b"first\n");
+        // The first output goes at once: a quiet command's line shows without delay.
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("at once").text, "first\n");
+        progress.report(b"a");
+        progress.report(b"b");
+        assert!(chunk_by(&mut reader, interval / 2).await.is_none(), "within the interval it waits");
+        assert_eq!(chunk_by(&mut reader, interval).await.expect("at the interval").text, "ab");
+        // A full chunk does not wait for the interval.
+        progress.report(&[b'x'; LIVE_OUTPUT_CHUNK]);
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("full").text.len(), LIVE_OUTPUT_CHUNK);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_character_split_between_reads_waits_for_its_other_bytes() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let e = "é".as_bytes();
+        progress.report(&[b'a', e[0]]);
+        assert_eq!(chunk_by(&mut reader, Duration::ZERO).await.expect("the whole part").text, "a");
+        progress.report(&e[1..]);
+        let late = Duration::from_millis(LIVE_OUTPUT_INTERVAL_MS * 2);
+        assert_eq!(chunk_by(&mut reader, late).await.expect("the character").text, "é");
+        // At the end, a cut-off character shows as U+FFFD rather than vanishing.
+        progress.report(&e[..1]);
+        assert_eq!(reader.rest().text, "\u{FFFD}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_ends_with_one_truncated_chunk_and_then_nothing() {
+        let (progress, mut reader) = ToolProgress::channel();
+        let mut streamed = 0;
+        progress.report(&vec![b'x'; LIVE_OUTPUT_CAP - 10]);
+        progress.report(&[b'y'; 100]);
+        let mut last = ProgressChunk::default();
+        while let Some(chunk) = chunk_by(&mut reader, Duration::from_secs(1)).await {
+            assert!(!last.truncated, "a chunk after the truncated one");
+            streamed += chunk.text.len();
+            last = chunk;
+        }
+        assert!(last.truncated);
+        assert_eq!(streamed, LIVE_OUTPUT_CAP);
+        progress.report(b"more");
+        assert!(chunk_by(&mut reader, Duration::from_secs(1)).await.is_none());
+        assert_eq!(reader.rest(), ProgressChunk::default());
+    }
+
+    #[test]
+    fn reporting_without_a_reader_does_nothing() {
+        ToolProgress::default().report(b"nobody listens");
     }
 }

@@ -91,6 +91,8 @@ fn record_tool_results(state: &mut SessionState, message: &Message) {
                         args: arguments.clone(),
                         status: ToolStatus::Running,
                         result: None,
+                        output: None,
+                        output_truncated: false,
                     });
                 }
             }
@@ -102,12 +104,35 @@ fn record_tool_results(state: &mut SessionState, message: &Message) {
                 args: serde_json::Value::Null,
                 status: ToolStatus::Running,
                 result: None,
+                output: None,
+                output_truncated: false,
             });
             exec.status = if *is_error { ToolStatus::Error } else { ToolStatus::Success };
             exec.result = Some(message.text());
+            end_tool_output(exec);
         }
         Message::User { .. } => {}
     }
+}
+
+/// Appends a `tool_execution_update` to the call's output so far. The run loop and a
+/// following node apply updates through this one function, so both hold the same text.
+/// A delta not at the end of what is held (a duplicate) changes nothing.
+pub fn append_tool_output(state: &mut SessionState, tool_call_id: &str, offset: usize, delta: &str, truncated: bool) {
+    let Some(exec) = state.tool_executions.get_mut(tool_call_id) else { return };
+    let output = exec.output.get_or_insert_with(String::new);
+    if spool_protocol::event::offset_len(output) == offset {
+        output.push_str(delta);
+        exec.output_truncated |= truncated;
+    }
+}
+
+/// A call has its result: the live output has done its job (the result supersedes it),
+/// so snapshots stop carrying it. The run loop and [`apply_frame`] both call this at
+/// `tool_execution_end`.
+pub fn end_tool_output(exec: &mut ToolExecution) {
+    exec.output = None;
+    exec.output_truncated = false;
 }
 
 pub fn set_timing(state: &mut SessionState, timing: PromptTiming) {
@@ -208,6 +233,8 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
                 args: args.clone(),
                 status: ToolStatus::Running,
                 result: None,
+                output: None,
+                output_truncated: false,
             };
             state.tool_executions.insert(tool_call_id.clone(), exec);
         }
@@ -215,7 +242,11 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
             if let Some(exec) = state.tool_executions.get_mut(tool_call_id) {
                 exec.status = if *is_error { ToolStatus::Error } else { ToolStatus::Success };
                 exec.result = Some(result.clone());
+                end_tool_output(exec);
             }
+        }
+        (E::ToolExecutionUpdate { tool_call_id, offset, delta, truncated, .. }, _) => {
+            append_tool_output(state, tool_call_id, *offset, delta, *truncated);
         }
         (E::TodoWrite { todos }, _) => state.todos = todos.clone(),
         (event @ E::PromptTiming { .. }, _) => {

@@ -16,10 +16,32 @@
 //! can check without re-encoding. A client applies a delta only when `offset` equals the
 //! length it already has: an equal offset it has passed is a duplicate to drop, a larger
 //! one is a hole that asks for a snapshot. That makes deltas idempotent and holes visible.
+//!
+//! # Live tool output
+//!
+//! A tool that prints while it runs (`bash`) is streamed the same way: each
+//! `tool_execution_update` carries only what was printed since the previous one
+//! (`delta`), at its `offset` (UTF-16 code units) in the call's output so far, so a
+//! client appends it exactly when `offset` equals what it holds. Updates are coalesced
+//! (at most one per [`LIVE_OUTPUT_INTERVAL_MS`] unless [`LIVE_OUTPUT_CHUNK`] bytes are
+//! waiting) and one call streams at most [`LIVE_OUTPUT_CAP`] bytes: the update that
+//! reaches the cap says `truncated: true` and is the call's last. The session state's
+//! tool execution holds the output so far while the call runs (`output`), so a snapshot
+//! shows it; `tool_execution_end` carries the result, which supersedes it. A call the
+//! run's Stop cuts short ends with a result that says so and keeps what was printed.
 
 use crate::message::{Message, StopReason};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+
+/// The most output, in bytes, one tool call streams live (256 KiB): enough to follow a
+/// long build, small enough that a chatty command cannot flood the stream or the replay
+/// buffer (4 MiB). The call's result keeps its own limits.
+pub const LIVE_OUTPUT_CAP: usize = 256 * 1024;
+/// Bytes waiting that are sent at once, without waiting for the interval.
+pub const LIVE_OUTPUT_CHUNK: usize = 4 * 1024;
+/// The shortest gap between two updates of one call, unless a chunk is full.
+pub const LIVE_OUTPUT_INTERVAL_MS: u64 = 100;
 
 /// One step of an agent run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,11 +65,19 @@ pub enum AgentEvent {
         tool_name: String,
         args: serde_json::Value,
     },
+    /// Output a running tool printed since its previous update (see the module docs on
+    /// live tool output): `delta` starts at `offset` of the call's output so far.
     #[serde(rename_all = "camelCase")]
     ToolExecutionUpdate {
         tool_call_id: String,
         tool_name: String,
-        partial_result: String,
+        /// Where `delta` starts in the call's output, in UTF-16 code units.
+        offset: usize,
+        delta: String,
+        /// The call reached the live output cap ([`LIVE_OUTPUT_CAP`]): this is its last
+        /// update, and the rest of what it prints shows only in its result.
+        #[serde(default)]
+        truncated: bool,
     },
     #[serde(rename_all = "camelCase")]
     ToolExecutionEnd {

@@ -199,6 +199,14 @@ pub struct ToolExecution {
     pub args: serde_json::Value,
     pub status: ToolStatus,
     pub result: Option<String>,
+    /// What the call has printed so far while it runs (its `tool_execution_update`
+    /// deltas joined); absent before the first update and once the call has ended,
+    /// when `result` takes over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// The live output reached its cap; nothing more streams for this call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_truncated: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -59,6 +59,21 @@ fn state() -> SessionState {
             args: serde_json::json!({"path": "README.md"}),
             status: ToolStatus::Success,
             result: Some("# Hello".into()),
+            output: None,
+            output_truncated: false,
+        },
+    );
+    // A call still running shows what it printed so far.
+    tools.insert(
+        "call_2".to_string(),
+        ToolExecution {
+            tool_call_id: "call_2".into(),
+            tool_name: "bash".into(),
+            args: serde_json::json!({"command": "make"}),
+            status: ToolStatus::Running,
+            result: None,
+            output: Some("building…\n".into()),
+            output_truncated: true,
         },
     );
     let mut timings = BTreeMap::new();
@@ -315,7 +330,9 @@ fn every_loop_event() {
             AgentEvent::ToolExecutionUpdate {
                 tool_call_id: "call_2".into(),
                 tool_name: "list".into(),
-                partial_result: "a".into(),
+                offset: 0,
+                delta: "a\n".into(),
+                truncated: false,
             },
         ),
         loop_event(

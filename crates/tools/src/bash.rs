@@ -18,6 +18,10 @@
 //! At most [`HEAD_BYTES`] of the start and [`TAIL_BYTES`] of the end are kept, with a
 //! note saying how much was left out between them, since the end of a build log is
 //! usually where the error is.
+//!
+//! Every read is also reported to the call's `ToolContext::progress` as it arrives, so
+//! the run streams the output live (coalesced and capped there); the result above is
+//! what the model reads.
 
 use crate::call::parse_args;
 use crate::error::ToolError;
@@ -180,12 +184,18 @@ async fn run(
     while status.is_none() || out_open || err_open {
         tokio::select! {
             read = stdout.read(&mut out_buf), if out_open => match read {
-                Ok(n) if n > 0 => output.push(&out_buf[..n]),
+                Ok(n) if n > 0 => {
+                    ctx.progress.report(&out_buf[..n]);
+                    output.push(&out_buf[..n]);
+                }
                 // EOF, or a read error that will not get better on retry.
                 _ => out_open = false,
             },
             read = stderr.read(&mut err_buf), if err_open => match read {
-                Ok(n) if n > 0 => output.push(&err_buf[..n]),
+                Ok(n) if n > 0 => {
+                    ctx.progress.report(&err_buf[..n]);
+                    output.push(&err_buf[..n]);
+                }
                 _ => err_open = false,
             },
             exited = &mut wait, if status.is_none() => match exited {
@@ -389,7 +399,12 @@ mod tests {
     }
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
+        ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        }
     }
 
     async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
@@ -585,8 +600,12 @@ mod tests {
     }
 
     async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, command: &str) -> ToolOutput {
-        let ctx =
-            ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: Some(data.into()) };
+        let ctx = ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: Some(data.into()),
+            progress: Default::default(),
+        };
         Bash::new(settings).call(json!({ "command": command }), &ctx).await
     }
 

@@ -205,7 +205,12 @@ mod tests {
     }
 
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
+        let ctx = ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        };
         Edit.call(args, &ctx).await
     }
 
@@ -316,7 +321,12 @@ mod tests {
     #[tokio::test]
     async fn inspect_previews_the_edit_or_the_error_it_would_end_with_and_changes_nothing() {
         let (_dir, root) = project();
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
+        let ctx = ToolContext {
+            root: root.clone(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        };
         let args = json!({"path": "a.rs", "oldString": "let x = 1;", "newString": "let x = 2;"});
         let seen = Edit.inspect(&args, &ctx).await.expect("an edit has a target");
         assert_eq!(seen.resource.path, "a.rs");

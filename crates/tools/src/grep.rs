@@ -325,7 +325,12 @@ mod tests {
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
-        ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None }
+        ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        }
     }
 
     fn project() -> (tempfile::TempDir, PathBuf) {

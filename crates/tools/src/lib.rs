@@ -182,7 +182,12 @@ mod tests {
         std::fs::write(data.join("config.toml"), "needle = \"sk-secret\"\n").expect("write");
         std::os::unix::fs::symlink(&data, root.join("lnk")).expect("symlink");
         std::os::unix::fs::symlink(data.join("config.toml"), root.join("flink")).expect("symlink");
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: Some(data.clone()) };
+        let ctx = ToolContext {
+            root: root.clone(),
+            cancel: CancellationToken::new(),
+            data_dir: Some(data.clone()),
+            progress: Default::default(),
+        };
         let registry = workspace_tools();
         let call = |name: &str, args: Value| {
             let (tool, ctx) = (registry.get(name).expect("tool"), ctx.clone());
@@ -222,7 +227,12 @@ mod tests {
     async fn arguments_against_the_schema_are_tool_errors_for_every_tool() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical temp dir");
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
+        let ctx = ToolContext {
+            root: root.clone(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        };
         let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
         let registry = workspace_tools();
         let mut tried = 0;

@@ -190,6 +190,7 @@ mod tests {
             root: std::env::temp_dir(),
             cancel: tokio_util::sync::CancellationToken::new(),
             data_dir: None,
+            progress: Default::default(),
         };
         let answered = Question.call(json!({"question": "Which?", "answer": "blue"}), &ctx).await;
         assert_eq!(answered, ToolOutput::ok("The person answered: blue"));

@@ -206,7 +206,12 @@ mod tests {
     use super::*;
 
     fn ctx() -> ToolContext {
-        ToolContext { root: std::env::temp_dir(), cancel: tokio_util::sync::CancellationToken::new(), data_dir: None }
+        ToolContext {
+            root: std::env::temp_dir(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        }
     }
 
     #[tokio::test]

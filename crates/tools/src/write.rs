@@ -149,7 +149,12 @@ mod tests {
     }
 
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext { root: root.to_path_buf(), cancel: CancellationToken::new(), data_dir: None };
+        let ctx = ToolContext {
+            root: root.to_path_buf(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        };
         Write.call(args, &ctx).await
     }
 
@@ -310,7 +315,12 @@ mod tests {
     #[tokio::test]
     async fn inspect_previews_the_write_against_the_file_as_it_is() {
         let (_dir, root) = project();
-        let ctx = ToolContext { root: root.clone(), cancel: CancellationToken::new(), data_dir: None };
+        let ctx = ToolContext {
+            root: root.clone(),
+            cancel: CancellationToken::new(),
+            data_dir: None,
+            progress: Default::default(),
+        };
         let args = json!({"path": "n.txt", "content": "one\ntwo\n"});
         let new = Write.inspect(&args, &ctx).await.expect("a write has a target");
         assert_eq!(new.resource.fingerprint, "absent");

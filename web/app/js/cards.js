@@ -1,7 +1,7 @@
-// Tool cards (running / success / error, collapsible arguments and output) and approval
-// cards (what will happen — with a diff for a file change — and why it asks; Approve
-// once / Always / Reject with an optional message). Cards are plain DOM; the timeline
-// decides when to rebuild them.
+// Tool cards (running / success / error, collapsible arguments and output, a running
+// command's live output) and approval cards (what will happen — with a diff for a file
+// change — and why it asks; Approve once / Always / Reject with an optional message).
+// Cards are plain DOM; the timeline decides when to rebuild them.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -19,7 +19,7 @@ const LABEL = {
 export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
   const status = streaming ? 'preparing' : waiting ? 'waiting' : (exec?.status ?? 'running');
   const shownArgs = exec?.args ?? args;
-  const output = exec?.result ?? exec?.partial ?? null;
+  const output = exec?.result ?? null;
   const lines = output ? output.split('\n').length : 0;
   const mark =
     status === 'success' ? icon('check') : status === 'error' ? icon('cross') : status === 'waiting' ? icon('shield') : h('span', { class: 'spinner', 'aria-hidden': 'true' });
@@ -36,11 +36,29 @@ export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
     ),
     section(open, `${id}:args`, 'Arguments', pretty(shownArgs ?? {}), false),
     output !== null ? section(open, `${id}:out`, `Output · ${lines} line${lines === 1 ? '' : 's'}`, output, status === 'error') : null,
+    output === null && exec?.output ? live(exec) : null,
+  );
+}
+
+/**
+ * What a running call has printed so far, shown open: monospace, bounded height, and
+ * pinned to its newest line (a column-reversed scroller starts at its bottom, so a card
+ * rebuilt for the next update needs no scrolling code). Once the call ends, its result
+ * takes the place of this (after a Stop the result keeps what was printed).
+ */
+function live(exec) {
+  return h(
+    'div',
+    { class: 'tool-live', role: 'log', 'aria-label': `${exec.toolName} output so far` },
+    h('div', { class: 'tool-live-scroll' }, h('pre', { class: 'tool-live-pre' }, exec.output)),
+    exec.outputTruncated
+      ? h('p', { class: 'tool-truncated' }, 'Live output stopped at 256 KiB; the rest shows when the command ends.')
+      : null,
   );
 }
 
 function section(open, key, title, body, byDefault) {
-  const d = h('details', { class: 'tool-section', open: open.get(key) ?? byDefault },
+  const d = h('details', { class: 'tool-section', open: open.get(key) ?? byDefault, dataset: { section: key.split(':').at(-1) } },
     h('summary', {}, title),
     h('pre', { class: 'tool-pre' }, body));
   d.addEventListener('toggle', () => open.set(key, d.open));

@@ -32,7 +32,7 @@ export class SessionStore {
     this.total = 0;
     this.messages = new Map(); // index → committed message (with `index`)
     this.drafts = new Map(); // index → assistant message being streamed
-    this.tools = new Map(); // toolCallId → {toolCallId, toolName, args, status, result, partial}
+    this.tools = new Map(); // toolCallId → {toolCallId, toolName, args, status, result, output, outputTruncated}
     this.timings = new Map(); // userMessageIndex → prompt timing
     this.approvals = [];
     this.lastApproval = null;
@@ -209,9 +209,7 @@ export class SessionStore {
         this.touchCall(ev.toolCallId);
         return 'ok';
       case 'tool_execution_update':
-        this.tool(ev.toolCallId, ev.toolName).partial = ev.partialResult;
-        this.touchCall(ev.toolCallId);
-        return 'ok';
+        return this.toolOutput(ev);
       case 'tool_execution_end': {
         const t = this.tool(ev.toolCallId, ev.toolName);
         t.status = ev.isError ? 'error' : 'success';
@@ -319,6 +317,23 @@ export class SessionStore {
     const t = this.tool(m.toolCallId, m.toolName);
     t.status = m.isError ? 'error' : 'success';
     t.result = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+  }
+
+  /**
+   * Live output of a running call (`tool_execution_update`): the delta joins the output
+   * only at the offset it expects (UTF-16 units, JavaScript's length), like message
+   * deltas: behind is a duplicate, ahead is a hole that asks for a snapshot.
+   */
+  toolOutput(ev) {
+    const t = this.tool(ev.toolCallId, ev.toolName);
+    const held = t.output ?? '';
+    if (ev.offset > held.length) return 'hole';
+    if (ev.offset === held.length) {
+      t.output = held + ev.delta;
+      t.outputTruncated = Boolean(t.outputTruncated || ev.truncated);
+      this.touchCall(ev.toolCallId);
+    }
+    return 'ok';
   }
 
   tool(id, name) {

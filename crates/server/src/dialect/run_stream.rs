@@ -39,7 +39,9 @@
 //! | `agent_end` failed / cancelled                  | `error {code, message}` from the stored run ([`Mapped::Failed`]) |
 //!
 //! Everything else (thinking, tool-call argument deltas, timings, titles, other runs)
-//! maps to nothing. The transport ends the stream after `done` or `error`, and after an
+//! maps to nothing. That includes `tool_execution_update` on purpose: seed 003's run
+//! stream has no event for a tool's partial output, and `tool_finished` carries the
+//! summary its clients show; live output is for the session stream. The transport ends the stream after `done` or `error`, and after an
 //! `interrupt` that is still waiting once it has caught up with the live frames.
 
 use crate::dialect::shared::FormMapper;

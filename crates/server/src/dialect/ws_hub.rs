@@ -11,6 +11,7 @@
 //! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset) |
 //! | `message_start` (assistant), retries, compaction | `agent.activity` |
 //! | `tool_execution_start` / `_end`      | `tool.use` / `tool.result` |
+//! | `tool_execution_update`              | nothing, on purpose: the seed's hub has no event for partial tool output, and `tool.result` carries the output |
 //! | `approval_requested`                 | `gate.approval_requested` (a tool to confirm), `agent.ask_user` (a choice or input) or `agent.exit_plan` (a plan to accept) |
 //! | `approval_resolved`                  | `gate.approval_resolved` |
 //! | `agent_settled` after `agent_end`    | `agent.status` `completed` / `errored` / `cancelled` with duration, turns, stop reason, model, usage |
@@ -325,6 +326,8 @@ fn loop_event(
         }
         AgentEvent::SessionTitle { title } => (CHANNEL_UPDATED, json!({"title": title})),
         AgentEvent::TodoWrite { todos } => (AGENT_TODO_WRITE, json!({"todos": todos, "run_id": run_id})),
+        // Live tool output: no hub event (see the table in the module docs).
+        AgentEvent::ToolExecutionUpdate { .. } => return None,
         _ => return None,
     })
 }

@@ -11,6 +11,7 @@
 //! | `text_end` / `thinking_end`              | `message.part.updated` with the whole text, `time.end`|
 //! | `toolcall_start`, then `message_end`     | `tool` part `pending` (then with its `input`)         |
 //! | `tool_execution_start` / `_end`          | `tool` part `running` / `completed` or `error`        |
+//! | `tool_execution_update`                  | `tool` part `running` with `metadata.output` so far (its first 30,000 characters) |
 //! | `message_end` (no tools) or `turn_end`   | `step-finish` (reason, cost, tokens) + `message.updated` |
 //! | `agent_end` failed / cancelled           | `session.error`                                       |
 //! | `approval_requested` / `_resolved`       | `permission.updated` + `permission.asked` / `permission.replied` |
@@ -93,6 +94,10 @@ pub struct Mapper {
 }
 
 /// What the mapper needs to know about the current run.
+/// The most live output a running tool part's `metadata.output` holds: the bound
+/// OpenCode's own bash tool puts on it.
+const LIVE_METADATA_CHARS: usize = 30_000;
+
 #[derive(Clone, Default)]
 struct RunTrack {
     /// Index of the user message the run answers.
@@ -294,6 +299,16 @@ impl Mapper {
                             args: exec.args.clone(),
                         };
                         self.event(&start, None, now, out);
+                        if let Some(output) = &exec.output {
+                            let update = AgentEvent::ToolExecutionUpdate {
+                                tool_call_id: id.clone(),
+                                tool_name: exec.tool_name.clone(),
+                                offset: 0,
+                                delta: output.clone(),
+                                truncated: exec.output_truncated,
+                            };
+                            self.event(&update, None, now, out);
+                        }
                         if let (ToolStatus::Success | ToolStatus::Error, Some(result)) = (exec.status, &exec.result) {
                             let end = AgentEvent::ToolExecutionEnd {
                                 tool_call_id: id.clone(),
@@ -448,12 +463,16 @@ impl Mapper {
                 self.set_tool_state(tool_call_id, now, out, |_| ToolState::Running {
                     input,
                     time: StartTime { start: now },
+                    metadata: None,
                 });
+            }
+            AgentEvent::ToolExecutionUpdate { tool_call_id, delta, .. } => {
+                self.tool_output(tool_call_id, delta, now, out)
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error, .. } => {
                 self.set_tool_state(tool_call_id, now, out, |state| {
                     let (input, start) = match state {
-                        ToolState::Running { input, time } => (input.clone(), time.start),
+                        ToolState::Running { input, time, .. } => (input.clone(), time.start),
                         ToolState::Pending { input, .. } => (input.clone(), now),
                         ToolState::Completed { input, time, .. } | ToolState::Error { input, time, .. } => {
                             (input.clone(), time.start)
@@ -516,7 +535,6 @@ impl Mapper {
                 todos: todos.iter().enumerate().map(|(i, t)| Todo::from_todo(i, t)).collect(),
             }),
             AgentEvent::TurnStart {}
-            | AgentEvent::ToolExecutionUpdate { .. }
             | AgentEvent::PromptTiming { .. }
             | AgentEvent::AgentSettled {}
             | AgentEvent::SessionTitle { .. }
@@ -628,6 +646,24 @@ impl Mapper {
             return;
         }
         block.time.end = Some(now);
+        self.emit_block(index, content, now, out);
+    }
+
+    /// A running tool printed more: the part's `metadata.output` grows, as OpenCode's
+    /// bash tool reports it, up to [`LIVE_METADATA_CHARS`]. Each update repeats the
+    /// output so far (OpenCode has no delta for it), which that bound keeps small;
+    /// past it the part stays as it is, and the result completes it.
+    fn tool_output(&mut self, call_id: &str, delta: &str, now: Millis, out: &mut Vec<Event>) {
+        let Some(&(index, content)) = self.run.calls.get(call_id) else { return };
+        let Some(Block { kind: BlockKind::Tool { state, .. }, .. }) = self.block_mut(index, content) else { return };
+        let ToolState::Running { metadata, .. } = state else { return };
+        let metadata = metadata.get_or_insert_with(|| serde_json::json!({"output": ""}));
+        let Some(serde_json::Value::String(output)) = metadata.get_mut("output") else { return };
+        let room = LIVE_METADATA_CHARS.saturating_sub(output.chars().count());
+        if room == 0 || delta.is_empty() {
+            return;
+        }
+        output.extend(delta.chars().take(room));
         self.emit_block(index, content, now, out);
     }
 
@@ -752,7 +788,7 @@ impl Mapper {
                     ToolState::Pending { input, .. } => {
                         ToolState::Error { input: input.clone(), error, time: SpanTime { start: now, end: now } }
                     }
-                    ToolState::Running { input, time } => {
+                    ToolState::Running { input, time, .. } => {
                         ToolState::Error { input: input.clone(), error, time: SpanTime { start: time.start, end: now } }
                     }
                     done => done.clone(),

@@ -385,6 +385,8 @@ fn joining_mid_run_replays_it_as_deltas_and_continues_at_the_right_offset() {
             args: json!({"path": "x.txt", "content": "hi"}),
             status: ToolStatus::Success,
             result: Some("wrote 2 bytes".into()),
+            output: None,
+            output_truncated: false,
         },
     );
     s.drafts.insert(7, assistant(vec![text("Partial an")], None, Usage::default(), None));
@@ -643,4 +645,57 @@ fn a_todo_list_and_a_git_change_are_todo_updated_and_session_diff() {
     let mut mapper = Mapper::new(scope());
     let events = run(&mut mapper, vec![ev(None, AgentEvent::TodoWrite { todos }), body(FrameBody::Git { git })]);
     assert_json_snapshot!(json_of(&events));
+}
+
+/// Live tool output lands where OpenCode's own bash tool puts it: the running part's
+/// `metadata.output`, the output so far, bounded at 30,000 characters; an update past
+/// the bound changes nothing, so it sends nothing.
+#[test]
+fn live_tool_output_is_the_running_parts_metadata_output() {
+    let call = Content::ToolCall { id: "call_1".into(), name: "bash".into(), arguments: json!({"command": "make"}) };
+    let update = |offset: usize, delta: &str, truncated: bool| {
+        ev(
+            None,
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id: "call_1".into(),
+                tool_name: "bash".into(),
+                offset,
+                delta: delta.into(),
+                truncated,
+            },
+        )
+    };
+    let mut inputs = user_turn("tool: bash");
+    inputs.extend([
+        ev(Some(1), AgentEvent::MessageStart { message: assistant(vec![], None, Usage::default(), None) }),
+        delta(1, StreamDelta::ToolcallStart { content_index: 0, id: "call_1".into(), name: "bash".into() }),
+        delta(1, StreamDelta::ToolcallEnd { content_index: 0 }),
+        ev(
+            Some(1),
+            AgentEvent::MessageEnd { message: assistant(vec![call], Some(StopReason::ToolUse), usage(), None) },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_1".into(),
+                tool_name: "bash".into(),
+                args: json!({"command": "make"}),
+            },
+        ),
+        update(0, "building\n", false),
+        update(9, &"x".repeat(40_000), true),
+        update(40_009, "past the bound", false),
+    ]);
+    let mut mapper = Mapper::new(scope());
+    let events = json_of(&run(&mut mapper, inputs));
+    let running: Vec<Value> = events
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| &e["properties"]["part"])
+        .filter(|p| p["type"] == "tool" && p["state"]["status"] == "running")
+        .map(|p| p["state"]["metadata"]["output"].clone())
+        .collect();
+    let full = format!("building\n{}", "x".repeat(30_000 - 9));
+    assert_eq!(running, [Value::Null, json!("building\n"), json!(full)]);
 }

@@ -266,6 +266,10 @@ pub enum ToolState {
     Running {
         input: Value,
         time: StartTime,
+        /// What OpenCode's own bash tool puts here while it runs: `{"output": …}`, the
+        /// output so far (see the mapper's `LIVE_METADATA_CHARS`). Absent before any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
     },
     Completed {
         input: Value,
