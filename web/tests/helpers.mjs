@@ -265,3 +265,23 @@ export async function until(check, ms = 15_000, what = 'a condition') {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** The scripted model's `stream: n` answer: `w1 w2 … wn`. */
+export const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
+
+/** The text of the page's last answer. */
+export const lastAnswer = (page) =>
+  page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1)?.textContent ?? '');
+
+/** Types a prompt and sends it, once the page is live. */
+export async function send(page, text) {
+  await page.waitForSelector('.conn.is-live');
+  await page.fill('#prompt', text);
+  await page.press('#prompt', 'Enter');
+}
+
+/** Waits for the answer to be committed and the run to be over. */
+export async function settled(page) {
+  await page.waitForSelector('.msg.assistant:not(.is-draft)');
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
+}

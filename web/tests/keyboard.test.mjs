@@ -10,7 +10,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, launch, openPage, seed, shot, startSpool } from './helpers.mjs';
+import { api, launch, openPage, seed, send, shot, startSpool } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -25,12 +25,6 @@ const focused = (page) =>
     const el = document.activeElement;
     return el?.id || el?.getAttribute('aria-label') || el?.className || el?.tagName;
   });
-
-async function send(page, text) {
-  await page.waitForSelector('.conn.is-live');
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
 
 test('opening a session puts the cursor in the prompt, and Alt+N starts a new session there too', async (t) => {
   const server = await startSpool();

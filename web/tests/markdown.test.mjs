@@ -14,7 +14,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, openPage, seed, shot, startSpool } from './helpers.mjs';
+import { launch, openPage, seed, send, shot, startSpool } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -23,12 +23,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-async function send(page, text) {
-  await page.waitForSelector('.conn.is-live');
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
 
 /** The last answer once it is committed and its Markdown HTML is on the page. */
 async function renderedAnswer(page) {

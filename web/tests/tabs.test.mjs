@@ -7,7 +7,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, launch, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
+import { api, lastAnswer, launch, seed, send, settled, shot, startProxy, startSpool, storedAnswer, until, words } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -16,21 +16,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
-const lastAnswer = (page) =>
-  page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1)?.textContent ?? '');
-
-async function send(page, text) {
-  await page.waitForSelector('.conn.is-live');
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-async function settled(page) {
-  await page.waitForSelector('.msg.assistant:not(.is-draft)');
-  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
-}
 
 /** Ten sessions of one project, and a browser profile (one context) with a tab on each. */
 async function tenTabs(base, server, { transport = null } = {}) {

@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { api, launch, openPage, seed, shot, startSpool } from './helpers.mjs';
+import { api, launch, openPage, seed, send, shot, startSpool } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -20,12 +20,6 @@ after(async () => {
 });
 
 const WAIT_FOR_GATE = 'while [ ! -f gate ]; do sleep 0.01; done';
-
-async function send(page, text) {
-  await page.waitForSelector('.conn.is-live');
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
 
 /** A server and a session whose rules let bash run without asking. */
 async function bashSession(title) {

@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
-import { api, launch, openPage, seed, shot, startProxy, startSpool, storedAnswer, until } from './helpers.mjs';
+import { api, lastAnswer, launch, openPage, seed, send, settled, shot, startProxy, startSpool, storedAnswer, until, words } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -26,21 +26,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
-const lastAnswer = (page) =>
-  page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1)?.textContent ?? '');
-
-async function send(page, text) {
-  await page.waitForSelector('.conn.is-live');
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-async function settled(page) {
-  await page.waitForSelector('.msg.assistant:not(.is-draft)');
-  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
-}
 
 test('a streamed answer appears progressively and equals the stored message', async (t) => {
   const server = await startSpool({ delayMs: 12 });

@@ -1,4 +1,5 @@
-// RecoveringStream: one EventSource that comes back by itself (seed 001).
+// Recovering: a stream that comes back by itself (seed 001), and RecoveringStream, its
+// EventSource carrier.
 //
 // The browser's own EventSource retry is not used: on any error the source is closed and
 // we reconnect after a delay that starts at 1.5 s and doubles up to 30 s; any message or
@@ -9,15 +10,18 @@
 export const BACKOFF_MIN = 1500;
 export const BACKOFF_MAX = 30_000;
 
-export class RecoveringStream {
+/**
+ * The recovery every stream of the page shares, whatever carries it: states, backoff,
+ * resync and pause. A carrier implements `begin()` (open one attempt, asking `url()`)
+ * and `end()` (close it so that none of its callbacks count any more).
+ */
+export class Recovering {
   /**
    * url(): the address for the next connection; onMessage(data); onOpen(); onDown(delayMs)
    * when the connection is lost (delayMs until the next try, or null while offline).
    */
   constructor({ url, onMessage, onOpen, onDown }) {
     Object.assign(this, { url, onMessage, onOpen, onDown });
-    this.source = null;
-    this.gen = 0;
     this.timer = null;
     this.delay = BACKOFF_MIN;
     this.state = 'idle'; // connecting | open | waiting | offline | stopped
@@ -42,19 +46,9 @@ export class RecoveringStream {
       this.onDown?.(null);
       return;
     }
-    const gen = ++this.gen;
-    const source = new EventSource(this.url());
-    this.source = source;
     this.state = 'connecting';
     this.lastActivity = Date.now();
-    source.onopen = () => gen === this.gen && this.opened();
-    source.onmessage = (e) => {
-      if (gen !== this.gen) return;
-      this.alive();
-      this.onMessage(e.data);
-    };
-    source.addEventListener('heartbeat', () => gen === this.gen && this.alive());
-    source.onerror = () => gen === this.gen && this.fail();
+    this.begin();
   }
 
   opened() {
@@ -114,6 +108,33 @@ export class RecoveringStream {
     clearTimeout(this.timer);
     this.timer = null;
     this.nextTry = null;
+    this.end();
+  }
+}
+
+/** One EventSource per stream (the carrier where WebSocket is missing). */
+export class RecoveringStream extends Recovering {
+  constructor(options) {
+    super(options);
+    this.source = null;
+    this.gen = 0;
+  }
+
+  begin() {
+    const gen = ++this.gen;
+    const source = new EventSource(this.url());
+    this.source = source;
+    source.onopen = () => gen === this.gen && this.opened();
+    source.onmessage = (e) => {
+      if (gen !== this.gen) return;
+      this.alive();
+      this.onMessage(e.data);
+    };
+    source.addEventListener('heartbeat', () => gen === this.gen && this.alive());
+    source.onerror = () => gen === this.gen && this.fail();
+  }
+
+  end() {
     this.gen++;
     this.source?.close();
     this.source = null;

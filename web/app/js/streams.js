@@ -8,14 +8,14 @@
 // missing too, EventSource. `localStorage['spool.transport']` = `shared` | `tab` | `sse`
 // forces one (for tests and for a proxy that breaks WebSockets).
 //
-// SocketStream behaves like RecoveringStream (same constructor, methods and states), so
+// SocketStream and RecoveringStream share their recovery (stream.js's Recovering), so
 // views and Connectivity do not care which carrier they got: on any loss the stream
 // waits 1.5 s doubling to 30 s, any message or heartbeat resets that, each attempt asks
 // `url()` afresh (so it carries the store's latest cursor), messages of a replaced
 // attempt are ignored, and nothing here sends a command.
 
 import { SocketRouter, socketUrl } from './stream_router.js';
-import { BACKOFF_MAX, BACKOFF_MIN, RecoveringStream } from './stream.js';
+import { Recovering, RecoveringStream } from './stream.js';
 
 let link = null;
 
@@ -127,46 +127,33 @@ export function specFor(url) {
   return { session: decodeURIComponent(m[1]), cursor: u.searchParams.get('cursor'), approvals };
 }
 
-export class SocketStream {
-  constructor(link, { url, onMessage, onOpen, onDown }) {
-    Object.assign(this, { link, url, onMessage, onOpen, onDown });
+/** A stream over the shared socket: Recovering's states and backoff, the link's carrying. */
+export class SocketStream extends Recovering {
+  constructor(link, options) {
+    super(options);
+    this.link = link;
     this.id = null;
-    this.timer = null;
-    this.delay = BACKOFF_MIN;
-    this.state = 'idle'; // connecting | open | waiting | offline | stopped
-    this.lastActivity = Date.now();
-    this.lastResync = 0;
-    this.nextTry = null;
     // The status of the last refusal the server sent for this stream (404: the session
     // is gone), for views that want to say more than "reconnecting".
     this.refused = null;
   }
 
-  get open() {
-    return this.state === 'open';
-  }
-
-  start() {
-    this.connect();
-  }
-
-  connect() {
-    if (this.state === 'stopped') return;
-    this.clear();
-    if (navigator.onLine === false) {
-      this.state = 'offline';
-      this.onDown?.(null);
-      return;
-    }
+  begin() {
     this.id = this.link.newId();
-    this.state = 'connecting';
-    this.lastActivity = Date.now();
     this.link.open(this.id, specFor(this.url()), this);
+  }
+
+  end() {
+    if (this.id !== null) this.link.close(this.id);
+    this.id = null;
   }
 
   /** An event of this stream's current attempt. */
   event({ event, data }) {
-    if (event === 'open') return this.opened();
+    if (event === 'open') {
+      this.refused = null;
+      return this.opened();
+    }
     if (event === 'error') {
       try {
         this.refused = JSON.parse(data).status ?? null;
@@ -189,64 +176,5 @@ export class SocketStream {
   lost() {
     this.id = null;
     if (this.state === 'connecting' || this.state === 'open') this.fail();
-  }
-
-  opened() {
-    this.lastActivity = Date.now();
-    this.refused = null;
-    if (this.state !== 'open') {
-      this.state = 'open';
-      this.onOpen?.();
-    }
-  }
-
-  alive() {
-    this.delay = BACKOFF_MIN;
-    this.opened();
-  }
-
-  fail() {
-    this.clear();
-    this.state = 'waiting';
-    const wait = this.delay;
-    this.delay = Math.min(this.delay * 2, BACKOFF_MAX);
-    this.nextTry = Date.now() + wait;
-    this.timer = setTimeout(() => this.connect(), wait);
-    this.onDown?.(wait);
-  }
-
-  rebuild() {
-    if (this.state === 'stopped') return;
-    this.delay = BACKOFF_MIN;
-    this.connect();
-  }
-
-  resync() {
-    if (this.state === 'stopped') return;
-    const now = Date.now();
-    const again = now - this.lastResync < 5000;
-    this.lastResync = now;
-    if (again) this.fail();
-    else this.connect();
-  }
-
-  pause() {
-    if (this.state === 'stopped') return;
-    this.clear();
-    this.state = 'offline';
-    this.onDown?.(null);
-  }
-
-  stop() {
-    this.clear();
-    this.state = 'stopped';
-  }
-
-  clear() {
-    clearTimeout(this.timer);
-    this.timer = null;
-    this.nextTry = null;
-    if (this.id !== null) this.link.close(this.id);
-    this.id = null;
   }
 }
