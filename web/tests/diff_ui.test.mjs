@@ -2,7 +2,8 @@
 // binary with its scripted model, headless Debian Chromium. An edit's approval card
 // shows the removed and added lines with the file's line numbers; the finished card
 // shows the same diff; a person edits a write's content before approving and the file
-// on disk holds what they wrote. Screenshots of the approval card, desktop and 390 px.
+// on disk holds what they wrote; invalid edits are refused; a huge change is cut with a
+// note. Screenshots of the approval card, desktop and 390 px.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -124,5 +125,28 @@ test('invalid edited arguments are refused before anything is sent', async (t) =
   await page.click('.approval-card button:has-text("Approve with changes")');
   await page.waitForSelector('.tool-card.is-success');
   assert.equal(readFileSync(join(server.project, 'out.txt'), 'utf8'), 'edited\n');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a huge change is cut with a note saying how much is left out', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Huge write' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const content = Array.from({ length: 1000 }, (_, i) => `row ${i + 1}`).join('\n') + '\n';
+  await send(page, `tool: write ${JSON.stringify({ path: 'big.txt', content })}`);
+  // The server cut its preview (400 lines of diff): the card says so.
+  await page.waitForSelector('.approval-card .diff-table');
+  assert.match(await page.textContent('.approval-card .diff-more'), /^… 601 more lines of the diff not shown/);
+  assert.equal(await page.$$eval('.approval-card .diff-table tr', (trs) => trs.length), 399);
+  // Edited, the page's own diff (against no file yet) draws at most 400 rows.
+  await page.click('.approval-card .approval-edit-open');
+  await page.fill('.approval-card textarea[data-field="content"]', `${content}row 1001\n`);
+  await page.waitForFunction(() => document.querySelector('.approval-card .diff-more')?.textContent === '601 more lines not shown');
+  assert.equal(await page.$$eval('.approval-card .diff-table tr', (trs) => trs.length), 400);
+  assert.equal(await page.textContent('.approval-card .diff-stats'), '+1001 −0');
+  await page.click('.approval-card button:has-text("Approve with changes")');
+  await page.waitForSelector('.tool-card.is-success');
+  assert.equal(readFileSync(join(server.project, 'big.txt'), 'utf8'), `${content}row 1001\n`);
   assert.deepEqual(page.errors, []);
 });
