@@ -150,3 +150,27 @@ test('a huge change is cut with a note saying how much is left out', async (t) =
   assert.equal(readFileSync(join(server.project, 'big.txt'), 'utf8'), `${content}row 1001\n`);
   assert.deepEqual(page.errors, []);
 });
+
+test('a card approved with changes shows the edited change, also after a reload', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  writeFileSync(join(server.project, 'notes.txt'), 'a\nb\n');
+  const { session } = await seed(server, { title: 'Edited edit' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'tool: edit {"path":"notes.txt","oldString":"b","newString":"model"}');
+  await page.click('.approval-card .approval-edit-open');
+  await page.fill('.approval-card textarea[data-field="newString"]', 'person');
+  // The edit's strings, numbered from where "b" is in the file (line 2); a snippet has
+  // no end-of-file newline mark.
+  await page.waitForFunction(() => document.querySelector('.approval-card .diff-table')?.textContent.includes('person'));
+  assert.deepEqual(await rows(page, '.approval-card'), ['2||−|b', '|2|+|person']);
+  await page.click('.approval-card button:has-text("Approve with changes")');
+  await page.waitForSelector('.tool-card.is-success .tool-diff');
+  assert.equal(readFileSync(join(server.project, 'notes.txt'), 'utf8'), 'a\nperson\n');
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), ['2||−|b', '|2|+|person'], 'numbered as on the approval card');
+  // After a reload the tab no longer knows where in the file the text was.
+  await page.reload();
+  await page.waitForSelector('.tool-card.is-success .tool-diff');
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), ['1||−|b', '|1|+|person'], 'the run’s record keeps the edited arguments');
+  assert.deepEqual(page.errors, []);
+});

@@ -244,9 +244,10 @@ export function stats(rows) {
 /**
  * A diff as a table: old line number, new line number, sign, text. `rows` are folded or
  * parsed rows; past `max` rows a note says how many more lines there are. `label` names
- * it for screen readers.
+ * it for screen readers. `snippet`: the texts are pieces of a file (an edit's strings),
+ * whose last line is not the file's, so no "no newline at end of file" mark.
  */
-export function diffTable(rows, { label = 'Changes', max = MAX_ROWS, cut = null } = {}) {
+export function diffTable(rows, { label = 'Changes', max = MAX_ROWS, cut = null, snippet = false } = {}) {
   const { added, removed } = stats(rows);
   const shown = rows.slice(0, max);
   const more = rows.slice(max).reduce((n, r) => n + (r.type === 'skip' ? 0 : 1), 0);
@@ -260,7 +261,7 @@ export function diffTable(rows, { label = 'Changes', max = MAX_ROWS, cut = null 
           h('td', { class: 'diff-ln', 'aria-label': r.old ? `old line ${r.old}` : null }, r.old ?? ''),
           h('td', { class: 'diff-ln', 'aria-label': r.new ? `new line ${r.new}` : null }, r.new ?? ''),
           h('td', { class: 'diff-sign', 'aria-hidden': 'true' }, sign[r.type]),
-          h('td', { class: 'diff-code' }, r.text, r.eol === false ? h('span', { class: 'diff-eol', title: 'No newline at end of file' }, ' ⏎̸') : null),
+          h('td', { class: 'diff-code' }, r.text, r.eol === false && !snippet ? h('span', { class: 'diff-eol', title: 'No newline at end of file' }, ' ⏎̸') : null),
         ),
   );
   return h(

@@ -21,9 +21,9 @@ export const MAX_EDIT_CHARS = 1_000_000;
 const seen = new Map();
 const SEEN_MAX = 200;
 
-function remember(callId, preview, args, old = null) {
+function remember(callId, preview, args, old = null, first = null) {
   seen.delete(callId);
-  seen.set(callId, { preview, args, old });
+  seen.set(callId, { preview, args, old, first });
   while (seen.size > SEEN_MAX) seen.delete(seen.keys().next().value);
 }
 
@@ -115,9 +115,11 @@ export function approvalChange(approval, args, send) {
     onclick: () => {
       const e = edited();
       if (e.error) return redraw();
-      // A write's old file, when known, still numbers the finished card's diff.
+      // A write's old file, or where an edit's text starts, still numbers the finished
+      // card's diff as the file's.
       const old = approval.tool === 'write' ? oldFromPreview(p.preview, args.content) : null;
-      remember(approval.toolCallId, null, e.args, old);
+      const first = approval.tool === 'edit' && hasPreview ? startLine(p.preview, e.args.oldString) : null;
+      remember(approval.toolCallId, null, e.args, old, first);
       send({ fill: e.args });
     },
   }, icon('check'), 'Approve with changes');
@@ -166,7 +168,7 @@ function editedDiff(tool, preview, original, next) {
     const first = startLine(preview, next.oldString);
     return h('div', {},
       first === null ? h('p', { class: 'diff-note' }, 'Lines of the replaced text:') : null,
-      diffTable(fold(diffLines(next.oldString, next.newString, { firstOld: first ?? 1, firstNew: first ?? 1 })), { label: 'Preview of the edited change' }));
+      diffTable(fold(diffLines(next.oldString, next.newString, { firstOld: first ?? 1, firstNew: first ?? 1 })), { label: 'Preview of the edited change', snippet: true }));
   }
   return null;
 }
@@ -193,11 +195,15 @@ export function finishedDiff(name, args, exec) {
       const parsed = parseUnified(known.preview);
       if (parsed) return diffTable(parsed.rows, { label: 'Change made', cut: parsed.cut });
       if (name === 'write' && known.old !== null) return diffTable(fold(diffLines(known.old, args.content)), { label: 'Change made' });
+      if (name === 'edit' && known.first !== null) {
+        const at = { firstOld: known.first, firstNew: known.first };
+        return diffTable(fold(diffLines(args.oldString, args.newString, at)), { label: 'Change made', snippet: true });
+      }
     }
     if (name === 'edit' && typeof args.oldString === 'string' && typeof args.newString === 'string') {
       return h('div', {},
         h('p', { class: 'diff-note' }, 'Lines of the replaced text:'),
-        diffTable(fold(diffLines(args.oldString, args.newString)), { label: 'Change made' }));
+        diffTable(fold(diffLines(args.oldString, args.newString)), { label: 'Change made', snippet: true }));
     }
     if (name === 'write' && typeof args.content === 'string' && /^created /.test(exec.result ?? '')) {
       return diffTable(fold(diffLines('', args.content)), { label: 'Change made' });
