@@ -6,6 +6,7 @@
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { mainArgument, pretty } from './format.js';
+import { approvalChange, finishedDiff } from './tool_diff.js';
 
 const LABEL = {
   preparing: 'Preparing',
@@ -34,6 +35,7 @@ export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
       h('code', { class: 'tool-arg', title: mainArgument(shownArgs) }, mainArgument(shownArgs)),
       h('span', { class: 'tool-status' }, LABEL[status] ?? status),
     ),
+    finishedDiff(name, shownArgs, exec),
     section(open, `${id}:args`, 'Arguments', pretty(shownArgs ?? {}), false),
     output !== null ? section(open, `${id}:out`, `Output · ${lines} line${lines === 1 ? '' : 's'}`, output, status === 'error') : null,
     output === null && exec?.output ? live(exec) : null,
@@ -69,7 +71,7 @@ function section(open, key, title, body, byDefault) {
  * An approval card. `decide(decision, message)` sends the decision; the card keeps its
  * message box across repaints, so only `updateApproval` touches it afterwards.
  */
-export function approvalCard(approval, decide) {
+export function approvalCard(approval, decide, args = null) {
   if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
   if (approval.tool === 'exit_plan') return planCard(approval, decide);
   const p = approval.payload ?? {};
@@ -87,7 +89,7 @@ export function approvalCard(approval, decide) {
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Approval needed'), h('span', { class: 'approval-tool' }, approval.tool)),
     h('p', { class: 'approval-change' }, p.change ?? `${approval.tool} wants to run`),
     p.argument ? h('pre', { class: 'approval-arg' }, p.argument) : null,
-    typeof p.preview === 'string' ? preview(p.preview) : null,
+    approvalChange(approval, args, send),
     h('p', { class: 'approval-reason' }, 'Why it asks: ', p.reason ?? 'the permission rules say to ask before this tool runs.'),
     h('p', { class: 'approval-notice', role: 'status', hidden: true }),
     message,
@@ -191,23 +193,6 @@ function planCard(approval, decide) {
   );
   updateApproval(card, approval, {});
   return card;
-}
-
-/**
- * The change a `write` or `edit` would make, as the server computed it against the file
- * when it asked: a unified diff (added and removed lines marked), or why the call would
- * fail.
- */
-function preview(text) {
-  const lines = text.split('\n');
-  if (lines.at(-1) === '') lines.pop();
-  const kind = (line) =>
-    line.startsWith('+++') || line.startsWith('---') || line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : 'ctx';
-  return h(
-    'pre',
-    { class: 'approval-preview', 'aria-label': 'Preview of the change' },
-    lines.map((line) => h('span', { class: `diff-${kind(line)}` }, `${line}\n`)),
-  );
 }
 
 /** ui: {busy: decision being sent, error: text, notice: why this card is here}. */

@@ -11,6 +11,7 @@ import { icon } from './icons.js';
 import { TextView, copyButton } from './text.js';
 import { onRendered } from './markdown.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
+import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
@@ -199,7 +200,7 @@ export class Timeline {
     return store.approvals.map((a) => {
       let card = this.cards.get(a.id);
       if (!card) {
-        card = approvalCard(a, (decision, message) => this.decide(a, decision, message));
+        card = approvalCard(a, (decision, message) => this.decide(a, decision, message), callArguments(store, a.toolCallId));
         this.cards.set(a.id, card);
       }
       updateApproval(card, a, this.ui.get(a.id) ?? {});
