@@ -3,12 +3,14 @@
 // snapshot), so streaming repaints one row per animation frame, not the whole history.
 // Open/closed toggles and an approval card's half-typed message survive repaints.
 // Prompts queued behind the run (Enter while it goes) show last, each with a remove button.
+// Message times, Edit, Regenerate and Retry come from message_actions.js.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
 import { renderText } from './text.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { duration } from './format.js';
+import { messageTime } from './message_actions.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -17,7 +19,7 @@ const ENDINGS = {
 };
 
 export class Timeline {
-  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples }) {
+  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples, actions, connected }) {
     this.scroller = scroller;
     this.list = h('div', { class: 'rows' });
     scroller.replaceChildren(this.list);
@@ -26,6 +28,8 @@ export class Timeline {
     this.removeQueued = removeQueued;
     this.removing = new Set(); // ids of queued prompts whose removal is on its way
     this.examples = examples;
+    this.actions = actions; // MessageActions: times, Edit, Regenerate, Retry (message_actions.js)
+    this.connected = connected ?? (() => true);
     this.rows = new Map(); // index → {key, el}
     this.open = new Map(); // details key → open
     this.cards = new Map(); // approvalId → element
@@ -46,6 +50,7 @@ export class Timeline {
     const waiting = new Set(store.approvals.map((a) => a.toolCallId));
     let round = null;
     const indexes = store.indexes();
+    this.indexes = indexes;
     for (const i of indexes) {
       const m = store.drafts.get(i) ?? store.messages.get(i);
       if (m.role === 'user') {
@@ -70,12 +75,19 @@ export class Timeline {
 
   row(store, i, m, waiting) {
     const draft = store.drafts.has(i);
-    const key = `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}`;
+    const key = `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}:${this.actionKey(store, i, m)}`;
     const cached = this.rows.get(i);
     if (cached && cached.key === key) return cached.el;
     const el = this.message(store, i, m, draft, waiting);
     this.rows.set(i, { key, el });
     return el;
+  }
+
+  /** What a row's actions depend on (message_actions.js), so the cached row rebuilds when it changes. */
+  actionKey(store, i, m) {
+    if (!this.actions || m.role === 'toolResult') return '';
+    const base = `${this.actions.rev}:${this.connected()}`;
+    return m.role === 'assistant' ? `${base}:${this.actions.lastAnswer(store, this.indexes) === i}` : base;
   }
 
   waitKey(m, waiting) {
@@ -85,6 +97,7 @@ export class Timeline {
   message(store, i, m, draft, waiting) {
     const attrs = { class: `msg ${m.role}${draft ? ' is-draft' : ''}`, dataset: { index: i, role: m.role } };
     if (m.role === 'user') {
+      if (this.actions && !draft) return h('article', attrs, this.actions.userRow(store, i, m, this.connected()));
       const text = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
       return h('article', attrs, h('div', { class: 'bubble' }, text));
     }
@@ -96,6 +109,7 @@ export class Timeline {
     if (draft && m.content.length === 0) blocks.push(h('span', { class: 'dots' }, h('i'), h('i'), h('i')));
     if (m.stopReason === 'error') blocks.push(h('p', { class: 'msg-error' }, m.errorMessage ?? 'The model failed.'));
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
+    if (!draft) blocks.push(this.actions ? this.actions.answerFooter(store, this.indexes, i, m, this.connected()) : messageTime(m.timestamp));
     return h('article', attrs, h('div', { class: 'avatar', 'aria-hidden': 'true' }, 'S'), h('div', { class: 'body' }, blocks));
   }
 
@@ -122,19 +136,20 @@ export class Timeline {
     const end = t.endedAt ?? Date.now();
     const first = t.firstTokenAt ? ` · first token after ${duration(t.firstTokenAt - t.startedAt)}` : '';
     const took = duration(end - t.startedAt);
-    if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took);
+    if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took, store);
     const text = t.endedAt ? `Answered in ${took}${first}` : `Working for ${took}${first}`;
     return h('div', { class: 'timing', dataset: { userIndex: u } }, icon('clock'), text);
   }
 
   /** A run that did not complete says how it ended and what that means for the person. */
-  ending(t, took) {
+  ending(t, took, store) {
     const verb = t.status === 'failed' ? 'Failed' : 'Stopped';
     const why = t.error?.message ? `: ${t.error.message}` : '';
     const hint = ENDINGS[t.error?.code] ?? null;
     return h('div', { class: `timing ended ${t.status}`, dataset: { userIndex: t.userMessageIndex, code: t.error?.code ?? '' } },
       icon('clock'),
-      h('span', {}, `${verb} after ${took}${why}.`, hint ? h('span', { class: 'hint-text' }, ` ${hint}`) : null));
+      h('span', {}, `${verb} after ${took}${why}.`, hint ? h('span', { class: 'hint-text' }, ` ${hint}`) : null),
+      this.actions?.retryButton(store, t.userMessageIndex, this.connected()) ?? null);
   }
 
   earlierButton(known) {
