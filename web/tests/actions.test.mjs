@@ -131,6 +131,9 @@ test('a failed run has Retry, and Retry runs the prompt again', async (t) => {
   const asked = provider.calls.length;
   assert.ok(asked >= 1, 'the model was asked');
   await shot(page, 'failed-run-retry');
+  await page.setViewportSize({ width: 390, height: 800 });
+  await shot(page, 'failed-run-retry-390');
+  await page.setViewportSize({ width: 1280, height: 820 });
   // The person fixes the cause (back to the scripted model), then retries.
   const models = await api(server.url, 'GET', '/api/models');
   await api(server.url, 'PATCH', `/api/sessions/${session.id}`, { model: models.default });
@@ -195,6 +198,9 @@ test('"Always allow" shows in the permissions panel of every tab; Undo removes i
   assert.match(await rule.textContent(), /bash.*any argument.*Allowed/);
   assert.match(await rule.textContent(), /Always allow/);
   await shot(page, 'permissions-panel');
+  await page.setViewportSize({ width: 390, height: 800 });
+  await shot(page, 'permissions-panel-390');
+  await page.setViewportSize({ width: 1280, height: 820 });
   // Allowed now: the same call runs without asking.
   await page.click('.rules-dialog .dialog-actions button');
   await send(page, call);
