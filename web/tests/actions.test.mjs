@@ -186,17 +186,20 @@ test('"Always allow" shows in the permissions panel of every tab; Undo removes i
   // The other tab has the panel open before the rule exists: it must follow live.
   await other.waitForSelector('.conn.is-live');
   await other.click('#permissions');
-  await other.waitForSelector('.rules-dialog .rules-empty');
+  await other.waitForSelector('.rules-dialog .own .rules-empty');
   const call = 'tool: bash {"command":"echo hi"}';
   await send(page, call);
   await page.click('.approval-card button[data-decision="always"]');
   await page.waitForSelector('.approval-card', { state: 'detached' });
   await answers(page, 2);
-  await other.waitForSelector('.rules-dialog .rule[data-tool="bash"][data-action="allow"]');
+  await other.waitForSelector('.rules-dialog .own .rule[data-tool="bash"][data-action="allow"]');
   await page.click('#permissions');
-  const rule = await page.waitForSelector('.rules-dialog .rule[data-tool="bash"]');
+  const rule = await page.waitForSelector('.rules-dialog .own .rule[data-tool="bash"]');
   assert.match(await rule.textContent(), /bash.*any argument.*Allowed/);
   assert.match(await rule.textContent(), /Always allow/);
+  // The server's rules are listed too, read-only: its default still asks for bash.
+  await page.waitForSelector('.rules-dialog .server .rule[data-tool="bash"][data-action="ask"]');
+  assert.equal(await page.locator('.rules-dialog .server .rule-remove').count(), 0, 'no Undo on the server\'s rules');
   await shot(page, 'permissions-panel');
   await page.setViewportSize({ width: 390, height: 800 });
   await shot(page, 'permissions-panel-390');
@@ -208,8 +211,8 @@ test('"Always allow" shows in the permissions panel of every tab; Undo removes i
   assert.equal(await page.locator('.approval-card').count(), 0, 'no approval while the rule is there');
   await page.click('#permissions');
   await page.click('.rules-dialog .rule-remove');
-  await page.waitForSelector('.rules-dialog .rules-empty');
-  await other.waitForSelector('.rules-dialog .rules-empty');
+  await page.waitForSelector('.rules-dialog .own .rules-empty');
+  await other.waitForSelector('.rules-dialog .own .rules-empty');
   assert.deepEqual((await api(server.url, 'GET', `/api/sessions/${session.id}`)).state.session.permissions, []);
   await page.keyboard.press('Escape');
   await page.waitForSelector('.rules-dialog', { state: 'hidden' });
