@@ -86,7 +86,14 @@ test('an edited message runs as a new prompt and the first answer stays', async 
   await page.keyboard.press('Escape');
   await page.waitForSelector('.msg.user .edit-box', { state: 'detached' });
   await page.click('.msg.user [data-action="edit"]');
-  await page.fill('.msg.user .edit-box', 'echo: second try');
+  await page.fill('.msg.user .edit-box', 'echo: second');
+  // A change from elsewhere (a rename: a session.state frame repaints every row) must not
+  // take the box, its focus or the caret away from the person typing.
+  await api(server.url, 'PATCH', `/api/sessions/${session.id}`, { title: 'Renamed meanwhile' });
+  await page.waitForFunction(() => document.querySelector('#title')?.textContent === 'Renamed meanwhile');
+  assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('edit-box')), 'the box kept focus');
+  await page.keyboard.type(' try');
+  assert.equal(await page.inputValue('.msg.user .edit-box'), 'echo: second try');
   await shot(page, 'message-edit');
   await page.click('.msg.user .editing button.primary');
   await answers(page, 2);

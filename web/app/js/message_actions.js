@@ -38,22 +38,30 @@ export class MessageActions {
     this.pending = new Map(); // action key → {requestId, text, busy}
     this.editing = new Map(); // user message index → the text in its edit box
     this.errors = new Map(); // action key → the last definite error's message
-    this.rev = 0; // bumped on any change, so cached rows with actions rebuild
+    this.rev = 0; // bumped on any change, so cached answer rows with actions rebuild
+    this.rowRevs = new Map(); // user message index → revision of its Edit state
   }
 
-  changed() {
+  /** `index`: the user message whose Edit state changed (only that prompt row rebuilds). */
+  changed(index = null) {
     this.rev++;
+    if (index !== null) this.rowRevs.set(index, (this.rowRevs.get(index) ?? 0) + 1);
     this.repaint();
   }
 
+  /** What a prompt row's actions depend on besides the message itself. */
+  rowKey(i) {
+    return `${this.rowRevs.get(i) ?? 0}:${this.editing.has(i)}`;
+  }
+
   /** Sends `text` as a new prompt run for the action `key`; see the file comment. */
-  async send(key, text) {
+  async send(key, text, index = null) {
     const prior = this.pending.get(key);
     if (prior?.busy) return; // the second click of a double click: the first is out
     const requestId = prior && prior.text === text ? prior.requestId : newId('req');
     this.pending.set(key, { requestId, text, busy: true });
     this.errors.delete(key);
-    this.changed();
+    this.changed(index);
     try {
       await post(`/api/sessions/${encodeURIComponent(this.sessionId)}/prompt`, { text, requestId, queue: true });
       this.pending.delete(key);
@@ -66,7 +74,7 @@ export class MessageActions {
         : e.code === 'queue_full' ? 'The queue is full. Wait for a queued prompt to run, or remove one.' : e.message);
       return false;
     } finally {
-      this.changed();
+      this.changed(index);
     }
   }
 
@@ -111,7 +119,7 @@ export class MessageActions {
           'aria-label': 'Edit this message and send it again', title: 'Edit and send again',
           onclick: () => {
             this.editing.set(i, text);
-            this.changed();
+            this.changed(i);
             queueMicrotask(() => document.querySelector(`.msg[data-index="${i}"] .edit-box`)?.focus());
           },
         }, icon('pencil'), 'Edit')),
@@ -141,14 +149,14 @@ export class MessageActions {
     const cancel = () => {
       this.editing.delete(i);
       this.errors.delete(key);
-      this.changed();
+      this.changed(i);
     };
     const go = async () => {
       const text = box.value.trim();
       if (!text || !connected) return;
-      if (await this.send(key, text)) {
+      if (await this.send(key, text, i)) {
         this.editing.delete(i);
-        this.changed();
+        this.changed(i);
       }
     };
     const submit = h('button', { class: 'btn primary small', type: 'button', disabled: !connected || busy || !draft.trim(), onclick: go },

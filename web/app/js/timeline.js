@@ -75,7 +75,12 @@ export class Timeline {
 
   row(store, i, m, waiting) {
     const draft = store.drafts.has(i);
-    const key = `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}:${this.actionKey(store, i, m)}`;
+    // A prompt being edited keeps its element (and the box's focus and caret) through
+    // snapshots and state frames: only its own Edit state or the connection rebuild it.
+    const editing = m.role === 'user' && this.actions?.editing.has(i);
+    const key = editing
+      ? `edit:${this.actionKey(store, i, m)}`
+      : `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}:${this.actionKey(store, i, m)}`;
     const cached = this.rows.get(i);
     if (cached && cached.key === key) return cached.el;
     const el = this.message(store, i, m, draft, waiting);
@@ -86,8 +91,8 @@ export class Timeline {
   /** What a row's actions depend on (message_actions.js), so the cached row rebuilds when it changes. */
   actionKey(store, i, m) {
     if (!this.actions || m.role === 'toolResult') return '';
-    const base = `${this.actions.rev}:${this.connected()}`;
-    return m.role === 'assistant' ? `${base}:${this.actions.lastAnswer(store, this.indexes) === i}` : base;
+    if (m.role === 'user') return `${this.actions.rowKey(i)}:${this.connected()}`;
+    return `${this.actions.rev}:${this.connected()}:${this.actions.lastAnswer(store, this.indexes) === i}`;
   }
 
   waitKey(m, waiting) {
