@@ -802,6 +802,18 @@ impl Engine {
         Ok(self.store().get_memory(&session.id).await?)
     }
 
+    /// The rules that decide a session's tool calls: the server's (built-in defaults, then
+    /// the config file; their deny is final) and the session's own ("Always allow" and
+    /// `PATCH`), each in the order they are checked.
+    pub async fn permissions(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+    ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
+        let session = self.owned_session(owner, id).await?;
+        Ok((self.inner.env.settings.rules.clone(), session.permissions))
+    }
+
     /// A person confirms a fact; later model calls see it among the confirmed facts.
     pub async fn confirm_fact(&self, owner: &UserId, id: &SessionId, text: &str) -> Result<SessionMemory> {
         let text = text.trim();

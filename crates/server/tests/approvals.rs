@@ -315,6 +315,12 @@ async fn always_allows_the_tool_for_the_rest_of_the_session() {
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
     assert_eq!(detail["permissions"], json!([{"tool": "write", "action": "allow"}]));
+    // Listed among the session's rules, after the server's, which still ask for writes.
+    let (status, rules) = server.get(&format!("/api/sessions/{session}/permissions")).await;
+    assert_eq!(status, StatusCode::OK, "{rules}");
+    assert_eq!(rules["session"], json!([{"tool": "write", "action": "allow"}]));
+    let server_rules = rules["server"].as_array().expect("server rules");
+    assert!(server_rules.iter().any(|r| r["tool"] == "write" && r["action"] == "ask"), "{rules}");
     // The next write runs without asking.
     let run = server.run_prompt(&session, &write_prompt("two.txt", "2")).await;
     assert_eq!(run["status"], "completed");

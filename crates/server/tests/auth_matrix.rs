@@ -50,6 +50,7 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         }
         ("GET", "/api/sessions/{id}/messages") => foreign(format!("/api/sessions/{session}/messages"), None),
         ("GET", "/api/sessions/{id}/memory") => foreign(format!("/api/sessions/{session}/memory"), None),
+        ("GET", "/api/sessions/{id}/permissions") => foreign(format!("/api/sessions/{session}/permissions"), None),
         ("POST", "/api/sessions/{id}/facts") => {
             foreign(format!("/api/sessions/{session}/facts"), Some(json!({"text": "bob was here"})))
         }

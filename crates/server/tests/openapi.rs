@@ -39,6 +39,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/sessions/{id}"),
     ("GET", "/api/sessions/{id}/messages"),
     ("GET", "/api/sessions/{id}/memory"),
+    ("GET", "/api/sessions/{id}/permissions"),
     ("POST", "/api/sessions/{id}/facts"),
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),

@@ -12,6 +12,7 @@ import { icon } from './icons.js';
 import { ListSync } from './lists.js';
 import { focusPrompt, initKeys } from './keys.js';
 import { initProjectDialog } from './project_dialog.js';
+import { PermissionsPanel } from './permissions.js';
 import { SessionView } from './session_view.js';
 import { Sidebar } from './sidebar.js';
 import { SessionStore } from './store.js';
@@ -47,12 +48,14 @@ const sidebar = new Sidebar({
 const composer = new Composer({ form: $('composer'), input: $('prompt'), button: $('send'), hint: $('hint') });
 const openProjectDialog = initProjectDialog({ lists, toast });
 sidebar.onAddProject = openProjectDialog;
+const permissions = new PermissionsPanel({ topbar: document.querySelector('.topbar'), before: $('model-picker') });
 
 let lastSummary = '';
 function onViewChange(view) {
   if (view !== page.view) return;
   renderChrome(page, { retry: () => view.retry() });
   renderTodos($('todos'), view.store);
+  permissions.render(view);
   composer.update();
   const summary = `${view.store.session?.title}|${view.store.status}`;
   if (summary !== lastSummary) {
@@ -100,6 +103,7 @@ function openSession(id) {
   $('composer').hidden = !page.view;
   renderTodos($('todos'), page.view?.store);
   composer.attach(page.view);
+  permissions.render(page.view);
   renderChrome(page, {});
   sidebar.render();
   document.body.classList.remove('drawer-open');

@@ -14,6 +14,7 @@ import { newId } from './format.js';
 import { parseFrame } from './store.js';
 import { openStream } from './streams.js';
 import { Timeline } from './timeline.js';
+import { MessageActions } from './message_actions.js';
 
 export const NOTICE_GRACE_MS = 2000;
 
@@ -34,8 +35,11 @@ export class SessionView {
     this.showNotice = false;
     this.retryIn = null;
     this.keys = new Map(); // `${approvalId}:${decision}` → idempotency key
+    this.actions = new MessageActions(this.id, () => this.paint());
     this.timeline = new Timeline(scroller, {
       onLoadEarlier: () => this.loadEarlier(),
+      actions: this.actions,
+      connected: () => this.connected,
       decide: (a, d, m) => this.decide(a, d, m),
       removeQueued: (q) => this.removeQueued(q),
       examples,
@@ -101,7 +105,7 @@ export class SessionView {
     this.downSince = null;
     this.showNotice = false;
     this.retryIn = null;
-    this.changed();
+    this.paint(); // rows' Edit/Regenerate/Retry are enabled only while connected
   }
 
   down(wait) {
@@ -114,7 +118,7 @@ export class SessionView {
     this.retryIn = wait;
     clearTimeout(this.noticeTimer);
     this.noticeTimer = setTimeout(() => this.checkNotice(), Math.max(0, this.downSince + NOTICE_GRACE_MS - Date.now()));
-    this.changed();
+    this.paint();
   }
 
   /** Why can we not connect? A deleted session (404) ends the view; a 401 asks for a token (api.js). */

@@ -5,6 +5,7 @@
 // Prompts queued behind the run (Enter while it goes) show last, each with a remove button.
 // An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
 // the server, swapped in place when it arrives, without repainting the rows.
+// Message times, Edit, Regenerate and Retry come from message_actions.js.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
@@ -13,6 +14,7 @@ import { onRendered } from './markdown.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
+import { messageTime } from './message_actions.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -21,7 +23,7 @@ const ENDINGS = {
 };
 
 export class Timeline {
-  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples }) {
+  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples, actions, connected }) {
     this.scroller = scroller;
     this.list = h('div', { class: 'rows' });
     scroller.replaceChildren(this.list);
@@ -30,6 +32,8 @@ export class Timeline {
     this.removeQueued = removeQueued;
     this.removing = new Set(); // ids of queued prompts whose removal is on its way
     this.examples = examples;
+    this.actions = actions; // MessageActions: times, Edit, Regenerate, Retry (message_actions.js)
+    this.connected = connected ?? (() => true);
     this.rows = new Map(); // index → {key, el}
     this.open = new Map(); // details key → open
     this.cards = new Map(); // approvalId → element
@@ -68,6 +72,7 @@ export class Timeline {
     const waiting = new Set(store.approvals.map((a) => a.toolCallId));
     let round = null;
     const indexes = store.indexes();
+    this.indexes = indexes;
     for (const i of indexes) {
       const m = store.drafts.get(i) ?? store.messages.get(i);
       if (m.role === 'user') {
@@ -92,12 +97,24 @@ export class Timeline {
 
   row(store, i, m, waiting) {
     const draft = store.drafts.has(i);
-    const key = `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}`;
+    // A prompt being edited keeps its element (and the box's focus and caret) through
+    // snapshots and state frames: only its own Edit state or the connection rebuild it.
+    const editing = m.role === 'user' && this.actions?.editing.has(i);
+    const key = editing
+      ? `edit:${this.actionKey(store, i, m)}`
+      : `${store.epoch}:${store.revs.get(i) ?? 0}:${draft}:${m.role === 'assistant' ? this.waitKey(m, waiting) : ''}:${this.actionKey(store, i, m)}`;
     const cached = this.rows.get(i);
     if (cached && cached.key === key) return cached.el;
     const el = this.message(store, i, m, draft, waiting);
     this.rows.set(i, { key, el });
     return el;
+  }
+
+  /** What a row's actions depend on (message_actions.js), so the cached row rebuilds when it changes. */
+  actionKey(store, i, m) {
+    if (!this.actions || m.role === 'toolResult') return '';
+    if (m.role === 'user') return `${this.actions.rowKey(i)}:${this.connected()}`;
+    return `${this.actions.rev}:${this.connected()}:${this.actions.lastAnswer(store, this.indexes) === i}`;
   }
 
   waitKey(m, waiting) {
@@ -107,6 +124,7 @@ export class Timeline {
   message(store, i, m, draft, waiting) {
     const attrs = { class: `msg ${m.role}${draft ? ' is-draft' : ''}`, dataset: { index: i, role: m.role } };
     if (m.role === 'user') {
+      if (this.actions && !draft) return h('article', attrs, this.actions.userRow(store, i, m, this.connected()));
       const text = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
       return h('article', attrs, h('div', { class: 'bubble' }, text));
     }
@@ -118,8 +136,14 @@ export class Timeline {
     if (draft && m.content.length === 0) blocks.push(h('span', { class: 'dots' }, h('i'), h('i'), h('i')));
     if (m.stopReason === 'error') blocks.push(h('p', { class: 'msg-error' }, m.errorMessage ?? 'The model failed.'));
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
-    const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
-    if (!draft && source) blocks.push(h('div', { class: 'msg-actions' }, copyButton('Copy the answer as Markdown', () => source, 'Copy')));
+    if (!draft) {
+      // One footer row: the time and Regenerate (message_actions.js), then Copy.
+      const footer = (this.actions ? this.actions.answerFooter(store, this.indexes, i, m, this.connected()) : null)
+        ?? h('div', { class: 'msg-actions' }, messageTime(m.timestamp));
+      const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
+      if (source) footer.append(copyButton('Copy the answer as Markdown', () => source, 'Copy'));
+      blocks.push(footer);
+    }
     return this.answerShell(i, attrs, blocks);
   }
 
@@ -165,19 +189,20 @@ export class Timeline {
     const end = t.endedAt ?? Date.now();
     const first = t.firstTokenAt ? ` · first token after ${duration(t.firstTokenAt - t.startedAt)}` : '';
     const took = duration(end - t.startedAt);
-    if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took);
+    if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took, store);
     const text = t.endedAt ? `Answered in ${took}${first}` : `Working for ${took}${first}`;
     return h('div', { class: 'timing', dataset: { userIndex: u } }, icon('clock'), text);
   }
 
   /** A run that did not complete says how it ended and what that means for the person. */
-  ending(t, took) {
+  ending(t, took, store) {
     const verb = t.status === 'failed' ? 'Failed' : 'Stopped';
     const why = t.error?.message ? `: ${t.error.message}` : '';
     const hint = ENDINGS[t.error?.code] ?? null;
     return h('div', { class: `timing ended ${t.status}`, dataset: { userIndex: t.userMessageIndex, code: t.error?.code ?? '' } },
       icon('clock'),
-      h('span', {}, `${verb} after ${took}${why}.`, hint ? h('span', { class: 'hint-text' }, ` ${hint}`) : null));
+      h('span', {}, `${verb} after ${took}${why}.`, hint ? h('span', { class: 'hint-text' }, ` ${hint}`) : null),
+      this.actions?.retryButton(store, t.userMessageIndex, this.connected()) ?? null);
   }
 
   earlierButton(known) {

@@ -1,5 +1,6 @@
 //! Sessions and their history: create, list by project, show (with the state a
-//! snapshot carries), patch title/archived, delete, and page through messages.
+//! snapshot carries), patch title/archived, delete, and page through messages; the
+//! rules that decide its tool calls (the server's and its own, for the Rules panel).
 
 use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
@@ -9,7 +10,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use spool_engine::{MessagePage, SessionDetail, SessionInfo, SessionPatch};
 use spool_protocol::{ProjectId, Session, SessionId, SessionMemory};
 use utoipa::{IntoParams, ToSchema};
@@ -23,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(show, update, remove))
         .routes(routes!(messages))
         .routes(routes!(memory))
+        .routes(routes!(permissions))
         .routes(routes!(confirm_fact))
 }
 
@@ -194,6 +196,35 @@ async fn memory(
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionMemory>, ApiError> {
     Ok(Json(state.engine.memory(&user, &id).await?))
+}
+
+/// The permission rules of a session, each list in the order it is checked (the last
+/// matching rule wins).
+#[derive(Serialize, ToSchema)]
+struct SessionPermissions {
+    /// The server's rules: the built-in defaults, then its config file's. A deny here is
+    /// final; the session's rules cannot lift it.
+    server: Vec<spool_protocol::PermissionRule>,
+    /// The session's own rules: what "Always allow" added and `PATCH` set; they decide
+    /// within what the server does not deny. Change them with `PATCH /api/sessions/{id}`.
+    session: Vec<spool_protocol::PermissionRule>,
+}
+
+/// The rules that decide the session's tool calls, the server's and its own.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/permissions",
+    tag = "sessions",
+    params(("id" = SessionId, Path)),
+    responses((status = 200, body = SessionPermissions), ReadErrors)
+)]
+async fn permissions(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<Json<SessionPermissions>, ApiError> {
+    let (server, session) = state.engine.permissions(&user, &id).await?;
+    Ok(Json(SessionPermissions { server, session }))
 }
 
 #[derive(Deserialize, ToSchema)]
