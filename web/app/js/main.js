@@ -16,6 +16,7 @@ import { Sidebar } from './sidebar.js';
 import { SessionStore } from './store.js';
 import { renderChrome } from './chrome.js';
 import { renderTodos } from './todos.js';
+import { setModels } from './usage.js';
 
 const $ = (id) => document.getElementById(id);
 const connectivity = new Connectivity();
@@ -162,6 +163,7 @@ async function start() {
   get('/api/models')
     .then((m) => {
       page.models = m;
+      setModels(m);
       renderChrome(page, { retry: () => page.view?.retry() });
       page.view?.paint();
     })

@@ -9,6 +9,7 @@ import { icon } from './icons.js';
 import { renderText } from './text.js';
 import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { duration } from './format.js';
+import { usageLine } from './usage.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -49,13 +50,13 @@ export class Timeline {
     for (const i of indexes) {
       const m = store.drafts.get(i) ?? store.messages.get(i);
       if (m.role === 'user') {
-        if (round !== null) nodes.push(this.timing(store, round));
+        if (round !== null) nodes.push(this.timing(store, round), usageLine(store, round));
         round = i;
       }
       if (m.role === 'toolResult' && calls.has(m.toolCallId)) continue;
       nodes.push(this.row(store, i, m, waiting));
     }
-    if (round !== null) nodes.push(this.timing(store, round));
+    if (round !== null) nodes.push(this.timing(store, round), usageLine(store, round));
     if (store.loaded && indexes.length === 0) nodes.push(this.empty());
     const running = [...store.tools.values()].some((t) => t.status === 'running' && calls.has(t.toolCallId));
     if (store.status === 'busy' && store.drafts.size === 0 && !running && store.approvals.length === 0) {
