@@ -17,6 +17,7 @@ import { SessionStore } from './store.js';
 import { renderChrome } from './chrome.js';
 import { renderTodos } from './todos.js';
 import { setModels } from './usage.js';
+import { SessionSearch } from './session_search.js';
 
 const $ = (id) => document.getElementById(id);
 const connectivity = new Connectivity();
@@ -47,6 +48,7 @@ const sidebar = new Sidebar({
 const composer = new Composer({ form: $('composer'), input: $('prompt'), button: $('send'), hint: $('hint') });
 const openProjectDialog = initProjectDialog({ lists, toast });
 sidebar.onAddProject = openProjectDialog;
+new SessionSearch({ box: $('session-search'), nav: $('projects') });
 
 let lastSummary = '';
 function onViewChange(view) {

@@ -22,6 +22,7 @@ mod openapi;
 mod opencode;
 mod projects;
 mod runs;
+mod search;
 mod sessions;
 mod socket;
 mod sse;
@@ -58,6 +59,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(projects::router())
         .merge(sessions::router())
         .merge(runs::router())
+        .merge(search::router())
         .merge(messages::router())
         .merge(approvals::router())
         .merge(gate::router())
