@@ -67,6 +67,13 @@ test('each answer shows its model and tokens as the run records have them, and t
   assert.deepEqual(await usageLines(page), expected);
   await page.waitForFunction((want) => document.querySelector('[data-testid="session-usage"]')?.textContent === want, header);
   assert.deepEqual(page.errors, []);
+
+  // At phone width the header has no room for the totals; each answer keeps its line.
+  const phone = await openPage(browser, `${server.url}/#/s/${session.id}`, { width: 390, height: 800 });
+  await answered(phone, 2);
+  assert.deepEqual(await usageLines(phone), expected);
+  await shot(phone, 'usage-mobile');
+  assert.deepEqual(phone.errors, []);
 });
 
 test('with a configured price each answer and the session show the cost', async (t) => {
@@ -173,7 +180,8 @@ test('sessions are grouped Today, Yesterday, Previous 7 days and Older, and move
   await page.waitForSelector(`.session[data-session-id="${session.id}"]`);
   assert.equal(await groupOf(), 'Today');
   await shot(page, 'groups-desktop');
-  // The page's clock moves on; the sidebar regroups within its minute tick.
+  // The page's clock moves on; the sidebar regroups when it next repaints (its minute
+  // tick, or a list refresh after the jump).
   for (const [days, group] of [[1, 'Yesterday'], [4, 'Previous 7 days'], [30, 'Older']]) {
     await page.clock.setSystemTime(session.updatedAt + days * 86_400_000);
     await page.clock.runFor(61_000);
