@@ -49,11 +49,11 @@ pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSp
 pub use models::{ModelInfo, Models, Price};
 pub use queue::{MAX_QUEUED, PromptQueued, Submitted};
 pub use roots::WorkspaceRoots;
-pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
 pub use run::{ApprovalPolicy, OnDisconnect};
 pub use run_sequence::RunCount;
+pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert, SessionMatch, Store,
-    StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert,
+    SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{Ask, Inspected, Resource, SandboxStatus, Tool, ToolContext, ToolOutput, ToolRegistry};
