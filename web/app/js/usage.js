@@ -38,24 +38,34 @@ function add(sum, u) {
 const zero = () => ({ input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0, cost: 0 });
 
 /**
- * The usage line of the round that starts at user message `u`: the models that
- * answered, tokens, cost. Null while the answer is still streaming or nothing answered.
+ * The usage line of every answered round, by the index of the user message that starts
+ * it: the models that answered, tokens, cost. One pass over the store per paint; a
+ * round whose answer is still streaming has none yet.
  */
-export function usageLine(store, u) {
-  const sum = zero();
-  const models = [];
-  let answered = false;
+export function usageLines(store) {
+  const lines = new Map();
+  let round = null;
+  const finish = () => {
+    if (round && round.answered && !round.streaming) lines.set(round.u, line(round));
+  };
   for (const i of store.indexes()) {
-    if (i <= u) continue;
-    if (store.drafts.has(i)) return null;
-    const m = store.messages.get(i);
-    if (m.role === 'user') break;
-    if (m.role !== 'assistant') continue;
-    answered = true;
-    add(sum, m.usage);
-    if (m.model && !models.includes(m.model)) models.push(m.model);
+    const m = store.drafts.get(i) ?? store.messages.get(i);
+    if (m.role === 'user') {
+      finish();
+      round = { u: i, sum: zero(), models: [], answered: false, streaming: false };
+      continue;
+    }
+    if (!round || m.role !== 'assistant') continue;
+    if (store.drafts.has(i)) round.streaming = true;
+    round.answered = true;
+    add(round.sum, m.usage);
+    if (m.model && !round.models.includes(m.model)) round.models.push(m.model);
   }
-  if (!answered) return null;
+  finish();
+  return lines;
+}
+
+function line({ u, sum, models }) {
   const priced = models.some((name) => prices.get(name));
   const cost = priced ? money(sum.cost) : 'no price set';
   return h('div', { class: 'usage', dataset: { userIndex: u, testid: 'answer-usage' } },
