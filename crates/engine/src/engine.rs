@@ -505,7 +505,7 @@ impl Engine {
         self.inner.env.models.list()
     }
 
-    fn store(&self) -> &dyn Store {
+    pub(crate) fn store(&self) -> &dyn Store {
         &*self.inner.store
     }
 
@@ -685,7 +685,7 @@ impl Engine {
         Ok(self.store().sessions_ended_after(&project.id, after, limit).await?)
     }
 
-    fn status_of(&self, id: &SessionId) -> SessionStatus {
+    pub(crate) fn status_of(&self, id: &SessionId) -> SessionStatus {
         match self.inner.sessions.get(id).and_then(|l| l.active()) {
             Some(_) => SessionStatus::Busy,
             None => SessionStatus::Idle,
@@ -837,7 +837,7 @@ impl Engine {
     }
 
     /// The session record, checked for ownership, without loading it.
-    async fn owned_session(&self, owner: &UserId, id: &SessionId) -> Result<Session> {
+    pub(crate) async fn owned_session(&self, owner: &UserId, id: &SessionId) -> Result<Session> {
         match self.store().get_session(id).await? {
             Some(s) if &s.owner_id == owner => Ok(s),
             _ => Err(EngineError::NotFound("session")),

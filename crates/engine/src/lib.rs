@@ -27,6 +27,7 @@ mod roots;
 mod run;
 mod run_env;
 mod run_sequence;
+mod search;
 mod session;
 pub mod store;
 pub mod tool;
@@ -50,9 +51,10 @@ pub use queue::{MAX_QUEUED, PromptQueued, Submitted};
 pub use roots::WorkspaceRoots;
 pub use run::{ApprovalPolicy, OnDisconnect};
 pub use run_sequence::RunCount;
+pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert, Store,
-    StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert,
+    SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
     Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,

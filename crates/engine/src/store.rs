@@ -29,6 +29,14 @@ pub enum RunInsert {
     Existing(Run),
 }
 
+/// A session a search matched, with the message text that matched (`None` when only
+/// its title did).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionMatch {
+    pub session: Session,
+    pub text: Option<String>,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Returns the id of the user with this name, creating it on first use.
@@ -86,6 +94,17 @@ pub trait Store: Send + Sync + 'static {
     /// A project's sessions with the given archived flag, most recently updated first.
     async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError>;
     async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError>;
+    /// The owner's sessions (archived ones too) whose title or a message's text contains
+    /// `needle`, case-insensitively, newest activity first; with `before` only those
+    /// ordered after that `(updated_at, id)`; at most `limit`. A scan of the owner's
+    /// text parts, not an index: see `sql/search.rs` for what it costs.
+    async fn search_sessions(
+        &self,
+        owner: &UserId,
+        needle: &str,
+        before: Option<(time::Millis, SessionId)>,
+        limit: u32,
+    ) -> Result<Vec<SessionMatch>, StoreError>;
     /// Writes `title`, `title_set`, `archived`, `permissions` and `updated_at`.
     async fn update_session(&self, session: &Session) -> Result<(), StoreError>;
     /// Deletes the session with its messages, runs and approvals. False if absent.

@@ -64,8 +64,7 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
     let system = request.system.as_deref().unwrap_or("");
     let last_text = request.messages.last().map(Message::text).unwrap_or_default();
     if system.starts_with(spool_engine::context::TITLE_INSTRUCTION) {
-        let title: Vec<&str> = last_text.split_whitespace().take(6).collect();
-        return text_reply(words(&title.join(" ")), input);
+        return text_reply(words(&title(last_text.trim())), input);
     }
     if system.starts_with(spool_engine::context::SUMMARY_INSTRUCTION) {
         let lines = last_text.lines().filter(|l| l.starts_with("user: ")).count();
@@ -99,6 +98,52 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
         // anything else plainly keeps the model total instead of failing a run.
         Some(Message::Assistant { .. }) | None => text_reply(words("Nothing to reply to."), input),
     }
+}
+
+/// A title for a first prompt that reads like one: a directive becomes a short phrase
+/// (`tool: read {"path":"README.md"}` is "Read README.md", not the JSON), anything else
+/// its first six words without brackets or quotes. Never empty: the engine would fall
+/// back to the raw first line.
+fn title(prompt: &str) -> String {
+    let phrase = match directive(prompt) {
+        Directive::Echo(text) => format!("Echo {}", plain_words(text, 5)),
+        Directive::Stream(n) => format!("Stream {n} words"),
+        Directive::Tool { name, args } => {
+            // The argument values (not their keys) say what the call is about.
+            let values = match serde_json::from_str::<serde_json::Value>(args) {
+                Ok(serde_json::Value::Object(map)) => map
+                    .values()
+                    .map(|v| match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => args.to_owned(),
+            };
+            let mut name = name.replace('_', " ");
+            if let Some(first) = name.get(..1) {
+                name = first.to_uppercase() + &name[1..];
+            }
+            format!("{name} {}", plain_words(&values, 5))
+        }
+        Directive::Other(text) => plain_words(text, 6),
+    };
+    let phrase = phrase.trim().to_owned();
+    if phrase.is_empty() { "Untitled".to_owned() } else { phrase }
+}
+
+/// The first `count` words of `text` once JSON and quoting punctuation is dropped.
+fn plain_words(text: &str, count: usize) -> String {
+    let cleaned: String =
+        text.chars().map(|c| if matches!(c, '{' | '}' | '[' | ']' | '"' | '`' | '\\') { ' ' } else { c }).collect();
+    let words: Vec<&str> = cleaned
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| matches!(c, ',' | ':' | '\'')))
+        .filter(|w| !w.is_empty())
+        .take(count)
+        .collect();
+    words.join(" ")
 }
 
 /// `Tool NAME returned N lines: FIRST_LINE` or `Tool NAME failed: FIRST_LINE`.
@@ -233,6 +278,18 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn titles_read_like_titles_not_json() {
+        assert_eq!(title(r#"tool: read {"path":"README.md"}"#), "Read README.md");
+        assert_eq!(title(r#"tool: bash {"command": "ls -la"}"#), "Bash ls -la");
+        assert_eq!(title("tool: todo_write {}"), "Todo write");
+        assert_eq!(title("echo: hello big world"), "Echo hello big world");
+        assert_eq!(title("stream: 40"), "Stream 40 words");
+        assert_eq!(title("please fix the parser bug in main.rs today"), "please fix the parser bug in");
+        assert_eq!(title(r#"{"a": "b"}"#), "a b");
+        assert_eq!(title("{}"), "Untitled");
     }
 
     #[test]

@@ -49,6 +49,9 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
             foreign(format!("/api/sessions/{session}"), Some(json!({"title": "x", "mode": "plan"})))
         }
         ("GET", "/api/sessions/{id}/messages") => foreign(format!("/api/sessions/{session}/messages"), None),
+        ("GET", "/api/sessions/{id}/runs") => foreign(format!("/api/sessions/{session}/runs"), None),
+        // Alice's session is titled from her `tool: write` prompt and holds its text.
+        ("GET", "/api/sessions/search") => own("/api/sessions/search?q=write", None),
         ("GET", "/api/sessions/{id}/memory") => foreign(format!("/api/sessions/{session}/memory"), None),
         ("GET", "/api/sessions/{id}/permissions") => foreign(format!("/api/sessions/{session}/permissions"), None),
         ("POST", "/api/sessions/{id}/facts") => {

@@ -38,6 +38,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/api/sessions/{id}"),
     ("DELETE", "/api/sessions/{id}"),
     ("GET", "/api/sessions/{id}/messages"),
+    ("GET", "/api/sessions/search"),
+    ("GET", "/api/sessions/{id}/runs"),
     ("GET", "/api/sessions/{id}/memory"),
     ("GET", "/api/sessions/{id}/permissions"),
     ("POST", "/api/sessions/{id}/facts"),

@@ -50,6 +50,15 @@ macro_rules! impl_store {
                 async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
                     sessions::get(&self.pool, id).await
                 }
+                async fn search_sessions(
+                    &self,
+                    owner: &UserId,
+                    needle: &str,
+                    before: Option<(Millis, SessionId)>,
+                    limit: u32,
+                ) -> Result<Vec<spool_engine::SessionMatch>, StoreError> {
+                    search::sessions(&self.pool, owner, needle, before, limit).await
+                }
                 async fn update_session(&self, session: &Session) -> Result<(), StoreError> {
                     sessions::update(&self.pool, session).await
                 }

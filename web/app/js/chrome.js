@@ -5,6 +5,7 @@
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
+import { SessionTotals } from './usage.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -12,11 +13,16 @@ function set(el, prop, value) {
   if (el[prop] !== value) el[prop] = value;
 }
 
+let totals = null; // the header's session totals (tokens, cost), see usage.js
+
 export function renderChrome(page, { retry }) {
   const { view, models, connectivity } = page;
   const store = view?.store;
   set($('title'), 'textContent', view ? (store.session?.title || (store.loaded ? 'New session' : 'Loading…')) : 'Spool');
   document.title = view && store.session?.title ? `${store.session.title} · Spool` : 'Spool';
+
+  totals ??= new SessionTotals($('session-usage'));
+  totals.update(view, models);
 
   set($('scripted'), 'hidden', !(models && !models.configured));
   const picker = $('model-picker');

@@ -18,6 +18,8 @@ import { Sidebar } from './sidebar.js';
 import { SessionStore } from './store.js';
 import { renderChrome } from './chrome.js';
 import { renderTodos } from './todos.js';
+import { setModels } from './usage.js';
+import { SessionSearch } from './session_search.js';
 
 const $ = (id) => document.getElementById(id);
 const connectivity = new Connectivity();
@@ -49,6 +51,7 @@ const composer = new Composer({ form: $('composer'), input: $('prompt'), button:
 const openProjectDialog = initProjectDialog({ lists, toast });
 sidebar.onAddProject = openProjectDialog;
 const permissions = new PermissionsPanel({ topbar: document.querySelector('.topbar'), before: $('model-picker') });
+new SessionSearch({ box: $('session-search'), nav: $('projects') });
 
 let lastSummary = '';
 function onViewChange(view) {
@@ -177,6 +180,7 @@ async function start() {
   get('/api/models')
     .then((m) => {
       page.models = m;
+      setModels(m);
       renderChrome(page, { retry: () => page.view?.retry() });
       page.view?.paint();
     })

@@ -11,6 +11,7 @@
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { post, patch, del } from './api.js';
+import { groupByDate } from './dates.js';
 
 const COLLAPSED = 'spool.collapsed';
 
@@ -26,6 +27,8 @@ export class Sidebar {
       key === 'projects' ||
       (key.startsWith('s:') && !this.collapsed.has(key.slice(2))) ||
       (key.startsWith('a:') && this.showArchived.has(key.slice(2)));
+    // Date groups move at midnight while the page stays open.
+    setInterval(() => this.render(), 60_000);
   }
 
   render() {
@@ -122,7 +125,7 @@ export class Sidebar {
         ? h('p', { class: 'side-note' }, 'Loading…')
         : sessions.length === 0
           ? h('p', { class: 'side-note' }, 'No sessions yet.')
-          : h('ul', { class: 'sessions' }, sessions.map((s) => this.session(s, false))),
+          : h('ul', { class: 'sessions' }, groupByDate(sessions, (s) => this.session(s, false))),
       h('button', { class: 'archived-toggle', type: 'button', 'aria-expanded': String(showArchived), onclick: () => this.toggleArchived(p.id) },
         icon('archive'), showArchived ? 'Hide archived' : 'Archived'),
       showArchived

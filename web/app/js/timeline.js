@@ -15,6 +15,7 @@ import { toolCard, approvalCard, updateApproval } from './cards.js';
 import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
+import { usageLines } from './usage.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -71,18 +72,19 @@ export class Timeline {
     }
     const waiting = new Set(store.approvals.map((a) => a.toolCallId));
     let round = null;
+    const usage = usageLines(store);
     const indexes = store.indexes();
     this.indexes = indexes;
     for (const i of indexes) {
       const m = store.drafts.get(i) ?? store.messages.get(i);
       if (m.role === 'user') {
-        if (round !== null) nodes.push(this.timing(store, round));
+        if (round !== null) nodes.push(this.timing(store, round), usage.get(round));
         round = i;
       }
       if (m.role === 'toolResult' && calls.has(m.toolCallId)) continue;
       nodes.push(this.row(store, i, m, waiting));
     }
-    if (round !== null) nodes.push(this.timing(store, round));
+    if (round !== null) nodes.push(this.timing(store, round), usage.get(round));
     if (store.loaded && indexes.length === 0) nodes.push(this.empty());
     const running = [...store.tools.values()].some((t) => t.status === 'running' && calls.has(t.toolCallId));
     if (store.status === 'busy' && store.drafts.size === 0 && !running && store.approvals.length === 0) {

@@ -23,6 +23,7 @@ mod openapi;
 mod opencode;
 mod projects;
 mod runs;
+mod search;
 mod sessions;
 mod socket;
 mod sse;
@@ -59,6 +60,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(projects::router())
         .merge(sessions::router())
         .merge(runs::router())
+        .merge(search::router())
         .merge(messages::router())
         .merge(markdown::router())
         .merge(approvals::router())

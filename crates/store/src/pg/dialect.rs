@@ -17,3 +17,6 @@ pub(crate) const FAIL_RUNNING: &str = "UPDATE runs SET status = 'failed', error_
 pub(crate) fn run_ids(ids: &[RunId]) -> Vec<&str> {
     ids.iter().map(RunId::as_str).collect()
 }
+
+/// The text of a `parts` row of kind `text` (`data` is `JSONB` here).
+pub(crate) const PART_TEXT: &str = "(p.data ->> 'text')";

@@ -20,8 +20,8 @@ mod dialect;
 mod sql;
 
 use sql::{
-    approvals, auth, drafts, idempotency, leases, memory, messages, projects, queue, runs, sessions, todos, tokens,
-    users,
+    approvals, auth, drafts, idempotency, leases, memory, messages, projects, queue, runs, search, sessions, todos,
+    tokens, users,
 };
 
 use crate::error::db_error;

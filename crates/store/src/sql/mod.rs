@@ -40,6 +40,7 @@ pub(crate) mod messages;
 pub(crate) mod projects;
 pub(crate) mod queue;
 pub(crate) mod runs;
+pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod todos;
 pub(crate) mod tokens;

@@ -19,3 +19,6 @@ pub(crate) const FAIL_RUNNING: &str = "UPDATE runs SET status = 'failed', error_
 pub(crate) fn run_ids(ids: &[RunId]) -> Json<Vec<&str>> {
     Json(ids.iter().map(RunId::as_str).collect())
 }
+
+/// The text of a `parts` row of kind `text` (`data` is JSON text here).
+pub(crate) const PART_TEXT: &str = "json_extract(p.data, '$.text')";

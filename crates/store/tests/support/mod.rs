@@ -29,6 +29,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     projects_round_trip_in_creation_order(store).await;
     sessions_list_by_archived_flag_newest_first(store).await;
     sessions_keep_their_permission_rules(store).await;
+    search_finds_titles_and_message_text_of_one_owner_newest_first_in_pages(store).await;
     messages_round_trip_for_every_role_and_content_kind(store).await;
     a_taken_message_index_is_a_conflict(store).await;
     list_messages_pages_backwards_from_before(store).await;
@@ -300,6 +301,68 @@ pub async fn sessions_list_by_archived_flag_newest_first(store: &dyn Store) {
     assert_eq!(store.get_session(&first.id).await.expect("get"), Some(expected.clone()));
     assert_eq!(store.list_sessions(&project.id, false).await.expect("list live"), vec![newest, middle]);
     assert_eq!(store.list_sessions(&project.id, true).await.expect("list archived"), vec![expected, archived]);
+}
+
+pub async fn search_finds_titles_and_message_text_of_one_owner_newest_first_in_pages(store: &dyn Store) {
+    // A word no earlier pass over the same database wrote.
+    let word = format!("quokka{}", &SessionId::new().as_str()[4..]).to_lowercase();
+    let (project, unrelated) = new_session(store).await; // updated_at 1000, no match
+    let titled = Session { title: format!("Fix the {word} parser"), ..session_in(&project, 2_000, false) };
+    let in_prompt = session_in(&project, 3_000, false);
+    let in_answer = session_in(&project, 4_000, true); // archived sessions are searched too
+    let in_tool_call = session_in(&project, 5_000, false);
+    for s in [&titled, &in_prompt, &in_answer, &in_tool_call] {
+        store.insert_session(s).await.expect("insert_session");
+    }
+    let owner = project.owner_id.clone();
+    let prompt_text = format!("where is the {} defined?", word.to_uppercase());
+    store.insert_message(&in_prompt.id, &owner, &indexed(0, user("hello"))).await.expect("insert");
+    store.insert_message(&in_prompt.id, &owner, &indexed(1, user(&prompt_text))).await.expect("insert");
+    store.insert_message(&in_answer.id, &owner, &indexed(0, user("hi"))).await.expect("insert");
+    store
+        .insert_message(&in_answer.id, &owner, &indexed(1, assistant(&format!("the {word} lives here"))))
+        .await
+        .expect("insert");
+    // Only text is searched: a tool call's arguments are not what a person wrote or read.
+    let call = Message::Assistant {
+        content: vec![Content::ToolCall { id: "c1".into(), name: "read".into(), arguments: json!({"path": word}) }],
+        stop_reason: Some(StopReason::ToolUse),
+        usage: Usage::default(),
+        model: "scripted".into(),
+        error_message: None,
+        timestamp: 11,
+    };
+    store.insert_message(&in_tool_call.id, &owner, &indexed(0, call)).await.expect("insert");
+    // Another user's session with the word in its title and text stays invisible.
+    let (other_project, other) = new_session(store).await;
+    let other = Session { title: format!("{word} too"), ..other };
+    store.update_session(&other).await.expect("update");
+    store.insert_message(&other.id, &other_project.owner_id, &indexed(0, user(&word))).await.expect("insert");
+
+    let all = store.search_sessions(&owner, &word.to_uppercase(), None, 10).await.expect("search");
+    let found: Vec<(&SessionId, Option<&str>)> = all.iter().map(|m| (&m.session.id, m.text.as_deref())).collect();
+    let answer_text = format!("the {word} lives here");
+    assert_eq!(
+        found,
+        vec![
+            (&in_answer.id, Some(answer_text.as_str())),
+            (&in_prompt.id, Some(prompt_text.as_str())),
+            (&titled.id, None)
+        ],
+        "case-insensitive, newest first, this owner's only, with the matching text"
+    );
+    assert_eq!(all[2].session, titled);
+    assert!(!found.iter().any(|(id, _)| **id == unrelated.id || **id == in_tool_call.id));
+
+    let first = store.search_sessions(&owner, &word, None, 2).await.expect("page 1");
+    assert_eq!(first.iter().map(|m| &m.session.id).collect::<Vec<_>>(), vec![&in_answer.id, &in_prompt.id]);
+    let last = &first[1].session;
+    let rest = store.search_sessions(&owner, &word, Some((last.updated_at, last.id.clone())), 2).await.expect("page 2");
+    assert_eq!(rest.iter().map(|m| &m.session.id).collect::<Vec<_>>(), vec![&titled.id]);
+
+    // LIKE's wildcards in the query match themselves, not everything.
+    assert_eq!(store.search_sessions(&owner, "%", None, 10).await.expect("search %"), vec![]);
+    assert_eq!(store.search_sessions(&owner, "_", None, 10).await.expect("search _"), vec![]);
 }
 
 pub async fn sessions_keep_their_permission_rules(store: &dyn Store) {

@@ -1,0 +1,87 @@
+//! Session search: the owner's sessions whose title or message text contains a string.
+//!
+//! What it costs: a `LIKE '%…%'` scan, not an index. The candidate sessions are the
+//! owner's (the `sessions.owner_id` filter), and for each one the text parts are read
+//! until one matches (a correlated subquery with `LIMIT 1`), so a search reads at most
+//! every text part of that one user, stopping per session at the first hit and overall
+//! once `limit` sessions have matched in `updated_at` order. That is fine for the
+//! thousands of sessions one person has; a full-text index (SQLite FTS5, PostgreSQL
+//! `pg_trgm`) is the step after, and would change only this module and a migration.
+//!
+//! Case folding is `LOWER()` on both sides: full Unicode on PostgreSQL, ASCII only on
+//! SQLite (its built-in `lower`), so on SQLite "É" does not find "é". `%`, `_` and `\`
+//! in the needle are escaped, so they match themselves.
+
+use super::dialect::{PART_TEXT, Pool};
+use crate::error::db_error;
+use crate::rows::{self, Columns};
+use spool_engine::{SessionMatch, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::{SessionId, UserId};
+
+const COLUMNS: &str =
+    "s.id, s.project_id, s.owner_id, s.title, s.title_set, s.archived, s.permissions, s.model, s.mode,
+                       s.read_index, s.created_at, s.updated_at";
+
+/// `needle` as a `LIKE … ESCAPE '\'` pattern matching it anywhere, lower-cased.
+fn contains_pattern(needle: &str) -> String {
+    let mut pattern = String::with_capacity(needle.len() + 2);
+    pattern.push('%');
+    for c in needle.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+pub(crate) async fn sessions(
+    pool: &Pool,
+    owner: &UserId,
+    needle: &str,
+    before: Option<(Millis, SessionId)>,
+    limit: u32,
+) -> Result<Vec<SessionMatch>, StoreError> {
+    // Without a cursor, a position after every real one: no NULL parameter to type.
+    let (before_at, before_id) = match &before {
+        Some((at, id)) => (*at, id.as_str().to_owned()),
+        None => (Millis::MAX, String::new()),
+    };
+    let sql = format!(
+        "SELECT * FROM (
+           SELECT {COLUMNS},
+                  (SELECT {PART_TEXT} FROM parts p JOIN messages m ON m.id = p.message_id
+                    WHERE p.session_id = s.id AND p.kind = 'text' AND LOWER({PART_TEXT}) LIKE $2 ESCAPE '\\'
+                    ORDER BY m.idx LIMIT 1) AS hit
+             FROM sessions s
+            WHERE s.owner_id = $1 AND (s.updated_at < $3 OR (s.updated_at = $3 AND s.id < $4))
+         ) t
+         WHERE LOWER(t.title) LIKE $2 ESCAPE '\\' OR t.hit IS NOT NULL
+         ORDER BY t.updated_at DESC, t.id DESC
+         LIMIT $5"
+    );
+    sqlx::query(&sql)
+        .bind(owner.as_str())
+        .bind(contains_pattern(needle))
+        .bind(before_at)
+        .bind(before_id)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| Ok(SessionMatch { session: rows::session(row)?, text: row.text_opt("hit")? }))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contains_pattern;
+
+    #[test]
+    fn like_wildcards_in_the_needle_match_themselves() {
+        assert_eq!(contains_pattern("50%_a\\B"), "%50\\%\\_a\\\\b%");
+    }
+}
