@@ -21,7 +21,8 @@
 //! builder is still sniffing for the HTTP/2 preface and has no timer of its own — and
 //! after that hyper's HTTP/1 header timeout closes a connection that starts a request
 //! and stalls or sits idle between keep-alive requests. Past `max_connections` open
-//! connections a new one is answered 503 `too_many_connections` and closed, so a flood
+//! connections a new one is answered 503 `too_many_connections` and closed (over HTTP/2
+//! with a GOAWAY after that answer, since HTTP/2 ignores `Connection: close`), so a flood
 //! of sockets costs a file descriptor each only briefly and never reaches the API.
 //!
 //! TLS (`crate::tls`): each connection's handshake runs in its own task, never in this
@@ -227,10 +228,30 @@ impl Accepted {
     {
         let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop } = self;
         let Some(slot) = slot else {
-            let conn = builder.serve_connection(io, hyper::service::service_fn(too_many));
-            // One answer, then closed; a client that sends nothing is dropped.
+            // One answer, then closed; a client that sends nothing is dropped. HTTP/2
+            // ignores `Connection: close`, so after the first request the connection is
+            // shut down gracefully (a GOAWAY): otherwise a client's pool would keep
+            // reusing a connection that can only ever answer 503.
+            let asked = CancellationToken::new();
+            let service = hyper::service::service_fn({
+                let asked = asked.clone();
+                move |req| {
+                    asked.cancel();
+                    too_many(req)
+                }
+            });
+            let conn = builder.serve_connection(io, service);
+            tokio::pin!(conn);
+            let served = async {
+                tokio::select! {
+                    result = conn.as_mut() => return result,
+                    () = asked.cancelled() => {}
+                }
+                conn.as_mut().graceful_shutdown();
+                conn.as_mut().await
+            };
             tokio::select! {
-                result = tokio::time::timeout_at(deadline, conn) => {
+                result = tokio::time::timeout_at(deadline, served) => {
                     if let Ok(result) = result { finished(peer, result) }
                 }
                 _ = hard_stop.cancelled() => {}
