@@ -166,6 +166,26 @@ fn open_session(id: &str, session: &str, cursor: Option<&str>) -> Value {
 }
 
 #[tokio::test]
+async fn an_answer_over_a_mebibyte_arrives_whole() {
+    // 200,000 words: the answer's `message_end` is one frame of about 1.3 MB. A socket
+    // whose write buffer could not hold one such message closed on it, and every
+    // reconnect replayed the same frame into the same failure.
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut ws = connect(&server).await;
+    send(&mut ws, open_session("s", &session, None)).await;
+    recv_event(&mut ws).await; // the snapshot
+    server.start_run(&session, "stream: 200000").await;
+    let seen = recv_until(&mut ws, settled("s")).await;
+    let end = seen
+        .iter()
+        .find(|m| m.event_type().as_deref() == Some("message_end") && m.event.len() > 1 << 20)
+        .expect("the answer's message_end, over 1 MiB");
+    let text = end.data()["event"]["message"]["content"][0]["text"].as_str().map(str::len);
+    assert!(text.is_some_and(|n| n > 1 << 20), "the whole answer: {text:?} bytes");
+}
+
+#[tokio::test]
 async fn two_sessions_over_one_socket_get_exactly_what_their_sse_streams_get() {
     let server = TestServer::start().await;
     let (a, b) = (server.new_session().await, server.new_session().await);

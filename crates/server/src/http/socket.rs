@@ -20,8 +20,13 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 /// Per-socket buffers: enough for a client message and a few events.
 const READ_BUFFER: usize = 8 * 1024;
 const WRITE_BUFFER: usize = 8 * 1024;
-/// Bytes a socket may hold unsent before a write fails (and the socket is dropped).
-const MAX_WRITE_BUFFER: usize = 1 << 20;
+/// Bytes a socket may hold unsent before a write fails (and the socket is dropped). One
+/// message must always fit: a committed answer's `message_end` carries the whole answer,
+/// and a long one is over 1 MiB (200,000 words are 1.3 MB). At 1 MiB such a frame could
+/// never be written, the socket closed, and the client's reconnect replayed the same
+/// frame into the same failure, for ever. A slow client is still cut by the engine's lag
+/// limit and the write timeout; this buffer only grows for a message that needs it.
+const MAX_WRITE_BUFFER: usize = 64 << 20;
 /// Largest message a client may send; client messages are small.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 /// A write that makes no progress for this long closes the socket.
