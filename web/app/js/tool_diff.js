@@ -73,9 +73,17 @@ export function approvalChange(approval, args, send) {
     const lines = String(value).split('\n').length;  // "a\n" is two: room for the next line
     const t = h('textarea', { class: 'approval-edit-text', rows: Math.min(rows, Math.max(2, lines)), spellcheck: 'false', 'aria-label': label, dataset: { field: key } });
     t.value = value;
+    // One redraw per frame, however many input events arrive: Chromium delivers a pasted
+    // or inserted multi-line text as one input event per line, and each redraw diffs the
+    // whole text (1,000 lines took 43 s event by event).
+    let frame = 0;
     t.addEventListener('input', () => {
-      t.rows = Math.min(rows, Math.max(2, t.value.split('\n').length));
-      redraw();
+      if (frame) return;
+      frame = requestAnimationFrame(() => {
+        frame = 0;
+        t.rows = Math.min(rows, Math.max(2, t.value.split('\n').length));
+        redraw();
+      });
     });
     inputs.set(key, t);
     return h('label', { class: 'approval-edit-field' }, h('span', {}, label), t);
