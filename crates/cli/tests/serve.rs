@@ -42,6 +42,15 @@ fn http_get(addr: &str, path: &str) -> String {
     response
 }
 
+/// Sends SIGTERM to `child`, as an operator's `kill` would. A system call, not the
+/// `kill` program: a minimal system (a container image) has no procps.
+fn sigterm(child: &Child) {
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
+    // SAFETY: kill(2) takes plain integers; the child is ours and not yet reaped.
+    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(sent, 0, "kill -TERM {pid}: {}", std::io::Error::last_os_error());
+}
+
 fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + WAIT;
     loop {
@@ -71,8 +80,7 @@ fn serve_prints_its_port_answers_and_stops_on_sigterm() {
     assert!(response.contains(r#""status":"ok""#) && response.contains(r#""model":"scripted""#), "{response}");
     assert!(data.join("spool.db").is_file(), "the data directory and database are created");
 
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("run kill");
-    assert!(killed.success());
+    sigterm(&child);
     let status = wait_exit(&mut child);
     assert!(status.success(), "graceful exit, got {status}");
 }
@@ -163,8 +171,7 @@ fn tokens_turn_auth_on_and_allow_a_public_bind() {
     assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
     assert!(anonymous.contains("unauthorized"), "{anonymous}");
     // Stopped cleanly, it withdraws its address, so auth may be turned off below.
-    let stopped = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("run kill");
-    assert!(stopped.success());
+    sigterm(&child);
     assert!(wait_exit(&mut child).success());
 
     // Revoking the last token leaves auth on; turning it off is a separate, explicit step.

@@ -43,8 +43,7 @@ impl Drop for Spool {
 impl Spool {
     /// SIGTERM, then waits for a clean exit.
     pub fn stop(mut self) {
-        let killed = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().expect("run kill");
-        assert!(killed.success());
+        sigterm(&self.0);
         let deadline = std::time::Instant::now() + WAIT;
         loop {
             if let Some(status) = self.0.try_wait().expect("wait") {
@@ -55,6 +54,15 @@ impl Spool {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Sends SIGTERM to `child`, as an operator's `kill` would. A system call, not the
+/// `kill` program: a minimal system (a container image) has no procps.
+pub fn sigterm(child: &Child) {
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
+    // SAFETY: kill(2) takes plain integers; the child is ours and not yet reaped.
+    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(sent, 0, "kill -TERM {pid}: {}", std::io::Error::last_os_error());
 }
 
 pub fn spool() -> Command {
