@@ -196,7 +196,7 @@ impl Approvals {
         if approval.status == ApprovalStatus::Expired {
             return Err(expired(&approval));
         }
-        if approval.status == ApprovalStatus::Pending && now_ms() >= approval.expires_at {
+        if approval.status == ApprovalStatus::Pending && self.env.clock.now_ms() >= approval.expires_at {
             self.expire(loaded, &approval.id).await?;
             return Err(expired(&approval));
         }
@@ -206,7 +206,7 @@ impl Approvals {
         };
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
-            match store.claim_idempotency(&scope, &key, now_ms()).await? {
+            match store.claim_idempotency(&scope, &key, self.env.clock.now_ms()).await? {
                 IdempotencyClaim::Done(kept) => return DecisionOutcome::from_kept(&kept),
                 IdempotencyClaim::Claimed => break,
                 IdempotencyClaim::InProgress if tokio::time::Instant::now() < deadline => {
@@ -233,7 +233,7 @@ impl Approvals {
     /// response, so a retry with the key runs its request again. Single-process servers
     /// release them all at start-up instead.
     pub async fn release_abandoned_claims(&self) -> Result<()> {
-        log_released(self.env.store.release_open_claims(now_ms() - ABANDONED_CLAIM).await?);
+        log_released(self.env.store.release_open_claims(self.env.clock.now_ms() - ABANDONED_CLAIM).await?);
         Ok(())
     }
 
@@ -272,7 +272,7 @@ impl Approvals {
                 None => DecisionOutcome::AlreadyResolved,
             });
         }
-        let now = now_ms();
+        let now = self.env.clock.now_ms();
         let won = store
             .settle_approval(
                 &approval.id,
@@ -385,7 +385,7 @@ impl Approvals {
         let store = &self.env.store;
         let mut run = store.get_run(&old.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         // Later than the old one, always: "the latest approval of a run" must name it.
-        let now = now_ms().max(old.created_at + 1);
+        let now = self.env.clock.now_ms().max(old.created_at + 1);
         let approval = crate::run::new_approval(
             self.env.settings.approval_ttl,
             &*changed.tool,
@@ -462,7 +462,7 @@ impl Approvals {
         error: RunError,
     ) -> Result<()> {
         let store = self.env.store.clone();
-        let now = now_ms();
+        let now = self.env.clock.now_ms();
         if !store.settle_approval(approval_id, status, None, None, None, now).await? {
             return Ok(());
         }

@@ -38,6 +38,12 @@ use crate::error::{EngineError, Result};
 use crate::store::{Listener, LoginSession};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+// The wall clock, not the engine's `Clock` (see `clock.rs`): credentials are stamped
+// and compared across processes — `spool token revoke`, `spool auth disable` and
+// listener heartbeats are written by other processes and nodes with their own wall
+// clocks, and a browser counts its login cookie's Max-Age on its own — so a clock one
+// engine alone moved would disagree with every other reader. Nor does any test wait
+// on it: a login lasts a week.
 use spool_protocol::time::now_ms;
 use spool_protocol::{ApiToken, LoginId, TokenId, UserId};
 use std::collections::HashMap;

@@ -73,6 +73,10 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// The git poller (see [`crate::git`]); `None`: no project's git state is read.
     pub git: Option<crate::git::GitPolling>,
+    /// What decides expiry: session leases and their renewals, the reaper, approval
+    /// expiry, idempotency claims and the idle-session janitor all read and sleep on it
+    /// (see [`crate::clock`]). The system clock, unless a test moves time itself.
+    pub clock: crate::Clock,
 }
 
 impl Default for EngineConfig {
@@ -96,6 +100,7 @@ impl Default for EngineConfig {
             workspace_roots: crate::roots::WorkspaceRoots::default(),
             data_dir: None,
             git: None,
+            clock: crate::Clock::system(),
         }
     }
 }
@@ -353,9 +358,15 @@ impl Engine {
         let pending = store.all_pending_approvals().await?;
         let fence = crate::roots::Fence::build(&config.workspace_roots, config.data_dir.as_deref(), &*store).await?;
         let auth = crate::auth::Auth::new(store.clone(), config.node_id.clone());
-        let leases = Arc::new(crate::leases::Leases::new(store.clone(), config.node_id.clone(), config.lease_ttl));
+        let clock = config.clock.clone();
+        let leases = Arc::new(crate::leases::Leases::new(
+            store.clone(),
+            config.node_id.clone(),
+            config.lease_ttl,
+            clock.clone(),
+        ));
         let hub = crate::hub::Hub::new(store.clone(), frames.as_ref().and_then(|f| f.hub_bus()));
-        let sessions = Arc::new(crate::registry::Registry::default());
+        let sessions = Arc::new(crate::registry::Registry::new(clock.clone()));
         let data_dir = fence.data_dir().map(Into::into);
         let settings = RunSettings {
             max_turns: config.max_turns,
@@ -375,6 +386,7 @@ impl Engine {
             frames: frames2,
             settings,
             node_id,
+            clock,
         };
         let (env, expiries, settled) = RunEnv::new(parts);
         let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));
@@ -387,6 +399,7 @@ impl Engine {
                 cluster,
                 node_id: config.node_id.clone(),
                 lease_ttl: config.lease_ttl,
+                clock: config.clock.clone(),
                 store: store.clone(),
                 sessions: sessions.clone(),
                 approvals: approvals.clone(),
@@ -923,7 +936,7 @@ impl Engine {
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),
-            touched: std::sync::atomic::AtomicI64::new(now_ms()),
+            touched: std::sync::atomic::AtomicI64::new(self.inner.config.clock.now_ms()),
         });
         // Two concurrent loads: the first insert wins and both use it.
         Ok(self.inner.sessions.insert(id, fresh))
@@ -1191,7 +1204,7 @@ impl Engine {
     /// then has the whole state) or this node holds it without the session loaded.
     pub(crate) async fn request_snapshot(&self, session: &SessionId) -> bool {
         let lease = match self.inner.store.get_lease(session).await {
-            Ok(lease) => lease.filter(|l| l.expires_at > now_ms()),
+            Ok(lease) => lease.filter(|l| l.expires_at > self.inner.config.clock.now_ms()),
             Err(error) => {
                 tracing::warn!(%session, %error, "cannot read a session's lease to ask for a snapshot");
                 return false;
@@ -1246,12 +1259,12 @@ impl Engine {
     /// engine expires nothing.
     fn spawn_expiries(&self, mut armed: Expiries) {
         let weak = Arc::downgrade(&self.inner);
+        let clock = self.inner.config.clock.clone();
         tokio::spawn(async move {
             while let Some(approval) = armed.recv().await {
-                let weak = weak.clone();
+                let (weak, clock) = (weak.clone(), clock.clone());
                 tokio::spawn(async move {
-                    let wait = u64::try_from(approval.expires_at - now_ms()).unwrap_or(0);
-                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                    clock.sleep_until(approval.expires_at).await;
                     let Some(inner) = weak.upgrade() else { return };
                     let engine = Engine { inner };
                     let outcome = async {
@@ -1340,16 +1353,17 @@ impl Engine {
     }
 
     /// Unloads sessions nobody watches or runs, once they have been idle for
-    /// `idle_unload`. Holds only a weak reference, so it ends with the engine.
+    /// `idle_unload`, looking every quarter of it on the engine's clock. Holds only a
+    /// weak reference, so it ends with the engine.
     fn spawn_janitor(&self) {
         let weak = Arc::downgrade(&self.inner);
         let idle = self.inner.config.idle_unload;
         let every = (idle / 4).max(std::time::Duration::from_millis(50));
+        let clock = self.inner.config.clock.clone();
+        let mut ticks = clock.ticks(clock.now_ms(), every);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                ticks.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
                 let engine = Engine { inner };
                 engine.unload_idle(idle);
@@ -1357,9 +1371,10 @@ impl Engine {
         });
     }
 
-    /// One janitor pass; returns how many sessions were unloaded.
+    /// One janitor pass: unloads the sessions idle for `idle` or longer on the engine's
+    /// clock; returns how many.
     pub fn unload_idle(&self, idle: std::time::Duration) -> usize {
-        let cutoff = now_ms() - i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = self.inner.config.clock.now_ms().saturating_sub(crate::clock::millis(idle));
         self.inner.sessions.unload_idle(cutoff)
     }
 

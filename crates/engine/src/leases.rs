@@ -28,10 +28,10 @@
 //! does around it — the reaper that settles a dead node's
 //! runs, dropping views another node changed — is in `reaper.rs`.
 
-use crate::Store;
 use crate::error::{EngineError, Result};
 use crate::registry::Registry;
-use spool_protocol::time::{Millis, now_ms};
+use crate::{Clock, Store};
+use spool_protocol::time::Millis;
 use spool_protocol::{RunError, SessionId};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -44,6 +44,9 @@ pub(crate) struct Leases {
     store: Arc<dyn Store>,
     node: String,
     ttl: Duration,
+    /// Every lease time (taken, renewed, expired) is this clock's, and so is the
+    /// renewal schedule: a test that moves it decides when a lease expires.
+    clock: Clock,
 }
 
 /// What a run hands [`Leases::keep_renewed`]: when it finished, how to stop it, and
@@ -100,8 +103,8 @@ impl Drop for LeaseGuard {
 }
 
 impl Leases {
-    pub fn new(store: Arc<dyn Store>, node: String, ttl: Duration) -> Self {
-        Leases { store, node, ttl }
+    pub fn new(store: Arc<dyn Store>, node: String, ttl: Duration, clock: Clock) -> Self {
+        Leases { store, node, ttl, clock }
     }
 
     pub fn ttl(&self) -> Duration {
@@ -109,7 +112,7 @@ impl Leases {
     }
 
     fn ttl_ms(&self) -> Millis {
-        Millis::try_from(self.ttl.as_millis()).unwrap_or(Millis::MAX)
+        crate::clock::millis(self.ttl)
     }
 
     /// Takes `session`'s lease for this node, or answers busy when another node has it.
@@ -122,11 +125,11 @@ impl Leases {
     pub async fn take(&self, session: &SessionId) -> Result<()> {
         if let Some(lease) = self.store.get_lease(session).await?
             && lease.node_id != self.node
-            && lease.expires_at <= now_ms()
+            && lease.expires_at <= self.clock.now_ms()
         {
             return Err(EngineError::SessionBusy(format!("a run on node {}, which stopped renewing", lease.node_id)));
         }
-        if self.store.acquire_lease(session, &self.node, now_ms(), self.ttl_ms()).await? {
+        if self.store.acquire_lease(session, &self.node, self.clock.now_ms(), self.ttl_ms()).await? {
             return Ok(());
         }
         let holder = self.store.get_lease(session).await?.map(|l| l.node_id);
@@ -135,7 +138,7 @@ impl Leases {
 
     /// Takes an expired lease over (the reaper): true when this node now holds it.
     pub async fn take_over(&self, session: &SessionId) -> Result<bool> {
-        Ok(self.store.acquire_lease(session, &self.node, now_ms(), self.ttl_ms()).await?)
+        Ok(self.store.acquire_lease(session, &self.node, self.clock.now_ms(), self.ttl_ms()).await?)
     }
 
     /// Gives the lease up (a failure is logged: the lease then simply expires).
@@ -148,18 +151,23 @@ impl Leases {
     /// Renews the lease every third of its lifetime until the run finishes. When a
     /// renewal is refused, or none succeeds for a whole lifetime, the run is cancelled
     /// to settle as failed with `lease_lost`.
+    ///
+    /// The renewals keep a fixed schedule (a third, two thirds, one lifetime … after
+    /// the lease was taken), not "a third after the last renewal returned": a slow
+    /// store round trip must not eat into the slack the next renewal has left.
     pub fn keep_renewed(self: &Arc<Self>, session: SessionId, run: Renewal) {
         let leases = self.clone();
         let Renewal { finished, cancel, failed_as } = run;
         let every = self.ttl / 3;
+        let taken = self.clock.now_ms();
+        let mut ticks = self.clock.ticks(taken.saturating_add(crate::clock::millis(every)), every);
         tokio::spawn(async move {
-            let mut renewed_at = now_ms();
+            let mut renewed_at = taken;
             loop {
-                tokio::select! {
+                let now = tokio::select! {
                     _ = finished.cancelled() => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let now = now_ms();
+                    now = ticks.tick() => now,
+                };
                 let kept = match leases.store.renew_lease(&session, &leases.node, now, leases.ttl_ms()).await {
                     Ok(true) => {
                         renewed_at = now;

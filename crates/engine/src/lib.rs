@@ -4,6 +4,7 @@
 
 mod approvals;
 pub mod auth;
+pub mod clock;
 pub mod cluster;
 pub mod context;
 mod draft;
@@ -34,6 +35,7 @@ pub mod tool;
 pub mod view;
 
 pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
+pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
     DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, PromptInput, SessionDetail, SessionInfo,

@@ -231,7 +231,7 @@ impl Engine {
             // keeps its node id), and no obstacle.
             let node = &self.inner.config.node_id;
             let lease = self.inner.store.get_lease(&id).await?;
-            if lease.is_some_and(|l| &l.node_id != node && l.expires_at > now_ms()) {
+            if lease.is_some_and(|l| &l.node_id != node && l.expires_at > self.inner.config.clock.now_ms()) {
                 continue;
             }
             if let Err(error) = self.start_queued(&id).await {

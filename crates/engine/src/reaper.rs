@@ -6,7 +6,6 @@
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::session::Loaded;
-use spool_protocol::time::now_ms;
 use spool_protocol::{RunError, RunStatus, SessionId};
 use std::time::Duration;
 
@@ -23,16 +22,18 @@ impl Engine {
         Ok(loaded.events.read(|s| s.total) != stored)
     }
 
-    /// Reaps expired leases every half lease. Holds only a weak reference, so it ends
-    /// with the engine.
+    /// Reaps expired leases every half lease, on the engine's clock (so a test that
+    /// moves it past a lease's end sees the reaper come). Holds only a weak reference,
+    /// so it ends with the engine.
     pub(crate) fn spawn_reaper(&self) {
         let weak = std::sync::Arc::downgrade(&self.inner);
         let every = (self.inner.leases.ttl() / 2).max(Duration::from_millis(20));
+        let clock = self.inner.config.clock.clone();
+        // The first pass at once, as before: a lost node's leases may be long expired.
+        let mut ticks = clock.ticks(clock.now_ms(), every);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                ticks.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
                 let engine = Engine { inner };
                 if let Err(e) = engine.reap_expired_leases().await {
@@ -58,7 +59,8 @@ impl Engine {
     pub async fn reap_expired_leases(&self) -> Result<usize> {
         let store = &self.inner.store;
         let mut failed = 0;
-        for lease in store.expired_leases(now_ms()).await? {
+        let clock = &self.inner.config.clock;
+        for lease in store.expired_leases(clock.now_ms()).await? {
             // Taking the lease makes this node the single one that settles the session.
             if !self.inner.leases.take_over(&lease.session_id).await? {
                 continue;
@@ -78,7 +80,7 @@ impl Engine {
                 if run.status != RunStatus::Running || resumes {
                     continue;
                 }
-                let now = now_ms();
+                let now = clock.now_ms();
                 run.status = RunStatus::Failed;
                 run.error = Some(error.clone());
                 run.ended_at = Some(now);

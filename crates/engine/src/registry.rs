@@ -5,16 +5,17 @@
 //!
 //! A std mutex: held only to look up, insert or walk, never across an await.
 
+use crate::Clock;
 use crate::session::{ActiveHandle, Loaded};
 use spool_protocol::SessionId;
-use spool_protocol::time::now_ms;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-#[derive(Default)]
 pub(crate) struct Registry {
     sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    /// What a session's last use is stamped with: the janitor's clock.
+    clock: Clock,
 }
 
 /// Whether a view no one uses may be dropped when it is looked up (see [`Registry::touch`]).
@@ -27,6 +28,10 @@ pub(crate) enum Unused {
 }
 
 impl Registry {
+    pub fn new(clock: Clock) -> Self {
+        Registry { sessions: Mutex::default(), clock }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<Loaded>>> {
         // A panic while holding the lock leaves plain data behind; keep serving it.
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
@@ -53,7 +58,7 @@ impl Registry {
         }
         let found = sessions.get(id).cloned();
         if let Some(l) = &found {
-            l.touched.store(now_ms(), Relaxed);
+            l.touched.store(self.clock.now_ms(), Relaxed);
         }
         found
     }
@@ -105,13 +110,14 @@ impl Registry {
         }
     }
 
-    /// Unloads the sessions untouched since `cutoff` that nobody watches or runs and no
-    /// request is in the middle of (holding the control lock). Returns how many.
+    /// Unloads the sessions last touched at `cutoff` or before that nobody watches or
+    /// runs and no request is in the middle of (holding the control lock). Returns how
+    /// many.
     pub fn unload_idle(&self, cutoff: i64) -> usize {
         let mut sessions = self.lock();
         let before = sessions.len();
         sessions.retain(|_, l| {
-            let idle = l.touched.load(Relaxed) < cutoff
+            let idle = l.touched.load(Relaxed) <= cutoff
                 && l.events.subscriber_count() == 0
                 && l.active().is_none()
                 && l.control.try_lock().is_ok();

@@ -14,6 +14,7 @@
 //! `node_lost` by a reaper within a lease and a half. Past two leases the asking node
 //! gives up and answers busy.
 
+use crate::Clock;
 use crate::approvals::Approvals;
 use crate::cluster::{Cluster, ClusterMessage};
 use crate::error::{EngineError, Result};
@@ -21,7 +22,6 @@ use crate::lists::ListNotifier;
 use crate::registry::Registry;
 use crate::store::Store;
 use futures::StreamExt;
-use spool_protocol::time::now_ms;
 use spool_protocol::{RunId, RunStatus, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +43,8 @@ pub(crate) struct Remote {
     aborted: broadcast::Sender<SessionId>,
     node_id: String,
     lease_ttl: Duration,
+    /// The leases' clock: whether a lease is live, and how long a dead holder's takes.
+    clock: Clock,
     store: Arc<dyn Store>,
     sessions: Arc<Registry>,
     approvals: Arc<Approvals>,
@@ -54,6 +56,7 @@ pub(crate) struct RemoteParts {
     pub cluster: Arc<dyn Cluster>,
     pub node_id: String,
     pub lease_ttl: Duration,
+    pub clock: Clock,
     pub store: Arc<dyn Store>,
     pub sessions: Arc<Registry>,
     pub approvals: Arc<Approvals>,
@@ -64,10 +67,10 @@ impl Remote {
     /// The service, handling the other nodes' messages until it is dropped (with the
     /// engine that holds it): the handler holds it weakly and ends at the next message.
     pub fn start(parts: RemoteParts) -> Arc<Self> {
-        let RemoteParts { cluster, node_id, lease_ttl, store, sessions, approvals, lists } = parts;
+        let RemoteParts { cluster, node_id, lease_ttl, clock, store, sessions, approvals, lists } = parts;
         // A waiter that lags simply rereads the store: a small ring is enough.
         let (aborted, _) = broadcast::channel(64);
-        let remote = Arc::new(Self { cluster, aborted, node_id, lease_ttl, store, sessions, approvals, lists });
+        let remote = Arc::new(Self { cluster, aborted, node_id, lease_ttl, clock, store, sessions, approvals, lists });
         let mut messages = remote.cluster.subscribe();
         let weak = Arc::downgrade(&remote);
         tokio::spawn(async move {
@@ -120,8 +123,8 @@ impl Remote {
     pub async fn abort_elsewhere(&self, session: &SessionId) -> Result<Option<RunId>> {
         let store = &self.store;
         let me = &self.node_id;
-        let Some(lease) = store.get_lease(session).await?.filter(|l| &l.node_id != me && l.expires_at > now_ms())
-        else {
+        let now = self.clock.now_ms();
+        let Some(lease) = store.get_lease(session).await?.filter(|l| &l.node_id != me && l.expires_at > now) else {
             return Ok(None);
         };
         let runs = store.runs_since(session, 0).await?;
@@ -129,7 +132,10 @@ impl Remote {
         // Listening before asking: the reply cannot come before the wait starts.
         let mut replies = self.aborted.subscribe();
         self.cluster.publish(ClusterMessage::Abort { node: lease.node_id.clone(), session: session.clone() });
-        let deadline = tokio::time::Instant::now() + self.lease_ttl * 2 + MARGIN;
+        // A lease's time, so on the leases' clock.
+        let deadline = now.saturating_add(crate::clock::millis(self.lease_ttl * 2 + MARGIN));
+        let given_up = self.clock.sleep_until(deadline);
+        tokio::pin!(given_up);
         loop {
             if store.get_run(&run.id).await?.is_none_or(|r| r.status != RunStatus::Running) {
                 // This node's view of the session predates the run: read it afresh next time.
@@ -139,7 +145,7 @@ impl Remote {
             tokio::select! {
                 _ = wait_for(&mut replies, session) => {}
                 _ = tokio::time::sleep(POLL) => {}
-                _ = tokio::time::sleep_until(deadline) => {
+                _ = &mut given_up => {
                     return Err(EngineError::SessionBusy(format!(
                         "{} on node {}, which did not stop it when asked",
                         run.id, lease.node_id

@@ -900,7 +900,8 @@ impl RunTask {
     async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
         let inspected =
             tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
-        let now = now_ms();
+        // The approval's times are the engine clock's: its expiry is timed by it.
+        let now = self.env.clock.now_ms();
         let approval = new_approval(self.env.settings.approval_ttl, tool, &self.run, &call, inspected.as_ref(), now);
         // The `interrupt` below is the run's next event: nothing else of the run is
         // published before it.

@@ -15,7 +15,7 @@ use crate::framebus::{FrameBus, Watchers};
 use crate::leases::{Leases, Renewal};
 use crate::models::Models;
 use crate::session::{ActiveHandle, Loaded};
-use crate::{Store, ToolContext, ToolRegistry};
+use crate::{Clock, Store, ToolContext, ToolRegistry};
 use spool_protocol::{Approval, PermissionRule, SessionId};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +43,8 @@ pub(crate) struct RunEnv {
     pub models: Models,
     pub tools: ToolRegistry,
     pub settings: RunSettings,
+    /// What approvals are stamped with and expire by (see [`crate::clock`]).
+    pub clock: Clock,
     /// Spool's data directory: no tool path resolves into it.
     data_dir: Option<PathBuf>,
     leases: Arc<Leases>,
@@ -75,14 +77,16 @@ pub(crate) struct RunParts {
     pub settings: RunSettings,
     /// This node's name: its own watchers are not "elsewhere".
     pub node_id: String,
+    pub clock: Clock,
 }
 
 impl RunEnv {
     pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries, Settled) {
-        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id } = parts;
+        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id, clock } = parts;
         let (expiries, armed) = mpsc::unbounded_channel();
         let (settled, settlements) = mpsc::unbounded_channel();
-        let env = RunEnv { store, models, tools, settings, data_dir, leases, frames, node_id, expiries, settled };
+        let env =
+            RunEnv { store, models, tools, settings, clock, data_dir, leases, frames, node_id, expiries, settled };
         (Arc::new(env), armed, settlements)
     }
 
