@@ -8,7 +8,7 @@ mod common;
 use common::{Open, ReceivedFrame, SseStream, TestOptions, TestServer, id_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::EngineConfig;
+use spool_engine::{EngineConfig, ManualClock};
 use std::time::Duration;
 
 /// Sends a decision; returns status and the exact body bytes.
@@ -205,14 +205,67 @@ async fn a_reject_with_a_message_tells_the_model_and_the_run_goes_on() {
     );
 }
 
+/// How long approvals wait in the expiry tests: on a manual clock the test moves, so
+/// the length is only what the wire shows.
+const APPROVAL_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// A server whose engine runs on `clock` with approvals lasting [`APPROVAL_TTL_MS`].
+async fn server_on(clock: &ManualClock) -> TestServer {
+    let engine = EngineConfig {
+        approval_ttl: Duration::from_millis(APPROVAL_TTL_MS as u64),
+        clock: clock.clone().into(),
+        ..EngineConfig::default()
+    };
+    TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await
+}
+
+/// The instant an approval expires, checked against when it was asked.
+fn expiry_of(approval: &Value) -> i64 {
+    let (created, expires) = (approval["createdAt"].as_i64(), approval["expiresAt"].as_i64());
+    let (created, expires) = (created.expect("createdAt"), expires.expect("expiresAt"));
+    assert_eq!(expires - created, APPROVAL_TTL_MS, "{approval}");
+    expires
+}
+
+#[tokio::test]
+async fn an_approval_can_be_decided_until_a_millisecond_before_it_expires() {
+    let clock = ManualClock::starting_now();
+    let server = server_on(&clock).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("just.txt", "in time")).await;
+    clock.advance_to(expiry_of(&approval) - 1);
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("just.txt")).expect("written"), "in time");
+}
+
 #[tokio::test]
 async fn an_expired_approval_is_refused_and_its_run_cancelled() {
-    let engine = EngineConfig { approval_ttl: Duration::from_millis(300), ..EngineConfig::default() };
-    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let clock = ManualClock::starting_now();
+    let server = server_on(&clock).await;
     let session = server.new_session().await;
     let mut view = server.events(&session, Open::fresh()).await;
     view.next_frame().await.expect("snapshot");
     let (run_id, approval) = park(&server, &session, &write_prompt("late.txt", "x")).await;
+    view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
+    let expires_at = expiry_of(&approval);
+
+    // A millisecond before its end nothing expires: the next frame after that instant
+    // is a marker (a rename), with no resolution before it, and the card still waits.
+    clock.advance_to(expires_at - 1);
+    let (status, _) = server.patch(&format!("/api/sessions/{session}"), json!({"title": "marker"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let before = view.frames_until(|f| f.kind == "session.state" && f.json["state"]["session"]["title"] == "marker");
+    let before = before.await;
+    // (A title the first prompt asked for may land meanwhile; nothing of the run may.)
+    let ended = |f: &ReceivedFrame| matches!(f.event_type(), Some("approval_resolved" | "agent_end" | "agent_settled"));
+    assert!(!before.iter().any(ended), "{before:?}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["pendingApprovals"][0]["id"], approval["id"], "{detail}");
+
+    // At its end it expires by itself: no decision came.
+    clock.advance_to(expires_at);
     let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
     let resolved = frames.iter().find(|f| f.event_type() == Some("approval_resolved")).expect("resolution event");
     assert_eq!(resolved.json["event"]["decision"], "expired");
@@ -224,6 +277,23 @@ async fn an_expired_approval_is_refused_and_its_run_cancelled() {
     assert_eq!(status, StatusCode::GONE, "{body}");
     assert!(body.contains("approval_expired"));
     assert!(!server.project_dir().join("late.txt").exists());
+}
+
+/// A decision that arrives at the approval's very end is refused: the expiry timer
+/// ends it at that instant, and a decision that got there first reads the clock itself.
+#[tokio::test]
+async fn a_decision_at_the_instant_of_expiry_is_refused() {
+    let clock = ManualClock::starting_now();
+    let server = server_on(&clock).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = park(&server, &session, &write_prompt("edge.txt", "x")).await;
+    clock.advance_to(expiry_of(&approval));
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    assert!(body.contains("approval_expired"), "{body}");
+    let run = server.wait_run(&run_id).await;
+    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("cancelled"), Some("approval_expired")));
+    assert!(!server.project_dir().join("edge.txt").exists());
 }
 
 #[tokio::test]

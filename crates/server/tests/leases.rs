@@ -3,38 +3,72 @@
 //! session running on one node is busy on the other; a dead node's run is failed as
 //! `node_lost`, never re-run; a node that loses its lease stops its run; racing
 //! decisions on both nodes run the tool once; queued prompts run once each.
+//!
+//! Both nodes run on one [`ManualClock`] that only the test moves: a lease expires,
+//! is renewed and is reaped exactly when the test says, never because a loaded
+//! machine ran a renewal late.
 
 mod common;
 
-use common::{TestOptions, TestServer, id_of};
+use common::{Open, TestOptions, TestServer, id_of};
 use serde_json::json;
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, Models, PromptInput, RunInsert,
-    Store, Submitted,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, ManualClock, Models,
+    PromptInput, RunInsert, Store, Submitted,
 };
 use spool_model::ScriptedModel;
-use spool_protocol::time::now_ms;
 use spool_protocol::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Short, so a dead node's lease expires within a test, but not so short that a busy
-/// CI machine misses a renewal (renewals come every third of it: 667 ms of slack).
-const TTL: Duration = Duration::from_secs(1);
+/// The lease's lifetime, on the manual clock: renewals come every third of it (1 s),
+/// the reapers every half (1.5 s).
+const TTL: Duration = Duration::from_secs(3);
+const TTL_MS: i64 = 3_000;
 
-fn node_config(name: &str) -> EngineConfig {
-    EngineConfig { node_id: name.into(), lease_ttl: TTL, shared_store: true, ..EngineConfig::default() }
+fn node_config(name: &str, clock: &ManualClock) -> EngineConfig {
+    EngineConfig {
+        node_id: name.into(),
+        lease_ttl: TTL,
+        shared_store: true,
+        clock: clock.clone().into(),
+        ..EngineConfig::default()
+    }
 }
 
-/// Node A (with HTTP) and node B (an engine on the same store).
-async fn two_nodes(model_delay: Duration) -> (TestServer, Engine) {
-    let options = TestOptions { engine: node_config("node-a"), model_delay, ..TestOptions::default() };
+/// Node A (with HTTP) and node B (an engine on the same store), both on `clock`.
+async fn two_nodes(model_delay: Duration, clock: &ManualClock) -> (TestServer, Engine) {
+    let options = TestOptions { engine: node_config("node-a", clock), model_delay, ..TestOptions::default() };
     let a = TestServer::start_with(options).await;
     let models = Models::new(Arc::new(ScriptedModel::new(model_delay)));
-    let b = Engine::start(a.store.clone(), models, spool_tools::workspace_tools(), node_config("node-b"))
+    let b = Engine::start(a.store.clone(), models, spool_tools::workspace_tools(), node_config("node-b", clock))
         .await
         .expect("start node B");
     (a, b)
+}
+
+/// Starts a run that streams for minutes (100,000 deltas 5 ms apart; the test aborts
+/// it) and returns once its first delta is out: the run executes, so its renewals
+/// are scheduled from the clock's time now.
+async fn start_long_run(a: &TestServer, session: &str) -> String {
+    let mut view = a.events(session, Open::fresh()).await;
+    view.next_frame().await.expect("snapshot");
+    let run = a.start_run(session, "stream: 100000").await;
+    view.frames_until(|f| f.event_type() == Some("message_update")).await;
+    run
+}
+
+/// Polls the store until `session`'s lease satisfies `holds`; returns it.
+async fn wait_lease(a: &TestServer, session: &SessionId, holds: impl Fn(&spool_engine::Lease) -> bool) {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let lease = a.store.get_lease(session).await.expect("lease");
+        if lease.as_ref().is_some_and(&holds) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the lease never got there: {lease:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn prompt(text: &str) -> PromptInput {
@@ -43,7 +77,7 @@ fn prompt(text: &str) -> PromptInput {
 
 #[tokio::test]
 async fn a_session_running_on_one_node_is_busy_on_the_other_until_it_settles() {
-    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let (a, b) = two_nodes(Duration::from_millis(5), &ManualClock::starting_now()).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let run = a.start_run(&session, "stream: 60").await;
@@ -59,13 +93,14 @@ async fn a_session_running_on_one_node_is_busy_on_the_other_until_it_settles() {
 }
 
 #[tokio::test]
-async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_again() {
-    let (a, b) = two_nodes(Duration::ZERO).await;
+async fn a_dead_nodes_run_is_failed_as_node_lost_at_the_end_of_its_lease_once_and_the_session_works_again() {
+    let clock = ManualClock::starting_now();
+    let (a, b) = two_nodes(Duration::ZERO, &clock).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     // What a node killed mid-run leaves behind: a running run and a lease it no
     // longer renews.
-    let now = now_ms();
+    let taken = clock.now_ms();
     let run = Run {
         id: RunId::new(),
         session_id: id.clone(),
@@ -73,17 +108,31 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_agai
         request_id: "req_dead".into(),
         status: RunStatus::Running,
         user_message_index: 0,
-        created_at: now,
-        updated_at: now,
+        created_at: taken,
+        updated_at: taken,
         first_token_at: None,
         ended_at: None,
         usage: Usage::default(),
         error: None,
     };
     assert!(matches!(a.store.insert_run(&run).await.expect("insert"), RunInsert::Created));
-    assert!(a.store.acquire_lease(&id, "node-dead", now - 10_000, 1_000).await.expect("lease"));
+    assert!(a.store.acquire_lease(&id, "node-dead", taken, TTL_MS).await.expect("lease"));
 
-    // Both nodes' reapers run every half lease; one of them settles it.
+    // A millisecond before the lease ends, the node may still be alive: no reaper
+    // touches its run, and the session is busy on both nodes.
+    clock.advance_to(taken + TTL_MS - 1);
+    assert_eq!(a.engine.reap_expired_leases().await.expect("reap") + b.reap_expired_leases().await.expect("reap"), 0);
+    let (_, still) = a.get(&format!("/api/runs/{}", run.id)).await;
+    assert_eq!(still["status"], "running", "{still}");
+    assert_eq!(a.store.get_lease(&id).await.expect("lease").expect("a lease").node_id, "node-dead");
+    match b.prompt(b.local_user(), &id, prompt("echo: too early")).await {
+        Err(EngineError::SessionBusy(holder)) => assert!(holder.contains("node-dead"), "{holder}"),
+        other => panic!("the dead node's lease has 1 ms left: {other:?}"),
+    }
+
+    // At its end, the reapers (both nodes' tick every half lease, this instant among
+    // them) settle the run: one of them, once.
+    clock.advance_to(taken + TTL_MS);
     let seen_on_a = a.wait_run_until(run.id.as_str(), |r| r["status"] != "running").await;
     assert_eq!(seen_on_a["status"], "failed", "{seen_on_a}");
     assert_eq!(seen_on_a["error"]["code"], "node_lost");
@@ -102,28 +151,43 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_once_and_the_session_works_agai
 
 #[tokio::test]
 async fn the_reapers_leave_a_run_that_renews_its_lease_alone() {
-    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let clock = ManualClock::starting_now();
+    let (a, b) = two_nodes(Duration::from_millis(5), &clock).await;
     let session = a.new_session().await;
-    // 700 deltas 5 ms apart outlast three lease lifetimes.
-    let run = a.start_run(&session, "stream: 700").await;
-    // Several lease lifetimes pass while both reapers run.
-    let deadline = tokio::time::Instant::now() + TTL * 3;
-    while tokio::time::Instant::now() < deadline {
-        assert_eq!(b.reap_expired_leases().await.expect("reap"), 0);
-        tokio::time::sleep(TTL / 4).await;
+    let id: SessionId = session.parse().expect("id");
+    let taken = clock.now_ms();
+    let run = start_long_run(&a, &session).await;
+    wait_lease(&a, &id, |l| l.node_id == "node-a" && l.expires_at == taken + TTL_MS).await;
+    // Two lifetimes, a third at a time: at each third the lease is renewed to a whole
+    // lifetime from then, so no reaper ever finds it expired.
+    for third in 1..=6 {
+        clock.advance(TTL / 3);
+        let now = clock.now_ms();
+        assert_eq!(now, taken + third * TTL_MS / 3);
+        wait_lease(&a, &id, |l| l.node_id == "node-a" && l.expires_at == now + TTL_MS).await;
+        assert_eq!(b.reap_expired_leases().await.expect("reap"), 0, "at {third} thirds");
+        assert_eq!(a.engine.reap_expired_leases().await.expect("reap"), 0, "at {third} thirds");
     }
-    assert_eq!(a.wait_run(&run).await["status"], "completed");
+    let (_, still) = a.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(still["status"], "running", "{still}");
+    let (status, _) = a.post(&format!("/api/sessions/{session}/abort"), serde_json::Value::Null).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let settled = a.wait_run(&run).await;
+    assert_eq!(settled["status"], "cancelled", "stopped by the abort, not by a lost lease: {settled}");
 }
 
 #[tokio::test]
-async fn a_node_that_loses_its_lease_stops_its_run_as_lease_lost() {
-    let (a, _b) = two_nodes(Duration::from_millis(10)).await;
+async fn a_node_that_loses_its_lease_stops_its_run_as_lease_lost_at_its_next_renewal() {
+    let clock = ManualClock::starting_now();
+    let (a, _b) = two_nodes(Duration::from_millis(5), &clock).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
-    let run = a.start_run(&session, "stream: 1000").await;
+    let run = start_long_run(&a, &session).await;
     // Another node declared node A dead and took the session over.
     assert!(a.store.release_lease(&id, "node-a").await.expect("release"));
-    assert!(a.store.acquire_lease(&id, "node-c", now_ms(), 60_000).await.expect("take over"));
+    assert!(a.store.acquire_lease(&id, "node-c", clock.now_ms(), 60_000).await.expect("take over"));
+    // Node A learns it at its next renewal, a third of a lease after it took the lease.
+    clock.advance(TTL / 3);
     let settled = a.wait_run(&run).await;
     assert_eq!(settled["status"], "failed", "{settled}");
     assert_eq!(settled["error"]["code"], "lease_lost");
@@ -133,7 +197,7 @@ async fn a_node_that_loses_its_lease_stops_its_run_as_lease_lost() {
 
 #[tokio::test]
 async fn racing_decisions_on_two_nodes_run_the_tool_once() {
-    let (a, b) = two_nodes(Duration::ZERO).await;
+    let (a, b) = two_nodes(Duration::ZERO, &ManualClock::starting_now()).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let prompt = format!("tool: bash {}", json!({"command": "echo ran >> effects.txt"}));
@@ -178,7 +242,7 @@ async fn racing_decisions_on_two_nodes_run_the_tool_once() {
 
 #[tokio::test]
 async fn a_node_reads_what_another_node_wrote_to_a_session_it_had_loaded() {
-    let (a, b) = two_nodes(Duration::ZERO).await;
+    let (a, b) = two_nodes(Duration::ZERO, &ManualClock::starting_now()).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let before = b.session(b.local_user(), &id).await.expect("B loads it");
@@ -193,11 +257,10 @@ async fn a_node_reads_what_another_node_wrote_to_a_session_it_had_loaded() {
 }
 
 /// A prompt queued on the node that does not run the session waits; the runner takes
-/// the queue when its run settles, while the other node's reaper (every half lease)
-/// looks for queues no run takes. Whoever starts each prompt, each runs once, in order.
+/// the queue when its run settles. Each runs once, in order.
 #[tokio::test]
 async fn prompts_queued_on_either_node_run_once_each_in_order() {
-    let (a, b) = two_nodes(Duration::from_millis(5)).await;
+    let (a, b) = two_nodes(Duration::from_millis(5), &ManualClock::starting_now()).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let run = a.start_run(&session, "stream: 60").await;

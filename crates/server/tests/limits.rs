@@ -5,7 +5,7 @@ mod common;
 
 use common::{Open, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;
-use spool_engine::EngineConfig;
+use spool_engine::{EngineConfig, ManualClock};
 use std::time::Duration;
 
 #[tokio::test]
@@ -60,21 +60,30 @@ async fn a_user_past_the_stream_limit_gets_a_429_until_one_closes() {
     }
 }
 
+/// On a manual clock: a session is unloaded once it has been idle for exactly
+/// `idle_unload`, not a millisecond sooner; a watched one stays.
 #[tokio::test]
 async fn idle_sessions_are_unloaded_and_come_back_on_demand() {
-    let engine = EngineConfig { idle_unload: Duration::from_millis(100), ..EngineConfig::default() };
+    let clock = ManualClock::starting_now();
+    let idle_for = Duration::from_secs(600);
+    let engine = EngineConfig { idle_unload: idle_for, clock: clock.clone().into(), ..EngineConfig::default() };
     let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
     let (idle, watched) = (server.new_session().await, server.new_session().await);
     server.run_prompt(&idle, "echo: remember me").await;
+    // The last use of both: the clock has not moved since the server started.
+    let used = clock.now_ms();
     let (_, before) = server.get(&format!("/api/sessions/{idle}")).await;
     let mut stream = server.events(&watched, Open::fresh()).await;
     stream.next_frame().await.expect("snapshot");
 
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while server.engine.loaded_sessions() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "idle session never unloaded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let idle_ms = i64::try_from(idle_for.as_millis()).expect("fits");
+    clock.advance_to(used + idle_ms - 1);
+    assert_eq!(server.engine.unload_idle(idle_for), 0, "a millisecond early");
+    assert_eq!(server.engine.loaded_sessions(), 2);
+    clock.advance_to(used + idle_ms);
+    // The janitor looks at this instant too; whichever pass comes first unloads it.
+    server.engine.unload_idle(idle_for);
+    assert_eq!(server.engine.loaded_sessions(), 1, "the idle session is unloaded, the watched one stays");
     // The watched one stays; the idle one reloads from the store on demand.
     let (status, after) = server.get(&format!("/api/sessions/{idle}")).await;
     assert_eq!(status, StatusCode::OK);
