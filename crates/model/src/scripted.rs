@@ -109,6 +109,13 @@ mod tests {
         let model = ScriptedModel::default();
         let events = collect(&model, "stream: 10000").now_or_never().expect("ready without waiting");
         assert_eq!(events.len(), 10_002);
+        // Every delta, in order, then the usage and the stop.
+        for (i, event) in events[..10_000].iter().enumerate() {
+            let want = if i == 0 { "w1".to_owned() } else { format!(" w{}", i + 1) };
+            assert_eq!(event, &ModelEvent::Text(want));
+        }
+        assert!(matches!(events[10_000], ModelEvent::Usage(Usage { output: 10_000, .. })), "{:?}", events[10_000]);
+        assert_eq!(events[10_001], ModelEvent::Stop(StopReason::Stop));
     }
 
     #[tokio::test(start_paused = true)]
