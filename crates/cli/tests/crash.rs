@@ -105,7 +105,7 @@ async fn a_prompt_answered_202_survives_a_sigkill_right_after_the_answer() {
         let data = dir.path().join("data");
         let project_dir = dir.path().join("project");
         std::fs::create_dir(&project_dir).expect("project dir");
-        let (mut spool, base) = start(&data);
+        let (spool, base) = start(&data);
         let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
         let session =
             call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
@@ -114,8 +114,7 @@ async fn a_prompt_answered_202_survives_a_sigkill_right_after_the_answer() {
             client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000"})),
         )
         .await;
-        spool.0.kill().expect("SIGKILL");
-        spool.0.wait().expect("reap");
+        spool.sigkill();
 
         let (_spool, base) = start(&data);
         let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
