@@ -58,6 +58,15 @@ async fn start_long_run(a: &TestServer, session: &str) -> String {
     run
 }
 
+/// Polls the store until `session` has no lease.
+async fn wait_released(a: &TestServer, session: &SessionId) {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    while let Some(lease) = a.store.get_lease(session).await.expect("lease") {
+        assert!(tokio::time::Instant::now() < deadline, "the lease was never given up: {lease:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Polls the store until `session`'s lease satisfies `holds`; returns it.
 async fn wait_lease(a: &TestServer, session: &SessionId, holds: impl Fn(&spool_engine::Lease) -> bool) {
     let deadline = tokio::time::Instant::now() + common::WAIT;
@@ -86,10 +95,13 @@ async fn a_session_running_on_one_node_is_busy_on_the_other_until_it_settles() {
         other => panic!("node B must answer busy while node A runs the session: {other:?}"),
     }
     assert_eq!(a.wait_run(&run).await["status"], "completed");
+    // The run's record settles a moment before its lease is given back.
+    wait_released(&a, &id).await;
     let accepted = b.prompt(b.local_user(), &id, prompt("echo: now B")).await.expect("B runs it now");
     let run_b = a.wait_run(accepted.run_id.as_str()).await;
     assert_eq!(run_b["status"], "completed", "{run_b}");
-    assert!(a.store.get_lease(&id).await.expect("lease").is_none(), "a settled run gives its lease up");
+    // A settled run gives its lease up (its record says settled just before).
+    wait_released(&a, &id).await;
 }
 
 #[tokio::test]
@@ -138,11 +150,7 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_at_the_end_of_its_lease_once_an
     assert_eq!(seen_on_a["error"]["code"], "node_lost");
     assert!(seen_on_a["error"]["message"].as_str().is_some_and(|m| m.contains("node-dead")), "{seen_on_a}");
     // The reaper marks the run failed, then gives the lease up: wait for the second step.
-    let deadline = tokio::time::Instant::now() + common::WAIT;
-    while a.store.get_lease(&id).await.expect("lease").is_some() {
-        assert!(tokio::time::Instant::now() < deadline, "the reaper never gave the lease up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_released(&a, &id).await;
     assert_eq!(a.engine.reap_expired_leases().await.expect("reap") + b.reap_expired_leases().await.expect("reap"), 0);
     let (_, again) = a.get(&format!("/api/runs/{}", run.id)).await;
     assert_eq!(again, seen_on_a, "settled once, never touched again");

@@ -8,6 +8,22 @@ use reqwest::StatusCode;
 use spool_engine::{EngineConfig, ManualClock};
 use std::time::Duration;
 
+/// Waits until the session's view is idle and returns its detail. The run's record
+/// says it settled a moment before the run leaves the view and stops counting among
+/// the user's active runs, so a test that goes on from the record alone races that.
+async fn wait_idle(server: &TestServer, session: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, detail) = server.get(&format!("/api/sessions/{session}")).await;
+        assert_eq!(status, StatusCode::OK, "{detail}");
+        if detail["state"]["status"] == "idle" {
+            return detail;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the session never went idle: {detail}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_user_past_the_run_limit_gets_a_429_until_a_run_settles() {
     let engine = EngineConfig { max_runs_per_user: 1, ..EngineConfig::default() };
@@ -19,6 +35,7 @@ async fn a_user_past_the_run_limit_gets_a_429_until_a_run_settles() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(body["error"]["code"], "too_many_runs");
     server.wait_run(&run).await;
+    wait_idle(&server, &a).await;
     assert_eq!(server.run_prompt(&b, "echo: now").await["status"], "completed");
 }
 
@@ -72,7 +89,7 @@ async fn idle_sessions_are_unloaded_and_come_back_on_demand() {
     server.run_prompt(&idle, "echo: remember me").await;
     // The last use of both: the clock has not moved since the server started.
     let used = clock.now_ms();
-    let (_, before) = server.get(&format!("/api/sessions/{idle}")).await;
+    let before = wait_idle(&server, &idle).await;
     let mut stream = server.events(&watched, Open::fresh()).await;
     stream.next_frame().await.expect("snapshot");
 
