@@ -141,6 +141,7 @@ fn tool_result(text: &str) -> Message {
         content: vec![Content::Text { text: text.into() }],
         is_error: false,
         timestamp: 12,
+        diff: None,
     }
 }
 
@@ -434,6 +435,7 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
             content: every_kind(),
             is_error: true,
             timestamp: 1_700_000_000_002,
+            diff: None,
         },
         // The optional fields set the other way, and no content at all.
         Message::Assistant {
@@ -451,6 +453,7 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
             content: vec![Content::Text { text: "ok".into() }],
             is_error: false,
             timestamp: -5,
+            diff: None,
         },
         Message::Assistant {
             content: vec![Content::Text { text: "done".into() }],
