@@ -54,6 +54,10 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         ("GET", "/api/sessions/search") => own("/api/sessions/search?q=write", None),
         ("GET", "/api/sessions/{id}/memory") => foreign(format!("/api/sessions/{session}/memory"), None),
         ("GET", "/api/sessions/{id}/permissions") => foreign(format!("/api/sessions/{session}/permissions"), None),
+        // Alice's session has this rule at index 0: Bob's delete must leave it.
+        ("DELETE", "/api/sessions/{id}/permissions/{index}") => {
+            foreign(format!("/api/sessions/{session}/permissions/0?tool=read&action=deny"), None)
+        }
         ("POST", "/api/sessions/{id}/facts") => {
             foreign(format!("/api/sessions/{session}/facts"), Some(json!({"text": "bob was here"})))
         }
@@ -165,7 +169,8 @@ async fn alices_world(server: &TestServer, alice: &str, r: &Records) -> Value {
         "project": {"name": project["name"], "updatedAt": project["updatedAt"]},
         "session": {"title": session["title"], "mode": session["mode"], "readIndex": session["readIndex"],
                     "updatedAt": session["updatedAt"], "total": session["state"]["total"],
-                    "pending": session["state"]["pendingApprovals"], "queue": session["state"]["queue"]},
+                    "pending": session["state"]["pendingApprovals"], "queue": session["state"]["queue"],
+                    "permissions": session["state"]["session"]["permissions"]},
         "run": {"status": run["status"]},
         "memory": memory,
     })
@@ -184,6 +189,10 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     let project = id_of(&serde_json::from_str(&project).expect("JSON"));
     let (_, session) = send(&server, "POST", "/api/sessions", Some(&alice), Some(&json!({"projectId": project}))).await;
     let session = id_of(&serde_json::from_str(&session).expect("JSON"));
+    // A rule of her own (one that leaves her write asking), for Bob to try to delete.
+    let rules = json!({"permissions": [{"tool": "read", "action": "deny"}]});
+    let (status, _) = send(&server, "PATCH", &format!("/api/sessions/{session}"), Some(&alice), Some(&rules)).await;
+    assert_eq!(status, StatusCode::OK);
     let prompt = json!({"text": "tool: write {\"path\": \"a.txt\", \"content\": \"x\"}"});
     let (status, accepted) =
         send(&server, "POST", &format!("/api/sessions/{session}/prompt"), Some(&alice), Some(&prompt)).await;
