@@ -243,6 +243,8 @@ test('blocks split at blank lines outside fenced code, and a draft is read on fr
     open: 'end',
   });
   assert.deepEqual(splitBlocks('- a\n\n'), { done: [], open: '- a\n\n' }, 'undecided: the list is still open');
+  assert.deepEqual(splitBlocks('- a\n\n1'), { done: [], open: '- a\n\n1' }, '"1" may become "1." yet');
+  assert.deepEqual(splitBlocks('- a\n\nTh'), { done: ['- a\n'], open: 'Th' }, 'a paragraph has begun: the list is over');
   assert.deepEqual(splitBlocks('- a\n\n```\nx\n```\n\n'), { done: ['- a\n', '```\nx\n```\n'], open: '' });
   assert.equal(grewFrom('abc def', 'abc'), true);
   assert.equal(grewFrom('abX def', 'abc'), false);

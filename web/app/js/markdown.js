@@ -153,18 +153,25 @@ export class BlockSplitter {
       this.at = from = nl + 1;
     }
     this.seen = text.length;
+    // A list's blank lines, then the start of a line that can no longer become an item
+    // or an indented line: the list is over already, before that line is.
+    if (this.gap !== null && !this.fence && mustEndList(text.slice(this.at))) this.endList(this.at);
     return { done: this.done, open: text.slice(this.start) };
+  }
+
+  /** The list block ends at its blank lines; the next block starts at `at`. */
+  endList(at) {
+    this.done.push(this.text.slice(this.start, this.gap));
+    this.start = at;
+    this.list = false;
+    this.gap = null;
   }
 
   line(text, at, nl) {
     const line = text.slice(at, nl);
     if (this.gap !== null && !this.fence && line.trim() !== '') {
       // The line after a list's blank lines: more of the list, or the next block.
-      if (!LIST_ITEM.test(line) && !INDENTED.test(line)) {
-        this.done.push(text.slice(this.start, this.gap));
-        this.start = at;
-        this.list = false;
-      }
+      if (!LIST_ITEM.test(line) && !INDENTED.test(line)) this.endList(at);
       this.gap = null;
     }
     const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
@@ -187,6 +194,16 @@ export class BlockSplitter {
       if (LIST_ITEM.test(line)) this.list = true;
     }
   }
+}
+
+/**
+ * True when `partial`, the start of a line, can no longer become a list item or an
+ * indented line, whatever follows: it starts with a character that is neither a space
+ * nor the beginning of an item marker (`-`, `+`, `*`, digits then `.` or `)`).
+ */
+function mustEndList(partial) {
+  if (partial === '' || /^\s/.test(partial)) return false;
+  return !LIST_ITEM.test(partial) && !/^(?:[-+*]|\d{1,9}[.)]?)$/.test(partial);
 }
 
 /**
