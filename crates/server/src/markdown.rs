@@ -198,7 +198,8 @@ impl<'a> Rewriter<'a> {
                 self.out.push(Event::Start(tag));
             }
             Event::Start(Tag::TableCell) => {
-                let (alignments, head, column) = self.table.as_ref().map_or((&[][..], false, 0), |(a, h, c)| (&a[..], *h, *c));
+                let (alignments, head, column) =
+                    self.table.as_ref().map_or((&[][..], false, 0), |(a, h, c)| (&a[..], *h, *c));
                 let name = if head { "th" } else { "td" };
                 let class = match alignments.get(column) {
                     Some(Alignment::Left) => r#" class="align-left""#,
@@ -339,7 +340,10 @@ mod tests {
         // A cell beyond the header's columns has no alignment; a class that is not an
         // alignment never survives the cleaner.
         assert!(!render("| a |\n|--:|\n| 1 | 2 |\n").contains("style"));
-        assert_eq!(CLEANER.clean(r#"<table><tr><td class="x align-left">1</td></tr></table>"#).to_string(), "<table><tbody><tr><td>1</td></tr></tbody></table>");
+        assert_eq!(
+            CLEANER.clean(r#"<table><tr><td class="x align-left">1</td></tr></table>"#).to_string(),
+            "<table><tbody><tr><td>1</td></tr></tbody></table>"
+        );
     }
 
     #[test]

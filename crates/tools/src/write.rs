@@ -216,11 +216,18 @@ mod tests {
     #[tokio::test]
     async fn an_empty_file_and_a_single_byte_are_counted_right() {
         let (_dir, root) = project();
-        assert_eq!(said(write_tool(&root, json!({"path": "e", "content": ""})).await), ToolOutput::ok("created e (0 bytes)"));
-        assert_eq!(said(write_tool(&root, json!({"path": "e", "content": "é"})).await),
+        assert_eq!(
+            said(write_tool(&root, json!({"path": "e", "content": ""})).await),
+            ToolOutput::ok("created e (0 bytes)")
+        );
+        assert_eq!(
+            said(write_tool(&root, json!({"path": "e", "content": "é"})).await),
             ToolOutput::ok("overwrote e (2 bytes, was 0)")
         );
-        assert_eq!(said(write_tool(&root, json!({"path": "o", "content": "x"})).await), ToolOutput::ok("created o (1 byte)"));
+        assert_eq!(
+            said(write_tool(&root, json!({"path": "o", "content": "x"})).await),
+            ToolOutput::ok("created o (1 byte)")
+        );
     }
 
     #[tokio::test]
@@ -392,7 +399,11 @@ mod tests {
         let out = write_tool(&root, json!({"path": "big.txt", "content": new})).await;
         let diff = out.diff.expect("a diff");
         assert!(diff.len() <= spool_protocol::RESULT_DIFF_CAP, "{} bytes", diff.len());
-        assert!(diff.ends_with("of the diff not shown (the call's arguments hold all of it)\n"), "{}", &diff[diff.len() - 200..]);
+        assert!(
+            diff.ends_with("of the diff not shown (the call's arguments hold all of it)\n"),
+            "{}",
+            &diff[diff.len() - 200..]
+        );
         // A file that is not text keeps no diff; the result line says what happened.
         fs::write(root.join("bin"), [0xff, 0xfe]).expect("seed");
         assert_eq!(write_tool(&root, json!({"path": "bin", "content": "x"})).await.diff, None);

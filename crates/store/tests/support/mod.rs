@@ -408,9 +408,18 @@ pub async fn one_rule_is_removed_only_while_it_is_the_one_named(store: &dyn Stor
     store.update_session(&Session { permissions: rules.clone(), ..session.clone() }).await.expect("update");
     // Another tool or another action at that index: nothing changes.
     let at_zero = Some(rules[0].clone());
-    assert_eq!(store.remove_session_rule(&session.id, 0, "bash", Allow, 9).await.expect("remove"), RuleRemoval::Mismatch(at_zero.clone()));
-    assert_eq!(store.remove_session_rule(&session.id, 0, "read", Allow, 9).await.expect("remove"), RuleRemoval::Mismatch(at_zero));
-    assert_eq!(store.remove_session_rule(&session.id, 2, "bash", Allow, 9).await.expect("remove"), RuleRemoval::Mismatch(None));
+    assert_eq!(
+        store.remove_session_rule(&session.id, 0, "bash", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(at_zero.clone())
+    );
+    assert_eq!(
+        store.remove_session_rule(&session.id, 0, "read", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(at_zero)
+    );
+    assert_eq!(
+        store.remove_session_rule(&session.id, 2, "bash", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(None)
+    );
     let unchanged = store.get_session(&session.id).await.expect("get").expect("session");
     assert_eq!((unchanged.permissions, unchanged.updated_at), (rules.clone(), session.updated_at));
     // The named one goes, with its pattern; the rest stay in order.
@@ -420,7 +429,10 @@ pub async fn one_rule_is_removed_only_while_it_is_the_one_named(store: &dyn Stor
     );
     let stored = store.get_session(&session.id).await.expect("get").expect("session");
     assert_eq!((stored.permissions, stored.updated_at), (vec![rules[0].clone()], 7_000));
-    assert_eq!(store.remove_session_rule(&SessionId::new(), 0, "read", Deny, 9).await.expect("remove"), RuleRemoval::NoSession);
+    assert_eq!(
+        store.remove_session_rule(&SessionId::new(), 0, "read", Deny, 9).await.expect("remove"),
+        RuleRemoval::NoSession
+    );
 }
 
 /// Racers remove the same rule (index 0, `bash` allow) from one list: exactly one wins,
