@@ -228,3 +228,44 @@ test('"Always allow" shows in the permissions panel of every tab; Undo removes i
   assert.deepEqual(page.errors, []);
   assert.deepEqual(other.errors, []);
 });
+
+test('Undo removes exactly its rule: one added at the same moment stays, and a list that moved under it is refused', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Undo races' });
+  const path = `/api/sessions/${session.id}`;
+  const setRules = (permissions) => api(server.url, 'PATCH', path, { permissions });
+  const stored = async () => (await api(server.url, 'GET', path)).state.session.permissions;
+  await setRules([{ tool: 'bash', action: 'allow' }]);
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await page.click('#permissions');
+  await page.waitForSelector('.rules-dialog .own .rule[data-tool="bash"]');
+  // Another tab's "Always allow" lands while this Undo is on its way: the request waits
+  // here until the other rule is stored, then goes on.
+  let meanwhile = [{ tool: 'bash', action: 'allow' }, { tool: 'write', action: 'allow' }];
+  const deletes = [];
+  await page.route(`**${path}/permissions/**`, async (route) => {
+    deletes.push(new URL(route.request().url()).pathname + new URL(route.request().url()).search);
+    if (meanwhile) await setRules(meanwhile);
+    await route.continue();
+  });
+  await page.click('.rules-dialog .own .rule[data-tool="bash"] .rule-remove');
+  await page.waitForFunction(() => [...document.querySelectorAll('.rules-dialog .own .rule')].map((r) => r.dataset.tool).join() === 'write');
+  assert.deepEqual(await stored(), [{ tool: 'write', action: 'allow' }], 'the rule added meanwhile is kept');
+  assert.deepEqual(deletes, [`${path}/permissions/0?tool=bash&action=allow`]);
+  // Now the list moves under the Undo (a rule goes in front of the one shown): the
+  // server refuses, nothing is removed, and the panel says why.
+  meanwhile = [{ tool: 'read', action: 'deny' }, { tool: 'write', action: 'allow' }];
+  await page.click('.rules-dialog .own .rule[data-tool="write"] .rule-remove');
+  await page.waitForSelector('.rules-dialog .own .form-error');
+  assert.match(await page.textContent('.rules-dialog .own .form-error'), /The rules changed meanwhile; nothing was removed/);
+  assert.deepEqual(await stored(), meanwhile);
+  await page.waitForFunction(() => [...document.querySelectorAll('.rules-dialog .own .rule')].map((r) => r.dataset.tool).join() === 'read,write');
+  // On the list as it is now, Undo removes the rule.
+  meanwhile = null;
+  await page.click('.rules-dialog .own .rule[data-tool="write"] .rule-remove');
+  await page.waitForFunction(() => [...document.querySelectorAll('.rules-dialog .own .rule')].map((r) => r.dataset.tool).join() === 'read');
+  assert.deepEqual(await stored(), [{ tool: 'read', action: 'deny' }]);
+  assert.deepEqual(page.errors, []);
+});

@@ -81,11 +81,11 @@ test('a finished edit card shows its diff', async (t) => {
   assert.equal(readFileSync(join(server.project, 'notes.txt'), 'utf8'), TEN.replace('line 6\n', 'line six\n'));
   const live = await rows(page, '.tool-card.is-success .tool-diff');
   assert.ok(live.includes('6||−|line 6') && live.includes('|6|+|line six'), live.join('\n'));
-  // After a reload this tab never saw the preview: the card shows the edit's own strings.
+  // After a reload the card shows the diff the server kept with the result, the same.
   await page.reload();
   await page.waitForSelector('.tool-card.is-success .tool-diff .diff-table');
   const reloaded = await rows(page, '.tool-card.is-success .tool-diff');
-  assert.deepEqual(reloaded, ['1||−|line 6', '|1|+|line six']);
+  assert.deepEqual(reloaded, live);
   await shot(page, 'tool-card-diff');
   assert.deepEqual(page.errors, []);
 });
@@ -178,10 +178,31 @@ test('a card approved with changes shows the edited change, also after a reload'
   await page.click('.approval-card button:has-text("Approve with changes")');
   await page.waitForSelector('.tool-card.is-success .tool-diff');
   assert.equal(readFileSync(join(server.project, 'notes.txt'), 'utf8'), 'a\nperson\n');
-  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), ['2||−|b', '|2|+|person'], 'numbered as on the approval card');
-  // After a reload the tab no longer knows where in the file the text was.
+  // The finished card shows what the edit did to the file, numbered as in the file.
+  const done = ['1|1| |a', '2||−|b', '|2|+|person'];
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), done);
   await page.reload();
   await page.waitForSelector('.tool-card.is-success .tool-diff');
-  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), ['1||−|b', '|1|+|person'], 'the run’s record keeps the edited arguments');
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), done, 'the stored result keeps the diff of the edited call');
+  assert.deepEqual(page.errors, []);
+});
+
+test('after a reload, the finished write card still shows the diff', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  writeFileSync(join(server.project, 'notes.txt'), TEN);
+  const { session } = await seed(server, { title: 'Overwrite' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, `tool: write ${JSON.stringify({ path: 'notes.txt', content: TEN.replace('line 5\n', 'line five\n') })}`);
+  await page.click('.approval-card button[data-decision="once"]');
+  await page.waitForSelector('.tool-card.is-success .tool-diff .diff-table');
+  const want = ['⋯ 1 unchanged line', '2|2| |line 2', '3|3| |line 3', '4|4| |line 4', '5||−|line 5', '|5|+|line five', '6|6| |line 6', '7|7| |line 7', '8|8| |line 8'];
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), want);
+  // A fresh tab never saw the approval's preview and the file holds only the new text:
+  // what the card shows comes from the result the server stored.
+  await page.reload();
+  await page.waitForSelector('.tool-card.is-success .tool-diff .diff-table');
+  assert.deepEqual(await rows(page, '.tool-card.is-success .tool-diff'), want);
+  assert.equal(await page.textContent('.tool-card.is-success .diff-stats'), '+1 −1');
   assert.deepEqual(page.errors, []);
 });

@@ -11,6 +11,8 @@
 //      plain, with a few batched requests rather than one per delta
 //   5. an answer over the server's 256 KiB shows whole, as plain text in chunks
 //   6. (no browser) the block splitter: blank lines outside fences, resumed per delta
+//   7. a table's column alignment shows (classes from the server, no inline styles)
+//   8. a loose list (items apart by blank lines) is one list at every step of its stream
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -235,7 +237,67 @@ test('blocks split at blank lines outside fenced code, and a draft is read on fr
   for (const delta of ['# a', '\n', '\npa', 'ra\n\nb', ' c\n', '\n']) seen.push(splitter.split((text += delta)).done.length);
   assert.deepEqual(seen, [0, 0, 1, 2, 2, 3]);
   assert.deepEqual(splitter.split('other\n\nx'), { done: ['other\n'], open: 'x' }, 'a different text starts over');
+  // A loose list stays one block: a blank line in it waits for the next line to decide.
+  assert.deepEqual(splitBlocks('1. a\n\n2. b\n\n   more of b\n\n- c\n\nafter\n\nend'), {
+    done: ['1. a\n\n2. b\n\n   more of b\n\n- c\n', 'after\n'],
+    open: 'end',
+  });
+  assert.deepEqual(splitBlocks('- a\n\n'), { done: [], open: '- a\n\n' }, 'undecided: the list is still open');
+  assert.deepEqual(splitBlocks('- a\n\n1'), { done: [], open: '- a\n\n1' }, '"1" may become "1." yet');
+  assert.deepEqual(splitBlocks('- a\n\nTh'), { done: ['- a\n'], open: 'Th' }, 'a paragraph has begun: the list is over');
+  assert.deepEqual(splitBlocks('- a\n\n```\nx\n```\n\n'), { done: ['- a\n', '```\nx\n```\n'], open: '' });
   assert.equal(grewFrom('abc def', 'abc'), true);
   assert.equal(grewFrom('abX def', 'abc'), false);
   assert.equal(grewFrom('ab', 'abc'), false);
+});
+
+test('a table keeps its column alignment', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Aligned table' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'echo: | item | qty | note |\n|:-----|----:|:----:|\n| pear | 12 | ripe |\n| fig | 3 | dry |');
+  const md = await renderedAnswer(page);
+  const aligned = await md.evaluate((el) =>
+    [...el.querySelectorAll('tr')].map((tr) => [...tr.children].map((c) => getComputedStyle(c).textAlign)));
+  assert.deepEqual(aligned, [
+    ['left', 'right', 'center'],
+    ['left', 'right', 'center'],
+    ['left', 'right', 'center'],
+  ]);
+  assert.equal(await md.evaluate((el) => el.querySelector('[style]')), null, 'no inline style (the CSP forbids them)');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a loose list stays one list while it streams', async (t) => {
+  const server = await startSpool({ delayMs: 4 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Loose list' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  // Every change to the answer while it streams: how many lists it shows and how many
+  // items are in them.
+  await page.evaluate(() => {
+    window.listSteps = [];
+    new MutationObserver(() => {
+      const text = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
+      if (!text) return;
+      const lists = text.querySelectorAll('ol, ul');
+      window.listSteps.push({ lists: lists.length, items: text.querySelectorAll('li').length, draft: Boolean(text.closest('.is-draft')) });
+    }).observe(document.body, { childList: true, subtree: true, characterData: true });
+  });
+  const items = Array.from({ length: 5 }, (_, i) => `${i + 1}. step ${i + 1} ${Array.from({ length: 12 }, (_, w) => `word${w}`).join(' ')}`);
+  // A long paragraph after the list, so the draft shows the finished list for a while.
+  const after = Array.from({ length: 300 }, (_, w) => `after${w}`).join(' ');
+  await send(page, `echo: Before the list.\n\n${items.join('\n\n')}\n\n${after}`);
+  await page.waitForSelector('.msg.assistant.is-draft .md ol');
+  const md = await renderedAnswer(page);
+  assert.equal(await md.evaluate((el) => el.querySelectorAll('ol').length), 1);
+  assert.equal(await md.evaluate((el) => el.querySelectorAll('ol > li').length), 5);
+  const steps = await page.evaluate(() => window.listSteps);
+  const drafts = steps.filter((s) => s.draft);
+  assert.ok(drafts.length > 20, `${drafts.length} steps seen while streaming`);
+  assert.deepEqual(steps.filter((s) => s.lists > 1), [], 'never more than one list');
+  // Once the paragraph after it began, the draft showed the whole list as one.
+  assert.ok(drafts.some((s) => s.lists === 1 && s.items === 5), 'the finished list rendered while the answer streamed');
+  assert.deepEqual(page.errors, []);
 });

@@ -652,6 +652,7 @@ pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) ->
                         content: vec![Content::Text { text }],
                         is_error: true,
                         timestamp: now,
+                        diff: None,
                     };
                     let index = checkpoint.next_index + offset as u64;
                     let indexed = IndexedMessage { id: MessageId::new(), index, message };

@@ -827,6 +827,49 @@ impl Engine {
         Ok((self.inner.env.settings.rules.clone(), session.permissions))
     }
 
+    /// Removes the session's rule at `index` (Undo in the Rules panel), which must still
+    /// be a rule for `tool` with `action`: a tab showing an older list gets a conflict
+    /// instead of removing whatever rule is at that place now. Under the session's
+    /// control lock, like the "Always allow" a decision adds, and the store removes it
+    /// in one locked step (see [`Store::remove_session_rule`]), so a rule added at the
+    /// same moment — here or on another node — stays. Returns the rules as
+    /// [`Engine::permissions`] does, the session's as they are now.
+    pub async fn remove_permission(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        index: usize,
+        tool: &str,
+        action: PermissionAction,
+    ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
+        let loaded = self.load(owner, id).await?;
+        let _control = loaded.control.lock().await;
+        let now = now_ms();
+        let rules = match self.store().remove_session_rule(id, index, tool, action, now).await? {
+            crate::RuleRemoval::Removed(rules) => rules,
+            crate::RuleRemoval::NoSession => return Err(EngineError::NotFound("session")),
+            crate::RuleRemoval::Mismatch(None) => return Err(EngineError::NotFound("permission rule")),
+            crate::RuleRemoval::Mismatch(Some(there)) => {
+                return Err(EngineError::Conflict {
+                    code: "rule_changed",
+                    message: format!(
+                        "the session's rule {index} is now {:?} {} (not {tool:?} {}): reload the rules and try again",
+                        there.tool,
+                        action_name(there.action),
+                        action_name(action)
+                    ),
+                });
+            }
+        };
+        let published = rules.clone();
+        loaded.events.publish(move |state| {
+            state.session.permissions = published;
+            state.session.updated_at = now;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok((self.inner.env.settings.rules.clone(), rules))
+    }
+
     /// A person confirms a fact; later model calls see it among the confirmed facts.
     pub async fn confirm_fact(&self, owner: &UserId, id: &SessionId, text: &str) -> Result<SessionMemory> {
         let text = text.trim();
@@ -1440,4 +1483,13 @@ fn check_name(raw: &str, field: &str) -> Result<String> {
 
 pub(crate) fn ulid_body() -> String {
     RunId::new().as_str()[4..].to_owned()
+}
+
+/// A rule's action as the API spells it.
+fn action_name(action: PermissionAction) -> &'static str {
+    match action {
+        PermissionAction::Allow => "allow",
+        PermissionAction::Ask => "ask",
+        PermissionAction::Deny => "deny",
+    }
 }

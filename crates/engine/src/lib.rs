@@ -55,8 +55,8 @@ pub use run::{ApprovalPolicy, OnDisconnect};
 pub use run_sequence::RunCount;
 pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RunInsert,
-    SessionMatch, Store, StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RuleRemoval,
+    RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
     Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,

@@ -786,6 +786,7 @@ impl RunTask {
             result: None,
             output: None,
             output_truncated: false,
+            diff: None,
         };
         self.emit(
             AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args },
@@ -832,6 +833,8 @@ impl RunTask {
         // A tool that prints an environment secret (a failing command echoing a key)
         // must not carry it into events, the store or the next model call.
         let (result, is_error) = (redact(&output.text), output.is_error);
+        // The diff shows file text the call wrote, which may hold a secret as well.
+        let diff = output.diff.as_deref().filter(|_| !is_error && !aborted).map(redact);
         if !is_error && !aborted {
             self.remember_tool_fact(&call, &result).await;
             if let Some(mode) = self.env.tools.get(&name).and_then(|t| t.mode_after()) {
@@ -863,6 +866,7 @@ impl RunTask {
             content: vec![Content::Text { text: result }],
             is_error,
             timestamp: now_ms(),
+            diff,
         };
         self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index), |_| {});
         self.commit(message).await?;
@@ -1186,6 +1190,7 @@ async fn end_unrun_calls(
             content: vec![Content::Text { text: result }],
             is_error: true,
             timestamp: now_ms(),
+            diff: None,
         };
         publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
         let indexed = IndexedMessage { id: MessageId::new(), index, message };

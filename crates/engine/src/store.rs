@@ -109,6 +109,17 @@ pub trait Store: Send + Sync + 'static {
     async fn update_session(&self, session: &Session) -> Result<(), StoreError>;
     /// Deletes the session with its messages, runs and approvals. False if absent.
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
+    /// Removes the session's permission rule at `index`, only if it is still a rule for
+    /// `tool` with `action`, and sets `updated_at`: read, checked and written as one
+    /// step that no other write of the session's rules can come between.
+    async fn remove_session_rule(
+        &self,
+        session: &SessionId,
+        index: usize,
+        tool: &str,
+        action: PermissionAction,
+        updated_at: time::Millis,
+    ) -> Result<RuleRemoval, StoreError>;
 
     /// Appends a committed message (with its parts). `Conflict` if the index is taken.
     async fn insert_message(
@@ -327,6 +338,18 @@ pub struct QueuedPrompt {
     pub message: frame::QueuedMessage,
     pub approval_policy: Option<crate::ApprovalPolicy>,
     pub on_disconnect: crate::OnDisconnect,
+}
+
+/// The result of [`Store::remove_session_rule`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuleRemoval {
+    /// The rule is gone; these are the session's rules now.
+    Removed(Vec<PermissionRule>),
+    /// The rule at the index is another one (the list changed since it was read), or
+    /// there is none (`None`): nothing was written.
+    Mismatch(Option<PermissionRule>),
+    /// No such session.
+    NoSession,
 }
 
 /// The result of [`Store::queue_prompt`].

@@ -239,19 +239,34 @@ pub struct ToolOutput {
     /// The session's new todo list (the `todo_write` tool): the run stores it and
     /// publishes it as `todo_write` before the call ends. Ignored on an error.
     pub todos: Option<Vec<spool_protocol::hub::Todo>>,
+    /// What the call changed in a file (`write`, `edit`): a unified diff the run keeps
+    /// with the stored result, at most [`spool_protocol::RESULT_DIFF_CAP`] bytes.
+    /// Ignored on an error.
+    pub diff: Option<String>,
 }
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: false, todos: None }
+        Self { text: text.into(), is_error: false, todos: None, diff: None }
     }
     pub fn error(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: true, todos: None }
+        Self { text: text.into(), is_error: true, todos: None, diff: None }
+    }
+    /// This output, keeping `diff` as what the call changed.
+    pub fn with_diff(mut self, diff: String) -> Self {
+        self.diff = Some(diff);
+        self
     }
     /// This output, replacing the session's todo list with `todos`.
     pub fn with_todos(mut self, todos: Vec<spool_protocol::hub::Todo>) -> Self {
         self.todos = Some(todos);
         self
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        ToolOutput::ok(text)
     }
 }
 

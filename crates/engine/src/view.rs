@@ -93,11 +93,12 @@ fn record_tool_results(state: &mut SessionState, message: &Message) {
                         result: None,
                         output: None,
                         output_truncated: false,
+                        diff: None,
                     });
                 }
             }
         }
-        Message::ToolResult { tool_call_id, tool_name, is_error, .. } => {
+        Message::ToolResult { tool_call_id, tool_name, is_error, diff, .. } => {
             let exec = state.tool_executions.entry(tool_call_id.clone()).or_insert_with(|| ToolExecution {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
@@ -106,9 +107,11 @@ fn record_tool_results(state: &mut SessionState, message: &Message) {
                 result: None,
                 output: None,
                 output_truncated: false,
+                diff: None,
             });
             exec.status = if *is_error { ToolStatus::Error } else { ToolStatus::Success };
             exec.result = Some(message.text());
+            exec.diff.clone_from(diff);
             end_tool_output(exec);
         }
         Message::User { .. } => {}
@@ -235,6 +238,7 @@ pub fn apply_frame(state: &mut SessionState, body: &spool_protocol::frame::Frame
                 result: None,
                 output: None,
                 output_truncated: false,
+                diff: None,
             };
             state.tool_executions.insert(tool_call_id.clone(), exec);
         }
@@ -300,6 +304,7 @@ mod tests {
                         content: vec![Content::Text { text: "ok".into() }],
                         is_error: false,
                         timestamp: 0,
+                        diff: None,
                     },
                 ),
             );

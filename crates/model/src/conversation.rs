@@ -76,6 +76,7 @@ mod tests {
             content: vec![],
             is_error: false,
             timestamp: 0,
+            diff: None,
         }
     }
 

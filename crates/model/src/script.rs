@@ -443,6 +443,7 @@ mod tests {
                 content: vec![Content::Text { text: text.into() }],
                 is_error,
                 timestamp: 0,
+                diff: None,
             },
         ])
     }

@@ -122,6 +122,7 @@ async fn sends_the_conversation_and_tools_in_the_messages_shape() {
         content: vec![Content::Text { text: text.into() }],
         is_error,
         timestamp: 3,
+        diff: None,
     };
     let request = ModelRequest {
         system: Some("You are terse.".into()),

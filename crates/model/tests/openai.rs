@@ -95,6 +95,7 @@ async fn sends_the_conversation_and_tools_in_the_chat_completions_shape() {
                 content: vec![Content::Text { text: "hello".into() }],
                 is_error: false,
                 timestamp: 3,
+                diff: None,
             },
             Message::ToolResult {
                 tool_call_id: "call_2".into(),
@@ -102,6 +103,7 @@ async fn sends_the_conversation_and_tools_in_the_chat_completions_shape() {
                 content: vec![Content::Text { text: "invalid arguments".into() }],
                 is_error: true,
                 timestamp: 3,
+                diff: None,
             },
             Message::user_text("thanks", 4),
         ],

@@ -207,6 +207,10 @@ pub struct ToolExecution {
     /// The live output reached its cap; nothing more streams for this call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_truncated: bool,
+    /// What a finished `write` or `edit` changed, as its stored result keeps it (see
+    /// [`crate::Message::ToolResult`]'s `diff`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

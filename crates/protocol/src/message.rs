@@ -70,8 +70,18 @@ pub enum Message {
         content: Vec<Content>,
         is_error: bool,
         timestamp: Millis,
+        /// What a successful `write` or `edit` changed: a unified diff of the file before
+        /// against after, at most [`RESULT_DIFF_CAP`] bytes (a longer one ends with a
+        /// line saying how much was left out). Kept with the result so a finished card
+        /// shows the change after a reload too; the model is never sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
 }
+
+/// The most bytes of diff a stored tool result keeps (64 KiB): a card is no file viewer,
+/// and every snapshot that holds the result carries it.
+pub const RESULT_DIFF_CAP: usize = 64 * 1024;
 
 impl Message {
     pub fn user_text(text: impl Into<String>, timestamp: Millis) -> Message {

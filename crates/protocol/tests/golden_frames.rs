@@ -61,6 +61,7 @@ fn state() -> SessionState {
             result: Some("# Hello".into()),
             output: None,
             output_truncated: false,
+            diff: None,
         },
     );
     // A call still running shows what it printed so far.
@@ -74,6 +75,7 @@ fn state() -> SessionState {
             result: None,
             output: Some("building…\n".into()),
             output_truncated: true,
+            diff: None,
         },
     );
     let mut timings = BTreeMap::new();
@@ -124,6 +126,7 @@ fn state() -> SessionState {
                     content: vec![Content::Text { text: "# Hello".into() }],
                     is_error: false,
                     timestamp: 1_764_000_000_200,
+                    diff: None,
                 },
             },
         ],

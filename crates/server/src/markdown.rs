@@ -9,9 +9,12 @@
 //! anyway). Then ammonia cleans the result against an allowlist of exactly the tags and
 //! attributes this module emits, so a mistake in the first step still cannot reach the
 //! page. Code blocks are highlighted by syntect as `hl-…` CSS classes, never inline
-//! styles (the CSP forbids those); `web/app/css/code.css` colours the classes.
+//! styles (the CSP forbids those); `web/app/css/code.css` colours the classes. For the
+//! same reason a table column's alignment (`:--`, `:-:`, `--:`), which pulldown-cmark
+//! would write as `style="text-align: …"`, becomes a class on each of its cells
+//! (`align-left`, `align-center`, `align-right`) that `markdown.css` styles.
 
-use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Alignment, CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 use std::collections::HashSet;
 use std::sync::LazyLock;
 use syntect::html::{ClassStyle, ClassedHTMLGenerator};
@@ -27,6 +30,9 @@ const MAX_HIGHLIGHT_BYTES: usize = 32 * 1024;
 const MAX_LANG_CHARS: usize = 32;
 /// The relation every link gets: the page that opens learns nothing of Spool.
 const LINK_REL: &str = "noopener noreferrer nofollow";
+
+/// The classes a table cell may carry: its column's alignment.
+const ALIGN_CLASSES: [&str; 3] = ["align-left", "align-center", "align-right"];
 
 /// The syntaxes syntect ships, loaded once (tens of milliseconds) on first use.
 static SYNTAXES: LazyLock<SyntaxSet> = LazyLock::new(SyntaxSet::load_defaults_newlines);
@@ -72,6 +78,8 @@ static CLEANER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
                 ("input", HashSet::from(["type", "checked", "disabled"])),
                 ("pre", HashSet::from(["class", "data-lang"])),
                 ("span", HashSet::from(["class"])),
+                ("th", HashSet::from(["class"])),
+                ("td", HashSet::from(["class"])),
             ]
             .into(),
         )
@@ -79,6 +87,7 @@ static CLEANER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
             ("span", "class") => hl_classes(value).then(|| value.into()),
             ("pre", "class") => matches!(value, "code" | "code raw").then(|| value.into()),
             ("pre", "data-lang") => language(value).map(Into::into),
+            ("th" | "td", "class") => ALIGN_CLASSES.contains(&value).then(|| value.into()),
             ("input", "type") => (value == "checkbox").then(|| value.into()),
             _ => Some(value.into()),
         })
@@ -110,6 +119,9 @@ struct Rewriter<'a> {
     image: Option<bool>,
     /// Inside a code block (or an HTML block shown as one): its language and text.
     code: Option<(Option<String>, bool, String)>,
+    /// Inside a table: its columns' alignments, whether the row is the head, and the
+    /// column of the next cell.
+    table: Option<(Vec<Alignment>, bool, usize)>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -166,6 +178,43 @@ impl<'a> Rewriter<'a> {
                 if self.image.take() == Some(true) {
                     self.out.push(Event::End(TagEnd::Link));
                 }
+            }
+            // Cells are written here, so that an alignment becomes a class rather than
+            // the inline style pulldown-cmark writes (its own cell events never reach
+            // it, so its table bookkeeping sees none).
+            Event::Start(Tag::Table(alignments)) => {
+                self.table = Some((alignments, false, 0));
+                self.out.push(Event::Start(Tag::Table(Vec::new())));
+            }
+            Event::End(TagEnd::Table) => {
+                self.table = None;
+                self.out.push(Event::End(TagEnd::Table));
+            }
+            Event::Start(tag @ (Tag::TableHead | Tag::TableRow)) => {
+                if let Some((_, head, column)) = self.table.as_mut() {
+                    *head = matches!(tag, Tag::TableHead);
+                    *column = 0;
+                }
+                self.out.push(Event::Start(tag));
+            }
+            Event::Start(Tag::TableCell) => {
+                let (alignments, head, column) =
+                    self.table.as_ref().map_or((&[][..], false, 0), |(a, h, c)| (&a[..], *h, *c));
+                let name = if head { "th" } else { "td" };
+                let class = match alignments.get(column) {
+                    Some(Alignment::Left) => r#" class="align-left""#,
+                    Some(Alignment::Center) => r#" class="align-center""#,
+                    Some(Alignment::Right) => r#" class="align-right""#,
+                    Some(Alignment::None) | None => "",
+                };
+                self.out.push(Event::Html(format!("<{name}{class}>").into()));
+            }
+            Event::End(TagEnd::TableCell) => {
+                let head = self.table.as_mut().is_some_and(|(_, head, column)| {
+                    *column += 1;
+                    *head
+                });
+                self.out.push(Event::Html(if head { "</th>" } else { "</td>" }.into()));
             }
             // Math and footnotes are not enabled; should they appear, they are text.
             Event::InlineMath(t) | Event::DisplayMath(t) | Event::FootnoteReference(t) => self.out.push(Event::Text(t)),
@@ -276,6 +325,25 @@ mod tests {
         ] {
             assert!(html.contains(needle), "{needle} missing from {html}");
         }
+    }
+
+    #[test]
+    fn table_alignment_becomes_classes_not_styles() {
+        let html = render("| a | b | c | d |\n|:--|:-:|--:|---|\n| 1 | 2 | 3 | 4 |\n");
+        assert_eq!(
+            html,
+            "<table><thead><tr><th class=\"align-left\">a</th><th class=\"align-center\">b</th>\
+             <th class=\"align-right\">c</th><th>d</th></tr></thead><tbody>\n\
+             <tr><td class=\"align-left\">1</td><td class=\"align-center\">2</td>\
+             <td class=\"align-right\">3</td><td>4</td></tr>\n</tbody></table>\n"
+        );
+        // A cell beyond the header's columns has no alignment; a class that is not an
+        // alignment never survives the cleaner.
+        assert!(!render("| a |\n|--:|\n| 1 | 2 |\n").contains("style"));
+        assert_eq!(
+            CLEANER.clean(r#"<table><tr><td class="x align-left">1</td></tr></table>"#).to_string(),
+            "<table><tbody><tr><td>1</td></tr></tbody></table>"
+        );
     }
 
     #[test]

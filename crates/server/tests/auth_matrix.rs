@@ -73,6 +73,9 @@ fn word_for(name: &str) -> Option<Value> {
         // Alice's session is titled from her `tool: write` prompt and holds its text:
         // a search must not find it for Bob.
         "q" | "search" => json!("write"),
+        // The rule at index 0 of Alice's session (a delete of it names it this way).
+        "tool" => json!("read"),
+        "action" => json!("deny"),
         _ => return None,
     })
 }
@@ -100,6 +103,12 @@ fn fill_path(template: &str, r: &Records) -> Result<(String, bool), String> {
         let record = match name {
             "approval" | "permission" => Some(r.approval.as_str()),
             "id" => r.in_collection(previous),
+            // A place in a list of Alice's (her session's rules): the first, which her
+            // session has; the `{id}` before it names the session.
+            "index" => {
+                path.push('0');
+                continue;
+            }
             // The UI's files.
             "path" => {
                 path.push_str("index.html");
@@ -250,7 +259,8 @@ async fn alices_world(server: &TestServer, alice: &str, r: &Records) -> Value {
         "project": {"name": project["name"], "updatedAt": project["updatedAt"]},
         "session": {"title": session["title"], "mode": session["mode"], "readIndex": session["readIndex"],
                     "updatedAt": session["updatedAt"], "total": session["state"]["total"],
-                    "pending": session["state"]["pendingApprovals"], "queue": session["state"]["queue"]},
+                    "pending": session["state"]["pendingApprovals"], "queue": session["state"]["queue"],
+                    "permissions": session["state"]["session"]["permissions"]},
         "run": {"status": run["status"]},
         "memory": memory,
     })
@@ -269,6 +279,10 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     let project = id_of(&serde_json::from_str(&project).expect("JSON"));
     let (_, session) = send(&server, "POST", "/api/sessions", Some(&alice), Some(&json!({"projectId": project}))).await;
     let session = id_of(&serde_json::from_str(&session).expect("JSON"));
+    // A rule of her own (one that leaves her write asking), for Bob to try to delete.
+    let rules = json!({"permissions": [{"tool": "read", "action": "deny"}]});
+    let (status, _) = send(&server, "PATCH", &format!("/api/sessions/{session}"), Some(&alice), Some(&rules)).await;
+    assert_eq!(status, StatusCode::OK);
     let prompt = json!({"text": "tool: write {\"path\": \"a.txt\", \"content\": \"x\"}"});
     let (status, accepted) =
         send(&server, "POST", &format!("/api/sessions/{session}/prompt"), Some(&alice), Some(&prompt)).await;
@@ -346,7 +360,7 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     }
     eprintln!("{secured_ops} secured operations, {foreign_ops} naming another user's records");
     assert!(unfilled.is_empty(), "secured operations the walker cannot build a request for: {unfilled:#?}");
-    assert!(secured_ops >= 48 && foreign_ops >= 34, "{secured_ops} secured, {foreign_ops} naming records");
+    assert!(secured_ops >= 49 && foreign_ops >= 35, "{secured_ops} secured, {foreign_ops} naming records");
 
     // Nothing Bob did had an effect.
     assert!(!server.project_dir().join("a.txt").exists(), "Bob's approval ran the call");
@@ -370,7 +384,7 @@ fn a_route_the_walker_cannot_fill_is_named() {
     );
     assert_eq!(fill_path("/api/projects", &r), Ok(("/api/projects".into(), false)));
     assert_eq!(fill_path("/api/widgets/{id}", &r), Err("path parameter {id} after /widgets".into()));
-    assert!(fill_path("/api/sessions/{id}/rules/{index}", &r).is_err());
+    assert!(fill_path("/api/sessions/{id}/rules/{slot}", &r).is_err());
     let doc = json!({"components": {"schemas": {"Odd": {"type": "object", "required": ["blob"], "properties": {"blob": {}}}}}});
     let mut foreign = false;
     assert!(body(&doc, &json!({"$ref": "#/components/schemas/Odd"}), "", &r, &mut foreign).is_err());

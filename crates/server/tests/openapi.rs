@@ -42,6 +42,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/sessions/{id}/runs"),
     ("GET", "/api/sessions/{id}/memory"),
     ("GET", "/api/sessions/{id}/permissions"),
+    ("DELETE", "/api/sessions/{id}/permissions/{index}"),
     ("POST", "/api/sessions/{id}/facts"),
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),
@@ -116,6 +117,7 @@ fn concrete(path: &str) -> String {
         .replace("/api/gate/approvals/{id}", &format!("/api/gate/approvals/{approval}"))
         .replace("{approval}", &approval)
         .replace("{permission}", &approval)
+        .replace("{index}", "0")
         .replace("{id}", &session)
 }
 

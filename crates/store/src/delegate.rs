@@ -65,6 +65,16 @@ macro_rules! impl_store {
                 async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
                     sessions::delete(&self.pool, id).await
                 }
+                async fn remove_session_rule(
+                    &self,
+                    session: &SessionId,
+                    index: usize,
+                    tool: &str,
+                    action: PermissionAction,
+                    updated_at: Millis,
+                ) -> Result<spool_engine::RuleRemoval, StoreError> {
+                    sessions::remove_rule(&self.pool, session, index, tool, action, updated_at).await
+                }
 
                 async fn insert_message(
                     &self,

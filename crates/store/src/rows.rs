@@ -90,6 +90,11 @@ fn from_json<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, StoreEr
     serde_json::from_value(value).map_err(|e| StoreError::Backend(format!("stored {what} does not decode: {e}")))
 }
 
+/// The `permissions` column of a session row.
+pub(crate) fn permissions(row: &impl Columns) -> Result<Vec<spool_protocol::PermissionRule>, StoreError> {
+    from_json(row.json("permissions")?, "permission rules")
+}
+
 pub(crate) fn project(row: &impl Columns) -> Result<Project, StoreError> {
     Ok(Project {
         id: parse_id(&row.text("id")?)?,
@@ -109,7 +114,7 @@ pub(crate) fn session(row: &impl Columns) -> Result<Session, StoreError> {
         title: row.text("title")?,
         title_set: row.flag("title_set")?,
         archived: row.flag("archived")?,
-        permissions: from_json(row.json("permissions")?, "permission rules")?,
+        permissions: permissions(row)?,
         model: row.text_opt("model")?,
         mode: {
             let mode = row.text("mode")?;

@@ -34,12 +34,13 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &'static str, args: Value) -
 }
 
 /// Runs blocking file system work off the async threads.
-pub(crate) async fn run_blocking<F>(work: F) -> ToolOutput
+pub(crate) async fn run_blocking<F, O>(work: F) -> ToolOutput
 where
-    F: FnOnce() -> Result<String, ToolError> + Send + 'static,
+    F: FnOnce() -> Result<O, ToolError> + Send + 'static,
+    O: Into<ToolOutput> + Send + 'static,
 {
     match tokio::task::spawn_blocking(work).await {
-        Ok(Ok(text)) => ToolOutput::ok(text),
+        Ok(Ok(out)) => out.into(),
         Ok(Err(err)) => err.into(),
         Err(join) => ToolError::Internal(join.to_string()).into(),
     }

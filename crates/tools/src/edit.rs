@@ -139,7 +139,7 @@ impl EditArgs {
     }
 }
 
-fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<String, ToolError> {
+fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<ToolOutput, ToolError> {
     let requested = args.path.as_str();
     let file = path::resolve_in(root, data_dir, requested)?;
     let meta = fs::metadata(&file).map_err(ToolError::io(requested))?;
@@ -158,10 +158,14 @@ fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<String,
         return Err(too_large(requested, meta.len()));
     }
     let bytes = fs::read(&file).map_err(ToolError::io(requested))?;
-    let (_, edited, count) = replace(requested, bytes, args)?;
+    let (text, edited, count) = replace(requested, bytes, args)?;
     atomic::write_file(&file, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
     let noun = if count == 1 { "occurrence" } else { "occurrences" };
-    Ok(format!("replaced {count} {noun} in {requested}"))
+    let out = ToolOutput::ok(format!("replaced {count} {noun} in {requested}"));
+    Ok(match inspect::changed(NAME, requested, &Found::Bytes(text.into_bytes()), &edited) {
+        Some(diff) => out.with_diff(diff),
+        None => out,
+    })
 }
 
 /// The edit applied to the file's bytes: (the text, the edited text, how many
@@ -204,6 +208,11 @@ mod tests {
         (dir, root)
     }
 
+    /// An output without its diff, which tests of their own check.
+    fn said(out: ToolOutput) -> ToolOutput {
+        ToolOutput { diff: None, ..out }
+    }
+
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
         let ctx = ToolContext {
             root: root.to_path_buf(),
@@ -232,7 +241,7 @@ mod tests {
         let (_dir, root) = project();
         fs::set_permissions(root.join("a.rs"), fs::Permissions::from_mode(0o640)).expect("chmod");
         let out = edit_tool(&root, json!({"path": "a.rs", "oldString": "let x = 1;", "newString": "let x = 2;"})).await;
-        assert_eq!(out, ToolOutput::ok("replaced 1 occurrence in a.rs"));
+        assert_eq!(said(out), ToolOutput::ok("replaced 1 occurrence in a.rs"));
         assert_eq!(contents(&root), TEXT.replace("let x = 1;", "let x = 2;"));
         assert_eq!(fs::metadata(root.join("a.rs")).expect("stat").permissions().mode() & 0o777, 0o640);
         // The temporary file was renamed into place, not left behind.
@@ -243,11 +252,11 @@ mod tests {
     async fn replace_all_replaces_every_occurrence() {
         let (_dir, root) = project();
         let args = json!({"path": "a.rs", "oldString": " = 1;", "newString": " = 42;", "replaceAll": true});
-        assert_eq!(edit_tool(&root, args).await, ToolOutput::ok("replaced 2 occurrences in a.rs"));
+        assert_eq!(said(edit_tool(&root, args).await), ToolOutput::ok("replaced 2 occurrences in a.rs"));
         assert_eq!(contents(&root), TEXT.replace(" = 1;", " = 42;"));
         // replaceAll with a single match is fine too.
         let args = json!({"path": "a.rs", "oldString": "main", "newString": "start", "replaceAll": true});
-        assert_eq!(edit_tool(&root, args).await, ToolOutput::ok("replaced 1 occurrence in a.rs"));
+        assert_eq!(said(edit_tool(&root, args).await), ToolOutput::ok("replaced 1 occurrence in a.rs"));
     }
 
     #[tokio::test]
@@ -291,7 +300,7 @@ mod tests {
             ),
         ];
         for (args, expected) in cases {
-            assert_eq!(edit_tool(&root, args.clone()).await, ToolOutput::error(expected), "{args}");
+            assert_eq!(said(edit_tool(&root, args.clone()).await), ToolOutput::error(expected), "{args}");
             assert_eq!(contents(&root), TEXT, "{args}");
         }
         assert_eq!(entries(&root), ["a.rs"]);
@@ -367,5 +376,17 @@ mod tests {
             assert!(out.text.starts_with("invalid arguments for edit: "), "{}", out.text);
         }
         assert_eq!(contents(&root), TEXT);
+    }
+
+    #[tokio::test]
+    async fn an_edit_keeps_the_diff_of_what_it_changed() {
+        let (_dir, root) = project();
+        let args = json!({"path": "a.rs", "oldString": "let y = 1;", "newString": "let y = 2;"});
+        let diff = edit_tool(&root, args).await.diff.expect("a diff");
+        assert!(diff.starts_with("--- a.rs (before the edit)\n+++ a.rs (after the edit)\n@@ -1,5 +1,5 @@\n"), "{diff}");
+        assert!(diff.contains("\n-    let y = 1;\n+    let y = 2;\n"), "{diff}");
+        // A refused edit changed nothing and keeps no diff.
+        let refused = edit_tool(&root, json!({"path": "a.rs", "oldString": "absent", "newString": "x"})).await;
+        assert!(refused.is_error && refused.diff.is_none(), "{refused:?}");
     }
 }

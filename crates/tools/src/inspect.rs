@@ -17,6 +17,10 @@
 //! saying how much was left out (a frame carries the card to every client, and the
 //! arguments hold the full text). When the call would fail — an `edit` whose `oldString`
 //! no longer matches — the preview is the error the call would end with.
+//!
+//! After a successful call the same kind of diff, of the file just before against
+//! after, goes with the result ([`changed`]), with a larger cap: the stored result
+//! keeps it so a finished card shows the change after a reload as well.
 
 use crate::error::ToolError;
 use crate::{MAX_FILE_BYTES, path};
@@ -175,6 +179,32 @@ pub(crate) fn replacing(tool: &str, requested: &str, found: &Found, new: &str) -
 
 /// A unified diff of `old` against `new`, cut at [`PREVIEW_LINES`] / [`PREVIEW_BYTES`].
 pub(crate) fn diff(old_name: &str, new_name: &str, old: &str, new: &str) -> String {
+    diff_within(old_name, new_name, old, new, PREVIEW_LINES, PREVIEW_BYTES)
+}
+
+/// What a successful `write` or `edit` (`tool`) changed, for its stored result: the
+/// diff of `found` (the file just before the call) against `new`, cut at
+/// [`RESULT_DIFF_LINES`] / [`spool_protocol::RESULT_DIFF_CAP`]. `None` when the old
+/// text cannot be shown as text (not UTF-8, too large to have been read): the result
+/// line says what happened.
+pub(crate) fn changed(tool: &str, requested: &str, found: &Found, new: &str) -> Option<String> {
+    let (old, before) = match found {
+        Found::Absent => ("", format!("{requested} (did not exist)")),
+        Found::Bytes(bytes) => (std::str::from_utf8(bytes).ok()?, format!("{requested} (before the {tool})")),
+        _ => return None,
+    };
+    let after = format!("{requested} (after the {tool})");
+    // The note saying how much was left out comes on top of the budget, within the cap.
+    let budget = spool_protocol::RESULT_DIFF_CAP - MORE_NOTE_BYTES;
+    Some(diff_within(&before, &after, old, new, RESULT_DIFF_LINES, budget))
+}
+
+/// At most this many lines of diff in a stored result.
+pub const RESULT_DIFF_LINES: usize = 2000;
+/// Room kept under a cap for the closing "… N more lines" note.
+const MORE_NOTE_BYTES: usize = 128;
+
+fn diff_within(old_name: &str, new_name: &str, old: &str, new: &str, max_lines: usize, max_bytes: usize) -> String {
     let diff = TextDiff::configure().timeout(DIFF_TIME).diff_lines(old, new);
     let mut out = format!("--- {old_name}\n+++ {new_name}\n");
     let (mut lines, mut left_out) = (0usize, 0usize);
@@ -186,7 +216,7 @@ pub(crate) fn diff(old_name: &str, new_name: &str, old: &str, new: &str) -> Stri
     for group in &groups {
         let header = format!("{}\n", UnifiedHunkHeader::new(group));
         let mut changes = group.iter().flat_map(|op| diff.iter_changes(op));
-        if lines < PREVIEW_LINES && out.len() + header.len() <= PREVIEW_BYTES {
+        if lines < max_lines && out.len() + header.len() <= max_bytes {
             out.push_str(&header);
             lines += 1;
         } else {
@@ -202,7 +232,7 @@ pub(crate) fn diff(old_name: &str, new_name: &str, old: &str, new: &str) -> Stri
             if change.missing_newline() {
                 line.push_str("\n\\ No newline at end of file\n");
             }
-            if left_out == 0 && lines < PREVIEW_LINES && out.len() + line.len() <= PREVIEW_BYTES {
+            if left_out == 0 && lines < max_lines && out.len() + line.len() <= max_bytes {
                 out.push_str(&line);
                 lines += 1;
             } else {

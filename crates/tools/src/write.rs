@@ -105,7 +105,7 @@ impl Tool for Write {
     }
 }
 
-fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -> Result<String, ToolError> {
+fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -> Result<ToolOutput, ToolError> {
     if content.len() > MAX_FILE_BYTES {
         return Err(ToolError::TooLarge { path: requested.to_owned(), bytes: content.len() });
     }
@@ -122,15 +122,25 @@ fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -
         Err(err) if err.kind() == io::ErrorKind::NotFound => None,
         Err(err) => return Err(ToolError::io(requested)(err)),
     };
+    // The old text, for the diff the result keeps (a file over the size cap is not read).
+    let found = match previous {
+        Some(_) => Found::look(requested, || Ok(target.clone())),
+        None => Found::Absent,
+    };
     if previous.is_none() {
         atomic::create_parents(&target).map_err(ToolError::write_io(requested))?;
     }
     let keep = previous.as_ref().map(|meta| meta.permissions());
     atomic::write_file(&target, content.as_bytes(), keep).map_err(ToolError::write_io(requested))?;
     let size = bytes(content.len() as u64);
-    Ok(match previous {
+    let line = match previous {
         None => format!("created {requested} ({size})"),
         Some(meta) => format!("overwrote {requested} ({size}, was {})", meta.len()),
+    };
+    let out = ToolOutput::ok(line);
+    Ok(match inspect::changed(NAME, requested, &found, content) {
+        Some(diff) => out.with_diff(diff),
+        None => out,
     })
 }
 
@@ -146,6 +156,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical temp dir");
         (dir, root)
+    }
+
+    /// An output without its diff, which tests of their own check.
+    fn said(out: ToolOutput) -> ToolOutput {
+        ToolOutput { diff: None, ..out }
     }
 
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
@@ -180,7 +195,7 @@ mod tests {
     async fn creates_a_new_file() {
         let (_dir, root) = project();
         let out = write_tool(&root, json!({"path": "a.txt", "content": "hello world\n"})).await;
-        assert_eq!(out, ToolOutput::ok("created a.txt (12 bytes)"));
+        assert_eq!(said(out), ToolOutput::ok("created a.txt (12 bytes)"));
         assert_eq!(fs::read_to_string(root.join("a.txt")).expect("read"), "hello world\n");
         assert_eq!(tree(&root), ["a.txt"]);
     }
@@ -192,7 +207,7 @@ mod tests {
         fs::write(&script, "old\n").expect("write");
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
         let out = write_tool(&root, json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"})).await;
-        assert_eq!(out, ToolOutput::ok("overwrote run.sh (18 bytes, was 4)"));
+        assert_eq!(said(out), ToolOutput::ok("overwrote run.sh (18 bytes, was 4)"));
         assert_eq!(fs::read_to_string(&script).expect("read"), "#!/bin/sh\necho hi\n");
         assert_eq!(fs::metadata(&script).expect("stat").permissions().mode() & 0o777, 0o755);
         assert_eq!(tree(&root), ["run.sh"]);
@@ -201,23 +216,29 @@ mod tests {
     #[tokio::test]
     async fn an_empty_file_and_a_single_byte_are_counted_right() {
         let (_dir, root) = project();
-        assert_eq!(write_tool(&root, json!({"path": "e", "content": ""})).await, ToolOutput::ok("created e (0 bytes)"));
         assert_eq!(
-            write_tool(&root, json!({"path": "e", "content": "é"})).await,
+            said(write_tool(&root, json!({"path": "e", "content": ""})).await),
+            ToolOutput::ok("created e (0 bytes)")
+        );
+        assert_eq!(
+            said(write_tool(&root, json!({"path": "e", "content": "é"})).await),
             ToolOutput::ok("overwrote e (2 bytes, was 0)")
         );
-        assert_eq!(write_tool(&root, json!({"path": "o", "content": "x"})).await, ToolOutput::ok("created o (1 byte)"));
+        assert_eq!(
+            said(write_tool(&root, json!({"path": "o", "content": "x"})).await),
+            ToolOutput::ok("created o (1 byte)")
+        );
     }
 
     #[tokio::test]
     async fn creates_missing_parent_directories() {
         let (_dir, root) = project();
         let out = write_tool(&root, json!({"path": "src/deep/mod.rs", "content": "//! x\n"})).await;
-        assert_eq!(out, ToolOutput::ok("created src/deep/mod.rs (6 bytes)"));
+        assert_eq!(said(out), ToolOutput::ok("created src/deep/mod.rs (6 bytes)"));
         assert_eq!(fs::read_to_string(root.join("src/deep/mod.rs")).expect("read"), "//! x\n");
         // `..` through directories that do not exist yet is worked out, not refused.
         let out = write_tool(&root, json!({"path": "new/../other/x.txt", "content": "y"})).await;
-        assert_eq!(out, ToolOutput::ok("created new/../other/x.txt (1 byte)"));
+        assert_eq!(said(out), ToolOutput::ok("created new/../other/x.txt (1 byte)"));
         assert_eq!(tree(&root), ["other", "other/x.txt", "src", "src/deep", "src/deep/mod.rs"]);
     }
 
@@ -274,7 +295,7 @@ mod tests {
         fs::create_dir(root.join("real")).expect("mkdir");
         std::os::unix::fs::symlink(root.join("real"), root.join("alias")).expect("symlink");
         let out = write_tool(&root, json!({"path": "alias/f.txt", "content": "via link"})).await;
-        assert_eq!(out, ToolOutput::ok("created alias/f.txt (8 bytes)"));
+        assert_eq!(said(out), ToolOutput::ok("created alias/f.txt (8 bytes)"));
         assert_eq!(fs::read_to_string(root.join("real/f.txt")).expect("read"), "via link");
         assert!(root.join("alias").symlink_metadata().expect("lstat").file_type().is_symlink());
     }
@@ -309,7 +330,7 @@ mod tests {
         assert!(tree(&root).is_empty());
         let exactly = "x".repeat(MAX_FILE_BYTES);
         let out = write_tool(&root, json!({"path": "max.txt", "content": exactly})).await;
-        assert_eq!(out, ToolOutput::ok("created max.txt (10485760 bytes)"));
+        assert_eq!(said(out), ToolOutput::ok("created max.txt (10485760 bytes)"));
     }
 
     #[tokio::test]
@@ -349,5 +370,42 @@ mod tests {
             assert!(out.text.starts_with("invalid arguments for write: "), "{}", out.text);
         }
         assert!(tree(&root).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_overwrite_keeps_the_diff_of_the_old_text_against_the_new() {
+        let (_dir, root) = project();
+        fs::write(root.join("notes.txt"), "one\ntwo\nthree\n").expect("seed");
+        let out = write_tool(&root, json!({"path": "notes.txt", "content": "one\n2\nthree\n"})).await;
+        assert_eq!(
+            out.diff.as_deref(),
+            Some(
+                "--- notes.txt (before the write)\n+++ notes.txt (after the write)\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+            )
+        );
+        let created = write_tool(&root, json!({"path": "new.txt", "content": "hi\n"})).await;
+        assert_eq!(
+            created.diff.as_deref(),
+            Some("--- new.txt (did not exist)\n+++ new.txt (after the write)\n@@ -0,0 +1 @@\n+hi\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_huge_change_keeps_a_capped_diff_that_says_it_was_cut() {
+        let (_dir, root) = project();
+        let old: String = (0..20_000).map(|i| format!("old line {i}\n")).collect();
+        fs::write(root.join("big.txt"), &old).expect("seed");
+        let new: String = (0..20_000).map(|i| format!("new line {i}\n")).collect();
+        let out = write_tool(&root, json!({"path": "big.txt", "content": new})).await;
+        let diff = out.diff.expect("a diff");
+        assert!(diff.len() <= spool_protocol::RESULT_DIFF_CAP, "{} bytes", diff.len());
+        assert!(
+            diff.ends_with("of the diff not shown (the call's arguments hold all of it)\n"),
+            "{}",
+            &diff[diff.len() - 200..]
+        );
+        // A file that is not text keeps no diff; the result line says what happened.
+        fs::write(root.join("bin"), [0xff, 0xfe]).expect("seed");
+        assert_eq!(write_tool(&root, json!({"path": "bin", "content": "x"})).await.diff, None);
     }
 }

@@ -105,12 +105,23 @@ function remember(text, markup) {
   if (html.size > CACHE_ENTRIES) html.delete(html.keys().next().value);
 }
 
+/** A line that starts a list item: `-`, `+`, `*`, `1.` or `1)` and a space (or nothing). */
+const LIST_ITEM = /^ {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)/;
+/** A line indented enough to belong to the list item above it. */
+const INDENTED = /^(?: {2,}|\t)\S/;
+
 /**
  * Splits a text into top-level Markdown blocks at blank lines outside fenced code.
  * `done` are the blocks a later delta cannot change; `open` is the text after the last
  * blank line (or an unclosed fence), which can still grow into something else. A draft
  * only grows, so each call goes on from where the last one stopped when the new text
  * starts with what was already read: a delta costs its own length, not the answer's.
+ *
+ * A blank line inside a list does not end it: in a loose list (items separated by blank
+ * lines) the next item, or an indented line of the item, goes on with the same list, and
+ * rendered apart each item would be a list of its own. So after a blank line in a block
+ * that holds a list item, the split waits for the next line: it ends the block there
+ * only when that line neither starts an item nor is indented.
  */
 export class BlockSplitter {
   constructor() {
@@ -125,6 +136,8 @@ export class BlockSplitter {
     this.seen = 0; // how much of the text was searched for line breaks
     this.fence = null; // the open fence's marker (``` or ~~~, at least three)
     this.blockHasText = false;
+    this.list = false; // the open block holds a list item
+    this.gap = null; // where the blank lines after a list's line start, until the next line decides
   }
 
   /** `{done, open}` for `text`. */
@@ -140,11 +153,27 @@ export class BlockSplitter {
       this.at = from = nl + 1;
     }
     this.seen = text.length;
+    // A list's blank lines, then the start of a line that can no longer become an item
+    // or an indented line: the list is over already, before that line is.
+    if (this.gap !== null && !this.fence && mustEndList(text.slice(this.at))) this.endList(this.at);
     return { done: this.done, open: text.slice(this.start) };
+  }
+
+  /** The list block ends at its blank lines; the next block starts at `at`. */
+  endList(at) {
+    this.done.push(this.text.slice(this.start, this.gap));
+    this.start = at;
+    this.list = false;
+    this.gap = null;
   }
 
   line(text, at, nl) {
     const line = text.slice(at, nl);
+    if (this.gap !== null && !this.fence && line.trim() !== '') {
+      // The line after a list's blank lines: more of the list, or the next block.
+      if (!LIST_ITEM.test(line) && !INDENTED.test(line)) this.endList(at);
+      this.gap = null;
+    }
     const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
     if (this.fence) {
       if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) this.fence = null;
@@ -153,13 +182,28 @@ export class BlockSplitter {
       this.fence = marker;
       this.blockHasText = true;
     } else if (line.trim() === '') {
+      if (this.list) {
+        this.gap ??= at;
+        return;
+      }
       if (this.blockHasText) this.done.push(text.slice(this.start, at));
       this.start = nl + 1;
       this.blockHasText = false;
     } else {
       this.blockHasText = true;
+      if (LIST_ITEM.test(line)) this.list = true;
     }
   }
+}
+
+/**
+ * True when `partial`, the start of a line, can no longer become a list item or an
+ * indented line, whatever follows: it starts with a character that is neither a space
+ * nor the beginning of an item marker (`-`, `+`, `*`, digits then `.` or `)`).
+ */
+function mustEndList(partial) {
+  if (partial === '' || /^\s/.test(partial)) return false;
+  return !LIST_ITEM.test(partial) && !/^(?:[-+*]|\d{1,9}[.)]?)$/.test(partial);
 }
 
 /**

@@ -5,12 +5,15 @@
 // The rules are the session's `permissions` as the session stream delivers them: an
 // "Always allow" (and any PATCH) publishes a `session.state` frame, so the panel follows
 // another tab's decisions live, without fetching. Removing a rule is
-// `PATCH /api/sessions/:id {permissions}` with the list minus that rule; the frame that
-// follows repaints the panel. The server's own rules (built-in defaults, then the config
+// `DELETE /api/sessions/:id/permissions/:index?tool=…&action=…`: the server removes that
+// one rule under the session's lock, so an "Always allow" clicked in another tab at the
+// same moment is kept (sending the whole list minus the rule would drop it), and it
+// refuses with 409 when the rule at that index is no longer the one shown here. The
+// frame that follows repaints the panel. The server's own rules (built-in defaults, then the config
 // file) come from `GET /api/sessions/:id/permissions` when the panel opens; they cannot
 // change while the server runs, and they cannot be undone from here.
 
-import { get, patch } from './api.js';
+import { del, get } from './api.js';
 import { h } from './dom.js';
 import { icon } from './icons.js';
 
@@ -132,9 +135,12 @@ export class PermissionsPanel {
     this.error = null;
     this.paint();
     try {
-      await patch(`/api/sessions/${encodeURIComponent(view.id)}`, { permissions: rules.filter((_, k) => k !== i) });
+      const query = new URLSearchParams({ tool: rule.tool, action: rule.action });
+      await del(`/api/sessions/${encodeURIComponent(view.id)}/permissions/${i}?${query}`);
     } catch (e) {
-      this.error = e.uncertain ? 'No answer from the server; the list shows what it has.' : e.message;
+      this.error = e.uncertain
+        ? 'No answer from the server; the list shows what it has.'
+        : e.code === 'rule_changed' ? 'The rules changed meanwhile; nothing was removed. Try again on the list as it is now.' : e.message;
       if (e.uncertain) view.resync('removing a rule answered nothing');
     } finally {
       this.removing = false;

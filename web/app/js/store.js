@@ -317,6 +317,8 @@ export class SessionStore {
     const t = this.tool(m.toolCallId, m.toolName);
     t.status = m.isError ? 'error' : 'success';
     t.result = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+    // A write/edit's diff of what it changed, kept with the stored result.
+    if (typeof m.diff === 'string') t.diff = m.diff;
   }
 
   /**

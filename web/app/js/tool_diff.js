@@ -191,14 +191,18 @@ function startLine(preview, text) {
 }
 
 /**
- * The diff on a finished `write`/`edit` card, or null. A call approved in this tab shows
- * the preview it was approved on (numbered as in the file) when it ran as previewed; an
+ * The diff on a finished `write`/`edit` card, or null. The server keeps the diff of what
+ * the call changed with its stored result (`diff`, also in snapshots), so that one is
+ * shown whenever it is there, after a reload too. Results stored before that: a call
+ * approved in this tab shows the preview it was approved on when it ran as previewed; an
  * edit otherwise shows its two strings; a write that created its file shows the content.
  */
 export function finishedDiff(name, args, exec) {
   if ((name !== 'write' && name !== 'edit') || exec?.status !== 'success' || !args) return null;
   const known = seen.get(exec.toolCallId);
   const body = (() => {
+    const stored = typeof exec.diff === 'string' ? parseUnified(exec.diff) : null;
+    if (stored) return diffTable(stored.rows, { label: 'Change made', cut: stored.cut });
     if (known && JSON.stringify(known.args) === JSON.stringify(args)) {
       const parsed = parseUnified(known.preview);
       if (parsed) return diffTable(parsed.rows, { label: 'Change made', cut: parsed.cut });

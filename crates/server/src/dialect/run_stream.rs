@@ -735,6 +735,7 @@ mod tests {
                                 content: vec![Content::Text { text: "# Test project".into() }],
                                 is_error: false,
                                 timestamp: 0,
+                                diff: None,
                             },
                         ),
                         indexed(13, 3, answer),
@@ -879,6 +880,7 @@ mod tests {
             content: vec![Content::Text { text: "# Test project\n\nUsed by the server tests.\n".into() }],
             is_error: false,
             timestamp: 0,
+            diff: None,
         };
         let mut s = state(vec![indexed(9, 0, Message::user_text("older", 0))], None);
         s.messages = vec![user.clone(), call.clone(), indexed(12, 2, result)];

@@ -8,7 +8,7 @@ use crate::extract::{ApiId, CurrentUser, JsonBody, PathId, QueryParams, json_bod
 use crate::fuzzing::BodyCheck;
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use spool_engine::{MessagePage, SessionDetail, SessionInfo, SessionPatch};
@@ -25,6 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(messages))
         .routes(routes!(memory))
         .routes(routes!(permissions))
+        .routes(routes!(remove_permission))
         .routes(routes!(confirm_fact))
 }
 
@@ -206,8 +207,49 @@ struct SessionPermissions {
     /// final; the session's rules cannot lift it.
     server: Vec<spool_protocol::PermissionRule>,
     /// The session's own rules: what "Always allow" added and `PATCH` set; they decide
-    /// within what the server does not deny. Change them with `PATCH /api/sessions/{id}`.
+    /// within what the server does not deny. Change them with `PATCH /api/sessions/{id}`,
+    /// or remove one with `DELETE /api/sessions/{id}/permissions/{index}`.
     session: Vec<spool_protocol::PermissionRule>,
+}
+
+/// Which rule a `DELETE` means: the one the caller saw at that index.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RuleQuery {
+    /// The rule's `tool`, exactly as listed.
+    #[param(min_length = 1, max_length = 200)]
+    tool: String,
+    /// The rule's `action`.
+    action: spool_protocol::PermissionAction,
+}
+
+/// Removes one of the session's own rules (Undo of an "Always allow" in the Rules
+/// panel), leaving every other rule as it is at that moment, including one added at the
+/// same instant. `tool` and `action` must be those of the rule now at `index` (from
+/// 0, in `session` order), or nothing is removed and the answer is 409 `rule_changed`:
+/// a page showing an older list cannot remove a rule it did not mean. A 404 names an
+/// unknown session or an index past the end. Answers the rules as they are now.
+#[utoipa::path(
+    delete,
+    path = "/api/sessions/{id}/permissions/{index}",
+    tag = "sessions",
+    params(("id" = SessionId, Path), ("index" = u32, Path, description = "The rule's place in `session`, from 0"), RuleQuery),
+    responses((status = 200, body = SessionPermissions), WriteErrors)
+)]
+async fn remove_permission(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    Path((id, index)): Path<(String, String)>,
+    QueryParams(query): QueryParams<RuleQuery>,
+) -> Result<Json<SessionPermissions>, ApiError> {
+    let id: SessionId = id.parse().map_err(|_| ApiError::not_found("session"))?;
+    // An index that is not a number names no rule, like one past the end.
+    let index: usize = index.parse().map_err(|_| ApiError::not_found("permission rule"))?;
+    if query.tool.is_empty() || query.tool.len() > 200 {
+        return Err(ApiError::bad_request("invalid_query", "tool must be 1 to 200 bytes"));
+    }
+    let (server, session) = state.engine.remove_permission(&user, &id, index, &query.tool, query.action).await?;
+    Ok(Json(SessionPermissions { server, session }))
 }
 
 /// The rules that decide the session's tool calls, the server's and its own.

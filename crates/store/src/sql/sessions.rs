@@ -1,13 +1,16 @@
 //! Sessions: the conversations of a project.
 //!
 //! A session's permission rules are one JSON array column: they are always read and
-//! written whole, and nothing queries inside them.
+//! written whole, and nothing queries inside them. Removing one rule ([`remove_rule`])
+//! reads, checks and writes the list in one transaction that takes the write lock
+//! first, so a rule added meanwhile by another writer is never lost.
 
 use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
-use spool_engine::StoreError;
-use spool_protocol::{ProjectId, Session, SessionId};
+use spool_engine::{RuleRemoval, StoreError};
+use spool_protocol::time::Millis;
+use spool_protocol::{PermissionAction, ProjectId, Session, SessionId};
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, project_id, owner_id, title, title_set, archived, permissions, model, mode, read_index, created_at, updated_at";
@@ -91,4 +94,51 @@ pub(crate) async fn delete(pool: &Pool, id: &SessionId) -> Result<bool, StoreErr
     let done =
         sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() > 0)
+}
+
+/// Removes the rule at `index` if it is a rule for `tool` with `action` (see
+/// `Store::remove_session_rule`).
+///
+/// The transaction writes before it reads: the no-op `UPDATE` takes the row's lock on
+/// PostgreSQL (a concurrent writer waits for the commit) and the database's write lock
+/// on SQLite (one writer at a time), so the list read next is the one the final write
+/// replaces, and a rule another writer adds meanwhile lands after this commit, on top
+/// of its result.
+pub(crate) async fn remove_rule(
+    pool: &Pool,
+    id: &SessionId,
+    index: usize,
+    tool: &str,
+    action: PermissionAction,
+    updated_at: Millis,
+) -> Result<RuleRemoval, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let locked = sqlx::query("UPDATE sessions SET updated_at = updated_at WHERE id = $1")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    if locked.rows_affected() == 0 {
+        return Ok(RuleRemoval::NoSession);
+    }
+    let row = sqlx::query("SELECT permissions FROM sessions WHERE id = $1")
+        .bind(id.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    let mut rules = rows::permissions(&row)?;
+    match rules.get(index) {
+        Some(rule) if rule.tool == tool && rule.action == action => {}
+        other => return Ok(RuleRemoval::Mismatch(other.cloned())),
+    }
+    rules.remove(index);
+    sqlx::query("UPDATE sessions SET permissions = $1, updated_at = $2 WHERE id = $3")
+        .bind(Json(&rules))
+        .bind(updated_at)
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(RuleRemoval::Removed(rules))
 }

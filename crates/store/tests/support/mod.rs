@@ -13,7 +13,7 @@
 use serde_json::json;
 use spool_engine::{
     ApprovalPolicy, Draft, IdempotencyClaim, Lease, Listener, LoginSession, OnDisconnect, QueueInsert, QueuedPrompt,
-    RunInsert, Store, StoreError, Supersede,
+    RuleRemoval, RunInsert, Store, StoreError, Supersede,
 };
 use spool_protocol::time::Millis;
 use spool_protocol::*;
@@ -29,6 +29,8 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     projects_round_trip_in_creation_order(store).await;
     sessions_list_by_archived_flag_newest_first(store).await;
     sessions_keep_their_permission_rules(store).await;
+    one_rule_is_removed_only_while_it_is_the_one_named(store).await;
+    concurrent_removals_of_one_rule_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     search_finds_titles_and_message_text_of_one_owner_newest_first_in_pages(store).await;
     messages_round_trip_for_every_role_and_content_kind(store).await;
     a_taken_message_index_is_a_conflict(store).await;
@@ -141,6 +143,7 @@ fn tool_result(text: &str) -> Message {
         content: vec![Content::Text { text: text.into() }],
         is_error: false,
         timestamp: 12,
+        diff: None,
     }
 }
 
@@ -398,6 +401,69 @@ pub async fn sessions_keep_their_permission_rules(store: &dyn Store) {
     assert_eq!(store.get_session(&cleared.id).await.expect("get"), Some(cleared));
 }
 
+pub async fn one_rule_is_removed_only_while_it_is_the_one_named(store: &dyn Store) {
+    use PermissionAction::{Allow, Deny};
+    let (_, session) = new_session(store).await;
+    let rules = vec![PermissionRule::new("read", "*", Deny), PermissionRule::new("bash", "git *", Allow)];
+    store.update_session(&Session { permissions: rules.clone(), ..session.clone() }).await.expect("update");
+    // Another tool or another action at that index: nothing changes.
+    let at_zero = Some(rules[0].clone());
+    assert_eq!(
+        store.remove_session_rule(&session.id, 0, "bash", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(at_zero.clone())
+    );
+    assert_eq!(
+        store.remove_session_rule(&session.id, 0, "read", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(at_zero)
+    );
+    assert_eq!(
+        store.remove_session_rule(&session.id, 2, "bash", Allow, 9).await.expect("remove"),
+        RuleRemoval::Mismatch(None)
+    );
+    let unchanged = store.get_session(&session.id).await.expect("get").expect("session");
+    assert_eq!((unchanged.permissions, unchanged.updated_at), (rules.clone(), session.updated_at));
+    // The named one goes, with its pattern; the rest stay in order.
+    assert_eq!(
+        store.remove_session_rule(&session.id, 1, "bash", Allow, 7_000).await.expect("remove"),
+        RuleRemoval::Removed(vec![rules[0].clone()])
+    );
+    let stored = store.get_session(&session.id).await.expect("get").expect("session");
+    assert_eq!((stored.permissions, stored.updated_at), (vec![rules[0].clone()], 7_000));
+    assert_eq!(
+        store.remove_session_rule(&SessionId::new(), 0, "read", Deny, 9).await.expect("remove"),
+        RuleRemoval::NoSession
+    );
+}
+
+/// Racers remove the same rule (index 0, `bash` allow) from one list: exactly one wins,
+/// the others find another rule there, and the rule behind it is never lost.
+pub async fn concurrent_removals_of_one_rule_have_exactly_one_winner(stores: &[Arc<dyn Store>], racers: usize) {
+    use PermissionAction::Allow;
+    let (_, session) = new_session(stores[0].as_ref()).await;
+    let rules = vec![PermissionRule::new("bash", "*", Allow), PermissionRule::new("write", "*", Allow)];
+    stores[0].update_session(&Session { permissions: rules.clone(), ..session.clone() }).await.expect("update");
+    let tasks: Vec<_> = (0..racers)
+        .map(|i| {
+            let (store, id) = (stores[i % stores.len()].clone(), session.id.clone());
+            tokio::spawn(async move { store.remove_session_rule(&id, 0, "bash", Allow, 1).await })
+        })
+        .collect();
+    let mut won = 0;
+    for task in tasks {
+        match task.await.expect("task").expect("remove") {
+            RuleRemoval::Removed(left) => {
+                won += 1;
+                assert_eq!(left, vec![rules[1].clone()]);
+            }
+            RuleRemoval::Mismatch(there) => assert_eq!(there, Some(rules[1].clone())),
+            RuleRemoval::NoSession => panic!("the session is there"),
+        }
+    }
+    assert_eq!(won, 1);
+    let stored = stores[0].get_session(&session.id).await.expect("get").expect("session");
+    assert_eq!(stored.permissions, vec![rules[1].clone()]);
+}
+
 pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Store) {
     let (_, session) = new_session(store).await;
     let every_kind = || {
@@ -434,6 +500,7 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
             content: every_kind(),
             is_error: true,
             timestamp: 1_700_000_000_002,
+            diff: None,
         },
         // The optional fields set the other way, and no content at all.
         Message::Assistant {
@@ -451,6 +518,8 @@ pub async fn messages_round_trip_for_every_role_and_content_kind(store: &dyn Sto
             content: vec![Content::Text { text: "ok".into() }],
             is_error: false,
             timestamp: -5,
+            // What a write changed, kept with its result for the card after a reload.
+            diff: Some("--- a (before the write)\n+++ a (after the write)\n@@ -1 +1 @@\n-\"old\"\n+ünï\n".into()),
         },
         Message::Assistant {
             content: vec![Content::Text { text: "done".into() }],

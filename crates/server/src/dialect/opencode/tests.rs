@@ -103,6 +103,7 @@ fn tool_result(call: &str, name: &str, result: &str, is_error: bool) -> Message 
         content: vec![text(result)],
         is_error,
         timestamp: T0 + 60,
+        diff: None,
     }
 }
 
@@ -387,6 +388,7 @@ fn joining_mid_run_replays_it_as_deltas_and_continues_at_the_right_offset() {
             result: Some("wrote 2 bytes".into()),
             output: None,
             output_truncated: false,
+            diff: None,
         },
     );
     s.drafts.insert(7, assistant(vec![text("Partial an")], None, Usage::default(), None));
