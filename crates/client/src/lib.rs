@@ -10,28 +10,16 @@
 //! The wire types are the server's own (`spool_protocol`, re-exported as [`protocol`]):
 //! there is no second definition of any of them here.
 //!
-//! ```no_run
-//! use futures::StreamExt;
-//! use spool_client::{Client, Event, StreamOptions};
-//!
-//! # async fn run(session: spool_client::protocol::SessionId) -> Result<(), spool_client::Error> {
-//! let client = Client::new("http://127.0.0.1:4747")?;
-//! let mut stream = client.follow(&session, StreamOptions::default()).await?;
-//! client.say(&session, "echo: hello").await?;
-//! while let Some(update) = stream.next().await {
-//!     if let Event::Disconnected { reason, retry_in } = &update.event {
-//!         eprintln!("lost the stream ({reason}); again in {retry_in:?}");
-//!     }
-//! }
-//! # Ok(()) }
-//! ```
+//! The README's "Clients" section has a whole example; `tests/client.rs` runs it.
 
 mod error;
 mod fold;
+mod outcome;
 mod rest;
 mod stream;
 
 pub use error::Error;
+pub use outcome::{Finished, finished};
 pub use rest::{Client, MAX_ANSWER_BYTES};
 pub use spool_protocol as protocol;
 pub use stream::{Event, SessionStream, StreamOptions, Update};

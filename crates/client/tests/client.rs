@@ -7,11 +7,9 @@
 //! word for word; the deltas it yields join to that text exactly once (no hole, no
 //! repeat); approvals answered through the client run, or do not run, the tool call.
 
-use futures::StreamExt;
-use spool_client::protocol::api::PromptAnswer;
 use spool_client::protocol::frame::{FrameBody, SessionState};
 use spool_client::protocol::{AgentEvent, ApprovalId, Message, RunStatus, SessionId, SessionStatus, StreamDelta};
-use spool_client::{Client, Event, SessionStream, StreamOptions, Update};
+use spool_client::{SessionStream, Update};
 use spool_engine::{Engine, EngineConfig, Models};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +18,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+
+// The README's example, verbatim (`the_readme_shows_the_example_this_test_runs`).
+include!("readme/example.rs");
 
 /// The longest any wait in these tests lasts before it fails.
 const WAIT: Duration = Duration::from_secs(60);
@@ -413,4 +414,22 @@ async fn a_token_is_sent_with_every_call_and_the_stream_and_a_refusal_reads_as_t
     assert_eq!(state.session.title, "alice's");
     let listed = alice.sessions(&project.id, false).await.expect("list");
     assert_eq!(listed.iter().map(|s| &s.session.id).collect::<Vec<_>>(), vec![&session]);
+}
+
+#[tokio::test]
+async fn the_readme_example_asks_and_gets_the_answer() {
+    let server = Server::start(Duration::ZERO).await;
+    let project = server.project_dir();
+    let answer = tokio::time::timeout(WAIT, ask(&server.base, project.to_str().expect("UTF-8"), "echo: hi there"))
+        .await
+        .expect("in time")
+        .expect("an answer");
+    assert_eq!(answer, "hi there");
+}
+
+#[test]
+fn the_readme_shows_the_example_this_test_runs() {
+    let readme = include_str!("../../../README.md");
+    let example = include_str!("readme/example.rs");
+    assert!(readme.contains(example), "README.md's Rust client example differs from tests/readme/example.rs");
 }
