@@ -431,7 +431,8 @@ impl View {
             "a" | "always" => client.approve_always(session, &approval.id).await,
             "n" | "no" | "reject" => client.reject(session, &approval.id, Some(rest).filter(|r| !r.is_empty())).await,
             _ => {
-                return self.problem("answer y (approve once), a (always) or n MESSAGE (reject, telling the model why)");
+                return self
+                    .problem("answer y (approve once), a (always) or n MESSAGE (reject, telling the model why)");
             }
         };
         match decided {

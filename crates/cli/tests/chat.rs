@@ -15,23 +15,39 @@ use std::process::{Command, Stdio};
 /// A server with its data and project directories; the project is a workspace root, so
 /// a token's user may register it.
 struct Setup {
-    _server: common::Spool,
+    server: Option<common::Spool>,
     base: String,
     dir: tempfile::TempDir,
+    args: Vec<String>,
 }
 
 impl Setup {
     fn start(delay_ms: u64) -> Setup {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(dir.path().join("project")).expect("project dir");
-        let data = dir.path().join("data");
+        let data = dir.path().join("data").to_str().expect("UTF-8").to_owned();
         let root = dir.path().to_str().expect("UTF-8").to_owned();
-        let delay = delay_ms.to_string();
-        let data = data.to_str().expect("UTF-8");
-        let args =
-            ["--addr", "127.0.0.1:0", "--data-dir", data, "--scripted-delay-ms", &delay, "--workspace-root", &root];
+        let args = ["--data-dir", &data, "--scripted-delay-ms", &delay_ms.to_string(), "--workspace-root", &root]
+            .map(str::to_owned)
+            .to_vec();
+        let mut setup = Setup { server: None, base: String::new(), dir, args };
+        setup.serve("127.0.0.1:0");
+        setup
+    }
+
+    fn serve(&mut self, addr: &str) {
+        let mut args = vec!["--addr", addr];
+        args.extend(self.args.iter().map(String::as_str));
         let (server, base) = serve(&args);
-        Setup { _server: server, base, dir }
+        self.server = Some(server);
+        self.base = base;
+    }
+
+    /// Stops the server and starts it again on the same address and data.
+    fn restart(&mut self) {
+        self.server.take().expect("a running server").stop();
+        let addr = self.base.trim_start_matches("http://").to_owned();
+        self.serve(&addr);
     }
 
     fn project(&self) -> std::path::PathBuf {
@@ -125,6 +141,22 @@ fn ctrl_c_stops_the_run_and_a_second_ctrl_c_exits() {
     chat.send_control('c').expect("Ctrl-C again");
     chat.exp_string("bye").expect("it leaves");
     chat.exp_eof().expect("and exits");
+}
+
+#[test]
+fn a_restarted_server_is_a_lost_connection_the_chat_recovers_from() {
+    let mut setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    chat.send_line("stream: 5").expect("type");
+    chat.exp_string("w1 w2 w3 w4 w5\r\n").expect("the first answer");
+    setup.restart();
+    chat.exp_string("connection lost").expect("the loss is shown");
+    chat.exp_string("reconnected").expect("and the recovery");
+    // The new server's stream starts with a snapshot holding the first answer: the
+    // chat continues from it without printing that answer again.
+    chat.send_line("stream: 7").expect("type");
+    let between = chat.exp_string("w1 w2 w3 w4 w5 w6 w7\r\n").expect("the next answer");
+    assert!(!between.contains("w5\r\n"), "the first answer was printed again: {between:?}");
 }
 
 /// `--json` with a token, as a script drives it: a prompt, an approval answered on
