@@ -105,7 +105,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
                     });
                 } else if armed {
                     view.notice("bye");
-                    std::process::exit(130);
+                    break;
                 } else {
                     armed = true;
                     view.notice("nothing is running: Ctrl-C again exits, Ctrl-D leaves");
