@@ -93,6 +93,9 @@ enum Plan {
     /// The request goes upstream as HTTP/1.0, so the answer is the raw event stream
     /// (no chunked framing to keep intact around the hole).
     Drop { needle: &'static str, nth: usize },
+    /// The first connection forwards `after` bytes, then nothing more while staying
+    /// open: a half-open connection, which only a watchdog notices.
+    Stall { after: usize },
 }
 
 struct Proxy {
@@ -163,6 +166,18 @@ async fn forward(client: TcpStream, server: TcpStream, plan: Plan, k: usize, har
                 if sent == after[k] {
                     harmed.fetch_add(1, Ordering::SeqCst);
                     return; // Both halves drop: the client sees the connection die.
+                }
+            }
+            Plan::Stall { after } if k == 0 => {
+                let take = n.min(after - sent);
+                if client_write.write_all(&chunk[..take]).await.is_err() {
+                    return;
+                }
+                sent += take;
+                if sent == *after {
+                    harmed.fetch_add(1, Ordering::SeqCst);
+                    // Keep both ends open and silent for as long as the test runs.
+                    return std::future::pending().await;
                 }
             }
             Plan::Drop { needle, nth } if downgrade => {
@@ -310,6 +325,44 @@ async fn a_frame_lost_in_transit_is_a_gap_and_a_snapshot_repairs_the_state() {
     assert_eq!(stored_answer(&server.client(), &session).await, expected);
     assert_eq!(last_answer(&state), expected, "the snapshot filled the hole");
     assert!(!seen.deltas.contains("w9 w11"), "no delta was applied across the hole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_gone_silent_is_dropped_by_the_watchdog_and_the_stream_resumes() {
+    let server = Server::start(Duration::from_millis(5)).await;
+    let session = server.session().await;
+    let proxy = Proxy::start(server.addr, Plan::Stall { after: 20_000 }).await;
+    let through_proxy = Client::new(&proxy.base).expect("proxy URL");
+    // 500 ms of silence at 5 ms a delta is ~100 frames: well inside the 256-frame
+    // replay buffer, so the resume is a replay, not a snapshot.
+    let options = StreamOptions { watchdog: Duration::from_millis(500), ..quick() };
+    let mut stream = through_proxy.follow(&session, options).await.expect("follow");
+    server.client().say(&session, "stream: 600").await.expect("prompt");
+
+    let mut seen = Seen::default();
+    let mut silent = Vec::new();
+    let state = tokio::time::timeout(WAIT, async {
+        while let Some(update) = stream.next().await {
+            seen.note(&update);
+            if let Event::Disconnected { reason, .. } = &update.event {
+                silent.push(reason.clone());
+            }
+            if answered(&update.state) {
+                return update.state;
+            }
+        }
+        panic!("the stream ended");
+    })
+    .await
+    .expect("in time");
+
+    assert_eq!(proxy.harmed(), 1, "the first connection stalled");
+    assert_eq!(silent.len(), 1, "{silent:?}");
+    assert!(silent[0].starts_with("nothing arrived for"), "{silent:?}");
+    assert_eq!(seen.snapshots, 1, "the new connection resumed from the cursor");
+    let expected = words(600);
+    assert_eq!(last_answer(&state), expected);
+    assert_eq!(seen.deltas, expected);
 }
 
 /// The pending approval the stream shows, once it shows one.
