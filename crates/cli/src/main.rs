@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+mod chat;
 mod cluster;
 mod config;
 mod database;
@@ -52,6 +53,9 @@ enum Command {
     /// token revoked).
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Chat with a session in the terminal: streamed answers, tool cards, approvals
+    /// answered at the prompt (`--json`: one event per line, for scripts).
+    Chat(chat::ChatArgs),
     /// Publish seed 002 hub events to a running server.
     #[command(subcommand)]
     Hub(HubCommand),
@@ -196,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Token(cmd) => token(cmd).await,
         Command::Auth(cmd) => auth(cmd).await,
         Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
+        Command::Chat(args) => chat::chat(args).await,
     }
 }
 

@@ -10,16 +10,18 @@ use crate::error::{EngineError, Result};
 use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
-use crate::queue::{PromptQueued, Submitted};
+use crate::queue::Submitted;
 use crate::registry::Unused;
 use crate::remote::{Remote, RemoteParts};
-use crate::run::{ApprovalPolicy, OnDisconnect, RunTask};
+use crate::run::RunTask;
 use crate::run_env::{Expiries, RunEnv, RunParts, RunSettings};
 use crate::session::{ActiveHandle, Loaded, READ_YOUR_WRITES};
 use crate::store::DecidedCall;
 use crate::store::{RunInsert, Store};
 use crate::view;
-use serde::Serialize;
+use spool_protocol::api::{
+    ApprovalPolicy, MessagePage, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
+};
 use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
 use spool_protocol::time::now_ms;
@@ -238,49 +240,6 @@ impl crate::events::Follower for EngineFollower {
 
 /// How long a prompt waits for a settled run to finish publishing its last frames.
 const SETTLING_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A prompt's acceptance: the run it started, or the run its requestId already named.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptAccepted {
-    pub request_id: String,
-    pub run_id: RunId,
-    /// False when the requestId was seen before and nothing new started.
-    #[serde(skip)]
-    pub created: bool,
-}
-
-/// A session as lists show it.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionInfo {
-    #[serde(flatten)]
-    pub session: Session,
-    pub status: SessionStatus,
-}
-
-/// `GET /api/sessions/:id`: the session plus the state a snapshot carries, and the
-/// cursor that state corresponds to.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionDetail {
-    #[serde(flatten)]
-    pub session: Session,
-    pub status: SessionStatus,
-    pub state: SessionState,
-    pub stream_id: StreamId,
-    pub seq: u64,
-    /// The project's git state as the git poller last read it; `null` before its first
-    /// reading of this session, for a project in no git repository, and with polling off.
-    pub git: Option<spool_protocol::git::GitState>,
-}
-
-/// A page of history.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct MessagePage {
-    pub messages: Vec<IndexedMessage>,
-    pub total: u64,
-}
 
 /// Changes to a session; absent fields stay as they are.
 #[derive(Clone, Debug, Default)]

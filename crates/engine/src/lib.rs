@@ -37,10 +37,7 @@ pub mod view;
 pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
-pub use engine::{
-    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MessagePage, PromptAccepted, PromptInput, SessionDetail, SessionInfo,
-    SessionPatch, StreamPermit,
-};
+pub use engine::{DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, PromptInput, SessionPatch, StreamPermit};
 pub use error::{EngineError, Result};
 pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
 pub use framebus::{BusFailure, BusItem, FrameBus};
@@ -49,11 +46,15 @@ pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
-pub use queue::{MAX_QUEUED, PromptQueued, Submitted};
+pub use queue::{MAX_QUEUED, Submitted};
 pub use roots::WorkspaceRoots;
-pub use run::{ApprovalPolicy, OnDisconnect};
+// The records the API answers with live in the protocol crate, where clients read them
+// with the same definitions; the engine's callers keep finding them here.
 pub use run_sequence::RunCount;
 pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
+pub use spool_protocol::api::{
+    ApprovalPolicy, MessagePage, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
+};
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RuleRemoval,
     RunInsert, SessionMatch, Store, StoreError, Supersede,

@@ -28,7 +28,6 @@ use crate::leases::LeaseGuard;
 use crate::run_env::Settled;
 use crate::session::Loaded;
 use crate::store::{QueueInsert, QueuedPrompt, RunInsert};
-use serde::Serialize;
 use spool_protocol::frame::{FrameBody, QueueChange, QueuedMessage};
 use spool_protocol::time::now_ms;
 use spool_protocol::{MessageId, SessionId, UserId};
@@ -51,30 +50,7 @@ pub enum Submitted {
     Queued(PromptQueued),
 }
 
-/// A prompt's place in the queue: the answer to a queued prompt.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptQueued {
-    /// Always `true`: tells this answer from a started run's `{requestId, runId}`.
-    pub queued: bool,
-    pub request_id: String,
-    /// The queued message: what `DELETE /api/messages/{id}` removes, and the id its user
-    /// message keeps once a run takes it.
-    pub message_id: MessageId,
-    /// 1 for the next prompt to run.
-    pub position: usize,
-}
-
-impl PromptQueued {
-    pub(crate) fn at(message: &QueuedMessage, index: usize) -> Self {
-        Self {
-            queued: true,
-            request_id: message.request_id.clone(),
-            message_id: message.id.clone(),
-            position: index + 1,
-        }
-    }
-}
+use spool_protocol::api::PromptQueued;
 
 /// Publishes `queue` as the session's queue, saying what changed.
 fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange) {

@@ -24,55 +24,7 @@ use spool_protocol::*;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// What an approval does when no interactive view (`?approvals=1`) is connected.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    /// It stays pending, durably, until someone decides (or it expires).
-    #[default]
-    Wait,
-    /// Fail closed: the tool call is denied at once and the run goes on.
-    Deny,
-}
-
-impl ApprovalPolicy {
-    /// The word stored (and sent) for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalPolicy::Wait => "wait",
-            ApprovalPolicy::Deny => "deny",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Self> {
-        [ApprovalPolicy::Wait, ApprovalPolicy::Deny].into_iter().find(|p| p.as_str() == word)
-    }
-}
-
-/// What happens to a run when its last listener leaves (seed 003's disconnect policy).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnDisconnect {
-    /// The run goes on; its results are stored for the next visit.
-    #[default]
-    Continue,
-    /// The run is cancelled when its last subscriber disconnects.
-    Cancel,
-}
-
-impl OnDisconnect {
-    /// The word stored (and sent) for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnDisconnect::Continue => "continue",
-            OnDisconnect::Cancel => "cancel",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Self> {
-        [OnDisconnect::Continue, OnDisconnect::Cancel].into_iter().find(|p| p.as_str() == word)
-    }
-}
+use spool_protocol::api::{ApprovalPolicy, OnDisconnect};
 
 /// How a run ended, or stopped to wait.
 enum Outcome {

@@ -7,9 +7,10 @@
 //! match itself is the store's (`Store::search_sessions`); here are the limits, the
 //! cursor and the snippet.
 
-use crate::engine::{Engine, SessionInfo};
+use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use serde::Serialize;
+use spool_protocol::api::SessionInfo;
 use spool_protocol::time::Millis;
 use spool_protocol::{Run, SessionId, UserId};
 

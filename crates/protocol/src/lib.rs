@@ -20,6 +20,7 @@ pub mod ids;
 pub mod message;
 pub mod sse;
 pub mod time;
+pub mod view;
 
 pub use approval::{
     Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction, PermissionRule,

@@ -15,8 +15,9 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget};
+use spool_protocol::api::{DecideBody, Decided};
 use spool_protocol::{ApprovalId, Decision, RunId, SessionId};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -24,15 +25,6 @@ use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(decide)).routes(routes!(resume))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct DecideBody {
-    /// `once`, `always`, `reject` or `{"fill": {…}}`.
-    decision: Decision,
-    message: Option<String>,
-    idempotency_key: Option<String>,
 }
 
 /// Seed 003's decision vocabulary: approve, reject, or fill in the arguments.
@@ -118,18 +110,6 @@ async fn resume(
     Ok(decision_response(&outcome))
 }
 
-/// The answer to a decision that was applied.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Decided<'a> {
-    pub approval_id: &'a ApprovalId,
-    pub run_id: &'a RunId,
-    pub decision: &'a Decision,
-    /// Always `resolved`.
-    #[schema(value_type = String, pattern = "^resolved$")]
-    pub status: &'static str,
-}
-
 /// A decision's outcome on the wire: 200 with [`Decided`] when it was applied, else
 /// 409 with `already_resolved`, or `resource_changed` naming the approval that asks
 /// again.
@@ -137,7 +117,12 @@ pub(crate) fn decision_response(outcome: &DecisionOutcome) -> Response {
     use spool_protocol::api::{error_body, resource_changed_body};
     let (status, body) = match outcome {
         DecisionOutcome::Applied { approval_id, run_id, decision } => {
-            let decided = Decided { approval_id, run_id, decision, status: "resolved" };
+            let decided = Decided {
+                approval_id: approval_id.clone(),
+                run_id: run_id.clone(),
+                decision: decision.clone(),
+                status: "resolved".into(),
+            };
             (StatusCode::OK, serde_json::to_string(&decided).expect("plain data serializes"))
         }
         DecisionOutcome::AlreadyResolved => (

@@ -10,7 +10,7 @@
 //! plan), plus its `type` and `channel_id`, so a client renders a listed card and a live
 //! one with the same code.
 
-use super::approvals::{Decided, decision_response};
+use super::approvals::decision_response;
 use super::openapi::{DecisionErrors, ReadErrors};
 use crate::dialect::ws_hub;
 use crate::error::ApiError;
@@ -22,6 +22,7 @@ use axum::extract::State;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use spool_engine::{DecisionInput, DecisionTarget};
+use spool_protocol::api::Decided;
 use spool_protocol::{ApprovalId, Decision};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;

@@ -11,6 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
+use spool_protocol::api::CreateProject;
 use spool_protocol::{Project, ProjectId};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -18,15 +19,6 @@ use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list, create)).routes(routes!(show, rename, remove))
-}
-
-#[derive(Deserialize, ToSchema)]
-struct CreateProject {
-    /// An existing directory; stored as its canonical absolute path. A leading `~` or
-    /// `~/` is the server's home directory.
-    path: String,
-    /// Defaults to the directory's name.
-    name: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema)]

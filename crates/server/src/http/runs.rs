@@ -8,46 +8,14 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
-use spool_engine::{ApprovalPolicy, OnDisconnect, PromptAccepted, PromptInput, PromptQueued, Submitted};
+use spool_engine::{PromptInput, Submitted};
+use spool_protocol::api::{Aborted, PromptAnswer, PromptBody};
 use spool_protocol::{Run, RunId, SessionId};
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(prompt)).routes(routes!(abort)).routes(routes!(show))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct PromptBody {
-    text: String,
-    request_id: Option<String>,
-    /// `wait` or `deny`: what an approval does with no interactive view connected.
-    approval_policy: Option<ApprovalPolicy>,
-    /// `continue` (default) or `cancel`: what the run does when its last listener leaves.
-    #[serde(default)]
-    on_disconnect: OnDisconnect,
-    /// While a run is going, wait in the session's queue (answered `{queued: true, …}`)
-    /// instead of 409 `session_busy`.
-    #[serde(default)]
-    queue: bool,
-}
-
-/// A started run, or (with `queue: true` while a run is going) the queued message.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-enum PromptAnswer {
-    Started(PromptAccepted),
-    Queued(PromptQueued),
-}
-
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct Aborted {
-    aborted: bool,
-    run_id: Option<RunId>,
 }
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the

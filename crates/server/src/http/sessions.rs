@@ -11,7 +11,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use spool_engine::{MessagePage, SessionDetail, SessionInfo, SessionPatch};
+use spool_engine::SessionPatch;
+use spool_protocol::api::{CreateSession, MessagePage, SessionDetail, SessionInfo};
 use spool_protocol::{ProjectId, Session, SessionId, SessionMemory};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -27,21 +28,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(permissions))
         .routes(routes!(remove_permission))
         .routes(routes!(confirm_fact))
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct CreateSession {
-    /// A `prj_…` id; one that names no project of the caller is a 404.
-    project_id: String,
-    title: Option<String>,
-}
-
-impl CreateSession {
-    /// An id that does not parse names no project: the same 404 as an absent one.
-    fn project_id(&self) -> Result<ProjectId, ApiError> {
-        self.project_id.parse().map_err(|_| ApiError::not_found(ProjectId::WHAT))
-    }
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -74,6 +60,11 @@ struct HistoryQuery {
     limit: Option<u32>,
 }
 
+/// An id that does not parse names no project: the same 404 as an absent one.
+fn project_of(body: &CreateSession) -> Result<ProjectId, ApiError> {
+    body.project_id.parse().map_err(|_| ApiError::not_found(ProjectId::WHAT))
+}
+
 /// Starts a session in a project.
 #[utoipa::path(
     post,
@@ -87,7 +78,7 @@ async fn create(
     CurrentUser(user): CurrentUser,
     JsonBody(body): JsonBody<CreateSession>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
-    let session = state.engine.create_session(&user, &body.project_id()?, body.title).await?;
+    let session = state.engine.create_session(&user, &project_of(&body)?, body.title).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -276,7 +267,7 @@ struct FactBody {
 
 /// Each body this module reads, parsed and checked as its handler does.
 pub(super) const BODIES: &[(&str, BodyCheck)] = &[
-    ("POST /api/sessions", |b| json_body::<CreateSession>(b)?.project_id().map(drop)),
+    ("POST /api/sessions", |b| project_of(&json_body::<CreateSession>(b)?).map(drop)),
     ("PATCH /api/sessions/{id}", |b| json_body::<UpdateSession>(b).map(drop)),
     ("POST /api/sessions/{id}/facts", |b| json_body::<FactBody>(b).map(drop)),
 ];

@@ -1,0 +1,496 @@
+//! `spool chat`: a terminal chat with one session, on `spool-client`.
+//!
+//! Lines typed are prompts (queued behind a run that is going). The answer streams as
+//! it is written; tool calls show as cards with their outcome; an approval is answered
+//! at the prompt (`y` once, `a` always, `n MESSAGE` reject and tell the model why).
+//! Ctrl-C stops the run, a second Ctrl-C exits; Ctrl-D (end of input) leaves once the
+//! prompts sent have been answered. A lost connection is recovered by the stream
+//! (cursor resume, or a snapshot) and says so.
+//!
+//! The view is drawn from the folded session state, not from the events: for each
+//! message it remembers how much it printed and prints only what is new. So a snapshot
+//! after a reconnect continues the text where the screen left it, never twice.
+//!
+//! `--json` prints one JSON object per line instead: every frame as the server sent it,
+//! `client.*` objects for what the client itself saw or did (the session it opened, a
+//! snapshot with its state, a lost connection, a prompt's answer, a decision).
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures::StreamExt;
+use serde_json::json;
+use spool_client::protocol::api::{PromptAnswer, PromptBody};
+use spool_client::protocol::frame::{SessionState, ToolStatus};
+use spool_client::protocol::{Approval, ApprovalId, Content, Message, RunId, RunStatus, SessionId};
+use spool_client::{Client, Event, StreamOptions, Update};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// Continue this session (`ses_…`).
+    #[arg(long, value_name = "ID", conflicts_with = "project")]
+    session: Option<String>,
+    /// Start a new session in this project directory (registered if it is not yet);
+    /// the current directory when neither this nor --session is given.
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// The server's base URL.
+    #[arg(long, env = "SPOOL_SERVER", default_value = "http://127.0.0.1:4747", value_name = "URL")]
+    server: String,
+    /// A token from `spool token create` (not needed while auth is off).
+    #[arg(long, env = "SPOOL_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// One JSON object per line (frames and `client.*` notices), for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The longest prompt line read; longer input is refused before it is sent (the
+/// server has its own, smaller limit and says so).
+const MAX_LINE: usize = 1 << 20;
+/// How much of a tool's arguments or result a card shows.
+const CARD_CHARS: usize = 160;
+
+pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
+    let mut client = Client::new(&args.server)?;
+    if let Some(token) = &args.token {
+        client = client.with_token(token.clone());
+    }
+    let session = open_session(&client, &args).await?;
+    let options = StreamOptions { interactive: true, ..StreamOptions::default() };
+    let mut stream = client.follow(&session, options).await.context("cannot follow the session")?;
+    let mut view = View::new(args.json);
+    view.opened(&session, client.base());
+
+    let mut lines = read_lines();
+    let mut input_open = true;
+    let mut stopping = false;
+    let mut armed = false;
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<String>();
+    loop {
+        tokio::select! {
+            update = stream.next() => {
+                let Some(update) = update else { break };
+                if let Event::Failed { error } = &update.event {
+                    view.update(&update);
+                    bail!("the server ended the stream: {error}");
+                }
+                let was_busy = view.busy;
+                view.update(&update);
+                if view.busy && !was_busy && !stopping {
+                    armed = false; // A new run: its Ctrl-C stops it again.
+                }
+                if !view.busy {
+                    stopping = false;
+                }
+            }
+            line = lines.recv(), if input_open => match line {
+                Some(line) => view.line(&client, &session, line).await,
+                None => input_open = false,
+            },
+            signal = tokio::signal::ctrl_c() => {
+                signal.context("cannot listen for Ctrl-C")?;
+                if (view.busy || !view.awaiting.is_empty()) && !stopping && !armed {
+                    stopping = true;
+                    armed = true;
+                    view.notice("stopping the run (Ctrl-C again exits)");
+                    let (client, session, done) = (client.clone(), session.clone(), done_tx.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = client.stop(&session).await {
+                            let _ = done.send(format!("cannot stop the run: {e}"));
+                        }
+                    });
+                } else if armed {
+                    view.notice("bye");
+                    break;
+                } else {
+                    armed = true;
+                    view.notice("nothing is running: Ctrl-C again exits, Ctrl-D leaves");
+                }
+            }
+            Some(message) = done_rx.recv() => view.notice(&message),
+        }
+        // End of input: leave once what was sent has been answered (an approval no one
+        // can answer any more stays pending on the server).
+        if !input_open && (view.settled() || view.unanswered().is_some()) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The session named by `--session`, or a new one in `--project` (default: here).
+async fn open_session(client: &Client, args: &ChatArgs) -> anyhow::Result<SessionId> {
+    if let Some(id) = &args.session {
+        let id: SessionId = id.parse().context("--session")?;
+        client.session(&id).await.with_context(|| format!("cannot open session {id}"))?;
+        return Ok(id);
+    }
+    let dir = args.project.clone().unwrap_or_else(|| PathBuf::from("."));
+    // The server resolves the path on its machine; a local directory is named by its
+    // canonical path so it matches the registered one.
+    let path = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let path = path.to_str().context("the project path is not UTF-8")?.to_owned();
+    let projects = client.projects().await.context("cannot list projects")?;
+    let project = match projects.into_iter().find(|p| p.path == path) {
+        Some(project) => project,
+        None => client.create_project(&path, None).await.with_context(|| format!("cannot register {path}"))?,
+    };
+    Ok(client.create_session(&project.id, None).await.context("cannot start a session")?.id)
+}
+
+/// Lines of standard input, read on a thread of their own (the read blocks); the
+/// channel closes at end of input.
+fn read_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// What the terminal shows, and what the loop needs to know about the session.
+struct View {
+    json: bool,
+    /// A run is going.
+    busy: bool,
+    /// Approvals waiting for an answer, oldest first.
+    pending: Vec<Approval>,
+    /// Approvals answered from here (a frame from before the answer may still list one).
+    answered: HashSet<ApprovalId>,
+    /// Bytes of text printed per assistant message index.
+    printed: HashMap<u64, usize>,
+    /// Messages whose end was printed (their line closed).
+    closed: HashSet<u64>,
+    users: HashSet<u64>,
+    cards: HashSet<String>,
+    outcomes: HashSet<String>,
+    asked: HashSet<ApprovalId>,
+    /// Runs whose end was reported, by user message index.
+    reported: HashSet<u64>,
+    /// Prompts typed here: echoed by the terminal already, so not printed again.
+    typed: Vec<String>,
+    /// Runs started from here and not yet settled, and queued prompts (request ids).
+    awaiting: HashSet<RunId>,
+    queued: HashSet<String>,
+    at_line_start: bool,
+    first: bool,
+}
+
+impl View {
+    fn new(json: bool) -> View {
+        View {
+            json,
+            busy: false,
+            pending: Vec::new(),
+            answered: HashSet::new(),
+            printed: HashMap::new(),
+            closed: HashSet::new(),
+            users: HashSet::new(),
+            cards: HashSet::new(),
+            outcomes: HashSet::new(),
+            asked: HashSet::new(),
+            reported: HashSet::new(),
+            typed: Vec::new(),
+            awaiting: HashSet::new(),
+            queued: HashSet::new(),
+            at_line_start: true,
+            first: true,
+        }
+    }
+
+    fn opened(&mut self, session: &SessionId, server: &str) {
+        if self.json {
+            emit(&json!({"type": "client.session", "sessionId": session, "server": server}));
+        } else {
+            self.print(&format!(
+                "session {session} on {server}\ntype a prompt; Ctrl-C stops a run, twice exits; Ctrl-D leaves\n"
+            ));
+        }
+    }
+
+    /// The oldest approval still waiting for an answer from here.
+    fn unanswered(&self) -> Option<&Approval> {
+        self.pending.iter().find(|a| !self.answered.contains(&a.id))
+    }
+
+    /// Nothing sent from here is still running or waiting in the queue.
+    fn settled(&self) -> bool {
+        !self.busy && self.awaiting.is_empty() && self.queued.is_empty()
+    }
+
+    fn update(&mut self, update: &Update) {
+        let state = &update.state;
+        self.busy = state.active_run.is_some();
+        self.pending = state.pending_approvals.clone();
+        self.awaiting.retain(|run| {
+            !state.prompt_timings.values().any(|t| t.run_id.as_ref() == Some(run) && t.ended_at.is_some())
+        });
+        self.queued.retain(|request| {
+            state.queue.iter().any(|q| &q.request_id == request)
+                || state.active_run.as_ref().is_some_and(|r| &r.request_id == request)
+        });
+        if self.json {
+            self.json_update(update);
+        } else {
+            self.draw(update);
+        }
+        self.first = false;
+    }
+
+    fn json_update(&mut self, update: &Update) {
+        let line = match &update.event {
+            Event::Snapshot => json!({"type": "client.snapshot", "state": &*update.state}),
+            Event::Frame(frame) => serde_json::to_value(frame).expect("frames serialize"),
+            Event::Disconnected { reason, retry_in } => {
+                json!({"type": "client.disconnected", "reason": reason, "retryInMs": retry_in.as_millis() as u64})
+            }
+            Event::Reconnected => json!({"type": "client.reconnected"}),
+            Event::Resync { reason } => json!({"type": "client.resync", "reason": reason}),
+            Event::Failed { error } => json!({"type": "client.failed", "error": error}),
+            _ => return,
+        };
+        emit(&line);
+    }
+
+    fn draw(&mut self, update: &Update) {
+        match &update.event {
+            Event::Disconnected { reason, retry_in } => {
+                return self
+                    .notice(&format!("connection lost ({reason}); reconnecting in {:.1} s", retry_in.as_secs_f32()));
+            }
+            Event::Reconnected => return self.notice("reconnected"),
+            Event::Resync { reason } => return self.notice(&format!("catching up ({reason})")),
+            Event::Failed { error } => return self.notice(&format!("the stream ended: {error}")),
+            _ => {}
+        }
+        let state = &update.state;
+        let mut indexes: Vec<u64> =
+            state.messages.iter().map(|m| m.index).chain(state.drafts.keys().copied()).collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        for index in indexes {
+            let committed = state.messages.iter().rev().find(|m| m.index == index).map(|m| &m.message);
+            let draft = state.drafts.get(&index);
+            match committed.or(draft) {
+                Some(message @ Message::User { .. }) => self.user(index, message),
+                Some(message @ Message::Assistant { content, .. }) => {
+                    self.text(index, &message.text());
+                    if committed.is_some() {
+                        self.end_line(index);
+                        for block in content {
+                            if let Content::ToolCall { id, name, arguments } = block {
+                                self.card(state, id, name, arguments);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for approval in &state.pending_approvals.clone() {
+            self.ask(approval);
+        }
+        self.run_ends(state);
+    }
+
+    fn user(&mut self, index: u64, message: &Message) {
+        if !self.users.insert(index) {
+            return;
+        }
+        let text = message.text();
+        if let Some(at) = self.typed.iter().position(|t| *t == text) {
+            self.typed.remove(at);
+            return;
+        }
+        self.line_break();
+        self.print(&format!("» {}\n", text.trim_end()));
+    }
+
+    /// Prints what is new of an assistant message's text.
+    fn text(&mut self, index: u64, text: &str) {
+        let printed = self.printed.entry(index).or_insert(0);
+        // The text only grows; anything else (a state repaired differently) is taken
+        // as printed rather than shown twice.
+        if *printed > text.len() || !text.is_char_boundary(*printed) {
+            *printed = text.len();
+            return;
+        }
+        let new = &text[*printed..];
+        *printed = text.len();
+        if !new.is_empty() {
+            self.print(new);
+        }
+    }
+
+    fn end_line(&mut self, index: u64) {
+        if self.closed.insert(index) {
+            self.line_break();
+        }
+    }
+
+    fn card(&mut self, state: &SessionState, id: &str, name: &str, arguments: &serde_json::Value) {
+        if self.cards.insert(id.to_owned()) {
+            let shown = spool_tools::main_argument(name, arguments).unwrap_or_else(|| arguments.to_string());
+            self.line_break();
+            self.print(&format!("  ⚙ {name} {}\n", cut(&shown, CARD_CHARS)));
+        }
+        let Some(execution) = state.tool_executions.get(id) else { return };
+        if execution.status == ToolStatus::Running || !self.outcomes.insert(id.to_owned()) {
+            return;
+        }
+        let result = execution.result.as_deref().unwrap_or("");
+        let lines = result.lines().count();
+        let first = result.lines().next().unwrap_or("");
+        let mark = if execution.status == ToolStatus::Error { "✗" } else { "✓" };
+        let more = if lines > 1 { format!(" (+{} lines)", lines - 1) } else { String::new() };
+        self.print(&format!("    {mark} {}{more}\n", cut(first, CARD_CHARS)));
+    }
+
+    fn ask(&mut self, approval: &Approval) {
+        if !self.asked.insert(approval.id.clone()) {
+            return;
+        }
+        let payload = &approval.payload;
+        let argument = payload["argument"].as_str().unwrap_or("");
+        self.line_break();
+        self.print(&format!("  ? {} wants to run: {argument}\n", approval.tool));
+        if let Some(change) = payload["change"].as_str().filter(|c| !c.is_empty() && *c != argument) {
+            self.print(&format!("    {}\n", cut(change, CARD_CHARS)));
+        }
+        self.print("    approve? y = once, a = always, n MESSAGE = reject and tell the model why\n");
+    }
+
+    /// A run that ended other than completed says how.
+    fn run_ends(&mut self, state: &SessionState) {
+        for timing in state.prompt_timings.values() {
+            let Some(status) = timing.status.filter(|_| timing.ended_at.is_some()) else { continue };
+            if !self.reported.insert(timing.user_message_index) || self.first {
+                continue;
+            }
+            match status {
+                RunStatus::Cancelled => self.notice("run stopped"),
+                RunStatus::Failed => {
+                    let why = timing.error.as_ref().map_or("no reason given", |e| e.message.as_str());
+                    self.notice(&format!("run failed: {why}"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// One line typed: the answer to the oldest pending approval, or a prompt.
+    async fn line(&mut self, client: &Client, session: &SessionId, line: String) {
+        if line.len() > MAX_LINE {
+            return self.problem(&format!("that line is over {MAX_LINE} bytes; not sent"));
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            return;
+        }
+        if let Some(approval) = self.unanswered().cloned() {
+            return self.answer(client, session, &approval, text).await;
+        }
+        let request_id = format!("chat-{}", RunId::new().as_str().trim_start_matches("run_"));
+        let body =
+            PromptBody { text: text.to_owned(), request_id: Some(request_id), queue: true, ..PromptBody::default() };
+        self.typed.push(text.to_owned());
+        match client.prompt(session, &body).await {
+            Ok(answer) => {
+                if self.json {
+                    emit(&json!({"type": "client.prompt", "answer": answer}));
+                }
+                match answer {
+                    PromptAnswer::Started(run) => {
+                        self.awaiting.insert(run.run_id);
+                    }
+                    PromptAnswer::Queued(queued) => {
+                        self.queued.insert(queued.request_id);
+                        if !self.json {
+                            self.notice(&format!("queued ({} in line)", queued.position));
+                        }
+                    }
+                }
+            }
+            Err(e) => self.problem(&format!("the prompt was not sent: {e}")),
+        }
+    }
+
+    async fn answer(&mut self, client: &Client, session: &SessionId, approval: &Approval, text: &str) {
+        let (word, rest) = text.split_once(char::is_whitespace).map_or((text, ""), |(w, r)| (w, r.trim()));
+        let decided = match word.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "once" => client.approve_once(session, &approval.id).await,
+            "a" | "always" => client.approve_always(session, &approval.id).await,
+            "n" | "no" | "reject" => client.reject(session, &approval.id, Some(rest).filter(|r| !r.is_empty())).await,
+            _ => {
+                return self
+                    .problem("answer y (approve once), a (always) or n MESSAGE (reject, telling the model why)");
+            }
+        };
+        match decided {
+            Ok(decided) => {
+                self.answered.insert(approval.id.clone());
+                if self.json {
+                    emit(&json!({"type": "client.decided", "decided": decided}));
+                } else {
+                    self.notice(&format!("{}: {}", approval.tool, decided.decision.label()));
+                }
+            }
+            Err(e) => self.problem(&format!("the answer was not taken: {e}")),
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        if self.json {
+            return emit(&json!({"type": "client.notice", "message": text}));
+        }
+        self.line_break();
+        self.print(&format!("  · {text}\n"));
+    }
+
+    fn problem(&mut self, text: &str) {
+        if self.json {
+            return emit(&json!({"type": "client.error", "message": text}));
+        }
+        self.line_break();
+        self.print(&format!("  ! {text}\n"));
+    }
+
+    fn line_break(&mut self) {
+        if !self.at_line_start {
+            self.print("\n");
+        }
+    }
+
+    fn print(&mut self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        // A closed terminal ends the chat at the next read; nothing to do here.
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        if let Some(last) = text.chars().last() {
+            self.at_line_start = last == '\n';
+        }
+    }
+}
+
+fn emit(value: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}").and_then(|()| out.flush());
+}
+
+/// At most `max` characters of the first line of `text`, with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None if line.len() < text.trim_end().len() => format!("{line} …"),
+        None => line.to_owned(),
+    }
+}

@@ -1,0 +1,249 @@
+//! `spool chat` as a person at a terminal uses it: the real binary in a
+//! pseudo-terminal (rexpect), against a real `spool serve` with the scripted model.
+//! Typed lines are prompts, approvals are answered at the prompt, Ctrl-C goes through
+//! the terminal's line discipline as SIGINT. `--json` is read line by line as a
+//! script would.
+
+mod common;
+
+use common::{WAIT, serve};
+use rexpect::session::PtySession;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+/// A server with its data and project directories; the project is a workspace root, so
+/// a token's user may register it.
+struct Setup {
+    server: Option<common::Spool>,
+    base: String,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl Setup {
+    fn start(delay_ms: u64) -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("project")).expect("project dir");
+        let data = dir.path().join("data").to_str().expect("UTF-8").to_owned();
+        let root = dir.path().to_str().expect("UTF-8").to_owned();
+        let args = ["--data-dir", &data, "--scripted-delay-ms", &delay_ms.to_string(), "--workspace-root", &root]
+            .map(str::to_owned)
+            .to_vec();
+        let mut setup = Setup { server: None, base: String::new(), dir, args };
+        setup.serve("127.0.0.1:0");
+        setup
+    }
+
+    fn serve(&mut self, addr: &str) {
+        let mut args = vec!["--addr", addr];
+        args.extend(self.args.iter().map(String::as_str));
+        let (server, base) = serve(&args);
+        self.server = Some(server);
+        self.base = base;
+    }
+
+    /// Stops the server and starts it again on the same address and data.
+    fn restart(&mut self) {
+        self.server.take().expect("a running server").stop();
+        let addr = self.base.trim_start_matches("http://").to_owned();
+        self.serve(&addr);
+    }
+
+    fn project(&self) -> std::path::PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// `spool chat` on a new session in the project, with `extra` arguments.
+    fn chat(&self, extra: &[&str]) -> Command {
+        let mut cmd = self.chat_on(extra);
+        cmd.arg("--project").arg(self.project());
+        cmd
+    }
+
+    fn chat_on(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
+        cmd.args(["chat", "--server", &self.base])
+            .args(extra)
+            .env_remove("SPOOL_SERVER")
+            .env_remove("SPOOL_TOKEN")
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+
+    /// `spool chat` in a pseudo-terminal, once it is ready for a prompt.
+    fn terminal(&self) -> PtySession {
+        let timeout = u64::try_from(WAIT.as_millis()).expect("a small timeout");
+        let mut chat = rexpect::session::spawn_command(self.chat(&[]), Some(timeout)).expect("spawn spool chat");
+        chat.exp_string("type a prompt").expect("the greeting");
+        chat
+    }
+}
+
+#[test]
+fn a_prompt_streams_its_answer_once() {
+    let setup = Setup::start(5);
+    let mut chat = setup.terminal();
+    chat.send_line("stream: 12").expect("type");
+    chat.exp_string("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12").expect("the answer");
+    chat.send_line("stream: 4").expect("type");
+    // What came between the first answer and the end of the second: nothing of the
+    // first again, and not the prompt (rexpect's terminal does not echo, and the chat
+    // does not print back what was typed at it).
+    let between = chat.exp_string("w1 w2 w3 w4\r\n").expect("the second answer");
+    assert!(!between.contains("w12"), "the first answer was printed again: {between:?}");
+    assert!(!between.contains("stream: 4"), "the prompt is printed back: {between:?}");
+}
+
+#[test]
+fn approvals_are_answered_at_the_prompt() {
+    let setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    let write = |file: &str| format!(r#"tool: write {{"path": "{file}", "content": "hi\n"}}"#);
+
+    chat.send_line(&write("once.txt")).expect("type");
+    chat.exp_string("write wants to run: once.txt").expect("the approval card");
+    chat.exp_string("approve? y = once").expect("how to answer");
+    chat.send_line("y").expect("approve");
+    chat.exp_string("write: once").expect("the decision");
+    chat.exp_string(&raw("✓")).expect("the call's outcome");
+    chat.exp_string("Tool write returned").expect("the model's summary");
+    assert_eq!(std::fs::read_to_string(setup.project().join("once.txt")).expect("written"), "hi\n");
+
+    chat.send_line(&write("no.txt")).expect("type");
+    chat.exp_string("write wants to run: no.txt").expect("the approval card");
+    chat.send_line("n not in this project").expect("reject");
+    chat.exp_string("write: reject").expect("the decision");
+    chat.exp_string(&raw("✗")).expect("the call failed");
+    chat.exp_string("Tool write failed").expect("the model was told and went on");
+    assert!(!setup.project().join("no.txt").exists(), "a rejected call never runs");
+
+    chat.send_line(&write("always.txt")).expect("type");
+    chat.exp_string("write wants to run: always.txt").expect("the approval card");
+    chat.send_line("a").expect("always");
+    chat.exp_string("write: always").expect("the decision");
+    chat.exp_string("Tool write returned").expect("the summary");
+    chat.send_line(&write("again.txt")).expect("type");
+    let until_summary = chat.exp_string("Tool write returned").expect("ran without asking");
+    assert!(!until_summary.contains("approve?"), "`always` covers the next call: {until_summary:?}");
+    assert!(setup.project().join("again.txt").exists());
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_a_second_ctrl_c_exits() {
+    let setup = Setup::start(20);
+    let mut chat = setup.terminal();
+    chat.send_line("stream: 100000").expect("type");
+    chat.exp_string("w3 ").expect("the answer streams");
+    chat.send_control('c').expect("Ctrl-C");
+    chat.exp_string("stopping the run").expect("the stop is acknowledged");
+    chat.exp_string("run stopped").expect("the run ends cancelled");
+    chat.send_control('c').expect("Ctrl-C again");
+    chat.exp_string("bye").expect("it leaves");
+    chat.exp_eof().expect("and exits");
+}
+
+#[test]
+fn a_restarted_server_is_a_lost_connection_the_chat_recovers_from() {
+    let mut setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    chat.send_line("stream: 5").expect("type");
+    chat.exp_string("w1 w2 w3 w4 w5\r\n").expect("the first answer");
+    setup.restart();
+    chat.exp_string("connection lost").expect("the loss is shown");
+    chat.exp_string("reconnected").expect("and the recovery");
+    // The new server's stream starts with a snapshot holding the first answer: the
+    // chat continues from it without printing that answer again.
+    chat.send_line("stream: 7").expect("type");
+    let between = chat.exp_string("w1 w2 w3 w4 w5 w6 w7\r\n").expect("the next answer");
+    assert!(!between.contains("w5\r\n"), "the first answer was printed again: {between:?}");
+}
+
+/// `--json` with a token, as a script drives it: a prompt, an approval answered on
+/// standard input, then end of input; every line is one JSON object.
+#[test]
+fn json_prints_one_event_per_line_and_takes_answers_on_stdin() {
+    let setup = Setup::start(0);
+    let data = setup.dir.path().join("data");
+    let created = common::spool()
+        .args(["token", "create", "--user", "alice", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("spool token create");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let token = String::from_utf8(created.stdout).expect("UTF-8").trim().to_owned();
+
+    let refused = setup.chat(&["--json"]).stdin(Stdio::null()).output().expect("run without a token");
+    assert!(!refused.status.success(), "auth is on: no token, no chat");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unauthorized"));
+
+    let mut chat = setup
+        .chat(&["--json", "--token", &token])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn spool chat --json");
+    let mut stdin = chat.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(chat.stdout.take().expect("stdout")).lines();
+    let mut seen: Vec<Value> = Vec::new();
+    let mut next_until = |seen: &mut Vec<Value>, done: &dyn Fn(&Value) -> bool| loop {
+        let line = lines.next().expect("a line before the end").expect("read");
+        let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not one JSON object: {line:?}: {e}"));
+        seen.push(value.clone());
+        if done(&value) {
+            return;
+        }
+    };
+    next_until(&mut seen, &|v| v["type"] == "client.snapshot");
+    writeln!(stdin, "stream: 3").expect("write");
+    next_until(&mut seen, &|v| v["event"]["type"] == "agent_end");
+    writeln!(stdin, r#"tool: write {{"path": "j.txt", "content": "j"}}"#).expect("write");
+    next_until(&mut seen, &|v| v["type"] == "session.state" && !v["state"]["pendingApprovals"][0].is_null());
+    writeln!(stdin, "y").expect("write");
+    next_until(&mut seen, &|v| v["type"] == "client.decided");
+    drop(stdin);
+    for line in lines {
+        let line = line.expect("read");
+        seen.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not one JSON object: {line:?}: {e}")));
+    }
+    assert!(chat.wait().expect("exit").success(), "end of input, answered: a clean exit");
+
+    let session = seen[0]["sessionId"].as_str().expect("the session comes first").to_owned();
+    let frames: Vec<&Value> = seen.iter().filter(|v| v["seq"].is_u64()).collect();
+    assert!(frames.iter().all(|f| f["sessionId"] == session.as_str()));
+    let seqs: Vec<u64> = frames.iter().map(|f| f["seq"].as_u64().expect("seq")).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "every frame once, in order: {seqs:?}");
+    let text: String = frames
+        .iter()
+        .filter(|f| f["event"]["assistantMessageEvent"]["type"] == "text_delta")
+        .map(|f| f["event"]["assistantMessageEvent"]["delta"].as_str().expect("a delta"))
+        .collect();
+    assert!(text.starts_with("w1 w2 w3"), "{text:?}");
+    let decided = seen.iter().find(|v| v["type"] == "client.decided").expect("the decision");
+    assert_eq!(decided["decided"]["decision"], "once");
+    let prompts = seen.iter().filter(|v| v["type"] == "client.prompt").count();
+    assert_eq!(prompts, 2);
+    assert!(seen.iter().any(|v| v["event"]["type"] == "tool_execution_end" && v["event"]["isError"] == false));
+    assert_eq!(std::fs::read_to_string(setup.project().join("j.txt")).expect("written"), "j");
+    assert_owned_by(&setup, &session, &token);
+}
+
+/// The session belongs to the token's user: another caller without it is refused.
+fn assert_owned_by(setup: &Setup, session: &str, token: &str) {
+    let status = |token: Option<&str>| {
+        let mut cmd = setup.chat_on(&["--json"]);
+        cmd.args(["--session", session]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(token) = token {
+            cmd.args(["--token", token]);
+        }
+        cmd.output().expect("run").status.success()
+    };
+    assert!(status(Some(token)), "the owner opens it again");
+    assert!(!status(Some("not-a-token")), "a wrong token does not");
+}
+
+/// `text` as rexpect's reader sees it: it turns each byte into one `char`, so text
+/// beyond ASCII (the ✓ and ✗ of tool cards) is matched byte for byte.
+fn raw(text: &str) -> String {
+    text.bytes().map(char::from).collect()
+}
