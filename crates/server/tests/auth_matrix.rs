@@ -78,6 +78,14 @@ fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
         ("POST", "/api/chat") => {
             foreign("/api/chat".into(), Some(json!({"sessionId": session, "text": "hi", "requestId": "r"})))
         }
+        // A chat id that is a session id names that session; a name is per user.
+        ("POST", "/api/ai-sdk/chat") => foreign(
+            "/api/ai-sdk/chat".into(),
+            Some(
+                json!({"id": session, "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}),
+            ),
+        ),
+        ("GET", "/api/ai-sdk/chat/{id}/stream") => foreign(format!("/api/ai-sdk/chat/{session}/stream"), None),
         ("GET" | "DELETE", "/session/{id}") => foreign(format!("/session/{session}"), None),
         ("PATCH", "/session/{id}") => foreign(format!("/session/{session}"), Some(json!({"title": "x"}))),
         ("GET", "/session/{id}/message") => foreign(format!("/session/{session}/message"), None),

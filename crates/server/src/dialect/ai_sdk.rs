@@ -40,11 +40,12 @@
 use crate::dialect::shared::FormMapper;
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
+use spool_protocol::event::offset_len;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, StreamDelta, sse,
+    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, StreamDelta,
+    sse,
 };
-use spool_protocol::event::offset_len;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One chunk of the UI message stream. The serde names are the wire `type`s.
@@ -53,37 +54,85 @@ use std::collections::{BTreeMap, BTreeSet};
 pub enum UiChunk {
     /// A new assistant message: the run.
     #[serde(rename_all = "camelCase")]
-    Start { message_id: String },
+    Start {
+        message_id: String,
+    },
     /// One model turn begins.
     StartStep,
     FinishStep,
-    TextStart { id: String },
-    TextDelta { id: String, delta: String },
-    TextEnd { id: String },
-    ReasoningStart { id: String },
-    ReasoningDelta { id: String, delta: String },
-    ReasoningEnd { id: String },
+    TextStart {
+        id: String,
+    },
+    TextDelta {
+        id: String,
+        delta: String,
+    },
+    TextEnd {
+        id: String,
+    },
+    ReasoningStart {
+        id: String,
+    },
+    ReasoningDelta {
+        id: String,
+        delta: String,
+    },
+    ReasoningEnd {
+        id: String,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolInputStart { tool_call_id: String, tool_name: String, dynamic: bool },
+    ToolInputStart {
+        tool_call_id: String,
+        tool_name: String,
+        dynamic: bool,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolInputDelta { tool_call_id: String, input_text_delta: String },
+    ToolInputDelta {
+        tool_call_id: String,
+        input_text_delta: String,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolInputAvailable { tool_call_id: String, tool_name: String, input: serde_json::Value, dynamic: bool },
+    ToolInputAvailable {
+        tool_call_id: String,
+        tool_name: String,
+        input: serde_json::Value,
+        dynamic: bool,
+    },
     /// The call waits for a person. `approvalId` is the `per_…` approval; the
     /// descriptor is its redacted card (tool, argument summary, preview).
     #[serde(rename_all = "camelCase")]
-    ToolApprovalRequest { approval_id: ApprovalId, tool_call_id: String, approval_descriptor: serde_json::Value },
+    ToolApprovalRequest {
+        approval_id: ApprovalId,
+        tool_call_id: String,
+        approval_descriptor: serde_json::Value,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolOutputAvailable { tool_call_id: String, output: serde_json::Value, dynamic: bool },
+    ToolOutputAvailable {
+        tool_call_id: String,
+        output: serde_json::Value,
+        dynamic: bool,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolOutputError { tool_call_id: String, error_text: String, dynamic: bool },
+    ToolOutputError {
+        tool_call_id: String,
+        error_text: String,
+        dynamic: bool,
+    },
     #[serde(rename_all = "camelCase")]
-    ToolOutputDenied { tool_call_id: String },
+    ToolOutputDenied {
+        tool_call_id: String,
+    },
     #[serde(rename_all = "camelCase")]
-    Finish { finish_reason: FinishReason },
+    Finish {
+        finish_reason: FinishReason,
+    },
     #[serde(rename_all = "camelCase")]
-    Error { error_text: String },
-    Abort { reason: String },
+    Error {
+        error_text: String,
+    },
+    Abort {
+        reason: String,
+    },
 }
 
 /// The AI SDK's `FinishReason` values Spool sends.
@@ -123,9 +172,14 @@ pub fn parked_end() -> Bytes {
     encode(&[UiChunk::FinishStep, UiChunk::Finish { finish_reason: FinishReason::ToolCalls }])
 }
 
-/// What opens the continuation after a decision: the same message, the same step.
-pub fn continuation_start(run: &RunId) -> Bytes {
-    encode(&[UiChunk::Start { message_id: run.to_string() }, UiChunk::StartStep])
+/// What opens the continuation after a decision: the same message, the same step, and
+/// for a rejected call its denial.
+pub fn continuation_start(approval: &Approval, denied: bool) -> Bytes {
+    let mut chunks = vec![UiChunk::Start { message_id: approval.run_id.to_string() }, UiChunk::StartStep];
+    if denied {
+        chunks.push(UiChunk::ToolOutputDenied { tool_call_id: approval.tool_call_id.clone() });
+    }
+    encode(&chunks)
 }
 
 fn encode(chunks: &[UiChunk]) -> Bytes {
@@ -179,6 +233,7 @@ pub struct AiSdkStream {
     /// replaying the run from its start (the engine no longer knew the interrupt's
     /// place) folds the frames the client has without sending them.
     muted_until: Option<ApprovalId>,
+    waiting_after_mute: Option<ApprovalId>,
     /// How much of a block a snapshot already sent, by `(message index, content index)`,
     /// in delta offset units: live deltas send only what lies beyond.
     sent: BTreeMap<(u64, usize), usize>,
@@ -199,6 +254,7 @@ impl AiSdkStream {
             waiting: None,
             finished: false,
             muted_until: None,
+            waiting_after_mute: None,
             sent: BTreeMap::new(),
         }
     }
@@ -206,8 +262,18 @@ impl AiSdkStream {
     /// A fold from the run's start that sends nothing up to and including `approval`'s
     /// request: the continuation after it, when the replay has to start at the run's
     /// start (the transport writes [`continuation_start`] first).
-    pub fn muted_until(run_id: RunId, approval: ApprovalId) -> Self {
-        Self { muted_until: Some(approval), ..Self::new(run_id) }
+    /// `waiting` is what the engine says the run waits for as the subscription starts,
+    /// which the fold takes over when it unmutes (a decision taken before the
+    /// subscription need not have its frame in the ring yet).
+    /// `denied` as for [`continuing`](Self::continuing).
+    pub fn muted_until(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
+        let mut fold = Self::new(approval.run_id.clone());
+        fold.muted_until = Some(approval.id.clone());
+        fold.waiting_after_mute = waiting;
+        if denied {
+            fold.denied.insert(approval.tool_call_id.clone());
+        }
+        fold
     }
 
     /// A fold that starts at a session snapshot instead of the run's frames (they have
@@ -221,7 +287,8 @@ impl AiSdkStream {
         fold.started = true;
         let mut out = vec![UiChunk::Start { message_id: run.id.to_string() }];
         fold.open_step(&mut out);
-        let committed = messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
+        let committed =
+            messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
         let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
         for (index, message, done) in committed.chain(drafts) {
             fold.draw(index, message, done, &mut out);
@@ -319,14 +386,21 @@ impl AiSdkStream {
 
     /// A fold that goes on right after `approval`'s `approval_requested` frame: the
     /// message and step the stream that stopped there opened (the transport writes
-    /// [`continuation_start`] first) and the call, whose input the client has.
-    pub fn continuing(approval: &Approval) -> Self {
+    /// [`continuation_start`] first) and the call, whose input the client has. `waiting`:
+    /// the run still waits for a person as the subscription starts (the engine says).
+    /// `denied`: the decision taken rejected the call; the transport opens with its
+    /// `tool-output-denied` ([`continuation_start`]), as the `approval_resolved` frame
+    /// may precede the subscription.
+    pub fn continuing(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
         fold.started = true;
         fold.step_open = true;
         fold.available.insert(approval.tool_call_id.clone());
         fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-        fold.waiting = Some(approval.id.clone());
+        fold.waiting = waiting;
+        if denied {
+            fold.denied.insert(approval.tool_call_id.clone());
+        }
         fold
     }
 
@@ -351,6 +425,7 @@ impl AiSdkStream {
             && approval.id == until
         {
             self.muted_until = None;
+            self.waiting = self.waiting_after_mute.take();
         }
         (Vec::new(), false)
     }
@@ -412,8 +487,8 @@ impl AiSdkStream {
                 // `reject` and `expired` never run the tool; `superseded` asks again.
                 if matches!(decision.as_str(), "reject" | "expired")
                     && let Some(call) = self.asked.get(approval_id)
+                    && self.denied.insert(call.clone())
                 {
-                    self.denied.insert(call.clone());
                     out.push(UiChunk::ToolOutputDenied { tool_call_id: call.clone() });
                 }
                 false
@@ -645,11 +720,11 @@ mod tests {
                 Some(1),
                 update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() }),
             ),
+            ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
             ev(
                 Some(1),
-                update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() }),
+                update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() }),
             ),
-            ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() })),
             ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call, write], StopReason::ToolUse) }),
             ev(
                 None,
@@ -732,7 +807,7 @@ mod tests {
             .iter()
             .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
             .expect("an approval");
-        let mut fold = AiSdkStream::continuing(&approval());
+        let mut fold = AiSdkStream::continuing(&approval(), Some(approval().id), false);
         assert!(fold.waiting());
         let rest = map_all(&mut fold, &frames[asked + 1..]);
         let at = whole.iter().position(|c| matches!(c, UiChunk::ToolApprovalRequest { .. })).expect("asked");
@@ -781,7 +856,12 @@ mod tests {
         let before = frame(1, ev(None, AgentEvent::TurnStart {}));
         assert_eq!(fold.push(&before), (vec![], false), "before run.accepted");
         fold.push(&frame(2, FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() }));
-        let theirs = FrameBody::LoopEvent { run_id: other, message_index: None, message_id: None, event: AgentEvent::TurnStart {} };
+        let theirs = FrameBody::LoopEvent {
+            run_id: other,
+            message_index: None,
+            message_id: None,
+            event: AgentEvent::TurnStart {},
+        };
         assert_eq!(fold.push(&frame(3, theirs)), (vec![], false));
         let end = frame(4, ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default() }));
         assert_eq!(fold.push(&end), (vec![], true));

@@ -116,12 +116,8 @@ impl ChatRequest {
         };
         match last.role.as_str() {
             "user" => {
-                let texts: Vec<&str> = last
-                    .parts
-                    .iter()
-                    .filter(|p| p["type"] == "text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect();
+                let texts: Vec<&str> =
+                    last.parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
                 let text = texts.join("\n");
                 if text.trim().is_empty() {
                     return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
@@ -235,7 +231,7 @@ async fn chat(
         Action::Answer(answers) => {
             let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
             match answer(engine, &user, &session, answers).await? {
-                Ok(approval) => attach_after(engine, &user, &approval, connection).await?,
+                Ok((approval, denied)) => attach_after(engine, &user, &approval, denied, connection).await?,
                 Err(refused) => return Ok(refused),
             }
         }
@@ -253,7 +249,8 @@ async fn prompt(
     request_id: Option<String>,
     connection: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let input = PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
+    let input =
+        PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
     // Subscribed before prompting: the run's first frame comes after this snapshot.
     let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
     let accepted = engine.prompt(user, session, input).await?;
@@ -266,14 +263,15 @@ async fn prompt(
     attach_from_start(engine, user, run, connection).await
 }
 
-/// Applies the approval responses; `Ok(approval)` is the last one decided here (the
-/// continuation follows it), `Err(response)` the engine's JSON refusal when none was.
+/// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
+/// (the continuation follows it) and whether it was rejected, `Err(response)` the
+/// engine's JSON refusal when none was.
 async fn answer(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
     answers: Vec<Answer>,
-) -> Result<Result<Approval, Response>, ApiError> {
+) -> Result<Result<(Approval, bool), Response>, ApiError> {
     let mut last = None;
     let mut refusal = None;
     for Answer { approval, approved, reason } in answers {
@@ -290,7 +288,8 @@ async fn answer(
         let input = DecisionInput { decision, message, idempotency_key: Some(format!("ai-sdk:{approval}")) };
         let target = DecisionTarget::Run(found.run_id.clone());
         match engine.decide(user, target, &approval, input).await {
-            Ok(DecisionOutcome::Applied { .. }) | Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some(found),
+            Ok(DecisionOutcome::Applied { decision, .. }) => last = Some((found, decision == Decision::Reject)),
+            Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some((found, false)),
             Ok(outcome) => {
                 if found.status == ApprovalStatus::Pending {
                     refusal = Some(super::approvals::decision_response(&outcome));
@@ -345,7 +344,12 @@ async fn reconnect(
 
 /// Follows `run` from its start: a replay of its frames while the buffer holds them,
 /// else drawn from a snapshot.
-async fn attach_from_start(engine: &Engine, user: &UserId, run: Run, kill: CancellationToken) -> Result<Feed, ApiError> {
+async fn attach_from_start(
+    engine: &Engine,
+    user: &UserId,
+    run: Run,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
     let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
@@ -362,24 +366,25 @@ async fn attach_after(
     engine: &Engine,
     user: &UserId,
     approval: &Approval,
+    denied: bool,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
     let run = engine.run(user, &approval.run_id).await?;
     let (subscription, start) =
         engine.subscribe_from_run(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
     let subscription = subscription.typed();
-    let opening = Some(ai_sdk::continuation_start(&run.id));
+    let opening = Some(ai_sdk::continuation_start(approval, denied));
     match start.from {
         // The engine knew where the interrupt was: the replay starts right after it.
         RunFrom::Replay(_) if start.after > 0 => {
             let form = AiSdkForm::After(approval.id.clone());
-            Ok(Feed::new(subscription, form, AiSdkStream::continuing(approval), opening))
+            Ok(Feed::new(subscription, form, AiSdkStream::continuing(approval, start.waiting, denied), opening))
         }
         // It did not (a restart in between): the replay starts at the run's start, and
         // the fold sends nothing up to the request.
         RunFrom::Replay(_) => {
             let form = AiSdkForm::Muted(approval.id.clone());
-            Ok(Feed::new(subscription, form, AiSdkStream::muted_until(run.id, approval.id.clone()), opening))
+            Ok(Feed::new(subscription, form, AiSdkStream::muted_until(approval, start.waiting, denied), opening))
         }
         // The frames are gone: the run drawn again as the snapshot shows it. The client
         // gets a `start` for the same message and redraws it.
@@ -501,7 +506,9 @@ fn stream_response(feed: Feed, engine: Engine, user: UserId, heartbeat: Duration
         Some((Ok::<_, Infallible>(chunk), st))
     });
     let mut response = sse::response(sse::EVENT_STREAM_UTF8, body);
-    response.headers_mut().insert(HeaderName::from_static("x-vercel-ai-ui-message-stream"), HeaderValue::from_static("v1"));
+    response
+        .headers_mut()
+        .insert(HeaderName::from_static("x-vercel-ai-ui-message-stream"), HeaderValue::from_static("v1"));
     response
 }
 

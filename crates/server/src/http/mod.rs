@@ -81,10 +81,19 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
-    [ai_sdk::BODIES, approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
-        .into_iter()
-        .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
-        .flatten()
+    [
+        ai_sdk::BODIES,
+        approvals::BODIES,
+        auth::BODIES,
+        chat::BODIES,
+        gate::BODIES,
+        lists::BODIES,
+        opencode::BODIES,
+        projects::BODIES,
+    ]
+    .into_iter()
+    .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
+    .flatten()
 }
 
 /// Fallbacks and the layers shared by every route. Separate from [`router`] so a test
