@@ -1142,14 +1142,21 @@ impl Engine {
         }
         let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
         let run = self.new_run(&loaded, request_id);
-        if let RunInsert::Existing(run) = self.store().insert_run(&run).await? {
+        let prompt = self.prompt_message(&run, MessageId::default(), wanted.text.clone());
+        if let RunInsert::Existing(run) = self.store().start_run(&run, &prompt).await? {
             return Ok(Submitted::Started(PromptAccepted {
                 request_id: run.request_id,
                 run_id: run.id,
                 created: false,
             }));
         }
-        Ok(Submitted::Started(self.launch(&loaded, run, wanted, lease, None)))
+        Ok(Submitted::Started(self.launch(&loaded, run, wanted, lease, prompt)))
+    }
+
+    /// The user message `run` answers, as it is stored with the run: `text` at the run's
+    /// user message index, timed when the run was accepted.
+    pub(crate) fn prompt_message(&self, run: &Run, id: MessageId, text: String) -> IndexedMessage {
+        IndexedMessage { id, index: run.user_message_index, message: Message::user_text(text, run.created_at) }
     }
 
     /// A new run of the loaded session, answering a prompt with this request id.
@@ -1173,15 +1180,15 @@ impl Engine {
     }
 
     /// Starts `run`, stored already, on this node: it becomes the session's active run,
-    /// the accepted frames go out, and its task takes the lease over. `prompt_id`
-    /// names the user message it commits (a queued prompt's id).
+    /// the accepted frames go out, and its task takes the lease over. `prompt` is its
+    /// user message, stored with the run.
     pub(crate) fn launch(
         &self,
         loaded: &Arc<Loaded>,
         run: Run,
         wanted: Wanted,
         lease: LeaseGuard,
-        prompt_id: Option<MessageId>,
+        prompt: IndexedMessage,
     ) -> PromptAccepted {
         let request_id = run.request_id.clone();
         let handle = ActiveHandle::new(run.id.clone());
@@ -1196,10 +1203,8 @@ impl Engine {
         });
         let policy = wanted.approval_policy.unwrap_or(self.inner.config.approval_policy);
         let env = self.inner.env.clone();
-        let mut task = RunTask::new(env, loaded.clone(), run, wanted.text, handle, policy, wanted.on_disconnect);
-        if let Some(id) = prompt_id {
-            task = task.with_prompt_id(id);
-        }
+        let task = RunTask::new(env, loaded.clone(), run, wanted.text, handle, policy, wanted.on_disconnect)
+            .with_stored_prompt(prompt);
         lease.keep();
         tokio::spawn(task.execute());
         accepted

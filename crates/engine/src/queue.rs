@@ -190,7 +190,9 @@ impl Engine {
             return Box::pin(self.start_queued(id)).await;
         }
         let run = self.new_run(&loaded, next.message.request_id.clone());
-        let Some(taken) = self.inner.store.take_queued(&next.message.id, &run).await? else {
+        // The queued message keeps its id as the run's user message.
+        let prompt = self.prompt_message(&run, next.message.id.clone(), next.message.text.clone());
+        let Some(taken) = self.inner.store.take_queued(&next.message.id, &run, &prompt).await? else {
             // Removed (or taken elsewhere) since it was read: the next one, if any.
             drop((control, lease));
             return Box::pin(self.start_queued(id)).await;
@@ -213,7 +215,7 @@ impl Engine {
         }
         let QueuedPrompt { message, approval_policy, on_disconnect, .. } = next;
         let wanted = Wanted { text: message.text, request_id: None, approval_policy, on_disconnect };
-        self.launch(&loaded, run, wanted, lease, Some(message.id));
+        self.launch(&loaded, run, wanted, lease, prompt);
         Ok(())
     }
 

@@ -178,8 +178,9 @@ pub(crate) struct RunTask {
     draft_id: Option<MessageId>,
     /// Whether a draft of it is in the store (and must be deleted once it commits).
     draft_stored: bool,
-    /// The id the prompt's user message takes (a queued prompt's: see `queue.rs`).
-    prompt_id: Option<MessageId>,
+    /// The prompt's user message, stored with the run (see `Store::start_run`): the
+    /// run publishes it, and does not write it again.
+    stored_prompt: Option<IndexedMessage>,
 }
 
 impl RunTask {
@@ -210,14 +211,15 @@ impl RunTask {
             next_index,
             draft_id: None,
             draft_stored: false,
-            prompt_id: None,
+            stored_prompt: None,
         }
     }
 
-    /// The prompt's user message gets `id`: a queued prompt keeps its id when a run
-    /// takes it, so the hub's `messages.processed` and `message.created` name one message.
-    pub fn with_prompt_id(mut self, id: MessageId) -> Self {
-        self.prompt_id = Some(id);
+    /// The prompt's user message as the store holds it, written with the run (a queued
+    /// prompt keeps its id when a run takes it, so the hub's `messages.processed` and
+    /// `message.created` name one message).
+    pub fn with_stored_prompt(mut self, prompt: IndexedMessage) -> Self {
+        self.stored_prompt = Some(prompt);
         self
     }
 
@@ -361,12 +363,18 @@ impl RunTask {
             // is only deleted (see `commit_orphaned_drafts`).
             tracing::warn!(run = %self.run.id, error = %e, "could not delete a committed draft");
         }
+        self.publish_committed(indexed);
+        Ok(())
+    }
+
+    /// A message the store holds now joins the conversation, and its end goes out.
+    fn publish_committed(&mut self, indexed: IndexedMessage) {
+        self.next_index = indexed.index + 1;
         self.conversation.push(indexed.message.clone());
         let (index, id) = (indexed.index, indexed.id.clone());
         self.emit_message(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), Some(id), |s| {
             view::commit_message(s, indexed)
         });
-        Ok(())
     }
 
     /// Reads the session's memory, then the messages before `next_index` that model
@@ -402,13 +410,12 @@ impl RunTask {
         }
         self.emit(AgentEvent::AgentStart {}, None, |_| {});
         self.emit(AgentEvent::TurnStart {}, None, |_| {});
-        let user = Message::user_text(self.prompt.clone(), self.run.created_at);
-        self.emit(AgentEvent::MessageStart { message: user.clone() }, Some(self.next_index), |_| {});
-        // `commit` names the message with the streaming draft's id; the prompt has its own.
-        self.draft_id = self.prompt_id.take();
-        if let Err(outcome) = self.commit(user).await {
-            return outcome;
-        }
+        let Some(user) = self.stored_prompt.take() else {
+            return failure("internal_error", "the run was started without its stored prompt");
+        };
+        self.emit(AgentEvent::MessageStart { message: user.message.clone() }, Some(user.index), |_| {});
+        // Stored already, with the run: only published here.
+        self.publish_committed(user);
         self.emit_timing();
         self.spawn_title();
 

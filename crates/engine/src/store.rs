@@ -143,6 +143,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a run unless one with the same `(session_id, request_id)` exists.
     async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError>;
+    /// Inserts a run and `prompt`, the user message it answers (at the run's
+    /// `user_message_index`), in ONE transaction, unless a run with the same
+    /// `(session_id, request_id)` exists: then that run comes back and nothing is
+    /// written. What the engine uses to accept a prompt: once a client is told
+    /// "accepted", a crash cannot lose the prompt's text.
+    async fn start_run(&self, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError>;
     /// The run a `(session_id, request_id)` pair started, if any.
     async fn find_run_by_request(&self, session: &SessionId, request_id: &str) -> Result<Option<Run>, StoreError>;
     async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError>;
@@ -185,11 +191,17 @@ pub trait Store: Send + Sync + 'static {
     /// Removes a queued prompt; false (nothing written) when it is not queued any more.
     async fn delete_queued(&self, id: &MessageId) -> Result<bool, StoreError>;
     /// Takes a queued prompt for `run`, in ONE transaction: removes it from the queue and
-    /// inserts the run (which carries the prompt's request id). `None`, writing nothing,
+    /// inserts the run (which carries the prompt's request id) and `prompt`, the user
+    /// message the queued text becomes. `None`, writing nothing,
     /// when it is not queued any more — of any number of racing takers (two nodes after
     /// a restart) exactly one gets `Some`. `Some(Existing)` when a run with its request id
     /// already exists: the prompt leaves the queue and nothing new starts.
-    async fn take_queued(&self, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError>;
+    async fn take_queued(
+        &self,
+        id: &MessageId,
+        run: &Run,
+        prompt: &IndexedMessage,
+    ) -> Result<Option<RunInsert>, StoreError>;
     /// Sessions that have queued prompts, oldest first, at most `limit`: what start-up and
     /// the reaper look at for queues no run will take (their run ended in a crash).
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError>;

@@ -171,6 +171,9 @@ macro_rules! impl_store {
                 async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {
                     runs::insert(&self.pool, run).await
                 }
+                async fn start_run(&self, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError> {
+                    runs::start(&self.pool, run, prompt).await
+                }
                 async fn find_run_by_request(
                     &self,
                     session: &SessionId,
@@ -221,8 +224,13 @@ macro_rules! impl_store {
                 async fn delete_queued(&self, id: &MessageId) -> Result<bool, StoreError> {
                     queue::delete(&self.pool, id).await
                 }
-                async fn take_queued(&self, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError> {
-                    queue::take(&self.pool, id, run).await
+                async fn take_queued(
+                    &self,
+                    id: &MessageId,
+                    run: &Run,
+                    prompt: &IndexedMessage,
+                ) -> Result<Option<RunInsert>, StoreError> {
+                    queue::take(&self.pool, id, run, prompt).await
                 }
                 async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
                     queue::sessions(&self.pool, limit).await

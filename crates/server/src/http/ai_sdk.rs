@@ -74,8 +74,10 @@ const DENIED: &str = "The user denied this tool call.";
 struct ChatRequest {
     /// The chat id: a `ses_…` session, or a name of the caller's for one (1–128
     /// characters of `A-Z a-z 0-9 _ -`), made on first use in `projectId`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
     id: String,
     /// The chat's messages (UI messages); only the last one is read.
+    #[schema(min_items = 1)]
     messages: Vec<UiMessage>,
     /// `submit-message` or `regenerate-message`. A regenerate prompts the text again
     /// as a new run (Spool keeps the earlier answer).

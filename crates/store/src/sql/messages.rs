@@ -7,12 +7,13 @@
 //! snapshot, so no read transaction is needed; rows arrive grouped by message and
 //! ordered by part position, and [`rows::messages`] folds them back into messages.
 
-use super::dialect::Pool;
+use super::dialect::{Db, Pool};
 use crate::error::{db_error, from_db_int, to_db_int};
 use crate::message_codec::{self, message_timestamp, new_part_id};
 use crate::rows;
 use spool_engine::StoreError;
 use spool_protocol::{IndexedMessage, SessionId, UserId};
+use sqlx::Transaction;
 use sqlx::types::Json;
 
 pub(crate) async fn insert(
@@ -21,10 +22,23 @@ pub(crate) async fn insert(
     owner: &UserId,
     message: &IndexedMessage,
 ) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    insert_in(&mut tx, session, owner, message).await?;
+    // Dropping `tx` on an early return above rolls the message row back.
+    tx.commit().await.map_err(db_error)
+}
+
+/// Writes one message (its row and its parts) inside the caller's transaction: a run
+/// and its prompt go in together (see `runs::start`), so a crash cannot keep one
+/// without the other.
+pub(crate) async fn insert_in(
+    tx: &mut Transaction<'_, Db>,
+    session: &SessionId,
+    owner: &UserId,
+    message: &IndexedMessage,
+) -> Result<(), StoreError> {
     let encoded = message_codec::encode(&message.message)?;
     let index = to_db_int(message.index, "message index")?;
-
-    let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query(
         "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -36,7 +50,7 @@ pub(crate) async fn insert(
     .bind(encoded.role)
     .bind(Json(&encoded.meta))
     .bind(message_timestamp(&message.message))
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await
     .map_err(|e| match db_error(e) {
         StoreError::Conflict(_) => StoreError::Conflict(format!(
@@ -58,12 +72,10 @@ pub(crate) async fn insert(
         .bind(position)
         .bind(&part.kind)
         .bind(Json(&part.data))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(db_error)?;
     }
-    // Dropping `tx` on an early return above rolls the message row back.
-    tx.commit().await.map_err(db_error)?;
     Ok(())
 }
 

@@ -8,18 +8,19 @@
 //! nodes after a restart) the second finds the row gone — SQLite runs one writer at a
 //! time, and PostgreSQL (READ COMMITTED) makes the second `DELETE` wait for the first
 //! to commit, then re-check and find nothing — so a prompt becomes at most one run.
-//! Because the run goes in with the delete, a crash between them cannot lose it.
+//! Because the run and its user message go in with the delete, a crash between them
+//! cannot lose the prompt.
 //!
 //! The limit is exact on SQLite (one writer at a time); on PostgreSQL two nodes queueing
 //! into one session at the very same moment may each see room for one more, so the
 //! queue can pass the limit by the number of such racers, never more.
 
 use super::dialect::Pool;
-use super::runs;
+use super::{messages, runs};
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{QueueInsert, QueuedPrompt, RunInsert, StoreError};
-use spool_protocol::{MessageId, Run, SessionId};
+use spool_protocol::{IndexedMessage, MessageId, Run, SessionId};
 
 const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
 
@@ -91,7 +92,12 @@ pub(crate) async fn delete(pool: &Pool, id: &MessageId) -> Result<bool, StoreErr
     Ok(done.rows_affected() > 0)
 }
 
-pub(crate) async fn take(pool: &Pool, id: &MessageId, run: &Run) -> Result<Option<RunInsert>, StoreError> {
+pub(crate) async fn take(
+    pool: &Pool,
+    id: &MessageId,
+    run: &Run,
+    prompt: &IndexedMessage,
+) -> Result<Option<RunInsert>, StoreError> {
     let mut tx = pool.begin().await.map_err(db_error)?;
     let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1")
         .bind(id.as_str())
@@ -103,6 +109,10 @@ pub(crate) async fn take(pool: &Pool, id: &MessageId, run: &Run) -> Result<Optio
         return Ok(None);
     }
     let created = runs::insert_row(&mut *tx, run).await?;
+    if created {
+        // The prompt becomes the run's user message in the same transaction.
+        messages::insert_in(&mut tx, &run.session_id, &run.owner_id, prompt).await?;
+    }
     tx.commit().await.map_err(db_error)?;
     if created {
         return Ok(Some(RunInsert::Created));

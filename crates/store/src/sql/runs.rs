@@ -1,11 +1,12 @@
 //! Runs: one prompt's execution, unique per `(session_id, request_id)`.
 
 use super::dialect::{self, Db, Pool};
+use super::messages;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{RunInsert, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{ProjectId, Run, RunError, RunId, SessionId};
+use spool_protocol::{IndexedMessage, ProjectId, Run, RunError, RunId, SessionId};
 use sqlx::Executor;
 use sqlx::types::Json;
 
@@ -29,6 +30,28 @@ pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreErr
         if insert_row(pool, run).await? {
             return Ok(RunInsert::Created);
         }
+        if let Some(existing) = find_by_request(pool, &run.session_id, &run.request_id).await? {
+            return Ok(RunInsert::Existing(existing));
+        }
+    }
+    Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
+}
+
+/// Starts a run: inserts it together with `prompt`, the user message it answers, in
+/// one transaction, unless its requestId is already used in the session (then, as in
+/// [`insert`], the existing run comes back and nothing is written, the prompt neither).
+/// The engine answers "accepted" only after this commits, so a prompt a client was told
+/// is accepted survives a crash that comes before its run gets going.
+pub(crate) async fn start(pool: &Pool, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError> {
+    for _ in 0..INSERT_ATTEMPTS {
+        let mut tx = pool.begin().await.map_err(db_error)?;
+        if insert_row(&mut *tx, run).await? {
+            messages::insert_in(&mut tx, &run.session_id, &run.owner_id, prompt).await?;
+            tx.commit().await.map_err(db_error)?;
+            return Ok(RunInsert::Created);
+        }
+        // Nothing was written: dropping the transaction ends it.
+        drop(tx);
         if let Some(existing) = find_by_request(pool, &run.session_id, &run.request_id).await? {
             return Ok(RunInsert::Existing(existing));
         }

@@ -35,6 +35,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     list_messages_pages_backwards_from_before(store).await;
     latest_rounds_starts_at_the_nth_last_user_message(store).await;
     insert_run_is_idempotent_per_request_id(store).await;
+    start_run_writes_the_run_and_its_prompt_together(store).await;
     update_run_writes_the_mutable_fields(store).await;
     fail_running_runs_touches_only_running_runs(store).await;
     drafts_are_replaced_and_orphaned_once_their_run_settles(store).await;
@@ -65,6 +66,11 @@ pub async fn conformance(shared: Arc<dyn Store>) {
 /// A name no other check (or earlier pass over the same database) has used.
 fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}", UserId::new())
+}
+
+/// The user message a run answers, as the engine stores it with the run.
+pub fn prompt_of(run: &Run, id: MessageId, text: &str) -> IndexedMessage {
+    IndexedMessage { id, index: run.user_message_index, message: Message::user_text(text, run.created_at) }
 }
 
 pub async fn new_user(store: &dyn Store) -> UserId {
@@ -594,6 +600,33 @@ pub async fn insert_run_is_idempotent_per_request_id(store: &dyn Store) {
     assert_eq!(store.insert_run(&elsewhere).await.expect("insert_run"), RunInsert::Created);
     assert_eq!(store.find_run_by_request(&other_session.id, "req-1").await.expect("find"), Some(elsewhere));
     assert_eq!(store.get_run(&RunId::new()).await.expect("get absent"), None);
+}
+
+/// A prompt answered "accepted" is in the store with its run: the two are written in
+/// one transaction, so neither can exist without the other.
+pub async fn start_run_writes_the_run_and_its_prompt_together(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let run = run_in(&session, "req-start", RunStatus::Running);
+    let prompt = prompt_of(&run, MessageId::new(), "read the README");
+    assert_eq!(store.start_run(&run, &prompt).await.expect("start_run"), RunInsert::Created);
+    assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()));
+    assert_eq!(store.list_messages(&session.id, None, 10).await.expect("list"), vec![prompt.clone()]);
+
+    // A retry gets the first run back and writes neither a run nor a second prompt.
+    let retry = Run { user_message_index: 1, ..run_in(&session, "req-start", RunStatus::Running) };
+    let retry_prompt = prompt_of(&retry, MessageId::new(), "read the README");
+    assert_eq!(store.start_run(&retry, &retry_prompt).await.expect("start_run retry"), RunInsert::Existing(run));
+    assert_eq!(store.get_run(&retry.id).await.expect("get_run"), None);
+    assert_eq!(store.list_messages(&session.id, None, 10).await.expect("list"), vec![prompt.clone()]);
+
+    // A prompt that cannot be written takes its run with it: no run without its prompt.
+    let clash = Run { user_message_index: 0, ..run_in(&session, "req-clash", RunStatus::Running) };
+    let clash_prompt = prompt_of(&clash, MessageId::new(), "at a taken index");
+    let error = store.start_run(&clash, &clash_prompt).await.expect_err("index 0 is taken");
+    assert!(matches!(error, StoreError::Conflict(_)), "{error:?}");
+    assert_eq!(store.get_run(&clash.id).await.expect("get_run"), None, "the run was rolled back");
+    assert_eq!(store.find_run_by_request(&session.id, "req-clash").await.expect("find"), None);
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }
 
 pub async fn update_run_writes_the_mutable_fields(store: &dyn Store) {
@@ -1446,20 +1479,31 @@ pub async fn taking_a_queued_prompt_inserts_its_run_once(store: &dyn Store) {
         assert_eq!(store.queue_prompt(q, 32).await.expect("queue"), QueueInsert::Queued);
     }
     let run = run_in(&session, "req-next", RunStatus::Running);
-    assert_eq!(store.take_queued(&next.message.id, &run).await.expect("take"), Some(RunInsert::Created));
+    let prompt = prompt_of(&run, next.message.id.clone(), "next");
+    assert_eq!(store.take_queued(&next.message.id, &run, &prompt).await.expect("take"), Some(RunInsert::Created));
     assert_eq!(store.get_run(&run.id).await.expect("get_run"), Some(run.clone()));
     assert_eq!(queue_texts(store, &session).await, ["later"]);
+    // The queued text became the run's user message, under the queued message's id.
+    let history = store.list_messages(&session.id, None, 10).await.expect("list_messages");
+    assert_eq!(history, vec![prompt.clone()], "the prompt is stored with its run");
     // Taken is taken: a second taker writes nothing.
     let again = run_in(&session, "req-next", RunStatus::Running);
-    assert_eq!(store.take_queued(&next.message.id, &again).await.expect("take again"), None);
+    let again_prompt = prompt_of(&again, next.message.id.clone(), "next");
+    assert_eq!(store.take_queued(&next.message.id, &again, &again_prompt).await.expect("take again"), None);
     assert_eq!(store.get_run(&again.id).await.expect("get_run"), None);
+    assert_eq!(store.count_messages(&session.id).await.expect("count"), 1, "no second prompt");
 
     // A prompt whose request id already has a run leaves the queue and starts nothing.
     let ran = run_in(&session, "req-later", RunStatus::Completed);
     store.insert_run(&ran).await.expect("insert_run");
     let late = run_in(&session, "req-later", RunStatus::Running);
-    assert_eq!(store.take_queued(&later.message.id, &late).await.expect("take"), Some(RunInsert::Existing(ran)));
+    let late_prompt = prompt_of(&late, later.message.id.clone(), "later");
+    assert_eq!(
+        store.take_queued(&later.message.id, &late, &late_prompt).await.expect("take"),
+        Some(RunInsert::Existing(ran))
+    );
     assert_eq!(store.get_run(&late.id).await.expect("get_run"), None);
+    assert_eq!(store.count_messages(&session.id).await.expect("count"), 1, "nothing started, nothing written");
     assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![]);
     assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }
@@ -1473,7 +1517,8 @@ pub async fn concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(store
         .map(|i| {
             let store = stores[i % stores.len()].clone();
             let (id, run) = (queued.message.id.clone(), run_in(&session, "req-race", RunStatus::Running));
-            tokio::spawn(async move { (run.id.clone(), store.take_queued(&id, &run).await.expect("take")) })
+            let prompt = prompt_of(&run, id.clone(), "once");
+            tokio::spawn(async move { (run.id.clone(), store.take_queued(&id, &run, &prompt).await.expect("take")) })
         })
         .collect();
     let mut winners = Vec::new();
@@ -1485,5 +1530,6 @@ pub async fn concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(store
     }
     assert_eq!(winners.len(), 1, "exactly one taker starts the prompt");
     assert_eq!(store.runs_since(&session.id, 0).await.expect("runs").len(), 1, "one run in the store");
+    assert_eq!(store.count_messages(&session.id).await.expect("count"), 1, "one prompt in the store");
     assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }
