@@ -93,8 +93,25 @@ struct ChatRequest {
 struct UiMessage {
     id: Option<String>,
     role: String,
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<UiPart>)]
     parts: Vec<serde_json::Value>,
+}
+
+/// A UI message part, for the document only (parts are read as JSON): Spool reads
+/// `text` parts' `text` and tool parts' `state` and `approval`; other fields and other
+/// parts are ignored.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct UiPart {
+    /// `text`, `dynamic-tool`, `tool-<name>`, `step-start`, …
+    #[schema(rename = "type")]
+    kind: String,
+    text: Option<String>,
+    /// A tool part's state; `approval-responded` carries a decision.
+    state: Option<String>,
+    /// `{id, approved, reason?}` in the `approval-responded` state.
+    #[schema(value_type = Option<Object>)]
+    approval: Option<serde_json::Value>,
 }
 
 /// What a request asks for.
