@@ -633,6 +633,46 @@ impl Engine {
         Ok(session)
     }
 
+    /// The session a client named `name` (an AI SDK chat id) before, if any (see
+    /// [`named_session`](Self::named_session)).
+    pub async fn session_named(&self, owner: &UserId, name: &str) -> Result<Option<SessionId>> {
+        use crate::store::IdempotencyClaim;
+        let scope = name_scope(owner);
+        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+            IdempotencyClaim::Done(answer) => Ok(Some(named(name, answer)?)),
+            IdempotencyClaim::InProgress => Err(name_in_progress(name)),
+            IdempotencyClaim::Claimed => {
+                self.store().release_idempotency(&scope, name).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The session a client names with a key of its own (an AI SDK chat id): the one
+    /// that key named before, or — on first use — a new session in `project`,
+    /// remembered for the key. The pair is kept durably, once, in the store's
+    /// idempotency records (scope `session-name:<owner>`), so concurrent first uses
+    /// agree on one session; a use that races one still creating gets a 409
+    /// `name_in_progress` to retry. Returns the session and whether this call made it.
+    pub async fn named_session(&self, owner: &UserId, name: &str, project: &ProjectId) -> Result<(SessionId, bool)> {
+        use crate::store::IdempotencyClaim;
+        let scope = name_scope(owner);
+        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+            IdempotencyClaim::Done(answer) => Ok((named(name, answer)?, false)),
+            IdempotencyClaim::InProgress => Err(name_in_progress(name)),
+            IdempotencyClaim::Claimed => match self.create_session(owner, project, None).await {
+                Ok(session) => {
+                    self.store().complete_idempotency(&scope, name, session.id.as_str()).await?;
+                    Ok((session.id, true))
+                }
+                Err(e) => {
+                    self.store().release_idempotency(&scope, name).await?;
+                    Err(e)
+                }
+            },
+        }
+    }
+
     pub async fn list_sessions(
         &self,
         owner: &UserId,
@@ -1450,5 +1490,26 @@ fn action_name(action: PermissionAction) -> &'static str {
         PermissionAction::Allow => "allow",
         PermissionAction::Ask => "ask",
         PermissionAction::Deny => "deny",
+    }
+}
+
+/// Where the sessions clients named are kept (see [`Engine::named_session`]).
+fn name_scope(owner: &UserId) -> String {
+    format!("session-name:{owner}")
+}
+
+/// The session a kept name record holds.
+fn named(name: &str, answer: String) -> Result<SessionId> {
+    answer.parse().map_err(|_| EngineError::Conflict {
+        code: "name_unusable",
+        message: format!("the session name {name:?} is taken by a record this server cannot read"),
+    })
+}
+
+/// Another request is creating the session this name stands for.
+fn name_in_progress(name: &str) -> EngineError {
+    EngineError::Conflict {
+        code: "name_in_progress",
+        message: format!("the session for {name:?} is being created by another request; retry"),
     }
 }

@@ -37,7 +37,8 @@ impl Records {
     fn in_collection(&self, segment: &str) -> Option<&str> {
         Some(match segment {
             "projects" => &self.project,
-            "sessions" | "session" => &self.session,
+            // An AI SDK chat id that is a session id names that session.
+            "sessions" | "session" | "chat" => &self.session,
             "runs" => &self.run,
             // Spool's approvals, the gate's, and OpenCode's permissions are one record.
             "approvals" | "permissions" | "permission" => &self.approval,
@@ -69,6 +70,8 @@ fn word_for(name: &str) -> Option<Value> {
         "title" | "name" => json!("bob's"),
         // OpenCode's prompt parts: only text parts can be prompted.
         "type" => json!("text"),
+        // An AI SDK UI message: a user's prompt.
+        "role" => json!("user"),
         "idempotencyKey" | "requestId" => json!("matrix-key"),
         // Alice's session is titled from her `tool: write` prompt and holds its text:
         // a search must not find it for Bob.

@@ -6,6 +6,7 @@
 //! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
 //! served at `/api/openapi.json` lists exactly the routes this file assembles.
 
+mod ai_sdk;
 mod approvals;
 mod assets;
 mod auth;
@@ -70,6 +71,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(lists::router())
         .merge(metrics::router())
         .merge(chat::router())
+        .merge(ai_sdk::router())
         .merge(ws::router())
         .merge(streams::router())
         .merge(hub::router())
@@ -79,10 +81,19 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
-    [approvals::BODIES, auth::BODIES, chat::BODIES, gate::BODIES, lists::BODIES, opencode::BODIES, projects::BODIES]
-        .into_iter()
-        .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
-        .flatten()
+    [
+        ai_sdk::BODIES,
+        approvals::BODIES,
+        auth::BODIES,
+        chat::BODIES,
+        gate::BODIES,
+        lists::BODIES,
+        opencode::BODIES,
+        projects::BODIES,
+    ]
+    .into_iter()
+    .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
+    .flatten()
 }
 
 /// Fallbacks and the layers shared by every route. Separate from [`router`] so a test

@@ -10,6 +10,7 @@
 //! all of them, [`ErrorBody`]), the security schemes, and the handler that serves the
 //! document, serialized once per process.
 
+use crate::dialect::ai_sdk::UiChunk;
 use crate::dialect::run_stream::RunEvent;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -195,6 +196,28 @@ impl ToSchema for RunStreamEvent {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
         schemas.push((RunEvent::name().into(), RunEvent::schema()));
         RunEvent::schemas(schemas);
+    }
+}
+
+/// An event of the AI SDK's UI message stream (`POST /api/ai-sdk/chat`, `GET
+/// /api/ai-sdk/chat/{id}/stream`): no `event` name, `data` one UI message chunk, the last
+/// one's `data` the literal `[DONE]`.
+pub struct UiMessageStreamEvent;
+
+impl PartialSchema for UiMessageStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event(
+            "A UI message chunk (no `event`, no `id`); the stream's last `data` is `[DONE]`",
+            &[],
+            Some(&UiChunk::name()),
+        )
+    }
+}
+
+impl ToSchema for UiMessageStreamEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((UiChunk::name().into(), UiChunk::schema()));
+        UiChunk::schemas(schemas);
     }
 }
 

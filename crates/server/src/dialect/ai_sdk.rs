@@ -1,0 +1,875 @@
+//! The Vercel AI SDK's UI message stream (`ai` package, major 7), mapped from the native
+//! session frames of one run: what `DefaultChatTransport` reads from
+//! `POST /api/ai-sdk/chat` and from `GET /api/ai-sdk/chat/:id/stream`.
+//!
+//! One run is one assistant message of the chat, named by the run id (`start
+//! {messageId}`); one model turn is one step. The chunk shapes are those of the package's
+//! `UIMessageChunk` type (`node_modules/ai/dist/index.d.ts`); the transport writes each
+//! as `data: <json>` and ends the body with `data: [DONE]`.
+//!
+//! | native frame                                   | UI message chunks |
+//! |------------------------------------------------|-------------------|
+//! | `run.accepted` of this run                      | `start {messageId}` |
+//! | `turn_start` / `turn_end`                       | `start-step` / `finish-step` |
+//! | `text_delta` (`thinking_delta`)                 | `text-start` once, then `text-delta` (`reasoning-*`) |
+//! | `text_end` (`thinking_end`), or another part starting | `text-end` (`reasoning-end`) |
+//! | `toolcall_start` / `toolcall_delta`             | `tool-input-start` / `tool-input-delta` |
+//! | `message_end` of an assistant message, `tool_execution_start` | `tool-input-available` (once per call) |
+//! | `approval_requested`                            | `tool-approval-request {approvalId, toolCallId, approvalDescriptor}` |
+//! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
+//! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
+//! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
+//! | `agent_end` cancelled                           | `abort` |
+//! | `agent_end` failed                              | `error {errorText}` from the stored run ([`Step::failed`]) |
+//!
+//! Tools are Spool's, not the client's, so tool parts are `dynamic` (`dynamic-tool` parts
+//! with a `toolName`, as the AI SDK shows tools it has no types for). Part ids derive from
+//! the message index and content index, so a replay of the same frames names the same
+//! parts: a client that reloads and resumes replaces its message with an identical one.
+//!
+//! A run parked at an approval: the transport ends the stream after the
+//! `tool-approval-request` once it has caught up with the live frames, closing it with
+//! `finish-step` and `finish {finishReason: "tool-calls"}` ([`parked_end`]); the client's
+//! next request carries the decision, and the answer continues the same message from
+//! the frame after the interrupt ([`AiSdkStream::continuing`]).
+//!
+//! The fold is a [`FormMapper`]: its state after a frame depends only on the run's
+//! frames and where it started, so every stream of a run started the same way shares one
+//! mapping and its bytes (`dialect/shared.rs`).
+
+use crate::dialect::shared::FormMapper;
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+use spool_protocol::event::offset_len;
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::{
+    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, StreamDelta,
+    sse,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One chunk of the UI message stream. The serde names are the wire `type`s.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum UiChunk {
+    /// A new assistant message: the run.
+    #[serde(rename_all = "camelCase")]
+    Start {
+        message_id: String,
+    },
+    /// One model turn begins.
+    StartStep,
+    FinishStep,
+    TextStart {
+        id: String,
+    },
+    TextDelta {
+        id: String,
+        delta: String,
+    },
+    TextEnd {
+        id: String,
+    },
+    ReasoningStart {
+        id: String,
+    },
+    ReasoningDelta {
+        id: String,
+        delta: String,
+    },
+    ReasoningEnd {
+        id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputStart {
+        tool_call_id: String,
+        tool_name: String,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputDelta {
+        tool_call_id: String,
+        input_text_delta: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputAvailable {
+        tool_call_id: String,
+        tool_name: String,
+        input: serde_json::Value,
+        dynamic: bool,
+    },
+    /// The call waits for a person. `approvalId` is the `per_…` approval; the
+    /// descriptor is its redacted card (tool, argument summary, preview).
+    #[serde(rename_all = "camelCase")]
+    ToolApprovalRequest {
+        approval_id: ApprovalId,
+        tool_call_id: String,
+        approval_descriptor: serde_json::Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputAvailable {
+        tool_call_id: String,
+        output: serde_json::Value,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputError {
+        tool_call_id: String,
+        error_text: String,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputDenied {
+        tool_call_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Finish {
+        finish_reason: FinishReason,
+    },
+    #[serde(rename_all = "camelCase")]
+    Error {
+        error_text: String,
+    },
+    Abort {
+        reason: String,
+    },
+}
+
+/// The AI SDK's `FinishReason` values Spool sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    Stop,
+    /// The message stops at a tool call waiting for approval.
+    ToolCalls,
+}
+
+impl UiChunk {
+    /// `data: <json>` and a blank line.
+    pub fn to_sse(&self) -> Bytes {
+        let json = serde_json::to_string(self).expect("chunks are plain data and always serialize");
+        sse::encode(None, None, &json)
+    }
+
+    /// The `error` chunk of a run that settled failed, from its stored error.
+    pub fn failed(error: Option<&RunError>) -> Self {
+        let error_text = error.map_or_else(|| "the run failed".to_owned(), |e| e.message.clone());
+        Self::Error { error_text }
+    }
+
+    /// The `abort` chunk of a cancelled run.
+    fn cancelled(status: RunStatus) -> Self {
+        Self::Abort { reason: format!("the run was {}", status.as_str()) }
+    }
+}
+
+/// The last line of every UI message stream.
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// What closes a stream that stops at an approval: the step and the message end here; the
+/// client's answer continues them.
+pub fn parked_end() -> Bytes {
+    encode(&[UiChunk::FinishStep, UiChunk::Finish { finish_reason: FinishReason::ToolCalls }])
+}
+
+/// What opens the continuation after a decision: the same message, the same step, and
+/// for a rejected call its denial.
+pub fn continuation_start(approval: &Approval, denied: bool) -> Bytes {
+    let mut chunks = vec![UiChunk::Start { message_id: approval.run_id.to_string() }, UiChunk::StartStep];
+    if denied {
+        chunks.push(UiChunk::ToolOutputDenied { tool_call_id: approval.tool_call_id.clone() });
+    }
+    encode(&chunks)
+}
+
+fn encode(chunks: &[UiChunk]) -> Bytes {
+    let mut out = BytesMut::new();
+    for chunk in chunks {
+        out.extend_from_slice(&chunk.to_sse());
+    }
+    out.freeze()
+}
+
+/// What one native frame gives every stream of the run: its chunks, encoded once, and
+/// where the run stands after it.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub bytes: Bytes,
+    /// The run ended failed: its `error` chunk needs the stored run's error
+    /// ([`UiChunk::failed`]), which each stream reads.
+    pub failed: bool,
+    /// After this frame the run waits for a person.
+    pub waiting: bool,
+    /// After this frame nothing more follows.
+    pub finished: bool,
+}
+
+/// The part being streamed: a text or reasoning block of one message.
+#[derive(Clone, Debug, PartialEq)]
+enum Open {
+    Text(String),
+    Reasoning(String),
+}
+
+/// The fold over one run's frames. Pure: no clock, no I/O.
+#[derive(Clone, Debug)]
+pub struct AiSdkStream {
+    run_id: RunId,
+    /// `run.accepted` was seen (or the fold continues a message begun elsewhere).
+    started: bool,
+    step_open: bool,
+    open: Option<Open>,
+    /// Streaming tool calls by `(message index, content index)`.
+    streaming: BTreeMap<(u64, usize), String>,
+    /// Calls whose `tool-input-available` was sent.
+    available: BTreeSet<String>,
+    /// Tool calls of the approvals asked, by approval.
+    asked: BTreeMap<ApprovalId, String>,
+    /// Calls a person denied: their `tool_execution_end` is no output.
+    denied: BTreeSet<String>,
+    waiting: Option<ApprovalId>,
+    finished: bool,
+    /// Output is held back until this approval's request has passed: a continuation
+    /// replaying the run from its start (the engine no longer knew the interrupt's
+    /// place) folds the frames the client has without sending them.
+    muted_until: Option<ApprovalId>,
+    waiting_after_mute: Option<ApprovalId>,
+    /// How much of a block a snapshot already sent, by `(message index, content index)`,
+    /// in delta offset units: live deltas send only what lies beyond.
+    sent: BTreeMap<(u64, usize), usize>,
+}
+
+impl AiSdkStream {
+    /// A fold that starts at the run's `run.accepted` and ignores everything before it.
+    pub fn new(run_id: RunId) -> Self {
+        Self {
+            run_id,
+            started: false,
+            step_open: false,
+            open: None,
+            streaming: BTreeMap::new(),
+            available: BTreeSet::new(),
+            asked: BTreeMap::new(),
+            denied: BTreeSet::new(),
+            waiting: None,
+            finished: false,
+            muted_until: None,
+            waiting_after_mute: None,
+            sent: BTreeMap::new(),
+        }
+    }
+
+    /// A fold from the run's start that sends nothing up to and including `approval`'s
+    /// request: the continuation after it, when the replay has to start at the run's
+    /// start (the transport writes [`continuation_start`] first).
+    /// `waiting` is what the engine says the run waits for as the subscription starts,
+    /// which the fold takes over when it unmutes (a decision taken before the
+    /// subscription need not have its frame in the ring yet).
+    /// `denied` as for [`continuing`](Self::continuing).
+    pub fn muted_until(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
+        let mut fold = Self::new(approval.run_id.clone());
+        fold.muted_until = Some(approval.id.clone());
+        fold.waiting_after_mute = waiting;
+        if denied {
+            fold.denied.insert(approval.tool_call_id.clone());
+        }
+        fold
+    }
+
+    /// A fold that starts at a session snapshot instead of the run's frames (they have
+    /// left the buffer): the chunks that draw the run as the snapshot shows it — its
+    /// messages after the prompt (`messages`, the state's own when they reach back that
+    /// far), the message being streamed, a pending approval, and the end of a settled
+    /// run — and a fold that goes on from there with the live frames. The whole run is
+    /// one step here: the snapshot does not say where turns began.
+    pub fn from_snapshot(run: &Run, state: &SessionState, messages: &[IndexedMessage]) -> (Self, Vec<UiChunk>) {
+        let mut fold = Self::new(run.id.clone());
+        fold.started = true;
+        let mut out = vec![UiChunk::Start { message_id: run.id.to_string() }];
+        fold.open_step(&mut out);
+        let committed =
+            messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
+        let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
+        for (index, message, done) in committed.chain(drafts) {
+            fold.draw(index, message, done, &mut out);
+        }
+        for approval in state.pending_approvals.iter().filter(|a| a.run_id == run.id) {
+            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            fold.waiting = Some(approval.id.clone());
+            out.push(UiChunk::ToolApprovalRequest {
+                approval_id: approval.id.clone(),
+                tool_call_id: approval.tool_call_id.clone(),
+                approval_descriptor: approval.payload.clone(),
+            });
+        }
+        if run.status.is_terminal() {
+            fold.close_step(&mut out);
+            fold.finished = true;
+            fold.waiting = None;
+            out.push(match run.status {
+                RunStatus::Completed => UiChunk::Finish { finish_reason: FinishReason::Stop },
+                RunStatus::Cancelled => UiChunk::cancelled(run.status),
+                _ => UiChunk::failed(run.error.as_ref()),
+            });
+        }
+        (fold, out)
+    }
+
+    /// The chunks of one message a snapshot holds; a draft's blocks are noted as sent
+    /// so far, and its last text block stays open for the deltas that follow.
+    fn draw(&mut self, index: u64, message: &Message, done: bool, out: &mut Vec<UiChunk>) {
+        match message {
+            Message::Assistant { content, .. } => {
+                for (ci, block) in content.iter().enumerate() {
+                    match block {
+                        Content::Text { text } | Content::Thinking { thinking: text } => {
+                            let open = match block {
+                                Content::Text { .. } => Open::Text(part_id("txt", index, ci)),
+                                _ => Open::Reasoning(part_id("rsn", index, ci)),
+                            };
+                            let id = match &open {
+                                Open::Text(id) | Open::Reasoning(id) => id.clone(),
+                            };
+                            let text_block = matches!(open, Open::Text(_));
+                            self.open_part(open, out);
+                            if !text.is_empty() {
+                                out.push(match text_block {
+                                    true => UiChunk::TextDelta { id, delta: text.clone() },
+                                    false => UiChunk::ReasoningDelta { id, delta: text.clone() },
+                                });
+                            }
+                            self.sent.insert((index, ci), offset_len(text));
+                        }
+                        Content::ToolCall { id, name, arguments } => self.input_available(id, name, arguments, out),
+                    }
+                }
+                if done {
+                    self.close_part(out);
+                }
+            }
+            Message::ToolResult { tool_call_id, content, is_error, .. } => {
+                self.close_part(out);
+                let text: String = content
+                    .iter()
+                    .filter_map(|c| match c {
+                        Content::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let tool_call_id = tool_call_id.clone();
+                out.push(match is_error {
+                    true => UiChunk::ToolOutputError { tool_call_id, error_text: text, dynamic: true },
+                    false => UiChunk::ToolOutputAvailable { tool_call_id, output: text.into(), dynamic: true },
+                });
+            }
+            Message::User { .. } => {}
+        }
+    }
+
+    /// The part of a delta at `offset` that a snapshot did not send already.
+    fn unsent(&self, key: (u64, usize), offset: usize, delta: &str) -> Option<String> {
+        let Some(&have) = self.sent.get(&key) else { return Some(delta.to_owned()) };
+        if offset + offset_len(delta) <= have {
+            return None;
+        }
+        let mut skip = have.saturating_sub(offset);
+        let cut = delta
+            .char_indices()
+            .find(|(_, c)| {
+                let before = skip == 0;
+                skip = skip.saturating_sub(c.len_utf16());
+                before
+            })
+            .map_or(delta.len(), |(i, _)| i);
+        Some(delta[cut..].to_owned())
+    }
+
+    /// A fold that goes on right after `approval`'s `approval_requested` frame: the
+    /// message and step the stream that stopped there opened (the transport writes
+    /// [`continuation_start`] first) and the call, whose input the client has. `waiting`:
+    /// the run still waits for a person as the subscription starts (the engine says).
+    /// `denied`: the decision taken rejected the call; the transport opens with its
+    /// `tool-output-denied` ([`continuation_start`]), as the `approval_resolved` frame
+    /// may precede the subscription.
+    pub fn continuing(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
+        let mut fold = Self::new(approval.run_id.clone());
+        fold.started = true;
+        fold.step_open = true;
+        fold.available.insert(approval.tool_call_id.clone());
+        fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+        fold.waiting = waiting;
+        if denied {
+            fold.denied.insert(approval.tool_call_id.clone());
+        }
+        fold
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    pub fn waiting(&self) -> bool {
+        self.waiting.is_some()
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Maps one native frame of the run's session to its chunks; `failed` when the run
+    /// ended failed (the caller adds the stored error).
+    pub fn push(&mut self, frame: &Frame) -> (Vec<UiChunk>, bool) {
+        let Some(until) = self.muted_until.clone() else { return self.map_frame(frame) };
+        let _ = self.map_frame(frame);
+        if let FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { approval }, .. } = &frame.body
+            && approval.id == until
+        {
+            self.muted_until = None;
+            self.waiting = self.waiting_after_mute.take();
+        }
+        (Vec::new(), false)
+    }
+
+    fn map_frame(&mut self, frame: &Frame) -> (Vec<UiChunk>, bool) {
+        let mut out = Vec::new();
+        if self.finished {
+            return (out, false);
+        }
+        let (message_index, event) = match &frame.body {
+            FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id && !self.started => {
+                self.started = true;
+                out.push(UiChunk::Start { message_id: self.run_id.to_string() });
+                return (out, false);
+            }
+            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
+                (message_index.unwrap_or(0), event)
+            }
+            _ => return (out, false),
+        };
+        let failed = match event {
+            AgentEvent::TurnStart {} => {
+                self.open_step(&mut out);
+                false
+            }
+            AgentEvent::MessageUpdate { assistant_message_event } => {
+                self.delta(message_index, assistant_message_event, &mut out);
+                false
+            }
+            AgentEvent::MessageEnd { message: Message::Assistant { content, .. } } => {
+                self.close_part(&mut out);
+                for block in content {
+                    if let Content::ToolCall { id, name, arguments } = block {
+                        self.input_available(id, name, arguments, &mut out);
+                    }
+                }
+                false
+            }
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+                self.input_available(tool_call_id, tool_name, args, &mut out);
+                false
+            }
+            AgentEvent::ApprovalRequested { approval } => {
+                self.close_part(&mut out);
+                self.open_step(&mut out);
+                self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+                self.waiting = Some(approval.id.clone());
+                out.push(UiChunk::ToolApprovalRequest {
+                    approval_id: approval.id.clone(),
+                    tool_call_id: approval.tool_call_id.clone(),
+                    approval_descriptor: approval.payload.clone(),
+                });
+                false
+            }
+            AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
+                if self.waiting.as_ref() == Some(approval_id) {
+                    self.waiting = None;
+                }
+                // `reject` and `expired` never run the tool; `superseded` asks again.
+                if matches!(decision.as_str(), "reject" | "expired")
+                    && let Some(call) = self.asked.get(approval_id)
+                    && self.denied.insert(call.clone())
+                {
+                    out.push(UiChunk::ToolOutputDenied { tool_call_id: call.clone() });
+                }
+                false
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, result, is_error, .. } => {
+                if !self.denied.contains(tool_call_id) {
+                    let tool_call_id = tool_call_id.clone();
+                    out.push(match is_error {
+                        true => UiChunk::ToolOutputError { tool_call_id, error_text: result.clone(), dynamic: true },
+                        false => UiChunk::ToolOutputAvailable {
+                            tool_call_id,
+                            output: serde_json::Value::String(result.clone()),
+                            dynamic: true,
+                        },
+                    });
+                }
+                false
+            }
+            AgentEvent::TurnEnd {} => {
+                self.close_step(&mut out);
+                false
+            }
+            AgentEvent::AgentEnd { status, .. } => {
+                self.close_step(&mut out);
+                self.finished = true;
+                self.waiting = None;
+                match RunStatus::parse(status) {
+                    Some(RunStatus::Completed) => {
+                        out.push(UiChunk::Finish { finish_reason: FinishReason::Stop });
+                        false
+                    }
+                    Some(status @ RunStatus::Cancelled) => {
+                        out.push(UiChunk::cancelled(status));
+                        false
+                    }
+                    _ => true,
+                }
+            }
+            _ => false,
+        };
+        (out, failed)
+    }
+
+    fn open_step(&mut self, out: &mut Vec<UiChunk>) {
+        if !self.step_open {
+            self.step_open = true;
+            out.push(UiChunk::StartStep);
+        }
+    }
+
+    fn close_step(&mut self, out: &mut Vec<UiChunk>) {
+        self.close_part(out);
+        if self.step_open {
+            self.step_open = false;
+            out.push(UiChunk::FinishStep);
+        }
+    }
+
+    fn close_part(&mut self, out: &mut Vec<UiChunk>) {
+        match self.open.take() {
+            Some(Open::Text(id)) => out.push(UiChunk::TextEnd { id }),
+            Some(Open::Reasoning(id)) => out.push(UiChunk::ReasoningEnd { id }),
+            None => {}
+        }
+    }
+
+    /// Opens `want` unless it is the part being streamed (closing that one first).
+    fn open_part(&mut self, want: Open, out: &mut Vec<UiChunk>) {
+        if self.open.as_ref() == Some(&want) {
+            return;
+        }
+        self.close_part(out);
+        self.open_step(out);
+        out.push(match &want {
+            Open::Text(id) => UiChunk::TextStart { id: id.clone() },
+            Open::Reasoning(id) => UiChunk::ReasoningStart { id: id.clone() },
+        });
+        self.open = Some(want);
+    }
+
+    fn delta(&mut self, index: u64, delta: &StreamDelta, out: &mut Vec<UiChunk>) {
+        match delta {
+            StreamDelta::TextDelta { content_index, offset, delta } => {
+                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let id = part_id("txt", index, *content_index);
+                self.open_part(Open::Text(id.clone()), out);
+                out.push(UiChunk::TextDelta { id, delta });
+            }
+            StreamDelta::ThinkingDelta { content_index, offset, delta } => {
+                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let id = part_id("rsn", index, *content_index);
+                self.open_part(Open::Reasoning(id.clone()), out);
+                out.push(UiChunk::ReasoningDelta { id, delta });
+            }
+            StreamDelta::TextEnd { content_index } | StreamDelta::ThinkingEnd { content_index } => {
+                let ids = [part_id("txt", index, *content_index), part_id("rsn", index, *content_index)];
+                if matches!(&self.open, Some(Open::Text(id) | Open::Reasoning(id)) if ids.contains(id)) {
+                    self.close_part(out);
+                }
+            }
+            StreamDelta::ToolcallStart { content_index, id, name } => {
+                if self.available.contains(id) {
+                    return;
+                }
+                self.close_part(out);
+                self.open_step(out);
+                self.streaming.insert((index, *content_index), id.clone());
+                out.push(UiChunk::ToolInputStart { tool_call_id: id.clone(), tool_name: name.clone(), dynamic: true });
+            }
+            StreamDelta::ToolcallDelta { content_index, delta, .. } => {
+                if let Some(id) = self.streaming.get(&(index, *content_index)) {
+                    out.push(UiChunk::ToolInputDelta { tool_call_id: id.clone(), input_text_delta: delta.clone() });
+                }
+            }
+            StreamDelta::TextStart { .. }
+            | StreamDelta::ThinkingStart { .. }
+            | StreamDelta::ToolcallEnd { .. }
+            | StreamDelta::Done { .. } => {}
+        }
+    }
+
+    fn input_available(&mut self, id: &str, name: &str, input: &serde_json::Value, out: &mut Vec<UiChunk>) {
+        if self.available.insert(id.to_owned()) {
+            self.close_part(out);
+            self.open_step(out);
+            out.push(UiChunk::ToolInputAvailable {
+                tool_call_id: id.to_owned(),
+                tool_name: name.to_owned(),
+                input: input.clone(),
+                dynamic: true,
+            });
+        }
+    }
+}
+
+/// A text or reasoning part's id: the same for the same block of the same message.
+fn part_id(kind: &str, index: u64, content: usize) -> String {
+    format!("{kind}_{index}_{content}")
+}
+
+impl FormMapper for AiSdkStream {
+    type Out = Step;
+
+    fn map(&mut self, frame: &Frame) -> Step {
+        let (chunks, failed) = self.push(frame);
+        Step { bytes: encode(&chunks), failed, waiting: self.waiting(), finished: self.finished }
+    }
+}
+
+/// Which shared form a stream follows: how its fold started.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AiSdkForm {
+    /// From the run's `run.accepted`.
+    Run(RunId),
+    /// From the frame after this approval's request.
+    After(ApprovalId),
+    /// From the run's start, sending nothing up to this approval's request.
+    Muted(ApprovalId),
+    /// A fold of one stream's own (drawn from a snapshot): never shared.
+    Alone(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::fixtures::{frame, owner, run_id, sid};
+    use insta::assert_json_snapshot;
+    use spool_protocol::{ApprovalKind, ApprovalStatus, StopReason, Usage};
+
+    fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
+    }
+
+    fn assistant(content: Vec<Content>, stop: StopReason) -> Message {
+        Message::Assistant {
+            content,
+            stop_reason: Some(stop),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 0,
+        }
+    }
+
+    fn approval() -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000004".parse().expect("valid id"),
+            run_id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            tool_call_id: "call_2".into(),
+            tool: "write".into(),
+            kind: ApprovalKind::ConfirmAction,
+            payload: serde_json::json!({"tool": "write", "summary": "out.txt"}),
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: 0,
+            expires_at: 1,
+            resolved_at: None,
+        }
+    }
+
+    fn update(delta: StreamDelta) -> AgentEvent {
+        AgentEvent::MessageUpdate { assistant_message_event: delta }
+    }
+
+    /// A run that thinks, reads a file (streaming the call's input), asks to write one,
+    /// is approved, writes, and answers.
+    fn run_frames() -> Vec<Frame> {
+        let call = Content::ToolCall {
+            id: "call_1".into(),
+            name: "read".into(),
+            arguments: serde_json::json!({"path": "README.md"}),
+        };
+        let write = Content::ToolCall {
+            id: "call_2".into(),
+            name: "write".into(),
+            arguments: serde_json::json!({"path": "out.txt", "content": "hi"}),
+        };
+        let bodies = vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::AgentStart {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), update(StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() })),
+            ev(Some(1), update(StreamDelta::ThinkingEnd { content_index: 0 })),
+            ev(
+                Some(1),
+                update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() }),
+            ),
+            ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
+            ev(
+                Some(1),
+                update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() }),
+            ),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call, write], StopReason::ToolUse) }),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    args: serde_json::json!({"path": "README.md"}),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    result: "# Test".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "once".into(),
+                    actor: Some(owner()),
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    args: serde_json::json!({"path": "out.txt", "content": "hi"}),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    result: "wrote out.txt".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Done".into() })),
+            ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 4, delta: ".".into() })),
+            ev(
+                Some(4),
+                AgentEvent::MessageEnd {
+                    message: assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop),
+                },
+            ),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentSettled {}),
+        ];
+        bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
+    }
+
+    fn map_all(fold: &mut AiSdkStream, frames: &[Frame]) -> Vec<UiChunk> {
+        frames.iter().flat_map(|f| fold.push(f).0).collect()
+    }
+
+    #[test]
+    fn a_run_maps_to_ui_message_chunks() {
+        let mut fold = AiSdkStream::new(run_id());
+        let chunks = map_all(&mut fold, &run_frames());
+        assert!(fold.finished());
+        assert_json_snapshot!(chunks);
+    }
+
+    #[test]
+    fn the_continuation_after_a_decision_maps_the_rest_of_the_run() {
+        let frames = run_frames();
+        let whole = map_all(&mut AiSdkStream::new(run_id()), &frames);
+        let asked = frames
+            .iter()
+            .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
+            .expect("an approval");
+        let mut fold = AiSdkStream::continuing(&approval(), Some(approval().id), false);
+        assert!(fold.waiting());
+        let rest = map_all(&mut fold, &frames[asked + 1..]);
+        let at = whole.iter().position(|c| matches!(c, UiChunk::ToolApprovalRequest { .. })).expect("asked");
+        assert_eq!(rest, whole[at + 1..], "the same chunks as the whole run's after the request");
+        assert!(!fold.waiting());
+    }
+
+    #[test]
+    fn a_rejected_call_is_denied_and_its_error_is_no_output() {
+        let frames: Vec<Frame> = [
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "reject".into(),
+                    actor: Some(owner()),
+                    message: Some("not now".into()),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    result: "rejected: not now".into(),
+                    is_error: true,
+                },
+            ),
+            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default() }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| frame(i as u64 + 1, b))
+        .collect();
+        let chunks = map_all(&mut AiSdkStream::new(run_id()), &frames);
+        assert_json_snapshot!(chunks);
+    }
+
+    #[test]
+    fn a_failed_run_asks_for_its_stored_error_and_other_runs_map_to_nothing() {
+        let other: RunId = "run_01jd0000000000000000000009".parse().expect("valid id");
+        let mut fold = AiSdkStream::new(run_id());
+        let before = frame(1, ev(None, AgentEvent::TurnStart {}));
+        assert_eq!(fold.push(&before), (vec![], false), "before run.accepted");
+        fold.push(&frame(2, FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() }));
+        let theirs = FrameBody::LoopEvent {
+            run_id: other,
+            message_index: None,
+            message_id: None,
+            event: AgentEvent::TurnStart {},
+        };
+        assert_eq!(fold.push(&frame(3, theirs)), (vec![], false));
+        let end = frame(4, ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default() }));
+        assert_eq!(fold.push(&end), (vec![], true));
+        assert!(fold.finished());
+        let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+        assert_eq!(
+            std::str::from_utf8(&UiChunk::failed(Some(&error)).to_sse()).expect("utf-8"),
+            "data: {\"type\":\"error\",\"errorText\":\"the provider went away\"}\n\n"
+        );
+    }
+}

@@ -1,0 +1,572 @@
+//! The Vercel AI SDK's chat endpoint: `POST /api/ai-sdk/chat` takes what the `ai`
+//! package's `DefaultChatTransport` sends and answers with its UI message stream;
+//! `GET /api/ai-sdk/chat/:id/stream` is the transport's `reconnectToStream`. The mapping
+//! from native frames is `dialect::ai_sdk`; this file only feeds it.
+//!
+//! * The chat `id` names the session: a `ses_…` id is that session; any other id
+//!   (1–128 characters of `A–Z a–z 0–9 _ -`, what the SDK's `generateId` makes) names
+//!   a session of the caller's, made on first use in the body's `projectId`
+//!   ([`Engine::named_session`]).
+//! * The last message decides what happens. A user message: its text parts are the
+//!   prompt, with `ai-sdk:<message id>` as the requestId, so a retried POST follows
+//!   the run it started instead of prompting twice. An assistant message with tool
+//!   parts in the `approval-responded` state (what `addToolApprovalResponse` leaves):
+//!   each decision is applied to its `per_…` approval (approved: once; denied: reject,
+//!   with the reason or a default one as the message, so the model is told and the run
+//!   goes on), and the answer is the continuation of the same message from the frame
+//!   after the interrupt.
+//! * The stream ends with `data: [DONE]` after `finish`, `abort` or `error`, and after
+//!   a `tool-approval-request` that still waits once the stream has caught up with the
+//!   live frames. A connection that is cut ends without it; the run goes on (closing a
+//!   stream never cancels a run) and the client resumes with the GET.
+//! * The GET answers 204 when the chat has no active run, else the active run's
+//!   stream from its start: replayed exactly from the session's buffer, or drawn from
+//!   a snapshot when its first frames have left it. The AI SDK's `DefaultChatTransport`
+//!   treats a resumed stream as a replay (`resumeStreamIsReplay`), so the reloaded
+//!   client ends with the same message, without duplicated text.
+
+use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
+use super::sse;
+use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
+use crate::dialect::shared::{Follow, Forms};
+use crate::error::ApiError;
+use crate::extract::{Caller, JsonBody, json_body};
+use crate::fuzzing::BodyCheck;
+use crate::revocation::watched;
+use crate::serve::ConnectionToken;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+use spool_engine::{
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom,
+    TypedSubscription,
+};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+use tokio::time::Interval;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(reconnect))
+}
+
+/// The longest chat id accepted.
+const MAX_CHAT_ID: usize = 128;
+/// The most approval answers one request may carry.
+const MAX_ANSWERS: usize = 32;
+/// The message a denial without a reason tells the model.
+const DENIED: &str = "The user denied this tool call.";
+
+/// What `DefaultChatTransport` sends (the fields Spool reads; others are ignored).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ChatRequest {
+    /// The chat id: a `ses_…` session, or a name of the caller's for one (1–128
+    /// characters of `A-Z a-z 0-9 _ -`), made on first use in `projectId`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
+    id: String,
+    /// The chat's messages (UI messages); only the last one is read.
+    #[schema(min_items = 1)]
+    messages: Vec<UiMessage>,
+    /// `submit-message` or `regenerate-message`. A regenerate prompts the text again
+    /// as a new run (Spool keeps the earlier answer).
+    trigger: Option<String>,
+    /// A chat whose id names no session yet: the `prj_…` project to start it in (the
+    /// transport's `body` option).
+    project_id: Option<String>,
+}
+
+/// A UI message: `role` and its `parts`, of which Spool reads `text` parts and tool
+/// parts' `approval`.
+#[derive(Deserialize, ToSchema)]
+struct UiMessage {
+    id: Option<String>,
+    role: String,
+    #[schema(value_type = Vec<UiPart>)]
+    parts: Vec<serde_json::Value>,
+}
+
+/// A UI message part, for the document only (parts are read as JSON): Spool reads
+/// `text` parts' `text` and tool parts' `state` and `approval`; other fields and other
+/// parts are ignored.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct UiPart {
+    /// `text`, `dynamic-tool`, `tool-<name>`, `step-start`, …
+    #[schema(rename = "type")]
+    kind: String,
+    text: Option<String>,
+    /// A tool part's state; `approval-responded` carries a decision.
+    state: Option<String>,
+    /// `{id, approved, reason?}` in the `approval-responded` state.
+    #[schema(value_type = Option<Object>)]
+    approval: Option<serde_json::Value>,
+}
+
+/// What a request asks for.
+enum Action {
+    Prompt { text: String, request_id: Option<String> },
+    Answer(Vec<Answer>),
+}
+
+/// A tool part's `approval` in the `approval-responded` state.
+struct Answer {
+    approval: ApprovalId,
+    approved: bool,
+    reason: Option<String>,
+}
+
+impl ChatRequest {
+    fn action(&self) -> Result<Action, ApiError> {
+        check_chat_id(&self.id)?;
+        let Some(last) = self.messages.last() else {
+            return Err(ApiError::bad_request("no_messages", "the request has no messages"));
+        };
+        match last.role.as_str() {
+            "user" => {
+                let texts: Vec<&str> =
+                    last.parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
+                let text = texts.join("\n");
+                if text.trim().is_empty() {
+                    return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
+                }
+                // A regenerate sends the same message again and means a new answer.
+                let regenerate = self.trigger.as_deref() == Some("regenerate-message");
+                let request_id = last.id.as_ref().filter(|_| !regenerate).map(|id| format!("ai-sdk:{id}"));
+                Ok(Action::Prompt { text, request_id })
+            }
+            "assistant" => {
+                let answers = last.parts.iter().filter(|p| p["state"] == "approval-responded").map(|p| {
+                    let approval = &p["approval"];
+                    let id = approval["id"].as_str().and_then(|id| id.parse().ok());
+                    let approved = approval["approved"].as_bool();
+                    match (id, approved) {
+                        (Some(approval), Some(approved)) => {
+                            let reason = approval_reason(&p["approval"]["reason"]);
+                            Ok(Answer { approval, approved, reason })
+                        }
+                        _ => Err(ApiError::bad_request(
+                            "invalid_approval",
+                            "an approval-responded part needs approval.id (a per_… id) and approval.approved",
+                        )),
+                    }
+                });
+                let answers: Vec<Answer> = answers.collect::<Result<_, _>>()?;
+                if answers.is_empty() {
+                    return Err(ApiError::bad_request(
+                        "nothing_to_answer",
+                        "the last message is an assistant message without approval responses",
+                    ));
+                }
+                if answers.len() > MAX_ANSWERS {
+                    return Err(ApiError::bad_request(
+                        "too_many_answers",
+                        format!("at most {MAX_ANSWERS} approval responses per request"),
+                    ));
+                }
+                Ok(Action::Answer(answers))
+            }
+            _ => Err(ApiError::bad_request("invalid_role", "the last message must be a user or assistant message")),
+        }
+    }
+}
+
+fn approval_reason(reason: &serde_json::Value) -> Option<String> {
+    reason.as_str().map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned)
+}
+
+/// A chat id is a `ses_…` id or 1–128 characters of `A-Z a-z 0-9 _ -`.
+fn check_chat_id(id: &str) -> Result<(), ApiError> {
+    let fine = (1..=MAX_CHAT_ID).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match fine {
+        true => Ok(()),
+        false => Err(ApiError::bad_request(
+            "invalid_chat_id",
+            format!("a chat id is 1 to {MAX_CHAT_ID} characters of A-Z, a-z, 0-9, _ and -"),
+        )),
+    }
+}
+
+/// The session a chat id names, if there is one.
+async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
+    match id.parse::<SessionId>() {
+        Ok(session) => Ok(Some(session)),
+        Err(_) => Ok(engine.session_named(user, id).await?),
+    }
+}
+
+/// Streams a chat turn of the AI SDK: the prompt of the last user message, or the
+/// continuation after the approval responses of the last assistant message. Answers
+/// the UI message stream protocol (`x-vercel-ai-ui-message-stream: v1`, `data:` JSON
+/// chunks, `data: [DONE]`).
+#[utoipa::path(
+    post,
+    path = "/api/ai-sdk/chat",
+    tag = "streams",
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The UI message stream", content_type = "text/event-stream", body = UiMessageStreamEvent),
+        WriteErrors,
+    )
+)]
+async fn chat(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    ConnectionToken(connection): ConnectionToken,
+    JsonBody(body): JsonBody<ChatRequest>,
+) -> Result<Response, ApiError> {
+    let engine = &state.engine;
+    let action = body.action()?;
+    let watch = engine.auth().watch_credential(&credential, connection.clone());
+    let feed = match action {
+        Action::Prompt { text, request_id } => {
+            let session = match chat_session(engine, &user, &body.id).await? {
+                Some(session) => session,
+                None => {
+                    let Some(project) = &body.project_id else {
+                        return Err(ApiError::bad_request(
+                            "missing_project",
+                            "this chat has no session yet: send a projectId to start one",
+                        ));
+                    };
+                    let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
+                    engine.named_session(&user, &body.id, &project).await?.0
+                }
+            };
+            prompt(engine, &user, &session, text, request_id, connection).await?
+        }
+        Action::Answer(answers) => {
+            let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
+            match answer(engine, &user, &session, answers).await? {
+                Ok((approval, denied)) => attach_after(engine, &user, &approval, denied, connection).await?,
+                Err(refused) => return Ok(refused),
+            }
+        }
+    };
+    Ok(watched(stream_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+}
+
+/// Prompts `session` and follows the run from its `run.accepted` (a retried request:
+/// the run it started, from its start).
+async fn prompt(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    text: String,
+    request_id: Option<String>,
+    connection: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let input =
+        PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
+    // Subscribed before prompting: the run's first frame comes after this snapshot.
+    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
+    let accepted = engine.prompt(user, session, input).await?;
+    if accepted.created {
+        let run = accepted.run_id;
+        return Ok(Feed::new(anchor.typed(), AiSdkForm::Run(run.clone()), AiSdkStream::new(run), None));
+    }
+    drop(anchor);
+    let run = engine.run(user, &accepted.run_id).await?;
+    attach_from_start(engine, user, run, connection).await
+}
+
+/// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
+/// (the continuation follows it) and whether it was rejected, `Err(response)` the
+/// engine's JSON refusal when none was.
+async fn answer(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    answers: Vec<Answer>,
+) -> Result<Result<(Approval, bool), Response>, ApiError> {
+    let mut last = None;
+    let mut refusal = None;
+    for Answer { approval, approved, reason } in answers {
+        let found = engine.approval(user, &approval).await?;
+        if &found.session_id != session {
+            return Err(ApiError::not_found("approval"));
+        }
+        // Earlier answers of the chat come along in its history; only the open ones
+        // and the ones this key decided (a retried request) are decided again.
+        let (decision, message) = match approved {
+            true => (Decision::Once, None),
+            false => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
+        };
+        let input = DecisionInput { decision, message, idempotency_key: Some(format!("ai-sdk:{approval}")) };
+        let target = DecisionTarget::Run(found.run_id.clone());
+        match engine.decide(user, target, &approval, input).await {
+            Ok(DecisionOutcome::Applied { decision, .. }) => last = Some((found, decision == Decision::Reject)),
+            Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some((found, false)),
+            Ok(outcome) => {
+                if found.status == ApprovalStatus::Pending {
+                    refusal = Some(super::approvals::decision_response(&outcome));
+                }
+            }
+            Err(e) => refusal = Some(ApiError::from(e).into_response()),
+        }
+    }
+    match (last, refusal) {
+        (Some(approval), _) => Ok(Ok(approval)),
+        (None, Some(refusal)) => Ok(Err(refusal)),
+        (None, None) => Err(ApiError::from(EngineError::Conflict {
+            code: "already_resolved",
+            message: "every approval this message answers was decided before".into(),
+        })),
+    }
+}
+
+/// `GET /api/ai-sdk/chat/:id/stream`: the chat's active run from its start, or 204
+/// when it has none (also for a chat id that names no session yet).
+#[utoipa::path(
+    get,
+    path = "/api/ai-sdk/chat/{id}/stream",
+    tag = "streams",
+    params(("id" = String, Path, description = "The chat id", max_length = 128, pattern = "^[A-Za-z0-9_-]{1,128}$")),
+    responses(
+        (status = 200, description = "The active run's UI message stream, from its start", content_type = "text/event-stream", body = UiMessageStreamEvent),
+        (status = 204, description = "The chat has no active run"),
+        StreamErrors,
+    )
+)]
+async fn reconnect(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    Path(id): Path<String>,
+    ConnectionToken(connection): ConnectionToken,
+) -> Result<Response, ApiError> {
+    let engine = &state.engine;
+    check_chat_id(&id)?;
+    let Some(session) = chat_session(engine, &user, &id).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let detail = engine.session(&user, &session).await?;
+    let Some(active) = detail.state.active_run else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let run = engine.run(&user, &active.run_id).await?;
+    let watch = engine.auth().watch_credential(&credential, connection.clone());
+    let feed = attach_from_start(engine, &user, run, connection).await?;
+    Ok(watched(stream_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+}
+
+/// Follows `run` from its start: a replay of its frames while the buffer holds them,
+/// else drawn from a snapshot.
+async fn attach_from_start(
+    engine: &Engine,
+    user: &UserId,
+    run: Run,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
+    let subscription = subscription.typed();
+    match start.from {
+        RunFrom::Replay(_) => {
+            Ok(Feed::new(subscription, AiSdkForm::Run(run.id.clone()), AiSdkStream::new(run.id), None))
+        }
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+    }
+}
+
+/// Follows `approval`'s run from the frame after its request: the continuation of the
+/// message the client holds.
+async fn attach_after(
+    engine: &Engine,
+    user: &UserId,
+    approval: &Approval,
+    denied: bool,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let run = engine.run(user, &approval.run_id).await?;
+    let (subscription, start) =
+        engine.subscribe_from_run(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+    let subscription = subscription.typed();
+    let opening = Some(ai_sdk::continuation_start(approval, denied));
+    match start.from {
+        // The engine knew where the interrupt was: the replay starts right after it.
+        RunFrom::Replay(_) if start.after > 0 => {
+            let form = AiSdkForm::After(approval.id.clone());
+            Ok(Feed::new(subscription, form, AiSdkStream::continuing(approval, start.waiting, denied), opening))
+        }
+        // It did not (a restart in between): the replay starts at the run's start, and
+        // the fold sends nothing up to the request.
+        RunFrom::Replay(_) => {
+            let form = AiSdkForm::Muted(approval.id.clone());
+            Ok(Feed::new(subscription, form, AiSdkStream::muted_until(approval, start.waiting, denied), opening))
+        }
+        // The frames are gone: the run drawn again as the snapshot shows it. The client
+        // gets a `start` for the same message and redraws it.
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+    }
+}
+
+/// A feed whose subscription starts with a session snapshot: the run drawn from it,
+/// then live. Its fold is its own (a form of one).
+async fn from_snapshot(
+    engine: &Engine,
+    user: &UserId,
+    mut subscription: TypedSubscription,
+    run: Run,
+    opening: Option<Bytes>,
+) -> Result<Feed, ApiError> {
+    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
+    let FrameBody::Snapshot { state } = &snapshot.body else {
+        return Err(ApiError::not_found("run"));
+    };
+    // Read after the snapshot: once the snapshot shows the run settled, this is final.
+    let run = engine.run(user, &run.id).await?;
+    let messages = if run.user_message_index >= state.first_index {
+        state.messages.clone()
+    } else {
+        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
+        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
+    };
+    let (fold, chunks) = AiSdkStream::from_snapshot(&run, state, &messages);
+    let (waiting, finished) = (fold.waiting(), fold.finished());
+    let mut feed = Feed::new(subscription, AiSdkForm::Alone(alone()), fold, opening);
+    feed.ready.extend(chunks.iter().map(UiChunk::to_sse));
+    (feed.waiting, feed.finished) = (waiting, finished);
+    Ok(feed)
+}
+
+/// A form key no other stream shares.
+fn alone() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The snapshot a subscription without a replay starts with.
+fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
+    subscription.next().now_or_never()??.into_iter().next()
+}
+
+/// Every AI SDK stream's shared forms: one fold and one encoding per run and start.
+static FORMS: LazyLock<Forms<AiSdkForm, AiSdkStream>> = LazyLock::new(Forms::default);
+
+/// One stream in progress: the session subscription, its place in the run's shared
+/// form, and the bytes mapped but not yet sent.
+struct Feed {
+    subscription: TypedSubscription,
+    follow: Follow<AiSdkForm, AiSdkStream>,
+    run_id: RunId,
+    ready: VecDeque<Bytes>,
+    waiting: bool,
+    finished: bool,
+    /// The subscription ended (the session closed, the connection was cut or fell
+    /// behind): the body ends without `[DONE]`, and the client resumes.
+    ended: bool,
+    /// `[DONE]` was queued.
+    closed: bool,
+}
+
+impl Feed {
+    fn new(subscription: TypedSubscription, form: AiSdkForm, fold: AiSdkStream, opening: Option<Bytes>) -> Self {
+        let (waiting, finished) = (fold.waiting(), fold.finished());
+        let run_id = fold.run_id().clone();
+        let follow = Follow::new(form, fold);
+        let ready = opening.into_iter().collect();
+        Self { subscription, follow, run_id, ready, waiting, finished, ended: false, closed: false }
+    }
+
+    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+        for frame in frames {
+            if self.finished {
+                return;
+            }
+            let Ok(step) = self.follow.map(&FORMS, frame) else {
+                self.ended = true;
+                return;
+            };
+            if !step.bytes.is_empty() {
+                self.ready.push_back(step.bytes.clone());
+            }
+            if step.failed {
+                let error = engine.run(user, &self.run_id).await.ok().and_then(|run| run.error);
+                self.ready.push_back(UiChunk::failed(error.as_ref()).to_sse());
+            }
+            self.waiting = step.waiting;
+            self.finished = step.finished;
+        }
+    }
+
+    /// Ends the stream: a run parked at an approval closes its step and message first.
+    fn close(&mut self) {
+        if !self.finished {
+            self.ready.push_back(ai_sdk::parked_end());
+        }
+        self.ready.push_back(Bytes::from_static(ai_sdk::DONE));
+        self.closed = true;
+    }
+}
+
+struct BodyState {
+    feed: Feed,
+    engine: Engine,
+    user: UserId,
+    keepalive: Interval,
+}
+
+/// The UI message stream response.
+fn stream_response(feed: Feed, engine: Engine, user: UserId, heartbeat: Duration) -> Response {
+    let keepalive = sse::heartbeat(heartbeat);
+    let body = futures::stream::unfold(BodyState { feed, engine, user, keepalive }, |mut st| async move {
+        let chunk = next_chunk(&mut st).await?;
+        Some((Ok::<_, Infallible>(chunk), st))
+    });
+    let mut response = sse::response(sse::EVENT_STREAM_UTF8, body);
+    response
+        .headers_mut()
+        .insert(HeaderName::from_static("x-vercel-ai-ui-message-stream"), HeaderValue::from_static("v1"));
+    response
+}
+
+/// The next bytes to write, or `None` when the stream is over.
+async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
+    let BodyState { feed, engine, user, keepalive } = st;
+    loop {
+        if let Some(chunk) = feed.ready.pop_front() {
+            keepalive.reset();
+            return Some(chunk);
+        }
+        if feed.closed || feed.ended {
+            return None;
+        }
+        if feed.finished {
+            feed.close();
+            continue;
+        }
+        match feed.subscription.next().now_or_never() {
+            Some(Some(frames)) => feed.take(&frames, engine, user).await,
+            Some(None) => feed.ended = true,
+            None => {
+                // Caught up with the live frames: a run waiting for a person ends here.
+                if feed.waiting {
+                    feed.close();
+                    continue;
+                }
+                tokio::select! {
+                    item = feed.subscription.next() => match item {
+                        Some(frames) => feed.take(&frames, engine, user).await,
+                        None => feed.ended = true,
+                    },
+                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
+                }
+            }
+        }
+    }
+}
+
+/// The body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] =
+    &[("POST /api/ai-sdk/chat", |b| json_body::<ChatRequest>(b)?.action().map(drop))];

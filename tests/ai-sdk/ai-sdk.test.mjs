@@ -1,0 +1,285 @@
+// Drives a real `spool` binary through its AI SDK endpoint with the `ai` package's own
+// client pieces, as `useChat` uses them: `DefaultChatTransport` sends the chat's
+// messages and reconnects to an active stream, `readUIMessageStream` assembles the UI
+// message from the chunks. What a client assembles must equal what the server stored.
+//
+// SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
+
+import { test, before, after } from "node:test"
+import assert from "node:assert/strict"
+import { spawn } from "node:child_process"
+import { mkdtemp, readFile, realpath, rm, mkdir, writeFile, access } from "node:fs/promises"
+import { createInterface } from "node:readline"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import { DefaultChatTransport, readUIMessageStream, generateId } from "ai"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
+const WAIT_MS = 20_000
+
+let server
+let baseUrl
+let workDir
+let projectId
+let projectDir
+
+before(async () => {
+  workDir = await mkdtemp(path.join(tmpdir(), "spool-ai-sdk-"))
+  server = spawn(
+    BIN,
+    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, "data"), "--scripted-delay-ms", "5"],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
+  )
+  let stderr = ""
+  server.stderr.on("data", (chunk) => (stderr += chunk))
+  const firstLine = await new Promise((resolve, reject) => {
+    const lines = createInterface({ input: server.stdout })
+    lines.once("line", resolve)
+    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
+    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS)
+  })
+  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
+  assert.ok(match, `unexpected first line: ${firstLine}`)
+  baseUrl = match[1]
+  projectDir = path.join(workDir, "project")
+  await mkdir(projectDir, { recursive: true })
+  await writeFile(path.join(projectDir, "README.md"), "# Demo\n\nA project for the AI SDK test.\n")
+  projectDir = await realpath(projectDir)
+  projectId = (await api("POST", "/api/projects", { path: projectDir })).id
+})
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", resolve))
+    server.kill("SIGTERM")
+    await exited
+  }
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+})
+
+async function api(method, url, body) {
+  const res = await fetch(baseUrl + url, {
+    method,
+    headers: body ? { "content-type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  })
+  assert.ok(res.ok, `${method} ${url}: ${res.status} ${await res.clone().text()}`)
+  return res.json()
+}
+
+// The README's example: the transport a `useChat` is given, pointed at Spool.
+function spoolTransport() {
+  return new DefaultChatTransport({
+    api: `${baseUrl}/api/ai-sdk/chat`,
+    // A chat id Spool has not seen starts a session in this project.
+    body: { projectId },
+    // With a token: headers: { Authorization: `Bearer ${token}` },
+  })
+}
+
+function userMessage(text) {
+  return { id: generateId(), role: "user", parts: [{ type: "text", text }] }
+}
+
+/** Every message `readUIMessageStream` yields; the last is the assembled one. */
+async function assemble(stream, message) {
+  let last
+  for await (const m of readUIMessageStream({ stream, message, onError: (e) => assert.fail(e) })) last = m
+  return last
+}
+
+/** The chunks of a stream, in order, alongside the assembled message. */
+function tap(stream) {
+  const chunks = []
+  return {
+    chunks,
+    stream: stream.pipeThrough(
+      new TransformStream({
+        transform(chunk, controller) {
+          chunks.push(chunk)
+          controller.enqueue(chunk)
+        },
+      }),
+    ),
+  }
+}
+
+const textOf = (message) =>
+  message.parts
+    .filter((p) => p.type === "text")
+    .map((p) => p.text)
+    .join("")
+
+/** The stored assistant text of the run a UI message stands for (its id is the run id). */
+async function storedAnswer(runId) {
+  const run = await api("GET", `/api/runs/${runId}`)
+  const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
+  const after = page.messages.filter((m) => m.index > run.userMessageIndex && m.role === "assistant")
+  return after.map((m) => m.content.filter((c) => c.type === "text").map((c) => c.text).join("")).join("")
+}
+
+test("streamed text equals the stored answer, and a second turn continues the same session", async () => {
+  const transport = spoolTransport()
+  const chatId = generateId()
+  const messages = [userMessage("echo: hello big wide world")]
+  const { chunks, stream } = tap(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }))
+  const answer = await assemble(stream)
+  assert.equal(answer.role, "assistant")
+  assert.equal(textOf(answer), "hello big wide world")
+  assert.equal(textOf(answer), await storedAnswer(answer.id))
+  assert.deepEqual(
+    chunks.map((c) => c.type).filter((t) => !t.startsWith("text-delta")),
+    ["start", "start-step", "text-start", "text-end", "finish-step", "finish"],
+  )
+  const first = await api("GET", `/api/runs/${answer.id}`)
+
+  messages.push(answer, userMessage("echo: again"))
+  const second = await assemble(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }))
+  assert.equal(textOf(second), "again")
+  const run = await api("GET", `/api/runs/${second.id}`)
+  assert.equal(run.sessionId, first.sessionId, "the chat id names one session")
+  // Nothing is running: a reconnect finds no stream.
+  assert.equal(await transport.reconnectToStream({ chatId }), null)
+})
+
+test("a tool call is a tool part with its input and output", async () => {
+  const transport = spoolTransport()
+  const messages = [userMessage('tool: read {"path":"README.md"}')]
+  const answer = await assemble(await transport.sendMessages({ chatId: generateId(), messages, trigger: "submit-message" }))
+  const tools = answer.parts.filter((p) => p.type === "dynamic-tool")
+  assert.equal(tools.length, 1, JSON.stringify(answer.parts))
+  assert.equal(tools[0].toolName, "read")
+  assert.equal(tools[0].state, "output-available")
+  assert.deepEqual(tools[0].input, { path: "README.md" })
+  assert.match(tools[0].output, /A project for the AI SDK test/)
+  assert.equal(textOf(answer), await storedAnswer(answer.id))
+  assert.notEqual(textOf(answer), "")
+})
+
+/** Sends a write that needs approval; returns the chat so far and the asking part. */
+async function askToWrite(transport, chatId, file) {
+  const args = JSON.stringify({ path: file, content: "written through the AI SDK" })
+  const messages = [userMessage(`tool: write ${args}`)]
+  const asked = await assemble(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }))
+  const part = asked.parts.find((p) => p.type === "dynamic-tool" && p.toolName === "write")
+  assert.equal(part?.state, "approval-requested", JSON.stringify(asked.parts))
+  assert.match(part.approval.id, /^per_/)
+  return { messages: [...messages, asked], asked, part }
+}
+
+/** What `addToolApprovalResponse` does to the message: the part now carries the answer. */
+function respond(message, approvalId, approved, reason) {
+  const parts = message.parts.map((p) =>
+    p.approval?.id === approvalId
+      ? { ...p, state: "approval-responded", approval: { ...p.approval, approved, reason } }
+      : p,
+  )
+  return { ...message, parts }
+}
+
+test("an approval round trip: approved, the tool runs and the same message goes on", async () => {
+  const transport = spoolTransport()
+  const chatId = generateId()
+  const { messages, asked, part } = await askToWrite(transport, chatId, "approved.txt")
+  await assert.rejects(access(path.join(projectDir, "approved.txt")), "nothing is written before the decision")
+
+  const answered = respond(asked, part.approval.id, true)
+  messages[messages.length - 1] = answered
+  const stream = await transport.sendMessages({ chatId, messages, trigger: "submit-message" })
+  const done = await assemble(stream, answered)
+  assert.equal(done.id, asked.id, "one run, one message")
+  const tool = done.parts.find((p) => p.toolCallId === part.toolCallId)
+  assert.equal(tool.state, "output-available", JSON.stringify(done.parts))
+  assert.equal(await readFile(path.join(projectDir, "approved.txt"), "utf8"), "written through the AI SDK")
+  assert.equal(textOf(done), await storedAnswer(done.id))
+  assert.notEqual(textOf(done), "")
+})
+
+test("an approval round trip: denied, the tool never runs and the model is told", async () => {
+  const transport = spoolTransport()
+  const chatId = generateId()
+  const { messages, asked, part } = await askToWrite(transport, chatId, "denied.txt")
+  const answered = respond(asked, part.approval.id, false, "not this file")
+  messages[messages.length - 1] = answered
+  const done = await assemble(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }), answered)
+  const tool = done.parts.find((p) => p.toolCallId === part.toolCallId)
+  assert.equal(tool.state, "output-denied", JSON.stringify(done.parts))
+  await assert.rejects(access(path.join(projectDir, "denied.txt")))
+  const run = await api("GET", `/api/runs/${done.id}`)
+  assert.equal(run.status, "completed")
+})
+
+// The session's replay buffer holds 256 frames: cut after 20 deltas the run's start is
+// still in it; after 300 it is not, and the stream is drawn from a snapshot.
+/** How many session streams started as a replay or from a snapshot, from /metrics. */
+async function streamStarts(mode) {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text()
+  const line = text.split("\n").find((l) => l.startsWith(`spool_stream_starts_total{mode="${mode}"}`))
+  return Number(line.split(" ")[1])
+}
+
+for (const [name, deltas, cutAt, mode] of [
+  ["replayed from the buffer", 60, 20, "replay"],
+  ["drawn from a snapshot once the run's start has left the buffer", 400, 300, "snapshot"],
+]) {
+  test(`a reload mid-answer resumes without duplicated text (${name})`, async () => {
+    const transport = spoolTransport()
+    const chatId = generateId()
+    const messages = [userMessage(`stream: ${deltas}`)]
+    const controller = new AbortController()
+    const stream = await transport.sendMessages({
+      chatId,
+      messages,
+      trigger: "submit-message",
+      abortSignal: controller.signal,
+    })
+    // Read part of the answer, then drop the connection like a closing tab.
+    const reader = stream.getReader()
+    let seen = 0
+    let runId
+    while (seen < cutAt) {
+      const { value, done } = await reader.read()
+      assert.ok(!done, "the stream ended before the cut")
+      if (value.type === "start") runId = value.messageId
+      if (value.type === "text-delta") seen++
+    }
+    controller.abort()
+    await reader.cancel().catch(() => {})
+    // Still running: the reconnect gets the run from its start.
+    const starts = await streamStarts(mode)
+    const resumed = await transport.reconnectToStream({ chatId })
+    assert.ok(resumed, "an active run has a stream to resume")
+    assert.equal(await streamStarts(mode), starts + 1, `the resumed stream started as a ${mode}`)
+    const { chunks, stream: tapped } = tap(resumed)
+    const message = await assemble(tapped)
+    assert.equal(message.id, runId)
+    assert.equal(chunks[0].type, "start")
+    assert.equal(chunks.at(-1).type, "finish")
+    const texts = message.parts.filter((p) => p.type === "text")
+    assert.equal(texts.length, 1, "one text part")
+    assert.equal(textOf(message), await storedAnswer(runId))
+    assert.equal(textOf(message).split(" ").length, deltas, "every delta once")
+  })
+}
+
+test("bad requests are refused with a JSON error", async () => {
+  const post = (body) =>
+    fetch(`${baseUrl}/api/ai-sdk/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    })
+  const messages = [userMessage("echo: hi")]
+  for (const [body, code] of [
+    [{ id: "../etc", messages }, "invalid_chat_id"],
+    [{ id: "x".repeat(129), messages }, "invalid_chat_id"],
+    [{ id: generateId(), messages }, "missing_project"],
+    [{ id: generateId(), messages: [], projectId }, "no_messages"],
+  ]) {
+    const res = await post(body)
+    assert.equal(res.status, 400)
+    assert.equal((await res.json()).error.code, code)
+  }
+})
