@@ -210,7 +210,6 @@ impl RedisBus {
         let link = Link::open(&client).await?;
         let scripts = Arc::new(Scripts::new());
         let (commands, receiver) = unbounded_channel();
-        let linked = Arc::new(AtomicBool::new(true));
         let pump = Pump::new(
             client.clone(),
             conn.clone(),
@@ -219,8 +218,8 @@ impl RedisBus {
             receiver,
             commands.downgrade(),
             link,
-            linked.clone(),
         );
+        let linked = pump.linked();
         tokio::spawn(pump.run());
         Ok(Self { shared: Arc::new(Shared { conn, client, hub_live, scripts, config, commands, linked }) })
     }

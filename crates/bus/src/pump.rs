@@ -89,9 +89,7 @@ impl Pump {
         commands: UnboundedReceiver<Command>,
         leave: WeakUnboundedSender<Command>,
         link: Link,
-        linked: Arc<AtomicBool>,
     ) -> Self {
-        linked.store(true, Ordering::Relaxed);
         Self {
             client,
             conn,
@@ -102,10 +100,15 @@ impl Pump {
             sessions: HashMap::new(),
             next_id: 0,
             link: Some(link),
-            linked,
+            linked: Arc::new(AtomicBool::new(true)),
             retry_at: Instant::now(),
             retry_delay: RETRY_MIN,
         }
+    }
+
+    /// Whether the link is up, as the task keeps it: for the bus handle's readiness.
+    pub fn linked(&self) -> Arc<AtomicBool> {
+        self.linked.clone()
     }
 
     pub async fn run(mut self) {
