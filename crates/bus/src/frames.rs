@@ -30,6 +30,10 @@ impl FrameBus for RedisBus {
         Ok(crate::watchers::all(&mut self.connection(), session).await?)
     }
 
+    async fn check(&self) -> Result<(), BusFailure> {
+        Ok(RedisBus::check(self).await?)
+    }
+
     fn hub_bus(&self) -> Option<std::sync::Arc<dyn spool_engine::hub::HubBus>> {
         Some(std::sync::Arc::new(self.clone()))
     }

@@ -118,6 +118,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use scripts::Scripts;
 use spool_protocol::{Cursor, SessionId};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
@@ -167,6 +168,8 @@ pub enum BusError {
     Malformed(String),
     #[error("the bus has shut down")]
     Closed,
+    #[error("the PUB/SUB link to Redis is down (reconnecting)")]
+    LinkDown,
 }
 
 /// A node's handle on the bus: cheap to clone, one link (PUB/SUB connection) and one
@@ -186,6 +189,8 @@ struct Shared {
     scripts: Arc<Scripts>,
     config: BusConfig,
     commands: UnboundedSender<Command>,
+    /// Whether the link task holds a live PUB/SUB connection (it reconnects on its own).
+    linked: Arc<AtomicBool>,
 }
 
 impl RedisBus {
@@ -214,8 +219,23 @@ impl RedisBus {
             commands.downgrade(),
             link,
         );
+        let linked = pump.linked();
         tokio::spawn(pump.run());
-        Ok(Self { shared: Arc::new(Shared { conn, client, hub_live, scripts, config, commands }) })
+        Ok(Self { shared: Arc::new(Shared { conn, client, hub_live, scripts, config, commands, linked }) })
+    }
+
+    /// Whether this node can use the bus now, for readiness: its link (the PUB/SUB
+    /// connection live frames arrive on) is up and Redis answers a `PING` on the command
+    /// connection. The link may be down while commands work (it is reconnecting) and the
+    /// other way round, and either breaks streaming, so both are asked. Not bounded
+    /// here beyond the command timeout: the caller puts its own limit around it.
+    pub async fn check(&self) -> Result<(), BusError> {
+        if !self.shared.linked.load(Ordering::Relaxed) {
+            return Err(BusError::LinkDown);
+        }
+        let mut conn = self.shared.conn.clone();
+        redis::cmd("PING").query_async::<()>(&mut conn).await?;
+        Ok(())
     }
 
     /// The shared command connection (a cheap clone).

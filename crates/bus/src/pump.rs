@@ -23,6 +23,7 @@ use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use spool_protocol::{Cursor, SessionId};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, WeakUnboundedSender};
 use tokio::sync::oneshot;
@@ -73,6 +74,8 @@ pub(crate) struct Pump {
     sessions: HashMap<SessionId, HashMap<u64, Slot>>,
     next_id: u64,
     link: Option<Link>,
+    /// Whether `link` is up, for readiness (`RedisBus::check`): written only here.
+    linked: Arc<AtomicBool>,
     retry_at: Instant,
     retry_delay: Duration,
 }
@@ -97,9 +100,15 @@ impl Pump {
             sessions: HashMap::new(),
             next_id: 0,
             link: Some(link),
+            linked: Arc::new(AtomicBool::new(true)),
             retry_at: Instant::now(),
             retry_delay: RETRY_MIN,
         }
+    }
+
+    /// Whether the link is up, as the task keeps it: for the bus handle's readiness.
+    pub fn linked(&self) -> Arc<AtomicBool> {
+        self.linked.clone()
     }
 
     pub async fn run(mut self) {
@@ -259,6 +268,7 @@ impl Pump {
 
     fn lose_link(&mut self, why: &str) {
         if self.link.take().is_some() {
+            self.linked.store(false, Ordering::Relaxed);
             tracing::warn!(why, "bus link lost; reconnecting");
             self.retry_at = Instant::now();
         }
@@ -277,6 +287,7 @@ impl Pump {
             Ok(link) => {
                 tracing::info!(sessions = channels.len(), "bus link back");
                 self.link = Some(link);
+                self.linked.store(true, Ordering::Relaxed);
                 self.retry_delay = RETRY_MIN;
                 let sessions: Vec<SessionId> = self.sessions.keys().cloned().collect();
                 self.catch_up(&sessions).await;

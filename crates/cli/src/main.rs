@@ -36,8 +36,19 @@ const DEFAULT_GIT_POLL_SECS: u64 = 5;
 #[derive(Parser)]
 #[command(name = "spool", version, about = "Hosts AI-agent sessions and streams them over SSE.")]
 struct Cli {
+    /// How log lines (on stderr) are written: `text` for people, `json` for log
+    /// shippers (one object per line: timestamp, level, target, message, fields, and the
+    /// spans it happened in, such as the HTTP request's id and the run's id).
+    #[arg(long, global = true, env = "SPOOL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 // Parsed once at start-up: the size of the largest variant costs nothing.
@@ -191,16 +202,28 @@ struct ServeArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Token(cmd) => token(cmd).await,
         Command::Auth(cmd) => auth(cmd).await,
         Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
         Command::Chat(args) => chat::chat(args).await,
+    }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default `info`); stdout is kept for what
+/// a command prints (`serve`'s address line, a new token).
+fn init_logs(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level beside `message`; `span` is the innermost
+        // span's fields and `spans` all of them, outermost first.
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(true).init(),
     }
 }
 

@@ -173,6 +173,8 @@ pub(crate) struct Inner {
     /// Set by [`Engine::stop_runs`]: a stopping node starts no queued prompt (its queue
     /// waits in the store for the next start, or another node).
     pub stopping: std::sync::atomic::AtomicBool,
+    /// When the lease loop (the reaper) last finished a pass, for readiness.
+    pub lease_loop: crate::readiness::LeaseLoopBeat,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -383,6 +385,7 @@ impl Engine {
                 hub,
                 git: crate::git::Readings::default(),
                 stopping: std::sync::atomic::AtomicBool::new(false),
+                lease_loop: crate::readiness::LeaseLoopBeat::default(),
             }),
         };
         // The answers those runs were streaming join the history, marked with the failure.
@@ -1216,6 +1219,9 @@ impl Engine {
             state.active_run = Some(active_run);
             Some(FrameBody::State { state: Box::new(state.clone()) })
         });
+        // Logged in the caller's span (an HTTP request's, with its id): the line that
+        // ties a request to the run it started.
+        tracing::info!(run = %run.id, session = %run.session_id, "run accepted");
         let policy = wanted.approval_policy.unwrap_or(self.inner.config.approval_policy);
         let env = self.inner.env.clone();
         let task = RunTask::new(env, loaded.clone(), run, wanted.text, handle, policy, wanted.on_disconnect)

@@ -97,6 +97,12 @@ pub trait FrameBus: Send + Sync + 'static {
         cursor: Option<&Cursor>,
     ) -> Result<BoxStream<'static, BusItem>, BusFailure>;
 
+    /// Whether this node can use the bus now, with why not: what `GET /api/ready` shows
+    /// as its `bus` check. The caller bounds how long it may take.
+    async fn check(&self) -> Result<(), BusFailure> {
+        Ok(())
+    }
+
     /// The same bus for published hub events (see [`crate::hub`]), if it carries them.
     fn hub_bus(&self) -> Option<std::sync::Arc<dyn crate::hub::HubBus>> {
         None

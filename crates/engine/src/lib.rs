@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 mod queue;
+pub mod readiness;
 mod reaper;
 mod registry;
 mod remote;
@@ -47,6 +48,7 @@ pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use queue::{MAX_QUEUED, Submitted};
+pub use readiness::{Check, CheckState, Readiness};
 pub use roots::WorkspaceRoots;
 // The records the API answers with live in the protocol crate, where clients read them
 // with the same definitions; the engine's callers keep finding them here.

@@ -36,8 +36,9 @@ impl Engine {
                 ticks.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
                 let engine = Engine { inner };
-                if let Err(e) = engine.reap_expired_leases().await {
-                    tracing::warn!(error = %e, "could not reap expired session leases");
+                match engine.reap_expired_leases().await {
+                    Ok(_) => engine.inner.lease_loop.beat(),
+                    Err(e) => tracing::warn!(error = %e, "could not reap expired session leases"),
                 }
                 // After the reaping: a lost node's sessions may have prompts queued.
                 if let Err(e) = engine.start_waiting_queues().await {

@@ -192,7 +192,15 @@ impl RunTask {
         task
     }
 
-    pub async fn execute(mut self) {
+    /// Runs the run to its end (or its next approval) inside a `run` span naming the run
+    /// and its session, so every log line of the run carries both (as fields of the
+    /// JSON logs) and a run id found in a request's log leads to all of them.
+    pub async fn execute(self) {
+        let span = tracing::info_span!("run", run = %self.run.id, session = %self.run.session_id);
+        tracing::Instrument::instrument(self.execute_in_span(), span).await
+    }
+
+    async fn execute_in_span(mut self) {
         if self.on_disconnect == OnDisconnect::Cancel {
             self.cancel_when_unwatched();
         }
@@ -1030,6 +1038,7 @@ impl RunTask {
             (Outcome::Cancelled, Some(error)) => failure(&error.code, error.message.clone()),
             (other, _) => other,
         };
+        tracing::info!(status = outcome.status().as_str(), "run settled");
         crate::metrics::METRICS.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
             // Durable already; the run continues when someone decides, on whichever

@@ -27,6 +27,47 @@ async fn health_names_the_version_and_model() {
 }
 
 #[tokio::test]
+async fn ready_lists_its_checks_without_a_token() {
+    let server = TestServer::start().await;
+    server.engine.auth().create_token("alice").await.expect("token");
+    // Ready once the lease loop's first pass (started with the engine) is done.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let (status, body) = loop {
+        let (status, body) = server.get("/api/ready").await;
+        if status == StatusCode::OK || tokio::time::Instant::now() > deadline {
+            break (status, body);
+        }
+        assert_eq!(body["reason"], "leases: the lease loop has not finished a pass yet", "{body}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // No frame bus here: no `bus` check.
+    assert_eq!(body, json!({"status": "ready", "checks": {"store": {"state": "ok"}, "leases": {"state": "ok"}}}));
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_kept_from_the_client_when_plain() {
+    let server = TestServer::start().await;
+    let id_of = |res: &reqwest::Response| res.headers()["x-request-id"].to_str().expect("ASCII").to_owned();
+    let get = |id: Option<&str>| {
+        let req = server.client.get(server.url("/api/health"));
+        match id {
+            Some(id) => req.header("x-request-id", id),
+            None => req,
+        }
+        .send()
+    };
+    let (a, b) = (get(None).await.expect("request"), get(None).await.expect("request"));
+    assert_eq!(id_of(&a).len(), 36, "a fresh UUID: {}", id_of(&a));
+    assert_ne!(id_of(&a), id_of(&b), "one id per request");
+    assert_eq!(id_of(&get(Some("lb-7f3a:42")).await.expect("request")), "lb-7f3a:42", "a proxy's id is kept");
+    for unusable in ["x".repeat(65), "a b".into(), "{\"forged\":1}".into()] {
+        let answered = id_of(&get(Some(&unusable)).await.expect("request"));
+        assert_eq!(answered.len(), 36, "{unusable:?} is replaced by a UUID, got {answered:?}");
+    }
+}
+
+#[tokio::test]
 async fn projects_are_created_canonical_renamed_listed_and_deleted() {
     let server = TestServer::start().await;
     let dir = server.project_dir();

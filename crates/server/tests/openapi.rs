@@ -23,6 +23,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/metrics"),
     ("GET", "/api/openapi.json"),
     ("GET", "/api/health"),
+    ("GET", "/api/ready"),
     ("GET", "/api/models"),
     ("GET", "/api/auth"),
     ("POST", "/api/login"),
@@ -165,6 +166,7 @@ async fn the_document_is_public_openapi_3_1() {
     assert_eq!(schemes["cookie"]["name"], "spool_login");
     // Public routes say so; the rest inherit the document's bearer-or-cookie rule.
     assert_eq!(doc["paths"]["/api/health"]["get"]["security"], json!([{}]));
+    assert_eq!(doc["paths"]["/api/ready"]["get"]["security"], json!([{}]), "a load balancer has no token");
     assert_eq!(doc["security"], json!([{"bearer": []}, {"cookie": []}]));
 }
 

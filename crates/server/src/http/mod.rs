@@ -23,6 +23,7 @@ mod models;
 mod openapi;
 mod opencode;
 mod projects;
+mod ready;
 mod runs;
 mod search;
 mod sessions;
@@ -39,6 +40,7 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use std::any::Any;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -56,6 +58,7 @@ pub fn router(state: AppState) -> Router {
 fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(health::router())
+        .merge(ready::router())
         .merge(auth::router())
         .merge(models::router())
         .merge(projects::router())
@@ -109,7 +112,43 @@ fn with_layers(routes: Router, body_limit: usize, trust: Option<AppState>) -> Ro
         Some(state) => routes.layer(axum::middleware::from_fn_with_state(state, crate::guard::guard)),
         None => routes,
     };
-    routes.layer(CatchPanicLayer::custom(panic_response)).layer(TraceLayer::new_for_http())
+    // Outermost first: a request gets its id, the id goes back on the response, and
+    // the trace span (inside both) carries it, so every log line of the request names it.
+    routes
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(axum::middleware::map_request(drop_unusable_request_id))
+}
+
+/// Most characters of a request id a client may choose (a UUID is 36).
+const MAX_REQUEST_ID: usize = 64;
+
+/// An `x-request-id` a client or proxy sent is kept (the response echoes it and the
+/// logs name it) if it is short and plain — letters, digits, `-_.:` — and replaced by a
+/// fresh UUID otherwise: it is written into every log line of the request, where a
+/// long or odd value would be noise or a forged log.
+async fn drop_unusable_request_id(mut request: axum::extract::Request) -> axum::extract::Request {
+    let usable = request.headers().get(REQUEST_ID).map(|v| {
+        let v = v.as_bytes();
+        !v.is_empty() && v.len() <= MAX_REQUEST_ID && v.iter().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b))
+    });
+    if usable == Some(false) {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    request
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// The span of one HTTP request: its id, method and path (its first 200 characters;
+/// not the query, which may carry a token). At INFO, so it is on under the default filter and what a handler
+/// logs (a run accepted) carries the request id.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let path: String = request.uri().path().chars().take(200).collect();
+    tracing::info_span!("request", request_id = %id, method = %request.method(), path = %path)
 }
 
 async fn route_not_found(method: Method, uri: Uri) -> ApiError {
