@@ -59,6 +59,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/gate/approvals"),
     ("POST", "/api/gate/approvals/{id}"),
     ("POST", "/api/chat"),
+    ("POST", "/api/ai-sdk/chat"),
+    ("GET", "/api/ai-sdk/chat/{id}/stream"),
     ("GET", "/api/ws"),
     ("GET", "/api/streams"),
     ("POST", "/api/hub/events"),
