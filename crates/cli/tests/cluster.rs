@@ -9,44 +9,22 @@
 
 mod common;
 
-use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
+use common::{Spool, SseStream, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};
 
 /// One open list stream (`GET /api/workspaces/events`), read frame by frame.
-struct ListStream {
-    res: reqwest::Response,
-    buffer: String,
-}
+struct ListStream(SseStream);
 
 impl ListStream {
     async fn open(client: &reqwest::Client, base: &str) -> ListStream {
         let res = client.get(format!("{base}/api/workspaces/events")).send().await.expect("open the list stream");
         assert!(res.status().is_success(), "{}", res.status());
-        ListStream { res, buffer: String::new() }
+        ListStream(SseStream::new(res).with_wait(WAIT))
     }
 
     /// The next list frame's JSON (heartbeats skipped), within `WAIT`.
     async fn next(&mut self) -> Value {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
-                // Heartbeats are named events; list frames are not.
-                if event.lines().any(|l| l.starts_with("event:")) {
-                    continue;
-                }
-                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    return serde_json::from_str(data).expect("a frame is JSON");
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.res.chunk())
-                .await
-                .unwrap_or_else(|_| panic!("no frame within {WAIT:?}; unread: {:?}", self.buffer))
-                .expect("read the list stream")
-                .expect("the list stream stays open");
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
-        }
+        self.0.next_json().await.expect("the list stream stays open")
     }
 
     /// Frames up to and including the `nth` (from 1) of `kind`.

@@ -3,49 +3,21 @@
 //! (it is never re-executed), committed messages are all there, and the session stream
 //! has a new streamId.
 
+mod common;
+
+use common::{Spool, WAIT, call, serve};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Spool(Child);
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start(data: &std::path::Path) -> (Spool, String) {
     start_with(data, &[])
 }
 
 fn start_with(data: &std::path::Path, extra: &[&str]) -> (Spool, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", "20", "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .env_remove("SPOOL_ADDR")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start spool");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
-    let base =
-        line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
-    (Spool(child), base)
-}
-
-async fn call(req: reqwest::RequestBuilder) -> Value {
-    let res = req.send().await.expect("request");
-    let status = res.status();
-    let body: Value = res.json().await.expect("json");
-    assert!(status.is_success(), "{status}: {body}");
-    body
+    let data = data.to_str().expect("a UTF-8 temp path");
+    let mut args = vec!["--addr", "127.0.0.1:0", "--scripted-delay-ms", "20", "--data-dir", data];
+    args.extend_from_slice(extra);
+    serve(&args)
 }
 
 #[tokio::test]
@@ -56,7 +28,7 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
     std::fs::create_dir(&project_dir).expect("project dir");
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
 
-    let (mut spool, base) = start(&data);
+    let (spool, base) = start(&data);
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session_id = session["id"].as_str().expect("id").to_owned();
@@ -81,8 +53,7 @@ async fn a_run_interrupted_by_a_crash_reads_failed_after_restart() {
         assert!(tokio::time::Instant::now() < deadline, "the run never started streaming: {detail}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    spool.0.kill().expect("SIGKILL");
-    spool.0.wait().expect("reap");
+    spool.sigkill();
 
     let (_spool, base) = start(&data);
     let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
@@ -134,7 +105,7 @@ async fn a_prompt_answered_202_survives_a_sigkill_right_after_the_answer() {
         let data = dir.path().join("data");
         let project_dir = dir.path().join("project");
         std::fs::create_dir(&project_dir).expect("project dir");
-        let (mut spool, base) = start(&data);
+        let (spool, base) = start(&data);
         let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
         let session =
             call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
@@ -143,8 +114,7 @@ async fn a_prompt_answered_202_survives_a_sigkill_right_after_the_answer() {
             client.post(format!("{base}/api/sessions/{session_id}/prompt")).json(&json!({"text": "stream: 1000"})),
         )
         .await;
-        spool.0.kill().expect("SIGKILL");
-        spool.0.wait().expect("reap");
+        spool.sigkill();
 
         let (_spool, base) = start(&data);
         let history = call(client.get(format!("{base}/api/sessions/{session_id}/messages"))).await;
@@ -169,7 +139,7 @@ async fn a_pending_approval_survives_sigkill_and_completes_once_after_restart() 
     std::fs::create_dir(&project_dir).expect("project dir");
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
 
-    let (mut spool, base) = start(&data);
+    let (spool, base) = start(&data);
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session_id = session["id"].as_str().expect("id").to_owned();
@@ -186,8 +156,7 @@ async fn a_pending_approval_survives_sigkill_and_completes_once_after_restart() 
         assert!(tokio::time::Instant::now() < deadline, "the run never asked: {run}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    spool.0.kill().expect("SIGKILL");
-    spool.0.wait().expect("reap");
+    spool.sigkill();
 
     let (_spool, base) = start(&data);
     let run = call(client.get(format!("{base}/api/runs/{run_id}"))).await;
@@ -231,7 +200,7 @@ async fn a_prompt_queued_behind_a_run_cut_by_sigkill_runs_once_after_restart() {
     std::fs::create_dir(&project_dir).expect("project dir");
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
 
-    let (mut spool, base) = start(&data);
+    let (spool, base) = start(&data);
     let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
     let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
     let session_id = session["id"].as_str().expect("id").to_owned();
@@ -243,8 +212,7 @@ async fn a_prompt_queued_behind_a_run_cut_by_sigkill_runs_once_after_restart() {
     assert_eq!((waiting["queued"].clone(), waiting["position"].clone()), (json!(true), json!(1)), "{waiting}");
     let detail = call(client.get(format!("{base}/api/sessions/{session_id}"))).await;
     assert_eq!(detail["status"], "busy", "still streaming when killed: {detail}");
-    spool.0.kill().expect("SIGKILL");
-    spool.0.wait().expect("reap");
+    spool.sigkill();
 
     let (_spool, base) = start(&data);
     let run = call(client.get(format!("{base}/api/runs/{cut}"))).await;

@@ -34,10 +34,9 @@
 
 mod common;
 
-use common::{Spool, TestDb, serve_logged};
+use common::{Spool, SseStream, TestDb, serve_logged};
 use serde_json::{Value, json};
 use spool_protocol::Cursor;
-use spool_protocol::sse::Decoder;
 use sqlx::Connection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -363,25 +362,24 @@ async fn streams_worker(live: Live, session: String, mut rng: Rng) -> Result<(),
 /// every frame's id is the stream's next seq, never a gap or a repeat.
 async fn watcher(live: Live, session: String) -> Result<(), Gone> {
     let url = format!("{}/api/sessions/{session}/events", live.base);
-    let mut res = live.client.get(url).send().await.map_err(|_| Gone)?;
+    let res = live.client.get(url).send().await.map_err(|_| Gone)?;
     if res.status() != 200 {
         return Err(live.wrong(format!("session stream of {session}: {}", res.status())));
     }
-    let mut decoder = Decoder::new();
+    let mut stream = SseStream::new(res);
     let mut last: Option<Cursor> = None;
-    while let Some(chunk) = res.chunk().await.map_err(|_| Gone)? {
-        for event in decoder.push(&chunk) {
-            let Some(id) = event.id else { continue };
-            let cursor = Cursor::parse(&id).ok_or_else(|| live.wrong(format!("a frame id that is no cursor: {id}")))?;
-            if let Some(prev) = &last
-                && (prev.stream_id != cursor.stream_id || cursor.seq != prev.seq + 1)
-            {
-                return Err(live.wrong(format!("session {session}: frame {cursor} after {prev}")));
-            }
-            last = Some(cursor);
+    while let Some(event) = stream.next_event_unbounded().await {
+        let Some(id) = event.id else { continue };
+        let cursor = Cursor::parse(&id).ok_or_else(|| live.wrong(format!("a frame id that is no cursor: {id}")))?;
+        if let Some(prev) = &last
+            && (prev.stream_id != cursor.stream_id || cursor.seq != prev.seq + 1)
+        {
+            return Err(live.wrong(format!("session {session}: frame {cursor} after {prev}")));
         }
+        last = Some(cursor);
     }
-    Ok(())
+    // The body ends with an error when the server is killed under it.
+    if stream.error.is_some() { Err(Gone) } else { Ok(()) }
 }
 
 // ---- the sweep ----------------------------------------------------------------------------

@@ -4,46 +4,20 @@
 //! pid and leaves the first's running run alone, while `spool token create` keeps
 //! working beside a running server.
 
+mod common;
+
+use common::{Spool, WAIT, serve, spool};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Spool(Child);
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spool() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
-    for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_DATABASE_URL", "SPOOL_WORKSPACE_ROOTS", "SPOOL_CONFIG"] {
-        cmd.env_remove(var);
-    }
-    cmd.env("RUST_LOG", "warn");
-    cmd
-}
-
 fn start(data: &Path, extra: &[&str]) -> (Spool, String) {
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start spool");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
-    let base =
-        line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
-    (Spool(child), base)
+    let data = data.to_str().expect("a UTF-8 temp path");
+    let mut args = vec!["--addr", "127.0.0.1:0", "--data-dir", data];
+    args.extend_from_slice(extra);
+    serve(&args)
 }
 
 /// Ends a server (SIGKILL: whether it stops gracefully is another test's business).
@@ -132,7 +106,7 @@ async fn a_second_server_on_the_data_directory_exits_naming_the_first_and_leaves
     assert!(!output.status.success(), "the second server must not run");
     assert!(output.stdout.is_empty(), "it never listened: {}", String::from_utf8_lossy(&output.stdout));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let holder = format!("pid {}, listening on {base}", first.0.id());
+    let holder = format!("pid {}, listening on {base}", first.id());
     assert!(stderr.contains(&holder) && stderr.contains("--data-dir"), "{stderr}");
 
     // The first server's run was not marked failed: it is still running, and ends

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{WAIT, call, serve};
+use common::{SseStream, WAIT, call, serve};
 use serde_json::{Value, json};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Row};
@@ -30,33 +30,22 @@ fn full_answer(n: usize) -> String {
 /// Reads the session's native stream until its text deltas add up to `words` words;
 /// returns that text.
 async fn watch_words(client: &reqwest::Client, base: &str, session: &str, words: usize) -> String {
-    let mut res = client.get(format!("{base}/api/sessions/{session}/events")).send().await.expect("events");
+    let res = client.get(format!("{base}/api/sessions/{session}/events")).send().await.expect("events");
     assert_eq!(res.status(), 200);
-    let (mut buffer, mut text) = (String::new(), String::new());
-    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut stream = SseStream::new(res).with_wait(WAIT);
+    let mut text = String::new();
     while text.split_whitespace().count() < words {
-        let chunk = tokio::time::timeout_at(deadline, res.chunk())
-            .await
-            .expect("the answer streams")
-            .expect("read the stream")
-            .expect("the stream stays open");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let Ok(frame) = serde_json::from_str::<Value>(data.trim_start()) else { continue };
-                // Opened after the prompt: on a busy machine the answer may have begun,
-                // and the snapshot's draft holds its start.
-                if frame["type"] == "session.snapshot"
-                    && let Some(draft) = frame["state"]["drafts"].as_object().and_then(|d| d.values().next())
-                {
-                    text.push_str(draft["content"][0]["text"].as_str().unwrap_or_default());
-                }
-                let delta = &frame["event"]["assistantMessageEvent"];
-                if delta["type"] == "text_delta" {
-                    text.push_str(delta["delta"].as_str().unwrap_or_default());
-                }
-            }
+        let frame = stream.next_json().await.expect("the stream stays open");
+        // Opened after the prompt: on a busy machine the answer may have begun, and the
+        // snapshot's draft holds its start.
+        if frame["type"] == "session.snapshot"
+            && let Some(draft) = frame["state"]["drafts"].as_object().and_then(|d| d.values().next())
+        {
+            text.push_str(draft["content"][0]["text"].as_str().unwrap_or_default());
+        }
+        let delta = &frame["event"]["assistantMessageEvent"];
+        if delta["type"] == "text_delta" {
+            text.push_str(delta["delta"].as_str().unwrap_or_default());
         }
     }
     text

@@ -8,58 +8,18 @@
 //! (a tool that is still running), the kill is real. The server's log goes to a file so
 //! a test can read the warnings it gave.
 
+mod common;
+
+use common::{Spool, WAIT, call, serve_logged};
 use serde_json::{Value, json};
 use sqlx::{Connection, SqliteConnection};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Spool(Child);
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Spool {
-    fn sigkill(mut self) {
-        self.0.kill().expect("SIGKILL");
-        self.0.wait().expect("reap");
-    }
-}
 
 /// `spool serve` on `data`, its log appended to `log`.
 fn start(data: &Path, log: &Path) -> (Spool, String) {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--scripted-delay-ms", "5", "--data-dir"])
-        .arg(data)
-        .env_remove("SPOOL_ADDR")
-        .env_remove("SPOOL_DATABASE_URL")
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("start spool");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
-    let base =
-        line.trim().strip_prefix("spool listening on ").unwrap_or_else(|| panic!("first line: {line:?}")).to_owned();
-    (Spool(child), base)
-}
-
-async fn call(req: reqwest::RequestBuilder) -> Value {
-    let res = req.send().await.expect("request");
-    let status = res.status();
-    let body: Value = res.json().await.expect("json");
-    assert!(status.is_success(), "{status}: {body}");
-    body
+    let data = data.to_str().expect("a UTF-8 temp path");
+    serve_logged(&["--addr", "127.0.0.1:0", "--scripted-delay-ms", "5", "--data-dir", data], log)
 }
 
 struct Setup {

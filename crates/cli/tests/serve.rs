@@ -1,36 +1,19 @@
 //! `spool serve` as a process: it prints its address, answers, creates its data
 //! directory, stops cleanly on SIGTERM, and refuses non-loopback addresses.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{WAIT, serve, spool};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-const WAIT: Duration = Duration::from_secs(30);
-
-fn spool() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spool"));
-    for var in ["SPOOL_ADDR", "SPOOL_DATA_DIR", "SPOOL_HEARTBEAT_SECS", "SPOOL_SCRIPTED_DELAY_MS"] {
-        cmd.env_remove(var);
-    }
-    cmd.env("RUST_LOG", "warn");
-    cmd
-}
-
-/// Waits for the `spool listening on http://ADDR` line and returns ADDR.
-fn listening_addr(child: &mut Child) -> String {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx.recv_timeout(WAIT).expect("the server prints its address");
-    line.strip_prefix("spool listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned()
+/// `spool serve --addr ADDR --data-dir DATA`, once it listens: the server and the
+/// `HOST:PORT` it printed.
+fn start(data: &std::path::Path, addr: &str) -> (common::Spool, String) {
+    let data = data.to_str().expect("a UTF-8 temp path");
+    let (server, base) = serve(&["--addr", addr, "--data-dir", data]);
+    let addr = base.strip_prefix("http://").unwrap_or_else(|| panic!("an http:// address: {base}")).to_owned();
+    (server, addr)
 }
 
 fn http_get(addr: &str, path: &str) -> String {
@@ -42,37 +25,11 @@ fn http_get(addr: &str, path: &str) -> String {
     response
 }
 
-/// Sends SIGTERM to `child`, as an operator's `kill` would. A system call, not the
-/// `kill` program: a minimal system (a container image) has no procps.
-fn sigterm(child: &Child) {
-    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
-    // SAFETY: kill(2) takes plain integers; the child is ours and not yet reaped.
-    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
-    assert_eq!(sent, 0, "kill -TERM {pid}: {}", std::io::Error::last_os_error());
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "spool did not exit in {WAIT:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn serve_prints_its_port_answers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("nested/data");
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start spool");
-    let addr = listening_addr(&mut child);
+    let (server, addr) = start(&data, "127.0.0.1:0");
     assert!(!addr.ends_with(":0"), "the real port is printed: {addr}");
 
     let response = http_get(&addr, "/api/health");
@@ -80,9 +37,7 @@ fn serve_prints_its_port_answers_and_stops_on_sigterm() {
     assert!(response.contains(r#""status":"ok""#) && response.contains(r#""model":"scripted""#), "{response}");
     assert!(data.join("spool.db").is_file(), "the data directory and database are created");
 
-    sigterm(&child);
-    let status = wait_exit(&mut child);
-    assert!(status.success(), "graceful exit, got {status}");
+    server.stop();
 }
 
 #[test]
@@ -126,16 +81,9 @@ fn a_configured_model_is_the_default_and_scripted_stays_offered() {
         "model = \"ollama:llama3\"\n[env]\nOLLAMA_BASE_URL = \"http://127.0.0.1:9/v1\"\n[prices.\"ollama:llama3\"]\ninput = 0.5\n",
     )
     .expect("config");
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let addr = listening_addr(&mut child);
+    let (server, addr) = start(&data, "127.0.0.1:0");
     let response = http_get(&addr, "/api/models");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     assert!(response.contains(r#""default":"ollama:llama3""#), "{response}");
     assert!(response.contains(r#""configured":true"#), "{response}");
     assert!(response.contains(r#""name":"scripted""#), "{response}");
@@ -158,21 +106,14 @@ fn tokens_turn_auth_on_and_allow_a_public_bind() {
 
     // With a token, a non-loopback address is allowed (bind to all interfaces on an
     // ephemeral port; nothing is sent to it except from loopback).
-    let mut child = spool()
-        .args(["serve", "--addr", "0.0.0.0:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let addr = listening_addr(&mut child);
+    let (server, addr) = start(&data, "0.0.0.0:0");
     let port = addr.rsplit(':').next().expect("port").to_owned();
     let local = format!("127.0.0.1:{port}");
     let anonymous = http_get(&local, "/api/projects");
     assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
     assert!(anonymous.contains("unauthorized"), "{anonymous}");
     // Stopped cleanly, it withdraws its address, so auth may be turned off below.
-    sigterm(&child);
-    assert!(wait_exit(&mut child).success());
+    server.stop();
 
     // Revoking the last token leaves auth on; turning it off is a separate, explicit step.
     let id = listed.split_whitespace().next().expect("token id").to_owned();
@@ -191,16 +132,9 @@ fn health_says_how_commands_are_sandboxed_as_configured() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     std::fs::write(data.join("config.toml"), "[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("config");
-    let mut child = spool()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let addr = listening_addr(&mut child);
+    let (server, addr) = start(&data, "127.0.0.1:0");
     let response = http_get(&addr, "/api/health");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b).expect("a body");
     let health: serde_json::Value = serde_json::from_str(body).expect("JSON");
     let sandbox = &health["sandbox"];

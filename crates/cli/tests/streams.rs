@@ -16,11 +16,10 @@
 
 mod common;
 
-use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
+use common::{Spool, SseStream, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};
 use spool_engine::view::apply_frame;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
-use spool_protocol::sse::Decoder;
 use spool_protocol::{AgentEvent, Cursor, StreamDelta};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -30,8 +29,7 @@ use std::time::Duration;
 /// A native session stream (`GET /api/sessions/:id/events`), folded as it is read.
 struct Follower {
     /// The connection; `None` once the client dropped it.
-    res: Option<reqwest::Response>,
-    decoder: Decoder,
+    stream: Option<SseStream>,
     /// Every frame received, in order.
     frames: Vec<Frame>,
     /// The last frame taken, on this connection or (resumed) the one before.
@@ -50,7 +48,8 @@ impl Follower {
         }
         let res = req.send().await.expect("open the session stream");
         assert!(res.status().is_success(), "{}", res.status());
-        Follower { res: Some(res), decoder: Decoder::new(), frames: Vec::new(), at: None, state: None, shown: None }
+        let stream = Some(SseStream::new(res).with_wait(WAIT));
+        Follower { stream, frames: Vec::new(), at: None, state: None, shown: None }
     }
 
     /// Carries on from another follower's state (a client that reconnected).
@@ -62,40 +61,26 @@ impl Follower {
 
     /// Drops the connection, as a client whose network went away.
     fn disconnect(&mut self) {
-        self.res = None;
+        self.stream = None;
     }
 
     fn cursor(&self) -> Cursor {
         self.at.clone().expect("a frame was read")
     }
 
-    /// Reads the next chunk of frames and folds them; returns the last. Heartbeats are
-    /// skipped.
+    /// Reads the next frame and folds it; returns it. Heartbeats are skipped.
     async fn next(&mut self) -> &Frame {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let res = self.res.as_mut().expect("connected");
-            let chunk = tokio::time::timeout_at(deadline, res.chunk())
-                .await
-                .unwrap_or_else(|_| {
-                    panic!("no frame within {WAIT:?} after {:?}", self.frames.last().map(Frame::cursor))
-                })
-                .expect("read the session stream")
-                .expect("the session stream stays open");
-            let mut got = false;
-            for event in self.decoder.push(&chunk) {
-                if event.event.as_deref() == Some("heartbeat") {
-                    continue;
-                }
-                let frame: Frame = serde_json::from_str(&event.data).expect("a frame is JSON");
-                assert_eq!(event.id, Some(frame.cursor().to_string()), "the SSE id is the frame's cursor");
-                self.fold(frame);
-                got = true;
+        let stream = self.stream.as_mut().expect("connected");
+        let event = loop {
+            let event = stream.next_event().await.expect("the session stream stays open");
+            if !spool_test_support::sse::is_heartbeat(&event) {
+                break event;
             }
-            if got {
-                return self.frames.last().expect("just pushed");
-            }
-        }
+        };
+        let frame: Frame = serde_json::from_str(&event.data).expect("a frame is JSON");
+        assert_eq!(event.id, Some(frame.cursor().to_string()), "the SSE id is the frame's cursor");
+        self.fold(frame);
+        self.frames.last().expect("just pushed")
     }
 
     fn fold(&mut self, frame: Frame) {
@@ -653,29 +638,23 @@ async fn an_opencode_client_on_another_node_follows_the_run() {
 
     // OpenCode's event stream on B (legacy deltas: each update carries the text so far).
     let directory: String = url_encode(project_dir.to_str().expect("utf-8"));
-    let mut res = client.get(format!("{b}/event?directory={directory}&deltas=legacy")).send().await.expect("/event");
+    let res = client.get(format!("{b}/event?directory={directory}&deltas=legacy")).send().await.expect("/event");
     assert!(res.status().is_success(), "{}", res.status());
-    let mut decoder = Decoder::new();
-    let mut next = async || -> Vec<serde_json::Value> {
-        let chunk = tokio::time::timeout(WAIT, res.chunk()).await.expect("an event in time").expect("read");
-        let chunk = chunk.expect("the stream stays open");
-        decoder.push(&chunk).into_iter().map(|e| serde_json::from_str(&e.data).expect("JSON")).collect()
-    };
-    while !next().await.iter().any(|e| e["type"] == "server.connected") {}
+    let mut events = SseStream::new(res).with_wait(WAIT);
+    while events.next_json().await.expect("the stream stays open")["type"] != "server.connected" {}
 
     call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 200"}))).await;
     let mut text = String::new();
-    'read: loop {
-        for event in next().await {
-            if event["properties"]["sessionID"] != session.as_str() {
-                continue;
-            }
-            if event["type"] == "message.part.updated" && event["properties"]["delta"].is_string() {
-                text = event["properties"]["part"]["text"].as_str().expect("text").to_owned();
-            }
-            if event["type"] == "session.idle" {
-                break 'read;
-            }
+    loop {
+        let event = events.next_json().await.expect("the stream stays open");
+        if event["properties"]["sessionID"] != session.as_str() {
+            continue;
+        }
+        if event["type"] == "message.part.updated" && event["properties"]["delta"].is_string() {
+            text = event["properties"]["part"]["text"].as_str().expect("text").to_owned();
+        }
+        if event["type"] == "session.idle" {
+            break;
         }
     }
     assert_eq!(text, words(200), "the answer, streamed through B");

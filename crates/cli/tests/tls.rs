@@ -6,12 +6,10 @@
 
 mod common;
 
-use common::{WAIT, call, serve, spool};
-use futures::StreamExt;
+use common::{SseStream, WAIT, call, serve, spool};
 use reqwest::{StatusCode, Version};
 use serde_json::json;
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::sse::Decoder;
 use spool_protocol::{AgentEvent, StreamDelta};
 use std::path::{Path, PathBuf};
 
@@ -76,28 +74,22 @@ async fn open_http_connections(client: &reqwest::Client, base: &str) -> u64 {
 
 /// Reads a session stream until its run settles; returns the streamed text.
 async fn answer(res: reqwest::Response) -> String {
-    let mut body = res.bytes_stream();
-    let mut decoder = Decoder::new();
+    let mut stream = SseStream::new(res).with_wait(WAIT);
     let mut text = String::new();
-    let read = async {
-        while let Some(chunk) = body.next().await {
-            for event in decoder.push(&chunk.expect("read the stream")) {
-                let Ok(frame) = serde_json::from_str::<Frame>(&event.data) else { continue };
-                match frame.body {
-                    FrameBody::LoopEvent {
-                        event:
-                            AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } },
-                        ..
-                    } => text.push_str(&delta),
-                    FrameBody::LoopEvent { event: AgentEvent::AgentSettled {}, .. } => return,
-                    _ => {}
-                }
-            }
+    loop {
+        let Some(event) = stream.next_event().await else {
+            panic!("the stream ended before the run settled; got {text:?}");
+        };
+        let Ok(frame) = serde_json::from_str::<Frame>(&event.data) else { continue };
+        match frame.body {
+            FrameBody::LoopEvent {
+                event: AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } },
+                ..
+            } => text.push_str(&delta),
+            FrameBody::LoopEvent { event: AgentEvent::AgentSettled {}, .. } => return text,
+            _ => {}
         }
-        panic!("the stream ended before the run settled; got {text:?}");
-    };
-    tokio::time::timeout(WAIT, read).await.expect("the run settles in time");
-    text
+    }
 }
 
 #[tokio::test]

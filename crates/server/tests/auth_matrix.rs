@@ -1,14 +1,24 @@
 //! The authorization matrix, generated from `GET /api/openapi.json`: every operation the
 //! document secures answers 401 without credentials, and 404 `not_found` — with no side
 //! effect — when another user names the caller's records; every operation it calls
-//! public answers without credentials. A route added to the document without a line
-//! in [`request_for`] fails here, so the matrix cannot fall behind the API.
+//! public answers without credentials.
+//!
+//! No operation is listed here. The test walks the document's paths and methods and
+//! builds each request from it: path parameters are filled from the records the test
+//! creates for Alice, chosen by the parameter's name or the path segment before it
+//! ([`fill_path`]); a JSON body is generated from the operation's request schema, its
+//! required fields filled and any field that names a record set to Alice's ([`body`]).
+//! An operation that names one of Alice's records must answer Bob 404; one that names
+//! none (a list, a create of Bob's own, a stream of Bob's) may answer anything but a
+//! server error, and must show none of Alice's ids. A route whose parameter or body
+//! the walker cannot fill fails the test, naming it, so a new route is covered the
+//! day it is documented or the test says why not.
 
 mod common;
 
-use common::{TestServer, id_of};
+use common::{SseStream, TestServer, id_of};
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 const METHODS: &[&str] = &["get", "post", "put", "patch", "delete"];
 
@@ -22,86 +32,165 @@ struct Records {
     message: String,
 }
 
-/// How Bob's request for one operation is made, and what it must answer.
-enum Probe {
-    /// The path (or body) names Alice's record: 404 `not_found`, nothing changes.
-    Foreign { path: String, body: Option<Value> },
-    /// Names nothing of Alice's (a list, a create of Bob's own, a stream of Bob's):
-    /// whatever it answers, none of Alice's ids appear in it.
-    Own { path: String, body: Option<Value> },
+impl Records {
+    /// The record a path segment's collection holds (`/api/projects/{id}` → a project).
+    fn in_collection(&self, segment: &str) -> Option<&str> {
+        Some(match segment {
+            "projects" => &self.project,
+            "sessions" | "session" => &self.session,
+            "runs" => &self.run,
+            // Spool's approvals, the gate's, and OpenCode's permissions are one record.
+            "approvals" | "permissions" | "permission" => &self.approval,
+            "messages" => &self.message,
+            _ => return None,
+        })
+    }
+
+    /// The record a body field names, by the field's name in any dialect.
+    fn named_by_field(&self, field: &str) -> Option<&str> {
+        Some(match field {
+            "projectId" | "project_id" => &self.project,
+            "sessionId" | "session_id" | "sessionID" | "threadId" => &self.session,
+            "interruptId" | "approvalId" | "permissionID" => &self.approval,
+            _ => return None,
+        })
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [&self.project, &self.session, &self.run, &self.approval, &self.message]
+    }
 }
 
-/// Bob's request for the documented operation `method path`, or `None` when the matrix
-/// has no line for it (the test then fails, naming it).
-fn request_for(method: &str, path: &str, r: &Records) -> Option<Probe> {
-    let Records { project, session, run, approval, message } = r;
-    let foreign = |path: String, body: Option<Value>| Some(Probe::Foreign { path, body });
-    let own = |path: &str, body: Option<Value>| Some(Probe::Own { path: path.to_owned(), body });
-    let decision = Some(json!({"decision": "once"}));
-    let opencode_prompt = Some(json!({"parts": [{"type": "text", "text": "hi"}]}));
-    match (method, path) {
-        ("GET" | "DELETE", "/api/projects/{id}") => foreign(format!("/api/projects/{project}"), None),
-        ("PATCH", "/api/projects/{id}") => foreign(format!("/api/projects/{project}"), Some(json!({"name": "mine"}))),
-        ("GET", "/api/projects/{id}/sessions") => foreign(format!("/api/projects/{project}/sessions"), None),
-        ("POST", "/api/sessions") => foreign("/api/sessions".into(), Some(json!({"projectId": project}))),
-        ("GET" | "DELETE", "/api/sessions/{id}") => foreign(format!("/api/sessions/{session}"), None),
-        ("PATCH", "/api/sessions/{id}") => {
-            foreign(format!("/api/sessions/{session}"), Some(json!({"title": "x", "mode": "plan"})))
-        }
-        ("GET", "/api/sessions/{id}/messages") => foreign(format!("/api/sessions/{session}/messages"), None),
-        ("GET", "/api/sessions/{id}/runs") => foreign(format!("/api/sessions/{session}/runs"), None),
-        // Alice's session is titled from her `tool: write` prompt and holds its text.
-        ("GET", "/api/sessions/search") => own("/api/sessions/search?q=write", None),
-        ("GET", "/api/sessions/{id}/memory") => foreign(format!("/api/sessions/{session}/memory"), None),
-        ("GET", "/api/sessions/{id}/permissions") => foreign(format!("/api/sessions/{session}/permissions"), None),
-        ("POST", "/api/sessions/{id}/facts") => {
-            foreign(format!("/api/sessions/{session}/facts"), Some(json!({"text": "bob was here"})))
-        }
-        ("POST", "/api/sessions/{id}/read") => {
-            foreign(format!("/api/sessions/{session}/read"), Some(json!({"index": 0})))
-        }
-        ("POST", "/api/sessions/{id}/prompt") => {
-            foreign(format!("/api/sessions/{session}/prompt"), Some(json!({"text": "hi", "queue": true})))
-        }
-        ("POST", "/api/sessions/{id}/abort") => foreign(format!("/api/sessions/{session}/abort"), None),
-        ("POST", "/api/sessions/{id}/approvals/{approval}") => {
-            foreign(format!("/api/sessions/{session}/approvals/{approval}"), decision)
-        }
-        ("GET", "/api/sessions/{id}/events") => foreign(format!("/api/sessions/{session}/events"), None),
-        ("GET", "/api/runs/{id}") => foreign(format!("/api/runs/{run}"), None),
-        ("GET", "/api/runs/{id}/events") => foreign(format!("/api/runs/{run}/events"), None),
-        ("POST", "/api/runs/{id}/resume") => foreign(
-            format!("/api/runs/{run}/resume"),
-            Some(json!({"interruptId": approval, "decision": "approve", "idempotencyKey": "k"})),
-        ),
-        ("POST", "/api/gate/approvals/{id}") => foreign(format!("/api/gate/approvals/{approval}"), decision),
-        ("POST", "/api/chat") => {
-            foreign("/api/chat".into(), Some(json!({"sessionId": session, "text": "hi", "requestId": "r"})))
-        }
-        ("GET" | "DELETE", "/session/{id}") => foreign(format!("/session/{session}"), None),
-        ("PATCH", "/session/{id}") => foreign(format!("/session/{session}"), Some(json!({"title": "x"}))),
-        ("GET", "/session/{id}/message") => foreign(format!("/session/{session}/message"), None),
-        ("GET", "/session/{id}/todo") => foreign(format!("/session/{session}/todo"), None),
-        ("POST", "/session/{id}/message") => foreign(format!("/session/{session}/message"), opencode_prompt),
-        ("POST", "/session/{id}/prompt_async") => foreign(format!("/session/{session}/prompt_async"), opencode_prompt),
-        ("POST", "/session/{id}/abort") => foreign(format!("/session/{session}/abort"), None),
-        ("POST", "/session/{id}/permissions/{permission}") => {
-            foreign(format!("/session/{session}/permissions/{approval}"), Some(json!({"response": "once"})))
-        }
-        ("POST", "/permission/{id}/reply") => {
-            foreign(format!("/permission/{approval}/reply"), Some(json!({"reply": "once"})))
-        }
-        ("DELETE", "/api/messages/{id}") => foreign(format!("/api/messages/{message}"), None),
-        ("GET", "/api/projects" | "/api/gate/approvals" | "/session" | "/session/status" | "/permission")
-        | ("GET", "/api/workspaces/events" | "/event" | "/api/ws" | "/api/streams") => own(path, None),
-        ("POST", "/api/projects") => own(path, Some(json!({}))),
-        ("POST", "/api/markdown") => own(path, Some(json!({"texts": ["**hi**"]}))),
-        ("POST", "/session") => own(path, Some(json!({"title": "bob's"}))),
-        ("POST", "/api/hub/events") => {
-            own(path, Some(json!({"type": "message.deleted", "channel_id": session, "data": {"msg_id": "m"}})))
-        }
-        _ => None,
+/// Values for plain fields and query parameters the schema does not pin down, by name:
+/// what a client would send.
+fn word_for(name: &str) -> Option<Value> {
+    Some(match name {
+        "text" => json!("hi"),
+        "title" | "name" => json!("bob's"),
+        // OpenCode's prompt parts: only text parts can be prompted.
+        "type" => json!("text"),
+        "idempotencyKey" | "requestId" => json!("matrix-key"),
+        // Alice's session is titled from her `tool: write` prompt and holds its text:
+        // a search must not find it for Bob.
+        "q" | "search" => json!("write"),
+        _ => return None,
+    })
+}
+
+/// The request for one documented operation, as Bob sends it.
+struct Probe {
+    path: String,
+    body: Option<Value>,
+    /// Whether the path or the body names one of Alice's records.
+    foreign: bool,
+}
+
+/// `template` with its parameters filled, and whether one of them is Alice's record.
+/// `Err` names a parameter the walker has no value for.
+fn fill_path(template: &str, r: &Records) -> Result<(String, bool), String> {
+    let mut path = String::new();
+    let (mut foreign, mut previous) = (false, "");
+    for segment in template.split('/').skip(1) {
+        path.push('/');
+        let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+            path.push_str(segment);
+            previous = segment;
+            continue;
+        };
+        let record = match name {
+            "approval" | "permission" => Some(r.approval.as_str()),
+            "id" => r.in_collection(previous),
+            // The UI's files.
+            "path" => {
+                path.push_str("index.html");
+                continue;
+            }
+            _ => None,
+        };
+        let record = record.ok_or_else(|| format!("path parameter {{{name}}} after /{previous}"))?;
+        path.push_str(record);
+        foreign = true;
     }
+    Ok((path, foreign))
+}
+
+/// The query string of the operation's required query parameters, from [`word_for`].
+fn query(operation: &Value) -> Result<String, String> {
+    let mut pairs = Vec::new();
+    for parameter in operation["parameters"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        if parameter["in"] != "query" || parameter["required"] != true {
+            continue;
+        }
+        let name = parameter["name"].as_str().unwrap_or_default();
+        let value = word_for(name).ok_or_else(|| format!("required query parameter {name}"))?;
+        pairs.push(format!("{name}={}", value.as_str().unwrap_or_default()));
+    }
+    Ok(if pairs.is_empty() { String::new() } else { format!("?{}", pairs.join("&")) })
+}
+
+/// A JSON value for `schema`: an object gets its required fields, and the optional ones
+/// that name a record or have a [`word_for`] value; a choice (`oneOf`) its first
+/// alternative that is not `null`; an enum its first value; arrays one item. Sets
+/// `foreign` when a field names one of Alice's records. `Err` names what it cannot make.
+fn body(doc: &Value, schema: &Value, name: &str, r: &Records, foreign: &mut bool) -> Result<Value, String> {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let key = reference.strip_prefix("#/components/schemas/").ok_or_else(|| format!("reference {reference}"))?;
+        let target = doc["components"]["schemas"].get(key).ok_or_else(|| format!("missing schema {key}"))?;
+        return body(doc, target, name, r, foreign);
+    }
+    if let Some(record) = r.named_by_field(name) {
+        *foreign = true;
+        return Ok(json!(record));
+    }
+    if let Some(alternatives) = schema["oneOf"].as_array() {
+        let first = alternatives.iter().find(|a| a["type"] != "null").ok_or_else(|| format!("{name}: only null"))?;
+        return body(doc, first, name, r, foreign);
+    }
+    if let Some(value) = schema["enum"].get(0).or_else(|| schema.get("example")) {
+        return Ok(value.clone());
+    }
+    // `["string", "null"]`: the first type that is not null.
+    let kind = match &schema["type"] {
+        Value::Array(kinds) => kinds.iter().find(|k| *k != "null").cloned().unwrap_or(Value::Null),
+        kind => kind.clone(),
+    };
+    match kind.as_str() {
+        Some("object") | None if schema["properties"].is_object() || kind == "object" => {
+            let required: Vec<&str> =
+                schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let mut object = Map::new();
+            for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+                let wanted = required.contains(&field.as_str())
+                    || r.named_by_field(field).is_some()
+                    || word_for(field).is_some();
+                if wanted {
+                    object.insert(field.clone(), body(doc, property, field, r, foreign)?);
+                }
+            }
+            Ok(Value::Object(object))
+        }
+        Some("array") => Ok(json!([body(doc, &schema["items"], name, r, foreign)?])),
+        Some("string") => Ok(word_for(name).unwrap_or_else(|| json!("x"))),
+        Some("integer" | "number") => Ok(json!(schema["minimum"].as_i64().unwrap_or(0))),
+        Some("boolean") => Ok(json!(false)),
+        _ => Err(format!("{name}: a schema the walker cannot fill: {schema}")),
+    }
+}
+
+/// Bob's request for the documented operation `template` / `operation`.
+fn probe_for(doc: &Value, template: &str, operation: &Value, r: &Records) -> Result<Probe, String> {
+    let (path, mut foreign) = fill_path(template, r)?;
+    let path = format!("{path}{}", query(operation)?);
+    let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+    let body = if schema.is_null() {
+        if operation["requestBody"].is_object() {
+            return Err("a request body that is not JSON".to_owned());
+        }
+        None
+    } else {
+        Some(body(doc, schema, "", r, &mut foreign)?)
+    };
+    Ok(Probe { path, body, foreign })
 }
 
 /// Whether the operation needs credentials, as the document states it (its own
@@ -131,22 +220,18 @@ async fn send(
     if let Some(body) = body {
         request = request.json(body);
     }
-    let mut res = request.send().await.expect("request reaches the server");
+    let res = request.send().await.expect("request reaches the server");
     let status = res.status();
     let streaming = res.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let mut text = Vec::new();
-    if streaming {
+    let text = if streaming {
         // A stream's first event (its snapshot) is what it shows of the records; the
         // rest would never end.
-        while !text.windows(2).any(|w| w == b"\n\n") {
-            match tokio::time::timeout(common::WAIT, res.chunk()).await.expect("the stream's first event") {
-                Ok(Some(chunk)) => text.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
+        let mut stream = SseStream::new(res);
+        stream.next_event().await;
+        stream.raw
     } else {
-        text = res.bytes().await.expect("body").to_vec();
-    }
+        res.bytes().await.expect("body").to_vec()
+    };
     (status, String::from_utf8_lossy(&text).into_owned())
 }
 
@@ -211,30 +296,27 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
 
     let res = server.client.get(server.url("/api/openapi.json")).send().await.expect("document");
     let doc: Value = res.json().await.expect("JSON");
-    let mut unlisted = Vec::new();
+    let mut unfilled = Vec::new();
     let (mut secured_ops, mut foreign_ops) = (0, 0);
     for (template, item) in doc["paths"].as_object().expect("paths") {
         for method in METHODS.iter().filter(|m| item.get(**m).is_some()) {
             let operation = &item[*method];
             let method = method.to_uppercase();
-            let probe = request_for(&method, template, &records);
+            let probe = probe_for(&doc, template, operation, &records);
             if !secured(&doc, operation) {
                 // Public: answers without credentials (never 401).
-                let path = match &probe {
-                    Some(Probe::Own { path, .. } | Probe::Foreign { path, .. }) => path.clone(),
-                    None => template.replace("{path}", "index.html"),
-                };
+                let path = probe.as_ref().map_or_else(|_| template.clone(), |p| p.path.clone());
                 let (status, text) = send(&server, &method, &path, None, None).await;
                 assert_ne!(status, StatusCode::UNAUTHORIZED, "public {method} {template}: {text}");
                 continue;
             }
             secured_ops += 1;
-            let Some(probe) = probe else {
-                unlisted.push(format!("{method} {template}"));
-                continue;
-            };
-            let (path, body) = match &probe {
-                Probe::Own { path, body } | Probe::Foreign { path, body } => (path.clone(), body.clone()),
+            let Probe { path, body, foreign } = match probe {
+                Ok(probe) => probe,
+                Err(why) => {
+                    unfilled.push(format!("{method} {template}: {why}"));
+                    continue;
+                }
             };
             // No credentials, and a token that names nobody: 401, JSON, before anything.
             for (token, code) in [(None, "unauthorized"), (Some("spool_not-a-real-token"), "invalid_token")] {
@@ -246,29 +328,53 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
             }
             // Bob.
             let (status, text) = send(&server, &method, &path, Some(&bob), body.as_ref()).await;
-            match probe {
-                Probe::Foreign { .. } => {
-                    foreign_ops += 1;
-                    assert_eq!(status, StatusCode::NOT_FOUND, "{method} {template} as another user: {text}");
-                    let answer: Value = serde_json::from_str(&text).expect("JSON");
-                    assert_eq!(answer["error"]["code"], "not_found", "{method} {template}: {text}");
-                }
-                Probe::Own { .. } => {
-                    assert!(!status.is_server_error(), "{method} {template}: {status} {text}");
-                }
+            let sent = format!("{method} {path} {}", body.as_ref().map(Value::to_string).unwrap_or_default());
+            if foreign {
+                foreign_ops += 1;
+                assert_eq!(status, StatusCode::NOT_FOUND, "{sent} as another user: {text}");
+                let answer: Value = serde_json::from_str(&text).expect("JSON");
+                assert_eq!(answer["error"]["code"], "not_found", "{sent}: {text}");
+            } else {
+                assert!(!status.is_server_error(), "{sent}: {status} {text}");
             }
-            for id in [&records.project, &records.session, &records.run, &records.approval, &records.message] {
+            for id in records.all() {
                 // A 404 may repeat the id Bob sent; nothing else may show one.
                 let echoed = status == StatusCode::NOT_FOUND;
-                assert!(echoed || !text.contains(id.as_str()), "{method} {template} shows Alice's {id}: {text}");
+                assert!(echoed || !text.contains(id), "{sent} shows Alice's {id}: {text}");
             }
         }
     }
     eprintln!("{secured_ops} secured operations, {foreign_ops} naming another user's records");
-    assert!(unlisted.is_empty(), "secured operations the matrix has no line for: {unlisted:?}");
-    assert!(secured_ops >= 40 && foreign_ops >= 25, "{secured_ops} secured, {foreign_ops} naming records");
+    assert!(unfilled.is_empty(), "secured operations the walker cannot build a request for: {unfilled:#?}");
+    assert!(secured_ops >= 48 && foreign_ops >= 34, "{secured_ops} secured, {foreign_ops} naming records");
 
     // Nothing Bob did had an effect.
     assert!(!server.project_dir().join("a.txt").exists(), "Bob's approval ran the call");
     assert_eq!(alices_world(&server, &alice, &records).await, before);
+}
+
+/// The walker refuses what it cannot fill instead of skipping it: a new collection, a
+/// parameter it has no record for, a body schema it cannot make.
+#[test]
+fn a_route_the_walker_cannot_fill_is_named() {
+    let r = Records {
+        project: "prj_1".into(),
+        session: "ses_1".into(),
+        run: "run_1".into(),
+        approval: "per_1".into(),
+        message: "msg_1".into(),
+    };
+    assert_eq!(
+        fill_path("/api/sessions/{id}/approvals/{approval}", &r),
+        Ok(("/api/sessions/ses_1/approvals/per_1".into(), true))
+    );
+    assert_eq!(fill_path("/api/projects", &r), Ok(("/api/projects".into(), false)));
+    assert_eq!(fill_path("/api/widgets/{id}", &r), Err("path parameter {id} after /widgets".into()));
+    assert!(fill_path("/api/sessions/{id}/rules/{index}", &r).is_err());
+    let doc = json!({"components": {"schemas": {"Odd": {"type": "object", "required": ["blob"], "properties": {"blob": {}}}}}});
+    let mut foreign = false;
+    assert!(body(&doc, &json!({"$ref": "#/components/schemas/Odd"}), "", &r, &mut foreign).is_err());
+    let chat = json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}, "sessionId": {"type": ["string", "null"]}, "note": {"type": "string"}}});
+    assert_eq!(body(&doc, &chat, "", &r, &mut foreign), Ok(json!({"text": "hi", "sessionId": "ses_1"})));
+    assert!(foreign, "a body naming Alice's session makes the probe foreign");
 }

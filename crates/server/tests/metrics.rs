@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{Open, TestServer};
+use common::{Open, TestOptions, TestServer};
+use std::time::Duration;
 
 async fn scrape(server: &TestServer) -> String {
     let res = server.client.get(server.url("/metrics")).send().await.expect("scrape");
@@ -43,13 +44,21 @@ async fn catch_up(
 }
 
 const FRAMES: &str = "spool_frames_sent_total";
+const BYTES: &str = "spool_bytes_sent_total";
 
 // The counters are process-wide (see `spool_engine::metrics`): this file is its own
 // test binary and its one test its only server, so every change below is exactly what
 // the test did.
 #[tokio::test]
 async fn counters_count_exactly_what_streams_runs_and_approvals_did() {
-    let server = TestServer::start().await;
+    // No heartbeat within the test: every byte of a stream is a frame's, so the bytes
+    // counter must equal what the stream received.
+    let mut server =
+        TestServer::start_with(TestOptions { heartbeat: Duration::from_secs(3600), ..Default::default() }).await;
+    // Every request of the test, the stream's too, on one HTTP/2 connection: the
+    // connection gauge has one right value. (HTTP/1.1 keep-alive pools may open one
+    // more connection whenever a request overlaps the return of another to the pool.)
+    server.client = reqwest::Client::builder().no_proxy().http2_prior_knowledge().build().expect("client");
     let project = server.default_project().await;
     // Titled, so no title is derived after the first run.
     let session = common::id_of(&server.create_session(&project, Some("Metrics")).await);
@@ -77,9 +86,11 @@ async fn counters_count_exactly_what_streams_runs_and_approvals_did() {
     let (after, cursor) = catch_up(&server, &mut stream, &before, received, settled).await;
     // completed, interrupted, snapshot, replay, cuts, approval waits, first tokens
     assert_eq!(grown(&after), [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "{series:?}");
-    assert!(value(&after, "spool_bytes_sent_total") - value(&before, "spool_bytes_sent_total") > 5_000.0);
+    // A scrape now, when every counted frame has arrived: their bytes are all counted.
+    let settled_scrape = scrape(&server).await;
+    assert_eq!(value(&settled_scrape, BYTES) - value(&before, BYTES), stream.raw.len() as f64, "bytes received");
     assert_eq!(value(&after, "spool_open_connections{kind=\"session_stream\"}"), 1.0);
-    assert!(value(&after, "spool_open_connections{kind=\"http\"}") >= 1.0, "the stream's and the scrape's");
+    assert_eq!(value(&after, "spool_open_connections{kind=\"http\"}"), 1.0, "the one HTTP/2 connection");
 
     // The stream leaves and comes back with its cursor: a replay, of nothing missed.
     drop(stream);
@@ -99,4 +110,6 @@ async fn counters_count_exactly_what_streams_runs_and_approvals_did() {
     let (last, _) = catch_up(&server, &mut back, &after, second, String::new()).await;
     // Two model calls in the second run (the call, then the answer to its result).
     assert_eq!(grown(&last), [2.0, 1.0, 1.0, 1.0, 0.0, 1.0, 3.0], "{series:?}");
+    let end = scrape(&server).await;
+    assert_eq!(value(&end, BYTES) - value(&settled_scrape, BYTES), back.raw.len() as f64, "bytes received");
 }

@@ -4,22 +4,18 @@
 
 mod common;
 
-use common::{TestOptions, TestServer, WAIT, urlencode};
+use common::{SseStream, TestOptions, TestServer, WAIT, urlencode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_protocol::sse::{Decoder, SseEvent};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 /// An open `GET /event` connection, decoded.
 struct Events {
-    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    decoder: Decoder,
-    ready: std::collections::VecDeque<SseEvent>,
+    stream: SseStream,
     /// Every event received, as JSON, in order.
     seen: Vec<Value>,
-    raw: Vec<u8>,
 }
 
 impl Events {
@@ -48,32 +44,20 @@ impl Events {
         let res = request.send().await.expect("open /event");
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(res.headers()["content-type"], "text/event-stream");
-        Events {
-            body: Box::pin(futures::StreamExt::boxed(res.bytes_stream())),
-            decoder: Decoder::new(),
-            ready: Default::default(),
-            seen: Vec::new(),
-            raw: Vec::new(),
-        }
+        Events { stream: SseStream::new(res), seen: Vec::new() }
     }
 
     async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(e) = self.ready.pop_front() {
-                assert_eq!(e.event, None, "no SSE event field: the type is in the JSON");
-                assert_eq!(e.id, None, "no SSE id: there is nothing to resume from");
-                let json: Value = serde_json::from_str(&e.data).expect("event is JSON");
-                assert!(json["id"].as_str().is_some_and(|id| id.starts_with("evt_")), "{json}");
-                self.seen.push(json.clone());
-                return Some(json);
-            }
-            let chunk = tokio::time::timeout(WAIT, futures::StreamExt::next(&mut self.body))
-                .await
-                .unwrap_or_else(|_| panic!("no event within {WAIT:?}; saw {}", types(&self.seen)))?;
-            let chunk = chunk.ok()?;
-            self.raw.extend_from_slice(&chunk);
-            self.ready.extend(self.decoder.push(&chunk));
-        }
+        let e = match self.stream.next_event_within(WAIT).await {
+            Ok(e) => e?,
+            Err(_) => panic!("no event within {WAIT:?}; saw {}", types(&self.seen)),
+        };
+        assert_eq!(e.event, None, "no SSE event field: the type is in the JSON");
+        assert_eq!(e.id, None, "no SSE id: there is nothing to resume from");
+        let json: Value = serde_json::from_str(&e.data).expect("event is JSON");
+        assert!(json["id"].as_str().is_some_and(|id| id.starts_with("evt_")), "{json}");
+        self.seen.push(json.clone());
+        Some(json)
     }
 
     /// Reads until `stop` holds for an event (returned), panicking if the stream ends or
@@ -268,7 +252,7 @@ async fn a_prompt_streams_on_the_global_stream_until_idle_and_the_deltas_are_the
     assert_eq!(finish["properties"]["part"]["reason"], "stop");
     assert!(finish["properties"]["part"]["tokens"]["output"].as_u64().is_some_and(|n| n > 0));
     // One `data:` line per event, a blank line after each.
-    let raw = String::from_utf8(events.raw.clone()).expect("utf-8");
+    let raw = String::from_utf8(events.stream.raw.clone()).expect("utf-8");
     assert!(raw.split("\n\n").filter(|e| !e.is_empty()).all(|e| e.starts_with("data: {") && !e.contains('\n')));
 }
 
@@ -592,7 +576,7 @@ async fn a_reconnect_mid_run_with_its_last_event_id_repeats_no_delta() {
         first.until(|e| e["type"] == "message.part.delta").await;
     }
     let last = last_id(&first);
-    drop(first.body);
+    drop(first.stream);
     let mut again = Events::reopen(&server, &dir, Some(&last)).await;
     again.until_idle(&session).await;
     server.wait_run(&run).await;

@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::{EngineConfig, Model, ModelError, ModelEvent, ModelRequest, ModelStream, Models};
 use spool_protocol::{Message, StopReason};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,26 +101,6 @@ async fn stored_answer(server: &TestServer, session: &str) -> (String, String) {
     (text, id_of(assistants.last().expect("an assistant message")))
 }
 
-/// Replaces ids and clock values with stable placeholders, for golden snapshots.
-fn normalize(value: &Value, ids: &mut HashMap<String, String>) -> Value {
-    match value {
-        Value::String(s) if s.len() == 30 && s.as_bytes()[3] == b'_' => {
-            let n = ids.len() + 1;
-            Value::String(ids.entry(s.clone()).or_insert_with(|| format!("<{} {n}>", &s[..3])).clone())
-        }
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let clock = matches!(k.as_str(), "expiresAt" | "timestamp" | "duration_ms");
-                    (k.clone(), if clock && v.is_number() { json!("<ms>") } else { normalize(v, ids) })
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(|v| normalize(v, ids)).collect()),
-        other => other.clone(),
-    }
-}
-
 #[tokio::test]
 async fn chat_streams_a_run_as_seed_003_events_ending_with_done() {
     let server = TestServer::start().await;
@@ -143,13 +123,9 @@ async fn chat_streams_a_run_as_seed_003_events_ending_with_done() {
     assert_eq!(finished.data["status"], "success");
     assert_eq!(finished.data["summary"], "# Test project (+1 more line)");
 
-    let mut ids = HashMap::new();
-    let golden: Vec<Value> = events
-        .iter()
-        .filter(|e| e.kind != "text_delta" || e.sequence() <= 4)
-        .map(|e| normalize(&e.data, &mut ids))
-        .collect();
-    insta::assert_json_snapshot!(golden);
+    let golden: Vec<&Value> =
+        events.iter().filter(|e| e.kind != "text_delta" || e.sequence() <= 4).map(|e| &e.data).collect();
+    spool_test_support::golden::settings().bind(|| insta::assert_json_snapshot!(golden));
 }
 
 #[tokio::test]

@@ -1,5 +1,7 @@
-//! What the test suites share: [`Fake`], a scriptable model provider, and the test
-//! services ([`services`]: a database of a test's own, the Redis URL).
+//! What the test suites share: [`Fake`], a scriptable model provider; the test
+//! services ([`services`]: a database of a test's own, the Redis URL); the `spool`
+//! process harness ([`process`]); the one SSE reader ([`sse`]); and the redactions of
+//! golden-frame snapshots ([`golden`]).
 //!
 //! `Fake` is a plain HTTP/1.1 server on a loopback port that answers each connection
 //! with the next scripted [`Reply`], written byte for byte. It is hand-written on a
@@ -9,9 +11,13 @@
 //! knowing the moment the client closes its end. The provider tests of `spool-model`
 //! drive the model clients with it; the server's tests drive whole runs through it.
 
+pub mod golden;
+pub mod process;
 pub mod services;
+pub mod sse;
 
 pub use services::{TestDb, redis_url};
+pub use sse::{ReceivedFrame, SseStream};
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! SQLite file store in a temp directory, the scripted model, the read-only tools, the
 //! engine — binds `127.0.0.1:0` and serves with `spool_server::serve_state`, exactly
 //! like the binary. Requests go through `reqwest`; session streams are read with
-//! [`SseStream`], which decodes with `spool_protocol::sse::Decoder`.
+//! [`SseStream`], the test toolkit's one SSE reader (`spool_test_support::sse`).
 //!
 //! Every wait is bounded: a helper that does not get what it waits for panics with
 //! what it saw instead of hanging the test run.
@@ -12,26 +12,22 @@
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
-use bytes::Bytes;
-use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use spool_engine::{Engine, EngineConfig, Models};
 use spool_model::ScriptedModel;
-use spool_protocol::SessionState;
-use spool_protocol::sse::{Decoder, SseEvent};
 use spool_server::{AppState, ServerConfig};
 use spool_store::SqliteStore;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+#[allow(unused_imports)] // Each test file uses its own part.
+pub use spool_test_support::sse::{ReceivedFrame, SseStream};
 
 /// Longest any helper waits for something it expects.
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -405,157 +401,6 @@ impl Open {
 
     pub fn cursor(cursor: impl Into<String>) -> Self {
         Self { cursor: Some(cursor.into()), ..Self::default() }
-    }
-}
-
-/// A session stream being read: decoded SSE events in arrival order.
-pub struct SseStream {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    body: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
-    decoder: Decoder,
-    ready: VecDeque<SseEvent>,
-    /// Every body byte received so far, for asserting on the exact wire format.
-    pub raw: Vec<u8>,
-    /// Set when the body ended with a transport error instead of a clean end.
-    pub error: Option<String>,
-    ended: bool,
-}
-
-impl SseStream {
-    pub fn new(res: reqwest::Response) -> Self {
-        Self {
-            status: res.status(),
-            headers: res.headers().clone(),
-            body: Box::pin(res.bytes_stream()),
-            decoder: Decoder::new(),
-            ready: VecDeque::new(),
-            raw: Vec::new(),
-            error: None,
-            ended: false,
-        }
-    }
-
-    /// The header's value as a string ("" when absent).
-    pub fn header(&self, name: &str) -> &str {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
-    }
-
-    /// The next event (heartbeats included), or `None` when the body ended. Panics if
-    /// nothing arrives within [`WAIT`].
-    pub async fn next_event(&mut self) -> Option<SseEvent> {
-        match self.next_event_within(WAIT).await {
-            Ok(event) => event,
-            Err(_) => panic!("no SSE event within {WAIT:?}"),
-        }
-    }
-
-    /// Like [`next_event`](Self::next_event) with its own bound; `Err` on timeout, for
-    /// asserting that nothing arrives.
-    pub async fn next_event_within(
-        &mut self,
-        within: Duration,
-    ) -> Result<Option<SseEvent>, tokio::time::error::Elapsed> {
-        tokio::time::timeout(within, self.read_event()).await
-    }
-
-    async fn read_event(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(event) = self.ready.pop_front() {
-                return Some(event);
-            }
-            if self.ended {
-                return None;
-            }
-            match self.body.next().await {
-                Some(Ok(chunk)) => {
-                    self.raw.extend_from_slice(&chunk);
-                    self.ready.extend(self.decoder.push(&chunk));
-                }
-                Some(Err(e)) => {
-                    self.error = Some(e.to_string());
-                    self.ended = true;
-                }
-                None => self.ended = true,
-            }
-        }
-    }
-
-    /// The next business frame (heartbeats skipped), with its SSE id checked against
-    /// `streamId:seq`. `None` when the body ended.
-    pub async fn next_frame(&mut self) -> Option<ReceivedFrame> {
-        loop {
-            let event = self.next_event().await?;
-            if event.event.as_deref() == Some("heartbeat") {
-                continue;
-            }
-            let frame = ReceivedFrame::parse(&event);
-            assert_eq!(event.id.as_deref(), Some(frame.cursor().as_str()), "SSE id is streamId:seq: {}", frame.json);
-            return Some(frame);
-        }
-    }
-
-    /// Reads frames until `stop` holds for one (returned last); panics if the stream ends.
-    pub async fn frames_until(&mut self, stop: impl Fn(&ReceivedFrame) -> bool) -> Vec<ReceivedFrame> {
-        let mut frames = Vec::new();
-        loop {
-            let frame = self.next_frame().await.expect("stream ended before the awaited frame");
-            let done = stop(&frame);
-            frames.push(frame);
-            if done {
-                return frames;
-            }
-        }
-    }
-
-    /// Waits for the body to end (skipping whatever still arrives); panics if it does
-    /// not end within `within`.
-    pub async fn expect_end(&mut self, within: Duration) {
-        let ended = tokio::time::timeout(within, async { while self.read_event().await.is_some() {} }).await;
-        assert!(ended.is_ok(), "stream did not end within {within:?}");
-    }
-}
-
-/// One business frame as received, kept as JSON so tests can assert on the exact
-/// fields a client sees; typed views are offered per part ([`Self::state`]).
-#[derive(Clone, Debug)]
-pub struct ReceivedFrame {
-    /// `session.snapshot`, `session.state`, `run.accepted` or `loop.event`.
-    pub kind: String,
-    pub session_id: String,
-    pub stream_id: String,
-    pub seq: u64,
-    pub json: Value,
-}
-
-impl ReceivedFrame {
-    fn parse(event: &SseEvent) -> Self {
-        let json: Value =
-            serde_json::from_str(&event.data).unwrap_or_else(|e| panic!("frame is not JSON ({e}): {}", event.data));
-        let text =
-            |field: &str| json[field].as_str().unwrap_or_else(|| panic!("frame without {field}: {json}")).to_owned();
-        ReceivedFrame {
-            kind: text("type"),
-            session_id: text("sessionId"),
-            stream_id: text("streamId"),
-            seq: json["seq"].as_u64().unwrap_or_else(|| panic!("frame without seq: {json}")),
-            json,
-        }
-    }
-
-    /// `streamId:seq`, what a client sends back to resume after this frame.
-    pub fn cursor(&self) -> String {
-        format!("{}:{}", self.stream_id, self.seq)
-    }
-
-    /// The state of a `session.snapshot` / `session.state` frame.
-    pub fn state(&self) -> SessionState {
-        serde_json::from_value(self.json["state"].clone()).unwrap_or_else(|e| panic!("bad state ({e}): {}", self.json))
-    }
-
-    /// For `loop.event` frames: the agent event's `type` (`message_update`, …).
-    pub fn event_type(&self) -> Option<&str> {
-        self.json["event"]["type"].as_str()
     }
 }
 
