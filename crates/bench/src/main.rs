@@ -24,11 +24,14 @@
 //!
 //! `spool-bench soak` measures something else: the server's memory over thousands of
 //! short runs on one session (see [`soak`]). `spool-bench opencode-vs` runs Spool's
-//! OpenCode dialect and OpenCode itself on one workload (see [`versus`]).
+//! OpenCode dialect and OpenCode itself on one workload (see [`versus`]). `spool-bench
+//! idle` measures what an idle subscriber costs the server, at up to 100,000 of them
+//! (see [`idle`]).
 
 mod database;
 mod dialect;
 mod fake_model;
+mod idle;
 mod latency;
 mod nodes;
 mod soak;
@@ -92,6 +95,9 @@ enum Command {
     /// model behind both.
     #[command(name = "opencode-vs")]
     OpencodeVs(versus::VersusArgs),
+    /// What an idle subscriber costs the server: N idle SSE or WebSocket subscribers
+    /// from many loopback source addresses, a hot session, then churn.
+    Idle(idle::IdleArgs),
 }
 
 impl Args {
@@ -125,6 +131,9 @@ async fn main() -> Result<()> {
     }
     if let Some(Command::OpencodeVs(versus)) = &args.command {
         return versus::versus(versus).await;
+    }
+    if let Some(Command::Idle(idle)) = &args.command {
+        return idle::idle(idle).await;
     }
     args.check()?;
     let db = match &args.database_url {

@@ -51,6 +51,8 @@ impl Node {
             // Every subscriber is the one local user: lift the per-user stream limit
             // (256 by default) so a node can take a benchmark's thousand.
             .args(["--max-streams-per-user", "1000000"])
+            // And the connection cap (10,000 by default): `idle` opens 100,000.
+            .args(["--max-connections", "10000000"])
             .arg("--data-dir")
             .arg(data.path());
         if let Some(config) = cluster.config {

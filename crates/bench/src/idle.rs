@@ -1,0 +1,509 @@
+//! `spool-bench idle`: what an idle subscriber costs a node, at 10,000 or 100,000 of
+//! them (issue 19).
+//!
+//! One release `spool serve` child; S sessions; N subscribers spread round robin over
+//! them, each on its own TCP connection from a loopback source address of its own group
+//! (127.1.x.y, `--per-source` connections each), so the client never runs out of
+//! ephemeral ports: the socket is bound to the source address with
+//! `IP_BIND_ADDRESS_NO_PORT` before connecting, which lets the kernel pick the port at
+//! connect time per (source, destination) pair instead of from one shared range.
+//!
+//! Transports: `sse` is `GET /api/sessions/:id/events`, one connection per stream;
+//! `ws` is `GET /api/streams`, the WebSocket the web UI's shared worker holds (one per
+//! browser, see `web/app/js/stream_router.js`), with one session stream opened on it.
+//!
+//! The client is written to cost as little as it can, because it shares the two cores
+//! and the memory with the server it measures: raw HTTP over the socket (no HTTP
+//! client library and its per-connection buffers), one task per connection with a
+//! 1 KiB read buffer, and bytes read and thrown away. It only looks for two byte
+//! patterns: `\nid: ` (the first frame of a stream, its snapshot) and, on the hot
+//! session, `text_delta`. A pattern split across two reads is still found: the last
+//! pattern-length bytes of a read are kept in front of the next.
+//!
+//! Reported: the connect rate (N over the time until every subscriber has its first
+//! frame, at most `--in-flight` connecting at once), the server's VmRSS and RssAnon
+//! before and with the N idle subscribers (the difference over N is the cost of one),
+//! the client's own RSS, the time from the hot session's prompt until each of its
+//! subscribers has a `text_delta` (p50 / p99 / max), and — after every connection is
+//! closed and the server's `session_stream` gauge on `/metrics` is back to 0 — the
+//! server's RSS after that churn against before.
+
+use crate::nodes::{Cluster, Node};
+use anyhow::{Context, Result, bail};
+use memchr::memmem;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+
+/// The first frame of a stream (a snapshot has an SSE id), inside an HTTP chunk or a
+/// WebSocket message (`"<id>\nid: …"`).
+const FIRST_FRAME: &[u8] = b"\nid: ";
+/// A frame of the hot session's answer.
+const DELTA: &[u8] = b"text_delta";
+/// File descriptors the bench and the server need besides their subscriber sockets.
+const FD_HEADROOM: u64 = 4096;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `GET /api/sessions/:id/events`, one connection per stream.
+    Sse,
+    /// `GET /api/streams`, the web UI's WebSocket, one session stream opened on it.
+    Ws,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IdleArgs {
+    /// Path of the spool binary (default: `spool` next to this binary).
+    #[arg(long)]
+    spool: Option<std::path::PathBuf>,
+    /// Idle subscribers, spread round robin over the sessions.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    subscribers: u64,
+    /// Sessions the subscribers follow; the first one is the hot one that gets a prompt.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    sessions: u64,
+    #[arg(long, value_enum, default_value_t = Transport::Sse)]
+    transport: Transport,
+    /// Connections being opened at once; the others wait their turn, so the server's
+    /// accept backlog never overflows (a dropped SYN costs a 1 s retransmit).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    in_flight: u64,
+    /// Connections per loopback source address: at most the ephemeral port range's size.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=64_000))]
+    per_source: u64,
+    /// Text deltas the hot session's prompt streams.
+    #[arg(long, default_value_t = 50)]
+    deltas: u64,
+    /// Pause between the scripted model's deltas, in milliseconds.
+    #[arg(long, default_value_t = 1)]
+    delay_ms: u64,
+    /// Seconds the server is left alone before each memory reading, so that what
+    /// connecting or closing left to free has been freed.
+    #[arg(long, default_value_t = 2)]
+    settle_secs: u64,
+}
+
+pub async fn idle(args: &IdleArgs) -> Result<()> {
+    let n = args.subscribers as usize;
+    let sessions = args.sessions as usize;
+    // Children inherit the limit: raised here, it covers the server too.
+    let fds = raise_fd_limit(args.subscribers + FD_HEADROOM)?;
+    let ports = ephemeral_ports()?;
+    if args.per_source > ports {
+        bail!(
+            "--per-source {} is more than the {ports} ports of net.ipv4.ip_local_port_range: lower it",
+            args.per_source
+        );
+    }
+    let bin = match &args.spool {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("spool"),
+    };
+    let cluster =
+        Cluster { database_url: None, redis_url: None, delay_ms: args.delay_ms, config: None, openai_compatible: None };
+    let node = Node::start(&bin, &cluster, 0)?;
+    let server: SocketAddr =
+        node.base.strip_prefix("http://").context("the node's address")?.parse().context("the node's address")?;
+    let client = reqwest::Client::builder().no_proxy().build()?;
+    let base = &node.base;
+    let project_dir = tempfile::tempdir()?;
+    let project: serde_json::Value = client
+        .post(format!("{base}/api/projects"))
+        .json(&serde_json::json!({"path": project_dir.path()}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let mut session_ids = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let session: serde_json::Value = client
+            .post(format!("{base}/api/sessions"))
+            .json(&serde_json::json!({"projectId": project["id"], "title": format!("idle {i}")}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        session_ids.push(session["id"].as_str().context("session id")?.to_owned());
+    }
+    let requests: Vec<Arc<[u8]>> = session_ids.iter().map(|id| request(args.transport, server, id).into()).collect();
+
+    let settle = Duration::from_secs(args.settle_secs);
+    tokio::time::sleep(settle).await;
+    let before = Memory::of(&node);
+
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+    let (hot_tx, mut hot_rx) = mpsc::unbounded_channel();
+    let gate = Arc::new(Semaphore::new(args.in_flight as usize));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let permit = gate.clone().acquire_owned().await?;
+        let session = i % sessions;
+        let k = i / args.per_source as usize;
+        // 127.1.0.1, 127.1.0.2, …: 250 per third octet, never a .0 host.
+        let source = Ipv4Addr::new(127, 1 + (k / 62_500) as u8, ((k / 250) % 250) as u8, (k % 250) as u8 + 1);
+        let sub = Sub {
+            server,
+            source,
+            request: requests[session].clone(),
+            ready: ready_tx.clone(),
+            hot: (session == 0).then(|| hot_tx.clone()),
+            permit,
+        };
+        tasks.push(tokio::spawn(sub.run()));
+    }
+    drop((ready_tx, hot_tx));
+    for connected in 0..n {
+        match tokio::time::timeout(Duration::from_secs(120), ready_rx.recv()).await {
+            Ok(Some(Ok(()))) => {}
+            Ok(Some(Err(e))) => bail!("subscriber failed after {connected} had connected: {e}"),
+            Ok(None) | Err(_) => bail!("only {connected} of {n} subscribers got a first frame within 120 s"),
+        }
+    }
+    let connected = started.elapsed();
+    tokio::time::sleep(settle).await;
+    let idle = Memory::of(&node);
+    let client_rss = self_status_kib("VmRSS:").unwrap_or(0);
+
+    let hot = n.div_ceil(sessions);
+    let prompted = Instant::now();
+    client
+        .post(format!("{base}/api/sessions/{}/prompt", session_ids[0]))
+        .json(&serde_json::json!({"text": format!("stream: {}", args.deltas), "requestId": "idle-bench"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let mut first_delta = Vec::with_capacity(hot);
+    while first_delta.len() < hot {
+        match tokio::time::timeout(Duration::from_secs(120), hot_rx.recv()).await {
+            Ok(Some(at)) => first_delta.push(at.duration_since(prompted).as_secs_f64() * 1000.0),
+            Ok(None) | Err(_) => bail!("only {} of {hot} hot subscribers saw a delta within 120 s", first_delta.len()),
+        }
+    }
+    first_delta.sort_by(f64::total_cmp);
+    let peak = node.peak_rss_kib().unwrap_or(0);
+
+    let closing = Instant::now();
+    for task in &tasks {
+        task.abort();
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let streams_left = wait_for_no_streams(&client, base).await?;
+    let drained = closing.elapsed();
+    tokio::time::sleep(settle).await;
+    let after = Memory::of(&node);
+
+    let per_sub = |a: u64, b: u64| a.saturating_sub(b) as f64 / n as f64;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let pct = |x: f64| 100.0 * x;
+    println!("transport              {:?} ({})", args.transport, route(args.transport));
+    println!("subscribers            {n} over {sessions} sessions, from source addresses of {} each", args.per_source);
+    println!("fd limit               {fds} (bench and server); ephemeral ports {ports}");
+    println!(
+        "connected              all {n} in {:.2} s ({:.0}/s, {} at once), each with its first frame",
+        connected.as_secs_f64(),
+        n as f64 / connected.as_secs_f64(),
+        args.in_flight
+    );
+    println!(
+        "server RSS             {:.1} MiB before, {:.1} MiB with {n} idle subscribers: {:.2} KiB each (RssAnon {:.1} -> {:.1} MiB: {:.2} KiB each)",
+        mib(before.rss),
+        mib(idle.rss),
+        per_sub(idle.rss, before.rss),
+        mib(before.anon),
+        mib(idle.anon),
+        per_sub(idle.anon, before.anon)
+    );
+    println!(
+        "client RSS             {:.1} MiB ({:.2} KiB per subscriber)",
+        mib(client_rss),
+        client_rss as f64 / n as f64
+    );
+    println!(
+        "hot session            {hot} subscribers, prompt `stream: {}` at {} ms a delta: first delta after the POST, ms: p50 {:.1} / p99 {:.1} / max {:.1}",
+        args.deltas,
+        args.delay_ms,
+        quantile(&first_delta, 0.50),
+        quantile(&first_delta, 0.99),
+        first_delta.last().copied().unwrap_or(0.0)
+    );
+    println!("server RSS peak        {:.1} MiB (VmHWM)", mib(peak));
+    println!(
+        "after churn            all closed, streams gauge {streams_left} after {:.2} s; server RSS {:.1} MiB ({:+.0} % of before; {:.0} % of the {n}-subscriber level), RssAnon {:.1} MiB",
+        drained.as_secs_f64(),
+        mib(after.rss),
+        pct(after.rss as f64 / before.rss.max(1) as f64 - 1.0),
+        pct(after.rss as f64 / idle.rss.max(1) as f64),
+        mib(after.anon)
+    );
+    Ok(())
+}
+
+fn route(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Sse => "GET /api/sessions/:id/events",
+        Transport::Ws => "GET /api/streams, one session stream per socket",
+    }
+}
+
+/// The bytes a subscriber sends: the request, and for a WebSocket its `open` message
+/// right behind the handshake (the server keeps what it read past the request for the
+/// upgraded socket).
+fn request(transport: Transport, server: SocketAddr, session: &str) -> Vec<u8> {
+    match transport {
+        Transport::Sse => format!(
+            "GET /api/sessions/{session}/events HTTP/1.1\r\nHost: {server}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .into_bytes(),
+        Transport::Ws => {
+            let mut out = format!(
+                "GET /api/streams HTTP/1.1\r\nHost: {server}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            )
+            .into_bytes();
+            let open = serde_json::json!({"op": "open", "id": "s", "session": session}).to_string();
+            out.extend(masked_text_frame(open.as_bytes()));
+            out
+        }
+    }
+}
+
+/// One client-to-server WebSocket text frame (RFC 6455 §5.2: FIN, opcode 1, masked, as
+/// a client must send). The mask is fixed: it guards proxies, not this benchmark.
+fn masked_text_frame(payload: &[u8]) -> Vec<u8> {
+    const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![0x81];
+    match payload.len() {
+        len @ 0..=125 => frame.push(0x80 | len as u8),
+        len => {
+            frame.push(0x80 | 126);
+            frame.extend((len as u16).to_be_bytes());
+        }
+    }
+    frame.extend(MASK);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    frame
+}
+
+/// One idle subscriber's task.
+struct Sub {
+    server: SocketAddr,
+    source: Ipv4Addr,
+    request: Arc<[u8]>,
+    /// Told once: the first frame arrived, or why not.
+    ready: mpsc::UnboundedSender<Result<(), String>>,
+    /// On the hot session: told when the first delta arrives.
+    hot: Option<mpsc::UnboundedSender<Instant>>,
+    /// A place among the connections being opened, given back with the first frame.
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Sub {
+    async fn run(self) {
+        let Sub { server, source, request, ready, hot, permit } = self;
+        let mut reader = Reader::new();
+        let opened = async {
+            let mut tcp = connect(server, source).await?;
+            tcp.write_all(&request).await?;
+            if !reader.until(&mut tcp, FIRST_FRAME).await? {
+                bail!("the server closed the stream before its first frame");
+            }
+            Ok(tcp)
+        };
+        let mut tcp = match opened.await {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                let _ = ready.send(Err(format!("from {source}: {e:#}")));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        drop((ready, permit, request));
+        if let Some(hot) = hot
+            && let Ok(true) = reader.until(&mut tcp, DELTA).await
+        {
+            let _ = hot.send(Instant::now());
+        }
+        // Idle from here: heartbeats (and the hot session's answer) read and dropped.
+        while let Ok(1..) = tcp.read(&mut reader.buf).await {}
+    }
+}
+
+/// A socket bound to `source` and connected to `server`.
+async fn connect(server: SocketAddr, source: Ipv4Addr) -> Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt reads `one` (a c_int, its size given) and the socket is ours.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if set != 0 {
+        bail!("IP_BIND_ADDRESS_NO_PORT: {}", std::io::Error::last_os_error());
+    }
+    socket.bind(SocketAddr::V4(SocketAddrV4::new(source, 0))).with_context(|| format!("binding {source}"))?;
+    Ok(socket.connect(server).await.with_context(|| format!("connecting from {source}"))?)
+}
+
+/// Reads a socket looking for a byte pattern; everything else is dropped.
+struct Reader {
+    buf: [u8; 1024],
+    /// Bytes at the front of `buf` kept from the previous read (a pattern's beginning).
+    kept: usize,
+    /// Whether the response's status line has been checked.
+    checked: bool,
+}
+
+impl Reader {
+    fn new() -> Self {
+        Self { buf: [0; 1024], kept: 0, checked: false }
+    }
+
+    /// Reads until `pattern` has arrived (true) or the socket closed (false). The first
+    /// read must start with a 200 or 101 status line; any other answer is the error.
+    async fn until(&mut self, tcp: &mut TcpStream, pattern: &[u8]) -> Result<bool> {
+        loop {
+            let read = tcp.read(&mut self.buf[self.kept..]).await?;
+            if read == 0 {
+                return Ok(false);
+            }
+            let end = self.kept + read;
+            if !self.checked {
+                self.checked = true;
+                let head = &self.buf[..end];
+                if !head.starts_with(b"HTTP/1.1 200") && !head.starts_with(b"HTTP/1.1 101") {
+                    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+                    bail!("the server answered {:?}", String::from_utf8_lossy(line));
+                }
+            }
+            if memmem::find(&self.buf[..end], pattern).is_some() {
+                self.kept = 0;
+                return Ok(true);
+            }
+            let keep = (pattern.len() - 1).min(end);
+            self.buf.copy_within(end - keep..end, 0);
+            self.kept = keep;
+        }
+    }
+}
+
+/// VmRSS and RssAnon of the node, in KiB.
+struct Memory {
+    rss: u64,
+    anon: u64,
+}
+
+impl Memory {
+    fn of(node: &Node) -> Self {
+        Self { rss: node.rss_kib().unwrap_or(0), anon: node.rss_anon_kib().unwrap_or(0) }
+    }
+}
+
+/// Polls `/metrics` until no session stream is open (every closed connection's body has
+/// been dropped); gives the gauge's last value after 60 s if it never gets there.
+async fn wait_for_no_streams(client: &reqwest::Client, base: &str) -> Result<i64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = client.get(format!("{base}/metrics")).send().await?.error_for_status()?.text().await?;
+        let open = text
+            .lines()
+            .find_map(|l| l.strip_prefix("spool_open_connections{kind=\"session_stream\"} "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .context("no session_stream gauge on /metrics")? as i64;
+        if open == 0 || Instant::now() > deadline {
+            return Ok(open);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Raises this process's open-file limit to `want` (its children inherit it), the hard
+/// limit too when allowed (root or CAP_SYS_RESOURCE); the error says what to set.
+fn raise_fd_limit(want: u64) -> Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        bail!("getrlimit: {}", std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur >= want {
+        return Ok(limit.rlim_cur);
+    }
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")?.trim().parse()?;
+    if want > nr_open {
+        bail!("{want} file descriptors are needed, more than fs.nr_open ({nr_open}): sysctl -w fs.nr_open={want}");
+    }
+    let raised = libc::rlimit { rlim_cur: want, rlim_max: limit.rlim_max.max(want) };
+    // SAFETY: setrlimit reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        bail!(
+            "{want} file descriptors are needed; the limit is {} (hard {}) and could not be raised ({}): \
+             run `ulimit -n {want}` as root first (or LimitNOFILE= in a systemd unit)",
+            limit.rlim_cur,
+            limit.rlim_max,
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(want)
+}
+
+/// How many ports `net.ipv4.ip_local_port_range` holds.
+fn ephemeral_ports() -> Result<u64> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")?;
+    let mut ends = range.split_whitespace().map(str::parse::<u64>);
+    match (ends.next(), ends.next()) {
+        (Some(Ok(low)), Some(Ok(high))) if high >= low => Ok(high - low + 1),
+        _ => bail!("cannot read net.ipv4.ip_local_port_range: {range:?}"),
+    }
+}
+
+/// One `kB` field of this process's `/proc/self/status`.
+fn self_status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The `q` quantile of sorted values (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_frame_is_masked_and_unmasks_to_its_payload() {
+        let payload = br#"{"op":"open","id":"s","session":"ses_1"}"#;
+        let frame = masked_text_frame(payload);
+        assert_eq!(frame[0], 0x81, "FIN and text");
+        assert_eq!(frame[1], 0x80 | payload.len() as u8, "masked, short length");
+        let mask = &frame[2..6];
+        let unmasked: Vec<u8> = frame[6..].iter().enumerate().map(|(i, b)| b ^ mask[i % 4]).collect();
+        assert_eq!(unmasked, payload);
+        let long = masked_text_frame(&[b'x'; 300]);
+        assert_eq!((long[1], u16::from_be_bytes([long[2], long[3]])), (0x80 | 126, 300));
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99), quantile(&[], 0.5)), (50.0, 99.0, 0.0));
+    }
+}
