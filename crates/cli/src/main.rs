@@ -26,6 +26,7 @@ mod config;
 mod database;
 mod hub;
 mod lock;
+mod otlp;
 
 use database::StoreArgs;
 
@@ -41,6 +42,11 @@ struct Cli {
     /// spans it happened in, such as the HTTP request's id and the run's id).
     #[arg(long, global = true, env = "SPOOL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Export traces (a span per request, per run, per model and tool call) over OTLP
+    /// to this collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` is appended).
+    /// Off when unset.
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    otlp_endpoint: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -203,28 +209,39 @@ struct ServeArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logs(cli.log_format);
-    match cli.command {
+    let traces = cli.otlp_endpoint.as_deref().filter(|e| !e.is_empty()).map(otlp::Traces::start).transpose()?;
+    init_logs(cli.log_format, traces.as_ref());
+    let result = match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Token(cmd) => token(cmd).await,
         Command::Auth(cmd) => auth(cmd).await,
         Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
         Command::Chat(args) => chat::chat(args).await,
+    };
+    if let Some(traces) = traces {
+        traces.shutdown().await;
     }
+    result
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default `info`); stdout is kept for what
 /// a command prints (`serve`'s address line, a new token).
-fn init_logs(format: LogFormat) {
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => logs.init(),
+/// With `traces`, spans also go to the OTLP exporter, filtered on their own
+/// ([`otlp::Traces::filter`]): quieting the logs with `RUST_LOG=warn` keeps the traces.
+fn init_logs(format: LogFormat, traces: Option<&otlp::Traces>) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Text => logs.boxed(),
         // The event's fields at the top level beside `message`; `span` is the innermost
         // span's fields and `spans` all of them, outermost first.
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(true).init(),
-    }
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(true).boxed(),
+    };
+    let traces = traces.map(|t| t.layer().with_filter(otlp::Traces::filter()));
+    tracing_subscriber::registry().with(logs.with_filter(filter)).with(traces).init();
 }
 
 async fn auth(cmd: AuthCommand) -> anyhow::Result<()> {

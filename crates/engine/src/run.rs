@@ -397,7 +397,7 @@ impl RunTask {
             if turn > 0 {
                 self.emit(AgentEvent::TurnStart {}, None, |_| {});
             }
-            let (assistant, aborted) = match self.stream_model().await {
+            let (assistant, aborted) = match self.stream_model_traced().await {
                 Ok(r) => r,
                 Err(outcome) => return outcome,
             };
@@ -443,6 +443,9 @@ impl RunTask {
     }
 
     /// Runs a turn's calls in order; stops at the first that parks, fails or aborts.
+    /// Each call runs in a `tool_call` span (a child of the run's): the tool, the call's
+    /// id, the person's decision when one resumed it, and whether it ended in an error
+    /// (`parked` when it stopped for an approval instead).
     async fn run_calls(
         &mut self,
         turn: usize,
@@ -450,9 +453,62 @@ impl RunTask {
         mut resolution: Option<Resolution>,
     ) -> Result<(), Outcome> {
         for (i, call) in calls.iter().enumerate() {
-            self.execute_tool(call.clone(), resolution.take(), turn, &calls[i + 1..]).await?;
+            let decision = resolution.as_ref().map(|r| match r {
+                Resolution::Approved { .. } => "approved",
+                Resolution::Rejected { .. } => "rejected",
+            });
+            let span = tracing::info_span!(
+                "tool_call",
+                tool = %call.name,
+                call_id = %call.id,
+                decision = decision,
+                outcome = tracing::field::Empty,
+            );
+            let done = tracing::Instrument::instrument(
+                self.execute_tool(call.clone(), resolution.take(), turn, &calls[i + 1..]),
+                span.clone(),
+            )
+            .await;
+            if let Err(Outcome::Interrupted) = &done {
+                span.record("outcome", "parked");
+            }
+            done?;
         }
         Ok(())
+    }
+
+    /// `stream_model` inside a `model_call` span (a child of the run's): the model, the
+    /// tokens the call counted, its retries and how it stopped, so a trace shows each
+    /// call of a run and what it cost.
+    async fn stream_model_traced(&mut self) -> Result<(Message, bool), Outcome> {
+        let span = tracing::info_span!(
+            "model_call",
+            model = tracing::field::Empty,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+            retries = 0u64,
+            stop_reason = tracing::field::Empty,
+        );
+        let before = self.run.usage;
+        let streamed = tracing::Instrument::instrument(self.stream_model(), span.clone()).await;
+        let after = self.run.usage;
+        span.record("input_tokens", after.input.saturating_sub(before.input));
+        span.record("output_tokens", after.output.saturating_sub(before.output));
+        match &streamed {
+            Ok((Message::Assistant { stop_reason: Some(reason), .. }, aborted)) => {
+                let reason = match serde_json::to_value(reason) {
+                    _ if *aborted => "aborted".to_owned(),
+                    Ok(serde_json::Value::String(name)) => name,
+                    _ => format!("{reason:?}"),
+                };
+                span.record("stop_reason", reason);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                span.record("stop_reason", "failed");
+            }
+        }
+        streamed
     }
 
     /// Streams one assistant message. Returns it (ended, not yet committed) and whether
@@ -462,6 +518,7 @@ impl RunTask {
         let choice = self.loaded.events.read(|s| s.session.model.clone());
         let entry = self.env.models.resolve(choice.as_deref()).clone();
         let model = entry.model.clone();
+        tracing::Span::current().record("model", model.name());
         self.maybe_compact(&model).await;
         let mut draft = Draft::new(model.name(), now_ms());
         let start = draft.message().clone();
@@ -563,6 +620,7 @@ impl RunTask {
                     draft.add_usage(u);
                 }
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
+                    tracing::Span::current().record("retries", u64::from(attempt));
                     let event =
                         AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: redact(&reason) };
                     self.emit(event, None, |_| {});
@@ -802,6 +860,14 @@ impl RunTask {
             }
         }
         let status = if is_error { ToolStatus::Error } else { ToolStatus::Success };
+        let outcome = if aborted {
+            "aborted"
+        } else if is_error {
+            "error"
+        } else {
+            "ok"
+        };
+        tracing::Span::current().record("outcome", outcome);
         let shown = result.clone();
         let id = call_id.clone();
         self.emit(

@@ -22,14 +22,15 @@ use std::time::{Duration, Instant};
 /// Longest a process helper waits: for the address line, for an exit.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// `bin` with none of the caller's `SPOOL_*` variables (the tests' own `SPOOL_TEST_*`
-/// are kept for the binary to ignore): a developer's shell must not change what a test
+/// `bin` with none of the caller's `SPOOL_*` and `OTEL_*` variables (the tests' own
+/// `SPOOL_TEST_*` are kept for the binary to ignore): a developer's shell must not change what a test
 /// starts. Logs at `warn`, without colour or backtraces.
 pub fn command(bin: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(bin);
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if name.starts_with("SPOOL_") && !name.starts_with("SPOOL_TEST_") {
+        // `OTEL_*`: a developer's collector settings would make every test server export.
+        if (name.starts_with("SPOOL_") && !name.starts_with("SPOOL_TEST_")) || name.starts_with("OTEL_") {
             cmd.env_remove(name.as_ref());
         }
     }
