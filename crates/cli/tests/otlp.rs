@@ -138,3 +138,55 @@ async fn a_run_its_model_and_tool_calls_and_its_request_arrive_as_spans_at_the_c
     });
     assert!(names_run, "the request span's events name the run it accepted: {:?}", request.events);
 }
+
+/// A write waits for a person: the run's first `run` span ends with the call `parked`;
+/// the approval resumes the run in a second `run` span of the same run id, whose
+/// `tool_call` says the person approved it and it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_waits_for_approval_is_parked_in_one_run_span_and_approved_in_the_next() {
+    let (endpoint, collected) = collector().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let data = dir.path().join("data");
+    let (spool, base) =
+        serve(&["--addr", "127.0.0.1:0", "--data-dir", data.to_str().expect("utf-8"), "--otlp-endpoint", &endpoint]);
+
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let text = r#"tool: write {"path": "once.txt", "content": "approved\n"}"#;
+    let accepted =
+        call(client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": text}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    wait_for(&client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] == "interrupted").await;
+    let detail = call(client.get(format!("{base}/api/sessions/{session}"))).await;
+    let approval = detail["state"]["pendingApprovals"][0]["id"].as_str().expect("a pending approval").to_owned();
+    let url = format!("{base}/api/sessions/{session}/approvals/{approval}");
+    call(client.post(&url).json(&json!({"decision": "once"}))).await;
+    wait_for(&client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] == "completed").await;
+    assert_eq!(std::fs::read_to_string(project_dir.join("once.txt")).expect("written"), "approved\n");
+    spool.stop();
+
+    let spans = collected.0.lock().expect("spans").clone();
+    let runs: Vec<&Span> = spans.iter().filter(|s| s.name == "run").collect();
+    assert_eq!(runs.len(), 2, "the run before and after the decision");
+    assert!(runs.iter().all(|s| attr(s, "run").as_deref() == Some(run.as_str())), "both name the run");
+    let tool_calls_of = |run_span: &Span| {
+        spans.iter().filter(|s| s.name == "tool_call" && s.parent_span_id == run_span.span_id).collect::<Vec<_>>()
+    };
+    // Ended in order: the parked span first.
+    let (before, after) =
+        if runs[0].end_time_unix_nano <= runs[1].end_time_unix_nano { (runs[0], runs[1]) } else { (runs[1], runs[0]) };
+    let parked = tool_calls_of(before);
+    assert_eq!(parked.len(), 1);
+    assert_eq!(attr(parked[0], "tool").as_deref(), Some("write"));
+    assert_eq!(attr(parked[0], "outcome").as_deref(), Some("parked"));
+    assert_eq!(attr(parked[0], "decision"), None, "nobody had decided yet");
+    let ran = tool_calls_of(after);
+    assert_eq!(ran.len(), 1);
+    assert_eq!(attr(ran[0], "decision").as_deref(), Some("approved"));
+    assert_eq!(attr(ran[0], "outcome").as_deref(), Some("ok"));
+    assert_eq!(attr(ran[0], "call_id"), attr(parked[0], "call_id"), "the same call");
+}
