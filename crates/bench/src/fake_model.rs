@@ -1,6 +1,10 @@
 //! A fake OpenAI-compatible model server for `spool-bench opencode-vs`: the one model
 //! both servers under comparison talk to, so each gets the same deltas at the same pace.
 //!
+//! It also remembers when it wrote each delta of its latest answer
+//! ([`FakeModel::written`]): `spool-bench baseline` measures a delivery's latency from
+//! that instant (bench and servers share one machine, so one monotonic clock).
+//!
 //! `POST …/chat/completions` answers with server-sent `chat.completion.chunk`s: a role
 //! chunk, `deltas` one-word content deltas (`--delay-ms` apart on average), a `stop` chunk, a usage
 //! chunk and `data: [DONE]`, whatever the request asked. `GET …/models` lists the one
@@ -14,8 +18,9 @@
 use anyhow::{Context, Result, bail};
 use memchr::memmem;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -28,6 +33,8 @@ pub struct FakeModel {
     /// `/chat/completions` to.
     pub base_url: String,
     calls: Arc<AtomicU64>,
+    /// When each delta of the latest answer was written, by index.
+    written: Arc<Mutex<Vec<Instant>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -44,17 +51,18 @@ impl FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         let calls = Arc::new(AtomicU64::new(0));
-        let counted = calls.clone();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let (counted, stamps) = (calls.clone(), written.clone());
         let task = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let calls = counted.clone();
+                let (calls, written) = (counted.clone(), stamps.clone());
                 tokio::spawn(async move {
                     // A client that hangs up mid-answer (an aborted run) is no fault here.
-                    let _ = serve(socket, deltas, delay, &calls).await;
+                    let _ = serve(socket, deltas, delay, &calls, &written).await;
                 });
             }
         });
-        Ok(FakeModel { base_url, calls, task })
+        Ok(FakeModel { base_url, calls, written, task })
     }
 
     /// Chat completions answered so far (a server making calls the bench did not expect,
@@ -62,9 +70,20 @@ impl FakeModel {
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
     }
+
+    /// When each delta (`w{i}`, by `i`) of the latest answer was handed to the socket.
+    pub fn written(&self) -> Vec<Instant> {
+        self.written.lock().expect("no panic holds this lock").clone()
+    }
 }
 
-async fn serve(mut socket: TcpStream, deltas: usize, delay: Duration, calls: &AtomicU64) -> Result<()> {
+async fn serve(
+    mut socket: TcpStream,
+    deltas: usize,
+    delay: Duration,
+    calls: &AtomicU64,
+    written: &Mutex<Vec<Instant>>,
+) -> Result<()> {
     socket.set_nodelay(true)?;
     let (method, path) = read_request(&mut socket).await?;
     if method == "GET" && path.ends_with("/models") {
@@ -84,6 +103,7 @@ async fn serve(mut socket: TcpStream, deltas: usize, delay: Duration, calls: &At
         return Ok(());
     }
     calls.fetch_add(1, Ordering::Relaxed);
+    let mut stamps = Vec::with_capacity(deltas);
     socket
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n")
         .await?;
@@ -96,7 +116,9 @@ async fn serve(mut socket: TcpStream, deltas: usize, delay: Duration, calls: &At
             tokio::time::sleep_until(start + delay * i as u32).await;
         }
         socket.write_all(&chunk(&serde_json::json!({"content": word(i)}), None)).await?;
+        stamps.push(Instant::now());
     }
+    *written.lock().expect("no panic holds this lock") = stamps;
     socket.write_all(&chunk(&serde_json::json!({}), Some("stop"))).await?;
     socket.write_all(&usage(deltas)).await?;
     socket.write_all(b"data: [DONE]\n\n").await?;
@@ -222,5 +244,6 @@ mod tests {
         assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "stop");
         assert_eq!(chunks[chunks.len() - 1]["usage"]["completion_tokens"], 3);
         assert_eq!(fake.calls(), 1);
+        assert_eq!(fake.written().len(), 3, "one instant per delta");
     }
 }

@@ -26,14 +26,19 @@
 //! short runs on one session (see [`soak`]). `spool-bench opencode-vs` runs Spool's
 //! OpenCode dialect and OpenCode itself on one workload (see [`versus`]). `spool-bench
 //! idle` measures what an idle subscriber costs the server, at up to 100,000 of them
-//! (see [`idle`]).
+//! (see [`idle`]). `spool-bench baseline` measures Spool's CPU per delivered frame and
+//! delivery latency against a bare broadcast hub that ships here as `spool-bench hub`
+//! (see [`baseline`] and [`hub`]).
 
+mod baseline;
 mod database;
 mod dialect;
 mod fake_model;
+mod hub;
 mod idle;
 mod latency;
 mod nodes;
+mod plot;
 mod soak;
 mod subscriber;
 mod versus;
@@ -98,6 +103,12 @@ enum Command {
     /// What an idle subscriber costs the server: N idle SSE or WebSocket subscribers
     /// from many loopback source addresses, a hot session, then churn.
     Idle(idle::IdleArgs),
+    /// Spool's fan-out against a bare broadcast hub, one paced fake model behind both:
+    /// server CPU per delivered frame and delivery latency, side by side.
+    Baseline(baseline::BaselineArgs),
+    /// The bare broadcast hub `baseline` starts as a child process.
+    #[command(hide = true)]
+    Hub(hub::HubArgs),
 }
 
 impl Args {
@@ -134,6 +145,12 @@ async fn main() -> Result<()> {
     }
     if let Some(Command::Idle(idle)) = &args.command {
         return idle::idle(idle).await;
+    }
+    if let Some(Command::Baseline(baseline)) = &args.command {
+        return baseline::baseline(baseline).await;
+    }
+    if let Some(Command::Hub(hub)) = &args.command {
+        return hub::serve(hub).await;
     }
     args.check()?;
     let db = match &args.database_url {
