@@ -30,8 +30,9 @@ use tokio::sync::broadcast;
 const CHANNEL: usize = 4096;
 /// Most bytes one write takes (Spool's body chunks are bounded the same way).
 const MAX_WRITE: usize = 64 * 1024;
-/// Stand-ins for Spool's ids (`str_…`, `run_…`: a prefix and 26 characters).
+/// Stand-ins for Spool's ids (`stm_…`, `ses_…`, `run_…`: a prefix and 26 characters).
 const STREAM_ID: &str = "hub_01JHUB00000000000000000000";
+const SESSION_ID: &str = "ses_01JHUB00000000000000000000";
 const RUN_ID: &str = "run_01JHUB00000000000000000000";
 
 #[derive(clap::Args, Debug)]
@@ -229,7 +230,8 @@ async fn answer(model: &Model, frames: &broadcast::Sender<Bytes>) -> Result<()> 
 /// out, not through `json!`, so the keys keep Spool's order (`type` first).
 fn frame(seq: u64, event: &str) -> Bytes {
     Bytes::from(format!(
-        "id: {STREAM_ID}:{seq}\ndata: {{\"type\":\"loop.event\",\"runId\":\"{RUN_ID}\",\"messageIndex\":1,\"event\":{event}}}\n\n"
+        "id: {STREAM_ID}:{seq}\ndata: {{\"type\":\"loop.event\",\"runId\":\"{RUN_ID}\",\"messageIndex\":1,\"event\":{event},\
+         \"sessionId\":\"{SESSION_ID}\",\"streamId\":\"{STREAM_ID}\",\"seq\":{seq}}}\n\n"
     ))
 }
 

@@ -647,7 +647,7 @@ async fn connect(server: SocketAddr, source: Ipv4Addr, small_buffer: bool) -> Re
         bail!("IP_BIND_ADDRESS_NO_PORT: {}", std::io::Error::last_os_error());
     }
     socket.bind(SocketAddr::V4(SocketAddrV4::new(source, 0))).with_context(|| format!("binding {source}"))?;
-    Ok(socket.connect(server).await.with_context(|| format!("connecting from {source}"))?)
+    socket.connect(server).await.with_context(|| format!("connecting from {source}"))
 }
 
 /// Reads a socket looking for a byte pattern; everything else is dropped.
@@ -717,7 +717,7 @@ impl Reader {
             for _ in 0..new {
                 hot.deltas += 1;
                 hot.first.get_or_insert(at);
-                if hot.deltas % every == 0 {
+                if hot.deltas.is_multiple_of(every) {
                     hot.marks.push((hot.deltas, at));
                 }
             }

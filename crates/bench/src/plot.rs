@@ -24,8 +24,14 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
     let root = SVGBackend::new(path, (900, 1100)).into_drawing_area();
     root.fill(&WHITE)?;
     let title = format!(
-        "spool-bench idle: {} sessions, {:?} subscribers; hot session {} deltas {} ms apart",
-        args.sessions, args.transport, args.deltas, args.delay_ms
+        "spool-bench idle: {} sessions, {} subscribers; hot session {} deltas {} ms apart",
+        args.sessions,
+        match args.transport {
+            crate::idle::Transport::Sse => "SSE",
+            crate::idle::Transport::Ws => "WebSocket",
+        },
+        args.deltas,
+        args.delay_ms
     );
     let root = root.titled(&title, ("sans-serif", 18))?;
     let panels = root.split_evenly((3, 1));
@@ -84,14 +90,11 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
     Ok(())
 }
 
+/// A line's legend, colour and points.
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
 /// One chart: lines with their points, a legend in the upper left.
-fn panel(
-    area: &DrawingArea<SVGBackend, Shift>,
-    y_desc: &str,
-    x_max: f64,
-    y_max: f64,
-    series: &[(&str, RGBColor, Vec<(f64, f64)>)],
-) -> Result<()> {
+fn panel(area: &DrawingArea<SVGBackend, Shift>, y_desc: &str, x_max: f64, y_max: f64, series: &[Series]) -> Result<()> {
     let mut chart = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(40)
