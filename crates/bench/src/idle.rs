@@ -71,6 +71,9 @@ const DELTA: &[u8] = b"text_delta";
 const SETTLED: &[u8] = b"agent_settled";
 /// File descriptors the bench and the server need besides their subscriber sockets.
 const FD_HEADROOM: u64 = 4096;
+/// The least headroom the bench runs with (the server's own files, the bench's
+/// requests, the stuck subscriber).
+const FD_MIN_SPARE: u64 = 256;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -134,7 +137,16 @@ pub async fn idle(args: &IdleArgs) -> Result<()> {
     let counts = if args.sweep.is_empty() { vec![args.subscribers] } else { args.sweep.clone() };
     let most = counts.iter().copied().max().unwrap_or(args.subscribers);
     // Children inherit the limit: raised here, it covers the server too.
-    let fds = raise_fd_limit(most + FD_HEADROOM)?;
+    // Each process (bench, server) holds one socket per subscriber, plus its own few.
+    // The headroom is generous; where the hard limit is below it but still leaves a
+    // few hundred spare, the hard limit is enough.
+    let fds = match raise_fd_limit(most + FD_HEADROOM) {
+        Ok(fds) => fds,
+        Err(e) => match hard_fd_limit() {
+            Some(hard) if hard >= most + FD_MIN_SPARE => raise_fd_limit(hard)?,
+            _ => return Err(e),
+        },
+    };
     let ports = ephemeral_ports()?;
     if args.per_source > ports {
         bail!(
@@ -790,6 +802,13 @@ fn raise_fd_limit(want: u64) -> Result<u64> {
         );
     }
     Ok(want)
+}
+
+/// The hard open-file limit of this process.
+fn hard_fd_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_max)
 }
 
 /// How many ports `net.ipv4.ip_local_port_range` holds.
