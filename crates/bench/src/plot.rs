@@ -41,6 +41,7 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
     let rss_max = points.iter().map(|p| mib(p.rss_idle.max(p.rss_after))).fold(0.0, f64::max) * 1.1;
     panel(
         &panels[0],
+        SeriesLabelPosition::UpperLeft,
         "server RSS, MiB",
         x_max,
         rss_max,
@@ -54,6 +55,7 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
     let per_max = points.iter().map(|p| p.per_subscriber).fold(GOAL_KIB, f64::max) * 1.15;
     panel(
         &panels[1],
+        SeriesLabelPosition::MiddleRight,
         "server RSS per idle subscriber, KiB",
         x_max,
         per_max,
@@ -73,7 +75,7 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
     let series = [
         (
             "first delta after the prompt, p50",
-            CYAN,
+            RGBColor(0, 150, 0),
             points.iter().map(|p| (p.subscribers as f64, p.first_delta.0)).collect(),
         ),
         (
@@ -85,7 +87,7 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
         ("delivery (receive − model write), p99", RED, delivery(|d| d.p99)),
     ];
     let ms_max = series.iter().flat_map(|(_, _, s)| s.iter().map(|&(_, y)| y)).fold(1.0, f64::max) * 1.15;
-    panel(&panels[2], "hot session latency, ms", x_max, ms_max, &series)?;
+    panel(&panels[2], SeriesLabelPosition::UpperLeft, "hot session latency, ms", x_max, ms_max, &series)?;
     root.present()?;
     Ok(())
 }
@@ -93,8 +95,15 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
 /// A line's legend, colour and points.
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
-/// One chart: lines with their points, a legend in the upper left.
-fn panel(area: &DrawingArea<SVGBackend, Shift>, y_desc: &str, x_max: f64, y_max: f64, series: &[Series]) -> Result<()> {
+/// One chart: lines with their points, and a legend where it hides none of them.
+fn panel(
+    area: &DrawingArea<SVGBackend, Shift>,
+    legend: SeriesLabelPosition,
+    y_desc: &str,
+    x_max: f64,
+    y_max: f64,
+    series: &[Series],
+) -> Result<()> {
     let mut chart = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(40)
@@ -115,11 +124,6 @@ fn panel(area: &DrawingArea<SVGBackend, Shift>, y_desc: &str, x_max: f64, y_max:
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    chart.configure_series_labels().position(legend).background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     Ok(())
 }
