@@ -1,0 +1,204 @@
+//! The AG-UI endpoint through a real server on a real port: `POST /api/ag-ui` with a
+//! `RunAgentInput` answers AG-UI events as SSE, from `RUN_STARTED` (the Spool run's
+//! id) to `RUN_FINISHED`; a thread id names one session; the same user message again
+//! follows the run it started; an approval ends the stream with an `interrupt` outcome
+//! and the request answering it (`resume`) streams the rest of the run, the decision
+//! taken once; a request that goes away mid-run cancels the run.
+
+mod common;
+
+use common::{SseStream, TestServer, WAIT};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+fn input(thread: &str, project: &str, messages: Value) -> Value {
+    json!({
+        "threadId": thread,
+        "runId": "client-run",
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {"projectId": project},
+    })
+}
+
+fn user(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "user", "content": text})
+}
+
+async fn post(server: &TestServer, body: &Value) -> reqwest::Response {
+    let request = server.client.post(server.url("/api/ag-ui")).json(body).send();
+    tokio::time::timeout(WAIT, request).await.expect("answers in time").expect("request")
+}
+
+/// Every event of a stream that must end by itself, as JSON.
+async fn events(res: reqwest::Response) -> Vec<Value> {
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    assert_eq!(stream.header("content-type"), "text/event-stream");
+    let mut out = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        assert_eq!(event.event, None, "AG-UI events have no `event:` name");
+        out.push(serde_json::from_str(&event.data).unwrap_or_else(|e| panic!("not JSON ({e}): {}", event.data)));
+    }
+    out
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().expect("a type")).collect()
+}
+
+fn text_of(events: &[Value]) -> String {
+    events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").map(|e| e["delta"].as_str().expect("delta")).collect()
+}
+
+/// The stored assistant text after the run's prompt.
+async fn stored_text(server: &TestServer, run: &Value) -> String {
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let after = run["userMessageIndex"].as_u64().expect("index");
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["index"].as_u64() > Some(after) && m["role"] == "assistant")
+        .flat_map(|m| m["content"].as_array().expect("content").iter())
+        .filter(|c| c["type"] == "text")
+        .map(|c| c["text"].as_str().expect("text"))
+        .collect()
+}
+
+async fn run_of(server: &TestServer, events: &[Value]) -> Value {
+    let id = events[0]["runId"].as_str().expect("runId");
+    assert!(id.starts_with("run_"), "RUN_STARTED names the Spool run: {}", events[0]);
+    let (status, run) = server.get(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    run
+}
+
+#[tokio::test]
+async fn a_prompt_streams_ag_ui_events_and_a_retry_follows_the_same_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let body = input("thread-one", &project, json!([user("m1", "echo: hello big world")]));
+    let first = events(post(&server, &body).await).await;
+    let kinds = types(&first);
+    assert_eq!(kinds[..2], ["RUN_STARTED", "STATE_SNAPSHOT"]);
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
+    assert_eq!(first[0]["threadId"], "thread-one");
+    assert_eq!(first[0]["protocolVersion"], "1.0");
+    assert_eq!(first.last().expect("an end")["outcome"], json!({"type": "success"}));
+    let run = run_of(&server, &first).await;
+    assert_eq!(first[1]["snapshot"]["sessionId"], run["sessionId"]);
+    assert_eq!(text_of(&first), "hello big world");
+    assert_eq!(text_of(&first), stored_text(&server, &run).await);
+
+    // The same user message again: the run it started, replayed, not a second prompt.
+    let again = events(post(&server, &body).await).await;
+    assert_eq!(again[0]["runId"], first[0]["runId"]);
+    assert_eq!(text_of(&again), text_of(&first));
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "prompted once");
+
+    // A new message on the thread is a new run of the same session.
+    let body = input("thread-one", &project, json!([user("m1", "echo: hello big world"), user("m2", "echo: more")]));
+    let second = events(post(&server, &body).await).await;
+    let next = run_of(&server, &second).await;
+    assert_eq!(next["sessionId"], run["sessionId"]);
+    assert_ne!(next["id"], run["id"]);
+}
+
+#[tokio::test]
+async fn an_interrupt_is_answered_once_and_the_run_goes_on_in_the_answering_stream() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "out.txt", "content": "from AG-UI"}).to_string();
+    let messages = json!([user("w1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-w", &project, messages.clone())).await).await;
+    let end = asked.last().expect("an end");
+    assert_eq!(end["type"], "RUN_FINISHED");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    assert!(approval.starts_with("per_"));
+    assert_eq!(interrupt["reason"], "tool_approval");
+    assert!(interrupt["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{interrupt}");
+    let call = interrupt["toolCallId"].as_str().expect("toolCallId");
+    assert!(asked.iter().any(|e| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == call));
+    assert!(!server.project_dir().join("out.txt").exists(), "nothing written before the decision");
+
+    let mut answer = input("thread-w", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let rest = events(post(&server, &answer).await).await;
+    assert_eq!(rest[0]["type"], "RUN_STARTED");
+    assert_eq!(rest[0]["runId"], asked[0]["runId"], "one Spool run");
+    let resolved: Vec<&Value> = rest.iter().filter(|e| e["type"] == "CUSTOM").collect();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["value"]["decision"], "once");
+    assert!(rest.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == call));
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == call), "sent once, before");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("out.txt")).expect("written"), "from AG-UI");
+    let run = run_of(&server, &rest).await;
+    assert_eq!(run["status"], "completed");
+
+    // The same answer again gets the same rest of the run; a different one is refused.
+    let retried = events(post(&server, &answer).await).await;
+    assert_eq!(types(&retried), types(&rest));
+    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let results = page["messages"].as_array().expect("messages").iter().filter(|m| m["toolCallId"] == call).count();
+    assert_eq!(results, 1, "the call ran once");
+}
+
+#[tokio::test]
+async fn a_request_that_goes_away_mid_run_cancels_the_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let body = input("thread-abort", &project, json!([user("s1", "stream: 5000")]));
+    let res = post(&server, &body).await;
+    let mut stream = SseStream::new(res);
+    let mut run = None;
+    let mut contents = 0;
+    while contents < 3 {
+        let event = stream.next_event().await.expect("the stream goes on");
+        let event: Value = serde_json::from_str(&event.data).expect("JSON");
+        if event["type"] == "RUN_STARTED" {
+            run = event["runId"].as_str().map(str::to_owned);
+        }
+        contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
+    }
+    drop(stream);
+    let run = run.expect("RUN_STARTED came first");
+    let settled = server.wait_run(&run).await;
+    assert_eq!(settled["status"], "cancelled", "{settled}");
+}
+
+#[tokio::test]
+async fn a_thread_that_names_someone_elses_or_no_session_is_refused() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let messages = json!([user("b1", "echo: hi")]);
+    let cases = [
+        (input("ses_01jd0000000000000000000001", &project, messages.clone()), StatusCode::NOT_FOUND, "not_found"),
+        (input("a/b", &project, messages.clone()), StatusCode::BAD_REQUEST, "invalid_thread_id"),
+        (input("fresh", &project, json!([])), StatusCode::BAD_REQUEST, "no_user_message"),
+        (input("fresh", "prj_nope", messages.clone()), StatusCode::NOT_FOUND, "not_found"),
+    ];
+    for (body, want, code) in cases {
+        let (status, answer) = server.send(server.client.post(server.url("/api/ag-ui")).json(&body)).await;
+        assert_eq!(status, want, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+    }
+    // Answering on a thread that has no session yet names nothing.
+    let mut answer = input("fresh", &project, messages);
+    answer["resume"] = json!([{"interruptId": "per_01jd0000000000000000000004", "status": "cancelled"}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
