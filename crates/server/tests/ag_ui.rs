@@ -146,8 +146,13 @@ async fn an_interrupt_is_answered_once_and_the_run_goes_on_in_the_answering_stre
     assert_eq!(run["status"], "completed");
 
     // The same answer again gets the same rest of the run; a different one is refused.
+    // (The title's `STATE_DELTA` comes whenever the title call ends: not compared.)
     let retried = events(post(&server, &answer).await).await;
-    assert_eq!(types(&retried), types(&rest));
+    let fixed = |events: &[Value]| {
+        types(events).into_iter().filter(|t| *t != "STATE_DELTA").map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(fixed(&retried), fixed(&rest));
+    assert_eq!(text_of(&retried), text_of(&rest));
     answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
     let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");

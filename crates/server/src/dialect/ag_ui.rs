@@ -18,7 +18,7 @@
 //! | `message_end`, `tool_execution_start` of a call not streamed | `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the whole input), `TOOL_CALL_END` |
 //! | `tool_execution_end`                            | `TOOL_CALL_RESULT` (an error says so in `metadata.spool.isError`) |
 //! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]) |
-//! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` |
+//! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` ([`resolved`]) |
 //! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
 //! | `agent_end`                                     | what is still open closes; the transport ends the stream |
 //!
@@ -230,6 +230,22 @@ fn encode(events: &[AgUiEvent]) -> Bytes {
     out.freeze()
 }
 
+/// The `CUSTOM` event of a decision taken on `approval`. A continuation opens with it
+/// (after [`opening`]) from the stored approval: the engine may start the
+/// subscription after the `approval_resolved` frame, which the run's numbering does not
+/// count.
+pub fn resolved(approval: &Approval) -> Bytes {
+    let decision = approval.decision.as_ref().map(|d| d.label());
+    resolved_event(&approval.id, Some(&approval.tool_call_id), decision, approval.message.as_deref()).to_sse()
+}
+
+fn resolved_event(id: &ApprovalId, call: Option<&str>, decision: Option<&str>, message: Option<&str>) -> AgUiEvent {
+    AgUiEvent::Custom {
+        name: APPROVAL_RESOLVED.to_owned(),
+        value: json!({"approvalId": id, "toolCallId": call, "decision": decision, "message": message}),
+    }
+}
+
 /// The state an AG-UI client is given: the session's id, title and todo list.
 pub fn state_of(session: &SessionId, state: &SessionState) -> Value {
     json!({"sessionId": session, "title": state.session.title, "todos": state.todos})
@@ -310,6 +326,8 @@ pub struct AgUiStream {
     announced: BTreeSet<String>,
     /// Tool calls of the approvals asked, by approval.
     asked: BTreeMap<ApprovalId, String>,
+    /// The decision on this approval was sent by the transport ([`resolved`]).
+    announced_decision: Option<ApprovalId>,
     waiting: Option<Approval>,
     ended: Option<RunStatus>,
     /// Output is held back until this approval's request has passed: a continuation
@@ -332,6 +350,7 @@ impl AgUiStream {
             streaming: BTreeMap::new(),
             announced: BTreeSet::new(),
             asked: BTreeMap::new(),
+            announced_decision: None,
             waiting: None,
             ended: None,
             muted_until: None,
@@ -341,11 +360,13 @@ impl AgUiStream {
     }
 
     /// A fold that goes on right after `approval`'s `approval_requested` frame: the
-    /// client has the run up to there, the call's start and input included.
+    /// client has the run up to there, the call's start and input included, and the
+    /// transport has sent the decision ([`resolved`]).
     /// `waiting`: the approval the run still waits for as the subscription starts.
     pub fn continuing(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
         fold.started = true;
+        fold.announced_decision = Some(approval.id.clone());
         fold.announced.insert(approval.tool_call_id.clone());
         fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
         fold.waiting = waiting;
@@ -360,6 +381,7 @@ impl AgUiStream {
     pub fn muted_until(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
         fold.muted_until = Some(approval.id.clone());
+        fold.announced_decision = Some(approval.id.clone());
         fold.waiting_after_mute = waiting;
         fold
     }
@@ -527,16 +549,10 @@ impl AgUiStream {
                 if self.waiting.as_ref().is_some_and(|a| &a.id == approval_id) {
                     self.waiting = None;
                 }
-                let call = self.asked.get(approval_id).cloned();
-                out.push(AgUiEvent::Custom {
-                    name: APPROVAL_RESOLVED.to_owned(),
-                    value: json!({
-                        "approvalId": approval_id,
-                        "toolCallId": call,
-                        "decision": decision,
-                        "message": message,
-                    }),
-                });
+                if self.announced_decision.as_ref() != Some(approval_id) {
+                    let call = self.asked.get(approval_id).map(String::as_str);
+                    out.push(resolved_event(approval_id, call, Some(decision), message.as_deref()));
+                }
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, result: text, is_error, .. } => {
                 self.close_part(&mut out);
@@ -756,7 +772,7 @@ mod tests {
     use super::*;
     use crate::dialect::fixtures::{frame, owner, run_id, sid};
     use insta::assert_json_snapshot;
-    use spool_protocol::{ApprovalKind, ApprovalStatus, StopReason, Usage};
+    use spool_protocol::{ApprovalKind, ApprovalStatus, Decision, StopReason, Usage};
 
     fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
         FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
@@ -937,8 +953,10 @@ mod tests {
         let after = map_all(&mut fold, &frames[asked + 1..]);
         assert_eq!(fold.ended(), Some(RunStatus::Completed));
         assert!(fold.waiting().is_none());
+        let decided = Approval { decision: Some(Decision::Once), status: ApprovalStatus::Resolved, ..approval() };
         let second = wire(&[
             opening("thread-1", &run_id(), state),
+            resolved(&decided),
             encode(&after),
             closing("thread-1", &run_id(), Close::Completed),
         ]);
@@ -951,12 +969,14 @@ mod tests {
         let asked = asked_at(&frames);
         let whole = map_all(&mut AgUiStream::new(run_id()), &frames);
         let mut parts = map_all(&mut AgUiStream::new(run_id()), &frames[..=asked]);
-        let before = parts.len();
+        // The transport sends the decision first (`resolved`), and the fold not again.
+        parts.push(resolved_event(&approval().id, Some("call_2"), Some("once"), None));
+        let decided = parts.len();
         parts.extend(map_all(&mut AgUiStream::continuing(&approval(), None), &frames[asked + 1..]));
         assert_eq!(parts, whole);
         // A continuation that had to replay from the run's start sends the same rest.
         let mut muted = AgUiStream::muted_until(&approval(), None);
-        assert_eq!(map_all(&mut muted, &frames), whole[before..]);
+        assert_eq!(map_all(&mut muted, &frames), whole[decided..]);
         assert_eq!(muted.ended(), Some(RunStatus::Completed));
     }
 

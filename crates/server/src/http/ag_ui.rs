@@ -282,7 +282,15 @@ async fn run_agent(
     let feed = match action {
         Action::Prompt { text, request_id } => prompt(engine, &user, &session, text, request_id, connection).await?,
         Action::Answer(answers) => match ai_sdk::answer(engine, &user, &session, answers, decision_key).await? {
-            Ok((approval, _)) => attach_after(engine, &user, &approval, connection).await?,
+            Ok((approval, _)) => {
+                let mut feed = attach_after(engine, &user, &approval, connection).await?;
+                if feed.continues {
+                    // Read after deciding: the decision as it was taken (a retry's first).
+                    let decided = engine.approval(&user, &approval.id).await?;
+                    feed.ready.push_front(ag_ui::resolved(&decided));
+                }
+                feed
+            }
             Err(refused) => return Ok(refused),
         },
     };
@@ -369,13 +377,17 @@ async fn attach_after(
         // The engine knew where the interrupt was: the replay starts right after it.
         RunFrom::Replay(_) if start.after > 0 => {
             let form = AgUiForm::After(approval.id.clone());
-            Ok(Feed::new(subscription, form, AgUiStream::continuing(approval, waiting)))
+            let mut feed = Feed::new(subscription, form, AgUiStream::continuing(approval, waiting));
+            feed.continues = true;
+            Ok(feed)
         }
         // It did not (a restart in between): the replay starts at the run's start, and
         // the fold sends nothing up to the request.
         RunFrom::Replay(_) => {
             let form = AgUiForm::Muted(approval.id.clone());
-            Ok(Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting)))
+            let mut feed = Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting));
+            feed.continues = true;
+            Ok(feed)
         }
         // The frames are gone: the run drawn again as the snapshot shows it (the client
         // gets the messages it has again, under the same ids, and keeps one copy).
@@ -437,6 +449,8 @@ struct Feed {
     cut: bool,
     /// The last event was queued.
     closed: bool,
+    /// The fold continues after an interrupt, with the decision sent by the transport.
+    continues: bool,
 }
 
 impl Feed {
@@ -444,7 +458,8 @@ impl Feed {
         let (waiting, ended) = (fold.waiting().cloned(), fold.ended());
         let run_id = fold.run_id().clone();
         let follow = Follow::new(form, fold);
-        Self { subscription, follow, run_id, ready: VecDeque::new(), waiting, ended, cut: false, closed: false }
+        let ready = VecDeque::new();
+        Self { subscription, follow, run_id, ready, waiting, ended, cut: false, closed: false, continues: false }
     }
 
     fn take(&mut self, frames: &[Arc<Frame>]) {
