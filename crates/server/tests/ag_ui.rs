@@ -207,3 +207,33 @@ async fn a_thread_that_names_someone_elses_or_no_session_is_refused() {
     let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
+
+#[tokio::test]
+async fn a_retry_after_the_runs_frames_left_the_buffer_draws_the_run_from_the_store() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    // 400 deltas: more frames than the session's replay buffer keeps (256), so by the
+    // run's end its first frames have left it.
+    let long = input("thread-long", &project, json!([user("l1", "stream: 400")]));
+    let streamed = events(post(&server, &long).await).await;
+    let run = run_of(&server, &streamed).await;
+    assert_eq!(text_of(&streamed).split(' ').count(), 400);
+
+    let again = events(post(&server, &long).await).await;
+    assert_eq!(again[0]["runId"], streamed[0]["runId"], "the run the message started");
+    assert_eq!(text_of(&again), text_of(&streamed));
+    assert_eq!(text_of(&again), stored_text(&server, &run).await);
+    assert_eq!(
+        types(&again),
+        [
+            "RUN_STARTED",
+            "STATE_SNAPSHOT",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ],
+        "drawn whole from the stored message"
+    );
+    assert_eq!(again.last().expect("an end")["outcome"], json!({"type": "success"}));
+}
