@@ -144,8 +144,16 @@ test("streamed text is the stored answer, and a second run continues the same se
   assert.equal(assistantText(agent.messages), first.text)
   assert.equal(agent.state.sessionId, first.run.sessionId, "STATE_SNAPSHOT names the session")
 
+  // The README's middleware for long threads: only the last user message is sent.
+  const posted = []
+  agent.use((input, next) => {
+    const messages = input.messages.filter((m) => m.role === "user").slice(-1)
+    posted.push(messages)
+    return next.run({ ...input, messages })
+  })
   say(agent, "echo: again")
   const second = await run(agent)
+  assert.deepEqual(posted.map((m) => m.map((x) => x.content)), [["echo: again"]])
   const { run: again } = await stored(second[0].runId)
   assert.equal(again.sessionId, first.run.sessionId, "the thread id names one session")
   assert.notEqual(again.id, first.run.id)
