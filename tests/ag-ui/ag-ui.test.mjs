@@ -242,7 +242,7 @@ test("an approval round trip: the interrupt is answered, the run continues and t
   const other = await fetch(`${baseUrl}/api/ag-ui`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ ...input, resume: [{ interruptId: interrupt.id, status: "cancelled" }] }),
+    body: JSON.stringify({ ...input, resume: answerAll({ pendingInterrupts: [interrupt] }, { approved: false }) }),
   })
   assert.equal(other.status, 409, await other.clone().text())
   const { run: settled, messages } = await stored(runId)

@@ -153,7 +153,7 @@ async fn an_interrupt_is_answered_once_and_the_run_goes_on_in_the_answering_stre
     };
     assert_eq!(fixed(&retried), fixed(&rest));
     assert_eq!(text_of(&retried), text_of(&rest));
-    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": false}}]);
     let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     let session = run["sessionId"].as_str().expect("sessionId");
@@ -236,4 +236,37 @@ async fn a_retry_after_the_runs_frames_left_the_buffer_draws_the_run_from_the_st
         "drawn whole from the stored message"
     );
     assert_eq!(again.last().expect("an end")["outcome"], json!({"type": "success"}));
+}
+
+#[tokio::test]
+async fn an_interrupt_decided_through_spools_own_route_is_read_on_with_a_cancelled_entry() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "elsewhere.txt", "content": "decided elsewhere"}).to_string();
+    let messages = json!([user("e1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-e", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/approvals/{approval}"), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // Answering it now cannot apply; abandoning it reads the run on from the interrupt.
+    let mut answer = input("thread-e", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": false}}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    let rest = events(post(&server, &answer).await).await;
+    let resolved: Vec<&Value> = rest.iter().filter(|e| e["type"] == "CUSTOM").collect();
+    assert_eq!(resolved.len(), 1, "{rest:?}");
+    assert_eq!(resolved[0]["value"]["decision"], "once", "the decision as it was taken");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(
+        std::fs::read_to_string(server.project_dir().join("elsewhere.txt")).expect("written"),
+        "decided elsewhere"
+    );
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
 }

@@ -235,8 +235,9 @@ fn encode(events: &[AgUiEvent]) -> Bytes {
 /// subscription after the `approval_resolved` frame, which the run's numbering does not
 /// count.
 pub fn resolved(approval: &Approval) -> Bytes {
-    let decision = approval.decision.as_ref().map(|d| d.label());
-    resolved_event(&approval.id, Some(&approval.tool_call_id), decision, approval.message.as_deref()).to_sse()
+    // An approval settled without a decision (expired, cancelled) says how.
+    let decision = approval.decision.as_ref().map_or(approval.status.as_str(), |d| d.label());
+    resolved_event(&approval.id, Some(&approval.tool_call_id), Some(decision), approval.message.as_deref()).to_sse()
 }
 
 fn resolved_event(id: &ApprovalId, call: Option<&str>, decision: Option<&str>, message: Option<&str>) -> AgUiEvent {

@@ -21,7 +21,9 @@
 //!   `status: "cancelled"` rejects it (the model is told, with the reason, and goes
 //!   on). Each decision is taken once: the same answer again (a retried request) gets
 //!   the first response, a different answer to a decided approval is a 409; the
-//!   answer's stream is the continuation from the frame after the interrupt.
+//!   answer's stream is the continuation from the frame after the interrupt. An
+//!   interrupt settled meanwhile (expired, decided through Spool's own routes, its run
+//!   cancelled) is answered `cancelled` to read on from it; `resolved` is a 409.
 //! * Aborting the request (`agent.abortRun()`) before the stream's end cancels the run:
 //!   AG-UI has no other way to stop one, and `HttpAgent` cannot reattach to a run it
 //!   left. A stream that ended (finished, failed, or parked at an approval) cancels
@@ -46,7 +48,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{Approval, ApprovalId, ProjectId, Run, RunId, RunStatus, SessionId, UserId};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunId, RunStatus, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
@@ -154,8 +156,12 @@ struct ResumePayload {
 
 /// What a request asks for.
 enum Action {
-    Prompt { text: String, request_id: String },
-    Answer(Vec<Answer>),
+    Prompt {
+        text: String,
+        request_id: String,
+    },
+    /// The answers, each with whether it abandons its interrupt (`cancelled`).
+    Answer(Vec<(Answer, bool)>),
 }
 
 impl RunAgentInput {
@@ -196,14 +202,16 @@ impl RunAgentInput {
 }
 
 impl ResumeEntry {
-    fn answer(&self) -> Result<Answer, ApiError> {
+    fn answer(&self) -> Result<(Answer, bool), ApiError> {
         let approval: ApprovalId = self.interrupt_id.parse().map_err(|_| {
             ApiError::bad_request("invalid_interrupt", "a resume entry's interruptId is a per_… approval id")
         })?;
         let reason = ai_sdk::approval_reason(&self.payload["reason"]);
         match (self.status.as_str(), self.payload["approved"].as_bool()) {
-            ("resolved", Some(approved)) => Ok(Answer { approval, approved, reason }),
-            ("cancelled", _) => Ok(Answer { approval, approved: false, reason: reason.or(Some(DENIED.to_owned())) }),
+            ("resolved", Some(approved)) => Ok((Answer { approval, approved, reason }, false)),
+            ("cancelled", _) => {
+                Ok((Answer { approval, approved: false, reason: reason.or(Some(DENIED.to_owned())) }, true))
+            }
             _ => Err(ApiError::bad_request(
                 "invalid_resume",
                 "a resume entry is status \"cancelled\", or \"resolved\" with payload.approved true or false",
@@ -281,18 +289,23 @@ async fn run_agent(
     let thread = body.thread_id.clone();
     let feed = match action {
         Action::Prompt { text, request_id } => prompt(engine, &user, &session, text, request_id, connection).await?,
-        Action::Answer(answers) => match ai_sdk::answer(engine, &user, &session, answers, decision_key).await? {
-            Ok((approval, _)) => {
-                let mut feed = attach_after(engine, &user, &approval, connection).await?;
-                if feed.continues {
-                    // Read after deciding: the decision as it was taken (a retry's first).
-                    let decided = engine.approval(&user, &approval.id).await?;
-                    feed.ready.push_front(ag_ui::resolved(&decided));
-                }
-                feed
+        Action::Answer(answers) => {
+            let (open, settled) = settled_apart(engine, &user, &session, answers).await?;
+            let approval = match settled {
+                Some(settled) if open.is_empty() => settled,
+                _ => match ai_sdk::answer(engine, &user, &session, open, decision_key).await? {
+                    Ok((approval, _)) => approval,
+                    Err(refused) => return Ok(refused),
+                },
+            };
+            let mut feed = attach_after(engine, &user, &approval, connection).await?;
+            if feed.continues {
+                // Read after deciding: the decision as it was taken (a retry's first).
+                let decided = engine.approval(&user, &approval.id).await?;
+                feed.ready.push_front(ag_ui::resolved(&decided));
             }
-            Err(refused) => return Ok(refused),
-        },
+            feed
+        }
     };
     // The state is read after subscribing: anything that changes it later comes as a
     // `STATE_DELTA` in the stream.
@@ -310,6 +323,33 @@ async fn run_agent(
         guard,
     };
     Ok(watched(stream_response(body), watch))
+}
+
+/// Sets apart the abandoned interrupts (`cancelled`) whose approvals were settled
+/// meanwhile — expired, decided through Spool's own routes, cancelled with their run:
+/// nothing is left to decide there, and the stream shows the run from that interrupt
+/// on. Returns the answers still to apply and the first such approval.
+async fn settled_apart(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    answers: Vec<(Answer, bool)>,
+) -> Result<(Vec<Answer>, Option<Approval>), ApiError> {
+    let (mut open, mut settled) = (Vec::new(), None);
+    for (answer, abandons) in answers {
+        if abandons {
+            let found = engine.approval(user, &answer.approval).await?;
+            if &found.session_id != session {
+                return Err(ApiError::not_found("approval"));
+            }
+            if found.status != ApprovalStatus::Pending {
+                settled.get_or_insert(found);
+                continue;
+            }
+        }
+        open.push(answer);
+    }
+    Ok((open, settled))
 }
 
 /// Prompts `session` and follows the run from its `run.accepted` (a retried request:
