@@ -432,6 +432,7 @@ impl AgUiStream {
                             self.sent.insert((index, ci), offset_len(thinking));
                         }
                         Content::ToolCall { id, name, arguments } => {
+                            self.close_part(out);
                             self.whole_call(id, name, arguments, Some(message_id(session, index)), out);
                         }
                     }
@@ -773,7 +774,7 @@ mod tests {
     use super::*;
     use crate::dialect::fixtures::{frame, owner, run_id, sid};
     use insta::assert_json_snapshot;
-    use spool_protocol::{ApprovalKind, ApprovalStatus, Decision, StopReason, Usage};
+    use spool_protocol::{ApprovalKind, ApprovalStatus, Decision, Session, StopReason, Usage};
 
     fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
         FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
@@ -1019,6 +1020,82 @@ mod tests {
             event: update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "theirs".into() }),
         };
         assert!(fold.push(&frame(3, theirs)).is_empty());
+    }
+
+    /// A running run drawn from a snapshot: its committed messages after the prompt and
+    /// the draft being streamed, then live deltas only past what was drawn.
+    #[test]
+    fn a_run_drawn_from_a_snapshot_goes_on_with_the_live_frames_without_repeating_text() {
+        let session = Session {
+            id: sid(),
+            project_id: "prj_01jd0000000000000000000006".parse().expect("valid id"),
+            owner_id: owner(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            permissions: vec![],
+            model: None,
+            mode: Default::default(),
+            read_index: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let indexed = |n: u64, index: u64, message: Message| IndexedMessage {
+            id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"),
+            index,
+            message,
+        };
+        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+        let messages = vec![
+            indexed(1, 0, Message::user_text("tool: read", 0)),
+            indexed(2, 1, assistant(vec![Content::Text { text: "Let me look.".into() }, read], StopReason::ToolUse)),
+            indexed(
+                3,
+                2,
+                Message::ToolResult {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    content: vec![Content::Text { text: "# A".into() }],
+                    is_error: false,
+                    timestamp: 0,
+                    diff: None,
+                },
+            ),
+        ];
+        let mut state = spool_engine::view::initial_state(session, messages.clone(), 0);
+        state.drafts.insert(3, assistant(vec![Content::Text { text: "Half".into() }], StopReason::Stop));
+        let run = Run {
+            id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            request_id: "ag-ui:m1".into(),
+            status: RunStatus::Running,
+            user_message_index: 0,
+            created_at: 0,
+            updated_at: 0,
+            first_token_at: None,
+            ended_at: None,
+            usage: Usage::default(),
+            error: None,
+        };
+        let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages);
+        let live = frames(vec![
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 2, delta: "lf do".into() })),
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 7, delta: "ne".into() })),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+        ]);
+        events.extend(map_all(&mut fold, &live));
+        assert_eq!(fold.ended(), Some(RunStatus::Completed));
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                AgUiEvent::TextMessageContent { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Let me look.Half done");
+        assert_json_snapshot!(events);
     }
 
     #[test]
