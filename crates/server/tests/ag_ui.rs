@@ -7,9 +7,10 @@
 
 mod common;
 
-use common::{SseStream, TestServer, WAIT};
+use common::{SseStream, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use spool_engine::{EngineConfig, ManualClock};
 
 fn input(thread: &str, project: &str, messages: Value) -> Value {
     json!({
@@ -269,4 +270,36 @@ async fn an_interrupt_decided_through_spools_own_route_is_read_on_with_a_cancell
         "decided elsewhere"
     );
     assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
+}
+
+#[tokio::test]
+async fn an_expired_interrupt_is_read_on_to_its_cancelled_run() {
+    let clock = ManualClock::starting_now();
+    let engine = EngineConfig { clock: clock.clone().into(), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let project = server.default_project().await;
+    let messages = json!([user("x1", "tool: write {\"path\": \"late.txt\", \"content\": \"x\"}")]);
+    let asked = events(post(&server, &input("thread-x", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let expires = detail["state"]["pendingApprovals"][0]["expiresAt"].as_i64().expect("expiresAt");
+    // `expiresAt` on the wire is the same instant, in ISO 8601.
+    let seconds = interrupt["expiresAt"].as_str().expect("ISO time");
+    assert!(seconds.ends_with(&format!("{:02}.{:03}Z", expires / 1000 % 60, expires % 1000)), "{seconds} / {expires}");
+
+    clock.advance_to(expires);
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "cancelled");
+    let mut answer = input("thread-x", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    let rest = events(post(&server, &answer).await).await;
+    let custom = rest.iter().find(|e| e["type"] == "CUSTOM").expect("the resolution");
+    assert_eq!(custom["value"]["decision"], "expired");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "cancelled"}), "{rest:?}");
+    assert!(!server.project_dir().join("late.txt").exists());
 }
