@@ -23,11 +23,13 @@
 //!   the first response, a different answer to a decided approval is a 409; the
 //!   answer's stream is the continuation from the frame after the interrupt. An
 //!   interrupt settled meanwhile (expired, decided through Spool's own routes, its run
-//!   cancelled) is answered `cancelled` to read on from it; `resolved` is a 409.
+//!   cancelled) is answered `cancelled` to read on from it; `resolved` is refused (409,
+//!   or 410 once expired).
 //! * Aborting the request (`agent.abortRun()`) before the stream's end cancels the run:
 //!   AG-UI has no other way to stop one, and `HttpAgent` cannot reattach to a run it
-//!   left. A stream that ended (finished, failed, or parked at an approval) cancels
-//!   nothing.
+//!   left. So does a stream the server cuts (a client too slow to read, a revoked
+//!   token): its client cannot come back to the run either. A stream that ended
+//!   (finished, failed, or parked at an approval) cancels nothing.
 
 use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS};
 use super::openapi::{AgUiStreamEvent, WriteErrors};
