@@ -303,3 +303,21 @@ async fn an_expired_interrupt_is_read_on_to_its_cancelled_run() {
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "cancelled"}), "{rest:?}");
     assert!(!server.project_dir().join("late.txt").exists());
 }
+
+#[tokio::test]
+async fn a_failed_run_ends_with_run_error_and_its_stored_error() {
+    // One model call is allowed; the tool result needs a second.
+    let engine = EngineConfig { max_turns: 1, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let project = server.default_project().await;
+    let body = input("thread-f", &project, json!([user("f1", "tool: read {\"path\":\"README.md\"}")]));
+    let events = events(post(&server, &body).await).await;
+    let end = events.last().expect("an end");
+    assert_eq!(end["type"], "RUN_ERROR", "{:?}", types(&events));
+    assert!(!types(&events).contains(&"RUN_FINISHED"));
+    let run = server.wait_run(events[0]["runId"].as_str().expect("runId")).await;
+    assert_eq!(run["status"], "failed");
+    assert_eq!(end["code"], run["error"]["code"]);
+    assert_eq!(end["code"], "max_turns_exceeded");
+    assert_eq!(end["message"], run["error"]["message"]);
+}
