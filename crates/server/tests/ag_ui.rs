@@ -292,6 +292,9 @@ async fn an_expired_interrupt_is_read_on_to_its_cancelled_run() {
 
     clock.advance_to(expires);
     assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "cancelled");
+    // Unloaded meanwhile (idle, as a long wait makes it): the run's frames are gone, and
+    // the stream is drawn from the store.
+    assert_eq!(server.engine.unload_idle(std::time::Duration::ZERO), 1);
     let mut answer = input("thread-x", &project, messages);
     answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
     let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
@@ -300,6 +303,7 @@ async fn an_expired_interrupt_is_read_on_to_its_cancelled_run() {
     let rest = events(post(&server, &answer).await).await;
     let custom = rest.iter().find(|e| e["type"] == "CUSTOM").expect("the resolution");
     assert_eq!(custom["value"]["decision"], "expired");
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START"), "the client has the call: {:?}", types(&rest));
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "cancelled"}), "{rest:?}");
     assert!(!server.project_dir().join("late.txt").exists());
 }
@@ -320,4 +324,32 @@ async fn a_failed_run_ends_with_run_error_and_its_stored_error() {
     assert_eq!(end["code"], run["error"]["code"]);
     assert_eq!(end["code"], "max_turns_exceeded");
     assert_eq!(end["message"], run["error"]["message"]);
+}
+
+#[tokio::test]
+async fn an_interrupt_answered_after_a_restart_goes_on_without_repeating_the_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "later.txt", "content": "after a long wait"}).to_string();
+    let messages = json!([user("u1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-u", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let (approval, call) = (interrupt["id"].clone(), interrupt["toolCallId"].clone());
+    // A restart in between: the new server knows nothing of the run's frames.
+    let server = server.restart().await;
+
+    let mut answer = input("thread-u", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let rest = events(post(&server, &answer).await).await;
+    let kinds = types(&rest);
+    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "CUSTOM"], "{kinds:?}");
+    assert_eq!(rest[2]["value"]["decision"], "once");
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START"), "the client has the call: {kinds:?}");
+    let results: Vec<&Value> = rest.iter().filter(|e| e["type"] == "TOOL_CALL_RESULT").collect();
+    assert_eq!(results.len(), 1, "{kinds:?}");
+    assert_eq!(results[0]["toolCallId"], call);
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    let run = run_of(&server, &rest).await;
+    assert_eq!(text_of(&rest), stored_text(&server, &run).await, "every word once");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("later.txt")).expect("written"), "after a long wait");
 }

@@ -392,7 +392,17 @@ impl AgUiStream {
     /// snapshot shows them (`messages`, the state's own when they reach back that far,
     /// and the drafts being streamed), and a fold that goes on from there with the live
     /// frames. A settled run ends here; one parked at an approval waits.
-    pub fn from_snapshot(run: &Run, state: &SessionState, messages: &[IndexedMessage]) -> (Self, Vec<AgUiEvent>) {
+    ///
+    /// With `after`, the stream continues the run from that approval's interrupt: the
+    /// client has the run up to it — the message with the call and the results of the
+    /// calls before it — so only what follows is drawn (text sent twice under one id
+    /// would be appended twice), and the decision is the transport's ([`resolved`]).
+    pub fn from_snapshot(
+        run: &Run,
+        state: &SessionState,
+        messages: &[IndexedMessage],
+        after: Option<&Approval>,
+    ) -> (Self, Vec<AgUiEvent>) {
         let mut fold = Self::new(run.id.clone());
         fold.started = true;
         let session = &state.session.id;
@@ -400,7 +410,33 @@ impl AgUiStream {
         let committed =
             messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
         let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
-        for (index, message, done) in committed.chain(drafts) {
+        let mut shown: Vec<(u64, &Message, bool)> = committed.chain(drafts).collect();
+        if let Some(approval) = after {
+            fold.announced_decision = Some(approval.id.clone());
+            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            let call = &approval.tool_call_id;
+            let holds_call = |m: &Message| match m {
+                Message::Assistant { content, .. } => {
+                    content.iter().any(|c| matches!(c, Content::ToolCall { id, .. } if id == call))
+                }
+                _ => false,
+            };
+            if let Some(at) = shown.iter().position(|(_, m, _)| holds_call(m)) {
+                if let Message::Assistant { content, .. } = shown[at].1 {
+                    for block in content {
+                        if let Content::ToolCall { id, .. } = block {
+                            fold.announced.insert(id.clone());
+                        }
+                    }
+                }
+                let rest = shown.split_off(at + 1);
+                // The results of the calls before this one came before the interrupt.
+                let earlier =
+                    |m: &Message| matches!(m, Message::ToolResult { tool_call_id, .. } if tool_call_id != call);
+                shown = rest.into_iter().skip_while(|(_, m, _)| earlier(m)).collect();
+            }
+        }
+        for (index, message, done) in shown {
             fold.draw(session, index, message, done, &mut out);
         }
         if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
@@ -1078,7 +1114,7 @@ mod tests {
             usage: Usage::default(),
             error: None,
         };
-        let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages);
+        let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages, None);
         let live = frames(vec![
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 2, delta: "lf do".into() })),

@@ -395,7 +395,7 @@ async fn attach_from_start(
     let subscription = subscription.typed();
     match start.from {
         RunFrom::Replay(_) => Ok(Feed::new(subscription, AgUiForm::Run(run.id.clone()), AgUiStream::new(run.id))),
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
     }
 }
 
@@ -431,9 +431,12 @@ async fn attach_after(
             feed.continues = true;
             Ok(feed)
         }
-        // The frames are gone: the run drawn again as the snapshot shows it (the client
-        // gets the messages it has again, under the same ids, and keeps one copy).
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
+        // The frames are gone: what follows the interrupt drawn as the snapshot shows it.
+        RunFrom::Snapshot(_) => {
+            let mut feed = from_snapshot(engine, user, subscription, run, Some(approval)).await?;
+            feed.continues = true;
+            Ok(feed)
+        }
     }
 }
 
@@ -444,6 +447,7 @@ async fn from_snapshot(
     user: &UserId,
     mut subscription: TypedSubscription,
     run: Run,
+    after: Option<&Approval>,
 ) -> Result<Feed, ApiError> {
     let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
     let FrameBody::Snapshot { state } = &snapshot.body else {
@@ -457,7 +461,7 @@ async fn from_snapshot(
         let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
         engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
     };
-    let (fold, events) = AgUiStream::from_snapshot(&run, state, &messages);
+    let (fold, events) = AgUiStream::from_snapshot(&run, state, &messages, after);
     let mut feed = Feed::new(subscription, AgUiForm::Alone(alone()), fold);
     feed.ready.extend(events.iter().map(ag_ui::AgUiEvent::to_sse));
     Ok(feed)
