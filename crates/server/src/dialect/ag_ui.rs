@@ -1058,10 +1058,7 @@ mod tests {
         assert!(fold.push(&frame(3, theirs)).is_empty());
     }
 
-    /// A running run drawn from a snapshot: its committed messages after the prompt and
-    /// the draft being streamed, then live deltas only past what was drawn.
-    #[test]
-    fn a_run_drawn_from_a_snapshot_goes_on_with_the_live_frames_without_repeating_text() {
+    fn snapshot_state(messages: Vec<IndexedMessage>) -> SessionState {
         let session = Session {
             id: sid(),
             project_id: "prj_01jd0000000000000000000006".parse().expect("valid id"),
@@ -1076,36 +1073,31 @@ mod tests {
             created_at: 0,
             updated_at: 0,
         };
-        let indexed = |n: u64, index: u64, message: Message| IndexedMessage {
-            id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"),
-            index,
-            message,
-        };
-        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
-        let messages = vec![
-            indexed(1, 0, Message::user_text("tool: read", 0)),
-            indexed(2, 1, assistant(vec![Content::Text { text: "Let me look.".into() }, read], StopReason::ToolUse)),
-            indexed(
-                3,
-                2,
-                Message::ToolResult {
-                    tool_call_id: "call_1".into(),
-                    tool_name: "read".into(),
-                    content: vec![Content::Text { text: "# A".into() }],
-                    is_error: false,
-                    timestamp: 0,
-                    diff: None,
-                },
-            ),
-        ];
-        let mut state = spool_engine::view::initial_state(session, messages.clone(), 0);
-        state.drafts.insert(3, assistant(vec![Content::Text { text: "Half".into() }], StopReason::Stop));
-        let run = Run {
+        spool_engine::view::initial_state(session, messages, 0)
+    }
+
+    fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
+        IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"), index, message }
+    }
+
+    fn tool_result(call: &str, text: &str) -> Message {
+        Message::ToolResult {
+            tool_call_id: call.into(),
+            tool_name: "read".into(),
+            content: vec![Content::Text { text: text.into() }],
+            is_error: false,
+            timestamp: 0,
+            diff: None,
+        }
+    }
+
+    fn stored_run(status: RunStatus) -> Run {
+        Run {
             id: run_id(),
             session_id: sid(),
             owner_id: owner(),
             request_id: "ag-ui:m1".into(),
-            status: RunStatus::Running,
+            status,
             user_message_index: 0,
             created_at: 0,
             updated_at: 0,
@@ -1113,7 +1105,32 @@ mod tests {
             ended_at: None,
             usage: Usage::default(),
             error: None,
-        };
+        }
+    }
+
+    fn text(events: &[AgUiEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                AgUiEvent::TextMessageContent { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A running run drawn from a snapshot: its committed messages after the prompt and
+    /// the draft being streamed, then live deltas only past what was drawn.
+    #[test]
+    fn a_run_drawn_from_a_snapshot_goes_on_with_the_live_frames_without_repeating_text() {
+        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+        let messages = vec![
+            indexed(1, 0, Message::user_text("tool: read", 0)),
+            indexed(2, 1, assistant(vec![Content::Text { text: "Let me look.".into() }, read], StopReason::ToolUse)),
+            indexed(3, 2, tool_result("call_1", "# A")),
+        ];
+        let mut state = snapshot_state(messages.clone());
+        state.drafts.insert(3, assistant(vec![Content::Text { text: "Half".into() }], StopReason::Stop));
+        let run = stored_run(RunStatus::Running);
         let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages, None);
         let live = frames(vec![
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
@@ -1123,15 +1140,59 @@ mod tests {
         ]);
         events.extend(map_all(&mut fold, &live));
         assert_eq!(fold.ended(), Some(RunStatus::Completed));
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                AgUiEvent::TextMessageContent { delta, .. } => Some(delta.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(text, "Let me look.Half done");
+        assert_eq!(text(&events), "Let me look.Half done");
         assert_json_snapshot!(events);
+    }
+
+    /// A continuation drawn from a snapshot starts after the interrupt: not the message
+    /// with the call, not the results of the calls before it.
+    #[test]
+    fn a_continuation_drawn_from_a_snapshot_starts_after_the_interrupt() {
+        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+        let write = Content::ToolCall { id: "call_2".into(), name: "write".into(), arguments: json!({"path": "b"}) };
+        let first = assistant(vec![Content::Text { text: "Writing.".into() }, read, write], StopReason::ToolUse);
+        let messages = vec![
+            indexed(1, 0, Message::user_text("tool: write", 0)),
+            indexed(2, 1, first),
+            indexed(3, 2, tool_result("call_1", "# A")),
+            indexed(4, 3, tool_result("call_2", "wrote b")),
+            indexed(5, 4, assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop)),
+        ];
+        let state = snapshot_state(messages.clone());
+        let (fold, events) =
+            AgUiStream::from_snapshot(&stored_run(RunStatus::Completed), &state, &messages, Some(&approval()));
+        let kinds: Vec<String> = events
+            .iter()
+            .map(|e| serde_json::to_value(e).expect("JSON")["type"].as_str().expect("a type").to_owned())
+            .collect();
+        assert_eq!(kinds, ["TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]);
+        assert!(matches!(&events[0], AgUiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == "call_2"));
+        assert_eq!(text(&events), "Done.");
+        assert_eq!(fold.ended(), Some(RunStatus::Completed));
+        // While the run goes on, the decision's frame adds nothing (the transport sent
+        // it), nor does the call's execution start (the client has the call).
+        let (mut running, _) =
+            AgUiStream::from_snapshot(&stored_run(RunStatus::Running), &state, &messages, Some(&approval()));
+        let late = frames(vec![
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "once".into(),
+                    actor: None,
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    args: json!({"path": "b"}),
+                },
+            ),
+        ]);
+        assert_eq!(map_all(&mut running, &late), vec![]);
     }
 
     #[test]
