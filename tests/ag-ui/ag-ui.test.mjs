@@ -160,6 +160,16 @@ test("streamed text is the stored answer, and a second run continues the same se
   assert.equal(assistantText(agent.messages), "hello big wide worldagain")
 })
 
+test("a Spool session id is a thread id: the agent continues that session", async () => {
+  const session = await api("POST", "/api/sessions", { projectId })
+  const agent = new HttpAgent({ url: `${baseUrl}/api/ag-ui`, threadId: session.id })
+  say(agent, "echo: into an existing session")
+  await agent.runAgent()
+  assert.equal(assistantText(agent.messages), "into an existing session")
+  const page = await api("GET", `/api/sessions/${session.id}/messages`)
+  assert.deepEqual(page.messages.map((m) => m.role), ["user", "assistant"])
+})
+
 test("a tool call arrives as TOOL_CALL_* events with its result", async () => {
   const agent = spoolAgent()
   say(agent, 'tool: read {"path":"README.md"}')
