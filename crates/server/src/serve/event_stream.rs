@@ -19,6 +19,12 @@
 //! - the client leaving is noticed by reading into a 64-byte stack buffer, so nothing
 //!   but the socket, the body's own state and this task stays allocated while idle.
 //!
+//! Only a connection's first request is looked at: a keep-alive connection that served
+//! other requests first stays hyper's to the end, event streams included (hyper cannot
+//! hand a connection back between requests). Clients that open a connection for their
+//! stream (`EventSource` without an idle pooled connection, SSE libraries, the bench)
+//! get the lean path.
+//!
 //! Anything else (other methods, bodies, upgrades, pipelined bytes, HTTP/2's preface,
 //! heads over [`MAX_HEAD`]) is handed to hyper with the bytes already read put back in
 //! front of the socket ([`Rewind`]), so hyper sees the connection exactly as sent.
