@@ -168,7 +168,9 @@ pub async fn serve_with(
             match acceptor {
                 None => accepted.run_plain(tcp).await,
                 Some(acceptor) => {
-                    if let Some(stream) = accepted.handshake(&acceptor, tcp).await {
+                    // Boxed too: the handshake's state would otherwise size every
+                    // connection's task, plain ones included.
+                    if let Some(stream) = Box::pin(accepted.handshake(&acceptor, tcp)).await {
                         // Boxed, like hyper's connections in `run_plain`: see there.
                         Box::pin(accepted.run(TokioIo::new(stream))).await;
                     }

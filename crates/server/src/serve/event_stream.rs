@@ -163,7 +163,9 @@ pub async fn serve(
     token: CancellationToken,
     hard_stop: CancellationToken,
 ) -> io::Result<()> {
-    let response = match app.oneshot(request).await {
+    // Boxed: this future's size is that of its largest state, and the router's future
+    // (every layer's) would otherwise stay inline for the life of the stream.
+    let response = match Box::pin(app.oneshot(request)).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
