@@ -71,8 +71,10 @@ pub enum Dialect {
     RunStream,
     /// `POST /api/ai-sdk/chat`, `GET /api/ai-sdk/chat/{id}/stream`
     AiSdk,
-    /// OpenCode's `GET /event` and `GET /global/event`
+    /// OpenCode's `GET /event`
     OpenCode,
+    /// AG-UI's `POST /api/ag-ui`
+    AgUi,
     /// `GET /api/hub/events`
     Hub,
     /// The WebSocket hub, `GET /api/ws`
@@ -82,12 +84,13 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 8] = [
+    pub const ALL: [Dialect; 9] = [
         Dialect::Native,
         Dialect::Lists,
         Dialect::RunStream,
         Dialect::AiSdk,
         Dialect::OpenCode,
+        Dialect::AgUi,
         Dialect::Hub,
         Dialect::Ws,
         Dialect::StreamsSocket,
@@ -101,6 +104,7 @@ impl Dialect {
             Dialect::RunStream => "run_stream",
             Dialect::AiSdk => "ai_sdk",
             Dialect::OpenCode => "opencode",
+            Dialect::AgUi => "ag_ui",
             Dialect::Hub => "hub",
             Dialect::Ws => "ws",
             Dialect::StreamsSocket => "streams_socket",

@@ -33,10 +33,17 @@
 //! client picks HTTP/2 or HTTP/1.1 by ALPN. HTTP/2's extended CONNECT (WebSocket over
 //! HTTP/2) is not enabled: a WebSocket takes an HTTP/1.1 connection of its own.
 //!
+//! Event streams: a plain-TCP connection whose first request is an HTTP/1.1 `GET` for
+//! `text/event-stream` is answered by [`event_stream`] instead of hyper, so that an idle
+//! subscriber holds a few KiB instead of hyper's buffers; everything else goes to hyper
+//! with the bytes read so far put back.
+//!
 //! Shutdown: when the `shutdown` token fires the loop stops accepting, every connection
 //! is asked to close after its in-flight requests, and after [`SHUTDOWN_GRACE`] the rest
 //! are dropped. Long-lived streams end only if someone ends them: [`crate::serve_state`]
 //! calls `engine.close_streams()` for that.
+
+mod event_stream;
 
 use crate::tls::TlsConfig;
 use axum::Router;
@@ -44,6 +51,7 @@ use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::http::Request;
 use axum::http::request::Parts;
+use event_stream::{Rewind, Sniffed};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -162,10 +170,13 @@ pub async fn serve_with(
         // finishes one holds up nobody else's accept.
         connections.spawn(async move {
             match acceptor {
-                None => accepted.run(TokioIo::new(tcp)).await,
+                None => accepted.run_plain(tcp).await,
                 Some(acceptor) => {
-                    if let Some(stream) = accepted.handshake(&acceptor, tcp).await {
-                        accepted.run(TokioIo::new(stream)).await;
+                    // Boxed too: the handshake's state would otherwise size every
+                    // connection's task, plain ones included.
+                    if let Some(stream) = Box::pin(accepted.handshake(&acceptor, tcp)).await {
+                        // Boxed, like hyper's connections in `run_plain`: see there.
+                        Box::pin(accepted.run(TokioIo::new(stream))).await;
                     }
                 }
             }
@@ -224,6 +235,36 @@ impl Accepted {
                 }
             },
             _ = self.shutdown.cancelled() => None,
+        }
+    }
+
+    /// Serves a plain-TCP connection: an event-stream request on the lean path
+    /// ([`event_stream`]), anything else through hyper. hyper's connection future is
+    /// boxed so that this task, whose size is that of its largest state, stays small
+    /// while it serves an event stream.
+    async fn run_plain(self, mut tcp: TcpStream) {
+        let peer = self.peer;
+        if self.slot.is_none() {
+            return Box::pin(self.run(TokioIo::new(Rewind::new(Vec::new(), tcp)))).await;
+        }
+        let sniffed = tokio::select! {
+            sniffed = tokio::time::timeout_at(self.deadline, event_stream::sniff(&mut tcp)) => sniffed,
+            _ = self.shutdown.cancelled() => return,
+        };
+        let mut request = match sniffed {
+            Ok(Ok(Sniffed::EventStream(request))) => request,
+            Ok(Ok(Sniffed::Other(read))) => return Box::pin(self.run(TokioIo::new(Rewind::new(read, tcp)))).await,
+            Ok(Ok(Sniffed::Closed)) => return,
+            Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "connection failed before its first request"),
+            Err(_) => return tracing::debug!(%peer, "dropping connection: no request within the header timeout"),
+        };
+        let Accepted { slot, app, hard_stop, .. } = self;
+        let _open = OpenConnection::count();
+        let _slot = slot;
+        let token = CancellationToken::new();
+        request.extensions_mut().insert(ConnectionToken(token.clone()));
+        if let Err(e) = event_stream::serve(tcp, request, app, token, hard_stop).await {
+            tracing::debug!(%peer, error = %e, "event stream connection ended with an error");
         }
     }
 

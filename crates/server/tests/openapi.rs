@@ -61,6 +61,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/chat"),
     ("POST", "/api/ai-sdk/chat"),
     ("GET", "/api/ai-sdk/chat/{id}/stream"),
+    ("POST", "/api/ag-ui"),
     ("GET", "/api/ws"),
     ("GET", "/api/streams"),
     ("POST", "/api/hub/events"),

@@ -6,6 +6,7 @@
 //! session and output form, whatever the number of subscribers. The transports that
 //! feed them live in `http/`.
 
+pub mod ag_ui;
 pub mod ai_sdk;
 pub mod opencode;
 pub mod run_stream;

@@ -64,9 +64,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The longest chat id accepted.
 const MAX_CHAT_ID: usize = 128;
 /// The most approval answers one request may carry.
-const MAX_ANSWERS: usize = 32;
+pub(super) const MAX_ANSWERS: usize = 32;
 /// The message a denial without a reason tells the model.
-const DENIED: &str = "The user denied this tool call.";
+pub(super) const DENIED: &str = "The user denied this tool call.";
 
 /// What `DefaultChatTransport` sends (the fields Spool reads; others are ignored).
 #[derive(Deserialize, ToSchema)]
@@ -120,11 +120,12 @@ enum Action {
     Answer(Vec<Answer>),
 }
 
-/// A tool part's `approval` in the `approval-responded` state.
-struct Answer {
-    approval: ApprovalId,
-    approved: bool,
-    reason: Option<String>,
+/// A tool part's `approval` in the `approval-responded` state (or an AG-UI resume
+/// entry): a person's decision on one approval.
+pub(super) struct Answer {
+    pub(super) approval: ApprovalId,
+    pub(super) approved: bool,
+    pub(super) reason: Option<String>,
 }
 
 impl ChatRequest {
@@ -182,12 +183,12 @@ impl ChatRequest {
     }
 }
 
-fn approval_reason(reason: &serde_json::Value) -> Option<String> {
+pub(super) fn approval_reason(reason: &serde_json::Value) -> Option<String> {
     reason.as_str().map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned)
 }
 
 /// A chat id is a `ses_…` id or 1–128 characters of `A-Z a-z 0-9 _ -`.
-fn check_chat_id(id: &str) -> Result<(), ApiError> {
+pub(super) fn check_chat_id(id: &str) -> Result<(), ApiError> {
     let fine = (1..=MAX_CHAT_ID).contains(&id.len())
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     match fine {
@@ -200,7 +201,7 @@ fn check_chat_id(id: &str) -> Result<(), ApiError> {
 }
 
 /// The session a chat id names, if there is one.
-async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
+pub(super) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
     match id.parse::<SessionId>() {
         Ok(session) => Ok(Some(session)),
         Err(_) => Ok(engine.session_named(user, id).await?),
@@ -249,7 +250,7 @@ async fn chat(
         }
         Action::Answer(answers) => {
             let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
-            match answer(engine, &user, &session, answers).await? {
+            match answer(engine, &user, &session, answers, |a, _| format!("ai-sdk:{a}")).await? {
                 Ok((approval, denied)) => attach_after(engine, &user, &approval, denied, connection).await?,
                 Err(refused) => return Ok(refused),
             }
@@ -284,12 +285,15 @@ async fn prompt(
 
 /// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
 /// (the continuation follows it) and whether it was rejected, `Err(response)` the
-/// engine's JSON refusal when none was.
-async fn answer(
+/// engine's JSON refusal when none was. `key` makes each decision's idempotency key
+/// (from the approval and whether it was approved), so a retried request returns the
+/// first answer.
+pub(super) async fn answer(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
     answers: Vec<Answer>,
+    key: impl Fn(&ApprovalId, bool) -> String,
 ) -> Result<Result<(Approval, bool), Response>, ApiError> {
     let mut last = None;
     let mut refusal = None;
@@ -304,7 +308,7 @@ async fn answer(
             true => (Decision::Once, None),
             false => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
         };
-        let input = DecisionInput { decision, message, idempotency_key: Some(format!("ai-sdk:{approval}")) };
+        let input = DecisionInput { decision, message, idempotency_key: Some(key(&approval, approved)) };
         let target = DecisionTarget::Run(found.run_id.clone());
         match engine.decide(user, target, &approval, input).await {
             Ok(DecisionOutcome::Applied { decision, .. }) => last = Some((found, decision == Decision::Reject)),

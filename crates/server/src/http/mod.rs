@@ -6,6 +6,7 @@
 //! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
 //! served at `/api/openapi.json` lists exactly the routes this file assembles.
 
+mod ag_ui;
 mod ai_sdk;
 mod approvals;
 mod assets;
@@ -76,6 +77,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(metrics::router())
         .merge(chat::router())
         .merge(ai_sdk::router())
+        .merge(ag_ui::router())
         .merge(ws::router())
         .merge(streams::router())
         .merge(hub::router())
@@ -86,6 +88,7 @@ fn api() -> OpenApiRouter<AppState> {
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [
+        ag_ui::BODIES,
         ai_sdk::BODIES,
         approvals::BODIES,
         auth::BODIES,

@@ -54,6 +54,7 @@ fn streaming_dialect(route: &str) -> Option<Dialect> {
         "/api/chat" | "/api/runs/{id}/events" | "/api/runs/{id}/resume" => Dialect::RunStream,
         "/api/ai-sdk/chat" | "/api/ai-sdk/chat/{id}/stream" => Dialect::AiSdk,
         "/event" => Dialect::OpenCode,
+        "/api/ag-ui" => Dialect::AgUi,
         "/api/hub/events" => Dialect::Hub,
         _ => return None,
     })
@@ -75,6 +76,7 @@ mod tests {
     fn every_streaming_route_has_a_dialect_and_others_none() {
         assert_eq!(streaming_dialect("/api/sessions/{id}/events"), Some(Dialect::Native));
         assert_eq!(streaming_dialect("/event"), Some(Dialect::OpenCode));
+        assert_eq!(streaming_dialect("/api/ag-ui"), Some(Dialect::AgUi));
         assert_eq!(streaming_dialect("/api/sessions/{id}"), None);
         assert_eq!(streaming_dialect(UNMATCHED), None);
     }

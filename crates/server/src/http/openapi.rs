@@ -10,6 +10,7 @@
 //! all of them, [`ErrorBody`]), the security schemes, and the handler that serves the
 //! document, serialized once per process.
 
+use crate::dialect::ag_ui::AgUiEvent;
 use crate::dialect::ai_sdk::UiChunk;
 use crate::dialect::run_stream::RunEvent;
 use axum::http::header::CONTENT_TYPE;
@@ -218,6 +219,23 @@ impl ToSchema for UiMessageStreamEvent {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
         schemas.push((UiChunk::name().into(), UiChunk::schema()));
         UiChunk::schemas(schemas);
+    }
+}
+
+/// An event of the AG-UI stream (`POST /api/ag-ui`): no `event` name, no `id`, `data`
+/// one AG-UI event.
+pub struct AgUiStreamEvent;
+
+impl PartialSchema for AgUiStreamEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event("An AG-UI event (no `event`, no `id`)", &[], Some(&AgUiEvent::name()))
+    }
+}
+
+impl ToSchema for AgUiStreamEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((AgUiEvent::name().into(), AgUiEvent::schema()));
+        AgUiEvent::schemas(schemas);
     }
 }
 

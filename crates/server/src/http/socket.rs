@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 /// Per-socket buffers: enough for a client message and a few events.
-const READ_BUFFER: usize = 8 * 1024;
+const READ_BUFFER: usize = 2 * 1024;
 const WRITE_BUFFER: usize = 8 * 1024;
 /// Bytes a socket may hold unsent before a write fails (and the socket is dropped). One
 /// message must always fit: a committed answer's `message_end` carries the whole answer,

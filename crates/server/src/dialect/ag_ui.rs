@@ -1,0 +1,1205 @@
+//! AG-UI (the Agent–User Interaction protocol, 1.0, what `@ag-ui/client`'s `HttpAgent`
+//! reads), mapped from the native session frames of one run: the events of
+//! `POST /api/ag-ui`.
+//!
+//! An AG-UI run is one request: it opens with `RUN_STARTED` and ends with `RUN_FINISHED`
+//! (outcome `success`, `interrupt` or `cancelled`) or `RUN_ERROR`. Its `runId` is the
+//! Spool run's `run_…` id, its `threadId` the client's. A Spool run parked at an
+//! approval is two AG-UI runs with that one id: the first ends with an `interrupt`
+//! outcome, and the request answering it (`resume`) streams the continuation. The
+//! transport writes the opening ([`opening`]: `RUN_STARTED`, then `STATE_SNAPSHOT`) and
+//! the end ([`closing`]); the fold maps what lies between.
+//!
+//! | native frame                                   | AG-UI events |
+//! |------------------------------------------------|--------------|
+//! | `text_delta` (`thinking_delta`)                 | `TEXT_MESSAGE_START` once, then `TEXT_MESSAGE_CONTENT` (`REASONING_START` + `REASONING_MESSAGE_START`, then `REASONING_MESSAGE_CONTENT`) |
+//! | `text_end` (`thinking_end`), or another part starting | `TEXT_MESSAGE_END` (`REASONING_MESSAGE_END` + `REASONING_END`) |
+//! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` / `TOOL_CALL_ARGS` / `TOOL_CALL_END` |
+//! | `message_end`, `tool_execution_start` of a call not streamed | `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the whole input), `TOOL_CALL_END` |
+//! | `tool_execution_end`                            | `TOOL_CALL_RESULT` (an error says so in `metadata.spool.isError`) |
+//! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]) |
+//! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` ([`resolved`]) |
+//! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
+//! | `agent_end`                                     | what is still open closes; the transport ends the stream |
+//!
+//! Message ids derive from the session and the message's index in it (`ses_…:5`), so
+//! a replay of the same frames names the same messages; a reasoning block is
+//! `ses_…:5:thinking:0`, a tool result `ses_…:call_1:result`. A tool call's
+//! `parentMessageId` is its assistant message, so the client keeps text and calls of
+//! one Spool message in one AG-UI message, as the protocol's reducer builds them.
+//!
+//! The fold is a [`FormMapper`]: its state after a frame depends only on the run's
+//! frames and where it started, so every stream of a run started the same way shares one
+//! mapping and its bytes (`dialect/shared.rs`). What differs per request (the thread id
+//! the client used) is only in the opening and the end, which the transport writes.
+
+use crate::dialect::shared::FormMapper;
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::{Value, json};
+use spool_protocol::event::offset_len;
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::{
+    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
+    StreamDelta, sse,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The protocol version Spool speaks, declared on `RUN_STARTED`.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// The interrupt `reason` of an approval.
+pub const TOOL_APPROVAL: &str = "tool_approval";
+
+/// The `CUSTOM` event's name for a decision taken.
+pub const APPROVAL_RESOLVED: &str = "spool.approval_resolved";
+
+/// One AG-UI event. The serde names are the wire `type`s.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AgUiEvent {
+    #[serde(rename_all = "camelCase")]
+    RunStarted {
+        thread_id: String,
+        run_id: RunId,
+        protocol_version: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RunFinished {
+        thread_id: String,
+        run_id: RunId,
+        outcome: Outcome,
+    },
+    RunError {
+        message: String,
+        code: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    TextMessageStart {
+        message_id: String,
+        role: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    TextMessageContent {
+        message_id: String,
+        delta: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    TextMessageEnd {
+        message_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ReasoningStart {
+        message_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ReasoningMessageStart {
+        message_id: String,
+        role: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ReasoningMessageContent {
+        message_id: String,
+        delta: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ReasoningMessageEnd {
+        message_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ReasoningEnd {
+        message_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolCallStart {
+        tool_call_id: String,
+        tool_call_name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_message_id: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolCallArgs {
+        tool_call_id: String,
+        delta: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolCallEnd {
+        tool_call_id: String,
+    },
+    /// `content` is what the tool returned, as the model saw it.
+    #[serde(rename_all = "camelCase")]
+    ToolCallResult {
+        message_id: String,
+        tool_call_id: String,
+        content: String,
+        role: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        metadata: Option<Value>,
+    },
+    /// `{sessionId, title, todos}`: Spool's view of the thread. Read-only: the input's
+    /// `state` is not applied.
+    StateSnapshot {
+        #[schema(value_type = Object)]
+        snapshot: Value,
+    },
+    /// JSON Patch operations on the snapshot's state.
+    StateDelta {
+        #[schema(value_type = Vec<Object>)]
+        delta: Vec<Value>,
+    },
+    Custom {
+        name: String,
+        #[schema(value_type = Object)]
+        value: Value,
+    },
+}
+
+/// Why an AG-UI run ended (`RUN_FINISHED.outcome`).
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Outcome {
+    Success,
+    /// The run waits for these decisions; the next request's `resume` answers them.
+    Interrupt {
+        interrupts: Vec<Interrupt>,
+    },
+    Cancelled,
+}
+
+/// An approval, as AG-UI's interrupt: answered by a resume entry with its `id`.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupt {
+    /// The `per_…` approval.
+    pub id: ApprovalId,
+    /// `tool_approval`.
+    pub reason: String,
+    pub message: String,
+    pub tool_call_id: String,
+    /// What a resume entry's `payload` carries: `{approved, reason?}`.
+    #[schema(value_type = Object)]
+    pub response_schema: Value,
+    /// ISO 8601, UTC.
+    pub expires_at: String,
+    /// `{spool: {tool, card}}`: the tool and the approval's redacted card (argument
+    /// summary, preview), whole.
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+}
+
+impl Interrupt {
+    pub fn of(approval: &Approval) -> Self {
+        let summary = approval.payload["summary"].as_str().filter(|s| !s.is_empty());
+        let message = match summary {
+            Some(summary) => format!("Allow {}: {summary}?", approval.tool),
+            None => format!("Allow {}?", approval.tool),
+        };
+        Self {
+            id: approval.id.clone(),
+            reason: TOOL_APPROVAL.to_owned(),
+            message,
+            tool_call_id: approval.tool_call_id.clone(),
+            response_schema: json!({
+                "type": "object",
+                "properties": {
+                    "approved": {"type": "boolean"},
+                    "reason": {"type": "string", "description": "Told to the model when the call is denied"},
+                },
+                "required": ["approved"],
+            }),
+            expires_at: iso8601(approval.expires_at),
+            metadata: json!({"spool": {"tool": approval.tool, "card": approval.payload}}),
+        }
+    }
+}
+
+impl AgUiEvent {
+    /// `data: <json>` and a blank line.
+    pub fn to_sse(&self) -> Bytes {
+        let json = serde_json::to_string(self).expect("events are plain data and always serialize");
+        sse::encode(None, None, &json)
+    }
+}
+
+fn encode(events: &[AgUiEvent]) -> Bytes {
+    let mut out = BytesMut::new();
+    for event in events {
+        out.extend_from_slice(&event.to_sse());
+    }
+    out.freeze()
+}
+
+/// The `CUSTOM` event of a decision taken on `approval`. A continuation opens with it
+/// (after [`opening`]) from the stored approval: the engine may start the
+/// subscription after the `approval_resolved` frame, which the run's numbering does not
+/// count.
+pub fn resolved(approval: &Approval) -> Bytes {
+    // An approval settled without a decision (expired, cancelled) says how.
+    let decision = approval.decision.as_ref().map_or(approval.status.as_str(), |d| d.label());
+    resolved_event(&approval.id, Some(&approval.tool_call_id), Some(decision), approval.message.as_deref()).to_sse()
+}
+
+fn resolved_event(id: &ApprovalId, call: Option<&str>, decision: Option<&str>, message: Option<&str>) -> AgUiEvent {
+    AgUiEvent::Custom {
+        name: APPROVAL_RESOLVED.to_owned(),
+        value: json!({"approvalId": id, "toolCallId": call, "decision": decision, "message": message}),
+    }
+}
+
+/// The state an AG-UI client is given: the session's id, title and todo list.
+pub fn state_of(session: &SessionId, state: &SessionState) -> Value {
+    json!({"sessionId": session, "title": state.session.title, "todos": state.todos})
+}
+
+/// What opens every stream: `RUN_STARTED` for the Spool run, then the thread's state.
+pub fn opening(thread_id: &str, run_id: &RunId, state: Value) -> Bytes {
+    encode(&[
+        AgUiEvent::RunStarted {
+            thread_id: thread_id.to_owned(),
+            run_id: run_id.clone(),
+            protocol_version: PROTOCOL_VERSION.to_owned(),
+        },
+        AgUiEvent::StateSnapshot { snapshot: state },
+    ])
+}
+
+/// How a stream ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Close {
+    Completed,
+    Cancelled,
+    Failed(Option<RunError>),
+    /// Parked at these approvals.
+    Waiting(Vec<Approval>),
+}
+
+/// The last event of a stream: `RUN_FINISHED` with its outcome, or `RUN_ERROR`.
+pub fn closing(thread_id: &str, run_id: &RunId, close: Close) -> Bytes {
+    let (thread_id, run_id) = (thread_id.to_owned(), run_id.clone());
+    let event = match close {
+        Close::Completed => AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Success },
+        Close::Cancelled => AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Cancelled },
+        Close::Waiting(approvals) => {
+            let interrupts = approvals.iter().map(Interrupt::of).collect();
+            AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Interrupt { interrupts } }
+        }
+        Close::Failed(error) => {
+            let (code, message) = match error {
+                Some(e) => (e.code, e.message),
+                None => ("run_failed".to_owned(), "the run failed".to_owned()),
+            };
+            AgUiEvent::RunError { message, code }
+        }
+    };
+    event.to_sse()
+}
+
+/// What one native frame gives every stream of the run: its events, encoded once, and
+/// where the run stands after it.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub bytes: Bytes,
+    /// After this frame the run waits for a person: the approval it waits for.
+    pub waiting: Option<Approval>,
+    /// After this frame the run has ended, with this status.
+    pub ended: Option<RunStatus>,
+}
+
+/// The text or reasoning block being streamed.
+#[derive(Clone, Debug, PartialEq)]
+enum Open {
+    Text(String),
+    Reasoning(String),
+}
+
+/// The fold over one run's frames. Pure: no clock, no I/O.
+#[derive(Clone, Debug)]
+pub struct AgUiStream {
+    run_id: RunId,
+    /// `run.accepted` was seen (or the fold continues a run begun elsewhere).
+    started: bool,
+    open: Option<Open>,
+    /// Tool calls whose `TOOL_CALL_START` was sent and `TOOL_CALL_END` not yet, by
+    /// `(message index, content index)`.
+    streaming: BTreeMap<(u64, usize), String>,
+    /// Calls whose `TOOL_CALL_START` was sent.
+    announced: BTreeSet<String>,
+    /// Tool calls of the approvals asked, by approval.
+    asked: BTreeMap<ApprovalId, String>,
+    /// The decision on this approval was sent by the transport ([`resolved`]).
+    announced_decision: Option<ApprovalId>,
+    waiting: Option<Approval>,
+    ended: Option<RunStatus>,
+    /// Output is held back until this approval's request has passed: a continuation
+    /// replaying the run from its start (the engine no longer knew the interrupt's
+    /// place) folds the frames the client has without sending them.
+    muted_until: Option<ApprovalId>,
+    waiting_after_mute: Option<Approval>,
+    /// How much of a block a snapshot already sent, by `(message index, content index)`,
+    /// in delta offset units: live deltas send only what lies beyond.
+    sent: BTreeMap<(u64, usize), usize>,
+}
+
+impl AgUiStream {
+    /// A fold that starts at the run's `run.accepted` and ignores everything before it.
+    pub fn new(run_id: RunId) -> Self {
+        Self {
+            run_id,
+            started: false,
+            open: None,
+            streaming: BTreeMap::new(),
+            announced: BTreeSet::new(),
+            asked: BTreeMap::new(),
+            announced_decision: None,
+            waiting: None,
+            ended: None,
+            muted_until: None,
+            waiting_after_mute: None,
+            sent: BTreeMap::new(),
+        }
+    }
+
+    /// A fold that goes on right after `approval`'s `approval_requested` frame: the
+    /// client has the run up to there, the call's start and input included, and the
+    /// transport has sent the decision ([`resolved`]).
+    /// `waiting`: the approval the run still waits for as the subscription starts.
+    pub fn continuing(approval: &Approval, waiting: Option<Approval>) -> Self {
+        let mut fold = Self::new(approval.run_id.clone());
+        fold.started = true;
+        fold.announced_decision = Some(approval.id.clone());
+        fold.announced.insert(approval.tool_call_id.clone());
+        fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+        fold.waiting = waiting;
+        fold
+    }
+
+    /// A fold from the run's start that sends nothing up to and including `approval`'s
+    /// request (the continuation, when the replay has to start at the run's start).
+    /// `waiting` is what the engine says the run waits for as the subscription starts,
+    /// which the fold takes over when it unmutes (a decision taken before the
+    /// subscription need not have its frame in the ring yet).
+    pub fn muted_until(approval: &Approval, waiting: Option<Approval>) -> Self {
+        let mut fold = Self::new(approval.run_id.clone());
+        fold.muted_until = Some(approval.id.clone());
+        fold.announced_decision = Some(approval.id.clone());
+        fold.waiting_after_mute = waiting;
+        fold
+    }
+
+    /// A fold that starts at a session snapshot instead of the run's frames (they have
+    /// left the buffer): the events that draw the run's messages after its prompt as the
+    /// snapshot shows them (`messages`, the state's own when they reach back that far,
+    /// and the drafts being streamed), and a fold that goes on from there with the live
+    /// frames. A settled run ends here; one parked at an approval waits.
+    ///
+    /// With `after`, the stream continues the run from that approval's interrupt: the
+    /// client has the run up to it — the message with the call and the results of the
+    /// calls before it — so only what follows is drawn (text sent twice under one id
+    /// would be appended twice), and the decision is the transport's ([`resolved`]).
+    pub fn from_snapshot(
+        run: &Run,
+        state: &SessionState,
+        messages: &[IndexedMessage],
+        after: Option<&Approval>,
+    ) -> (Self, Vec<AgUiEvent>) {
+        let mut fold = Self::new(run.id.clone());
+        fold.started = true;
+        let session = &state.session.id;
+        let mut out = Vec::new();
+        let committed =
+            messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
+        let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
+        let mut shown: Vec<(u64, &Message, bool)> = committed.chain(drafts).collect();
+        if let Some(approval) = after {
+            fold.announced_decision = Some(approval.id.clone());
+            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            let call = &approval.tool_call_id;
+            let holds_call = |m: &Message| match m {
+                Message::Assistant { content, .. } => {
+                    content.iter().any(|c| matches!(c, Content::ToolCall { id, .. } if id == call))
+                }
+                _ => false,
+            };
+            if let Some(at) = shown.iter().position(|(_, m, _)| holds_call(m)) {
+                if let Message::Assistant { content, .. } = shown[at].1 {
+                    for block in content {
+                        if let Content::ToolCall { id, .. } = block {
+                            fold.announced.insert(id.clone());
+                        }
+                    }
+                }
+                let rest = shown.split_off(at + 1);
+                // The results of the calls before this one came before the interrupt.
+                let earlier =
+                    |m: &Message| matches!(m, Message::ToolResult { tool_call_id, .. } if tool_call_id != call);
+                shown = rest.into_iter().skip_while(|(_, m, _)| earlier(m)).collect();
+            }
+        }
+        for (index, message, done) in shown {
+            fold.draw(session, index, message, done, &mut out);
+        }
+        if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
+            fold.close_part(&mut out);
+            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            fold.waiting = Some(approval.clone());
+        }
+        if run.status.is_terminal() {
+            fold.finish(run.status, &mut out);
+        }
+        (fold, out)
+    }
+
+    /// The events of one message a snapshot holds; a draft's blocks are noted as sent
+    /// so far, and its last block stays open for the deltas that follow.
+    fn draw(&mut self, session: &SessionId, index: u64, message: &Message, done: bool, out: &mut Vec<AgUiEvent>) {
+        match message {
+            Message::Assistant { content, .. } => {
+                for (ci, block) in content.iter().enumerate() {
+                    match block {
+                        Content::Text { text } => {
+                            self.open_text(message_id(session, index), out);
+                            self.content(text, out);
+                            self.sent.insert((index, ci), offset_len(text));
+                        }
+                        Content::Thinking { thinking } => {
+                            self.open_reasoning(reasoning_id(session, index, ci), out);
+                            self.content(thinking, out);
+                            self.sent.insert((index, ci), offset_len(thinking));
+                        }
+                        Content::ToolCall { id, name, arguments } => {
+                            self.close_part(out);
+                            self.whole_call(id, name, arguments, Some(message_id(session, index)), out);
+                        }
+                    }
+                }
+                if done {
+                    self.close_part(out);
+                }
+            }
+            Message::ToolResult { tool_call_id, content, is_error, .. } => {
+                self.close_part(out);
+                let text: String = content
+                    .iter()
+                    .filter_map(|c| match c {
+                        Content::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(result(session, tool_call_id, text, *is_error));
+            }
+            Message::User { .. } => {}
+        }
+    }
+
+    /// A content event for the open block (none for empty text).
+    fn content(&self, text: &str, out: &mut Vec<AgUiEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        match &self.open {
+            Some(Open::Text(id)) => {
+                out.push(AgUiEvent::TextMessageContent { message_id: id.clone(), delta: text.to_owned() })
+            }
+            Some(Open::Reasoning(id)) => {
+                out.push(AgUiEvent::ReasoningMessageContent { message_id: id.clone(), delta: text.to_owned() })
+            }
+            None => {}
+        }
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The approval the run waits for, when it does.
+    pub fn waiting(&self) -> Option<&Approval> {
+        self.waiting.as_ref()
+    }
+
+    /// How the run ended, once it has.
+    pub fn ended(&self) -> Option<RunStatus> {
+        self.ended
+    }
+
+    /// Maps one native frame of the run's session to its events.
+    pub fn push(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
+        let Some(until) = self.muted_until.clone() else { return self.map_frame(frame) };
+        let _ = self.map_frame(frame);
+        if let FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { approval }, .. } = &frame.body
+            && approval.id == until
+        {
+            self.muted_until = None;
+            self.waiting = self.waiting_after_mute.take();
+        }
+        Vec::new()
+    }
+
+    fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
+        let mut out = Vec::new();
+        if self.ended.is_some() {
+            return out;
+        }
+        let (message_index, event) = match &frame.body {
+            FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id => {
+                self.started = true;
+                return out;
+            }
+            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
+                (message_index.unwrap_or(0), event)
+            }
+            _ => return out,
+        };
+        let session = &frame.session_id;
+        match event {
+            AgentEvent::MessageUpdate { assistant_message_event } => {
+                self.delta(session, message_index, assistant_message_event, &mut out);
+            }
+            AgentEvent::MessageEnd { message: Message::Assistant { content, .. } } => {
+                self.close_part(&mut out);
+                let parent = message_id(session, message_index);
+                for block in content {
+                    if let Content::ToolCall { id, name, arguments } = block {
+                        // By id, not place: a streamed call ends here if its own end
+                        // did not come.
+                        let streamed = self.streaming.iter().find(|(_, call)| *call == id).map(|(key, _)| *key);
+                        match streamed {
+                            Some(key) => {
+                                self.streaming.remove(&key);
+                                out.push(AgUiEvent::ToolCallEnd { tool_call_id: id.clone() });
+                            }
+                            None => self.whole_call(id, name, arguments, Some(parent.clone()), &mut out),
+                        }
+                    }
+                }
+            }
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+                self.close_part(&mut out);
+                self.whole_call(tool_call_id, tool_name, args, None, &mut out);
+            }
+            AgentEvent::ApprovalRequested { approval } => {
+                self.close_part(&mut out);
+                self.end_calls(&mut out);
+                self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+                self.waiting = Some((**approval).clone());
+            }
+            AgentEvent::ApprovalResolved { approval_id, decision, message, .. } => {
+                if self.waiting.as_ref().is_some_and(|a| &a.id == approval_id) {
+                    self.waiting = None;
+                }
+                if self.announced_decision.as_ref() != Some(approval_id) {
+                    let call = self.asked.get(approval_id).map(String::as_str);
+                    out.push(resolved_event(approval_id, call, Some(decision), message.as_deref()));
+                }
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, result: text, is_error, .. } => {
+                self.close_part(&mut out);
+                out.push(result(session, tool_call_id, text.clone(), *is_error));
+            }
+            AgentEvent::SessionTitle { title } => {
+                out.push(AgUiEvent::StateDelta {
+                    delta: vec![json!({"op": "replace", "path": "/title", "value": title})],
+                });
+            }
+            AgentEvent::TodoWrite { todos } => {
+                out.push(AgUiEvent::StateDelta {
+                    delta: vec![json!({"op": "replace", "path": "/todos", "value": todos})],
+                });
+            }
+            AgentEvent::AgentEnd { status, .. } => {
+                // An unknown word is read as a failure: the stream must end either way.
+                let status = RunStatus::parse(status).unwrap_or(RunStatus::Failed);
+                self.finish(status, &mut out);
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Closes what is open and ends the fold.
+    fn finish(&mut self, status: RunStatus, out: &mut Vec<AgUiEvent>) {
+        self.close_part(out);
+        self.end_calls(out);
+        self.waiting = None;
+        self.ended = Some(status);
+    }
+
+    fn close_part(&mut self, out: &mut Vec<AgUiEvent>) {
+        match self.open.take() {
+            Some(Open::Text(message_id)) => out.push(AgUiEvent::TextMessageEnd { message_id }),
+            Some(Open::Reasoning(message_id)) => {
+                out.push(AgUiEvent::ReasoningMessageEnd { message_id: message_id.clone() });
+                out.push(AgUiEvent::ReasoningEnd { message_id });
+            }
+            None => {}
+        }
+    }
+
+    /// Ends every call still streaming: the protocol closes a run only with none open.
+    fn end_calls(&mut self, out: &mut Vec<AgUiEvent>) {
+        for (_, tool_call_id) in std::mem::take(&mut self.streaming) {
+            out.push(AgUiEvent::ToolCallEnd { tool_call_id });
+        }
+    }
+
+    fn open_text(&mut self, id: String, out: &mut Vec<AgUiEvent>) {
+        let want = Open::Text(id.clone());
+        if self.open.as_ref() == Some(&want) {
+            return;
+        }
+        self.close_part(out);
+        out.push(AgUiEvent::TextMessageStart { message_id: id, role: "assistant".to_owned() });
+        self.open = Some(want);
+    }
+
+    fn open_reasoning(&mut self, id: String, out: &mut Vec<AgUiEvent>) {
+        let want = Open::Reasoning(id.clone());
+        if self.open.as_ref() == Some(&want) {
+            return;
+        }
+        self.close_part(out);
+        out.push(AgUiEvent::ReasoningStart { message_id: id.clone() });
+        out.push(AgUiEvent::ReasoningMessageStart { message_id: id, role: "reasoning".to_owned() });
+        self.open = Some(want);
+    }
+
+    fn delta(&mut self, session: &SessionId, index: u64, delta: &StreamDelta, out: &mut Vec<AgUiEvent>) {
+        match delta {
+            StreamDelta::TextDelta { content_index, offset, delta } => {
+                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                self.open_text(message_id(session, index), out);
+                self.content(&delta, out);
+            }
+            StreamDelta::ThinkingDelta { content_index, offset, delta } => {
+                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                self.open_reasoning(reasoning_id(session, index, *content_index), out);
+                self.content(&delta, out);
+            }
+            StreamDelta::TextEnd { content_index } | StreamDelta::ThinkingEnd { content_index } => {
+                let ids = [message_id(session, index), reasoning_id(session, index, *content_index)];
+                if matches!(&self.open, Some(Open::Text(id) | Open::Reasoning(id)) if ids.contains(id)) {
+                    self.close_part(out);
+                }
+            }
+            StreamDelta::ToolcallStart { content_index, id, name } => {
+                if self.announced.contains(id) {
+                    return;
+                }
+                self.close_part(out);
+                self.announced.insert(id.clone());
+                self.streaming.insert((index, *content_index), id.clone());
+                out.push(AgUiEvent::ToolCallStart {
+                    tool_call_id: id.clone(),
+                    tool_call_name: name.clone(),
+                    parent_message_id: Some(message_id(session, index)),
+                });
+            }
+            StreamDelta::ToolcallDelta { content_index, delta, .. } => {
+                if let Some(id) = self.streaming.get(&(index, *content_index))
+                    && !delta.is_empty()
+                {
+                    out.push(AgUiEvent::ToolCallArgs { tool_call_id: id.clone(), delta: delta.clone() });
+                }
+            }
+            StreamDelta::ToolcallEnd { content_index, .. } => {
+                if let Some(tool_call_id) = self.streaming.remove(&(index, *content_index)) {
+                    out.push(AgUiEvent::ToolCallEnd { tool_call_id });
+                }
+            }
+            StreamDelta::TextStart { .. } | StreamDelta::ThinkingStart { .. } | StreamDelta::Done { .. } => {}
+        }
+    }
+
+    /// A call that was not streamed: its start, its whole input, its end (once).
+    fn whole_call(&mut self, id: &str, name: &str, input: &Value, parent: Option<String>, out: &mut Vec<AgUiEvent>) {
+        if !self.announced.insert(id.to_owned()) {
+            return;
+        }
+        let tool_call_id = id.to_owned();
+        out.push(AgUiEvent::ToolCallStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_call_name: name.to_owned(),
+            parent_message_id: parent,
+        });
+        out.push(AgUiEvent::ToolCallArgs { tool_call_id: tool_call_id.clone(), delta: input.to_string() });
+        out.push(AgUiEvent::ToolCallEnd { tool_call_id });
+    }
+
+    /// The part of a delta at `offset` that a snapshot did not send already.
+    fn unsent(&self, key: (u64, usize), offset: usize, delta: &str) -> Option<String> {
+        let Some(&have) = self.sent.get(&key) else { return Some(delta.to_owned()) };
+        if offset + offset_len(delta) <= have {
+            return None;
+        }
+        let mut skip = have.saturating_sub(offset);
+        let cut = delta
+            .char_indices()
+            .find(|(_, c)| {
+                let before = skip == 0;
+                skip = skip.saturating_sub(c.len_utf16());
+                before
+            })
+            .map_or(delta.len(), |(i, _)| i);
+        Some(delta[cut..].to_owned())
+    }
+}
+
+/// A tool call's result.
+fn result(session: &SessionId, tool_call_id: &str, content: String, is_error: bool) -> AgUiEvent {
+    AgUiEvent::ToolCallResult {
+        message_id: format!("{session}:{tool_call_id}:result"),
+        tool_call_id: tool_call_id.to_owned(),
+        content,
+        role: "tool".to_owned(),
+        metadata: is_error.then(|| json!({"spool": {"isError": true}})),
+    }
+}
+
+/// An assistant message's id: the same for the same message of the same session.
+fn message_id(session: &SessionId, index: u64) -> String {
+    format!("{session}:{index}")
+}
+
+/// A reasoning block's id (AG-UI keeps reasoning as messages of their own).
+fn reasoning_id(session: &SessionId, index: u64, content: usize) -> String {
+    format!("{session}:{index}:thinking:{content}")
+}
+
+/// Milliseconds since the epoch as ISO 8601 in UTC (`2026-12-03T16:05:00.000Z`), the
+/// form AG-UI's `expiresAt` is compared in.
+pub fn iso8601(ms: i64) -> String {
+    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // The civil date of a day count (days from 1970-01-01), in eras of 400 years.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (in_day / 3_600_000, in_day / 60_000 % 60, in_day / 1000 % 60, in_day % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+impl FormMapper for AgUiStream {
+    type Out = Step;
+
+    fn map(&mut self, frame: &Frame) -> Step {
+        let events = self.push(frame);
+        Step { bytes: encode(&events), waiting: self.waiting.clone(), ended: self.ended }
+    }
+}
+
+/// Which shared form a stream follows: how its fold started.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AgUiForm {
+    /// From the run's `run.accepted`.
+    Run(RunId),
+    /// From the frame after this approval's request.
+    After(ApprovalId),
+    /// From the run's start, sending nothing up to this approval's request.
+    Muted(ApprovalId),
+    /// A fold of one stream's own (drawn from a snapshot): never shared.
+    Alone(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::fixtures::{frame, owner, run_id, sid};
+    use insta::assert_json_snapshot;
+    use spool_protocol::{ApprovalKind, ApprovalStatus, Decision, Session, StopReason, Usage};
+
+    fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
+    }
+
+    fn assistant(content: Vec<Content>, stop: StopReason) -> Message {
+        Message::Assistant {
+            content,
+            stop_reason: Some(stop),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 0,
+        }
+    }
+
+    fn approval() -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000004".parse().expect("valid id"),
+            run_id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            tool_call_id: "call_2".into(),
+            tool: "write".into(),
+            kind: ApprovalKind::ConfirmAction,
+            payload: json!({"tool": "write", "summary": "out.txt"}),
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: 0,
+            expires_at: 1_796_313_600_000,
+            resolved_at: None,
+        }
+    }
+
+    fn update(delta: StreamDelta) -> AgentEvent {
+        AgentEvent::MessageUpdate { assistant_message_event: delta }
+    }
+
+    fn frames(bodies: Vec<FrameBody>) -> Vec<Frame> {
+        bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
+    }
+
+    /// A run that thinks, reads a file (streaming the call's input), asks to write one,
+    /// is approved, writes, and answers.
+    fn run_frames() -> Vec<Frame> {
+        let call =
+            Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "README.md"}) };
+        let write = Content::ToolCall {
+            id: "call_2".into(),
+            name: "write".into(),
+            arguments: json!({"path": "out.txt", "content": "hi"}),
+        };
+        frames(vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::AgentStart {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), update(StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() })),
+            ev(Some(1), update(StreamDelta::ThinkingEnd { content_index: 0 })),
+            ev(
+                Some(1),
+                update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() }),
+            ),
+            ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
+            ev(
+                Some(1),
+                update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() }),
+            ),
+            ev(
+                Some(1),
+                AgentEvent::MessageEnd {
+                    message: assistant(
+                        vec![Content::Thinking { thinking: "hm".into() }, call, write],
+                        StopReason::ToolUse,
+                    ),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    args: json!({"path": "README.md"}),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_1".into(),
+                    tool_name: "read".into(),
+                    result: "# Test".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "once".into(),
+                    actor: Some(owner()),
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    args: json!({"path": "out.txt", "content": "hi"}),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    result: "wrote out.txt".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Done".into() })),
+            ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 4, delta: ".".into() })),
+            ev(
+                Some(4),
+                AgentEvent::MessageEnd {
+                    message: assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop),
+                },
+            ),
+            ev(None, AgentEvent::SessionTitle { title: "Writing out.txt".into() }),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentSettled {}),
+        ])
+    }
+
+    fn map_all(fold: &mut AgUiStream, frames: &[Frame]) -> Vec<AgUiEvent> {
+        frames.iter().flat_map(|f| fold.push(f)).collect()
+    }
+
+    fn asked_at(frames: &[Frame]) -> usize {
+        frames
+            .iter()
+            .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
+            .expect("an approval")
+    }
+
+    /// The events of a stream as JSON, opening and end included, the way the wire has them.
+    fn wire(bytes: &[Bytes]) -> Vec<Value> {
+        bytes
+            .iter()
+            .flat_map(|b| std::str::from_utf8(b).expect("utf-8").split("\n\n").map(str::to_owned).collect::<Vec<_>>())
+            .filter(|e| !e.is_empty())
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").expect("a data line")).expect("JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn a_run_parked_at_an_approval_is_two_ag_ui_runs() {
+        let frames = run_frames();
+        let asked = asked_at(&frames);
+        let state = json!({"sessionId": sid(), "title": "", "todos": []});
+
+        let mut fold = AgUiStream::new(run_id());
+        let before = map_all(&mut fold, &frames[..=asked]);
+        let waiting = fold.waiting().cloned().expect("parked");
+        let first = wire(&[
+            opening("thread-1", &run_id(), state.clone()),
+            encode(&before),
+            closing("thread-1", &run_id(), Close::Waiting(vec![waiting])),
+        ]);
+        assert_json_snapshot!("interrupted", first);
+
+        let mut fold = AgUiStream::continuing(&approval(), Some(approval()));
+        let after = map_all(&mut fold, &frames[asked + 1..]);
+        assert_eq!(fold.ended(), Some(RunStatus::Completed));
+        assert!(fold.waiting().is_none());
+        let decided = Approval { decision: Some(Decision::Once), status: ApprovalStatus::Resolved, ..approval() };
+        let second = wire(&[
+            opening("thread-1", &run_id(), state),
+            resolved(&decided),
+            encode(&after),
+            closing("thread-1", &run_id(), Close::Completed),
+        ]);
+        assert_json_snapshot!("continued", second);
+    }
+
+    #[test]
+    fn the_whole_run_and_its_parts_map_to_the_same_events() {
+        let frames = run_frames();
+        let asked = asked_at(&frames);
+        let whole = map_all(&mut AgUiStream::new(run_id()), &frames);
+        let mut parts = map_all(&mut AgUiStream::new(run_id()), &frames[..=asked]);
+        // The transport sends the decision first (`resolved`), and the fold not again.
+        parts.push(resolved_event(&approval().id, Some("call_2"), Some("once"), None));
+        let decided = parts.len();
+        parts.extend(map_all(&mut AgUiStream::continuing(&approval(), None), &frames[asked + 1..]));
+        assert_eq!(parts, whole);
+        // A continuation that had to replay from the run's start sends the same rest.
+        let mut muted = AgUiStream::muted_until(&approval(), None);
+        assert_eq!(map_all(&mut muted, &frames), whole[decided..]);
+        assert_eq!(muted.ended(), Some(RunStatus::Completed));
+    }
+
+    #[test]
+    fn a_failed_or_cancelled_run_ends_with_run_error_or_the_cancelled_outcome() {
+        let mut fold = AgUiStream::new(run_id());
+        let body = frames(vec![
+            FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() },
+            ev(Some(1), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Hal".into() })),
+            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default() }),
+        ]);
+        let events = map_all(&mut fold, &body);
+        assert_eq!(fold.ended(), Some(RunStatus::Cancelled));
+        let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+        let end = [
+            closing("t", &run_id(), Close::Cancelled),
+            closing("t", &run_id(), Close::Failed(Some(error))),
+            closing("t", &run_id(), Close::Failed(None)),
+        ];
+        assert_json_snapshot!((wire(&[encode(&events)]), wire(&end)));
+    }
+
+    #[test]
+    fn frames_of_other_runs_and_before_run_accepted_map_to_nothing() {
+        let other: RunId = "run_01jd0000000000000000000009".parse().expect("valid id");
+        let mut fold = AgUiStream::new(run_id());
+        assert!(
+            fold.push(&frame(
+                1,
+                ev(Some(1), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "early".into() }))
+            ))
+            .is_empty()
+        );
+        fold.push(&frame(2, FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() }));
+        let theirs = FrameBody::LoopEvent {
+            run_id: other,
+            message_index: Some(1),
+            message_id: None,
+            event: update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "theirs".into() }),
+        };
+        assert!(fold.push(&frame(3, theirs)).is_empty());
+    }
+
+    fn snapshot_state(messages: Vec<IndexedMessage>) -> SessionState {
+        let session = Session {
+            id: sid(),
+            project_id: "prj_01jd0000000000000000000006".parse().expect("valid id"),
+            owner_id: owner(),
+            title: "t".into(),
+            title_set: true,
+            archived: false,
+            permissions: vec![],
+            model: None,
+            mode: Default::default(),
+            read_index: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        spool_engine::view::initial_state(session, messages, 0)
+    }
+
+    fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
+        IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"), index, message }
+    }
+
+    fn tool_result(call: &str, text: &str) -> Message {
+        Message::ToolResult {
+            tool_call_id: call.into(),
+            tool_name: "read".into(),
+            content: vec![Content::Text { text: text.into() }],
+            is_error: false,
+            timestamp: 0,
+            diff: None,
+        }
+    }
+
+    fn stored_run(status: RunStatus) -> Run {
+        Run {
+            id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            request_id: "ag-ui:m1".into(),
+            status,
+            user_message_index: 0,
+            created_at: 0,
+            updated_at: 0,
+            first_token_at: None,
+            ended_at: None,
+            usage: Usage::default(),
+            error: None,
+        }
+    }
+
+    fn text(events: &[AgUiEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                AgUiEvent::TextMessageContent { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A running run drawn from a snapshot: its committed messages after the prompt and
+    /// the draft being streamed, then live deltas only past what was drawn.
+    #[test]
+    fn a_run_drawn_from_a_snapshot_goes_on_with_the_live_frames_without_repeating_text() {
+        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+        let messages = vec![
+            indexed(1, 0, Message::user_text("tool: read", 0)),
+            indexed(2, 1, assistant(vec![Content::Text { text: "Let me look.".into() }, read], StopReason::ToolUse)),
+            indexed(3, 2, tool_result("call_1", "# A")),
+        ];
+        let mut state = snapshot_state(messages.clone());
+        state.drafts.insert(3, assistant(vec![Content::Text { text: "Half".into() }], StopReason::Stop));
+        let run = stored_run(RunStatus::Running);
+        let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages, None);
+        let live = frames(vec![
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 2, delta: "lf do".into() })),
+            ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 7, delta: "ne".into() })),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+        ]);
+        events.extend(map_all(&mut fold, &live));
+        assert_eq!(fold.ended(), Some(RunStatus::Completed));
+        assert_eq!(text(&events), "Let me look.Half done");
+        assert_json_snapshot!(events);
+    }
+
+    /// A continuation drawn from a snapshot starts after the interrupt: not the message
+    /// with the call, not the results of the calls before it.
+    #[test]
+    fn a_continuation_drawn_from_a_snapshot_starts_after_the_interrupt() {
+        let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+        let write = Content::ToolCall { id: "call_2".into(), name: "write".into(), arguments: json!({"path": "b"}) };
+        let first = assistant(vec![Content::Text { text: "Writing.".into() }, read, write], StopReason::ToolUse);
+        let messages = vec![
+            indexed(1, 0, Message::user_text("tool: write", 0)),
+            indexed(2, 1, first),
+            indexed(3, 2, tool_result("call_1", "# A")),
+            indexed(4, 3, tool_result("call_2", "wrote b")),
+            indexed(5, 4, assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop)),
+        ];
+        let state = snapshot_state(messages.clone());
+        let (fold, events) =
+            AgUiStream::from_snapshot(&stored_run(RunStatus::Completed), &state, &messages, Some(&approval()));
+        let kinds: Vec<String> = events
+            .iter()
+            .map(|e| serde_json::to_value(e).expect("JSON")["type"].as_str().expect("a type").to_owned())
+            .collect();
+        assert_eq!(kinds, ["TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]);
+        assert!(matches!(&events[0], AgUiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == "call_2"));
+        assert_eq!(text(&events), "Done.");
+        assert_eq!(fold.ended(), Some(RunStatus::Completed));
+        // While the run goes on, the decision's frame adds nothing (the transport sent
+        // it), nor does the call's execution start (the client has the call).
+        let (mut running, _) =
+            AgUiStream::from_snapshot(&stored_run(RunStatus::Running), &state, &messages, Some(&approval()));
+        let late = frames(vec![
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "once".into(),
+                    actor: None,
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    args: json!({"path": "b"}),
+                },
+            ),
+        ]);
+        assert_eq!(map_all(&mut running, &late), vec![]);
+    }
+
+    #[test]
+    fn expiry_times_are_iso_8601_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_796_313_600_123), "2026-12-03T16:00:00.123Z");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
+    }
+}

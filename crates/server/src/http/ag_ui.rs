@@ -1,0 +1,641 @@
+//! The AG-UI endpoint: `POST /api/ag-ui` takes AG-UI's `RunAgentInput` (what
+//! `@ag-ui/client`'s `HttpAgent` posts) and answers with an SSE stream of AG-UI events.
+//! The mapping from native frames is `dialect::ag_ui`; this file only feeds it.
+//!
+//! * `threadId` names the session: a `ses_…` id is that session (someone else's is a
+//!   404); any other id (1–128 characters of `A–Z a–z 0–9 _ -`, which covers the UUIDs
+//!   `HttpAgent` makes) names a session of the caller's, made on first use in
+//!   `forwardedProps.projectId` — the same names the AI SDK's chat ids use.
+//! * `runId` is the client's id for its request; Spool names the run itself. The
+//!   stream's `RUN_STARTED` and `RUN_FINISHED` carry the Spool run's `run_…` id, and a
+//!   run parked at an approval keeps that id in the stream that continues it.
+//! * Without `resume`, the last `user` message is the prompt, with
+//!   `ag-ui:<message id>` as the requestId: a retried request (the same user message)
+//!   follows the run it started, from its start, instead of prompting twice.
+//!   `tools`, `context` and `state` are accepted and not used: Spool's tools are its
+//!   own, and its state is what `STATE_SNAPSHOT` sends.
+//! * A run that stops at an approval ends its stream with `RUN_FINISHED` and the
+//!   `interrupt` outcome, one interrupt per approval (`id` the `per_…` approval). The
+//!   next request answers it in `resume`: `status: "resolved"` with
+//!   `payload: {approved: true}` runs the call once, `{approved: false, reason}` or
+//!   `status: "cancelled"` rejects it (the model is told, with the reason, and goes
+//!   on). Each decision is taken once: the same answer again (a retried request) gets
+//!   the first response, a different answer to a decided approval is a 409; the
+//!   answer's stream is the continuation from the frame after the interrupt. An
+//!   interrupt settled meanwhile (expired, decided through Spool's own routes, its run
+//!   cancelled) is answered `cancelled` to read on from it; `resolved` is refused (409,
+//!   or 410 once expired).
+//! * Aborting the request (`agent.abortRun()`) before the stream's end cancels the run:
+//!   AG-UI has no other way to stop one, and `HttpAgent` cannot reattach to a run it
+//!   left. So does a stream the server cuts (a client too slow to read, a revoked
+//!   token): its client cannot come back to the run either. A stream that ended
+//!   (finished, failed, or parked at an approval) cancels nothing.
+
+use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS};
+use super::openapi::{AgUiStreamEvent, WriteErrors};
+use super::sse;
+use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
+use crate::dialect::shared::{Follow, Forms};
+use crate::error::ApiError;
+use crate::extract::{Caller, JsonBody, json_body};
+use crate::fuzzing::BodyCheck;
+use crate::revocation::watched;
+use crate::serve::ConnectionToken;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+use serde_json::Value;
+use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunId, RunStatus, SessionId, UserId};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, LazyLock};
+use tokio::time::Interval;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(run_agent))
+}
+
+/// The longest thread id accepted.
+const MAX_THREAD_ID: usize = 128;
+/// The longest message id that can name a prompt (`ag-ui:` and it make the requestId,
+/// at most 128 characters).
+const MAX_MESSAGE_ID: usize = 122;
+/// The idempotency prefix of the prompts and decisions this endpoint makes.
+const DIALECT: &str = "ag-ui";
+
+/// AG-UI's `RunAgentInput` (the fields Spool reads; others are ignored).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct RunAgentInput {
+    /// The thread: a `ses_…` session, or a name of the caller's for one (1–128
+    /// characters of `A-Z a-z 0-9 _ -`), made on first use in
+    /// `forwardedProps.projectId`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
+    thread_id: String,
+    /// The client's id for this request. Spool names the run itself: `RUN_STARTED`
+    /// carries the `run_…` id.
+    #[allow(dead_code)]
+    run_id: String,
+    /// The conversation; the last `user` message is the prompt.
+    messages: Vec<AgUiMessage>,
+    /// Answers to the interrupts the previous request ended with.
+    #[serde(default)]
+    resume: Vec<ResumeEntry>,
+    /// `{projectId}`: where a thread id that names no session yet starts one.
+    #[serde(default)]
+    #[schema(value_type = Option<ForwardedProps>)]
+    forwarded_props: Value,
+    /// Accepted, not used: Spool's tools are its own.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    #[allow(dead_code)]
+    tools: Value,
+    /// Accepted, not used.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    #[allow(dead_code)]
+    context: Value,
+    /// Accepted, not used: the state is Spool's (`STATE_SNAPSHOT`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    #[allow(dead_code)]
+    state: Value,
+}
+
+/// An AG-UI message: Spool reads a user message's `content`, a string or an array of
+/// parts of which `text` parts count.
+#[derive(Deserialize, ToSchema)]
+struct AgUiMessage {
+    id: String,
+    /// `user`, `assistant`, `system`, `developer`, `tool`, `reasoning` or `activity`.
+    role: String,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    content: Value,
+}
+
+/// The part of `forwardedProps` Spool reads (for the document only).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ForwardedProps {
+    /// The `prj_…` project a new thread starts in.
+    #[schema(rename = "projectId")]
+    project_id: Option<String>,
+}
+
+/// An answer to one interrupt.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ResumeEntry {
+    /// The `per_…` approval.
+    interrupt_id: String,
+    /// `resolved` (decided as `payload` says) or `cancelled` (rejected).
+    #[schema(pattern = "^(resolved|cancelled)$")]
+    status: String,
+    /// `{approved, reason?}`.
+    #[serde(default)]
+    #[schema(value_type = Option<ResumePayload>)]
+    payload: Value,
+}
+
+/// A resume entry's payload (for the document only).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ResumePayload {
+    approved: bool,
+    /// Told to the model when the call is denied.
+    reason: Option<String>,
+}
+
+/// What a request asks for.
+enum Action {
+    Prompt {
+        text: String,
+        request_id: String,
+    },
+    /// The answers, each with whether it abandons its interrupt (`cancelled`).
+    Answer(Vec<(Answer, bool)>),
+}
+
+impl RunAgentInput {
+    fn action(&self) -> Result<Action, ApiError> {
+        if !self.resume.is_empty() {
+            if self.resume.len() > MAX_ANSWERS {
+                return Err(ApiError::bad_request(
+                    "too_many_answers",
+                    format!("at most {MAX_ANSWERS} resume entries per request"),
+                ));
+            }
+            return self.resume.iter().map(ResumeEntry::answer).collect::<Result<_, _>>().map(Action::Answer);
+        }
+        let Some(last) = self.messages.iter().rev().find(|m| m.role == "user") else {
+            return Err(ApiError::bad_request("no_user_message", "the request has no user message to prompt"));
+        };
+        let fine = (1..=MAX_MESSAGE_ID).contains(&last.id.len()) && last.id.bytes().all(|b| b.is_ascii_graphic());
+        if !fine {
+            return Err(ApiError::bad_request(
+                "invalid_message_id",
+                format!("a user message's id is 1 to {MAX_MESSAGE_ID} printable ASCII characters"),
+            ));
+        }
+        let text = match &last.content {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => {
+                let texts: Vec<&str> =
+                    parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
+                texts.join("\n")
+            }
+            _ => String::new(),
+        };
+        if text.trim().is_empty() {
+            return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
+        }
+        Ok(Action::Prompt { text, request_id: format!("{DIALECT}:{}", last.id) })
+    }
+}
+
+impl ResumeEntry {
+    fn answer(&self) -> Result<(Answer, bool), ApiError> {
+        let approval: ApprovalId = self.interrupt_id.parse().map_err(|_| {
+            ApiError::bad_request("invalid_interrupt", "a resume entry's interruptId is a per_… approval id")
+        })?;
+        let reason = ai_sdk::approval_reason(&self.payload["reason"]);
+        match (self.status.as_str(), self.payload["approved"].as_bool()) {
+            ("resolved", Some(approved)) => Ok((Answer { approval, approved, reason }, false)),
+            ("cancelled", _) => {
+                Ok((Answer { approval, approved: false, reason: reason.or(Some(DENIED.to_owned())) }, true))
+            }
+            _ => Err(ApiError::bad_request(
+                "invalid_resume",
+                "a resume entry is status \"cancelled\", or \"resolved\" with payload.approved true or false",
+            )),
+        }
+    }
+}
+
+/// A decision's idempotency key: the approval and the answer, so the same answer again
+/// gets the first response and a different one finds the approval decided (409).
+fn decision_key(approval: &ApprovalId, approved: bool) -> String {
+    let answer = if approved { "approved" } else { "denied" };
+    format!("{DIALECT}:{approval}:{answer}")
+}
+
+/// A thread id is a `ses_…` id or 1–128 characters of `A-Z a-z 0-9 _ -`.
+fn check_thread_id(id: &str) -> Result<(), ApiError> {
+    let fine = (1..=MAX_THREAD_ID).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match fine {
+        true => Ok(()),
+        false => Err(ApiError::bad_request(
+            "invalid_thread_id",
+            format!("a thread id is 1 to {MAX_THREAD_ID} characters of A-Z, a-z, 0-9, _ and -"),
+        )),
+    }
+}
+
+/// Runs the agent on a thread: the prompt of the last user message, or the
+/// continuation after the `resume` answers. Answers AG-UI events as SSE (`data:` JSON,
+/// one event each), from `RUN_STARTED` to `RUN_FINISHED` (outcome `success`,
+/// `interrupt` or `cancelled`) or `RUN_ERROR`.
+#[utoipa::path(
+    post,
+    path = "/api/ag-ui",
+    tag = "streams",
+    request_body = RunAgentInput,
+    responses(
+        (status = 200, description = "The AG-UI event stream", content_type = "text/event-stream", body = AgUiStreamEvent),
+        WriteErrors,
+    )
+)]
+async fn run_agent(
+    State(state): State<AppState>,
+    Caller { user, credential }: Caller,
+    ConnectionToken(connection): ConnectionToken,
+    JsonBody(body): JsonBody<RunAgentInput>,
+) -> Result<Response, ApiError> {
+    let engine = &state.engine;
+    check_thread_id(&body.thread_id)?;
+    // A thread that names a session is checked first: someone else's is a 404 whatever
+    // the body asks.
+    let named = ai_sdk::chat_session(engine, &user, &body.thread_id).await?;
+    if let Some(session) = &named {
+        engine.session(&user, session).await?;
+    }
+    let action = body.action()?;
+    let session = match named {
+        Some(session) => session,
+        None => {
+            if let Action::Answer(_) = action {
+                return Err(ApiError::not_found("session"));
+            }
+            let Some(project) = body.forwarded_props["projectId"].as_str() else {
+                return Err(ApiError::bad_request(
+                    "missing_project",
+                    "this thread has no session yet: send forwardedProps.projectId to start one",
+                ));
+            };
+            let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
+            engine.named_session(&user, &body.thread_id, &project).await?.0
+        }
+    };
+    let watch = engine.auth().watch_credential(&credential, connection.clone());
+    let thread = body.thread_id.clone();
+    let feed = match action {
+        Action::Prompt { text, request_id } => prompt(engine, &user, &session, text, request_id, connection).await?,
+        Action::Answer(answers) => {
+            let (open, settled) = settled_apart(engine, &user, &session, answers).await?;
+            let approval = match settled {
+                Some(settled) if open.is_empty() => settled,
+                _ => match ai_sdk::answer(engine, &user, &session, open, decision_key).await? {
+                    Ok((approval, _)) => approval,
+                    Err(refused) => return Ok(refused),
+                },
+            };
+            let mut feed = attach_after(engine, &user, &approval, connection).await?;
+            if feed.continues {
+                // Read after deciding: the decision as it was taken (a retry's first).
+                let decided = engine.approval(&user, &approval.id).await?;
+                feed.ready.push_front(ag_ui::resolved(&decided));
+            }
+            feed
+        }
+    };
+    // The state is read after subscribing: anything that changes it later comes as a
+    // `STATE_DELTA` in the stream.
+    let detail = engine.session(&user, &session).await?;
+    let opening = ag_ui::opening(&thread, &feed.run_id, ag_ui::state_of(&session, &detail.state));
+    let guard =
+        CancelOnDrop { engine: engine.clone(), user: user.clone(), session, run: feed.run_id.clone(), armed: true };
+    let body = BodyState {
+        feed,
+        thread,
+        opening: Some(opening),
+        engine: engine.clone(),
+        user,
+        keepalive: sse::heartbeat(state.config.heartbeat),
+        guard,
+    };
+    Ok(watched(stream_response(body), watch))
+}
+
+/// Sets apart the abandoned interrupts (`cancelled`) whose approvals were settled
+/// meanwhile — expired, decided through Spool's own routes, cancelled with their run:
+/// nothing is left to decide there, and the stream shows the run from that interrupt
+/// on. Returns the answers still to apply and the first such approval.
+async fn settled_apart(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    answers: Vec<(Answer, bool)>,
+) -> Result<(Vec<Answer>, Option<Approval>), ApiError> {
+    let (mut open, mut settled) = (Vec::new(), None);
+    for (answer, abandons) in answers {
+        if abandons {
+            let found = engine.approval(user, &answer.approval).await?;
+            if &found.session_id != session {
+                return Err(ApiError::not_found("approval"));
+            }
+            if found.status != ApprovalStatus::Pending {
+                settled.get_or_insert(found);
+                continue;
+            }
+        }
+        open.push(answer);
+    }
+    Ok((open, settled))
+}
+
+/// Prompts `session` and follows the run from its `run.accepted` (a retried request:
+/// the run it started, from its start).
+async fn prompt(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    text: String,
+    request_id: String,
+    connection: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let input = PromptInput {
+        text,
+        request_id: Some(request_id),
+        approval_policy: None,
+        on_disconnect: Default::default(),
+        queue: false,
+    };
+    // Subscribed before prompting: the run's first frame comes after this snapshot.
+    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
+    let accepted = engine.prompt(user, session, input).await?;
+    if accepted.created {
+        let run = accepted.run_id;
+        return Ok(Feed::new(anchor.typed(), AgUiForm::Run(run.clone()), AgUiStream::new(run)));
+    }
+    drop(anchor);
+    let run = engine.run(user, &accepted.run_id).await?;
+    attach_from_start(engine, user, run, connection).await
+}
+
+/// Follows `run` from its start: a replay of its frames while the buffer holds them,
+/// else drawn from a snapshot.
+async fn attach_from_start(
+    engine: &Engine,
+    user: &UserId,
+    run: Run,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
+    let subscription = subscription.typed();
+    match start.from {
+        RunFrom::Replay(_) => Ok(Feed::new(subscription, AgUiForm::Run(run.id.clone()), AgUiStream::new(run.id))),
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+    }
+}
+
+/// Follows `approval`'s run from the frame after its request: the continuation of the
+/// run the client holds up to its interrupt.
+async fn attach_after(
+    engine: &Engine,
+    user: &UserId,
+    approval: &Approval,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let run = engine.run(user, &approval.run_id).await?;
+    let (subscription, start) =
+        engine.subscribe_from_run(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+    let subscription = subscription.typed();
+    let waiting = match &start.waiting {
+        Some(id) => Some(engine.approval(user, id).await?),
+        None => None,
+    };
+    match start.from {
+        // The engine knew where the interrupt was: the replay starts right after it.
+        RunFrom::Replay(_) if start.after > 0 => {
+            let form = AgUiForm::After(approval.id.clone());
+            let mut feed = Feed::new(subscription, form, AgUiStream::continuing(approval, waiting));
+            feed.continues = true;
+            Ok(feed)
+        }
+        // It did not (a restart in between): the replay starts at the run's start, and
+        // the fold sends nothing up to the request.
+        RunFrom::Replay(_) => {
+            let form = AgUiForm::Muted(approval.id.clone());
+            let mut feed = Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting));
+            feed.continues = true;
+            Ok(feed)
+        }
+        // The frames are gone: what follows the interrupt drawn as the snapshot shows it.
+        RunFrom::Snapshot(_) => {
+            let mut feed = from_snapshot(engine, user, subscription, run, Some(approval)).await?;
+            feed.continues = true;
+            Ok(feed)
+        }
+    }
+}
+
+/// A feed whose subscription starts with a session snapshot: the run drawn from it,
+/// then live. Its fold is its own (a form of one).
+async fn from_snapshot(
+    engine: &Engine,
+    user: &UserId,
+    mut subscription: TypedSubscription,
+    run: Run,
+    after: Option<&Approval>,
+) -> Result<Feed, ApiError> {
+    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
+    let FrameBody::Snapshot { state } = &snapshot.body else {
+        return Err(ApiError::not_found("run"));
+    };
+    // Read after the snapshot: once the snapshot shows the run settled, this is final.
+    let run = engine.run(user, &run.id).await?;
+    let messages = if run.user_message_index >= state.first_index {
+        state.messages.clone()
+    } else {
+        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
+        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
+    };
+    let (fold, events) = AgUiStream::from_snapshot(&run, state, &messages, after);
+    let mut feed = Feed::new(subscription, AgUiForm::Alone(alone()), fold);
+    feed.ready.extend(events.iter().map(ag_ui::AgUiEvent::to_sse));
+    Ok(feed)
+}
+
+/// A form key no other stream shares.
+fn alone() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The snapshot a subscription without a replay starts with.
+fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
+    subscription.next().now_or_never()??.into_iter().next()
+}
+
+/// Every AG-UI stream's shared forms: one fold and one encoding per run and start.
+static FORMS: LazyLock<Forms<AgUiForm, AgUiStream>> = LazyLock::new(Forms::default);
+
+/// One stream in progress: the session subscription, its place in the run's shared
+/// form, and the bytes mapped but not yet sent.
+struct Feed {
+    subscription: TypedSubscription,
+    follow: Follow<AgUiForm, AgUiStream>,
+    run_id: RunId,
+    ready: VecDeque<Bytes>,
+    waiting: Option<Approval>,
+    ended: Option<RunStatus>,
+    /// The subscription ended (the session closed, the connection was cut or fell
+    /// behind): the body ends without `RUN_FINISHED`.
+    cut: bool,
+    /// The last event was queued.
+    closed: bool,
+    /// The fold continues after an interrupt, with the decision sent by the transport.
+    continues: bool,
+}
+
+impl Feed {
+    fn new(subscription: TypedSubscription, form: AgUiForm, fold: AgUiStream) -> Self {
+        let (waiting, ended) = (fold.waiting().cloned(), fold.ended());
+        let run_id = fold.run_id().clone();
+        let follow = Follow::new(form, fold);
+        let ready = VecDeque::new();
+        Self { subscription, follow, run_id, ready, waiting, ended, cut: false, closed: false, continues: false }
+    }
+
+    fn take(&mut self, frames: &[Arc<Frame>]) {
+        for frame in frames {
+            if self.ended.is_some() {
+                return;
+            }
+            let Ok(step) = self.follow.map(&FORMS, frame) else {
+                self.cut = true;
+                return;
+            };
+            if !step.bytes.is_empty() {
+                self.ready.push_back(step.bytes.clone());
+            }
+            self.waiting = step.waiting.clone();
+            self.ended = step.ended;
+        }
+    }
+
+    /// Queues the stream's last event: how the run ended, or the interrupt it waits at.
+    async fn close(&mut self, thread: &str, engine: &Engine, user: &UserId) {
+        let close = match (self.ended, self.waiting.take()) {
+            (Some(RunStatus::Completed), _) => Close::Completed,
+            (Some(RunStatus::Cancelled), _) => Close::Cancelled,
+            (Some(_), _) => Close::Failed(engine.run(user, &self.run_id).await.ok().and_then(|run| run.error)),
+            (None, Some(approval)) => Close::Waiting(vec![approval]),
+            // Not reached: a stream closes only once the run ended or waits.
+            (None, None) => Close::Failed(None),
+        };
+        self.ready.push_back(ag_ui::closing(thread, &self.run_id, close));
+        self.closed = true;
+    }
+}
+
+/// Aborts the run when the body goes before the stream's last event was queued: the
+/// client aborted the request (see the module docs).
+struct CancelOnDrop {
+    engine: Engine,
+    user: UserId,
+    session: SessionId,
+    run: RunId,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (engine, user, session, run) =
+            (self.engine.clone(), self.user.clone(), self.session.clone(), self.run.clone());
+        runtime.spawn(async move {
+            // Only this stream's run: the session may have moved on to another one.
+            let active = match engine.session(&user, &session).await {
+                Ok(detail) => detail.state.active_run.is_some_and(|a| a.run_id == run),
+                Err(_) => false,
+            };
+            if active && let Err(error) = engine.abort(&user, &session).await {
+                tracing::warn!(%run, %error, "could not cancel the run of an aborted AG-UI request");
+            }
+        });
+    }
+}
+
+struct BodyState {
+    feed: Feed,
+    thread: String,
+    opening: Option<Bytes>,
+    engine: Engine,
+    user: UserId,
+    keepalive: Interval,
+    guard: CancelOnDrop,
+}
+
+/// The AG-UI event stream response.
+fn stream_response(body: BodyState) -> Response {
+    let body = futures::stream::unfold(body, |mut st| async move {
+        let chunk = next_chunk(&mut st).await?;
+        Some((Ok::<_, Infallible>(chunk), st))
+    });
+    sse::response(sse::EVENT_STREAM, body)
+}
+
+/// The next bytes to write, or `None` when the stream is over.
+async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
+    if let Some(opening) = st.opening.take() {
+        return Some(opening);
+    }
+    let BodyState { feed, thread, engine, user, keepalive, guard, .. } = st;
+    loop {
+        if let Some(chunk) = feed.ready.pop_front() {
+            keepalive.reset();
+            return Some(chunk);
+        }
+        if feed.closed {
+            guard.armed = false;
+            return None;
+        }
+        if feed.cut {
+            return None;
+        }
+        if feed.ended.is_some() {
+            feed.close(thread.as_str(), engine, user).await;
+            continue;
+        }
+        match feed.subscription.next().now_or_never() {
+            Some(Some(frames)) => feed.take(&frames),
+            Some(None) => feed.cut = true,
+            None => {
+                // Caught up with the live frames: a run waiting for a person ends here.
+                if feed.waiting.is_some() {
+                    feed.close(thread.as_str(), engine, user).await;
+                    continue;
+                }
+                tokio::select! {
+                    item = feed.subscription.next() => match item {
+                        Some(frames) => feed.take(&frames),
+                        None => feed.cut = true,
+                    },
+                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
+                }
+            }
+        }
+    }
+}
+
+/// The body this module reads, parsed and checked as its handler does.
+pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/ag-ui", |b| {
+    let input = json_body::<RunAgentInput>(b)?;
+    check_thread_id(&input.thread_id)?;
+    input.action().map(drop)
+})];

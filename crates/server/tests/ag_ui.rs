@@ -1,0 +1,355 @@
+//! The AG-UI endpoint through a real server on a real port: `POST /api/ag-ui` with a
+//! `RunAgentInput` answers AG-UI events as SSE, from `RUN_STARTED` (the Spool run's
+//! id) to `RUN_FINISHED`; a thread id names one session; the same user message again
+//! follows the run it started; an approval ends the stream with an `interrupt` outcome
+//! and the request answering it (`resume`) streams the rest of the run, the decision
+//! taken once; a request that goes away mid-run cancels the run.
+
+mod common;
+
+use common::{SseStream, TestOptions, TestServer, WAIT};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::{EngineConfig, ManualClock};
+
+fn input(thread: &str, project: &str, messages: Value) -> Value {
+    json!({
+        "threadId": thread,
+        "runId": "client-run",
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {"projectId": project},
+    })
+}
+
+fn user(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "user", "content": text})
+}
+
+async fn post(server: &TestServer, body: &Value) -> reqwest::Response {
+    let request = server.client.post(server.url("/api/ag-ui")).json(body).send();
+    tokio::time::timeout(WAIT, request).await.expect("answers in time").expect("request")
+}
+
+/// Every event of a stream that must end by itself, as JSON.
+async fn events(res: reqwest::Response) -> Vec<Value> {
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    assert_eq!(stream.header("content-type"), "text/event-stream");
+    let mut out = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        assert_eq!(event.event, None, "AG-UI events have no `event:` name");
+        out.push(serde_json::from_str(&event.data).unwrap_or_else(|e| panic!("not JSON ({e}): {}", event.data)));
+    }
+    out
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().expect("a type")).collect()
+}
+
+fn text_of(events: &[Value]) -> String {
+    events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").map(|e| e["delta"].as_str().expect("delta")).collect()
+}
+
+/// The stored assistant text after the run's prompt.
+async fn stored_text(server: &TestServer, run: &Value) -> String {
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let after = run["userMessageIndex"].as_u64().expect("index");
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["index"].as_u64() > Some(after) && m["role"] == "assistant")
+        .flat_map(|m| m["content"].as_array().expect("content").iter())
+        .filter(|c| c["type"] == "text")
+        .map(|c| c["text"].as_str().expect("text"))
+        .collect()
+}
+
+async fn run_of(server: &TestServer, events: &[Value]) -> Value {
+    let id = events[0]["runId"].as_str().expect("runId");
+    assert!(id.starts_with("run_"), "RUN_STARTED names the Spool run: {}", events[0]);
+    let (status, run) = server.get(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    run
+}
+
+#[tokio::test]
+async fn a_prompt_streams_ag_ui_events_and_a_retry_follows_the_same_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let body = input("thread-one", &project, json!([user("m1", "echo: hello big world")]));
+    let first = events(post(&server, &body).await).await;
+    let kinds = types(&first);
+    assert_eq!(kinds[..2], ["RUN_STARTED", "STATE_SNAPSHOT"]);
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
+    assert_eq!(first[0]["threadId"], "thread-one");
+    assert_eq!(first[0]["protocolVersion"], "1.0");
+    assert_eq!(first.last().expect("an end")["outcome"], json!({"type": "success"}));
+    let run = run_of(&server, &first).await;
+    assert_eq!(first[1]["snapshot"]["sessionId"], run["sessionId"]);
+    assert_eq!(text_of(&first), "hello big world");
+    assert_eq!(text_of(&first), stored_text(&server, &run).await);
+
+    // The same user message again: the run it started, replayed, not a second prompt.
+    let again = events(post(&server, &body).await).await;
+    assert_eq!(again[0]["runId"], first[0]["runId"]);
+    assert_eq!(text_of(&again), text_of(&first));
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "prompted once");
+
+    // A new message on the thread is a new run of the same session.
+    let body = input("thread-one", &project, json!([user("m1", "echo: hello big world"), user("m2", "echo: more")]));
+    let second = events(post(&server, &body).await).await;
+    let next = run_of(&server, &second).await;
+    assert_eq!(next["sessionId"], run["sessionId"]);
+    assert_ne!(next["id"], run["id"]);
+}
+
+#[tokio::test]
+async fn an_interrupt_is_answered_once_and_the_run_goes_on_in_the_answering_stream() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "out.txt", "content": "from AG-UI"}).to_string();
+    let messages = json!([user("w1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-w", &project, messages.clone())).await).await;
+    let end = asked.last().expect("an end");
+    assert_eq!(end["type"], "RUN_FINISHED");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    assert!(approval.starts_with("per_"));
+    assert_eq!(interrupt["reason"], "tool_approval");
+    assert!(interrupt["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{interrupt}");
+    let call = interrupt["toolCallId"].as_str().expect("toolCallId");
+    assert!(asked.iter().any(|e| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == call));
+    assert!(!server.project_dir().join("out.txt").exists(), "nothing written before the decision");
+
+    let mut answer = input("thread-w", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let rest = events(post(&server, &answer).await).await;
+    assert_eq!(rest[0]["type"], "RUN_STARTED");
+    assert_eq!(rest[0]["runId"], asked[0]["runId"], "one Spool run");
+    let resolved: Vec<&Value> = rest.iter().filter(|e| e["type"] == "CUSTOM").collect();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["value"]["decision"], "once");
+    assert!(rest.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == call));
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == call), "sent once, before");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("out.txt")).expect("written"), "from AG-UI");
+    let run = run_of(&server, &rest).await;
+    assert_eq!(run["status"], "completed");
+
+    // The same answer again gets the same rest of the run; a different one is refused.
+    // (The title's `STATE_DELTA` comes whenever the title call ends: not compared.)
+    let retried = events(post(&server, &answer).await).await;
+    let fixed = |events: &[Value]| {
+        types(events).into_iter().filter(|t| *t != "STATE_DELTA").map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(fixed(&retried), fixed(&rest));
+    assert_eq!(text_of(&retried), text_of(&rest));
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": false}}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let page = server.messages(session, "?limit=500").await;
+    let results = page["messages"].as_array().expect("messages").iter().filter(|m| m["toolCallId"] == call).count();
+    assert_eq!(results, 1, "the call ran once");
+}
+
+#[tokio::test]
+async fn a_request_that_goes_away_mid_run_cancels_the_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let body = input("thread-abort", &project, json!([user("s1", "stream: 5000")]));
+    let res = post(&server, &body).await;
+    let mut stream = SseStream::new(res);
+    let mut run = None;
+    let mut contents = 0;
+    while contents < 3 {
+        let event = stream.next_event().await.expect("the stream goes on");
+        let event: Value = serde_json::from_str(&event.data).expect("JSON");
+        if event["type"] == "RUN_STARTED" {
+            run = event["runId"].as_str().map(str::to_owned);
+        }
+        contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
+    }
+    drop(stream);
+    let run = run.expect("RUN_STARTED came first");
+    let settled = server.wait_run(&run).await;
+    assert_eq!(settled["status"], "cancelled", "{settled}");
+}
+
+#[tokio::test]
+async fn a_thread_that_names_someone_elses_or_no_session_is_refused() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let messages = json!([user("b1", "echo: hi")]);
+    let cases = [
+        (input("ses_01jd0000000000000000000001", &project, messages.clone()), StatusCode::NOT_FOUND, "not_found"),
+        (input("a/b", &project, messages.clone()), StatusCode::BAD_REQUEST, "invalid_thread_id"),
+        (input("fresh", &project, json!([])), StatusCode::BAD_REQUEST, "no_user_message"),
+        (input("fresh", "prj_nope", messages.clone()), StatusCode::NOT_FOUND, "not_found"),
+    ];
+    for (body, want, code) in cases {
+        let (status, answer) = server.send(server.client.post(server.url("/api/ag-ui")).json(&body)).await;
+        assert_eq!(status, want, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+    }
+    // Answering on a thread that has no session yet names nothing.
+    let mut answer = input("fresh", &project, messages);
+    answer["resume"] = json!([{"interruptId": "per_01jd0000000000000000000004", "status": "cancelled"}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn a_retry_after_the_runs_frames_left_the_buffer_draws_the_run_from_the_store() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    // 400 deltas: more frames than the session's replay buffer keeps (256), so by the
+    // run's end its first frames have left it.
+    let long = input("thread-long", &project, json!([user("l1", "stream: 400")]));
+    let streamed = events(post(&server, &long).await).await;
+    let run = run_of(&server, &streamed).await;
+    assert_eq!(text_of(&streamed).split(' ').count(), 400);
+
+    let again = events(post(&server, &long).await).await;
+    assert_eq!(again[0]["runId"], streamed[0]["runId"], "the run the message started");
+    assert_eq!(text_of(&again), text_of(&streamed));
+    assert_eq!(text_of(&again), stored_text(&server, &run).await);
+    assert_eq!(
+        types(&again),
+        [
+            "RUN_STARTED",
+            "STATE_SNAPSHOT",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ],
+        "drawn whole from the stored message"
+    );
+    assert_eq!(again.last().expect("an end")["outcome"], json!({"type": "success"}));
+}
+
+#[tokio::test]
+async fn an_interrupt_decided_through_spools_own_route_is_read_on_with_a_cancelled_entry() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "elsewhere.txt", "content": "decided elsewhere"}).to_string();
+    let messages = json!([user("e1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-e", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/approvals/{approval}"), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // Answering it now cannot apply; abandoning it reads the run on from the interrupt.
+    let mut answer = input("thread-e", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": false}}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    let rest = events(post(&server, &answer).await).await;
+    let resolved: Vec<&Value> = rest.iter().filter(|e| e["type"] == "CUSTOM").collect();
+    assert_eq!(resolved.len(), 1, "{rest:?}");
+    assert_eq!(resolved[0]["value"]["decision"], "once", "the decision as it was taken");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(
+        std::fs::read_to_string(server.project_dir().join("elsewhere.txt")).expect("written"),
+        "decided elsewhere"
+    );
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
+}
+
+#[tokio::test]
+async fn an_expired_interrupt_is_read_on_to_its_cancelled_run() {
+    let clock = ManualClock::starting_now();
+    let engine = EngineConfig { clock: clock.clone().into(), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let project = server.default_project().await;
+    let messages = json!([user("x1", "tool: write {\"path\": \"late.txt\", \"content\": \"x\"}")]);
+    let asked = events(post(&server, &input("thread-x", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let expires = detail["state"]["pendingApprovals"][0]["expiresAt"].as_i64().expect("expiresAt");
+    // `expiresAt` on the wire is the same instant, in ISO 8601.
+    let seconds = interrupt["expiresAt"].as_str().expect("ISO time");
+    assert!(seconds.ends_with(&format!("{:02}.{:03}Z", expires / 1000 % 60, expires % 1000)), "{seconds} / {expires}");
+
+    clock.advance_to(expires);
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "cancelled");
+    // Unloaded meanwhile (idle, as a long wait makes it): the run's frames are gone, and
+    // the stream is drawn from the store.
+    assert_eq!(server.engine.unload_idle(std::time::Duration::ZERO), 1);
+    let mut answer = input("thread-x", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    answer["resume"] = json!([{"interruptId": approval, "status": "cancelled"}]);
+    let rest = events(post(&server, &answer).await).await;
+    let custom = rest.iter().find(|e| e["type"] == "CUSTOM").expect("the resolution");
+    assert_eq!(custom["value"]["decision"], "expired");
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START"), "the client has the call: {:?}", types(&rest));
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "cancelled"}), "{rest:?}");
+    assert!(!server.project_dir().join("late.txt").exists());
+}
+
+#[tokio::test]
+async fn a_failed_run_ends_with_run_error_and_its_stored_error() {
+    // One model call is allowed; the tool result needs a second.
+    let engine = EngineConfig { max_turns: 1, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let project = server.default_project().await;
+    let body = input("thread-f", &project, json!([user("f1", "tool: read {\"path\":\"README.md\"}")]));
+    let events = events(post(&server, &body).await).await;
+    let end = events.last().expect("an end");
+    assert_eq!(end["type"], "RUN_ERROR", "{:?}", types(&events));
+    assert!(!types(&events).contains(&"RUN_FINISHED"));
+    let run = server.wait_run(events[0]["runId"].as_str().expect("runId")).await;
+    assert_eq!(run["status"], "failed");
+    assert_eq!(end["code"], run["error"]["code"]);
+    assert_eq!(end["code"], "max_turns_exceeded");
+    assert_eq!(end["message"], run["error"]["message"]);
+}
+
+#[tokio::test]
+async fn an_interrupt_answered_after_a_restart_goes_on_without_repeating_the_run() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "later.txt", "content": "after a long wait"}).to_string();
+    let messages = json!([user("u1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-u", &project, messages.clone())).await).await;
+    let interrupt = &asked.last().expect("an end")["outcome"]["interrupts"][0];
+    let (approval, call) = (interrupt["id"].clone(), interrupt["toolCallId"].clone());
+    // A restart in between: the new server knows nothing of the run's frames.
+    let server = server.restart().await;
+
+    let mut answer = input("thread-u", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let rest = events(post(&server, &answer).await).await;
+    let kinds = types(&rest);
+    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "CUSTOM"], "{kinds:?}");
+    assert_eq!(rest[2]["value"]["decision"], "once");
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_START"), "the client has the call: {kinds:?}");
+    let results: Vec<&Value> = rest.iter().filter(|e| e["type"] == "TOOL_CALL_RESULT").collect();
+    assert_eq!(results.len(), 1, "{kinds:?}");
+    assert_eq!(results[0]["toolCallId"], call);
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    let run = run_of(&server, &rest).await;
+    assert_eq!(text_of(&rest), stored_text(&server, &run).await, "every word once");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("later.txt")).expect("written"), "after a long wait");
+}

@@ -1,0 +1,336 @@
+// Drives a real `spool` binary through its AG-UI endpoint with `@ag-ui/client`'s own
+// HttpAgent, as an AG-UI frontend uses it: messages are added to the agent, `runAgent`
+// posts them and applies the event stream (the package verifies every event against
+// the protocol on the way), interrupts come back in `agent.pendingInterrupts` and are
+// answered with `resume`. What the agent holds must equal what the server stored.
+//
+// SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
+
+import { test, before, after } from "node:test"
+import assert from "node:assert/strict"
+import { spawn } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import { mkdtemp, readFile, realpath, rm, mkdir, writeFile, access } from "node:fs/promises"
+import { createInterface } from "node:readline"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import { HttpAgent } from "@ag-ui/client"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
+const WAIT_MS = 20_000
+
+let server
+let baseUrl
+let workDir
+let projectId
+let projectDir
+
+before(async () => {
+  workDir = await mkdtemp(path.join(tmpdir(), "spool-ag-ui-"))
+  server = spawn(
+    BIN,
+    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, "data"), "--scripted-delay-ms", "5"],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
+  )
+  let stderr = ""
+  server.stderr.on("data", (chunk) => (stderr += chunk))
+  const firstLine = await new Promise((resolve, reject) => {
+    const lines = createInterface({ input: server.stdout })
+    lines.once("line", resolve)
+    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
+    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS)
+  })
+  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
+  assert.ok(match, `unexpected first line: ${firstLine}`)
+  baseUrl = match[1]
+  projectDir = path.join(workDir, "project")
+  await mkdir(projectDir, { recursive: true })
+  await writeFile(path.join(projectDir, "README.md"), "# Demo\n\nA project for the AG-UI test.\n")
+  projectDir = await realpath(projectDir)
+  projectId = (await api("POST", "/api/projects", { path: projectDir })).id
+})
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", resolve))
+    server.kill("SIGTERM")
+    await exited
+  }
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+})
+
+async function api(method, url, body) {
+  const res = await fetch(baseUrl + url, {
+    method,
+    headers: body ? { "content-type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  })
+  assert.ok(res.ok, `${method} ${url}: ${res.status} ${await res.clone().text()}`)
+  return res.json()
+}
+
+// The README's example: an HttpAgent pointed at Spool. Its thread id (a UUID by
+// default) names a Spool session, made on the first run in forwardedProps.projectId.
+function spoolAgent() {
+  return new HttpAgent({
+    url: `${baseUrl}/api/ag-ui`,
+    // With a token: headers: { Authorization: `Bearer ${token}` },
+  })
+}
+
+// The README's answer to a run that stopped at approvals: one resume entry per
+// pending interrupt.
+function answerAll(agent, payload) {
+  return agent.pendingInterrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload }))
+}
+
+function say(agent, text) {
+  agent.addMessage({ id: randomUUID(), role: "user", content: text })
+}
+
+/** Runs the agent and returns the events it applied, in order. */
+async function run(agent, parameters = {}) {
+  const events = []
+  await agent.runAgent({ forwardedProps: { projectId }, ...parameters }, { onEvent: ({ event }) => events.push(event) })
+  return events
+}
+
+const types = (events) => events.map((e) => e.type)
+
+/** The events' types without the ones whose place is not fixed: a session's title
+ * comes from a model call of its own, whenever that call ends. */
+const shape = (events) =>
+  types(events.filter((e) => !(e.type === "STATE_DELTA" && e.delta.every((op) => op.path === "/title"))))
+    .filter((t, i, all) => t !== "TEXT_MESSAGE_CONTENT" || all[i - 1] !== "TEXT_MESSAGE_CONTENT")
+
+const assistantText = (messages) =>
+  messages
+    .filter((m) => m.role === "assistant" && typeof m.content === "string")
+    .map((m) => m.content)
+    .join("")
+
+/** The run a stream was for, and the stored assistant text after its prompt. */
+async function stored(runId) {
+  const run = await api("GET", `/api/runs/${runId}`)
+  const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
+  const after = page.messages.filter((m) => m.index > run.userMessageIndex)
+  const text = after
+    .filter((m) => m.role === "assistant")
+    .map((m) => m.content.filter((c) => c.type === "text").map((c) => c.text).join(""))
+    .join("")
+  return { run, text, messages: after }
+}
+
+test("streamed text is the stored answer, and a second run continues the same session", async () => {
+  const agent = spoolAgent()
+  say(agent, "echo: hello big wide world")
+  const events = await run(agent)
+  assert.deepEqual(shape(events), [
+    "RUN_STARTED",
+    "STATE_SNAPSHOT",
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "RUN_FINISHED",
+  ])
+  const started = events[0]
+  assert.match(started.runId, /^run_/, "the run is Spool's")
+  assert.equal(started.threadId, agent.threadId)
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  assert.equal(assistantText(agent.messages), "hello big wide world")
+  const first = await stored(started.runId)
+  assert.equal(assistantText(agent.messages), first.text)
+  assert.equal(agent.state.sessionId, first.run.sessionId, "STATE_SNAPSHOT names the session")
+
+  // The README's middleware for long threads: only the last user message is sent.
+  const posted = []
+  agent.use((input, next) => {
+    const messages = input.messages.filter((m) => m.role === "user").slice(-1)
+    posted.push(messages)
+    return next.run({ ...input, messages })
+  })
+  say(agent, "echo: again")
+  const second = await run(agent)
+  assert.deepEqual(posted.map((m) => m.map((x) => x.content)), [["echo: again"]])
+  const { run: again } = await stored(second[0].runId)
+  assert.equal(again.sessionId, first.run.sessionId, "the thread id names one session")
+  assert.notEqual(again.id, first.run.id)
+  assert.equal(assistantText(agent.messages), "hello big wide worldagain")
+})
+
+test("a Spool session id is a thread id: the agent continues that session", async () => {
+  const session = await api("POST", "/api/sessions", { projectId })
+  const agent = new HttpAgent({ url: `${baseUrl}/api/ag-ui`, threadId: session.id })
+  say(agent, "echo: into an existing session")
+  await agent.runAgent()
+  assert.equal(assistantText(agent.messages), "into an existing session")
+  const page = await api("GET", `/api/sessions/${session.id}/messages`)
+  assert.deepEqual(page.messages.map((m) => m.role), ["user", "assistant"])
+})
+
+test("a tool call arrives as TOOL_CALL_* events with its result", async () => {
+  const agent = spoolAgent()
+  say(agent, 'tool: read {"path":"README.md"}')
+  const events = await run(agent)
+  const calls = events.filter((e) => e.type === "TOOL_CALL_START")
+  assert.equal(calls.length, 1, JSON.stringify(types(events)))
+  assert.equal(calls[0].toolCallName, "read")
+  const id = calls[0].toolCallId
+  const own = events.filter((e) => e.toolCallId === id).map((e) => e.type)
+  assert.deepEqual(own.filter((t, i) => t !== own[i - 1]), [
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+  ])
+  const holder = agent.messages.find((m) => m.toolCalls?.some((c) => c.id === id))
+  const call = holder.toolCalls.find((c) => c.id === id)
+  assert.deepEqual(JSON.parse(call.function.arguments), { path: "README.md" })
+  const result = agent.messages.find((m) => m.role === "tool" && m.toolCallId === id)
+  assert.match(result.content, /A project for the AG-UI test/)
+  const { text, messages } = await stored(events[0].runId)
+  const storedResult = messages.find((m) => m.role === "toolResult")
+  assert.equal(result.content, storedResult.content.map((c) => c.text).join(""))
+  assert.equal(assistantText(agent.messages), text)
+  assert.notEqual(text, "")
+})
+
+/** Asks to write `file` (which needs a person's approval) and returns the interrupt. */
+async function askToWrite(agent, file) {
+  say(agent, `tool: write ${JSON.stringify({ path: file, content: "written through AG-UI" })}`)
+  const events = await run(agent)
+  const finished = events.at(-1)
+  assert.equal(finished.type, "RUN_FINISHED")
+  assert.equal(finished.outcome.type, "interrupt", JSON.stringify(finished))
+  assert.equal(agent.pendingInterrupts.length, 1)
+  const [interrupt] = agent.pendingInterrupts
+  assert.match(interrupt.id, /^per_/)
+  assert.equal(interrupt.reason, "tool_approval")
+  assert.equal(interrupt.metadata.spool.tool, "write")
+  const call = events.find((e) => e.type === "TOOL_CALL_START" && e.toolCallId === interrupt.toolCallId)
+  assert.equal(call?.toolCallName, "write", "the call was announced before the interrupt")
+  await assert.rejects(access(path.join(projectDir, file)), "nothing is written before the decision")
+  return { runId: events[0].runId, interrupt }
+}
+
+test("an approval round trip: the interrupt is answered, the run continues and the call runs once", async () => {
+  const agent = spoolAgent()
+  const { runId, interrupt } = await askToWrite(agent, "approved.txt")
+  const resume = answerAll(agent, { approved: true })
+  assert.deepEqual(resume, [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }])
+  const events = await run(agent, { resume })
+  assert.equal(events[0].type, "RUN_STARTED")
+  assert.equal(events[0].runId, runId, "the continuation is the same Spool run")
+  const resolved = events.find((e) => e.type === "CUSTOM" && e.name === "spool.approval_resolved")
+  assert.equal(resolved.value.approvalId, interrupt.id)
+  assert.equal(resolved.value.decision, "once")
+  const result = events.find((e) => e.type === "TOOL_CALL_RESULT")
+  assert.equal(result.toolCallId, interrupt.toolCallId)
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  assert.deepEqual(agent.pendingInterrupts, [])
+  assert.equal(await readFile(path.join(projectDir, "approved.txt"), "utf8"), "written through AG-UI")
+
+  // The same answer again (a retried request) gets the continuation again, and the
+  // call does not run twice; another answer to the decided interrupt is refused.
+  const input = {
+    threadId: agent.threadId,
+    runId: randomUUID(),
+    messages: agent.messages,
+    tools: [],
+    context: [],
+    forwardedProps: {},
+  }
+  const retried = await fetch(`${baseUrl}/api/ag-ui`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify({ ...input, resume }),
+  })
+  assert.equal(retried.status, 200)
+  assert.match(await retried.text(), /"outcome":\{"type":"success"\}/)
+  const other = await fetch(`${baseUrl}/api/ag-ui`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...input, resume: answerAll({ pendingInterrupts: [interrupt] }, { approved: false }) }),
+  })
+  assert.equal(other.status, 409, await other.clone().text())
+  const { run: settled, messages } = await stored(runId)
+  assert.equal(settled.status, "completed")
+  assert.equal(messages.filter((m) => m.role === "toolResult" && m.toolCallId === interrupt.toolCallId).length, 1)
+  assert.equal(assistantText(agent.messages), (await stored(runId)).text)
+})
+
+test("an approval round trip: denied, the call never runs and the model is told why", async () => {
+  const agent = spoolAgent()
+  const { runId, interrupt } = await askToWrite(agent, "denied.txt")
+  const events = await run(agent, { resume: answerAll(agent, { approved: false, reason: "not this file" }) })
+  const resolved = events.find((e) => e.type === "CUSTOM" && e.name === "spool.approval_resolved")
+  assert.equal(resolved.value.decision, "reject")
+  assert.equal(resolved.value.message, "not this file")
+  const result = events.find((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === interrupt.toolCallId)
+  assert.match(result.content, /not this file/)
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  await assert.rejects(access(path.join(projectDir, "denied.txt")))
+  const { run: settled } = await stored(runId)
+  assert.equal(settled.status, "completed")
+})
+
+/** Polls the run until `done(run)` holds (the server settles an abort on its own time). */
+async function waitForRun(runId, done) {
+  const deadline = Date.now() + WAIT_MS
+  for (;;) {
+    const run = await api("GET", `/api/runs/${runId}`)
+    if (done(run)) return run
+    assert.ok(Date.now() < deadline, `run ${runId} is still ${run.status}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+test("abortRun() cancels the run", async () => {
+  const agent = spoolAgent()
+  say(agent, "stream: 5000")
+  let runId
+  const contents = []
+  await agent.runAgent(
+    { forwardedProps: { projectId } },
+    {
+      onRunStartedEvent: ({ event }) => {
+        runId = event.runId
+      },
+      onTextMessageContentEvent: ({ event }) => {
+        contents.push(event.delta)
+        if (contents.length === 3) agent.abortRun()
+      },
+    },
+  )
+  assert.match(runId, /^run_/)
+  assert.ok(contents.length >= 3)
+  const run = await waitForRun(runId, (r) => r.status !== "running")
+  assert.equal(run.status, "cancelled")
+  const { text } = await stored(runId)
+  assert.ok(text.split(" ").length < 5000, "the run stopped before its end")
+})
+
+test("bad requests are refused with a JSON error", async () => {
+  const post = (body) =>
+    fetch(`${baseUrl}/api/ag-ui`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    })
+  const messages = [{ id: randomUUID(), role: "user", content: "echo: hi" }]
+  const base = { runId: randomUUID(), tools: [], context: [], forwardedProps: { projectId } }
+  for (const [body, status, code] of [
+    [{ ...base, threadId: "../etc", messages }, 400, "invalid_thread_id"],
+    [{ ...base, threadId: "x".repeat(129), messages }, 400, "invalid_thread_id"],
+    [{ ...base, threadId: randomUUID(), messages, forwardedProps: {} }, 400, "missing_project"],
+    [{ ...base, threadId: randomUUID(), messages: [] }, 400, "no_user_message"],
+    [{ ...base, threadId: randomUUID(), messages, resume: [{ interruptId: "nope", status: "resolved" }] }, 400, "invalid_interrupt"],
+    [{ ...base, threadId: "ses_01jd0000000000000000000001", messages }, 404, "not_found"],
+  ]) {
+    const res = await post(body)
+    assert.equal(res.status, status, JSON.stringify(body))
+    assert.equal((await res.json()).error.code, code)
+  }
+})
