@@ -258,8 +258,8 @@ impl Accepted {
             Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "connection failed before its first request"),
             Err(_) => return tracing::debug!(%peer, "dropping connection: no request within the header timeout"),
         };
-        let Accepted { slot, app, hard_stop, .. } = self;
-        let _open = OpenConnection::count();
+        let Accepted { slot, app, hard_stop, metrics, .. } = self;
+        let _open = metrics.as_ref().map(Metrics::http_connection);
         let _slot = slot;
         let token = CancellationToken::new();
         request.extensions_mut().insert(ConnectionToken(token.clone()));
