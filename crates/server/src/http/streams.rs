@@ -269,13 +269,16 @@ impl Mux {
         let why = loop {
             let streams = &self.streams;
             let cut = || streams.iter().any(|s| s.frames.is_cut());
-            if !write(&mut tx, &mut self.kills, out.drain(..).map(Message::Text), cut).await {
+            // The write, a client message and a deletion check are boxed: this task's
+            // future is as large as its largest state, and an idle socket sits in the
+            // `select!` below, which needs none of theirs (issue 19: per-socket RSS).
+            if !Box::pin(write(&mut tx, &mut self.kills, out.drain(..).map(Message::Text), cut)).await {
                 // Stuck for the write timeout, or cut while a write was blocked.
                 break Closing::Gone;
             }
             tokio::select! {
                 message = rx.next() => match message {
-                    Some(Ok(Message::Text(text))) => self.on_message(text.as_str(), &mut out).await,
+                    Some(Ok(Message::Text(text))) => Box::pin(self.on_message(text.as_str(), &mut out)).await,
                     Some(Ok(Message::Binary(_))) => {
                         push_error(&mut out, "", &ApiError::bad_request("invalid_message", "messages are JSON text"));
                     }
@@ -297,7 +300,7 @@ impl Mux {
                         }
                         Frames::Session(_, ref session) => {
                             let session = session.clone();
-                            if !self.deleted(&session).await {
+                            if !Box::pin(self.deleted(&session)).await {
                                 // Closed under a session that is still there (this node's
                                 // view of it went stale): the client comes back with its
                                 // cursors, as an SSE client would.
