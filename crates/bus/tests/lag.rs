@@ -123,4 +123,11 @@ async fn a_node_behind_the_cursor_waits_for_the_frames_instead_of_sending_a_snap
         behind.seq,
         cursor.seq
     );
+    // With a bus, each node reports its own lag behind it, under its own name.
+    for (engine, name) in [(&a, "a"), (&b, "b")] {
+        let text = engine.metrics_text();
+        let series = format!("spool_bus_lag_frames{{node=\"{name}\"}} ");
+        let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()));
+        assert!(line.is_some_and(|v| v.parse::<u64>().is_ok()), "no {series} in:\n{text}");
+    }
 }

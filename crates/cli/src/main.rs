@@ -204,6 +204,9 @@ struct ServeArgs {
     /// The PEM private key of --tls-cert (PKCS#8, RSA or EC).
     #[arg(long, env = "SPOOL_TLS_KEY", value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Record no metrics and do not serve /metrics (every recording becomes a no-op).
+    #[arg(long, env = "SPOOL_NO_METRICS")]
+    no_metrics: bool,
 }
 
 #[tokio::main]
@@ -311,7 +314,6 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = resolve_addr(&args.addr).await?;
-    give_back_freed_memory();
     // One server per SQLite data directory, locked before the store is opened (the
     // public-bind check below may open it). A data directory that does not exist yet
     // holds no store to protect, and a refused start must not create it.
@@ -362,6 +364,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         secs => Some(GitPolling { every: Duration::from_secs(secs), probe: Arc::new(spool_tools::GitReader) }),
     };
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
+    engine_config.metrics = !args.no_metrics;
     engine_config.workspace_roots.global =
         args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();
     engine_config.workspace_roots.per_user =
@@ -398,6 +401,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => Engine::start(store, models, tools, engine_config).await,
     }
     .context("starting the engine")?;
+    give_back_freed_memory(engine.metrics().clone());
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
@@ -554,14 +558,14 @@ fn default_node_id() -> String {
 /// brought it to 29 MiB. It walks the free lists under the arena locks, so it runs
 /// only when fewer connections are open than at the previous look, on a thread of its
 /// own, at most every few seconds. jemalloc measured worse, so the allocator stays.
-fn give_back_freed_memory() {
+fn give_back_freed_memory(metrics: spool_engine::metrics::Metrics) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         unsafe extern "C" {
             fn malloc_trim(pad: usize) -> std::ffi::c_int;
         }
         let every = std::time::Duration::from_secs(3);
-        let open = || spool_engine::metrics::METRICS.http_connections.load(std::sync::atomic::Ordering::Relaxed);
+        let open = move || metrics.open_http_connections();
         let spawned = std::thread::Builder::new().name("malloc-trim".into()).spawn(move || {
             let mut last = open();
             loop {
@@ -578,4 +582,6 @@ fn give_back_freed_memory() {
             tracing::warn!(error = %e, "could not start the memory trimmer");
         }
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    drop(metrics);
 }

@@ -41,6 +41,25 @@ fn serve_prints_its_port_answers_and_stops_on_sigterm() {
 }
 
 #[test]
+fn metrics_are_served_as_openmetrics_unless_turned_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server, addr) = start(&dir.path().join("data"), "127.0.0.1:0");
+    let response = http_get(&addr, "/metrics");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.contains("content-type: application/openmetrics-text; version=1.0.0"), "{response}");
+    assert!(response.contains("\nspool_frames_sent_total 0\n") && response.ends_with("# EOF\n"), "{response}");
+    server.stop();
+
+    let data = dir.path().join("off");
+    let data = data.to_str().expect("a UTF-8 temp path");
+    let (server, base) = serve(&["--addr", "127.0.0.1:0", "--data-dir", data, "--no-metrics"]);
+    let addr = base.strip_prefix("http://").expect("an http:// address");
+    let response = http_get(addr, "/metrics");
+    assert!(response.starts_with("HTTP/1.1 404 Not Found\r\n"), "{response}");
+    server.stop();
+}
+
+#[test]
 fn serve_refuses_non_loopback_addresses() {
     let dir = tempfile::tempdir().expect("temp dir");
     let output = spool()

@@ -286,7 +286,7 @@ impl Approvals {
         if !won {
             return Ok(DecisionOutcome::AlreadyResolved);
         }
-        crate::metrics::METRICS.approval_waited(now - approval.created_at);
+        self.env.metrics.approval_waited(now - approval.created_at);
         if input.decision == Decision::Always {
             // From now on this tool is allowed in this session, whatever its argument.
             let mut session = loaded.events.read(|s| s.session.clone());
@@ -477,7 +477,7 @@ impl Approvals {
         run.ended_at = Some(now);
         run.error = Some(error);
         store.update_run(&run).await?;
-        crate::metrics::METRICS.run_settled(RunStatus::Cancelled);
+        self.env.metrics.run_settled(RunStatus::Cancelled);
         publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
         // The parked call never runs: end it (and the prompt's timing) in every view.
         crate::run::end_parked_calls(&self.env, loaded, &run, checkpoint).await;
@@ -587,7 +587,11 @@ pub(crate) struct SortedCalls {
 /// the decision and marking the run `running` again; one that started without a result
 /// has its run failed with `tool_outcome_unknown`, never re-run. Every other running
 /// run is left to the caller (`server_restarted`, `node_lost`).
-pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) -> Result<SortedCalls> {
+pub(crate) async fn sort_decided(
+    store: &dyn Store,
+    only: Option<&SessionId>,
+    metrics: &crate::metrics::Metrics,
+) -> Result<SortedCalls> {
     let mut sorted = SortedCalls::default();
     for decided in store.decided_calls().await? {
         if only.is_some_and(|s| s != &decided.approval.session_id) {
@@ -659,7 +663,7 @@ pub(crate) async fn sort_decided(store: &dyn Store, only: Option<&SessionId>) ->
                     store.insert_message(&run.session_id, &run.owner_id, &indexed).await?;
                 }
                 store.update_run(&run).await?;
-                crate::metrics::METRICS.run_settled(RunStatus::Failed);
+                metrics.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, approval = %decided.approval.id, "an approved call was cut off by a crash: tool_outcome_unknown");
                 sorted.unknown.push(run);
             }

@@ -79,6 +79,9 @@ pub struct EngineConfig {
     /// expiry, idempotency claims and the idle-session janitor all read and sleep on it
     /// (see [`crate::clock`]). The system clock, unless a test moves time itself.
     pub clock: crate::Clock,
+    /// Whether `/metrics` is recorded and served (see [`crate::metrics`]); `false`
+    /// (`spool serve --no-metrics`) makes every recording a no-op.
+    pub metrics: bool,
 }
 
 impl Default for EngineConfig {
@@ -103,6 +106,7 @@ impl Default for EngineConfig {
             data_dir: None,
             git: None,
             clock: crate::Clock::system(),
+            metrics: true,
         }
     }
 }
@@ -295,6 +299,7 @@ impl Engine {
         frames: Option<Arc<dyn crate::FrameBus>>,
     ) -> Result<Engine> {
         let local_user = store.ensure_user("local").await?;
+        let metrics = crate::metrics::Metrics::new(config.metrics);
         let error = RunError {
             code: "server_restarted".into(),
             message: "the server stopped while this run was executing".into(),
@@ -303,7 +308,7 @@ impl Engine {
         // Alone, a run whose acknowledged decision never reached its tool resumes.
         let decided = match config.shared_store {
             true => Vec::new(),
-            false => crate::approvals::sort_decided(&*store, None).await?.resume,
+            false => crate::approvals::sort_decided(&*store, None, &metrics).await?.resume,
         };
         let keep: Vec<RunId> = decided.iter().map(|d| d.approval.run_id.clone()).collect();
         let failed = if config.shared_store { 0 } else { store.fail_running_runs(&error, now_ms(), &keep).await? };
@@ -348,6 +353,7 @@ impl Engine {
             settings,
             node_id,
             clock,
+            metrics,
         };
         let (env, expiries, settled) = RunEnv::new(parts);
         let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));
@@ -962,16 +968,18 @@ impl Engine {
             _ => None,
         };
         let (limits, lists) = (self.inner.config.limits, self.inner.lists.clone());
+        let metrics = self.inner.env.metrics.clone();
         let events = match (&self.inner.frames, opened) {
             (Some(bus), Some(opened)) => {
                 let follower = Arc::new(EngineFollower { inner: Arc::downgrade(&self.inner) });
                 let node = self.inner.config.node_id.clone();
-                let events = SessionEvents::followed(state, limits, lists, bus.clone(), follower.clone(), opened, node);
+                let events =
+                    SessionEvents::followed(state, limits, lists, metrics, bus.clone(), follower.clone(), opened, node);
                 // A run on another node has streamed text the store does not hold yet.
                 events.catch_up_with_runner(&*follower).await;
                 events
             }
-            _ => SessionEvents::observed(id.clone(), state, limits, lists),
+            _ => SessionEvents::observed(id.clone(), state, limits, lists, metrics),
         };
         if let Some(count) = self.parked_count(handle.as_ref()).await {
             events.resume_run_count(count);
@@ -1398,6 +1406,36 @@ impl Engine {
         }
         *open += 1;
         Ok(StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() })
+    }
+
+    /// This engine's metrics (see [`crate::metrics`]): the server records HTTP requests,
+    /// connections and open streams in them.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.env.metrics
+    }
+
+    /// `/metrics`: the OpenMetrics text, with the gauges read from the engine's state
+    /// now (loaded sessions, active runs, list streams, bus lag).
+    pub fn metrics_text(&self) -> String {
+        let sessions = self.inner.sessions.all();
+        let (mut running, mut parked, mut lag) = (0, 0, 0);
+        for loaded in &sessions {
+            match loaded.active() {
+                Some(handle) if handle.interrupted.is_some() => parked += 1,
+                Some(_) => running += 1,
+                None => {}
+            }
+            lag += loaded.events.bus_lag().unwrap_or(0);
+        }
+        let metrics = self.metrics();
+        metrics.set_scraped(crate::metrics::Scraped {
+            loaded_sessions: sessions.len(),
+            running,
+            parked,
+            list_streams: self.inner.lists.subscriber_count(),
+            bus_lag: self.inner.frames.as_ref().map(|_| (self.inner.config.node_id.as_str(), lag)),
+        });
+        metrics.encode()
     }
 
     pub(crate) fn active_runs_of(&self, owner: &UserId) -> usize {

@@ -70,7 +70,8 @@ impl Engine {
                 // Our own run, alive but late renewing: its renewal loop decides.
                 continue;
             }
-            let sorted = crate::approvals::sort_decided(&**store, Some(&lease.session_id)).await?;
+            let sorted =
+                crate::approvals::sort_decided(&**store, Some(&lease.session_id), &self.inner.env.metrics).await?;
             let mut lost = sorted.unknown;
             let error = RunError {
                 code: "node_lost".into(),
@@ -87,7 +88,7 @@ impl Engine {
                 run.ended_at = Some(now);
                 run.updated_at = now;
                 store.update_run(&run).await?;
-                crate::metrics::METRICS.run_settled(RunStatus::Failed);
+                self.inner.env.metrics.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
                 lost.push(run);
             }

@@ -490,7 +490,11 @@ impl RunTask {
             stop_reason = tracing::field::Empty,
         );
         let before = self.run.usage;
+        let started = self.env.clock.now_ms();
         let streamed = tracing::Instrument::instrument(self.stream_model(), span.clone()).await;
+        if let Ok((Message::Assistant { model, .. }, _)) = &streamed {
+            self.env.metrics.model_call(model, self.env.clock.now_ms() - started);
+        }
         let after = self.run.usage;
         span.record("input_tokens", after.input.saturating_sub(before.input));
         span.record("output_tokens", after.output.saturating_sub(before.output));
@@ -534,7 +538,8 @@ impl RunTask {
             self.env.tools.specs_for(self.mode()),
         );
         let cancel = self.handle.cancel.clone();
-        let call_started = now_ms();
+        // On the engine's clock, as the other durations in `/metrics` are.
+        let call_started = self.env.clock.now_ms();
         let mut first_event = true;
         let opened = tokio::select! {
             biased;
@@ -583,7 +588,7 @@ impl RunTask {
                 )
             {
                 first_event = false;
-                crate::metrics::METRICS.first_token_after(now_ms() - call_started);
+                self.env.metrics.first_token_after(self.env.clock.now_ms() - call_started);
             }
             let event = match next {
                 Some(Ok(event)) => event,
@@ -823,6 +828,7 @@ impl RunTask {
                 let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
                 ctx.progress = progress;
                 let mut live = LiveOutput::new(&call_id, &name);
+                let started = self.env.clock.now_ms();
                 let mut running = Box::pin(tool.call(args, &ctx));
                 let finished = loop {
                     tokio::select! {
@@ -835,6 +841,7 @@ impl RunTask {
                 // Stopped: the call is dropped first (which kills what it started), so
                 // nothing more is printed after the output the result keeps.
                 drop(running);
+                self.env.metrics.tool_call(&name, self.env.clock.now_ms() - started);
                 self.stream_output(&mut live, reader.rest(), true);
                 finished.unwrap_or_else(|| {
                     aborted = true;
@@ -1105,7 +1112,7 @@ impl RunTask {
             (other, _) => other,
         };
         tracing::info!(status = outcome.status().as_str(), "run settled");
-        crate::metrics::METRICS.run_settled(outcome.status());
+        self.env.metrics.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
             // Durable already; the run continues when someone decides, on whichever
             // node wins the decision: no lease is held while it waits.

@@ -45,6 +45,8 @@ pub(crate) struct RunEnv {
     pub settings: RunSettings,
     /// What approvals are stamped with and expire by (see [`crate::clock`]).
     pub clock: Clock,
+    /// The engine's metrics (see [`crate::metrics`]).
+    pub metrics: crate::metrics::Metrics,
     /// Spool's data directory: no tool path resolves into it.
     data_dir: Option<PathBuf>,
     leases: Arc<Leases>,
@@ -78,15 +80,28 @@ pub(crate) struct RunParts {
     /// This node's name: its own watchers are not "elsewhere".
     pub node_id: String,
     pub clock: Clock,
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl RunEnv {
     pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries, Settled) {
-        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id, clock } = parts;
+        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id, clock, metrics } = parts;
         let (expiries, armed) = mpsc::unbounded_channel();
         let (settled, settlements) = mpsc::unbounded_channel();
-        let env =
-            RunEnv { store, models, tools, settings, clock, data_dir, leases, frames, node_id, expiries, settled };
+        let env = RunEnv {
+            store,
+            models,
+            tools,
+            settings,
+            clock,
+            metrics,
+            data_dir,
+            leases,
+            frames,
+            node_id,
+            expiries,
+            settled,
+        };
         (Arc::new(env), armed, settlements)
     }
 

@@ -53,7 +53,8 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
             engine.close_streams();
         }
     });
-    let result = serve_with(listener, router(state), shutdown, limits, tls).await;
+    let metrics = Some(engine.metrics().clone());
+    let result = serve_with(listener, router(state), shutdown, limits, tls, metrics).await;
     closer.abort();
     engine.auth().withdraw_listener().await;
     result

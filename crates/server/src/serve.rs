@@ -46,15 +46,16 @@
 mod event_stream;
 
 use crate::tls::TlsConfig;
-use event_stream::{Rewind, Sniffed};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::http::Request;
 use axum::http::request::Parts;
+use event_stream::{Rewind, Sniffed};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
+use spool_engine::metrics::Metrics;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -112,16 +113,18 @@ impl Default for ConnectionLimits {
 /// Serves `app` on `listener` until `shutdown` is cancelled, then shuts down gracefully.
 /// HTTP/1.1 and HTTP/2 (prior knowledge), with upgrades for WebSocket; no TLS.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> io::Result<()> {
-    serve_with(listener, app, shutdown, ConnectionLimits::default(), None).await
+    serve_with(listener, app, shutdown, ConnectionLimits::default(), None, None).await
 }
 
-/// [`serve`] with the given limits, and over TLS when `tls` is given.
+/// [`serve`] with the given limits, over TLS when `tls` is given, counting open
+/// connections in `metrics` when given.
 pub async fn serve_with(
     listener: TcpListener,
     app: Router,
     shutdown: CancellationToken,
     limits: ConnectionLimits,
     tls: Option<TlsConfig>,
+    metrics: Option<Metrics>,
 ) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
@@ -160,6 +163,7 @@ pub async fn serve_with(
             app: app.clone(),
             shutdown: shutdown.clone(),
             hard_stop: hard_stop.clone(),
+            metrics: metrics.clone(),
         };
         let acceptor = acceptor.clone();
         // The handshake happens in the connection's own task, so a client that never
@@ -200,6 +204,8 @@ struct Accepted {
     app: Router,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
+    /// Where the connection is counted while it is open.
+    metrics: Option<Metrics>,
 }
 
 impl Accepted {
@@ -252,8 +258,8 @@ impl Accepted {
             Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "connection failed before its first request"),
             Err(_) => return tracing::debug!(%peer, "dropping connection: no request within the header timeout"),
         };
-        let Accepted { slot, app, hard_stop, .. } = self;
-        let _open = OpenConnection::count();
+        let Accepted { slot, app, hard_stop, metrics, .. } = self;
+        let _open = metrics.as_ref().map(Metrics::http_connection);
         let _slot = slot;
         let token = CancellationToken::new();
         request.extensions_mut().insert(ConnectionToken(token.clone()));
@@ -267,7 +273,7 @@ impl Accepted {
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
-        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop } = self;
+        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop, metrics } = self;
         let Some(slot) = slot else {
             // One answer, then closed; a client that sends nothing is dropped. HTTP/2
             // ignores `Connection: close`, so after the first request the connection is
@@ -299,7 +305,7 @@ impl Accepted {
             }
             return;
         };
-        let _open = OpenConnection::count();
+        let _open = metrics.as_ref().map(Metrics::http_connection);
         let _slot = slot;
         let token = CancellationToken::new();
         // Cancelled by the connection's first request.
@@ -420,21 +426,5 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Counts an open HTTP connection in `/metrics` for as long as it lives.
-struct OpenConnection;
-
-impl OpenConnection {
-    fn count() -> Self {
-        spool_engine::metrics::METRICS.http_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        OpenConnection
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        spool_engine::metrics::METRICS.http_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

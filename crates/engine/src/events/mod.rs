@@ -48,7 +48,7 @@
 //! its log) or fails (a frame that may be missing must not become a hole).
 
 use crate::framebus::Watchers;
-use crate::metrics::METRICS;
+use crate::metrics::{FRAME_SAMPLE_EVERY, Metrics};
 use crate::run_sequence::{RunCount, RunSequences};
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
@@ -56,10 +56,9 @@ use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{ApprovalId, Cursor, RunId, SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod replication;
@@ -150,6 +149,8 @@ struct Shared {
     /// runs, a first user message) — never for deltas or tool events.
     /// Where to announce list changes, and the project (and its owner) this session is in.
     lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
+    /// The engine's metrics (a fresh, unread set for a stream built alone, in tests).
+    metrics: Metrics,
     /// A std mutex: nothing awaits while it is held, and every critical section is a
     /// few pointer moves plus at most one frame's serialization.
     inner: Mutex<Inner>,
@@ -163,6 +164,9 @@ struct Entry {
     bytes: Bytes,
     /// The run and run-stream sequence this frame is the event of, if any.
     mark: Option<(RunId, u64)>,
+    /// When it entered the ring, for one frame in [`FRAME_SAMPLE_EVERY`] (by seq) while
+    /// metrics are on: what the frame delivery histogram samples.
+    published: Option<Instant>,
 }
 
 struct Slot {
@@ -209,7 +213,7 @@ struct Inner {
 
 impl SessionEvents {
     pub fn new(session_id: SessionId, state: SessionState, limits: EventLimits) -> Self {
-        Self::build(session_id, state, limits, None)
+        Self::build(session_id, state, limits, None, Metrics::default())
     }
 
     /// Like [`new`](Self::new), telling `lists` whenever the session's list entry may
@@ -219,9 +223,10 @@ impl SessionEvents {
         state: SessionState,
         limits: EventLimits,
         lists: crate::lists::ListNotifier,
+        metrics: Metrics,
     ) -> Self {
         let (project, owner) = (state.session.project_id.clone(), state.session.owner_id.clone());
-        Self::build(session_id, state, limits, Some((lists, project, owner)))
+        Self::build(session_id, state, limits, Some((lists, project, owner)), metrics)
     }
 
     fn build(
@@ -229,8 +234,10 @@ impl SessionEvents {
         state: SessionState,
         limits: EventLimits,
         lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
+        metrics: Metrics,
     ) -> Self {
-        Self { shared: Arc::new(Shared::new(session_id, state, limits, lists, StreamId::new(), 0, None)) }
+        let shared = Shared::new(session_id, state, limits, lists, metrics, StreamId::new(), 0, None);
+        Self { shared: Arc::new(shared) }
     }
 
     pub fn stream_id(&self) -> StreamId {
@@ -416,11 +423,8 @@ impl SessionEvents {
         }
         let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync, interactive };
         inner.subscribers.insert(id, slot);
-        METRICS.session_streams.fetch_add(1, Relaxed);
-        match start {
-            Start::Replay { .. } => METRICS.replays.fetch_add(1, Relaxed),
-            Start::Snapshot { .. } => METRICS.snapshots.fetch_add(1, Relaxed),
-        };
+        self.shared.metrics.session_streams(1);
+        self.shared.metrics.stream_started(matches!(start, Start::Replay { .. }));
         inner.interactive += usize::from(interactive);
         let count = inner.subscribers.len();
         drop(inner);
@@ -471,6 +475,7 @@ impl Shared {
         state: SessionState,
         limits: EventLimits,
         lists: Option<(crate::lists::ListNotifier, spool_protocol::ProjectId, spool_protocol::UserId)>,
+        metrics: Metrics,
         stream_id: StreamId,
         seq: u64,
         bus: Option<BusSide>,
@@ -493,7 +498,8 @@ impl Shared {
             min_cursor_hint: seq,
             closed: false,
         };
-        Self { session_id, limits, bus, count: tokio::sync::watch::Sender::new(0), lists, inner: Mutex::new(inner) }
+        let count = tokio::sync::watch::Sender::new(0);
+        Self { session_id, limits, bus, count, lists, metrics, inner: Mutex::new(inner) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -516,10 +522,11 @@ impl Shared {
         let mark = inner.runs.count(&body);
         let frame = Arc::new(Frame { body, session_id: self.session_id.clone(), stream_id, seq });
         let bytes = frame.to_sse();
+        let published = (seq % FRAME_SAMPLE_EVERY == 0 && self.metrics.is_on()).then(Instant::now);
         inner.seq = seq;
         inner.ring_bytes += bytes.len();
-        inner.ring.push_back(Entry { seq, frame, bytes, mark });
-        inner.evict(&self.limits);
+        inner.ring.push_back(Entry { seq, frame, bytes, mark, published });
+        inner.evict(&self.limits, &self.metrics);
         for slot in inner.subscribers.values_mut() {
             if let Some(w) = slot.waker.take() {
                 wake.push(w);
@@ -598,7 +605,7 @@ impl Inner {
 
     /// Drops the oldest frames that neither the replay window nor any subscriber within
     /// its queue limit needs, and cuts subscribers that needed them.
-    fn evict(&mut self, limits: &EventLimits) {
+    fn evict(&mut self, limits: &EventLimits, metrics: &Metrics) {
         let mut evicted_to = None;
         while self.ring.len() > 1 {
             let front = &self.ring[0];
@@ -622,7 +629,7 @@ impl Inner {
             for slot in self.subscribers.values_mut() {
                 if slot.cursor < seq && !slot.cut {
                     slot.cut = true;
-                    METRICS.slow_client_cuts.fetch_add(1, Relaxed);
+                    metrics.slow_client_cut();
                     slot.kill.cancel();
                     if let Some(w) = slot.waker.take() {
                         w.wake();
@@ -681,8 +688,9 @@ impl Subscription {
         snapshot: impl FnOnce(Arc<Frame>) -> T,
         frames: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> (T, u64),
     ) -> Poll<Option<T>> {
+        let metrics = &self.events.shared.metrics;
         if let Some(first) = self.first.take() {
-            METRICS.frames_sent.fetch_add(1, Relaxed);
+            metrics.frames_sent(1);
             return Poll::Ready(Some(snapshot(first)));
         }
         let mut inner = self.events.lock();
@@ -702,7 +710,7 @@ impl Subscription {
             slot.resync = false;
             slot.cursor = inner.seq;
             let frame = inner.snapshot(&self.events.shared);
-            METRICS.frames_sent.fetch_add(1, Relaxed);
+            metrics.frames_sent(1);
             return Poll::Ready(Some(snapshot(frame)));
         }
         if slot.cursor >= inner.seq {
@@ -713,13 +721,21 @@ impl Subscription {
         if slot.cursor + 1 < first_seq {
             // Lagged past the ring: treated exactly like a slow client.
             slot.cut = true;
-            METRICS.slow_client_cuts.fetch_add(1, Relaxed);
+            metrics.slow_client_cut();
             slot.kill.cancel();
             return Poll::Ready(None);
         }
         let start = (slot.cursor + 1 - first_seq) as usize;
         let (out, last) = frames(&mut inner.ring.range(start..));
-        METRICS.frames_sent.fetch_add(last - slot.cursor, Relaxed);
+        metrics.frames_sent(last - slot.cursor);
+        // The newest sampled frame of this batch, if it holds one (see
+        // `FRAME_SAMPLE_EVERY`): integer arithmetic, no walk over the batch.
+        let sampled = last / FRAME_SAMPLE_EVERY * FRAME_SAMPLE_EVERY;
+        if sampled > slot.cursor
+            && let Some(published) = inner.ring.get((sampled - first_seq) as usize).and_then(|e| e.published)
+        {
+            metrics.frame_delivered(published.elapsed());
+        }
         slot.cursor = last;
         Poll::Ready(Some(out))
     }
@@ -757,7 +773,7 @@ impl Stream for Subscription {
             },
         );
         if let Poll::Ready(Some(bytes)) = &out {
-            METRICS.bytes_sent.fetch_add(bytes.len() as u64, Relaxed);
+            self.events.shared.metrics.bytes_sent(bytes.len() as u64);
         }
         out
     }
@@ -790,7 +806,7 @@ impl Drop for Subscription {
         let mut inner = self.events.lock();
         if let Some(slot) = inner.subscribers.remove(&self.id) {
             inner.interactive -= usize::from(slot.interactive);
-            METRICS.session_streams.fetch_sub(1, Relaxed);
+            self.events.shared.metrics.session_streams(-1);
         }
         let count = inner.subscribers.len();
         drop(inner);

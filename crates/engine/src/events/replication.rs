@@ -7,7 +7,7 @@
 
 use super::{BUS_LAG_WAIT, Entry, EventLimits, SessionEvents, Shared};
 use crate::framebus::{self, BusItem, FrameBus, Watchers};
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::run_sequence::RunSequences;
 use crate::view::apply_frame;
 use bytes::Bytes;
@@ -15,7 +15,6 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{Cursor, SessionId, StreamId};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::Duration;
@@ -46,10 +45,12 @@ impl SessionEvents {
     /// Bus mode: a session followed through `bus` from `opened` (see the module doc).
     /// `state` is the store's, read after `opened` was taken, so the frames the bus
     /// delivers from there on apply to it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn followed(
         state: SessionState,
         limits: EventLimits,
         lists: crate::lists::ListNotifier,
+        metrics: Metrics,
         bus: Arc<dyn FrameBus>,
         follower: Arc<dyn Follower>,
         opened: Opened,
@@ -71,6 +72,7 @@ impl SessionEvents {
             state,
             limits,
             Some((lists, project, owner)),
+            metrics,
             head.stream_id.clone(),
             head.seq,
             Some(side),
@@ -81,6 +83,15 @@ impl SessionEvents {
         tokio::spawn(report_task(weak.clone(), session.clone(), bus.clone(), node, count, stop.clone()));
         tokio::spawn(follow_task(weak, session, bus, follower, listener, stop));
         Self { shared }
+    }
+
+    /// Bus mode: how many of this instance's own frames went to the bus and have not
+    /// come back through it yet (queued for the publisher, in flight, or published and
+    /// not yet heard on the PUB/SUB link). `None` without a bus.
+    pub(crate) fn bus_lag(&self) -> Option<u64> {
+        let bus = self.shared.bus.as_ref()?;
+        let sent = self.lock().sent;
+        Some(sent.saturating_sub(*bus.echoed.borrow()))
     }
 
     /// Bus mode: when `cursor` is of this stream but older than the ring holds (this node
@@ -123,7 +134,7 @@ impl SessionEvents {
             let stream_id = cursor.stream_id.clone();
             let frame = Arc::new(Frame { body, session_id: self.shared.session_id.clone(), stream_id, seq });
             // Older than the counting: these frames carry no run sequence.
-            entries.push(Entry { seq, bytes: frame.to_sse(), frame, mark: None });
+            entries.push(Entry { seq, bytes: frame.to_sse(), frame, mark: None, published: None });
         }
         for entry in entries.into_iter().rev() {
             inner.ring_bytes += entry.bytes.len();
@@ -497,7 +508,7 @@ impl Shared {
             slot.cursor = cursor.seq;
             wake.extend(slot.waker.take());
         }
-        METRICS.snapshots.fetch_add(inner.subscribers.len() as u64, Relaxed);
+        self.metrics.snapshots(inner.subscribers.len() as u64);
         drop(guard);
         wake.into_iter().for_each(Waker::wake);
     }

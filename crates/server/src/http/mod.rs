@@ -21,6 +21,7 @@ mod markdown;
 mod messages;
 mod metrics;
 mod models;
+mod observe;
 mod openapi;
 mod opencode;
 mod projects;
@@ -111,14 +112,21 @@ fn with_layers(routes: Router, body_limit: usize, trust: Option<AppState>) -> Ro
         // After the routes: it applies to the method routers registered so far.
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit));
+    let metrics = trust.as_ref().map(|state| state.engine.metrics().clone());
     let routes = match trust {
         Some(state) => routes.layer(axum::middleware::from_fn_with_state(state, crate::guard::guard)),
+        None => routes,
+    };
+    // Around the panic catcher, so a handler's panic is counted as the 500 it becomes,
+    // and around the trust guard, so the requests it refuses are counted too.
+    let routes = routes.layer(CatchPanicLayer::custom(panic_response));
+    let routes = match metrics {
+        Some(metrics) => routes.layer(axum::middleware::from_fn_with_state(metrics, observe::record)),
         None => routes,
     };
     // Outermost first: a request gets its id, the id goes back on the response, and
     // the trace span (inside both) carries it, so every log line of the request names it.
     routes
-        .layer(CatchPanicLayer::custom(panic_response))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -206,8 +206,9 @@ async fn upgrade(
         Mux { engine: state.engine.clone(), user, streams: Vec::new(), kills: FuturesUnordered::new(), next_poll: 0 };
     let every = state.config.heartbeat;
     let closing = state.engine.lists().closed();
+    let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::StreamsSocket);
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let _watch = watch;
+        let (_watch, _open) = (watch, open);
         mux.run(socket, every, closing, revoked).await;
         drop(permit);
     }))

@@ -194,8 +194,9 @@ async fn upgrade(
     // so it gets a kill token of its own: revoking the credential drops the socket.
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
+    let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::Ws);
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let _watch = watch;
+        let (_watch, _open) = (watch, open);
         tokio::select! {
             () = hub.run(socket, changes, out, heartbeat, closing) => {}
             () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),

@@ -43,6 +43,8 @@ pub struct TestOptions {
     pub max_body_bytes: usize,
     /// Models to serve instead of the scripted model alone.
     pub models: Option<ModelsOverride>,
+    /// Tools to offer instead of the workspace tools.
+    pub tools: Option<ToolsOverride>,
     /// Host names served besides loopback while auth is off (`--allowed-host`).
     pub allowed_hosts: Vec<String>,
     /// How long a connection may be silent before its request headers (and idle).
@@ -89,6 +91,16 @@ impl std::fmt::Debug for ModelsOverride {
     }
 }
 
+/// A [`spool_engine::ToolRegistry`] for [`TestOptions`] (which must be `Debug`).
+#[derive(Clone)]
+pub struct ToolsOverride(pub spool_engine::ToolRegistry);
+
+impl std::fmt::Debug for ToolsOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolsOverride")
+    }
+}
+
 impl Default for TestOptions {
     fn default() -> Self {
         let server = ServerConfig::default();
@@ -98,6 +110,7 @@ impl Default for TestOptions {
             engine: EngineConfig::default(),
             max_body_bytes: server.max_body_bytes,
             models: None,
+            tools: None,
             allowed_hosts: server.allowed_hosts,
             header_timeout: server.header_timeout,
             max_connections: server.max_connections,
@@ -153,9 +166,8 @@ impl TestServer {
         if options.temp_dir_is_root {
             engine_config.workspace_roots.global.push(dir.path().to_path_buf());
         }
-        let engine = Engine::start(store.clone(), models, spool_tools::workspace_tools(), engine_config)
-            .await
-            .expect("start engine");
+        let tools = options.tools.clone().map_or_else(spool_tools::workspace_tools, |t| t.0);
+        let engine = Engine::start(store.clone(), models, tools, engine_config).await.expect("start engine");
         let config = ServerConfig {
             heartbeat: options.heartbeat,
             max_body_bytes: options.max_body_bytes,
