@@ -131,6 +131,18 @@ async fn ready_names_the_bus_while_redis_is_down_and_the_store_once_the_database
     assert_eq!(gone["checks"]["store"]["state"], "failing", "{gone}");
     let reason = gone["reason"].as_str().expect("a reason");
     assert!(reason.starts_with("store: the store cannot answer a query"), "{reason}");
+    // And it stays so: the request guard re-reads from the store whether auth is on once
+    // a second, and a failing read once made every request a 500, the probes included.
+    // Polled over three of those seconds, readiness says 503 and liveness 200 throughout.
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let ready = client.get(format!("{base}/api/ready")).send().await.expect("GET /api/ready");
+        let status = ready.status();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{:?}", ready.text().await);
+        let health = client.get(format!("{base}/api/health")).send().await.expect("GET /api/health");
+        assert_eq!(health.status(), StatusCode::OK, "liveness while the database is gone");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A secret-looking token, as a person might paste into a prompt.

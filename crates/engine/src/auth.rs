@@ -368,15 +368,30 @@ impl Auth {
 
     /// Whether requests must authenticate: the store's sticky flag (re-read at most
     /// once a second), and always while this server listens on a public address.
+    ///
+    /// When the store cannot be read, the last answer it gave stands (and the next call
+    /// asks again): the flag only ever goes from off to on, which takes a working store,
+    /// and failing here would turn every request, `/api/health` and `/api/ready`
+    /// included, into a 500 while the database is away. Before the store has answered
+    /// once there is no last answer, and the error is returned.
     pub async fn auth_required(&self) -> Result<bool> {
         let auth = self;
         if auth.public.load(Ordering::SeqCst) {
             return Ok(true);
         }
         let now = now_ms();
-        if now - auth.checked_at.load(Ordering::SeqCst) >= RECHECK_MS {
-            auth.required.store(self.store.auth_enabled().await?, Ordering::SeqCst);
-            auth.checked_at.store(now, Ordering::SeqCst);
+        let checked_at = auth.checked_at.load(Ordering::SeqCst);
+        if now - checked_at >= RECHECK_MS {
+            match self.store.auth_enabled().await {
+                Ok(required) => {
+                    auth.required.store(required, Ordering::SeqCst);
+                    auth.checked_at.store(now, Ordering::SeqCst);
+                }
+                Err(e) if checked_at > 0 => {
+                    tracing::warn!(error = %e, "could not re-read whether auth is on; keeping the last answer");
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(auth.required.load(Ordering::SeqCst))
     }
