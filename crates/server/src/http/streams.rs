@@ -207,8 +207,11 @@ async fn upgrade(
     let every = state.config.heartbeat;
     let closing = state.engine.lists().closed();
     let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::StreamsSocket);
+    // hyper stops counting the connection when it hands it over; it is still open, and
+    // the memory trimmer (`spool serve`) gives memory back when this count drops.
+    let connection = state.engine.metrics().http_connection();
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let (_watch, _open) = (watch, open);
+        let (_watch, _open, _connection) = (watch, open, connection);
         mux.run(socket, every, closing, revoked).await;
         drop(permit);
     }))

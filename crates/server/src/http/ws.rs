@@ -195,8 +195,11 @@ async fn upgrade(
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
     let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::Ws);
+    // hyper stops counting the connection when it hands it over; it is still open, and
+    // the memory trimmer (`spool serve`) gives memory back when this count drops.
+    let connection = state.engine.metrics().http_connection();
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let (_watch, _open) = (watch, open);
+        let (_watch, _open, _connection) = (watch, open, connection);
         tokio::select! {
             () = hub.run(socket, changes, out, heartbeat, closing) => {}
             () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
