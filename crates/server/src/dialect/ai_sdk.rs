@@ -638,59 +638,18 @@ impl FormMapper for AiSdkStream {
     }
 }
 
-/// Which shared form a stream follows: how its fold started.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AiSdkForm {
-    /// From the run's `run.accepted`.
-    Run(RunId),
-    /// From the frame after this approval's request.
-    After(ApprovalId),
-    /// From the run's start, sending nothing up to this approval's request.
-    Muted(ApprovalId),
-    /// A fold of one stream's own (drawn from a snapshot): never shared.
-    Alone(u64),
-}
+/// Which shared form a stream follows (the same for every run-following dialect).
+pub type AiSdkForm = super::shared::RunForm;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::fixtures::{frame, owner, run_id, sid};
+    use crate::dialect::fixtures::{self, assistant, ev, frame, owner, run_id};
     use insta::assert_json_snapshot;
-    use spool_protocol::{ApprovalKind, ApprovalStatus, StopReason, Usage};
-
-    fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
-        FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
-    }
-
-    fn assistant(content: Vec<Content>, stop: StopReason) -> Message {
-        Message::Assistant {
-            content,
-            stop_reason: Some(stop),
-            usage: Usage::default(),
-            model: "scripted".into(),
-            error_message: None,
-            timestamp: 0,
-        }
-    }
+    use spool_protocol::{StopReason, Usage};
 
     fn approval() -> Approval {
-        Approval {
-            id: "per_01jd0000000000000000000004".parse().expect("valid id"),
-            run_id: run_id(),
-            session_id: sid(),
-            owner_id: owner(),
-            tool_call_id: "call_2".into(),
-            tool: "write".into(),
-            kind: ApprovalKind::ConfirmAction,
-            payload: serde_json::json!({"tool": "write", "summary": "out.txt"}),
-            status: ApprovalStatus::Pending,
-            decision: None,
-            message: None,
-            actor: None,
-            created_at: 0,
-            expires_at: 1,
-            resolved_at: None,
-        }
+        fixtures::approval(1)
     }
 
     fn update(delta: StreamDelta) -> AgentEvent {

@@ -18,7 +18,10 @@ pub mod ws_hub;
 #[cfg(test)]
 pub(crate) mod fixtures {
     use spool_protocol::frame::{Frame, FrameBody};
-    use spool_protocol::{RunId, SessionId, UserId};
+    use spool_protocol::{
+        AgentEvent, Approval, ApprovalKind, ApprovalStatus, Content, Message, RunId, SessionId, StopReason, Usage,
+        UserId,
+    };
 
     pub fn sid() -> SessionId {
         "ses_01jd0000000000000000000001".parse().expect("valid id")
@@ -31,5 +34,43 @@ pub(crate) mod fixtures {
     }
     pub fn frame(seq: u64, body: FrameBody) -> Frame {
         Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().expect("valid id"), seq }
+    }
+
+    /// A loop event of the fixed run.
+    pub fn ev(message_index: Option<u64>, event: AgentEvent) -> FrameBody {
+        FrameBody::LoopEvent { run_id: run_id(), message_index, message_id: None, event }
+    }
+
+    /// An assistant message of the scripted model.
+    pub fn assistant(content: Vec<Content>, stop: StopReason) -> Message {
+        Message::Assistant {
+            content,
+            stop_reason: Some(stop),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 0,
+        }
+    }
+
+    /// A pending approval of a `write` call (`call_2`) in the fixed run.
+    pub fn approval(expires_at: i64) -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000004".parse().expect("valid id"),
+            run_id: run_id(),
+            session_id: sid(),
+            owner_id: owner(),
+            tool_call_id: "call_2".into(),
+            tool: "write".into(),
+            kind: ApprovalKind::ConfirmAction,
+            payload: serde_json::json!({"tool": "write", "summary": "out.txt"}),
+            status: ApprovalStatus::Pending,
+            decision: None,
+            message: None,
+            actor: None,
+            created_at: 0,
+            expires_at,
+            resolved_at: None,
+        }
     }
 }

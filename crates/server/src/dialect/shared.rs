@@ -333,3 +333,23 @@ mod tests {
         assert_eq!(slow.map(&forms, &delta(2)).err(), Some(Behind));
     }
 }
+
+/// Which shared form a run-following stream (AI SDK, AG-UI) follows: how its fold
+/// started. Streams that started alike map alike, so they share one form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RunForm {
+    /// From the run's `run.accepted`.
+    Run(spool_protocol::RunId),
+    /// From the frame after this approval's request.
+    After(spool_protocol::ApprovalId),
+    /// From the run's start, sending nothing up to this approval's request.
+    Muted(spool_protocol::ApprovalId),
+    /// A fold of one stream's own (drawn from a snapshot): never shared.
+    Alone(u64),
+}
+
+/// A [`RunForm::Alone`] key no other stream shares.
+pub fn alone() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

@@ -449,7 +449,7 @@ async fn from_snapshot(
     run: Run,
     after: Option<&Approval>,
 ) -> Result<Feed, ApiError> {
-    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
+    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
     let FrameBody::Snapshot { state } = &snapshot.body else {
         return Err(ApiError::not_found("run"));
     };
@@ -462,20 +462,9 @@ async fn from_snapshot(
         engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
     };
     let (fold, events) = AgUiStream::from_snapshot(&run, state, &messages, after);
-    let mut feed = Feed::new(subscription, AgUiForm::Alone(alone()), fold);
+    let mut feed = Feed::new(subscription, AgUiForm::Alone(crate::dialect::shared::alone()), fold);
     feed.ready.extend(events.iter().map(ag_ui::AgUiEvent::to_sse));
     Ok(feed)
-}
-
-/// A form key no other stream shares.
-fn alone() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The snapshot a subscription without a replay starts with.
-fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
-    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// Every AG-UI stream's shared forms: one fold and one encoding per run and start.

@@ -424,7 +424,7 @@ async fn from_snapshot(
     run: Run,
     opening: Option<Bytes>,
 ) -> Result<Feed, ApiError> {
-    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
+    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
     let FrameBody::Snapshot { state } = &snapshot.body else {
         return Err(ApiError::not_found("run"));
     };
@@ -438,21 +438,10 @@ async fn from_snapshot(
     };
     let (fold, chunks) = AiSdkStream::from_snapshot(&run, state, &messages);
     let (waiting, finished) = (fold.waiting(), fold.finished());
-    let mut feed = Feed::new(subscription, AiSdkForm::Alone(alone()), fold, opening);
+    let mut feed = Feed::new(subscription, AiSdkForm::Alone(crate::dialect::shared::alone()), fold, opening);
     feed.ready.extend(chunks.iter().map(UiChunk::to_sse));
     (feed.waiting, feed.finished) = (waiting, finished);
     Ok(feed)
-}
-
-/// A form key no other stream shares.
-fn alone() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The snapshot a subscription without a replay starts with.
-fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
-    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// Every AI SDK stream's shared forms: one fold and one encoding per run and start.

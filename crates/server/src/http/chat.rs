@@ -242,7 +242,7 @@ async fn attach(
         }
         RunFrom::Snapshot(count) => count,
     };
-    let snapshot = first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
+    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
     let FrameBody::Snapshot { state } = &snapshot.body else {
         return Err(ApiError::not_found("run"));
     };
@@ -265,11 +265,6 @@ async fn attach(
     let mut feed = RunFeed::new(subscription, form, fold, start.after);
     feed.extend(events);
     Ok(feed)
-}
-
-/// The snapshot a subscription without a replay starts with.
-fn first_frame(subscription: &mut TypedSubscription) -> Option<Arc<Frame>> {
-    subscription.next().now_or_never()??.into_iter().next()
 }
 
 /// Every run stream's shared forms: one fold and one encoding per run, whatever the

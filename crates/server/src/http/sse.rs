@@ -136,3 +136,12 @@ mod tests {
         assert!(matches!(stream.next().await, None), "ends with its events");
     }
 }
+
+/// The snapshot a subscription without a replay starts with (the run-following
+/// dialects draw a run from it when its frames have left the buffer).
+pub(crate) fn first_frame(
+    subscription: &mut spool_engine::TypedSubscription,
+) -> Option<std::sync::Arc<spool_protocol::frame::Frame>> {
+    use futures::{FutureExt, StreamExt};
+    subscription.next().now_or_never()??.into_iter().next()
+}
