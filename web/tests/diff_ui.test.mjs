@@ -127,9 +127,13 @@ test('invalid edited arguments are refused before anything is sent', async (t) =
   await send(page, 'tool: bash {"command":"echo hi"}');
   await page.click('.approval-card .approval-edit-open');
   await page.fill('.approval-card textarea[data-field="command"]', '   ');
+  // The card checks the edit on its next animation frame (one redraw per frame, however
+  // many input events), so the test waits for that frame instead of reading at once.
+  await page.waitForFunction(() => document.querySelector('.approval-card .approval-edit-error')?.textContent !== '');
   assert.equal(await page.textContent('.approval-card .approval-edit-error'), 'The command cannot be empty.');
   assert.ok(await page.isDisabled('.approval-card button:has-text("Approve with changes")'));
   await page.fill('.approval-card textarea[data-field="command"]', 'echo edited > out.txt');
+  await page.waitForSelector('.approval-card button:has-text("Approve with changes"):enabled');
   await page.click('.approval-card button:has-text("Approve with changes")');
   await page.waitForSelector('.tool-card.is-success');
   assert.equal(readFileSync(join(server.project, 'out.txt'), 'utf8'), 'edited\n');
