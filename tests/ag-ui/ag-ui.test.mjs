@@ -40,7 +40,9 @@ before(async () => {
     const lines = createInterface({ input: server.stdout })
     lines.once("line", resolve)
     server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
-    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS)
+    // unref: once spool is up, this timer must not hold the test process open for the
+    // rest of its 20 s (every run of this file took 20 s for that alone).
+    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
   })
   const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
   assert.ok(match, `unexpected first line: ${firstLine}`)

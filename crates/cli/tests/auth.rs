@@ -8,7 +8,7 @@
 //! PostgreSQL. The streams are awaited with a generous bound; how long they took is
 //! printed, not asserted (the server polls the store every 500 ms).
 
-mod common;
+use crate::common;
 
 use common::{Spool, TestDb, WAIT, call, serve, spool, wait_for};
 use reqwest::StatusCode;

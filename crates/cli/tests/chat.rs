@@ -4,7 +4,7 @@
 //! the terminal's line discipline as SIGINT. `--json` is read line by line as a
 //! script would.
 
-mod common;
+use crate::common;
 
 use common::{WAIT, serve};
 use rexpect::session::PtySession;

@@ -7,7 +7,7 @@
 //! made and dropped) and Redis from `SPOOL_TEST_REDIS_URL`. Built without them the tests
 //! are ignored, except under CI, where they fail (see `common`).
 
-mod common;
+use crate::common;
 
 use common::{Spool, SseStream, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! (it is never re-executed), committed messages are all there, and the session stream
 //! has a new streamId.
 
-mod common;
+use crate::common;
 
 use common::{Spool, WAIT, call, serve};
 use serde_json::{Value, json};

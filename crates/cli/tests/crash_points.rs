@@ -32,7 +32,7 @@
 //! it left is released after two minutes (README), which the test stands in for by
 //! ageing the claims in the database instead of waiting.
 
-mod common;
+use crate::common;
 
 use common::{Spool, SseStream, TestDb, serve_logged};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! pid and leaves the first's running run alone, while `spool token create` keeps
 //! working beside a running server.
 
-mod common;
+use crate::common;
 
 use common::{Spool, WAIT, serve, spool};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! session stream until it has seen the words, and (for the kill) waits until the store
 //! holds them, which is what proves the answer is checkpointed while it streams.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, WAIT, call, serve};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@
 //! (a tool that is still running), the kill is real. The server's log goes to a file so
 //! a test can read the warnings it gave.
 
-mod common;
+use crate::common;
 
 use common::{Spool, WAIT, call, serve_logged};
 use serde_json::{Value, json};

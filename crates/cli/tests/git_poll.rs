@@ -1,7 +1,7 @@
 //! `spool serve --git-poll-secs N`: the binary runs the git poller, and a session in a
 //! git repository shows the branch and commit it read (`git` of the session).
 
-mod common;
+use crate::common;
 
 use common::{WAIT, call, serve, wait_for};
 use serde_json::json;

@@ -7,7 +7,7 @@
 //! PostgreSQL and Redis come from `SPOOL_TEST_DATABASE_URL` and `SPOOL_TEST_REDIS_URL`;
 //! without them the two-node test prints a notice and passes, except under CI.
 
-mod common;
+use crate::common;
 
 use common::{TestDb, WAIT, redis_url, serve, spool, start_with};
 use futures::{SinkExt, StreamExt};

@@ -9,7 +9,7 @@
 //!   accepts a run names the run and the HTTP request's id (the one the response
 //!   carries), and no line holds the secret a prompt contained.
 
-mod common;
+use crate::common;
 
 use common::{Spool, TestDb, WAIT, call, spool, start_with, wait_for};
 use reqwest::StatusCode;

@@ -13,7 +13,7 @@
 //! is what the SIGTERM here proves (the default batch delay is 5 s, longer than the
 //! test lasts).
 
-mod common;
+use crate::common;
 
 use axum::body::Bytes;
 use common::{WAIT, call, serve, wait_for};

@@ -9,7 +9,7 @@
 //! own and drops it afterwards. Built without the variable the tests are ignored,
 //! except under CI, where they fail (see `common`).
 
-mod common;
+use crate::common;
 
 use common::{TestDb, WAIT, call, spool, start, start_with, wait_for};
 use serde_json::{Value, json};

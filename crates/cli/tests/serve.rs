@@ -1,7 +1,7 @@
 //! `spool serve` as a process: it prints its address, answers, creates its data
 //! directory, stops cleanly on SIGTERM, and refuses non-loopback addresses.
 
-mod common;
+use crate::common;
 
 use common::{WAIT, serve, spool};
 use std::io::{Read, Write};

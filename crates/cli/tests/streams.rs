@@ -14,7 +14,7 @@
 //! under the tests running beside it. Built without them the tests are ignored, except
 //! under CI, where they fail (see `common`).
 
-mod common;
+use crate::common;
 
 use common::{Spool, SseStream, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! answered with a plain refusal while the server goes on serving, and a wrong key file
 //! stops the start with an error that names it.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, WAIT, call, serve, spool};
 use reqwest::{StatusCode, Version};

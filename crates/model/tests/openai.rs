@@ -1,7 +1,7 @@
 //! `OpenAiModel` against a fake Chat Completions server on a loopback port: what it
 //! sends, what it makes of the documented streaming format, and how it fails.
 
-mod common;
+use crate::common;
 
 use common::{End, Fake, Reply, collect, merged, quick_retries, split_awkwardly};
 use futures::StreamExt;

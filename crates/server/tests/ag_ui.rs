@@ -5,7 +5,7 @@
 //! and the request answering it (`resume`) streams the rest of the run, the decision
 //! taken once; a request that goes away mid-run cancels the run.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;

@@ -1,7 +1,7 @@
 //! The JSON API and the basics of the session stream, through a real server on a real
 //! port: status codes, error bodies, records as stored, runs reaching their end.
 
-mod common;
+use crate::common;
 
 use common::{Open, TestOptions, TestServer, WAIT, id_of};
 use reqwest::StatusCode;

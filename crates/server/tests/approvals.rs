@@ -3,7 +3,7 @@
 //! retries and repeats; reject, expiry, abort, policies and rule changes do what a
 //! person expects. Side effects are counted on disk.
 
-mod common;
+use crate::common;
 
 use common::{Open, ReceivedFrame, SseStream, TestOptions, TestServer, id_of};
 use reqwest::StatusCode;
@@ -480,7 +480,7 @@ async fn fill_approves_with_the_arguments_the_person_gave() {
 async fn approval_cards_never_show_a_secret_from_the_environment() {
     const SECRET: &str = "sk-test-9f8e7d6c5b4a39281706";
     let test = "approval_cards_never_show_a_secret_from_the_environment";
-    if !common::in_own_process(test, &[("SPOOL_TEST_PROVIDER_API_KEY", SECRET)]) {
+    if !common::in_own_process(module_path!(), test, &[("SPOOL_TEST_PROVIDER_API_KEY", SECRET)]) {
         return;
     }
     let server = TestServer::start().await;
@@ -528,7 +528,7 @@ async fn a_decision_recorded_before_its_run_restarted_runs_once_after_a_restart(
 async fn a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store() {
     const SECRET: &str = "sk-tool-secret-5f4e3d2c1b0a";
     let test = "a_tool_that_prints_a_secret_never_shows_it_to_clients_or_the_store";
-    if !common::in_own_process(test, &[("SPOOL_TEST_TOOL_API_KEY", SECRET)]) {
+    if !common::in_own_process(module_path!(), test, &[("SPOOL_TEST_TOOL_API_KEY", SECRET)]) {
         return;
     }
     let server = TestServer::start().await;

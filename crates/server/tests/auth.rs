@@ -3,7 +3,7 @@
 //! secured route needs credentials and hides another user's records is checked for
 //! every operation of the OpenAPI document in `auth_matrix.rs`.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, id_of};
 use reqwest::StatusCode;

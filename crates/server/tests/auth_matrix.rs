@@ -14,7 +14,7 @@
 //! the walker cannot fill fails the test, naming it, so a new route is covered the
 //! day it is documented or the test says why not.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, TestServer, id_of};
 use reqwest::{Method, StatusCode};

@@ -5,7 +5,7 @@
 //! cross-site` — on Spool's own and on the OpenCode routes. Each test then asks the API
 //! whether anything was created or run. Also: a GET never registers a project.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, TestOptions, TestServer, WAIT, id_of, urlencode};
 use reqwest::StatusCode;

@@ -7,7 +7,7 @@
 //! socket that never shakes hands is closed after the header timeout and holds a place
 //! under the cap while it is open; and plain HTTP on the TLS port gets a plain answer.
 
-mod common;
+use crate::common;
 
 use common::{Open, SseStream, TestCert, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;

@@ -3,7 +3,7 @@
 //! older turns past the budget with the full history kept, model-generated titles,
 //! the models list, per-session model choice, and priced usage.
 
-mod common;
+use crate::common;
 
 use async_trait::async_trait;
 use common::{ModelsOverride, Open, TestOptions, TestServer};

@@ -6,7 +6,7 @@
 //! hyper's; and what the accept loop hands to hyper after reading it (requests sent in
 //! pieces, pipelined, with a head over the lean path's limit) arrives whole.
 
-mod common;
+use crate::common;
 
 use common::{Open, SseStream, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;

@@ -4,7 +4,7 @@
 //! an aborted run, a message queue, and enough rounds that old ones leave the snapshot.
 //! A state change that published no frame, or a frame a client cannot apply, fails here.
 
-mod common;
+use crate::common;
 
 use common::{Open, ReceivedFrame, SseStream, TestOptions, TestServer, id_of};
 use reqwest::StatusCode;

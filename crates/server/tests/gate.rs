@@ -3,7 +3,7 @@
 //! alone, exactly once, with the same answers as every other decision route; another
 //! user sees and decides nothing. Side effects are checked on disk.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, id_of};
 use reqwest::StatusCode;

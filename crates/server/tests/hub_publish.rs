@@ -8,7 +8,7 @@
 //! "Nothing arrived" is never shown by waiting: a marker event published afterwards is
 //! the next thing each subscriber must receive.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, WAIT};
 use futures::{SinkExt, StreamExt};

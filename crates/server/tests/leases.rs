@@ -8,7 +8,7 @@
 //! is renewed and is reaped exactly when the test says, never because a loaded
 //! machine ran a renewal late.
 
-mod common;
+use crate::common;
 
 use common::{Open, TestOptions, TestServer, id_of};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Per-user limits and memory that follows activity: concurrent runs, open streams,
 //! and idle sessions unloaded (and reloaded on demand).
 
-mod common;
+use crate::common;
 
 use common::{Open, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;

@@ -2,7 +2,7 @@
 //! (even with a cursor), notifications for the changes seed 000 lists and none for
 //! token deltas, durable read receipts, and the shared heartbeat.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, TestOptions, TestServer, id_of};
 use reqwest::StatusCode;

@@ -2,7 +2,7 @@
 //! on move when the things they count happen, durations land in the buckets the paused
 //! clock says, and requests are counted by route pattern.
 
-mod common;
+use crate::common;
 
 use async_trait::async_trait;
 use common::{Open, TestOptions, TestServer, ToolsOverride};

@@ -9,7 +9,7 @@
 //! * a fixed list of the routes a client relies on must all be documented, so a route
 //!   served outside the document (a plain `.route()`) fails here.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::{Method, StatusCode};

@@ -2,7 +2,7 @@
 //! client sends and reads — the JSON of each route, the bytes of `GET /event`, and the
 //! text a client assembles from streamed deltas compared with the text Spool stored.
 
-mod common;
+use crate::common;
 
 use common::{SseStream, TestOptions, TestServer, WAIT, urlencode};
 use reqwest::StatusCode;

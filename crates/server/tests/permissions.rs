@@ -4,7 +4,7 @@
 //! same moment, refuses with 409 when the rule at that index is another one (a stale
 //! tab), and answers 404 for an unknown session or index.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::StatusCode;

@@ -4,7 +4,7 @@
 //! durably, and the run goes on with every tool; asking for changes keeps plan mode
 //! and gives the model the person's words.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, id_of};
 use reqwest::StatusCode;

@@ -5,7 +5,7 @@
 //! keeps the text that arrived; Stop closes the provider's connection and keeps the
 //! text too.
 
-mod common;
+use crate::common;
 
 use common::{Open, ReceivedFrame, TestServer, id_of};
 use serde_json::{Value, json};

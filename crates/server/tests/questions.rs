@@ -3,7 +3,7 @@
 //! options or their own words — is what the model reads next. A reject tells the model
 //! the person declined; the model can never answer its own question.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, id_of};
 use reqwest::StatusCode;

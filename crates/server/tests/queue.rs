@@ -7,7 +7,7 @@
 //! A run that parks at an approval (`tool: write …`) keeps the session busy for as long
 //! as the test wants, so nothing here depends on timing: every wait is on an event.
 
-mod common;
+use crate::common;
 
 use common::{TestOptions, TestServer, WAIT, id_of};
 use futures::StreamExt;

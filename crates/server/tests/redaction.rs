@@ -5,7 +5,7 @@
 //! (its secret is in that process's environment from the start), which owns the global
 //! log subscriber; each checks the log for its own secret.
 
-mod common;
+use crate::common;
 
 use common::{Open, TestServer};
 use reqwest::StatusCode;
@@ -47,7 +47,7 @@ async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhe
     const KEY: &str = "sk-live-echoed-0123456789abcdef";
     const ENV_SECRET: &str = "hunter2-db-password-77aa";
     let test = "a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhere";
-    if !common::in_own_process(test, &[("SPOOL_TEST_ECHO_DB_PASSWORD", ENV_SECRET)]) {
+    if !common::in_own_process(module_path!(), test, &[("SPOOL_TEST_ECHO_DB_PASSWORD", ENV_SECRET)]) {
         return;
     }
     log();
@@ -83,7 +83,7 @@ async fn a_provider_error_echoing_the_key_and_an_env_secret_is_redacted_everywhe
 async fn a_tool_failing_with_a_secret_in_its_output_keeps_it_out_of_the_log() {
     const SECRET: &str = "tok-tool-log-secret-31c4a9";
     let test = "a_tool_failing_with_a_secret_in_its_output_keeps_it_out_of_the_log";
-    if !common::in_own_process(test, &[("SPOOL_TEST_LOGGED_TOKEN", SECRET)]) {
+    if !common::in_own_process(module_path!(), test, &[("SPOOL_TEST_LOGGED_TOKEN", SECRET)]) {
         return;
     }
     log();

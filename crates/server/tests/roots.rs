@@ -4,7 +4,7 @@
 //! holding it (403 `data_dir`), in the native API and the OpenCode dialect; a project
 //! left from before those rules runs no tools; with auth off any directory goes.
 
-mod common;
+use crate::common;
 
 use common::{TestOptions, TestServer, id_of, urlencode};
 use reqwest::StatusCode;

@@ -4,7 +4,7 @@
 //! the missed events — or, once they left the buffer, a snapshot at the run's current
 //! sequence. A run's sequence is the run's: every stream of one run continues it.
 
-mod common;
+use crate::common;
 
 use common::{ModelsOverride, SseStream, TestOptions, TestServer, WAIT, id_of};
 use futures::StreamExt;

@@ -4,7 +4,7 @@
 //! all of it, and an approved command runs with a scrubbed environment inside the
 //! Landlock sandbox (no data dir, no writes outside the project).
 
-mod common;
+use crate::common;
 
 use common::{TestOptions, TestServer, id_of};
 use reqwest::StatusCode;
@@ -110,6 +110,7 @@ async fn a_long_command_is_shown_whole_on_the_approval_card() {
 async fn an_approved_command_runs_without_the_servers_secrets_or_disk() {
     const SECRET: &str = "sk-server-openai-7a6b5c4d3e";
     if !common::in_own_process(
+        module_path!(),
         "an_approved_command_runs_without_the_servers_secrets_or_disk",
         &[("OPENAI_API_KEY", SECRET)],
     ) {

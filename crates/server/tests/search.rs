@@ -2,7 +2,7 @@
 //! (`GET /api/sessions/:id/runs`) and the scripted model's titles, through a real
 //! server: what the sidebar's search box and the per-answer usage line read.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, WAIT, id_of};
 use reqwest::StatusCode;

@@ -2,7 +2,7 @@
 //! reading once the engine cut its subscriber, and shutting down gracefully with streams
 //! open.
 
-mod common;
+use crate::common;
 
 use common::{Open, SseStream, TestOptions, TestServer, WAIT};
 use reqwest::StatusCode;

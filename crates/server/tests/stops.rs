@@ -3,7 +3,7 @@
 //! message parts, after another prompt and after a restart), and a graceful shutdown
 //! ends every kind of open stream instead of waiting out the grace period.
 
-mod common;
+use crate::common;
 
 use common::{Open, SseStream, TestOptions, TestServer, WAIT, urlencode};
 use futures::StreamExt;

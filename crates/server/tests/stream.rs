@@ -3,7 +3,7 @@
 //! query, a slow consumer cut while a fast one gets everything, and a client that
 //! reconnects mid-run reassembling exactly the message the history endpoint returns.
 
-mod common;
+use crate::common;
 
 use common::{Open, ReceivedFrame, SseStream, TestOptions, TestServer, WAIT};
 use spool_protocol::frame::SessionState;

@@ -4,7 +4,7 @@
 //! `end`, `close`, refused opens and messages, the per-socket limit, the `Origin` check,
 //! revocation, and a socket that stops reading closed while another gets every frame.
 
-mod common;
+use crate::common;
 
 use common::{Open, TestOptions, TestServer, WAIT, id_of};
 use futures::{SinkExt, StreamExt};

@@ -3,7 +3,7 @@
 //! store (it survives a restart), replaced whole by the next write; a list that breaks
 //! the limits is refused with the reason and changes nothing.
 
-mod common;
+use crate::common;
 
 use common::{Open, TestServer};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! rebuilt from the store), so a card reloaded later still shows the change. The model
 //! sees the result line only.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::StatusCode;

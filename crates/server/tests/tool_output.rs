@@ -7,7 +7,7 @@
 //! Commands wait on a file the test creates (`gate`), never on a fixed sleep, so what
 //! the test sees "while the command runs" is certain, not timing luck.
 
-mod common;
+use crate::common;
 
 use common::{Open, ReceivedFrame, SseStream, TestServer};
 use reqwest::StatusCode;
@@ -183,7 +183,7 @@ async fn stop_mid_command_keeps_the_printed_lines_in_the_stored_result_also_afte
 async fn a_secret_printed_in_two_pieces_is_redacted_in_the_live_output() {
     const SECRET: &str = "tok-live-output-secret-5e19b7";
     let test = "a_secret_printed_in_two_pieces_is_redacted_in_the_live_output";
-    if !common::in_own_process(test, &[("SPOOL_TEST_LIVE_TOKEN", SECRET)]) {
+    if !common::in_own_process(module_path!(), test, &[("SPOOL_TEST_LIVE_TOKEN", SECRET)]) {
         return;
     }
     let server = TestServer::start().await;

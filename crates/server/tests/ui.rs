@@ -4,7 +4,7 @@
 //! /api/markdown` renders answers in order and refuses batches over its limits.
 //! (The page's behaviour is tested in a real browser by `web/tests`.)
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::StatusCode;

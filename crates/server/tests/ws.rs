@@ -4,7 +4,7 @@
 //! events, or a snapshot), the Origin check, and a client that stops reading cut while
 //! another gets every event.
 
-mod common;
+use crate::common;
 
 use common::{TestOptions, TestServer, WAIT, id_of};
 use futures::{SinkExt, StreamExt};

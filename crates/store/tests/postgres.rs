@@ -11,7 +11,7 @@
 //! carries `#[cfg_attr(not(spool_postgres), ignore = …)]`, since libtest has no skip
 //! at run time (a test that returned early would show as "ok").
 
-mod support;
+use crate::support;
 
 use spool_engine::{RunInsert, Store, StoreError};
 use spool_protocol::*;

@@ -2,7 +2,7 @@
 //! what only a file database has: surviving a reopen, its connection settings, a
 //! schema upgrade, concurrent writers, and rows corrupted behind the store's back.
 
-mod support;
+use crate::support;
 
 use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, Supersede};
 use spool_protocol::*;

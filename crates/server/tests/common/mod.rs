@@ -542,10 +542,16 @@ const OWN_PROCESS_VAR: &str = "SPOOL_TEST_OWN_PROCESS";
 /// environment, C's `getenv` included — why it is `unsafe` — and the server reads the
 /// real environment, so the variables cannot be passed any other way.
 ///
-/// `test` is the test function's name (an integration test's full path); the child
-/// must report exactly one test passed, so a wrong name fails rather than running
-/// nothing.
-pub fn in_own_process(test: &str, vars: &[(&str, &str)]) -> bool {
+/// `module` is the calling test's `module_path!()` and `test` its function's name: the
+/// tests are modules of one binary (`tests/main.rs`), so the test's full name is the
+/// module path past the crate's name, then `test`. The child must report exactly one
+/// test passed, so a wrong name fails rather than running nothing.
+pub fn in_own_process(module: &str, test: &str, vars: &[(&str, &str)]) -> bool {
+    let test = match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{test}"),
+        None => test.to_owned(),
+    };
+    let test = test.as_str();
     if std::env::var_os(OWN_PROCESS_VAR).is_some_and(|running| running == test) {
         return true;
     }

@@ -1,0 +1,23 @@
+//! The integration tests of this crate, one module a file, linked as one test
+//! binary (`autotests = false` in its Cargo.toml): one link and one copy of the
+//! shared generic code instead of one a file. A file's tests are `FILE::…`, so
+//! `cargo test --test cli FILE::` runs just those.
+
+mod common;
+
+mod auth;
+mod chat;
+mod cluster;
+mod crash;
+mod crash_points;
+mod data_dir;
+mod drafts;
+mod exactly_once;
+mod git_poll;
+mod hub;
+mod operators;
+mod otlp;
+mod postgres;
+mod serve;
+mod streams;
+mod tls;

@@ -1,0 +1,9 @@
+//! The integration tests of this crate, one module a file, linked as one test
+//! binary (`autotests = false` in its Cargo.toml): one link and one copy of the
+//! shared generic code instead of one a file. A file's tests are `FILE::…`, so
+//! `cargo test --test model FILE::` runs just those.
+
+mod common;
+
+mod anthropic;
+mod openai;

@@ -1,0 +1,46 @@
+//! The integration tests of this crate, one module a file, linked as one test
+//! binary (`autotests = false` in its Cargo.toml): one link and one copy of the
+//! shared generic code instead of one a file. A file's tests are `FILE::…`, so
+//! `cargo test --test server FILE::` runs just those.
+
+mod common;
+
+mod ag_ui;
+mod api;
+mod approvals;
+mod auth;
+mod auth_matrix;
+mod browser_trust;
+mod cluster;
+mod connections;
+mod context;
+mod event_stream_conn;
+mod fold;
+mod fuzz_corpus;
+mod gate;
+mod hub_publish;
+mod leases;
+mod limits;
+mod lists;
+mod metrics;
+mod openapi;
+mod opencode;
+mod permissions;
+mod plans;
+mod providers;
+mod questions;
+mod queue;
+mod redaction;
+mod roots;
+mod run_stream;
+mod sandbox;
+mod search;
+mod serve;
+mod stops;
+mod stream;
+mod streams;
+mod todos;
+mod tool_diff;
+mod tool_output;
+mod ui;
+mod ws;
