@@ -14,7 +14,7 @@ import http from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, launch, seed, startSpool, until } from './helpers.mjs';
+import { api, CHROMIUM, launch, seed, startSpool, until } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -149,7 +149,7 @@ test('a page that rebinds its DNS name to 127.0.0.1 is refused by Spool', async 
   const port = new URL(server.url).port;
   // What a rebinding attack achieves: the attacker's name resolving to this machine.
   const rebound = await chromium.launch({
-    executablePath: process.env.CHROMIUM_BIN ?? '/usr/bin/chromium',
+    executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--host-resolver-rules=MAP rebind.attacker.test 127.0.0.1'],
   });
   t.after(() => rebound.close());
