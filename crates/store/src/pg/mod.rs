@@ -88,6 +88,21 @@ impl PgStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+
+    /// The deployment's cluster key (sealing what nodes write to Redis), stored once:
+    /// the first caller's `fresh` secret is kept, and every caller, then and later, gets
+    /// the one kept. One statement each way, so nodes starting together agree.
+    pub async fn cluster_key(&self, fresh: &[u8]) -> Result<Vec<u8>, StoreError> {
+        sqlx::query("INSERT INTO cluster_key (id, secret, created_at) VALUES (1, $1, $2) ON CONFLICT (id) DO NOTHING")
+            .bind(fresh)
+            .bind(spool_protocol::time::now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let (secret,): (Vec<u8>,) =
+            sqlx::query_as("SELECT secret FROM cluster_key WHERE id = 1").fetch_one(&self.pool).await.map_err(db_error)?;
+        Ok(secret)
+    }
 }
 
 crate::delegate::impl_store!(PgStore);
