@@ -57,6 +57,8 @@ pub struct EngineConfig {
     pub max_runs_per_user: usize,
     /// Most prompts one session's queue may hold (see [`crate::queue`]).
     pub max_queued: usize,
+    /// What one user may hold: projects, sessions, queued prompts (see [`crate::caps`]).
+    pub caps: crate::caps::UserCaps,
     /// Most open session streams one user may hold at once (all dialects).
     pub max_streams_per_user: usize,
     /// This node's name in session leases ([`LOCAL_NODE`](crate::LOCAL_NODE) for a
@@ -98,6 +100,7 @@ impl Default for EngineConfig {
             idle_unload: std::time::Duration::from_secs(600),
             max_runs_per_user: 16,
             max_queued: crate::queue::MAX_QUEUED,
+            caps: crate::caps::UserCaps::default(),
             max_streams_per_user: 256,
             node_id: crate::leases::LOCAL_NODE.to_owned(),
             lease_ttl: std::time::Duration::from_secs(15),
@@ -167,6 +170,11 @@ pub(crate) struct Inner {
     pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
     streams: Arc<Mutex<HashMap<UserId, usize>>>,
+    /// Each user's session-creation rate on this node (see [`crate::caps`]).
+    pub session_rate: crate::caps::SessionRate,
+    /// Held while a project is checked against other users' and stored (see
+    /// [`crate::overlap`]).
+    pub registering: tokio::sync::Mutex<()>,
     pub auth: Arc<crate::auth::Auth>,
     /// This node's session leases (see [`crate::leases`]).
     pub leases: Arc<crate::leases::Leases>,
@@ -386,6 +394,8 @@ impl Engine {
                 sessions,
                 fence,
                 streams: Arc::new(Mutex::new(HashMap::new())),
+                session_rate: crate::caps::SessionRate::default(),
+                registering: tokio::sync::Mutex::new(()),
                 auth,
                 leases,
                 hub,
@@ -525,7 +535,15 @@ impl Engine {
     }
 
     pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+        let caps = &self.inner.config.caps;
+        if self.store().list_projects(owner).await?.len() >= caps.max_projects {
+            return Err(crate::caps::projects_full(caps));
+        }
         let canonical = self.project_dir(owner, path).await?;
+        // Held until the project is stored: two users racing for one directory here
+        // cannot both pass the check (see [`crate::overlap`]).
+        let _registering = self.inner.registering.lock().await;
+        self.check_claims(owner, &canonical, self.inner.auth.auth_required().await?).await?;
         let name = match name {
             Some(n) => check_name(&n, "name")?,
             None => std::path::Path::new(&canonical)
@@ -619,6 +637,7 @@ impl Engine {
     ) -> Result<Session> {
         let project = self.project(owner, project_id).await?;
         let title = title.map(|t| check_name(&t, "title")).transpose()?;
+        self.admit_session(owner).await?;
         let now = now_ms();
         let session = Session {
             id: SessionId::new(),
@@ -640,6 +659,16 @@ impl Engine {
             crate::lists::Change::SessionCreated { session: session.id.clone(), project: session.project_id.clone() },
         );
         Ok(session)
+    }
+
+    /// Whether `owner` may create one more session now: within the creation rate and
+    /// under the cap on sessions not archived (see [`crate::caps`]).
+    async fn admit_session(&self, owner: &UserId) -> Result<()> {
+        let caps = &self.inner.config.caps;
+        if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+            return Err(crate::caps::sessions_full(caps));
+        }
+        self.inner.session_rate.take(caps, owner, self.inner.config.clock.now_ms())
     }
 
     /// The session a client named `name` (an AI SDK chat id) before, if any (see
@@ -736,6 +765,13 @@ impl Engine {
             session.title_set = true;
         }
         if let Some(archived) = patch.archived {
+            // Taking a session out of the archive counts against the cap like a new one.
+            if session.archived && !archived {
+                let caps = &self.inner.config.caps;
+                if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+                    return Err(crate::caps::sessions_full(caps));
+                }
+            }
             session.archived = archived;
         }
         if let Some(mode) = patch.mode {

@@ -4,6 +4,7 @@
 
 mod approvals;
 pub mod auth;
+pub mod caps;
 pub mod clock;
 pub mod cluster;
 pub mod context;
@@ -20,6 +21,7 @@ pub mod lists;
 pub mod metrics;
 pub mod model;
 pub mod models;
+mod overlap;
 mod queue;
 pub mod readiness;
 mod reaper;
@@ -58,8 +60,8 @@ pub use spool_protocol::api::{
     ApprovalPolicy, MessagePage, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
 };
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueuedPrompt, RuleRemoval,
-    RunInsert, SessionMatch, Store, StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueueLimits, QueuedPrompt,
+    RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
     Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,

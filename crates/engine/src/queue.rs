@@ -4,7 +4,9 @@
 //!
 //! * **Durable and bounded.** Each queued prompt is a row (`queued_messages`), at most
 //!   [`MAX_QUEUED`] per session (`queue_full` past it), with the prompt size limit of any
-//!   prompt. The session's state carries the queue (`state.queue`), and every change is a
+//!   prompt, and across all of a user's sessions at most `caps.max_queued` prompts and
+//!   `caps.max_queued_bytes` of text (`user_queue_full`; see [`crate::caps`]). The
+//!   session's state carries the queue (`state.queue`), and every change is a
 //!   `session.queue` frame, so every view shows it live and the hub can tell a message
 //!   taken (`messages.processed`) from one removed (`message.deleted`).
 //! * **Exactly once.** A queued prompt keeps its request id: a retry finds it queued, or
@@ -27,7 +29,7 @@ use crate::error::{EngineError, Result};
 use crate::leases::LeaseGuard;
 use crate::run_env::Settled;
 use crate::session::Loaded;
-use crate::store::{QueueInsert, QueuedPrompt, RunInsert};
+use crate::store::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert};
 use spool_protocol::frame::{FrameBody, QueueChange, QueuedMessage};
 use spool_protocol::time::now_ms;
 use spool_protocol::{MessageId, SessionId, UserId};
@@ -80,7 +82,10 @@ impl Engine {
             on_disconnect,
         };
         let limit = self.inner.config.max_queued;
-        let queue = match self.inner.store.queue_prompt(&prompt, limit).await? {
+        let caps = &self.inner.config.caps;
+        let limits =
+            QueueLimits { per_session: limit, per_owner: caps.max_queued, per_owner_bytes: caps.max_queued_bytes };
+        let queue = match self.inner.store.queue_prompt(&prompt, limits).await? {
             QueueInsert::Queued => {
                 self.publish_queue(loaded, QueueChange::Added { message_id: message.id.clone() }).await?
             }
@@ -98,6 +103,7 @@ impl Engine {
                     ),
                 });
             }
+            QueueInsert::OwnerFull => return Err(crate::caps::queue_owner_full(caps)),
         };
         let index = queue.iter().position(|q| q.id == message.id).unwrap_or(queue.len());
         Ok(PromptQueued::at(&message, index))

@@ -153,6 +153,16 @@ impl Fence {
     }
 }
 
+impl Fence {
+    /// The roots (canonical) that are not `user`'s alone: every global root (each user
+    /// has it) and the other users' own roots. A project may not be one of them, nor
+    /// hold one (see [`crate::overlap`]).
+    pub(crate) fn roots_shared_with_others(&self, user: &UserId) -> Vec<PathBuf> {
+        let others = self.per_user.iter().filter(|(id, _)| *id != user).flat_map(|(_, roots)| roots);
+        self.global.iter().chain(others).map(|r| r.canonical.clone()).collect()
+    }
+}
+
 /// The one answer for every path outside the roots, existing or not: it does not even
 /// repeat the path, so two answers can be compared byte for byte.
 fn outside() -> EngineError {

@@ -84,6 +84,9 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_project(&self, project: &Project) -> Result<(), StoreError>;
     /// The owner's projects, oldest first.
     async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>, StoreError>;
+    /// Every user's projects, oldest first: what a new registration is compared with,
+    /// because a directory belongs to one user (see `crate::overlap`).
+    async fn all_projects(&self) -> Result<Vec<Project>, StoreError>;
     async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError>;
     /// Writes `name` and `updated_at`.
     async fn update_project(&self, project: &Project) -> Result<(), StoreError>;
@@ -94,6 +97,9 @@ pub trait Store: Send + Sync + 'static {
     /// A project's sessions with the given archived flag, most recently updated first.
     async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError>;
     async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError>;
+    /// How many of the owner's sessions, in every project, have this archived flag:
+    /// what the per-user session cap counts (see `crate::caps`).
+    async fn count_sessions(&self, owner: &UserId, archived: bool) -> Result<u64, StoreError>;
     /// The owner's sessions (archived ones too) whose title or a message's text contains
     /// `needle`, case-insensitively, newest activity first; with `before` only those
     /// ordered after that `(updated_at, id)`; at most `limit`. A scan of the owner's
@@ -192,9 +198,12 @@ pub trait Store: Send + Sync + 'static {
     async fn mark_call_started(&self, approval: &ApprovalId, at: time::Millis) -> Result<(), StoreError>;
 
     /// Puts a prompt at the end of its session's queue, unless the session already has
-    /// `limit` queued (then `Full`, writing nothing) or the prompt's request id is queued
-    /// already (then that message comes back as `Existing`, and nothing is written).
-    async fn queue_prompt(&self, prompt: &QueuedPrompt, limit: usize) -> Result<QueueInsert, StoreError>;
+    /// `limits.per_session` queued (then `Full`, writing nothing), its owner already has
+    /// `limits.per_owner` queued in all their sessions or the prompt's text would take
+    /// the owner's queued text past `limits.per_owner_bytes` (then `OwnerFull`, writing
+    /// nothing), or the prompt's request id is queued already (then that message comes
+    /// back as `Existing`, and nothing is written).
+    async fn queue_prompt(&self, prompt: &QueuedPrompt, limits: QueueLimits) -> Result<QueueInsert, StoreError>;
     /// The session's queued prompts, in queue order (the next to run first).
     async fn queued_prompts(&self, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError>;
     /// One queued prompt by its message id (`None` once taken or removed).
@@ -360,6 +369,27 @@ pub enum QueueInsert {
     Existing(QueuedPrompt),
     /// The session's queue is at its limit; nothing was written.
     Full,
+    /// The owner's prompts queued across all their sessions are at the count or byte
+    /// limit; nothing was written.
+    OwnerFull,
+}
+
+/// What [`Store::queue_prompt`] lets one session and one owner hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Prompts one session's queue holds.
+    pub per_session: usize,
+    /// Prompts one owner has queued across all their sessions.
+    pub per_owner: usize,
+    /// Bytes of prompt text one owner has queued across all their sessions.
+    pub per_owner_bytes: usize,
+}
+
+impl QueueLimits {
+    /// Only the per-session limit (the owner's totals unbounded).
+    pub fn session(per_session: usize) -> QueueLimits {
+        QueueLimits { per_session, per_owner: usize::MAX, per_owner_bytes: usize::MAX }
+    }
 }
 
 /// Which node runs a session, and until when: the row that keeps two nodes from

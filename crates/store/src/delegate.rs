@@ -31,6 +31,9 @@ macro_rules! impl_store {
                 async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>, StoreError> {
                     projects::list(&self.pool, owner).await
                 }
+                async fn all_projects(&self) -> Result<Vec<Project>, StoreError> {
+                    projects::all(&self.pool).await
+                }
                 async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError> {
                     projects::get(&self.pool, id).await
                 }
@@ -46,6 +49,9 @@ macro_rules! impl_store {
                 }
                 async fn list_sessions(&self, project: &ProjectId, archived: bool) -> Result<Vec<Session>, StoreError> {
                     sessions::list(&self.pool, project, archived).await
+                }
+                async fn count_sessions(&self, owner: &UserId, archived: bool) -> Result<u64, StoreError> {
+                    sessions::count(&self.pool, owner, archived).await
                 }
                 async fn get_session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
                     sessions::get(&self.pool, id).await
@@ -218,9 +224,9 @@ macro_rules! impl_store {
                 async fn queue_prompt(
                     &self,
                     prompt: &spool_engine::QueuedPrompt,
-                    limit: usize,
+                    limits: spool_engine::QueueLimits,
                 ) -> Result<spool_engine::QueueInsert, StoreError> {
-                    queue::insert(&self.pool, prompt, limit).await
+                    queue::insert(&self.pool, prompt, limits).await
                 }
                 async fn queued_prompts(
                     &self,

@@ -20,3 +20,6 @@ pub(crate) fn run_ids(ids: &[RunId]) -> Vec<&str> {
 
 /// The text of a `parts` row of kind `text` (`data` is `JSONB` here).
 pub(crate) const PART_TEXT: &str = "(p.data ->> 'text')";
+
+/// The size in bytes of a `queued_messages` row's text.
+pub(crate) const QUEUED_TEXT_BYTES: &str = "OCTET_LENGTH(text)";

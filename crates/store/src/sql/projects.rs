@@ -41,6 +41,18 @@ pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, St
     .collect()
 }
 
+/// Every owner's projects, oldest first (registration compares a new directory with
+/// them; a directory belongs to one user).
+pub(crate) async fn all(pool: &Pool) -> Result<Vec<Project>, StoreError> {
+    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects ORDER BY created_at, id")
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(rows::project)
+        .collect()
+}
+
 pub(crate) async fn get(pool: &Pool, id: &ProjectId) -> Result<Option<Project>, StoreError> {
     sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects WHERE id = $1")
         .bind(id.as_str())

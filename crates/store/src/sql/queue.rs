@@ -11,28 +11,38 @@
 //! Because the run and its user message go in with the delete, a crash between them
 //! cannot lose the prompt.
 //!
-//! The limit is exact on SQLite (one writer at a time); on PostgreSQL two nodes queueing
-//! into one session at the very same moment may each see room for one more, so the
-//! queue can pass the limit by the number of such racers, never more.
+//! The same condition bounds the owner's prompts across all their sessions, by count
+//! and by bytes of text (so one user cannot fill the store through many sessions).
+//! The limits are exact on SQLite (one writer at a time); on PostgreSQL two nodes
+//! queueing at the very same moment may each see room for one more, so a queue can
+//! pass a limit by the number of such racers, never more.
 
-use super::dialect::Pool;
+use super::dialect::{Pool, QUEUED_TEXT_BYTES};
 use super::{messages, runs};
 use crate::error::{db_error, to_db_int};
 use crate::rows;
-use spool_engine::{QueueInsert, QueuedPrompt, RunInsert, StoreError};
+use spool_engine::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
 use spool_protocol::{IndexedMessage, MessageId, Run, SessionId};
 
 const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
 
-pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limit: usize) -> Result<QueueInsert, StoreError> {
+/// A limit as a database integer; "unbounded" (`usize::MAX`) becomes the largest one.
+fn db_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limits: QueueLimits) -> Result<QueueInsert, StoreError> {
     let message = &prompt.message;
-    let done = sqlx::query(
+    let sql = format!(
         "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
                                       created_at)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8
          WHERE (SELECT COUNT(*) FROM queued_messages WHERE session_id = $2) < $9
-         ON CONFLICT (session_id, request_id) DO NOTHING",
-    )
+           AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
+           AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
+         ON CONFLICT (session_id, request_id) DO NOTHING"
+    );
+    let done = sqlx::query(&sql)
     .bind(message.id.as_str())
     .bind(prompt.session_id.as_str())
     .bind(prompt.owner_id.as_str())
@@ -41,7 +51,10 @@ pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limit: usize) -> 
     .bind(prompt.approval_policy.map(|p| p.as_str()))
     .bind(prompt.on_disconnect.as_str())
     .bind(message.created_at)
-    .bind(to_db_int(limit as u64, "queue limit")?)
+    .bind(db_limit(limits.per_session))
+    .bind(db_limit(limits.per_owner))
+    .bind(db_limit(limits.per_owner_bytes))
+    .bind(to_db_int(message.text.len() as u64, "prompt length")?)
     .execute(pool)
     .await
     .map_err(db_error)?;
@@ -55,10 +68,16 @@ pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limit: usize) -> 
             .fetch_optional(pool)
             .await
             .map_err(db_error)?;
-    match existing {
-        Some(row) => Ok(QueueInsert::Existing(rows::queued(&row)?)),
-        None => Ok(QueueInsert::Full),
+    if let Some(row) = existing {
+        return Ok(QueueInsert::Existing(rows::queued(&row)?));
     }
+    // Refused: say which limit, the session's or the owner's.
+    let in_session: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM queued_messages WHERE session_id = $1")
+        .bind(prompt.session_id.as_str())
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(if in_session >= db_limit(limits.per_session) { QueueInsert::Full } else { QueueInsert::OwnerFull })
 }
 
 pub(crate) async fn list(pool: &Pool, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError> {

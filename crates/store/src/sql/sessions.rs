@@ -6,11 +6,11 @@
 //! first, so a rule added meanwhile by another writer is never lost.
 
 use super::dialect::Pool;
-use crate::error::{db_error, to_db_int};
+use crate::error::{db_error, from_db_int, to_db_int};
 use crate::rows;
 use spool_engine::{RuleRemoval, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{PermissionAction, ProjectId, Session, SessionId};
+use spool_protocol::{PermissionAction, ProjectId, Session, SessionId, UserId};
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, project_id, owner_id, title, title_set, archived, permissions, model, mode, read_index, created_at, updated_at";
@@ -54,6 +54,17 @@ pub(crate) async fn list(pool: &Pool, project: &ProjectId, archived: bool) -> Re
         .iter()
         .map(rows::session)
         .collect()
+}
+
+/// The owner's sessions with this archived flag, in every project (the per-user cap).
+pub(crate) async fn count(pool: &Pool, owner: &UserId, archived: bool) -> Result<u64, StoreError> {
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND archived = $2")
+        .bind(owner.as_str())
+        .bind(archived)
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    from_db_int(count, "session count")
 }
 
 pub(crate) async fn get(pool: &Pool, id: &SessionId) -> Result<Option<Session>, StoreError> {

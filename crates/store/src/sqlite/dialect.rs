@@ -22,3 +22,7 @@ pub(crate) fn run_ids(ids: &[RunId]) -> Json<Vec<&str>> {
 
 /// The text of a `parts` row of kind `text` (`data` is JSON text here).
 pub(crate) const PART_TEXT: &str = "json_extract(p.data, '$.text')";
+
+/// The size in bytes of a `queued_messages` row's text (SQLite's `LENGTH` of text
+/// counts characters; of a blob, bytes).
+pub(crate) const QUEUED_TEXT_BYTES: &str = "LENGTH(CAST(text AS BLOB))";

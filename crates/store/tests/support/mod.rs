@@ -12,8 +12,8 @@
 
 use serde_json::json;
 use spool_engine::{
-    ApprovalPolicy, Draft, IdempotencyClaim, Lease, Listener, LoginSession, OnDisconnect, QueueInsert, QueuedPrompt,
-    RuleRemoval, RunInsert, Store, StoreError, Supersede,
+    ApprovalPolicy, Draft, IdempotencyClaim, Lease, Listener, LoginSession, OnDisconnect, QueueInsert, QueueLimits,
+    QueuedPrompt, RuleRemoval, RunInsert, Store, StoreError, Supersede,
 };
 use spool_protocol::time::Millis;
 use spool_protocol::*;
@@ -59,6 +59,8 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     leases_are_taken_renewed_and_released(store).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     queued_prompts_wait_in_order_within_their_limit(store).await;
+    queued_prompts_are_bounded_per_owner_by_count_and_bytes(store).await;
+    sessions_are_counted_per_owner_and_projects_listed_for_all(store).await;
     taking_a_queued_prompt_inserts_its_run_once(store).await;
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
 }
@@ -1484,6 +1486,50 @@ async fn queue_texts(store: &dyn Store, session: &Session) -> Vec<String> {
     queued.into_iter().map(|q| q.message.text).collect()
 }
 
+pub async fn queued_prompts_are_bounded_per_owner_by_count_and_bytes(store: &dyn Store) {
+    let (project, first) = new_session(store).await;
+    let second = session_in(&project, 2_000, false);
+    store.insert_session(&second).await.expect("insert_session");
+    let (_, strangers) = new_session(store).await;
+    // "ü" is two bytes: the byte limit counts bytes, not characters.
+    let limits = QueueLimits { per_session: 10, per_owner: 3, per_owner_bytes: 10 };
+    let queue = |q: QueuedPrompt| async move { store.queue_prompt(&q, limits).await.expect("queue") };
+    assert_eq!(queue(queued_in(&first, "a", "üüü", 1)).await, QueueInsert::Queued);
+    assert_eq!(queue(queued_in(&second, "b", "xxxx", 1)).await, QueueInsert::Queued);
+    // 6 + 4 bytes queued: one more byte in any of the owner's sessions is too many.
+    assert_eq!(queue(queued_in(&second, "c", "y", 1)).await, QueueInsert::OwnerFull);
+    assert_eq!(queue(queued_in(&strangers, "c", "other", 1)).await, QueueInsert::Queued);
+    assert_eq!(
+        queue(queued_in(&first, "a", "retry", 1)).await,
+        QueueInsert::Existing(store.queued_prompts(&first.id).await.expect("q")[0].clone())
+    );
+    let roomy = QueueLimits { per_owner_bytes: 1_000, ..limits };
+    assert_eq!(store.queue_prompt(&queued_in(&first, "d", "z", 1), roomy).await.expect("q"), QueueInsert::Queued);
+    // Three queued: the count limit, across sessions.
+    assert_eq!(store.queue_prompt(&queued_in(&second, "e", "z", 1), roomy).await.expect("q"), QueueInsert::OwnerFull);
+    assert_eq!(queue_texts(store, &second).await, ["xxxx"], "nothing written when refused");
+    // A full session is still `Full`, whatever the owner has.
+    let tight = QueueLimits { per_session: 2, ..roomy };
+    assert_eq!(store.queue_prompt(&queued_in(&first, "f", "z", 1), tight).await.expect("q"), QueueInsert::Full);
+}
+
+pub async fn sessions_are_counted_per_owner_and_projects_listed_for_all(store: &dyn Store) {
+    let (project, _) = new_session(store).await;
+    let other_project = project_for(&project.owner_id, 2_000);
+    store.insert_project(&other_project).await.expect("insert_project");
+    for archived in [false, true, true] {
+        store.insert_session(&session_in(&other_project, 3_000, archived)).await.expect("insert_session");
+    }
+    let (strangers, _) = new_session(store).await;
+    assert_eq!(store.count_sessions(&project.owner_id, false).await.expect("count"), 2, "in every project");
+    assert_eq!(store.count_sessions(&project.owner_id, true).await.expect("count"), 2);
+    assert_eq!(store.count_sessions(&strangers.owner_id, false).await.expect("count"), 1);
+    let all: Vec<ProjectId> = store.all_projects().await.expect("all").into_iter().map(|p| p.id).collect();
+    for id in [&project.id, &other_project.id, &strangers.id] {
+        assert!(all.contains(id), "{id} in {all:?}");
+    }
+}
+
 pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) {
     let (project, session) = new_session(store).await;
     // All in one millisecond: the order is the order they were queued in.
@@ -1492,33 +1538,36 @@ pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) 
         on_disconnect: OnDisconnect::Cancel,
         ..queued_in(&session, "req-a", "first ünï 🦀", 500)
     };
-    assert_eq!(store.queue_prompt(&first, 3).await.expect("queue"), QueueInsert::Queued);
+    assert_eq!(store.queue_prompt(&first, QueueLimits::session(3)).await.expect("queue"), QueueInsert::Queued);
     let second = queued_in(&session, "req-b", "second", 500);
-    assert_eq!(store.queue_prompt(&second, 3).await.expect("queue"), QueueInsert::Queued);
+    assert_eq!(store.queue_prompt(&second, QueueLimits::session(3)).await.expect("queue"), QueueInsert::Queued);
     assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![first.clone(), second.clone()]);
     assert_eq!(store.get_queued(&first.message.id).await.expect("get"), Some(first.clone()));
 
     // A retry (same request id, fresh message id) gets the first message back.
     let retry = queued_in(&session, "req-a", "first again", 600);
-    assert_eq!(store.queue_prompt(&retry, 3).await.expect("retry"), QueueInsert::Existing(first.clone()));
+    assert_eq!(
+        store.queue_prompt(&retry, QueueLimits::session(3)).await.expect("retry"),
+        QueueInsert::Existing(first.clone())
+    );
     assert_eq!(store.get_queued(&retry.message.id).await.expect("get"), None, "the retry is not stored");
 
     // The limit counts this session only; past it nothing is written.
     let other = session_in(&project, 2_000, false);
     store.insert_session(&other).await.expect("insert_session");
     assert_eq!(
-        store.queue_prompt(&queued_in(&other, "req-a", "elsewhere", 1), 1).await.expect("queue"),
+        store.queue_prompt(&queued_in(&other, "req-a", "elsewhere", 1), QueueLimits::session(1)).await.expect("queue"),
         QueueInsert::Queued
     );
     assert_eq!(
-        store.queue_prompt(&queued_in(&session, "req-c", "third", 700), 3).await.expect("queue"),
+        store.queue_prompt(&queued_in(&session, "req-c", "third", 700), QueueLimits::session(3)).await.expect("queue"),
         QueueInsert::Queued
     );
     let fourth = queued_in(&session, "req-d", "fourth", 800);
-    assert_eq!(store.queue_prompt(&fourth, 3).await.expect("queue"), QueueInsert::Full);
+    assert_eq!(store.queue_prompt(&fourth, QueueLimits::session(3)).await.expect("queue"), QueueInsert::Full);
     assert_eq!(queue_texts(store, &session).await, ["first ünï 🦀", "second", "third"]);
     assert_eq!(
-        store.queue_prompt(&queued_in(&session, "req-a", "x", 1), 3).await.expect("q"),
+        store.queue_prompt(&queued_in(&session, "req-a", "x", 1), QueueLimits::session(3)).await.expect("q"),
         QueueInsert::Existing(first.clone()),
         "a full queue still finds a retry"
     );
@@ -1545,7 +1594,7 @@ pub async fn taking_a_queued_prompt_inserts_its_run_once(store: &dyn Store) {
     let next = queued_in(&session, "req-next", "next", 100);
     let later = queued_in(&session, "req-later", "later", 100);
     for q in [&next, &later] {
-        assert_eq!(store.queue_prompt(q, 32).await.expect("queue"), QueueInsert::Queued);
+        assert_eq!(store.queue_prompt(q, QueueLimits::session(32)).await.expect("queue"), QueueInsert::Queued);
     }
     let run = run_in(&session, "req-next", RunStatus::Running);
     let prompt = prompt_of(&run, next.message.id.clone(), "next");
@@ -1581,7 +1630,7 @@ pub async fn concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(store
     let store = &stores[0];
     let (_, session) = new_session(store.as_ref()).await;
     let queued = queued_in(&session, "req-race", "once", 100);
-    assert_eq!(store.queue_prompt(&queued, 32).await.expect("queue"), QueueInsert::Queued);
+    assert_eq!(store.queue_prompt(&queued, QueueLimits::session(32)).await.expect("queue"), QueueInsert::Queued);
     let tasks: Vec<_> = (0..racers)
         .map(|i| {
             let store = stores[i % stores.len()].clone();

@@ -1,0 +1,76 @@
+//! Two users' tokens sharing one `--workspace-root`, through a real server: a directory
+//! one user registered is not another's. Bob cannot register alice's project directory,
+//! a directory inside it, a directory holding it, the root itself, or her directory
+//! under another name (a symbolic link inside the root); alice still registers her own,
+//! and bob his own beside hers.
+
+use crate::common;
+
+use common::{TestOptions, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::EngineConfig;
+
+async fn register(server: &TestServer, token: &str, path: &std::path::Path) -> (StatusCode, Value) {
+    let request = server.client.post(server.url("/api/projects")).bearer_auth(token).json(&json!({ "path": path }));
+    server.send(request).await
+}
+
+#[tokio::test]
+async fn a_directory_another_user_registered_or_the_shared_root_is_refused() {
+    // One root every user shares, apart from the server's data directory.
+    let shared = tempfile::tempdir().expect("temp dir");
+    let root = shared.path().canonicalize().expect("canonical");
+    let mut engine = EngineConfig::default();
+    engine.workspace_roots.global.push(root.clone());
+    let server =
+        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
+    let dir = |name: &str| {
+        let path = root.join(name);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        path
+    };
+    let (team, alices, inner) = (dir("team"), dir("team/alice"), dir("team/alice/src"));
+    std::os::unix::fs::symlink(&alices, root.join("alias")).expect("symlink");
+
+    let (status, body) = register(&server, &alice, &alices).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    for (path, code, status) in [
+        (&alices, "directory_taken", StatusCode::FORBIDDEN),
+        (&inner, "directory_taken", StatusCode::FORBIDDEN),
+        (&team, "directory_taken", StatusCode::FORBIDDEN),
+        (&root.join("alias"), "directory_taken", StatusCode::FORBIDDEN),
+        (&root, "shared_root", StatusCode::FORBIDDEN),
+    ] {
+        let (got, body) = register(&server, &bob, path).await;
+        assert_eq!((got, body["error"]["code"].as_str()), (status, Some(code)), "{path:?}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("user")), "{body}");
+    }
+    let (_, projects) = server.send(server.client.get(server.url("/api/projects")).bearer_auth(&bob)).await;
+    assert_eq!(projects, json!([]), "bob registered nothing");
+
+    // Nor does the OpenCode dialect's directory header get around it.
+    let request = server
+        .client
+        .post(server.url("/session"))
+        .bearer_auth(&bob)
+        .header("x-opencode-directory", common::urlencode(alices.to_str().expect("utf-8")))
+        .json(&json!({}));
+    let (status, body) = server.send(request).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("directory_taken")), "{body}");
+
+    // Alice registers inside her own project too, and bob beside her.
+    let (status, body) = register(&server, &alice, &inner).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let bobs = dir("team/bob");
+    let (status, body) = register(&server, &bob, &bobs).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // And now alice cannot take bob's, nor the root.
+    let (status, body) = register(&server, &alice, &bobs).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("directory_taken")), "{body}");
+    let (status, body) = register(&server, &alice, &root).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("shared_root")), "{body}");
+}
