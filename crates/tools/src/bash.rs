@@ -679,7 +679,7 @@ mod tests {
             return;
         }
         let (_dir, root, data, _) = sandboxed();
-        let settings = SandboxSettings { env: vec!["SPOOL_SANDBOX_TEST_PASSED".into()], network: true };
+        let settings = SandboxSettings { env: vec!["SPOOL_SANDBOX_TEST_PASSED".into()], ..SandboxSettings::default() };
         let command = "echo \"[$SPOOL_SANDBOX_TEST_KEY]\" \"[$SPOOL_SANDBOX_TEST_PASSED]\"; env";
         let out = sandboxed_bash(settings, &root, &data, command).await;
         assert!(out.text.contains("[] [passed-through]"), "{}", out.text);

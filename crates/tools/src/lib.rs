@@ -51,7 +51,7 @@ pub use grep::Grep;
 pub use list::List;
 pub use question::Question;
 pub use read::Read;
-pub use sandbox::{BASE_ENV, SandboxSettings, probe as probe_sandbox};
+pub use sandbox::{BASE_ENV, SandboxSettings, Service as SandboxService, probe as probe_sandbox};
 pub use shell::command_subject;
 pub use todo::TodoWrite;
 pub use write::Write;

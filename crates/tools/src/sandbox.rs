@@ -8,15 +8,21 @@
 //!   ([`BASE_ENV`], every `LC_*`, and the names the config adds), and `TMPDIR` set to
 //!   a temp directory made for this one call and removed after it.
 //! - **Files.** Landlock is an allow-list: a ruleset handles every file-system access
-//!   the running kernel knows, then grants read-execute on everything except the data
-//!   directory, and read-write only under the project directory, the call's temp dir
-//!   and a few device files (`/dev/null`…). "Everything except" cannot be said
-//!   directly, so [`readable_roots`] walks from `/` down the data directory's ancestors
-//!   and grants each sibling on the way; the ancestors themselves can be traversed but
-//!   not listed.
-//! - **Network** (`network = false`): TCP connect and bind are handled with no port
-//!   granted (Landlock ABI 4+), and abstract UNIX sockets outside the sandbox are
-//!   scoped away (ABI 6+). UDP is not covered by Landlock.
+//!   the running kernel knows, then grants read-execute on everything except the
+//!   excluded paths, and read-write only under the project directory, the call's temp
+//!   dir and a few device files (`/dev/null`…). The excluded paths are the data
+//!   directory, every file the server was given as a secret
+//!   ([`SandboxSettings::secret_paths`]: its TLS key and certificate, its config file,
+//!   credential files) and the system's secret files (`/etc/shadow`, host keys…; see
+//!   [`files`]). Directories may be listed everywhere, but not read inside an excluded one.
+//! - **Network.** TCP is judged by a second Landlock layer ([`net`], ABI 4+): with
+//!   `network = false` no port may be connected to or bound; with the network on, every
+//!   port may be connected to except those of Spool's own services, the store and the
+//!   bus ([`SandboxSettings::services`]), on any host. A seccomp filter ([`filter`])
+//!   refuses what Landlock cannot judge: creating UNIX sockets (the PostgreSQL socket),
+//!   MPTCP sockets (which bypass the port rules) and io_uring rings, and with
+//!   `network = false` every socket but netlink (UDP included). Abstract UNIX sockets
+//!   outside the sandbox are scoped away too (ABI 6+).
 //! - **Signals** (ABI 6+): the command cannot signal processes outside its sandbox,
 //!   the server included.
 //! - **The server's memory and environment** (`/proc/$PPID/environ`, `mem`, ptrace).
@@ -35,16 +41,24 @@
 //!
 //! The ruleset is built in the server before spawning (opening directories and
 //! allocating are not allowed between fork and exec), and only raw system calls run in
-//! the child in `pre_exec`: `prctl` (no new privileges, the capability drops), `capset`
-//! and `landlock_restrict_self`. All are async-signal-safe and allocate nothing; the
+//! the child in `pre_exec`: `prctl` (no new privileges, the capability drops), `capset`,
+//! `landlock_restrict_self` (once per layer) and `seccomp`. All are async-signal-safe
+//! and allocate nothing; the
 //! crate's own `restrict_self` is not documented to be, so it is not called there. The
-//! ruleset's descriptor is close-on-exec, so the command never holds it.
+//! rulesets' descriptors are close-on-exec, so the command never holds them.
 //!
 //! Where Landlock is missing the ruleset comes out empty (best-effort compatibility),
 //! the environment is still scrubbed, capabilities still dropped and commands still
 //! run; [`probe`] says so once at start-up for the log and `/api/health`.
 
+mod files;
+mod filter;
+mod net;
+#[cfg(test)]
+mod tests;
+
 use crate::error::ToolError;
+use filter::Filter;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
@@ -53,6 +67,7 @@ use spool_engine::SandboxStatus;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::process::Command;
 
 /// The newest Landlock ABI this code asks for; older kernels enforce what they can.
@@ -69,13 +84,46 @@ const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev
 pub struct SandboxSettings {
     /// More variable names passed through from the server's environment.
     pub env: Vec<String>,
-    /// Whether commands may open TCP connections and listen (`network = false` blocks).
+    /// Whether commands may open network sockets (`network = false` blocks TCP connect
+    /// and bind, UDP and every other socket family but netlink).
     pub network: bool,
+    /// Spool's own services, the store and the bus: commands never connect to them,
+    /// whatever `network` says. The server fills it from `--database-url` and
+    /// `--redis-url`.
+    pub services: Vec<Service>,
+    /// Files and directories the server was given as secrets (its TLS key and
+    /// certificate, its config file, credential files): commands cannot read them, as
+    /// they cannot read the data directory. Paths that do not exist are skipped.
+    pub secret_paths: Vec<PathBuf>,
 }
 
 impl Default for SandboxSettings {
     fn default() -> Self {
-        Self { env: Vec::new(), network: true }
+        Self { env: Vec::new(), network: true, services: Vec::new(), secret_paths: Vec::new() }
+    }
+}
+
+/// Where one of Spool's own services listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// A TCP address. Landlock judges connections by port alone, so commands cannot
+    /// connect to this port on any host.
+    Tcp { host: String, port: u16 },
+    /// A UNIX socket. Commands cannot create UNIX sockets at all (see [`filter`]), so
+    /// this one is closed with every other; it is named for the record.
+    Unix(PathBuf),
+}
+
+impl SandboxSettings {
+    /// The TCP ports of Spool's own services.
+    fn closed_ports(&self) -> Vec<u16> {
+        self.services
+            .iter()
+            .filter_map(|s| match s {
+                Service::Tcp { port, .. } => Some(*port),
+                Service::Unix(_) => None,
+            })
+            .collect()
     }
 }
 
@@ -83,6 +131,9 @@ impl Default for SandboxSettings {
 /// the call's temp dir.
 pub(crate) struct Prepared {
     ruleset: Option<OwnedFd>,
+    /// The TCP layer, shared by every call with the same settings ([`net`]).
+    network: Option<Arc<OwnedFd>>,
+    filter: Filter,
     env: Vec<(OsString, OsString)>,
     /// Held for its drop, which removes the directory.
     _temp: tempfile::TempDir,
@@ -107,15 +158,17 @@ impl Prepared {
                 "refusing to run: the project directory contains the server's data directory".into(),
             ));
         }
+        let excluded = excluded_paths(settings, root, data_dir)?;
         seal_server_process();
         let temp = tempfile::Builder::new()
             .prefix("spool-bash-")
             .tempdir()
             .map_err(|e| ToolError::Internal(format!("cannot create the command's temp dir: {e}")))?;
         let env = environment(settings, temp.path());
-        let ruleset = ruleset(settings.network, root, temp.path(), data_dir.as_deref())
-            .map_err(|e| ToolError::Internal(format!("cannot build the command's sandbox: {e}")))?;
-        Ok(Self { ruleset, env, _temp: temp })
+        let built = |e: landlock::RulesetError| ToolError::Internal(format!("cannot build the command's sandbox: {e}"));
+        let ruleset = ruleset(root, temp.path(), &excluded).map_err(built)?;
+        let network = net::layer(settings.network, &settings.closed_ports()).map_err(built)?;
+        Ok(Self { ruleset, network, filter: Filter::new(settings.network), env, _temp: temp })
     }
 
     /// Gives `command` the scrubbed environment, takes every capability away from it
@@ -123,23 +176,25 @@ impl Prepared {
     /// outlive the spawn (it holds the ruleset).
     pub(crate) fn apply(&self, command: &mut Command) {
         command.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
-        let ruleset = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
+        let layers = [self.ruleset.as_ref().map(|fd| fd.as_raw_fd()), self.network.as_ref().map(|fd| fd.as_raw_fd())];
+        let filter = self.filter.clone();
         // SAFETY: the closure runs in the forked child before exec and makes only raw
         // system calls, all async-signal-safe; it touches no lock and allocates nothing
-        // (`last_os_error` reads errno into a plain value). The ruleset's descriptor
-        // stays open in the parent until the spawn returns, since `self` outlives it.
+        // (`last_os_error` reads errno into a plain value; the filter was built before
+        // the fork). The rulesets' descriptors stay open in the parent until the spawn
+        // returns, since `self` outlives it.
         unsafe {
             command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 drop_capabilities()?;
-                if let Some(fd) = ruleset
-                    && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
+                for fd in layers.into_iter().flatten() {
+                    if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
-                Ok(())
+                filter.install()
             });
         }
     }
@@ -217,59 +272,51 @@ fn environment(settings: &SandboxSettings, temp: &Path) -> Vec<(OsString, OsStri
     env
 }
 
-/// The ruleset's descriptor, or `None` where the kernel has no Landlock.
+/// Every path a command must not read, resolved: the data directory, the secret paths
+/// that exist and the system's secret files. A project directory that holds one, or
+/// lies inside one, is refused: Landlock cannot take a path back out of the project's
+/// read-write grant.
+fn excluded_paths(
+    settings: &SandboxSettings,
+    root: &Path,
+    data_dir: Option<PathBuf>,
+) -> Result<Vec<PathBuf>, ToolError> {
+    let secrets: Vec<PathBuf> = settings.secret_paths.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    for secret in &secrets {
+        if secret.starts_with(root) || root.starts_with(secret) {
+            return Err(ToolError::Internal(format!(
+                "refusing to run: the project directory holds {}, a file the server keeps secret from commands; \
+                 move it out of the project",
+                secret.display()
+            )));
+        }
+    }
+    let mut excluded: Vec<PathBuf> = data_dir.into_iter().chain(secrets).chain(files::system_secrets()).collect();
+    excluded.sort();
+    excluded.dedup();
+    Ok(excluded)
+}
+
+/// The per-call ruleset's descriptor (files, signals, abstract sockets), or `None`
+/// where the kernel has no Landlock.
 fn ruleset(
-    network: bool,
     root: &Path,
     temp: &Path,
-    data_dir: Option<&Path>,
+    excluded: &[PathBuf],
 ) -> Result<Option<OwnedFd>, landlock::RulesetError> {
-    let mut rules =
-        Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(AccessFs::from_all(TARGET_ABI))?;
-    rules = rules.scope(Scope::Signal)?;
-    if !network {
-        rules = rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?.scope(Scope::AbstractUnixSocket)?;
-    }
-    let readable = match data_dir {
-        Some(data) => readable_roots(data),
-        None => vec![PathBuf::from("/")],
-    };
+    let rules = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET_ABI))?
+        .scope(Scope::Signal)?
+        .scope(Scope::AbstractUnixSocket)?;
     let created = rules
         .create()?
-        .add_rules(path_beneath_rules(&readable, AccessFs::from_read(TARGET_ABI)))?
+        .add_rules(path_beneath_rules(files::readable_roots(excluded), AccessFs::from_read(TARGET_ABI)))?
+        // Names may be listed everywhere; the excluded paths' contents stay closed.
+        .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
         .add_rules(path_beneath_rules([root, temp], AccessFs::from_all(TARGET_ABI)))?
         .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_file(TARGET_ABI)))?;
     Ok(created.into())
-}
-
-/// The paths that together cover the whole file system except `data_dir` (canonical):
-/// for each directory from `/` down to the data directory's parent, every entry but the
-/// next one on the way. An entry whose real path leads to or into the data directory
-/// (a symlink to an ancestor, or into it) is left out too; an entry that cannot be
-/// resolved (a dangling link) has nothing to grant. A directory on the way that cannot
-/// be listed contributes nothing.
-pub(crate) fn readable_roots(data_dir: &Path) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
-    let mut dir = PathBuf::from("/");
-    for component in data_dir.components().skip(1) {
-        let next = dir.join(component);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path == next {
-                    continue;
-                }
-                match path.canonicalize() {
-                    Ok(real) if real.starts_with(data_dir) || data_dir.starts_with(&real) => {}
-                    Ok(_) => roots.push(path),
-                    Err(_) => {}
-                }
-            }
-        }
-        dir = next;
-    }
-    roots.sort();
-    roots
 }
 
 /// What Landlock does for commands on this machine, tried once: a full ruleset is
@@ -282,10 +329,10 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
         let mut rules = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(TARGET_ABI))?
-            .scope(Scope::Signal)?;
+            .scope(Scope::Signal)?
+            .scope(Scope::AbstractUnixSocket)?;
         if !network {
-            rules =
-                rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?.scope(Scope::AbstractUnixSocket)?;
+            rules = rules.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
         }
         rules.create()?.add_rules(path_beneath_rules(["/"], AccessFs::from_read(TARGET_ABI)))?.restrict_self()
     })
@@ -302,75 +349,23 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
         }
         _ => (RulesetStatus::NotEnforced, 0),
     };
+    if !filter::supported() {
+        tracing::warn!("no seccomp filter for commands on this architecture: they can make UNIX and MPTCP sockets");
+    }
+    if abi < 4 && !settings.closed_ports().is_empty() {
+        tracing::warn!(abi, "this kernel's Landlock cannot close the store's and the bus's ports to commands (ABI 4+)");
+    }
     SandboxStatus {
         landlock: enforced != RulesetStatus::NotEnforced,
         fully_enforced: enforced == RulesetStatus::FullyEnforced,
         abi,
         network,
+        pid_namespace: crate::process::probe(),
         env: BASE_ENV
             .iter()
             .map(|s| (*s).to_owned())
             .chain(["LC_*".to_owned()])
             .chain(settings.env.iter().cloned())
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A fake file system: the roots must cover every entry on the data dir's way down
-    /// except the way itself, leave out links that lead back into it, and never name
-    /// the data dir or anything inside it.
-    #[test]
-    fn readable_roots_cover_everything_but_the_data_dir() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let base = dir.path().canonicalize().expect("canonical");
-        let data = base.join("home/me/.local/share/spool");
-        std::fs::create_dir_all(&data).expect("mkdir");
-        std::fs::write(data.join("spool.db"), "secret").expect("write");
-        std::fs::create_dir_all(base.join("home/me/project")).expect("mkdir");
-        std::fs::create_dir_all(base.join("home/other")).expect("mkdir");
-        std::fs::write(base.join("home/me/notes.txt"), "x").expect("write");
-        std::fs::create_dir_all(base.join("home/me/.local/bin")).expect("mkdir");
-        std::os::unix::fs::symlink(&data, base.join("home/me/link-into")).expect("symlink");
-        std::os::unix::fs::symlink(base.join("home"), base.join("home/me/link-up")).expect("symlink");
-        std::os::unix::fs::symlink(base.join("nowhere"), base.join("home/me/dangling")).expect("symlink");
-
-        let roots = readable_roots(&data);
-        for granted in ["home/me/project", "home/other", "home/me/notes.txt", "home/me/.local/bin"] {
-            assert!(roots.contains(&base.join(granted)), "{granted} missing from {roots:?}");
-        }
-        for refused in ["home/me/link-into", "home/me/link-up", "home/me/dangling", "home", "home/me"] {
-            assert!(!roots.contains(&base.join(refused)), "{refused} granted: {roots:?}");
-        }
-        for root in &roots {
-            // Other tests make and remove temp files beside ours in /tmp at the same
-            // time, so an entry outside our own directory may be gone by now; inside
-            // it, every granted path must resolve (the dangling link is not granted).
-            let real = match root.canonicalize() {
-                Ok(real) => real,
-                Err(_) if !root.starts_with(&base) => continue,
-                Err(e) => panic!("{} is granted but does not resolve: {e}", root.display()),
-            };
-            assert!(!real.starts_with(&data) && !data.starts_with(&real), "{} reaches the data dir", root.display());
-        }
-        // Above the temp dir, the system's own directories are granted.
-        assert!(roots.contains(&PathBuf::from("/usr")), "{roots:?}");
-    }
-
-    #[test]
-    fn the_environment_is_an_allow_list_with_a_private_tmpdir() {
-        let temp = Path::new("/tmp/spool-bash-test");
-        let settings = SandboxSettings { env: vec!["CARGO_HOME".into()], network: true };
-        let env = environment(&settings, temp);
-        let names: Vec<&str> = env.iter().filter_map(|(k, _)| k.to_str()).collect();
-        assert!(names.contains(&"PATH"));
-        assert!(
-            names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME")
-        );
-        assert_eq!(env.iter().filter(|(k, _)| k == "TMPDIR").count(), 1);
-        assert!(env.contains(&("TMPDIR".into(), temp.as_os_str().to_owned())));
     }
 }
