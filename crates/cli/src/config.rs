@@ -26,7 +26,7 @@
 //! roots = ["/home/alice/src"]  # where alice may register projects, besides --workspace-root
 //! [sandbox]                     # how `bash` commands are confined
 //! env = ["CARGO_HOME"]          # more variables passed through to commands
-//! network = false               # block TCP connect/bind (default: allowed)
+//! network = false               # block TCP connect/bind, UDP… (default: allowed)
 //! ```
 //!
 //! A relative root is taken from the config file's directory, not from wherever the
@@ -88,13 +88,18 @@ pub struct SandboxConfig {
     /// built-in allow-list (PATH, HOME, LANG, LC_*, TERM, USER…).
     #[serde(default)]
     pub env: Vec<String>,
-    /// `false` blocks TCP connect and bind for commands (Landlock ABI 4+).
+    /// `false` blocks TCP connect and bind for commands (Landlock ABI 4+) and every
+    /// other socket but netlink, UDP included (seccomp).
     pub network: Option<bool>,
 }
 
 impl SandboxConfig {
     pub fn settings(&self) -> spool_tools::SandboxSettings {
-        spool_tools::SandboxSettings { env: self.env.clone(), network: self.network.unwrap_or(true) }
+        spool_tools::SandboxSettings {
+            env: self.env.clone(),
+            network: self.network.unwrap_or(true),
+            ..spool_tools::SandboxSettings::default()
+        }
     }
 }
 
@@ -146,7 +151,7 @@ mod tests {
         let c: FileConfig = toml::from_str("[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("sandbox");
         assert_eq!(
             c.sandbox.settings(),
-            spool_tools::SandboxSettings { env: vec!["CARGO_HOME".into()], network: false }
+            spool_tools::SandboxSettings { env: vec!["CARGO_HOME".into()], network: false, ..Default::default() }
         );
         assert!(FileConfig::default().sandbox.settings().network);
         assert!(toml::from_str::<FileConfig>("[sandbox]\nnetwrok = false\n").is_err());

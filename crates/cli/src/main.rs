@@ -27,6 +27,7 @@ mod database;
 mod hub;
 mod lock;
 mod otlp;
+mod sandbox;
 
 use database::StoreArgs;
 
@@ -345,6 +346,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = database.shared();
     let file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
     let models = build_models(&args, &file)?;
+    // Provider keys from the config's `[env]` are masked in what runs show, as the
+    // environment's are.
+    spool_engine::secrets::remember(file.env.iter().map(|(name, value)| (name.as_str(), value.as_str())));
     let mut engine_config = EngineConfig::default();
     engine_config.rules.extend(file.permission);
     engine_config.approval_policy = match args.approval_policy.as_deref() {
@@ -381,7 +385,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if redis_url.is_some() && !engine_config.shared_store {
         bail!("--redis-url joins nodes that share a --database-url; with SQLite a server is on its own");
     }
-    let sandbox_settings = file.sandbox.settings();
+    let mut sandbox_settings = file.sandbox.settings();
+    // Commands never reach the store or the bus, nor read the files that hold secrets.
+    let database_url = if sqlite { None } else { args.store.database_url.as_deref() };
+    sandbox_settings.services = sandbox::services(database_url, redis_url);
+    sandbox_settings.secret_paths = secret_files(&args);
     let sandbox = spool_tools::probe_sandbox(&sandbox_settings);
     if !sandbox.landlock {
         tracing::warn!(
@@ -470,6 +478,13 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<spool_server::TlsConfig
         (Some(_), None) => bail!("--tls-cert needs --tls-key (SPOOL_TLS_KEY): the private key of the certificate"),
         (None, Some(_)) => bail!("--tls-key needs --tls-cert (SPOOL_TLS_CERT): the certificate chain of the key"),
     }
+}
+
+/// Every file the server was given that holds a secret, or may (a certificate file can
+/// hold the key too): the `bash` sandbox keeps them from commands as it keeps the data
+/// directory. A new flag naming such a file belongs here.
+fn secret_files(args: &ServeArgs) -> Vec<PathBuf> {
+    [&args.config, &args.tls_cert, &args.tls_key].into_iter().flatten().cloned().collect()
 }
 
 /// The models on offer: the scripted model always (the default when nothing else is

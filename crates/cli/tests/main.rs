@@ -18,6 +18,7 @@ mod hub;
 mod operators;
 mod otlp;
 mod postgres;
+mod sandbox;
 mod serve;
 mod streams;
 mod tls;

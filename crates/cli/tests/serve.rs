@@ -161,7 +161,7 @@ fn health_says_how_commands_are_sandboxed_as_configured() {
     let env: Vec<&str> = sandbox["env"].as_array().expect("env").iter().filter_map(|v| v.as_str()).collect();
     assert!(env.contains(&"PATH") && env.contains(&"CARGO_HOME") && !env.contains(&"OPENAI_API_KEY"), "{env:?}");
     // What this kernel offers, found the same way the server finds it.
-    let here = spool_tools::probe_sandbox(&spool_tools::SandboxSettings { env: vec![], network: false });
+    let here = spool_tools::probe_sandbox(&spool_tools::SandboxSettings { network: false, ..Default::default() });
     assert_eq!(sandbox["landlock"], here.landlock, "{health}");
     assert_eq!(sandbox["abi"], here.abi, "{health}");
     if here.landlock {

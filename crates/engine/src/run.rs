@@ -1315,21 +1315,17 @@ fn title_from(prompt: &str) -> String {
     truncate(line, 60)
 }
 
-/// Masks the values of secret-looking environment variables (names containing KEY,
-/// TOKEN, SECRET or PASSWORD) wherever they appear, so an approval card never shows one.
+/// Masks the values of secret-looking environment variables and settings (names
+/// containing KEY, TOKEN, SECRET or PASSWORD) wherever they appear, so an approval card
+/// never shows one.
 fn redact(text: &str) -> String {
     redact_with(text, &secrets())
 }
 
-/// The values of the server's environment variables that look like secrets.
+/// The values of the server's environment variables that look like secrets, and the
+/// secret settings it was configured with (the config's `[env]`; see [`crate::secrets`]).
 fn secrets() -> Vec<String> {
-    std::env::vars()
-        .filter(|(name, value)| {
-            let upper = name.to_ascii_uppercase();
-            value.len() >= 8 && ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w))
-        })
-        .map(|(_, value)| value)
-        .collect()
+    crate::secrets::values()
 }
 
 fn redact_with(text: &str, secrets: &[String]) -> String {

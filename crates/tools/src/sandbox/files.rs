@@ -39,7 +39,8 @@ pub(crate) fn system_secrets() -> Vec<PathBuf> {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with("ssh_host_") && name.ends_with("_key")
+            if name.starts_with("ssh_host_")
+                && name.ends_with("_key")
                 && let Ok(real) = entry.path().canonicalize()
             {
                 found.push(real);

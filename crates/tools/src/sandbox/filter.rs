@@ -124,12 +124,7 @@ impl Filter {
             };
             // SAFETY: the kernel copies the program; the pointer is live for the call.
             let installed = unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0,
-                    &program as *const libc::sock_fprog,
-                )
+                libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &program as *const libc::sock_fprog)
             };
             if installed != 0 {
                 return Err(std::io::Error::last_os_error());

@@ -57,7 +57,9 @@ fn landlock() -> bool {
 
 /// A Python one-liner that runs `body` and prints `NAME open` or `NAME refused`.
 fn python(name: &str, body: &str) -> String {
-    format!("python3 -c 'import socket, ctypes\n{body}' >/dev/null 2>&1 && echo '{name} open' || echo '{name} refused'; ")
+    format!(
+        "python3 -c 'import socket, ctypes\n{body}' >/dev/null 2>&1 && echo '{name} open' || echo '{name} refused'; "
+    )
 }
 
 /// Issue 35, point 3: with the network on a command connected to the store and the bus.
@@ -84,12 +86,7 @@ async fn the_services_ports_are_closed_and_other_ports_stay_open() {
             "mptcp",
             &format!("socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).connect((\"127.0.0.1\", {service}))")
         ),
-        python(
-            "fastopen",
-            &format!(
-                "socket.socket().sendto(b\"x\", socket.MSG_FASTOPEN, (\"127.0.0.1\", {service}))"
-            )
-        ),
+        python("fastopen", &format!("socket.socket().sendto(b\"x\", socket.MSG_FASTOPEN, (\"127.0.0.1\", {service}))")),
     );
     let out = bash(settings, &dirs, &command).await;
     for line in ["service refused", "other open", "mptcp refused", "fastopen refused"] {
@@ -127,7 +124,10 @@ async fn with_network_off_udp_and_unix_sockets_are_closed() {
     let settings = SandboxSettings { network: false, ..SandboxSettings::default() };
     let command = format!(
         "{}{}{}",
-        python("udp", &format!("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {port}))")),
+        python(
+            "udp",
+            &format!("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {port}))")
+        ),
         python("udp6", &format!("socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b\"x\", (\"::1\", {port}))")),
         python("unix", &format!("socket.socket(socket.AF_UNIX).connect(\"{}\")", path.display())),
     );
@@ -222,9 +222,7 @@ fn the_environment_is_an_allow_list_with_a_private_tmpdir() {
     let env = environment(&settings, temp);
     let names: Vec<&str> = env.iter().filter_map(|(k, _)| k.to_str()).collect();
     assert!(names.contains(&"PATH"));
-    assert!(
-        names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME")
-    );
+    assert!(names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME"));
     assert_eq!(env.iter().filter(|(k, _)| k == "TMPDIR").count(), 1);
     assert!(env.contains(&("TMPDIR".into(), temp.as_os_str().to_owned())));
 }
