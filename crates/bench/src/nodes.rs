@@ -55,8 +55,17 @@ impl Node {
             .args(["--max-connections", "10000000"])
             .arg("--data-dir")
             .arg(data.path());
-        if let Some(config) = cluster.config {
-            cmd.arg("--config").arg(config);
+        match cluster.config {
+            Some(config) => {
+                cmd.arg("--config").arg(config);
+            }
+            // The node's own config file (DATA_DIR/config.toml): every benchmark client
+            // is the one local user, so lift the per-user session rate (`idle` creates
+            // its sessions as fast as it can).
+            None => std::fs::write(
+                data.path().join("config.toml"),
+                "[limits]\nsessions_per_minute = 1000000\nsession_burst = 1000000\nsessions_per_user = 10000000\n",
+            )?,
         }
         if let Some(url) = cluster.openai_compatible {
             cmd.env("SPOOL_OPENAI_COMPATIBLE_BASE_URL", url).env_remove("SPOOL_OPENAI_COMPATIBLE_API_KEY");

@@ -27,6 +27,8 @@
 //! [sandbox]                     # how `bash` commands are confined
 //! env = ["CARGO_HOME"]          # more variables passed through to commands
 //! network = false               # block TCP connect/bind, UDP… (default: allowed)
+//! [limits]                      # per-user caps and search limits (see limits.rs)
+//! sessions_per_user = 10000
 //! ```
 //!
 //! A relative root is taken from the config file's directory, not from wherever the
@@ -69,6 +71,9 @@ pub struct FileConfig {
     pub users: BTreeMap<String, UserConfig>,
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// `[limits]`: per-user caps and search limits.
+    #[serde(default)]
+    pub limits: crate::limits::LimitsConfig,
 }
 
 /// One user's settings.

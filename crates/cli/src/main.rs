@@ -23,6 +23,7 @@ use tracing_subscriber::EnvFilter;
 mod chat;
 mod cluster;
 mod config;
+mod limits;
 mod database;
 mod hub;
 mod lock;
@@ -368,6 +369,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         secs => Some(GitPolling { every: Duration::from_secs(secs), probe: Arc::new(spool_tools::GitReader) }),
     };
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
+    engine_config.caps = file.limits.caps();
+    engine_config.search = file.limits.search();
     engine_config.metrics = !args.no_metrics;
     engine_config.workspace_roots.global =
         args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();

@@ -59,6 +59,9 @@ pub struct EngineConfig {
     pub max_queued: usize,
     /// What one user may hold: projects, sessions, queued prompts (see [`crate::caps`]).
     pub caps: crate::caps::UserCaps,
+    /// Searches at once, per user and per node, and how long one may run (see
+    /// [`crate::search_slots`]).
+    pub search: crate::search_slots::SearchLimits,
     /// Most open session streams one user may hold at once (all dialects).
     pub max_streams_per_user: usize,
     /// This node's name in session leases ([`LOCAL_NODE`](crate::LOCAL_NODE) for a
@@ -101,6 +104,7 @@ impl Default for EngineConfig {
             max_runs_per_user: 16,
             max_queued: crate::queue::MAX_QUEUED,
             caps: crate::caps::UserCaps::default(),
+            search: crate::search_slots::SearchLimits::default(),
             max_streams_per_user: 256,
             node_id: crate::leases::LOCAL_NODE.to_owned(),
             lease_ttl: std::time::Duration::from_secs(15),
@@ -175,6 +179,8 @@ pub(crate) struct Inner {
     /// Held while a project is checked against other users' and stored (see
     /// [`crate::overlap`]).
     pub registering: tokio::sync::Mutex<()>,
+    /// The searches running on this node (see [`crate::search_slots`]).
+    pub searches: crate::search_slots::SearchSlots,
     pub auth: Arc<crate::auth::Auth>,
     /// This node's session leases (see [`crate::leases`]).
     pub leases: Arc<crate::leases::Leases>,
@@ -381,6 +387,7 @@ impl Engine {
                 lists: lists.clone(),
             })
         });
+        let searches = crate::search_slots::SearchSlots::new(&config.search);
         let engine = Engine {
             inner: Arc::new(Inner {
                 store,
@@ -396,6 +403,7 @@ impl Engine {
                 streams: Arc::new(Mutex::new(HashMap::new())),
                 session_rate: crate::caps::SessionRate::default(),
                 registering: tokio::sync::Mutex::new(()),
+                searches,
                 auth,
                 leases,
                 hub,

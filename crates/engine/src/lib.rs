@@ -32,6 +32,7 @@ mod run;
 mod run_env;
 mod run_sequence;
 mod search;
+pub mod search_slots;
 pub mod secrets;
 mod session;
 pub mod store;

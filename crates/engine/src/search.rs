@@ -9,6 +9,7 @@
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
+use crate::store::SessionMatch;
 use serde::Serialize;
 use spool_protocol::api::SessionInfo;
 use spool_protocol::time::Millis;
@@ -68,7 +69,7 @@ impl Engine {
         }
         let before = cursor.map(parse_cursor).transpose()?;
         // One more than asked says whether there is a next page without a count query.
-        let mut found = self.store().search_sessions(owner, query, before, limit + 1).await?;
+        let mut found = self.search_bounded(owner, query, before, limit + 1).await?;
         let more = found.len() > limit as usize;
         found.truncate(limit as usize);
         let next_cursor =
@@ -88,6 +89,49 @@ impl Engine {
             })
             .collect();
         Ok(SearchPage { sessions, next_cursor })
+    }
+
+    /// The store's search within the search limits (see [`crate::search_slots`]): a slot
+    /// of the user's and of the node's, held until the store has stopped, and the time
+    /// limit, enforced here for the caller and in the database for the scan.
+    async fn search_bounded(
+        &self,
+        owner: &UserId,
+        query: &str,
+        before: Option<(Millis, SessionId)>,
+        limit: u32,
+    ) -> Result<Vec<SessionMatch>> {
+        let limits = &self.inner.config.search;
+        let slot = self.inner.searches.admit(owner, limits).await?;
+        if let Some(hold) = &limits.hold {
+            (hold.0)(owner).await;
+        }
+        let time_limit = limits.time_limit;
+        let started = std::time::Instant::now();
+        let (store, owner, query) = (self.inner.store.clone(), owner.clone(), query.to_owned());
+        // A task of its own, so the slot goes with the store's work, not with a caller
+        // that stopped waiting for it.
+        let search = tokio::spawn(async move {
+            let found = store.search_sessions(&owner, &query, before, limit, time_limit).await;
+            drop(slot);
+            found
+        });
+        let timed_out = || EngineError::Unavailable {
+            code: "search_timeout",
+            message: format!(
+                "the search ran for {} s, the most a search may, and was stopped: search for a longer or rarer word",
+                time_limit.as_secs_f64()
+            ),
+        };
+        match tokio::time::timeout(time_limit, search).await {
+            Err(_) => Err(timed_out()),
+            Ok(Err(join)) => Err(EngineError::Store(crate::StoreError::Backend(format!("the search failed: {join}")))),
+            // The database's own cut comes as an error at about the same time; and a
+            // search that ran past the limit is over it even if it found its answer
+            // in the moment the timer took to notice.
+            Ok(Ok(_)) if started.elapsed() > time_limit => Err(timed_out()),
+            Ok(Ok(found)) => Ok(found?),
+        }
     }
 
     /// Every run of the owner's session, oldest first: what each answer used and cost.

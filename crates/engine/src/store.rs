@@ -103,13 +103,15 @@ pub trait Store: Send + Sync + 'static {
     /// The owner's sessions (archived ones too) whose title or a message's text contains
     /// `needle`, case-insensitively, newest activity first; with `before` only those
     /// ordered after that `(updated_at, id)`; at most `limit`. A scan of the owner's
-    /// text parts, not an index: see `sql/search.rs` for what it costs.
+    /// text parts, not an index: see `sql/search.rs` for what it costs. The database
+    /// stops the scan once it has run for `time_limit` (then an error).
     async fn search_sessions(
         &self,
         owner: &UserId,
         needle: &str,
         before: Option<(time::Millis, SessionId)>,
         limit: u32,
+        time_limit: std::time::Duration,
     ) -> Result<Vec<SessionMatch>, StoreError>;
     /// Writes `title`, `title_set`, `archived`, `permissions` and `updated_at`.
     async fn update_session(&self, session: &Session) -> Result<(), StoreError>;

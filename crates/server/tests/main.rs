@@ -36,6 +36,7 @@ mod roots;
 mod run_stream;
 mod sandbox;
 mod search;
+mod search_limits;
 mod serve;
 mod shared_root;
 mod stops;

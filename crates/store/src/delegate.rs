@@ -62,8 +62,9 @@ macro_rules! impl_store {
                     needle: &str,
                     before: Option<(Millis, SessionId)>,
                     limit: u32,
+                    time_limit: std::time::Duration,
                 ) -> Result<Vec<spool_engine::SessionMatch>, StoreError> {
-                    search::sessions(&self.pool, owner, needle, before, limit).await
+                    search::sessions(&self.pool, owner, needle, before, limit, time_limit).await
                 }
                 async fn update_session(&self, session: &Session) -> Result<(), StoreError> {
                     sessions::update(&self.pool, session).await

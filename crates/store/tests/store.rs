@@ -31,6 +31,28 @@ async fn file_store_passes_the_suite_twice_on_one_file() {
     conformance(Arc::new(store.clone())).await;
 }
 
+/// A search past its time limit is stopped by SQLite itself (the progress handler),
+/// and the connection it ran on carries no deadline afterwards: the in-memory store
+/// has one connection, so the next search runs on the very same one.
+#[tokio::test]
+async fn a_search_past_its_time_limit_is_interrupted_and_the_connection_recovers() {
+    let store = SqliteStore::open_in_memory().await.expect("open in memory");
+    let (project, _) = new_session(&store).await;
+    for n in 0..50 {
+        let session = session_in(&project, n, false);
+        store.insert_session(&session).await.expect("session");
+        let text = format!("line {n} of a long conversation ");
+        store
+            .insert_message(&session.id, &project.owner_id, &indexed(0, Message::user_text(text.repeat(20), 1)))
+            .await
+            .expect("message");
+    }
+    let cut = store.search_sessions(&project.owner_id, "needle", None, 10, std::time::Duration::ZERO).await;
+    assert!(matches!(&cut, Err(StoreError::Backend(m)) if m.contains("interrupt")), "{cut:?}");
+    let found = store.search_sessions(&project.owner_id, "conversation", None, 10, A_WHILE).await.expect("search");
+    assert_eq!(found.len(), 10);
+}
+
 #[tokio::test]
 async fn in_memory_clones_share_one_database() {
     let store = SqliteStore::open_in_memory().await.expect("open in memory");
@@ -123,6 +145,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "idempotency",
             "listeners",
             "login_sessions",
+            "message_draft_chunks",
             "message_drafts",
             "messages",
             "parts",

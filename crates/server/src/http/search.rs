@@ -1,7 +1,8 @@
 //! `GET /api/sessions/search` (the sidebar's search box: the caller's sessions whose
 //! title or messages contain a string, paged) and `GET /api/sessions/:id/runs` (every
 //! run of a session with its usage and cost, for the per-answer and per-session
-//! totals). Limits and the cursor are the engine's (`spool_engine::search`).
+//! totals). Limits and the cursor are the engine's (`spool_engine::search`); a search
+//! refused by the per-user or per-node search limit is a 429 with `Retry-After`.
 
 use super::openapi::ReadErrors;
 use crate::error::ApiError;
@@ -9,8 +10,10 @@ use crate::extract::{CurrentUser, PathId, QueryParams};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use spool_engine::SearchPage;
+use spool_engine::{EngineError, SearchPage};
 use spool_protocol::{Run, SessionId};
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -46,8 +49,16 @@ async fn search(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     QueryParams(query): QueryParams<SearchQuery>,
-) -> Result<Json<SearchPage>, ApiError> {
-    Ok(Json(state.engine.search_sessions(&user, &query.q, query.limit, query.cursor.as_deref()).await?))
+) -> Response {
+    match state.engine.search_sessions(&user, &query.q, query.limit, query.cursor.as_deref()).await {
+        Ok(page) => Json(page).into_response(),
+        // Past the search limits (see `spool_engine::search_slots`): a slot frees as
+        // soon as a search ends, so "a second" is an honest hint.
+        Err(e @ EngineError::TooMany { .. }) => {
+            ([(header::RETRY_AFTER, HeaderValue::from_static("1"))], ApiError::from(e)).into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// The session's runs, oldest first, each with its status, timings, usage and cost.

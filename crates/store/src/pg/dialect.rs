@@ -1,6 +1,8 @@
 //! What the shared record modules (`src/sql/`) need from PostgreSQL that SQLite does
 //! differently; everything else in their SQL means the same on both databases.
 
+use crate::error::db_error;
+use spool_engine::StoreError;
 use spool_protocol::RunId;
 
 /// The database and pool the shared modules are compiled against here.
@@ -23,3 +25,27 @@ pub(crate) const PART_TEXT: &str = "(p.data ->> 'text')";
 
 /// The size in bytes of a `queued_messages` row's text.
 pub(crate) const QUEUED_TEXT_BYTES: &str = "OCTET_LENGTH(text)";
+
+/// A transaction whose statements stop at a deadline (see [`time_limited`]).
+pub(crate) type TimeLimited = sqlx::Transaction<'static, Db>;
+
+/// A transaction of `pool` whose statements PostgreSQL cancels once they have run for
+/// `limit` (`statement_timeout`, local to the transaction; at least 1 ms, because 0
+/// would mean none). Hand it back with [`end_time_limit`].
+pub(crate) async fn time_limited(pool: &Pool, limit: std::time::Duration) -> Result<TimeLimited, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    // `SET LOCAL` takes no parameters; `set_config(…, true)` is the same, bound.
+    sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+        .bind(format!("{}ms", limit.as_millis().max(1)))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    Ok(tx)
+}
+
+/// Ends the transaction (it only read), and with it the time limit.
+pub(crate) async fn end_time_limit(tx: TimeLimited) {
+    if let Err(error) = tx.rollback().await {
+        tracing::debug!(%error, "ending a time-limited read");
+    }
+}

@@ -11,8 +11,12 @@
 //! Case folding is `LOWER()` on both sides: full Unicode on PostgreSQL, ASCII only on
 //! SQLite (its built-in `lower`), so on SQLite "É" does not find "é". `%`, `_` and `\`
 //! in the needle are escaped, so they match themselves.
+//!
+//! A search runs under a time limit the database itself enforces (SQLite's progress
+//! handler, PostgreSQL's `statement_timeout`): a scan cut short stops reading at once
+//! and gives its connection back, instead of running on after its caller gave up.
 
-use super::dialect::{PART_TEXT, Pool};
+use super::dialect::{self, PART_TEXT, Pool};
 use crate::error::db_error;
 use crate::rows::{self, Columns};
 use spool_engine::{SessionMatch, StoreError};
@@ -43,6 +47,7 @@ pub(crate) async fn sessions(
     needle: &str,
     before: Option<(Millis, SessionId)>,
     limit: u32,
+    time_limit: std::time::Duration,
 ) -> Result<Vec<SessionMatch>, StoreError> {
     // Without a cursor, a position after every real one: no NULL parameter to type.
     let (before_at, before_id) = match &before {
@@ -62,14 +67,17 @@ pub(crate) async fn sessions(
          ORDER BY t.updated_at DESC, t.id DESC
          LIMIT $5"
     );
-    sqlx::query(&sql)
+    let mut conn = dialect::time_limited(pool, time_limit).await?;
+    let found = sqlx::query(&sql)
         .bind(owner.as_str())
         .bind(contains_pattern(needle))
         .bind(before_at)
         .bind(before_id)
         .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await
+        .fetch_all(&mut *conn)
+        .await;
+    dialect::end_time_limit(conn).await;
+    found
         .map_err(db_error)?
         .iter()
         .map(|row| Ok(SessionMatch { session: rows::session(row)?, text: row.text_opt("hit")? }))

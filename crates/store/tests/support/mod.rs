@@ -67,6 +67,9 @@ pub async fn conformance(shared: Arc<dyn Store>) {
 
 // ---- fixtures -------------------------------------------------------------------
 
+/// A time limit no search in these checks comes near.
+pub const A_WHILE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A name no other check (or earlier pass over the same database) has used.
 fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}", UserId::new())
@@ -350,7 +353,7 @@ pub async fn search_finds_titles_and_message_text_of_one_owner_newest_first_in_p
     store.update_session(&other).await.expect("update");
     store.insert_message(&other.id, &other_project.owner_id, &indexed(0, user(&word))).await.expect("insert");
 
-    let all = store.search_sessions(&owner, &word.to_uppercase(), None, 10).await.expect("search");
+    let all = store.search_sessions(&owner, &word.to_uppercase(), None, 10, A_WHILE).await.expect("search");
     let found: Vec<(&SessionId, Option<&str>)> = all.iter().map(|m| (&m.session.id, m.text.as_deref())).collect();
     let answer_text = format!("the {word} lives here");
     assert_eq!(
@@ -365,15 +368,18 @@ pub async fn search_finds_titles_and_message_text_of_one_owner_newest_first_in_p
     assert_eq!(all[2].session, titled);
     assert!(!found.iter().any(|(id, _)| **id == unrelated.id || **id == in_tool_call.id));
 
-    let first = store.search_sessions(&owner, &word, None, 2).await.expect("page 1");
+    let first = store.search_sessions(&owner, &word, None, 2, A_WHILE).await.expect("page 1");
     assert_eq!(first.iter().map(|m| &m.session.id).collect::<Vec<_>>(), vec![&in_answer.id, &in_prompt.id]);
     let last = &first[1].session;
-    let rest = store.search_sessions(&owner, &word, Some((last.updated_at, last.id.clone())), 2).await.expect("page 2");
+    let rest = store
+        .search_sessions(&owner, &word, Some((last.updated_at, last.id.clone())), 2, A_WHILE)
+        .await
+        .expect("page 2");
     assert_eq!(rest.iter().map(|m| &m.session.id).collect::<Vec<_>>(), vec![&titled.id]);
 
     // LIKE's wildcards in the query match themselves, not everything.
-    assert_eq!(store.search_sessions(&owner, "%", None, 10).await.expect("search %"), vec![]);
-    assert_eq!(store.search_sessions(&owner, "_", None, 10).await.expect("search _"), vec![]);
+    assert_eq!(store.search_sessions(&owner, "%", None, 10, A_WHILE).await.expect("search %"), vec![]);
+    assert_eq!(store.search_sessions(&owner, "_", None, 10, A_WHILE).await.expect("search _"), vec![]);
 }
 
 pub async fn sessions_keep_their_permission_rules(store: &dyn Store) {
