@@ -189,6 +189,12 @@ struct ServeArgs {
     #[arg(long, env = "SPOOL_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_connections: u64,
+    /// How long a connection may take to send a request's headers, and may stay idle
+    /// (HTTP/1.1 between requests, HTTP/2 with no request or stream open) before it is
+    /// closed; HTTP/2 connections are also PINGed this often.
+    #[arg(long, env = "SPOOL_IDLE_TIMEOUT_SECS", default_value_t = 30, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    idle_timeout_secs: u64,
     /// A directory under which projects may be registered (repeatable; the variable
     /// takes a ':'-separated list). With tokens, projects may only be registered under
     /// these and the user's own `[users.NAME] roots`; with auth off, any directory is
@@ -450,6 +456,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(args.heartbeat_secs),
         allowed_hosts: args.allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect(),
         max_connections: args.max_connections as usize,
+        header_timeout: Duration::from_secs(args.idle_timeout_secs),
         sandbox: Some(sandbox),
         ui_dir: args.ui_dir.clone(),
         secure_cookies: tls.is_some(),

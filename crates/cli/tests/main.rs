@@ -15,6 +15,7 @@ mod drafts;
 mod exactly_once;
 mod git_poll;
 mod hub;
+mod idle_http2;
 mod operators;
 mod otlp;
 mod postgres;

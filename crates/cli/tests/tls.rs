@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// A self-signed certificate for 127.0.0.1 and its key, as PEM files in `dir`; returns
 /// their paths and the certificate's PEM (for the client to trust).
-fn certificate(dir: &Path) -> (PathBuf, PathBuf, String) {
+pub(crate) fn certificate(dir: &Path) -> (PathBuf, PathBuf, String) {
     let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
         .expect("make a certificate");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));

@@ -20,7 +20,12 @@
 //! within the header timeout — checked here, because before hyper sees a byte the auto
 //! builder is still sniffing for the HTTP/2 preface and has no timer of its own — and
 //! after that hyper's HTTP/1 header timeout closes a connection that starts a request
-//! and stalls or sits idle between keep-alive requests. Past `max_connections` open
+//! and stalls or sits idle between keep-alive requests. HTTP/2 has no such timer in
+//! hyper, so this loop counts each connection's requests in flight ([`idle`]: a request
+//! is open until its response body is finished or dropped, so a live session stream
+//! keeps its connection) and shuts a connection down gracefully once nothing has been
+//! open for the same timeout; keep-alive PINGs at that interval close an HTTP/2
+//! connection whose peer stopped answering. Past `max_connections` open
 //! connections a new one is answered 503 `too_many_connections` and closed (over HTTP/2
 //! with a GOAWAY after that answer, since HTTP/2 ignores `Connection: close`), so a flood
 //! of sockets costs a file descriptor each only briefly and never reaches the API.
@@ -44,6 +49,7 @@
 //! calls `engine.close_streams()` for that.
 
 mod event_stream;
+mod idle;
 
 use crate::tls::TlsConfig;
 use axum::Router;
@@ -52,6 +58,7 @@ use axum::extract::FromRequestParts;
 use axum::http::Request;
 use axum::http::request::Parts;
 use event_stream::{Rewind, Sniffed};
+use idle::{Counted, Streams};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -99,6 +106,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ConnectionToken {
 /// How long a connection may stay silent and how many may be open (from `ServerConfig`).
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
+    /// For a request's headers to arrive, and for a connection to stay idle (HTTP/1.1
+    /// between requests, HTTP/2 with no stream open) before it is closed.
     pub header_timeout: Duration,
     pub max_connections: usize,
 }
@@ -128,7 +137,13 @@ pub async fn serve_with(
 ) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
-    builder.http2().timer(TokioTimer::new());
+    // A PING every idle timeout, unanswered for as long, closes a connection whose peer
+    // is gone even while a stream keeps it from being idle.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.header_timeout)
+        .keep_alive_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
     let acceptor = tls.as_ref().map(TlsConfig::acceptor);
     let connections = TaskTracker::new();
@@ -164,6 +179,7 @@ pub async fn serve_with(
             shutdown: shutdown.clone(),
             hard_stop: hard_stop.clone(),
             metrics: metrics.clone(),
+            idle_timeout: limits.header_timeout,
         };
         let acceptor = acceptor.clone();
         // The handshake happens in the connection's own task, so a client that never
@@ -206,6 +222,8 @@ struct Accepted {
     hard_stop: CancellationToken,
     /// Where the connection is counted while it is open.
     metrics: Option<Metrics>,
+    /// How long the connection may have no request in flight before it is closed.
+    idle_timeout: Duration,
 }
 
 impl Accepted {
@@ -273,7 +291,7 @@ impl Accepted {
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
-        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop, metrics } = self;
+        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop, metrics, idle_timeout } = self;
         let Some(slot) = slot else {
             // One answer, then closed; a client that sends nothing is dropped. HTTP/2
             // ignores `Connection: close`, so after the first request the connection is
@@ -310,12 +328,15 @@ impl Accepted {
         let token = CancellationToken::new();
         // Cancelled by the connection's first request.
         let first_request = CancellationToken::new();
+        let streams = Streams::new();
         let service = hyper::service::service_fn({
-            let (token, first_request) = (token.clone(), first_request.clone());
+            let (token, first_request, streams) = (token.clone(), first_request.clone(), streams.clone());
             move |mut req: Request<Incoming>| {
                 first_request.cancel();
+                let open = streams.open();
                 req.extensions_mut().insert(ConnectionToken(token.clone()));
-                app.clone().oneshot(req.map(Body::new))
+                let response = app.clone().oneshot(req.map(Body::new));
+                async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::new(body, open))) }
             }
         });
         // Over TLS the client chose the protocol by ALPN; the builder still tells them
@@ -329,21 +350,43 @@ impl Accepted {
                 std::future::pending::<()>().await;
             }
         };
-        tokio::select! {
+        // Once asked to close, a connection is dropped `KILL_GRACE` after its token fires
+        // (a stuck reader never finishes), and one closed for being idle also after
+        // another idle timeout: a peer that never answers the GOAWAY's PING would
+        // otherwise keep its place.
+        let idle_grace = tokio::select! {
             result = conn.as_mut() => return finished(peer, result),
-            _ = token.cancelled() => tracing::debug!(%peer, "closing connection: its token fired"),
-            _ = shutdown.cancelled() => {}
+            _ = token.cancelled() => {
+                tracing::debug!(%peer, "closing connection: its token fired");
+                None
+            }
+            _ = shutdown.cancelled() => None,
             _ = silent => {
                 tracing::debug!(%peer, "dropping connection: no request within the header timeout");
                 return;
             }
-        }
+            () = streams.idle(idle_timeout) => {
+                tracing::debug!(%peer, "closing connection: nothing open for the idle timeout");
+                Some(idle_timeout)
+            }
+        };
         conn.as_mut().graceful_shutdown();
+        let dropped = async {
+            let fired = async {
+                token.cancelled().await;
+                tokio::time::sleep(KILL_GRACE).await;
+            };
+            match idle_grace {
+                None => fired.await,
+                Some(grace) => tokio::select! {
+                    () = fired => {}
+                    () = tokio::time::sleep(grace) => {}
+                },
+            }
+        };
         tokio::select! {
             result = conn.as_mut() => finished(peer, result),
-            _ = async { token.cancelled().await; tokio::time::sleep(KILL_GRACE).await } => {
-                tracing::debug!(%peer, "dropping connection that did not close in time");
-            }
+            () = dropped => tracing::debug!(%peer, "dropping connection that did not close in time"),
             _ = hard_stop.cancelled() => {}
         }
     }
