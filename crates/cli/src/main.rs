@@ -179,6 +179,12 @@ struct ServeArgs {
     #[arg(long, env = "SPOOL_MAX_STREAMS_PER_USER", default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_streams_per_user: u64,
+    /// Most bytes of text, reasoning and tool arguments one assistant message may
+    /// stream; past it the run fails with `answer_too_large` and the answer so far is
+    /// kept.
+    #[arg(long, env = "SPOOL_MAX_ANSWER_BYTES", default_value_t = 4 << 20, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    max_answer_bytes: u64,
     /// A host name to serve besides localhost while auth is off, such as the name a
     /// reverse proxy forwards with (repeatable; NAME matches any port, NAME:PORT one).
     /// Other names are refused with 403 bad_host, so a web page that rebinds its own
@@ -375,6 +381,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         secs => Some(GitPolling { every: Duration::from_secs(secs), probe: Arc::new(spool_tools::GitReader) }),
     };
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
+    engine_config.max_answer_bytes = args.max_answer_bytes as usize;
     engine_config.caps = file.limits.caps();
     engine_config.search = file.limits.search();
     engine_config.metrics = !args.no_metrics;

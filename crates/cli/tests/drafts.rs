@@ -58,12 +58,20 @@ async fn wait_for_stored_draft(data: &Path, seen: &str) {
     let mut db = options.connect().await.expect("open the database read-only");
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let row = sqlx::query("SELECT message FROM message_drafts").fetch_optional(&mut db).await.expect("query");
-        let stored: Option<String> = row.map(|r| r.get("message"));
-        let text = stored
-            .and_then(|m| serde_json::from_str::<Value>(&m).ok())
-            .and_then(|m| m["content"][0]["text"].as_str().map(str::to_owned))
-            .unwrap_or_default();
+        // The draft is its chunks of deltas, appended one per checkpoint.
+        let rows = sqlx::query("SELECT deltas FROM message_draft_chunks ORDER BY seq")
+            .fetch_all(&mut db)
+            .await
+            .expect("query");
+        let mut text = String::new();
+        for row in rows {
+            let deltas: Value = serde_json::from_str(&row.get::<String, _>("deltas")).expect("a JSON chunk");
+            for delta in deltas.as_array().expect("an array of deltas") {
+                if delta["type"] == "text_delta" {
+                    text.push_str(delta["delta"].as_str().unwrap_or_default());
+                }
+            }
+        }
         if text.starts_with(seen) {
             return;
         }

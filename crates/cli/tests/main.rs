@@ -5,6 +5,7 @@
 
 mod common;
 
+mod answer_checkpoints;
 mod auth;
 mod chat;
 mod cluster;

@@ -9,6 +9,14 @@
 //! session state uses too, so a snapshot's draft is the message the run commits) and
 //! hands the delta to the caller, who publishes it. No clock, no store, no channel: the
 //! run loop in `run.rs` owns those, and these rules are tested on their own below.
+//!
+//! It also keeps what a checkpoint needs: the deltas since the last one, merged so that
+//! a run of text deltas into one block is one delta with all their text ([`unsaved`]).
+//! A checkpoint appends those to the stored draft instead of rewriting the whole message,
+//! so checkpointing an answer writes about as many bytes as the answer has, not the
+//! square of it; the deltas applied in order to the message as it began rebuild it.
+//!
+//! [`unsaved`]: Draft::unsaved
 
 use crate::view::apply_delta;
 use spool_protocol::event::offset_len;
@@ -31,9 +39,15 @@ pub(crate) struct ArgsOutsideCall;
 #[derive(Debug)]
 pub(crate) struct Draft {
     message: Message,
+    /// The message as it began (no content): what the checkpointed deltas apply to.
+    start: Message,
     block: Block,
     /// Bytes (in the deltas' offset unit) of the open block so far.
     block_len: usize,
+    /// Bytes (UTF-8) of text, reasoning and tool arguments streamed so far.
+    streamed: usize,
+    /// The deltas since the last checkpoint, consecutive pieces of a block merged.
+    unsaved: Vec<StreamDelta>,
     /// Token counts reported so far; recorded on the message when the model stops.
     usage: Usage,
 }
@@ -49,11 +63,41 @@ impl Draft {
             error_message: None,
             timestamp,
         };
-        Draft { message, block: Block::None, block_len: 0, usage: Usage::default() }
+        let start = message.clone();
+        Draft {
+            message,
+            start,
+            block: Block::None,
+            block_len: 0,
+            streamed: 0,
+            unsaved: Vec::new(),
+            usage: Usage::default(),
+        }
     }
 
     pub fn message(&self) -> &Message {
         &self.message
+    }
+
+    /// The message as it began, before any content.
+    pub fn start(&self) -> &Message {
+        &self.start
+    }
+
+    /// Bytes of text, reasoning and tool arguments streamed so far (UTF-8).
+    pub fn streamed_bytes(&self) -> usize {
+        self.streamed
+    }
+
+    /// The deltas since the last [`Draft::saved`]: applied in order to the message as
+    /// it was then, they give the message as it is now.
+    pub fn unsaved(&self) -> &[StreamDelta] {
+        &self.unsaved
+    }
+
+    /// The unsaved deltas were checkpointed.
+    pub fn saved(&mut self) {
+        self.unsaved.clear();
     }
 
     pub fn into_message(self) -> Message {
@@ -158,13 +202,45 @@ impl Draft {
     ) {
         let offset = self.block_len;
         self.block_len += offset_len(&text);
+        self.streamed += text.len();
         let delta = make(self.message.content().len() - 1, offset, text);
         self.push(delta, out);
     }
 
     fn push(&mut self, delta: StreamDelta, out: &mut impl FnMut(StreamDelta)) {
         apply_delta(&mut self.message, &delta);
+        self.remember(&delta);
         out(delta);
+    }
+
+    /// Adds `delta` to the unsaved ones, appended to the last when it continues it (the
+    /// same kind of piece, the same block, starting where the last one ends).
+    fn remember(&mut self, delta: &StreamDelta) {
+        use StreamDelta as D;
+        if let Some(last) = self.unsaved.last_mut() {
+            let merged = match (last, delta) {
+                (
+                    D::TextDelta { content_index: i, offset: o, delta: text },
+                    D::TextDelta { content_index: j, offset: p, delta: more },
+                )
+                | (
+                    D::ThinkingDelta { content_index: i, offset: o, delta: text },
+                    D::ThinkingDelta { content_index: j, offset: p, delta: more },
+                )
+                | (
+                    D::ToolcallDelta { content_index: i, offset: o, delta: text },
+                    D::ToolcallDelta { content_index: j, offset: p, delta: more },
+                ) if i == j && *o + offset_len(text) == *p => {
+                    text.push_str(more);
+                    true
+                }
+                _ => false,
+            };
+            if merged {
+                return;
+            }
+        }
+        self.unsaved.push(delta.clone());
     }
 }
 
@@ -252,6 +328,37 @@ mod tests {
     }
 
     #[test]
+    fn the_unsaved_deltas_are_merged_and_rebuild_the_message_from_the_last_checkpoint() {
+        let mut d = draft();
+        let mut out = |_| {};
+        d.text("Hel".into(), &mut out);
+        d.text("lo".into(), &mut out);
+        assert_eq!(
+            d.unsaved(),
+            [
+                StreamDelta::TextStart { content_index: 0 },
+                StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Hello".into() },
+            ],
+            "one delta per block piece, not one per token"
+        );
+        let mut rebuilt = d.start().clone();
+        let mut checkpoint = |d: &mut Draft, rebuilt: &mut Message| {
+            d.unsaved().iter().for_each(|delta| apply_delta(rebuilt, delta));
+            d.saved();
+        };
+        checkpoint(&mut d, &mut rebuilt);
+        d.text(" wo".into(), &mut out);
+        d.thinking("hm".into(), &mut out);
+        d.tool_call("c1".into(), "bash".into(), &mut out);
+        d.tool_args("{\"a\"".into(), &mut out).expect("in a call");
+        d.tool_args(":1}".into(), &mut out).expect("in a call");
+        assert_eq!(d.unsaved().len(), 7, "{:?}", d.unsaved());
+        checkpoint(&mut d, &mut rebuilt);
+        assert_eq!(rebuilt, *d.message());
+        assert_eq!(d.streamed_bytes(), "Hello wohm{\"a\":1}".len());
+    }
+
+    #[test]
     fn arguments_without_a_tool_call_are_refused_and_change_nothing() {
         let mut d = draft();
         let mut deltas = Vec::new();
@@ -326,6 +433,10 @@ mod tests {
             }
             prop_assert_eq!(open, None);
             prop_assert_eq!(&rebuilt.content(), &d.message().content());
+            // The merged deltas a checkpoint stores rebuild it too.
+            let mut checkpointed = d.start().clone();
+            d.unsaved().iter().for_each(|delta| apply_delta(&mut checkpointed, delta));
+            prop_assert_eq!(&checkpointed.content(), &d.message().content());
         }
     }
 }

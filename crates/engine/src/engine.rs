@@ -39,6 +39,9 @@ pub struct EngineConfig {
     pub max_prompt_bytes: usize,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
+    /// Most bytes of text, reasoning and tool arguments one assistant message may
+    /// stream; past it the run fails with `answer_too_large` and keeps the answer so far.
+    pub max_answer_bytes: usize,
     /// The server's permission rules. Their deny is final; a session's own rules
     /// decide only within what they do not deny.
     pub rules: Vec<PermissionRule>,
@@ -95,6 +98,7 @@ impl Default for EngineConfig {
             limits: EventLimits::default(),
             max_prompt_bytes: 256 * 1024,
             max_turns: 50,
+            max_answer_bytes: 4 << 20,
             rules: approval::default_rules(),
             approval_ttl: std::time::Duration::from_secs(24 * 3600),
             approval_policy: ApprovalPolicy::Wait,
@@ -354,6 +358,7 @@ impl Engine {
             rules: config.rules.clone(),
             context_budget_tokens: config.context_budget_tokens,
             approval_ttl: config.approval_ttl,
+            max_answer_bytes: config.max_answer_bytes,
         };
         let node_id = config.node_id.clone();
         let (leases2, frames2) = (leases.clone(), frames.clone());

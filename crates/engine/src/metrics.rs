@@ -164,6 +164,7 @@ struct Inner {
     runs_parked: Gauge,
     open_streams: [Gauge; Dialect::ALL.len()],
     bus_lag: Family<OneOwned, Gauge>,
+    draft_bytes: Counter,
     http_requests: Family<HttpLabels, Counter>,
     http_durations: Family<HttpLabels, Histogram, fn() -> Histogram>,
 }
@@ -239,6 +240,12 @@ impl Metrics {
             "Frames this node handed to the frame bus that have not come back to it through the bus yet",
             bus_lag.clone(),
         );
+        let draft_bytes = Counter::default();
+        registry.register(
+            "draft_checkpoint_bytes",
+            "Bytes of streaming-answer checkpoints written to the store (appended deltas)",
+            draft_bytes.clone(),
+        );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
             "http_requests",
@@ -276,6 +283,7 @@ impl Metrics {
             runs_parked: active.get_or_create_owned(&[("state", "interrupted")]),
             open_streams: Dialect::ALL.map(|d| streams.get_or_create_owned(&[("dialect", d.as_str())])),
             bus_lag,
+            draft_bytes,
             http_requests,
             http_durations,
             registry,
@@ -303,6 +311,12 @@ impl Metrics {
     pub(crate) fn frames_sent(&self, n: u64) {
         if self.inner.on {
             self.inner.frames_sent.inc_by(n);
+        }
+    }
+
+    pub(crate) fn draft_bytes_written(&self, n: u64) {
+        if self.inner.on {
+            self.inner.draft_bytes.inc_by(n);
         }
     }
 

@@ -130,6 +130,8 @@ pub(crate) struct RunTask {
     draft_id: Option<MessageId>,
     /// Whether a draft of it is in the store (and must be deleted once it commits).
     draft_stored: bool,
+    /// Checkpoint chunks of it written so far: the `seq` of the next one.
+    draft_chunks: u64,
     /// The prompt's user message, stored with the run (see `Store::start_run`): the
     /// run publishes it, and does not write it again.
     stored_prompt: Option<IndexedMessage>,
@@ -163,6 +165,7 @@ impl RunTask {
             next_index,
             draft_id: None,
             draft_stored: false,
+            draft_chunks: 0,
             stored_prompt: None,
         }
     }
@@ -527,6 +530,7 @@ impl RunTask {
         let mut draft = Draft::new(model.name(), now_ms());
         let start = draft.message().clone();
         self.draft_id = Some(MessageId::new());
+        self.draft_chunks = 0;
         let mut checkpoints = Checkpoints::default();
         self.emit(AgentEvent::MessageStart { message: start.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
@@ -570,7 +574,7 @@ impl RunTask {
                     });
                 }
                 () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                    self.save_draft(draft.message()).await;
+                    self.save_draft(&mut draft).await;
                     checkpoints.written();
                     continue;
                 }
@@ -640,10 +644,22 @@ impl RunTask {
                 }
             }
             if grew > 0 {
+                let limit = self.env.settings.max_answer_bytes;
+                if draft.streamed_bytes() > limit {
+                    // Cut here, the answer so far kept (it is committed with the error):
+                    // an answer without end would fill the store and every client.
+                    self.model_error = Some("answer_too_large".into());
+                    let reason = format!(
+                        "the answer was cut at {} bytes: an answer may have at most {limit} bytes of text, \
+                         reasoning and tool arguments (max_answer_bytes)",
+                        draft.streamed_bytes()
+                    );
+                    return Ok(self.end_draft(draft, StopReason::Error, Some(reason), false));
+                }
                 let now = tokio::time::Instant::now();
                 checkpoints.grew(grew, now);
                 if checkpoints.should_write(now) {
-                    self.save_draft(draft.message()).await;
+                    self.save_draft(&mut draft).await;
                     checkpoints.written();
                 }
             }
@@ -652,16 +668,26 @@ impl RunTask {
 
     /// Checkpoints the streaming message (see [`crate::drafts`]). A failed write is
     /// logged and the run goes on: the stream matters more than the checkpoint.
-    async fn save_draft(&mut self, draft: &Message) {
+    /// Only what is new since the last checkpoint is written (appended); a failed
+    /// write keeps it, to be written with the next.
+    async fn save_draft(&mut self, draft: &mut Draft) {
         let Some(id) = self.draft_id.clone() else { return };
+        if draft.unsaved().is_empty() {
+            return;
+        }
         let saved = store::Draft {
             session_id: self.run.session_id.clone(),
             run_id: self.run.id.clone(),
             owner_id: self.run.owner_id.clone(),
-            message: IndexedMessage { id, index: self.next_index, message: draft.clone() },
+            message: IndexedMessage { id, index: self.next_index, message: draft.start().clone() },
         };
-        match self.env.store.put_draft(&saved).await {
-            Ok(()) => self.draft_stored = true,
+        match self.env.store.append_draft(&saved, self.draft_chunks, draft.unsaved()).await {
+            Ok(bytes) => {
+                self.draft_stored = true;
+                self.draft_chunks += 1;
+                draft.saved();
+                self.env.metrics.draft_bytes_written(bytes);
+            }
             Err(e) => tracing::warn!(run = %self.run.id, error = %e, "could not checkpoint the streaming answer"),
         }
     }

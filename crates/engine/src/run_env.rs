@@ -36,6 +36,9 @@ pub(crate) struct RunSettings {
     pub context_budget_tokens: u64,
     /// How long an approval waits for a decision before it expires.
     pub approval_ttl: Duration,
+    /// Most bytes of text, reasoning and tool arguments one assistant message may
+    /// stream; past it the run fails with `answer_too_large`, the answer so far kept.
+    pub max_answer_bytes: usize,
 }
 
 pub(crate) struct RunEnv {

@@ -228,8 +228,14 @@ pub trait Store: Send + Sync + 'static {
     /// the reaper look at for queues no run will take (their run ended in a crash).
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError>;
 
-    /// Writes the session's streaming draft, replacing the previous checkpoint.
-    async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError>;
+    /// Checkpoints the session's streaming draft by appending what it gained since the
+    /// last checkpoint (rewriting it whole made a long answer cost the square of its
+    /// size): `deltas`, which applied in order to the draft so far give the draft now.
+    /// Chunk `seq` 0 starts a draft — `draft.message` is then the message as it began —
+    /// and replaces any earlier draft of the session; a later chunk is added to the
+    /// draft of the same message (writing a `seq` again replaces that chunk, so a failed
+    /// write is retried). Returns the bytes of chunk data written.
+    async fn append_draft(&self, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError>;
     /// Forgets the session's draft (its message was committed).
     async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError>;
     /// Drafts whose run is neither `running` nor `interrupted`: the run ended (a crash, a
@@ -331,7 +337,8 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// The assistant message a run is streaming, as last checkpointed: what a crash or a
-/// stop must not take away from a person who watched it arrive.
+/// stop must not take away from a person who watched it arrive. Written as the message
+/// it began as plus chunks of deltas ([`Store::append_draft`]); read back whole.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Draft {
     pub session_id: SessionId,

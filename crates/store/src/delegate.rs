@@ -253,8 +253,8 @@ macro_rules! impl_store {
                     queue::sessions(&self.pool, limit).await
                 }
 
-                async fn put_draft(&self, draft: &Draft) -> Result<(), StoreError> {
-                    drafts::put(&self.pool, draft).await
+                async fn append_draft(&self, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError> {
+                    drafts::append(&self.pool, draft, seq, deltas).await
                 }
                 async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {
                     drafts::delete(&self.pool, session).await

@@ -177,6 +177,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "idempotency",
             "listeners",
             "login_sessions",
+            "message_draft_chunks",
             "message_drafts",
             "messages",
             "parts",

@@ -8,6 +8,15 @@
 //! commits), a busy timeout so two writers queue instead of failing, and foreign keys
 //! on, which SQLite leaves off by default and the cascading deletes depend on.
 //!
+//! The WAL stays bounded. SQLite checkpoints it into the database every 1000 pages
+//! (`wal_autocheckpoint`), but it can only start writing the WAL from the top again when
+//! no reader still uses its old pages, and with a steady stream of readers and writers
+//! that moment may never come: the file then grows without end (the review saw 33.7 GB
+//! in six minutes of long answers). So `journal_size_limit` cuts the file back to
+//! [`WAL_LIMIT`] whenever it is reset, and a task checks its size every
+//! [`WAL_CHECK_EVERY`] and, past the limit, runs `PRAGMA wal_checkpoint(TRUNCATE)`, which
+//! waits (up to the busy timeout) for readers to move on, then empties it.
+//!
 //! The file holds token hashes and every conversation, so only its owner may read it:
 //! it is created `0600` before SQLite opens it (SQLite gives the `-wal` and `-shm`
 //! files it creates the database file's mode), and an existing one is tightened.
@@ -37,6 +46,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// connections only add concurrent readers; a few are plenty for one server.
 const FILE_POOL_SIZE: u32 = 4;
 
+/// The WAL size past which it is checkpointed and truncated (see the module doc).
+const WAL_LIMIT: u64 = 64 << 20;
+/// How often the WAL's size is looked at.
+const WAL_CHECK_EVERY: Duration = Duration::from_secs(10);
+
 /// The SQLite implementation of [`Store`](spool_engine::Store).
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
@@ -62,10 +76,16 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(BUSY_TIMEOUT)
+            .pragma("wal_autocheckpoint", "1000")
+            .pragma("journal_size_limit", WAL_LIMIT.to_string());
         let pool =
             SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE).connect_with(options).await.map_err(db_error)?;
-        Self::migrated(pool).await
+        let store = Self::migrated(pool).await?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        tokio::spawn(keep_wal_bounded(store.pool.clone(), wal.into()));
+        Ok(store)
     }
 
     /// A private in-memory database, for tests. An in-memory SQLite database lives
@@ -96,6 +116,28 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
         Ok(SqliteStore { pool })
+    }
+}
+
+/// Checkpoints and truncates the WAL at `wal` whenever it has grown past [`WAL_LIMIT`],
+/// until the pool is closed.
+async fn keep_wal_bounded(pool: SqlitePool, wal: std::path::PathBuf) {
+    let mut tick = tokio::time::interval(WAL_CHECK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if size <= WAL_LIMIT {
+            continue;
+        }
+        match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&pool).await {
+            // `busy`: a reader or writer held on past the busy timeout; the next tick retries.
+            Ok((busy, _, _)) => tracing::debug!(size, busy = busy != 0, "checkpointed the WAL"),
+            Err(e) => tracing::warn!(size, error = %e, "could not checkpoint the SQLite WAL"),
+        }
     }
 }
 

@@ -40,7 +40,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     start_run_writes_the_run_and_its_prompt_together(store).await;
     update_run_writes_the_mutable_fields(store).await;
     fail_running_runs_touches_only_running_runs(store).await;
-    drafts_are_replaced_and_orphaned_once_their_run_settles(store).await;
+    drafts_are_appended_and_orphaned_once_their_run_settles(store).await;
     interrupt_run_writes_the_approval_and_the_run_together(store).await;
     pending_approvals_are_listed_oldest_first(store).await;
     settle_approval_decides_once(store).await;
@@ -786,42 +786,61 @@ pub async fn fail_running_runs_touches_only_running_runs(store: &dyn Store) {
     assert_eq!(store.fail_running_runs(&crash, 7_000, &[]).await.expect("fail_running_runs"), 1, "the kept run");
 }
 
-/// One draft per session, replaced whole; listed as orphaned only once its run is
-/// neither running nor interrupted; deleted by `delete_draft` and with its session.
-pub async fn drafts_are_replaced_and_orphaned_once_their_run_settles(store: &dyn Store) {
+/// A draft is the message it began as plus the chunks appended to it; chunk 0 starts a
+/// new one and replaces the session's previous draft; a chunk never extends another
+/// message's draft; a chunk written again replaces itself (a retried write). Listed as
+/// orphaned, rebuilt whole, only once its run is neither running nor interrupted;
+/// deleted by `delete_draft` and with its session.
+pub async fn drafts_are_appended_and_orphaned_once_their_run_settles(store: &dyn Store) {
     let (_, session) = new_session(store).await;
     let mut run = run_in(&session, "draft", RunStatus::Running);
     store.insert_run(&run).await.expect("insert_run");
-    let draft = |text: &str| Draft {
+    let began = |content: Vec<Content>| Message::Assistant {
+        content,
+        stop_reason: None,
+        usage: Usage::default(),
+        model: "scripted".into(),
+        error_message: None,
+        timestamp: 7,
+    };
+    let head = |id: &MessageId| Draft {
         session_id: session.id.clone(),
         run_id: run.id.clone(),
         owner_id: session.owner_id.clone(),
-        message: IndexedMessage {
-            id: MessageId::new(),
-            index: 1,
-            message: Message::Assistant {
-                content: vec![Content::Text { text: text.into() }],
-                stop_reason: None,
-                usage: Usage::default(),
-                model: "scripted".into(),
-                error_message: None,
-                timestamp: 7,
-            },
-        },
+        message: IndexedMessage { id: id.clone(), index: 1, message: began(Vec::new()) },
     };
+    let start = StreamDelta::TextStart { content_index: 0 };
+    let text = |offset: usize, t: &str| StreamDelta::TextDelta { content_index: 0, offset, delta: t.into() };
     let ours = |all: Vec<Draft>| all.into_iter().filter(|d| d.session_id == session.id).collect::<Vec<_>>();
-    store.put_draft(&draft("w1")).await.expect("put_draft");
-    let latest = draft("w1 w2");
-    store.put_draft(&latest).await.expect("put_draft replaces");
+
+    let stale = MessageId::new();
+    store.append_draft(&head(&stale), 0, &[start.clone(), text(0, "stale")]).await.expect("a first draft");
+    let id = MessageId::new();
+    assert!(
+        store.append_draft(&head(&id), 1, &[text(0, "x")]).await.is_err(),
+        "a chunk never extends another message's draft"
+    );
+    let written = store.append_draft(&head(&id), 0, &[start.clone(), text(0, "w1")]).await.expect("replaces");
+    assert!(written > 0, "counts what it wrote");
+    store.append_draft(&head(&id), 1, &[text(2, " w2")]).await.expect("appends");
+    store.append_draft(&head(&id), 1, &[text(2, " w2")]).await.expect("a retried chunk replaces itself");
+    store.append_draft(&head(&id), 2, &[text(5, " w3")]).await.expect("appends");
     assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty(), "its run is still running");
 
     run.status = RunStatus::Failed;
     store.update_run(&run).await.expect("update_run");
-    assert_eq!(ours(store.orphaned_drafts().await.expect("orphaned")), vec![latest], "the last checkpoint, whole");
+    let whole = Draft {
+        message: IndexedMessage {
+            message: began(vec![Content::Text { text: "w1 w2 w3".into() }]),
+            ..head(&id).message
+        },
+        ..head(&id)
+    };
+    assert_eq!(ours(store.orphaned_drafts().await.expect("orphaned")), vec![whole], "rebuilt from its chunks");
 
     store.delete_draft(&session.id).await.expect("delete_draft");
     assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty());
-    store.put_draft(&draft("again")).await.expect("put_draft");
+    store.append_draft(&head(&id), 0, &[start]).await.expect("a draft again");
     assert!(store.delete_session(&session.id).await.expect("delete_session"));
     assert!(ours(store.orphaned_drafts().await.expect("orphaned")).is_empty(), "gone with its session");
 }
