@@ -71,12 +71,14 @@ impl Node {
             cmd.env("SPOOL_OPENAI_COMPATIBLE_BASE_URL", url).env_remove("SPOOL_OPENAI_COMPATIBLE_API_KEY");
             cmd.args(["--model", &format!("openai-compatible:{}", crate::fake_model::MODEL)]);
         }
+        // The URLs go in the environment: `spool serve` refuses one with a password in
+        // argv, where every process of the machine reads it.
         if let Some(url) = cluster.database_url {
-            cmd.args(["--database-url", url]);
+            cmd.env("SPOOL_DATABASE_URL", url);
         }
         if let Some(url) = cluster.redis_url {
             // Node ids name leases and bus links on a shared Redis: the pid keeps runs apart.
-            cmd.args(["--redis-url", url, "--node-id", &format!("bench-{}-{index}", std::process::id())]);
+            cmd.env("SPOOL_REDIS_URL", url).args(["--node-id", &format!("bench-{}-{index}", std::process::id())]);
         }
         let mut child = cmd
             .env("RUST_LOG", "warn")

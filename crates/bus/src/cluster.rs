@@ -3,7 +3,10 @@
 //! abort for the node running a session, list notifications). Session frames do not go
 //! this way; they have the streams of [`RedisBus`](crate::RedisBus).
 //!
-//! A message is small JSON, `{"from": node id, "message": {…}}`. Redis sends a
+//! A message is small JSON, `{"from": node id, "message": {…}}`, sealed for the
+//! channel's name with the cluster key (`seal.rs`): a node acts only on messages a node
+//! of its deployment wrote (an abort or a list notice made up in Redis is dropped and
+//! counted). Redis sends a
 //! publisher its own messages too (it is subscribed to the channel), so each node drops
 //! those carrying its own id: every node hears every other node once, and itself never.
 //! Node ids must therefore differ between nodes, which `spool serve` sees to.
@@ -21,6 +24,7 @@
 //! then end too.
 
 use crate::BusError;
+use crate::seal::ClusterKey;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use redis::AsyncCommands;
@@ -83,14 +87,14 @@ impl RedisCluster {
     /// ([`channel_of`]). Both connections are made (and the channel subscribed) before
     /// this returns, so a wrong URL fails here and every message published by another
     /// node from now on is heard.
-    pub async fn connect(url: &str, node: &str) -> Result<Self, BusError> {
+    pub async fn connect(url: &str, node: &str, key: ClusterKey) -> Result<Self, BusError> {
         let db = redis::Client::open(url)?.get_connection_info().redis_settings().db();
-        Self::connect_on(url, node, &channel_of(db)).await
+        Self::connect_on(url, node, &channel_of(db), key).await
     }
 
     /// Like [`connect`](Self::connect), on a channel of one's own (tests sharing one
     /// Redis keep apart this way; PUB/SUB ignores the logical database).
-    pub async fn connect_on(url: &str, node: &str, channel: &str) -> Result<Self, BusError> {
+    pub async fn connect_on(url: &str, node: &str, channel: &str, key: ClusterKey) -> Result<Self, BusError> {
         let client = redis::Client::open(url)?;
         // The PUB/SUB connection first: it is one attempt, so an unreachable Redis fails
         // at once (the connection manager would retry with backoff first).
@@ -101,8 +105,8 @@ impl RedisCluster {
         let (inbox, _) = broadcast::channel(INBOX);
         let (stop, stopped) = oneshot::channel();
         let (node, channel): (Arc<str>, Arc<str>) = (node.into(), channel.into());
-        tokio::spawn(send(conn, queued, node.clone(), channel.clone()));
-        tokio::spawn(listen(client, link, inbox.clone(), node, channel, stopped));
+        tokio::spawn(send(conn, queued, node.clone(), channel.clone(), key.clone()));
+        tokio::spawn(listen(client, link, inbox.clone(), node, channel, key, stopped));
         Ok(Self { shared: Arc::new(Shared { outbox, inbox, _stop: stop }) })
     }
 }
@@ -137,11 +141,13 @@ async fn send(
     mut queued: mpsc::Receiver<ClusterMessage>,
     node: Arc<str>,
     channel: Arc<str>,
+    key: ClusterKey,
 ) {
     while let Some(message) = queued.recv().await {
         let envelope = Envelope { from: node.to_string(), message };
-        let json = serde_json::to_string(&envelope).expect("cluster messages always serialize");
-        if let Err(e) = conn.publish::<_, _, ()>(&*channel, json).await {
+        let json = serde_json::to_vec(&envelope).expect("cluster messages always serialize");
+        let sealed = key.seal(&channel, &json);
+        if let Err(e) = conn.publish::<_, _, ()>(&*channel, sealed.as_ref()).await {
             tracing::warn!(error = %e, "could not publish a cluster message; it is lost");
         }
     }
@@ -161,6 +167,7 @@ async fn listen(
     inbox: broadcast::Sender<ClusterMessage>,
     node: Arc<str>,
     channel: Arc<str>,
+    key: ClusterKey,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut link = Some(link);
@@ -192,7 +199,12 @@ async fn listen(
             tokio::select! {
                 _ = &mut stop => return,
                 message = stream.next() => match message {
-                    Some(message) => receive(&inbox, &node, message.get_payload_bytes()),
+                    Some(message) => {
+                        let payload = bytes::Bytes::copy_from_slice(message.get_payload_bytes());
+                        if let Some(json) = key.open(&channel, &payload) {
+                            receive(&inbox, &node, &json);
+                        }
+                    }
                     None => break "the connection closed",
                 },
                 _ = ping.tick() => {

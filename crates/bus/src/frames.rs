@@ -34,6 +34,10 @@ impl FrameBus for RedisBus {
         Ok(RedisBus::check(self).await?)
     }
 
+    fn rejected_messages(&self) -> u64 {
+        self.rejected()
+    }
+
     fn hub_bus(&self) -> Option<std::sync::Arc<dyn spool_engine::hub::HubBus>> {
         Some(std::sync::Arc::new(self.clone()))
     }

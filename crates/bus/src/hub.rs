@@ -6,9 +6,12 @@
 //!
 //! Keys: `spool:hub:{<channel>}:meta` and `:log` (the channel id as the hash tag; the
 //! global channel `""` is `{*}`, which no channel id can spell). A log entry, and the
-//! part of a PUB/SUB message after its `<epoch>:<seq>` header, is `<channel>\n<payload>`.
+//! part of a PUB/SUB message after its `<epoch>:<seq>` header, is `<channel>\n<payload>`,
+//! sealed (`seal.rs`) for the channel's log: an event is taken from the shared PUB/SUB
+//! channel only if a node wrote it for the channel it names.
 
 use crate::keys::Keys;
+use crate::seal::{ClusterKey, TAG_LEN};
 use crate::{BusError, RedisBus, Replay};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -50,6 +53,20 @@ fn split(framed: &Bytes) -> Option<(String, Bytes)> {
     Some((channel, framed.slice(newline + 1..)))
 }
 
+/// One message of the hub's PUB/SUB channel, if it decodes and a node sealed it for
+/// the channel it names (the name is read first to know which log's scope to check).
+fn open_live(key: &ClusterKey, live: &str, payload: &[u8]) -> Option<HubBusItem> {
+    let decoded = crate::scripts::decode(payload)?;
+    let named = split(&decoded.bytes.slice(TAG_LEN.min(decoded.bytes.len())..)).map(|(channel, _)| channel);
+    let Some(named) = named else {
+        key.refused(live);
+        return None;
+    };
+    let opened = key.open(&keys(&named, live).log, &decoded.bytes)?;
+    let (channel, payload) = split(&opened)?;
+    Some(HubBusItem { channel, cursor: Cursor { stream_id: decoded.epoch, seq: decoded.seq }, payload })
+}
+
 #[async_trait::async_trait]
 impl HubBus for RedisBus {
     async fn publish(&self, channel: &str, payloads: &[Bytes]) -> Result<Vec<Cursor>, BusFailure> {
@@ -76,12 +93,12 @@ impl HubBus for RedisBus {
     async fn listen(&self) -> Result<BoxStream<'static, HubBusItem>, BusFailure> {
         let mut pubsub = self.shared.client.get_async_pubsub().await.map_err(BusError::from)?;
         pubsub.subscribe(&self.shared.hub_live).await.map_err(BusError::from)?;
+        let (key, live) = (self.shared.scripts.key().clone(), self.shared.hub_live.clone());
         Ok(pubsub
             .into_on_message()
-            .filter_map(|message| async move {
-                let decoded = crate::scripts::decode(message.get_payload_bytes())?;
-                let (channel, payload) = split(&decoded.bytes)?;
-                Some(HubBusItem { channel, cursor: Cursor { stream_id: decoded.epoch, seq: decoded.seq }, payload })
+            .filter_map(move |message| {
+                let item = open_live(&key, &live, message.get_payload_bytes());
+                async move { item }
             })
             .boxed())
     }

@@ -20,11 +20,16 @@ impl Keys {
     pub fn of(session: &SessionId) -> Self {
         Self {
             meta: format!("spool:{{{session}}}:meta"),
-            log: format!("spool:{{{session}}}:log"),
+            log: log(session),
             channel: channel(session),
             watch: format!("spool:{{{session}}}:watch"),
         }
     }
+}
+
+/// The session's stream log; also the scope its frames are sealed for (`seal.rs`).
+pub(crate) fn log(session: &SessionId) -> String {
+    format!("spool:{{{session}}}:log")
 }
 
 pub(crate) fn channel(session: &SessionId) -> String {

@@ -89,6 +89,14 @@
 //!   cluster; sharded PUB/SUB (`SPUBLISH`/`SSUBSCRIBE`) would keep it on the slot's node.
 //!   Not done yet: one Redis (with replicas) is the supported setup.
 //!
+//! # Authenticity
+//!
+//! Everything a node writes — frames in logs and on channels, hub events, cluster
+//! messages — is sealed with an HMAC under the deployment's [`ClusterKey`], bound to the
+//! Redis name it belongs to, and a node drops what does not verify (`seal.rs`). Nodes of
+//! one deployment must share the key; `spool serve` takes it from the configuration or
+//! from the shared database.
+//!
 //! # Published hub events
 //!
 //! The same scripts carry the hub's published events, one log per channel and one
@@ -106,11 +114,13 @@ mod keys;
 mod listener;
 mod pump;
 mod scripts;
+mod seal;
 mod watchers;
 
 pub use cluster::{CHANNEL, RedisCluster, channel_of};
 pub use listener::{Item, Listener};
 pub use scripts::Replay;
+pub use seal::{ClusterKey, KeyTooShort, MIN_KEY_LEN, TAG_LEN};
 
 use bytes::Bytes;
 use pump::{Command, Link, Pump};
@@ -195,8 +205,9 @@ struct Shared {
 
 impl RedisBus {
     /// Connects both connections (so a wrong URL fails here, not at the first frame) and
-    /// starts the link task. Must be called inside a tokio runtime.
-    pub async fn connect(url: &str, config: BusConfig) -> Result<Self, BusError> {
+    /// starts the link task. Must be called inside a tokio runtime. Frames are sealed
+    /// with `key` and only frames sealed with it are taken.
+    pub async fn connect(url: &str, config: BusConfig, key: ClusterKey) -> Result<Self, BusError> {
         let client = redis::Client::open(url)?;
         let hub_live = hub::live_channel(client.get_connection_info().redis_settings().db());
         // Few reconnect attempts per command (the client's default, six with doubling
@@ -208,7 +219,7 @@ impl RedisBus {
             .set_number_of_retries(RECONNECT_ATTEMPTS);
         let conn = ConnectionManager::new_with_config(client.clone(), manager).await?;
         let link = Link::open(&client).await?;
-        let scripts = Arc::new(Scripts::new());
+        let scripts = Arc::new(Scripts::new(key));
         let (commands, receiver) = unbounded_channel();
         let pump = Pump::new(
             client.clone(),
@@ -236,6 +247,12 @@ impl RedisBus {
         let mut conn = self.shared.conn.clone();
         redis::cmd("PING").query_async::<()>(&mut conn).await?;
         Ok(())
+    }
+
+    /// Messages read from Redis that failed verification and were dropped, since start
+    /// (this node's bus and cluster channel together when they share the key).
+    pub fn rejected(&self) -> u64 {
+        self.shared.scripts.key().rejected()
     }
 
     /// The shared command connection (a cheap clone).

@@ -183,11 +183,15 @@ impl Pump {
     async fn message(&mut self, message: redis::Msg) {
         let Some(session) = keys::session_of(message.get_channel_name()) else { return };
         let Some(slots) = self.sessions.get(&session) else { return };
-        let Some(message) = scripts::decode(message.get_payload_bytes()) else {
+        let Some(mut message) = scripts::decode(message.get_payload_bytes()) else {
             // Placed nowhere, it is as good as lost: the next message or check fills it.
             tracing::warn!(%session, "undecodable bus message");
             return;
         };
+        // A frame no node wrote is dropped before it can move anyone's position; if it
+        // stood for a real seq, the gap is filled from the log (which verifies too).
+        let Some(frame) = self.scripts.key().open(&keys::log(&session), &message.bytes) else { return };
+        message.bytes = frame;
         let behind = slots.values().any(|slot| slot.at.stream_id != message.epoch || message.seq > slot.at.seq + 1);
         if behind {
             self.catch_up(std::slice::from_ref(&session)).await;

@@ -1,8 +1,13 @@
 //! The two Lua scripts that touch a session's keys, and the PUB/SUB message format they
 //! write. A script runs atomically in Redis, so "read the epoch, bump the seq, append,
 //! trim, publish" is one step that no other node can interleave with.
+//!
+//! Frames go into the scripts sealed (`seal.rs`: the cluster key's tag for the log's
+//! name, then the frame) and come out of a replay opened; a log entry that does not
+//! open answers "snapshot needed", like an entry that is missing.
 
 use crate::keys::Keys;
+use crate::seal::ClusterKey;
 use crate::{BusConfig, BusError};
 use bytes::Bytes;
 use redis::Script;
@@ -115,15 +120,21 @@ impl Replay {
 }
 
 /// The scripts, hashed once per bus (`EVALSHA`, falling back to loading them after a
-/// Redis restart answers `NOSCRIPT`).
+/// Redis restart answers `NOSCRIPT`), and the key that seals and opens their frames.
 pub(crate) struct Scripts {
     publish: Script,
     replay: Script,
+    key: ClusterKey,
 }
 
 impl Scripts {
-    pub fn new() -> Self {
-        Self { publish: Script::new(PUBLISH), replay: Script::new(REPLAY) }
+    pub fn new(key: ClusterKey) -> Self {
+        Self { publish: Script::new(PUBLISH), replay: Script::new(REPLAY), key }
+    }
+
+    /// The key frames are sealed with, to open live messages with.
+    pub fn key(&self) -> &ClusterKey {
+        &self.key
     }
 
     pub async fn publish(
@@ -133,12 +144,13 @@ impl Scripts {
         keys: &Keys,
         frame: &[u8],
     ) -> Result<Cursor, BusError> {
+        let sealed = self.key.seal(&keys.log, frame);
         let (epoch, seq): (String, u64) = self
             .publish
             .key(&keys.meta)
             .key(&keys.log)
             .arg(StreamId::new().as_str())
-            .arg(frame)
+            .arg(sealed.as_ref())
             .arg(config.history_frames)
             .arg(config.history_bytes)
             .arg(ttl_ms(config))
@@ -170,7 +182,7 @@ impl Scripts {
                 invocation
                     .key(&keys.log)
                     .arg(epoch.as_str())
-                    .arg(frame.as_ref())
+                    .arg(self.key.seal(&keys.log, frame).as_ref())
                     .arg(config.history_frames)
                     .arg(config.history_bytes)
                     .arg(ttl_ms(config))
@@ -209,7 +221,15 @@ impl Scripts {
             .invoke_async(conn)
             .await?;
         let epoch = parse_epoch(&epoch)?;
-        Ok(if ok == 1 { Replay::Frames { epoch, seq, frames } } else { Replay::Snapshot { epoch, seq } })
+        if ok != 1 {
+            return Ok(Replay::Snapshot { epoch, seq });
+        }
+        // A frame no node wrote stands for a lost one: the reader takes a snapshot.
+        let opened: Option<Vec<Bytes>> = frames.iter().map(|frame| self.key.open(&keys.log, frame)).collect();
+        Ok(match opened {
+            Some(frames) => Replay::Frames { epoch, seq, frames },
+            None => Replay::Snapshot { epoch, seq },
+        })
     }
 }
 

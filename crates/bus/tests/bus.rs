@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use futures::StreamExt;
 use redis::AsyncCommands;
-use spool_bus::{BusConfig, Item, Listener, RedisBus, Replay};
+use spool_bus::{BusConfig, ClusterKey, Item, Listener, RedisBus, Replay, TAG_LEN};
 use spool_protocol::{Cursor, SessionId, StreamId};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -27,8 +27,13 @@ fn in_database(url: &str, db: u8) -> String {
     format!("{base}/{db}")
 }
 
+/// The cluster key the nodes of these tests share.
+pub(crate) fn key() -> ClusterKey {
+    ClusterKey::new(&[7; 32]).expect("a 32-byte key")
+}
+
 async fn bus(url: &str, config: BusConfig) -> RedisBus {
-    RedisBus::connect(url, config).await.expect("connect to the test Redis")
+    RedisBus::connect(url, config, key()).await.expect("connect to the test Redis")
 }
 
 async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
@@ -276,12 +281,13 @@ async fn the_log_is_bounded_in_bytes_too() {
     // 300-byte frames under a 1000-byte budget: the newest three stay.
     let len: u64 = redis::cmd("XLEN").arg(&log).query_async(&mut conn).await.expect("XLEN");
     let bytes: u64 = conn.hget(&meta, "bytes").await.expect("HGET");
-    assert_eq!((len, bytes), (3, 900));
+    // Each entry is its frame behind the 32-byte tag (seal.rs).
+    assert_eq!((len, bytes), (3, 3 * (300 + TAG_LEN as u64)));
     let head = a.publish(&session, Bytes::from(vec![b'z'; 5000])).await.expect("publish");
     // A frame over the whole budget still stays, alone: the newest is always replayable.
     let len: u64 = redis::cmd("XLEN").arg(&log).query_async(&mut conn).await.expect("XLEN");
     let bytes: u64 = conn.hget(&meta, "bytes").await.expect("HGET");
-    assert_eq!((len, bytes), (1, 5000));
+    assert_eq!((len, bytes), (1, 5000 + TAG_LEN as u64));
     let previous = Cursor { stream_id: head.stream_id.clone(), seq: head.seq - 1 };
     let replay = a.replay(&session, Some(&previous)).await.expect("replay");
     assert_eq!(
@@ -344,18 +350,25 @@ async fn a_flushed_redis_resets_listeners_and_never_leaves_a_hole() {
     assert_eq!(quiet_reset.seq, 0);
 }
 
-/// Simulates a lost PUB/SUB message: the frame is in the log and the seq moved, but
-/// nothing was published.
+/// Simulates a lost PUB/SUB message: the frame (sealed as a node seals it) is in the
+/// log and the seq moved, but nothing was published.
 async fn append_silently(url: &str, session: &SessionId, body: &str) -> u64 {
+    let log = format!("spool:{{{session}}}:log");
+    append_raw(url, session, &key().seal(&log, body.as_bytes())).await
+}
+
+/// Appends `entry` to the session's log as the next seq, as anyone with access to
+/// Redis can; returns the seq.
+async fn append_raw(url: &str, session: &SessionId, entry: &[u8]) -> u64 {
     let mut conn = raw(url).await;
     let (meta, log) = (format!("spool:{{{session}}}:meta"), format!("spool:{{{session}}}:log"));
     let seq: u64 = conn.hincr(&meta, "seq", 1).await.expect("HINCRBY");
-    let _: () = conn.hincr(&meta, "bytes", body.len()).await.expect("HINCRBY");
+    let _: () = conn.hincr(&meta, "bytes", entry.len()).await.expect("HINCRBY");
     let _: String = redis::cmd("XADD")
         .arg(&log)
         .arg(format!("{seq}-0"))
         .arg("f")
-        .arg(body)
+        .arg(entry)
         .query_async(&mut conn)
         .await
         .expect("XADD");
@@ -570,4 +583,46 @@ async fn a_batch_is_published_in_order_in_one_go_even_after_redis_forgot_the_scr
         assert_eq!(&bytes, body);
     }
     assert_next_is_marker(&publisher, &session, &mut listener).await;
+}
+
+/// What an attacker who can reach Redis (`redis-cli`) writes into a session — a frame on
+/// its channel only, a frame appended to its log and published, a node of another
+/// deployment (another key) publishing — never reaches a listener: the frames of the
+/// node's own key continue, and where forged entries hold seqs the listener takes a
+/// snapshot (a reset) rather than a hole. Replays skip nothing silently either.
+#[cfg_attr(not(spool_redis), ignore = "needs Redis: set SPOOL_TEST_REDIS_URL")]
+#[tokio::test]
+async fn frames_no_node_of_the_deployment_wrote_never_reach_a_listener() {
+    let url = redis_url();
+    let a = bus(&url, BusConfig::default()).await;
+    let other = RedisBus::connect(&url, BusConfig::default(), ClusterKey::new(&[9; 32]).expect("key"))
+        .await
+        .expect("a node with another key");
+    let session = SessionId::new();
+    let epoch = a.publish(&session, frame("f1")).await.expect("publish").stream_id;
+    let mut listener = a.listen(&session, Some(&Cursor { stream_id: epoch.clone(), seq: 1 })).await.expect("listen");
+    let mut conn = raw(&url).await;
+
+    // On the channel only, as the next frame: the log still has seq 2 free.
+    let _: u64 = conn.publish(channel(&session), format!("{epoch}:2\nforged live")).await.expect("PUBLISH");
+    let two = a.publish(&session, frame("f2")).await.expect("publish");
+    assert_eq!(two.seq, 2);
+    assert_eq!(expect_frame(next(&mut listener, "frame 2").await, &epoch, 2), frame("f2"), "not the forged one");
+
+    // Into the log and onto the channel, as the publish script would.
+    let forged = append_raw(&url, &session, b"forged logged").await;
+    let _: u64 = conn.publish(channel(&session), format!("{epoch}:{forged}\nforged logged")).await.expect("PUBLISH");
+    // Another deployment's node: sealed, with the wrong key.
+    other.publish(&session, frame("another key")).await.expect("publish with another key");
+    let five = a.publish(&session, frame("f5")).await.expect("publish");
+    assert_eq!(five.seq, 5);
+    // Seqs 3 and 4 hold frames no node of ours wrote: the listener cannot be continued
+    // without them, so it takes a snapshot at 5; then the frames after it.
+    assert_eq!(expect_reset(next(&mut listener, "a reset").await), Cursor { stream_id: epoch.clone(), seq: 5 });
+    assert_next_is_marker(&a, &session, &mut listener).await;
+    let from_two = Cursor { stream_id: epoch.clone(), seq: 2 };
+    assert!(matches!(a.replay(&session, Some(&from_two)).await.expect("replay"), Replay::Snapshot { .. }));
+    // The forged live frame, the forged logged one (live, then in the log), the other
+    // key's (live): each counted.
+    assert!(a.rejected() >= 4, "rejected {}", a.rejected());
 }

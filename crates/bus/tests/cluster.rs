@@ -4,7 +4,7 @@
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use spool_bus::RedisCluster;
+use spool_bus::{ClusterKey, RedisCluster};
 use spool_engine::cluster::{Cluster, ClusterMessage};
 use spool_engine::lists::{Change, ListNote};
 use spool_protocol::{ProjectId, SessionId, UserId};
@@ -18,6 +18,11 @@ async fn next(messages: &mut BoxStream<'static, ClusterMessage>) -> Result<Optio
     tokio::time::timeout(Duration::from_secs(5), messages.next()).await
 }
 
+/// The cluster key every node of these tests shares.
+fn key() -> ClusterKey {
+    ClusterKey::new(&[7; 32]).expect("a 32-byte key")
+}
+
 fn channel() -> String {
     format!("spool:test:cluster:{}", SessionId::new())
 }
@@ -27,9 +32,9 @@ fn channel() -> String {
 async fn every_other_node_hears_a_message_once_and_the_sender_never() {
     let url = redis_url();
     let channel = channel();
-    let a = RedisCluster::connect_on(&url, "node-a", &channel).await.expect("a joins");
-    let b = RedisCluster::connect_on(&url, "node-b", &channel).await.expect("b joins");
-    let c = RedisCluster::connect_on(&url, "node-c", &channel).await.expect("c joins");
+    let a = RedisCluster::connect_on(&url, "node-a", &channel, key()).await.expect("a joins");
+    let b = RedisCluster::connect_on(&url, "node-b", &channel, key()).await.expect("b joins");
+    let c = RedisCluster::connect_on(&url, "node-c", &channel, key()).await.expect("c joins");
     let (mut on_a, mut on_b, mut on_c) = (a.subscribe(), b.subscribe(), c.subscribe());
 
     let list = ClusterMessage::List {
@@ -53,8 +58,8 @@ async fn every_other_node_hears_a_message_once_and_the_sender_never() {
 
 #[tokio::test]
 async fn a_wrong_url_fails_at_connect() {
-    assert!(RedisCluster::connect("redis://127.0.0.1:1/", "node-a").await.is_err(), "nothing listens on port 1");
-    assert!(RedisCluster::connect("http://127.0.0.1:6379/", "node-a").await.is_err(), "not a Redis URL");
+    assert!(RedisCluster::connect("redis://127.0.0.1:1/", "node-a", key()).await.is_err(), "nothing listens on port 1");
+    assert!(RedisCluster::connect("http://127.0.0.1:6379/", "node-a", key()).await.is_err(), "not a Redis URL");
 }
 
 #[cfg_attr(not(spool_redis), ignore = "needs Redis: set SPOOL_TEST_REDIS_URL")]
@@ -67,9 +72,9 @@ async fn deployments_on_separate_logical_databases_do_not_hear_each_other() {
         _ => url.trim_end_matches('/').to_owned(),
     };
     let (on_13, on_14) = (format!("{server}/13"), format!("{server}/14"));
-    let a = RedisCluster::connect(&on_13, "deploy-13-a").await.expect("a joins");
-    let b = RedisCluster::connect(&on_13, "deploy-13-b").await.expect("b joins");
-    let other = RedisCluster::connect(&on_14, "deploy-14-a").await.expect("another deployment's node joins");
+    let a = RedisCluster::connect(&on_13, "deploy-13-a", key()).await.expect("a joins");
+    let b = RedisCluster::connect(&on_13, "deploy-13-b", key()).await.expect("b joins");
+    let other = RedisCluster::connect(&on_14, "deploy-14-a", key()).await.expect("another deployment's node joins");
     let (mut on_b, mut on_other) = (b.subscribe(), other.subscribe());
 
     let abort = ClusterMessage::Abort { node: "deploy-13-b".into(), session: SessionId::new() };
@@ -78,7 +83,7 @@ async fn deployments_on_separate_logical_databases_do_not_hear_each_other() {
     // A marker from the other deployment reaches nobody but its own: had the abort
     // crossed over, it would have come first.
     let marker = ClusterMessage::Aborted { node: "deploy-14-b".into(), session: SessionId::new() };
-    let other_b = RedisCluster::connect(&on_14, "deploy-14-b").await.expect("its second node joins");
+    let other_b = RedisCluster::connect(&on_14, "deploy-14-b", key()).await.expect("its second node joins");
     other_b.publish(marker.clone());
     assert_eq!(next(&mut on_other).await.expect("the other deployment hears its own"), Some(marker));
     // Nothing of the other deployment reaches b: the next message b hears is one of
@@ -86,4 +91,37 @@ async fn deployments_on_separate_logical_databases_do_not_hear_each_other() {
     let own = ClusterMessage::Aborted { node: "deploy-13-a".into(), session: SessionId::new() };
     a.publish(own.clone());
     assert_eq!(next(&mut on_b).await.expect("b hears its own deployment"), Some(own));
+}
+
+/// A cluster message made up in Redis — an abort for a session, published on the
+/// channel as `redis-cli` would — or sealed with another deployment's key is dropped:
+/// the node hears only what a node with its key wrote.
+#[cfg_attr(not(spool_redis), ignore = "needs Redis: set SPOOL_TEST_REDIS_URL")]
+#[tokio::test]
+async fn messages_no_node_of_the_deployment_wrote_are_dropped() {
+    let url = redis_url();
+    let channel = channel();
+    let a = RedisCluster::connect_on(&url, "node-a", &channel, key()).await.expect("a joins");
+    let b = RedisCluster::connect_on(&url, "node-b", &channel, key()).await.expect("b joins");
+    let stranger = ClusterKey::new(&[9; 32]).expect("another key");
+    let intruder = RedisCluster::connect_on(&url, "node-x", &channel, stranger.clone()).await.expect("x joins");
+    let accomplice = RedisCluster::connect_on(&url, "node-y", &channel, stranger).await.expect("y joins");
+    let (mut on_b, mut on_accomplice) = (b.subscribe(), accomplice.subscribe());
+
+    let forged = ClusterMessage::Abort { node: "node-b".into(), session: SessionId::new() };
+    let json = serde_json::json!({"from": "node-a", "message": forged}).to_string();
+    let mut conn = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to Redis");
+    let receivers: u64 = redis::AsyncCommands::publish(&mut conn, &channel, json).await.expect("PUBLISH");
+    assert!(receivers >= 3, "every node listens");
+    intruder.publish(forged.clone());
+    // Its own key's nodes hear it: it is on the channel before the marker below.
+    assert_eq!(next(&mut on_accomplice).await.expect("y hears x"), Some(forged));
+    // A marker from a: had either forgery passed, it would have come first.
+    let marker = ClusterMessage::Aborted { node: "node-a".into(), session: SessionId::new() };
+    a.publish(marker.clone());
+    assert_eq!(next(&mut on_b).await.expect("b hears a"), Some(marker));
 }

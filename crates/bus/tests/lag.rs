@@ -88,8 +88,10 @@ async fn a_node_behind_the_cursor_waits_for_the_frames_instead_of_sending_a_snap
         Arc::new(spool_store::SqliteStore::open(&dir.path().join("spool.db")).await.expect("open the store"));
     let hub = InProcess::hub("a");
     let b_link = hub.node("b");
-    let on_time: Arc<dyn FrameBus> = Arc::new(RedisBus::connect(&url, BusConfig::default()).await.expect("bus"));
-    let late: Arc<dyn FrameBus> = Arc::new(Late(RedisBus::connect(&url, BusConfig::default()).await.expect("bus")));
+    let on_time: Arc<dyn FrameBus> =
+        Arc::new(RedisBus::connect(&url, BusConfig::default(), crate::bus::key()).await.expect("bus"));
+    let late: Arc<dyn FrameBus> =
+        Arc::new(Late(RedisBus::connect(&url, BusConfig::default(), crate::bus::key()).await.expect("bus")));
     let a = node(store.clone(), hub, on_time, "a").await;
     let b = node(store, b_link, late, "b").await;
     let user = a.local_user().clone();

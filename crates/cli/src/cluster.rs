@@ -7,10 +7,21 @@
 //! Nodes are only meaningful on a shared store: with SQLite every process is alone and
 //! all are named `local`, so the flag is refused there rather than quietly mixing up
 //! separate servers. Errors name the server but never the URL's password.
+//!
+//! What a node writes to Redis is sealed with the deployment's cluster key (see
+//! `spool_bus`'s `seal.rs`), taken in this order: the variable `SPOOL_CLUSTER_KEY`,
+//! the file `--cluster-key-file`, else the key stored in the shared PostgreSQL database
+//! (the first node to start stores a random one), so the nodes of one database agree
+//! without any configuration, and a key can still be kept out of the database.
 
-use anyhow::bail;
-use spool_bus::{BusConfig, RedisBus, RedisCluster};
+use anyhow::{Context, bail};
+use spool_bus::{BusConfig, ClusterKey, RedisBus, RedisCluster};
+use spool_store::PgStore;
+use std::path::Path;
 use std::time::Duration;
+
+/// The variable that may hold the cluster key itself.
+const KEY_VAR: &str = "SPOOL_CLUSTER_KEY";
 
 /// How long reaching Redis may take at start before the start fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,11 +42,11 @@ pub fn redis_url(raw: Option<&str>) -> anyhow::Result<Option<&str>> {
 
 /// Joins the cluster as `node`: the cluster channel, and the frame bus that carries
 /// session streams.
-pub async fn join(url: &str, node: &str) -> anyhow::Result<(RedisCluster, RedisBus)> {
+pub async fn join(url: &str, node: &str, key: ClusterKey) -> anyhow::Result<(RedisCluster, RedisBus)> {
     let server = server_of(url);
     let both = async {
-        let cluster = RedisCluster::connect(url, node).await?;
-        let bus = RedisBus::connect(url, BusConfig::default()).await?;
+        let cluster = RedisCluster::connect(url, node, key.clone()).await?;
+        let bus = RedisBus::connect(url, BusConfig::default(), key).await?;
         Ok::<_, spool_bus::BusError>((cluster, bus))
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, both).await {
@@ -43,6 +54,25 @@ pub async fn join(url: &str, node: &str) -> anyhow::Result<(RedisCluster, RedisB
         Ok(Err(e)) => bail!("cannot connect to Redis at {server} (--redis-url): {}", redact(&e.to_string(), url)),
         Err(_) => bail!("cannot connect to Redis at {server} (--redis-url): no answer within {CONNECT_TIMEOUT:?}"),
     }
+}
+
+/// The deployment's cluster key: `SPOOL_CLUSTER_KEY`, else `--cluster-key-file`, else
+/// the one kept in the database (stored now by the first node).
+pub async fn cluster_key(file: Option<&Path>, store: &PgStore) -> anyhow::Result<ClusterKey> {
+    let configured = std::env::var(KEY_VAR).ok().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
+    let (secret, source) = match (configured, file) {
+        (Some(_), Some(_)) => bail!("the cluster key is given twice: set {KEY_VAR} or --cluster-key-file, not both"),
+        (Some(key), None) => (key.into_bytes(), KEY_VAR),
+        (None, Some(path)) => {
+            (crate::secrets::read_secret_file(path, "--cluster-key-file")?.into_bytes(), "--cluster-key-file")
+        }
+        (None, None) => {
+            let stored = store.cluster_key(&ClusterKey::generate()).await.context("reading the cluster key")?;
+            (stored, "the database")
+        }
+    };
+    tracing::info!(source, "sealing bus messages with the cluster key");
+    ClusterKey::new(&secret).with_context(|| format!("the cluster key from {source}"))
 }
 
 /// `HOST:PORT[/DB]` of a URL, without user or password.

@@ -27,8 +27,14 @@ pub struct StoreArgs {
     /// Keep every record in PostgreSQL instead of SQLite: a postgres:// or
     /// postgresql:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE). The schema is
     /// created or upgraded on start. Nodes that share one database share sessions.
+    /// A URL with a password is refused on the command line (every process can read
+    /// argv): set the variable, or use --database-url-file.
     #[arg(long, env = "SPOOL_DATABASE_URL", value_name = "URL")]
     pub database_url: Option<String>,
+    /// Read the --database-url from this file (read once at start, surrounding
+    /// whitespace trimmed): for URLs with a password, kept out of argv.
+    #[arg(long, env = "SPOOL_DATABASE_URL_FILE", value_name = "FILE", conflicts_with = "database_url")]
+    pub database_url_file: Option<PathBuf>,
 }
 
 /// The schemes `--database-url` accepts; both are PostgreSQL's own spellings.
@@ -41,6 +47,20 @@ pub enum Database {
 }
 
 impl StoreArgs {
+    /// Takes the URL from `--database-url-file`, if one is named: call once, before
+    /// anything asks for the store.
+    pub fn read_url_file(&mut self) -> anyhow::Result<()> {
+        if let Some(path) = &self.database_url_file {
+            self.database_url = Some(crate::secrets::read_secret_file(path, "--database-url-file")?);
+        }
+        Ok(())
+    }
+
+    /// The credential files this store was configured with (for the sandbox to hide).
+    pub fn secret_files(&self) -> Vec<PathBuf> {
+        self.database_url_file.iter().cloned().collect()
+    }
+
     /// The PostgreSQL URL, if one is configured; an empty variable counts as unset.
     /// Anything that is not a PostgreSQL URL is refused rather than taken for a path.
     fn postgres_url(&self) -> anyhow::Result<Option<&str>> {

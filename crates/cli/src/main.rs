@@ -8,7 +8,7 @@
 //! `spool auth disable` is refused while it runs.
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use spool_engine::{ApprovalPolicy, Engine, EngineConfig, GitPolling, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
@@ -29,6 +29,7 @@ mod hub;
 mod lock;
 mod otlp;
 mod sandbox;
+mod secrets;
 
 use database::StoreArgs;
 
@@ -78,6 +79,20 @@ enum Command {
     /// Publish seed 002 hub events to a running server.
     #[command(subcommand)]
     Hub(HubCommand),
+}
+
+impl Command {
+    /// The store flags of a command that opens the store.
+    fn store_mut(&mut self) -> Option<&mut StoreArgs> {
+        match self {
+            Command::Serve(args) => Some(&mut args.store),
+            Command::Token(
+                TokenCommand::Create { store, .. } | TokenCommand::List { store } | TokenCommand::Revoke { store, .. },
+            )
+            | Command::Auth(AuthCommand::Status { store } | AuthCommand::Disable { store }) => Some(store),
+            Command::Chat(_) | Command::Hub(_) => None,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -172,8 +187,20 @@ struct ServeArgs {
     /// node running the session, and session-list notifications reach the pages
     /// connected to every node. Needs --database-url. Without it each node streams,
     /// aborts and notifies only what it does itself.
+    /// A URL with a password is refused on the command line (every process can read
+    /// argv): set the variable, or use --redis-url-file.
     #[arg(long, env = "SPOOL_REDIS_URL", value_name = "URL")]
     redis_url: Option<String>,
+    /// Read the --redis-url from this file (read once at start, surrounding whitespace
+    /// trimmed): for URLs with a password, kept out of argv.
+    #[arg(long, env = "SPOOL_REDIS_URL_FILE", value_name = "FILE", conflicts_with = "redis_url")]
+    redis_url_file: Option<PathBuf>,
+    /// The key every node of the deployment seals what it writes to Redis with (at
+    /// least 32 bytes; the file is read once, whitespace trimmed). Also taken from the
+    /// variable SPOOL_CLUSTER_KEY. Without either, the first node stores a random key
+    /// in the shared PostgreSQL database and every node of that database uses it.
+    #[arg(long, env = "SPOOL_CLUSTER_KEY_FILE", value_name = "FILE")]
+    cluster_key_file: Option<PathBuf>,
     /// Most session streams one user may hold open on this node at once (one browser
     /// tab holds one per open session); past it a new stream is refused with 429.
     #[arg(long, env = "SPOOL_MAX_STREAMS_PER_USER", default_value_t = 256, value_name = "N",
@@ -225,7 +252,12 @@ struct ServeArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    secrets::refuse_credentials_in_argv(&matches)?;
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(store) = cli.command.store_mut() {
+        store.read_url_file()?;
+    }
     let traces = cli.otlp_endpoint.as_deref().filter(|e| !e.is_empty()).map(otlp::Traces::start).transpose()?;
     init_logs(cli.log_format, traces.as_ref());
     let result = match cli.command {
@@ -326,7 +358,10 @@ async fn token(cmd: TokenCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.redis_url_file {
+        args.redis_url = Some(secrets::read_secret_file(path, "--redis-url-file")?);
+    }
     let addr = resolve_addr(&args.addr).await?;
     // One server per SQLite data directory, locked before the store is opened (the
     // public-bind check below may open it). A data directory that does not exist yet
@@ -418,7 +453,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let tools = spool_tools::workspace_tools_with(sandbox_settings);
     let engine = match redis_url {
         Some(url) => {
-            let (cluster, frames) = cluster::join(url, &node_id).await?;
+            let database::Database::Postgres(pg) = &database else {
+                bail!("--redis-url joins nodes that share a --database-url; with SQLite a server is on its own");
+            };
+            let key = cluster::cluster_key(args.cluster_key_file.as_deref(), pg).await?;
+            let (cluster, frames) = cluster::join(url, &node_id, key).await?;
             Engine::start_clustered(store, models, tools, engine_config, Arc::new(cluster), Some(Arc::new(frames)))
                 .await
         }
@@ -501,7 +540,8 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<spool_server::TlsConfig
 /// hold the key too): the `bash` sandbox keeps them from commands as it keeps the data
 /// directory. A new flag naming such a file belongs here.
 fn secret_files(args: &ServeArgs) -> Vec<PathBuf> {
-    [&args.config, &args.tls_cert, &args.tls_key].into_iter().flatten().cloned().collect()
+    let flags = [&args.config, &args.tls_cert, &args.tls_key, &args.redis_url_file, &args.cluster_key_file];
+    flags.into_iter().flatten().cloned().chain(args.store.secret_files()).collect()
 }
 
 /// The models on offer: the scripted model always (the default when nothing else is

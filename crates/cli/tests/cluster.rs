@@ -129,10 +129,16 @@ async fn three_nodes_share_list_notifications_and_an_abort_reaches_the_running_n
 
 /// Runs `spool serve` with `args`, which must stop it; returns what it said.
 fn refused(data: &std::path::Path, args: &[&str]) -> String {
+    refused_with(data, args, &[])
+}
+
+/// Like [`refused`], with variables set (a URL with a password goes there, never in argv).
+fn refused_with(data: &std::path::Path, args: &[&str], vars: &[(&str, &str)]) -> String {
     let out = common::spool()
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .args(args)
+        .envs(vars.iter().copied())
         .output()
         .expect("run spool");
     assert!(!out.status.success(), "spool must not start with {args:?}");
@@ -143,7 +149,7 @@ fn refused(data: &std::path::Path, args: &[&str]) -> String {
 #[tokio::test]
 async fn a_redis_url_that_cannot_work_stops_the_start() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let message = refused(dir.path(), &["--redis-url", "rediss://:secret@127.0.0.1:6380"]);
+    let message = refused_with(dir.path(), &[], &[("SPOOL_REDIS_URL", "rediss://:secret@127.0.0.1:6380")]);
     assert!(message.contains(r#"unsupported scheme "rediss""#), "{message}");
     assert!(message.contains("redis://"), "the message says what is accepted: {message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
@@ -152,7 +158,8 @@ async fn a_redis_url_that_cannot_work_stops_the_start() {
 
     let db = TestDb::create().await;
     // Nothing listens on port 1.
-    let message = refused(dir.path(), &["--database-url", &db.url, "--redis-url", "redis://:secret@127.0.0.1:1"]);
+    let message =
+        refused_with(dir.path(), &["--database-url", &db.url], &[("SPOOL_REDIS_URL", "redis://:secret@127.0.0.1:1")]);
     assert!(message.contains("cannot connect to Redis at 127.0.0.1:1"), "{message}");
     assert!(!message.contains("secret"), "the password is never shown: {message}");
 }

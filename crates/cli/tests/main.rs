@@ -7,10 +7,12 @@ mod common;
 
 mod answer_checkpoints;
 mod auth;
+mod bus_forgery;
 mod chat;
 mod cluster;
 mod crash;
 mod crash_points;
+mod credentials;
 mod data_dir;
 mod drafts;
 mod exactly_once;

@@ -1483,6 +1483,7 @@ impl Engine {
             parked,
             list_streams: self.inner.lists.subscriber_count(),
             bus_lag: self.inner.frames.as_ref().map(|_| (self.inner.config.node_id.as_str(), lag)),
+            bus_rejected: self.inner.frames.as_ref().map_or(0, |bus| bus.rejected_messages()),
         });
         metrics.encode()
     }

@@ -103,6 +103,12 @@ pub trait FrameBus: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Messages read from the bus that failed authentication and were dropped since
+    /// start (`/metrics`: `spool_bus_rejected_messages_total`).
+    fn rejected_messages(&self) -> u64 {
+        0
+    }
+
     /// The same bus for published hub events (see [`crate::hub`]), if it carries them.
     fn hub_bus(&self) -> Option<std::sync::Arc<dyn crate::hub::HubBus>> {
         None

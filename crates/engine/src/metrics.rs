@@ -164,6 +164,7 @@ struct Inner {
     runs_parked: Gauge,
     open_streams: [Gauge; Dialect::ALL.len()],
     bus_lag: Family<OneOwned, Gauge>,
+    bus_rejected: Counter,
     draft_bytes: Counter,
     http_requests: Family<HttpLabels, Counter>,
     http_durations: Family<HttpLabels, Histogram, fn() -> Histogram>,
@@ -246,6 +247,13 @@ impl Metrics {
             "Bytes of streaming-answer checkpoints written to the store (appended deltas)",
             draft_bytes.clone(),
         );
+        let bus_rejected = Counter::default();
+        registry.register(
+            "bus_rejected_messages",
+            "Messages read from the Redis bus that failed authentication (not sealed with this deployment's \
+             cluster key) and were dropped",
+            bus_rejected.clone(),
+        );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
             "http_requests",
@@ -283,6 +291,7 @@ impl Metrics {
             runs_parked: active.get_or_create_owned(&[("state", "interrupted")]),
             open_streams: Dialect::ALL.map(|d| streams.get_or_create_owned(&[("dialect", d.as_str())])),
             bus_lag,
+            bus_rejected,
             draft_bytes,
             http_requests,
             http_durations,
@@ -410,6 +419,11 @@ impl Metrics {
         if let Some((node, lag)) = scraped.bus_lag {
             inner.bus_lag.get_or_create(&[("node", node.to_owned())]).set(lag as i64);
         }
+        // The bus keeps the count; the counter catches up with it (it only grows).
+        let counted = inner.bus_rejected.get();
+        if scraped.bus_rejected > counted {
+            inner.bus_rejected.inc_by(scraped.bus_rejected - counted);
+        }
     }
 
     // --- for the server's transports -----------------------------------------------
@@ -464,6 +478,8 @@ pub(crate) struct Scraped<'a> {
     pub list_streams: usize,
     /// This node's name and its frames not yet back from the bus (bus mode only).
     pub bus_lag: Option<(&'a str, u64)>,
+    /// Messages the bus dropped for failing authentication, since start.
+    pub bus_rejected: u64,
 }
 
 fn seconds(millis: i64) -> f64 {

@@ -42,6 +42,10 @@ pub trait Store: Send + Sync + 'static {
     /// Returns the id of the user with this name, creating it on first use.
     async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError>;
 
+    /// The id of the user named `name`, if there is one (nothing is created): whom a
+    /// hub audience may name.
+    async fn user_id(&self, name: &str) -> Result<Option<UserId>, StoreError>;
+
     /// The name of user `id` (`None` for an unknown id): what the hub shows as a
     /// message's author.
     async fn user_name(&self, id: &UserId) -> Result<Option<String>, StoreError>;

@@ -70,6 +70,27 @@ pub fn check_channel_id(id: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// Whether a channel id is in the namespace of Spool's own sessions, which no publisher
+/// may speak in: `ses` then a separator (`_-.:@`), in any case, or `ses` alone. Broader
+/// than a valid session id on purpose: a look-alike (`SES_…`, `ses_…x`) reaches a client
+/// that compares ids loosely as well as the real one would.
+pub fn is_session_namespace(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    bytes.get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"ses")) && bytes.get(3).is_none_or(|b| b"_-.:@".contains(b))
+}
+
+/// Refuses a channel a publisher names (`field`) in Spool's sessions' namespace.
+fn not_a_session(field: &str, id: &str) -> Result<(), FieldError> {
+    if is_session_namespace(id) {
+        return Err(FieldError::new(
+            field,
+            "a Spool session's channel carries only its own events, and channel ids that begin with `ses` and a \
+             separator (any case) are reserved for sessions; publish on a channel of your own",
+        ));
+    }
+    Ok(())
+}
+
 /// An object with no fields: `channel.deleted` carries no data (`null` or absent).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -706,9 +727,18 @@ impl HubEvent {
                     FieldError::new("channel_id", format!("`{}` is a channel event: name its channel", payload.kind()))
                 })?;
                 check_channel_id(id)?;
+                not_a_session("channel_id", id)?;
                 id.to_owned()
             }
         };
+        // A channel named inside the data is what a client applies the event to (a
+        // global `channel.updated` is a channel's git state): the same rules hold.
+        if let HubPayload::ChannelUpdated(ChannelUpdated { channel_id: named, .. })
+        | HubPayload::ChannelCreated(ChannelRef { channel_id: named }) = &payload
+        {
+            check_channel_id(named).map_err(|e| FieldError::new("data.channel_id", e.problem))?;
+            not_a_session("data.channel_id", named)?;
+        }
         let size = serde_json::to_vec(&payload).map(|v| v.len()).unwrap_or(usize::MAX);
         if size > MAX_DATA_BYTES {
             return Err(FieldError::new("data", format!("at most {MAX_DATA_BYTES} bytes of JSON (this is {size})")));
@@ -785,6 +815,29 @@ mod tests {
         }
         let deleted = HubEvent::parse("channel.deleted", Some("chan_a"), Value::Null).expect("no data");
         assert_eq!(serde_json::to_value(&deleted.payload).expect("serialize"), Value::Null);
+    }
+
+    #[test]
+    fn no_publisher_speaks_in_a_sessions_namespace_however_spelled() {
+        let session = "ses_01hzy3k8v0q9w7x5c2b4n6m8p0";
+        for id in
+            [session, "SES_01HZY3K8V0Q9W7X5C2B4N6M8P0", "ses_01hzy3k8v0q9w7x5c2b4n6m8p0x", "Ses-1", "ses", "sES:a"]
+        {
+            assert!(is_session_namespace(id), "{id}");
+            let err = HubEvent::parse("review.status", Some(id), json!({"status": "ready"})).expect_err(id);
+            assert_eq!(err.field, "channel_id", "{id}");
+            let err = HubEvent::parse("channel.updated", None, json!({"channel_id": id, "branch": "x"})).expect_err(id);
+            assert_eq!(err.field, "data.channel_id", "{id}");
+            let err = HubEvent::parse("channel.created", Some("chan_a"), json!({"channel_id": id})).expect_err(id);
+            assert_eq!(err.field, "data.channel_id", "{id}");
+        }
+        for id in ["session_notes", "sesame", "chan_ses_1", "s_es"] {
+            assert!(!is_session_namespace(id), "{id}");
+        }
+        let ok = HubEvent::parse("channel.updated", None, json!({"channel_id": "chan_a", "branch": "main"}));
+        assert!(ok.is_ok(), "{ok:?}");
+        let err = HubEvent::parse("channel.updated", None, json!({"channel_id": " ses_x"})).expect_err("space");
+        assert_eq!(err.field, "data.channel_id");
     }
 
     #[test]

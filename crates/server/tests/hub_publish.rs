@@ -416,3 +416,79 @@ async fn an_embedded_component_publishes_through_the_broadcaster() {
     );
     assert!(refused.await.is_err(), "the same checks as the HTTP route");
 }
+
+/// A publisher cannot speak on a Spool session's channel, however it spells it: not as
+/// the event's channel, and not as the channel a global `channel.updated` (or a
+/// `channel.created`) names in its data — which reached the session's own sockets
+/// before. Each is refused (422, nothing published), and the session's owner, who
+/// follows the session's channel, hears none of it: the next thing on her socket is a
+/// marker published afterwards.
+#[tokio::test]
+async fn a_publisher_cannot_speak_on_a_sessions_channel_however_spelled() {
+    let (server, publisher, alice, _bob) = with_tokens().await;
+    let project = server.new_dir("alice-sessions");
+    let (status, created) = server
+        .send(server.client.post(server.url("/api/projects")).bearer_auth(&alice).json(&json!({"path": project})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (status, session) = server
+        .send(
+            server
+                .client
+                .post(server.url("/api/sessions"))
+                .bearer_auth(&alice)
+                .json(&json!({"projectId": created["id"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let mut ws = connect(&server, Some(&alice)).await;
+    subscribe(&mut ws, &[&session], json!({})).await;
+
+    let spellings = [session.clone(), session.to_uppercase(), format!("{session}x"), format!("SES-{}", &session[4..])];
+    for spelled in &spellings {
+        let bodies = [
+            json!({"type": "channel.updated", "data": {"channel_id": spelled, "branch": "evil", "commit": "0000000"},
+                   "audience": "public"}),
+            json!({"type": "channel.created", "channel_id": "chan_parent", "data": {"channel_id": spelled},
+                   "audience": "public"}),
+            json!({"type": "message.created", "channel_id": spelled, "data": {"msg_id": "m1", "content": "evil"},
+                   "audience": ["alice"]}),
+        ];
+        for body in bodies {
+            let (status, answer) = publish(&server, Some(&publisher), body.clone()).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {answer}");
+            assert_eq!(answer["error"]["code"], "invalid_event", "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("channel_id") && message.contains("session"), "{message}");
+        }
+    }
+    published(&server, Some(&publisher), marker("chan_m", "after")).await;
+    let got = recv(&mut ws).await;
+    assert_eq!(got["data"]["ticket_id"], "after", "nothing reached the session's owner before the marker: {got}");
+}
+
+/// An audience names users that exist: an unknown name refuses the publish (422,
+/// nothing published) and creates no user record — each one made a user before.
+#[tokio::test]
+async fn an_audience_of_unknown_users_is_refused_and_creates_nobody() {
+    use spool_engine::Store;
+    let (server, publisher, alice, _bob) = with_tokens().await;
+    let store = server.store.clone();
+    let mut ws = connect(&server, Some(&alice)).await;
+    subscribe(&mut ws, &[], json!({})).await;
+    for ghosts in [json!(["ghost-1"]), json!(["alice", "ghost-2"])] {
+        let body = json!({"type": "ticket.created", "data": {"ticket_id": "t-ghost"}, "audience": ghosts});
+        let (status, answer) = publish(&server, Some(&publisher), body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert_eq!(answer["error"]["code"], "unknown_audience", "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("ghost-"), "{answer}");
+    }
+    for ghost in ["ghost-1", "ghost-2"] {
+        assert_eq!(store.user_id(ghost).await.expect("look up"), None, "{ghost} was created");
+    }
+    // Known users still are an audience, and nothing of the refused batches went out.
+    let only_alice = json!({"type": "ticket.created", "data": {"ticket_id": "t-alice"}, "audience": ["alice"]});
+    published(&server, Some(&publisher), only_alice).await;
+    assert_eq!(recv(&mut ws).await["data"]["ticket_id"], "t-alice");
+}

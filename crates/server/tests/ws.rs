@@ -663,3 +663,38 @@ async fn a_git_change_is_channel_updated_and_the_first_reading_is_not_announced(
     assert!(plain["git"].is_null(), "{plain}");
     assert_eq!(kinds(&seen), ["channel.updated", "channel.updated"], "{seen:?}");
 }
+
+/// A hub socket whose token is revoked is closed with a close frame that says so (1008
+/// policy violation and a reason), as `/api/streams` does — not dropped without one
+/// (which a client sees as 1006, an abnormal end it would simply retry).
+#[tokio::test]
+async fn revoking_the_token_closes_the_hub_socket_with_1008() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let server = TestServer::start().await;
+    let (token, secret) = server.engine.auth().create_token("ivy").await.expect("token");
+    let mut request = ws_url(&server, "").into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {secret}").parse().expect("header"));
+    let (mut ws, res) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("connect in time")
+        .expect("WebSocket handshake");
+    assert_eq!(res.status(), 101);
+    send(&mut ws, json!({"type": "subscribe", "channels": []})).await;
+    recv_until(&mut ws, |e| e["type"] == "subscribed").await;
+
+    server.engine.auth().revoke_token(&token.id).await.expect("revoke");
+    let closed = tokio::time::timeout(WAIT, async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| (f.code, f.reason.to_string())),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the socket closes");
+    let (code, reason) = closed.expect("a close frame, not a dropped connection");
+    assert_eq!(code, CloseCode::Policy);
+    assert!(reason.contains("revoked"), "{reason}");
+}

@@ -21,6 +21,9 @@ macro_rules! impl_store {
                 async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError> {
                     users::ensure(&self.pool, name).await
                 }
+                async fn user_id(&self, name: &str) -> Result<Option<UserId>, StoreError> {
+                    users::id(&self.pool, name).await
+                }
                 async fn user_name(&self, id: &UserId) -> Result<Option<String>, StoreError> {
                     users::name(&self.pool, id).await
                 }

@@ -321,10 +321,19 @@ impl Hub {
             let id = match known {
                 Some(id) => id,
                 None => {
-                    // A name nobody has a token for yet gets its user record now, as the
-                    // config's `[users.NAME]` does: granted before the user exists, it
-                    // holds once the user does.
-                    let id = self.shared.store.ensure_user(name).await?;
+                    // Only users that exist: a publisher naming whatever it likes must not
+                    // fill the users table (each name made a record before). A name not
+                    // found is not remembered, so a user created later can be named then.
+                    let Some(id) = self.shared.store.user_id(name).await? else {
+                        return Err(EngineError::invalid(
+                            "unknown_audience",
+                            format!(
+                                "audience: there is no user named `{}` (an audience names existing users: \
+                                 `spool token create --user NAME` creates one); nothing was published",
+                                name.chars().take(64).collect::<String>()
+                            ),
+                        ));
+                    };
                     self.shared.users.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), id.clone());
                     id
                 }

@@ -24,6 +24,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use spool_engine::EngineError;
 use spool_engine::auth::Principal;
 use spool_engine::hub::{Broadcaster, Grant};
 use spool_protocol::hub::{FieldError, HubEvent, HubEventType, HubPayload, MAX_BATCH};
@@ -44,7 +45,8 @@ struct PublishEvent {
     #[schema(rename = "type")]
     kind: HubEventType,
     /// The channel, for channel types (letters, digits and `_-.:@`, at most 128 bytes;
-    /// not a Spool session id). Global types ignore it.
+    /// not beginning with `ses` and a separator, in any case: sessions' channels). Global
+    /// types ignore it.
     channel_id: Option<String>,
     /// The payload of `type` (`null` or absent for `channel.deleted`).
     data: HubPayload,
@@ -105,7 +107,12 @@ async fn publish(
     let (grant, events) = read(body)?;
     grant.check().map_err(|e| ApiError::Unprocessable { code: e.code(), message: e.to_string() })?;
     let placed: Vec<(HubEventType, String)> = events.iter().map(|e| (e.payload.kind(), e.channel_id.clone())).collect();
-    let cursors = state.engine.hub().to(grant).publish(events).await?;
+    // What the hub refuses at publish is the audience (a user that does not exist): a
+    // 422 like every other refused part of the body.
+    let cursors = state.engine.hub().to(grant).publish(events).await.map_err(|e| match e {
+        EngineError::Invalid { code, message } => ApiError::Unprocessable { code, message },
+        e => ApiError::from(e),
+    })?;
     let events = placed
         .into_iter()
         .zip(cursors)
@@ -215,10 +222,6 @@ fn event(at: Option<usize>, mut event: Map<String, Value>) -> Result<HubEvent, A
     let data = event.remove("data").unwrap_or(Value::Null);
     if let Some(key) = event.keys().next() {
         return Err(refuse(at, FieldError::new(clip(key), "unknown field (an event is {type, channel_id?, data})")));
-    }
-    if channel.as_deref().is_some_and(|c| c.parse::<spool_protocol::SessionId>().is_ok()) {
-        let problem = "a Spool session's channel carries only its own events; publish on a channel of your own";
-        return Err(refuse(at, FieldError::new("channel_id", problem)));
     }
     HubEvent::parse(&kind, channel.as_deref(), data).map_err(|e| refuse(at, e))
 }

@@ -1,14 +1,15 @@
 //! What the two WebSocket routes share — the hub (`GET /api/ws`, `ws.rs`) and the
 //! stream multiplexer (`GET /api/streams`, `streams.rs`): the `Origin` check, the
-//! per-socket buffer and message limits, and the one write that races a kill token
-//! and a timeout.
+//! per-socket buffer and message limits, the one write that races a kill token and a
+//! timeout, and the one way a socket is closed with a reason (a revoked credential
+//! gets 1008 and a stopping server 1001 on both routes, said in a close frame).
 //!
 //! Upgrades use small read and write buffers (tungstenite's default is 128 KiB per
 //! socket for reading alone), and the `Origin` is checked: a browser page may open a
 //! socket only from the server's own origin; clients that send no `Origin` (not
 //! browsers) are let in, as they are on every other route.
 
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::header::{CONTENT_TYPE, ORIGIN};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -31,6 +32,23 @@ const MAX_WRITE_BUFFER: usize = 64 << 20;
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 /// A write that makes no progress for this long closes the socket.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a closing socket waits to say why (a client that stopped reading never
+/// takes the close frame, and must not hold the task).
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// A reason the server closes a socket: the close frame's code and words.
+pub(super) type Why = (u16, &'static str);
+/// The credential the socket was opened with was revoked (1008 policy violation).
+pub(super) const REVOKED: Why = (close_code::POLICY, "the credential was revoked");
+/// The server is stopping (1001 going away).
+pub(super) const STOPPING: Why = (close_code::AWAY, "the server is stopping");
+
+/// Says why the socket closes, in a close frame, within [`CLOSE_GRACE`].
+pub(super) async fn close_with(tx: &mut SplitSink<WebSocket, Message>, (code, reason): Why) {
+    let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
+    let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(close)).await;
+}
 
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host
 /// the request was sent to.

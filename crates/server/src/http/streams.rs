@@ -44,19 +44,19 @@
 //! write that makes no progress for 30 s closes the socket too.
 
 use super::openapi::StreamErrors;
-use super::socket::{bad_origin, limited, origin_allowed, write};
+use super::socket::{REVOKED, STOPPING, Why, bad_origin, close_with, limited, origin_allowed, write};
 use super::sse::{heartbeat, holding};
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use bytes::Bytes;
 use futures::stream::FuturesUnordered;
-use futures::{SinkExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use spool_engine::{Engine, EngineError, Subscription};
 use spool_protocol::{Cursor, SessionId, UserId};
@@ -72,9 +72,6 @@ use utoipa_axum::routes;
 const MAX_STREAMS: usize = 256;
 /// Longest stream id a client may pick.
 const MAX_ID: usize = 64;
-/// How long a closing socket waits to say why (a client that stopped reading never
-/// takes the close frame, and must not hold the task).
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// The event that acknowledges an open, before the stream's first event.
 const OPEN_EVENT: &str = "open";
 /// The event that tells a client its stream ended on the server's side.
@@ -246,7 +243,7 @@ enum Closing {
     /// The client went away, or a write failed: nothing more can be said.
     Gone,
     /// Said to the client in a close frame.
-    Say(u16, &'static str),
+    Say(Why),
 }
 
 /// One socket's state, owned by its task.
@@ -268,7 +265,7 @@ impl Mux {
         let (mut tx, mut rx) = socket.split();
         let mut beats = heartbeat(every);
         let mut out = Outbox::new();
-        const LAGGING: Closing = Closing::Say(close_code::AGAIN, "too far behind: reconnect with your cursors");
+        const LAGGING: Closing = Closing::Say((close_code::AGAIN, "too far behind: reconnect with your cursors"));
         let why = loop {
             let streams = &self.streams;
             let cut = || streams.iter().any(|s| s.frames.is_cut());
@@ -294,12 +291,12 @@ impl Mux {
                     None if self.streams[index].frames.is_cut() => break LAGGING,
                     None => match self.streams[index].frames {
                         Frames::Lists(_) if closing.is_cancelled() => {
-                            break Closing::Say(close_code::AWAY, "the server is stopping");
+                            break Closing::Say(STOPPING);
                         }
                         // A list stream ends otherwise only when it fell behind its ring.
                         Frames::Lists(_) => break LAGGING,
                         Frames::Session(..) if closing.is_cancelled() => {
-                            break Closing::Say(close_code::AWAY, "the server is stopping");
+                            break Closing::Say(STOPPING);
                         }
                         Frames::Session(_, ref session) => {
                             let session = session.clone();
@@ -325,19 +322,18 @@ impl Mux {
                 }
                 // The server is stopping: say goodbye (1001 going away) rather than
                 // vanish when the process ends.
-                () = closing.cancelled() => break Closing::Say(close_code::AWAY, "the server is stopping"),
+                () = closing.cancelled() => break Closing::Say(STOPPING),
                 () = revoked.cancelled() => {
                     tracing::debug!("closing a stream socket: its credential was revoked");
-                    break Closing::Say(close_code::POLICY, "the credential was revoked");
+                    break Closing::Say(REVOKED);
                 }
                 _ = beats.tick() => out.push(message("", spool_protocol::sse::HEARTBEAT)),
             }
         };
         // Subscriptions go first: nothing of theirs is queued for a socket that closes.
         self.streams.clear();
-        if let Closing::Say(code, reason) = why {
-            let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
-            let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(close)).await;
+        if let Closing::Say(why) = why {
+            close_with(&mut tx, why).await;
         }
     }
 

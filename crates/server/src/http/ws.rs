@@ -50,7 +50,7 @@
 //! `socket.rs`'s, shared with `GET /api/streams`.
 
 use super::openapi::StreamErrors;
-use super::socket::{bad_origin, limited, origin_allowed, write};
+use super::socket::{REVOKED, STOPPING, bad_origin, close_with, limited, origin_allowed, write};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use crate::dialect::ws_hub::{self, Author, Envelope, RunTally};
 use crate::error::ApiError;
@@ -58,12 +58,12 @@ use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use bytes::Bytes;
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, SinkExt, StreamExt};
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::hub::HubSubscriber;
 use spool_engine::lists::Change;
@@ -191,7 +191,8 @@ async fn upgrade(
     let _ = hub.subscribe(channels, HashMap::new(), &mut out).await;
     let heartbeat = state.config.heartbeat;
     // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
-    // so it gets a kill token of its own: revoking the credential drops the socket.
+    // so it gets a kill token of its own: revoking the credential closes the socket,
+    // saying so (1008), as `/api/streams` does.
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
     let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::Ws);
@@ -200,10 +201,7 @@ async fn upgrade(
     let connection = state.engine.metrics().http_connection();
     Ok(limited(upgrade).on_upgrade(move |socket| async move {
         let (_watch, _open, _connection) = (watch, open, connection);
-        tokio::select! {
-            () = hub.run(socket, changes, out, heartbeat, closing) => {}
-            () = revoked.cancelled() => tracing::debug!("closing a WebSocket: its credential was revoked"),
-        }
+        hub.run(socket, changes, out, heartbeat, closing, revoked).await;
         drop(permit);
     }))
 }
@@ -339,6 +337,7 @@ impl Hub {
         mut out: Outbox,
         heartbeat: Duration,
         closing: CancellationToken,
+        revoked: CancellationToken,
     ) {
         let (mut tx, mut rx) = socket.split();
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
@@ -386,8 +385,12 @@ impl Hub {
                 // The server is stopping: say goodbye (1001 going away) rather than
                 // vanish when the process ends.
                 () = closing.cancelled() => {
-                    let close = CloseFrame { code: close_code::AWAY, reason: "the server is stopping".into() };
-                    let _ = tx.send(Message::Close(Some(close))).await;
+                    close_with(&mut tx, STOPPING).await;
+                    return;
+                }
+                () = revoked.cancelled() => {
+                    tracing::debug!("closing a WebSocket: its credential was revoked");
+                    close_with(&mut tx, REVOKED).await;
                     return;
                 }
                 _ = ping.tick() => {

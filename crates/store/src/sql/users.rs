@@ -25,6 +25,16 @@ pub(crate) async fn ensure(pool: &Pool, name: &str) -> Result<UserId, StoreError
     parse_id(&id)
 }
 
+/// The id of the user named `name`, if there is one.
+pub(crate) async fn id(pool: &Pool, name: &str) -> Result<Option<UserId>, StoreError> {
+    let id: Option<String> = sqlx::query_scalar("SELECT id FROM users WHERE name = $1")
+        .bind(name)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?;
+    id.as_deref().map(parse_id).transpose()
+}
+
 /// The name of user `id`, if there is one.
 pub(crate) async fn name(pool: &Pool, id: &UserId) -> Result<Option<String>, StoreError> {
     sqlx::query_scalar("SELECT name FROM users WHERE id = $1")
