@@ -352,8 +352,11 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
     if !filter::supported() {
         tracing::warn!("no seccomp filter for commands on this architecture: they can make UNIX and MPTCP sockets");
     }
-    if abi < 4 && !settings.closed_ports().is_empty() {
+    let closed = settings.closed_ports();
+    if abi < 4 && !closed.is_empty() {
         tracing::warn!(abi, "this kernel's Landlock cannot close the store's and the bus's ports to commands (ABI 4+)");
+    } else if !closed.is_empty() {
+        tracing::info!(ports = ?closed, "commands cannot connect to these ports (the store's and the bus's), on any host");
     }
     SandboxStatus {
         landlock: enforced != RulesetStatus::NotEnforced,
