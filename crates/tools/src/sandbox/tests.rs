@@ -183,7 +183,8 @@ async fn secret_paths_are_as_closed_as_the_data_directory() {
         ..SandboxSettings::default()
     };
     let command = format!(
-        "cat {key}; cat {creds}/db-url; cat {cert} {notes}; ls {outside}; cat /etc/shadow; head -n 1 /etc/passwd",
+        "cat {key}; cat {creds}/db-url; cat {cert} {notes}; ls {outside}; cat /etc/shadow; head -n 1 /etc/passwd; \
+         ln {key} hard.pem; ln -s {key} soft.pem; cat hard.pem soft.pem; ln /etc/shadow shadow; cat shadow",
         key = key.display(),
         creds = creds.display(),
         cert = cert.display(),
@@ -191,12 +192,15 @@ async fn secret_paths_are_as_closed_as_the_data_directory() {
         outside = dirs.outside.display()
     );
     let out = bash(settings, &dirs, &command).await;
+    // Neither directly nor through a link made in the project (Landlock refuses a link
+    // that would give the file more rights than it has where it is).
     assert!(!out.text.contains("PRIVATE KEY"), "the key was read: {}", out.text);
     assert!(!out.text.contains("hunter2"), "the credentials were read: {}", out.text);
     assert!(out.text.contains("BEGIN CERTIFICATE") && out.text.contains("readable beside them"), "{}", out.text);
     assert!(out.text.contains("key.pem\n") && out.text.contains("n.txt\n"), "the directory lists: {}", out.text);
     if Path::new("/etc/shadow").exists() {
         assert!(out.text.contains("/etc/shadow: Permission denied"), "{}", out.text);
+        assert!(!out.text.contains("root:*:") && !out.text.contains("root:$"), "{}", out.text);
     }
     assert!(out.text.contains("root:x:0:0"), "/etc/passwd stays readable: {}", out.text);
 }
