@@ -548,14 +548,15 @@ impl Engine {
     }
 
     pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+        let canonical = self.project_dir(owner, path).await?;
+        // Held until the project is stored: two users racing for one directory here
+        // cannot both pass the check (see [`crate::overlap`]), nor one user's racing
+        // registrations pass the cap together.
+        let _registering = self.inner.registering.lock().await;
         let caps = &self.inner.config.caps;
         if self.store().list_projects(owner).await?.len() >= caps.max_projects {
             return Err(crate::caps::projects_full(caps));
         }
-        let canonical = self.project_dir(owner, path).await?;
-        // Held until the project is stored: two users racing for one directory here
-        // cannot both pass the check (see [`crate::overlap`]).
-        let _registering = self.inner.registering.lock().await;
         self.check_claims(owner, &canonical, self.inner.auth.auth_required().await?).await?;
         let name = match name {
             Some(n) => check_name(&n, "name")?,

@@ -147,4 +147,19 @@ mod tests {
         let _a3 = slots.admit(&alice, &limits).await.expect("a slot came back");
         assert!(slots.per_user.lock().expect("lock").values().sum::<usize>() == 3);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_node_limit_a_search_waits_briefly_then_is_refused() {
+        let limits = SearchLimits { per_user: 5, server: 1, ..SearchLimits::default() };
+        let slots = SearchSlots::new(&limits);
+        let (alice, bob) = (UserId::new(), UserId::new());
+        let held = slots.admit(&alice, &limits).await.expect("the node's one slot");
+        let refused = slots.admit(&bob, &limits).await.err().expect("no slot within the wait");
+        assert_eq!(refused.code(), "searches_busy");
+        assert!(slots.per_user.lock().expect("lock").get(&bob).is_none(), "bob's count was given back");
+        // A slot freed during the wait is taken.
+        let waiting = slots.admit(&bob, &limits);
+        drop(held);
+        waiting.await.expect("the freed slot");
+    }
 }

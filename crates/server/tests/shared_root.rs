@@ -74,3 +74,27 @@ async fn a_directory_another_user_registered_or_the_shared_root_is_refused() {
     let (status, body) = register(&server, &alice, &root).await;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("shared_root")), "{body}");
 }
+
+/// Two users registering overlapping directories at the same moment: registrations are
+/// checked and stored one at a time, so never both win.
+#[tokio::test]
+async fn two_users_racing_for_overlapping_directories_never_both_win() {
+    let shared = tempfile::tempdir().expect("temp dir");
+    let root = shared.path().canonicalize().expect("canonical");
+    let mut engine = EngineConfig::default();
+    engine.workspace_roots.global.push(root.clone());
+    let server =
+        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
+    for round in 0..20 {
+        let outer = root.join(format!("race{round}"));
+        let inner = outer.join("inner");
+        std::fs::create_dir_all(&inner).expect("mkdir");
+        // Alternate who takes the outer directory, so neither always goes first.
+        let (a, b) = if round % 2 == 0 { (&outer, &inner) } else { (&inner, &outer) };
+        let ((sa, ba), (sb, bb)) = tokio::join!(register(&server, &alice, a), register(&server, &bob, b));
+        let won = [sa, sb].iter().filter(|s| **s == StatusCode::CREATED).count();
+        assert_eq!(won, 1, "round {round}: alice {sa} {ba}, bob {sb} {bb}");
+    }
+}
