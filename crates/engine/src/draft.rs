@@ -48,6 +48,9 @@ pub(crate) struct Draft {
     streamed: usize,
     /// The deltas since the last checkpoint, consecutive pieces of a block merged.
     unsaved: Vec<StreamDelta>,
+    /// Where the last unsaved piece ends (its offset plus its length): a piece that
+    /// starts there continues it. Kept so merging never measures the merged text again.
+    unsaved_end: usize,
     /// Token counts reported so far; recorded on the message when the model stops.
     usage: Usage,
 }
@@ -71,6 +74,7 @@ impl Draft {
             block_len: 0,
             streamed: 0,
             unsaved: Vec::new(),
+            unsaved_end: 0,
             usage: Usage::default(),
         }
     }
@@ -217,20 +221,27 @@ impl Draft {
     /// same kind of piece, the same block, starting where the last one ends).
     fn remember(&mut self, delta: &StreamDelta) {
         use StreamDelta as D;
+        let end = self.unsaved_end;
+        if let D::TextDelta { offset, delta: text, .. }
+        | D::ThinkingDelta { offset, delta: text, .. }
+        | D::ToolcallDelta { offset, delta: text, .. } = delta
+        {
+            self.unsaved_end = offset + offset_len(text);
+        }
         if let Some(last) = self.unsaved.last_mut() {
             let merged = match (last, delta) {
                 (
-                    D::TextDelta { content_index: i, offset: o, delta: text },
+                    D::TextDelta { content_index: i, delta: text, .. },
                     D::TextDelta { content_index: j, offset: p, delta: more },
                 )
                 | (
-                    D::ThinkingDelta { content_index: i, offset: o, delta: text },
+                    D::ThinkingDelta { content_index: i, delta: text, .. },
                     D::ThinkingDelta { content_index: j, offset: p, delta: more },
                 )
                 | (
-                    D::ToolcallDelta { content_index: i, offset: o, delta: text },
+                    D::ToolcallDelta { content_index: i, delta: text, .. },
                     D::ToolcallDelta { content_index: j, offset: p, delta: more },
-                ) if i == j && *o + offset_len(text) == *p => {
+                ) if i == j && end == *p => {
                     text.push_str(more);
                     true
                 }
