@@ -570,6 +570,7 @@ impl Engine {
             id: ProjectId::new(),
             owner_id: owner.clone(),
             name,
+            dir: crate::roots::dir_identity(std::path::Path::new(&canonical)),
             path: canonical,
             created_at: now,
             updated_at: now,
@@ -1036,6 +1037,7 @@ impl Engine {
         }
         let fresh = Arc::new(Loaded {
             events,
+            root_id: project.dir,
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),
@@ -1157,6 +1159,7 @@ impl Engine {
         // A project registered before the roots (or the data directory rule) existed
         // keeps its history, but runs no tools there.
         self.inner.fence.check_existing(owner, self.inner.auth.auth_required().await?, &loaded.root)?;
+        crate::roots::check_identity(&loaded.root, loaded.root_id)?;
         let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id
             && let Some(run) = self.store().find_run_by_request(id, request_id).await?

@@ -40,8 +40,10 @@ pub const CONCURRENT_READS: usize = 4;
 /// should bound its own work (see the module docs).
 pub trait GitProbe: Send + Sync + 'static {
     /// The git state of the repository `root` lies in; `Ok(None)` when it lies in none.
-    /// An `Err` says why an existing repository could not be read.
-    fn read(&self, root: &Path) -> Result<Option<GitState>, String>;
+    /// An `Err` says why an existing repository could not be read, or why `root` is no
+    /// longer the directory registered as `root_id` (see `ToolContext::root_id`): the
+    /// poller reads only the project's own directory.
+    fn read(&self, root: &Path, root_id: Option<spool_protocol::DirIdentity>) -> Result<Option<GitState>, String>;
 }
 
 /// How often to poll, and with what (the engine's `EngineConfig::git`).
@@ -122,7 +124,7 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
                 let streams = loaded.iter().map(|l| (l.events.session_id().clone(), l.events.stream_id())).collect();
                 inner.git.retain(&streams);
                 failing.retain(|root| loaded.iter().any(|l| &l.root == root));
-                for root in loaded.iter().map(|l| l.root.clone()) {
+                for (root, root_id) in loaded.iter().map(|l| (l.root.clone(), l.root_id)) {
                     if !reading.insert(root.clone()) {
                         continue;
                     }
@@ -130,7 +132,7 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
                     reads.spawn(async move {
                         let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
                         let at = root.clone();
-                        let read = tokio::task::spawn_blocking(move || probe.read(&at)).await;
+                        let read = tokio::task::spawn_blocking(move || probe.read(&at, root_id)).await;
                         (root, read.unwrap_or_else(|e| Err(format!("the git reader failed: {e}"))))
                     });
                 }

@@ -153,6 +153,47 @@ impl Fence {
     }
 }
 
+/// The device and inode of the directory at `path` (canonical), kept with a project
+/// at registration. Following a link here is harmless: the tools open the path with
+/// no link on the way, so an identity taken through one never matches again.
+pub(crate) fn dir_identity(path: &Path) -> Option<spool_protocol::DirIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| spool_protocol::DirIdentity { dev: m.dev(), ino: m.ino() })
+}
+
+/// Whether the project directory at `path` (canonical when registered) is still the
+/// directory registered as `expected`: no symbolic link on the way (a link swapped in
+/// for it, or for a directory above it, would take the project's tools wherever it
+/// points) and, when known, the same device and inode. The tools check again at every
+/// call, on the directory they open; this refuses the prompt up front with a clear
+/// answer. Blocking, but a handful of `lstat`s.
+pub(crate) fn check_identity(path: &Path, expected: Option<spool_protocol::DirIdentity>) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let moved = |why: &str| EngineError::Forbidden {
+        code: "project_moved",
+        message: format!(
+            "this project's directory {:?} {why} since it was registered; its tools are refused: \
+             delete the project and register the directory again",
+            path.display().to_string()
+        ),
+    };
+    for at in path.ancestors() {
+        match at.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(moved("has been replaced by a symbolic link (or a directory above it has)"));
+            }
+            Ok(_) => {}
+            Err(_) => return Err(moved("no longer exists")),
+        }
+    }
+    match (expected, path.symlink_metadata()) {
+        (Some(id), Ok(meta)) if (meta.dev(), meta.ino()) != (id.dev, id.ino) => {
+            Err(moved("has been replaced by another directory"))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Fence {
     /// The roots (canonical) that are not `user`'s alone: every global root (each user
     /// has it) and the other users' own roots. A project may not be one of them, nor

@@ -161,6 +161,12 @@ impl RunEnv {
     /// What a tool call of this session may touch: the project, minus Spool's data
     /// directory.
     pub fn tool_context(&self, loaded: &Loaded, cancel: CancellationToken) -> ToolContext {
-        ToolContext { root: loaded.root.clone(), cancel, data_dir: self.data_dir.clone(), progress: Default::default() }
+        ToolContext {
+            root: loaded.root.clone(),
+            root_id: loaded.root_id,
+            cancel,
+            data_dir: self.data_dir.clone(),
+            progress: Default::default(),
+        }
     }
 }

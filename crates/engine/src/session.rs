@@ -18,6 +18,8 @@ pub(crate) const READ_YOUR_WRITES: std::time::Duration = std::time::Duration::fr
 pub(crate) struct Loaded {
     pub events: SessionEvents,
     pub root: PathBuf,
+    /// The project directory's identity when registered (see `ToolContext::root_id`).
+    pub root_id: Option<spool_protocol::DirIdentity>,
     /// Serializes the session's control steps — accepting a prompt, applying a decision,
     /// expiring or aborting — so "what is the run doing?" and "change it" are one step.
     pub control: tokio::sync::Mutex<()>,

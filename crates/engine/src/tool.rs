@@ -27,6 +27,10 @@ use tokio_util::sync::CancellationToken;
 pub struct ToolContext {
     /// The project directory, canonical. Tools act only inside it.
     pub root: PathBuf,
+    /// Which directory `root` named when the project was registered: a tool opens
+    /// `root` with no symbolic link on the way and refuses it unless it is still that
+    /// directory. `None` (a project from before it was kept, a test) checks links only.
+    pub root_id: Option<spool_protocol::DirIdentity>,
     /// Cancelled when the run is aborted; long tools must stop promptly.
     pub cancel: CancellationToken,
     /// Spool's data directory, canonical: no tool path may resolve into it and no walk

@@ -17,6 +17,19 @@ pub struct Project {
     pub path: String,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// Which directory `path` named when it was registered. Never on the wire: the
+    /// tools refuse the project once `path` leads anywhere else (a symlink swapped in,
+    /// another directory moved there). `None` for projects registered before it was kept.
+    #[serde(skip)]
+    pub dir: Option<DirIdentity>,
+}
+
+/// A directory's identity on this machine: its device and inode numbers. A path can be
+/// made to lead elsewhere; the pair cannot, as long as the directory exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DirIdentity {
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Whether a session has an active run.

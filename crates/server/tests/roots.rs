@@ -34,6 +34,7 @@ async fn legacy_project(server: &TestServer, owner: &UserId, path: &Path) -> Str
         path: text(&path.canonicalize().expect("canonical")).to_owned(),
         created_at: 1,
         updated_at: 1,
+        dir: None,
     };
     server.store.insert_project(&project).await.expect("insert project");
     project.id.to_string()

@@ -103,6 +103,10 @@ pub(crate) fn project(row: &impl Columns) -> Result<Project, StoreError> {
         path: row.text("path")?,
         created_at: row.int("created_at")?,
         updated_at: row.int("updated_at")?,
+        dir: match (row.int_opt("dir_dev")?, row.int_opt("dir_ino")?) {
+            (Some(dev), Some(ino)) => Some(spool_protocol::DirIdentity { dev: dev as u64, ino: ino as u64 }),
+            _ => None,
+        },
     })
 }
 

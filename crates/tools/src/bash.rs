@@ -160,8 +160,14 @@ async fn run(
     tokio::fs::metadata(root).await.map_err(PathError::Root)?;
     // Held to the end of the call: dropping it removes the call's temp dir.
     let prepared = {
-        let (sandbox, root, data_dir) = (sandbox.clone(), root.to_path_buf(), ctx.data_dir.clone());
-        tokio::task::spawn_blocking(move || Prepared::new(&sandbox, &root, data_dir.as_deref()))
+        let (sandbox, scope) = (sandbox.clone(), crate::path::Scope::of(ctx));
+        tokio::task::spawn_blocking(move || {
+            // The project directory as registered, opened with no link on the way; the
+            // sandbox grants writes on that descriptor (a root swapped for a link to the
+            // data directory is refused here, not followed).
+            let root = scope.open()?;
+            Prepared::new(&sandbox, &root, scope.data_dir())
+        })
             .await
             .map_err(|e| ToolError::Internal(format!("preparing the sandbox failed: {e}")))??
     };
@@ -401,6 +407,7 @@ mod tests {
     fn ctx(root: &Path) -> ToolContext {
         ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
@@ -602,6 +609,7 @@ mod tests {
     async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, command: &str) -> ToolOutput {
         let ctx = ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: Some(data.into()),
             progress: Default::default(),

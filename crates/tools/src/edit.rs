@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use spool_engine::{Inspected, Tool, ToolContext, ToolOutput, ToolSpec};
 use std::fs;
-use std::path::Path;
+use std::io::Read as _;
 
 /// The tool's name, as the model calls it.
 pub(crate) const NAME: &str = "edit";
@@ -92,16 +92,16 @@ impl Tool for Edit {
         if let Err(err) = args.check() {
             return err.into();
         }
-        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
-        run_blocking(move || edit(&root, data_dir.as_deref(), &args)).await
+        let scope = path::Scope::of(ctx);
+        run_blocking(move || edit(&scope, &args)).await
     }
 
     async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
         let args: EditArgs = parse_args(NAME, args.clone()).ok()?;
-        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
+        let (scope, requested) = (path::Scope::of(ctx), args.path.clone());
         let look = move || {
             let requested = args.path.as_str();
-            let found = Found::look(requested, || path::resolve_in(&root, data_dir.as_deref(), requested));
+            let found = Found::look(requested, || target(&scope, requested).map(|(_, file)| Some(file)));
             // The checks `edit` makes before it changes anything, in its order.
             let refused = |e: ToolError| inspect::failing(&e);
             let preview = match (args.check(), &found) {
@@ -139,10 +139,21 @@ impl EditArgs {
     }
 }
 
-fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<ToolOutput, ToolError> {
+/// Where the file to edit is (its directory, opened beneath the project, and name)
+/// and the file itself, opened there without following a link.
+fn target(scope: &path::Scope, requested: &str) -> Result<(path::WriteTarget, fs::File), ToolError> {
+    let root = scope.open()?;
+    let target = path::resolve_for_write(&root, scope.data_dir(), requested)?;
+    match target.existing().map_err(ToolError::io(requested))? {
+        Some(file) => Ok((target, file)),
+        None => Err(path::PathError::NotFound(requested.to_owned()).into()),
+    }
+}
+
+fn edit(scope: &path::Scope, args: &EditArgs) -> Result<ToolOutput, ToolError> {
     let requested = args.path.as_str();
-    let file = path::resolve_in(root, data_dir, requested)?;
-    let meta = fs::metadata(&file).map_err(ToolError::io(requested))?;
+    let (target, mut file) = target(scope, requested)?;
+    let meta = file.metadata().map_err(ToolError::io(requested))?;
     if meta.is_dir() {
         return Err(ToolError::IsDirectory(requested.to_owned()));
     }
@@ -157,9 +168,11 @@ fn edit(root: &Path, data_dir: Option<&Path>, args: &EditArgs) -> Result<ToolOut
     if meta.len() > MAX_FILE_BYTES as u64 {
         return Err(too_large(requested, meta.len()));
     }
-    let bytes = fs::read(&file).map_err(ToolError::io(requested))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    (&mut file).take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(ToolError::io(requested))?;
     let (text, edited, count) = replace(requested, bytes, args)?;
-    atomic::write_file(&file, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
+    let (dir, name) = target.at();
+    atomic::write_file(dir, name, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
     let noun = if count == 1 { "occurrence" } else { "occurrences" };
     let out = ToolOutput::ok(format!("replaced {count} {noun} in {requested}"));
     Ok(match inspect::changed(NAME, requested, &Found::Bytes(text.into_bytes()), &edited) {
@@ -193,6 +206,7 @@ fn too_large(requested: &str, bytes: u64) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
@@ -216,6 +230,7 @@ mod tests {
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
         let ctx = ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
@@ -332,6 +347,7 @@ mod tests {
         let (_dir, root) = project();
         let ctx = ToolContext {
             root: root.clone(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

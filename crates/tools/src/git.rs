@@ -7,7 +7,10 @@
 //! work tree against HEAD's tree — staged and unstaged changes, plus untracked files
 //! that are not ignored (their lines count as added) — limited to the project
 //! directory when the project is a subdirectory of its repository. Submodules are not
-//! looked into.
+//! looked into. A work tree configured elsewhere (`core.worktree`, which any command in
+//! the project can set) is not followed out of the project: the directory holding the
+//! repository is read instead, and the project's directory must still be the one
+//! registered (`spool_protocol::DirIdentity`) before and after the reading.
 //!
 //! Bounded, because it runs every few seconds on every loaded session's project: lines
 //! are counted for at most [`MAX_DIFF_FILES`] changed files and [`MAX_DIFF_BYTES`] of
@@ -21,7 +24,8 @@
 
 use git2::{Delta, DiffOptions, ErrorCode, Patch, Repository};
 use spool_protocol::git::{FileChange, FileStatus, GitState, MAX_LISTED_FILES};
-use std::path::Path;
+use spool_protocol::DirIdentity;
+use std::path::{Path, PathBuf};
 
 /// Most changed files whose lines one reading counts.
 pub const MAX_DIFF_FILES: usize = 2_000;
@@ -35,9 +39,31 @@ pub const MAX_BLOB_BYTES: i64 = 2 << 20;
 pub struct GitReader;
 
 impl spool_engine::GitProbe for GitReader {
-    fn read(&self, root: &Path) -> Result<Option<GitState>, String> {
-        read_state(root).map_err(|e| e.message().to_owned())
+    fn read(&self, root: &Path, root_id: Option<DirIdentity>) -> Result<Option<GitState>, String> {
+        // The project directory must be the one registered, before and after: libgit2
+        // reads by path, and a reading taken while the directory was swapped for a link
+        // is not reported.
+        let checked = || crate::path::Root::open(root, root_id).map(drop).map_err(|e| e.to_string());
+        checked()?;
+        let state = read_state(root).map_err(|e| e.message().to_owned())?;
+        checked()?;
+        Ok(state)
     }
+}
+
+/// The work tree to read for a project at `root`: the repository's own when it holds
+/// the project, else the directory holding the `.git` found above the project when
+/// that does (a `core.worktree` pointing elsewhere is ignored); else none. Whatever a
+/// command wrote into the repository's config, the reading never names files outside
+/// the directory holding the project's repository, and is limited to the project.
+fn work_tree(repo: &Repository, root: &Path) -> Option<PathBuf> {
+    let root = root.canonicalize().ok()?;
+    let holds = |dir: &Path| dir.canonicalize().ok().filter(|dir| root.starts_with(dir));
+    if let Some(work) = repo.workdir().and_then(holds) {
+        return Some(work);
+    }
+    let git_dir = repo.path();
+    if git_dir.file_name() == Some(std::ffi::OsStr::new(".git")) { git_dir.parent().and_then(holds) } else { None }
 }
 
 /// The git state of the repository `root` lies in; `None` when it lies in none (or in a
@@ -48,7 +74,12 @@ pub fn read_state(root: &Path) -> Result<Option<GitState>, git2::Error> {
         Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let Some(workdir) = repo.workdir() else { return Ok(None) };
+    let Some(workdir) = work_tree(&repo, root) else { return Ok(None) };
+    if repo.workdir() != Some(workdir.as_path()) {
+        // `core.worktree` (or a `.git` file) names a work tree that does not hold the
+        // project: read the project's own instead, never the one configured.
+        repo.set_workdir(&workdir, false)?;
+    }
     let (branch, commit, tree) = match repo.head() {
         Ok(head) => {
             let branch = if head.is_branch() { head.shorthand().map(str::to_owned) } else { None };
@@ -75,7 +106,7 @@ pub fn read_state(root: &Path) -> Result<Option<GitState>, git2::Error> {
         .max_size(MAX_BLOB_BYTES);
     // A project inside a larger repository sees only its own directory's changes (and
     // libgit2 walks only that directory).
-    let inside = root.canonicalize().ok().zip(workdir.canonicalize().ok());
+    let inside = root.canonicalize().ok().zip(Some(workdir));
     if let Some(prefix) = inside.as_ref().and_then(|(root, work)| root.strip_prefix(work).ok())
         && !prefix.as_os_str().is_empty()
     {
@@ -221,5 +252,27 @@ mod tests {
         assert_eq!(many.files.len(), MAX_LISTED_FILES);
         assert_eq!(many.additions, (MAX_LISTED_FILES + 5) as u64, "the totals count past the listed files");
         assert!(many.truncated);
+    }
+
+    #[test]
+    fn a_work_tree_configured_outside_the_project_is_not_read() {
+        let base = tempfile::tempdir().expect("temp dir");
+        let (project, outside) = (base.path().join("project"), base.path().join("data"));
+        fs::create_dir_all(&outside).expect("mkdir");
+        fs::write(outside.join("config.toml"), "api_key = \"secret\"\nmore\n").expect("write");
+        fs::write(outside.join("spool.db"), "rows\n").expect("write");
+        fs::create_dir_all(&project).expect("mkdir");
+        let repo = repo_with(&project, &[("mine.txt", "one\n")]);
+        fs::write(project.join("new.txt"), "two\n").expect("write");
+        // What a command in the project can do: point the repository's work tree at the
+        // data directory.
+        repo.config().expect("config").set_str("core.worktree", outside.to_str().expect("utf-8")).expect("set");
+        drop(repo);
+
+        let state = read_state(&project).expect("read").expect("a repository");
+        let names: Vec<&str> = state.files.iter().map(|f| f.path.as_str()).collect();
+        assert!(!names.iter().any(|n| n.contains("config.toml") || n.contains("spool.db")), "{names:?}");
+        // The project's own work tree is what is read.
+        assert_eq!(names, ["new.txt"]);
     }
 }

@@ -22,7 +22,6 @@ use globset::GlobBuilder;
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
 use std::cmp::Reverse;
-use std::fs;
 use std::ops::ControlFlow;
 use std::path::{Component, Path};
 use std::time::SystemTime;
@@ -95,31 +94,25 @@ impl Tool for Glob {
             Err(err) => return err.into(),
         };
         let requested = args.path.unwrap_or_else(|| ".".to_owned());
-        let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        let data_dir = ctx.data_dir.clone();
-        run_blocking(move || glob(&root, data_dir.as_deref(), &args.pattern, &requested, &cancel)).await
+        let (scope, cancel) = (path::Scope::of(ctx), ctx.cancel.clone());
+        run_blocking(move || glob(&scope, &args.pattern, &requested, &cancel)).await
     }
 }
 
-fn glob(
-    root: &Path,
-    data_dir: Option<&Path>,
-    pattern: &str,
-    requested: &str,
-    cancel: &CancellationToken,
-) -> Result<String, ToolError> {
+fn glob(scope: &path::Scope, pattern: &str, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
     let matcher = compile(pattern)?;
-    let root = path::resolve(root, ".")?;
-    let dir = path::resolve_in(&root, data_dir, requested)?;
-    if !fs::metadata(&dir).map_err(ToolError::io(requested))?.is_dir() {
+    let root = scope.open()?;
+    let opened = path::open(&root, scope.data_dir(), requested)?;
+    if !opened.meta.is_dir() {
         return Err(ToolError::NotDirectory(requested.to_owned()));
     }
+    let dir = opened.rel.clone();
 
     let mut found: Vec<(Option<SystemTime>, String)> = Vec::new();
-    walk::files(&root, &dir, data_dir, cancel, |file| {
-        let relative = file.path.strip_prefix(&dir).expect("the walk stays under the directory it starts from");
+    walk::files(&root, &dir, scope.data_dir(), cancel, |file| {
+        let Ok(relative) = file.rel.strip_prefix(&dir) else { return Ok(ControlFlow::Continue(())) };
         if matcher.is_match(relative) {
-            found.push((file.meta.modified().ok(), walk::display_relative(&file.path, &root)));
+            found.push((file.meta.modified().ok(), walk::display_relative(&file.rel, Path::new(""))));
         }
         Ok(ControlFlow::Continue(()))
     })?;
@@ -164,6 +157,7 @@ fn compile(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use serde_json::json;
     use std::fs::File;
     use std::path::PathBuf;
@@ -172,6 +166,7 @@ mod tests {
     fn ctx(root: &Path) -> ToolContext {
         ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

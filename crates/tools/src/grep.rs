@@ -27,7 +27,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
-use std::fs::{self, File};
+use rustix::fs::OFlags;
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read as _, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -120,18 +121,12 @@ impl Tool for Grep {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
-        let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        let data_dir = ctx.data_dir.clone();
-        run_blocking(move || grep(&root, data_dir.as_deref(), &args, &cancel)).await
+        let (scope, cancel) = (path::Scope::of(ctx), ctx.cancel.clone());
+        run_blocking(move || grep(&scope, &args, &cancel)).await
     }
 }
 
-fn grep(
-    root: &Path,
-    data_dir: Option<&Path>,
-    args: &GrepArgs,
-    cancel: &CancellationToken,
-) -> Result<String, ToolError> {
+fn grep(scope: &path::Scope, args: &GrepArgs, cancel: &CancellationToken) -> Result<String, ToolError> {
     if args.pattern.is_empty() {
         return Err(ToolError::BadArguments { tool: NAME, reason: "pattern must not be empty".to_owned() });
     }
@@ -143,30 +138,34 @@ fn grep(
     let include = args.include.as_deref().map(Include::new).transpose()?;
 
     let requested = args.path.as_deref().unwrap_or(".");
-    let root = path::resolve(root, ".")?;
-    let start = path::resolve_in(&root, data_dir, requested)?;
-    let meta = fs::metadata(&start).map_err(ToolError::io(requested))?;
+    let root = scope.open()?;
+    let opened = path::open(&root, scope.data_dir(), requested)?;
+    let start = opened.rel.clone();
 
     let mut out = Output::default();
-    if meta.is_dir() {
-        walk::files(&root, &start, data_dir, cancel, |file| {
-            if include.as_ref().is_some_and(|include| !include.matches(&file.path, &start)) {
+    if opened.meta.is_dir() {
+        walk::files(&root, &start, scope.data_dir(), cancel, |file| {
+            if include.as_ref().is_some_and(|include| !include.matches(&file.rel, &start)) {
                 return Ok(ControlFlow::Continue(()));
             }
-            let shown = walk::display_relative(&file.path, &root);
+            let shown = walk::display_relative(&file.rel, Path::new(""));
+            // Read only through a descriptor opened beneath the project: the walker's
+            // path could have been redirected since it was listed.
+            let opened = path::open_rel(&root, &file.rel, OFlags::RDONLY | OFlags::NONBLOCK)
+                .map_err(|_| Skip::Unreadable(io::Error::other("it changed while the search ran")));
             // Unreadable and binary files are skipped: the search reports what it found.
-            match search(&file.path, &shown, &regex, &mut out, cancel) {
+            match opened.and_then(|found| search(found.fd.into(), &shown, &regex, &mut out, cancel)) {
                 Ok(flow) => Ok(flow),
                 Err(Skip::Aborted) => Err(ToolError::Aborted),
                 Err(Skip::Binary | Skip::Unreadable(_)) => Ok(ControlFlow::Continue(())),
             }
         })?;
-    } else if !meta.is_file() {
+    } else if !opened.meta.is_file() {
         return Err(ToolError::NotRegularFile(requested.to_owned()));
-    } else if include.as_ref().is_none_or(|include| include.matches(&start, &root)) {
+    } else if include.as_ref().is_none_or(|include| include.matches(&start, Path::new(""))) {
         // One file, named by the model: saying why it was not searched beats `no matches`.
-        let shown = walk::display_relative(&start, &root);
-        match search(&start, &shown, &regex, &mut out, cancel) {
+        let shown = walk::display_relative(&start, Path::new(""));
+        match search(opened.file, &shown, &regex, &mut out, cancel) {
             Ok(_) => {}
             Err(Skip::Aborted) => return Err(ToolError::Aborted),
             Err(Skip::Binary) => return Err(ToolError::BinaryNotSearched(requested.to_owned())),
@@ -221,13 +220,12 @@ impl From<io::Error> for Skip {
 
 /// Adds the matching lines of `file` to `out`, named `shown`; breaks when `out` is full.
 fn search(
-    file: &Path,
+    mut file: File,
     shown: &str,
     regex: &Regex,
     out: &mut Output,
     cancel: &CancellationToken,
 ) -> Result<ControlFlow<()>, Skip> {
-    let mut file = File::open(file)?;
     let mut head = Vec::new();
     (&mut file).take(BINARY_SNIFF_BYTES).read_to_end(&mut head)?;
     if head.contains(&0) {
@@ -321,12 +319,14 @@ fn cut(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use serde_json::json;
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
         ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

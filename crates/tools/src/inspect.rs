@@ -23,15 +23,14 @@
 //! keeps it so a finished card shows the change after a reload as well.
 
 use crate::error::ToolError;
-use crate::{MAX_FILE_BYTES, path};
+use crate::MAX_FILE_BYTES;
 use sha2::{Digest, Sha256};
 use similar::udiff::UnifiedHunkHeader;
 use similar::{ChangeTag, TextDiff};
 use spool_engine::{Inspected, Resource};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{self, Read as _};
-use std::path::{Path, PathBuf};
+use std::io::Read as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// At most this many lines of diff in a preview.
@@ -62,18 +61,20 @@ pub(crate) enum Found {
 }
 
 impl Found {
-    /// Looks at `requested`, resolved by `resolve` (the tool's own rule for its paths).
-    pub(crate) fn look(requested: &str, resolve: impl FnOnce() -> Result<PathBuf, path::PathError>) -> Found {
-        match resolve() {
-            Ok(file) => Found::at(&file, requested),
-            Err(e) => Found::Unusable(e.into()),
+    /// Looks at `requested`, opened by `open` (the tool's own rule for its paths;
+    /// `None` when nothing is there).
+    pub(crate) fn look(requested: &str, open: impl FnOnce() -> Result<Option<fs::File>, ToolError>) -> Found {
+        match open() {
+            Ok(Some(file)) => Found::at(file, requested),
+            Ok(None) => Found::Absent,
+            Err(e) => Found::Unusable(e),
         }
     }
 
-    fn at(file: &Path, requested: &str) -> Found {
-        let meta = match fs::metadata(file) {
+    /// What `file` holds; the file opened is the one judged, whatever its path does now.
+    pub(crate) fn at(file: fs::File, requested: &str) -> Found {
+        let meta = match file.metadata() {
             Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Found::Absent,
             Err(e) => return Found::Unusable(ToolError::io(requested)(e)),
         };
         if meta.is_dir() {
@@ -87,10 +88,11 @@ impl Found {
         }
         // Bounded even if the file grows between the stat and the read.
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        let read = fs::File::open(file).and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes));
+        let read = (&file).take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes);
         match read {
             Err(e) => Found::Unusable(ToolError::io(requested)(e)),
-            Ok(_) if bytes.len() > MAX_FILE_BYTES => fs::metadata(file)
+            Ok(_) if bytes.len() > MAX_FILE_BYTES => file
+                .metadata()
                 .map_or_else(|e| Found::Unusable(ToolError::io(requested)(e)), |meta| Found::large(&meta)),
             Ok(_) => Found::Bytes(bytes),
         }
@@ -250,12 +252,19 @@ fn diff_within(old_name: &str, new_name: &str, old: &str, new: &str, max_lines: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path;
 
     #[test]
     fn fingerprints_name_what_is_there() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical");
-        let look = |p: &str| Found::look(p, || path::resolve_for_write(&root, p)).fingerprint();
+        let look = |p: &str| {
+            let open = || {
+                let root = path::Root::open(&root, None)?;
+                path::resolve_for_write(&root, None, p)?.existing().map_err(ToolError::io(p))
+            };
+            Found::look(p, open).fingerprint()
+        };
         assert_eq!(look("a.txt"), "absent");
         fs::write(root.join("a.txt"), "abc").expect("write");
         // sha256("abc"), the FIPS 180-2 test vector.

@@ -184,6 +184,7 @@ mod tests {
         std::os::unix::fs::symlink(data.join("config.toml"), root.join("flink")).expect("symlink");
         let ctx = ToolContext {
             root: root.clone(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: Some(data.clone()),
             progress: Default::default(),
@@ -229,6 +230,7 @@ mod tests {
         let root = dir.path().canonicalize().expect("canonical temp dir");
         let ctx = ToolContext {
             root: root.clone(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

@@ -12,8 +12,9 @@ use crate::path;
 use async_trait::async_trait;
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
-use std::ffi::OsString;
-use std::fs;
+use rustix::fs::{AtFlags, Dir, FileType, OFlags};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
@@ -76,43 +77,49 @@ impl Tool for List {
             Err(err) => return err.into(),
         };
         let requested = args.path.unwrap_or_else(|| ".".to_owned());
-        let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        let data_dir = ctx.data_dir.clone();
-        run_blocking(move || list(&root, data_dir.as_deref(), &requested, &cancel)).await
+        let (scope, cancel) = (path::Scope::of(ctx), ctx.cancel.clone());
+        run_blocking(move || list(&scope, &requested, &cancel)).await
     }
 }
 
-fn list(
-    root: &Path,
-    data_dir: Option<&Path>,
-    requested: &str,
-    cancel: &CancellationToken,
-) -> Result<String, ToolError> {
-    let dir = path::resolve_in(root, data_dir, requested)?;
-    if !fs::metadata(&dir).map_err(ToolError::io(requested))?.is_dir() {
+fn list(scope: &path::Scope, requested: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
+    let root = scope.open()?;
+    // The directory is opened beneath the project and read through its descriptor, so
+    // the names are those of the directory that was checked.
+    let dir = path::open(&root, scope.data_dir(), requested)?;
+    if !dir.meta.is_dir() {
         return Err(ToolError::NotDirectory(requested.to_owned()));
     }
-    let mut entries: Vec<(OsString, fs::DirEntry)> = Vec::new();
-    for (i, entry) in fs::read_dir(&dir).map_err(ToolError::io(requested))?.enumerate() {
+    let io_err = |e: rustix::io::Errno| ToolError::io(requested)(e.into());
+    let mut entries: Vec<(OsString, FileType)> = Vec::new();
+    for (i, entry) in Dir::read_from(&dir.file).map_err(io_err)?.enumerate() {
         if i % CANCEL_CHECK_EVERY == 0 && cancel.is_cancelled() {
             return Err(ToolError::Aborted);
         }
-        let entry = entry.map_err(ToolError::io(requested))?;
-        entries.push((entry.file_name(), entry));
+        let entry = entry.map_err(io_err)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            // Some file systems do not say in the entry; ask without following a link.
+            FileType::Unknown => rustix::fs::statat(&dir.file, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileType::Unknown, |stat| FileType::from_raw_mode(stat.st_mode)),
+            kind => kind,
+        };
+        entries.push((name.to_owned(), kind));
     }
     if entries.is_empty() {
         return Ok("(empty directory)".to_owned());
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
 
-    // `path::resolve` canonicalised the root; compare symlink targets against the same.
-    let root = root.canonicalize().map_err(ToolError::io(requested))?;
     let mut lines: Vec<String> = entries
         .iter()
         .take(MAX_ENTRIES)
-        .map(|(name, entry)| {
+        .map(|(name, kind)| {
             let mut line = crate::display_name(name);
-            if is_dir(entry, &root) {
+            if is_dir(&root, &dir.rel.join(name), *kind) {
                 line.push('/');
             }
             line
@@ -124,15 +131,14 @@ fn list(
     Ok(lines.join("\n"))
 }
 
-/// Whether an entry is a directory the model could list. A symlink counts when its
-/// target is a directory inside the project; one pointing outside is shown as a plain
-/// name, so the listing says nothing about what lies beyond the root.
-fn is_dir(entry: &fs::DirEntry, root: &Path) -> bool {
-    match entry.file_type() {
-        Ok(t) if t.is_dir() => true,
-        Ok(t) if t.is_symlink() => {
-            entry.path().canonicalize().is_ok_and(|target| target.starts_with(root) && target.is_dir())
-        }
+/// Whether an entry is a directory the model could list. A symlink counts when it
+/// leads to a directory inside the project (the kernel follows it beneath the root);
+/// one pointing outside is shown as a plain name, so the listing says nothing about
+/// what lies beyond the root.
+fn is_dir(root: &path::Root, rel: &Path, kind: FileType) -> bool {
+    match kind {
+        FileType::Directory => true,
+        FileType::Symlink => path::open_rel(root, rel, OFlags::PATH | OFlags::DIRECTORY).is_ok(),
         _ => false,
     }
 }
@@ -140,11 +146,13 @@ fn is_dir(entry: &fs::DirEntry, root: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
         ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

@@ -188,6 +188,7 @@ mod tests {
     async fn the_answer_comes_back_and_no_answer_says_so() {
         let ctx = ToolContext {
             root: std::env::temp_dir(),
+            root_id: None,
             cancel: tokio_util::sync::CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

@@ -19,9 +19,7 @@ use crate::path;
 use async_trait::async_trait;
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
-use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom};
-use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// The tool's name, as the model calls it.
@@ -108,23 +106,21 @@ impl Tool for Read {
                 return ToolError::BadArguments { tool: NAME, reason }.into();
             }
         }
-        let (root, cancel) = (ctx.root.clone(), ctx.cancel.clone());
-        let data_dir = ctx.data_dir.clone();
-        run_blocking(move || read(&root, data_dir.as_deref(), &args.path, offset, limit, &cancel)).await
+        let (scope, cancel) = (path::Scope::of(ctx), ctx.cancel.clone());
+        run_blocking(move || read(&scope, &args.path, offset, limit, &cancel)).await
     }
 }
 
 fn read(
-    root: &Path,
-    data_dir: Option<&Path>,
+    scope: &path::Scope,
     requested: &str,
     offset: u64,
     limit: u64,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
     let io_err = || ToolError::io(requested);
-    let file_path = path::resolve_in(root, data_dir, requested)?;
-    let meta = fs::metadata(&file_path).map_err(io_err())?;
+    // Opened beneath the project's directory, and judged by what was opened.
+    let path::Opened { mut file, meta, .. } = path::open(&scope.open()?, scope.data_dir(), requested)?;
     if meta.is_dir() {
         return Err(ToolError::IsDirectory(requested.to_owned()));
     }
@@ -133,7 +129,6 @@ fn read(
         return Err(ToolError::NotRegularFile(requested.to_owned()));
     }
 
-    let mut file = File::open(&file_path).map_err(io_err())?;
     let mut head = Vec::new();
     (&mut file).take(BINARY_SNIFF_BYTES).read_to_end(&mut head).map_err(io_err())?;
     if head.contains(&0) {
@@ -211,12 +206,15 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::Path;
     use serde_json::json;
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {
         ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

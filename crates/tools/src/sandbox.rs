@@ -65,7 +65,7 @@ use landlock::{
 };
 use spool_engine::SandboxStatus;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::process::Command;
@@ -140,8 +140,14 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Makes the temp dir, the environment and the ruleset for a command in `root`.
-    pub(crate) fn new(settings: &SandboxSettings, root: &Path, data_dir: Option<&Path>) -> Result<Self, ToolError> {
+    /// Makes the temp dir, the environment and the ruleset for a command in `root`
+    /// (opened and checked: the write grant goes to that directory, not to its path).
+    pub(crate) fn new(
+        settings: &SandboxSettings,
+        root: &crate::path::Root,
+        data_dir: Option<&Path>,
+    ) -> Result<Self, ToolError> {
+        let (root_dir, root) = (root, root.path());
         let data_dir =
             match data_dir {
                 Some(d) => Some(d.canonicalize().or_else(|_| std::path::absolute(d)).map_err(|e| {
@@ -166,7 +172,7 @@ impl Prepared {
             .map_err(|e| ToolError::Internal(format!("cannot create the command's temp dir: {e}")))?;
         let env = environment(settings, temp.path());
         let built = |e: landlock::RulesetError| ToolError::Internal(format!("cannot build the command's sandbox: {e}"));
-        let ruleset = ruleset(root, temp.path(), &excluded).map_err(built)?;
+        let ruleset = ruleset(root_dir, temp.path(), &excluded).map_err(built)?;
         let network = net::layer(settings.network, &settings.closed_ports()).map_err(built)?;
         Ok(Self { ruleset, network, filter: Filter::new(settings.network), env, _temp: temp })
     }
@@ -300,7 +306,7 @@ fn excluded_paths(
 /// The per-call ruleset's descriptor (files, signals, abstract sockets), or `None`
 /// where the kernel has no Landlock.
 fn ruleset(
-    root: &Path,
+    root: &crate::path::Root,
     temp: &Path,
     excluded: &[PathBuf],
 ) -> Result<Option<OwnedFd>, landlock::RulesetError> {
@@ -314,7 +320,10 @@ fn ruleset(
         .add_rules(path_beneath_rules(files::readable_roots(excluded), AccessFs::from_read(TARGET_ABI)))?
         // Names may be listed everywhere; the excluded paths' contents stay closed.
         .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
-        .add_rules(path_beneath_rules([root, temp], AccessFs::from_all(TARGET_ABI)))?
+        // The project by its checked descriptor: a path opened again here could be a
+        // link swapped in since (to the data directory, to another user's project).
+        .add_rule(landlock::PathBeneath::new(root.as_fd(), AccessFs::from_all(TARGET_ABI)))?
+        .add_rules(path_beneath_rules([temp], AccessFs::from_all(TARGET_ABI)))?
         .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_file(TARGET_ABI)))?;
     Ok(created.into())
 }

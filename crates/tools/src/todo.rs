@@ -208,6 +208,7 @@ mod tests {
     fn ctx() -> ToolContext {
         ToolContext {
             root: std::env::temp_dir(),
+            root_id: None,
             cancel: tokio_util::sync::CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

@@ -10,16 +10,22 @@
 //! `target` means wanting to look in it. Hidden files are included, since `.github/` or
 //! `.env.example` are part of a project, but `.git` directories are not.
 //!
-//! Symbolic links are never followed into directories, so a walk cannot leave the root
-//! or loop. A link to a file counts when its target is a regular file inside the root;
-//! one pointing elsewhere is skipped, so nothing beyond the root is named or read.
-//! Entries the walker cannot read (a directory without permission) are skipped, and
-//! so is Spool's data directory when it lies under the walk: a search over the project
-//! must never open the live database (reading it from inside the server drops SQLite's
-//! locks) or the config file with provider keys.
+//! Symbolic links are never followed into directories, so a walk cannot loop. A link
+//! to a file counts when its target is a regular file inside the root; one pointing
+//! elsewhere is skipped. The walker itself reads directories by path, which a process
+//! swapping a directory for a link could redirect, so nothing it yields is trusted as
+//! is: every entry is opened again beneath the project's directory descriptor
+//! ([`path::open_rel`], `RESOLVE_BENEATH`) and skipped unless that works, and a file's
+//! contents are only ever read through such a descriptor. A name from outside the root
+//! is never shown or read. Entries the walker cannot read (a directory without
+//! permission) are skipped, and so is Spool's data directory when it lies under the
+//! walk: a search over the project must never open the live database (reading it from
+//! inside the server drops SQLite's locks) or the config file with provider keys.
 
 use crate::error::ToolError;
+use crate::path::{self, Root};
 use ignore::WalkBuilder;
+use rustix::fs::OFlags;
 use std::fs;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -27,24 +33,25 @@ use tokio_util::sync::CancellationToken;
 
 /// A file the walk found.
 pub(crate) struct Found {
-    /// Where the walk met it: under the directory walked, never through a directory link.
-    pub path: PathBuf,
+    /// Where the walk met it, relative to the root (never through a directory link):
+    /// what [`path::open_rel`] opens it by.
+    pub rel: PathBuf,
     /// The file's metadata, of the link's target for a link.
     pub meta: fs::Metadata,
 }
 
-/// Calls `visit` with every file under `dir` (canonical, inside the canonical `root`),
-/// in path order, until it breaks, never entering `data_dir` (canonical). Checks
+/// Calls `visit` with every file under `dir` (relative to `root`, as the kernel found
+/// it), in path order, until it breaks, never entering `data_dir` (canonical). Checks
 /// `cancel` before each entry.
 pub(crate) fn files(
-    root: &Path,
+    root: &Root,
     dir: &Path,
     data_dir: Option<&Path>,
     cancel: &CancellationToken,
     mut visit: impl FnMut(Found) -> Result<ControlFlow<()>, ToolError>,
 ) -> Result<(), ToolError> {
     let skip = data_dir.map(Path::to_path_buf);
-    let walk = WalkBuilder::new(dir)
+    let walk = WalkBuilder::new(root.path().join(dir))
         .hidden(false)
         .parents(true)
         .require_git(false)
@@ -63,28 +70,24 @@ pub(crate) fn files(
         }
         let Ok(entry) = entry else { continue };
         let Some(file_type) = entry.file_type() else { continue };
-        let meta = if file_type.is_file() {
-            entry.metadata().ok()
-        } else if file_type.is_symlink() {
-            linked_file(root, data_dir, entry.path())
-        } else {
-            None
-        };
-        let Some(meta) = meta else { continue };
-        if visit(Found { path: entry.into_path(), meta })?.is_break() {
+        if !file_type.is_file() && !file_type.is_symlink() {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root.path()).map(Path::to_path_buf) else { continue };
+        let Some(meta) = verified(root, data_dir, &rel) else { continue };
+        if visit(Found { rel, meta })?.is_break() {
             break;
         }
     }
     Ok(())
 }
 
-/// The metadata of the regular file `link` points to, if that file lies inside `root`.
-fn linked_file(root: &Path, data_dir: Option<&Path>, link: &Path) -> Option<fs::Metadata> {
-    let target = link.canonicalize().ok()?;
-    if !target.starts_with(root) || data_dir.is_some_and(|d| target.starts_with(d)) {
-        return None;
-    }
-    fs::metadata(&target).ok().filter(fs::Metadata::is_file)
+/// The metadata of the regular file at `rel`, opened beneath the root (a link followed
+/// only while it stays inside), if it is one and not in the data directory.
+fn verified(root: &Root, data_dir: Option<&Path>, rel: &Path) -> Option<fs::Metadata> {
+    let found = path::open_rel(root, rel, OFlags::PATH).ok()?;
+    path::check_data_dir(root, data_dir, &found.rel, "").ok()?;
+    fs::File::from(found.fd).metadata().ok().filter(fs::Metadata::is_file)
 }
 
 /// `path` relative to `base` as one line of output, `/`-separated, escaped by

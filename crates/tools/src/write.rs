@@ -22,8 +22,6 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use spool_engine::{Inspected, Tool, ToolContext, ToolOutput, ToolSpec};
 use std::fs;
-use std::io;
-use std::path::Path;
 
 /// The tool's name, as the model calls it.
 pub(crate) const NAME: &str = "write";
@@ -79,15 +77,15 @@ impl Tool for Write {
             Ok(args) => args,
             Err(err) => return err.into(),
         };
-        let (root, data_dir) = (ctx.root.clone(), ctx.data_dir.clone());
-        run_blocking(move || write(&root, data_dir.as_deref(), &args.path, &args.content)).await
+        let scope = path::Scope::of(ctx);
+        run_blocking(move || write(&scope, &args.path, &args.content)).await
     }
 
     async fn inspect(&self, args: &serde_json::Value, ctx: &ToolContext) -> Option<Inspected> {
         let args: WriteArgs = parse_args(NAME, args.clone()).ok()?;
-        let (root, data_dir, requested) = (ctx.root.clone(), ctx.data_dir.clone(), args.path.clone());
+        let (scope, requested) = (path::Scope::of(ctx), args.path.clone());
         let look = move || {
-            let found = Found::look(&args.path, || path::resolve_for_write_in(&root, data_dir.as_deref(), &args.path));
+            let found = Found::look(&args.path, || existing(&scope, &args.path));
             let preview = match &found {
                 // The checks `write` makes before it changes anything, in its order.
                 _ if args.content.len() > MAX_FILE_BYTES => {
@@ -105,7 +103,13 @@ impl Tool for Write {
     }
 }
 
-fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -> Result<ToolOutput, ToolError> {
+/// The file `write` would replace, if there is one.
+fn existing(scope: &path::Scope, requested: &str) -> Result<Option<fs::File>, ToolError> {
+    let root = scope.open()?;
+    path::resolve_for_write(&root, scope.data_dir(), requested)?.existing().map_err(ToolError::io(requested))
+}
+
+fn write(scope: &path::Scope, requested: &str, content: &str) -> Result<ToolOutput, ToolError> {
     if content.len() > MAX_FILE_BYTES {
         return Err(ToolError::TooLarge { path: requested.to_owned(), bytes: content.len() });
     }
@@ -113,25 +117,31 @@ fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -
     if requested.ends_with('/') {
         return Err(ToolError::WriteToDirectory(requested.to_owned()));
     }
-    let target = path::resolve_for_write_in(root, data_dir, requested)?;
-    let previous = match fs::metadata(&target) {
-        Ok(meta) if meta.is_dir() => return Err(ToolError::WriteToDirectory(requested.to_owned())),
-        Ok(meta) if !meta.is_file() => return Err(ToolError::NotRegularFile(requested.to_owned())),
-        Ok(meta) if meta.permissions().readonly() => return Err(ToolError::ReadOnly(requested.to_owned())),
-        Ok(meta) => Some(meta),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-        Err(err) => return Err(ToolError::io(requested)(err)),
+    let root = scope.open()?;
+    let mut target = path::resolve_for_write(&root, scope.data_dir(), requested)?;
+    // The file there now, opened without following a link: what is judged, diffed and
+    // replaced is one and the same.
+    let existing = target.existing().map_err(ToolError::io(requested))?;
+    let previous = match &existing {
+        Some(file) => match file.metadata().map_err(ToolError::io(requested))? {
+            meta if meta.is_dir() => return Err(ToolError::WriteToDirectory(requested.to_owned())),
+            meta if !meta.is_file() => return Err(ToolError::NotRegularFile(requested.to_owned())),
+            meta if meta.permissions().readonly() => return Err(ToolError::ReadOnly(requested.to_owned())),
+            meta => Some(meta),
+        },
+        None => None,
     };
     // The old text, for the diff the result keeps (a file over the size cap is not read).
-    let found = match previous {
-        Some(_) => Found::look(requested, || Ok(target.clone())),
+    let found = match existing {
+        Some(file) => Found::at(file, requested),
         None => Found::Absent,
     };
     if previous.is_none() {
-        atomic::create_parents(&target).map_err(ToolError::write_io(requested))?;
+        target.create_dirs().map_err(ToolError::write_io(requested))?;
     }
     let keep = previous.as_ref().map(|meta| meta.permissions());
-    atomic::write_file(&target, content.as_bytes(), keep).map_err(ToolError::write_io(requested))?;
+    let (dir, name) = target.at();
+    atomic::write_file(dir, name, content.as_bytes(), keep).map_err(ToolError::write_io(requested))?;
     let size = bytes(content.len() as u64);
     let line = match previous {
         None => format!("created {requested} ({size})"),
@@ -147,6 +157,7 @@ fn write(root: &Path, data_dir: Option<&Path>, requested: &str, content: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
@@ -166,6 +177,7 @@ mod tests {
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
         let ctx = ToolContext {
             root: root.to_path_buf(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
@@ -273,9 +285,12 @@ mod tests {
         fs::write(outside.path().join("victim.txt"), "original").expect("write");
         std::os::unix::fs::symlink(outside.path(), root.join("linkdir")).expect("symlink");
         std::os::unix::fs::symlink(outside.path().join("victim.txt"), root.join("linkfile")).expect("symlink");
-        std::os::unix::fs::symlink(outside.path().join("nothing-yet"), root.join("dangling")).expect("symlink");
+        std::os::unix::fs::symlink(outside.path().join("nothing-yet"), root.join("away")).expect("symlink");
+        std::os::unix::fs::symlink("nothing-yet", root.join("dangling")).expect("symlink");
 
-        for path in ["linkdir/new.txt", "linkdir/sub/new.txt", "linkdir/victim.txt", "linkfile", "linkdir/../x"] {
+        for path in
+            ["linkdir/new.txt", "linkdir/sub/new.txt", "linkdir/victim.txt", "linkfile", "linkdir/../x", "away", "away/x"]
+        {
             let out = write_tool(&root, json!({"path": path, "content": "pwned"})).await;
             assert_eq!(out, ToolOutput::error(format!("path {path:?} is outside the project directory")), "{path}");
         }
@@ -286,7 +301,7 @@ mod tests {
         }
         assert_eq!(tree(outside.path()), ["victim.txt"]);
         assert_eq!(fs::read_to_string(outside.path().join("victim.txt")).expect("read"), "original");
-        assert_eq!(tree(&root), ["dangling", "linkdir", "linkfile"]);
+        assert_eq!(tree(&root), ["away", "dangling", "linkdir", "linkfile"]);
     }
 
     #[tokio::test]
@@ -338,6 +353,7 @@ mod tests {
         let (_dir, root) = project();
         let ctx = ToolContext {
             root: root.clone(),
+            root_id: None,
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),

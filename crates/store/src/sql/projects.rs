@@ -8,7 +8,8 @@ use spool_protocol::{Project, ProjectId, UserId};
 
 pub(crate) async fn insert(pool: &Pool, project: &Project) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(project.id.as_str())
     .bind(project.owner_id.as_str())
@@ -16,6 +17,9 @@ pub(crate) async fn insert(pool: &Pool, project: &Project) -> Result<(), StoreEr
     .bind(&project.path)
     .bind(project.created_at)
     .bind(project.updated_at)
+    // Both columns are signed 64-bit: the numbers are kept bit for bit.
+    .bind(project.dir.map(|d| d.dev as i64))
+    .bind(project.dir.map(|d| d.ino as i64))
     .execute(pool)
     .await
     .map_err(|e| match db_error(e) {
@@ -29,7 +33,7 @@ pub(crate) async fn insert(pool: &Pool, project: &Project) -> Result<(), StoreEr
 /// ids sort by creation time, so the order stays oldest first.
 pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, StoreError> {
     sqlx::query(
-        "SELECT id, owner_id, name, path, created_at, updated_at FROM projects
+        "SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects
          WHERE owner_id = $1 ORDER BY created_at, id",
     )
     .bind(owner.as_str())
@@ -44,7 +48,7 @@ pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, St
 /// Every owner's projects, oldest first (registration compares a new directory with
 /// them; a directory belongs to one user).
 pub(crate) async fn all(pool: &Pool) -> Result<Vec<Project>, StoreError> {
-    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects ORDER BY created_at, id")
+    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects ORDER BY created_at, id")
         .fetch_all(pool)
         .await
         .map_err(db_error)?
@@ -54,7 +58,7 @@ pub(crate) async fn all(pool: &Pool) -> Result<Vec<Project>, StoreError> {
 }
 
 pub(crate) async fn get(pool: &Pool, id: &ProjectId) -> Result<Option<Project>, StoreError> {
-    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at FROM projects WHERE id = $1")
+    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects WHERE id = $1")
         .bind(id.as_str())
         .fetch_optional(pool)
         .await

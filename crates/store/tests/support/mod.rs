@@ -92,6 +92,7 @@ pub fn project_for(owner: &UserId, created_at: Millis) -> Project {
         path: format!("/home/dev/{}", ProjectId::new()),
         created_at,
         updated_at: created_at,
+        dir: Some(spool_protocol::DirIdentity { dev: u64::MAX - 1, ino: 1 << 63 }),
     }
 }
 

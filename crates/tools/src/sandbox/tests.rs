@@ -29,6 +29,7 @@ fn dirs() -> Dirs {
 async fn bash(settings: SandboxSettings, dirs: &Dirs, command: &str) -> ToolOutput {
     let ctx = ToolContext {
         root: dirs.root.clone(),
+        root_id: None,
         cancel: CancellationToken::new(),
         data_dir: Some(dirs.data.clone()),
         progress: Default::default(),
