@@ -24,16 +24,21 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
+/// What a layer is built from: the network setting and the closed ports, sorted.
+type Key = (bool, Vec<u16>);
+/// A built layer; `None` where there is nothing to enforce.
+type Layer = Option<Arc<OwnedFd>>;
+
 /// The layer's descriptor for these settings, or `None` when nothing is to be handled
 /// or the kernel's Landlock does not handle TCP (ABI < 4).
-pub(crate) fn layer(network: bool, closed: &[u16]) -> Result<Option<Arc<OwnedFd>>, RulesetError> {
+pub(crate) fn layer(network: bool, closed: &[u16]) -> Result<Layer, RulesetError> {
     if network && closed.is_empty() {
         return Ok(None);
     }
     // One entry per distinct setting a process uses (one in a server; a few in tests),
     // so the map stays tiny. A std mutex: nothing awaits while it is held, and a second
     // caller waiting out the first build is what should happen.
-    static LAYERS: Mutex<BTreeMap<(bool, Vec<u16>), Option<Arc<OwnedFd>>>> = Mutex::new(BTreeMap::new());
+    static LAYERS: Mutex<BTreeMap<Key, Layer>> = Mutex::new(BTreeMap::new());
     let mut closed = closed.to_vec();
     closed.sort_unstable();
     closed.dedup();
