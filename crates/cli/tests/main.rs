@@ -21,6 +21,7 @@ mod hub;
 mod idle_http2;
 mod operators;
 mod otlp;
+mod permission_spellings;
 mod postgres;
 mod sandbox;
 mod serve;

@@ -98,6 +98,10 @@ impl CallSubject {
 ///   for `git *` does not carry `git status; curl … | sh` along with it.
 /// - A deny matching the whole argument denies too (a pattern such as `*rm -rf*`
 ///   written against the full command line keeps working).
+/// - **A part that cannot be judged never turns a server deny into an allow.** An
+///   opaque part (`None`: `$x`, `$(…)`, a script…) might be what the server denies, so
+///   while the server denies anything for the tool it asks at least, whatever a `*`
+///   allow rule (the server's or the session's) says.
 pub fn evaluate_call(
     server: &[PermissionRule],
     session: &[PermissionRule],
@@ -109,7 +113,11 @@ pub fn evaluate_call(
         if by_server == PermissionAction::Deny {
             return PermissionAction::Deny;
         }
-        last_match(session, tool, argument).unwrap_or(by_server)
+        let action = last_match(session, tool, argument).unwrap_or(by_server);
+        if argument.is_none() && action == PermissionAction::Allow && server_denies_some(server, tool) {
+            return PermissionAction::Ask;
+        }
+        action
     };
     if one(subject.whole.as_deref()) == PermissionAction::Deny {
         return PermissionAction::Deny;
@@ -120,6 +128,12 @@ pub fn evaluate_call(
         .map(|part| one(part.as_deref()))
         .max_by_key(|action| strictness(*action))
         .unwrap_or_else(|| one(subject.whole.as_deref()))
+}
+
+/// Whether a server rule denies some calls of `tool` (not all: a deny of `*` already
+/// denies every part, opaque ones included).
+fn server_denies_some(server: &[PermissionRule], tool: &str) -> bool {
+    server.iter().any(|r| r.action == PermissionAction::Deny && r.pattern != "*" && wildcard_match(&r.tool, tool))
 }
 
 /// Allow < ask < deny: the order in which actions get stricter.
@@ -350,8 +364,11 @@ mod tests {
         // An opaque part is covered only by a `*` pattern.
         let opaque = CallSubject { whole: Some("git $(x)".into()), parts: vec![None] };
         assert_eq!(evaluate_call(&server, &[], "bash", &opaque), Ask);
+        // Even a session's `*` allow does not lift it while the server denies some
+        // commands (`git $(echo push)` might be one); without server denies it does.
         let always = [PermissionRule::new("bash", "*", Allow)];
-        assert_eq!(evaluate_call(&server, &always, "bash", &opaque), Allow);
+        assert_eq!(evaluate_call(&server, &always, "bash", &opaque), Ask);
+        assert_eq!(evaluate_call(&default_rules(), &always, "bash", &opaque), Allow);
         // A deny written against the whole line still denies.
         let whole_deny = [PermissionRule::new("bash", "*; echo chained", Deny)];
         assert_eq!(evaluate_call(&server, &whole_deny, "bash", &parts(&["git status", "echo chained"])), Deny);
