@@ -1159,6 +1159,9 @@ impl Engine {
         // A project registered before the roots (or the data directory rule) existed
         // keeps its history, but runs no tools there.
         self.inner.fence.check_existing(owner, self.inner.auth.auth_required().await?, &loaded.root)?;
+        // And one registered before a directory belonged to one user.
+        let project = loaded.events.read(|s| s.session.project_id.clone());
+        self.check_claims_at_run(owner, &project, self.inner.auth.auth_required().await?).await?;
         crate::roots::check_identity(&loaded.root, loaded.root_id)?;
         let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id

@@ -21,7 +21,7 @@
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use spool_protocol::UserId;
+use spool_protocol::{Project, ProjectId, UserId};
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -92,6 +92,41 @@ impl Engine {
         tokio::task::spawn_blocking(move || check(&candidate, &claims))
             .await
             .map_err(|e| EngineError::invalid("invalid_path", format!("checking the path failed: {e}")))?
+    }
+}
+
+impl Engine {
+    /// Refuses tools in `project` (a project of `owner`) when its directory overlaps a
+    /// project another user registered earlier, or is a shared root: projects stored
+    /// before these rules existed are judged again when a prompt starts a run, like
+    /// projects outside the roots. The earlier registration keeps working. By the text
+    /// of the canonical paths, which one indexed query answers.
+    pub(crate) async fn check_claims_at_run(&self, owner: &UserId, project: &ProjectId, auth_on: bool) -> Result<()> {
+        let Some(ours) = self.store().get_project(project).await? else { return Ok(()) };
+        let earlier = |p: &Project| (p.created_at, p.id.as_str()) < (ours.created_at, ours.id.as_str());
+        let overlapping = self.store().projects_overlapping(&ours.path).await?;
+        if overlapping.iter().any(|p| &p.owner_id != owner && earlier(p)) {
+            return Err(EngineError::Forbidden {
+                code: "directory_taken",
+                message: format!(
+                    "this project's directory {:?} is, holds, or lies inside a directory another user registered \
+                     first; a directory belongs to one user, so its tools are refused: delete this project",
+                    ours.path
+                ),
+            });
+        }
+        let path = Path::new(&ours.path);
+        if auth_on && self.inner.fence.roots_shared_with_others(owner).iter().any(|root| root.starts_with(path)) {
+            return Err(EngineError::Forbidden {
+                code: "shared_root",
+                message: format!(
+                    "this project's directory {:?} is, or holds, a project root that other users share, so its \
+                     tools are refused: delete this project and register a directory inside the root",
+                    ours.path
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -91,6 +91,10 @@ pub trait Store: Send + Sync + 'static {
     /// Every user's projects, oldest first: what a new registration is compared with,
     /// because a directory belongs to one user (see `crate::overlap`).
     async fn all_projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// Every project, of any owner, whose path is `path`, lies under it or holds it (by
+    /// the text of the paths, which are canonical): what a prompt checks its project
+    /// against, cheaply, when it starts a run.
+    async fn projects_overlapping(&self, path: &str) -> Result<Vec<Project>, StoreError>;
     async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError>;
     /// Writes `name` and `updated_at`.
     async fn update_project(&self, project: &Project) -> Result<(), StoreError>;

@@ -98,3 +98,51 @@ async fn two_users_racing_for_overlapping_directories_never_both_win() {
         assert_eq!(won, 1, "round {round}: alice {sa} {ba}, bob {sb} {bb}");
     }
 }
+
+/// Overlapping projects stored before the rule (rows written directly, as an older
+/// server would have): the later one runs no tools, the earlier one works on.
+#[tokio::test]
+async fn an_overlapping_project_from_before_the_rule_runs_nothing_the_earlier_one_does() {
+    let shared = tempfile::tempdir().expect("temp dir");
+    let root = shared.path().canonicalize().expect("canonical");
+    let mut engine = EngineConfig::default();
+    engine.workspace_roots.global.push(root.clone());
+    let server =
+        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (alice_token, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    let (bob_token, bob) = server.engine.auth().create_token("bob").await.expect("token");
+    let team = root.join("team");
+    std::fs::create_dir_all(team.join("sub")).expect("mkdir");
+    let legacy = |owner: &spool_protocol::UserId, path: &std::path::Path, at: i64| spool_protocol::Project {
+        id: spool_protocol::ProjectId::new(),
+        owner_id: owner.clone(),
+        name: "legacy".into(),
+        path: path.to_str().expect("utf-8").to_owned(),
+        created_at: at,
+        updated_at: at,
+        dir: None,
+    };
+    let alices = legacy(&alice_token.user_id, &team, 1);
+    let bobs = legacy(&bob_token.user_id, &team.join("sub"), 2);
+    let bobs_root = legacy(&bob_token.user_id, &root, 3);
+    for p in [&alices, &bobs, &bobs_root] {
+        spool_engine::Store::insert_project(&*server.store, p).await.expect("insert project");
+    }
+    let prompt = |token: &str, project: &spool_protocol::Project| {
+        let (server, token, project) = (&server, token.to_owned(), project.id.to_string());
+        async move {
+            let body = json!({ "projectId": project, "title": "legacy" });
+            let request = server.client.post(server.url("/api/sessions")).bearer_auth(&token).json(&body);
+            let (status, session) = server.send(request).await;
+            assert_eq!(status, StatusCode::CREATED, "{session}");
+            let url = server.url(&format!("/api/sessions/{}/prompt", common::id_of(&session)));
+            server.send(server.client.post(url).bearer_auth(&token).json(&json!({ "text": "echo: hi" }))).await
+        }
+    };
+    let (status, body) = prompt(&bob, &bobs).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("directory_taken")), "{body}");
+    let (status, body) = prompt(&bob, &bobs_root).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = prompt(&alice, &alices).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "the earlier registration works on: {body}");
+}

@@ -37,6 +37,9 @@ macro_rules! impl_store {
                 async fn all_projects(&self) -> Result<Vec<Project>, StoreError> {
                     projects::all(&self.pool).await
                 }
+                async fn projects_overlapping(&self, path: &str) -> Result<Vec<Project>, StoreError> {
+                    projects::overlapping(&self.pool, path).await
+                }
                 async fn get_project(&self, id: &ProjectId) -> Result<Option<Project>, StoreError> {
                     projects::get(&self.pool, id).await
                 }

@@ -48,13 +48,34 @@ pub(crate) async fn list(pool: &Pool, owner: &UserId) -> Result<Vec<Project>, St
 /// Every owner's projects, oldest first (registration compares a new directory with
 /// them; a directory belongs to one user).
 pub(crate) async fn all(pool: &Pool) -> Result<Vec<Project>, StoreError> {
-    sqlx::query("SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects ORDER BY created_at, id")
-        .fetch_all(pool)
-        .await
-        .map_err(db_error)?
-        .iter()
-        .map(rows::project)
-        .collect()
+    sqlx::query(
+        "SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects
+         ORDER BY created_at, id",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::project)
+    .collect()
+}
+
+/// Projects at `path`, under it or above it: equal, or one path followed by `/` starts
+/// the other (`substr`, not `LIKE`, so `%` and `_` in a path are just characters).
+pub(crate) async fn overlapping(pool: &Pool, path: &str) -> Result<Vec<Project>, StoreError> {
+    sqlx::query(
+        "SELECT id, owner_id, name, path, created_at, updated_at, dir_dev, dir_ino FROM projects
+         WHERE path = $1 OR substr(path, 1, length($1) + 1) = $1 || '/'
+            OR substr($1, 1, length(path) + 1) = path || '/'
+         ORDER BY created_at, id",
+    )
+    .bind(path)
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?
+    .iter()
+    .map(rows::project)
+    .collect()
 }
 
 pub(crate) async fn get(pool: &Pool, id: &ProjectId) -> Result<Option<Project>, StoreError> {

@@ -1554,6 +1554,28 @@ pub async fn sessions_are_counted_per_owner_and_projects_listed_for_all(store: &
     for id in [&project.id, &other_project.id, &strangers.id] {
         assert!(all.contains(id), "{id} in {all:?}");
     }
+
+    // Overlap is by whole path components: `x_` is not inside `x`, and `%`/`_` are
+    // plain characters.
+    let base = format!("/srv/{}", ProjectId::new());
+    let at = |path: String, owner: &UserId| Project { path, ..project_for(owner, 5_000) };
+    let (x, inside, holder, beside, wild) = (
+        at(format!("{base}/x"), &project.owner_id),
+        at(format!("{base}/x/y"), &strangers.owner_id),
+        at(base.clone(), &strangers.owner_id),
+        at(format!("{base}/x_"), &strangers.owner_id),
+        at(format!("{base}/%"), &strangers.owner_id),
+    );
+    for p in [&x, &inside, &holder, &beside, &wild] {
+        store.insert_project(p).await.expect("insert_project");
+    }
+    let ids = |found: Vec<Project>| found.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    let found = ids(store.projects_overlapping(&x.path).await.expect("overlapping"));
+    assert_eq!(found.len(), 3, "{found:?}");
+    for p in [&x, &inside, &holder] {
+        assert!(found.contains(&p.id), "{} in {found:?}", p.path);
+    }
+    assert_eq!(ids(store.projects_overlapping(&format!("{base}/y")).await.expect("overlapping")), vec![holder.id]);
 }
 
 pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) {
