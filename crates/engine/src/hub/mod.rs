@@ -12,8 +12,10 @@
 //!   `channel.snapshot` at the channel's head (with `state: null`: Spool does not know a
 //!   published channel's state, so the client refetches it from its source), then live.
 //! * **Audience.** Every publish call names who may see its events: `"public"`, or
-//!   user names. A subscriber gets an event only if it is in that audience, whatever its
-//!   filter: an empty ("all") filter means every channel *granted to it*.
+//!   the names of users that exist (an unknown name refuses the call and creates
+//!   nothing: a publisher must not fill the users table). A subscriber gets an event
+//!   only if it is in that audience, whatever its filter: an empty ("all") filter
+//!   means every channel *granted to it*.
 //! * **Fan-out without a task per subscriber.** One `tokio::sync::broadcast` ring for
 //!   the whole hub; a socket holds one receiver (a cursor into it) and skips what its
 //!   filter or the audience excludes. Each event is encoded once, at publish (or, in bus

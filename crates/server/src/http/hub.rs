@@ -12,7 +12,9 @@
 //!
 //! The body is one event `{type, channel_id?, data, audience}` or a batch
 //! `{events: [{type, channel_id?, data}, …], audience}`. `audience` grants the events
-//! to `"public"` or to a list of user names. The answer names each event's cursor.
+//! to `"public"` or to a list of existing users' names. No event may speak on a Spool
+//! session's channel, however spelled (`protocol::hub::is_session_namespace`). The
+//! answer names each event's cursor.
 
 use super::openapi::PublishErrors;
 use crate::error::ApiError;
