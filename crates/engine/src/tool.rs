@@ -204,6 +204,11 @@ pub struct SandboxStatus {
     pub fully_enforced: bool,
     /// Whether commands may open TCP connections (`[sandbox] network`).
     pub network: bool,
+    /// A call's processes, background ones included, end with the call: each command
+    /// is PID 1 of a PID namespace of its own. `false` where the machine allows no
+    /// such namespace (no `CAP_SYS_ADMIN`, user namespaces disabled): only what stays
+    /// in the command's process group is killed, and a `setsid` process outlives it.
+    pub pid_namespace: bool,
     /// The environment variables passed through to commands (`LC_*` for every locale
     /// variable); everything else is removed.
     pub env: Vec<String>,

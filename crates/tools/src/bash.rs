@@ -3,15 +3,19 @@
 //!
 //! The command runs as `bash -c` (`sh -c` where bash is missing) with the project as
 //! its working directory and `/dev/null` as stdin, so a command waiting for input ends
-//! instead of hanging. It gets its own process group: a timeout or an aborted run kills
-//! the group with SIGKILL, which takes every process the command started along with the
-//! shell (`sleep 100 & wait` leaves nothing behind). Dropping the call mid-command does
-//! the same, so a run torn down without cancelling its token does not leak processes.
+//! instead of hanging. A call's processes end with the call, background ones included
+//! (`sleep 100 &`, `setsid nohup … &`, a double fork): the command is PID 1 of a PID
+//! namespace of its own where the machine allows it ([`crate::process`]), and its own
+//! process group everywhere. A timeout or an aborted run kills the group with
+//! SIGKILL, which takes the namespace down with PID 1; when the shell exits on its
+//! own, the kernel ends the rest of the namespace and the server kills whatever is
+//! left in the group. Dropping the call mid-command does the same, so a run torn down
+//! without cancelling its token does not leak processes. Something meant to outlive
+//! the call (a dev server) has no place in a tool call: it would run unwatched.
 //!
-//! Once the shell exits on its own, whatever it left running in the background is left
-//! alone: `server > log 2>&1 &` is a legitimate way to start something. Output is read
-//! for a short grace period after the exit and then abandoned, so a background process
-//! that still holds the output pipe cannot keep the call open.
+//! Output is read for a short grace period after the exit and then abandoned, so a
+//! process that still holds the output pipe (possible only without the namespace)
+//! cannot keep the call open.
 //!
 //! stdout and stderr are read concurrently into one buffer, in the order they arrive:
 //! reading one after the other would deadlock on a command that fills the other pipe.
@@ -33,11 +37,14 @@ use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
 use spool_protocol::CallSubject;
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
+use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -162,6 +169,8 @@ async fn run(
     let prepared = {
         let (sandbox, scope) = (sandbox.clone(), crate::path::Scope::of(ctx));
         tokio::task::spawn_blocking(move || {
+            // Tried once per process (it spawns a probe), so not on the async thread.
+            crate::process::probe();
             // The project directory as registered, opened with no link on the way; the
             // sandbox grants writes on that descriptor (a root swapped for a link to the
             // data directory is refused here, not followed).
@@ -173,7 +182,8 @@ async fn run(
     };
     let mut child = spawn(root, command, &prepared)?;
     let pid = child.id().expect("a child that has not been waited for has an id");
-    let mut group = ProcessGroup::new(pid);
+    let group = ProcessGroup::new(pid);
+    let exit = exit_watch(pid);
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
 
@@ -183,7 +193,7 @@ async fn run(
     let deadline = tokio::time::sleep(Duration::from_secs(timeout_secs));
     // Armed when the shell exits; until then it is never polled.
     let grace = tokio::time::sleep(EXIT_GRACE);
-    let wait = child.wait();
+    let wait = wait_and_sweep(&mut child, &group, exit);
     tokio::pin!(deadline, grace, wait);
     let mut status: Option<ExitStatus> = None;
 
@@ -206,8 +216,6 @@ async fn run(
             },
             exited = &mut wait, if status.is_none() => match exited {
                 Ok(exit) => {
-                    // Reaped: from here the shell's pid may be reused, so it is not killed.
-                    group.disarm();
                     status = Some(exit);
                     grace.as_mut().reset(Instant::now() + EXIT_GRACE);
                 }
@@ -253,6 +261,9 @@ fn spawn(root: &Path, command: &str, sandbox: &Prepared) -> Result<Child, ToolEr
             .process_group(0)
             // A backstop for the shell itself; `ProcessGroup` covers its children.
             .kill_on_drop(true);
+        // PID 1 of its own PID namespace: first, since the sandbox's capability drop
+        // and Landlock must come after the namespace is made.
+        crate::process::contain(&mut cmd);
         // An allow-listed environment, and Landlock applied between fork and exec.
         sandbox.apply(&mut cmd);
         match cmd.spawn() {
@@ -264,20 +275,51 @@ fn spawn(root: &Path, command: &str, sandbox: &Prepared) -> Result<Child, ToolEr
     Err(ToolError::Spawn(missing.expect("the loop ran at least once")))
 }
 
+/// A descriptor that becomes readable when the shell has exited, before it is reaped:
+/// while it is a zombie its pid, and so its group's id, cannot name anyone else. `None`
+/// on kernels without `pidfd_open` (before 5.3), where the group is not swept at exit.
+fn exit_watch(pid: u32) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just created for us and nothing else owns it; the
+    // `OwnedFd` keeps it open, unchanged, for as long as the `AsyncFd` lives.
+    unsafe { AsyncFd::register_with_interest(OwnedFd::from_raw_fd(fd), tokio::io::Interest::READABLE) }.ok()
+}
+
+/// Waits for the shell to exit, kills what is left in its process group while the
+/// unreaped shell keeps the group's id ours, then reaps the shell.
+async fn wait_and_sweep(
+    child: &mut Child,
+    group: &ProcessGroup,
+    exit: Option<AsyncFd<OwnedFd>>,
+) -> io::Result<ExitStatus> {
+    if let Some(exit) = &exit {
+        // Readiness stays set (the guard is not cleared): the shell has exited for good.
+        let _exited = exit.readable().await?;
+        group.kill();
+    }
+    let status = child.wait().await;
+    // Reaped (or beyond waiting for): from here the shell's pid may be reused.
+    group.disarm();
+    status
+}
+
 /// The command's process group, killed when this is dropped while still armed.
 struct ProcessGroup {
     pgid: libc::pid_t,
-    armed: bool,
+    /// Atomic only so that the waiting future and the loop can share `&self`.
+    armed: AtomicBool,
 }
 
 impl ProcessGroup {
     fn new(leader: u32) -> Self {
-        Self { pgid: libc::pid_t::try_from(leader).expect("process ids fit in pid_t"), armed: true }
+        Self { pgid: libc::pid_t::try_from(leader).expect("process ids fit in pid_t"), armed: AtomicBool::new(true) }
     }
 
     /// Sends SIGKILL to every process in the group, once.
-    fn kill(&mut self) {
-        if std::mem::take(&mut self.armed) {
+    fn kill(&self) {
+        if self.armed.swap(false, Ordering::Relaxed) {
             // SAFETY: killpg only sends a signal. The group's leader is our unreaped
             // child (armed is cleared when it is reaped), so its id still names our
             // group and no other. ESRCH, the group already gone, needs no handling.
@@ -288,8 +330,8 @@ impl ProcessGroup {
     }
 
     /// Called once the leader is reaped, after which its id may name someone else's group.
-    fn disarm(&mut self) {
-        self.armed = false;
+    fn disarm(&self) {
+        self.armed.store(false, Ordering::Relaxed);
     }
 }
 
@@ -362,6 +404,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::path::PathBuf;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio_util::sync::CancellationToken;
 
@@ -435,30 +478,84 @@ mod tests {
     /// on a busy machine, not a speed (the wait ends as soon as the process is gone).
     const KILL_WAIT: Duration = Duration::from_secs(15);
 
-    /// Waits up to `limit` for `alive(pid)` to turn false; SIGKILL is delivered
-    /// asynchronously, so "gone" may take a moment.
-    async fn gone_within(pid: libc::pid_t, limit: Duration) -> bool {
+    /// A `sleep` duration no other test (or test process) uses, so the test can find
+    /// its own processes in `/proc` by their arguments: inside the command's PID
+    /// namespace `$!` is not a pid the test could use.
+    fn marker(base: u32) -> String {
+        use std::sync::atomic::AtomicU32;
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let unique = std::process::id().wrapping_mul(1000) + NEXT.fetch_add(1, Ordering::Relaxed);
+        format!("{base}.{unique:09}")
+    }
+
+    /// Live (not zombie) processes running exactly `sleep <duration>`.
+    fn sleeping(duration: &str) -> Vec<libc::pid_t> {
+        let wanted = format!("sleep\0{duration}\0");
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes()) && alive(*pid)
+            })
+            .collect()
+    }
+
+    /// Waits until a process `sleep <duration>` runs (the command got that far).
+    async fn started(duration: &str) {
         let start = Instant::now();
-        while start.elapsed() < limit {
-            if !alive(pid) {
+        while sleeping(duration).is_empty() {
+            assert!(start.elapsed() < HANG, "sleep {duration} never started");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits up to [`KILL_WAIT`] until no `sleep <duration>` is left; `false` (after
+    /// killing the survivors, so a failing test leaves nothing behind) if one is.
+    async fn none_left(duration: &str) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < KILL_WAIT {
+            if sleeping(duration).is_empty() {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        for pid in sleeping(duration) {
+            // SAFETY: a test's own leftover sleep, found by its unique arguments.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         false
     }
 
-    /// The pid a command wrote to `file`, once it has written it.
-    async fn pid_from(file: &Path) -> libc::pid_t {
-        for _ in 0..500 {
-            if let Ok(text) = std::fs::read_to_string(file)
-                && let Ok(pid) = text.trim().parse()
-            {
-                return pid;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+    /// Background processes in every form that leaves the process group or the
+    /// parent: plain `&`, `setsid nohup … &`, and a double fork `( … &)`.
+    fn escapes(m: &[String; 3]) -> String {
+        format!("sleep {} & setsid nohup sleep {} >/dev/null 2>&1 & (sleep {} &) ;", m[0], m[1], m[2])
+    }
+
+    /// Asserts that none of the [`escapes`] processes outlived `what`. Without a PID
+    /// namespace the `setsid` one is known to (and is killed here, not asserted).
+    async fn assert_all_ended(m: &[String; 3], what: &str) {
+        assert!(none_left(&m[0]).await, "background `sleep {}` outlived {what}", m[0]);
+        assert!(none_left(&m[2]).await, "double-forked `sleep {}` outlived {what}", m[2]);
+        let escaped_ended = none_left(&m[1]).await;
+        if namespaced() {
+            assert!(escaped_ended, "`setsid nohup sleep {}` outlived {what}", m[1]);
         }
-        panic!("the command never wrote {}", file.display());
+    }
+
+    fn markers() -> [String; 3] {
+        [marker(300), marker(301), marker(302)]
+    }
+
+    /// Whether this machine gives commands a PID namespace; without one, processes
+    /// that left the group (setsid) are known to outlive the call.
+    fn namespaced() -> bool {
+        let on = crate::process::probe();
+        if !on {
+            eprintln!("skipped in part: no PID namespace for commands on this machine (process group only)");
+        }
+        on
     }
 
     #[tokio::test]
@@ -490,57 +587,68 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_timeout_kills_the_command_and_its_children() {
+    async fn a_timeout_kills_the_command_and_everything_it_started() {
         let (_dir, root) = project();
-        let command = "echo before; sleep 1000 & echo $! > child.pid; sleep 1000";
-        let out = within_hang("the call", bash(&root, json!({"command": command, "timeout": 1}))).await;
+        let m = markers();
+        let command = format!("echo before; {} sleep 1000", escapes(&m));
+        let call = tokio::spawn({
+            let root = root.clone();
+            async move { bash(&root, json!({"command": command, "timeout": 5})).await }
+        });
+        for duration in &m {
+            started(duration).await;
+        }
+        let out = within_hang("the call", call).await.expect("the call task");
         assert_eq!(
             out,
-            ToolOutput::error("timed out after 1 s; the command and every process it started were killed\nbefore\n")
+            ToolOutput::error("timed out after 5 s; the command and every process it started were killed\nbefore\n")
         );
-        let child = pid_from(&root.join("child.pid")).await;
-        assert!(gone_within(child, KILL_WAIT).await, "background child {child} survived");
+        assert_all_ended(&m, "the timeout").await;
     }
 
     #[tokio::test]
-    async fn aborting_the_run_kills_the_process_group_including_grandchildren() {
+    async fn aborting_the_run_kills_everything_the_command_started() {
         let (_dir, root) = project();
         let ctx = ctx(&root);
         let cancel = ctx.cancel.clone();
-        let command = "sleep 1000 & echo $! > grandchild.pid; wait";
+        let m = markers();
+        let command = format!("{} wait", escapes(&m));
         let call = tokio::spawn(async move { Bash::default().call(json!({"command": command}), &ctx).await });
-        let grandchild = pid_from(&root.join("grandchild.pid")).await;
-        assert!(alive(grandchild), "the grandchild should be running before the abort");
-
+        for duration in &m {
+            started(duration).await;
+        }
         cancel.cancel();
         let out = within_hang("the aborted call", call).await.expect("the call task");
         assert_eq!(out, ToolOutput::error("aborted"));
-        assert!(gone_within(grandchild, KILL_WAIT).await, "grandchild {grandchild} survived the abort");
+        assert_all_ended(&m, "the abort").await;
     }
 
     #[tokio::test]
-    async fn dropping_the_call_kills_the_process_group() {
+    async fn dropping_the_call_kills_everything_the_command_started() {
         let (_dir, root) = project();
         let ctx = ctx(&root);
-        let command = "sleep 1000 & echo $! > grandchild.pid; wait";
+        let m = markers();
+        let command = format!("{} wait", escapes(&m));
         let call = tokio::spawn(async move { Bash::default().call(json!({"command": command}), &ctx).await });
-        let grandchild = pid_from(&root.join("grandchild.pid")).await;
+        for duration in &m {
+            started(duration).await;
+        }
         call.abort();
         assert!(call.await.expect_err("aborted task").is_cancelled());
-        assert!(gone_within(grandchild, KILL_WAIT).await, "grandchild {grandchild} survived the drop");
+        assert_all_ended(&m, "the drop").await;
     }
 
+    /// The review's finding: processes a call left in the background outlived it, and
+    /// no later call could stop them. They end with the call now, however they left
+    /// the shell, and the call still returns at once.
     #[tokio::test]
-    async fn a_background_process_holding_the_pipe_does_not_hold_the_call() {
+    async fn a_calls_background_processes_end_with_the_call() {
         let (_dir, root) = project();
-        let out = within_hang("the call", bash(&root, json!({"command": "sleep 1000 & echo $!"}))).await;
-        assert!(out.text.starts_with("exit code 0\n"), "{}", out.text);
-        let pid: libc::pid_t = out.text.lines().nth(1).and_then(|l| l.parse().ok()).expect("the pid line");
-        // Left running on purpose (see the module docs), so the call returned without
-        // waiting for it; the test cleans it up.
-        assert!(alive(pid), "the call returned only once the background process had ended");
-        // SAFETY: pid is the test's own background sleep, which is still alive.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let m = markers();
+        let command = format!("{} echo started", escapes(&m));
+        let out = within_hang("the call", bash(&root, json!({"command": command}))).await;
+        assert_eq!(out, ToolOutput::ok("exit code 0\nstarted\n"));
+        assert_all_ended(&m, "the call").await;
     }
 
     #[tokio::test]
@@ -713,8 +821,15 @@ mod tests {
         let (_dir, root, data, _) = sandboxed();
         // Each open is refused; `mem` would give "Input/output error" at offset 0 if
         // it opened at all.
-        for command in ["cat /proc/$PPID/environ", "cat /proc/$PPID/task/$PPID/environ", "head -c 1 /proc/$PPID/mem"] {
-            let out = sandboxed_bash(SandboxSettings::default(), &root, &data, command).await;
+        // The server's pid as the server knows it: inside the command's PID namespace
+        // `$PPID` is 0.
+        let server = std::process::id();
+        for command in [
+            format!("cat /proc/{server}/environ"),
+            format!("cat /proc/{server}/task/{server}/environ"),
+            format!("head -c 1 /proc/{server}/mem"),
+        ] {
+            let out = sandboxed_bash(SandboxSettings::default(), &root, &data, &command).await;
             assert!(!out.text.contains(SECRET), "`{command}` read the server's environment: {}", out.text);
             assert!(out.text.contains("Permission denied"), "`{command}`: {}", out.text);
         }

@@ -32,6 +32,7 @@ mod grep;
 mod inspect;
 mod list;
 pub mod path;
+mod process;
 mod question;
 mod read;
 mod sandbox;
