@@ -39,9 +39,9 @@ use spool_protocol::CallSubject;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::io::unix::AsyncFd;
@@ -177,8 +177,8 @@ async fn run(
             let root = scope.open()?;
             Prepared::new(&sandbox, &root, scope.data_dir())
         })
-            .await
-            .map_err(|e| ToolError::Internal(format!("preparing the sandbox failed: {e}")))??
+        .await
+        .map_err(|e| ToolError::Internal(format!("preparing the sandbox failed: {e}")))??
     };
     let mut child = spawn(root, command, &prepared)?;
     let pid = child.id().expect("a child that has not been waited for has an id");
