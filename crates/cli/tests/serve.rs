@@ -164,6 +164,8 @@ fn health_says_how_commands_are_sandboxed_as_configured() {
     let here = spool_tools::probe_sandbox(&spool_tools::SandboxSettings { network: false, ..Default::default() });
     assert_eq!(sandbox["landlock"], here.landlock, "{health}");
     assert_eq!(sandbox["abi"], here.abi, "{health}");
+    // Whether a call's processes end with it whatever they do (a PID namespace each).
+    assert_eq!(sandbox["pidNamespace"], here.pid_namespace, "{health}");
     if here.landlock {
         assert!(here.abi >= 4, "this machine's kernel enforces network rules");
         assert_eq!(sandbox["fullyEnforced"], true, "{health}");
