@@ -437,9 +437,11 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         bail!("--redis-url joins nodes that share a --database-url; with SQLite a server is on its own");
     }
     let mut sandbox_settings = file.sandbox.settings();
-    // Commands never reach the store or the bus, nor read the files that hold secrets.
+    // Commands never reach the store, the bus or this server's own port (with auth off a
+    // command could approve itself there), nor read the files that hold secrets.
     let database_url = if sqlite { None } else { args.store.database_url.as_deref() };
     sandbox_settings.services = sandbox::services(database_url, redis_url);
+    sandbox_settings.services.extend(sandbox::listener(addr));
     sandbox_settings.secret_paths = secret_files(&args);
     let sandbox = spool_tools::probe_sandbox(&sandbox_settings);
     if !sandbox.landlock {

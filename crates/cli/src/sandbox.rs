@@ -1,6 +1,6 @@
 //! What `serve` tells the `bash` sandbox about the server itself: where its own
-//! services listen (the store behind `--database-url`, the bus behind `--redis-url`),
-//! so no command connects to them, and which files it was given as secrets, so no
+//! services listen (the store behind `--database-url`, the bus behind `--redis-url`,
+//! its own HTTP port), so no command connects to them, and which files it was given as secrets, so no
 //! command reads them. A command is a user, not the server's account: a PostgreSQL
 //! connection from inside it could mint a token for anyone, a Redis one forge frames.
 //!
@@ -47,6 +47,13 @@ pub fn services(database_url: Option<&str>, redis_url: Option<&str>) -> Vec<Serv
     services
 }
 
+/// The server's own HTTP port, when `--addr` names one: with auth off a command could
+/// call the server that runs it and allow itself everything. Port 0 (chosen at bind, as
+/// tests do) is not known here and stays open.
+pub fn listener(addr: std::net::SocketAddr) -> Option<Service> {
+    (addr.port() != 0).then(|| Service::Tcp { host: addr.ip().to_string(), port: addr.port() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +79,8 @@ mod tests {
         assert_eq!(services(Some("postgres://%2Fvar%2Frun%2Fpostgresql:5433/spool"), None), socket);
         assert_eq!(services(None, Some("redis+unix:///run/redis.sock")), vec![Service::Unix("/run/redis.sock".into())]);
         assert_eq!(services(None, None), vec![]);
+        let addr = |a: &str| a.parse().expect("an address");
+        assert_eq!(listener(addr("127.0.0.1:4747")), Some(tcp("127.0.0.1", 4747)));
+        assert_eq!(listener(addr("127.0.0.1:0")), None);
     }
 }

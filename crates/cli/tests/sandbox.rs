@@ -191,3 +191,35 @@ async fn a_command_cannot_read_the_servers_secret_files() {
         assert!(out.contains("root:x:0:0"), "/etc/passwd stays readable: {out}");
     }
 }
+
+/// Found while closing the store and the bus: with auth off (the default) a command
+/// could call the server that runs it, list the sessions and allow every tool in its
+/// own session, turning one approved command into any number. The server's own port is
+/// closed to commands too.
+#[tokio::test]
+async fn a_command_cannot_call_the_server_that_runs_it() {
+    if !landlock_net() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).expect("project dir");
+    let config = config(dir.path(), "");
+    // A fixed port, as an operator gives one: a free one, let go just before the start.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let (addr, data) = (format!("127.0.0.1:{port}"), dir.path().join("data"));
+    let (_server, base) = serve(&[
+        "--addr",
+        &addr,
+        "--data-dir",
+        data.to_str().expect("UTF-8"),
+        "--config",
+        config.to_str().expect("UTF-8"),
+    ]);
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let project = self::project(&client, &base, &project).await;
+    let command =
+        format!("(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo 'server open' || echo 'server refused'");
+    let out = run_bash(&client, &base, &project, &command).await;
+    assert!(out.contains("server refused"), "a command reached the server's own port: {out}");
+}
