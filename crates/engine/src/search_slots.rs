@@ -50,10 +50,13 @@ impl Default for SearchLimits {
     }
 }
 
+/// What a held search waits for.
+pub type Held = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// A test's hand on searches in flight (see [`SearchLimits::hold`]): given the searching
 /// user, the future the search waits for.
 #[derive(Clone)]
-pub struct SearchHold(pub Arc<dyn Fn(&UserId) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>);
+pub struct SearchHold(pub Arc<dyn Fn(&UserId) -> Held + Send + Sync>);
 
 impl std::fmt::Debug for SearchHold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -65,7 +65,7 @@ async fn one_users_searches_get_429_past_their_limit_and_another_user_is_served_
             Box::pin(async move {
                 if held {
                     let _ = arrived.send(());
-                    let _ = gate.acquire().await.expect("gate open").forget();
+                    gate.acquire().await.expect("gate open").forget();
                 }
             })
         }))

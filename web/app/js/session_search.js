@@ -57,7 +57,7 @@ export class SessionSearch {
     }
   }
 
-  async search(q, cursor = null) {
+  async search(q, cursor = null, retry = true) {
     const n = ++this.asked;
     const params = new URLSearchParams({ q, limit: String(PAGE) });
     if (cursor) params.set('cursor', cursor);
@@ -66,6 +66,13 @@ export class SessionSearch {
       page = await get(`/api/sessions/search?${params}`);
     } catch (e) {
       if (n !== this.asked) return;
+      // The server runs only a few of one person's searches at once: the latest query
+      // waits out the refusal once (Retry-After is a second) instead of failing.
+      if (e.code === 'too_many_searches' && retry) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        if (n === this.asked) return this.search(q, cursor, false);
+        return;
+      }
       this.query = q;
       this.hits = [];
       this.next = null;
