@@ -32,6 +32,7 @@ mod providers;
 mod questions;
 mod queue;
 mod redaction;
+mod root_swap;
 mod roots;
 mod run_stream;
 mod sandbox;

@@ -135,3 +135,31 @@ async fn write_never_creates_a_file_outside_while_a_directory_is_swapped_for_a_l
     let real = if race.root.join("d").is_symlink() { race.root.join("l") } else { race.root.join("d") };
     assert_eq!(fs::read_dir(real).expect("list").count(), written + 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_and_list_never_show_what_is_outside_while_a_directory_is_swapped_for_a_link() {
+    let mut race = Racing::start();
+    fs::write(race.outside.join("outside-only.txt"), format!("{SECRET}\n")).expect("write");
+    let ctx = race.ctx();
+    let before = race.swaps();
+    for i in 0..CALLS / 4 {
+        race.next_swap();
+        for (tool, args) in [
+            ("grep", serde_json::json!({"pattern": "SECRET|harmless", "path": "d"})),
+            ("grep", serde_json::json!({"pattern": "SECRET|harmless"})),
+            ("list", serde_json::json!({"path": "d"})),
+            ("glob", serde_json::json!({"pattern": "**/*.txt"})),
+        ] {
+            let out = match tool {
+                "grep" => spool_tools::Grep.call(args, &ctx).await,
+                "list" => spool_tools::List.call(args, &ctx).await,
+                _ => spool_tools::Glob.call(args, &ctx).await,
+            };
+            assert!(
+                !out.text.contains("TOP-SECRET") && !out.text.contains("outside-only"),
+                "{tool} call {i} showed what is outside the project: {out:?}"
+            );
+        }
+    }
+    assert!(race.stop() > before, "the directory was not swapped while the tools ran");
+}
