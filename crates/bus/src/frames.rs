@@ -23,11 +23,11 @@ impl FrameBus for RedisBus {
     }
 
     async fn set_watchers(&self, session: &SessionId, node: &str, watchers: Watchers) -> Result<(), BusFailure> {
-        Ok(crate::watchers::set(&mut self.connection(), session, node, watchers).await?)
+        Ok(crate::watchers::set(&mut self.connection(), self.shared.scripts.key(), session, node, watchers).await?)
     }
 
     async fn watchers(&self, session: &SessionId) -> Result<Vec<(String, Watchers)>, BusFailure> {
-        Ok(crate::watchers::all(&mut self.connection(), session).await?)
+        Ok(crate::watchers::all(&mut self.connection(), self.shared.scripts.key(), session).await?)
     }
 
     async fn check(&self) -> Result<(), BusFailure> {

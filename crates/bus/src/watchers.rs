@@ -9,8 +9,15 @@
 //! that died stops refreshing, and readers skip its entry once the time has passed (the
 //! key itself expires a while after the last write from anyone). Clocks of the nodes
 //! need only agree to within the entry's lifetime, minus the refresh period.
+//!
+//! Entries are sealed like every other thing a node writes (`seal.rs`), for the hash and
+//! the node they are stored under: a made-up entry (keeping a run alive that should end
+//! with its last watcher, or an approval waiting with nobody there) counts for nothing,
+//! and a node's genuine entry replayed later has long expired.
 
 use crate::keys::Keys;
+use crate::seal::ClusterKey;
+use bytes::Bytes;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use spool_engine::framebus::Watchers;
@@ -23,6 +30,7 @@ pub(crate) const ENTRY_LIFETIME: Duration = Duration::from_secs(30);
 
 pub(crate) async fn set(
     conn: &mut ConnectionManager,
+    seal: &ClusterKey,
     session: &SessionId,
     node: &str,
     watchers: Watchers,
@@ -33,9 +41,10 @@ pub(crate) async fn set(
     }
     let expires = now_ms() + ENTRY_LIFETIME.as_millis() as i64;
     let entry = format!("{} {} {expires}", watchers.streams, watchers.interactive);
+    let entry = seal.seal(&scope(&key, node), entry.as_bytes());
     redis::pipe()
         .atomic()
-        .hset(&key, node, entry)
+        .hset(&key, node, entry.as_ref())
         .ignore()
         .pexpire(&key, (ENTRY_LIFETIME * 2).as_millis() as i64)
         .ignore()
@@ -46,11 +55,24 @@ pub(crate) async fn set(
 /// Every node's live entry, by node.
 pub(crate) async fn all(
     conn: &mut ConnectionManager,
+    seal: &ClusterKey,
     session: &SessionId,
 ) -> redis::RedisResult<Vec<(String, Watchers)>> {
-    let entries: Vec<(String, String)> = conn.hgetall(Keys::of(session).watch).await?;
+    let key = Keys::of(session).watch;
+    let entries: Vec<(String, Vec<u8>)> = conn.hgetall(&key).await?;
     let now = now_ms();
-    Ok(entries.into_iter().filter_map(|(node, entry)| Some((node, parse(&entry, now)?))).collect())
+    Ok(entries
+        .into_iter()
+        .filter_map(|(node, entry)| {
+            let entry = seal.open(&scope(&key, node.as_str()), &Bytes::from(entry))?;
+            Some((node, parse(std::str::from_utf8(&entry).ok()?, now)?))
+        })
+        .collect())
+}
+
+/// What an entry is sealed for: its hash and its node, so it counts only there.
+fn scope(key: &str, node: &str) -> String {
+    format!("{key}\n{node}")
 }
 
 /// An entry's counts, if it has not expired (and reads as one).

@@ -626,3 +626,23 @@ async fn frames_no_node_of_the_deployment_wrote_never_reach_a_listener() {
     // key's (live): each counted.
     assert!(a.rejected() >= 4, "rejected {}", a.rejected());
 }
+
+/// Who watches a session is sealed too: an entry written into the session's watch hash
+/// by anyone else (a node "with" a hundred interactive views, keeping a run alive or an
+/// approval waiting) counts for nothing; the node's own entry still does.
+#[cfg_attr(not(spool_redis), ignore = "needs Redis: set SPOOL_TEST_REDIS_URL")]
+#[tokio::test]
+async fn a_watcher_entry_no_node_wrote_counts_for_nothing() {
+    use spool_engine::FrameBus;
+    use spool_engine::framebus::Watchers;
+    let url = redis_url();
+    let a = bus(&url, BusConfig::default()).await;
+    let session = SessionId::new();
+    let mine = Watchers { streams: 2, interactive: 1 };
+    a.set_watchers(&session, "node-a", mine).await.expect("set");
+    let mut conn = raw(&url).await;
+    let far = spool_protocol::time::now_ms() + 3_600_000;
+    let _: () =
+        conn.hset(format!("spool:{{{session}}}:watch"), "node-x", format!("100 100 {far}")).await.expect("HSET");
+    assert_eq!(a.watchers(&session).await.expect("watchers"), vec![("node-a".to_owned(), mine)]);
+}
