@@ -375,6 +375,8 @@ mod tests {
             "eval rm x",
             "eval 'rm x'",
             "trap 'rm x' EXIT",
+            "trap -- 'rm x' EXIT",
+            "eval -- 'rm x'",
             "find . -delete",
             "find . -name '*.o' -delete",
             "find . -exec rm {} \\;",

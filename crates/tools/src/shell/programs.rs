@@ -228,17 +228,23 @@ fn runs(parts: &mut Parts, name: &str, run: &[Word], depth: usize) {
                 parts.opaque();
             }
         }
-        "eval" => match args.iter().map(|w| w.value.clone()).collect::<Option<Vec<_>>>() {
-            Some(words) => parts.line(&words.join(" "), depth),
-            None => parts.opaque(),
-        },
-        // `trap 'cmd' SIGNAL` runs cmd later in the same shell.
-        "trap" => match arg(0) {
-            Some(action) if !action.starts_with('-') => parts.line(action, depth),
-            Some(_) => {}
-            None if args.is_empty() => {}
-            None => parts.opaque(),
-        },
+        "eval" => {
+            let args = if arg(0) == Some("--") { &args[1..] } else { args };
+            match args.iter().map(|w| w.value.clone()).collect::<Option<Vec<_>>>() {
+                Some(words) => parts.line(&words.join(" "), depth),
+                None => parts.opaque(),
+            }
+        }
+        // `trap 'cmd' SIGNAL` runs cmd later in the same shell; `-p`, `-l` and `-` (reset)
+        // run nothing.
+        "trap" => {
+            let at = usize::from(arg(0) == Some("--"));
+            match args.get(at).map(|w| w.value.as_deref()) {
+                Some(Some(action)) if at == 1 || !action.starts_with('-') => parts.line(action, depth),
+                Some(Some(_)) | None => {}
+                Some(None) => parts.opaque(),
+            }
+        }
         // They run the commands of a file this line does not show.
         "source" | "." => parts.opaque(),
         _ if SHELLS.contains(&name) => shell(parts, args, depth),
