@@ -109,8 +109,8 @@ pub enum Service {
     /// A TCP address. Landlock judges connections by port alone, so commands cannot
     /// connect to this port on any host.
     Tcp { host: String, port: u16 },
-    /// A UNIX socket. Commands cannot create UNIX sockets at all (a seccomp filter refuses them), so
-    /// this one is closed with every other; it is named for the record.
+    /// A UNIX socket. Commands cannot create UNIX sockets at all (a seccomp filter
+    /// refuses them), so this one is closed with every other; it is named for the record.
     Unix(PathBuf),
 }
 
