@@ -84,7 +84,7 @@ impl SqliteStore {
         let store = Self::migrated(pool).await?;
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
-        tokio::spawn(keep_wal_bounded(store.pool.clone(), wal.into()));
+        tokio::spawn(keep_wal_bounded(store.pool.clone(), wal.into(), WAL_LIMIT, WAL_CHECK_EVERY));
         Ok(store)
     }
 
@@ -119,10 +119,10 @@ impl SqliteStore {
     }
 }
 
-/// Checkpoints and truncates the WAL at `wal` whenever it has grown past [`WAL_LIMIT`],
-/// until the pool is closed.
-async fn keep_wal_bounded(pool: SqlitePool, wal: std::path::PathBuf) {
-    let mut tick = tokio::time::interval(WAL_CHECK_EVERY);
+/// Checkpoints and truncates the WAL at `wal` whenever it has grown past `limit`
+/// ([`WAL_LIMIT`]), looking `every` so often, until the pool is closed.
+async fn keep_wal_bounded(pool: SqlitePool, wal: std::path::PathBuf, limit: u64, every: Duration) {
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -130,7 +130,7 @@ async fn keep_wal_bounded(pool: SqlitePool, wal: std::path::PathBuf) {
             return;
         }
         let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-        if size <= WAL_LIMIT {
+        if size <= limit {
             continue;
         }
         match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&pool).await {
@@ -167,3 +167,33 @@ fn private_files(path: &Path) -> std::io::Result<()> {
 }
 
 crate::delegate::impl_store!(SqliteStore);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WAL that grew past the limit without SQLite's own checkpoint resetting it (here:
+    /// below the 1000 pages that start one) is checkpointed and cut to nothing.
+    #[tokio::test]
+    async fn a_wal_past_the_limit_is_checkpointed_and_truncated() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(&dir.path().join("spool.db")).await.expect("open");
+        sqlx::query("CREATE TABLE filler (data BLOB)").execute(&store.pool).await.expect("create");
+        for _ in 0..48 {
+            sqlx::query("INSERT INTO filler VALUES (zeroblob(65536))").execute(&store.pool).await.expect("insert");
+        }
+        let wal = dir.path().join("spool.db-wal");
+        let size = || std::fs::metadata(&wal).map(|m| m.len()).expect("the WAL file");
+        assert!(size() > 2 << 20, "3 MiB written: the WAL holds them, {} bytes", size());
+
+        tokio::spawn(keep_wal_bounded(store.pool.clone(), wal.clone(), 1 << 20, Duration::from_millis(20)));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while size() > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the WAL stayed at {} bytes", size());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM filler").fetch_one(&store.pool).await.expect("count");
+        assert_eq!(rows, 48, "checkpointed into the database, nothing lost");
+        store.close().await;
+    }
+}
