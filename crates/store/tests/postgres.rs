@@ -174,6 +174,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         [
             "approvals",
             "auth_settings",
+            "cluster_key",
             "idempotency",
             "listeners",
             "login_sessions",
@@ -246,4 +247,35 @@ async fn an_unreachable_server_is_a_clear_error() {
     assert!(message.contains("cannot connect to PostgreSQL at 127.0.0.1:1/nowhere"), "{message}");
     let err = PgStore::connect("postgres://spool:secret@127.0.0.1:1/nowhere").await.expect_err("unreachable");
     assert!(!err.to_string().contains("secret"), "the password is never shown: {err}");
+}
+
+/// The cluster key (what nodes seal their Redis messages with) is stored once: nodes
+/// that ask at the same moment, each offering a fresh key, all get the same one — one
+/// of those offered — and later askers get it too.
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
+#[tokio::test]
+async fn the_cluster_key_is_stored_once_and_every_node_reads_it() {
+    let db = TestDb::create().await;
+    let mut stores = Vec::new();
+    for _ in 0..NODES {
+        stores.push(store_on(&db).await);
+    }
+    let asks: Vec<_> = stores
+        .iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let store = store.clone();
+            tokio::spawn(async move { store.cluster_key(&[i as u8; 32]).await })
+        })
+        .collect();
+    let mut keys = Vec::new();
+    for ask in asks {
+        keys.push(ask.await.expect("task").expect("cluster key"));
+    }
+    assert!(keys.iter().all(|k| *k == keys[0]), "one key for every node");
+    assert!((0..NODES).any(|i| keys[0] == vec![i as u8; 32]), "one of those offered");
+    assert_eq!(stores[0].cluster_key(&[99; 32]).await.expect("again"), keys[0], "kept");
+    for store in &stores {
+        store.close().await;
+    }
 }
