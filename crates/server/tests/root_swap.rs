@@ -77,7 +77,8 @@ async fn a_bash_call_approved_after_the_swap_is_refused_by_the_tool() {
     let server = TestServer::start().await;
     let data = server.dir().join("data");
     let (sub, session) = project_and_session(&server).await;
-    let approval = park(&server, &session, &format!("tool: bash {}", json!({"command": "echo pwned > planted.txt"}))).await;
+    let approval =
+        park(&server, &session, &format!("tool: bash {}", json!({"command": "echo pwned > planted.txt"}))).await;
     let before = entries(&data);
     swap_for_link(&sub, &data);
 
@@ -91,8 +92,9 @@ async fn a_read_call_approved_after_the_swap_is_refused_by_the_tool() {
     let server = TestServer::start().await;
     let data = server.dir().join("data");
     let (sub, session) = project_and_session(&server).await;
-    let (status, body) =
-        server.patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "read", "action": "ask"}]})).await;
+    let (status, body) = server
+        .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "read", "action": "ask"}]}))
+        .await;
     assert!(status.is_success(), "{status}: {body}");
     let approval = park(&server, &session, &format!("tool: read {}", json!({"path": "spool.db"}))).await;
     swap_for_link(&sub, &data);

@@ -172,7 +172,8 @@ fn edit(scope: &path::Scope, args: &EditArgs) -> Result<ToolOutput, ToolError> {
     (&mut file).take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(ToolError::io(requested))?;
     let (text, edited, count) = replace(requested, bytes, args)?;
     let (dir, name) = target.at();
-    atomic::write_file(dir, name, edited.as_bytes(), Some(meta.permissions())).map_err(ToolError::write_io(requested))?;
+    atomic::write_file(dir, name, edited.as_bytes(), Some(meta.permissions()))
+        .map_err(ToolError::write_io(requested))?;
     let noun = if count == 1 { "occurrence" } else { "occurrences" };
     let out = ToolOutput::ok(format!("replaced {count} {noun} in {requested}"));
     Ok(match inspect::changed(NAME, requested, &Found::Bytes(text.into_bytes()), &edited) {
@@ -206,9 +207,9 @@ fn too_large(requested: &str, bytes: u64) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
     use std::path::PathBuf;
     use tokio_util::sync::CancellationToken;
 

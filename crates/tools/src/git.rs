@@ -23,8 +23,8 @@
 //! so a huge tree slows only its own updates.
 
 use git2::{Delta, DiffOptions, ErrorCode, Patch, Repository};
-use spool_protocol::git::{FileChange, FileStatus, GitState, MAX_LISTED_FILES};
 use spool_protocol::DirIdentity;
+use spool_protocol::git::{FileChange, FileStatus, GitState, MAX_LISTED_FILES};
 use std::path::{Path, PathBuf};
 
 /// Most changed files whose lines one reading counts.
@@ -274,5 +274,26 @@ mod tests {
         assert!(!names.iter().any(|n| n.contains("config.toml") || n.contains("spool.db")), "{names:?}");
         // The project's own work tree is what is read.
         assert_eq!(names, ["new.txt"]);
+    }
+
+    #[test]
+    fn the_poller_reads_only_the_directory_registered() {
+        use spool_engine::GitProbe;
+        use std::os::unix::fs::MetadataExt;
+        let base = tempfile::tempdir().expect("temp dir");
+        let base = base.path().canonicalize().expect("canonical");
+        let (project, other) = (base.join("project"), base.join("other"));
+        repo_with(&project, &[("a.txt", "one\n")]);
+        repo_with(&other, &[("secret.txt", "s\n")]);
+        fs::write(other.join("other-only.txt"), "x\n").expect("write");
+        let meta = fs::metadata(&project).expect("stat");
+        let id = DirIdentity { dev: meta.dev(), ino: meta.ino() };
+        assert!(GitReader.read(&project, Some(id)).expect("read").is_some());
+
+        // Swapped for a link to another repository: refused, nothing of it named.
+        fs::rename(&project, base.join("moved")).expect("move away");
+        std::os::unix::fs::symlink(&other, &project).expect("symlink");
+        let err = GitReader.read(&project, Some(id)).expect_err("a link");
+        assert!(err.contains("symbolic link") && !err.contains("other-only"), "{err}");
     }
 }

@@ -157,8 +157,8 @@ fn compile(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
     use serde_json::json;
+    use std::fs;
     use std::fs::File;
     use std::path::PathBuf;
     use std::time::Duration;

@@ -25,9 +25,9 @@ use crate::{path, walk};
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use regex::bytes::{Regex, RegexBuilder};
+use rustix::fs::OFlags;
 use serde::Deserialize;
 use spool_engine::{Tool, ToolContext, ToolOutput, ToolSpec};
-use rustix::fs::OFlags;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read as _, Seek, SeekFrom};
 use std::ops::ControlFlow;
@@ -319,8 +319,8 @@ fn cut(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
     use serde_json::json;
+    use std::fs;
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {

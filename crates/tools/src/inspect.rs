@@ -22,8 +22,8 @@
 //! after, goes with the result ([`changed`]), with a larger cap: the stored result
 //! keeps it so a finished card shows the change after a reload as well.
 
-use crate::error::ToolError;
 use crate::MAX_FILE_BYTES;
+use crate::error::ToolError;
 use sha2::{Digest, Sha256};
 use similar::udiff::UnifiedHunkHeader;
 use similar::{ChangeTag, TextDiff};

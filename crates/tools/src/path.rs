@@ -114,7 +114,9 @@ impl Root {
         let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         let fd = match openat2(rustix::fs::CWD, path, OFlags::RDONLY | OFlags::DIRECTORY, resolve) {
             Ok(fd) => fd,
-            Err(Errno::LOOP) => return Err(moved("has been replaced by a symbolic link (or a directory above it has)")),
+            Err(Errno::LOOP) => {
+                return Err(moved("has been replaced by a symbolic link (or a directory above it has)"));
+            }
             Err(Errno::NOTDIR) => return Err(moved("is no longer a directory")),
             Err(Errno::NOSYS) => return Err(PathError::Unsupported),
             Err(e) => return Err(PathError::Root(e.into())),
@@ -176,7 +178,9 @@ pub(crate) enum Fail {
     /// It leads out of the root (`..` above it, a link pointing elsewhere).
     Outside,
     /// It does not exist: `at` is where it would be (relative to the root).
-    Missing { at: PathBuf },
+    Missing {
+        at: PathBuf,
+    },
     Errno(Errno),
 }
 
@@ -197,7 +201,12 @@ pub(crate) fn open_rel(root: &Root, rel: &Path, flags: OFlags) -> Result<Beneath
 /// Refuses `rel` (real names, relative to the root) when it lies in `data_dir`, or the
 /// root does. When the data directory is not under the root, nothing beneath the root
 /// can be in it (links leading out are never followed), so the text decides.
-pub(crate) fn check_data_dir(root: &Root, data_dir: Option<&Path>, rel: &Path, requested: &str) -> Result<(), PathError> {
+pub(crate) fn check_data_dir(
+    root: &Root,
+    data_dir: Option<&Path>,
+    rel: &Path,
+    requested: &str,
+) -> Result<(), PathError> {
     match overlapping(root, data_dir) {
         Some(data) if root.path.join(rel).starts_with(data) => Err(PathError::DataDir(requested.to_owned())),
         _ => Ok(()),
@@ -406,12 +415,12 @@ fn steps_of(path: &Path, from_link: bool) -> VecDeque<Step> {
 
 /// One name opened relative to a directory's descriptor: the kernel refuses a link, a
 /// `..` or a magic link, so the lookup cannot leave that directory.
-const STEP: ResolveFlags =
-    ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_MAGICLINKS);
+const STEP: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_MAGICLINKS);
 
 fn openat2(dir: BorrowedFd<'_>, path: &Path, flags: OFlags, resolve: ResolveFlags) -> Result<OwnedFd, Errno> {
     // openat2 refuses flags that mean nothing with `O_PATH` (`EINVAL`), unlike openat.
-    let flags = if flags.contains(OFlags::PATH) { flags | OFlags::CLOEXEC } else { flags | OFlags::CLOEXEC | OFlags::NOCTTY };
+    let flags =
+        if flags.contains(OFlags::PATH) { flags | OFlags::CLOEXEC } else { flags | OFlags::CLOEXEC | OFlags::NOCTTY };
     let mut tries = 0;
     loop {
         match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {

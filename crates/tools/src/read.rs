@@ -206,9 +206,9 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::fs;
     use std::path::Path;
-    use serde_json::json;
     use std::path::PathBuf;
 
     fn ctx(root: &Path) -> ToolContext {

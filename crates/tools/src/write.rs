@@ -157,9 +157,9 @@ fn write(scope: &path::Scope, requested: &str, content: &str) -> Result<ToolOutp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
     use std::path::PathBuf;
     use tokio_util::sync::CancellationToken;
 
@@ -288,9 +288,15 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("nothing-yet"), root.join("away")).expect("symlink");
         std::os::unix::fs::symlink("nothing-yet", root.join("dangling")).expect("symlink");
 
-        for path in
-            ["linkdir/new.txt", "linkdir/sub/new.txt", "linkdir/victim.txt", "linkfile", "linkdir/../x", "away", "away/x"]
-        {
+        for path in [
+            "linkdir/new.txt",
+            "linkdir/sub/new.txt",
+            "linkdir/victim.txt",
+            "linkfile",
+            "linkdir/../x",
+            "away",
+            "away/x",
+        ] {
             let out = write_tool(&root, json!({"path": path, "content": "pwned"})).await;
             assert_eq!(out, ToolOutput::error(format!("path {path:?} is outside the project directory")), "{path}");
         }

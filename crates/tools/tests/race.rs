@@ -126,7 +126,8 @@ async fn write_never_creates_a_file_outside_while_a_directory_is_swapped_for_a_l
         let args = serde_json::json!({"path": format!("d/new-{i}.txt"), "content": "x"});
         let out = spool_tools::Write.call(args, &ctx).await;
         written += usize::from(out.text.starts_with("created"));
-        let outside: Vec<_> = fs::read_dir(&race.outside).expect("list outside").flatten().map(|e| e.file_name()).collect();
+        let outside: Vec<_> =
+            fs::read_dir(&race.outside).expect("list outside").flatten().map(|e| e.file_name()).collect();
         assert_eq!(outside, ["secret.txt"], "write {i} created a file outside the project: {out:?}");
     }
     assert!(race.stop() > before, "the directory was not swapped while the tool ran");
