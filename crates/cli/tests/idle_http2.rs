@@ -90,7 +90,12 @@ fn start(data: &Path, tls: Option<(&Path, &Path)>) -> (common::Spool, String) {
     let mut args =
         vec!["--addr", "127.0.0.1:0", "--data-dir", data, "--idle-timeout-secs", IDLE_SECS, "--max-connections", &max];
     if let Some((cert, key)) = tls {
-        args.extend_from_slice(&["--tls-cert", cert.to_str().expect("UTF-8"), "--tls-key", key.to_str().expect("UTF-8")]);
+        args.extend_from_slice(&[
+            "--tls-cert",
+            cert.to_str().expect("UTF-8"),
+            "--tls-key",
+            key.to_str().expect("UTF-8"),
+        ]);
     }
     let (server, base) = serve(&args);
     let authority = base.split_once("://").map(|(_, a)| a.to_owned()).expect("a base URL");
