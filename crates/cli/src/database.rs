@@ -131,11 +131,13 @@ impl StoreArgs {
         Ok(enabled?)
     }
 
-    /// How to name this store in a hint about another command (`--data-dir DIR`, or
-    /// the URL flag without its value, which may hold a password).
+    /// How to name this store in a hint about another command (`--data-dir DIR`, the
+    /// URL file it was read from, or the URL flag without its value, which may hold a
+    /// password).
     pub fn flag_hint(&self) -> String {
-        match self.postgres_url() {
-            Ok(Some(_)) => "--database-url URL".to_owned(),
+        match (self.postgres_url(), &self.database_url_file) {
+            (Ok(Some(_)), Some(file)) => format!("--database-url-file {}", file.display()),
+            (Ok(Some(_)), None) => "--database-url URL".to_owned(),
             _ => format!("--data-dir {}", self.data_dir.display()),
         }
     }
