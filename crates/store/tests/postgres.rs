@@ -279,3 +279,41 @@ async fn the_cluster_key_is_stored_once_and_every_node_reads_it() {
         store.close().await;
     }
 }
+
+/// A search past its time limit is cancelled by PostgreSQL itself (`statement_timeout`,
+/// local to the search's transaction), and the store searches normally after it.
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
+#[tokio::test]
+async fn a_search_past_its_time_limit_is_cancelled_by_postgres() {
+    let db = TestDb::create().await;
+    let store = store_on(&db).await;
+    let (project, session) = new_session(&store).await;
+    // 50,000 text parts without the needle in one session: a scan of them takes far
+    // longer than a millisecond. Written in two statements, not 100,000 round trips.
+    let mut conn = db.raw().await;
+    let owner = project.owner_id.as_str();
+    sqlx::query(
+        "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at)
+         SELECT 'msg_pg' || g, $1, $2, g, 'user', '{}'::jsonb, 1 FROM generate_series(0, 49999) g",
+    )
+    .bind(session.id.as_str())
+    .bind(owner)
+    .execute(&mut conn)
+    .await
+    .expect("messages");
+    sqlx::query(
+        "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data)
+         SELECT 'prt_pg' || g, 'msg_pg' || g, $1, $2, 0, 'text', jsonb_build_object('text', repeat('hay ', 50))
+           FROM generate_series(0, 49999) g",
+    )
+    .bind(session.id.as_str())
+    .bind(owner)
+    .execute(&mut conn)
+    .await
+    .expect("parts");
+    let cut = store.search_sessions(&project.owner_id, "needle", None, 10, std::time::Duration::from_millis(1)).await;
+    assert!(matches!(&cut, Err(StoreError::Backend(m)) if m.contains("statement timeout")), "{cut:?}");
+    let found = store.search_sessions(&project.owner_id, "hay", None, 10, A_WHILE).await.expect("search after");
+    assert_eq!(found.len(), 1);
+    store.close().await;
+}
