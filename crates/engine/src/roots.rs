@@ -164,9 +164,9 @@ pub(crate) fn dir_identity(path: &Path) -> Option<spool_protocol::DirIdentity> {
 /// Whether the project directory at `path` (canonical when registered) is still the
 /// directory registered as `expected`: no symbolic link on the way (a link swapped in
 /// for it, or for a directory above it, would take the project's tools wherever it
-/// points) and, when known, the same device and inode. The tools check again at every
-/// call, on the directory they open; this refuses the prompt up front with a clear
-/// answer. Blocking, but a handful of `lstat`s.
+/// points) and, when known, the same inode (`DirIdentity::same_dir` says why not the
+/// device). The tools check again at every call, on the directory they open; this
+/// refuses the prompt up front with a clear answer. Blocking, but a handful of `lstat`s.
 pub(crate) fn check_identity(path: &Path, expected: Option<spool_protocol::DirIdentity>) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let moved = |why: &str| EngineError::Forbidden {
@@ -187,7 +187,7 @@ pub(crate) fn check_identity(path: &Path, expected: Option<spool_protocol::DirId
         }
     }
     match (expected, path.symlink_metadata()) {
-        (Some(id), Ok(meta)) if (meta.dev(), meta.ino()) != (id.dev, id.ino) => {
+        (Some(id), Ok(meta)) if !id.same_dir(spool_protocol::DirIdentity { dev: meta.dev(), ino: meta.ino() }) => {
             Err(moved("has been replaced by another directory"))
         }
         _ => Ok(()),

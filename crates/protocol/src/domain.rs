@@ -32,6 +32,19 @@ pub struct DirIdentity {
     pub ino: u64,
 }
 
+impl DirIdentity {
+    /// Whether the directory `found` at the registered path (opened with no symbolic
+    /// link on the way) is the one registered. The inode decides: a directory
+    /// renamed into the path keeps its own inode, and one made anew in the same place
+    /// is where the project was anyway. The device number does not decide, because it
+    /// changes without the directory changing: a container's overlay or a network
+    /// file system gets a new one when mounted again, and each node of a cluster sees
+    /// a shared directory under its own.
+    pub fn same_dir(&self, found: DirIdentity) -> bool {
+        self.ino == found.ino
+    }
+}
+
 /// Whether a session has an active run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -1,34 +1,40 @@
 //! Path confinement: the one place a tool turns a path the model wrote into an open
 //! file. The project's directory is opened once per call ([`Root::open`]) with no
-//! symbolic link allowed on the way and, when the project's registration kept it,
-//! checked to be the very directory that was registered (device and inode): a project
-//! directory swapped for a link to Spool's data directory, or for another user's
-//! project, is refused rather than followed. Everything after that is opened relative
-//! to that directory's file descriptor with `openat2(RESOLVE_BENEATH |
-//! RESOLVE_NO_MAGICLINKS)`: the kernel resolves the path, follows links that stay
-//! inside, and refuses `..`, an absolute link or a `/proc` magic link that would leave
-//! it. Nothing is checked by name and then opened by name again, so a process swapping
-//! a directory for a link in a loop (`renameat2(RENAME_EXCHANGE)`) cannot slip the tool
-//! out between the two steps.
+//! symbolic link allowed on the way (`RESOLVE_NO_SYMLINKS`) and, when the project's
+//! registration kept it, checked to be the very directory that was registered (its
+//! inode, see `DirIdentity::same_dir`): a project directory swapped for a link to
+//! Spool's data directory, or for another user's project, is refused, not followed.
+//!
+//! Everything after that is found from that directory's descriptor, one name at a
+//! time, the way the kernel resolves a path but holding each directory by its
+//! descriptor: each step is an `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS)` of one name relative to the last directory, so the kernel
+//! refuses a name that became a link in between; `..` goes back to the descriptor it
+//! came from and never above the root; a link is read and its target resolved in
+//! turn, an absolute one only when it names a place under the root's path. Nothing is
+//! checked by name and then opened by name again, so a process swapping a directory
+//! for a link in a loop (`renameat2(RENAME_EXCHANGE)`) cannot slip a tool out between
+//! two steps. (A single `openat2(RESOLVE_BENEATH)` of the whole path would refuse every
+//! absolute link, even one pointing inside the project; resolving by hand keeps those.)
 //!
 //! A path may be relative to the project or absolute under it. "No such file" is only
-//! ever said about places inside the project (the kernel refuses a path leaving it
-//! before looking further), so a model cannot probe what exists elsewhere.
+//! ever said about places inside the project (a path leaving it is refused before
+//! anything beyond is looked at), so a model cannot probe what exists elsewhere.
 //!
 //! A tool that creates files asks [`resolve_for_write`]: the deepest existing directory
-//! on the way, opened beneath the root, plus the names still missing. `..` is worked
-//! out on the names first (the missing directories cannot be asked). The missing
-//! directories are made one at a time relative to the last, each opened again with no
-//! link followed, and the file itself is replaced by a rename within its directory's
-//! descriptor, which never follows a link either. A link as the last name is followed
-//! when it stays inside (its target is found from the descriptor the kernel opened,
-//! through `/proc/self/fd`).
+//! on the way, its descriptor, and the names still missing (`missing/../x` is judged
+//! afresh once `..` is worked out on the names). The missing directories are made one
+//! at a time with `mkdirat` relative to the last and opened again with no link
+//! followed; the file itself is replaced by a rename within its directory's descriptor
+//! (`atomic.rs`), which never follows a link either. A link as the last name is
+//! followed while it stays inside; one to nowhere is refused.
 //!
 //! Spool's data directory (its database and the config file with provider keys) is out
-//! of bounds even when it lies under the root: when it does, what was opened is named
-//! through `/proc/self/fd` and refused if it lies there. The engine refuses such
-//! projects anyway; this keeps a project registered before that rule from reaching it.
-//! When the data directory is not under the root, the kernel keeps the tools out of it.
+//! of bounds even when it lies under the root: what was found is named by its real
+//! names from the root (no link among them), and refused when that lies in the data
+//! directory. The engine refuses such projects anyway; this keeps a project registered
+//! before that rule from reaching it. When the data directory is not under the root,
+//! nothing beneath the root is in it.
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -123,7 +129,7 @@ impl Root {
         };
         if let Some(id) = expected {
             let stat = rustix::fs::fstat(&fd).map_err(|e| PathError::Root(e.into()))?;
-            if (stat.st_dev, stat.st_ino) != (id.dev, id.ino) {
+            if !id.same_dir(DirIdentity { dev: stat.st_dev, ino: stat.st_ino }) {
                 return Err(moved("has been replaced by another directory"));
             }
         }
