@@ -66,8 +66,6 @@ pub enum PathError {
          project and register the directory again"
     )]
     Moved { path: String, why: &'static str },
-    #[error("the file tools need the openat2 system call (Linux 5.6 or later), which this kernel does not have")]
-    Unsupported,
 }
 
 /// How often an `openat2` the kernel asks to retry is retried: `EAGAIN` means a rename
@@ -124,7 +122,6 @@ impl Root {
                 return Err(moved("has been replaced by a symbolic link (or a directory above it has)"));
             }
             Err(Errno::NOTDIR) => return Err(moved("is no longer a directory")),
-            Err(Errno::NOSYS) => return Err(PathError::Unsupported),
             Err(e) => return Err(PathError::Root(e.into())),
         };
         if let Some(id) = expected {
@@ -431,9 +428,38 @@ fn openat2(dir: BorrowedFd<'_>, path: &Path, flags: OFlags, resolve: ResolveFlag
     loop {
         match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
             Err(Errno::AGAIN) if tries < RETRIES => tries += 1,
+            Err(Errno::NOSYS) if resolve.contains(ResolveFlags::NO_SYMLINKS) => {
+                return without_openat2(dir, path, flags);
+            }
             done => return done,
         }
     }
+}
+
+/// What `openat2(RESOLVE_NO_SYMLINKS)` does, for kernels before 5.6 that lack it: one
+/// name at a time, each opened with `O_NOFOLLOW` relative to the last (a link among
+/// them is refused), from `/` for an absolute path. Every path this module hands it is
+/// plain names (a `..` is refused rather than looked up); a name cannot be a `/proc`
+/// magic link without a link on the way, so nothing else of `openat2` is needed.
+fn without_openat2(dir: BorrowedFd<'_>, path: &Path, flags: OFlags) -> Result<OwnedFd, Errno> {
+    let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut at: Option<OwnedFd> = None;
+    let mut names = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::RootDir => at = Some(rustix::fs::open("/", step, Mode::empty())?),
+            Component::Normal(name) => names.push(name),
+            Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return Err(Errno::XDEV),
+        }
+    }
+    let last = names.pop().unwrap_or(OsStr::new("."));
+    for name in names {
+        let here = at.as_ref().map_or(dir, AsFd::as_fd);
+        at = Some(rustix::fs::openat(here, name, step, Mode::empty())?);
+    }
+    let here = at.as_ref().map_or(dir, AsFd::as_fd);
+    rustix::fs::openat(here, last, flags | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// The data directory, when it and the root overlap.
@@ -459,7 +485,6 @@ fn refusal(root: &Root, data_dir: Option<&Path>, requested: &str, fail: Fail) ->
             Err(refused) => refused,
             Ok(()) => PathError::NotFound(requested.to_owned()),
         },
-        Fail::Errno(Errno::NOSYS) => PathError::Unsupported,
         Fail::Errno(e) => PathError::Inaccessible { path: requested.to_owned(), source: e.into() },
     }
 }
@@ -614,6 +639,22 @@ mod tests {
             assert!(matches!(resolve_for_write(&root, Some(&data), p), Err(PathError::DataDir(_))), "{p}");
         }
         assert!(open(&root, Some(&data), "src/main.rs").is_ok());
+    }
+
+    #[test]
+    fn without_openat2_links_are_refused_one_name_at_a_time() {
+        let (_dir, path, root) = project();
+        std::os::unix::fs::symlink("src", path.join("alias")).expect("symlink");
+        let open = |p: &str, flags| without_openat2(root.as_fd(), Path::new(p), flags);
+        assert!(open("src/main.rs", OFlags::RDONLY).is_ok());
+        assert!(open(".", OFlags::RDONLY | OFlags::DIRECTORY).is_ok());
+        assert_eq!(open("alias/main.rs", OFlags::RDONLY).err(), Some(Errno::NOTDIR));
+        assert_eq!(open("alias", OFlags::RDONLY).err(), Some(Errno::LOOP));
+        assert_eq!(open("src/../src/main.rs", OFlags::RDONLY).err(), Some(Errno::XDEV));
+        let absolute = path.join("src/main.rs");
+        assert!(without_openat2(rustix::fs::CWD, &absolute, OFlags::RDONLY).is_ok());
+        let through = path.join("alias/main.rs");
+        assert!(without_openat2(rustix::fs::CWD, &through, OFlags::RDONLY).is_err());
     }
 
     #[test]
