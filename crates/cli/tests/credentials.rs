@@ -2,8 +2,8 @@
 //! (`/proc/PID/cmdline`; the review read the database and Redis passwords there from a
 //! `bash` command). A `--database-url` or `--redis-url` with a password is refused on the
 //! command line of every command that takes it, with a message naming the variable and
-//! the `--…-url-file` option; a URL given in a file works, and the running server's
-//! command line holds none of it.
+//! the `--…-url-file` option; URLs and the cluster key given in files work, the running
+//! server's command line holds none of them, and a `bash` command cannot read the files.
 //!
 //! The refusals need nothing; the file test needs PostgreSQL and Redis
 //! (`SPOOL_TEST_DATABASE_URL`, `SPOOL_TEST_REDIS_URL`; ignored without them, except
@@ -11,7 +11,8 @@
 
 use crate::common;
 
-use common::{TestDb, redis_url, serve};
+use common::{TestDb, WAIT, call, redis_url, serve, wait_for};
+use serde_json::json;
 
 /// Runs `spool ARGS…`, which must fail; returns what it said.
 fn refused(args: &[&str]) -> String {
@@ -52,19 +53,40 @@ fn a_password_on_the_command_line_is_refused() {
     ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
 )]
 #[tokio::test]
-async fn urls_in_files_start_a_node_and_stay_out_of_its_command_line() {
+async fn urls_and_the_key_in_files_start_a_node_and_stay_out_of_reach() {
     let db = TestDb::create().await;
     let redis = redis_url();
     let dir = tempfile::tempdir().expect("tempdir");
-    let (db_file, redis_file) = (dir.path().join("database-url"), dir.path().join("redis-url"));
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir(&secrets).expect("secrets dir");
+    let (db_file, redis_file, key_file) =
+        (secrets.join("database-url"), secrets.join("redis-url"), secrets.join("cluster-key"));
+    const KEY: &str = "5e2f0c9d8b7a69584736251403f2e1d0c9b8a79685746352413021f0e1d2c3b4";
     // Surrounding whitespace (an editor's newline) is trimmed.
     std::fs::write(&db_file, format!("  {}\n", db.url)).expect("write");
     std::fs::write(&redis_file, format!("{redis}\n")).expect("write");
-    let data = dir.path().join("data");
-    let paths = [&data, &db_file, &redis_file].map(|p| p.to_str().expect("utf-8").to_owned());
-    let args = ["--addr", "127.0.0.1:0", "--data-dir", &paths[0]];
-    let files = ["--database-url-file", &paths[1], "--redis-url-file", &paths[2]];
-    let (node, base) = serve(&[&args[..], &files[..]].concat());
+    std::fs::write(&key_file, format!("{KEY}\n")).expect("write");
+    // A config that lets `bash` run unasked, kept beside the secrets.
+    let config = secrets.join("spool.toml");
+    std::fs::write(&config, "[[permission]]\ntool = \"bash\"\naction = \"allow\"\n").expect("write");
+    let (data, project_dir) = (dir.path().join("data"), dir.path().join("project"));
+    std::fs::create_dir(&project_dir).expect("project dir");
+    let path = |p: &std::path::Path| p.to_str().expect("utf-8").to_owned();
+    let args = [
+        "--addr".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--data-dir".to_owned(),
+        path(&data),
+        "--config".to_owned(),
+        path(&config),
+        "--database-url-file".to_owned(),
+        path(&db_file),
+        "--redis-url-file".to_owned(),
+        path(&redis_file),
+        "--cluster-key-file".to_owned(),
+        path(&key_file),
+    ];
+    let (node, base) = serve(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
     let ready = client.get(format!("{base}/api/ready")).send().await.expect("ready");
     let body: serde_json::Value = ready.json().await.expect("json");
@@ -72,5 +94,21 @@ async fn urls_in_files_start_a_node_and_stay_out_of_its_command_line() {
     assert!(body["checks"]["bus"]["state"].is_string(), "the node joined Redis: {body}");
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", node.id())).expect("read the node's cmdline");
     let cmdline = String::from_utf8_lossy(&cmdline);
-    assert!(!cmdline.contains(&db.url) && !cmdline.contains(&redis), "{cmdline}");
+    assert!(!cmdline.contains(&db.url) && !cmdline.contains(&redis) && !cmdline.contains(KEY), "{cmdline}");
+
+    // A command cannot read the files either (the sandbox hides every secret file).
+    let project = call(client.post(format!("{base}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = call(client.post(format!("{base}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+    let session = session["id"].as_str().expect("session id").to_owned();
+    let command = format!("cat {} {} {}", path(&db_file), path(&redis_file), path(&key_file));
+    let prompt = format!("tool: bash {}", json!({ "command": command }));
+    let accepted =
+        call(client.post(format!("{base}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    let settled = wait_for(&client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await;
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let page = call(client.get(format!("{base}/api/sessions/{session}/messages"))).await;
+    let out = page["messages"].to_string();
+    assert!(out.contains("Permission denied"), "the command ran and was refused: {out}");
+    assert!(!out.contains(&db.url) && !out.contains(&redis) && !out.contains(KEY), "a secret file was read: {out}");
 }
