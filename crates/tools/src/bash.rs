@@ -651,6 +651,34 @@ mod tests {
         assert_all_ended(&m, "the call").await;
     }
 
+    /// Where no PID namespace can be made, the process group is the fallback: what
+    /// stays in it ends with the call (the group is killed once the shell exits), and
+    /// only a process that left it (`setsid`) outlives the call, as documented.
+    #[tokio::test]
+    async fn without_a_pid_namespace_the_process_group_ends_with_the_call() {
+        const TEST: &str = "bash::tests::without_a_pid_namespace_the_process_group_ends_with_the_call";
+        if !in_own_process(TEST, &[("SPOOL_TEST_NO_PID_NAMESPACE", "1")]) {
+            return;
+        }
+        assert!(!crate::process::probe(), "the fallback is what this test is about");
+        let (_dir, root) = project();
+        let m = markers();
+        // The shell ends only once all three run (the setsid one has left the group).
+        let running = m.iter().map(|d| format!("pgrep -x -f 'sleep {d}' >/dev/null")).collect::<Vec<_>>();
+        let command = format!("{} until {}; do sleep 0.01; done; echo started", escapes(&m), running.join(" && "));
+        let out = within_hang("the call", bash(&root, json!({"command": command}))).await;
+        assert_eq!(out, ToolOutput::ok("exit code 0\nstarted\n"));
+        assert!(none_left(&m[0]).await, "background `sleep {}` outlived the call", m[0]);
+        assert!(none_left(&m[2]).await, "double-forked `sleep {}` outlived the call", m[2]);
+        // The known gap of the fallback; the test cleans it up.
+        let escaped = sleeping(&m[1]);
+        for pid in &escaped {
+            // SAFETY: the test's own sleep, found by its unique arguments.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        assert!(!escaped.is_empty(), "setsid left the group, so the sweep cannot reach it");
+    }
+
     #[tokio::test]
     async fn a_chatty_stderr_does_not_deadlock() {
         let (_dir, root) = project();
