@@ -27,6 +27,12 @@
 //! The parent stays in the command's process group with PID 1, so the server's
 //! `killpg` at a timeout or an abort reaches both, and the namespace goes with PID 1.
 //!
+//! **Cost.** The waiting parent is a fork of the server that never execs, so it keeps
+//! the server's pages as they were at the spawn: pages the server changes meanwhile are
+//! copied, and a long command with a busy server may hold up to the server's size in
+//! copies. Spawning with `clone(CLONE_NEWPID)` straight from the server (no waiting
+//! copy) would remove it, at the price of leaving `tokio::process`.
+//!
 //! **Fallback.** Where neither namespace can be made (no `CAP_SYS_ADMIN` and user
 //! namespaces disabled: a container's seccomp profile, `user.max_user_namespaces = 0`),
 //! the command runs in its process group alone. The server still kills that group at a
