@@ -39,7 +39,6 @@ use spool_protocol::CallSubject;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -180,7 +179,7 @@ async fn run(
         .await
         .map_err(|e| ToolError::Internal(format!("preparing the sandbox failed: {e}")))??
     };
-    let mut child = spawn(root, command, &prepared)?;
+    let mut child = spawn(command, &prepared)?;
     let pid = child.id().expect("a child that has not been waited for has an id");
     let group = ProcessGroup::new(pid);
     let exit = exit_watch(pid);
@@ -246,14 +245,14 @@ async fn run(
     Ok(if status.success() { ToolOutput::ok(text) } else { ToolOutput::error(text) })
 }
 
-/// Starts `command` under bash, or under sh where there is no bash, in the sandbox.
-fn spawn(root: &Path, command: &str, sandbox: &Prepared) -> Result<Child, ToolError> {
+/// Starts `command` under bash, or under sh where there is no bash, in the sandbox, in
+/// the project directory the sandbox holds open (`fchdir`, not the path).
+fn spawn(command: &str, sandbox: &Prepared) -> Result<Child, ToolError> {
     let mut missing = None;
     for shell in ["bash", "sh"] {
         let mut cmd = Command::new(shell);
         cmd.arg("-c")
             .arg(command)
-            .current_dir(root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -403,7 +402,7 @@ fn complete_prefix(bytes: &[u8]) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio_util::sync::CancellationToken;
@@ -584,6 +583,29 @@ mod tests {
         assert_eq!(out, ToolOutput::ok(format!("exit code 0\n{}\n", root.display())));
         // `cat` would wait forever on an inherited terminal; /dev/null ends it at once.
         assert_eq!(bash(&root, json!({"command": "cat"})).await, ToolOutput::ok("exit code 0\n(no output)"));
+    }
+
+    /// The sandbox is prepared on the directory that was checked; a root swapped for a
+    /// link between that check and the spawn must not move the command: it starts in
+    /// the directory that was checked (`fchdir` on the held descriptor), where its
+    /// writes land, and never in the link's target.
+    #[tokio::test]
+    async fn a_root_swapped_after_the_check_does_not_move_the_command() {
+        let (_dir, base) = project();
+        let (root, moved, elsewhere) = (base.join("proj"), base.join("proj-moved"), base.join("elsewhere"));
+        std::fs::create_dir(&root).expect("project dir");
+        std::fs::create_dir(&elsewhere).expect("the link's target");
+        let checked = crate::path::Root::open(&root, None).expect("open the project");
+        let prepared = Prepared::new(&SandboxSettings::default(), &checked, None).expect("sandbox");
+        std::fs::rename(&root, &moved).expect("move the project away");
+        std::os::unix::fs::symlink(&elsewhere, &root).expect("a link in its place");
+
+        let child = spawn("pwd -P; echo hi > here.txt", &prepared).expect("spawn");
+        let out = within_hang("the command", child.wait_with_output()).await.expect("output");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), moved.display().to_string());
+        assert!(moved.join("here.txt").exists(), "the write lands in the checked directory");
+        assert!(!elsewhere.join("here.txt").exists(), "nothing lands in the link's target");
     }
 
     #[tokio::test]

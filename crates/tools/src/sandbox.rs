@@ -130,6 +130,10 @@ impl SandboxSettings {
 /// Everything one call's child needs, made before it is spawned. Dropping it removes
 /// the call's temp dir.
 pub(crate) struct Prepared {
+    /// The project directory as checked ([`crate::path::Root`]): the command starts in
+    /// it by `fchdir`, never by its path, so a root swapped for a link between the
+    /// check and the spawn cannot move the command's working directory elsewhere.
+    root: OwnedFd,
     ruleset: Option<OwnedFd>,
     /// The TCP layer, shared by every call with the same settings ([`net`]).
     network: Option<Arc<OwnedFd>>,
@@ -174,7 +178,11 @@ impl Prepared {
         let built = |e: landlock::RulesetError| ToolError::Internal(format!("cannot build the command's sandbox: {e}"));
         let ruleset = ruleset(root_dir, temp.path(), &excluded).map_err(built)?;
         let network = net::layer(settings.network, &settings.closed_ports()).map_err(built)?;
-        Ok(Self { ruleset, network, filter: Filter::new(settings.network), env, _temp: temp })
+        let root = root_dir
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| ToolError::Internal(format!("cannot hold the project directory open: {e}")))?;
+        Ok(Self { root, ruleset, network, filter: Filter::new(settings.network), env, _temp: temp })
     }
 
     /// Gives `command` the scrubbed environment, takes every capability away from it
@@ -184,6 +192,7 @@ impl Prepared {
         command.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
         let layers = [self.ruleset.as_ref().map(|fd| fd.as_raw_fd()), self.network.as_ref().map(|fd| fd.as_raw_fd())];
         let filter = self.filter.clone();
+        let root = self.root.as_raw_fd();
         // SAFETY: the closure runs in the forked child before exec and makes only raw
         // system calls, all async-signal-safe; it touches no lock and allocates nothing
         // (`last_os_error` reads errno into a plain value; the filter was built before
@@ -191,6 +200,9 @@ impl Prepared {
         // returns, since `self` outlives it.
         unsafe {
             command.pre_exec(move || {
+                if libc::fchdir(root) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
