@@ -42,6 +42,7 @@ export class SessionView {
       connected: () => this.connected,
       decide: (a, d, m) => this.decide(a, d, m),
       removeQueued: (q) => this.removeQueued(q),
+      resumeQueue: () => this.resumeQueue(),
       examples,
     });
     this.feed = new FrameFeed({ store, paint: () => this.paint(), onResync: (why) => this.resync(why) });
@@ -237,6 +238,21 @@ export class SessionView {
     }
   }
 
+  /** Resume on a paused queue (Stop paused it): its next prompt runs; the stream shows it. */
+  async resumeQueue() {
+    if (this.timeline.resuming) return;
+    this.timeline.resuming = true;
+    this.paint();
+    try {
+      await post(`/api/sessions/${encodeURIComponent(this.id)}/queue/resume`);
+    } catch (e) {
+      if (!this.disposed) this.resync(`resuming the queue answered ${e.status || 'nothing'}`);
+    } finally {
+      this.timeline.resuming = false;
+      this.paint();
+    }
+  }
+
   async setModel(model) {
     try {
       await patch(`/api/sessions/${encodeURIComponent(this.id)}`, { model });
@@ -276,5 +292,6 @@ export class SessionView {
     this.forget();
     clearTimeout(this.noticeTimer);
     clearInterval(this.ticker);
+    this.timeline.dispose();
   }
 }

@@ -38,6 +38,7 @@ export class SessionStore {
     this.lastApproval = null;
     this.todos = []; // the agent's todo list, as its last todo_write left it
     this.queue = []; // prompts waiting for the run, next first: {id, requestId, text, createdAt}
+    this.queuePaused = false; // Stop paused the queue: nothing runs until Resume or a new prompt
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
     this.revs = new Map(); // index → revision, so the view repaints only changed rows
@@ -128,6 +129,7 @@ export class SessionStore {
       case 'session.queue':
         // The whole queue as it is now (a prompt joined, a run took one, one was removed).
         this.queue = [...frame.queue];
+        this.queuePaused = !!frame.paused;
         return 'ok';
       default:
         return 'ok';
@@ -165,6 +167,7 @@ export class SessionStore {
     this.lastApproval = state.lastApproval ?? null;
     this.todos = [...(state.todos ?? [])];
     this.queue = [...(state.queue ?? [])];
+    this.queuePaused = !!state.queuePaused;
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);

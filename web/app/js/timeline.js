@@ -2,7 +2,12 @@
 // message index and rebuilt only when the store bumped that row's revision (or after a
 // snapshot), so streaming repaints one row per animation frame, not the whole history.
 // Open/closed toggles and an approval card's half-typed message survive repaints.
-// Prompts queued behind the run (Enter while it goes) show last, each with a remove button.
+// Prompts queued behind the run (Enter while it goes) show last, each with a remove button;
+// the queue box and its rows are kept and updated in place by message id, so a ✕ under
+// the pointer is the same element from mouse down to mouse up while a run streams.
+// Following: the view stays at the live end until the reader scrolls up (then "Jump to
+// latest" brings them back), whatever changes the timeline's height or its content's —
+// a todo list opening above the composer, a card unfolding, Markdown swapped in.
 // An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
 // the server, swapped in place when it arrives, without repainting the rows.
 // Message times, Edit, Regenerate and Retry come from message_actions.js.
@@ -23,14 +28,30 @@ const ENDINGS = {
   server_restarted: 'What streamed before the restart is kept above; send the prompt again to continue.',
 };
 
+/** Sets a text node's content only when it differs (no mutation, no layout, when not). */
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 export class Timeline {
-  constructor(scroller, { onLoadEarlier, decide, removeQueued, examples, actions, connected }) {
+  constructor(scroller, { onLoadEarlier, decide, removeQueued, resumeQueue, examples, actions, connected }) {
     this.scroller = scroller;
     this.list = h('div', { class: 'rows' });
-    scroller.replaceChildren(this.list);
+    this.jump = h('button', { class: 'btn jump-latest', type: 'button', hidden: true, onclick: () => this.toLatest() },
+      icon('chevron'), 'Jump to latest');
+    // A sticky strip of no height after the rows: the button floats over the bottom of
+    // the visible conversation without adding to what scrolls.
+    scroller.replaceChildren(this.list, h('div', { class: 'jump-strip' }, this.jump));
+    this.follow = true; // keep the live end in view (until the reader scrolls up)
+    this.lastTop = 0;
+    this.listen(scroller);
     this.onLoadEarlier = onLoadEarlier;
     this.decide = decide;
     this.removeQueued = removeQueued;
+    this.resumeQueue = resumeQueue;
+    this.resuming = false;
+    this.queueBox = null; // the queue's section, kept while the queue has prompts
+    this.queueRows = new Map(); // queued message id → {li, remove}
     this.removing = new Set(); // ids of queued prompts whose removal is on its way
     this.examples = examples;
     this.actions = actions; // MessageActions: times, Edit, Regenerate, Retry (message_actions.js)
@@ -45,12 +66,75 @@ export class Timeline {
     const stop = onRendered(() => (this.list.isConnected ? this.refreshTexts() : stop()));
   }
 
-  /** Swaps in the Markdown HTML that arrived, keeping the reader at the bottom if there. */
+  /**
+   * Following is a state, changed only by the reader: a scroll that moves up (wheel,
+   * keys, scroll bar, touch) stops it, reaching the bottom or "Jump to latest" resumes
+   * it. (Measuring "near the bottom?" before each paint, as before, lost the end for
+   * good whenever something other than the rows grew — the todo panel took 538 px and
+   * every later paint saw the reader "scrolled up".) A ResizeObserver on the timeline
+   * and on its rows keeps a following view at the end after any change of size, before
+   * the browser paints it.
+   */
+  listen(scroller) {
+    const onScroll = () => {
+      const top = scroller.scrollTop;
+      if (this.gap() <= 2) this.follow = true;
+      else if (top < this.lastTop - 1) this.follow = false;
+      this.lastTop = top;
+      this.showJump();
+    };
+    // A wheel turned up stops following at once, before a paint could pin it back down.
+    const onWheel = (e) => {
+      if (e.deltaY < 0 && this.gap() > 2) {
+        this.follow = false;
+        this.showJump();
+      }
+    };
+    scroller.addEventListener('scroll', onScroll, { passive: true });
+    scroller.addEventListener('wheel', onWheel, { passive: true });
+    const resized = new ResizeObserver(() => this.pin());
+    resized.observe(scroller);
+    resized.observe(this.list);
+    this.unlisten = () => {
+      scroller.removeEventListener('scroll', onScroll);
+      scroller.removeEventListener('wheel', onWheel);
+      resized.disconnect();
+    };
+  }
+
+  /** Pixels of conversation below the visible part. */
+  gap() {
+    return this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight;
+  }
+
+  /** Keeps a following view at the live end. */
+  pin() {
+    if (this.follow && this.gap() > 0) this.scroller.scrollTop = this.scroller.scrollHeight;
+    this.lastTop = this.scroller.scrollTop;
+    this.showJump();
+  }
+
+  showJump() {
+    const hidden = this.follow || this.gap() <= 40;
+    if (this.jump.hidden !== hidden) this.jump.hidden = hidden;
+  }
+
+  /** "Jump to latest": back to the live end, following again. */
+  toLatest() {
+    this.follow = true;
+    this.pin();
+    this.scroller.focus({ preventScroll: true }); // the button hides; keep the focus in the conversation
+  }
+
+  dispose() {
+    this.unlisten();
+  }
+
+  /** Swaps in the Markdown HTML that arrived, keeping a following reader at the end. */
   refreshTexts() {
-    const stick = this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight < 80;
     let changed = false;
     for (const view of this.texts.values()) changed = view.refresh() || changed;
-    if (changed && stick) this.scroller.scrollTop = this.scroller.scrollHeight;
+    if (changed) this.pin();
   }
 
   textView(i, ci) {
@@ -61,7 +145,6 @@ export class Timeline {
   }
 
   paint(store) {
-    const stick = this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight < 80;
     const nodes = [];
     if (!store.loaded) nodes.push(h('div', { class: 'placeholder' }, h('span', { class: 'spinner' }), 'Loading the conversation…'));
     const known = store.firstKnown();
@@ -94,7 +177,7 @@ export class Timeline {
     nodes.push(...this.approvals(store));
     nodes.push(this.queued(store));
     reconcile(this.list, nodes);
-    if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
+    this.pin();
   }
 
   row(store, i, m, waiting) {
@@ -235,22 +318,59 @@ export class Timeline {
     });
   }
 
-  /** The prompts waiting for the run, next first; each can be removed before it runs. */
+  /**
+   * The prompts waiting for the run, next first; each can be removed before it runs.
+   * The box and each prompt's row are built once and updated in place (rows keyed by
+   * the queued message's id): this runs on every paint of a streaming answer, and a
+   * rebuilt ✕ between mouse down and up loses the click. A paused queue (Stop with
+   * prompts waiting) says so and offers Resume.
+   */
   queued(store) {
-    if (store.queue.length === 0) return null;
-    return h('section', { class: 'queue', 'aria-label': 'Queued prompts' },
-      h('h3', { class: 'queue-title' }, store.queue.length === 1 ? '1 prompt queued' : `${store.queue.length} prompts queued`,
-        h('span', { class: 'muted' }, ' · each runs when the one before it has finished')),
-      h('ol', { class: 'queue-list' }, store.queue.map((q) => h('li', { class: 'queued', dataset: { messageId: q.id } },
-        h('span', { class: 'queued-text' }, q.text),
-        h('button', {
+    if (store.queue.length === 0) {
+      this.queueRows = new Map();
+      this.queueBox = null;
+      return null;
+    }
+    if (!this.queueBox) {
+      const count = h('span', { class: 'queue-count' });
+      const note = h('span', { class: 'muted' });
+      const resume = h('button', { class: 'btn small queue-resume', type: 'button', onclick: () => this.resumeQueue?.() }, 'Resume');
+      const list = h('ol', { class: 'queue-list' });
+      const box = h('section', { class: 'queue', 'aria-label': 'Queued prompts' },
+        h('h3', { class: 'queue-title' }, count, note, resume), list);
+      this.queueBox = { box, count, note, resume, list };
+      this.queueRows = new Map();
+    }
+    const { box, count, note, resume, list } = this.queueBox;
+    const paused = !!store.queuePaused;
+    const n = store.queue.length;
+    setText(count, `${n === 1 ? '1 prompt' : `${n} prompts`} queued${paused ? ' · paused' : ''}`);
+    setText(note, paused
+      ? ' · Stop paused the queue: nothing runs until you resume it or send a prompt'
+      : ' · each runs when the one before it has finished');
+    resume.hidden = !paused;
+    resume.disabled = !!this.resuming;
+    box.classList.toggle('is-paused', paused);
+    const rows = new Map();
+    for (const q of store.queue) {
+      let row = this.queueRows.get(q.id);
+      if (!row) {
+        const remove = h('button', {
           class: 'icon-btn queued-remove',
           type: 'button',
           'aria-label': `Remove from the queue: ${q.text.slice(0, 60)}`,
           title: 'Remove from the queue',
-          disabled: this.removing.has(q.id),
           onclick: () => this.removeQueued(q),
-        }, icon('cross'))))));
+        }, icon('cross'));
+        row = { li: h('li', { class: 'queued', dataset: { messageId: q.id } }, h('span', { class: 'queued-text' }, q.text), remove), remove };
+      }
+      const removing = this.removing.has(q.id);
+      if (row.remove.disabled !== removing) row.remove.disabled = removing;
+      rows.set(q.id, row);
+    }
+    this.queueRows = rows;
+    reconcile(list, [...rows.values()].map((r) => r.li));
+    return box;
   }
 
   /** Runs `change` (which prepends rows) without moving what the reader is looking at. */
