@@ -6,6 +6,10 @@
 //! `Arc<dyn Store>`. The enum stays concrete (rather than a bare trait object) because
 //! closing the pool at shutdown is backend-specific.
 //!
+//! The data directory is the platform's (`$XDG_DATA_HOME/spool`, else
+//! `~/.local/share/spool`) unless `--data-dir` names one; see [`default_data_dir`] for
+//! what happens to an earlier version's `./.spool`.
+//!
 //! The data directory holds the database and the config file with provider keys, so
 //! it is created `0700`, and an existing one that others may read is tightened to that
 //! on every open (the store creates `spool.db` and its `-wal`/`-shm` files `0600`).
@@ -21,9 +25,14 @@ use std::sync::Arc;
 #[derive(Args)]
 pub struct StoreArgs {
     /// Directory for the SQLite database (unless --database-url is given) and for
-    /// config.toml; created on first start.
-    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./.spool", value_name = "DIR")]
-    pub data_dir: PathBuf,
+    /// config.toml; created on first start. Default: $XDG_DATA_HOME/spool, else
+    /// ~/.local/share/spool; a ./.spool holding a spool.db (an earlier version's
+    /// default) is still used, with a warning saying how to move it.
+    #[arg(long = "data-dir", env = "SPOOL_DATA_DIR", value_name = "DIR")]
+    data_dir_flag: Option<PathBuf>,
+    /// The data directory in use, once [`StoreArgs::resolve_data_dir`] has chosen it.
+    #[arg(skip)]
+    data_dir: Option<PathBuf>,
     /// Keep every record in PostgreSQL instead of SQLite: a postgres:// or
     /// postgresql:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE). The schema is
     /// created or upgraded on start. Nodes that share one database share sessions.
@@ -79,7 +88,19 @@ impl StoreArgs {
     }
 
     fn sqlite_path(&self) -> PathBuf {
-        self.data_dir.join("spool.db")
+        self.data_dir().join(SQLITE_FILE)
+    }
+
+    /// Settles which data directory this command uses: the flag's (or the variable's),
+    /// else the default (see [`default_data_dir`]). Call once, before anything asks
+    /// for the data directory, with the logs set up (the default may warn).
+    pub fn resolve_data_dir(&mut self) -> anyhow::Result<()> {
+        let dir = match &self.data_dir_flag {
+            Some(dir) => dir.clone(),
+            None => default_data_dir()?,
+        };
+        self.data_dir = Some(dir);
+        Ok(())
     }
 
     /// Opens (creating it if needed) the configured store.
@@ -103,7 +124,7 @@ impl StoreArgs {
     /// permissions away from an existing one.
     pub fn create_data_dir(&self) -> anyhow::Result<()> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let dir = &self.data_dir;
+        let dir = self.data_dir();
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -138,14 +159,72 @@ impl StoreArgs {
         match (self.postgres_url(), &self.database_url_file) {
             (Ok(Some(_)), Some(file)) => format!("--database-url-file {}", file.display()),
             (Ok(Some(_)), None) => "--database-url URL".to_owned(),
-            _ => format!("--data-dir {}", self.data_dir.display()),
+            _ => format!("--data-dir {}", self.data_dir().display()),
         }
     }
 
     /// The data directory, where config.toml is looked for whichever store is used.
     pub fn data_dir(&self) -> &Path {
-        &self.data_dir
+        self.data_dir.as_deref().expect("main resolves the data directory before any command uses it")
     }
+}
+
+/// The SQLite database's file name inside the data directory.
+const SQLITE_FILE: &str = "spool.db";
+
+/// The data directory of earlier versions, relative to the working directory. Inside a
+/// repository it made the repository (and every directory above it) refused as a
+/// project, since the data directory is never part of one.
+const EARLIER_DEFAULT: &str = ".spool";
+
+/// The default data directory: the platform's (`$XDG_DATA_HOME/spool` when that
+/// variable is an absolute path, as the XDG specification wants, else
+/// `~/.local/share/spool`), the same whatever directory `spool` starts in.
+///
+/// A `./.spool` that holds a store is an earlier version's default with someone's
+/// sessions in it: it is still used (never silently left behind for an empty store),
+/// and a warning says what that costs and how to move it. Moving it here instead would
+/// race a server still running on it and could cross file systems; a person does it
+/// once with the server stopped.
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    let xdg = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let home = std::env::home_dir().filter(|dir| !dir.as_os_str().is_empty());
+    let platform = match (xdg, home) {
+        (Some(xdg), _) => xdg.join("spool"),
+        (None, Some(home)) => home.join(".local/share/spool"),
+        (None, None) => bail!(
+            "no data directory: neither XDG_DATA_HOME nor HOME is set; name one with --data-dir DIR \
+             (or the SPOOL_DATA_DIR variable)"
+        ),
+    };
+    let earlier = Path::new(EARLIER_DEFAULT);
+    if !earlier.join(SQLITE_FILE).is_file() {
+        return Ok(platform);
+    }
+    let earlier = earlier.canonicalize().with_context(|| format!("reading ./{EARLIER_DEFAULT}"))?;
+    let here = earlier.parent().unwrap_or(&earlier);
+    // `mv` needs the new parent (often a missing ~/.local/share), and would put the
+    // directory inside an existing one rather than in its place.
+    let parent = match platform.parent() {
+        Some(parent) if !parent.exists() => format!("mkdir -p {} && ", parent.display()),
+        _ => String::new(),
+    };
+    let aside = match platform.exists() {
+        true => format!(" after moving the existing {} aside", platform.display()),
+        false => String::new(),
+    };
+    tracing::warn!(
+        data_dir = %earlier.display(),
+        "using the data directory {earlier} because it holds the store of an earlier Spool, whose default \
+         was ./{EARLIER_DEFAULT}; the default is now {platform}. While the data directory is in {here}, \
+         that directory and the ones above it cannot be registered as projects (403 data_dir). \
+         To move it, stop the server and run `{parent}mv {earlier} {platform}`{aside}; \
+         or keep it where it is with --data-dir {earlier}",
+        earlier = earlier.display(),
+        platform = platform.display(),
+        here = here.display(),
+    );
+    Ok(earlier)
 }
 
 impl Database {

@@ -260,6 +260,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let traces = cli.otlp_endpoint.as_deref().filter(|e| !e.is_empty()).map(otlp::Traces::start).transpose()?;
     init_logs(cli.log_format, traces.as_ref());
+    // After the logs: the default data directory may warn about an earlier one.
+    if let Some(store) = cli.command.store_mut() {
+        store.resolve_data_dir()?;
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Token(cmd) => token(cmd).await,

@@ -14,6 +14,7 @@ mod crash;
 mod crash_points;
 mod credentials;
 mod data_dir;
+mod default_data_dir;
 mod drafts;
 mod exactly_once;
 mod git_poll;
