@@ -174,9 +174,22 @@ impl Client {
         self.decide(session, approval, &decision(Decision::Once, None)).await
     }
 
-    /// Runs the call and allows the same tool on this session from now on.
+    /// Runs the call and allows calls like it on this session from now on: for a
+    /// command, this exact command; for another tool, the tool.
     pub async fn approve_always(&self, session: &SessionId, approval: &ApprovalId) -> Result<Decided, Error> {
         self.decide(session, approval, &decision(Decision::Always, None)).await
+    }
+
+    /// Runs the command and allows, from now on, the commands one of the approval's
+    /// offered options covers (`payload.alwaysOptions`): `patterns` are that option's.
+    pub async fn approve_always_with(
+        &self,
+        session: &SessionId,
+        approval: &ApprovalId,
+        patterns: Vec<String>,
+    ) -> Result<Decided, Error> {
+        let body = DecideBody { patterns: Some(patterns), ..decision(Decision::Always, None) };
+        self.decide(session, approval, &body).await
     }
 
     /// Does not run the call. With a message the model is told why and the run goes
@@ -199,7 +212,7 @@ impl Client {
 }
 
 fn decision(decision: Decision, message: Option<&str>) -> DecideBody {
-    DecideBody { decision, message: message.map(str::to_owned), idempotency_key: None }
+    DecideBody { decision, message: message.map(str::to_owned), idempotency_key: None, pattern: None, patterns: None }
 }
 
 /// The error a non-2xx answer stands for.

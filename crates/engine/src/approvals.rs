@@ -42,6 +42,16 @@ pub struct DecisionInput {
     pub decision: Decision,
     pub message: Option<String>,
     pub idempotency_key: Option<String>,
+    /// With `always` on a command: the patterns of the offered option the person
+    /// chose (`alwaysOptions` in the payload). `None`: the exact command.
+    pub patterns: Option<Vec<String>>,
+}
+
+impl DecisionInput {
+    /// A decision with nothing else: no message, no key, no patterns.
+    pub fn plain(decision: Decision) -> Self {
+        Self { decision, message: None, idempotency_key: None, patterns: None }
+    }
 }
 
 /// Where the decision was addressed: a session's approval, or a run's interrupt.
@@ -200,9 +210,10 @@ impl Approvals {
             self.expire(loaded, &approval.id).await?;
             return Err(expired(&approval));
         }
+        let always = self.always_rules(&approval, &checkpoint, &input)?;
         let scope = format!("approval:{}", approval.id);
         let Some(key) = input.idempotency_key.clone() else {
-            return self.apply(loaded, owner, approval, checkpoint, input).await;
+            return self.apply(loaded, owner, approval, checkpoint, input, always).await;
         };
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
@@ -220,13 +231,95 @@ impl Approvals {
                 }
             }
         }
-        let result = self.apply(loaded, owner, approval, checkpoint, input).await;
+        let result = self.apply(loaded, owner, approval, checkpoint, input, always).await;
         match &result {
             Ok(outcome) => store.complete_idempotency(&scope, &key, &outcome.kept()).await?,
             // No response to keep: let a retry run it again.
             Err(_) => store.release_idempotency(&scope, &key).await?,
         }
         result
+    }
+
+    /// The session rules an `always` decision adds: for a command, the patterns of the
+    /// offered option the person chose, or of the first (the exact command) when they
+    /// named none; for any other tool, the tool itself. Patterns that were not offered,
+    /// or patterns with another decision, are refused before anything is decided.
+    fn always_rules(
+        &self,
+        approval: &Approval,
+        checkpoint: &serde_json::Value,
+        input: &DecisionInput,
+    ) -> Result<Vec<PermissionRule>> {
+        let allow = |pattern: &str| PermissionRule::new(&approval.tool, pattern, PermissionAction::Allow);
+        if input.decision != Decision::Always {
+            return match input.patterns {
+                Some(_) => {
+                    Err(EngineError::invalid("pattern_not_offered", "patterns go with the decision \"always\" only"))
+                }
+                None => Ok(Vec::new()),
+            };
+        }
+        let options = match approval.payload.get("alwaysOptions") {
+            Some(options) => Some(serde_json::from_value::<Vec<AlwaysOption>>(options.clone()).map_err(|e| {
+                EngineError::Store(crate::StoreError::Backend(format!("unreadable alwaysOptions: {e}")))
+            })?),
+            // Asked before approvals offered options: the same options now, so an old
+            // card's "always" never allows all of a command-running tool either.
+            None => self.always_options_now(approval, checkpoint),
+        };
+        let Some(options) = options else {
+            return match &input.patterns {
+                Some(_) => Err(EngineError::invalid(
+                    "pattern_not_offered",
+                    format!(
+                        "this {} approval offers no patterns: \"always\" allows the tool in this session",
+                        approval.tool
+                    ),
+                )),
+                None => Ok(vec![allow("*")]),
+            };
+        };
+        let chosen = match &input.patterns {
+            None => options.iter().find(|o| o.exact).ok_or_else(|| {
+                EngineError::invalid(
+                    "pattern_not_offered",
+                    "this command holds what looks like a secret, so it cannot be allowed for later; approve it once",
+                )
+            })?,
+            Some(patterns) => {
+                let mut wanted = patterns.clone();
+                wanted.sort();
+                wanted.dedup();
+                options
+                    .iter()
+                    .find(|o| {
+                        let mut offered = o.patterns.clone();
+                        offered.sort();
+                        offered.dedup();
+                        offered == wanted
+                    })
+                    .ok_or_else(|| {
+                        let offered: Vec<String> = options.iter().map(|o| format!("{:?}", o.patterns)).collect();
+                        EngineError::invalid(
+                            "pattern_not_offered",
+                            format!(
+                                "{patterns:?} is not one of the choices this approval offers for \"always\": {}",
+                                offered.join(", ")
+                            ),
+                        )
+                    })?
+            }
+        };
+        Ok(chosen.patterns.iter().map(|p| allow(p)).collect())
+    }
+
+    /// The options the approval's tool offers for its pending call today, under the
+    /// server's rules (for an approval stored without them).
+    fn always_options_now(&self, approval: &Approval, checkpoint: &serde_json::Value) -> Option<Vec<AlwaysOption>> {
+        let tool = self.env.tools.get(&approval.tool)?;
+        let checkpoint: Checkpoint = serde_json::from_value(checkpoint.clone()).ok()?;
+        let options = tool.always_options(&checkpoint.pending.args)?;
+        Some(spool_protocol::approval::offerable(&self.env.settings.rules, &approval.tool, options))
     }
 
     /// Releases idempotency claims older than [`ABANDONED_CLAIM`] that never got a
@@ -245,6 +338,7 @@ impl Approvals {
         approval: Approval,
         checkpoint: serde_json::Value,
         input: DecisionInput,
+        always: Vec<PermissionRule>,
     ) -> Result<DecisionOutcome> {
         let store = self.env.store.clone();
         let _control = loaded.control.lock().await;
@@ -287,10 +381,11 @@ impl Approvals {
             return Ok(DecisionOutcome::AlreadyResolved);
         }
         self.env.metrics.approval_waited(now - approval.created_at);
-        if input.decision == Decision::Always {
-            // From now on this tool is allowed in this session, whatever its argument.
+        if !always.is_empty() {
+            // From now on calls like this one are allowed in this session: the chosen
+            // command patterns, or the tool itself (see `always_rules`).
             let mut session = loaded.events.read(|s| s.session.clone());
-            session.permissions.push(PermissionRule::new(&approval.tool, "*", PermissionAction::Allow));
+            session.permissions.extend(always);
             session.updated_at = now;
             store.update_session(&session).await?;
             // A frame, so every node's view (and every client) has the new rule.
@@ -388,6 +483,7 @@ impl Approvals {
         let now = self.env.clock.now_ms().max(old.created_at + 1);
         let approval = crate::run::new_approval(
             self.env.settings.approval_ttl,
+            &self.env.settings.rules,
             &*changed.tool,
             &run,
             &checkpoint.pending,

@@ -972,7 +972,9 @@ impl RunTask {
             tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
         // The approval's times are the engine clock's: its expiry is timed by it.
         let now = self.env.clock.now_ms();
-        let approval = new_approval(self.env.settings.approval_ttl, tool, &self.run, &call, inspected.as_ref(), now);
+        let settings = &self.env.settings;
+        let approval =
+            new_approval(settings.approval_ttl, &settings.rules, tool, &self.run, &call, inspected.as_ref(), now);
         // The `interrupt` below is the run's next event: nothing else of the run is
         // published before it.
         let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::session::READ_YOUR_WRITES).await;
@@ -1271,10 +1273,13 @@ async fn end_unrun_calls(
 }
 
 /// The approval a person is asked for `call`: the tool, its whole main argument, a
-/// one-line summary and, for a call that changes one file, the preview of the change
-/// against the file as `inspected` found it. Everything shown is redacted.
+/// one-line summary, for a call that changes one file the preview of the change
+/// against the file as `inspected` found it, and for a command the patterns "always"
+/// may allow (`alwaysOptions`, those the server's `rules` leave open). Everything shown
+/// is redacted.
 pub(crate) fn new_approval(
     ttl: std::time::Duration,
+    rules: &[PermissionRule],
     tool: &dyn crate::Tool,
     run: &Run,
     call: &Call,
@@ -1292,6 +1297,16 @@ pub(crate) fn new_approval(
     });
     if let Some(inspected) = inspected {
         payload["preview"] = redact(&inspected.preview).into();
+    }
+    if let Some(options) = tool.always_options(&call.args) {
+        // Not redacted: a pattern must be the command's own text to match it later, and
+        // the card shows the (redacted) argument beside it. What redaction would mask
+        // is left out instead.
+        let options: Vec<_> = spool_protocol::approval::offerable(rules, &call.name, options)
+            .into_iter()
+            .filter(|o| o.patterns.iter().all(|p| redact(p) == *p))
+            .collect();
+        payload["alwaysOptions"] = serde_json::to_value(options).expect("plain data serializes");
     }
     let ask = tool.asks(&call.args);
     if let Some(ask) = &ask {

@@ -296,6 +296,13 @@ pub trait Tool: Send + Sync + 'static {
         CallSubject::single(self.main_argument(args))
     }
 
+    /// For a tool that runs commands: the ways "always" may allow calls like this one
+    /// from now on (the exact call, the prefixes of the programs it runs), most precise
+    /// first. `None` (the default): "always" allows the tool in the session.
+    fn always_options(&self, _args: &serde_json::Value) -> Option<Vec<spool_protocol::AlwaysOption>> {
+        None
+    }
+
     /// One line for an approval card saying what the call will change.
     fn describe(&self, args: &serde_json::Value) -> String {
         let name = self.spec().name;

@@ -184,6 +184,27 @@ pub struct DecideBody {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// With `always` on a command: the pattern of the option the person chose from the
+    /// approval's `payload.alwaysOptions` (one whose `patterns` is this one pattern).
+    /// Without it (and without `patterns`), `always` allows this exact command only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// With `always` on a command: the `patterns` of the option the person chose, in
+    /// any order (an option for a command line that runs several programs has one
+    /// pattern each). Anything not offered is refused with 400 `pattern_not_offered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patterns: Option<Vec<String>>,
+}
+
+impl DecideBody {
+    /// The patterns the body names, from `pattern` or `patterns` (not both).
+    pub fn chosen_patterns(&self) -> Result<Option<Vec<String>>, String> {
+        match (&self.pattern, &self.patterns) {
+            (Some(_), Some(_)) => Err("give either pattern or patterns, not both".into()),
+            (Some(one), None) => Ok(Some(vec![one.clone()])),
+            (None, several) => Ok(several.clone()),
+        }
+    }
 }
 
 /// The answer to a decision that was applied.

@@ -20,9 +20,12 @@ pub enum PermissionAction {
 }
 
 /// One permission rule. `tool` and `pattern` take the wildcards `*` (any run of
-/// characters, `/` included) and `?` (one character); `pattern` matches the tool's main
-/// argument (a path or a command) and defaults to `*`. Among matching rules the last
-/// one wins.
+/// characters, `/` included) and `?` (one character), and `\*`, `\?`, `\\` for
+/// those characters themselves; `pattern` matches the tool's main argument (a path or a
+/// command) and defaults to `*`. A pattern ending in ` *` also matches its prefix alone
+/// (`git status *` matches `git status`). A pattern without wildcards names one whole
+/// argument: for a command line, that exact line, all of it. Among matching rules the
+/// last one wins.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PermissionRule {
     pub tool: String,
@@ -48,21 +51,54 @@ impl PermissionRule {
 /// The action for a call of `tool` whose main argument is `argument`: the last matching
 /// rule's, or `ask` when none matches (an unknown risk is a person's call).
 pub fn evaluate(rules: &[PermissionRule], tool: &str, argument: Option<&str>) -> PermissionAction {
-    last_match(rules, tool, argument).unwrap_or(PermissionAction::Ask)
+    last_match(rules, tool, argument, argument).unwrap_or(PermissionAction::Ask)
 }
 
-/// The last rule matching a call of `tool` on `argument`, if any. An argument of `None`
-/// (missing, or a part of a command line that cannot be analysed) is matched only by
-/// rules whose pattern is `*`.
-fn last_match(rules: &[PermissionRule], tool: &str, argument: Option<&str>) -> Option<PermissionAction> {
+/// The last rule matching a call of `tool` on `argument` (one part of the call whose
+/// whole main argument is `whole`), if any. An argument of `None` (missing, or a part
+/// of a command line that cannot be analysed) is matched only by rules whose pattern is
+/// `*`, or by a pattern without wildcards that is the whole argument: such a rule (an
+/// "always" on exactly this command) covers every part of that one line.
+fn last_match(
+    rules: &[PermissionRule],
+    tool: &str,
+    argument: Option<&str>,
+    whole: Option<&str>,
+) -> Option<PermissionAction> {
     rules
         .iter()
         .rev()
         .find(|r| {
             wildcard_match(&r.tool, tool)
-                && (r.pattern == "*" || argument.is_some_and(|a| wildcard_match(&r.pattern, a)))
+                && (r.pattern == "*"
+                    || argument.is_some_and(|a| pattern_match(&r.pattern, a))
+                    || (is_literal(&r.pattern) && whole.is_some_and(|w| wildcard_match(&r.pattern, w))))
         })
         .map(|r| r.action)
+}
+
+/// A rule's pattern against one argument: [`wildcard_match`], and a pattern ending in
+/// ` *` also matches the prefix alone, so `git status *` covers a bare `git status`
+/// (the command a person approved with it).
+pub fn pattern_match(pattern: &str, text: &str) -> bool {
+    wildcard_match(pattern, text) || pattern.strip_suffix(" *").is_some_and(|prefix| wildcard_match(prefix, text))
+}
+
+/// Whether `pattern` has no wildcard: it matches one text only.
+pub fn is_literal(pattern: &str) -> bool {
+    tokens(pattern).iter().all(|t| matches!(t, Token::Char(_)))
+}
+
+/// `text` as a pattern that matches exactly it: `*`, `?` and `\` escaped.
+pub fn escape_pattern(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// What one tool call is judged on: its whole main argument, and the parts a rule must
@@ -108,12 +144,13 @@ pub fn evaluate_call(
     tool: &str,
     subject: &CallSubject,
 ) -> PermissionAction {
+    let whole = subject.whole.as_deref();
     let one = |argument: Option<&str>| {
-        let by_server = last_match(server, tool, argument).unwrap_or(PermissionAction::Ask);
+        let by_server = last_match(server, tool, argument, whole).unwrap_or(PermissionAction::Ask);
         if by_server == PermissionAction::Deny {
             return PermissionAction::Deny;
         }
-        let action = last_match(session, tool, argument).unwrap_or(by_server);
+        let action = last_match(session, tool, argument, whole).unwrap_or(by_server);
         if argument.is_none() && action == PermissionAction::Allow && server_denies_some(server, tool) {
             return PermissionAction::Ask;
         }
@@ -145,18 +182,51 @@ fn strictness(action: PermissionAction) -> u8 {
     }
 }
 
-/// `*` matches any run of characters, `?` exactly one; everything else literally.
-/// Iterative with one backtrack point, so it is linear-ish and never recurses.
+/// One element of a pattern.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// `*`: any run of characters.
+    Any,
+    /// `?`: exactly one character.
+    One,
+    /// A character itself (`\*`, `\?` and `\\` are the escaped wildcards and backslash;
+    /// a backslash before anything else is itself).
+    Char(char),
+}
+
+fn tokens(pattern: &str) -> Vec<Token> {
+    let mut out = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(match c {
+            '*' => Token::Any,
+            '?' => Token::One,
+            '\\' => match chars.peek() {
+                Some(&next @ ('*' | '?' | '\\')) => {
+                    chars.next();
+                    Token::Char(next)
+                }
+                _ => Token::Char('\\'),
+            },
+            c => Token::Char(c),
+        });
+    }
+    out
+}
+
+/// `*` matches any run of characters, `?` exactly one; `\*`, `\?` and `\\` match the
+/// character itself; everything else literally. Iterative with one backtrack point, so
+/// it is linear-ish and never recurses.
 pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
+    let p = tokens(pattern);
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == t[ti])) {
+        if pi < p.len() && (p[pi] == Token::One || p[pi] == Token::Char(t[ti])) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == Token::Any {
             star = Some((pi, ti));
             pi += 1;
         } else if let Some((sp, st)) = star {
@@ -167,7 +237,55 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|&c| c == Token::Any)
+}
+
+/// Whether some text matches both patterns (each as [`pattern_match`] reads it): a
+/// walk over pairs of positions, one in each pattern, so it is at most the product of
+/// their lengths.
+pub fn patterns_overlap(a: &str, b: &str) -> bool {
+    let forms = |p: &str| {
+        let mut forms = vec![tokens(p)];
+        if let Some(prefix) = p.strip_suffix(" *") {
+            forms.push(tokens(prefix));
+        }
+        forms
+    };
+    forms(a).iter().any(|x| forms(b).iter().any(|y| tokens_overlap(x, y)))
+}
+
+fn tokens_overlap(a: &[Token], b: &[Token]) -> bool {
+    let mut seen = vec![false; (a.len() + 1) * (b.len() + 1)];
+    let mut todo = vec![(0usize, 0usize)];
+    while let Some((i, j)) = todo.pop() {
+        let slot = i * (b.len() + 1) + j;
+        if seen[slot] {
+            continue;
+        }
+        seen[slot] = true;
+        if i == a.len() && j == b.len() {
+            return true;
+        }
+        let (x, y) = (a.get(i).copied(), b.get(j).copied());
+        // A star may match nothing.
+        if x == Some(Token::Any) {
+            todo.push((i + 1, j));
+        }
+        if y == Some(Token::Any) {
+            todo.push((i, j + 1));
+        }
+        // Or both take one character that each accepts.
+        let (Some(x), Some(y)) = (x, y) else { continue };
+        let agree = match (x, y) {
+            (Token::Char(c), Token::Char(d)) => c == d,
+            _ => true,
+        };
+        if agree {
+            let next = |t: Token, k: usize| if t == Token::Any { k } else { k + 1 };
+            todo.push((next(x, i), next(y, j)));
+        }
+    }
+    false
 }
 
 /// The rules every server starts from: reading is free, changing asks.
@@ -185,6 +303,39 @@ pub fn default_rules() -> Vec<PermissionRule> {
         PermissionRule::new("edit", "*", Ask),
         PermissionRule::new("bash", "*", Ask),
     ]
+}
+
+/// One way to answer "always" on an approval of a command-running tool: the rules it
+/// adds to the session (`bash`, each pattern, `allow`). The approval's payload offers
+/// them as `alwaysOptions`, the exact command first; a decision names the patterns of
+/// the one the person chose.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AlwaysOption {
+    /// What a person reads: the exact command, or the patterns joined by `, `.
+    pub label: String,
+    /// Whether this is the exact command (what `always` without patterns allows).
+    pub exact: bool,
+    /// The patterns, one for each program the command runs (all must allow a later
+    /// command); for the exact command, the whole line with its wildcards escaped.
+    pub patterns: Vec<String>,
+}
+
+/// The options worth offering under the server's rules: the exact command (which the
+/// server did not deny, or nobody would be asked) always; a broader one only
+/// when none of its patterns is a bare wildcard or could match a command the server
+/// denies for `tool` (a server deny is final, so an "always" for all of git beside a
+/// `git push` deny would promise what never happens).
+pub fn offerable(server: &[PermissionRule], tool: &str, options: Vec<AlwaysOption>) -> Vec<AlwaysOption> {
+    let denied: Vec<&str> = server
+        .iter()
+        .filter(|r| r.action == PermissionAction::Deny && wildcard_match(&r.tool, tool))
+        .map(|r| r.pattern.as_str())
+        .collect();
+    let broad = |p: &str| tokens(p).iter().all(|t| matches!(t, Token::Any | Token::One | Token::Char(' ')));
+    options
+        .into_iter()
+        .filter(|o| o.exact || o.patterns.iter().all(|p| !broad(p) && !denied.iter().any(|d| patterns_overlap(p, d))))
+        .collect()
 }
 
 /// What kind of answer an approval needs.
@@ -279,7 +430,9 @@ pub struct Approval {
     pub kind: ApprovalKind,
     /// What a person sees: tool, argument summary, what it will change and, for a
     /// `write` or `edit`, a `preview` of the change against the file as it was when
-    /// asked. Redacted.
+    /// asked. For a command (`bash`), `alwaysOptions`: the [`AlwaysOption`]s an
+    /// `always` decision may choose from (the exact command first, never all of the
+    /// tool). Redacted.
     pub payload: serde_json::Value,
     pub status: ApprovalStatus,
     pub decision: Option<Decision>,
@@ -372,6 +525,66 @@ mod tests {
         // A deny written against the whole line still denies.
         let whole_deny = [PermissionRule::new("bash", "*; echo chained", Deny)];
         assert_eq!(evaluate_call(&server, &whole_deny, "bash", &parts(&["git status", "echo chained"])), Deny);
+    }
+
+    #[test]
+    fn escapes_trailing_stars_and_literal_patterns() {
+        assert!(pattern_match("git status *", "git status"));
+        assert!(pattern_match("git status *", "git status --short"));
+        assert!(!pattern_match("git status *", "git statusx"));
+        assert!(!pattern_match("git status *", "git"));
+        let exact = escape_pattern("ls *.rs? a\\b");
+        assert!(is_literal(&exact));
+        assert!(wildcard_match(&exact, "ls *.rs? a\\b"));
+        assert!(!wildcard_match(&exact, "ls x.rs? a\\b"));
+        assert!(!is_literal("git *"));
+        // A backslash before anything else is itself.
+        assert!(wildcard_match("a\\b", "a\\b"));
+    }
+
+    #[test]
+    fn an_exact_rule_covers_its_own_line_only() {
+        let line = "git status | grep x";
+        let subject = CallSubject {
+            whole: Some(line.into()),
+            parts: vec![Some("git status".into()), Some("grep x".into()), None],
+        };
+        let exact = [PermissionRule::new("bash", &escape_pattern(line), Allow)];
+        assert_eq!(evaluate_call(&default_rules(), &exact, "bash", &subject), Allow);
+        let other = CallSubject { whole: Some("git status".into()), parts: vec![Some("git status".into())] };
+        assert_eq!(evaluate_call(&default_rules(), &exact, "bash", &other), Ask);
+        // A server deny of a part still wins.
+        let mut server = default_rules();
+        server.push(PermissionRule::new("bash", "grep *", Deny));
+        assert_eq!(evaluate_call(&server, &exact, "bash", &subject), Deny);
+    }
+
+    #[test]
+    fn overlapping_patterns() {
+        assert!(patterns_overlap("git *", "git push*"));
+        assert!(!patterns_overlap("git status *", "git push*"));
+        assert!(patterns_overlap("git status *", "*rm*"));
+        assert!(patterns_overlap("rm *", "rm"));
+        assert!(!patterns_overlap("ls *", "rm *"));
+        assert!(patterns_overlap("a?c", "*c"));
+        assert!(!patterns_overlap("a\\*", "ab"));
+    }
+
+    #[test]
+    fn options_never_cover_a_server_deny_nor_everything() {
+        let option = |p: &[&str]| AlwaysOption {
+            label: p.join(", "),
+            exact: p == ["git status"],
+            patterns: p.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut server = default_rules();
+        server.push(PermissionRule::new("bash", "git push*", Deny));
+        let offered = offerable(
+            &server,
+            "bash",
+            vec![option(&["git status"]), option(&["git status *"]), option(&["git *"]), option(&["* "])],
+        );
+        assert_eq!(offered, vec![option(&["git status"]), option(&["git status *"])]);
     }
 
     #[test]

@@ -23,7 +23,8 @@ pub mod time;
 pub mod view;
 
 pub use approval::{
-    Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction, PermissionRule,
+    AlwaysOption, Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction,
+    PermissionRule,
 };
 pub use cursor::Cursor;
 pub use domain::*;

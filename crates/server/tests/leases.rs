@@ -226,7 +226,7 @@ async fn racing_decisions_on_two_nodes_run_the_tool_once() {
         } else {
             let (b, id, approval_id) = (b.clone(), id.clone(), approval_id.clone());
             racers.push(tokio::spawn(async move {
-                let input = DecisionInput { decision: Decision::Once, message: None, idempotency_key: None };
+                let input = DecisionInput::plain(Decision::Once);
                 match b.decide(b.local_user(), DecisionTarget::Session(id), &approval_id, input).await {
                     Ok(DecisionOutcome::Applied { .. }) => 200,
                     Ok(_) => 409,

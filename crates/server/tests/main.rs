@@ -7,6 +7,7 @@ mod common;
 
 mod ag_ui;
 mod api;
+mod always_patterns;
 mod approvals;
 mod auth;
 mod auth_matrix;

@@ -103,6 +103,11 @@ impl Tool for Bash {
         }
     }
 
+    /// The exact command, or the prefixes of the programs it runs: never all of bash.
+    fn always_options(&self, args: &serde_json::Value) -> Option<Vec<spool_protocol::AlwaysOption>> {
+        crate::main_argument("bash", args).map(|command| crate::shell::always_options(&command))
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.into(),

@@ -53,7 +53,7 @@ pub use list::List;
 pub use question::Question;
 pub use read::Read;
 pub use sandbox::{BASE_ENV, SandboxSettings, Service as SandboxService, probe as probe_sandbox};
-pub use shell::command_subject;
+pub use shell::{always_options, command_subject};
 pub use todo::TodoWrite;
 pub use write::Write;
 

@@ -62,7 +62,13 @@ async fn decide(
     PathIds(session, approval): PathIds<SessionId, ApprovalId>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Response, ApiError> {
-    let input = DecisionInput { decision: body.decision, message: body.message, idempotency_key: body.idempotency_key };
+    let patterns = body.chosen_patterns().map_err(|message| ApiError::bad_request("pattern_not_offered", message))?;
+    let input = DecisionInput {
+        decision: body.decision,
+        message: body.message,
+        idempotency_key: body.idempotency_key,
+        patterns,
+    };
     let outcome = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decision_response(&outcome))
 }
@@ -145,7 +151,15 @@ impl ResumeBody {
             ResumeDecision::Reject => Decision::Reject,
             ResumeDecision::Fill(args) => Decision::Fill(args),
         };
-        Ok((approval, DecisionInput { decision, message: self.message, idempotency_key: Some(self.idempotency_key) }))
+        Ok((
+            approval,
+            DecisionInput {
+                decision,
+                message: self.message,
+                idempotency_key: Some(self.idempotency_key),
+                patterns: None,
+            },
+        ))
     }
 }
 

@@ -72,7 +72,7 @@ impl GateBody {
             GateDecision::Deny => Decision::Reject,
             GateDecision::Fill(args) => Decision::Fill(args),
         };
-        DecisionInput { decision, message: self.message, idempotency_key: self.idempotency_key }
+        DecisionInput { decision, message: self.message, idempotency_key: self.idempotency_key, patterns: None }
     }
 }
 

@@ -39,7 +39,7 @@ use crate::state::AppState;
         license(name = "MIT", identifier = "MIT")
     ),
     modifiers(&SecuritySchemes, &OpenCodeErrorSchema),
-    components(schemas(ErrorBody, super::opencode::NamedError)),
+    components(schemas(ErrorBody, super::opencode::NamedError, spool_protocol::AlwaysOption)),
     security(("bearer" = []), ("cookie" = [])),
     tags(
         (name = "meta", description = "Health, models, metrics and this document"),
@@ -300,6 +300,10 @@ const DECISION_CONFLICT: &str = "The decision was not applied: the approval was 
     `error.approvalId` names the new approval that asks for the same call with a preview of the change against the \
     file as it is now. A reject is never refused for a changed file. Repeating the idempotency key returns this \
     same answer";
+const DECISION_BAD: &str = "A body that is not valid JSON or has wrong fields (`malformed_json`, \
+    `invalid_body`), a message or idempotency key past its limit, or an `always` whose `pattern`/`patterns` is \
+    not one of the approval's `payload.alwaysOptions` (`pattern_not_offered`, naming the choices; nothing is \
+    decided)";
 const GONE: &str = "The approval expired (`approval_expired`)";
 const TOO_LARGE: &str = "The body or prompt is over the server's limit (`body_too_large`, `prompt_too_large`)";
 const MEDIA_TYPE: &str =
@@ -439,7 +443,12 @@ impl IntoResponses for OpenCodeDecisionErrors {
 }
 
 fn decision(cases: &[(u16, &'static str)]) -> Vec<(u16, &'static str)> {
-    cases.iter().map(|&(status, text)| (status, if status == 409 { DECISION_CONFLICT } else { text })).collect()
+    let text = |status, text| match status {
+        400 => DECISION_BAD,
+        409 => DECISION_CONFLICT,
+        _ => text,
+    };
+    cases.iter().map(|&(status, t)| (status, text(status, t))).collect()
 }
 
 /// Any OpenCode-compatible route: the same statuses as a write, with OpenCode's error

@@ -23,9 +23,12 @@
 //! parser refuses. Erring towards asking is the point: a wrong guess here runs a
 //! command nobody approved.
 
+mod always;
 mod git;
 mod programs;
 mod word;
+
+pub use always::always_options;
 
 use brush_parser::ast::{
     Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectKind, IoFileRedirectTarget,

@@ -146,7 +146,7 @@ pub fn permission(approval: &Approval, message: Option<u64>) -> Permission {
         permission: approval.tool.clone(),
         patterns: vec![argument.clone().unwrap_or_else(|| "*".into())],
         metadata: approval.payload.clone(),
-        always: vec!["*".into()],
+        always: always_patterns(approval),
         tool: ToolRef { message_id: message_id.clone(), call_id: approval.tool_call_id.clone() },
         kind: approval.tool.clone(),
         pattern: argument,
@@ -154,6 +154,20 @@ pub fn permission(approval: &Approval, message: Option<u64>) -> Permission {
         call_id: approval.tool_call_id.clone(),
         title: change.to_owned(),
         time: UserTime { created: approval.created_at },
+    }
+}
+
+/// What an OpenCode `always` reply allows from then on: for a command, this exact
+/// command (OpenCode's reply names no pattern, and Spool never widens it); for another
+/// tool, all of it.
+fn always_patterns(approval: &Approval) -> Vec<String> {
+    match approval.payload.get("alwaysOptions").and_then(|o| o.as_array()) {
+        Some(options) => options
+            .iter()
+            .find(|o| o.get("exact").and_then(|e| e.as_bool()) == Some(true))
+            .and_then(|o| serde_json::from_value(o.get("patterns")?.clone()).ok())
+            .unwrap_or_default(),
+        None => vec!["*".into()],
     }
 }
 

@@ -319,7 +319,8 @@ pub struct Permission {
     pub patterns: Vec<String>,
     /// The redacted approval payload: tool, argument, change, reason.
     pub metadata: Value,
-    /// v2: the patterns an `always` answer allows from now on — Spool allows the tool.
+    /// v2: the patterns an `always` answer allows from now on: for a command the exact
+    /// command, for another tool `*` (the tool).
     pub always: Vec<String>,
     /// v2: the tool call asking.
     pub tool: ToolRef,

@@ -531,7 +531,7 @@ async fn respond(
     let session: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let decision = RespondBody::read(&bytes)?.response.decision();
-    let input = DecisionInput { decision, message: None, idempotency_key: None };
+    let input = DecisionInput::plain(decision);
     let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
@@ -554,7 +554,7 @@ async fn reply(
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let body = ReplyBody::read(&bytes)?;
     let session = state.engine.approval(&user, &approval).await?.session_id;
-    let input = DecisionInput { decision: body.reply.decision(), message: body.message, idempotency_key: None };
+    let input = DecisionInput { message: body.message, ..DecisionInput::plain(body.reply.decision()) };
     let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
