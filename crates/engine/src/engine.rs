@@ -1078,6 +1078,7 @@ impl Engine {
             view::set_timing(&mut state, frame::PromptTiming::of(&run));
         }
         state.queue = self.store().queued_prompts(&id).await?.into_iter().map(|q| q.message).collect();
+        state.queue_paused = self.store().queue_paused(&id).await?;
         let pending = self.store().pending_approvals(&id).await?;
         let interrupted = self.store().interrupted_run(&id).await?;
         // Only a frame bus brings the run's end to this view; without one a view that
@@ -1188,6 +1189,9 @@ impl Engine {
         // Behind the queue even when no run is going (one is about to take the queue's
         // first message): the queue keeps the order prompts came in.
         if queue && (busy || !queued.is_empty()) {
+            if !queued.is_empty() {
+                self.unpause_for_prompt(id).await?;
+            }
             let answer = self.enqueue(&loaded, owner, wanted).await?;
             if !busy {
                 self.inner.env.run_settled(id);
@@ -1302,6 +1306,8 @@ impl Engine {
     /// another node is aborted there (see [`crate::remote`]).
     pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
         let loaded = self.load(owner, id).await?;
+        // Stop stops: the queued prompts wait, paused, instead of starting (crate::queue).
+        self.pause_queue_for_stop(&loaded).await?;
         match self.abort_loaded(&loaded).await? {
             Some(run) => Ok(Some(run)),
             None => match &self.inner.remote {

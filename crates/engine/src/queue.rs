@@ -18,8 +18,12 @@
 //!   queued message's id.
 //! * **When.** A run that settles here — completed, failed or cancelled — has the next
 //!   prompt start (see [`RunEnv::run_settled`](crate::run_env::RunEnv::run_settled)).
-//!   Stop ends the current run only: the queue goes on, and a person who wants it gone
-//!   removes its messages (`DELETE /api/messages/{id}`). A run that ends because its
+//!   Stop ([`Engine::abort`]) with prompts waiting pauses the queue first (durably, in
+//!   the store): Stop means "stop", and the next prompt starting behind the person's
+//!   back was the opposite. A paused queue starts nothing — not when a run settles, not
+//!   at start-up, not on the reaper's pass — until [`Engine::resume_queue`] (the web
+//!   UI's Resume) or a prompt sent with `queue: true`, which joins the end and lets the
+//!   queue go on in order. A run that ends because its
 //!   node stops or lost the session leaves the queue to whoever runs the session next:
 //!   at start-up, and on every reaper pass, sessions whose queue no run will take (their
 //!   run died with a process, or no run is going) start their next prompt.
@@ -55,10 +59,11 @@ pub enum Submitted {
 use spool_protocol::api::PromptQueued;
 
 /// Publishes `queue` as the session's queue, saying what changed.
-fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange) {
+fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange, paused: bool) {
     loaded.events.publish(move |state| {
         state.queue = queue.clone();
-        Some(FrameBody::Queue { queue, change })
+        state.queue_paused = paused;
+        Some(FrameBody::Queue { queue, change, paused })
     });
 }
 
@@ -115,8 +120,44 @@ impl Engine {
         let session = loaded.events.session_id();
         let queue: Vec<QueuedMessage> =
             self.inner.store.queued_prompts(session).await?.into_iter().map(|q| q.message).collect();
-        announce(loaded, queue.clone(), change);
+        let paused = self.inner.store.queue_paused(session).await?;
+        announce(loaded, queue.clone(), change, paused);
         Ok(queue)
+    }
+
+    /// Stop's first step: with prompts waiting, the session's queue is paused (stored,
+    /// then announced) before the run is cancelled, so its settling starts none of them.
+    pub(crate) async fn pause_queue_for_stop(&self, loaded: &Loaded) -> Result<()> {
+        let _control = loaded.control.lock().await;
+        let session = loaded.events.session_id();
+        if self.inner.store.queued_prompts(session).await?.is_empty() || self.inner.store.queue_paused(session).await? {
+            return Ok(());
+        }
+        self.inner.store.pause_queue(session, now_ms()).await?;
+        self.publish_queue(loaded, QueueChange::Paused).await?;
+        Ok(())
+    }
+
+    /// Lets a paused queue go on (the web UI's Resume): its next prompt starts when no
+    /// run is going. A queue that was not paused is left as it is.
+    pub async fn resume_queue(&self, owner: &UserId, id: &SessionId) -> Result<()> {
+        let loaded = self.load(owner, id).await?;
+        {
+            let _control = loaded.control.lock().await;
+            if !self.inner.store.resume_queue(id).await? {
+                return Ok(());
+            }
+            self.publish_queue(&loaded, QueueChange::Resumed).await?;
+        }
+        self.inner.env.run_settled(id);
+        Ok(())
+    }
+
+    /// A prompt sent with `queue: true` lets a paused queue go on: it joins the end, and
+    /// the queue runs in order. The caller holds the control lock.
+    pub(crate) async fn unpause_for_prompt(&self, id: &SessionId) -> Result<()> {
+        self.inner.store.resume_queue(id).await?;
+        Ok(())
     }
 
     /// Removes one of `owner`'s queued messages before a run takes it. Anything else —
@@ -154,6 +195,10 @@ impl Engine {
         if self.inner.store.interrupted_run(id).await?.is_some() {
             return Ok(());
         }
+        // Stop paused it: nothing starts until the person resumes it or sends a prompt.
+        if self.inner.store.queue_paused(id).await? {
+            return Ok(());
+        }
         let mut queue = self.inner.store.queued_prompts(id).await?.into_iter();
         let Some(next) = queue.next() else { return Ok(()) };
         // Over the user's run limit the prompt waits; the reaper's pass tries again.
@@ -187,7 +232,7 @@ impl Engine {
         // The run is stored: it starts even if the queue cannot be read back.
         if let Err(error) = self.publish_queue(&loaded, change.clone()).await {
             tracing::warn!(session = %id, %error, "cannot read the queue back; showing it as read before");
-            announce(&loaded, queue.map(|q| q.message).collect(), change);
+            announce(&loaded, queue.map(|q| q.message).collect(), change, false);
         }
         if let RunInsert::Existing(_) = taken {
             // A prompt with its request id ran already (sent again without `queue`):

@@ -235,6 +235,13 @@ pub trait Store: Send + Sync + 'static {
     /// Sessions that have queued prompts, oldest first, at most `limit`: what start-up and
     /// the reaper look at for queues no run will take (their run ended in a crash).
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError>;
+    /// Pauses the session's queue (Stop with prompts waiting): none of its prompts
+    /// starts, and [`queued_sessions`](Self::queued_sessions) leaves it out, until
+    /// [`resume_queue`](Self::resume_queue). Durable, so a restart does not start them.
+    async fn pause_queue(&self, session: &SessionId, at: time::Millis) -> Result<(), StoreError>;
+    /// Lets a paused queue go on; false when it was not paused.
+    async fn resume_queue(&self, session: &SessionId) -> Result<bool, StoreError>;
+    async fn queue_paused(&self, session: &SessionId) -> Result<bool, StoreError>;
 
     /// Checkpoints the session's streaming draft by appending what it gained since the
     /// last checkpoint (rewriting it whole made a long answer cost the square of its

@@ -76,9 +76,16 @@ pub enum FrameBody {
     Git { git: crate::git::GitState },
     /// The queue changed: `queue` is all of it now (what the state's `queue` becomes),
     /// `change` what happened. A frame of its own, not a `session.state`, so the hub can
-    /// say which messages were taken and which removed.
+    /// say which messages were taken and which removed. `paused` (absent when false):
+    /// Stop paused the queue, and nothing in it runs until it is resumed or a prompt is
+    /// sent (what the state's `queuePaused` becomes).
     #[serde(rename = "session.queue")]
-    Queue { queue: Vec<QueuedMessage>, change: QueueChange },
+    Queue {
+        queue: Vec<QueuedMessage>,
+        change: QueueChange,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        paused: bool,
+    },
 }
 
 impl FrameBody {
@@ -145,6 +152,10 @@ pub struct SessionState {
     /// there are none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue: Vec<QueuedMessage>,
+    /// Stop paused the queue (absent when not): its prompts wait until
+    /// `POST /api/sessions/:id/queue/resume` or the next prompt sent with `queue: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queue_paused: bool,
 }
 
 /// A prompt waiting for the session's active run to settle. Its id becomes the user
@@ -173,6 +184,10 @@ pub enum QueueChange {
     /// A person removed a message before any run took it.
     #[serde(rename_all = "camelCase")]
     Deleted { message_id: MessageId },
+    /// Stop paused the queue: its prompts stay, and none starts on its own.
+    Paused,
+    /// The queue goes on (Resume, or a prompt sent while it was paused).
+    Resumed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -32,6 +32,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         last_approval: None,
         todos: Vec::new(),
         queue: Vec::new(),
+        queue_paused: false,
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -213,8 +214,9 @@ pub fn apply_frame(state: &mut SessionState, body: &crate::frame::FrameBody) {
             return;
         }
         F::RunAccepted { .. } | F::Git { .. } => return,
-        F::Queue { queue, .. } => {
+        F::Queue { queue, paused, .. } => {
             state.queue = queue.clone();
+            state.queue_paused = *paused;
             return;
         }
         F::LoopEvent { message_index, message_id, event, run_id } => (*message_index, run_id, (message_id, event)),

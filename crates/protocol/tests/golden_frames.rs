@@ -139,6 +139,7 @@ fn state() -> SessionState {
         last_approval: None,
         todos: todos(),
         queue: Vec::new(),
+        queue_paused: false,
     }
 }
 
@@ -406,6 +407,7 @@ fn queue_frames_and_a_state_with_a_queue() {
             FrameBody::Queue {
                 queue: vec![next.clone(), later.clone()],
                 change: QueueChange::Added { message_id: later.id.clone() },
+                paused: false,
             },
         ),
         frame(
@@ -413,9 +415,10 @@ fn queue_frames_and_a_state_with_a_queue() {
             FrameBody::Queue {
                 queue: vec![later.clone()],
                 change: QueueChange::Taken { message_ids: vec![next.id.clone()], run_id: run_id() },
+                paused: false,
             },
         ),
-        frame(32, FrameBody::Queue { queue: vec![], change: QueueChange::Deleted { message_id: later.id.clone() } }),
+        frame(32, FrameBody::Queue { queue: vec![], change: QueueChange::Deleted { message_id: later.id.clone() }, paused: false }),
     ];
     for f in &frames {
         let back: Frame = serde_json::from_str(&serde_json::to_string(f).unwrap()).unwrap();

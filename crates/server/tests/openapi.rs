@@ -48,6 +48,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),
     ("POST", "/api/sessions/{id}/abort"),
+    ("POST", "/api/sessions/{id}/queue/resume"),
     ("DELETE", "/api/messages/{id}"),
     ("POST", "/api/markdown"),
     ("POST", "/api/sessions/{id}/approvals/{approval}"),

@@ -1,7 +1,8 @@
 //! The message queue (issue 16) through a real server: prompts sent with `queue: true`
 //! while a run is going wait in the session's state, run in order, each once, and a
 //! WebSocket hub client hears `messages.processed` as each is taken; a removed one never
-//! runs and the hub hears `message.deleted`; Stop ends the current run only; a full
+//! runs and the hub hears `message.deleted`; Stop pauses the queue until Resume or the
+//! next queued prompt (issue 36); a full
 //! queue and an oversized prompt are refused; the queue survives a restart.
 //!
 //! A run that parks at an approval (`tool: write …`) keeps the session busy for as long
@@ -240,8 +241,17 @@ async fn a_removed_message_never_runs_and_only_a_queued_one_can_be_removed() {
     assert_eq!((next[0]["type"].clone(), next[0]["data"]["status"].clone()), (json!("agent.status"), json!("running")));
 }
 
+/// The session's queue and whether it is paused, as `GET /api/sessions/:id` has them.
+async fn queue_state(server: &TestServer, session: &str) -> (Vec<String>, bool) {
+    let (status, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    (queue_texts(server, session).await, detail["state"]["queuePaused"] == json!(true))
+}
+
+/// Stop (issue 36): the queued prompt does not start behind the person's back — not
+/// when the stopped run settles, not after a restart — until Resume, which runs it.
 #[tokio::test]
-async fn stop_ends_the_current_run_only_and_the_queue_goes_on() {
+async fn stop_pauses_the_queue_until_it_is_resumed() {
     let server = TestServer::start_with(options()).await;
     let session = titled_session(&server).await;
     let mut ws = hub(&server, &session).await;
@@ -252,12 +262,58 @@ async fn stop_ends_the_current_run_only_and_the_queue_goes_on() {
     assert_eq!((status, aborted["aborted"].clone()), (StatusCode::OK, json!(true)));
     let stopped = hub_until(&mut ws, finished).await;
     assert_eq!(stopped.last().expect("event")["data"]["status"], "cancelled");
+    assert_eq!(queue_state(&server, &session).await, (vec!["echo: after the stop".to_owned()], true));
+    // The stopped run's settling would start the queue within milliseconds: for a
+    // second, it never does.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while tokio::time::Instant::now() < deadline {
+        let texts: Vec<String> = prompts(&server, &session).await.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(texts, [PARKS], "nothing started after Stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nor does a restart (start-up starts the queues no run took).
+    drop(ws);
+    let server = server.restart().await;
+    assert_eq!(queue_state(&server, &session).await, (vec!["echo: after the stop".to_owned()], true));
+
+    let mut ws = hub(&server, &session).await;
+    let (status, body) = server.post(&format!("/api/sessions/{session}/queue/resume"), json!({})).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     let taken = hub_until(&mut ws, is_type("messages.processed")).await;
     assert_eq!(taken.last().expect("event")["data"]["msg_ids"], json!([next]));
     let ran = hub_until(&mut ws, finished).await;
     assert_eq!(ran.last().expect("event")["data"]["status"], "completed");
     let texts: Vec<String> = prompts(&server, &session).await.into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts, [PARKS, "echo: after the stop"]);
+    assert_eq!(queue_state(&server, &session).await, (vec![], false));
+}
+
+/// A prompt sent with `queue: true` to a paused queue joins its end and lets it go on,
+/// in order; Stop with an empty queue pauses nothing.
+#[tokio::test]
+async fn a_prompt_sent_to_a_paused_queue_joins_it_and_the_queue_goes_on() {
+    let server = TestServer::start_with(options()).await;
+    let session = titled_session(&server).await;
+    let mut ws = hub(&server, &session).await;
+    park(&server, &session, &mut ws).await;
+    queued(&server, &session, "echo: waiting", 1).await;
+    let (status, _) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    hub_until(&mut ws, finished).await;
+    assert_eq!(queue_state(&server, &session).await, (vec!["echo: waiting".to_owned()], true));
+
+    queued(&server, &session, "echo: new", 2).await;
+    for _ in 0..2 {
+        let ran = hub_until(&mut ws, finished).await;
+        assert_eq!(ran.last().expect("event")["data"]["status"], "completed");
+    }
+    let texts: Vec<String> = prompts(&server, &session).await.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts, [PARKS, "echo: waiting", "echo: new"]);
+
+    park(&server, &session, &mut ws).await;
+    server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    hub_until(&mut ws, finished).await;
+    assert_eq!(queue_state(&server, &session).await, (vec![], false), "nothing queued, nothing paused");
 }
 
 #[tokio::test]

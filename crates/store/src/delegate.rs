@@ -258,6 +258,15 @@ macro_rules! impl_store {
                 async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
                     queue::sessions(&self.pool, limit).await
                 }
+                async fn pause_queue(&self, session: &SessionId, at: Millis) -> Result<(), StoreError> {
+                    queue::pause(&self.pool, session, at).await
+                }
+                async fn resume_queue(&self, session: &SessionId) -> Result<bool, StoreError> {
+                    queue::resume(&self.pool, session).await
+                }
+                async fn queue_paused(&self, session: &SessionId) -> Result<bool, StoreError> {
+                    queue::paused(&self.pool, session).await
+                }
 
                 async fn append_draft(&self, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError> {
                     drafts::append(&self.pool, draft, seq, deltas).await

@@ -142,7 +142,7 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
             }
             QueueChange::Deleted { message_id } => (MESSAGE_DELETED, json!({"msg_id": message_id})),
             // The seed has no event for a message joining the queue; the state shows it.
-            QueueChange::Added { .. } => return None,
+            QueueChange::Added { .. } | QueueChange::Paused | QueueChange::Resumed => return None,
         },
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
@@ -928,7 +928,7 @@ mod tests {
         };
         let mut tally = RunTally::default();
         let mut map =
-            |seq, queue, change| map_frame(&frame(seq, FrameBody::Queue { queue, change }), &mut tally, &author(), NOW);
+            |seq, queue, change| map_frame(&frame(seq, FrameBody::Queue { queue, change, paused: false }), &mut tally, &author(), NOW);
         let added = map(50, vec![queued(&first), queued(&second)], QueueChange::Added { message_id: second.clone() });
         assert_eq!(added, None, "the seed has no event for a message joining the queue");
         let taken = QueueChange::Taken { message_ids: vec![first.clone()], run_id: run_id() };

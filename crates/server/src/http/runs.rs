@@ -1,4 +1,5 @@
-//! Runs: accept a prompt (idempotent by `requestId`), abort the active run, show a run.
+//! Runs: accept a prompt (idempotent by `requestId`), abort the active run (pausing the
+//! session's queue when prompts wait), resume a paused queue, show a run.
 
 use super::openapi::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
@@ -15,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(prompt)).routes(routes!(abort)).routes(routes!(show))
+    OpenApiRouter::new().routes(routes!(prompt)).routes(routes!(abort)).routes(routes!(resume_queue)).routes(routes!(show))
 }
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the
@@ -55,6 +56,8 @@ async fn prompt(
 }
 
 /// Returns once the run is settled as `cancelled`; with nothing running it is a no-op.
+/// With prompts in the session's queue, the queue is paused first: none of them starts
+/// until `POST /api/sessions/{id}/queue/resume` or a prompt sent with `queue: true`.
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/abort",
@@ -69,6 +72,24 @@ async fn abort(
 ) -> Result<Json<Aborted>, ApiError> {
     let run_id = state.engine.abort(&user, &id).await?;
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
+}
+
+/// Lets a queue that Stop paused go on: its next prompt starts when no run is going.
+/// A queue that is not paused is left as it is (204 all the same).
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/queue/resume",
+    tag = "runs",
+    params(("id" = SessionId, Path)),
+    responses((status = 204, description = "The queue goes on"), WriteErrors)
+)]
+async fn resume_queue(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    PathId(id): PathId<SessionId>,
+) -> Result<StatusCode, ApiError> {
+    state.engine.resume_queue(&user, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(

@@ -16,12 +16,16 @@
 //! The limits are exact on SQLite (one writer at a time); on PostgreSQL two nodes
 //! queueing at the very same moment may each see room for one more, so a queue can
 //! pass a limit by the number of such racers, never more.
+//!
+//! A paused queue (`queue_pauses`, Stop with prompts waiting) is left out of
+//! [`sessions`], the list start-up and the reaper go through.
 
 use super::dialect::{Pool, QUEUED_TEXT_BYTES};
 use super::{messages, runs};
 use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
+use spool_protocol::time::Millis;
 use spool_protocol::{IndexedMessage, MessageId, Run, SessionId};
 
 const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
@@ -146,7 +150,11 @@ pub(crate) async fn take(
 
 pub(crate) async fn sessions(pool: &Pool, limit: u32) -> Result<Vec<SessionId>, StoreError> {
     let rows: Vec<(String,)> =
-        sqlx::query_as("SELECT session_id FROM queued_messages GROUP BY session_id ORDER BY MIN(seq) LIMIT $1")
+        sqlx::query_as(
+            "SELECT session_id FROM queued_messages
+             WHERE session_id NOT IN (SELECT session_id FROM queue_pauses)
+             GROUP BY session_id ORDER BY MIN(seq) LIMIT $1",
+        )
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await
@@ -154,4 +162,34 @@ pub(crate) async fn sessions(pool: &Pool, limit: u32) -> Result<Vec<SessionId>, 
     rows.into_iter()
         .map(|(id,)| id.parse().map_err(|_| StoreError::Backend(format!("a stored session id does not parse: {id}"))))
         .collect()
+}
+
+/// Pauses the session's queue (Stop with prompts waiting); pausing twice keeps the first.
+pub(crate) async fn pause(pool: &Pool, session: &SessionId, at: Millis) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO queue_pauses (session_id, paused_at) VALUES ($1, $2) ON CONFLICT (session_id) DO NOTHING")
+        .bind(session.as_str())
+        .bind(at)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Lets the session's queue go on; false when it was not paused.
+pub(crate) async fn resume(pool: &Pool, session: &SessionId) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM queue_pauses WHERE session_id = $1")
+        .bind(session.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(crate) async fn paused(pool: &Pool, session: &SessionId) -> Result<bool, StoreError> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT session_id FROM queue_pauses WHERE session_id = $1")
+        .bind(session.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(row.is_some())
 }

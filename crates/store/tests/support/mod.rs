@@ -59,6 +59,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     leases_are_taken_renewed_and_released(store).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     queued_prompts_wait_in_order_within_their_limit(store).await;
+    a_paused_queue_is_left_out_until_resumed(store).await;
     queued_prompts_are_bounded_per_owner_by_count_and_bytes(store).await;
     sessions_are_counted_per_owner_and_projects_listed_for_all(store).await;
     taking_a_queued_prompt_inserts_its_run_once(store).await;
@@ -1576,6 +1577,23 @@ pub async fn sessions_are_counted_per_owner_and_projects_listed_for_all(store: &
         assert!(found.contains(&p.id), "{} in {found:?}", p.path);
     }
     assert_eq!(ids(store.projects_overlapping(&format!("{base}/y")).await.expect("overlapping")), vec![holder.id]);
+}
+
+/// Stop pauses a queue (issue 36): a paused session is not among the queues start-up
+/// and the reaper start, its prompts stay, and resuming brings it back.
+pub async fn a_paused_queue_is_left_out_until_resumed(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    store.queue_prompt(&queued_in(&session, "req-p", "waits", 1), QueueLimits::session(3)).await.expect("queue");
+    assert!(!store.queue_paused(&session.id).await.expect("paused"));
+    store.pause_queue(&session.id, 10).await.expect("pause");
+    store.pause_queue(&session.id, 20).await.expect("pausing twice is no error");
+    assert!(store.queue_paused(&session.id).await.expect("paused"));
+    assert!(!store.queued_sessions(u32::MAX).await.expect("queued_sessions").contains(&session.id));
+    assert_eq!(queue_texts(store, &session).await, ["waits"], "the prompts stay");
+    assert!(store.resume_queue(&session.id).await.expect("resume"));
+    assert!(!store.resume_queue(&session.id).await.expect("resume"), "not paused any more");
+    assert!(!store.queue_paused(&session.id).await.expect("paused"));
+    assert!(store.queued_sessions(u32::MAX).await.expect("queued_sessions").contains(&session.id));
 }
 
 pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) {
