@@ -78,15 +78,28 @@ pub(crate) fn check(candidate: &Path, claims: &Claims) -> Result<()> {
 }
 
 impl Engine {
+    /// Whether a user other than `owner` holds (or held) a token. Publisher tokens
+    /// belong to `publisher:NAME` principals, which are not users.
+    async fn another_token_holder(&self, owner: &UserId) -> Result<bool> {
+        let tokens = self.store().list_tokens().await?;
+        Ok(tokens.iter().any(|t| &t.user_id != owner && !t.user_name.starts_with(crate::auth::PUBLISHER_PREFIX)))
+    }
+
     /// Refuses `canonical` as a project of `owner` when it overlaps another user's
     /// project or a shared root (see the module doc). The caller holds
     /// [`registering`](crate::engine::Inner::registering) until the project is stored.
     pub(crate) async fn check_claims(&self, owner: &UserId, canonical: &str, auth_on: bool) -> Result<()> {
-        let others = (self.store().all_projects().await?.into_iter())
+        let others: Vec<PathBuf> = (self.store().all_projects().await?.into_iter())
             .filter(|p| &p.owner_id != owner)
             .map(|p| PathBuf::from(p.path))
             .collect();
-        let shared_roots = if auth_on { self.inner.fence.roots_shared_with_others(owner) } else { Vec::new() };
+        // A global root is shared once another user can use it: another project owner,
+        // or another user holding a token (publishers are not users). A single user
+        // behind a token may register the root itself (the usual one-person set-up);
+        // whoever comes later cannot register inside that project (`directory_taken`).
+        let global_shared = auth_on && (!others.is_empty() || self.another_token_holder(owner).await?);
+        let shared_roots =
+            if auth_on { self.inner.fence.roots_shared_with_others(owner, global_shared) } else { Vec::new() };
         let claims = Claims { others, shared_roots };
         let candidate = PathBuf::from(canonical);
         tokio::task::spawn_blocking(move || check(&candidate, &claims))
@@ -115,8 +128,11 @@ impl Engine {
                 ),
             });
         }
+        // Another user's own roots only: a global root registered while its user was
+        // alone stays theirs (a later user cannot register inside it, see above).
         let path = Path::new(&ours.path);
-        if auth_on && self.inner.fence.roots_shared_with_others(owner).iter().any(|root| root.starts_with(path)) {
+        if auth_on && self.inner.fence.roots_shared_with_others(owner, false).iter().any(|root| root.starts_with(path))
+        {
             return Err(EngineError::Forbidden {
                 code: "shared_root",
                 message: format!(

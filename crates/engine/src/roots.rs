@@ -195,12 +195,13 @@ pub(crate) fn check_identity(path: &Path, expected: Option<spool_protocol::DirId
 }
 
 impl Fence {
-    /// The roots (canonical) that are not `user`'s alone: every global root (each user
-    /// has it) and the other users' own roots. A project may not be one of them, nor
-    /// hold one (see [`crate::overlap`]).
-    pub(crate) fn roots_shared_with_others(&self, user: &UserId) -> Vec<PathBuf> {
+    /// The roots (canonical) that are not `user`'s alone: the other users' own roots,
+    /// and the global roots when `global_shared` (another user exists, who has them
+    /// too). A project may not be one of them, nor hold one (see [`crate::overlap`]).
+    pub(crate) fn roots_shared_with_others(&self, user: &UserId, global_shared: bool) -> Vec<PathBuf> {
         let others = self.per_user.iter().filter(|(id, _)| *id != user).flat_map(|(_, roots)| roots);
-        self.global.iter().chain(others).map(|r| r.canonical.clone()).collect()
+        let global = self.global.iter().filter(|_| global_shared);
+        global.chain(others).map(|r| r.canonical.clone()).collect()
     }
 }
 

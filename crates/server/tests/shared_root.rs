@@ -146,3 +146,37 @@ async fn an_overlapping_project_from_before_the_rule_runs_nothing_the_earlier_on
     let (status, body) = prompt(&alice, &alices).await;
     assert_eq!(status, StatusCode::ACCEPTED, "the earlier registration works on: {body}");
 }
+
+/// One person behind a token (the usual set-up: `--workspace-root` is their project,
+/// auth on to reach it from another machine) registers the root itself. A user added
+/// later cannot register inside that project, and the first one's keeps running.
+#[tokio::test]
+async fn a_user_alone_registers_the_root_itself_and_a_later_user_cannot_get_inside() {
+    let shared = tempfile::tempdir().expect("temp dir");
+    let root = shared.path().canonicalize().expect("canonical");
+    let mut engine = EngineConfig::default();
+    engine.workspace_roots.global.push(root.clone());
+    let server =
+        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
+    // A publisher is not a user: it does not make the root shared.
+    server.engine.auth().create_publisher_token("news").await.expect("publisher token");
+    let (status, project) = register(&server, &alice, &root).await;
+    assert_eq!(status, StatusCode::CREATED, "alone, alice may register the root: {project}");
+
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
+    let inner = root.join("bob");
+    std::fs::create_dir(&inner).expect("mkdir");
+    for path in [&root, &inner] {
+        let (status, body) = register(&server, &bob, path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path:?}: {body}");
+    }
+    let body = json!({ "projectId": common::id_of(&project), "title": "mine" });
+    let (status, session) =
+        server.send(server.client.post(server.url("/api/sessions")).bearer_auth(&alice).json(&body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let url = server.url(&format!("/api/sessions/{}/prompt", common::id_of(&session)));
+    let (status, body) =
+        server.send(server.client.post(url).bearer_auth(&alice).json(&json!({ "text": "echo: hi" }))).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "alice's root project runs on: {body}");
+}
