@@ -202,7 +202,8 @@ test('"Always allow" shows in the permissions panel of every tab; Undo removes i
   await other.waitForSelector('.rules-dialog .own .rule[data-tool="bash"][data-action="allow"]');
   await page.click('#permissions');
   const rule = await page.waitForSelector('.rules-dialog .own .rule[data-tool="bash"]');
-  assert.match(await rule.textContent(), /bash.*any argument.*Allowed/);
+  // "Always" on a command allows that exact command (not all of bash).
+  assert.match(await rule.textContent(), /bash.*echo hi.*Allowed/);
   assert.match(await rule.textContent(), /Always allow/);
   // The server's rules are listed too, read-only: its default still asks for bash.
   await page.waitForSelector('.rules-dialog .server .rule[data-tool="bash"][data-action="ask"]');

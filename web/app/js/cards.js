@@ -1,7 +1,10 @@
 // Tool cards (running / success / error, collapsible arguments and output, a running
 // command's live output) and approval cards (what will happen — with a diff for a file
 // change — and why it asks; Approve once / Always / Reject with an optional message).
-// Cards are plain DOM; the timeline decides when to rebuild them.
+// For a command, "Always allow" is a choice among what the server offers
+// (`payload.alwaysOptions`: this exact command, or prefix patterns such as `git status *`),
+// never all of bash by one click. Cards are plain DOM; the timeline decides when to
+// rebuild them.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -82,7 +85,8 @@ export function approvalCard(approval, decide, args = null) {
     'aria-label': 'Message with your decision',
     maxlength: 2000,
   });
-  const send = (decision) => decide(decision, message.value.trim() || undefined);
+  const send = (decision, extra) => decide(decision, message.value.trim() || undefined, extra);
+  const always = alwaysChoice(approval, send);
   const card = h(
     'section',
     { class: 'approval-card', role: 'group', 'aria-label': `Approval needed: ${approval.tool}`, dataset: { approvalId: approval.id } },
@@ -93,17 +97,64 @@ export function approvalCard(approval, decide, args = null) {
     h('p', { class: 'approval-reason' }, 'Why it asks: ', p.reason ?? 'the permission rules say to ask before this tool runs.'),
     h('p', { class: 'approval-notice', role: 'status', hidden: true }),
     message,
+    always.choices,
     h(
       'div',
       { class: 'approval-actions' },
       h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => send('once') }, icon('check'), 'Approve once'),
-      h('button', { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always') }, `Always allow ${approval.tool}`),
+      always.button,
       h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => send('reject') }, icon('cross'), 'Reject'),
     ),
     h('p', { class: 'approval-foot' }),
   );
   updateApproval(card, approval, {});
   return card;
+}
+
+let choiceGroups = 0;
+
+/**
+ * "Always allow": for a tool that is not a command, one button for the tool. For a
+ * command, a radio group of the options the server offers (the exact command first and
+ * checked, then prefix patterns; arrow keys move within it) and a button that sends the
+ * checked one's patterns. With no option (a command holding what looks like a secret)
+ * there is no "always", and the card says why.
+ */
+function alwaysChoice(approval, send) {
+  const options = approval.payload?.alwaysOptions;
+  if (!Array.isArray(options)) {
+    return {
+      choices: null,
+      button: h('button', { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always') }, `Always allow ${approval.tool}`),
+    };
+  }
+  if (options.length === 0) {
+    return { choices: h('p', { class: 'approval-always-none' }, 'This command can only be approved once: it holds what looks like a secret.'), button: null };
+  }
+  const name = `always-${approval.id}-${++choiceGroups}`;
+  const radios = options.map((o, i) =>
+    h('input', { type: 'radio', name, value: String(i), checked: i === 0 }),
+  );
+  const choices = h(
+    'fieldset',
+    { class: 'approval-always' },
+    h('legend', {}, 'Always allow, in this session'),
+    options.map((o, i) =>
+      h(
+        'label',
+        { class: 'approval-always-option' },
+        radios[i],
+        o.exact ? h('span', {}, 'This exact command') : h('span', {}, 'Commands matching ', h('code', {}, String(o.label ?? ''))),
+      ),
+    ),
+  );
+  const chosen = () => options[radios.findIndex((r) => r.checked)] ?? options[0];
+  const button = h(
+    'button',
+    { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always', { patterns: chosen().patterns }) },
+    'Always allow',
+  );
+  return { choices, button };
 }
 
 /**

@@ -17,9 +17,12 @@ import { del, get } from './api.js';
 import { h } from './dom.js';
 import { icon } from './icons.js';
 
-/** What a person reads as a rule's origin. `always` puts exactly `{tool, allow}` in (pattern "*"). */
+/**
+ * What a person reads as a rule's origin. `always` puts in `allow` rules: `{tool}` for a
+ * tool that is not a command, the exact command or the chosen prefix patterns for one.
+ */
 function origin(rule) {
-  return rule.action === 'allow' && (rule.pattern ?? '*') === '*'
+  return rule.action === 'allow'
     ? '“Always allow” on an approval (or set for this session)'
     : 'Set for this session';
 }

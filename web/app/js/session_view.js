@@ -40,7 +40,7 @@ export class SessionView {
       onLoadEarlier: () => this.loadEarlier(),
       actions: this.actions,
       connected: () => this.connected,
-      decide: (a, d, m) => this.decide(a, d, m),
+      decide: (a, d, m, extra) => this.decide(a, d, m, extra),
       removeQueued: (q) => this.removeQueued(q),
       resumeQueue: () => this.resumeQueue(),
       examples,
@@ -190,16 +190,18 @@ export class SessionView {
    * ran, and the stream brings the new card (with a fresh preview), which says why it
    * is there.
    */
-  async decide(approval, decision, message) {
-    // An answer to a question is `{fill: {answer}}`: one key per distinct answer.
+  async decide(approval, decision, message, extra) {
+    // An answer to a question is `{fill: {answer}}`: one key per distinct answer (and
+    // per "always" choice: `extra` carries its `patterns`).
     const busy = typeof decision === 'string' ? decision : 'fill';
-    const k = `${approval.id}:${JSON.stringify(decision)}`;
+    const k = `${approval.id}:${JSON.stringify([decision, extra ?? null])}`;
     if (!this.keys.has(k)) this.keys.set(k, newId('dec'));
     const ui = this.timeline.ui;
     ui.set(approval.id, { busy });
     this.paint();
     try {
       await post(`/api/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(approval.id)}`, {
+        ...extra,
         decision,
         message,
         idempotencyKey: this.keys.get(k),

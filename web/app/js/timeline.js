@@ -310,7 +310,7 @@ export class Timeline {
     return store.approvals.map((a) => {
       let card = this.cards.get(a.id);
       if (!card) {
-        card = approvalCard(a, (decision, message) => this.decide(a, decision, message), callArguments(store, a.toolCallId));
+        card = approvalCard(a, (decision, message, extra) => this.decide(a, decision, message, extra), callArguments(store, a.toolCallId));
         this.cards.set(a.id, card);
       }
       updateApproval(card, a, this.ui.get(a.id) ?? {});
