@@ -366,7 +366,27 @@ impl View {
         if let Some(change) = payload["change"].as_str().filter(|c| !c.is_empty() && *c != argument) {
             self.print(&format!("    {}\n", cut(change, CARD_CHARS)));
         }
-        self.print("    approve? y = once, a = always, n MESSAGE = reject and tell the model why\n");
+        match always_options(approval) {
+            Some(options) if options.is_empty() => {
+                self.print("    (no \"always\" for this command: it holds what looks like a secret)\n");
+                self.print("    approve? y = once, n MESSAGE = reject and tell the model why\n");
+            }
+            Some(options) => {
+                // A command: "always" is one of the options the server offers, never all
+                // of the tool; `a` alone is the exact command.
+                let listed: Vec<String> = options
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        let what = if o.exact { "this exact command".to_owned() } else { o.label.clone() };
+                        format!("a{} = {what}", i + 1)
+                    })
+                    .collect();
+                self.print(&format!("    always allow: {}\n", listed.join(", ")));
+                self.print("    approve? y = once, a = always (this exact command), a2… = always for that choice, n MESSAGE = reject and tell the model why\n");
+            }
+            None => self.print("    approve? y = once, a = always, n MESSAGE = reject and tell the model why\n"),
+        }
     }
 
     /// A run that ended other than completed says how.
@@ -426,7 +446,25 @@ impl View {
 
     async fn answer(&mut self, client: &Client, session: &SessionId, approval: &Approval, text: &str) {
         let (word, rest) = text.split_once(char::is_whitespace).map_or((text, ""), |(w, r)| (w, r.trim()));
-        let decided = match word.to_ascii_lowercase().as_str() {
+        let word = word.to_ascii_lowercase();
+        // `a2`, `a 2` or `always 2`: the second of the offered "always" options.
+        let choice = match (word.as_str(), word.strip_prefix('a').filter(|n| !n.is_empty())) {
+            ("a" | "always", _) if !rest.is_empty() => Some(rest),
+            (_, Some(number)) if number.bytes().all(|b| b.is_ascii_digit()) => Some(number),
+            _ => None,
+        };
+        if let Some(choice) = choice {
+            let options = always_options(approval).unwrap_or_default();
+            let Some(option) = choice.parse::<usize>().ok().and_then(|n| options.get(n.checked_sub(1)?)) else {
+                let many = options.len();
+                return self.problem(&format!(
+                    "{choice:?} is not one of the \"always\" choices (a1 to a{many}); answer again"
+                ));
+            };
+            let decided = client.approve_always_with(session, &approval.id, option.patterns.clone()).await;
+            return self.decided(approval, decided);
+        }
+        let decided = match word.as_str() {
             "y" | "yes" | "once" => client.approve_once(session, &approval.id).await,
             "a" | "always" => client.approve_always(session, &approval.id).await,
             "n" | "no" | "reject" => client.reject(session, &approval.id, Some(rest).filter(|r| !r.is_empty())).await,
@@ -435,6 +473,15 @@ impl View {
                     .problem("answer y (approve once), a (always) or n MESSAGE (reject, telling the model why)");
             }
         };
+        self.decided(approval, decided);
+    }
+
+    /// Says how a decision went.
+    fn decided(
+        &mut self,
+        approval: &Approval,
+        decided: Result<spool_client::protocol::api::Decided, spool_client::Error>,
+    ) {
         match decided {
             Ok(decided) => {
                 self.answered.insert(approval.id.clone());
@@ -493,4 +540,10 @@ fn cut(text: &str, max: usize) -> String {
         None if line.len() < text.trim_end().len() => format!("{line} …"),
         None => line.to_owned(),
     }
+}
+
+/// The "always" options an approval of a command offers (`payload.alwaysOptions`), or
+/// `None` for another tool, whose "always" allows the tool.
+fn always_options(approval: &Approval) -> Option<Vec<spool_client::protocol::AlwaysOption>> {
+    serde_json::from_value(approval.payload.get("alwaysOptions")?.clone()).ok()
 }

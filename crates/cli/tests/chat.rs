@@ -129,6 +129,30 @@ fn approvals_are_answered_at_the_prompt() {
     assert!(setup.project().join("again.txt").exists());
 }
 
+/// Issue 36: "always" on a command lists the server's choices (the exact command, then
+/// prefixes); `a2` picks the second, which covers `git status` and not `rm`.
+#[test]
+fn always_on_a_command_picks_one_of_the_offered_patterns() {
+    let setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    let bash = |command: &str| format!("tool: bash {}", serde_json::json!({ "command": command }));
+
+    chat.send_line(&bash("git status --short")).expect("type");
+    chat.exp_string("bash wants to run: git status --short").expect("the approval card");
+    chat.exp_string("always allow: a1 = this exact command, a2 = git status *, a3 = git *").expect("the choices");
+    chat.send_line("a9").expect("a choice that is not there");
+    chat.exp_string("not one of the \"always\" choices (a1 to a3)").expect("refused here");
+    chat.send_line("a2").expect("always, git status *");
+    chat.exp_string("bash: always").expect("the decision");
+    chat.exp_regex("Tool bash (returned|failed)").expect("the summary");
+
+    chat.send_line(&bash("git status")).expect("type");
+    let (until_summary, _) = chat.exp_regex("Tool bash (returned|failed)").expect("ran without asking");
+    assert!(!until_summary.contains("approve?"), "`git status *` covers `git status`: {until_summary:?}");
+    chat.send_line(&bash("rm -rf x")).expect("type");
+    chat.exp_string("bash wants to run: rm -rf x").expect("another program still asks");
+}
+
 #[test]
 fn ctrl_c_stops_the_run_and_a_second_ctrl_c_exits() {
     let setup = Setup::start(20);
