@@ -418,7 +418,14 @@ fn queue_frames_and_a_state_with_a_queue() {
                 paused: false,
             },
         ),
-        frame(32, FrameBody::Queue { queue: vec![], change: QueueChange::Deleted { message_id: later.id.clone() }, paused: false }),
+        frame(
+            32,
+            FrameBody::Queue {
+                queue: vec![],
+                change: QueueChange::Deleted { message_id: later.id.clone() },
+                paused: false,
+            },
+        ),
     ];
     for f in &frames {
         let back: Frame = serde_json::from_str(&serde_json::to_string(f).unwrap()).unwrap();

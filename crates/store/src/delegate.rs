@@ -268,7 +268,12 @@ macro_rules! impl_store {
                     queue::paused(&self.pool, session).await
                 }
 
-                async fn append_draft(&self, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError> {
+                async fn append_draft(
+                    &self,
+                    draft: &Draft,
+                    seq: u64,
+                    deltas: &[StreamDelta],
+                ) -> Result<u64, StoreError> {
                     drafts::append(&self.pool, draft, seq, deltas).await
                 }
                 async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {

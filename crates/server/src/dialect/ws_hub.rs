@@ -927,8 +927,9 @@ mod tests {
             created_at: NOW,
         };
         let mut tally = RunTally::default();
-        let mut map =
-            |seq, queue, change| map_frame(&frame(seq, FrameBody::Queue { queue, change, paused: false }), &mut tally, &author(), NOW);
+        let mut map = |seq, queue, change| {
+            map_frame(&frame(seq, FrameBody::Queue { queue, change, paused: false }), &mut tally, &author(), NOW)
+        };
         let added = map(50, vec![queued(&first), queued(&second)], QueueChange::Added { message_id: second.clone() });
         assert_eq!(added, None, "the seed has no event for a message joining the queue");
         let taken = QueueChange::Taken { message_ids: vec![first.clone()], run_id: run_id() };

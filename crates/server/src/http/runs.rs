@@ -16,7 +16,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(prompt)).routes(routes!(abort)).routes(routes!(resume_queue)).routes(routes!(show))
+    OpenApiRouter::new()
+        .routes(routes!(prompt))
+        .routes(routes!(abort))
+        .routes(routes!(resume_queue))
+        .routes(routes!(show))
 }
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the

@@ -47,21 +47,21 @@ pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limits: QueueLimi
          ON CONFLICT (session_id, request_id) DO NOTHING"
     );
     let done = sqlx::query(&sql)
-    .bind(message.id.as_str())
-    .bind(prompt.session_id.as_str())
-    .bind(prompt.owner_id.as_str())
-    .bind(&message.request_id)
-    .bind(&message.text)
-    .bind(prompt.approval_policy.map(|p| p.as_str()))
-    .bind(prompt.on_disconnect.as_str())
-    .bind(message.created_at)
-    .bind(db_limit(limits.per_session))
-    .bind(db_limit(limits.per_owner))
-    .bind(db_limit(limits.per_owner_bytes))
-    .bind(to_db_int(message.text.len() as u64, "prompt length")?)
-    .execute(pool)
-    .await
-    .map_err(db_error)?;
+        .bind(message.id.as_str())
+        .bind(prompt.session_id.as_str())
+        .bind(prompt.owner_id.as_str())
+        .bind(&message.request_id)
+        .bind(&message.text)
+        .bind(prompt.approval_policy.map(|p| p.as_str()))
+        .bind(prompt.on_disconnect.as_str())
+        .bind(message.created_at)
+        .bind(db_limit(limits.per_session))
+        .bind(db_limit(limits.per_owner))
+        .bind(db_limit(limits.per_owner_bytes))
+        .bind(to_db_int(message.text.len() as u64, "prompt length")?)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
     if done.rows_affected() > 0 {
         return Ok(QueueInsert::Queued);
     }
@@ -149,16 +149,15 @@ pub(crate) async fn take(
 }
 
 pub(crate) async fn sessions(pool: &Pool, limit: u32) -> Result<Vec<SessionId>, StoreError> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as(
-            "SELECT session_id FROM queued_messages
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT session_id FROM queued_messages
              WHERE session_id NOT IN (SELECT session_id FROM queue_pauses)
              GROUP BY session_id ORDER BY MIN(seq) LIMIT $1",
-        )
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await
-            .map_err(db_error)?;
+    )
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
     rows.into_iter()
         .map(|(id,)| id.parse().map_err(|_| StoreError::Backend(format!("a stored session id does not parse: {id}"))))
         .collect()
