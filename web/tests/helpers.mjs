@@ -43,7 +43,9 @@ export async function startSpool({ delayMs = 0, extra = [], env = {}, tokenFor =
     : null;
   // With tokens, projects may only be registered under a project root.
   const roots = tokenFor ? ['--workspace-root', project] : [];
-  const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--scripted-delay-ms', String(delayMs), ...roots, ...extra];
+  // `delayMs: null` leaves the binary's default pause (what a newcomer gets).
+  const delay = delayMs === null ? [] : ['--scripted-delay-ms', String(delayMs)];
+  const args = ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(dir, 'data'), ...delay, ...roots, ...extra];
   const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn', ...(typeof env === 'function' ? env(dir) : env) } });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));

@@ -152,8 +152,10 @@ struct ServeArgs {
     /// Seconds between heartbeats on event streams.
     #[arg(long, env = "SPOOL_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_secs: u64,
-    /// Pause of the scripted model between streamed deltas, in milliseconds.
-    #[arg(long, env = "SPOOL_SCRIPTED_DELAY_MS", default_value_t = 0)]
+    /// Pause of the scripted model between streamed deltas, in milliseconds. Not 0 by
+    /// default, so a newcomer trying Spool without a model sees an answer stream in;
+    /// tests that want full speed say 0.
+    #[arg(long, env = "SPOOL_SCRIPTED_DELAY_MS", default_value_t = 20)]
     scripted_delay_ms: u64,
     /// The default model, PROVIDER:MODEL (openai, anthropic, ollama, openai-compatible,
     /// scripted). Base URLs and keys come from the environment or the config's [env].

@@ -35,6 +35,10 @@ pub fn command(bin: impl AsRef<OsStr>) -> Command {
         }
     }
     cmd.env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0").env("NO_COLOR", "1");
+    // The scripted model at full speed (the binary's default pauses between deltas so a
+    // person sees streaming); a test that wants a pause passes `--scripted-delay-ms`,
+    // which wins over the environment.
+    cmd.env("SPOOL_SCRIPTED_DELAY_MS", "0");
     cmd
 }
 

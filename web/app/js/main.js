@@ -48,7 +48,8 @@ const sidebar = new Sidebar({
   current: () => page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status },
 });
 const composer = new Composer({ form: $('composer'), input: $('prompt'), button: $('send'), hint: $('hint') });
-const openProjectDialog = initProjectDialog({ lists, toast });
+// A project just added opens a session in it: what the person added it for.
+const openProjectDialog = initProjectDialog({ lists, toast, onAdded: (p) => sidebar.newSession(p.id) });
 sidebar.onAddProject = openProjectDialog;
 const permissions = new PermissionsPanel({ topbar: document.querySelector('.topbar'), before: $('model-picker') });
 new SessionSearch({ box: $('session-search'), nav: $('projects') });
@@ -115,16 +116,30 @@ function openSession(id) {
   if (page.view) focusPrompt($('prompt'));
 }
 
+/**
+ * The screen with no session open. With no project it offers to add one; with projects
+ * but not one session it offers to start one (not "pick a session" from an empty list);
+ * otherwise it points at the list and offers a new session.
+ */
 function home() {
-  const first = lists.projects?.[0];
+  const projects = lists.projects ?? [];
+  const first = projects[0];
+  const counts = projects.map((p) => lists.sessions.get(p.id));
+  const none = counts.length > 0 && counts.every((list) => list !== undefined && list.length === 0);
+  const start = first
+    ? h('button', { class: 'btn primary', type: 'button', id: 'home-new-session', onclick: () => sidebar.newSession(first.id) }, icon('plus'), `New session in ${first.name}`)
+    : h('button', { class: 'btn primary', type: 'button', onclick: openProjectDialog }, icon('plus'), 'Add a project');
+  const text = !first
+    ? 'Add a project — a directory the agent may read and change — then start a session in it. Answers, tool calls and approvals stream in live.'
+    : none
+      ? `No sessions yet. Start one in ${first.name} and ask for something; answers, tool calls and approvals stream in live.`
+      : 'Pick a session on the left, or start a new one. Answers, tool calls and approvals stream in live.';
   $('timeline').replaceChildren(
     h('div', { class: 'empty-chat home' },
       icon('chat', 'big'),
-      h('h2', {}, 'Welcome to Spool'),
-      h('p', {}, 'Pick a session on the left, or start a new one. Answers, tool calls and approvals stream in live.'),
-      first
-        ? h('button', { class: 'btn primary', type: 'button', onclick: () => sidebar.newSession(first.id) }, icon('plus'), `New session in ${first.name}`)
-        : h('button', { class: 'btn primary', type: 'button', onclick: openProjectDialog }, icon('plus'), 'Add a project')));
+      h('h2', {}, first && none ? 'Start your first session' : 'Welcome to Spool'),
+      h('p', {}, text),
+      start));
 }
 
 function route() {

@@ -1,8 +1,9 @@
-// The "Add a project" dialog: a directory path and an optional name, POST /api/projects.
+// The "Add a project" dialog: a directory path and an optional name, POST /api/projects;
+// `onAdded(project)` then runs (the page opens a new session in it).
 
 import { post } from './api.js';
 
-export function initProjectDialog({ lists, toast }) {
+export function initProjectDialog({ lists, toast, onAdded }) {
   const dialog = document.getElementById('project-dialog');
   const form = document.getElementById('project-form');
   const error = document.getElementById('project-error');
@@ -19,6 +20,7 @@ export function initProjectDialog({ lists, toast }) {
       form.reset();
       lists.invalidate(['projects', `s:${p.id}`], 0);
       toast(`Added ${p.name}.`);
+      onAdded?.(p);
     } catch (err) {
       error.textContent = err.message;
     }
