@@ -6,8 +6,8 @@
 mod common;
 
 mod ag_ui;
-mod api;
 mod always_patterns;
+mod api;
 mod approvals;
 mod auth;
 mod auth_matrix;

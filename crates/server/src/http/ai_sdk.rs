@@ -308,7 +308,8 @@ pub(super) async fn answer(
             true => (Decision::Once, None),
             false => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
         };
-        let input = DecisionInput { decision, message, idempotency_key: Some(key(&approval, approved)), patterns: None };
+        let input =
+            DecisionInput { decision, message, idempotency_key: Some(key(&approval, approved)), patterns: None };
         let target = DecisionTarget::Run(found.run_id.clone());
         match engine.decide(user, target, &approval, input).await {
             Ok(DecisionOutcome::Applied { decision, .. }) => last = Some((found, decision == Decision::Reject)),

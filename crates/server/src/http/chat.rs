@@ -489,7 +489,8 @@ mod tests {
             ResumeDecision::Approve => Decision::Once,
             ResumeDecision::Reject => Decision::Reject,
         };
-        let input = DecisionInput { decision, message: None, idempotency_key: Some(body.idempotency_key), patterns: None };
+        let input =
+            DecisionInput { decision, message: None, idempotency_key: Some(body.idempotency_key), patterns: None };
         resume_stream(&state, &user, run, approval, input, query.after, connection).await
     }
 
