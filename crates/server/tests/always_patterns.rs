@@ -95,12 +95,17 @@ async fn a_compound_command_offers_a_pattern_per_program_and_refuses_others() {
     assert!(options.iter().flatten().all(|p| p != "*"), "{options:?}");
 
     // Nothing but what was offered: a 400 that names the choices, and nothing decided.
-    for refused in [json!({"pattern": "*"}), json!({"pattern": "rm *"}), json!({"patterns": ["git status *"]})] {
-        let mut body = json!({"decision": "always"});
-        body.as_object_mut().expect("object").extend(refused.as_object().expect("object").clone());
+    for body in [
+        json!({"decision": "always", "pattern": "*"}),
+        json!({"decision": "always", "pattern": "rm *"}),
+        json!({"decision": "always", "patterns": ["git status *"]}),
+        json!({"decision": "always", "pattern": "grep *", "patterns": ["git status *"]}),
+        json!({"decision": "once", "patterns": ["git status *", "grep *"]}),
+    ] {
         let (status, answer) = decide(&server, &session, &approval, body.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body} → {answer}");
         assert_eq!(answer["error"]["code"], "pattern_not_offered", "{answer}");
+        assert!(answer["error"]["message"].as_str().is_some_and(|m| m.contains("pattern")), "{answer}");
     }
     let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
     assert_eq!(detail["state"]["pendingApprovals"].as_array().map(Vec::len), Some(1), "{detail}");
