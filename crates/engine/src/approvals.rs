@@ -303,7 +303,7 @@ impl Approvals {
                         EngineError::invalid(
                             "pattern_not_offered",
                             format!(
-                                "{patterns:?} is not one of the choices this approval offers for \"always\": {}",
+                                "the patterns {patterns:?} are not one of the choices this approval offers for \"always\": {}",
                                 offered.join(", ")
                             ),
                         )
