@@ -63,7 +63,7 @@ test('the conversation follows a long stream with the todo list and every panel 
   // A prompt queued behind the run opens the queue box too.
   await page.fill('#prompt', 'echo: later');
   await page.press('#prompt', 'Enter');
-  await page.waitForSelector('.queue .queued');
+  await page.waitForSelector('.queue .queued', { timeout: 10_000 });
 
   // The reader scrolls up: the view stays where they put it and offers the way back.
   await page.mouse.move(700, 300);
@@ -100,6 +100,8 @@ test('a queued prompt\'s ✕ takes an ordinary click while a run streams, 5 of 5
   for (const text of texts) {
     await page.fill('#prompt', text);
     await page.press('#prompt', 'Enter');
+    // The composer takes the next prompt once this one's POST is answered (it empties).
+    await page.waitForFunction(() => document.querySelector('#prompt').value === '', null, { timeout: 10_000 });
   }
   await page.waitForFunction((n) => document.querySelectorAll('.queue .queued').length === n, texts.length);
 
@@ -107,10 +109,15 @@ test('a queued prompt\'s ✕ takes an ordinary click while a run streams, 5 of 5
   let removed = 0;
   for (let i = 0; i < 5; i++) {
     const before = await queued();
-    // A real pointer: move, press, release on the first queued prompt's ✕.
-    // (Playwright retries a click whose element left the document: it gives up after 3 s.)
-    const clicked = await page.locator('.queue .queued').first().locator('.queued-remove').click({ timeout: 3000 }).then(() => true, () => false);
-    const gone = clicked && (await until(async () => (await queued()).length === before.length - 1, 3000, 'the prompt to go').catch(() => false));
+    // A person's click: the pointer moves onto the first queued prompt's ✕, presses,
+    // and lets go a moment later (the time is the point: the box was rebuilt about 39
+    // times a second, so the button pressed was gone by the release).
+    const box = await page.locator('.queue .queued').first().locator('.queued-remove').boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.waitForTimeout(80);
+    await page.mouse.up();
+    const gone = await until(async () => (await queued()).length === before.length - 1, 10_000, 'the prompt to go').catch(() => false);
     if (gone) removed++;
     else break;
   }
