@@ -32,15 +32,15 @@ test('adding a project opens a session in it, and the scripted model streams on 
   assert.equal(await page.evaluate(() => location.hash), `#/s/${sessions[0].id}`);
 
   // On the binary's default pause, an answer is seen part-way: streaming, not a jump.
-  await page.fill('#prompt', 'stream: 40');
+  await page.fill('#prompt', 'stream: 100');
   await page.press('#prompt', 'Enter');
   await page.waitForFunction(() => {
     const draft = document.querySelector('.msg.assistant.is-draft .text')?.textContent ?? '';
     const n = draft.trim() ? draft.trim().split(/\s+/).length : 0;
-    return n >= 2 && n < 40;
+    return n >= 2 && n < 100;
   }, null, { timeout: 10_000 });
   await settled(page);
-  assert.equal(await page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1).textContent), words(40));
+  assert.equal(await page.evaluate(() => [...document.querySelectorAll('.msg.assistant .text')].at(-1).textContent), words(100));
   assert.deepEqual(page.errors, []);
 });
 
