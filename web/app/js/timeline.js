@@ -83,21 +83,39 @@ export class Timeline {
       this.lastTop = top;
       this.showJump();
     };
-    // A wheel turned up stops following at once, before a paint could pin it back down.
+    // A wheel turned up stops following at once, before a paint could pin it back down
+    // (a paint setting scrollTop would cancel the browser's smooth scroll), whenever
+    // there is anything above to scroll to.
     const onWheel = (e) => {
-      if (e.deltaY < 0 && this.gap() > 2) {
+      if (e.deltaY < 0 && scroller.scrollTop > 0) {
         this.follow = false;
         this.showJump();
       }
     };
+    // So do the keys that scroll up, and a finger dragging the conversation down.
+    const onKey = (e) => {
+      if (['PageUp', 'ArrowUp', 'Home'].includes(e.key) && !e.target.closest?.('textarea, input, select')) onWheel({ deltaY: -1 });
+    };
+    let touchY = null;
+    const onTouchStart = (e) => (touchY = e.touches[0]?.clientY ?? null);
+    const onTouchMove = (e) => {
+      const y = e.touches[0]?.clientY;
+      if (touchY !== null && y !== undefined && y > touchY + 4) onWheel({ deltaY: -1 });
+    };
     scroller.addEventListener('scroll', onScroll, { passive: true });
     scroller.addEventListener('wheel', onWheel, { passive: true });
+    scroller.addEventListener('keydown', onKey);
+    scroller.addEventListener('touchstart', onTouchStart, { passive: true });
+    scroller.addEventListener('touchmove', onTouchMove, { passive: true });
     const resized = new ResizeObserver(() => this.pin());
     resized.observe(scroller);
     resized.observe(this.list);
     this.unlisten = () => {
       scroller.removeEventListener('scroll', onScroll);
       scroller.removeEventListener('wheel', onWheel);
+      scroller.removeEventListener('keydown', onKey);
+      scroller.removeEventListener('touchstart', onTouchStart);
+      scroller.removeEventListener('touchmove', onTouchMove);
       resized.disconnect();
     };
   }
