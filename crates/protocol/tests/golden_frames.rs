@@ -426,6 +426,9 @@ fn queue_frames_and_a_state_with_a_queue() {
                 paused: false,
             },
         ),
+        // Stop with a prompt waiting: the queue stays, paused, then goes on.
+        frame(34, FrameBody::Queue { queue: vec![later.clone()], change: QueueChange::Paused, paused: true }),
+        frame(35, FrameBody::Queue { queue: vec![later.clone()], change: QueueChange::Resumed, paused: false }),
     ];
     for f in &frames {
         let back: Frame = serde_json::from_str(&serde_json::to_string(f).unwrap()).unwrap();
@@ -433,6 +436,7 @@ fn queue_frames_and_a_state_with_a_queue() {
     }
     let mut s = state();
     s.queue = vec![later];
+    s.queue_paused = true;
     assert_json_snapshot!((frames, frame(33, FrameBody::State { state: Box::new(s) })));
 }
 
