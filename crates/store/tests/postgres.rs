@@ -183,6 +183,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "messages",
             "parts",
             "projects",
+            "queue_pauses",
             "queued_messages",
             "runs",
             "session_leases",

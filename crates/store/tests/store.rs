@@ -150,6 +150,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "messages",
             "parts",
             "projects",
+            "queue_pauses",
             "queued_messages",
             "runs",
             "session_leases",
