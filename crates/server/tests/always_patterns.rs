@@ -23,11 +23,7 @@ async fn run_status(server: &TestServer, session: &str, command: &str) -> String
 
 /// Parks a run at the approval for `command`; the run id and the pending approval.
 async fn park(server: &TestServer, session: &str, command: &str) -> (String, Value) {
-    let run = server.start_run(session, &bash(command)).await;
-    let parked = server.wait_run_until(&run, |r| r["status"] != "running").await;
-    assert_eq!(parked["status"], "interrupted", "{parked}");
-    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    (run, detail["state"]["pendingApprovals"][0].clone())
+    server.park(session, &bash(command)).await
 }
 
 /// The pattern lists the card offers for "always".

@@ -24,18 +24,6 @@ async fn decide(server: &TestServer, session: &str, approval: &str, body: Value)
     (status, res.text().await.expect("body"))
 }
 
-/// Starts a run whose first tool call needs approval and waits until it is parked.
-/// Returns (run id, the approval as JSON).
-async fn park(server: &TestServer, session: &str, prompt: &str) -> (String, Value) {
-    let run_id = server.start_run(session, prompt).await;
-    let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
-    assert_eq!(run["status"], "interrupted", "{run}");
-    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
-    assert_eq!(pending.len(), 1, "{detail}");
-    (run_id, pending[0].clone())
-}
-
 fn write_prompt(path: &str, content: &str) -> String {
     format!("tool: write {}", json!({"path": path, "content": content}))
 }
@@ -98,7 +86,7 @@ async fn an_ask_parks_the_run_and_once_runs_the_tool_exactly_once() {
 async fn fifty_concurrent_decisions_execute_the_side_effect_once() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, "tool: bash {\"command\": \"echo ran >> count.txt\"}").await;
+    let (run_id, approval) = server.park(&session, "tool: bash {\"command\": \"echo ran >> count.txt\"}").await;
     let approval_id = id_of(&approval);
 
     let mut tasks = Vec::new();
@@ -142,7 +130,7 @@ async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
     let session = server.new_session().await;
     let mut view = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
     view.next_frame().await.expect("snapshot");
-    let (run_id, approval) = park(&server, &session, &write_prompt("no.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("no.txt", "x")).await;
     let approval_id = id_of(&approval);
     let (status, body) = decide(&server, &session, &approval_id, json!({"decision": "reject"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -190,7 +178,7 @@ async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
 async fn a_reject_with_a_message_tells_the_model_and_the_run_goes_on() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("no.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("no.txt", "x")).await;
     let (status, body) =
         decide(&server, &session, &id_of(&approval), json!({"decision": "reject", "message": "not that file"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -232,7 +220,7 @@ async fn an_approval_can_be_decided_until_a_millisecond_before_it_expires() {
     let clock = ManualClock::starting_now();
     let server = server_on(&clock).await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("just.txt", "in time")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("just.txt", "in time")).await;
     clock.advance_to(expiry_of(&approval) - 1);
     let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -247,7 +235,7 @@ async fn an_expired_approval_is_refused_and_its_run_cancelled() {
     let session = server.new_session().await;
     let mut view = server.events(&session, Open::fresh()).await;
     view.next_frame().await.expect("snapshot");
-    let (run_id, approval) = park(&server, &session, &write_prompt("late.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("late.txt", "x")).await;
     view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
     let expires_at = expiry_of(&approval);
 
@@ -286,7 +274,7 @@ async fn a_decision_at_the_instant_of_expiry_is_refused() {
     let clock = ManualClock::starting_now();
     let server = server_on(&clock).await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("edge.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("edge.txt", "x")).await;
     clock.advance_to(expiry_of(&approval));
     let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
     assert_eq!(status, StatusCode::GONE, "{body}");
@@ -301,7 +289,7 @@ async fn an_approval_of_another_session_or_run_is_not_found() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let other = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("a.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("a.txt", "x")).await;
     let other_run = server.run_prompt(&other, "echo: hi").await;
     let approval_id = id_of(&approval);
 
@@ -352,7 +340,7 @@ async fn deny_policy_without_an_interactive_view_fails_closed() {
 async fn wait_policy_keeps_the_card_for_a_view_that_connects_later() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (_, approval) = park(&server, &session, &write_prompt("w.txt", "x")).await;
+    let (_, approval) = server.park(&session, &write_prompt("w.txt", "x")).await;
     let mut view: SseStream = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
     let snapshot: ReceivedFrame = view.next_frame().await.expect("snapshot");
     assert_eq!(snapshot.kind, "session.snapshot");
@@ -364,7 +352,7 @@ async fn wait_policy_keeps_the_card_for_a_view_that_connects_later() {
 async fn a_rule_flipped_to_deny_after_the_ask_wins_over_the_approval() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("f.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("f.txt", "x")).await;
     let (status, body) = server
         .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "write", "action": "deny"}]}))
         .await;
@@ -379,7 +367,7 @@ async fn a_rule_flipped_to_deny_after_the_ask_wins_over_the_approval() {
 async fn always_allows_the_tool_for_the_rest_of_the_session() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("one.txt", "1")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("one.txt", "1")).await;
     let (status, _) = decide(&server, &session, &id_of(&approval), json!({"decision": "always"})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
@@ -401,7 +389,7 @@ async fn always_allows_the_tool_for_the_rest_of_the_session() {
 async fn abort_while_interrupted_cancels_approval_and_run_and_prompts_are_busy_meanwhile() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("x.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("x.txt", "x")).await;
     let (status, body) = server.prompt(&session, "echo: hi", None).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(body["error"]["code"], "session_busy");
@@ -468,7 +456,7 @@ async fn on_disconnect_cancel_ends_the_run_when_its_last_listener_leaves() {
 async fn fill_approves_with_the_arguments_the_person_gave() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("fill.txt", "model text")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("fill.txt", "model text")).await;
     let decision = json!({"decision": {"fill": {"path": "fill.txt", "content": "person text"}}, "idempotencyKey": "f"});
     let (status, body) = decide(&server, &session, &id_of(&approval), decision).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -487,7 +475,7 @@ async fn approval_cards_never_show_a_secret_from_the_environment() {
     let session = server.new_session().await;
     let prompt =
         format!("tool: bash {}", json!({"command": format!("curl -H 'Authorization: Bearer {SECRET}' localhost")}));
-    let (_, approval) = park(&server, &session, &prompt).await;
+    let (_, approval) = server.park(&session, &prompt).await;
     let shown = approval["payload"].to_string();
     assert!(!shown.contains(SECRET), "{shown}");
     assert!(shown.contains("[redacted]"), "{shown}");
@@ -498,7 +486,7 @@ async fn a_decision_recorded_before_its_run_restarted_runs_once_after_a_restart(
     use spool_engine::Store;
     let server = TestServer::start().await;
     let session = server.new_session().await;
-    let (run_id, approval) = park(&server, &session, &write_prompt("lost.txt", "x")).await;
+    let (run_id, approval) = server.park(&session, &write_prompt("lost.txt", "x")).await;
     // The crash window: the decision is stored, the run never restarted (still
     // `interrupted`). The person decided: the call runs once, after the restart.
     let approval_id: spool_protocol::ApprovalId = id_of(&approval).parse().expect("approval id");
@@ -592,7 +580,7 @@ async fn approving_a_write_whose_file_changed_meanwhile_asks_again_with_a_fresh_
     std::fs::write(&file, "first draft\n").expect("write");
     let mut view = server.events(&session, Open { approvals: true, ..Open::fresh() }).await;
     view.next_frame().await.expect("snapshot");
-    let (run_id, asked) = park(&server, &session, &write_prompt("notes.txt", "from the model\n")).await;
+    let (run_id, asked) = server.park(&session, &write_prompt("notes.txt", "from the model\n")).await;
     let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
     assert!(preview.contains("-first draft") && preview.contains("+from the model"), "{preview}");
     view.frames_until(|f| f.event_type() == Some("approval_requested")).await;
@@ -640,7 +628,7 @@ async fn approving_an_unchanged_file_writes_it_as_before() {
     let session = server.new_session().await;
     let file = server.project_dir().join("same.txt");
     std::fs::write(&file, "old\n").expect("write");
-    let (run_id, asked) = park(&server, &session, &write_prompt("same.txt", "new\n")).await;
+    let (run_id, asked) = server.park(&session, &write_prompt("same.txt", "new\n")).await;
     let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
     assert_eq!(preview, "--- same.txt (now)\n+++ same.txt (after the write)\n@@ -1 +1 @@\n-old\n+new\n");
     // Touched but not changed: the content decides, not the timestamp.
@@ -662,7 +650,7 @@ async fn approving_an_edit_whose_file_changed_shows_that_it_no_longer_applies() 
     let session = server.new_session().await;
     let file = server.project_dir().join("lib.rs");
     std::fs::write(&file, "let x = 1;\n").expect("write");
-    let (run_id, asked) = park(&server, &session, &edit_prompt("lib.rs", "let x = 1;", "let x = 2;")).await;
+    let (run_id, asked) = server.park(&session, &edit_prompt("lib.rs", "let x = 1;", "let x = 2;")).await;
     let preview = asked["payload"]["preview"].as_str().expect("a preview of the change");
     assert!(preview.contains("-let x = 1;") && preview.contains("+let x = 2;"), "{preview}");
 
@@ -705,7 +693,7 @@ async fn a_reject_is_never_refused_because_the_file_changed() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let file = server.project_dir().join("keep.txt");
-    let (run_id, asked) = park(&server, &session, &write_prompt("keep.txt", "from the model\n")).await;
+    let (run_id, asked) = server.park(&session, &write_prompt("keep.txt", "from the model\n")).await;
     assert!(asked["payload"]["preview"].as_str().is_some_and(|p| p.contains("does not exist yet")), "{asked}");
     std::fs::write(&file, "made by hand\n").expect("create by hand");
     let (status, body) = decide(&server, &session, &id_of(&asked), json!({"decision": "reject"})).await;
@@ -726,7 +714,7 @@ async fn a_decided_call_resumed_after_a_crash_asks_again_when_its_file_changed()
     let session = server.new_session().await;
     let file = server.project_dir().join("crash.txt");
     std::fs::write(&file, "before\n").expect("write");
-    let (run_id, asked) = park(&server, &session, &write_prompt("crash.txt", "from the model\n")).await;
+    let (run_id, asked) = server.park(&session, &write_prompt("crash.txt", "from the model\n")).await;
     // What a process killed right after answering 200 leaves: the decision stored and
     // the run running, its tool not started.
     let approval_id: spool_protocol::ApprovalId = id_of(&asked).parse().expect("approval id");

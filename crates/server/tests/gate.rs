@@ -13,11 +13,8 @@ use serde_json::{Value, json};
 /// (run id, approval id).
 async fn park(server: &TestServer, session: &str, path: &str) -> (String, String) {
     let prompt = format!("tool: write {}", json!({"path": path, "content": "gated"}));
-    let run_id = server.start_run(session, &prompt).await;
-    let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
-    assert_eq!(run["status"], "interrupted", "{run}");
-    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    (run_id, id_of(&detail["state"]["pendingApprovals"][0]))
+    let (run_id, approval) = server.park(session, &prompt).await;
+    (run_id, id_of(&approval))
 }
 
 async fn gate_decide(server: &TestServer, approval: &str, body: Value) -> (StatusCode, String) {

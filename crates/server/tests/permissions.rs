@@ -29,11 +29,8 @@ async fn remove(server: &TestServer, session: &str, index: &str, tool: &str, act
 /// id and the pending approval's.
 async fn parked_write(server: &TestServer, session: &str, path: &str) -> (String, String) {
     let prompt = format!("tool: write {}", json!({"path": path, "content": "x"}));
-    let id = server.start_run(session, &prompt).await;
-    let run = server.wait_run_until(&id, |r| r["status"] != "running").await;
-    assert_eq!(run["status"], "interrupted", "{run}");
-    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    (id, common::id_of(&detail["state"]["pendingApprovals"][0]))
+    let (id, approval) = server.park(session, &prompt).await;
+    (id, common::id_of(&approval))
 }
 
 #[tokio::test]

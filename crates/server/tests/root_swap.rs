@@ -39,13 +39,8 @@ fn entries(dir: &Path) -> Vec<String> {
 
 /// Parks a run at its tool call's approval; returns the run's and the approval's ids.
 async fn park(server: &TestServer, session: &str, prompt: &str) -> (String, String) {
-    let run_id = server.start_run(session, prompt).await;
-    let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
-    assert_eq!(run["status"], "interrupted", "{run}");
-    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
-    assert_eq!(pending.len(), 1, "{detail}");
-    (run_id, id_of(&pending[0]))
+    let (run_id, approval) = server.park(session, prompt).await;
+    (run_id, id_of(&approval))
 }
 
 /// Approves once and waits for the run to settle; returns the session's messages.

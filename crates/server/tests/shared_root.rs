@@ -16,15 +16,21 @@ async fn register(server: &TestServer, token: &str, path: &std::path::Path) -> (
     server.send(request).await
 }
 
-#[tokio::test]
-async fn a_directory_another_user_registered_or_the_shared_root_is_refused() {
-    // One root every user shares, apart from the server's data directory.
+/// A server whose one `--workspace-root` every user has, apart from its data directory:
+/// the temp dir holding it (kept alive by the caller), its canonical path, the server.
+async fn serve_with_a_shared_root() -> (tempfile::TempDir, std::path::PathBuf, TestServer) {
     let shared = tempfile::tempdir().expect("temp dir");
     let root = shared.path().canonicalize().expect("canonical");
     let mut engine = EngineConfig::default();
     engine.workspace_roots.global.push(root.clone());
     let server =
         TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    (shared, root, server)
+}
+
+#[tokio::test]
+async fn a_directory_another_user_registered_or_the_shared_root_is_refused() {
+    let (_shared, root, server) = serve_with_a_shared_root().await;
     let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
     let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
     let dir = |name: &str| {
@@ -79,12 +85,7 @@ async fn a_directory_another_user_registered_or_the_shared_root_is_refused() {
 /// checked and stored one at a time, so never both win.
 #[tokio::test]
 async fn two_users_racing_for_overlapping_directories_never_both_win() {
-    let shared = tempfile::tempdir().expect("temp dir");
-    let root = shared.path().canonicalize().expect("canonical");
-    let mut engine = EngineConfig::default();
-    engine.workspace_roots.global.push(root.clone());
-    let server =
-        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_shared, root, server) = serve_with_a_shared_root().await;
     let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
     let (_, bob) = server.engine.auth().create_token("bob").await.expect("token");
     for round in 0..20 {
@@ -103,12 +104,7 @@ async fn two_users_racing_for_overlapping_directories_never_both_win() {
 /// server would have): the later one runs no tools, the earlier one works on.
 #[tokio::test]
 async fn an_overlapping_project_from_before_the_rule_runs_nothing_the_earlier_one_does() {
-    let shared = tempfile::tempdir().expect("temp dir");
-    let root = shared.path().canonicalize().expect("canonical");
-    let mut engine = EngineConfig::default();
-    engine.workspace_roots.global.push(root.clone());
-    let server =
-        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_shared, root, server) = serve_with_a_shared_root().await;
     let (alice_token, alice) = server.engine.auth().create_token("alice").await.expect("token");
     let (bob_token, bob) = server.engine.auth().create_token("bob").await.expect("token");
     let team = root.join("team");
@@ -152,12 +148,7 @@ async fn an_overlapping_project_from_before_the_rule_runs_nothing_the_earlier_on
 /// later cannot register inside that project, and the first one's keeps running.
 #[tokio::test]
 async fn a_user_alone_registers_the_root_itself_and_a_later_user_cannot_get_inside() {
-    let shared = tempfile::tempdir().expect("temp dir");
-    let root = shared.path().canonicalize().expect("canonical");
-    let mut engine = EngineConfig::default();
-    engine.workspace_roots.global.push(root.clone());
-    let server =
-        TestServer::start_with(TestOptions { engine, temp_dir_is_root: false, ..TestOptions::default() }).await;
+    let (_shared, root, server) = serve_with_a_shared_root().await;
     let (_, alice) = server.engine.auth().create_token("alice").await.expect("token");
     // A publisher is not a user: it does not make the root shared.
     server.engine.auth().create_publisher_token("news").await.expect("publisher token");

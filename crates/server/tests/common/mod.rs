@@ -323,6 +323,19 @@ impl TestServer {
         body["runId"].as_str().expect("runId").to_owned()
     }
 
+    /// Starts a run for `prompt` whose tool call needs approval and waits until it is
+    /// parked there, its one pending approval in the session's state; returns the run's
+    /// id and that approval.
+    pub async fn park(&self, session: &str, prompt: &str) -> (String, Value) {
+        let run_id = self.start_run(session, prompt).await;
+        let run = self.wait_run_until(&run_id, |r| r["status"] != "running").await;
+        assert_eq!(run["status"], "interrupted", "{run}");
+        let (_, detail) = self.get(&format!("/api/sessions/{session}")).await;
+        let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
+        assert_eq!(pending.len(), 1, "{detail}");
+        (run_id, pending[0].clone())
+    }
+
     /// Polls `GET /api/runs/:id` until `done(run)` holds; returns that run.
     pub async fn wait_run_until(&self, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + WAIT;
