@@ -375,7 +375,10 @@ pub fn probe(settings: &SandboxSettings) -> SandboxStatus {
     }
     let closed = settings.closed_ports();
     if abi < 4 && !closed.is_empty() {
-        tracing::warn!(abi, "this kernel's Landlock cannot close the store's, the bus's and the server's own ports to commands (ABI 4+)");
+        tracing::warn!(
+            abi,
+            "this kernel's Landlock cannot close the store's, the bus's and the server's own ports to commands (ABI 4+)"
+        );
     } else if !closed.is_empty() {
         tracing::info!(ports = ?closed, "commands cannot connect to these ports (the store's, the bus's and the server's own), on any host");
     }
