@@ -32,7 +32,8 @@ test('a command card offers the exact command and its prefixes, and the chosen o
   const labels = await card.$$eval('.approval-always-option', (ls) => ls.map((l) => l.textContent.trim()));
   assert.deepEqual(labels, ['This exact command', 'Commands matching git status *', 'Commands matching git *']);
   assert.equal(await card.$eval('.approval-always input:checked', (r) => r.closest('label').textContent.trim()), 'This exact command');
-  assert.equal(await card.$eval('button[data-decision="always"]', (b) => b.textContent.trim()), 'Always allow');
+  // Its name: the label without the key it shows (the key is its aria-keyshortcuts).
+  assert.equal(await page.getByRole('button', { name: 'Always allow', exact: true }).getAttribute('data-decision'), 'always');
   await shot(page, 'approval-always-choices');
 
   // By keyboard: focus the group's checked radio, move down one, Tab to the button.
@@ -73,5 +74,5 @@ test('a card for a tool that is not a command keeps one Always allow for the too
   await send(page, 'tool: write {"path":"a.txt","content":"x"}');
   const card = await page.waitForSelector('.approval-card');
   assert.equal(await card.$('.approval-always'), null);
-  assert.equal(await card.$eval('button[data-decision="always"]', (b) => b.textContent.trim()), 'Always allow write');
+  assert.equal(await page.getByRole('button', { name: 'Always allow write', exact: true }).getAttribute('data-decision'), 'always');
 });

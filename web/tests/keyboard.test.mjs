@@ -7,10 +7,15 @@
 //   * `/` focuses the prompt when not typing; `?` lists the shortcuts, Esc closes it
 //   * the first Tab stop is "Skip to conversation"
 //   * session rows are one Tab stop each; their actions are reached with the arrows
+//   * approvals (issue 36): a new card takes the focus unless the person is typing;
+//     y / a / n decide it, 1-9 pick a question's option, Alt+A jumps to the waiting
+//     card; after a decision the focus lands on the next card, else the prompt
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, launch, openPage, seed, send, shot, startSpool } from './helpers.mjs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { api, launch, openPage, seed, send, settled, shot, startSpool, until } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -195,5 +200,118 @@ test('session rows are one Tab stop each; arrows reach their actions, F2 renames
   await page.keyboard.press('Delete'); // the confirm() is accepted by openPage
   await page.waitForFunction(() => document.querySelectorAll('.session-link').length === 2);
   assert.equal(await page.locator('.session-link[title="Renamed"]').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
+
+/** True when the focus is on the waiting approval card or inside it (not in one of its text boxes). */
+const onCard = (page) => page.evaluate(() => {
+  const el = document.activeElement;
+  return Boolean(el?.closest('.approval-card')) && !el.matches('input[type="text"], textarea');
+});
+const promptFocused = (page) => page.waitForFunction(() => document.activeElement?.id === 'prompt');
+
+test('an approval is reached and decided by keyboard alone: the card takes the focus, y approves, the prompt has it back', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Keyboard approval' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await page.waitForSelector('.conn.is-live');
+  await promptFocused(page);
+  await page.keyboard.type('tool: write {"path":"made.txt","content":"by keyboard"}');
+  await page.keyboard.press('Enter');
+  const card = await page.waitForSelector('.approval-card');
+  await page.waitForFunction(() => document.activeElement?.closest('.approval-card'), null, { timeout: 5000 });
+  assert.ok(await onCard(page), 'the new card has the focus (the prompt was empty: nobody was typing)');
+  // A screen reader entering it hears what it asks about, not only "Approval needed: write".
+  assert.match(await card.evaluate((c) => document.getElementById(c.getAttribute('aria-describedby'))?.textContent), /made\.txt/);
+
+  // Each decision button shows its key and names it for assistive technology.
+  const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));
+  assert.deepEqual(keys, [['once', 'y', 'Y'], ['always', 'a', 'A'], ['reject', 'n', 'N']]);
+  await shot(page, 'approval-keyboard');
+
+  // In the card's message box the keys are letters.
+  await card.$eval('.approval-message', (m) => m.focus());
+  await page.keyboard.type('any note');
+  assert.equal(await page.inputValue('.approval-message'), 'any note');
+  assert.deepEqual(decisions, [], 'typing y, a or n in the message box decides nothing');
+  await page.keyboard.press('Shift+Tab'); // out of the box, still on the card
+  assert.ok(await onCard(page));
+
+  await page.keyboard.press('y');
+  await page.waitForSelector('.approval-card', { state: 'detached' });
+  assert.deepEqual(decisions.map((d) => [d.decision, d.message]), [['once', 'any note']]);
+  await settled(page);
+  assert.equal(readFileSync(join(server.project, 'made.txt'), 'utf8'), 'by keyboard', 'the write ran');
+  await page.waitForSelector('.tool-card.is-success');
+  assert.equal(await focused(page), 'prompt', 'with no other card waiting, the focus is back in the prompt');
+  assert.deepEqual(page.errors, []);
+});
+
+test('Alt+A jumps to the waiting card from the prompt; after y the next run\'s card takes the focus, and n rejects it', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Two approvals' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await promptFocused(page);
+  await page.keyboard.type('tool: write {"path":"first.txt","content":"1"}');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.approval-card');
+  await page.waitForFunction(() => document.activeElement?.closest('.approval-card'));
+
+  // Back to the prompt to queue the next prompt: the card keeps waiting, and while the
+  // person types it does not take the focus back.
+  await page.keyboard.press('/');
+  assert.equal(await focused(page), 'prompt');
+  await page.keyboard.type('tool: write {"path":"second.txt","content":"2"}');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.queued');
+  assert.equal(await focused(page), 'prompt');
+
+  await page.keyboard.press('Alt+A');
+  assert.ok(await onCard(page), 'Alt+A reached the waiting card');
+  await page.keyboard.press('y');
+  await until(() => existsSync(join(server.project, 'first.txt')), 15_000, 'the first write');
+  // The queued prompt runs and asks: its card takes the focus from the empty prompt.
+  await page.waitForFunction(() => document.activeElement?.closest('.approval-card')?.textContent.includes('second.txt'));
+  await page.keyboard.press('n');
+  await page.waitForSelector('.timing.ended[data-code="approval_rejected"]');
+  assert.equal(existsSync(join(server.project, 'second.txt')), false, 'the rejected write did not run');
+  await promptFocused(page);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a ("always") allows the command as offered, and number keys answer a question', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Always and questions' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'tool: bash {"command":"rm x"}');
+  await page.waitForSelector('.approval-card');
+  await page.waitForFunction(() => document.activeElement?.closest('.approval-card'));
+  await page.keyboard.press('a');
+  await page.waitForSelector('.approval-card', { state: 'detached' });
+  await settled(page);
+  assert.deepEqual((await api(server.url, 'GET', `/api/sessions/${session.id}`)).state.session.permissions,
+    [{ tool: 'bash', pattern: 'rm x', action: 'allow' }], 'always allowed this exact command (the checked option)');
+  await page.waitForSelector('.tool-card.is-error'); // it ran: there is no x to remove
+
+  await promptFocused(page);
+  await page.keyboard.type('tool: question {"question":"Which colour?","options":[{"label":"red"},{"label":"blue"}]}');
+  await page.keyboard.press('Enter');
+  const card = await page.waitForSelector('.question-card');
+  await page.waitForFunction(() => document.activeElement?.closest('.question-card'));
+  const options = await card.$$eval('.question-options button', (bs) => bs.map((b) => [b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));
+  assert.deepEqual(options, [['1', '1'], ['2', '2']]);
+  await shot(page, 'question-keyboard');
+  await page.keyboard.press('2');
+  await page.waitForSelector('.question-card', { state: 'detached' });
+  await settled(page);
+  const messages = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
+  assert.equal(messages.messages.filter((m) => m.role === 'toolResult').at(-1).content[0].text, 'The person answered: blue');
+  await promptFocused(page);
   assert.deepEqual(page.errors, []);
 });

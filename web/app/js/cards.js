@@ -4,7 +4,10 @@
 // For a command, "Always allow" is a choice among what the server offers
 // (`payload.alwaysOptions`: this exact command, or prefix patterns such as `git status *`),
 // never all of bash by one click. Cards are plain DOM; the timeline decides when to
-// rebuild them.
+// rebuild them, and where the focus goes when one comes or goes.
+// Keys on a focused card (issue 36): y approves once, a always allows, n rejects (a
+// plan: y accepts, n asks for changes), 1-9 pick a question's option. Each button shows
+// its key (a <kbd>, hidden from screen readers, which read `aria-keyshortcuts`).
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -89,9 +92,9 @@ export function approvalCard(approval, decide, args = null) {
   const always = alwaysChoice(approval, send);
   const card = h(
     'section',
-    { class: 'approval-card', role: 'group', 'aria-label': `Approval needed: ${approval.tool}`, dataset: { approvalId: approval.id } },
+    { class: 'approval-card', role: 'group', tabindex: -1, 'aria-label': `Approval needed: ${approval.tool}`, 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Approval needed'), h('span', { class: 'approval-tool' }, approval.tool)),
-    h('p', { class: 'approval-change' }, p.change ?? `${approval.tool} wants to run`),
+    h('p', { class: 'approval-change', id: `${approval.id}-what` }, p.change ?? `${approval.tool} wants to run`),
     p.argument ? h('pre', { class: 'approval-arg' }, p.argument) : null,
     approvalChange(approval, args, send),
     h('p', { class: 'approval-reason' }, 'Why it asks: ', p.reason ?? 'the permission rules say to ask before this tool runs.'),
@@ -101,14 +104,44 @@ export function approvalCard(approval, decide, args = null) {
     h(
       'div',
       { class: 'approval-actions' },
-      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => send('once') }, icon('check'), 'Approve once'),
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', ...key('y'), onclick: () => send('once') }, icon('check'), 'Approve once', hint('y')),
       always.button,
-      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => send('reject') }, icon('cross'), 'Reject'),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: () => send('reject') }, icon('cross'), 'Reject', hint('n')),
     ),
     h('p', { class: 'approval-foot' }),
   );
+  decideByKey(card);
   updateApproval(card, approval, {});
   return card;
+}
+
+/** A decision button's key, for its attributes: `aria-keyshortcuts` names it to assistive technology. */
+function key(k) {
+  return { 'aria-keyshortcuts': k };
+}
+
+/** The key as the button shows it; screen readers hear `aria-keyshortcuts` instead. */
+function hint(k) {
+  return h('kbd', { class: 'key-hint', 'aria-hidden': 'true' }, k.toUpperCase());
+}
+
+/**
+ * Makes the card's keys press its buttons while the focus is on the card or one of its
+ * buttons or radios: a key presses the button whose `aria-keyshortcuts` it is. Not in
+ * the card's text boxes (there the keys are letters), not with Ctrl, Alt or Cmd (those
+ * belong to the browser and the page), and not a button that is hidden (while editing)
+ * or disabled.
+ */
+function decideByKey(card) {
+  card.addEventListener('keydown', (e) => {
+    if (e.defaultPrevented || e.isComposing || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.target.matches('input:not([type="radio"], [type="checkbox"]), textarea, select, [contenteditable]')) return;
+    const k = e.key.toLowerCase();
+    const button = [...card.querySelectorAll('button[aria-keyshortcuts]')].find((b) => b.getAttribute('aria-keyshortcuts') === k);
+    if (!button || button.disabled || !button.checkVisibility()) return;
+    e.preventDefault();
+    button.click();
+  });
 }
 
 let choiceGroups = 0;
@@ -125,7 +158,7 @@ function alwaysChoice(approval, send) {
   if (!Array.isArray(options)) {
     return {
       choices: null,
-      button: h('button', { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always') }, `Always allow ${approval.tool}`),
+      button: h('button', { class: 'btn', type: 'button', 'data-decision': 'always', ...key('a'), onclick: () => send('always') }, `Always allow ${approval.tool}`, hint('a')),
     };
   }
   if (options.length === 0) {
@@ -151,8 +184,9 @@ function alwaysChoice(approval, send) {
   const chosen = () => options[radios.findIndex((r) => r.checked)] ?? options[0];
   const button = h(
     'button',
-    { class: 'btn', type: 'button', 'data-decision': 'always', onclick: () => send('always', { patterns: chosen().patterns }) },
+    { class: 'btn', type: 'button', 'data-decision': 'always', ...key('a'), onclick: () => send('always', { patterns: chosen().patterns }) },
     'Always allow',
+    hint('a'),
   );
   return { choices, button };
 }
@@ -178,26 +212,30 @@ function questionCard(approval, decide) {
   });
   const card = h(
     'section',
-    { class: 'approval-card question-card', role: 'group', 'aria-label': 'The agent asks a question', dataset: { approvalId: approval.id } },
+    { class: 'approval-card question-card', role: 'group', tabindex: -1, 'aria-label': 'The agent asks a question', 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'The agent asks')),
-    h('p', { class: 'approval-change' }, String(p.question ?? '')),
+    h('p', { class: 'approval-change', id: `${approval.id}-what` }, String(p.question ?? '')),
     h('p', { class: 'approval-notice', role: 'status', hidden: true }),
     h(
       'div',
       { class: 'approval-actions question-options' },
-      (p.options ?? []).map((o) =>
-        h('button', { class: 'btn', type: 'button', 'data-decision': 'fill', title: o.description ?? '', onclick: () => answer(o.label) }, String(o.label)),
-      ),
+      // The first nine options are numbered: their digit picks them.
+      (p.options ?? []).map((o, i) => {
+        const digit = i < 9 ? String(i + 1) : null;
+        return h('button', { class: 'btn', type: 'button', 'data-decision': 'fill', title: o.description ?? '', ...(digit ? key(digit) : {}), onclick: () => answer(o.label) },
+          digit ? hint(digit) : null, String(o.label));
+      }),
     ),
     own,
     h(
       'div',
       { class: 'approval-actions' },
       h('button', { class: 'btn primary', type: 'button', 'data-decision': 'fill', onclick: sendOwn }, icon('check'), 'Answer'),
-      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', onclick: () => decide('reject', 'The person declined to answer.') }, icon('cross'), 'Decline'),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: () => decide('reject', 'The person declined to answer.') }, icon('cross'), 'Decline', hint('n')),
     ),
     h('p', { class: 'approval-foot' }),
   );
+  decideByKey(card);
   updateApproval(card, approval, {});
   return card;
 }
@@ -228,7 +266,7 @@ function planCard(approval, decide) {
   };
   const card = h(
     'section',
-    { class: 'approval-card plan-card', role: 'group', 'aria-label': 'The agent proposes a plan', dataset: { approvalId: approval.id } },
+    { class: 'approval-card plan-card', role: 'group', tabindex: -1, 'aria-label': 'The agent proposes a plan', dataset: { approvalId: approval.id } },
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Plan ready'), h('span', { class: 'approval-tool' }, 'plan mode')),
     h('pre', { class: 'plan-text', 'aria-label': 'The plan' }, String(p.plan ?? '')),
     h('p', { class: 'approval-reason' }, 'Nothing has been changed yet. Accepting switches this session to agent mode and the agent carries the plan out.'),
@@ -237,11 +275,12 @@ function planCard(approval, decide) {
     h(
       'div',
       { class: 'approval-actions' },
-      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', onclick: () => decide('once', undefined) }, icon('check'), 'Accept plan'),
-      h('button', { class: 'btn', type: 'button', 'data-decision': 'reject', onclick: request }, 'Request changes'),
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', ...key('y'), onclick: () => decide('once', undefined) }, icon('check'), 'Accept plan', hint('y')),
+      h('button', { class: 'btn', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: request }, 'Request changes', hint('n')),
     ),
     h('p', { class: 'approval-foot' }),
   );
+  decideByKey(card);
   updateApproval(card, approval, {});
   return card;
 }

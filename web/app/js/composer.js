@@ -4,6 +4,8 @@
 // requestId stay, and sending again reuses the id, so the server runs the prompt at most
 // once. What a person typed is kept per session (in memory and sessionStorage) across
 // reconnects, session switches and reloads. Sending is disabled while disconnected.
+// Once a send has emptied the box, `onSent` lets an approval card that came meanwhile
+// take the focus (timeline.js).
 
 import { post } from './api.js';
 import { newId } from './format.js';
@@ -11,8 +13,8 @@ import { newId } from './format.js';
 const KEY = 'spool.drafts';
 
 export class Composer {
-  constructor({ form, input, button, hint }) {
-    Object.assign(this, { form, input, button, hint });
+  constructor({ form, input, button, hint, onSent }) {
+    Object.assign(this, { form, input, button, hint, onSent });
     this.sessionId = null;
     this.drafts = new Map(Object.entries(JSON.parse(sessionStorage.getItem(KEY) ?? '{}')));
     this.pending = new Map(); // sessionId → {text, requestId} of an unconfirmed send
@@ -84,9 +86,11 @@ export class Composer {
     try {
       await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId, queue: true });
       this.pending.delete(id);
-      if (this.sessionId === id && this.input.value.trim() === text) this.input.value = '';
+      const emptied = this.sessionId === id && this.input.value.trim() === text;
+      if (emptied) this.input.value = '';
       this.drafts.delete(id);
       if (this.sessionId === id) this.save();
+      if (emptied) this.onSent?.();
     } catch (e) {
       if (!e.uncertain) this.pending.delete(id);
       if (this.sessionId === id) {

@@ -33,7 +33,8 @@ export function groupByDate(sessions, row, now = Date.now()) {
   for (const s of sessions) {
     const group = dateGroup(s.updatedAt, now);
     if (group !== last) {
-      items.push(h('li', { class: 'date-group', role: 'presentation', dataset: { group } }, group));
+      // A list item of its own (a list holds only items): read as the group's name.
+      items.push(h('li', { class: 'date-group', dataset: { group } }, group));
       last = group;
     }
     items.push(row(s));

@@ -1,5 +1,6 @@
 // Page-wide keyboard shortcuts (issue 17): Esc stops a run, `/` focuses the prompt,
-// Alt+N starts a new session, `?` lists the shortcuts, and the skip link. They are
+// Alt+N starts a new session, Alt+A goes to the approval waiting for the person (issue
+// 36; a card's own keys are in cards.js), `?` lists the shortcuts, and the skip link. They are
 // chosen not to clash with the browser's own (Ctrl/Cmd combinations stay the
 // browser's), and the printable ones act only when the person is not typing, so a
 // `/` or `?` in any text field is just a character. While a modal dialog is open, Esc
@@ -9,6 +10,9 @@
 export const SHORTCUTS = [
   ['/', 'Focus the prompt'],
   ['Alt+N', 'New session (in the open session’s project)'],
+  ['Alt+A', 'Go to the approval or question waiting for you'],
+  ['Y · A · N', 'On an approval: approve once · always allow · reject (a plan: accept · request changes)'],
+  ['1 … 9', 'On a question: pick that option; N declines'],
   ['Esc', 'Stop the run (or close a dialog)'],
   ['Enter', 'Send; while a run goes, queue after it'],
   ['Shift+Enter', 'New line in the prompt'],
@@ -19,7 +23,7 @@ export const SHORTCUTS = [
 ];
 
 /** True when keys typed now go into a text field (so `/` and `?` are characters). */
-function typing(el) {
+export function typing(el) {
   if (!el || el === document.body) return false;
   if (el.isContentEditable) return true;
   if (el.tagName === 'TEXTAREA' || el.tagName === 'SELECT') return true;
@@ -28,10 +32,11 @@ function typing(el) {
 
 /**
  * prompt: the composer's textarea; busy(): a run is going in the open session;
- * stop(): stops it; newSession(): starts one; help: the shortcuts <dialog>;
- * skip: the skip link; target: what it skips to.
+ * stop(): stops it; newSession(): starts one; approval(): focuses the waiting approval
+ * card, false when there is none; help: the shortcuts <dialog>; skip: the skip link;
+ * target: what it skips to.
  */
-export function initKeys({ prompt, busy, stop, newSession, help, skip, target }) {
+export function initKeys({ prompt, busy, stop, newSession, approval, help, skip, target }) {
   help.querySelector('.keys-list').replaceChildren(
     ...SHORTCUTS.flatMap(([keys, what]) => {
       const dt = document.createElement('dt');
@@ -68,6 +73,12 @@ export function initKeys({ prompt, busy, stop, newSession, help, skip, target })
     if (e.altKey && !e.ctrlKey && !e.metaKey && e.code === 'KeyN') {
       e.preventDefault();
       newSession();
+      return;
+    }
+    // Alt+A works while typing too; with no card waiting it is left to the keyboard
+    // (Option+A types å on a Mac).
+    if (e.altKey && !e.ctrlKey && !e.metaKey && e.code === 'KeyA') {
+      if (approval()) e.preventDefault();
       return;
     }
     if (e.ctrlKey || e.metaKey || e.altKey || typing(el)) return;

@@ -47,7 +47,13 @@ const sidebar = new Sidebar({
   toast,
   current: () => page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status },
 });
-const composer = new Composer({ form: $('composer'), input: $('prompt'), button: $('send'), hint: $('hint') });
+const composer = new Composer({
+  form: $('composer'),
+  input: $('prompt'),
+  button: $('send'),
+  hint: $('hint'),
+  onSent: () => page.view?.timeline.offerFocus(),
+});
 // A project just added opens a session in it: what the person added it for.
 const openProjectDialog = initProjectDialog({ lists, toast, onAdded: (p) => sidebar.newSession(p.id) });
 sidebar.onAddProject = openProjectDialog;
@@ -100,6 +106,7 @@ function openSession(id) {
       scroller: $('timeline'),
       onChange: onViewChange,
       examples,
+      prompt: $('prompt'),
     });
   } else {
     home();
@@ -178,6 +185,7 @@ initKeys({
   busy: () => composer.busy,
   stop: () => page.view?.abort(),
   newSession: newSessionHere,
+  approval: () => page.view?.timeline.focusApproval() ?? false,
   help: $('keys-dialog'),
   skip: $('skip'),
   target: $('timeline'),

@@ -21,9 +21,10 @@ export const NOTICE_GRACE_MS = 2000;
 export class SessionView {
   /**
    * store: this session's SessionStore (kept across switches); connectivity; scroller:
-   * the timeline element; onChange(view): header, composer and sidebar repaint.
+   * the timeline element; onChange(view): header, composer and sidebar repaint;
+   * prompt: the composer's textarea (the focus goes there after the last approval).
    */
-  constructor({ store, connectivity, scroller, onChange, examples }) {
+  constructor({ store, connectivity, scroller, onChange, examples, prompt }) {
     this.store = store;
     this.id = store.sessionId;
     this.connectivity = connectivity;
@@ -44,6 +45,7 @@ export class SessionView {
       removeQueued: (q) => this.removeQueued(q),
       resumeQueue: () => this.resumeQueue(),
       examples,
+      prompt,
     });
     this.feed = new FrameFeed({ store, paint: () => this.paint(), onResync: (why) => this.resync(why) });
     this.stream = openStream({

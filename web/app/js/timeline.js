@@ -11,6 +11,8 @@
 // An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
 // the server, swapped in place when it arrives, without repainting the rows.
 // Message times, Edit, Regenerate and Retry come from message_actions.js.
+// The focus follows the approvals (issue 36): a new card takes it unless the person is
+// busy elsewhere, and a decided card hands it to the next waiting card, else the prompt.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
@@ -21,6 +23,7 @@ import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
 import { usageLines } from './usage.js';
+import { focusPrompt, typing } from './keys.js';
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -34,7 +37,7 @@ function setText(el, text) {
 }
 
 export class Timeline {
-  constructor(scroller, { onLoadEarlier, decide, removeQueued, resumeQueue, examples, actions, connected }) {
+  constructor(scroller, { onLoadEarlier, decide, removeQueued, resumeQueue, examples, actions, connected, prompt }) {
     this.scroller = scroller;
     this.list = h('div', { class: 'rows' });
     this.jump = h('button', { class: 'btn jump-latest', type: 'button', hidden: true, onclick: () => this.toLatest() },
@@ -59,6 +62,9 @@ export class Timeline {
     this.rows = new Map(); // index → {key, el}
     this.open = new Map(); // details key → open
     this.cards = new Map(); // approvalId → element
+    this.prompt = prompt ?? null; // the composer's textarea: where the focus goes after the last card
+    this.unseen = false; // a card came and has not had the focus yet
+    this.decided = false; // a card left with the focus in it since the last paint
     this.ui = new Map(); // approvalId → {busy, error}
     this.loadingEarlier = false;
     this.texts = new Map(); // `${index}:${block}` → TextView
@@ -196,6 +202,56 @@ export class Timeline {
     nodes.push(this.queued(store));
     reconcile(this.list, nodes);
     this.pin();
+    this.moveFocus();
+  }
+
+  /**
+   * Where the focus goes when cards come and go. A card that left with the focus in it
+   * (decided here or in another tab) hands it to the oldest waiting card, else to the
+   * prompt. A new card takes it unless the person is busy elsewhere (see free()).
+   */
+  moveFocus() {
+    const oldest = this.list.querySelector('.approval-card');
+    if (!oldest) this.unseen = false;
+    if (this.decided) {
+      this.decided = this.unseen = false;
+      if (oldest) oldest.focus({ preventScroll: this.follow });
+      else if (this.prompt) focusPrompt(this.prompt);
+    } else {
+      this.offerFocus();
+    }
+  }
+
+  /**
+   * Gives a card that came the focus, now or, when the person was busy, later: the
+   * composer calls this once it has sent the prompt and emptied the box (a run's card
+   * often comes before the answer to the send that started it).
+   */
+  offerFocus() {
+    const oldest = this.list.querySelector('.approval-card');
+    if (!this.unseen || !oldest || !this.free()) return;
+    this.unseen = false;
+    oldest.focus({ preventScroll: true });
+  }
+
+  /**
+   * True when a new card may take the focus: the person is not typing (text in the
+   * prompt, or any other text box), not in the sidebar, the header or a dialog, and not
+   * reading history (the view follows the live end).
+   */
+  free() {
+    const el = document.activeElement;
+    if (!this.follow) return false;
+    if (!el || el === document.body || el === this.scroller) return true;
+    if (el === this.prompt) return !el.value;
+    return this.list.contains(el) && !typing(el);
+  }
+
+  /** Alt+A: the focus to the oldest waiting card, scrolled into view. False when none waits. */
+  focusApproval() {
+    const card = this.list.querySelector('.approval-card');
+    card?.focus();
+    return Boolean(card);
   }
 
   row(store, i, m, waiting) {
@@ -324,12 +380,17 @@ export class Timeline {
 
   approvals(store) {
     const ids = new Set(store.approvals.map((a) => a.id));
-    for (const id of this.cards.keys()) if (!ids.has(id)) this.cards.delete(id);
+    for (const [id, card] of this.cards) {
+      if (ids.has(id)) continue;
+      if (card.contains(document.activeElement)) this.decided = true;
+      this.cards.delete(id);
+    }
     return store.approvals.map((a) => {
       let card = this.cards.get(a.id);
       if (!card) {
         card = approvalCard(a, (decision, message, extra) => this.decide(a, decision, message, extra), callArguments(store, a.toolCallId));
         this.cards.set(a.id, card);
+        this.unseen = true;
       }
       updateApproval(card, a, this.ui.get(a.id) ?? {});
       return card;
