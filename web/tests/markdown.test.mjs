@@ -7,8 +7,9 @@
 //      and shows its raw HTML as text
 //   3. a code block is highlighted; its copy button copies the code, and the answer's
 //      copy button copies the Markdown source (the real clipboard)
-//   4. a streaming answer renders its finished blocks while it streams, the open block
-//      plain, with a few batched requests rather than one per delta
+//   4. a streaming answer renders its finished blocks while it streams (the open block
+//      rendered by the page: streaming_markdown.test.mjs), with a few batched requests
+//      rather than one per delta
 //   5. an answer over the server's 256 KiB shows whole, as plain text in chunks
 //   6. (no browser) the block splitter: blank lines outside fences, resumed per delta
 //   7. a table's column alignment shows (classes from the server, no inline styles)
@@ -29,7 +30,7 @@ after(async () => {
 /** The last answer once it is committed and its Markdown HTML is on the page. */
 async function renderedAnswer(page) {
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
-  return page.waitForSelector('.msg.assistant:last-of-type .text > .md:only-child');
+  return page.waitForSelector('.msg.assistant:last-of-type .text > .md:only-child:not(.is-local)');
 }
 
 const RICH = [
@@ -181,16 +182,16 @@ test('a streaming answer renders its finished blocks as it streams, in a few bat
   const blocks = Array.from({ length: 12 }, (_, n) => `## Part ${n}\n\n${paragraph(n)}`);
   const answer = blocks.join('\n\n');
   await send(page, `echo: ${answer}`);
-  // While the answer streams, a finished block is already a heading and the block still
-  // being written is plain text.
-  await page.waitForSelector('.msg.assistant.is-draft .md h2');
+  // While the answer streams, a finished block is already the server's heading, and the
+  // block still being written is the page's rendering.
+  await page.waitForSelector('.msg.assistant.is-draft .md:not(.is-local) h2');
   const during = await page.evaluate(() => {
     const draft = document.querySelector('.msg.assistant.is-draft .text');
-    return draft && { headings: draft.querySelectorAll('.md h2').length, open: draft.querySelector('.plain.open')?.textContent ?? null };
+    return draft && { headings: draft.querySelectorAll('.md:not(.is-local) h2').length, open: draft.lastElementChild.matches('.md.is-local') };
   });
   assert.ok(during, 'still streaming');
   assert.ok(during.headings >= 1);
-  assert.notEqual(during.open, null, 'the last block is plain while open');
+  assert.equal(during.open, true, 'the page renders the open block');
   const md = await renderedAnswer(page);
   assert.equal(await md.evaluate((el) => el.querySelectorAll('h2').length), 12);
   assert.equal(await md.evaluate((el) => el.textContent.includes('##')), false);

@@ -332,7 +332,7 @@ test('plan mode: the toggle sets it, the plan card asks for changes, then Accept
   page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
   await send(page, 'tool: exit_plan {"plan":"1. Add notes.txt\\n2. Test it"}');
   const card = await page.waitForSelector('.plan-card');
-  assert.equal(await card.$eval('.plan-text', (e) => e.textContent), '1. Add notes.txt\n2. Test it');
+  assert.deepEqual(await card.$$eval('.plan-text ol > li', (lis) => lis.map((e) => e.textContent)), ['Add notes.txt', 'Test it']);
   await shot(page, 'plan-card');
   // Request changes needs words: empty, it sends nothing.
   await card.$eval('button:has-text("Request changes")', (b) => b.click());

@@ -13,6 +13,7 @@ import { h } from './dom.js';
 import { icon } from './icons.js';
 import { mainArgument, pretty } from './format.js';
 import { approvalChange, finishedDiff } from './tool_diff.js';
+import { markdownBlock } from './text.js';
 
 const LABEL = {
   preparing: 'Preparing',
@@ -244,7 +245,8 @@ function questionCard(approval, decide) {
  * A plan-mode session's plan (the `exit_plan` tool). Accept approves the call: the
  * session switches to agent mode and the run carries the plan out. Request changes
  * rejects it with the person's words, which the model reads; plan mode stays. The words
- * are required: a reject without them would cancel the run.
+ * are required: a reject without them would cancel the run. The plan is Markdown and
+ * shows rendered; once accepted it stays in the conversation (the timeline's planBlock).
  */
 function planCard(approval, decide) {
   const p = approval.payload ?? {};
@@ -268,7 +270,7 @@ function planCard(approval, decide) {
     'section',
     { class: 'approval-card plan-card', role: 'group', tabindex: -1, 'aria-label': 'The agent proposes a plan', dataset: { approvalId: approval.id } },
     h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Plan ready'), h('span', { class: 'approval-tool' }, 'plan mode')),
-    h('pre', { class: 'plan-text', 'aria-label': 'The plan' }, String(p.plan ?? '')),
+    h('div', { class: 'plan-text', role: 'region', 'aria-label': 'The plan' }, markdownBlock(String(p.plan ?? ''))),
     h('p', { class: 'approval-reason' }, 'Nothing has been changed yet. Accepting switches this session to agent mode and the agent carries the plan out.'),
     h('p', { class: 'approval-notice', role: 'status', hidden: true }),
     changes,

@@ -1,18 +1,24 @@
 // An answer's text on the page. `TextView` shows Markdown as the server rendered and
-// sanitized it (markdown.js), and `renderText` is the plain rendering shown until that
-// HTML is here, or instead of it when it cannot be (over the server's limit, a failed
-// request): fenced code blocks, inline `code` and **bold**, everything else plain text
-// with its line breaks kept. The plain rendering never parses HTML; the rendered one
-// inserts only the server's sanitized HTML (and the page's CSP runs no inline script).
+// sanitized it (markdown.js); until that HTML is here, or instead of it when it cannot
+// be (a failed request), the page renders the Markdown itself (markdown_local.js: built
+// as elements, never parsed as HTML, so just as safe). Only a text over the server's
+// limit shows plain: its line breaks kept, in chunks.
 //
 // A streaming draft is rendered block by block: the blocks before the last blank line
-// (outside fenced code) cannot change any more, so each is rendered once and kept; the
-// last, open block shows as plain text, each delta appended to it (see appendPlain),
-// until it closes. A long answer therefore never renders its whole text again per delta.
+// (outside fenced code) cannot change any more, so each is rendered once and its
+// elements kept; the last, open block is rendered in the page again on each paint while
+// it grows (a list as a list, an unclosed fence as code, a table once its delimiter row
+// is here), holding back what is only half written, so no raw Markdown of it shows. An
+// open block over LOCAL_CHARS shows plain, each delta appended (see appendPlain): a long
+// answer never renders much text again per delta.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
-import { BlockSplitter, cachedHtml, grewFrom, htmlOf, renderable } from './markdown.js';
+import { BlockSplitter, cachedHtml, grewFrom, htmlOf, onRendered, renderable } from './markdown.js';
+import { renderLocal } from './markdown_local.js';
+
+/** The longest open block rendered in the page on each paint; a longer one shows plain. */
+const LOCAL_CHARS = 32 * 1024;
 
 /**
  * One text block of one message, kept across repaints: the timeline keeps this view's
@@ -55,21 +61,22 @@ export class TextView {
   /** Makes the element show `parts`, replacing only the parts that changed. */
   show(parts) {
     parts.forEach(({ source, markup, open = false }, i) => {
+      const kind = markup !== null ? 'html' : !open ? 'local' : source.length > LOCAL_CHARS ? 'plain' : 'open';
       const part = this.parts[i];
-      if (part && part.source === source && part.html === (markup !== null) && part.open === open) return;
-      if (open && part?.open && grewFrom(source, part.source)) {
+      if (part && part.source === source && part.kind === kind) return;
+      if (kind === 'plain' && part?.kind === 'plain' && grewFrom(source, part.source)) {
         // The open block grew by a delta: append it, rather than rebuild the block.
         appendPlain(part.el, source.slice(part.source.length));
         part.source = source;
         return;
       }
       let el;
-      if (markup !== null) el = rendered(markup);
-      else if (open) appendPlain((el = h('div', { class: 'plain open' })), source);
-      else el = h('div', { class: 'plain' }, renderText(source));
+      if (kind === 'html') el = rendered(markup);
+      else if (kind === 'plain') appendPlain((el = h('div', { class: 'plain open' })), source);
+      else el = withCopyButtons(h('div', { class: 'md is-local' }, renderLocal(source, kind === 'open')));
       if (part) part.el.replaceWith(el);
       else this.el.append(el);
-      this.parts[i] = { source, html: markup !== null, open, el };
+      this.parts[i] = { source, kind, el };
     });
     for (const part of this.parts.splice(parts.length)) part.el.remove();
     return this.el;
@@ -78,10 +85,26 @@ export class TextView {
   /** Shows HTML that arrived since the last update; true when something changed. */
   refresh() {
     if (this.text === null) return false;
-    const before = this.parts.filter((p) => p.html).length;
+    const before = this.parts.filter((p) => p.kind === 'html').length;
     this.update(this.text, this.draft);
-    return this.parts.filter((p) => p.html).length !== before;
+    return this.parts.filter((p) => p.kind === 'html').length !== before;
   }
+}
+
+/**
+ * A finished text shown on its own (a plan on its card), rendered whole: the page's
+ * rendering at once, the server's HTML once it comes.
+ */
+export function markdownBlock(text) {
+  const view = new TextView();
+  view.update(text, false);
+  if (cachedHtml(text) === null && renderable(text)) {
+    const stop = onRendered(() => {
+      view.refresh();
+      if (cachedHtml(text) !== null) stop();
+    });
+  }
+  return view.el;
 }
 
 /** Once a chunk of an open block is this long it ends at its last line break (or, at
@@ -114,11 +137,16 @@ function chunk(text) {
   return h('div', { class: 'chunk' }, document.createTextNode(text));
 }
 
-/** The server's sanitized HTML as elements, each code block with a copy button. */
+/** The server's sanitized HTML as elements. */
 function rendered(markup) {
   const box = h('div', { class: 'md' });
   // Without the line break after the last block, the answer's text ends where it does.
   box.innerHTML = markup.trimEnd();
+  return withCopyButtons(box);
+}
+
+/** `box` with a copy button on each of its code blocks. */
+function withCopyButtons(box) {
   for (const pre of box.querySelectorAll('pre')) {
     const wrap = h('div', { class: 'code-wrap' });
     pre.replaceWith(wrap);
@@ -145,34 +173,4 @@ export function copyButton(label, source, text = null) {
     }
   });
   return button;
-}
-
-export function renderText(text) {
-  const out = [];
-  const parts = text.split(/^```/m);
-  parts.forEach((part, i) => {
-    if (i % 2 === 1) {
-      const nl = part.indexOf('\n');
-      const lang = nl >= 0 ? part.slice(0, nl).trim() : '';
-      const body = nl >= 0 ? part.slice(nl + 1) : part;
-      out.push(h('pre', { class: 'code', 'data-lang': lang || null }, h('code', {}, body.replace(/\n$/, ''))));
-    } else if (part) {
-      out.push(h('div', { class: 'prose' }, inline(i > 0 ? part.replace(/^\n/, '') : part)));
-    }
-  });
-  return out;
-}
-
-function inline(text) {
-  const nodes = [];
-  const re = /(`[^`\n]+`|\*\*[^*\n]+\*\*)/g;
-  let last = 0;
-  for (const m of text.matchAll(re)) {
-    if (m.index > last) nodes.push(text.slice(last, m.index));
-    const tok = m[0];
-    nodes.push(tok.startsWith('`') ? h('code', {}, tok.slice(1, -1)) : h('strong', {}, tok.slice(2, -2)));
-    last = m.index + tok.length;
-  }
-  if (last < text.length) nodes.push(text.slice(last));
-  return nodes;
 }

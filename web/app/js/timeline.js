@@ -336,10 +336,23 @@ export class Timeline {
       return d;
     }
     if (c.type === 'toolCall') {
+      const exec = store.tools.get(c.id);
+      if (c.name === 'exit_plan' && exec?.status === 'success') return this.planBlock(i, ci, exec.args ?? c.arguments);
       const streaming = draft && typeof c.arguments === 'string';
       return toolCard({ id: c.id, name: c.name, args: c.arguments, exec: store.tools.get(c.id), waiting: waiting.has(c.id), streaming, open: this.open });
     }
     return null;
+  }
+
+  /**
+   * A plan the person accepted (`exit_plan`), open where its call was: what the agent
+   * then carries out stays readable, not folded into a tool card's arguments.
+   */
+  planBlock(i, ci, args) {
+    const plan = typeof args?.plan === 'string' ? args.plan : '';
+    return h('section', { class: 'plan-accepted', 'aria-label': 'The accepted plan' },
+      h('div', { class: 'plan-accepted-head' }, icon('check'), h('strong', {}, 'Plan accepted')),
+      this.textView(i, `${ci}:plan`).update(plan, false));
   }
 
   timing(store, u) {
