@@ -282,6 +282,8 @@ function listItem({ inner, task }, loose) {
 
 const PUNCT = /[!-/:-@[-`{-~\p{P}\p{S}]/u;
 const ESCAPABLE = /[!-/:-@[-`{-~]/;
+/** The characters inline() looks at; the text between them is copied as it is. */
+const SPECIAL = /[\\`[!<&\n*_~]/g;
 const ENTITIES = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };
 const LINK_REL = 'noopener noreferrer nofollow';
 const TAGS = { '*': ['em', 'strong'], _: ['em', 'strong'], '~': ['del', 'del'] };
@@ -334,13 +336,12 @@ export function inline(text, open = false) {
       } else buf += text[i + 1];
       i += 2;
     } else if (c === '`') {
-      const run = /^`+/.exec(text.slice(i))[0];
+      const run = '`'.repeat(runLength(text, i));
       const close = text.indexOf(run, i + run.length);
       let end = close;
       // A closing run must be exactly as long.
       while (end >= 0 && text[end + run.length] === '`') {
-        const after = /^`+/.exec(text.slice(end))[0].length;
-        end = text.indexOf(run, end + after);
+        end = text.indexOf(run, end + runLength(text, end));
       }
       if (end >= 0 || (open && i + run.length < text.length)) {
         flush();
@@ -394,7 +395,7 @@ export function inline(text, open = false) {
       } else buf += '\n';
       i++;
     } else if (c === '*' || c === '_' || c === '~') {
-      const run = new RegExp(`^\\${c}+`).exec(text.slice(i))[0];
+      const run = c.repeat(runLength(text, i));
       const before = i > 0 ? text[i - 1] : ' ';
       const after = i + run.length < text.length ? text[i + run.length] : ' ';
       const left = !/\s/.test(after) && (!PUNCT.test(after) || /\s/.test(before) || PUNCT.test(before));
@@ -410,14 +411,24 @@ export function inline(text, open = false) {
       });
       i += run.length;
     } else {
-      buf += c;
-      i++;
+      // Up to the next character that may mean something.
+      SPECIAL.lastIndex = i + 1;
+      const next = SPECIAL.test(text) ? SPECIAL.lastIndex - 1 : text.length;
+      buf += text.slice(i, next);
+      i = next;
     }
   }
   flush();
   if (open && items.at(-1)?.atEnd) items.pop(); // may be the start of a closing run
   emphasis(items, open);
   return items.map((item) => (typeof item === 'string' || item instanceof Node ? item : item.ch.repeat(item.count)));
+}
+
+/** How many times the character at `at` repeats from there. */
+function runLength(text, at) {
+  let end = at + 1;
+  while (text[end] === text[at]) end++;
+  return end - at;
 }
 
 /** A code span's text: line breaks are spaces, and one space each side is trimmed. */
