@@ -10,6 +10,8 @@
 //   * approvals (issue 36): a new card takes the focus unless the person is typing;
 //     y / a / n decide it, 1-9 pick a question's option, Alt+A jumps to the waiting
 //     card; after a decision the focus lands on the next card, else the prompt
+//   * a card that took the focus by itself holds its keys a moment: letters typed into
+//     the empty prompt as it came stay in the prompt, a y pressed at once decides nothing
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -209,6 +211,8 @@ const onCard = (page) => page.evaluate(() => {
   return Boolean(el?.closest('.approval-card')) && !el.matches('input[type="text"], textarea');
 });
 const promptFocused = (page) => page.waitForFunction(() => document.activeElement?.id === 'prompt');
+/** Waits until `selector`'s card holds its keys no more (a card that took the focus by itself waits a moment). */
+const armed = (page, selector = '.approval-card') => page.waitForSelector(`${selector}:not([data-keys="held"])`);
 
 test('an approval is reached and decided by keyboard alone: the card takes the focus, y approves, the prompt has it back', async (t) => {
   const server = await startSpool();
@@ -230,6 +234,7 @@ test('an approval is reached and decided by keyboard alone: the card takes the f
   // Each decision button shows its key and names it for assistive technology.
   const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));
   assert.deepEqual(keys, [['once', 'y', 'Y'], ['always', 'a', 'A'], ['reject', 'n', 'N']]);
+  await armed(page);
   await shot(page, 'approval-keyboard');
 
   // In the card's message box the keys are letters.
@@ -261,6 +266,7 @@ test('Alt+A jumps to the waiting card from the prompt; after y the next run\'s c
   await page.keyboard.press('Enter');
   await page.waitForSelector('.approval-card');
   await page.waitForFunction(() => document.activeElement?.closest('.approval-card'));
+  await armed(page);
 
   // Back to the prompt to queue the next prompt: the card keeps waiting, and while the
   // person types it does not take the focus back.
@@ -277,6 +283,7 @@ test('Alt+A jumps to the waiting card from the prompt; after y the next run\'s c
   await until(() => existsSync(join(server.project, 'first.txt')), 15_000, 'the first write');
   // The queued prompt runs and asks: its card takes the focus from the empty prompt.
   await page.waitForFunction(() => document.activeElement?.closest('.approval-card')?.textContent.includes('second.txt'));
+  await armed(page);
   await page.keyboard.press('n');
   await page.waitForSelector('.timing.ended[data-code="approval_rejected"]');
   assert.equal(existsSync(join(server.project, 'second.txt')), false, 'the rejected write did not run');
@@ -292,6 +299,7 @@ test('a ("always") allows the command as offered, and number keys answer a quest
   await send(page, 'tool: bash {"command":"rm x"}');
   await page.waitForSelector('.approval-card');
   await page.waitForFunction(() => document.activeElement?.closest('.approval-card'));
+  await armed(page);
   await page.keyboard.press('a');
   await page.waitForSelector('.approval-card', { state: 'detached' });
   await settled(page);
@@ -306,12 +314,95 @@ test('a ("always") allows the command as offered, and number keys answer a quest
   await page.waitForFunction(() => document.activeElement?.closest('.question-card'));
   const options = await card.$$eval('.question-options button', (bs) => bs.map((b) => [b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));
   assert.deepEqual(options, [['1', '1'], ['2', '2']]);
+  await armed(page);
   await shot(page, 'question-keyboard');
   await page.keyboard.press('2');
   await page.waitForSelector('.question-card', { state: 'detached' });
   await settled(page);
   const messages = await api(server.url, 'GET', `/api/sessions/${session.id}/messages`);
   assert.equal(messages.messages.filter((m) => m.role === 'toolResult').at(-1).content[0].text, 'The person answered: blue');
+  await promptFocused(page);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a card that comes just as the person starts typing in the empty prompt decides nothing: the letters stay in the prompt', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Typing as it comes' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { clock: true });
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await page.waitForSelector('.conn.is-live');
+  await promptFocused(page);
+  // Time stands still from here, so the first letter surely comes within the card's
+  // first moment; the page paints (animation frames) only as the test lets time pass.
+  await page.clock.pauseAt(await page.evaluate(() => Date.now() + 1000));
+  // A run started elsewhere (another tab, a script) parks at an approval; this prompt
+  // stays empty and focused, and the person is about to type in it.
+  await api(server.url, 'POST', `/api/sessions/${session.id}/prompt`, { text: 'tool: bash {"command":"echo never"}' });
+  await until(async () => {
+    await page.clock.runFor(20);
+    return page.$('.approval-card');
+  }, 15_000, 'the approval card');
+  await page.keyboard.type('no thanks');
+  assert.equal(await page.inputValue('#prompt'), 'no thanks', 'every letter is in the prompt');
+  assert.equal(await focused(page), 'prompt');
+  await page.clock.runFor(100);
+  assert.deepEqual(decisions, [], 'the n decided nothing');
+  assert.equal(await page.locator('.approval-card').count(), 1, 'the approval still waits');
+  const { state } = await api(server.url, 'GET', `/api/sessions/${session.id}`);
+  assert.equal(state.pendingApprovals.length, 1, 'the server still waits for the decision');
+
+  // Once that prompt is sent (queued behind the run), the card takes the focus again,
+  // and after its moment its keys work.
+  await page.clock.resume();
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.closest('.approval-card'));
+  assert.equal(await page.inputValue('#prompt'), '');
+  await armed(page);
+  await page.keyboard.press('n');
+  await page.waitForSelector('.timing.ended[data-code="approval_rejected"]');
+  assert.deepEqual(decisions.map((d) => d.decision), ['reject']);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a plan card that took the focus by itself drops a y pressed at once; after its moment y accepts and the run carries the plan out', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Plan by keyboard' });
+  await api(server.url, 'PATCH', `/api/sessions/${session.id}`, { mode: 'plan' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { clock: true });
+  const decisions = [];
+  page.on('request', (r) => r.url().includes('/approvals/') && decisions.push(JSON.parse(r.postData())));
+  await page.waitForSelector('#plan-mode[aria-pressed="true"]');
+  await page.focus('#timeline'); // reading the conversation, not typing
+  await page.clock.pauseAt(await page.evaluate(() => Date.now() + 1000));
+  await api(server.url, 'POST', `/api/sessions/${session.id}/prompt`, { text: 'tool: exit_plan {"plan":"1. Add notes.txt\\n2. Test it"}' });
+  const card = await until(async () => {
+    await page.clock.runFor(20);
+    return page.$('.plan-card');
+  }, 15_000, 'the plan card');
+  assert.ok(await page.evaluate(() => document.activeElement?.matches('.plan-card')), 'the plan card took the focus');
+  const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts')]));
+  assert.deepEqual(keys, [['once', 'y'], ['reject', 'n']]);
+  await shot(page, 'plan-card-held');
+  // Pressed as the card came (the person had not read it): nothing happens.
+  await page.keyboard.press('y');
+  await page.clock.runFor(100);
+  assert.deepEqual(decisions, []);
+  assert.equal(await page.locator('.plan-card').count(), 1, 'the plan still waits');
+
+  await page.clock.resume();
+  await armed(page, '.plan-card');
+  await shot(page, 'plan-card-keyboard');
+  await page.keyboard.press('y');
+  await page.waitForSelector('.plan-card', { state: 'detached' });
+  await settled(page);
+  assert.deepEqual(decisions.map((d) => d.decision), ['once']);
+  await page.waitForSelector('#plan-mode[aria-pressed="false"]');
+  assert.equal((await api(server.url, 'GET', `/api/sessions/${session.id}`)).mode, 'agent', 'accepting switched to agent mode');
+  assert.equal(await page.locator('.timing.ended[data-code="approval_rejected"]').count(), 0);
+  assert.equal(await page.inputValue('#prompt'), '', 'no y was typed anywhere');
   await promptFocused(page);
   assert.deepEqual(page.errors, []);
 });

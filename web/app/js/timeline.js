@@ -13,6 +13,8 @@
 // Message times, Edit, Regenerate and Retry come from message_actions.js.
 // The focus follows the approvals (issue 36): a new card takes it unless the person is
 // busy elsewhere, and a decided card hands it to the next waiting card, else the prompt.
+// A card that takes the focus by itself holds its keys a moment (KEY_HOLD_MS), so a
+// letter typed just as it came decides nothing; typed from the prompt, it lands there.
 
 import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
@@ -24,6 +26,13 @@ import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
 import { usageLines } from './usage.js';
 import { focusPrompt, typing } from './keys.js';
+
+/**
+ * How long a card that took the focus by itself ignores its keys: about the time browsers
+ * wait before a permission prompt's buttons work. Long enough for a letter already on its
+ * way, short enough that a person who means to decide is not kept waiting.
+ */
+export const KEY_HOLD_MS = 600;
 
 /** What a person should do about a run that ended this way (by its error code). */
 const ENDINGS = {
@@ -65,6 +74,9 @@ export class Timeline {
     this.prompt = prompt ?? null; // the composer's textarea: where the focus goes after the last card
     this.unseen = false; // a card came and has not had the focus yet
     this.decided = false; // a card left with the focus in it since the last paint
+    this.hold = null; // {card, from, timer}: the card whose keys wait (see takeFocus)
+    this.list.addEventListener('keydown', (e) => this.heldKey(e), true);
+    this.list.addEventListener('pointerdown', () => this.release()); // a click is the person's own move
     this.ui = new Map(); // approvalId → {busy, error}
     this.loadingEarlier = false;
     this.texts = new Map(); // `${index}:${block}` → TextView
@@ -215,7 +227,7 @@ export class Timeline {
     if (!oldest) this.unseen = false;
     if (this.decided) {
       this.decided = this.unseen = false;
-      if (oldest) oldest.focus({ preventScroll: this.follow });
+      if (oldest) this.takeFocus(oldest, { preventScroll: this.follow });
       else if (this.prompt) focusPrompt(this.prompt);
     } else {
       this.offerFocus();
@@ -231,7 +243,54 @@ export class Timeline {
     const oldest = this.list.querySelector('.approval-card');
     if (!this.unseen || !oldest || !this.free()) return;
     this.unseen = false;
-    oldest.focus({ preventScroll: true });
+    this.takeFocus(oldest, { preventScroll: true });
+  }
+
+  /**
+   * Gives `card` the focus without the person asking for it (a card that came, or the
+   * next one after a decision), and holds its keys for KEY_HOLD_MS: someone who was about
+   * to type must not approve or reject what they never read with their first letter
+   * ("no thanks", "yes"). While held, the card says so (`data-keys="held"`: its key hints
+   * show dimmed). Tab, a click or Alt+A are the person's own moves and end the hold.
+   */
+  takeFocus(card, options) {
+    const from = document.activeElement === this.prompt ? this.prompt : null;
+    card.focus(options);
+    if (document.activeElement !== card) return;
+    this.release();
+    card.dataset.keys = 'held';
+    this.hold = { card, from, timer: setTimeout(() => this.release(), KEY_HOLD_MS) };
+  }
+
+  /** Ends the hold: the held card's keys work. */
+  release() {
+    if (!this.hold) return;
+    clearTimeout(this.hold.timer);
+    delete this.hold.card.dataset.keys;
+    this.hold = null;
+  }
+
+  /**
+   * A key on a held card (capture phase, before the card's own keys in cards.js and the
+   * page's in keys.js). A character or Backspace typed while the card took the focus from
+   * the prompt goes back to the prompt with the focus: the browser inserts it where the
+   * focus is once keydown is handled, so "no thanks" reads "no thanks" in the box, and
+   * the card, not lost, takes the focus again once that is sent (offerFocus). Taken from
+   * anywhere else, the key is dropped. Other keys (Tab, arrows, Esc, shortcuts) act.
+   */
+  heldKey(e) {
+    const hold = this.hold;
+    if (!hold || e.target !== hold.card) return; // on one of its buttons: tabbed or clicked to
+    if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
+    if (e.key.length !== 1 && e.key !== 'Backspace') return;
+    e.stopPropagation();
+    if (hold.from) {
+      this.release();
+      this.unseen = true;
+      hold.from.focus({ preventScroll: true });
+    } else {
+      e.preventDefault();
+    }
   }
 
   /**
@@ -250,6 +309,7 @@ export class Timeline {
   /** Alt+A: the focus to the oldest waiting card, scrolled into view. False when none waits. */
   focusApproval() {
     const card = this.list.querySelector('.approval-card');
+    this.release(); // asked for: its keys work at once
     card?.focus();
     return Boolean(card);
   }
