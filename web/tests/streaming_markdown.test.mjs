@@ -63,7 +63,12 @@ test('the block being written renders as Markdown while it streams, never as raw
   // code), and what shape the last, open part has.
   await page.evaluate(() => {
     window.states = [];
-    new MutationObserver(() => {
+    window.rebuilt = 0; // finished blocks' server HTML taken out while the answer streamed
+    new MutationObserver((records) => {
+      for (const r of records) {
+        if (!r.target.closest?.('.msg.assistant.is-draft')) continue;
+        for (const n of r.removedNodes) if (n.matches?.('.md:not(.is-local)')) window.rebuilt++;
+      }
       const text = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
       if (!text) return;
       // The text as lines: each block element on its own line, code and buttons aside.
@@ -81,6 +86,7 @@ test('the block being written renders as Markdown while it streams, never as raw
         rows: text.querySelectorAll('tbody tr').length,
         code: text.querySelector('pre code')?.textContent ?? null,
         strong: text.querySelectorAll('strong').length,
+        server: text.querySelectorAll('.md:not(.is-local)').length,
       });
     }).observe(document.body, { childList: true, subtree: true, characterData: true });
   });
@@ -90,6 +96,8 @@ test('the block being written renders as Markdown while it streams, never as raw
   await shot(page, 'streaming-markdown');
   await serverRendered(page);
   const states = await page.evaluate(() => window.states);
+  assert.ok(states.some((s) => s.draft && s.server > 0), 'finished blocks had their server HTML while the answer streamed');
+  assert.equal(await page.evaluate(() => window.rebuilt), 0, 'a finished block keeps its elements while the answer streams');
   const drafts = states.filter((s) => s.draft);
   assert.ok(drafts.length > 15, `${drafts.length} changes seen while streaming`);
   for (const s of states) {
