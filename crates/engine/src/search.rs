@@ -35,6 +35,10 @@ pub struct SearchHit {
     pub snippet: String,
     /// `title` or `message`: what matched.
     pub matched: &'static str,
+    /// The index of the first message that matched, where the web UI scrolls to when
+    /// the result is opened; absent when only the title matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_index: Option<u64>,
 }
 
 /// A page of search results, newest activity first.
@@ -85,6 +89,7 @@ impl Engine {
                     session: SessionInfo { status: self.status_of(&m.session.id), session: m.session },
                     snippet,
                     matched,
+                    message_index: m.text.is_some().then_some(m.message_index).flatten(),
                 }
             })
             .collect();

@@ -29,12 +29,13 @@ pub enum RunInsert {
     Existing(Run),
 }
 
-/// A session a search matched, with the message text that matched (`None` when only
-/// its title did).
+/// A session a search matched, with the message text that matched and that message's
+/// index (`None` when only its title did).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionMatch {
     pub session: Session,
     pub text: Option<String>,
+    pub message_index: Option<u64>,
 }
 
 #[async_trait]

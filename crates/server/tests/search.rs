@@ -58,6 +58,23 @@ async fn search_pages_through_matching_sessions_newest_first_with_snippets() {
 }
 
 #[tokio::test]
+async fn a_message_hit_names_the_message_that_matched() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let session = id_of(&server.create_session(&project, Some("Long talk")).await);
+    server.run_prompt(&session, "echo: first").await;
+    server.run_prompt(&session, "echo: the Heron flies").await;
+
+    // 0 and 1 are the first round; 2 is the prompt that first says it (3 echoes it).
+    let (status, page) = server.get("/api/sessions/search?q=heron").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["sessions"][0]["messageIndex"], 2, "{page}");
+    let (_, by_title) = server.get("/api/sessions/search?q=long%20talk").await;
+    assert_eq!(by_title["sessions"][0]["matched"], "title");
+    assert!(by_title["sessions"][0].get("messageIndex").is_none(), "no message matched: {by_title}");
+}
+
+#[tokio::test]
 async fn search_limits_are_checked_with_clear_errors() {
     let server = TestServer::start().await;
     let long = "x".repeat(201);

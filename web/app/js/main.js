@@ -58,7 +58,19 @@ const composer = new Composer({
 const openProjectDialog = initProjectDialog({ lists, toast, onAdded: (p) => sidebar.newSession(p.id) });
 sidebar.onAddProject = openProjectDialog;
 const permissions = new PermissionsPanel({ topbar: document.querySelector('.topbar'), before: $('model-picker') });
-new SessionSearch({ box: $('session-search'), nav: $('projects') });
+// A result opens its session at the message that matched.
+new SessionSearch({
+  box: $('session-search'),
+  nav: $('projects'),
+  open: (id, messageIndex) => {
+    location.hash = `#/s/${id}`;
+    openSession(id);
+    // The same session was open already: openSession left the phone's drawer as it was.
+    document.body.classList.remove('drawer-open');
+    $('menu').setAttribute('aria-expanded', 'false');
+    if (messageIndex !== null) page.view?.reveal(messageIndex);
+  },
+});
 
 let lastSummary = '';
 function onViewChange(view) {

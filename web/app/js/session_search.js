@@ -2,9 +2,11 @@
 // `GET /api/sessions/search` (titles and message text of the caller's sessions, on the
 // server, paged) as the person types, debounced so a word is one request, not one per
 // key. Results replace the project list while a query is in the box, each with the
-// snippet the server cut around the match; Enter or a click opens the highlighted one,
-// arrows move the highlight, Esc clears the box and brings the projects back. Answers
-// to an older query that arrive late are dropped.
+// snippet the server cut around the match, the matched words marked (<mark>, built as
+// nodes: the snippet is a person's text, never HTML); Enter or a click opens the
+// highlighted one at the message that matched (`open(id, messageIndex)`), arrows move
+// the highlight, Esc clears the box and brings the projects back. Answers to an older
+// query that arrive late are dropped.
 
 import { get } from './api.js';
 import { h } from './dom.js';
@@ -14,10 +16,34 @@ const PAGE = 20;
 /** The server's limit on `q`; the box stops there too. */
 const MAX_QUERY = 200;
 
+/** Characters a regular expression gives a meaning to, escaped to mean themselves. */
+const escapeRegExp = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * `text` as nodes, every case-insensitive occurrence of `query` in a <mark>. The server
+ * matched the query with its whitespace collapsed, so any run of whitespace matches here.
+ */
+export function marked(text, query) {
+  const words = query.trim().split(/\s+/).filter(Boolean).map(escapeRegExp);
+  if (!words.length) return [text];
+  const nodes = [];
+  let at = 0;
+  for (const m of text.matchAll(new RegExp(words.join('\\s+'), 'giu'))) {
+    nodes.push(text.slice(at, m.index), h('mark', {}, m[0]));
+    at = m.index + m[0].length;
+  }
+  nodes.push(text.slice(at));
+  return nodes.filter((n) => n !== '');
+}
+
 export class SessionSearch {
-  /** `box`: the element to build in; `nav`: the project list hidden while searching. */
-  constructor({ box, nav }) {
+  /**
+   * `box`: the element to build in; `nav`: the project list hidden while searching;
+   * `open(id, messageIndex)`: shows a result (the index is absent when the title matched).
+   */
+  constructor({ box, nav, open }) {
     this.nav = nav;
+    this.show = open ?? ((id) => (location.hash = `#/s/${id}`));
     this.input = h('input', {
       type: 'search', placeholder: 'Search sessions', 'aria-label': 'Search sessions', maxlength: MAX_QUERY,
       autocomplete: 'off', dataset: { testid: 'session-search' },
@@ -103,8 +129,8 @@ export class SessionSearch {
   }
 
   open(hit) {
-    location.hash = `#/s/${hit.id}`;
     this.clear(true);
+    this.show(hit.id, hit.matched === 'message' ? hit.messageIndex ?? null : null);
   }
 
   paint() {
@@ -114,8 +140,8 @@ export class SessionSearch {
     if (!searching) return this.results.replaceChildren();
     const items = this.hits.map((hit, i) => h('li', { class: i === this.active ? 'active' : '', role: 'option', 'aria-selected': String(i === this.active), dataset: { sessionId: hit.id } },
       h('button', { type: 'button', onclick: () => this.open(hit) },
-        h('span', { class: 'search-title' }, hit.title || 'New session'),
-        hit.matched === 'message' ? h('span', { class: 'search-snippet' }, hit.snippet) : null)));
+        h('span', { class: 'search-title' }, hit.matched === 'title' ? marked(hit.title, this.query) : hit.title || 'New session'),
+        hit.matched === 'message' ? h('span', { class: 'search-snippet' }, marked(hit.snippet, this.query)) : null)));
     if (this.error) items.push(h('li', { class: 'search-empty', role: 'alert' }, this.error));
     else if (!this.hits.length) items.push(h('li', { class: 'search-empty' }, `No session mentions “${this.query}”.`));
     if (this.next) {

@@ -185,6 +185,35 @@ export class SessionView {
   }
 
   /**
+   * Shows message `index` (a search result's match): pages of earlier history are
+   * loaded until it is here, then the conversation scrolls to it and marks it a moment.
+   * Asked before the conversation loaded, it waits for the load (see `paint`).
+   */
+  reveal(index) {
+    this.wanted = index;
+    this.revealWanted();
+  }
+
+  async revealWanted() {
+    const index = this.wanted;
+    if (index === null || index === undefined || !this.store.loaded || this.revealing) return;
+    this.revealing = true;
+    try {
+      while (!this.disposed && this.wanted === index && this.store.firstKnown() > index) {
+        const known = this.store.firstKnown();
+        await this.loadEarlier();
+        if (this.store.firstKnown() === known) break; // the page failed: show what is here
+      }
+    } finally {
+      this.revealing = false;
+    }
+    if (this.disposed) return;
+    if (this.wanted !== index) return this.revealWanted();
+    this.wanted = null;
+    this.timeline.reveal(index);
+  }
+
+  /**
    * One idempotency key per decision on a card: a double click or a retry sends the same
    * key, so the server acts once. Success shows through the stream; a failed or uncertain
    * answer asks for a fresh snapshot instead of trusting the HTTP result. A 409
@@ -281,6 +310,7 @@ export class SessionView {
   paint() {
     if (this.disposed) return;
     this.timeline.paint(this.store);
+    if (this.wanted != null && !this.revealing) this.revealWanted();
     this.changed();
   }
 

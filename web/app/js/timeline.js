@@ -525,6 +525,25 @@ export class Timeline {
     return box;
   }
 
+  /**
+   * Scrolls to message `index` and marks it a moment (a search result's match). A tool
+   * result shows inside its call's card, so the nearest row at or before it stands in.
+   * The reader is then reading history: following stops, as when they scroll up.
+   */
+  reveal(index) {
+    const rows = [...this.list.querySelectorAll('article[data-index]')];
+    const row = rows.filter((r) => Number(r.dataset.index) <= index).at(-1);
+    if (!row) return;
+    this.follow = false;
+    row.scrollIntoView({ block: 'center' });
+    this.lastTop = this.scroller.scrollTop;
+    this.showJump();
+    row.classList.remove('found');
+    void row.offsetWidth; // restart the animation when the same row is found again
+    row.classList.add('found');
+    setTimeout(() => row.classList.remove('found'), 2500);
+  }
+
   /** Runs `change` (which prepends rows) without moving what the reader is looking at. */
   keepPosition(change) {
     const before = this.scroller.scrollHeight - this.scroller.scrollTop;

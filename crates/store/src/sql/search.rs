@@ -8,6 +8,10 @@
 //! thousands of sessions one person has; a full-text index (SQLite FTS5, PostgreSQL
 //! `pg_trgm`) is the step after, and would change only this module and a migration.
 //!
+//! The first matching text part is looked for twice, once for its text and once for
+//! its message's index (a correlated subquery gives one column); the second reads
+//! only the sessions the first found something in.
+//!
 //! Case folding is `LOWER()` on both sides: full Unicode on PostgreSQL, ASCII only on
 //! SQLite (its built-in `lower`), so on SQLite "É" does not find "é". `%`, `_` and `\`
 //! in the needle are escaped, so they match themselves.
@@ -55,7 +59,13 @@ pub(crate) async fn sessions(
         None => (Millis::MAX, String::new()),
     };
     let sql = format!(
-        "SELECT * FROM (
+        "SELECT t.*,
+                CASE WHEN t.hit IS NULL THEN NULL ELSE
+                  (SELECT m.idx FROM parts p JOIN messages m ON m.id = p.message_id
+                    WHERE p.session_id = t.id AND p.kind = 'text' AND LOWER({PART_TEXT}) LIKE $2 ESCAPE '\\'
+                    ORDER BY m.idx LIMIT 1)
+                END AS hit_index
+         FROM (
            SELECT {COLUMNS},
                   (SELECT {PART_TEXT} FROM parts p JOIN messages m ON m.id = p.message_id
                     WHERE p.session_id = s.id AND p.kind = 'text' AND LOWER({PART_TEXT}) LIKE $2 ESCAPE '\\'
@@ -80,7 +90,10 @@ pub(crate) async fn sessions(
     found
         .map_err(db_error)?
         .iter()
-        .map(|row| Ok(SessionMatch { session: rows::session(row)?, text: row.text_opt("hit")? }))
+        .map(|row| {
+            let message_index = row.int_opt("hit_index")?.and_then(|i| u64::try_from(i).ok());
+            Ok(SessionMatch { session: rows::session(row)?, text: row.text_opt("hit")?, message_index })
+        })
         .collect()
 }
 
