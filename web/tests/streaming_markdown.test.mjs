@@ -64,6 +64,7 @@ test('the block being written renders as Markdown while it streams, never as raw
   await page.evaluate(() => {
     window.states = [];
     window.rebuilt = 0; // finished blocks' server HTML taken out while the answer streamed
+    window.firstItems = new Set(); // the open block's first list item, as elements
     new MutationObserver((records) => {
       for (const r of records) {
         if (!r.target.closest?.('.msg.assistant.is-draft')) continue;
@@ -79,6 +80,8 @@ test('the block being written renders as Markdown while it streams, never as raw
         return getComputedStyle(node).display === 'inline' ? inner : `\n${inner}\n`;
       };
       const seen = lines(text);
+      const item = text.lastElementChild?.querySelector('ul > li');
+      if (item && text.closest('.is-draft')) window.firstItems.add(item);
       window.states.push({
         draft: Boolean(text.closest('.is-draft')),
         seen,
@@ -98,6 +101,7 @@ test('the block being written renders as Markdown while it streams, never as raw
   const states = await page.evaluate(() => window.states);
   assert.ok(states.some((s) => s.draft && s.server > 0), 'finished blocks had their server HTML while the answer streamed');
   assert.equal(await page.evaluate(() => window.rebuilt), 0, 'a finished block keeps its elements while the answer streams');
+  assert.equal(await page.evaluate(() => window.firstItems.size), 1, 'the open list kept its first item while the next ones came');
   const drafts = states.filter((s) => s.draft);
   assert.ok(drafts.length > 15, `${drafts.length} changes seen while streaming`);
   for (const s of states) {

@@ -8,17 +8,27 @@
 // (outside fenced code) cannot change any more, so each is rendered once and its
 // elements kept; the last, open block is rendered in the page again on each paint while
 // it grows (a list as a list, an unclosed fence as code, a table once its delimiter row
-// is here), holding back what is only half written, so no raw Markdown of it shows. An
-// open block over LOCAL_CHARS shows plain, each delta appended (see appendPlain): a long
-// answer never renders much text again per delta.
+// is here), holding back what is only half written, so no raw Markdown of it shows; its
+// new rendering is patched into the elements it has, so what did not change is not laid
+// out again. An open block over LOCAL_CHARS shows plain, each delta appended (see
+// appendPlain): a long answer never renders much text again per delta.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { BlockSplitter, cachedHtml, grewFrom, htmlOf, onRendered, renderable } from './markdown.js';
 import { renderLocal } from './markdown_local.js';
 
-/** The longest open block rendered in the page on each paint; a longer one shows plain. */
-const LOCAL_CHARS = 32 * 1024;
+/**
+ * The longest open block rendered in the page on each paint; a longer one shows plain.
+ * A code block costs little to render (one text node, no inlines): it may be longer.
+ */
+const LOCAL_CHARS = 16 * 1024;
+const LOCAL_CODE_CHARS = 128 * 1024;
+
+/** True when the page renders this open block (see LOCAL_CHARS). */
+function localOpen(source) {
+  return source.length <= LOCAL_CHARS || (source.length <= LOCAL_CODE_CHARS && /^ {0,3}(?:`{3,}|~{3,})/.test(source));
+}
 
 /**
  * One text block of one message, kept across repaints: the timeline keeps this view's
@@ -61,12 +71,19 @@ export class TextView {
   /** Makes the element show `parts`, replacing only the parts that changed. */
   show(parts) {
     parts.forEach(({ source, markup, open = false }, i) => {
-      const kind = markup !== null ? 'html' : !open ? 'local' : source.length > LOCAL_CHARS ? 'plain' : 'open';
+      const kind = markup !== null ? 'html' : !open ? 'local' : localOpen(source) ? 'open' : 'plain';
       const part = this.parts[i];
       if (part && part.source === source && part.kind === kind) return;
       if (kind === 'plain' && part?.kind === 'plain' && grewFrom(source, part.source)) {
         // The open block grew by a delta: append it, rather than rebuild the block.
         appendPlain(part.el, source.slice(part.source.length));
+        part.source = source;
+        return;
+      }
+      if (kind === 'open' && part?.kind === 'open') {
+        // The open block changed: its new rendering is patched into the elements it
+        // has, so what did not change (earlier items, rows, lines) is not laid out again.
+        patch(part.el, [...withCopyButtons(h('div', {}, renderLocal(source, true))).childNodes]);
         part.source = source;
         return;
       }
@@ -135,6 +152,38 @@ function appendPlain(block, text) {
 
 function chunk(text) {
   return h('div', { class: 'chunk' }, document.createTextNode(text));
+}
+
+/**
+ * Makes `parent`'s children look like `nodes` (new, not in the document), keeping every
+ * node that is the same element (tag and attributes) or a text node, and changing only
+ * what differs: a delta then touches the end of a block, not all of it. A kept code
+ * block's copy button is the old one, which copies the kept (updated) code.
+ */
+function patch(parent, nodes) {
+  const old = [...parent.childNodes];
+  nodes.forEach((node, i) => {
+    const was = old[i];
+    if (was && sameNode(was, node)) {
+      if (node.nodeType === Node.TEXT_NODE) {
+        if (was.data !== node.data) was.data = node.data;
+      } else {
+        patch(was, [...node.childNodes]);
+      }
+    } else if (was) {
+      parent.replaceChild(node, was);
+    } else {
+      parent.appendChild(node);
+    }
+  });
+  for (const extra of old.slice(nodes.length)) extra.remove();
+}
+
+function sameNode(a, b) {
+  if (a.nodeType !== b.nodeType) return false;
+  if (a.nodeType === Node.TEXT_NODE) return true;
+  if (a.tagName !== b.tagName || a.attributes.length !== b.attributes.length) return false;
+  return [...a.attributes].every((attr) => b.getAttribute(attr.name) === attr.value);
 }
 
 /** The server's sanitized HTML as elements. */
