@@ -278,6 +278,75 @@ test("an approval round trip: denied, the call never runs and the model is told 
   assert.equal(settled.status, "completed")
 })
 
+test("a question is an interrupt answered with the person's words, once", async () => {
+  const agent = spoolAgent()
+  const question = { question: "Which colour?", options: [{ label: "red" }, { label: "blue", description: "like the sky" }] }
+  say(agent, `tool: question ${JSON.stringify(question)}`)
+  const asked = await run(agent)
+  assert.equal(asked.at(-1).outcome?.type, "interrupt", JSON.stringify(asked.at(-1)))
+  const [interrupt] = agent.pendingInterrupts
+  assert.equal(interrupt.reason, "question")
+  assert.equal(interrupt.message, "Which colour?")
+  assert.deepEqual(interrupt.responseSchema.required, ["answer"])
+  assert.deepEqual(interrupt.responseSchema.properties.answer.examples, ["red", "blue"])
+  assert.deepEqual(interrupt.metadata.spool.card.options, [
+    { label: "red", description: null },
+    { label: "blue", description: "like the sky" },
+  ])
+  const call = asked.find((e) => e.type === "TOOL_CALL_START" && e.toolCallId === interrupt.toolCallId)
+  assert.equal(call?.toolCallName, "question")
+
+  // An answer of one's own, not one of the options.
+  const resume = [{ interruptId: interrupt.id, status: "resolved", payload: { answer: "green" } }]
+  const events = await run(agent, { resume })
+  assert.equal(events[0].runId, asked[0].runId, "the continuation is the same Spool run")
+  const resolved = events.find((e) => e.type === "CUSTOM" && e.name === "spool.approval_resolved")
+  assert.equal(resolved.value.decision, "fill")
+  const result = events.find((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === interrupt.toolCallId)
+  assert.equal(result.content, "The person answered: green")
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  assert.match(assistantText(agent.messages), /Tool question returned 1 line: The person answered: green/)
+  assert.deepEqual(agent.pendingInterrupts, [])
+
+  // The same answer again gets the continuation again; another answer is refused.
+  const input = { threadId: agent.threadId, runId: randomUUID(), messages: [], tools: [], context: [], forwardedProps: {} }
+  const post = (resume) =>
+    fetch(`${baseUrl}/api/ag-ui`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...input, resume }),
+    })
+  const retried = await post(resume)
+  assert.equal(retried.status, 200, await retried.clone().text())
+  assert.match(await retried.text(), /"outcome":\{"type":"success"\}/)
+  const other = await post([{ ...resume[0], payload: { answer: "red" } }])
+  assert.equal(other.status, 409, await other.clone().text())
+  const { run: settled, messages } = await stored(asked[0].runId)
+  assert.equal(settled.status, "completed")
+  assert.equal(messages.filter((m) => m.role === "toolResult").length, 1, "answered once")
+})
+
+test("an answer is refused for an interrupt that is no question", async () => {
+  const agent = spoolAgent()
+  const { interrupt } = await askToWrite(agent, "not-a-question.txt")
+  const res = await fetch(`${baseUrl}/api/ag-ui`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      threadId: agent.threadId,
+      runId: randomUUID(),
+      messages: [],
+      tools: [],
+      context: [],
+      forwardedProps: {},
+      resume: [{ interruptId: interrupt.id, status: "resolved", payload: { answer: "yes" } }],
+    }),
+  })
+  assert.equal(res.status, 400)
+  assert.equal((await res.json()).error.code, "not_a_question")
+  await assert.rejects(access(path.join(projectDir, "not-a-question.txt")), "nothing was decided")
+})
+
 /** Polls the run until `done(run)` holds (the server settles an abort on its own time). */
 async function waitForRun(runId, done) {
   const deadline = Date.now() + WAIT_MS

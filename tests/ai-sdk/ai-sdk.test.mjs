@@ -13,7 +13,14 @@ import { createInterface } from "node:readline"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
-import { DefaultChatTransport, readUIMessageStream, generateId } from "ai"
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  readUIMessageStream,
+  generateId,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
@@ -79,6 +86,52 @@ function spoolTransport() {
     body: { projectId },
     // With a token: headers: { Authorization: `Bearer ${token}` },
   })
+}
+
+/** The README's `sendAutomaticallyWhen`: resend once every approval is answered or
+ * every question has its output. */
+const answeredEverything = (chat) =>
+  lastAssistantMessageIsCompleteWithApprovalResponses(chat) || lastAssistantMessageIsCompleteWithToolCalls(chat)
+
+/**
+ * The chat `useChat` wraps: the package's own `AbstractChat` with the plain state
+ * `@ai-sdk/react` gives it, and a way to wait for what it does next. `changed()`
+ * resolves on the next change of its messages, `finished()` on the end of the next
+ * response.
+ */
+class Chat extends AbstractChat {
+  constructor(init) {
+    const listeners = { changed: [], finished: [] }
+    const notify = (kind, value) => listeners[kind].splice(0).forEach((resolve) => resolve(value))
+    const state = {
+      status: "ready",
+      error: undefined,
+      messages: [],
+      pushMessage(message) {
+        this.messages = [...this.messages, message]
+        notify("changed", this.messages)
+      },
+      popMessage() {
+        this.messages = this.messages.slice(0, -1)
+        notify("changed", this.messages)
+      },
+      replaceMessage(index, message) {
+        this.messages = this.messages.map((m, i) => (i === index ? message : m))
+        notify("changed", this.messages)
+      },
+      snapshot: (thing) => structuredClone(thing),
+    }
+    super({ ...init, state, onFinish: (finish) => notify("finished", finish) })
+    this.listeners = listeners
+  }
+
+  changed() {
+    return new Promise((resolve) => this.listeners.changed.push(resolve))
+  }
+
+  finished() {
+    return new Promise((resolve) => this.listeners.finished.push(resolve))
+  }
 }
 
 function userMessage(text) {
@@ -211,6 +264,110 @@ test("an approval round trip: denied, the tool never runs and the model is told"
   await assert.rejects(access(path.join(projectDir, "denied.txt")))
   const run = await api("GET", `/api/runs/${done.id}`)
   assert.equal(run.status, "completed")
+})
+
+test("a question is a tool call the client answers with addToolOutput, once", async () => {
+  const asked = []
+  const chat = new Chat({
+    transport: spoolTransport(),
+    sendAutomaticallyWhen: answeredEverything,
+    onToolCall: ({ toolCall }) => asked.push(toolCall),
+  })
+  const question = { question: "Which colour?", options: [{ label: "red" }, { label: "blue" }] }
+  const parked = chat.finished()
+  await chat.sendMessage({ text: `tool: question ${JSON.stringify(question)}` })
+  const { finishReason } = await parked
+  assert.equal(finishReason, "tool-calls", "the message stops at the question")
+  // The question reaches the client as a call of a tool it answers: onToolCall, and a
+  // part waiting for its output.
+  assert.deepEqual(
+    asked.map((c) => [c.toolName, c.input]),
+    [["question", question]],
+  )
+  const part = chat.lastMessage.parts.find((p) => p.type === "dynamic-tool" && p.toolName === "question")
+  assert.equal(part?.state, "input-available", JSON.stringify(chat.lastMessage.parts))
+  assert.deepEqual(part.input, question)
+
+  // The answer in the person's own words; the chat sends it by itself.
+  const done = chat.finished()
+  await chat.addToolOutput({ tool: "question", toolCallId: part.toolCallId, output: { answer: "green" } })
+  const { message, finishReason: end } = await done
+  assert.equal(end, "stop")
+  assert.equal(message.id, chat.messages[1].id, "one run, one message")
+  assert.match(textOf(message), /Tool question returned 1 line: The person answered: green/)
+  assert.equal(textOf(message), await storedAnswer(message.id))
+  const tool = message.parts.find((p) => p.toolCallId === part.toolCallId)
+  assert.equal(tool.state, "output-available")
+  assert.equal(tool.output, "The person answered: green")
+
+  // The same answer sent again (a retried request) decides nothing twice.
+  const answered = structuredClone(chat.messages)
+  answered[1].parts = answered[1].parts.map((p) =>
+    p.toolCallId === part.toolCallId ? { ...p, output: { answer: "green" } } : p,
+  )
+  const retried = await fetch(`${baseUrl}/api/ai-sdk/chat`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id: chat.id, messages: answered, trigger: "submit-message" }),
+  })
+  assert.equal(retried.status, 200, await retried.clone().text())
+  assert.match(await retried.text(), /"type":"finish"/)
+  const run = await api("GET", `/api/runs/${message.id}`)
+  const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
+  assert.equal(page.messages.filter((m) => m.role === "toolResult").length, 1, "the question was answered once")
+  assert.equal(run.status, "completed")
+})
+
+test("a question declined with an output error tells the model", async () => {
+  const chat = new Chat({ transport: spoolTransport(), sendAutomaticallyWhen: answeredEverything })
+  const parked = chat.finished()
+  await chat.sendMessage({ text: `tool: question ${JSON.stringify({ question: "Name the file?" })}` })
+  await parked
+  const part = chat.lastMessage.parts.find((p) => p.toolName === "question")
+  assert.equal(part?.state, "input-available")
+  const done = chat.finished()
+  await chat.addToolOutput({ state: "output-error", toolCallId: part.toolCallId, errorText: "decide yourself" })
+  const { message } = await done
+  const tool = message.parts.find((p) => p.toolCallId === part.toolCallId)
+  assert.equal(tool.state, "output-error")
+  assert.match(tool.errorText, /decide yourself/)
+  assert.match(textOf(message), /Tool question failed: .*decide yourself/)
+})
+
+/** Polls a run until `done(run)` holds (the server settles a stop on its own time). */
+async function waitForRun(runId, done) {
+  const deadline = Date.now() + 5_000
+  for (;;) {
+    const run = await api("GET", `/api/runs/${runId}`)
+    if (done(run)) return run
+    assert.ok(Date.now() < deadline, `run ${runId} is still ${run.status}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+test("stop() and the README's stop request end the agent's run", async () => {
+  const chat = new Chat({ transport: spoolTransport() })
+  const ended = chat.finished()
+  chat.sendMessage({ text: "stream: 100000" })
+  // Wait until the answer streams.
+  for (;;) {
+    const last = (await chat.changed()).at(-1)
+    if (last.role === "assistant" && textOf(last).length > 0) break
+  }
+  const runId = chat.lastMessage.id
+  // The README's stop button: the SDK's stop(), and the chat's run stopped by its id.
+  await chat.stop()
+  const stopped = await fetch(`${baseUrl}/api/ai-sdk/chat/${chat.id}/stream`, { method: "DELETE" })
+  assert.equal(stopped.status, 200, await stopped.clone().text())
+  assert.deepEqual(await stopped.json(), { aborted: true, runId })
+  assert.equal((await ended).isAbort, true)
+  const run = await waitForRun(runId, (r) => r.status !== "running")
+  assert.equal(run.status, "cancelled")
+  assert.ok((await storedAnswer(runId)).split(" ").length < 100000, "the run stopped before its end")
+  // Nothing runs any more: stopping again stops nothing, and there is no stream to resume.
+  const again = await fetch(`${baseUrl}/api/ai-sdk/chat/${chat.id}/stream`, { method: "DELETE" })
+  assert.deepEqual(await again.json(), { aborted: false, runId: null })
+  assert.equal(await spoolTransport().reconnectToStream({ chatId: chat.id }), null)
 })
 
 // The session's replay buffer holds 256 frames: cut after 20 deltas the run's start is

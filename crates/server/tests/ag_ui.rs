@@ -164,6 +164,43 @@ async fn an_interrupt_is_answered_once_and_the_run_goes_on_in_the_answering_stre
 }
 
 #[tokio::test]
+async fn a_question_is_an_interrupt_answered_once_with_the_persons_words() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]});
+    let messages = json!([user("q1", &format!("tool: question {args}"))]);
+    let asked = events(post(&server, &input("thread-q", &project, messages.clone())).await).await;
+    let end = asked.last().expect("an end");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["reason"], "question");
+    assert_eq!(interrupt["message"], "Which colour?");
+    assert_eq!(interrupt["responseSchema"]["properties"]["answer"]["examples"], json!(["red", "blue"]));
+    let approval = interrupt["id"].as_str().expect("an interrupt id");
+
+    // An answer of one's own, not one of the options: the model reads it.
+    let mut answer = input("thread-q", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"answer": "green"}}]);
+    let rest = events(post(&server, &answer).await).await;
+    assert_eq!(rest[0]["runId"], asked[0]["runId"], "one Spool run");
+    let result = rest.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").expect("the question's result");
+    assert_eq!(result["content"], "The person answered: green");
+    assert!(text_of(&rest).contains("Tool question returned 1 line: The person answered: green"), "{rest:?}");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+
+    // The same answer again gets the same rest of the run; another one is refused.
+    let retried = events(post(&server, &answer).await).await;
+    assert_eq!(text_of(&retried), text_of(&rest));
+    answer["resume"][0]["payload"] = json!({"answer": "red"});
+    let (status, body) = server.send(server.client.post(server.url("/api/ag-ui")).json(&answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let run = run_of(&server, &rest).await;
+    let page = server.messages(run["sessionId"].as_str().expect("sessionId"), "?limit=500").await;
+    let results = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult").count();
+    assert_eq!(results, 1, "answered once");
+}
+
+#[tokio::test]
 async fn a_request_that_goes_away_mid_run_cancels_the_run() {
     let server = TestServer::start().await;
     let project = server.default_project().await;

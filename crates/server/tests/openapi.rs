@@ -62,6 +62,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/chat"),
     ("POST", "/api/ai-sdk/chat"),
     ("GET", "/api/ai-sdk/chat/{id}/stream"),
+    ("DELETE", "/api/ai-sdk/chat/{id}/stream"),
     ("POST", "/api/ag-ui"),
     ("GET", "/api/ws"),
     ("GET", "/api/streams"),

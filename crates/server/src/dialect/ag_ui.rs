@@ -33,6 +33,7 @@
 //! mapping and its bytes (`dialect/shared.rs`). What differs per request (the thread id
 //! the client used) is only in the opening and the end, which the transport writes.
 
+use crate::dialect::asks_for_input;
 use crate::dialect::shared::FormMapper;
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
@@ -50,6 +51,9 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 
 /// The interrupt `reason` of an approval.
 pub const TOOL_APPROVAL: &str = "tool_approval";
+
+/// The interrupt `reason` of a question (the `question` tool), answered `{answer}`.
+pub const QUESTION: &str = "question";
 
 /// The `CUSTOM` event's name for a decision taken.
 pub const APPROVAL_RESOLVED: &str = "spool.approval_resolved";
@@ -167,17 +171,20 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// An approval, as AG-UI's interrupt: answered by a resume entry with its `id`.
+/// An approval, as AG-UI's interrupt: answered by a resume entry with its `id`. A
+/// question asks for `{answer}` (its options are the schema's `examples`; an answer of
+/// one's own is always allowed), any other approval for `{approved, reason?}`.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupt {
     /// The `per_…` approval.
     pub id: ApprovalId,
-    /// `tool_approval`.
+    /// `tool_approval` or `question`.
     pub reason: String,
     pub message: String,
     pub tool_call_id: String,
-    /// What a resume entry's `payload` carries: `{approved, reason?}`.
+    /// What a resume entry's `payload` carries: `{approved, reason?}`, or a
+    /// question's `{answer}`.
     #[schema(value_type = Object)]
     pub response_schema: Value,
     /// ISO 8601, UTC.
@@ -190,28 +197,55 @@ pub struct Interrupt {
 
 impl Interrupt {
     pub fn of(approval: &Approval) -> Self {
-        let summary = approval.payload["summary"].as_str().filter(|s| !s.is_empty());
-        let message = match summary {
-            Some(summary) => format!("Allow {}: {summary}?", approval.tool),
-            None => format!("Allow {}?", approval.tool),
+        let (reason, message, response_schema) = match asks_for_input(approval) {
+            true => question(approval),
+            false => {
+                let summary = approval.payload["summary"].as_str().filter(|s| !s.is_empty());
+                let message = match summary {
+                    Some(summary) => format!("Allow {}: {summary}?", approval.tool),
+                    None => format!("Allow {}?", approval.tool),
+                };
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "approved": {"type": "boolean"},
+                        "reason": {"type": "string", "description": "Told to the model when the call is denied"},
+                    },
+                    "required": ["approved"],
+                });
+                (TOOL_APPROVAL, message, schema)
+            }
         };
         Self {
             id: approval.id.clone(),
-            reason: TOOL_APPROVAL.to_owned(),
+            reason: reason.to_owned(),
             message,
             tool_call_id: approval.tool_call_id.clone(),
-            response_schema: json!({
-                "type": "object",
-                "properties": {
-                    "approved": {"type": "boolean"},
-                    "reason": {"type": "string", "description": "Told to the model when the call is denied"},
-                },
-                "required": ["approved"],
-            }),
+            response_schema,
             expires_at: iso8601(approval.expires_at),
             metadata: json!({"spool": {"tool": approval.tool, "card": approval.payload}}),
         }
     }
+}
+
+/// A question's interrupt reason, message (the question) and answer schema.
+fn question(approval: &Approval) -> (&'static str, String, Value) {
+    let message = approval.payload["question"].as_str().unwrap_or_default().to_owned();
+    let labels: Vec<&Value> =
+        approval.payload["options"].as_array().into_iter().flatten().map(|o| &o["label"]).collect();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "answer": {
+                "type": "string",
+                "minLength": 1,
+                "description": "One of the options' labels, or an answer in the person's own words",
+                "examples": labels,
+            },
+        },
+        "required": ["answer"],
+    });
+    (QUESTION, message, schema)
 }
 
 impl AgUiEvent {
@@ -1152,6 +1186,17 @@ mod tests {
             ),
         ]);
         assert_eq!(map_all(&mut running, &late), vec![]);
+    }
+
+    #[test]
+    fn a_question_is_an_interrupt_asking_for_an_answer() {
+        let interrupt = Interrupt::of(&fixtures::question());
+        assert_eq!(interrupt.reason, QUESTION);
+        assert_eq!(interrupt.message, "Which colour?");
+        assert_eq!(interrupt.response_schema["required"], json!(["answer"]));
+        assert_eq!(interrupt.response_schema["properties"]["answer"]["examples"], json!(["red", "blue"]));
+        assert_eq!(interrupt.metadata["spool"]["card"]["options"][1]["description"], "like the sky");
+        assert_eq!(Interrupt::of(&approval()).reason, TOOL_APPROVAL);
     }
 
     #[test]

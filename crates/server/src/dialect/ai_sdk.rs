@@ -14,8 +14,9 @@
 //! | `text_delta` (`thinking_delta`)                 | `text-start` once, then `text-delta` (`reasoning-*`) |
 //! | `text_end` (`thinking_end`), or another part starting | `text-end` (`reasoning-end`) |
 //! | `toolcall_start` / `toolcall_delta`             | `tool-input-start` / `tool-input-delta` |
-//! | `message_end` of an assistant message, `tool_execution_start` | `tool-input-available` (once per call) |
+//! | `message_end` of an assistant message, `tool_execution_start` | `tool-input-available` (once per call; a `question` call's when it is asked) |
 //! | `approval_requested`                            | `tool-approval-request {approvalId, toolCallId, approvalDescriptor}` |
+//! | `approval_requested` of a question              | `tool-input-available` of the `question` call, `providerMetadata.spool.approvalId` |
 //! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
 //! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
 //! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
@@ -23,7 +24,16 @@
 //! | `agent_end` failed                              | `error {errorText}` from the stored run ([`Step::failed`]) |
 //!
 //! Tools are Spool's, not the client's, so tool parts are `dynamic` (`dynamic-tool` parts
-//! with a `toolName`, as the AI SDK shows tools it has no types for). Part ids derive from
+//! with a `toolName`, as the AI SDK shows tools it has no types for) and
+//! `providerExecuted`: the client neither runs them nor is asked to (`onToolCall`).
+//! The one exception is the `question` tool, whose answer only the person can give: its
+//! call is a tool call the client answers, as the AI SDK does for tools without an
+//! `execute` — `providerExecuted: false`, announced when Spool asks (the approval's id
+//! rides in `providerMetadata`, so the part the client sends back names it), and
+//! answered with `addToolOutput` (`http/ai_sdk.rs` turns the output into the approval's
+//! `fill`). A question's `tool-input-available` is therefore held back from the
+//! assistant message's end to its `approval_requested`, or to its result when it was
+//! never asked (a rule denied it). Part ids derive from
 //! the message index and content index, so a replay of the same frames names the same
 //! parts: a client that reloads and resumes replaces its message with an identical one.
 //!
@@ -38,6 +48,7 @@
 //! mapping and its bytes (`dialect/shared.rs`).
 
 use crate::dialect::shared::FormMapper;
+use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 use spool_protocol::event::offset_len;
@@ -85,6 +96,8 @@ pub enum UiChunk {
         tool_call_id: String,
         tool_name: String,
         dynamic: bool,
+        /// Spool runs the call: every tool's but a question's.
+        provider_executed: bool,
     },
     #[serde(rename_all = "camelCase")]
     ToolInputDelta {
@@ -97,6 +110,11 @@ pub enum UiChunk {
         tool_name: String,
         input: serde_json::Value,
         dynamic: bool,
+        provider_executed: bool,
+        /// A question's `{spool: {approvalId}}`: the approval its answer decides.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        provider_metadata: Option<serde_json::Value>,
     },
     /// The call waits for a person. `approvalId` is the `per_…` approval; the
     /// descriptor is its redacted card (tool, argument summary, preview).
@@ -223,7 +241,9 @@ pub struct AiSdkStream {
     streaming: BTreeMap<(u64, usize), String>,
     /// Calls whose `tool-input-available` was sent.
     available: BTreeSet<String>,
-    /// Tool calls of the approvals asked, by approval.
+    /// Question calls not asked yet, with their input: sent when asked ([`Self::ask`]).
+    held: BTreeMap<String, serde_json::Value>,
+    /// Tool calls of the approvals asked (questions aside), by approval.
     asked: BTreeMap<ApprovalId, String>,
     /// Calls a person denied: their `tool_execution_end` is no output.
     denied: BTreeSet<String>,
@@ -249,6 +269,7 @@ impl AiSdkStream {
             open: None,
             streaming: BTreeMap::new(),
             available: BTreeSet::new(),
+            held: BTreeMap::new(),
             asked: BTreeMap::new(),
             denied: BTreeSet::new(),
             waiting: None,
@@ -294,15 +315,10 @@ impl AiSdkStream {
             fold.draw(index, message, done, &mut out);
         }
         for approval in state.pending_approvals.iter().filter(|a| a.run_id == run.id) {
-            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-            fold.waiting = Some(approval.id.clone());
-            out.push(UiChunk::ToolApprovalRequest {
-                approval_id: approval.id.clone(),
-                tool_call_id: approval.tool_call_id.clone(),
-                approval_descriptor: approval.payload.clone(),
-            });
+            fold.ask(approval, &mut out);
         }
         if run.status.is_terminal() {
+            fold.release_all(&mut out);
             fold.close_step(&mut out);
             fold.finished = true;
             fold.waiting = None;
@@ -349,6 +365,7 @@ impl AiSdkStream {
             }
             Message::ToolResult { tool_call_id, content, is_error, .. } => {
                 self.close_part(out);
+                self.release(tool_call_id, out);
                 let text: String = content
                     .iter()
                     .filter_map(|c| match c {
@@ -396,7 +413,9 @@ impl AiSdkStream {
         fold.started = true;
         fold.step_open = true;
         fold.available.insert(approval.tool_call_id.clone());
-        fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+        if !asks_for_input(approval) {
+            fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+        }
         fold.waiting = waiting;
         if denied {
             fold.denied.insert(approval.tool_call_id.clone());
@@ -469,15 +488,7 @@ impl AiSdkStream {
                 false
             }
             AgentEvent::ApprovalRequested { approval } => {
-                self.close_part(&mut out);
-                self.open_step(&mut out);
-                self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-                self.waiting = Some(approval.id.clone());
-                out.push(UiChunk::ToolApprovalRequest {
-                    approval_id: approval.id.clone(),
-                    tool_call_id: approval.tool_call_id.clone(),
-                    approval_descriptor: approval.payload.clone(),
-                });
+                self.ask(approval, &mut out);
                 false
             }
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
@@ -494,6 +505,7 @@ impl AiSdkStream {
                 false
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, result, is_error, .. } => {
+                self.release(tool_call_id, &mut out);
                 if !self.denied.contains(tool_call_id) {
                     let tool_call_id = tool_call_id.clone();
                     out.push(match is_error {
@@ -512,6 +524,7 @@ impl AiSdkStream {
                 false
             }
             AgentEvent::AgentEnd { status, .. } => {
+                self.release_all(&mut out);
                 self.close_step(&mut out);
                 self.finished = true;
                 self.waiting = None;
@@ -596,7 +609,12 @@ impl AiSdkStream {
                 self.close_part(out);
                 self.open_step(out);
                 self.streaming.insert((index, *content_index), id.clone());
-                out.push(UiChunk::ToolInputStart { tool_call_id: id.clone(), tool_name: name.clone(), dynamic: true });
+                out.push(UiChunk::ToolInputStart {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    dynamic: true,
+                    provider_executed: name != QUESTION_TOOL,
+                });
             }
             StreamDelta::ToolcallDelta { content_index, delta, .. } => {
                 if let Some(id) = self.streaming.get(&(index, *content_index)) {
@@ -610,16 +628,81 @@ impl AiSdkStream {
         }
     }
 
+    /// A call's input is complete: sent now, or for a question when it is asked.
     fn input_available(&mut self, id: &str, name: &str, input: &serde_json::Value, out: &mut Vec<UiChunk>) {
-        if self.available.insert(id.to_owned()) {
-            self.close_part(out);
-            self.open_step(out);
-            out.push(UiChunk::ToolInputAvailable {
-                tool_call_id: id.to_owned(),
-                tool_name: name.to_owned(),
-                input: input.clone(),
-                dynamic: true,
+        if self.available.contains(id) {
+            return;
+        }
+        match name {
+            QUESTION_TOOL => {
+                self.held.insert(id.to_owned(), input.clone());
+            }
+            _ => self.send_input(id, name, input.clone(), None, out),
+        }
+    }
+
+    /// Sends a call's `tool-input-available`; with `approval`, as the question the client
+    /// answers.
+    fn send_input(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: serde_json::Value,
+        approval: Option<&ApprovalId>,
+        out: &mut Vec<UiChunk>,
+    ) {
+        if !self.available.insert(id.to_owned()) {
+            return;
+        }
+        self.held.remove(id);
+        self.close_part(out);
+        self.open_step(out);
+        out.push(UiChunk::ToolInputAvailable {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            input,
+            dynamic: true,
+            provider_executed: approval.is_none(),
+            provider_metadata: approval.map(|id| serde_json::json!({"spool": {"approvalId": id}})),
+        });
+    }
+
+    /// The run waits for a person: a question is its call, for the client to answer;
+    /// any other approval a `tool-approval-request`.
+    fn ask(&mut self, approval: &Approval, out: &mut Vec<UiChunk>) {
+        self.waiting = Some(approval.id.clone());
+        if asks_for_input(approval) {
+            let call = &approval.tool_call_id;
+            // The arguments as the call was made; the card's question and options when
+            // the fold never saw the call (a continuation from elsewhere).
+            let input = self.held.remove(call).unwrap_or_else(|| {
+                serde_json::json!({"question": approval.payload["question"], "options": approval.payload["options"]})
             });
+            self.send_input(call, &approval.tool, input, Some(&approval.id), out);
+            return;
+        }
+        self.close_part(out);
+        self.open_step(out);
+        self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+        out.push(UiChunk::ToolApprovalRequest {
+            approval_id: approval.id.clone(),
+            tool_call_id: approval.tool_call_id.clone(),
+            approval_descriptor: approval.payload.clone(),
+        });
+    }
+
+    /// A held question call that ended without being asked (a rule denied it, the run
+    /// ended): sent as a call Spool settled, before its end.
+    fn release(&mut self, id: &str, out: &mut Vec<UiChunk>) {
+        if let Some(input) = self.held.remove(id) {
+            self.send_input(id, QUESTION_TOOL, input, None, out);
+        }
+    }
+
+    fn release_all(&mut self, out: &mut Vec<UiChunk>) {
+        let held: Vec<String> = self.held.keys().cloned().collect();
+        for id in held {
+            self.release(&id, out);
         }
     }
 }
@@ -806,6 +889,116 @@ mod tests {
         .collect();
         let chunks = map_all(&mut AiSdkStream::new(run_id()), &frames);
         assert_json_snapshot!(chunks);
+    }
+
+    /// A run that asks a question, is answered "green", and reads the answer.
+    fn question_frames() -> Vec<Frame> {
+        let q = fixtures::question();
+        let args = serde_json::json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]});
+        let call = Content::ToolCall { id: q.tool_call_id.clone(), name: q.tool.clone(), arguments: args };
+        let answered = serde_json::json!({"answer": "green"});
+        [
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(q.clone()) }),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: q.id.clone(),
+                    decision: "fill".into(),
+                    actor: Some(owner()),
+                    message: None,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: q.tool_call_id.clone(),
+                    tool_name: q.tool.clone(),
+                    args: answered,
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: q.tool_call_id.clone(),
+                    tool_name: q.tool.clone(),
+                    result: "The person answered: green".into(),
+                    is_error: false,
+                },
+            ),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| frame(i as u64 + 1, b))
+        .collect()
+    }
+
+    #[test]
+    fn a_question_is_a_call_the_client_answers_announced_when_asked() {
+        let frames = question_frames();
+        let asked = 4;
+        let mut fold = AiSdkStream::new(run_id());
+        let before = map_all(&mut fold, &frames[..asked]);
+        assert!(fold.waiting());
+        let q = fixtures::question();
+        assert_eq!(
+            before,
+            vec![
+                UiChunk::Start { message_id: run_id().to_string() },
+                UiChunk::StartStep,
+                UiChunk::ToolInputAvailable {
+                    tool_call_id: q.tool_call_id.clone(),
+                    tool_name: "question".into(),
+                    input: serde_json::json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]}),
+                    dynamic: true,
+                    provider_executed: false,
+                    provider_metadata: Some(serde_json::json!({"spool": {"approvalId": q.id}})),
+                },
+            ],
+            "no approval request: the call waits for the client's output"
+        );
+        let mut rest = AiSdkStream::continuing(&q, None, false);
+        let after = map_all(&mut rest, &frames[asked..]);
+        assert_eq!(
+            after[0],
+            UiChunk::ToolOutputAvailable {
+                tool_call_id: q.tool_call_id.clone(),
+                output: "The person answered: green".into(),
+                dynamic: true,
+            }
+        );
+        assert_eq!(after.last(), Some(&UiChunk::Finish { finish_reason: FinishReason::Stop }));
+    }
+
+    #[test]
+    fn a_question_never_asked_is_sent_as_a_call_spool_settled() {
+        let frames = question_frames();
+        let q = fixtures::question();
+        // A rule denied it: no approval, the call ends with an error.
+        let denied: Vec<Frame> = frames
+            .into_iter()
+            .filter(|f| {
+                !matches!(
+                    &f.body,
+                    FrameBody::LoopEvent {
+                        event: AgentEvent::ApprovalRequested { .. } | AgentEvent::ApprovalResolved { .. },
+                        ..
+                    }
+                )
+            })
+            .collect();
+        let chunks = map_all(&mut AiSdkStream::new(run_id()), &denied);
+        let input = chunks.iter().position(|c| {
+            matches!(c, UiChunk::ToolInputAvailable { provider_executed: true, provider_metadata: None, .. })
+        });
+        let output = chunks.iter().position(
+            |c| matches!(c, UiChunk::ToolOutputAvailable { tool_call_id, .. } if *tool_call_id == q.tool_call_id),
+        );
+        assert!(input.is_some() && input < output, "{chunks:?}");
     }
 
     #[test]

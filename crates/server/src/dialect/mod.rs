@@ -13,6 +13,18 @@ pub mod run_stream;
 pub mod shared;
 pub mod ws_hub;
 
+use spool_protocol::{Approval, ApprovalKind};
+
+/// The `question` tool's name. Its calls are the person's to answer: the AI SDK shows
+/// one as a call of a tool the client answers, AG-UI as a `question` interrupt.
+pub const QUESTION_TOOL: &str = "question";
+
+/// Whether `approval` asks the person for an answer (the `question` tool's
+/// `select_option` / `provide_input`) rather than whether a call may run.
+pub fn asks_for_input(approval: &Approval) -> bool {
+    approval.kind != ApprovalKind::ConfirmAction
+}
+
 /// Fixed ids and a frame builder shared by the dialects' golden tests, so every
 /// snapshot names the same session, stream, run and owner.
 #[cfg(test)]
@@ -71,6 +83,22 @@ pub(crate) mod fixtures {
             created_at: 0,
             expires_at,
             resolved_at: None,
+        }
+    }
+
+    /// A pending question (`call_q`) in the fixed run: "Which colour?", red or blue.
+    pub fn question() -> Approval {
+        Approval {
+            id: "per_01jd0000000000000000000006".parse().expect("valid id"),
+            tool_call_id: "call_q".into(),
+            tool: super::QUESTION_TOOL.into(),
+            kind: ApprovalKind::SelectOption,
+            payload: serde_json::json!({
+                "question": "Which colour?",
+                "options": [{"label": "red", "description": null}, {"label": "blue", "description": "like the sky"}],
+                "other": true,
+            }),
+            ..approval(1)
         }
     }
 }

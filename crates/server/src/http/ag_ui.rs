@@ -25,13 +25,18 @@
 //!   interrupt settled meanwhile (expired, decided through Spool's own routes, its run
 //!   cancelled) is answered `cancelled` to read on from it; `resolved` is refused (409,
 //!   or 410 once expired).
+//! * A question (the `question` tool) is an interrupt with `reason: "question"`, the
+//!   question as its `message` and the options in its `responseSchema`; `resolved` with
+//!   `payload: {answer}` (an option's label or the person's own words) is its `fill`.
+//!   Approve and reject work on it as on any interrupt; an `answer` to an interrupt that
+//!   is no question is a 400 `not_a_question`.
 //! * Aborting the request (`agent.abortRun()`) before the stream's end cancels the run:
 //!   AG-UI has no other way to stop one, and `HttpAgent` cannot reattach to a run it
 //!   left. So does a stream the server cuts (a client too slow to read, a revoked
 //!   token): its client cannot come back to the run either. A stream that ended
 //!   (finished, failed, or parked at an approval) cancels nothing.
 
-use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS};
+use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS, Reply};
 use super::openapi::{AgUiStreamEvent, WriteErrors};
 use super::sse;
 use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
@@ -48,6 +53,7 @@ use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunId, RunStatus, SessionId, UserId};
@@ -141,7 +147,7 @@ struct ResumeEntry {
     /// `resolved` (decided as `payload` says) or `cancelled` (rejected).
     #[schema(pattern = "^(resolved|cancelled)$")]
     status: String,
-    /// `{approved, reason?}`.
+    /// `{approved, reason?}`, or a question's `{answer}`.
     #[serde(default)]
     #[schema(value_type = Option<ResumePayload>)]
     payload: Value,
@@ -151,9 +157,12 @@ struct ResumeEntry {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct ResumePayload {
-    approved: bool,
+    /// Run the call, or not; a question answered this way goes on without an answer.
+    approved: Option<bool>,
     /// Told to the model when the call is denied.
     reason: Option<String>,
+    /// A question's answer: one of its options' labels, or the person's own words.
+    answer: Option<String>,
 }
 
 /// What a request asks for.
@@ -209,24 +218,39 @@ impl ResumeEntry {
             ApiError::bad_request("invalid_interrupt", "a resume entry's interruptId is a per_… approval id")
         })?;
         let reason = ai_sdk::approval_reason(&self.payload["reason"]);
-        match (self.status.as_str(), self.payload["approved"].as_bool()) {
-            ("resolved", Some(approved)) => Ok((Answer { approval, approved, reason }, false)),
-            ("cancelled", _) => {
-                Ok((Answer { approval, approved: false, reason: reason.or(Some(DENIED.to_owned())) }, true))
+        let answer = self.payload["answer"].as_str();
+        let reply = match (self.status.as_str(), answer, self.payload["approved"].as_bool()) {
+            ("cancelled", _, _) => {
+                return Ok((Answer { approval, reply: Reply::Deny(reason.or(Some(DENIED.to_owned()))) }, true));
             }
-            _ => Err(ApiError::bad_request(
-                "invalid_resume",
-                "a resume entry is status \"cancelled\", or \"resolved\" with payload.approved true or false",
-            )),
-        }
+            ("resolved", Some(answer), _) if !answer.trim().is_empty() => Reply::Answer(answer.to_owned()),
+            ("resolved", None, Some(true)) => Reply::Approve,
+            ("resolved", None, Some(false)) => Reply::Deny(reason),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_resume",
+                    "a resume entry is status \"cancelled\", or \"resolved\" with payload.approved true or false, \
+                     or a question's payload.answer (not blank)",
+                ));
+            }
+        };
+        Ok((Answer { approval, reply }, false))
     }
 }
 
 /// A decision's idempotency key: the approval and the answer, so the same answer again
-/// gets the first response and a different one finds the approval decided (409).
-fn decision_key(approval: &ApprovalId, approved: bool) -> String {
-    let answer = if approved { "approved" } else { "denied" };
-    format!("{DIALECT}:{approval}:{answer}")
+/// gets the first response and a different one finds the approval decided (409). A
+/// question's answer is in it as its digest (a key is at most 128 characters).
+fn decision_key(approval: &ApprovalId, reply: &Reply) -> String {
+    let label = reply.label();
+    match reply {
+        Reply::Answer(answer) => {
+            let digest = Sha256::digest(answer.as_bytes());
+            let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            format!("{DIALECT}:{approval}:{label}:{hex}")
+        }
+        _ => format!("{DIALECT}:{approval}:{label}"),
+    }
 }
 
 /// A thread id is a `ses_…` id or 1–128 characters of `A-Z a-z 0-9 _ -`.

@@ -14,11 +14,18 @@
 //!   each decision is applied to its `per_…` approval (approved: once; denied: reject,
 //!   with the reason or a default one as the message, so the model is told and the run
 //!   goes on), and the answer is the continuation of the same message from the frame
-//!   after the interrupt.
+//!   after the interrupt. A question is answered the same way by the output that
+//!   `addToolOutput` leaves on its `question` part: `{answer}` fills the approval its
+//!   `callProviderMetadata.spool.approvalId` names, an `output-error` rejects it with the
+//!   `errorText`.
 //! * The stream ends with `data: [DONE]` after `finish`, `abort` or `error`, and after
-//!   a `tool-approval-request` that still waits once the stream has caught up with the
-//!   live frames. A connection that is cut ends without it; the run goes on (closing a
-//!   stream never cancels a run) and the client resumes with the GET.
+//!   a `tool-approval-request` (or a question) that still waits once the stream has
+//!   caught up with the live frames. A connection that is cut ends without it; the run
+//!   goes on (closing a stream never cancels a run) and the client resumes with the GET.
+//! * `DELETE /api/ai-sdk/chat/:id/stream` stops the chat's active run: what a stop
+//!   button sends beside the SDK's `stop()`. `stop()` only aborts the request, and on the
+//!   wire that is what a closed tab or a dropped network does too — which must leave the
+//!   run going so the client can resume it — so the abort alone cancels nothing.
 //! * The GET answers 204 when the chat has no active run, else the active run's
 //!   stream from its start: replayed exactly from the session's buffer, or drawn from
 //!   a snapshot when its first frames have left it. The AI SDK's `DefaultChatTransport`
@@ -28,13 +35,15 @@
 use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
 use super::sse;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
+use crate::dialect::asks_for_input;
 use crate::dialect::shared::{Follow, Forms};
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, json_body};
+use crate::extract::{Caller, CurrentUser, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -45,6 +54,7 @@ use spool_engine::{
     DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom,
     TypedSubscription,
 };
+use spool_protocol::api::Aborted;
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
 use std::collections::VecDeque;
@@ -58,7 +68,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(reconnect))
+    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(reconnect, stop))
 }
 
 /// The longest chat id accepted.
@@ -98,8 +108,9 @@ struct UiMessage {
 }
 
 /// A UI message part, for the document only (parts are read as JSON): Spool reads
-/// `text` parts' `text` and tool parts' `state` and `approval`; other fields and other
-/// parts are ignored.
+/// `text` parts' `text`, tool parts' `state` and `approval`, and a question's `output`
+/// or `errorText` with its `callProviderMetadata`; other fields and other parts are
+/// ignored.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct UiPart {
@@ -112,6 +123,15 @@ struct UiPart {
     /// `{id, approved, reason?}` in the `approval-responded` state.
     #[schema(value_type = Option<Object>)]
     approval: Option<serde_json::Value>,
+    /// A question's answer, `{answer}`, in the `output-available` state.
+    #[schema(value_type = Option<Object>)]
+    output: Option<serde_json::Value>,
+    /// Why the person declined a question, in the `output-error` state.
+    #[schema(rename = "errorText")]
+    error_text: Option<String>,
+    /// A question's `{spool: {approvalId}}`, as its `tool-input-available` sent it.
+    #[schema(rename = "callProviderMetadata", value_type = Option<Object>)]
+    call_provider_metadata: Option<serde_json::Value>,
 }
 
 /// What a request asks for.
@@ -120,12 +140,33 @@ enum Action {
     Answer(Vec<Answer>),
 }
 
-/// A tool part's `approval` in the `approval-responded` state (or an AG-UI resume
-/// entry): a person's decision on one approval.
+/// A tool part's `approval` in the `approval-responded` state, a question's output (or
+/// an AG-UI resume entry): a person's decision on one approval.
 pub(super) struct Answer {
     pub(super) approval: ApprovalId,
-    pub(super) approved: bool,
-    pub(super) reason: Option<String>,
+    pub(super) reply: Reply,
+}
+
+/// What the person said.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Reply {
+    /// Run the call (a question: went on without answering).
+    Approve,
+    /// Do not run it; the model is told why (the reason, or [`DENIED`]).
+    Deny(Option<String>),
+    /// A question's answer: the `fill` decision `{answer}`.
+    Answer(String),
+}
+
+impl Reply {
+    /// A short name for idempotency keys.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Reply::Approve => "approved",
+            Reply::Deny(_) => "denied",
+            Reply::Answer(_) => "answered",
+        }
+    }
 }
 
 impl ChatRequest {
@@ -148,21 +189,7 @@ impl ChatRequest {
                 Ok(Action::Prompt { text, request_id })
             }
             "assistant" => {
-                let answers = last.parts.iter().filter(|p| p["state"] == "approval-responded").map(|p| {
-                    let approval = &p["approval"];
-                    let id = approval["id"].as_str().and_then(|id| id.parse().ok());
-                    let approved = approval["approved"].as_bool();
-                    match (id, approved) {
-                        (Some(approval), Some(approved)) => {
-                            let reason = approval_reason(&p["approval"]["reason"]);
-                            Ok(Answer { approval, approved, reason })
-                        }
-                        _ => Err(ApiError::bad_request(
-                            "invalid_approval",
-                            "an approval-responded part needs approval.id (a per_… id) and approval.approved",
-                        )),
-                    }
-                });
+                let answers = last.parts.iter().filter_map(part_answer);
                 let answers: Vec<Answer> = answers.collect::<Result<_, _>>()?;
                 if answers.is_empty() {
                     return Err(ApiError::bad_request(
@@ -181,6 +208,42 @@ impl ChatRequest {
             _ => Err(ApiError::bad_request("invalid_role", "the last message must be a user or assistant message")),
         }
     }
+}
+
+/// The answer a part of the last assistant message carries, if any: a tool approval
+/// response, or the output `addToolOutput` gave a question (Spool's own outputs are
+/// text, never `{answer}`, so a question answered earlier in the message is no answer).
+fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
+    if part["state"] == "approval-responded" {
+        let approval = &part["approval"];
+        let id = approval["id"].as_str().and_then(|id| id.parse().ok());
+        return Some(match (id, approval["approved"].as_bool()) {
+            (Some(approval), Some(true)) => Ok(Answer { approval, reply: Reply::Approve }),
+            (Some(approval), Some(false)) => {
+                Ok(Answer { approval, reply: Reply::Deny(approval_reason(&part["approval"]["reason"])) })
+            }
+            _ => Err(ApiError::bad_request(
+                "invalid_approval",
+                "an approval-responded part needs approval.id (a per_… id) and approval.approved",
+            )),
+        });
+    }
+    let asked = &part["callProviderMetadata"]["spool"]["approvalId"];
+    let reply = match part["state"].as_str() {
+        Some("output-available") => Reply::Answer(part["output"]["answer"].as_str()?.to_owned()),
+        Some("output-error") => Reply::Deny(approval_reason(&part["errorText"])),
+        _ => return None,
+    };
+    if asked.is_null() {
+        return None;
+    }
+    Some(match asked.as_str().and_then(|id| id.parse().ok()) {
+        Some(approval) => Ok(Answer { approval, reply }),
+        None => Err(ApiError::bad_request(
+            "invalid_approval",
+            "a question's callProviderMetadata.spool.approvalId is a per_… id",
+        )),
+    })
 }
 
 pub(super) fn approval_reason(reason: &serde_json::Value) -> Option<String> {
@@ -284,35 +347,54 @@ async fn prompt(
 }
 
 /// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
-/// (the continuation follows it) and whether it was rejected, `Err(response)` the
-/// engine's JSON refusal when none was. `key` makes each decision's idempotency key
-/// (from the approval and whether it was approved), so a retried request returns the
-/// first answer.
+/// (the continuation follows it) and whether a call was denied (a tool call rejected,
+/// which the client shows as denied; a declined question is the tool's error instead),
+/// `Err(response)` the engine's JSON refusal when none was. `key` makes each decision's
+/// idempotency key (from the approval and the reply), so a retried request returns the
+/// first answer. An answer to an approval that asks no question is refused (400
+/// `not_a_question`) before anything is decided: `fill` would run that call with it.
 pub(super) async fn answer(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
     answers: Vec<Answer>,
-    key: impl Fn(&ApprovalId, bool) -> String,
+    key: impl Fn(&ApprovalId, &Reply) -> String,
 ) -> Result<Result<(Approval, bool), Response>, ApiError> {
-    let mut last = None;
-    let mut refusal = None;
-    for Answer { approval, approved, reason } in answers {
-        let found = engine.approval(user, &approval).await?;
+    let mut found_all = Vec::with_capacity(answers.len());
+    for answer in answers {
+        let found = engine.approval(user, &answer.approval).await?;
         if &found.session_id != session {
             return Err(ApiError::not_found("approval"));
         }
+        if matches!(answer.reply, Reply::Answer(_)) && !asks_for_input(&found) {
+            return Err(ApiError::bad_request(
+                "not_a_question",
+                format!(
+                    "{} asks whether a call may run, not a question: answer it with approved true or false",
+                    found.id
+                ),
+            ));
+        }
+        found_all.push((answer, found));
+    }
+    let mut last = None;
+    let mut refusal = None;
+    for (Answer { approval, reply }, found) in found_all {
         // Earlier answers of the chat come along in its history; only the open ones
         // and the ones this key decided (a retried request) are decided again.
-        let (decision, message) = match approved {
-            true => (Decision::Once, None),
-            false => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
+        let idempotency_key = Some(key(&approval, &reply));
+        let (decision, message) = match reply {
+            Reply::Approve => (Decision::Once, None),
+            Reply::Deny(reason) => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
+            Reply::Answer(answer) => (Decision::Fill(serde_json::json!({ "answer": answer })), None),
         };
-        let input =
-            DecisionInput { decision, message, idempotency_key: Some(key(&approval, approved)), patterns: None };
+        let input = DecisionInput { decision, message, idempotency_key, patterns: None };
         let target = DecisionTarget::Run(found.run_id.clone());
         match engine.decide(user, target, &approval, input).await {
-            Ok(DecisionOutcome::Applied { decision, .. }) => last = Some((found, decision == Decision::Reject)),
+            Ok(DecisionOutcome::Applied { decision, .. }) => {
+                let denied = decision == Decision::Reject && !asks_for_input(&found);
+                last = Some((found, denied));
+            }
             Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some((found, false)),
             Ok(outcome) => {
                 if found.status == ApprovalStatus::Pending {
@@ -364,6 +446,29 @@ async fn reconnect(
     let watch = engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach_from_start(engine, &user, run, connection).await?;
     Ok(watched(stream_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+}
+
+/// `DELETE /api/ai-sdk/chat/:id/stream`: stops the chat's active run, as
+/// `POST /api/sessions/:id/abort` does; settled as `cancelled` when it answers. A chat
+/// with nothing running (or no session yet) answers `{aborted: false}`.
+#[utoipa::path(
+    delete,
+    path = "/api/ai-sdk/chat/{id}/stream",
+    tag = "runs",
+    params(("id" = String, Path, description = "The chat id", max_length = 128, pattern = "^[A-Za-z0-9_-]{1,128}$")),
+    responses((status = 200, body = Aborted), WriteErrors)
+)]
+async fn stop(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    Path(id): Path<String>,
+) -> Result<Json<Aborted>, ApiError> {
+    check_chat_id(&id)?;
+    let Some(session) = chat_session(&state.engine, &user, &id).await? else {
+        return Ok(Json(Aborted { aborted: false, run_id: None }));
+    };
+    let run_id = state.engine.abort(&user, &session).await?;
+    Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
 /// Follows `run` from its start: a replay of its frames while the buffer holds them,
