@@ -25,6 +25,8 @@ pub(crate) type Events = Box<dyn Iterator<Item = ModelEvent> + Send>;
 enum Directive<'a> {
     Echo(&'a str),
     Stream(u32),
+    /// `think: THOUGHT | ANSWER`: reasoning, then the answer (none without a `|`).
+    Think { thought: &'a str, answer: &'a str },
     Tool { name: &'a str, args: &'a str },
     Other(&'a str),
 }
@@ -41,6 +43,10 @@ fn directive(prompt: &str) -> Directive<'_> {
             Ok(n) if digits_only && n <= MAX_STREAM_DELTAS => Directive::Stream(n),
             _ => Directive::Other(prompt),
         };
+    }
+    if let Some(rest) = prompt.strip_prefix("think:") {
+        let (thought, answer) = rest.split_once('|').unwrap_or((rest, ""));
+        return Directive::Think { thought: thought.trim(), answer: answer.trim() };
     }
     if let Some(call) = prompt.strip_prefix("tool:") {
         let call = call.trim_start();
@@ -81,6 +87,7 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
             match directive(prompt.trim()) {
                 Directive::Echo(text) => text_reply(words(text), input),
                 Directive::Stream(n) => counted_reply(n, input),
+                Directive::Think { thought, answer } => thinking_reply(words(thought), words(answer), input),
                 Directive::Tool { name, args } => {
                     let id = format!("call_{}", tool_calls_so_far(&request.messages) + 1);
                     tool_call(id, name.to_owned(), fragments(args), input)
@@ -108,6 +115,7 @@ fn title(prompt: &str) -> String {
     let phrase = match directive(prompt) {
         Directive::Echo(text) => format!("Echo {}", plain_words(text, 5)),
         Directive::Stream(n) => format!("Stream {n} words"),
+        Directive::Think { thought, .. } => format!("Think {}", plain_words(thought, 5)),
         Directive::Tool { name, args } => {
             // The argument values (not their keys) say what the call is about.
             let values = match serde_json::from_str::<serde_json::Value>(args) {
@@ -185,6 +193,21 @@ fn tool_calls_so_far(messages: &[Message]) -> usize {
 fn text_reply(deltas: Vec<String>, input: u64) -> Events {
     let output = deltas.len() as u64;
     Box::new(deltas.into_iter().map(ModelEvent::Text).chain(finish(input, output, StopReason::Stop)))
+}
+
+/// `think:`: the thought's words as reasoning deltas, then the answer's as text; the
+/// reasoning counts in `output` and, on its own, in `reasoning` (as providers count it).
+fn thinking_reply(thought: Vec<String>, answer: Vec<String>, input: u64) -> Events {
+    let reasoning = thought.len() as u64;
+    let output = reasoning + answer.len() as u64;
+    let usage = Usage { input, output, reasoning, ..Usage::default() };
+    Box::new(
+        thought
+            .into_iter()
+            .map(ModelEvent::Thinking)
+            .chain(answer.into_iter().map(ModelEvent::Text))
+            .chain([ModelEvent::Usage(usage), ModelEvent::Stop(StopReason::Stop)]),
+    )
 }
 
 /// `stream: N`: deltas generated as they are pulled.
@@ -356,6 +379,28 @@ mod tests {
         for p in ["stream: 1000001", "stream: -1", "stream: +3", "stream: 3x", "stream:", "stream: 99999999999"] {
             assert_eq!(joined_text(&events(&prompt(p))), format!("You said: \"{p}\""), "{p}");
         }
+    }
+
+    #[test]
+    fn think_streams_reasoning_then_the_answer() {
+        assert_eq!(
+            events(&prompt("think: check the  tests | All green")),
+            vec![
+                ModelEvent::Thinking("check".into()),
+                ModelEvent::Thinking(" the".into()),
+                ModelEvent::Thinking("  tests".into()),
+                text("All"),
+                text(" green"),
+                // "think: check the  tests | All green" is 35 chars → 9 tokens.
+                ModelEvent::Usage(Usage { input: 9, output: 5, reasoning: 3, ..Usage::default() }),
+                ModelEvent::Stop(StopReason::Stop),
+            ]
+        );
+        // Without a `|` it only thinks.
+        let evs = events(&prompt("think: hmm"));
+        assert_eq!(evs[0], ModelEvent::Thinking("hmm".into()));
+        assert_eq!(joined_text(&evs), "");
+        assert_eq!(title("think: check the tests | ok"), "Think check the tests");
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl Model for ScriptedModel {
         // last delta are not held back either.
         let paced = stream::unfold((events, false), move |(mut events, mut delta_sent)| async move {
             let event = events.next()?;
-            if matches!(event, ModelEvent::Text(_) | ModelEvent::ToolCallArgs(_)) {
+            if matches!(event, ModelEvent::Text(_) | ModelEvent::Thinking(_) | ModelEvent::ToolCallArgs(_)) {
                 if delta_sent {
                     tokio::time::sleep(delay).await;
                 }

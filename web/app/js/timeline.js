@@ -11,6 +11,8 @@
 // An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
 // the server, swapped in place when it arrives, without repainting the rows.
 // Message times, Edit, Regenerate and Retry come from message_actions.js.
+// A model's reasoning is not part of the conversation (seed 001): a draft that thinks
+// says "Thinking…", and a finished answer's footer offers "Show thinking".
 // The focus follows the approvals (issue 36): a new card takes it unless the person is
 // busy elsewhere, and a decided card hands it to the next waiting card, else the prompt.
 // A card that takes the focus by itself holds its keys a moment (KEY_HOLD_MS), so a
@@ -80,6 +82,7 @@ export class Timeline {
     this.ui = new Map(); // approvalId → {busy, error}
     this.loadingEarlier = false;
     this.texts = new Map(); // `${index}:${block}` → TextView
+    this.thoughts = new Set(); // indexes of answers whose thinking the reader unfolded
     this.shells = new Map(); // index → an answer's {article, body}, refilled on change
     const stop = onRendered(() => (this.list.isConnected ? this.refreshTexts() : stop()));
   }
@@ -353,12 +356,17 @@ export class Timeline {
     }
     const blocks = m.content.map((c, ci) => this.block(store, i, ci, c, draft, waiting));
     if (draft && m.content.length === 0) blocks.push(h('span', { class: 'dots' }, h('i'), h('i'), h('i')));
+    // The reasoning itself is not shown (seed 001), only that the model is at it.
+    if (draft && m.content.at(-1)?.type === 'thinking') {
+      blocks.push(h('div', { class: 'thinking-status', role: 'status' }, h('span', { class: 'dots' }, h('i'), h('i'), h('i')), 'Thinking…'));
+    }
     if (m.stopReason === 'error') blocks.push(h('p', { class: 'msg-error' }, m.errorMessage ?? 'The model failed.'));
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
     if (!draft) {
       // One footer row: the time and Regenerate (message_actions.js), then Copy.
       const footer = (this.actions ? this.actions.answerFooter(store, this.indexes, i, m, this.connected()) : null)
         ?? h('div', { class: 'msg-actions' }, messageTime(m.timestamp));
+      if (m.content.some((c) => c.type === 'thinking' && c.thinking)) footer.append(this.thinkingToggle(i));
       const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
       if (source) footer.append(copyButton('Copy the answer as Markdown', () => source, 'Copy'));
       blocks.push(footer);
@@ -388,12 +396,9 @@ export class Timeline {
   block(store, i, ci, c, draft, waiting) {
     if (c.type === 'text') return this.textView(i, ci).update(c.text, draft);
     if (c.type === 'thinking') {
-      const key = `${i}:${ci}:thinking`;
-      const d = h('details', { class: 'thinking', open: this.open.get(key) ?? false },
-        h('summary', {}, draft ? 'Thinking…' : 'Thought process'),
-        h('div', { class: 'thinking-text' }, c.thinking));
-      d.addEventListener('toggle', () => this.open.set(key, d.open));
-      return d;
+      // Seed 001: reasoning stays in events and snapshots but is hidden from the
+      // conversation; the answer's "Show thinking" unfolds it (thinkingToggle).
+      return h('div', { class: 'thinking', hidden: draft || !this.thoughts.has(i), dataset: { testid: 'thinking' } }, c.thinking);
     }
     if (c.type === 'toolCall') {
       const exec = store.tools.get(c.id);
@@ -402,6 +407,29 @@ export class Timeline {
       return toolCard({ id: c.id, name: c.name, args: c.arguments, exec: store.tools.get(c.id), waiting: waiting.has(c.id), streaming, open: this.open });
     }
     return null;
+  }
+
+  /**
+   * "Show thinking" / "Hide thinking" in an answer's footer: the answer's reasoning,
+   * hidden from the conversation, unfolds above its text on demand. Remembered per
+   * answer while the session is open; the row is not rebuilt, only its blocks shown.
+   */
+  thinkingToggle(i) {
+    const label = h('span', {});
+    const button = h('button', { class: 'msg-action thinking-toggle', type: 'button' }, label);
+    const show = (shown) => {
+      label.textContent = shown ? 'Hide thinking' : 'Show thinking';
+      button.setAttribute('aria-expanded', String(shown));
+      for (const el of button.closest('article')?.querySelectorAll('.thinking') ?? []) el.hidden = !shown;
+    };
+    button.addEventListener('click', () => {
+      const shown = !this.thoughts.has(i);
+      if (shown) this.thoughts.add(i);
+      else this.thoughts.delete(i);
+      show(shown);
+    });
+    show(this.thoughts.has(i));
+    return button;
   }
 
   /**
