@@ -245,7 +245,8 @@ test('a plan card renders its Markdown, and the accepted plan stays readable in 
   await send(page, `tool: exit_plan ${JSON.stringify({ plan })}`);
   const card = await page.waitForSelector('.plan-card');
   // What the plan's text shows (inside a card or the accepted plan).
-  const shown = (el) => el.$eval('.text', (e) => ({
+  // (A repaint may build the section anew around the same text: look it up each time.)
+  const shown = (where) => page.$eval(`${where} .text`, (e) => ({
     h2: [...e.querySelectorAll('h2')].map((n) => n.textContent),
     li: [...e.querySelectorAll('ol > li')].map((n) => n.textContent),
     strong: [...e.querySelectorAll('strong')].map((n) => n.textContent),
@@ -253,17 +254,18 @@ test('a plan card renders its Markdown, and the accepted plan stays readable in 
     raw: /##|\*\*|\|---/.test(e.textContent),
   }));
   const expected = { h2: ['Steps'], li: ['Add notes.txt', 'Test it'], strong: ['it'], td: ['notes.txt', 'the notes'], raw: false };
-  assert.deepEqual(await shown(card), expected);
+  await card.waitForSelector('.text');
+  assert.deepEqual(await shown('.plan-card'), expected);
   await shot(page, 'plan-card-markdown');
   await page.click('.plan-card button[data-decision="once"]');
   await page.waitForSelector('.plan-card', { state: 'detached' });
   await settled(page);
   const accepted = await page.waitForSelector('.plan-accepted');
   assert.ok(await accepted.isVisible(), 'the accepted plan is in view, not folded away');
-  assert.deepEqual(await shown(accepted), expected);
+  assert.deepEqual(await shown('.plan-accepted'), expected);
   await shot(page, 'plan-accepted');
   await page.reload();
   await page.waitForSelector('.plan-accepted .md');
-  assert.deepEqual(await shown(await page.$('.plan-accepted')), expected);
+  assert.deepEqual(await shown('.plan-accepted'), expected);
   assert.deepEqual(page.errors, []);
 });
