@@ -26,7 +26,7 @@ use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -734,7 +734,27 @@ impl Engine {
     ) -> Result<Vec<SessionInfo>> {
         let project = self.project(owner, project_id).await?;
         let sessions = self.store().list_sessions(&project.id, archived).await?;
-        Ok(sessions.into_iter().map(|session| SessionInfo { status: self.status_of(&session.id), session }).collect())
+        let waiting = self.waiting_among(&sessions).await?;
+        Ok(sessions.into_iter().map(|session| self.session_info(session, &waiting)).collect())
+    }
+
+    /// Which of `sessions` wait for a person, from the store's pending approvals (so a
+    /// run parked before a restart, or on another node, counts too): one query a project.
+    pub(crate) async fn waiting_among<'a>(
+        &self,
+        sessions: impl IntoIterator<Item = &'a Session>,
+    ) -> Result<HashSet<SessionId>> {
+        let projects: HashSet<&ProjectId> = sessions.into_iter().map(|s| &s.project_id).collect();
+        let mut waiting = HashSet::new();
+        for project in projects {
+            waiting.extend(self.store().waiting_sessions(project).await?);
+        }
+        Ok(waiting)
+    }
+
+    /// A session as lists show it; `waiting` from [`Engine::waiting_among`].
+    pub(crate) fn session_info(&self, session: Session, waiting: &HashSet<SessionId>) -> SessionInfo {
+        SessionInfo { status: self.status_of(&session.id), waiting: waiting.contains(&session.id), session }
     }
 
     /// The project's sessions with a run that ended after `after` (ms), latest first, at

@@ -78,6 +78,7 @@ impl Engine {
         found.truncate(limit as usize);
         let next_cursor =
             more.then(|| found.last().map(|m| format!("{}.{}", m.session.updated_at, m.session.id))).flatten();
+        let waiting = self.waiting_among(found.iter().map(|m| &m.session)).await?;
         let sessions = found
             .into_iter()
             .map(|m| {
@@ -86,7 +87,7 @@ impl Engine {
                     None => (m.session.title.clone(), "title"),
                 };
                 SearchHit {
-                    session: SessionInfo { status: self.status_of(&m.session.id), session: m.session },
+                    session: self.session_info(m.session, &waiting),
                     snippet,
                     matched,
                     message_index: m.text.is_some().then_some(m.message_index).flatten(),

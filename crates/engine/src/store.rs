@@ -287,6 +287,9 @@ pub trait Store: Send + Sync + 'static {
     async fn pending_approvals(&self, session: &SessionId) -> Result<Vec<Approval>, StoreError>;
     /// Every pending approval of every session (to re-arm expiry timers at start-up).
     async fn all_pending_approvals(&self) -> Result<Vec<Approval>, StoreError>;
+    /// The project's sessions with an approval pending: a run parked there, waiting for
+    /// a person (what session lists mark `waiting`).
+    async fn waiting_sessions(&self, project: &ProjectId) -> Result<Vec<SessionId>, StoreError>;
     /// The conditional update that makes a decision happen once: moves the approval
     /// from `pending` to `status` (resolved, expired or cancelled), recording decision,
     /// message, actor and time. Returns false — and writes nothing — when it was not

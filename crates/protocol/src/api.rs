@@ -76,6 +76,10 @@ pub struct SessionInfo {
     #[serde(flatten)]
     pub session: Session,
     pub status: SessionStatus,
+    /// An approval or question waits for a person: a run is parked at it (absent from
+    /// older servers, hence the default).
+    #[serde(default)]
+    pub waiting: bool,
 }
 
 /// `GET /api/sessions/:id`: the session plus the state a snapshot carries, and the

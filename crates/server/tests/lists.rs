@@ -1,6 +1,7 @@
 //! The list stream `GET /api/workspaces/events` through a real server: a reset first
 //! (even with a cursor), notifications for the changes seed 000 lists and none for
-//! token deltas, durable read receipts, and the shared heartbeat.
+//! token deltas, durable read receipts, the shared heartbeat, and the rows' `waiting`
+//! flag (a run parked at an approval or question).
 
 use crate::common;
 
@@ -124,4 +125,40 @@ async fn the_list_stream_has_the_heartbeat() {
     assert_eq!(event.event.as_deref(), Some("heartbeat"));
     assert_eq!(event.data, "{}");
     assert_eq!(event.id, None);
+}
+
+/// Whether the session lists as waiting for a person, in its project's list and in a
+/// search that finds it.
+async fn listed_waiting(server: &TestServer, project: &str, session: &str) -> (bool, bool) {
+    let (status, list) = server.get(&format!("/api/projects/{project}/sessions")).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let row = list.as_array().expect("rows").iter().find(|s| s["id"] == session).cloned().expect("listed");
+    let (status, found) = server.get("/api/sessions/search?q=parked").await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    let hit = found["sessions"].as_array().expect("hits").iter().find(|s| s["id"] == session).cloned().expect("found");
+    (row["waiting"].as_bool().expect("a waiting flag"), hit["waiting"].as_bool().expect("a waiting flag"))
+}
+
+#[tokio::test]
+async fn a_session_parked_at_an_approval_lists_as_waiting_until_it_is_decided() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let parked = id_of(&server.create_session(&project, Some("parked here")).await);
+    let other = id_of(&server.create_session(&project, Some("parked not")).await);
+    assert_eq!(listed_waiting(&server, &project, &parked).await, (false, false));
+
+    let mut stream = open(&server, None).await;
+    next(&mut stream).await;
+    let (run_id, approval) = server.park(&parked, "tool: bash {\"command\": \"rm -f x\"}").await;
+    // The sidebars hear of it: the list changed.
+    expect(&mut stream, "sessions.changed", &project).await;
+    assert_eq!(listed_waiting(&server, &project, &parked).await, (true, true));
+    assert_eq!(listed_waiting(&server, &project, &other).await, (false, false), "only the parked one waits");
+
+    let (status, body) = server
+        .post(&format!("/api/sessions/{parked}/approvals/{}", id_of(&approval)), json!({"decision": "reject"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    server.wait_run(&run_id).await;
+    assert_eq!(listed_waiting(&server, &project, &parked).await, (false, false));
 }

@@ -312,6 +312,9 @@ macro_rules! impl_store {
                 async fn all_pending_approvals(&self) -> Result<Vec<Approval>, StoreError> {
                     approvals::all_pending(&self.pool).await
                 }
+                async fn waiting_sessions(&self, project: &ProjectId) -> Result<Vec<SessionId>, StoreError> {
+                    approvals::waiting_sessions(&self.pool, project).await
+                }
                 async fn settle_approval(
                     &self,
                     id: &ApprovalId,

@@ -15,11 +15,11 @@
 use super::dialect::Db;
 use super::dialect::Pool;
 use super::runs;
-use crate::error::db_error;
+use crate::error::{db_error, parse_id};
 use crate::rows::{self, Columns, approval_kind_str};
 use spool_engine::{DecidedCall, StoreError, Supersede};
 use spool_protocol::time::Millis;
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, Run, SessionId, UserId};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, SessionId, UserId};
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, run_id, session_id, owner_id, tool_call_id, tool, kind, payload, status, decision, message,
@@ -122,6 +122,20 @@ pub(crate) async fn pending(pool: &Pool, session: &SessionId) -> Result<Vec<Appr
     .iter()
     .map(rows::approval)
     .collect()
+}
+
+/// The project's sessions with a pending approval. Pending approvals are few (each
+/// parks a run), so this walks `approvals_by_status` and joins, whatever the project's size.
+pub(crate) async fn waiting_sessions(pool: &Pool, project: &ProjectId) -> Result<Vec<SessionId>, StoreError> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT a.session_id FROM approvals a JOIN sessions s ON s.id = a.session_id
+         WHERE a.status = 'pending' AND s.project_id = $1",
+    )
+    .bind(project.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    ids.iter().map(|id| parse_id(id)).collect()
 }
 
 pub(crate) async fn all_pending(pool: &Pool) -> Result<Vec<Approval>, StoreError> {

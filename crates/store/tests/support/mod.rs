@@ -43,6 +43,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     drafts_are_appended_and_orphaned_once_their_run_settles(store).await;
     interrupt_run_writes_the_approval_and_the_run_together(store).await;
     pending_approvals_are_listed_oldest_first(store).await;
+    waiting_sessions_are_those_with_a_pending_approval(store).await;
     settle_approval_decides_once(store).await;
     supersede_replaces_an_approval_whose_call_has_not_started(store).await;
     concurrent_settles_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
@@ -930,6 +931,26 @@ pub async fn pending_approvals_are_listed_oldest_first(store: &dyn Store) {
         all.windows(2).all(|w| (w[0].created_at, w[0].id.as_str()) <= (w[1].created_at, w[1].id.as_str())),
         "oldest first"
     );
+}
+
+pub async fn waiting_sessions_are_those_with_a_pending_approval(store: &dyn Store) {
+    let (project, parked) = new_session(store).await;
+    let idle = session_in(&project, 2_000, false);
+    store.insert_session(&idle).await.expect("insert_session");
+    assert_eq!(store.waiting_sessions(&project.id).await.expect("waiting"), vec![]);
+    // Two pending approvals of one session list it once.
+    let (run, first, _) = interrupted_run_in(store, &parked, "req-waiting", 100).await;
+    let second = approval_for(&run, 200);
+    store.interrupt_run(&run, &second, &checkpoint_for(&second)).await.expect("interrupt_run");
+    let (_, elsewhere) = new_session(store).await;
+    interrupted_run_in(store, &elsewhere, "req-waiting-elsewhere", 100).await;
+
+    assert_eq!(store.waiting_sessions(&project.id).await.expect("waiting"), vec![parked.id.clone()]);
+    assert_eq!(store.waiting_sessions(&elsewhere.project_id).await.expect("waiting"), vec![elsewhere.id.clone()]);
+    assert!(store.settle_approval(&first.id, ApprovalStatus::Expired, None, None, None, 250).await.expect("settle"));
+    assert_eq!(store.waiting_sessions(&project.id).await.expect("waiting"), vec![parked.id.clone()], "one still waits");
+    assert!(store.settle_approval(&second.id, ApprovalStatus::Cancelled, None, None, None, 260).await.expect("settle"));
+    assert_eq!(store.waiting_sessions(&project.id).await.expect("waiting"), vec![]);
 }
 
 pub async fn settle_approval_decides_once(store: &dyn Store) {
