@@ -449,3 +449,132 @@ test("both clients: the agent's todo list as todo.updated and session.todo", asy
     await feed.close()
   }
 })
+
+test("v2 client: the agent's question, answered with one of its options", async () => {
+  const directory = await project("questions")
+  const client = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
+  const { data: session } = await client.session.create({ title: "questions" })
+  const controller = new AbortController()
+  const feed = watch(await client.event.subscribe({}, { signal: controller.signal }), controller)
+  try {
+    await feed.waitFor((e) => e.type === "server.connected")
+    const args = {
+      question: "Which colour should the button be?",
+      options: [{ label: "red" }, { label: "blue", description: "like the sky" }],
+    }
+    await client.session.promptAsync({
+      sessionID: session.id,
+      parts: [{ type: "text", text: `tool: question ${JSON.stringify(args)}` }],
+    })
+    const asked = await feed.waitFor((e) => e.type === "question.asked" && of(session.id)(e), 0, "question.asked")
+    const request = asked.event.properties
+    assert.deepEqual(request.questions, [
+      {
+        question: "Which colour should the button be?",
+        header: "question",
+        options: [
+          { label: "red", description: "" },
+          { label: "blue", description: "like the sky" },
+        ],
+        multiple: false,
+        custom: true,
+      },
+    ])
+    assert.match(request.tool.messageID, /^msg_/)
+    assert.equal(typeof request.tool.callID, "string")
+    assert.ok(
+      !feed.events.some((e) => e.type === "permission.asked" && of(session.id)(e)),
+      "a question is not a permission",
+    )
+    const { data: pending } = await client.question.list()
+    assert.deepEqual(
+      pending.map((q) => q.id),
+      [request.id],
+    )
+    const { data: permissions } = await client.permission.list()
+    assert.deepEqual(permissions, [])
+
+    const { data: ok } = await client.question.reply({ requestID: request.id, answers: [["blue"]] })
+    assert.equal(ok, true)
+    const settled = await feed.waitFor(idle(session.id), asked.index, "idle after the answer")
+    const replied = feed.events.slice(asked.index, settled.index).find((e) => e.type === "question.replied")
+    assert.deepEqual(replied.properties, { sessionID: session.id, requestID: request.id, answers: [["blue"]] })
+    const { data: messages } = await client.session.messages({ sessionID: session.id })
+    assert.equal(storedText(messages.at(-1)), "Tool question returned 1 line: The person answered: blue")
+    const { data: none } = await client.question.list()
+    assert.deepEqual(none, [])
+
+    // A question is answered once: OpenCode no longer knows a replied one.
+    const again = await createOpencodeClientV2({ baseUrl, directory }).question.reply({
+      requestID: request.id,
+      answers: [["red"]],
+    })
+    assert.equal(again.response.status, 404)
+    assert.equal(again.error._tag, "QuestionNotFoundError")
+    assert.equal(again.error.requestID, request.id)
+
+    // Dismissing a question stops the run, as OpenCode's reject does.
+    const from = feed.events.length
+    await client.session.promptAsync({
+      sessionID: session.id,
+      parts: [{ type: "text", text: 'tool: question {"question":"What should the file be called?"}' }],
+    })
+    const open = await feed.waitFor((e) => e.type === "question.asked" && of(session.id)(e), from, "question.asked")
+    assert.deepEqual(open.event.properties.questions[0].options, [])
+    const { data: rejected } = await client.question.reject({ requestID: open.event.properties.id })
+    assert.equal(rejected, true)
+    const stopped = await feed.waitFor(idle(session.id), open.index, "idle after the reject")
+    const dismissed = feed.events.slice(open.index, stopped.index).find((e) => e.type === "question.rejected")
+    assert.deepEqual(dismissed.properties, { sessionID: session.id, requestID: open.event.properties.id })
+  } finally {
+    await feed.close()
+  }
+})
+
+test("both clients: a prompt while a run is busy is queued and runs after it", async () => {
+  const directory = await project("queue")
+  const root = createOpencodeClient({ baseUrl, directory, throwOnError: true })
+  const v2 = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
+  const { data: session } = await root.session.create({ body: { title: "queue" } })
+  const controller = new AbortController()
+  const feed = watch(await v2.event.subscribe({}, { signal: controller.signal }), controller)
+  try {
+    await feed.waitFor((e) => e.type === "server.connected")
+    await v2.session.promptAsync({ sessionID: session.id, parts: [{ type: "text", text: "stream: 400" }] })
+    await feed.waitFor((e) => e.type === "message.part.delta" && of(session.id)(e), 0, "a delta")
+
+    // While the long run streams: one prompt sent asynchronously, one that waits.
+    const queued = await root.session.promptAsync({
+      path: { id: session.id },
+      body: { parts: [{ type: "text", text: "echo: queued first" }] },
+    })
+    assert.equal(queued.response.status, 204)
+    const { data: reply } = await v2.session.prompt({
+      sessionID: session.id,
+      parts: [{ type: "text", text: "echo: queued second" }],
+    })
+    assert.equal(reply.info.role, "assistant")
+    assert.equal(reply.info.error, undefined)
+    assert.equal(storedText(reply), "queued second")
+
+    const { data: messages } = await v2.session.messages({ sessionID: session.id })
+    assert.deepEqual(
+      messages.map((m) => [m.info.role, m.info.role === "user" ? storedText(m) : storedText(m).split(" ").at(-1)]),
+      [
+        ["user", "stream: 400"],
+        ["assistant", "w400"],
+        ["user", "echo: queued first"],
+        ["assistant", "first"],
+        ["user", "echo: queued second"],
+        ["assistant", "second"],
+      ],
+    )
+    assert.ok(
+      messages.every((m) => m.info.error === undefined),
+      "no run failed",
+    )
+    assert.ok(!feed.events.some((e) => e.type === "session.error" && of(session.id)(e)))
+  } finally {
+    await feed.close()
+  }
+})

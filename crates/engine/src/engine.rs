@@ -1431,6 +1431,13 @@ impl Engine {
         }
     }
 
+    /// The run the prompt with `request_id` became in session `id`, if it became one (a
+    /// queued prompt has none until a run takes it).
+    pub async fn run_of_request(&self, owner: &UserId, id: &SessionId, request_id: &str) -> Result<Option<Run>> {
+        let run = self.store().find_run_by_request(id, request_id).await?;
+        Ok(run.filter(|run| &run.owner_id == owner))
+    }
+
     /// Subscribes to a session's native stream from an optional cursor (see
     /// [`SessionEvents::subscribe`]).
     pub async fn subscribe(

@@ -82,6 +82,9 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/session/{id}/permissions/{permission}"),
     ("GET", "/permission"),
     ("POST", "/permission/{id}/reply"),
+    ("GET", "/question"),
+    ("POST", "/question/{id}/reply"),
+    ("POST", "/question/{id}/reject"),
     ("GET", "/event"),
 ];
 

@@ -333,10 +333,11 @@ async fn abort_stops_a_long_run_with_an_aborted_message_and_a_session_error() {
     let mut events = Events::open(&server, &dir, "").await;
     prompt_async(&server, &session, "stream: 5000").await;
     events.until(|e| e["type"] == "message.part.delta").await;
-    let (status, busy) = server
+    // Queued behind the run; Stop pauses the queue, so it does not start after it.
+    let (status, _) = server
         .post(&format!("/session/{session}/prompt_async"), json!({ "parts": [{ "type": "text", "text": "x" }] }))
         .await;
-    assert_eq!((status, busy["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_busy")));
+    assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, ok) = server.post(&format!("/session/{session}/abort"), json!({})).await;
     assert_eq!((status, ok), (StatusCode::OK, json!(true)));
     let error = events.until(|e| e["type"] == "session.error").await;
@@ -349,6 +350,72 @@ async fn abort_stops_a_long_run_with_an_aborted_message_and_a_session_error() {
     let partial = stored_text(last);
     assert!(partial.starts_with("w1") && !partial.ends_with("w5000"), "{}", &partial[..partial.len().min(40)]);
     assert_eq!(deltas(&events.seen, last["info"]["id"].as_str().expect("id")), partial);
+}
+
+#[tokio::test]
+async fn a_prompt_while_a_run_is_busy_waits_its_turn_and_a_blocking_one_answers_with_its_own_run() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "queue").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    prompt_async(&server, &session, "stream: 300").await;
+    events.until(|e| e["type"] == "message.part.delta").await;
+    prompt_async(&server, &session, "echo: second").await;
+    let body = json!({ "parts": [{ "type": "text", "text": "echo: third" }] });
+    let (status, reply) = server.post(&format!("/session/{session}/message"), body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(stored_text(&reply), "third");
+    assert_eq!(reply["info"].get("error"), None, "{reply}");
+
+    let list = messages(&server, &session).await;
+    let texts: Vec<String> = list.iter().map(stored_text).collect();
+    assert_eq!(texts.len(), 6, "{texts:?}");
+    assert_eq!(texts[0], "stream: 300");
+    assert!(texts[1].ends_with(" w300"), "the first run ran to its end");
+    assert_eq!(&texts[2..], ["echo: second", "second", "echo: third", "third"]);
+    assert!(list.iter().all(|m| m["info"].get("error").is_none()), "no run failed");
+}
+
+#[tokio::test]
+async fn the_agents_question_is_an_opencode_question_answered_once() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "question").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    let args = json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]});
+    prompt_async(&server, &session, &format!("tool: question {args}")).await;
+    let asked = events.until(|e| e["type"] == "question.asked").await;
+    let request = &asked["properties"];
+    let id = request["id"].as_str().expect("id").to_owned();
+    assert_eq!(request["questions"][0]["options"][1], json!({"label": "blue", "description": ""}));
+    let at = urlencode(dir.to_str().expect("utf-8"));
+    let (status, listed) = server.get(&format!("/question?directory={at}")).await;
+    assert_eq!((status, &listed), (StatusCode::OK, &json!([request])));
+    let (_, permissions) = server.get(&format!("/permission?directory={at}")).await;
+    assert_eq!(permissions, json!([]), "a question is not a permission");
+
+    let (status, ok) = server.post(&format!("/question/{id}/reply"), json!({"answers": [["blue"]]})).await;
+    assert_eq!((status, ok), (StatusCode::OK, json!(true)));
+    let replied = events.until(|e| e["type"] == "question.replied").await;
+    assert_eq!(replied["properties"], json!({"sessionID": session, "requestID": id, "answers": [["blue"]]}));
+    events.until_idle(&session).await;
+    let list = messages(&server, &session).await;
+    assert_eq!(
+        stored_text(list.last().expect("an answer")),
+        "Tool question returned 1 line: The person answered: blue"
+    );
+
+    for route in ["reply", "reject"] {
+        let (status, refused) = server.post(&format!("/question/{id}/{route}"), json!({"answers": [["red"]]})).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+        assert_eq!(
+            (refused["_tag"].as_str(), refused["requestID"].as_str()),
+            (Some("QuestionNotFoundError"), Some(id.as_str()))
+        );
+        assert_eq!(refused["name"], "NotFoundError");
+    }
+    assert!(!events.seen.iter().any(|e| e["type"] == "permission.asked"), "{}", types(&events.seen));
 }
 
 #[tokio::test]

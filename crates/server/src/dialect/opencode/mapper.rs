@@ -15,6 +15,7 @@
 //! | `message_end` (no tools) or `turn_end`   | `step-finish` (reason, cost, tokens) + `message.updated` |
 //! | `agent_end` failed / cancelled           | `session.error`                                       |
 //! | `approval_requested` / `_resolved`       | `permission.updated` + `permission.asked` / `permission.replied` |
+//! | the same, of a question (`select_option`, `provide_input`) | `question.asked` / `question.replied` (at its call's start, with the answer) or `question.rejected` |
 //! | `auto_retry_start` / `_end`              | `session.status` retry / busy                         |
 //! | `todo_write`                             | `todo.updated` (the whole list)                       |
 //! | `session.git` (the git poller)           | `session.diff` (every changed file with its line counts) |
@@ -47,7 +48,7 @@
 //! nothing is counted twice.
 
 use super::ids;
-use super::records::{Scope, complete, finish_reason, permission, step_finish, tool_input};
+use super::records::{Scope, complete, finish_reason, is_question, permission, question, step_finish, tool_input};
 use super::wire::*;
 use spool_protocol::event::offset_len;
 use spool_protocol::frame::{FrameBody, SessionState, ToolStatus};
@@ -81,6 +82,11 @@ pub struct Mapper {
     /// A run was accepted and the session has not gone idle since.
     accepted: bool,
     pending: Vec<ApprovalId>,
+    /// The pending approvals that are questions, with their tool calls.
+    questions: HashMap<ApprovalId, String>,
+    /// Questions answered (`fill`) whose call has not started, by call id. The answer is
+    /// the call's `answer` argument, so `question.replied` goes out when the call starts.
+    answered: HashMap<String, ApprovalId>,
     run: RunTrack,
     /// Index of the active run's user message, for replaying it from a snapshot.
     run_start: Option<u64>,
@@ -148,6 +154,8 @@ impl Mapper {
             busy: false,
             accepted: false,
             pending: Vec::new(),
+            questions: HashMap::new(),
+            answered: HashMap::new(),
             run: RunTrack::default(),
             run_start: None,
             resuming: false,
@@ -326,6 +334,8 @@ impl Mapper {
         for (index, draft) in &state.drafts {
             self.replay_assistant(*index, draft, false, now, out);
         }
+        self.questions.clear();
+        self.answered.clear();
         for approval in &state.pending_approvals {
             let requested = AgentEvent::ApprovalRequested { approval: Box::new(approval.clone()) };
             self.event(&requested, None, now, out);
@@ -459,6 +469,14 @@ impl Mapper {
                 }
             }
             AgentEvent::ToolExecutionStart { tool_call_id, args, .. } => {
+                if let Some(request) = self.answered.remove(tool_call_id) {
+                    let answer = args.get("answer").and_then(|a| a.as_str()).map(str::to_owned);
+                    out.push(Event::QuestionReplied {
+                        session_id: self.sid(),
+                        request_id: request.to_string(),
+                        answers: vec![answer.into_iter().collect()],
+                    });
+                }
                 let (input, _) = tool_input(args);
                 self.set_tool_state(tool_call_id, now, out, |_| ToolState::Running {
                     input,
@@ -504,20 +522,35 @@ impl Mapper {
                     self.pending.push(approval.id.clone());
                 }
                 let message = self.run.calls.get(&approval.tool_call_id).map(|(i, _)| *i);
-                let p = permission(approval, message);
-                out.push(Event::PermissionUpdated(p.clone()));
-                out.push(Event::PermissionAsked(p));
+                if is_question(approval) {
+                    self.questions.insert(approval.id.clone(), approval.tool_call_id.clone());
+                    out.push(Event::QuestionAsked(question(approval, message)));
+                } else {
+                    let p = permission(approval, message);
+                    out.push(Event::PermissionUpdated(p.clone()));
+                    out.push(Event::PermissionAsked(p));
+                }
             }
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
                 self.pending.retain(|p| p != approval_id);
-                let reply = Reply::from_resolution(decision);
-                out.push(Event::PermissionReplied {
-                    session_id: self.sid(),
-                    permission_id: approval_id.to_string(),
-                    request_id: approval_id.to_string(),
-                    response: reply,
-                    reply,
-                });
+                match self.questions.remove(approval_id) {
+                    // Only `fill` carries an answer; anything else left it unanswered.
+                    Some(call) if decision == "fill" => {
+                        self.answered.insert(call, approval_id.clone());
+                    }
+                    Some(_) => out
+                        .push(Event::QuestionRejected { session_id: self.sid(), request_id: approval_id.to_string() }),
+                    None => {
+                        let reply = Reply::from_resolution(decision);
+                        out.push(Event::PermissionReplied {
+                            session_id: self.sid(),
+                            permission_id: approval_id.to_string(),
+                            request_id: approval_id.to_string(),
+                            response: reply,
+                            reply,
+                        });
+                    }
+                }
             }
             AgentEvent::AutoRetryStart { attempt, delay_ms, error_message, .. } => {
                 let next = now.saturating_add(i64::try_from(*delay_ms).unwrap_or(i64::MAX));
@@ -774,6 +807,10 @@ impl Mapper {
     /// The run settled: whatever is still open ends with it, and a failed or cancelled
     /// run is a `session.error`.
     fn end_run(&mut self, status: &str, now: Millis, out: &mut Vec<Event>) {
+        // An answer whose call never started (the run was stopped first) was not used.
+        for (_, request) in std::mem::take(&mut self.answered) {
+            out.push(Event::QuestionRejected { session_id: self.sid(), request_id: request.to_string() });
+        }
         let open: Vec<u64> = self.run.steps.keys().copied().collect();
         for index in open {
             let blocks = self.run.steps.get(&index).map_or(0, |s| s.blocks.len());

@@ -1,4 +1,5 @@
-//! Stored records in OpenCode's shapes: sessions, the message history, permissions.
+//! Stored records in OpenCode's shapes: sessions, the message history, permissions and
+//! questions.
 //!
 //! Spool and OpenCode cut a conversation differently. Spool stores what the model saw:
 //! user, assistant (one per model call) and tool-result messages. OpenCode shows user
@@ -154,6 +155,40 @@ pub fn permission(approval: &Approval, message: Option<u64>) -> Permission {
         call_id: approval.tool_call_id.clone(),
         title: change.to_owned(),
         time: UserTime { created: approval.created_at },
+    }
+}
+
+/// Whether an approval asks the person a question (the `question` tool's
+/// `select_option` / `provide_input`) rather than for a permission: OpenCode shows it
+/// as a question, answered on its own routes.
+pub fn is_question(approval: &Approval) -> bool {
+    approval.kind != spool_protocol::ApprovalKind::ConfirmAction
+}
+
+/// A pending question approval as OpenCode's question request. `message` is the index
+/// of the assistant message that made the call, when known.
+pub fn question(approval: &Approval, message: Option<u64>) -> QuestionRequest {
+    let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let payload = &approval.payload;
+    let options = payload.get("options").and_then(|o| o.as_array()).map(Vec::as_slice).unwrap_or_default();
+    let info = QuestionInfo {
+        question: text(payload.get("question").or_else(|| payload.get("change"))),
+        header: approval.tool.clone(),
+        options: options
+            .iter()
+            .map(|o| QuestionOption { label: text(o.get("label")), description: text(o.get("description")) })
+            .collect(),
+        multiple: false,
+        custom: true,
+    };
+    QuestionRequest {
+        id: approval.id.to_string(),
+        session_id: approval.session_id.to_string(),
+        questions: vec![info],
+        tool: ToolRef {
+            message_id: message.map(|i| ids::message_id(&approval.session_id, i)).unwrap_or_default(),
+            call_id: approval.tool_call_id.clone(),
+        },
     }
 }
 

@@ -156,6 +156,26 @@ pub(crate) struct ReplyBody {
     pub(crate) message: Option<String>,
 }
 
+/// `POST /question/:id/reply`: one answer per question, each the labels picked (or the
+/// person's own words).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = opencode::QuestionReplyBody)]
+pub(crate) struct QuestionReplyBody {
+    pub(crate) answers: Vec<Vec<String>>,
+}
+
+impl QuestionReplyBody {
+    pub(crate) fn read(bytes: &[u8]) -> Result<QuestionReplyBody, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+    }
+
+    /// The answer to Spool's one question: its labels, joined by ", " (empty when the
+    /// person picked nothing).
+    pub(crate) fn answer(&self) -> String {
+        self.answers.first().map(|labels| labels.join(", ")).unwrap_or_default()
+    }
+}
+
 #[derive(Deserialize, Default, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct EventQuery {

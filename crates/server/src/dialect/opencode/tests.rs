@@ -93,7 +93,7 @@ fn text(t: &str) -> Content {
 }
 
 fn usage() -> Usage {
-    Usage { input: 12, output: 5, reasoning: 2, cache_read: 3, cache_write: 1, cost: 0.0042 }
+    Usage { input: 12, output: 5, reasoning: 2, cache_read: 3, cache_write: 1, cost: 0.0042, estimated: false }
 }
 
 fn tool_result(call: &str, name: &str, result: &str, is_error: bool) -> Message {
@@ -700,4 +700,92 @@ fn live_tool_output_is_the_running_parts_metadata_output() {
         .collect();
     let full = format!("building\n{}", "x".repeat(30_000 - 9));
     assert_eq!(running, [Value::Null, json!("building\n"), json!(full)]);
+}
+
+/// An approval of the `question` tool (what `crates/tools/src/question.rs` asks).
+fn question_approval(id: &str, call: &str, options: Value) -> Approval {
+    let kind = if options.as_array().is_some_and(|o| o.is_empty()) {
+        ApprovalKind::ProvideInput
+    } else {
+        ApprovalKind::SelectOption
+    };
+    Approval {
+        id: id.parse().expect("valid id"),
+        tool_call_id: call.into(),
+        tool: "question".into(),
+        kind,
+        payload: json!({"question": "Which colour?", "options": options, "other": true}),
+        ..approval()
+    }
+}
+
+fn question_call(call: &str) -> Content {
+    Content::ToolCall { id: call.into(), name: "question".into(), arguments: json!({"question": "Which colour?"}) }
+}
+
+#[test]
+fn a_question_is_asked_and_answered_or_dismissed_never_as_a_permission() {
+    let options = json!([{"label": "red", "description": null}, {"label": "blue", "description": "like the sky"}]);
+    let answered = question_approval("per_01jd0000000000000000000008", "call_q1", options);
+    let dismissed = question_approval("per_01jd0000000000000000000009", "call_q2", json!([]));
+    let resolved = |approval: &Approval, decision: &str| AgentEvent::ApprovalResolved {
+        approval_id: approval.id.clone(),
+        decision: decision.into(),
+        actor: None,
+        message: None,
+    };
+    let start = |call: &str, args: Value| AgentEvent::ToolExecutionStart {
+        tool_call_id: call.into(),
+        tool_name: "question".into(),
+        args,
+    };
+    let step =
+        assistant(vec![question_call("call_q1"), question_call("call_q2")], Some(StopReason::ToolUse), usage(), None);
+    let mut inputs = user_turn("tool: question");
+    inputs.extend([
+        ev(Some(1), AgentEvent::MessageStart { message: assistant(vec![], None, Usage::default(), None) }),
+        delta(1, StreamDelta::ToolcallStart { content_index: 0, id: "call_q1".into(), name: "question".into() }),
+        delta(1, StreamDelta::ToolcallStart { content_index: 1, id: "call_q2".into(), name: "question".into() }),
+        ev(Some(1), AgentEvent::MessageEnd { message: step }),
+        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(answered.clone()) }),
+        ev(None, resolved(&answered, "fill")),
+        ev(None, start("call_q1", json!({"answer": "blue"}))),
+        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(dismissed.clone()) }),
+        ev(None, resolved(&dismissed, "reject")),
+    ]);
+    inputs.extend(settle("cancelled"));
+    let events = run(&mut Mapper::new(scope()), inputs);
+    let json = json_of(&events);
+    let types: Vec<&str> = json.as_array().expect("events").iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(!types.iter().any(|t| t.starts_with("permission.")), "{types:?}");
+    let questions: Vec<&Value> = json
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("question.")))
+        .collect();
+    let message_id = super::ids::message_id(&sid(), 1);
+    assert_eq!(
+        questions,
+        [
+            &json!({"type": "question.asked", "properties": {
+                "id": answered.id, "sessionID": sid(),
+                "questions": [{
+                    "question": "Which colour?", "header": "question",
+                    "options": [{"label": "red", "description": ""}, {"label": "blue", "description": "like the sky"}],
+                    "multiple": false, "custom": true,
+                }],
+                "tool": {"messageID": message_id, "callID": "call_q1"},
+            }}),
+            &json!({"type": "question.replied", "properties": {
+                "sessionID": sid(), "requestID": answered.id, "answers": [["blue"]],
+            }}),
+            &json!({"type": "question.asked", "properties": {
+                "id": dismissed.id, "sessionID": sid(),
+                "questions": [{"question": "Which colour?", "header": "question", "options": [], "multiple": false, "custom": true}],
+                "tool": {"messageID": message_id, "callID": "call_q2"},
+            }}),
+            &json!({"type": "question.rejected", "properties": {"sessionID": sid(), "requestID": dismissed.id}}),
+        ]
+    );
 }

@@ -348,6 +348,44 @@ pub struct ToolRef {
     pub call_id: String,
 }
 
+/// A question the agent asks (`QuestionRequest` in v2): what `question.asked` carries and
+/// `GET /question` lists. Spool's `question` tool asks one question at a time.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::QuestionRequest)]
+pub struct QuestionRequest {
+    /// The approval's id: what `POST /question/:id/reply` names.
+    pub id: String,
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    pub questions: Vec<QuestionInfo>,
+    /// The tool call asking.
+    pub tool: ToolRef,
+}
+
+/// One question (`QuestionInfo`).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::QuestionInfo)]
+pub struct QuestionInfo {
+    pub question: String,
+    /// A short label: the tool's name (OpenCode's models write one; Spool's do not).
+    pub header: String,
+    /// Empty when the question asks for words of the person's own.
+    pub options: Vec<QuestionOption>,
+    /// Always false: one answer per question.
+    pub multiple: bool,
+    /// Always true: an answer of the person's own is always allowed.
+    pub custom: bool,
+}
+
+/// One option of a question (`QuestionOption`); `description` is empty when the model
+/// gave none (the SDK requires one).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::QuestionOption)]
+pub struct QuestionOption {
+    pub label: String,
+    pub description: String,
+}
+
 /// An answer to a permission, in OpenCode's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 #[schema(as = opencode::Reply)]
@@ -527,6 +565,26 @@ pub enum Event {
         #[serde(rename = "sessionID")]
         session_id: String,
         diff: Vec<FileDiff>,
+    },
+    /// The agent asks the person (the `question` tool), instead of a permission.
+    #[serde(rename = "question.asked")]
+    QuestionAsked(QuestionRequest),
+    /// The person answered: one list of chosen labels (or their own words) per question.
+    #[serde(rename = "question.replied")]
+    QuestionReplied {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        #[serde(rename = "requestID")]
+        request_id: String,
+        answers: Vec<Vec<String>>,
+    },
+    /// The person dismissed the question (or it ended unanswered with its run).
+    #[serde(rename = "question.rejected")]
+    QuestionRejected {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        #[serde(rename = "requestID")]
+        request_id: String,
     },
     #[serde(rename = "permission.replied")]
     PermissionReplied {

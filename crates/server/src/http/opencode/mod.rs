@@ -9,18 +9,23 @@
 //! | `GET /session/status` | `{sessionID: {type: "busy"}}` for the directory's busy sessions |
 //! | `GET`, `PATCH {title?, time?: {archived?}, permission?}`, `DELETE /session/:id` | one session |
 //! | `GET /session/:id/message?limit=N&before=msgID` | `[{info, parts}]`, oldest first |
-//! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when the run settled: the last `{info, parts}` |
+//! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when its run settled: the last `{info, parts}` |
 //! | `POST /session/:id/prompt_async` | prompts; 204 at once |
 //! | `POST /session/:id/abort` | aborts the active run; `true` |
 //! | `GET /session/:id/todo` | the agent's todo list (`todo_write`), in order |
 //! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
+//! | `GET /question`, `POST /question/:id/reply {answers}`, `POST /question/:id/reject` | the agent's pending questions / answer or dismiss one (`questions.rs`) |
 //! | `GET /event?deltas=legacy` | the directory's events (see `global.rs`) |
+//!
+//! A prompt while a run is going waits in the session's queue (Spool's own, the one
+//! `queue: true` uses) and runs when the runs before it have settled, as OpenCode
+//! queues it; `POST /session/:id/message` then answers when that prompt's run settled.
 //!
 //! What differs from OpenCode, deliberately: only text parts can be prompted (file,
 //! agent and subtask parts are a 400), `noReply` and child sessions (`parentID`) are a
-//! 400, a prompt while a run is active is a 409 `session_busy` instead of being queued,
-//! and `model` switches the session's model only when it names a configured model
+//! 400, each queued prompt is a run of its own (OpenCode answers all prompts waiting in
+//! one step), and `model` switches the session's model only when it names a configured model
 //! (other values are ignored: a client's default provider must not break it). A prompt's
 //! `messageID` becomes its `requestId`, so a retried prompt runs once. Errors carry both
 //! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`. A
@@ -34,7 +39,7 @@ use super::sse;
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
 use crate::dialect::opencode::requests::{
-    CreateBody, EventQuery, ListQuery, MessagesQuery, PatchBody, PromptBody, ReplyBody, RespondBody,
+    CreateBody, EventQuery, ListQuery, MessagesQuery, PatchBody, PromptBody, QuestionReplyBody, ReplyBody, RespondBody,
 };
 use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
@@ -53,9 +58,12 @@ use futures::StreamExt;
 use global::GlobalStream;
 use marks::PromptMarks;
 use serde::Serialize;
-use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, PromptInput, SessionPatch};
-use spool_protocol::frame::FrameBody;
-use spool_protocol::{AgentEvent, ApprovalId, IndexedMessage, Session, SessionId, UserId};
+use spool_engine::{
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, SessionPatch, Submitted,
+};
+use spool_protocol::api::PromptQueued;
+use spool_protocol::frame::{FrameBody, QueueChange};
+use spool_protocol::{AgentEvent, Approval, ApprovalId, IndexedMessage, ProjectId, RunId, Session, SessionId, UserId};
 use std::collections::{BTreeMap, HashMap};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -65,6 +73,7 @@ use utoipa_axum::routes;
 mod directory;
 mod global;
 mod marks;
+mod questions;
 
 /// Page size when reading history from the store.
 const PAGE: u32 = spool_engine::MAX_PAGE;
@@ -82,6 +91,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(respond))
         .routes(routes!(permissions))
         .routes(routes!(reply))
+        .routes(routes!(questions::list))
+        .routes(routes!(questions::reply))
+        .routes(routes!(questions::reject))
         .routes(routes!(events))
         .layer(Extension(PromptMarks::default()))
         .layer(axum::middleware::map_response(opencode_errors))
@@ -382,14 +394,14 @@ async fn messages(
 }
 
 /// Checks a prompt body, applies its model choice, marks where the session's stream
-/// stands (see `marks.rs`) and starts the run.
+/// stands (see `marks.rs`) and starts the run, or queues the prompt while a run is going.
 async fn start(
     engine: &Engine,
     marks: &PromptMarks,
     user: &UserId,
     id: &SessionId,
     bytes: &Bytes,
-) -> Result<spool_engine::PromptAccepted, ApiError> {
+) -> Result<Submitted, ApiError> {
     let (text, body) = PromptBody::read(bytes)?;
     let detail = engine.session(user, id).await?;
     if let Some(choice) = body.model
@@ -400,18 +412,18 @@ async fn start(
         engine.update_session(user, id, patch).await?;
     }
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
-    let input = PromptInput { text, request_id: body.message_id, ..PromptInput::default() };
-    Ok(engine.prompt(user, id, input).await?)
+    let input = PromptInput { text, request_id: body.message_id, queue: true, ..PromptInput::default() };
+    Ok(engine.submit(user, id, input).await?)
 }
 
-/// Starts a run and answers at once.
+/// Starts a run (or queues the prompt while one is going) and answers at once.
 #[utoipa::path(
     post,
     path = "/session/{id}/prompt_async",
     tag = "opencode",
     params(("id" = SessionId, Path)),
     request_body = PromptBody,
-    responses((status = 204, description = "The run started"), OpenCodeErrors)
+    responses((status = 204, description = "The run started, or the prompt waits in the session's queue"), OpenCodeErrors)
 )]
 async fn prompt_async(
     State(state): State<AppState>,
@@ -424,8 +436,9 @@ async fn prompt_async(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Prompts and answers once the run settled — after any permission it asks on the way
-/// has been answered — with the run's last assistant message.
+/// Prompts and answers once its run settled — after the runs queued before it, and
+/// after any permission it asks on the way has been answered — with the run's last
+/// assistant message.
 #[utoipa::path(
     post,
     path = "/session/{id}/message",
@@ -442,16 +455,34 @@ async fn prompt(
     bytes: Bytes,
 ) -> Result<Json<MessageWithParts>, ApiError> {
     let engine = &state.engine;
-    // Subscribed before prompting, so the run's end cannot pass unseen.
+    // Subscribed before prompting, so the run's start and end cannot pass unseen. Its
+    // first batch is the snapshot of the session before the prompt: nothing to wait on.
     let (frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
     let mut frames = frames.typed();
-    let accepted = start(engine, &marks, &user, &id, &bytes).await?;
+    frames.next().await;
+    let run_id = match start(engine, &marks, &user, &id, &bytes).await? {
+        Submitted::Started(accepted) => accepted.run_id,
+        Submitted::Queued(queued) => match wait_taken(&mut frames, &queued).await {
+            Some(run_id) => run_id,
+            // Gone from the queue unseen (the stream fell behind): the store knows.
+            None => {
+                engine.run_of_request(&user, &id, &queued.request_id).await?.map(|run| run.id).ok_or_else(|| {
+                    ApiError::from(EngineError::Conflict {
+                        code: "prompt_removed",
+                        message:
+                            "the queued prompt did not run: it was removed from the queue, or the server is stopping"
+                                .into(),
+                    })
+                })?
+            }
+        },
+    };
     // A repeated messageID may name a run that settled long ago.
-    if !engine.run(&user, &accepted.run_id).await?.status.is_terminal() {
-        wait_settled(&mut frames, &accepted.run_id).await;
+    if !engine.run(&user, &run_id).await?.status.is_terminal() {
+        wait_settled(&mut frames, &run_id).await;
     }
     drop(frames);
-    let run = engine.run(&user, &accepted.run_id).await?;
+    let run = engine.run(&user, &run_id).await?;
     let session = engine.session(&user, &id).await?.session;
     let scope = scope(engine, &user, &session).await?;
     let mut stored = stored_messages(engine, &user, &id, None, None, run.user_message_index).await?;
@@ -480,6 +511,31 @@ async fn prompt(
             Ok(Json(MessageWithParts { info: MessageInfo::Assistant(Box::new(info)), parts: Vec::new() }))
         }
     }
+}
+
+/// Reads a session stream until the queued prompt `queued` leaves the queue: the run
+/// that took it, or `None` when it left without one (a person removed it), the stream
+/// ended, or a snapshot (the reader fell behind) no longer shows it queued.
+async fn wait_taken(frames: &mut spool_engine::TypedSubscription, queued: &PromptQueued) -> Option<RunId> {
+    while let Some(batch) = frames.next().await {
+        for frame in batch {
+            match &frame.body {
+                FrameBody::Queue { change: QueueChange::Taken { message_ids, run_id }, .. }
+                    if message_ids.contains(&queued.message_id) =>
+                {
+                    return Some(run_id.clone());
+                }
+                FrameBody::Queue { change: QueueChange::Deleted { message_id }, .. }
+                    if *message_id == queued.message_id =>
+                {
+                    return None;
+                }
+                FrameBody::Snapshot { state } if !state.queue.iter().any(|q| q.id == queued.message_id) => return None,
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// Reads a session stream until `run` settles (or the stream ends).
@@ -559,7 +615,8 @@ async fn reply(
     Ok(decided(reply))
 }
 
-/// The pending permissions of the directory's sessions.
+/// The pending permissions of the directory's sessions (the agent's questions are
+/// listed by `GET /question`).
 #[utoipa::path(
     get,
     path = "/permission",
@@ -568,26 +625,38 @@ async fn reply(
     responses((status = 200, body = Vec<Permission>), OpenCodeErrors)
 )]
 async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
-    let engine = &state.engine;
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
-    let pending = engine.pending_approvals_of(&dir.user).await?;
+    let pending = state.engine.pending_approvals_of(&dir.user).await?;
+    let permissions = pending.into_iter().filter(|a| !records::is_question(a)).collect();
+    let calls = of_project(&state.engine, &dir.user, &project.id, permissions).await;
+    Ok(Json(calls.iter().map(|(approval, message)| records::permission(approval, *message)).collect()))
+}
+
+/// The `approvals` of sessions of `project`, each with the index of the assistant
+/// message that made its call (when that is in the session's latest rounds); another
+/// project's are left out.
+async fn of_project(
+    engine: &Engine,
+    user: &UserId,
+    project: &ProjectId,
+    approvals: Vec<Approval>,
+) -> Vec<(Approval, Option<u64>)> {
     let mut messages: HashMap<SessionId, Option<Vec<IndexedMessage>>> = HashMap::new();
     let mut out = Vec::new();
-    for approval in pending {
+    for approval in approvals {
         if !messages.contains_key(&approval.session_id) {
-            // The calling message is in the session's latest rounds; another directory's
-            // session is skipped.
-            let shown = match engine.session(&dir.user, &approval.session_id).await {
-                Ok(d) if d.session.project_id == project.id => Some(d.state.messages),
+            let shown = match engine.session(user, &approval.session_id).await {
+                Ok(d) if d.session.project_id == *project => Some(d.state.messages),
                 _ => None,
             };
             messages.insert(approval.session_id.clone(), shown);
         }
         if let Some(Some(shown)) = messages.get(&approval.session_id) {
-            out.push(records::permission(&approval, records::message_of_call(shown, &approval.tool_call_id)));
+            let message = records::message_of_call(shown, &approval.tool_call_id);
+            out.push((approval, message));
         }
     }
-    Ok(Json(out))
+    out
 }
 
 // ---- events -------------------------------------------------------------------------------
@@ -638,4 +707,5 @@ pub(super) const BODIES: &[(&str, BodyCheck)] = &[
     ("POST /session/{id}/message, /prompt_async", |b| PromptBody::read(b).map(drop)),
     ("POST /session/{id}/permissions/{permission}", |b| RespondBody::read(b).map(|b| drop(b.response.decision()))),
     ("POST /permission/{id}/reply", |b| ReplyBody::read(b).map(|b| drop(b.reply.decision()))),
+    ("POST /question/{id}/reply", |b| QuestionReplyBody::read(b).map(|b| drop(b.answer()))),
 ];
