@@ -1,8 +1,8 @@
 // Drives a real `spool` binary through its OpenCode-compatible API with the official
 // `@opencode-ai/sdk` clients, both the root client and the `/v2` client, the way an
 // OpenCode client would: create a session, prompt it asynchronously, read the global
-// event stream until the session is idle, answer a permission, abort a long run, list
-// the messages. The text a client assembles from streamed deltas must equal the text
+// event stream until the session is idle, answer a permission and the agent's question,
+// abort a long run, prompt while a run is busy (queued), list the messages. The text a client assembles from streamed deltas must equal the text
 // the server stored.
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
