@@ -206,6 +206,7 @@ test("a tool call is a tool part with its input and output", async () => {
   const tools = answer.parts.filter((p) => p.type === "dynamic-tool")
   assert.equal(tools.length, 1, JSON.stringify(answer.parts))
   assert.equal(tools[0].toolName, "read")
+  assert.equal(tools[0].providerExecuted, true, "Spool runs it: no onToolCall for the client")
   assert.equal(tools[0].state, "output-available")
   assert.deepEqual(tools[0].input, { path: "README.md" })
   assert.match(tools[0].output, /A project for the AI SDK test/)
@@ -316,6 +317,10 @@ test("a question is a tool call the client answers with addToolOutput, once", as
   const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
   assert.equal(page.messages.filter((m) => m.role === "toolResult").length, 1, "the question was answered once")
   assert.equal(run.status, "completed")
+  // The answered message asks for nothing more: the chat sent once and is done.
+  assert.equal(answeredEverything({ messages: chat.messages }), false)
+  assert.equal(chat.status, "ready")
+  assert.equal(chat.error, undefined)
 })
 
 test("a question declined with an output error tells the model", async () => {
