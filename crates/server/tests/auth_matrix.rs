@@ -40,8 +40,8 @@ impl Records {
             // An AI SDK chat id that is a session id names that session.
             "sessions" | "session" | "chat" => &self.session,
             "runs" => &self.run,
-            // Spool's approvals, the gate's, and OpenCode's permissions are one record.
-            "approvals" | "permissions" | "permission" => &self.approval,
+            // Spool's approvals, the gate's, and OpenCode's permissions and questions are one record.
+            "approvals" | "permissions" | "permission" | "question" => &self.approval,
             "messages" => &self.message,
             _ => return None,
         })
