@@ -27,7 +27,11 @@ pub const MAX_FACTS: usize = 50;
 /// Longest fact text.
 pub const MAX_FACT_CHARS: usize = 300;
 
-/// A rough token estimate (4 characters a token), enough to decide when to compact.
+/// The rough size of a token, in bytes of UTF-8, for the estimates below: about right for
+/// English prose and code, low for scripts that take several bytes a character.
+pub const BYTES_PER_TOKEN: u64 = 4;
+
+/// A rough token estimate ([`BYTES_PER_TOKEN`]), enough to decide when to compact.
 pub fn estimate_tokens(messages: &[Message]) -> u64 {
     let chars: usize = messages
         .iter()
@@ -44,7 +48,15 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
                 .sum::<usize>()
         })
         .sum();
-    (chars as u64).div_ceil(4)
+    (chars as u64).div_ceil(BYTES_PER_TOKEN)
+}
+
+/// A rough token estimate of a whole request (system prompt, messages, tool specs): what
+/// a model call cut short before the provider reported its usage is charged as input.
+pub fn request_tokens(request: &ModelRequest) -> u64 {
+    let system = request.system.as_deref().map_or(0, str::len);
+    let tools: usize = request.tools.iter().map(|t| serde_json::to_string(t).map_or(0, |s| s.len())).sum();
+    estimate_tokens(&request.messages) + ((system + tools) as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
 /// The request for the next model call; `verbatim` is the conversation after the part

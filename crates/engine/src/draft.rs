@@ -10,6 +10,10 @@
 //! hands the delta to the caller, who publishes it. No clock, no store, no channel: the
 //! run loop in `run.rs` owns those, and these rules are tested on their own below.
 //!
+//! It keeps the call's usage: what the provider reported, priced; and for a message cut
+//! short (stopped, or failed mid-answer), which never hears the provider's report, an
+//! estimate of what it used ([`Draft::end`]), so a stopped answer is not free.
+//!
 //! It also keeps what a checkpoint needs: the deltas since the last one, merged so that
 //! a run of text deltas into one block is one delta with all their text ([`unsaved`]).
 //! A checkpoint appends those to the stored draft instead of rewriting the whole message,
@@ -18,6 +22,8 @@
 //!
 //! [`unsaved`]: Draft::unsaved
 
+use crate::context::BYTES_PER_TOKEN;
+use crate::models::Price;
 use crate::view::apply_delta;
 use spool_protocol::event::offset_len;
 use spool_protocol::time::Millis;
@@ -30,6 +36,14 @@ enum Block {
     Text,
     Thinking,
     ToolCall,
+}
+
+/// What a model call costs: its model's price, and the estimated size of its prompt
+/// ([`crate::context::request_tokens`]) for a call cut short before the provider said.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Billing {
+    pub price: Option<Price>,
+    pub prompt_tokens: u64,
 }
 
 /// The model sent a tool call's arguments with no tool call open.
@@ -51,13 +65,14 @@ pub(crate) struct Draft {
     /// Where the last unsaved piece ends (its offset plus its length): a piece that
     /// starts there continues it. Kept so merging never measures the merged text again.
     unsaved_end: usize,
-    /// Token counts reported so far; recorded on the message when the model stops.
+    /// Token counts reported so far, priced; recorded on the message when it ends.
     usage: Usage,
+    billing: Billing,
 }
 
 impl Draft {
-    /// An empty assistant message of `model`, started at `timestamp`.
-    pub fn new(model: String, timestamp: Millis) -> Self {
+    /// An empty assistant message of `model`, started at `timestamp`, billed by `billing`.
+    pub fn new(model: String, timestamp: Millis, billing: Billing) -> Self {
         let message = Message::Assistant {
             content: Vec::new(),
             stop_reason: None,
@@ -76,6 +91,7 @@ impl Draft {
             unsaved: Vec::new(),
             unsaved_end: 0,
             usage: Usage::default(),
+            billing,
         }
     }
 
@@ -143,29 +159,57 @@ impl Draft {
         Ok(())
     }
 
-    /// Token counts; several reports add up.
-    pub fn add_usage(&mut self, usage: Usage) {
+    /// Token counts, priced; several reports add up.
+    pub fn add_usage(&mut self, mut usage: Usage) {
+        usage.cost = self.billing.price.map_or(0.0, |p| p.cost(&usage));
         self.usage.add(usage);
     }
 
-    /// The model finished on its own: the open block closes, the usage reported so far
-    /// is recorded on the message, and `done` ends it. Returns that usage.
+    /// The model finished on its own: the usage it reported is recorded on the message
+    /// and returned (see [`Draft::finish`]).
     pub fn stop(&mut self, reason: StopReason, out: &mut impl FnMut(StreamDelta)) -> Usage {
-        if let Message::Assistant { usage, .. } = &mut self.message {
-            *usage = self.usage;
-        }
-        self.end(reason, None, out);
-        self.usage
+        self.finish(reason, None, self.usage, out)
     }
 
-    /// The message ends here, finished or cut short (`error`, already fit to show, is
-    /// kept on the message): the open block closes, then `done`.
-    pub fn end(&mut self, reason: StopReason, error: Option<String>, out: &mut impl FnMut(StreamDelta)) {
+    /// The message is cut short: stopped, or failed mid-answer (`error`, already fit to
+    /// show, is kept on the message). Providers report usage as they finish, so what
+    /// this call did not hear is estimated at [`BYTES_PER_TOKEN`]: the prompt as input,
+    /// what streamed (text, reasoning, tool arguments) as output, priced and marked
+    /// `estimated`. A call that streamed nothing is charged only what was reported: it
+    /// may never have reached the model. The usage is recorded and returned.
+    pub fn end(&mut self, reason: StopReason, error: Option<String>, out: &mut impl FnMut(StreamDelta)) -> Usage {
+        let mut usage = self.usage;
+        if self.streamed > 0 {
+            if usage.output == 0 {
+                usage.output = (self.streamed as u64).div_ceil(BYTES_PER_TOKEN);
+                usage.estimated = true;
+            }
+            if usage.input == 0 && self.billing.prompt_tokens > 0 {
+                usage.input = self.billing.prompt_tokens;
+                usage.estimated = true;
+            }
+            if usage.estimated {
+                usage.cost = self.billing.price.map_or(0.0, |p| p.cost(&usage));
+            }
+        }
+        self.finish(reason, error, usage, out)
+    }
+
+    /// The open block closes, `usage` and `error` go on the message, and `done` ends it.
+    fn finish(
+        &mut self,
+        reason: StopReason,
+        error: Option<String>,
+        usage: Usage,
+        out: &mut impl FnMut(StreamDelta),
+    ) -> Usage {
         self.close(out);
-        if let Message::Assistant { error_message, .. } = &mut self.message {
+        if let Message::Assistant { error_message, usage: recorded, .. } = &mut self.message {
             *error_message = error;
+            *recorded = usage;
         }
         self.push(StreamDelta::Done { stop_reason: reason }, out);
+        usage
     }
 
     fn open(&mut self, kind: Block, call: Option<(String, String)>, out: &mut impl FnMut(StreamDelta)) {
@@ -262,7 +306,7 @@ mod tests {
     use spool_protocol::Content;
 
     fn draft() -> Draft {
-        Draft::new("scripted".into(), 1_700_000_000_000)
+        Draft::new("scripted".into(), 1_700_000_000_000, Billing::default())
     }
 
     /// Feeds `steps` and returns the deltas, with `done` at the end.
@@ -378,21 +422,54 @@ mod tests {
         assert_eq!(deltas.len(), 2);
     }
 
-    #[test]
-    fn the_usage_is_recorded_only_when_the_model_stops() {
-        let usage = Usage { input: 10, output: 3, ..Usage::default() };
-        let mut cut = draft();
-        cut.add_usage(usage);
-        cut.end(StopReason::Aborted, None, &mut |_| {});
-        let Message::Assistant { usage: kept, stop_reason, .. } = cut.message() else { unreachable!() };
-        assert_eq!((kept.input, *stop_reason), (0, Some(StopReason::Aborted)));
+    fn usage_of(d: &Draft) -> Usage {
+        let Message::Assistant { usage, .. } = d.message() else { unreachable!("a draft is an answer") };
+        *usage
+    }
 
-        let mut done = draft();
+    #[test]
+    fn a_finished_message_keeps_the_reported_usage_priced() {
+        let price = Price { input: 1_000_000.0, output: 2_000_000.0, ..Price::default() };
+        let mut done = Draft::new("m".into(), 0, Billing { price: Some(price), prompt_tokens: 99 });
+        done.text("hello there".into(), &mut |_| {});
+        let usage = Usage { input: 10, output: 3, ..Usage::default() };
         done.add_usage(usage);
         done.add_usage(usage);
-        assert_eq!(done.stop(StopReason::Stop, &mut |_| {}).input, 20);
-        let Message::Assistant { usage: kept, .. } = done.message() else { unreachable!() };
-        assert_eq!(kept.output, 6);
+        let want = Usage { input: 20, output: 6, cost: 20.0 + 12.0, ..Usage::default() };
+        assert_eq!(done.stop(StopReason::Stop, &mut |_| {}), want);
+        assert_eq!(usage_of(&done), want, "reported, not estimated");
+    }
+
+    #[test]
+    fn a_message_cut_short_estimates_what_the_provider_did_not_report() {
+        let price = Price { input: 1_000_000.0, output: 2_000_000.0, ..Price::default() };
+        let billing = Billing { price: Some(price), prompt_tokens: 7 };
+        // Nothing reported: 17 bytes streamed are 5 tokens out, the prompt 7 in.
+        let mut cut = Draft::new("m".into(), 0, billing);
+        cut.thinking("hmm ".into(), &mut |_| {});
+        cut.text("half an answ".into(), &mut |_| {});
+        cut.tool_call("c1".into(), "bash".into(), &mut |_| {});
+        cut.tool_args("{".into(), &mut |_| {}).expect("in a call");
+        let want = Usage { input: 7, output: 5, cost: 7.0 + 10.0, estimated: true, ..Usage::default() };
+        assert_eq!(cut.end(StopReason::Aborted, None, &mut |_| {}), want);
+        assert_eq!(usage_of(&cut), want);
+
+        // Input reported (as some providers do at the start), output not: only that is estimated.
+        let mut cut = Draft::new("m".into(), 0, billing);
+        cut.add_usage(Usage { input: 40, ..Usage::default() });
+        cut.text("abcdefgh".into(), &mut |_| {});
+        let usage = cut.end(StopReason::Error, Some("cut".into()), &mut |_| {});
+        assert_eq!((usage.input, usage.output, usage.estimated), (40, 2, true));
+
+        // Everything reported: nothing to estimate.
+        let mut cut = Draft::new("m".into(), 0, billing);
+        cut.text("abcdefgh".into(), &mut |_| {});
+        cut.add_usage(Usage { input: 40, output: 2, ..Usage::default() });
+        assert!(!cut.end(StopReason::Aborted, None, &mut |_| {}).estimated);
+
+        // Nothing streamed: the call may never have reached the model; nothing is charged.
+        let mut cut = Draft::new("m".into(), 0, billing);
+        assert_eq!(cut.end(StopReason::Aborted, None, &mut |_| {}), Usage::default());
     }
 
     fn step() -> impl Strategy<Value = Step> {

@@ -8,7 +8,7 @@
 //! `idle` can read the final run.
 
 use crate::context;
-use crate::draft::Draft;
+use crate::draft::{Billing, Draft};
 use crate::drafts::Checkpoints;
 use crate::run_env::RunEnv;
 use crate::session::{ActiveHandle, Loaded};
@@ -527,7 +527,14 @@ impl RunTask {
         let model = entry.model.clone();
         tracing::Span::current().record("model", model.name());
         self.maybe_compact(&model).await;
-        let mut draft = Draft::new(model.name(), now_ms());
+        let request = context::assemble(
+            &self.env.settings.system_prompt,
+            &self.memory,
+            self.verbatim().1,
+            self.env.tools.specs_for(self.mode()),
+        );
+        let billing = Billing { price: entry.price, prompt_tokens: context::request_tokens(&request) };
+        let mut draft = Draft::new(model.name(), now_ms(), billing);
         let start = draft.message().clone();
         self.draft_id = Some(MessageId::new());
         self.draft_chunks = 0;
@@ -535,12 +542,6 @@ impl RunTask {
         self.emit(AgentEvent::MessageStart { message: start.clone() }, Some(index), move |s| {
             s.drafts.insert(index, start);
         });
-        let request = context::assemble(
-            &self.env.settings.system_prompt,
-            &self.memory,
-            self.verbatim().1,
-            self.env.tools.specs_for(self.mode()),
-        );
         let cancel = self.handle.cancel.clone();
         // On the engine's clock, as the other durations in `/metrics` are.
         let call_started = self.env.clock.now_ms();
@@ -624,10 +625,7 @@ impl RunTask {
                         return Ok(self.end_draft(draft, StopReason::Error, Some(reason), false));
                     }
                 }
-                ModelEvent::Usage(mut u) => {
-                    u.cost = entry.price.map_or(0.0, |p| p.cost(&u));
-                    draft.add_usage(u);
-                }
+                ModelEvent::Usage(u) => draft.add_usage(u),
                 ModelEvent::RetryStart { attempt, max_attempts, delay_ms, reason } => {
                     tracing::Span::current().record("retries", u64::from(attempt));
                     let event =
@@ -711,11 +709,19 @@ impl RunTask {
     }
 
     /// Ends the draft with `reason`: what `stream_model` returns, `stopped` telling
-    /// whether the run was stopped (rather than the model failing).
-    fn end_draft(&self, mut draft: Draft, reason: StopReason, error: Option<String>, stopped: bool) -> (Message, bool) {
+    /// whether the run was stopped (rather than the model failing). What the cut call
+    /// used (estimated where the provider did not say) counts in the run's usage.
+    fn end_draft(
+        &mut self,
+        mut draft: Draft,
+        reason: StopReason,
+        error: Option<String>,
+        stopped: bool,
+    ) -> (Message, bool) {
         // A provider's error may echo what it was sent (a key in a header, a secret in
         // the prompt): masked before the message is stored or streamed.
-        draft.end(reason, error.map(|e| redact(&e)), &mut |delta| self.update(delta));
+        let usage = draft.end(reason, error.map(|e| redact(&e)), &mut |delta| self.update(delta));
+        self.run.usage.add(usage);
         (draft.into_message(), stopped)
     }
 

@@ -233,6 +233,7 @@ impl From<WireUsage> for Usage {
             cache_read: wire.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
             cache_write: 0,
             cost: 0.0,
+            estimated: false,
         }
     }
 }

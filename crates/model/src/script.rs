@@ -20,12 +20,12 @@ const RESULT_LINE_CHARS: usize = 120;
 /// The events of one answer, in order.
 pub(crate) type Events = Box<dyn Iterator<Item = ModelEvent> + Send>;
 
-/// A user prompt's directive, as parsed from its trimmed text.
+/// A user prompt's directive, as parsed from its trimmed text. `Think` is
+/// `think: THOUGHT | ANSWER`: reasoning, then the answer (none without a `|`).
 #[derive(Debug, PartialEq)]
 enum Directive<'a> {
     Echo(&'a str),
     Stream(u32),
-    /// `think: THOUGHT | ANSWER`: reasoning, then the answer (none without a `|`).
     Think { thought: &'a str, answer: &'a str },
     Tool { name: &'a str, args: &'a str },
     Other(&'a str),

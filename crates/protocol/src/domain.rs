@@ -166,9 +166,14 @@ pub struct Usage {
     /// Cost in US dollars from the configured price table (0 when the model has no price).
     #[serde(default)]
     pub cost: f64,
+    /// Some counts are Spool's estimate, not the provider's: a model call stopped or
+    /// failed mid-answer, before the provider reported what it used. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
+    /// Adds `other`; a sum with an estimated part is an estimate.
     pub fn add(&mut self, other: Usage) {
         self.input += other.input;
         self.output += other.output;
@@ -176,6 +181,7 @@ impl Usage {
         self.cache_read += other.cache_read;
         self.cache_write += other.cache_write;
         self.cost += other.cost;
+        self.estimated |= other.estimated;
     }
 }
 

@@ -48,4 +48,5 @@ mod todos;
 mod tool_diff;
 mod tool_output;
 mod ui;
+mod usage;
 mod ws;

@@ -5,7 +5,8 @@
 // shows the totals of `GET /api/sessions/:id/runs`, refetched when a run settles: the
 // loaded messages are only a window of a long session. Cost comes from the server's
 // price table (`GET /api/models`); a model without a price says "no price set" rather
-// than a misleading $0.00.
+// than a misleading $0.00. A run stopped or failed mid-answer never heard the provider's
+// count: the server estimates it (`usage.estimated`), and the numbers show with "≈".
 
 import { get } from './api.js';
 import { h } from './dom.js';
@@ -24,8 +25,12 @@ export function money(cost) {
   return `$${cost < 1 ? cost.toFixed(4) : cost.toFixed(2)}`;
 }
 
+const ABOUT = '≈';
+const ESTIMATED = 'Estimated: the answer was stopped or failed before the model reported what it used';
+
 function tokens(u) {
-  const parts = [`${count(u.input)} in`, `${count(u.output)} out`];
+  const about = u.estimated ? ABOUT : '';
+  const parts = [`${about}${count(u.input)} in`, `${about}${count(u.output)} out`];
   if (u.cacheRead) parts.push(`${count(u.cacheRead)} cached`);
   if (u.cacheWrite) parts.push(`${count(u.cacheWrite)} cache write`);
   return parts.join(' · ');
@@ -33,9 +38,10 @@ function tokens(u) {
 
 function add(sum, u) {
   for (const k of ['input', 'output', 'reasoning', 'cacheRead', 'cacheWrite', 'cost']) sum[k] += u?.[k] ?? 0;
+  sum.estimated ||= Boolean(u?.estimated);
 }
 
-const zero = () => ({ input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0, cost: 0 });
+const zero = () => ({ input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0, cost: 0, estimated: false });
 
 /**
  * The usage line of every answered round, by the index of the user message that starts
@@ -67,8 +73,8 @@ export function usageLines(store) {
 
 function line({ u, sum, models }) {
   const priced = models.some((name) => prices.get(name));
-  const cost = priced ? money(sum.cost) : 'no price set';
-  return h('div', { class: 'usage', dataset: { userIndex: u, testid: 'answer-usage' } },
+  const cost = priced ? `${sum.estimated ? ABOUT : ''}${money(sum.cost)}` : 'no price set';
+  return h('div', { class: 'usage', title: sum.estimated ? ESTIMATED : null, dataset: { userIndex: u, testid: 'answer-usage' } },
     h('span', { class: 'usage-model' }, models.join(', ') || 'unknown model'),
     h('span', {}, ` · ${tokens(sum)} · `),
     h('span', { class: 'usage-cost' }, cost));
@@ -113,8 +119,9 @@ export class SessionTotals {
     for (const r of runs) add(sum, r.usage);
     const priced = sum.cost > 0 || Boolean(prices.get(model));
     const answers = `${runs.length} ${runs.length === 1 ? 'answer' : 'answers'}`;
-    this.el.textContent = `${answers} · ${tokens(sum)} · ${priced ? money(sum.cost) : 'no price set'}`;
-    this.el.title = 'This session so far: tokens and cost of every answer';
+    const cost = priced ? `${sum.estimated ? ABOUT : ''}${money(sum.cost)}` : 'no price set';
+    this.el.textContent = `${answers} · ${tokens(sum)} · ${cost}`;
+    this.el.title = `This session so far: tokens and cost of every answer${sum.estimated ? ' (≈: some were stopped or failed before the model reported what they used)' : ''}`;
     this.el.hidden = false;
   }
 }
