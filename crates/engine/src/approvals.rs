@@ -580,7 +580,11 @@ impl Approvals {
         let run_id = run.id.clone();
         let loop_event =
             |event| FrameBody::LoopEvent { run_id: run_id.clone(), message_index: None, message_id: None, event };
-        loaded.events.publish_body(loop_event(AgentEvent::AgentEnd { status: "cancelled".into(), usage: run.usage }));
+        loaded.events.publish_body(loop_event(AgentEvent::AgentEnd {
+            status: "cancelled".into(),
+            usage: run.usage,
+            error: run.error.clone(),
+        }));
         loaded.set_active(None);
         loaded.events.publish(|s| {
             s.status = SessionStatus::Idle;

@@ -138,6 +138,7 @@ impl Engine {
         loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentEnd {
             status: run.status.as_str().into(),
             usage: run.usage,
+            error: run.error.clone(),
         }));
         loaded.events.publish(|s| {
             s.status = spool_protocol::SessionStatus::Idle;

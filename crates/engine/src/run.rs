@@ -1171,7 +1171,11 @@ impl RunTask {
         }
         self.env.drop_lease(&self.run.session_id).await;
         self.emit(
-            AgentEvent::AgentEnd { status: self.run.status.as_str().into(), usage: self.run.usage },
+            AgentEvent::AgentEnd {
+                status: self.run.status.as_str().into(),
+                usage: self.run.usage,
+                error: self.run.error.clone(),
+            },
             None,
             |_| {},
         );

@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn a_counter_resumed_after_an_event_numbers_the_rest_as_the_whole_count_does() {
         let run = RunId::new();
-        let end = AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() };
+        let end = AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None };
         let frames = [
             FrameBody::RunAccepted { request_id: "r".into(), run_id: run.clone() },
             ev(&run, delta()),

@@ -94,6 +94,11 @@ pub enum AgentEvent {
         /// The run's total usage and cost (per-step usage is on each assistant message).
         #[serde(default)]
         usage: crate::domain::Usage,
+        /// Why a failed or cancelled run ended, as its record holds it, so no view reads
+        /// the run back to tell. Absent on a completed run (and in frames stored before
+        /// it was carried).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<crate::domain::RunError>,
     },
     #[serde(rename_all = "camelCase")]
     PromptTiming {

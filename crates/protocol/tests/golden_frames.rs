@@ -356,6 +356,7 @@ fn every_loop_event() {
             AgentEvent::AgentEnd {
                 status: "completed".into(),
                 usage: Usage { input: 8, output: 3, cost: 0.0021, ..Usage::default() },
+                error: None,
             },
         ),
         loop_event(
@@ -443,4 +444,23 @@ fn queue_frames_and_a_state_with_a_queue() {
 #[test]
 fn heartbeat_bytes() {
     assert_eq!(sse::HEARTBEAT, b"event: heartbeat\ndata: {}\n\n");
+}
+
+#[test]
+fn a_failed_agent_end_says_why_and_one_stored_without_it_still_reads() {
+    let failed = AgentEvent::AgentEnd {
+        status: "failed".into(),
+        usage: Usage::default(),
+        error: Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
+    };
+    let json = serde_json::to_value(&failed).expect("serializes");
+    assert_eq!(json["error"], serde_json::json!({"code": "model_error", "message": "the provider went away"}));
+    assert_eq!(serde_json::from_value::<AgentEvent>(json).expect("reads back"), failed);
+    let stored = serde_json::json!({"type": "agent_end", "status": "failed"});
+    match serde_json::from_value::<AgentEvent>(stored).expect("an older agent_end reads") {
+        AgentEvent::AgentEnd { status, error, .. } => assert_eq!((status.as_str(), error), ("failed", None)),
+        other => panic!("not an agent_end: {other:?}"),
+    }
+    let completed = AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None };
+    assert!(serde_json::to_value(&completed).expect("serializes").get("error").is_none(), "no error on success");
 }

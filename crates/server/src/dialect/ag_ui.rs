@@ -938,7 +938,7 @@ mod tests {
             ),
             ev(None, AgentEvent::SessionTitle { title: "Writing out.txt".into() }),
             ev(None, AgentEvent::TurnEnd {}),
-            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
             ev(None, AgentEvent::AgentSettled {}),
         ])
     }
@@ -1017,7 +1017,7 @@ mod tests {
         let body = frames(vec![
             FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() },
             ev(Some(1), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Hal".into() })),
-            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default(), error: None }),
         ]);
         let events = map_all(&mut fold, &body);
         assert_eq!(fold.ended(), Some(RunStatus::Cancelled));
@@ -1129,7 +1129,7 @@ mod tests {
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 2, delta: "lf do".into() })),
             ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 7, delta: "ne".into() })),
-            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
         ]);
         events.extend(map_all(&mut fold, &live));
         assert_eq!(fold.ended(), Some(RunStatus::Completed));

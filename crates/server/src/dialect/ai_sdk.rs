@@ -823,7 +823,7 @@ mod tests {
                 },
             ),
             ev(None, AgentEvent::TurnEnd {}),
-            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
             ev(None, AgentEvent::AgentSettled {}),
         ];
         bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
@@ -881,7 +881,7 @@ mod tests {
                     is_error: true,
                 },
             ),
-            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default(), error: None }),
         ]
         .into_iter()
         .enumerate()
@@ -929,7 +929,7 @@ mod tests {
                 },
             ),
             ev(None, AgentEvent::TurnEnd {}),
-            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
         ]
         .into_iter()
         .enumerate()
@@ -1015,7 +1015,8 @@ mod tests {
             event: AgentEvent::TurnStart {},
         };
         assert_eq!(fold.push(&frame(3, theirs)), (vec![], false));
-        let end = frame(4, ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default() }));
+        let end =
+            frame(4, ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: None }));
         assert_eq!(fold.push(&end), (vec![], true));
         assert!(fold.finished());
         let error = RunError { code: "model_error".into(), message: "the provider went away".into() };

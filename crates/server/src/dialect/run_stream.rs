@@ -720,7 +720,7 @@ mod tests {
             ev(other_run(), Some(3), text_delta(0, "not this run")),
             ev(r(), Some(3), AgentEvent::MessageEnd { message: answer.clone() }),
             ev(r(), None, AgentEvent::TurnEnd {}),
-            ev(r(), None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default() }),
+            ev(r(), None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
             FrameBody::State {
                 state: Box::new(state(
                     vec![
@@ -808,7 +808,7 @@ mod tests {
         let frames: Vec<Frame> = [
             FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
             ev(run_id(), Some(1), text_delta(0, "partial")),
-            ev(run_id(), None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default() }),
+            ev(run_id(), None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: None }),
         ]
         .into_iter()
         .enumerate()

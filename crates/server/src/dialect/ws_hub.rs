@@ -292,7 +292,7 @@ fn loop_event(
                 "run_id": run_id,
             }),
         ),
-        AgentEvent::AgentEnd { status, usage } => {
+        AgentEvent::AgentEnd { status, usage, .. } => {
             tally.ended = Some((status.clone(), *usage));
             return None;
         }
@@ -732,6 +732,7 @@ mod tests {
                 AgentEvent::AgentEnd {
                     status: "completed".into(),
                     usage: Usage { input: 10, output: 4, ..Usage::default() },
+                    error: None,
                 },
             ),
             ev(
@@ -831,7 +832,10 @@ mod tests {
         for (status, word) in [("failed", "errored"), ("cancelled", "cancelled")] {
             let mut tally = RunTally::default();
             map_frame(
-                &frame(1, ev(None, AgentEvent::AgentEnd { status: status.into(), usage: Usage::default() })),
+                &frame(
+                    1,
+                    ev(None, AgentEvent::AgentEnd { status: status.into(), usage: Usage::default(), error: None }),
+                ),
                 &mut tally,
                 &author(),
                 NOW,

@@ -162,7 +162,7 @@ fn user_turn(prompt: &str) -> Vec<In> {
 
 fn settle(status: &str) -> Vec<In> {
     vec![
-        ev(None, AgentEvent::AgentEnd { status: status.into(), usage: usage() }),
+        ev(None, AgentEvent::AgentEnd { status: status.into(), usage: usage(), error: None }),
         idle_state(),
         ev(None, AgentEvent::AgentSettled {}),
     ]
