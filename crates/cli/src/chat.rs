@@ -1,8 +1,12 @@
 //! `spool chat`: a terminal chat with one session, on `spool-client`.
 //!
 //! Lines typed are prompts (queued behind a run that is going). The answer streams as
-//! it is written; tool calls show as cards with their outcome; an approval is answered
-//! at the prompt (`y` once, `a` always, `n MESSAGE` reject and tell the model why).
+//! it is written; tool calls show as cards with their outcome, a command's output
+//! under its card as it prints (its first and last lines); an approval is answered at
+//! the prompt (`y` once, `a` always, `n MESSAGE` reject and tell the model why), an
+//! edit's with the diff of the change above it; the agent's question shows its options
+//! and takes a number or words. At a terminal the line being typed stays on its own row
+//! below the output (see [`screen`]).
 //! Ctrl-C stops the run, a second Ctrl-C exits; Ctrl-D (end of input) leaves once the
 //! prompts sent have been answered. A lost connection is recovered by the stream
 //! (cursor resume, or a snapshot) and says so.
@@ -15,13 +19,19 @@
 //! `client.*` objects for what the client itself saw or did (the session it opened, a
 //! snapshot with its state, a lost connection, a prompt's answer, a decision).
 
+mod screen;
+
 use anyhow::{Context, bail};
 use clap::Args;
 use futures::StreamExt;
+use screen::{Entered, Screen, Style, Typed};
 use serde_json::json;
+use spool_client::protocol::api::DecideBody;
 use spool_client::protocol::api::{PromptAnswer, PromptBody};
 use spool_client::protocol::frame::{SessionState, ToolStatus};
-use spool_client::protocol::{Approval, ApprovalId, Content, Message, RunId, RunStatus, SessionId};
+use spool_client::protocol::{
+    Approval, ApprovalId, ApprovalKind, Content, Decision, Message, RunId, RunStatus, SessionId,
+};
 use spool_client::{Client, Event, StreamOptions, Update};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -53,6 +63,14 @@ pub struct ChatArgs {
 const MAX_LINE: usize = 1 << 20;
 /// How much of a tool's arguments or result a card shows.
 const CARD_CHARS: usize = 160;
+/// A command's output under its card: the first lines as they are printed, and when
+/// it ends, the last ones (a line says how many were left out between).
+const OUTPUT_HEAD: usize = 10;
+const OUTPUT_TAIL: usize = 5;
+/// Lines of an edit's diff an approval shows (the server cuts its preview too).
+const DIFF_LINES: usize = 60;
+/// What the model is told when the person declines its question (the web UI's words).
+const DECLINED: &str = "The person declined to answer.";
 
 pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let mut client = Client::new(&args.server)?;
@@ -62,10 +80,10 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let session = open_session(&client, &args).await?;
     let options = StreamOptions { interactive: true, ..StreamOptions::default() };
     let mut stream = client.follow(&session, options).await.context("cannot follow the session")?;
-    let mut view = View::new(args.json);
+    let (screen, mut input) = Screen::new(args.json);
+    let mut view = View::new(args.json, screen);
     view.opened(&session, client.base());
 
-    let mut lines = read_lines();
     let mut input_open = true;
     let mut stopping = false;
     let mut armed = false;
@@ -87,8 +105,16 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
                     stopping = false;
                 }
             }
-            line = lines.recv(), if input_open => match line {
-                Some(line) => view.line(&client, &session, line).await,
+            typed = input.recv(), if input_open => match typed {
+                Some(Typed::Line(line)) => view.line(&client, &session, line).await,
+                Some(Typed::Keys(keys)) => {
+                    for entered in view.screen.keys(&keys) {
+                        match entered {
+                            Entered::Line(line) => view.line(&client, &session, line).await,
+                            Entered::End => input_open = false,
+                        }
+                    }
+                }
                 None => input_open = false,
             },
             signal = tokio::signal::ctrl_c() => {
@@ -142,24 +168,10 @@ async fn open_session(client: &Client, args: &ChatArgs) -> anyhow::Result<Sessio
     Ok(client.create_session(&project.id, None).await.context("cannot start a session")?.id)
 }
 
-/// Lines of standard input, read on a thread of their own (the read blocks); the
-/// channel closes at end of input.
-fn read_lines() -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// What the terminal shows, and what the loop needs to know about the session.
 struct View {
     json: bool,
+    screen: Screen,
     /// A run is going.
     busy: bool,
     /// Approvals waiting for an answer, oldest first.
@@ -174,10 +186,11 @@ struct View {
     cards: HashSet<String>,
     outcomes: HashSet<String>,
     asked: HashSet<ApprovalId>,
+    /// Lines of a running command's output seen so far, by call id (those past
+    /// [`OUTPUT_HEAD`] are counted, not printed).
+    output_lines: HashMap<String, usize>,
     /// Runs whose end was reported, by user message index.
     reported: HashSet<u64>,
-    /// Prompts typed here: echoed by the terminal already, so not printed again.
-    typed: Vec<String>,
     /// Runs started from here and not yet settled, and queued prompts (request ids).
     awaiting: HashSet<RunId>,
     queued: HashSet<String>,
@@ -186,9 +199,10 @@ struct View {
 }
 
 impl View {
-    fn new(json: bool) -> View {
+    fn new(json: bool, screen: Screen) -> View {
         View {
             json,
+            screen,
             busy: false,
             pending: Vec::new(),
             answered: HashSet::new(),
@@ -198,8 +212,8 @@ impl View {
             cards: HashSet::new(),
             outcomes: HashSet::new(),
             asked: HashSet::new(),
+            output_lines: HashMap::new(),
             reported: HashSet::new(),
-            typed: Vec::new(),
             awaiting: HashSet::new(),
             queued: HashSet::new(),
             at_line_start: true,
@@ -306,13 +320,10 @@ impl View {
         if !self.users.insert(index) {
             return;
         }
-        let text = message.text();
-        if let Some(at) = self.typed.iter().position(|t| *t == text) {
-            self.typed.remove(at);
-            return;
-        }
+        // Typed here or elsewhere, the prompt shows where the conversation has it (a
+        // queued one when its run starts); the line it was typed on is cleared.
         self.line_break();
-        self.print(&format!("» {}\n", text.trim_end()));
+        self.print(&format!("» {}\n", message.text().trim_end()));
     }
 
     /// Prints what is new of an assistant message's text.
@@ -344,15 +355,59 @@ impl View {
             self.print(&format!("  ⚙ {name} {}\n", cut(&shown, CARD_CHARS)));
         }
         let Some(execution) = state.tool_executions.get(id) else { return };
-        if execution.status == ToolStatus::Running || !self.outcomes.insert(id.to_owned()) {
+        if execution.status == ToolStatus::Running {
+            if let Some(output) = &execution.output {
+                self.live_output(id, output);
+            }
+            return;
+        }
+        if !self.outcomes.insert(id.to_owned()) {
             return;
         }
         let result = execution.result.as_deref().unwrap_or("");
-        let lines = result.lines().count();
-        let first = result.lines().next().unwrap_or("");
+        let (first, rest) = result.split_once('\n').unwrap_or((result, ""));
         let mark = if execution.status == ToolStatus::Error { "✗" } else { "✓" };
+        if name == "bash" {
+            // Its result is how it ended, then what it printed.
+            self.output_end(id, rest);
+            return self.print(&format!("    {mark} {}\n", cut(first, CARD_CHARS)));
+        }
+        let lines = result.lines().count();
         let more = if lines > 1 { format!(" (+{} lines)", lines - 1) } else { String::new() };
         self.print(&format!("    {mark} {}{more}\n", cut(first, CARD_CHARS)));
+    }
+
+    /// Prints the new whole lines of a running command's output, up to [`OUTPUT_HEAD`].
+    fn live_output(&mut self, id: &str, output: &str) {
+        let seen = self.output_lines.get(id).copied().unwrap_or(0);
+        let whole: Vec<&str> = output.split_inclusive('\n').filter(|l| l.ends_with('\n')).collect();
+        for line in whole.iter().skip(seen).take(OUTPUT_HEAD.saturating_sub(seen)) {
+            self.output_line(line);
+        }
+        self.output_lines.insert(id.to_owned(), whole.len().max(seen));
+    }
+
+    /// The rest of a finished command's output: the first lines not printed while it
+    /// ran, and past [`OUTPUT_HEAD`] how many are left out and the last ones.
+    fn output_end(&mut self, id: &str, output: &str) {
+        let lines: Vec<&str> = output.lines().collect();
+        let printed = self.output_lines.remove(id).unwrap_or(0).min(OUTPUT_HEAD);
+        let head = lines.len().min(OUTPUT_HEAD);
+        for line in lines.iter().take(head).skip(printed) {
+            self.output_line(line);
+        }
+        let tail = lines.len().saturating_sub(head).min(OUTPUT_TAIL);
+        let left_out = lines.len() - head - tail;
+        if left_out > 0 {
+            self.styled(&format!("    │ … {left_out} more lines\n"), Style::Dim);
+        }
+        for line in &lines[lines.len() - tail..] {
+            self.output_line(line);
+        }
+    }
+
+    fn output_line(&mut self, line: &str) {
+        self.styled(&format!("    │ {}\n", cut(line.trim_end_matches(['\n', '\r']), CARD_CHARS)), Style::Dim);
     }
 
     fn ask(&mut self, approval: &Approval) {
@@ -360,11 +415,17 @@ impl View {
             return;
         }
         let payload = &approval.payload;
+        if is_question(approval) {
+            return self.ask_question(payload);
+        }
         let argument = payload["argument"].as_str().unwrap_or("");
         self.line_break();
         self.print(&format!("  ? {} wants to run: {argument}\n", approval.tool));
         if let Some(change) = payload["change"].as_str().filter(|c| !c.is_empty() && *c != argument) {
             self.print(&format!("    {}\n", cut(change, CARD_CHARS)));
+        }
+        if let Some(preview) = payload["preview"].as_str() {
+            self.preview(preview);
         }
         match always_options(approval) {
             Some(options) if options.is_empty() => {
@@ -386,6 +447,44 @@ impl View {
                 self.print("    approve? y = once, a = always (this exact command), a2… = always for that choice, n MESSAGE = reject and tell the model why\n");
             }
             None => self.print("    approve? y = once, a = always, n MESSAGE = reject and tell the model why\n"),
+        }
+    }
+
+    /// The agent's question, its numbered options, and how to answer.
+    fn ask_question(&mut self, payload: &serde_json::Value) {
+        let question = payload["question"].as_str().unwrap_or("(no question given)");
+        self.line_break();
+        self.print(&format!("  ? the agent asks: {}\n", question.trim_end()));
+        let options = question_options(payload);
+        for (n, (label, description)) in options.iter().enumerate() {
+            let description = description.as_deref().map(|d| format!(" — {}", cut(d, CARD_CHARS))).unwrap_or_default();
+            self.print(&format!("    {}. {}{description}\n", n + 1, cut(label, CARD_CHARS)));
+        }
+        if options.is_empty() {
+            self.print("    answer in your own words; an empty line declines\n");
+        } else {
+            self.print("    answer with a number or your own words; an empty line declines\n");
+        }
+    }
+
+    /// The server's preview of a change (a unified diff), or why the call would fail.
+    fn preview(&mut self, preview: &str) {
+        if !preview.starts_with("--- ") && !preview.starts_with("@@") {
+            return self.print(&format!("    {}\n", cut(preview, CARD_CHARS)));
+        }
+        // The file's name is on the card already.
+        let lines: Vec<&str> = preview.lines().filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ ")).collect();
+        for line in lines.iter().take(DIFF_LINES) {
+            let style = match line.as_bytes().first() {
+                Some(b'+') => Style::Added,
+                Some(b'-') => Style::Removed,
+                Some(b'@') => Style::Hunk,
+                _ => Style::Plain,
+            };
+            self.styled(&format!("    {line}\n"), style);
+        }
+        if lines.len() > DIFF_LINES {
+            self.print(&format!("    … {} more lines of the change\n", lines.len() - DIFF_LINES));
         }
     }
 
@@ -413,6 +512,9 @@ impl View {
             return self.problem(&format!("that line is over {MAX_LINE} bytes; not sent"));
         }
         let text = line.trim();
+        if let Some(approval) = self.unanswered().filter(|a| is_question(a)).cloned() {
+            return self.answer_question(client, session, &approval, text).await;
+        }
         if text.is_empty() {
             return;
         }
@@ -422,7 +524,6 @@ impl View {
         let request_id = format!("chat-{}", RunId::new().as_str().trim_start_matches("run_"));
         let body =
             PromptBody { text: text.to_owned(), request_id: Some(request_id), queue: true, ..PromptBody::default() };
-        self.typed.push(text.to_owned());
         match client.prompt(session, &body).await {
             Ok(answer) => {
                 if self.json {
@@ -476,6 +577,31 @@ impl View {
         self.decided(approval, decided);
     }
 
+    /// The answer to the agent's question: an option's number, words of one's own, or
+    /// nothing (or `/decline`), which declines and tells the model so.
+    async fn answer_question(&mut self, client: &Client, session: &SessionId, approval: &Approval, text: &str) {
+        let options = question_options(&approval.payload);
+        let body = if text.is_empty() || text == "/decline" {
+            DecideBody { decision: Decision::Reject, message: Some(DECLINED.to_owned()), ..decide_body() }
+        } else {
+            let answer = match text.parse::<usize>() {
+                Ok(n) if !options.is_empty() => {
+                    let Some((label, _)) = n.checked_sub(1).and_then(|i| options.get(i)) else {
+                        let many = options.len();
+                        return self.problem(&format!(
+                            "{n} is not one of the options (1 to {many}); answer again, in words if you like"
+                        ));
+                    };
+                    label.clone()
+                }
+                _ => text.to_owned(),
+            };
+            DecideBody { decision: Decision::Fill(json!({ "answer": answer })), ..decide_body() }
+        };
+        let decided = client.decide(session, &approval.id, &body).await;
+        self.decided(approval, decided);
+    }
+
     /// Says how a decision went.
     fn decided(
         &mut self,
@@ -487,6 +613,12 @@ impl View {
                 self.answered.insert(approval.id.clone());
                 if self.json {
                     emit(&json!({"type": "client.decided", "decided": decided}));
+                } else if is_question(approval) {
+                    let answer = match &decided.decision {
+                        Decision::Fill(fill) => format!("answered {}", fill["answer"].as_str().unwrap_or("")),
+                        _ => "declined".to_owned(),
+                    };
+                    self.notice(&format!("{}: {}", approval.tool, cut(&answer, CARD_CHARS)));
                 } else {
                     self.notice(&format!("{}: {}", approval.tool, decided.decision.label()));
                 }
@@ -518,9 +650,11 @@ impl View {
     }
 
     fn print(&mut self, text: &str) {
-        let mut out = std::io::stdout().lock();
-        // A closed terminal ends the chat at the next read; nothing to do here.
-        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        self.styled(text, Style::Plain);
+    }
+
+    fn styled(&mut self, text: &str, style: Style) {
+        self.screen.write(text, style);
         if let Some(last) = text.chars().last() {
             self.at_line_start = last == '\n';
         }
@@ -540,6 +674,27 @@ fn cut(text: &str, max: usize) -> String {
         None if line.len() < text.trim_end().len() => format!("{line} …"),
         None => line.to_owned(),
     }
+}
+
+/// An approval that is the agent's question (the `question` tool), answered in words.
+fn is_question(approval: &Approval) -> bool {
+    matches!(approval.kind, ApprovalKind::SelectOption | ApprovalKind::ProvideInput)
+}
+
+/// A question's options: each one's label and description.
+fn question_options(payload: &serde_json::Value) -> Vec<(String, Option<String>)> {
+    let options = payload["options"].as_array().map(Vec::as_slice).unwrap_or_default();
+    options
+        .iter()
+        .filter_map(|o| {
+            let label = o["label"].as_str()?.to_owned();
+            Some((label, o["description"].as_str().filter(|d| !d.is_empty()).map(str::to_owned)))
+        })
+        .collect()
+}
+
+fn decide_body() -> DecideBody {
+    DecideBody { decision: Decision::Once, message: None, idempotency_key: None, pattern: None, patterns: None }
 }
 
 /// The "always" options an approval of a command offers (`payload.alwaysOptions`), or

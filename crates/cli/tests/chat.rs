@@ -2,7 +2,9 @@
 //! pseudo-terminal (rexpect), against a real `spool serve` with the scripted model.
 //! Typed lines are prompts, approvals are answered at the prompt, Ctrl-C goes through
 //! the terminal's line discipline as SIGINT. `--json` is read line by line as a
-//! script would.
+//! script would. The screen tests render what the chat wrote through a terminal
+//! emulator (`vt100`) with the terminal's echo on, as a person's terminal has it, and
+//! assert what that screen shows.
 
 use crate::common;
 
@@ -11,6 +13,7 @@ use rexpect::session::PtySession;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 /// A server with its data and project directories; the project is a workspace root, so
 /// a token's user may register it.
@@ -78,6 +81,78 @@ impl Setup {
         chat.exp_string("type a prompt").expect("the greeting");
         chat
     }
+
+    /// `spool chat` on a terminal of `COLUMNS`×`ROWS` with echo on, as a person's
+    /// terminal is (rexpect's is silent), read through a terminal emulator.
+    fn screen(&self) -> Screen {
+        let chat = self.chat(&[]);
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("stty cols {COLUMNS} rows {ROWS} echo && exec \"$0\" \"$@\""))
+            .arg(chat.get_program())
+            .args(chat.get_args());
+        for (key, value) in chat.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        let timeout = u64::try_from(WAIT.as_millis()).expect("a small timeout");
+        let chat = rexpect::session::spawn_command(cmd, Some(timeout)).expect("spawn spool chat");
+        let size = |n: u16| std::num::NonZeroU16::new(n).expect("a terminal has a size");
+        let mut screen = Screen { chat, terminal: vt100::Parser::new(size(ROWS), size(COLUMNS), 0) };
+        screen.wait_for("greeting", |s| s.contents().contains("type a prompt"));
+        screen
+    }
+}
+
+const COLUMNS: u16 = 100;
+const ROWS: u16 = 40;
+
+/// A terminal showing `spool chat`: every byte it wrote, rendered.
+struct Screen {
+    chat: PtySession,
+    terminal: vt100::Parser,
+}
+
+impl Screen {
+    /// Waits until the screen shows what `done` looks for, putting what the chat writes
+    /// on the screen as it comes.
+    fn wait_for(&mut self, what: &str, done: impl Fn(&vt100::Screen) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        while !done(self.terminal.screen()) {
+            assert!(Instant::now() < deadline, "no {what} on the screen:\n{}", self.terminal.screen().contents());
+            // Everything written so far, once there is something (rexpect hands out
+            // each byte as one `char`).
+            let Ok((before, written)) = self.chat.exp_regex("(?s).+") else { continue };
+            let bytes: Vec<u8> =
+                before.chars().chain(written.chars()).map(|c| u8::try_from(u32::from(c)).expect("a byte")).collect();
+            self.terminal.process(&bytes);
+        }
+    }
+
+    fn contents(&self) -> String {
+        self.terminal.screen().contents()
+    }
+
+    /// The row the cursor is on: the input line.
+    fn input_row(&self) -> String {
+        let screen = self.terminal.screen();
+        let row = usize::from(screen.cursor_position().0);
+        screen.rows(0, COLUMNS).nth(row).expect("the cursor is on the screen").trim_end().to_owned()
+    }
+
+    fn send(&mut self, text: &str) {
+        self.chat.send(text).expect("type");
+        self.chat.flush().expect("type");
+    }
+}
+
+/// The highest `wN` of a `stream: N` answer on the screen.
+fn last_word(screen: &vt100::Screen) -> u32 {
+    let contents = screen.contents();
+    let words = contents.split(|c: char| !c.is_ascii_alphanumeric());
+    words.filter_map(|w| w.strip_prefix('w')?.parse().ok()).max().unwrap_or(0)
 }
 
 #[test]
@@ -88,11 +163,43 @@ fn a_prompt_streams_its_answer_once() {
     chat.exp_string("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12").expect("the answer");
     chat.send_line("stream: 4").expect("type");
     // What came between the first answer and the end of the second: nothing of the
-    // first again, and not the prompt (rexpect's terminal does not echo, and the chat
-    // does not print back what was typed at it).
+    // first again, and the prompt once, as the conversation has it (the chat edits
+    // the typed line itself and clears it when it is sent).
     let between = chat.exp_string("w1 w2 w3 w4\r\n").expect("the second answer");
     assert!(!between.contains("w12"), "the first answer was printed again: {between:?}");
-    assert!(!between.contains("stream: 4"), "the prompt is printed back: {between:?}");
+    assert_eq!(between.matches("stream: 4").count(), 1, "the prompt once: {between:?}");
+    assert!(between.contains(&raw("» stream: 4\r\n")), "the prompt in the conversation: {between:?}");
+}
+
+/// Issue 36: keys typed while an answer streams stay on the input line below it; the
+/// answer on the screen is whole, and Enter sends what was typed.
+#[test]
+fn typing_during_a_stream_does_not_garble_the_screen() {
+    let setup = Setup::start(10);
+    let mut screen = setup.screen();
+    screen.send("stream: 300\r");
+    screen.wait_for("answer streaming", |s| last_word(s) >= 3);
+    let typed = "hello there";
+    for key in typed.chars() {
+        // Each key lands between two words of the answer.
+        let before = last_word(screen.terminal.screen());
+        screen.send(&key.to_string());
+        screen.wait_for("next word", |s| last_word(s) > before);
+    }
+    assert!(last_word(screen.terminal.screen()) < 300, "the keys were typed while the answer streamed");
+    screen.wait_for("whole answer", |s| last_word(s) == 300);
+    screen.wait_for("typed text on the input line", |s| s.contents().trim_end().ends_with(typed));
+    let answer: Vec<String> = (1..=300).map(|i| format!("w{i}")).collect();
+    let contents = screen.contents();
+    assert!(contents.contains(&answer.join(" ")), "the answer is garbled:\n{contents}");
+    assert_eq!(screen.input_row(), format!("› {typed}"), "the input line:\n{contents}");
+    assert_eq!(contents.matches(typed).count(), 1, "typed once, on the input line:\n{contents}");
+
+    screen.send("\r");
+    screen.wait_for("answer to the prompt", |s| s.contents().contains("You said: \"hello there\""));
+    let contents = screen.contents();
+    assert!(contents.contains(&format!("» {typed}\n")), "the prompt is in the conversation:\n{contents}");
+    assert!(!contents.contains("›"), "the input line is gone once sent:\n{contents}");
 }
 
 #[test]
@@ -151,6 +258,86 @@ fn always_on_a_command_picks_one_of_the_offered_patterns() {
     assert!(!until_summary.contains("approve?"), "`git status *` covers `git status`: {until_summary:?}");
     chat.send_line(&bash("rm -rf x")).expect("type");
     chat.exp_string("bash wants to run: rm -rf x").expect("another program still asks");
+}
+
+/// Issue 36: a question of the agent shows its options; a number picks one, words are
+/// an answer of one's own, an empty line declines; the chat goes on after each.
+#[test]
+fn a_question_is_answered_by_number_or_in_words() {
+    let setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    let question =
+        r#"tool: question {"question":"Pick","options":[{"label":"A","description":"the first"},{"label":"B"}]}"#;
+
+    chat.send_line(question).expect("type");
+    chat.exp_string("asks: Pick").expect("the question");
+    chat.exp_string(&raw("1. A — the first")).expect("the first option");
+    chat.exp_string("2. B").expect("the second option");
+    chat.exp_string("a number or your own words").expect("how to answer");
+    chat.send_line("2").expect("pick B");
+    chat.exp_string("question: answered B").expect("the answer is taken");
+    chat.exp_string("The person answered: B").expect("the model got it");
+
+    chat.send_line(r#"tool: question {"question":"Name it"}"#).expect("type");
+    chat.exp_string("asks: Name it").expect("a question without options");
+    chat.send_line("a teapot").expect("answer in words");
+    chat.exp_string("The person answered: a teapot").expect("the model got it");
+
+    chat.send_line(question).expect("type");
+    chat.exp_string("asks: Pick").expect("the question again");
+    chat.send_line("").expect("decline");
+    chat.exp_string("question: declined").expect("the decline is taken");
+    chat.exp_string("Tool question failed").expect("the model was told and went on");
+
+    chat.send_line("stream: 3").expect("a prompt after the questions");
+    chat.exp_string("w1 w2 w3").expect("is a prompt again");
+}
+
+/// Issue 36: a command's output shows under its card while it runs, and a long one is
+/// cut to its first and last lines.
+#[test]
+fn a_commands_output_shows_live_and_bounded() {
+    let setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    let bash = |command: &str| format!("tool: bash {}", serde_json::json!({ "command": command }));
+
+    // The command waits for a file the test makes once the first line is on screen.
+    chat.send_line(&bash("echo started; until [ -e go ]; do sleep 0.02; done; printf 'l1\\nl2\\n'")).expect("type");
+    chat.exp_string("bash wants to run").expect("the approval card");
+    chat.send_line("y").expect("approve");
+    chat.exp_string(&raw("│ started")).expect("the output while the command runs");
+    std::fs::write(setup.project().join("go"), "").expect("let it finish");
+    chat.exp_string(&raw("│ l1")).expect("the rest of the output");
+    chat.exp_string(&raw("│ l2")).expect("all of it");
+    chat.exp_string(&raw("✓ exit code 0")).expect("the outcome");
+    chat.exp_string("Tool bash returned").expect("the summary");
+
+    chat.send_line(&bash("seq 1 100")).expect("type");
+    chat.exp_string("bash wants to run: seq 1 100").expect("the approval card");
+    chat.send_line("y").expect("approve");
+    let head = chat.exp_string("85 more lines").expect("the middle is left out");
+    assert!(head.contains(&raw("│ 10\r\n")) && !head.contains(&raw("│ 11\r\n")), "the first ten lines: {head:?}");
+    let tail = chat.exp_string(&raw("✓ exit code 0")).expect("the outcome");
+    assert!(tail.contains(&raw("│ 96\r\n")) && tail.contains(&raw("│ 100\r\n")), "the last five: {tail:?}");
+    assert!(!tail.contains(&raw("│ 95\r\n")), "only the last five: {tail:?}");
+}
+
+/// Issue 36: an edit's approval shows the change as a diff of the file.
+#[test]
+fn an_edit_approval_shows_its_diff() {
+    let setup = Setup::start(0);
+    std::fs::write(setup.project().join("a.txt"), "one\ntwo\nthree\n").expect("a file");
+    let mut chat = setup.terminal();
+    chat.send_line(r#"tool: edit {"path":"a.txt","oldString":"two","newString":"2"}"#).expect("type");
+    chat.exp_string("edit wants to run: a.txt").expect("the approval card");
+    let diff = chat.exp_string("approve? y = once").expect("how to answer");
+    for line in ["@@ -1,3 +1,3 @@", " one", "-two", "+2", " three"] {
+        assert!(diff.contains(line), "no {line:?} in the card: {diff:?}");
+    }
+    assert!(diff.find("-two") < diff.find("+2"), "the old line first: {diff:?}");
+    chat.send_line("y").expect("approve");
+    chat.exp_string("Tool edit returned").expect("the summary");
+    assert_eq!(std::fs::read_to_string(setup.project().join("a.txt")).expect("read"), "one\n2\nthree\n");
 }
 
 #[test]
