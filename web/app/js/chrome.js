@@ -1,7 +1,7 @@
 // The frame around the conversation: header title, plan-mode toggle, model picker and
 // scripted badge, notices (offline at once; reconnect with Retry only after the 2 s
 // grace), and the status line (connection, run state). Writes only what changed, since
-// it runs on every paint while an answer streams.
+// it runs on every paint while an answer streams. The tab's title is attention.js's.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -19,7 +19,6 @@ export function renderChrome(page, { retry }) {
   const { view, models, connectivity } = page;
   const store = view?.store;
   set($('title'), 'textContent', view ? (store.session?.title || (store.loaded ? 'New session' : 'Loading…')) : 'Spool');
-  document.title = view && store.session?.title ? `${store.session.title} · Spool` : 'Spool';
 
   totals ??= new SessionTotals($('session-usage'));
   totals.update(view, models);

@@ -11,6 +11,8 @@ import { post } from './api.js';
 import { newId } from './format.js';
 
 const KEY = 'spool.drafts';
+/** A touch screen: no hover, a finger for a pointer. */
+const TOUCH = matchMedia('(hover: none) and (pointer: coarse)');
 
 export class Composer {
   constructor({ form, input, button, hint, onSent }) {
@@ -117,7 +119,10 @@ export class Composer {
     this.button.dataset.mode = busy ? 'stop' : 'send';
     this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
     this.button.title = busy ? 'Stop the run' : 'Send (Enter)';
-    const keys = busy ? 'Enter to queue after this run · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
+    // A touch screen's keyboard has no Shift+Enter to speak of: no key hints there.
+    const keys = TOUCH.matches
+      ? (busy ? 'Sending now queues it after this run' : '')
+      : busy ? 'Enter to queue after this run · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
     this.hint.textContent = this.error ?? (!view ? '' : view.deleted ? 'This session was deleted.' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
     this.hint.classList.toggle('is-error', Boolean(this.error));
   }

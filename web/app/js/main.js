@@ -4,6 +4,7 @@
 // session's store is kept, so coming back reconnects with its cursor.
 
 import { get } from './api.js';
+import { Attention } from './attention.js';
 import { ensureAuth, loginForm, logout } from './auth.js';
 import { Composer } from './composer.js';
 import { Connectivity } from './connectivity.js';
@@ -37,16 +38,21 @@ function toast(text) {
 const lists = new ListSync({
   connectivity,
   onChange: () => {
-    sidebar.render();
+    repaintSessions();
     if (!page.view) home();
   },
 });
-const sidebar = new Sidebar({
-  nav: $('projects'),
-  lists,
-  toast,
-  current: () => page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status },
-});
+/** The open session as its stream shows it, for the sidebar and the tab title. */
+const current = () =>
+  page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status, waiting: page.view.store.approvals.length > 0 };
+const sidebar = new Sidebar({ nav: $('projects'), lists, toast, current });
+const attention = new Attention({ lists, current, button: $('notify'), toast });
+
+/** The sidebar's rows and the tab title: who runs, who waits for the person. */
+function repaintSessions() {
+  sidebar.render();
+  attention.update();
+}
 const composer = new Composer({
   form: $('composer'),
   input: $('prompt'),
@@ -79,10 +85,10 @@ function onViewChange(view) {
   renderTodos($('todos'), view.store);
   permissions.render(view);
   composer.update();
-  const summary = `${view.store.session?.title}|${view.store.status}`;
+  const summary = `${view.store.session?.title}|${view.store.status}|${view.store.approvals.length > 0}`;
   if (summary !== lastSummary) {
     lastSummary = summary;
-    sidebar.render();
+    repaintSessions();
   }
 }
 
@@ -128,7 +134,7 @@ function openSession(id) {
   composer.attach(page.view);
   permissions.render(page.view);
   renderChrome(page, {});
-  sidebar.render();
+  repaintSessions();
   document.body.classList.remove('drawer-open');
   $('menu').setAttribute('aria-expanded', 'false');
   page.view?.open();

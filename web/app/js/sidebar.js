@@ -1,6 +1,8 @@
 // Sidebar: projects and their sessions from ListSync, with new / rename / archive /
 // restore / delete. It repaints from the list caches whenever they change; the open
-// session's live title and status (from its stream) override the list's copy. Actions
+// session's live title, status and waiting (from its stream) override the list's copy.
+// A row shows its session idle, running, or waiting for the person ("Needs you": a run
+// parked at an approval or question, from the rows' `waiting` flag). Actions
 // invalidate the lists they touch right away and the list stream confirms to every page.
 //
 // Keyboard: Tab reaches each session row once (its link); the row's icon buttons are
@@ -16,7 +18,7 @@ import { groupByDate } from './dates.js';
 const COLLAPSED = 'spool.collapsed';
 
 export class Sidebar {
-  /** current(): {id, title, status} of the open session or null; toast(text) reports errors. */
+  /** current(): {id, title, status, waiting} of the open session or null; toast(text) reports errors. */
   constructor({ nav, lists, current, toast }) {
     Object.assign(this, { nav, lists, current, toast });
     this.collapsed = new Set(JSON.parse(localStorage.getItem(COLLAPSED) ?? '[]'));
@@ -142,8 +144,10 @@ export class Sidebar {
     const live = cur?.id === s.id ? cur : null;
     const title = (live?.title ?? s.title) || 'New session';
     const status = live?.status ?? s.status;
+    const waiting = live ? live.waiting : Boolean(s.waiting);
     const editing = this.editing?.kind === 'session' && this.editing.id === s.id;
-    return h('li', { class: `session${live ? ' is-active' : ''}${status === 'busy' ? ' is-busy' : ''}`, dataset: { sessionId: s.id } },
+    const state = waiting ? 'waiting' : status === 'busy' ? 'busy' : 'idle';
+    return h('li', { class: `session${live ? ' is-active' : ''} is-${state}`, dataset: { sessionId: s.id } },
       editing
         ? this.editor()
         : h('a', {
@@ -154,8 +158,11 @@ export class Sidebar {
             title,
             onkeydown: (e) => this.linkKeys(e, s, title, archived),
           },
-            h('span', { class: 'status-dot', title: status === 'busy' ? 'Running' : null }),
-            h('span', { class: 'session-title' }, title)),
+            this.stateMark(state),
+            h('span', { class: 'session-title' }, title),
+            state === 'waiting'
+              ? h('span', { class: 'session-flag' }, h('span', { class: 'visually-hidden' }, '— '), 'Needs you')
+              : state === 'busy' ? h('span', { class: 'visually-hidden' }, ' — running') : null),
       h('span', { class: 'row-actions', onkeydown: (e) => this.actionKeys(e) },
         archived
           ? [this.iconButton('restore', `Restore ${title}`, () => this.setArchived(s, false), '', -1),
@@ -163,6 +170,16 @@ export class Sidebar {
           : [this.iconButton('pencil', `Rename ${title}`, () => this.edit('session', s.id, s.title), '', -1),
              this.iconButton('archive', `Archive ${title}`, () => this.setArchived(s, true), '', -1),
              this.iconButton('trash', `Delete ${title}`, () => this.deleteSession(s, title), '', -1)]));
+  }
+
+  /**
+   * A row's state as a shape, not a colour alone: a dot when idle, a spinner while a run
+   * works, an exclamation mark when a run waits for the person (an approval or a question),
+   * with the row's words ("Needs you", "running") for screen readers.
+   */
+  stateMark(state) {
+    if (state === 'waiting') return icon('alert', 'session-mark');
+    return h('span', { class: 'status-dot', title: state === 'busy' ? 'Running' : null });
   }
 
   /** tabindex -1: out of the tab order, still clickable and named (a session row's actions). */

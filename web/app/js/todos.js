@@ -3,7 +3,7 @@
 // (`state.todos`, replaced whole by each `todo_write` event), so every tab and a page
 // loaded later show the same one. Hidden while the session has none. Rebuilt only when
 // the list changed, since this runs on every paint while an answer streams; whether it
-// is folded is the person's choice and survives the rebuilds.
+// is folded is the person's choice and survives the rebuilds; on a phone it starts folded.
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
@@ -12,7 +12,10 @@ const MARKS = { completed: 'check', in_progress: 'chevron', cancelled: 'cross' }
 const WORDS = { pending: 'To do', in_progress: 'In progress', completed: 'Done', cancelled: 'Cancelled' };
 
 let shown = null; // the list last drawn (its JSON), to skip unchanged repaints
-let folded = false;
+// Null until the person folds or opens it: then a phone's narrow screen starts it folded
+// (its summary line still says how far along it is and what is being done now).
+let folded = null;
+const NARROW = matchMedia('(max-width: 640px)');
 
 export function renderTodos(el, store) {
   const todos = store?.todos ?? [];
@@ -26,7 +29,7 @@ export function renderTodos(el, store) {
   const now = todos.find((t) => t.status === 'in_progress');
   const details = h(
     'details',
-    { open: !folded, ontoggle: (e) => (folded = !e.target.open) },
+    { open: !(folded ?? NARROW.matches), ontoggle: (e) => (folded = !e.target.open) },
     h(
       'summary',
       {},
