@@ -195,6 +195,8 @@ struct View {
     awaiting: HashSet<RunId>,
     queued: HashSet<String>,
     at_line_start: bool,
+    /// Notices held until the line being streamed ends (see `after_the_line`).
+    waiting_notices: Vec<String>,
     first: bool,
 }
 
@@ -217,6 +219,7 @@ impl View {
             awaiting: HashSet::new(),
             queued: HashSet::new(),
             at_line_start: true,
+            waiting_notices: Vec::new(),
             first: true,
         }
     }
@@ -314,6 +317,11 @@ impl View {
             self.ask(approval);
         }
         self.run_ends(state);
+        if self.at_line_start {
+            for text in std::mem::take(&mut self.waiting_notices) {
+                self.notice(&text);
+            }
+        }
     }
 
     fn user(&mut self, index: u64, message: &Message) {
@@ -350,7 +358,12 @@ impl View {
 
     fn card(&mut self, state: &SessionState, id: &str, name: &str, arguments: &serde_json::Value) {
         if self.cards.insert(id.to_owned()) {
-            let shown = spool_tools::main_argument(name, arguments).unwrap_or_else(|| arguments.to_string());
+            // A question is on its own card below; its call shows just the question.
+            let main = match name {
+                "question" => arguments["question"].as_str().map(str::to_owned),
+                _ => spool_tools::main_argument(name, arguments),
+            };
+            let shown = main.unwrap_or_else(|| arguments.to_string());
             self.line_break();
             self.print(&format!("  ⚙ {name} {}\n", cut(&shown, CARD_CHARS)));
         }
@@ -536,7 +549,7 @@ impl View {
                     PromptAnswer::Queued(queued) => {
                         self.queued.insert(queued.request_id);
                         if !self.json {
-                            self.notice(&format!("queued ({} in line)", queued.position));
+                            self.after_the_line(&format!("queued ({} in line)", queued.position));
                         }
                     }
                 }
@@ -624,6 +637,15 @@ impl View {
                 }
             }
             Err(e) => self.problem(&format!("the answer was not taken: {e}")),
+        }
+    }
+
+    /// A notice that waits for the line being streamed to end, so as not to split it.
+    fn after_the_line(&mut self, text: &str) {
+        if self.at_line_start {
+            self.notice(text);
+        } else {
+            self.waiting_notices.push(text.to_owned());
         }
     }
 

@@ -202,6 +202,23 @@ fn typing_during_a_stream_does_not_garble_the_screen() {
     assert!(!contents.contains("›"), "the input line is gone once sent:\n{contents}");
 }
 
+/// Issue 36: a prompt sent while an answer streams waits in the queue; saying so does
+/// not split the answer.
+#[test]
+fn a_prompt_sent_during_a_stream_does_not_split_the_answer() {
+    let setup = Setup::start(10);
+    let mut screen = setup.screen();
+    screen.send("stream: 300\r");
+    screen.wait_for("answer streaming", |s| last_word(s) >= 3);
+    screen.send("echo: next one\r");
+    screen.wait_for("answer to the queued prompt", |s| s.contents().contains("next one\n"));
+    let contents = screen.contents();
+    let answer: Vec<String> = (1..=300).map(|i| format!("w{i}")).collect();
+    assert!(contents.contains(&format!("{}\n", answer.join(" "))), "the answer is split:\n{contents}");
+    let queued = contents.find("queued (1 in line)").expect("the prompt was queued");
+    assert!(queued > contents.find("w300").expect("the answer"), "said after the answer:\n{contents}");
+}
+
 #[test]
 fn approvals_are_answered_at_the_prompt() {
     let setup = Setup::start(0);
