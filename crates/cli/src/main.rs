@@ -517,7 +517,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         tls,
         ..ServerConfig::default()
     };
-    spool_server::serve_state(listener, AppState { engine: engine.clone(), config }, shutdown)
+    spool_server::serve_state(listener, AppState::new(engine.clone(), config), shutdown)
         .await
         .context("serving")?;
     // Runs still executing end as `failed` (`server_stopped`) and give their leases up,

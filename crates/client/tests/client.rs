@@ -53,7 +53,7 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let shutdown = CancellationToken::new();
-        let state = spool_server::AppState { engine: engine.clone(), config: spool_server::ServerConfig::default() };
+        let state = spool_server::AppState::new(engine.clone(), spool_server::ServerConfig::default());
         tokio::spawn(spool_server::serve_state(listener, state, shutdown.clone()));
         Server { base: format!("http://{addr}"), addr, engine, dir, shutdown }
     }

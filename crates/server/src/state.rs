@@ -1,6 +1,8 @@
 //! What every handler can reach: the engine and the server's own settings.
 
+use crate::dialect::RunForms;
 use spool_engine::Engine;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Shared by all handlers. Cheap to clone: `Engine` is a handle around an `Arc`.
@@ -8,6 +10,14 @@ use std::time::Duration;
 pub struct AppState {
     pub engine: Engine,
     pub config: ServerConfig,
+    /// The run-following dialects' shared folds and encodings (`dialect/shared.rs`).
+    pub forms: Arc<RunForms>,
+}
+
+impl AppState {
+    pub fn new(engine: Engine, config: ServerConfig) -> Self {
+        Self { engine, config, forms: RunForms::new() }
+    }
 }
 
 /// Settings of the HTTP layer (the engine has its own `EngineConfig`).

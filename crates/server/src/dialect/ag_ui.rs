@@ -33,12 +33,12 @@
 //! mapping and its bytes (`dialect/shared.rs`). What differs per request (the thread id
 //! the client used) is only in the opening and the end, which the transport writes.
 
+use super::run_fold::{Drawn, Muted};
 use crate::dialect::asks_for_input;
 use crate::dialect::shared::FormMapper;
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 use serde_json::{Value, json};
-use spool_protocol::event::offset_len;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
@@ -338,6 +338,8 @@ pub struct Step {
     pub waiting: Option<Approval>,
     /// After this frame the run has ended, with this status.
     pub ended: Option<RunStatus>,
+    /// Why it ended failed or cancelled, as its `agent_end` says.
+    pub error: Option<RunError>,
 }
 
 /// The text or reasoning block being streamed.
@@ -365,14 +367,11 @@ pub struct AgUiStream {
     announced_decision: Option<ApprovalId>,
     waiting: Option<Approval>,
     ended: Option<RunStatus>,
-    /// Output is held back until this approval's request has passed: a continuation
-    /// replaying the run from its start (the engine no longer knew the interrupt's
-    /// place) folds the frames the client has without sending them.
-    muted_until: Option<ApprovalId>,
-    waiting_after_mute: Option<Approval>,
-    /// How much of a block a snapshot already sent, by `(message index, content index)`,
-    /// in delta offset units: live deltas send only what lies beyond.
-    sent: BTreeMap<(u64, usize), usize>,
+    error: Option<RunError>,
+    /// Output held back until an approval's request has passed.
+    muted: Option<Muted<Approval>>,
+    /// What a snapshot already sent: live deltas send only what lies beyond.
+    drawn: Drawn,
 }
 
 impl AgUiStream {
@@ -388,9 +387,9 @@ impl AgUiStream {
             announced_decision: None,
             waiting: None,
             ended: None,
-            muted_until: None,
-            waiting_after_mute: None,
-            sent: BTreeMap::new(),
+            error: None,
+            muted: None,
+            drawn: Drawn::default(),
         }
     }
 
@@ -415,9 +414,8 @@ impl AgUiStream {
     /// subscription need not have its frame in the ring yet).
     pub fn muted_until(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.muted_until = Some(approval.id.clone());
+        fold.muted = Some(Muted { until: approval.id.clone(), waiting });
         fold.announced_decision = Some(approval.id.clone());
-        fold.waiting_after_mute = waiting;
         fold
     }
 
@@ -479,7 +477,7 @@ impl AgUiStream {
             fold.waiting = Some(approval.clone());
         }
         if run.status.is_terminal() {
-            fold.finish(run.status, &mut out);
+            fold.finish(run.status, run.error.clone(), &mut out);
         }
         (fold, out)
     }
@@ -494,12 +492,12 @@ impl AgUiStream {
                         Content::Text { text } => {
                             self.open_text(message_id(session, index), out);
                             self.content(text, out);
-                            self.sent.insert((index, ci), offset_len(text));
+                            self.drawn.record((index, ci), text);
                         }
                         Content::Thinking { thinking } => {
                             self.open_reasoning(reasoning_id(session, index, ci), out);
                             self.content(thinking, out);
-                            self.sent.insert((index, ci), offset_len(thinking));
+                            self.drawn.record((index, ci), thinking);
                         }
                         Content::ToolCall { id, name, arguments } => {
                             self.close_part(out);
@@ -556,15 +554,24 @@ impl AgUiStream {
         self.ended
     }
 
+    /// The stream's last event, once the run ended or waits for a person.
+    pub fn close(&self) -> Option<Close> {
+        Some(match (self.ended, &self.waiting) {
+            (Some(RunStatus::Completed), _) => Close::Completed,
+            (Some(RunStatus::Cancelled), _) => Close::Cancelled,
+            (Some(_), _) => Close::Failed(self.error.clone()),
+            (None, Some(approval)) => Close::Waiting(vec![approval.clone()]),
+            (None, None) => return None,
+        })
+    }
+
     /// Maps one native frame of the run's session to its events.
     pub fn push(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
-        let Some(until) = self.muted_until.clone() else { return self.map_frame(frame) };
+        let Some(muted) = &self.muted else { return self.map_frame(frame) };
+        let ends = muted.ends_at(frame);
         let _ = self.map_frame(frame);
-        if let FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { approval }, .. } = &frame.body
-            && approval.id == until
-        {
-            self.muted_until = None;
-            self.waiting = self.waiting_after_mute.take();
+        if ends {
+            self.waiting = self.muted.take().and_then(|muted| muted.waiting);
         }
         Vec::new()
     }
@@ -640,10 +647,10 @@ impl AgUiStream {
                     delta: vec![json!({"op": "replace", "path": "/todos", "value": todos})],
                 });
             }
-            AgentEvent::AgentEnd { status, .. } => {
+            AgentEvent::AgentEnd { status, error, .. } => {
                 // An unknown word is read as a failure: the stream must end either way.
                 let status = RunStatus::parse(status).unwrap_or(RunStatus::Failed);
-                self.finish(status, &mut out);
+                self.finish(status, error.clone(), &mut out);
             }
             _ => {}
         }
@@ -651,11 +658,12 @@ impl AgUiStream {
     }
 
     /// Closes what is open and ends the fold.
-    fn finish(&mut self, status: RunStatus, out: &mut Vec<AgUiEvent>) {
+    fn finish(&mut self, status: RunStatus, error: Option<RunError>, out: &mut Vec<AgUiEvent>) {
         self.close_part(out);
         self.end_calls(out);
         self.waiting = None;
         self.ended = Some(status);
+        self.error = error;
     }
 
     fn close_part(&mut self, out: &mut Vec<AgUiEvent>) {
@@ -700,12 +708,12 @@ impl AgUiStream {
     fn delta(&mut self, session: &SessionId, index: u64, delta: &StreamDelta, out: &mut Vec<AgUiEvent>) {
         match delta {
             StreamDelta::TextDelta { content_index, offset, delta } => {
-                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
                 self.open_text(message_id(session, index), out);
                 self.content(&delta, out);
             }
             StreamDelta::ThinkingDelta { content_index, offset, delta } => {
-                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
                 self.open_reasoning(reasoning_id(session, index, *content_index), out);
                 self.content(&delta, out);
             }
@@ -758,24 +766,6 @@ impl AgUiStream {
         out.push(AgUiEvent::ToolCallArgs { tool_call_id: tool_call_id.clone(), delta: input.to_string() });
         out.push(AgUiEvent::ToolCallEnd { tool_call_id });
     }
-
-    /// The part of a delta at `offset` that a snapshot did not send already.
-    fn unsent(&self, key: (u64, usize), offset: usize, delta: &str) -> Option<String> {
-        let Some(&have) = self.sent.get(&key) else { return Some(delta.to_owned()) };
-        if offset + offset_len(delta) <= have {
-            return None;
-        }
-        let mut skip = have.saturating_sub(offset);
-        let cut = delta
-            .char_indices()
-            .find(|(_, c)| {
-                let before = skip == 0;
-                skip = skip.saturating_sub(c.len_utf16());
-                before
-            })
-            .map_or(delta.len(), |(i, _)| i);
-        Some(delta[cut..].to_owned())
-    }
 }
 
 /// A tool call's result.
@@ -822,7 +812,7 @@ impl FormMapper for AgUiStream {
 
     fn map(&mut self, frame: &Frame) -> Step {
         let events = self.push(frame);
-        Step { bytes: encode(&events), waiting: self.waiting.clone(), ended: self.ended }
+        Step { bytes: encode(&events), waiting: self.waiting.clone(), ended: self.ended, error: self.error.clone() }
     }
 }
 
@@ -1028,6 +1018,21 @@ mod tests {
             closing("t", &run_id(), Close::Failed(None)),
         ];
         assert_json_snapshot!((wire(&[encode(&events)]), wire(&end)));
+    }
+
+    #[test]
+    fn a_failed_run_closes_with_the_error_its_agent_end_carries() {
+        let mut fold = AgUiStream::new(run_id());
+        let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+        let body = frames(vec![
+            FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() },
+            ev(
+                None,
+                AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: Some(error.clone()) },
+            ),
+        ]);
+        map_all(&mut fold, &body);
+        assert_eq!(fold.close(), Some(Close::Failed(Some(error))));
     }
 
     #[test]

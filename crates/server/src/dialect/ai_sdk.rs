@@ -47,11 +47,11 @@
 //! frames and where it started, so every stream of a run started the same way shares one
 //! mapping and its bytes (`dialect/shared.rs`).
 
+use super::run_fold::{Drawn, Muted};
 use crate::dialect::shared::FormMapper;
 use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
-use spool_protocol::event::offset_len;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, StreamDelta,
@@ -169,7 +169,8 @@ impl UiChunk {
         sse::encode(None, None, &json)
     }
 
-    /// The `error` chunk of a run that settled failed, from its stored error.
+    /// The `error` chunk of a run that settled failed, with the error its `agent_end`
+    /// carries (or a run drawn from a snapshot: its record's).
     pub fn failed(error: Option<&RunError>) -> Self {
         let error_text = error.map_or_else(|| "the run failed".to_owned(), |e| e.message.clone());
         Self::Error { error_text }
@@ -213,9 +214,6 @@ fn encode(chunks: &[UiChunk]) -> Bytes {
 #[derive(Debug, Default)]
 pub struct Step {
     pub bytes: Bytes,
-    /// The run ended failed: its `error` chunk needs the stored run's error
-    /// ([`UiChunk::failed`]), which each stream reads.
-    pub failed: bool,
     /// After this frame the run waits for a person.
     pub waiting: bool,
     /// After this frame nothing more follows.
@@ -249,14 +247,10 @@ pub struct AiSdkStream {
     denied: BTreeSet<String>,
     waiting: Option<ApprovalId>,
     finished: bool,
-    /// Output is held back until this approval's request has passed: a continuation
-    /// replaying the run from its start (the engine no longer knew the interrupt's
-    /// place) folds the frames the client has without sending them.
-    muted_until: Option<ApprovalId>,
-    waiting_after_mute: Option<ApprovalId>,
-    /// How much of a block a snapshot already sent, by `(message index, content index)`,
-    /// in delta offset units: live deltas send only what lies beyond.
-    sent: BTreeMap<(u64, usize), usize>,
+    /// Output held back until an approval's request has passed.
+    muted: Option<Muted<ApprovalId>>,
+    /// What a snapshot already sent: live deltas send only what lies beyond.
+    drawn: Drawn,
 }
 
 impl AiSdkStream {
@@ -274,9 +268,8 @@ impl AiSdkStream {
             denied: BTreeSet::new(),
             waiting: None,
             finished: false,
-            muted_until: None,
-            waiting_after_mute: None,
-            sent: BTreeMap::new(),
+            muted: None,
+            drawn: Drawn::default(),
         }
     }
 
@@ -289,8 +282,7 @@ impl AiSdkStream {
     /// `denied` as for [`continuing`](Self::continuing).
     pub fn muted_until(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.muted_until = Some(approval.id.clone());
-        fold.waiting_after_mute = waiting;
+        fold.muted = Some(Muted { until: approval.id.clone(), waiting });
         if denied {
             fold.denied.insert(approval.tool_call_id.clone());
         }
@@ -354,7 +346,7 @@ impl AiSdkStream {
                                     false => UiChunk::ReasoningDelta { id, delta: text.clone() },
                                 });
                             }
-                            self.sent.insert((index, ci), offset_len(text));
+                            self.drawn.record((index, ci), text);
                         }
                         Content::ToolCall { id, name, arguments } => self.input_available(id, name, arguments, out),
                     }
@@ -381,24 +373,6 @@ impl AiSdkStream {
             }
             Message::User { .. } => {}
         }
-    }
-
-    /// The part of a delta at `offset` that a snapshot did not send already.
-    fn unsent(&self, key: (u64, usize), offset: usize, delta: &str) -> Option<String> {
-        let Some(&have) = self.sent.get(&key) else { return Some(delta.to_owned()) };
-        if offset + offset_len(delta) <= have {
-            return None;
-        }
-        let mut skip = have.saturating_sub(offset);
-        let cut = delta
-            .char_indices()
-            .find(|(_, c)| {
-                let before = skip == 0;
-                skip = skip.saturating_sub(c.len_utf16());
-                before
-            })
-            .map_or(delta.len(), |(i, _)| i);
-        Some(delta[cut..].to_owned())
     }
 
     /// A fold that goes on right after `approval`'s `approval_requested` frame: the
@@ -435,44 +409,39 @@ impl AiSdkStream {
         self.finished
     }
 
-    /// Maps one native frame of the run's session to its chunks; `failed` when the run
-    /// ended failed (the caller adds the stored error).
-    pub fn push(&mut self, frame: &Frame) -> (Vec<UiChunk>, bool) {
-        let Some(until) = self.muted_until.clone() else { return self.map_frame(frame) };
+    /// Maps one native frame of the run's session to its chunks.
+    pub fn push(&mut self, frame: &Frame) -> Vec<UiChunk> {
+        let Some(muted) = &self.muted else { return self.map_frame(frame) };
+        let ends = muted.ends_at(frame);
         let _ = self.map_frame(frame);
-        if let FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { approval }, .. } = &frame.body
-            && approval.id == until
-        {
-            self.muted_until = None;
-            self.waiting = self.waiting_after_mute.take();
+        if ends {
+            self.waiting = self.muted.take().and_then(|muted| muted.waiting);
         }
-        (Vec::new(), false)
+        Vec::new()
     }
 
-    fn map_frame(&mut self, frame: &Frame) -> (Vec<UiChunk>, bool) {
+    fn map_frame(&mut self, frame: &Frame) -> Vec<UiChunk> {
         let mut out = Vec::new();
         if self.finished {
-            return (out, false);
+            return out;
         }
         let (message_index, event) = match &frame.body {
             FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id && !self.started => {
                 self.started = true;
                 out.push(UiChunk::Start { message_id: self.run_id.to_string() });
-                return (out, false);
+                return out;
             }
             FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
                 (message_index.unwrap_or(0), event)
             }
-            _ => return (out, false),
+            _ => return out,
         };
-        let failed = match event {
+        match event {
             AgentEvent::TurnStart {} => {
                 self.open_step(&mut out);
-                false
             }
             AgentEvent::MessageUpdate { assistant_message_event } => {
                 self.delta(message_index, assistant_message_event, &mut out);
-                false
             }
             AgentEvent::MessageEnd { message: Message::Assistant { content, .. } } => {
                 self.close_part(&mut out);
@@ -481,15 +450,12 @@ impl AiSdkStream {
                         self.input_available(id, name, arguments, &mut out);
                     }
                 }
-                false
             }
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
                 self.input_available(tool_call_id, tool_name, args, &mut out);
-                false
             }
             AgentEvent::ApprovalRequested { approval } => {
                 self.ask(approval, &mut out);
-                false
             }
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
                 if self.waiting.as_ref() == Some(approval_id) {
@@ -502,7 +468,6 @@ impl AiSdkStream {
                 {
                     out.push(UiChunk::ToolOutputDenied { tool_call_id: call.clone() });
                 }
-                false
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, result, is_error, .. } => {
                 self.release(tool_call_id, &mut out);
@@ -517,32 +482,24 @@ impl AiSdkStream {
                         },
                     });
                 }
-                false
             }
             AgentEvent::TurnEnd {} => {
                 self.close_step(&mut out);
-                false
             }
-            AgentEvent::AgentEnd { status, .. } => {
+            AgentEvent::AgentEnd { status, error, .. } => {
                 self.release_all(&mut out);
                 self.close_step(&mut out);
                 self.finished = true;
                 self.waiting = None;
-                match RunStatus::parse(status) {
-                    Some(RunStatus::Completed) => {
-                        out.push(UiChunk::Finish { finish_reason: FinishReason::Stop });
-                        false
-                    }
-                    Some(status @ RunStatus::Cancelled) => {
-                        out.push(UiChunk::cancelled(status));
-                        false
-                    }
-                    _ => true,
-                }
+                out.push(match RunStatus::parse(status) {
+                    Some(RunStatus::Completed) => UiChunk::Finish { finish_reason: FinishReason::Stop },
+                    Some(status @ RunStatus::Cancelled) => UiChunk::cancelled(status),
+                    _ => UiChunk::failed(error.as_ref()),
+                });
             }
-            _ => false,
-        };
-        (out, failed)
+            _ => {}
+        }
+        out
     }
 
     fn open_step(&mut self, out: &mut Vec<UiChunk>) {
@@ -585,13 +542,13 @@ impl AiSdkStream {
     fn delta(&mut self, index: u64, delta: &StreamDelta, out: &mut Vec<UiChunk>) {
         match delta {
             StreamDelta::TextDelta { content_index, offset, delta } => {
-                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
                 let id = part_id("txt", index, *content_index);
                 self.open_part(Open::Text(id.clone()), out);
                 out.push(UiChunk::TextDelta { id, delta });
             }
             StreamDelta::ThinkingDelta { content_index, offset, delta } => {
-                let Some(delta) = self.unsent((index, *content_index), *offset, delta) else { return };
+                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
                 let id = part_id("rsn", index, *content_index);
                 self.open_part(Open::Reasoning(id.clone()), out);
                 out.push(UiChunk::ReasoningDelta { id, delta });
@@ -716,8 +673,8 @@ impl FormMapper for AiSdkStream {
     type Out = Step;
 
     fn map(&mut self, frame: &Frame) -> Step {
-        let (chunks, failed) = self.push(frame);
-        Step { bytes: encode(&chunks), failed, waiting: self.waiting(), finished: self.finished }
+        let chunks = self.push(frame);
+        Step { bytes: encode(&chunks), waiting: self.waiting(), finished: self.finished }
     }
 }
 
@@ -830,7 +787,7 @@ mod tests {
     }
 
     fn map_all(fold: &mut AiSdkStream, frames: &[Frame]) -> Vec<UiChunk> {
-        frames.iter().flat_map(|f| fold.push(f).0).collect()
+        frames.iter().flat_map(|f| fold.push(f)).collect()
     }
 
     #[test]
@@ -1002,11 +959,11 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_run_asks_for_its_stored_error_and_other_runs_map_to_nothing() {
+    fn a_failed_run_ends_with_the_error_its_agent_end_carries_and_other_runs_map_to_nothing() {
         let other: RunId = "run_01jd0000000000000000000009".parse().expect("valid id");
         let mut fold = AiSdkStream::new(run_id());
         let before = frame(1, ev(None, AgentEvent::TurnStart {}));
-        assert_eq!(fold.push(&before), (vec![], false), "before run.accepted");
+        assert_eq!(fold.push(&before), vec![], "before run.accepted");
         fold.push(&frame(2, FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() }));
         let theirs = FrameBody::LoopEvent {
             run_id: other,
@@ -1014,14 +971,13 @@ mod tests {
             message_id: None,
             event: AgentEvent::TurnStart {},
         };
-        assert_eq!(fold.push(&frame(3, theirs)), (vec![], false));
-        let end =
-            frame(4, ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: None }));
-        assert_eq!(fold.push(&end), (vec![], true));
-        assert!(fold.finished());
+        assert_eq!(fold.push(&frame(3, theirs)), vec![]);
         let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+        let end = AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: Some(error) };
+        let chunks = fold.push(&frame(4, ev(None, end)));
+        assert!(fold.finished());
         assert_eq!(
-            std::str::from_utf8(&UiChunk::failed(Some(&error)).to_sse()).expect("utf-8"),
+            std::str::from_utf8(&encode(&chunks)).expect("utf-8"),
             "data: {\"type\":\"error\",\"errorText\":\"the provider went away\"}\n\n"
         );
     }

@@ -9,11 +9,29 @@
 pub mod ag_ui;
 pub mod ai_sdk;
 pub mod opencode;
+pub mod run_fold;
 pub mod run_stream;
 pub mod shared;
 pub mod ws_hub;
 
 use spool_protocol::{Approval, ApprovalKind};
+use std::sync::Arc;
+
+/// The encode-once forms of the run-following dialects ([`shared::Forms`]): one set per
+/// server, held in its application state, so two servers in one process (tests, a
+/// cluster's nodes) share no fold.
+#[derive(Default)]
+pub struct RunForms {
+    pub run_stream: shared::Forms<run_stream::RunForm, run_stream::RunStream>,
+    pub ai_sdk: shared::Forms<ai_sdk::AiSdkForm, ai_sdk::AiSdkStream>,
+    pub ag_ui: shared::Forms<ag_ui::AgUiForm, ag_ui::AgUiStream>,
+}
+
+impl RunForms {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+}
 
 /// The `question` tool's name. Its calls are the person's to answer: the AI SDK shows
 /// one as a call of a tool the client answers, AG-UI as a `question` interrupt.

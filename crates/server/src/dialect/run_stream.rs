@@ -36,7 +36,7 @@
 //! | `tool_execution_end`                            | `tool_finished {callId, tool, status, summary}` |
 //! | `approval_requested`                            | `interrupt {interruptId, payload}` |
 //! | `agent_end` completed, then the next `session.state` | `done {messageId}` (the state names the stored message) |
-//! | `agent_end` failed / cancelled                  | `error {code, message}` from the stored run ([`Mapped::Failed`]) |
+//! | `agent_end` failed / cancelled                  | `error {code, message}` that `agent_end` carries |
 //!
 //! Everything else (thinking, tool-call argument deltas, timings, titles, other runs)
 //! maps to nothing. That includes `tool_execution_update` on purpose: seed 003's run
@@ -137,12 +137,6 @@ impl RunEvent {
         serde_json::to_value(self).expect("run events are plain data and always serialize")
     }
 
-    /// The `error` event `sequence` of a run that settled with `status` (failed or
-    /// cancelled), from its stored error.
-    pub fn error(run_id: RunId, sequence: u64, status: RunStatus, error: Option<&RunError>) -> Self {
-        Self { body: error_body(status, error), run_id, sequence }
-    }
-
     /// The SSE event of seed 003: `event: <type>` and `data: <json>`, with the sequence
     /// as its `id` so an `EventSource` re-attaching to `GET /api/runs/:id/events` sends
     /// it back as `Last-Event-ID`.
@@ -153,25 +147,12 @@ impl RunEvent {
     }
 }
 
-/// What one native frame gives.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Mapped {
-    Event(RunEvent),
-    /// The run settled as failed or cancelled. The frames do not carry the run's error,
-    /// the stored run does: [`RunEvent::error`] makes the final event, numbered as the
-    /// `agent_end` that said so.
-    Failed,
-}
-
 /// What one native frame gives every subscriber of a run, mapped and encoded once (the
 /// run's shared form, see [`FormMapper`] below and `dialect/shared.rs`).
 #[derive(Debug)]
 pub struct Step {
     /// The run-stream event this frame is: its sequence and its SSE bytes.
     pub event: Option<(u64, Bytes)>,
-    /// The run ended failed or cancelled with the event of this sequence, whose error
-    /// only the stored run knows ([`RunEvent::error`]): each subscriber reads it, once.
-    pub failed: Option<u64>,
     /// After this frame the run waits for a person.
     pub waiting: bool,
     /// After this frame nothing more follows (`done` or `error`).
@@ -188,12 +169,8 @@ impl FormMapper for RunStream {
     type Out = Step;
 
     fn map(&mut self, frame: &Frame) -> Step {
-        let (event, failed) = match self.push(frame) {
-            None => (None, None),
-            Some(Mapped::Event(event)) => (Some((event.sequence, event.to_sse())), None),
-            Some(Mapped::Failed) => (None, Some(self.count.sequence())),
-        };
-        Step { event, failed, waiting: self.waiting.is_some(), finished: self.finished }
+        let event = self.push(frame).map(|event| (event.sequence, event.to_sse()));
+        Step { event, waiting: self.waiting.is_some(), finished: self.finished }
     }
 }
 
@@ -278,7 +255,7 @@ impl RunStream {
     }
 
     /// Maps one native frame of the run's session.
-    pub fn push(&mut self, frame: &Frame) -> Option<Mapped> {
+    pub fn push(&mut self, frame: &Frame) -> Option<RunEvent> {
         if self.finished {
             return None;
         }
@@ -325,16 +302,16 @@ impl RunStream {
                     self.waiting = Some(approval.id.clone());
                     interrupt(approval)
                 }
-                // Failed or cancelled: the error is the stored run's (see [`RunEvent::error`]).
-                AgentEvent::AgentEnd { .. } => {
+                // Failed or cancelled (a completed run's end is the `state` frame after it).
+                AgentEvent::AgentEnd { status, error, .. } => {
                     self.finished = true;
-                    return Some(Mapped::Failed);
+                    error_body(RunStatus::parse(status).unwrap_or(RunStatus::Failed), error.as_ref())
                 }
                 other => unreachable!("the run counter counts no {other:?}"),
             },
             other => unreachable!("the run counter counts no {other:?}"),
         };
-        Some(Mapped::Event(self.event(sequence, body)))
+        Some(self.event(sequence, body))
     }
 
     /// A fold for a run whose frames after the client's last event are no longer
@@ -749,14 +726,7 @@ mod tests {
     }
 
     fn map_all(fold: &mut RunStream, frames: &[Frame]) -> Vec<RunEvent> {
-        frames
-            .iter()
-            .filter_map(|f| match fold.push(f) {
-                Some(Mapped::Event(e)) => Some(e),
-                Some(Mapped::Failed) => panic!("unexpected failure at {}", f.seq),
-                None => None,
-            })
-            .collect()
+        frames.iter().filter_map(|f| fold.push(f)).collect()
     }
 
     #[test]
@@ -803,26 +773,28 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_run_ends_with_the_stored_error() {
+    fn a_failed_run_ends_with_the_error_its_agent_end_carries() {
         let mut fold = RunStream::new(run_id());
         let frames: Vec<Frame> = [
             FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
             ev(run_id(), Some(1), text_delta(0, "partial")),
-            ev(run_id(), None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: None }),
+            ev(
+                run_id(),
+                None,
+                AgentEvent::AgentEnd {
+                    status: "failed".into(),
+                    usage: Usage::default(),
+                    error: Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
+                },
+            ),
         ]
         .into_iter()
         .enumerate()
         .map(|(i, b)| frame(i as u64 + 1, b))
         .collect();
-        assert!(matches!(fold.push(&frames[0]), Some(Mapped::Event(_))));
-        assert!(matches!(fold.push(&frames[1]), Some(Mapped::Event(_))));
-        assert_eq!(fold.push(&frames[2]), Some(Mapped::Failed));
-        let stored = run(
-            RunStatus::Failed,
-            Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
-        );
+        assert!(fold.push(&frames[0]).is_some() && fold.push(&frames[1]).is_some());
+        let error = fold.push(&frames[2]).expect("the run's last event");
         assert!(fold.finished());
-        let error = RunEvent::error(run_id(), 3, stored.status, stored.error.as_ref());
         assert_json_snapshot!(error);
     }
 
@@ -910,7 +882,7 @@ mod tests {
         assert_json_snapshot!(events);
         // Live frames continue the run's numbering.
         let next = fold.push(&frame(90, ev(run_id(), Some(3), text_delta(13, "urned"))));
-        assert!(matches!(next, Some(Mapped::Event(RunEvent { sequence: 42, .. }))), "{next:?}");
+        assert!(matches!(next, Some(RunEvent { sequence: 42, .. })), "{next:?}");
     }
 
     #[test]

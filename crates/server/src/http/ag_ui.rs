@@ -39,6 +39,7 @@
 use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS, Reply};
 use super::openapi::{AgUiStreamEvent, WriteErrors};
 use super::sse;
+use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
 use crate::dialect::shared::{Follow, Forms};
 use crate::error::ApiError;
@@ -56,10 +57,12 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunId, RunStatus, SessionId, UserId};
+use spool_protocol::{
+    Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId,
+};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -343,8 +346,7 @@ async fn run_agent(
         feed,
         thread,
         opening: Some(opening),
-        engine: engine.clone(),
-        user,
+        forms: state.forms.clone(),
         keepalive: sse::heartbeat(state.config.heartbeat),
         guard,
     };
@@ -491,9 +493,6 @@ async fn from_snapshot(
     Ok(feed)
 }
 
-/// Every AG-UI stream's shared forms: one fold and one encoding per run and start.
-static FORMS: LazyLock<Forms<AgUiForm, AgUiStream>> = LazyLock::new(Forms::default);
-
 /// One stream in progress: the session subscription, its place in the run's shared
 /// form, and the bytes mapped but not yet sent.
 struct Feed {
@@ -503,6 +502,7 @@ struct Feed {
     ready: VecDeque<Bytes>,
     waiting: Option<Approval>,
     ended: Option<RunStatus>,
+    error: Option<RunError>,
     /// The subscription ended (the session closed, the connection was cut or fell
     /// behind): the body ends without `RUN_FINISHED`.
     cut: bool,
@@ -514,19 +514,23 @@ struct Feed {
 
 impl Feed {
     fn new(subscription: TypedSubscription, form: AgUiForm, fold: AgUiStream) -> Self {
-        let (waiting, ended) = (fold.waiting().cloned(), fold.ended());
+        let (waiting, ended, close) = (fold.waiting().cloned(), fold.ended(), fold.close());
+        let error = match close {
+            Some(Close::Failed(error)) => error,
+            _ => None,
+        };
         let run_id = fold.run_id().clone();
         let follow = Follow::new(form, fold);
         let ready = VecDeque::new();
-        Self { subscription, follow, run_id, ready, waiting, ended, cut: false, closed: false, continues: false }
+        Self { subscription, follow, run_id, ready, waiting, ended, error, cut: false, closed: false, continues: false }
     }
 
-    fn take(&mut self, frames: &[Arc<Frame>]) {
+    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<AgUiForm, AgUiStream>) {
         for frame in frames {
             if self.ended.is_some() {
                 return;
             }
-            let Ok(step) = self.follow.map(&FORMS, frame) else {
+            let Ok(step) = self.follow.map(forms, frame) else {
                 self.cut = true;
                 return;
             };
@@ -535,15 +539,16 @@ impl Feed {
             }
             self.waiting = step.waiting.clone();
             self.ended = step.ended;
+            self.error = step.error.clone();
         }
     }
 
     /// Queues the stream's last event: how the run ended, or the interrupt it waits at.
-    async fn close(&mut self, thread: &str, engine: &Engine, user: &UserId) {
+    fn close(&mut self, thread: &str) {
         let close = match (self.ended, self.waiting.take()) {
             (Some(RunStatus::Completed), _) => Close::Completed,
             (Some(RunStatus::Cancelled), _) => Close::Cancelled,
-            (Some(_), _) => Close::Failed(engine.run(user, &self.run_id).await.ok().and_then(|run| run.error)),
+            (Some(_), _) => Close::Failed(self.error.take()),
             (None, Some(approval)) => Close::Waiting(vec![approval]),
             // Not reached: a stream closes only once the run ended or waits.
             (None, None) => Close::Failed(None),
@@ -588,8 +593,7 @@ struct BodyState {
     feed: Feed,
     thread: String,
     opening: Option<Bytes>,
-    engine: Engine,
-    user: UserId,
+    forms: Arc<RunForms>,
     keepalive: Interval,
     guard: CancelOnDrop,
 }
@@ -608,7 +612,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
     if let Some(opening) = st.opening.take() {
         return Some(opening);
     }
-    let BodyState { feed, thread, engine, user, keepalive, guard, .. } = st;
+    let BodyState { feed, thread, forms, keepalive, guard, .. } = st;
     loop {
         if let Some(chunk) = feed.ready.pop_front() {
             keepalive.reset();
@@ -622,21 +626,21 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             return None;
         }
         if feed.ended.is_some() {
-            feed.close(thread.as_str(), engine, user).await;
+            feed.close(thread.as_str());
             continue;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames),
+            Some(Some(frames)) => feed.take(&frames, &forms.ag_ui),
             Some(None) => feed.cut = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
                 if feed.waiting.is_some() {
-                    feed.close(thread.as_str(), engine, user).await;
+                    feed.close(thread.as_str());
                     continue;
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames),
+                        Some(frames) => feed.take(&frames, &forms.ag_ui),
                         None => feed.cut = true,
                     },
                     _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),

@@ -34,6 +34,7 @@
 
 use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
 use super::sse;
+use crate::dialect::RunForms;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
 use crate::dialect::asks_for_input;
 use crate::dialect::shared::{Follow, Forms};
@@ -56,11 +57,10 @@ use spool_engine::{
 };
 use spool_protocol::api::Aborted;
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::sync::Arc;
 use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -319,7 +319,7 @@ async fn chat(
             }
         }
     };
-    Ok(watched(stream_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+    Ok(watched(stream_response(feed, &state), watch))
 }
 
 /// Prompts `session` and follows the run from its `run.accepted` (a retried request:
@@ -445,7 +445,7 @@ async fn reconnect(
     let run = engine.run(&user, &active.run_id).await?;
     let watch = engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach_from_start(engine, &user, run, connection).await?;
-    Ok(watched(stream_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+    Ok(watched(stream_response(feed, &state), watch))
 }
 
 /// `DELETE /api/ai-sdk/chat/:id/stream`: stops the chat's active run, as
@@ -550,15 +550,11 @@ async fn from_snapshot(
     Ok(feed)
 }
 
-/// Every AI SDK stream's shared forms: one fold and one encoding per run and start.
-static FORMS: LazyLock<Forms<AiSdkForm, AiSdkStream>> = LazyLock::new(Forms::default);
-
 /// One stream in progress: the session subscription, its place in the run's shared
 /// form, and the bytes mapped but not yet sent.
 struct Feed {
     subscription: TypedSubscription,
     follow: Follow<AiSdkForm, AiSdkStream>,
-    run_id: RunId,
     ready: VecDeque<Bytes>,
     waiting: bool,
     finished: bool,
@@ -572,27 +568,22 @@ struct Feed {
 impl Feed {
     fn new(subscription: TypedSubscription, form: AiSdkForm, fold: AiSdkStream, opening: Option<Bytes>) -> Self {
         let (waiting, finished) = (fold.waiting(), fold.finished());
-        let run_id = fold.run_id().clone();
         let follow = Follow::new(form, fold);
         let ready = opening.into_iter().collect();
-        Self { subscription, follow, run_id, ready, waiting, finished, ended: false, closed: false }
+        Self { subscription, follow, ready, waiting, finished, ended: false, closed: false }
     }
 
-    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<AiSdkForm, AiSdkStream>) {
         for frame in frames {
             if self.finished {
                 return;
             }
-            let Ok(step) = self.follow.map(&FORMS, frame) else {
+            let Ok(step) = self.follow.map(forms, frame) else {
                 self.ended = true;
                 return;
             };
             if !step.bytes.is_empty() {
                 self.ready.push_back(step.bytes.clone());
-            }
-            if step.failed {
-                let error = engine.run(user, &self.run_id).await.ok().and_then(|run| run.error);
-                self.ready.push_back(UiChunk::failed(error.as_ref()).to_sse());
             }
             self.waiting = step.waiting;
             self.finished = step.finished;
@@ -611,15 +602,15 @@ impl Feed {
 
 struct BodyState {
     feed: Feed,
-    engine: Engine,
-    user: UserId,
+    forms: Arc<RunForms>,
     keepalive: Interval,
 }
 
 /// The UI message stream response.
-fn stream_response(feed: Feed, engine: Engine, user: UserId, heartbeat: Duration) -> Response {
-    let keepalive = sse::heartbeat(heartbeat);
-    let body = futures::stream::unfold(BodyState { feed, engine, user, keepalive }, |mut st| async move {
+fn stream_response(feed: Feed, state: &AppState) -> Response {
+    let keepalive = sse::heartbeat(state.config.heartbeat);
+    let forms = state.forms.clone();
+    let body = futures::stream::unfold(BodyState { feed, forms, keepalive }, |mut st| async move {
         let chunk = next_chunk(&mut st).await?;
         Some((Ok::<_, Infallible>(chunk), st))
     });
@@ -632,7 +623,7 @@ fn stream_response(feed: Feed, engine: Engine, user: UserId, heartbeat: Duration
 
 /// The next bytes to write, or `None` when the stream is over.
 async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
-    let BodyState { feed, engine, user, keepalive } = st;
+    let BodyState { feed, forms, keepalive } = st;
     loop {
         if let Some(chunk) = feed.ready.pop_front() {
             keepalive.reset();
@@ -646,7 +637,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             continue;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames, engine, user).await,
+            Some(Some(frames)) => feed.take(&frames, &forms.ai_sdk),
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
@@ -656,7 +647,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames, engine, user).await,
+                        Some(frames) => feed.take(&frames, &forms.ai_sdk),
                         None => feed.ended = true,
                     },
                     _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),

@@ -14,7 +14,7 @@
 //!   have left the buffer, the subscription starts with a session snapshot instead: one
 //!   `snapshot` event (status, text so far, tool calls) at the run's current sequence,
 //!   then live.
-//! * Frames go through the run's shared form (`RUN_FORMS`): each is mapped and encoded
+//! * Frames go through the run's shared form (`AppState::forms`): each is mapped and encoded
 //!   once per run, and every stream of the run takes the same bytes from there.
 //! * The stream ends after `done` or `error`, and after an `interrupt` still waiting
 //!   once the stream has caught up with the live frames (so a replay through an
@@ -27,6 +27,7 @@
 use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use super::sse;
+use crate::dialect::RunForms;
 use crate::dialect::run_stream::{Numbering, RunEvent, RunForm, RunStream};
 use crate::dialect::shared::{Follow, Forms};
 use crate::error::ApiError;
@@ -47,11 +48,10 @@ use spool_engine::{
     PromptInput, RunAfter, RunFrom, TypedSubscription,
 };
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{ApprovalId, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId};
+use spool_protocol::{ApprovalId, ProjectId, Run, RunId, SessionId, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::sync::Arc;
 use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
@@ -158,7 +158,7 @@ async fn chat(
         let run = engine.run(&user, &accepted.run_id).await?;
         attach(engine, &user, run, RunAfter::Seq(0), connection).await?
     };
-    Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+    Ok(watched(run_response(feed, &state), watch))
 }
 
 /// `GET /api/runs/:id/events?after=N` (or `Last-Event-ID: N`, which wins, as on the
@@ -190,7 +190,7 @@ async fn events(
     let run = state.engine.run(&user, &id).await?;
     let watch = state.engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
-    Ok(watched(run_response(feed, state.engine.clone(), user, state.config.heartbeat), watch))
+    Ok(watched(run_response(feed, &state), watch))
 }
 
 /// Whether a request asked for an event stream (`Accept: text/event-stream`).
@@ -221,7 +221,7 @@ pub(crate) async fn resume_stream(
     let run = state.engine.run(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);
     let feed = attach(&state.engine, user, run, after, connection).await?;
-    Ok(run_response(feed, state.engine.clone(), user.clone(), state.config.heartbeat))
+    Ok(run_response(feed, state))
 }
 
 /// Follows `run` after the client's last event: from that event's frame while the
@@ -267,16 +267,11 @@ async fn attach(
     Ok(feed)
 }
 
-/// Every run stream's shared forms: one fold and one encoding per run, whatever the
-/// number of its subscribers (see `dialect/shared.rs`).
-static RUN_FORMS: LazyLock<Forms<RunForm, RunStream>> = LazyLock::new(Forms::default);
-
 /// One run stream in progress: the session subscription, its place in the run's shared
 /// form, and the events mapped but not yet sent.
 struct RunFeed {
     subscription: TypedSubscription,
     follow: Follow<RunForm, RunStream>,
-    run_id: RunId,
     /// Events to send, as `(sequence, SSE bytes)`: shared ones, and this stream's own
     /// (a snapshot and what follows it, a failed run's `error`).
     ready: VecDeque<(u64, Bytes)>,
@@ -294,9 +289,8 @@ struct RunFeed {
 impl RunFeed {
     fn new(subscription: TypedSubscription, form: RunForm, fold: RunStream, after: u64) -> Self {
         let (waiting, finished) = (fold.waiting().is_some(), fold.finished());
-        let run_id = fold.run_id().clone();
         let follow = Follow::new(form, fold);
-        Self { subscription, follow, run_id, ready: VecDeque::new(), after, waiting, finished, ended: false }
+        Self { subscription, follow, ready: VecDeque::new(), after, waiting, finished, ended: false }
     }
 
     /// Queues events this stream made itself.
@@ -304,33 +298,19 @@ impl RunFeed {
         self.ready.extend(events.into_iter().map(|e| (e.sequence, e.to_sse())));
     }
 
-    /// Maps a batch of native frames through the run's shared form. A failed run's
-    /// final event needs its stored error.
-    async fn take(&mut self, frames: &[Arc<Frame>], engine: &Engine, user: &UserId) {
+    /// Maps a batch of native frames through the run's shared form.
+    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<RunForm, RunStream>) {
         for frame in frames {
             if self.finished {
                 return;
             }
-            let Ok(step) = self.follow.map(&RUN_FORMS, frame) else {
+            let Ok(step) = self.follow.map(forms, frame) else {
                 // Behind the shared outputs with no fold of its own: like a slow client,
                 // it ends and comes back with its `after`.
                 self.ended = true;
                 return;
             };
             self.ready.extend(step.event.clone());
-            if let Some(sequence) = step.failed {
-                let event = match engine.run(user, &self.run_id).await {
-                    Ok(run) => RunEvent::error(self.run_id.clone(), sequence, run.status, run.error.as_ref()),
-                    Err(e) => {
-                        let error = RunError {
-                            code: e.code().into(),
-                            message: "the run ended; its outcome could not be read".into(),
-                        };
-                        RunEvent::error(self.run_id.clone(), sequence, RunStatus::Failed, Some(&error))
-                    }
-                };
-                self.extend([event]);
-            }
             self.waiting = step.waiting;
             self.finished = step.finished;
         }
@@ -372,15 +352,15 @@ const MAX_CHUNK: usize = 64 * 1024;
 
 struct BodyState {
     feed: RunFeed,
-    engine: Engine,
-    user: UserId,
+    forms: Arc<RunForms>,
     keepalive: Interval,
 }
 
 /// The SSE response of a run stream.
-fn run_response(feed: RunFeed, engine: Engine, user: UserId, heartbeat: Duration) -> Response {
-    let keepalive = sse::heartbeat(heartbeat);
-    let body = futures::stream::unfold(BodyState { feed, engine, user, keepalive }, |mut st| async move {
+fn run_response(feed: RunFeed, state: &AppState) -> Response {
+    let keepalive = sse::heartbeat(state.config.heartbeat);
+    let forms = state.forms.clone();
+    let body = futures::stream::unfold(BodyState { feed, forms, keepalive }, |mut st| async move {
         let chunk = next_chunk(&mut st).await?;
         Some((Ok::<_, Infallible>(chunk), st))
     });
@@ -389,7 +369,7 @@ fn run_response(feed: RunFeed, engine: Engine, user: UserId, heartbeat: Duration
 
 /// The next bytes to write, or `None` when the stream is over.
 async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
-    let BodyState { feed, engine, user, keepalive } = st;
+    let BodyState { feed, forms, keepalive } = st;
     loop {
         if let Some(chunk) = feed.next_chunk() {
             keepalive.reset();
@@ -399,7 +379,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
             return None;
         }
         match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames, engine, user).await,
+            Some(Some(frames)) => feed.take(&frames, &forms.run_stream),
             Some(None) => feed.ended = true,
             None => {
                 // Caught up with the live frames: a run waiting for a person ends here.
@@ -408,7 +388,7 @@ async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
                 }
                 tokio::select! {
                     item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames, engine, user).await,
+                        Some(frames) => feed.take(&frames, &forms.run_stream),
                         None => feed.ended = true,
                     },
                     _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
@@ -455,9 +435,10 @@ mod tests {
     use crate::extract::CurrentUser;
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
-    use spool_protocol::Decision;
     use spool_protocol::sse::Decoder;
+    use spool_protocol::{Decision, RunStatus};
     use std::sync::Arc;
+    use std::time::Duration;
 
     #[derive(Deserialize)]
     #[serde(rename_all = "lowercase")]
@@ -513,7 +494,7 @@ mod tests {
         let user = engine.local_user().clone();
         let path = dir.path().join("project");
         let project = engine.create_project(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
-        let state = AppState { engine: engine.clone(), config: crate::ServerConfig::default() };
+        let state = AppState::new(engine.clone(), crate::ServerConfig::default());
         let (routes, _) = router().split_for_parts();
         let app = routes.route("/api/runs/{id}/resume", axum::routing::post(resume)).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -180,7 +180,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("bound address");
         let shutdown = CancellationToken::new();
-        let state = AppState { engine: engine.clone(), config };
+        let state = AppState::new(engine.clone(), config);
         let task = tokio::spawn(spool_server::serve_state(listener, state, shutdown.clone()));
         let mut client = reqwest::Client::builder().no_proxy();
         if let Some(tls) = &options.tls {
