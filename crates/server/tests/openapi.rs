@@ -86,6 +86,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/question/{id}/reply"),
     ("POST", "/question/{id}/reject"),
     ("GET", "/event"),
+    ("GET", "/global/event"),
 ];
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];

@@ -767,3 +767,42 @@ async fn a_git_change_of_an_idle_session_is_session_diff_on_the_event_stream() {
     );
     drop(repo);
 }
+
+#[tokio::test]
+async fn a_prompts_model_as_seed_004s_string_or_the_sdks_object_picks_a_configured_model() {
+    // The default model is one no run here could reach; the scripted model is the other.
+    let unreachable = spool_model::OpenAiConfig::new("http://127.0.0.1:9/v1".to_owned(), None, "far-away");
+    let far = std::sync::Arc::new(spool_model::OpenAiModel::new(unreachable).expect("model"));
+    let models = spool_engine::Models::new(far).with(
+        std::sync::Arc::new(spool_model::ScriptedModel::new(Duration::ZERO)),
+        None,
+        false,
+    );
+    let options = TestOptions { models: Some(common::ModelsOverride(models)), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let dir = directory(&server, "models");
+    let model_of = async |session: &str| {
+        let (status, detail) = server.get(&format!("/api/sessions/{session}")).await;
+        assert_eq!(status, StatusCode::OK, "{detail}");
+        detail["model"].clone()
+    };
+    for (n, model) in
+        [json!("spool/scripted"), json!({ "providerID": "spool", "modelID": "scripted" })].into_iter().enumerate()
+    {
+        let session = create(&server, &dir, &format!("model {n}")).await;
+        let body = json!({ "parts": [{ "type": "text", "text": "echo: picked" }], "model": model });
+        let (status, reply) = server.post(&format!("/session/{session}/message"), body).await;
+        assert_eq!(status, StatusCode::OK, "{model}: {reply}");
+        assert_eq!(stored_text(&reply), "picked", "{model} ran on the scripted model");
+        assert_eq!(reply["info"]["modelID"], "scripted");
+        assert_eq!(model_of(&session).await, "scripted");
+    }
+    // A model Spool does not have (the client's own provider) is no error: it is ignored.
+    let session = create(&server, &dir, "unknown model").await;
+    let body = json!({ "parts": [{ "type": "text", "text": "echo: x" }], "model": "anthropic/claude-sonnet-4" });
+    let (status, reply) = server.post(&format!("/session/{session}/prompt_async"), body).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{reply}");
+    assert_ne!(model_of(&session).await, "anthropic/claude-sonnet-4");
+    let (status, _) = server.post(&format!("/session/{session}/abort"), json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+}

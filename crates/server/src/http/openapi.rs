@@ -276,6 +276,18 @@ impl PartialSchema for OpenCodeStreamEvent {
 impl ToSchema for OpenCodeStreamEvent {}
 
 // ---- error responses ----------------------------------------------------------------
+/// An event of OpenCode's `GET /global/event`: `data` is `{directory, payload}`, the
+/// payload an event of `GET /event`.
+pub struct OpenCodeGlobalEvent;
+
+impl PartialSchema for OpenCodeGlobalEvent {
+    fn schema() -> RefOr<Schema> {
+        sse_event("An OpenCode global event: `data` is `{directory, payload: {id, type, properties}}`", &[], None)
+    }
+}
+
+impl ToSchema for OpenCodeGlobalEvent {}
+
 //
 // Sets of error responses, named by the kind of route, for `responses(...)` in a
 // `#[utoipa::path]`. Each status is one the route's extractors or the engine can

@@ -101,11 +101,36 @@ pub(crate) struct PartInput {
     pub(crate) text: Option<String>,
 }
 
+/// A prompt's model: seed 004's string (`"provider/model"`, or a bare model name) or the
+/// SDK's `{providerID, modelID}`.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = opencode::ModelChoice)]
-pub(crate) struct ModelChoice {
-    #[serde(rename = "modelID")]
-    pub(crate) model_id: String,
+#[serde(untagged)]
+pub(crate) enum ModelChoice {
+    Name(String),
+    Ref {
+        #[serde(rename = "providerID")]
+        provider_id: Option<String>,
+        #[serde(rename = "modelID")]
+        model_id: String,
+    },
+}
+
+impl ModelChoice {
+    /// The configured model it names, if any: the whole name first (Spool's own names
+    /// may hold a `/`), then the model part after the provider.
+    pub(crate) fn configured<'a>(&self, models: impl IntoIterator<Item = &'a str> + Clone) -> Option<&'a str> {
+        let whole = match self {
+            ModelChoice::Name(name) => name.clone(),
+            ModelChoice::Ref { provider_id: Some(provider), model_id } => format!("{provider}/{model_id}"),
+            ModelChoice::Ref { provider_id: None, model_id } => model_id.clone(),
+        };
+        let model = match self {
+            ModelChoice::Name(name) => name.split_once('/').map_or(name.as_str(), |(_, model)| model),
+            ModelChoice::Ref { model_id, .. } => model_id,
+        };
+        [whole.as_str(), model].into_iter().find_map(|wanted| models.clone().into_iter().find(|m| *m == wanted))
+    }
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -151,6 +151,10 @@ pub struct MessagePath {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, ToSchema)]
 #[schema(as = opencode::Tokens)]
 pub struct Tokens {
+    /// Every token the step read and wrote: input, output (reasoning is counted in it)
+    /// and the cache's reads and writes. Seed 004 shows this as `prompt.total`; the SDK's
+    /// `StepFinishPart` has no `prompt`, its `tokens.total` says it.
+    pub total: u64,
     pub input: u64,
     pub output: u64,
     pub reasoning: u64,
@@ -167,6 +171,7 @@ pub struct Cache {
 impl From<spool_protocol::Usage> for Tokens {
     fn from(u: spool_protocol::Usage) -> Self {
         Tokens {
+            total: u.input + u.output + u.cache_read + u.cache_write,
             input: u.input,
             output: u.output,
             reasoning: u.reasoning,
@@ -224,6 +229,9 @@ pub struct Part {
 #[schema(as = opencode::PartKind)]
 #[serde(tag = "type")]
 pub enum PartKind {
+    /// No `snapshot`: OpenCode's is a tree of the working directory a client can revert
+    /// to, which Spool does not take (the SDK makes it optional). The project's git HEAD
+    /// would not be one: it leaves out every uncommitted change.
     #[serde(rename = "step-start")]
     StepStart {},
     #[serde(rename = "text")]
@@ -241,6 +249,7 @@ pub enum PartKind {
         tool: String,
         state: ToolState,
     },
+    /// No `snapshot`, as for `step-start`.
     #[serde(rename = "step-finish")]
     StepFinish { reason: String, cost: f64, tokens: Tokens },
 }
@@ -599,7 +608,9 @@ pub enum Event {
     },
 }
 
-/// An event with the `id` v2 requires.
+/// An event with the `id` v2 requires: the plain serialization the shared bodies are
+/// tested against.
+#[cfg(test)]
 #[derive(Serialize)]
 pub struct Envelope<'a> {
     pub id: &'a str,
@@ -617,6 +628,7 @@ impl Event {
 
     /// The SSE bytes of this event: one `data:` line, no `event:` field (seed 004:
     /// the type is in the JSON), no SSE `id` (there is nothing to resume from).
+    #[cfg(test)]
     pub fn to_sse(&self, id: &str) -> bytes::Bytes {
         let json = serde_json::to_string(&Envelope { id, event: self }).expect("OpenCode events are plain data");
         spool_protocol::sse::encode(None, None, &json)
@@ -634,4 +646,18 @@ pub fn sse_with_id(buf: &mut bytes::BytesMut, id: std::fmt::Arguments<'_>, body:
     buf.extend_from_slice(b"\",");
     buf.extend_from_slice(body);
     buf.extend_from_slice(b"\n\n");
+}
+
+/// The SSE bytes of a `/global/event` event: OpenCode's `GlobalEvent`, `{directory,
+/// payload}`, around the event's shared body and this connection's id.
+pub fn sse_global(buf: &mut bytes::BytesMut, directory: &str, id: std::fmt::Arguments<'_>, body: &[u8]) {
+    use std::fmt::Write as _;
+    buf.extend_from_slice(b"data: {\"directory\":");
+    buf.extend_from_slice(&serde_json::to_vec(directory).expect("a string is plain data"));
+    buf.extend_from_slice(b",\"payload\":{\"id\":\"");
+    // Writing into a BytesMut cannot fail.
+    let _ = buf.write_fmt(id);
+    buf.extend_from_slice(b"\",");
+    buf.extend_from_slice(body);
+    buf.extend_from_slice(b"}\n\n");
 }

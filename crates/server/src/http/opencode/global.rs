@@ -1,4 +1,7 @@
-//! The body of `GET /event`: every session of one directory, in OpenCode events.
+//! The body of `GET /event` (every session of one directory, in OpenCode events) and of
+//! `GET /global/event` (every session of every project of the user, each event wrapped
+//! as OpenCode's `GlobalEvent`: `{directory, payload}`; connection events such as
+//! `server.connected` under the directory `global`, as OpenCode's own server sends them).
 //!
 //! OpenCode's stream is global — one connection, all sessions, clients filter by
 //! `sessionID` — while Spool's are per session. So a connection *follows* sessions: it
@@ -46,7 +49,7 @@
 use super::marks::PromptMarks;
 use crate::dialect::opencode::mapper::{Announce, Mapper};
 use crate::dialect::opencode::records::{Scope, session_info};
-use crate::dialect::opencode::wire::{Event, SessionInfo, SessionTime, sse_with_id};
+use crate::dialect::opencode::wire::{Event, SessionInfo, SessionTime, sse_global, sse_with_id};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
@@ -67,6 +70,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Interval;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Which sessions a connection follows.
+pub enum Reach {
+    /// `GET /event`: one directory's; `project` is `None` while it is not a project.
+    Directory { path: String, project: Option<Project> },
+    /// `GET /global/event`: every project's of the user, events wrapped `{directory, payload}`.
+    All,
+}
+
+/// The `directory` of a global event that belongs to no session.
+const GLOBAL_DIRECTORY: &str = "global";
 
 /// OpenCode's heartbeat interval (`server.heartbeat`).
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -122,6 +136,8 @@ struct Feed {
     follow: Follow<FormKey, Mapper>,
     /// The last frame mapped: where following the session again resumes.
     cursor: Option<Cursor>,
+    /// On `/global/event`: the session's directory, wrapping each of its events.
+    directory: Option<String>,
 }
 
 impl Feed {
@@ -139,7 +155,9 @@ impl Feed {
 enum Step {
     /// Sessions to follow (the connect-time discovery), and what a reconnecting client
     /// missed of the others.
-    Discovered(Vec<SessionId>, Vec<Event>),
+    Discovered(Vec<SessionId>, Vec<(String, Vec<Event>)>),
+    /// Events of one directory (a deleted session's, on `/global/event`).
+    Push(String, Vec<Event>),
     /// A followed session, with the events of its first frame (the snapshot).
     Feed(Box<Feed>, Vec<Arc<Vec<Bytes>>>),
     /// Not followed after all (gone, another directory's, over a limit): forget it.
@@ -156,10 +174,12 @@ enum Step {
 pub struct GlobalStream {
     engine: Engine,
     user: UserId,
-    /// The directory's canonical path.
+    /// The directory's canonical path (empty on `/global/event`).
     directory: String,
     /// Its project; `None` until one is registered for the directory.
     project: Option<ProjectId>,
+    /// `/global/event`: every project of the user, wrapped events.
+    all: bool,
     options: Options,
     /// Cancelled when the connection is dropped; feeds get children of it.
     connection: CancellationToken,
@@ -194,8 +214,7 @@ impl GlobalStream {
     pub fn new(
         engine: Engine,
         user: UserId,
-        directory: String,
-        project: Option<Project>,
+        reach: Reach,
         connection: CancellationToken,
         marks: PromptMarks,
         options: Options,
@@ -211,13 +230,18 @@ impl GlobalStream {
         .boxed();
         let heartbeat = crate::http::sse::heartbeat(options.heartbeat);
         let stream_id = StreamId::new();
+        let (directory, project, all) = match reach {
+            Reach::Directory { path, project } => (path, project.map(|p| p.id), false),
+            Reach::All => (String::new(), None, true),
+        };
         let mut this = GlobalStream {
             killed: Box::pin(connection.clone().cancelled_owned()),
             closing: Box::pin(engine.lists().closed().cancelled_owned()),
             engine,
             user,
             directory,
-            project: project.map(|p| p.id),
+            project,
+            all,
             options,
             connection,
             changes,
@@ -242,87 +266,66 @@ impl GlobalStream {
         this
     }
 
-    /// Queues mapped events from their shared bodies, each with this connection's id.
-    fn push_shared(&mut self, batches: &[Arc<Vec<Bytes>>]) {
+    /// Queues mapped events from their shared bodies, each with this connection's id;
+    /// on `/global/event` wrapped with `directory`. Ids are the time they are sent (13
+    /// digits of ms, so a client's `Last-Event-ID` says when it last heard from us), this
+    /// connection's tag and a counter (ids of one connection ascend).
+    fn push_shared(&mut self, directory: Option<&str>, batches: &[Arc<Vec<Bytes>>]) {
         let mut buf = BytesMut::new();
         // One clock read per batch: the events of a batch are sent together.
         let ms = now_ms();
         for body in batches.iter().flat_map(|b| b.iter()) {
             self.counter += 1;
-            sse_with_id(&mut buf, format_args!("evt_{ms:013}{}{:08}", self.tag, self.counter), body);
+            let id = format_args!("evt_{ms:013}{}{:08}", self.tag, self.counter);
+            match directory {
+                Some(directory) => sse_global(&mut buf, directory, id, body),
+                None => sse_with_id(&mut buf, id, body),
+            }
         }
         if !buf.is_empty() {
             self.queue.push_back(buf.freeze());
         }
     }
 
+    /// Queues events of the connection itself (on `/global/event`, of no directory).
     fn push(&mut self, events: &[Event]) {
-        if events.is_empty() {
-            return;
-        }
-        let mut buf = BytesMut::new();
-        for event in events {
-            let id = self.next_id();
-            buf.extend_from_slice(&event.to_sse(&id));
-        }
-        self.queue.push_back(buf.freeze());
+        self.push_in(GLOBAL_DIRECTORY, events);
     }
 
-    /// The next event's id: the time it is sent (13 digits of ms, so a client's
-    /// `Last-Event-ID` says when it last heard from us), this connection's tag and a
-    /// counter (ids of one connection ascend).
-    fn next_id(&mut self) -> String {
-        self.counter += 1;
-        format!("evt_{:013}{}{:08}", now_ms(), self.tag, self.counter)
-    }
-
-    fn scope(&self, session_id: SessionId) -> Scope {
-        Scope { session_id, directory: self.directory.clone(), default_model: self.engine.model_name() }
+    /// Queues events of `directory` (which only `/global/event` names).
+    fn push_in(&mut self, directory: &str, events: &[Event]) {
+        let bodies = Arc::new(events.iter().map(Event::shared_body).collect());
+        self.push_shared(self.all.then_some(directory), &[bodies]);
     }
 
     /// Finds the sessions to follow at connect (and after missing changes).
     fn discover(&mut self) {
-        let Some(project) = self.project.clone() else { return };
+        let one = match (&self.project, self.all) {
+            (Some(project), false) => Some((project.clone(), self.directory.clone())),
+            (None, false) => return,
+            (_, true) => None,
+        };
         let (engine, user) = (self.engine.clone(), self.user.clone());
-        let (since, directory, model) = (self.since, self.directory.clone(), self.engine.model_name());
+        let (since, model) = (self.since, self.engine.model_name());
         self.tasks.push(
             async move {
-                let sessions = match engine.list_sessions(&user, &project, false).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "opencode /event: could not list sessions");
-                        return Step::Discovered(Vec::new(), Vec::new());
-                    }
+                let projects = match one {
+                    Some(one) => vec![one],
+                    None => match engine.list_projects(&user).await {
+                        Ok(projects) => projects.into_iter().map(|p| (p.id, p.path)).collect(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "opencode /global/event: could not list projects");
+                            Vec::new()
+                        }
+                    },
                 };
-                let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
-                    Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
-                        HashSet::new()
+                let (mut active, mut missed) = (Vec::new(), Vec::new());
+                for (project, directory) in projects {
+                    let (found, told) = discover_in(&engine, &user, &project, &directory, since, &model).await;
+                    active.extend(found);
+                    if !told.is_empty() {
+                        missed.push((directory, told));
                     }
-                };
-                let active: Vec<SessionId> = sessions
-                    .into_iter()
-                    .filter(|s| s.status == SessionStatus::Busy || waiting.contains(&s.session.id))
-                    .map(|s| s.session.id)
-                    .collect();
-                let Some(since) = since else { return Step::Discovered(active, Vec::new()) };
-                // Back after a drop: the runs that ended while it was away.
-                let ended = match engine.sessions_ended_after(&user, &project, since, MISSED_SESSIONS).await {
-                    Ok(ended) => ended,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "opencode /event: could not list the runs that ended");
-                        Vec::new()
-                    }
-                };
-                let mut missed = Vec::new();
-                for id in ended.into_iter().filter(|id| !active.contains(id)) {
-                    let Ok(detail) = engine.session(&user, &id).await else { continue };
-                    if detail.state.active_run.is_some() {
-                        continue;
-                    }
-                    let scope = Scope { session_id: id, directory: directory.clone(), default_model: model.clone() };
-                    missed.extend(Mapper::new(scope).missed(&detail.state, since, now_ms()));
                 }
                 Step::Discovered(active, missed)
             }
@@ -336,24 +339,39 @@ impl GlobalStream {
         if !self.followed.insert(session.clone()) {
             return;
         }
-        let Some(project) = self.project.clone() else { return };
-        let (engine, user) = (self.engine.clone(), self.user.clone());
-        let kill = self.connection.child_token();
-        let (mapper, left_at) = match self.quiet.remove(&session) {
-            Some((mapper, cursor)) => (mapper, Some(cursor)),
-            None => {
-                let fresh = Mapper::new(self.scope(session.clone()))
-                    .legacy_deltas(self.options.legacy_deltas)
-                    .since(self.since);
-                (fresh.announce(announce), None)
-            }
+        // On `/event` only the directory's project; on `/global/event` any of the user's.
+        let only = match (&self.project, self.all) {
+            (Some(project), false) => Some((project.clone(), self.directory.clone())),
+            (None, false) => return,
+            (_, true) => None,
         };
+        let (engine, user, all) = (self.engine.clone(), self.user.clone(), self.all);
+        let kill = self.connection.child_token();
+        let reused = self.quiet.remove(&session);
+        let (legacy, since, model) = (self.options.legacy_deltas, self.since, self.engine.model_name());
         let marked = self.marks.get(&session);
         self.tasks.push(
             async move {
-                let stream_id = match engine.session(&user, &session).await {
-                    Ok(detail) if detail.session.project_id == project => detail.stream_id,
-                    _ => return Step::Forget(session),
+                let detail = match engine.session(&user, &session).await {
+                    Ok(detail) => detail,
+                    Err(_) => return Step::Forget(session),
+                };
+                let directory = match only {
+                    Some((project, directory)) if detail.session.project_id == project => directory,
+                    Some(_) => return Step::Forget(session),
+                    None => match engine.project(&user, &detail.session.project_id).await {
+                        Ok(project) => project.path,
+                        Err(_) => return Step::Forget(session),
+                    },
+                };
+                let stream_id = detail.stream_id;
+                let (mapper, left_at) = match reused {
+                    Some((mapper, cursor)) => (mapper, Some(cursor)),
+                    None => {
+                        let scope =
+                            Scope { session_id: session.clone(), directory: directory.clone(), default_model: model };
+                        (Mapper::new(scope).legacy_deltas(legacy).since(since).announce(announce), None)
+                    }
                 };
                 // A cursor of another instance (the session was reloaded) means a snapshot.
                 let cursor = [left_at, marked].into_iter().flatten().find(|c| c.stream_id == stream_id);
@@ -378,7 +396,8 @@ impl GlobalStream {
                 };
                 let key = (mapper.legacy(), mapper.directory().to_owned());
                 let follow = Follow::new(key, mapper.run_start(start));
-                let mut feed = Feed { session, subscription, follow, cursor: None };
+                let directory = all.then_some(directory);
+                let mut feed = Feed { session, subscription, follow, cursor: None, directory };
                 match frames.iter().map(|f| feed.map(f)).collect() {
                     Ok(events) => Step::Feed(Box::new(feed), events),
                     Err(Behind) => Step::Cut,
@@ -389,6 +408,9 @@ impl GlobalStream {
     }
 
     fn on_change(&mut self, change: Change) {
+        if self.all {
+            return self.on_any_change(change);
+        }
         let Some(ours) = self.project.clone() else {
             return self.watch_for_project(change);
         };
@@ -400,20 +422,37 @@ impl GlobalStream {
                 let known = known.and_then(|f| f.follow.peek(|m| m.and_then(|m| m.session().cloned())));
                 let info = match known {
                     Some(s) => session_info(&s, &self.directory),
-                    None => SessionInfo {
-                        id: session.to_string(),
-                        slug: session.to_string(),
-                        project_id: project.to_string(),
-                        directory: self.directory.clone(),
-                        title: String::new(),
-                        version: env!("CARGO_PKG_VERSION"),
-                        time: SessionTime { created: 0, updated: 0, archived: None },
-                        permission: Vec::new(),
-                    },
+                    None => deleted_info(&session, &project, &self.directory),
                 };
                 self.push(&[Event::SessionDeleted { session_id: session.to_string(), info }]);
             }
             _ => {}
+        }
+    }
+
+    /// On `/global/event`: a change of any project (following checks it is the user's).
+    fn on_any_change(&mut self, change: Change) {
+        match change {
+            Change::SessionCreated { session, .. } => self.follow(session, Announce::Created),
+            Change::SessionChanged { session, .. } => self.follow(session, Announce::Updated),
+            Change::SessionDeleted { session, project } => {
+                let known = self.feeds.iter().find(|f| f.session == session);
+                let known = known.and_then(|f| f.follow.peek(|m| m.and_then(|m| m.session().cloned())));
+                let (engine, user) = (self.engine.clone(), self.user.clone());
+                self.tasks.push(
+                    async move {
+                        let Ok(project) = engine.project(&user, &project).await else { return Step::Ignore };
+                        let info = match known {
+                            Some(s) => session_info(&s, &project.path),
+                            None => deleted_info(&session, &project.id, &project.path),
+                        };
+                        let deleted = Event::SessionDeleted { session_id: session.to_string(), info };
+                        Step::Push(project.path, vec![deleted])
+                    }
+                    .boxed(),
+                );
+            }
+            Change::ProjectChanged { .. } => {}
         }
     }
 
@@ -441,11 +480,14 @@ impl GlobalStream {
     fn on_step(&mut self, step: Step, cx: &mut Context<'_>) {
         match step {
             Step::Discovered(sessions, missed) => {
-                self.push(&missed);
+                for (directory, events) in missed {
+                    self.push_in(&directory, &events);
+                }
                 sessions.into_iter().for_each(|s| self.follow(s, Announce::Nothing));
             }
+            Step::Push(directory, events) => self.push_in(&directory, &events),
             Step::Feed(feed, events) => {
-                self.push_shared(&events);
+                self.push_shared(feed.directory.as_deref(), &events);
                 let quiet = !feed.is_active();
                 self.feeds.push(*feed);
                 if quiet {
@@ -473,7 +515,10 @@ impl GlobalStream {
     fn map_chunk(&mut self, at: usize, frames: &[Arc<Frame>]) {
         let feed = &mut self.feeds[at];
         match frames.iter().map(|frame| feed.map(frame)).collect::<Result<Vec<_>, _>>() {
-            Ok(events) => self.push_shared(&events),
+            Ok(events) => {
+                let directory = feed.directory.clone();
+                self.push_shared(directory.as_deref(), &events);
+            }
             Err(Behind) => self.ended = true,
         }
     }
@@ -554,6 +599,70 @@ impl GlobalStream {
             .boxed(),
         );
     }
+}
+
+/// A deleted session this connection never followed: what is left to say of it.
+fn deleted_info(session: &SessionId, project: &ProjectId, directory: &str) -> SessionInfo {
+    SessionInfo {
+        id: session.to_string(),
+        slug: session.to_string(),
+        project_id: project.to_string(),
+        directory: directory.to_owned(),
+        title: String::new(),
+        version: env!("CARGO_PKG_VERSION"),
+        time: SessionTime { created: 0, updated: 0, archived: None },
+        permission: Vec::new(),
+    }
+}
+
+/// One project's sessions to follow at connect — the busy ones and those with a pending
+/// permission — and, for a client back after a drop (`since`), what it missed of the
+/// runs that ended while it was away.
+async fn discover_in(
+    engine: &Engine,
+    user: &UserId,
+    project: &ProjectId,
+    directory: &str,
+    since: Option<Millis>,
+    model: &str,
+) -> (Vec<SessionId>, Vec<Event>) {
+    let sessions = match engine.list_sessions(user, project, false).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "opencode /event: could not list sessions");
+            return (Vec::new(), Vec::new());
+        }
+    };
+    let waiting: HashSet<SessionId> = match engine.pending_approvals_of(user).await {
+        Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
+            HashSet::new()
+        }
+    };
+    let active: Vec<SessionId> = sessions
+        .into_iter()
+        .filter(|s| s.status == SessionStatus::Busy || waiting.contains(&s.session.id))
+        .map(|s| s.session.id)
+        .collect();
+    let Some(since) = since else { return (active, Vec::new()) };
+    let ended = match engine.sessions_ended_after(user, project, since, MISSED_SESSIONS).await {
+        Ok(ended) => ended,
+        Err(e) => {
+            tracing::warn!(error = %e, "opencode /event: could not list the runs that ended");
+            Vec::new()
+        }
+    };
+    let mut missed = Vec::new();
+    for id in ended.into_iter().filter(|id| !active.contains(id)) {
+        let Ok(detail) = engine.session(user, &id).await else { continue };
+        if detail.state.active_run.is_some() {
+            continue;
+        }
+        let scope = Scope { session_id: id, directory: directory.to_owned(), default_model: model.to_owned() };
+        missed.extend(Mapper::new(scope).missed(&detail.state, since, now_ms()));
+    }
+    (active, missed)
 }
 
 impl Stream for GlobalStream {

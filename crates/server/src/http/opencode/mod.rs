@@ -17,6 +17,7 @@
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
 //! | `GET /question`, `POST /question/:id/reply {answers}`, `POST /question/:id/reject` | the agent's pending questions / answer or dismiss one (`questions.rs`) |
 //! | `GET /event?deltas=legacy` | the directory's events (see `global.rs`) |
+//! | `GET /global/event?deltas=legacy` | the events of every project of the user, each `{directory, payload}` (see `global.rs`) |
 //!
 //! A prompt while a run is going waits in the session's queue (Spool's own, the one
 //! `queue: true` uses) and runs when the runs before it have settled, as OpenCode
@@ -25,16 +26,18 @@
 //! What differs from OpenCode, deliberately: only text parts can be prompted (file,
 //! agent and subtask parts are a 400), `noReply` and child sessions (`parentID`) are a
 //! 400, each queued prompt is a run of its own (OpenCode answers all prompts waiting in
-//! one step), and `model` switches the session's model only when it names a configured model
-//! (other values are ignored: a client's default provider must not break it). A prompt's
+//! one step), and `model` (seed 004's `"provider/model"` string or the SDK's
+//! `{providerID, modelID}`) switches the session's model only when it names a configured
+//! model, by its whole name or the part after the provider; other values are ignored: a
+//! client sends its own default provider's model, which must not break it. A prompt's
 //! `messageID` becomes its `requestId`, so a retried prompt runs once. Errors carry both
 //! Spool's `{error: {code, message}}` and OpenCode's `{name, data: {message}}`. A
 //! directory becomes a project only through a write (`POST /session`), never by being
 //! read, and only under the user's project roots; writes need a JSON body and are
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
-use super::openapi::OpenCodeStreamEvent;
 use super::openapi::{OpenCodeDecisionErrors, OpenCodeErrors};
+use super::openapi::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use super::sse;
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
@@ -95,6 +98,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(questions::reply))
         .routes(routes!(questions::reject))
         .routes(routes!(events))
+        .routes(routes!(global_events))
         .layer(Extension(PromptMarks::default()))
         .layer(axum::middleware::map_response(opencode_errors))
 }
@@ -404,11 +408,11 @@ async fn start(
 ) -> Result<Submitted, ApiError> {
     let (text, body) = PromptBody::read(bytes)?;
     let detail = engine.session(user, id).await?;
-    if let Some(choice) = body.model
-        && engine.models().iter().any(|m| m.name == choice.model_id)
-        && detail.session.model.as_deref() != Some(choice.model_id.as_str())
+    let models = engine.models();
+    if let Some(model) = body.model.as_ref().and_then(|m| m.configured(models.iter().map(|m| m.name.as_str())))
+        && detail.session.model.as_deref() != Some(model)
     {
-        let patch = SessionPatch { model: Some(choice.model_id), ..SessionPatch::default() };
+        let patch = SessionPatch { model: Some(model.to_owned()), ..SessionPatch::default() };
         engine.update_session(user, id, patch).await?;
     }
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
@@ -683,11 +687,52 @@ async fn events(
     crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
     request_headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    let reach = global::Reach::Directory { path: dir.path, project: dir.project };
+    event_stream(&state, marks, dir.user, reach, &caller, connection, &query, &request_headers)
+}
+
+/// OpenCode's global stream: the events of every project of the user, each wrapped as
+/// `{directory, payload}` (`GlobalEvent`); `server.connected` and `server.heartbeat`
+/// under the directory `global`. It does not end on its own.
+#[utoipa::path(
+    get,
+    path = "/global/event",
+    tag = "opencode",
+    params(EventQuery),
+    responses(
+        (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = OpenCodeGlobalEvent),
+        OpenCodeErrors,
+    )
+)]
+async fn global_events(
+    State(state): State<AppState>,
+    Extension(marks): Extension<PromptMarks>,
+    caller: crate::extract::Caller,
+    ConnectionToken(connection): ConnectionToken,
+    crate::extract::QueryParams(query): crate::extract::QueryParams<EventQuery>,
+    request_headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let user = caller.user.clone();
+    event_stream(&state, marks, user, global::Reach::All, &caller, connection, &query, &request_headers)
+}
+
+/// The response of `/event` and `/global/event`.
+#[allow(clippy::too_many_arguments)]
+fn event_stream(
+    state: &AppState,
+    marks: PromptMarks,
+    user: UserId,
+    reach: global::Reach,
+    caller: &crate::extract::Caller,
+    connection: CancellationToken,
+    query: &EventQuery,
+    request_headers: &axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     // A reconnecting client's last event: it is told what it missed since (global.rs).
-    let since = sse::last_event_id(&request_headers).and_then(global::since_of);
+    let since = sse::last_event_id(request_headers).and_then(global::since_of);
     // Counted like a session stream for as long as the response is open (the sessions
     // it follows count too, each as a session stream).
-    let permit = state.engine.stream_permit(&dir.user)?;
+    let permit = state.engine.stream_permit(&user)?;
     // Closed with its connection when the credential is revoked.
     let watch = state.engine.auth().watch_credential(&caller.credential, connection.clone());
     let options = global::Options {
@@ -696,7 +741,7 @@ async fn events(
         heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
         since,
     };
-    let stream = GlobalStream::new(state.engine.clone(), dir.user, dir.path, dir.project, connection, marks, options);
+    let stream = GlobalStream::new(state.engine.clone(), user, reach, connection, marks, options);
     Ok(crate::revocation::watched(sse::response(sse::EVENT_STREAM, sse::holding(stream, permit)), watch))
 }
 
