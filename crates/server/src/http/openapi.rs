@@ -275,7 +275,6 @@ impl PartialSchema for OpenCodeStreamEvent {
 
 impl ToSchema for OpenCodeStreamEvent {}
 
-// ---- error responses ----------------------------------------------------------------
 /// An event of OpenCode's `GET /global/event`: `data` is `{directory, payload}`, the
 /// payload an event of `GET /event`.
 pub struct OpenCodeGlobalEvent;
@@ -288,6 +287,7 @@ impl PartialSchema for OpenCodeGlobalEvent {
 
 impl ToSchema for OpenCodeGlobalEvent {}
 
+// ---- error responses ----------------------------------------------------------------
 //
 // Sets of error responses, named by the kind of route, for `responses(...)` in a
 // `#[utoipa::path]`. Each status is one the route's extractors or the engine can
