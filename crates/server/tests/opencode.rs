@@ -806,3 +806,57 @@ async fn a_prompts_model_as_seed_004s_string_or_the_sdks_object_picks_a_configur
     let (status, _) = server.post(&format!("/session/{session}/abort"), json!({})).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn the_global_stream_carries_every_directorys_sessions_each_under_its_directory() {
+    let server =
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+    let (one, two) = (directory(&server, "one"), directory(&server, "two"));
+    // Busy before the connection opens: found at connect, in whichever project it is.
+    let early = create(&server, &one, "early").await;
+    prompt_async(&server, &early, "stream: 200").await;
+    let res = server.client.get(server.url("/global/event")).send().await.expect("open /global/event");
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    let mut seen: Vec<Value> = Vec::new();
+    let first = next_global(&mut stream, &mut seen).await;
+    assert_eq!(first["directory"], "global");
+    assert_eq!(first["payload"]["type"], "server.connected");
+    assert!(first["payload"]["id"].as_str().is_some_and(|id| id.starts_with("evt_")), "{first}");
+    let late = create(&server, &two, "late").await;
+    prompt_async(&server, &late, "echo: from two").await;
+    let idle = |seen: &[Value], s: &str| {
+        seen.iter().any(|e| e["payload"]["type"] == "session.idle" && e["payload"]["properties"]["sessionID"] == s)
+    };
+    while !(idle(&seen, &early) && idle(&seen, &late)) {
+        next_global(&mut stream, &mut seen).await;
+    }
+    for (session, dir) in [(&early, &one), (&late, &two)] {
+        let of = |e: &&Value| session_of(&e["payload"]) == Some(session.as_str());
+        let events: Vec<&Value> = seen.iter().filter(of).collect();
+        assert!(events.iter().all(|e| e["directory"] == dir.to_string_lossy().as_ref()), "{session}: {events:?}");
+        let list = messages(&server, session).await;
+        let payloads: Vec<Value> = events.iter().map(|e| e["payload"].clone()).collect();
+        let text = stored_text(&list[1]);
+        assert_eq!(deltas(&payloads, list[1]["info"]["id"].as_str().expect("id")), text);
+    }
+    // A deleted session is told under its directory too.
+    let (status, _) = server.delete(&format!("/session/{late}")).await;
+    assert_eq!(status, StatusCode::OK);
+    loop {
+        let e = next_global(&mut stream, &mut seen).await;
+        if e["payload"]["type"] == "session.deleted" {
+            assert_eq!(e["payload"]["properties"]["info"]["id"], late.as_str());
+            assert_eq!(e["directory"], two.to_string_lossy().as_ref());
+            break;
+        }
+    }
+}
+
+/// The next event of a `/global/event` stream, kept in `seen`.
+async fn next_global(stream: &mut SseStream, seen: &mut Vec<Value>) -> Value {
+    let e = stream.next_event_within(WAIT).await.expect("an event in time").expect("the stream goes on");
+    let json: Value = serde_json::from_str(&e.data).expect("JSON");
+    seen.push(json.clone());
+    json
+}
