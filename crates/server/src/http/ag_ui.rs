@@ -38,10 +38,11 @@
 
 use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS, Reply};
 use super::openapi::{AgUiStreamEvent, WriteErrors};
+use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
-use crate::dialect::shared::{Follow, Forms};
+use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
@@ -50,20 +51,13 @@ use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
-use spool_protocol::frame::{Frame, FrameBody};
+use spool_engine::{Engine, EngineError, PromptInput, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::{
     Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId,
 };
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::Arc;
-use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -328,29 +322,22 @@ async fn run_agent(
                 },
             };
             let mut feed = attach_after(engine, &user, &approval, connection).await?;
-            if feed.continues {
-                // Read after deciding: the decision as it was taken (a retry's first).
-                let decided = engine.approval(&user, &approval.id).await?;
-                feed.ready.push_front(ag_ui::resolved(&decided));
-            }
+            // The continuation opens with the decision. Read after deciding: the
+            // decision as it was taken (a retry's first).
+            let decided = engine.approval(&user, &approval.id).await?;
+            feed.push_front(ag_ui::resolved(&decided));
             feed
         }
     };
     // The state is read after subscribing: anything that changes it later comes as a
     // `STATE_DELTA` in the stream.
     let detail = engine.session(&user, &session).await?;
-    let opening = ag_ui::opening(&thread, &feed.run_id, ag_ui::state_of(&session, &detail.state));
-    let guard =
-        CancelOnDrop { engine: engine.clone(), user: user.clone(), session, run: feed.run_id.clone(), armed: true };
-    let body = BodyState {
-        feed,
-        thread,
-        opening: Some(opening),
-        forms: state.forms.clone(),
-        keepalive: sse::heartbeat(state.config.heartbeat),
-        guard,
-    };
-    Ok(watched(stream_response(body), watch))
+    let mut feed = feed;
+    let run = feed.dialect.run_id().clone();
+    feed.push_front(ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)));
+    feed.dialect.thread = thread;
+    feed.dialect.guard = Some(CancelOnDrop { engine: engine.clone(), user: user.clone(), session, run, armed: true });
+    Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM), watch))
 }
 
 /// Sets apart the abandoned interrupts (`cancelled`) whose approvals were settled
@@ -402,7 +389,7 @@ async fn prompt(
     let accepted = engine.prompt(user, session, input).await?;
     if accepted.created {
         let run = accepted.run_id;
-        return Ok(Feed::new(anchor.typed(), AgUiForm::Run(run.clone()), AgUiStream::new(run)));
+        return Ok(Feed::new(anchor.typed(), AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents::default()));
     }
     drop(anchor);
     let run = engine.run(user, &accepted.run_id).await?;
@@ -420,7 +407,9 @@ async fn attach_from_start(
     let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
-        RunFrom::Replay(_) => Ok(Feed::new(subscription, AgUiForm::Run(run.id.clone()), AgUiStream::new(run.id))),
+        RunFrom::Replay(_) => {
+            Ok(Feed::new(subscription, AgUiForm::Run(run.id.clone()), AgUiStream::new(run.id), AgUiEvents::default()))
+        }
         RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
     }
 }
@@ -445,24 +434,16 @@ async fn attach_after(
         // The engine knew where the interrupt was: the replay starts right after it.
         RunFrom::Replay(_) if start.after > 0 => {
             let form = AgUiForm::After(approval.id.clone());
-            let mut feed = Feed::new(subscription, form, AgUiStream::continuing(approval, waiting));
-            feed.continues = true;
-            Ok(feed)
+            Ok(Feed::new(subscription, form, AgUiStream::continuing(approval, waiting), AgUiEvents::default()))
         }
         // It did not (a restart in between): the replay starts at the run's start, and
         // the fold sends nothing up to the request.
         RunFrom::Replay(_) => {
             let form = AgUiForm::Muted(approval.id.clone());
-            let mut feed = Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting));
-            feed.continues = true;
-            Ok(feed)
+            Ok(Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting), AgUiEvents::default()))
         }
         // The frames are gone: what follows the interrupt drawn as the snapshot shows it.
-        RunFrom::Snapshot(_) => {
-            let mut feed = from_snapshot(engine, user, subscription, run, Some(approval)).await?;
-            feed.continues = true;
-            Ok(feed)
-        }
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, Some(approval)).await,
     }
 }
 
@@ -475,76 +456,57 @@ async fn from_snapshot(
     run: Run,
     after: Option<&Approval>,
 ) -> Result<Feed, ApiError> {
-    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
-    let FrameBody::Snapshot { state } = &snapshot.body else {
-        return Err(ApiError::not_found("run"));
-    };
-    // Read after the snapshot: once the snapshot shows the run settled, this is final.
-    let run = engine.run(user, &run.id).await?;
-    let messages = if run.user_message_index >= state.first_index {
-        state.messages.clone()
-    } else {
-        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
-        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
-    };
-    let (fold, events) = AgUiStream::from_snapshot(&run, state, &messages, after);
-    let mut feed = Feed::new(subscription, AgUiForm::Alone(crate::dialect::shared::alone()), fold);
-    feed.ready.extend(events.iter().map(ag_ui::AgUiEvent::to_sse));
+    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
+    let (fold, events) = AgUiStream::from_snapshot(&from.run, from.state(), &from.messages, after);
+    let mut feed =
+        Feed::new(subscription, AgUiForm::Alone(crate::dialect::shared::alone()), fold, AgUiEvents::default());
+    for event in &events {
+        feed.push(None, event.to_sse());
+    }
     Ok(feed)
 }
 
-/// One stream in progress: the session subscription, its place in the run's shared
-/// form, and the bytes mapped but not yet sent.
-struct Feed {
-    subscription: TypedSubscription,
-    follow: Follow<AgUiForm, AgUiStream>,
-    run_id: RunId,
-    ready: VecDeque<Bytes>,
+/// AG-UI as a [`RunDialect`]: the run's events, and last `RUN_FINISHED` with its
+/// outcome (the interrupt it waits at) or `RUN_ERROR`.
+#[derive(Default)]
+struct AgUiEvents {
+    thread: String,
     waiting: Option<Approval>,
     ended: Option<RunStatus>,
     error: Option<RunError>,
-    /// The subscription ended (the session closed, the connection was cut or fell
-    /// behind): the body ends without `RUN_FINISHED`.
-    cut: bool,
-    /// The last event was queued.
-    closed: bool,
-    /// The fold continues after an interrupt, with the decision sent by the transport.
-    continues: bool,
+    run_id: Option<RunId>,
+    /// Cancels the run when the body goes before its last event was written.
+    guard: Option<CancelOnDrop>,
 }
 
-impl Feed {
-    fn new(subscription: TypedSubscription, form: AgUiForm, fold: AgUiStream) -> Self {
-        let (waiting, ended, close) = (fold.waiting().cloned(), fold.ended(), fold.close());
-        let error = match close {
-            Some(Close::Failed(error)) => error,
-            _ => None,
-        };
-        let run_id = fold.run_id().clone();
-        let follow = Follow::new(form, fold);
-        let ready = VecDeque::new();
-        Self { subscription, follow, run_id, ready, waiting, ended, error, cut: false, closed: false, continues: false }
+impl RunDialect for AgUiEvents {
+    type Key = AgUiForm;
+    type Fold = AgUiStream;
+
+    fn forms(forms: &RunForms) -> &Forms<AgUiForm, AgUiStream> {
+        &forms.ag_ui
     }
 
-    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<AgUiForm, AgUiStream>) {
-        for frame in frames {
-            if self.ended.is_some() {
-                return;
-            }
-            let Ok(step) = self.follow.map(forms, frame) else {
-                self.cut = true;
-                return;
-            };
-            if !step.bytes.is_empty() {
-                self.ready.push_back(step.bytes.clone());
-            }
-            self.waiting = step.waiting.clone();
-            self.ended = step.ended;
-            self.error = step.error.clone();
+    fn start(&mut self, fold: &AgUiStream) -> Place {
+        self.run_id = Some(fold.run_id().clone());
+        (self.waiting, self.ended) = (fold.waiting().cloned(), fold.ended());
+        if let Some(Close::Failed(error)) = fold.close() {
+            self.error = error;
         }
+        self.place()
     }
 
-    /// Queues the stream's last event: how the run ended, or the interrupt it waits at.
-    fn close(&mut self, thread: &str) {
+    fn step(&mut self, step: &ag_ui::Step, ready: &mut Ready) -> Place {
+        if !step.bytes.is_empty() {
+            ready.push_back((None, step.bytes.clone()));
+        }
+        self.waiting = step.waiting.clone();
+        self.ended = step.ended;
+        self.error = step.error.clone();
+        self.place()
+    }
+
+    fn close(&mut self, _: Place, ready: &mut Ready) {
         let close = match (self.ended, self.waiting.take()) {
             (Some(RunStatus::Completed), _) => Close::Completed,
             (Some(RunStatus::Cancelled), _) => Close::Cancelled,
@@ -553,10 +515,27 @@ impl Feed {
             // Not reached: a stream closes only once the run ended or waits.
             (None, None) => Close::Failed(None),
         };
-        self.ready.push_back(ag_ui::closing(thread, &self.run_id, close));
-        self.closed = true;
+        ready.push_back((None, ag_ui::closing(&self.thread, self.run_id(), close)));
+    }
+
+    fn ended(&mut self) {
+        if let Some(guard) = &mut self.guard {
+            guard.armed = false;
+        }
     }
 }
+
+impl AgUiEvents {
+    fn place(&self) -> Place {
+        Place { waiting: self.waiting.is_some(), finished: self.ended.is_some() }
+    }
+
+    fn run_id(&self) -> &RunId {
+        self.run_id.as_ref().expect("start() names the run before any step")
+    }
+}
+
+type Feed = RunFeed<AgUiEvents>;
 
 /// Aborts the run when the body goes before the stream's last event was queued: the
 /// client aborted the request (see the module docs).
@@ -586,67 +565,6 @@ impl Drop for CancelOnDrop {
                 tracing::warn!(%run, %error, "could not cancel the run of an aborted AG-UI request");
             }
         });
-    }
-}
-
-struct BodyState {
-    feed: Feed,
-    thread: String,
-    opening: Option<Bytes>,
-    forms: Arc<RunForms>,
-    keepalive: Interval,
-    guard: CancelOnDrop,
-}
-
-/// The AG-UI event stream response.
-fn stream_response(body: BodyState) -> Response {
-    let body = futures::stream::unfold(body, |mut st| async move {
-        let chunk = next_chunk(&mut st).await?;
-        Some((Ok::<_, Infallible>(chunk), st))
-    });
-    sse::response(sse::EVENT_STREAM, body)
-}
-
-/// The next bytes to write, or `None` when the stream is over.
-async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
-    if let Some(opening) = st.opening.take() {
-        return Some(opening);
-    }
-    let BodyState { feed, thread, forms, keepalive, guard, .. } = st;
-    loop {
-        if let Some(chunk) = feed.ready.pop_front() {
-            keepalive.reset();
-            return Some(chunk);
-        }
-        if feed.closed {
-            guard.armed = false;
-            return None;
-        }
-        if feed.cut {
-            return None;
-        }
-        if feed.ended.is_some() {
-            feed.close(thread.as_str());
-            continue;
-        }
-        match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames, &forms.ag_ui),
-            Some(None) => feed.cut = true,
-            None => {
-                // Caught up with the live frames: a run waiting for a person ends here.
-                if feed.waiting.is_some() {
-                    feed.close(thread.as_str());
-                    continue;
-                }
-                tokio::select! {
-                    item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames, &forms.ag_ui),
-                        None => feed.cut = true,
-                    },
-                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
-                }
-            }
-        }
     }
 }
 

@@ -33,11 +33,12 @@
 //!   client ends with the same message, without duplicated text.
 
 use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
+use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
-use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
+use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream};
 use crate::dialect::asks_for_input;
-use crate::dialect::shared::{Follow, Forms};
+use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, CurrentUser, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
@@ -49,19 +50,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, RunAfter, RunFrom,
     TypedSubscription,
 };
 use spool_protocol::api::Aborted;
-use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, SessionId, UserId};
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::Arc;
-use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -339,7 +334,7 @@ async fn prompt(
     let accepted = engine.prompt(user, session, input).await?;
     if accepted.created {
         let run = accepted.run_id;
-        return Ok(Feed::new(anchor.typed(), AiSdkForm::Run(run.clone()), AiSdkStream::new(run), None));
+        return Ok(Feed::new(anchor.typed(), AiSdkForm::Run(run.clone()), AiSdkStream::new(run), UiStream));
     }
     drop(anchor);
     let run = engine.run(user, &accepted.run_id).await?;
@@ -483,9 +478,9 @@ async fn attach_from_start(
     let subscription = subscription.typed();
     match start.from {
         RunFrom::Replay(_) => {
-            Ok(Feed::new(subscription, AiSdkForm::Run(run.id.clone()), AiSdkStream::new(run.id), None))
+            Ok(Feed::new(subscription, AiSdkForm::Run(run.id.clone()), AiSdkStream::new(run.id), UiStream))
         }
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
     }
 }
 
@@ -507,17 +502,17 @@ async fn attach_after(
         // The engine knew where the interrupt was: the replay starts right after it.
         RunFrom::Replay(_) if start.after > 0 => {
             let form = AiSdkForm::After(approval.id.clone());
-            Ok(Feed::new(subscription, form, AiSdkStream::continuing(approval, start.waiting, denied), opening))
+            Ok(opened(subscription, form, AiSdkStream::continuing(approval, start.waiting, denied), opening))
         }
         // It did not (a restart in between): the replay starts at the run's start, and
         // the fold sends nothing up to the request.
         RunFrom::Replay(_) => {
             let form = AiSdkForm::Muted(approval.id.clone());
-            Ok(Feed::new(subscription, form, AiSdkStream::muted_until(approval, start.waiting, denied), opening))
+            Ok(opened(subscription, form, AiSdkStream::muted_until(approval, start.waiting, denied), opening))
         }
         // The frames are gone: the run drawn again as the snapshot shows it. The client
         // gets a `start` for the same message and redraws it.
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
     }
 }
 
@@ -528,133 +523,65 @@ async fn from_snapshot(
     user: &UserId,
     mut subscription: TypedSubscription,
     run: Run,
-    opening: Option<Bytes>,
 ) -> Result<Feed, ApiError> {
-    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
-    let FrameBody::Snapshot { state } = &snapshot.body else {
-        return Err(ApiError::not_found("run"));
-    };
-    // Read after the snapshot: once the snapshot shows the run settled, this is final.
-    let run = engine.run(user, &run.id).await?;
-    let messages = if run.user_message_index >= state.first_index {
-        state.messages.clone()
-    } else {
-        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
-        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
-    };
-    let (fold, chunks) = AiSdkStream::from_snapshot(&run, state, &messages);
-    let (waiting, finished) = (fold.waiting(), fold.finished());
-    let mut feed = Feed::new(subscription, AiSdkForm::Alone(crate::dialect::shared::alone()), fold, opening);
-    feed.ready.extend(chunks.iter().map(UiChunk::to_sse));
-    (feed.waiting, feed.finished) = (waiting, finished);
+    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
+    let (fold, chunks) = AiSdkStream::from_snapshot(&from.run, from.state(), &from.messages);
+    let mut feed = Feed::new(subscription, AiSdkForm::Alone(crate::dialect::shared::alone()), fold, UiStream);
+    for chunk in &chunks {
+        feed.push(None, chunk.to_sse());
+    }
     Ok(feed)
 }
 
-/// One stream in progress: the session subscription, its place in the run's shared
-/// form, and the bytes mapped but not yet sent.
-struct Feed {
-    subscription: TypedSubscription,
-    follow: Follow<AiSdkForm, AiSdkStream>,
-    ready: VecDeque<Bytes>,
-    waiting: bool,
-    finished: bool,
-    /// The subscription ended (the session closed, the connection was cut or fell
-    /// behind): the body ends without `[DONE]`, and the client resumes.
-    ended: bool,
-    /// `[DONE]` was queued.
-    closed: bool,
-}
+/// The AI SDK as a [`RunDialect`]: UI message chunks, and `[DONE]` last (after the end
+/// of the step and the message when the run waits at an approval).
+struct UiStream;
 
-impl Feed {
-    fn new(subscription: TypedSubscription, form: AiSdkForm, fold: AiSdkStream, opening: Option<Bytes>) -> Self {
-        let (waiting, finished) = (fold.waiting(), fold.finished());
-        let follow = Follow::new(form, fold);
-        let ready = opening.into_iter().collect();
-        Self { subscription, follow, ready, waiting, finished, ended: false, closed: false }
+impl RunDialect for UiStream {
+    type Key = AiSdkForm;
+    type Fold = AiSdkStream;
+
+    fn forms(forms: &RunForms) -> &Forms<AiSdkForm, AiSdkStream> {
+        &forms.ai_sdk
     }
 
-    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<AiSdkForm, AiSdkStream>) {
-        for frame in frames {
-            if self.finished {
-                return;
-            }
-            let Ok(step) = self.follow.map(forms, frame) else {
-                self.ended = true;
-                return;
-            };
-            if !step.bytes.is_empty() {
-                self.ready.push_back(step.bytes.clone());
-            }
-            self.waiting = step.waiting;
-            self.finished = step.finished;
-        }
+    fn start(&mut self, fold: &AiSdkStream) -> Place {
+        Place { waiting: fold.waiting(), finished: fold.finished() }
     }
 
-    /// Ends the stream: a run parked at an approval closes its step and message first.
-    fn close(&mut self) {
-        if !self.finished {
-            self.ready.push_back(ai_sdk::parked_end());
+    fn step(&mut self, step: &ai_sdk::Step, ready: &mut Ready) -> Place {
+        if !step.bytes.is_empty() {
+            ready.push_back((None, step.bytes.clone()));
         }
-        self.ready.push_back(Bytes::from_static(ai_sdk::DONE));
-        self.closed = true;
+        Place { waiting: step.waiting, finished: step.finished }
+    }
+
+    fn close(&mut self, place: Place, ready: &mut Ready) {
+        if !place.finished {
+            ready.push_back((None, ai_sdk::parked_end()));
+        }
+        ready.push_back((None, Bytes::from_static(ai_sdk::DONE)));
     }
 }
 
-struct BodyState {
-    feed: Feed,
-    forms: Arc<RunForms>,
-    keepalive: Interval,
+type Feed = RunFeed<UiStream>;
+
+/// A feed that writes `opening` first.
+fn opened(subscription: TypedSubscription, form: AiSdkForm, fold: AiSdkStream, opening: Option<Bytes>) -> Feed {
+    let mut feed = Feed::new(subscription, form, fold, UiStream);
+    if let Some(opening) = opening {
+        feed.push(None, opening);
+    }
+    feed
 }
 
 /// The UI message stream response.
 fn stream_response(feed: Feed, state: &AppState) -> Response {
-    let keepalive = sse::heartbeat(state.config.heartbeat);
-    let forms = state.forms.clone();
-    let body = futures::stream::unfold(BodyState { feed, forms, keepalive }, |mut st| async move {
-        let chunk = next_chunk(&mut st).await?;
-        Some((Ok::<_, Infallible>(chunk), st))
-    });
-    let mut response = sse::response(sse::EVENT_STREAM_UTF8, body);
+    let mut response = run_feed::response(feed, state, sse::EVENT_STREAM_UTF8);
     response
         .headers_mut()
         .insert(HeaderName::from_static("x-vercel-ai-ui-message-stream"), HeaderValue::from_static("v1"));
     response
-}
-
-/// The next bytes to write, or `None` when the stream is over.
-async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
-    let BodyState { feed, forms, keepalive } = st;
-    loop {
-        if let Some(chunk) = feed.ready.pop_front() {
-            keepalive.reset();
-            return Some(chunk);
-        }
-        if feed.closed || feed.ended {
-            return None;
-        }
-        if feed.finished {
-            feed.close();
-            continue;
-        }
-        match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames, &forms.ai_sdk),
-            Some(None) => feed.ended = true,
-            None => {
-                // Caught up with the live frames: a run waiting for a person ends here.
-                if feed.waiting {
-                    feed.close();
-                    continue;
-                }
-                tokio::select! {
-                    item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames, &forms.ai_sdk),
-                        None => feed.ended = true,
-                    },
-                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
-                }
-            }
-        }
-    }
 }
 
 /// The body this module reads, parsed and checked as its handler does.

@@ -26,10 +26,11 @@
 
 use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
+use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
-use crate::dialect::run_stream::{Numbering, RunEvent, RunForm, RunStream};
-use crate::dialect::shared::{Follow, Forms};
+use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
+use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
@@ -40,19 +41,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
-use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::{
-    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, MAX_PAGE, OnDisconnect,
-    PromptInput, RunAfter, RunFrom, TypedSubscription,
+    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, OnDisconnect, PromptInput,
+    RunAfter, RunFrom,
 };
-use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{ApprovalId, ProjectId, Run, RunId, SessionId, UserId};
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::Arc;
-use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -150,7 +144,7 @@ async fn chat(
     };
     let feed = if accepted.created {
         let form = RunForm::Run(accepted.run_id.clone());
-        RunFeed::new(anchor.typed(), form, RunStream::new(accepted.run_id), 0)
+        Feed::new(anchor.typed(), form, RunStream::new(accepted.run_id), RunEvents)
     } else {
         // A retried POST: follow the run its requestId already started, from the start
         // (a client that has some of it drops what it has: the numbers are the run's).
@@ -158,7 +152,7 @@ async fn chat(
         let run = engine.run(&user, &accepted.run_id).await?;
         attach(engine, &user, run, RunAfter::Seq(0), connection).await?
     };
-    Ok(watched(run_response(feed, &state), watch))
+    Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM_UTF8), watch))
 }
 
 /// `GET /api/runs/:id/events?after=N` (or `Last-Event-ID: N`, which wins, as on the
@@ -190,7 +184,7 @@ async fn events(
     let run = state.engine.run(&user, &id).await?;
     let watch = state.engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
-    Ok(watched(run_response(feed, &state), watch))
+    Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM_UTF8), watch))
 }
 
 /// Whether a request asked for an event stream (`Accept: text/event-stream`).
@@ -221,7 +215,7 @@ pub(crate) async fn resume_stream(
     let run = state.engine.run(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);
     let feed = attach(&state.engine, user, run, after, connection).await?;
-    Ok(run_response(feed, state))
+    Ok(run_feed::response(feed, state, sse::EVENT_STREAM_UTF8))
 }
 
 /// Follows `run` after the client's last event: from that event's frame while the
@@ -232,28 +226,18 @@ async fn attach(
     run: Run,
     after: RunAfter,
     kill: CancellationToken,
-) -> Result<RunFeed, ApiError> {
+) -> Result<Feed, ApiError> {
     let (subscription, start) = engine.subscribe_from_run(user, &run, after, kill).await?;
     let mut subscription = subscription.typed();
     let count = match start.from {
         RunFrom::Replay(count) => {
             let form = RunForm::Run(run.id.clone());
-            return Ok(RunFeed::new(subscription, form, RunStream::resume(count, start.waiting), start.after));
+            let fold = RunStream::resume(count, start.waiting);
+            return Ok(Feed::new(subscription, form, fold, RunEvents).after(start.after));
         }
         RunFrom::Snapshot(count) => count,
     };
-    let snapshot = super::sse::first_frame(&mut subscription).ok_or(ApiError::not_found("run"))?;
-    let FrameBody::Snapshot { state } = &snapshot.body else {
-        return Err(ApiError::not_found("run"));
-    };
-    // Read after the snapshot: once the snapshot shows the run settled, this is final.
-    let run = engine.run(user, &run.id).await?;
-    let messages = if run.user_message_index >= state.first_index {
-        state.messages.clone()
-    } else {
-        let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
-        engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
-    };
+    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
     // A client whose last sequence is past the run's numbers it from elsewhere (a
     // stream before a restart): it keeps its own numbering, from a snapshot.
     let numbering = match count {
@@ -261,142 +245,39 @@ async fn attach(
         _ => Numbering::After(start.after),
     };
     let form = RunForm::of(&run.id, &numbering);
-    let (fold, events) = RunStream::from_snapshot(&run, state, &messages, numbering);
-    let mut feed = RunFeed::new(subscription, form, fold, start.after);
-    feed.extend(events);
+    let (fold, events) = RunStream::from_snapshot(&from.run, from.state(), &from.messages, numbering);
+    let mut feed = Feed::new(subscription, form, fold, RunEvents).after(start.after);
+    for event in events {
+        feed.push(Some(event.sequence), event.to_sse());
+    }
     Ok(feed)
 }
 
-/// One run stream in progress: the session subscription, its place in the run's shared
-/// form, and the events mapped but not yet sent.
-struct RunFeed {
-    subscription: TypedSubscription,
-    follow: Follow<RunForm, RunStream>,
-    /// Events to send, as `(sequence, SSE bytes)`: shared ones, and this stream's own
-    /// (a snapshot and what follows it, a failed run's `error`).
-    ready: VecDeque<(u64, Bytes)>,
-    /// Events up to this sequence are the client's already.
-    after: u64,
-    /// The run waits for a person (as of the last frame mapped).
-    waiting: bool,
-    /// `done` or `error` was mapped: nothing more follows.
-    finished: bool,
-    /// The subscription ended: the session closed, or this connection was cut (or fell
-    /// behind the run's shared form, which it treats the same way).
-    ended: bool,
-}
+/// The run stream as a [`RunDialect`]: events numbered by the run, nothing after the
+/// last (`done`, `error`, or an `interrupt` that waits).
+struct RunEvents;
 
-impl RunFeed {
-    fn new(subscription: TypedSubscription, form: RunForm, fold: RunStream, after: u64) -> Self {
-        let (waiting, finished) = (fold.waiting().is_some(), fold.finished());
-        let follow = Follow::new(form, fold);
-        Self { subscription, follow, ready: VecDeque::new(), after, waiting, finished, ended: false }
+impl RunDialect for RunEvents {
+    type Key = RunForm;
+    type Fold = RunStream;
+
+    fn forms(forms: &RunForms) -> &Forms<RunForm, RunStream> {
+        &forms.run_stream
     }
 
-    /// Queues events this stream made itself.
-    fn extend(&mut self, events: impl IntoIterator<Item = RunEvent>) {
-        self.ready.extend(events.into_iter().map(|e| (e.sequence, e.to_sse())));
+    fn start(&mut self, fold: &RunStream) -> Place {
+        Place { waiting: fold.waiting().is_some(), finished: fold.finished() }
     }
 
-    /// Maps a batch of native frames through the run's shared form.
-    fn take(&mut self, frames: &[Arc<Frame>], forms: &Forms<RunForm, RunStream>) {
-        for frame in frames {
-            if self.finished {
-                return;
-            }
-            let Ok(step) = self.follow.map(forms, frame) else {
-                // Behind the shared outputs with no fold of its own: like a slow client,
-                // it ends and comes back with its `after`.
-                self.ended = true;
-                return;
-            };
-            self.ready.extend(step.event.clone());
-            self.waiting = step.waiting;
-            self.finished = step.finished;
-        }
+    fn step(&mut self, step: &run_stream::Step, ready: &mut Ready) -> Place {
+        ready.extend(step.event.clone().map(|(sequence, bytes)| (Some(sequence), bytes)));
+        Place { waiting: step.waiting, finished: step.finished }
     }
 
-    /// What to write next: the ready events the client does not have, in one chunk (a
-    /// single event's shared bytes as they are).
-    fn next_chunk(&mut self) -> Option<Bytes> {
-        let mut chunk: Option<Bytes> = None;
-        let mut joined: Option<BytesMut> = None;
-        while let Some((sequence, bytes)) = self.ready.front() {
-            if *sequence <= self.after {
-                self.ready.pop_front();
-                continue;
-            }
-            let size = chunk.as_ref().map_or(0, Bytes::len) + joined.as_ref().map_or(0, BytesMut::len);
-            if size > 0 && size + bytes.len() > MAX_CHUNK {
-                break;
-            }
-            let (_, bytes) = self.ready.pop_front().expect("front was Some");
-            match (&mut joined, chunk.take()) {
-                (Some(buf), _) => buf.extend_from_slice(&bytes),
-                (None, None) => chunk = Some(bytes),
-                (None, Some(first)) => {
-                    let mut buf = BytesMut::with_capacity(first.len() + bytes.len());
-                    buf.extend_from_slice(&first);
-                    buf.extend_from_slice(&bytes);
-                    joined = Some(buf);
-                }
-            }
-        }
-        joined.map(BytesMut::freeze).or(chunk)
-    }
+    fn close(&mut self, _: Place, _: &mut Ready) {}
 }
 
-/// Largest body chunk written at once when several events are ready (as the native
-/// stream does: one write for a burst, not one per event).
-const MAX_CHUNK: usize = 64 * 1024;
-
-struct BodyState {
-    feed: RunFeed,
-    forms: Arc<RunForms>,
-    keepalive: Interval,
-}
-
-/// The SSE response of a run stream.
-fn run_response(feed: RunFeed, state: &AppState) -> Response {
-    let keepalive = sse::heartbeat(state.config.heartbeat);
-    let forms = state.forms.clone();
-    let body = futures::stream::unfold(BodyState { feed, forms, keepalive }, |mut st| async move {
-        let chunk = next_chunk(&mut st).await?;
-        Some((Ok::<_, Infallible>(chunk), st))
-    });
-    sse::response(sse::EVENT_STREAM_UTF8, body)
-}
-
-/// The next bytes to write, or `None` when the stream is over.
-async fn next_chunk(st: &mut BodyState) -> Option<Bytes> {
-    let BodyState { feed, forms, keepalive } = st;
-    loop {
-        if let Some(chunk) = feed.next_chunk() {
-            keepalive.reset();
-            return Some(chunk);
-        }
-        if feed.finished || feed.ended {
-            return None;
-        }
-        match feed.subscription.next().now_or_never() {
-            Some(Some(frames)) => feed.take(&frames, &forms.run_stream),
-            Some(None) => feed.ended = true,
-            None => {
-                // Caught up with the live frames: a run waiting for a person ends here.
-                if feed.waiting {
-                    return None;
-                }
-                tokio::select! {
-                    item = feed.subscription.next() => match item {
-                        Some(frames) => feed.take(&frames, &forms.run_stream),
-                        None => feed.ended = true,
-                    },
-                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
-                }
-            }
-        }
-    }
-}
+type Feed = RunFeed<RunEvents>;
 
 /// Where a chat body's prompt goes.
 enum ChatTarget {
@@ -433,6 +314,7 @@ mod tests {
 
     use super::*;
     use crate::extract::CurrentUser;
+    use futures::StreamExt;
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
     use spool_protocol::sse::Decoder;

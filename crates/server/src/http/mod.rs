@@ -24,6 +24,7 @@ mod models;
 mod observe;
 mod openapi;
 mod opencode;
+mod run_feed;
 mod projects;
 mod ready;
 mod runs;

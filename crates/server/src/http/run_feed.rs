@@ -1,0 +1,256 @@
+//! One run feed: how the run stream (`chat.rs`), the AI SDK (`ai_sdk.rs`) and AG-UI
+//! (`ag_ui.rs`) follow a run inside its session's stream. Each of them is a
+//! [`RunDialect`] (its fold, its shared forms, the bytes a step writes and how the
+//! stream closes); this file is the loop they share.
+//!
+//! * The feed reads the session subscription the engine positioned for it (from the
+//!   run's start, after an interrupt, after a client's sequence, or from a snapshot)
+//!   and maps each frame through the run's shared form (`dialect/shared.rs`), so a
+//!   frame is mapped and encoded once per run and form, whatever the number of streams.
+//! * It stops once the run finished, and once the run waits for a person and the feed
+//!   has caught up with the live frames (a replay through an interrupt decided since
+//!   goes on). Then the dialect queues its last bytes: AI SDK's `[DONE]`, AG-UI's
+//!   `RUN_FINISHED` or `RUN_ERROR`; the run stream has none.
+//! * A subscription that ends (the session closed; the connection cut for reading too
+//!   slowly or revoked; a stream fallen behind its run's shared form, which it treats
+//!   the same way) ends the body without those last bytes: the client comes back.
+//! * `: keep-alive` comments fill silences; ready events go out in one write per burst.
+//!
+//! How the run ended, failed run's error included, comes in the run's `agent_end`: no
+//! feed reads the run back from the store.
+
+use super::sse;
+use crate::dialect::RunForms;
+use crate::dialect::shared::{Follow, FormMapper, Forms};
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures::{FutureExt, StreamExt};
+use spool_engine::{Engine, MAX_PAGE, TypedSubscription};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::{IndexedMessage, Run, SessionState, UserId};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::hash::Hash;
+use std::sync::Arc;
+use tokio::time::Interval;
+
+/// Where the run stands for a feed, after the last frame it mapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Place {
+    /// The run waits for a person.
+    pub waiting: bool,
+    /// Nothing more of the run follows.
+    pub finished: bool,
+}
+
+/// Bytes to write, with the run-stream sequence they carry (`None` in dialects without
+/// one): those at or before the client's `after` are not written.
+pub(super) type Ready = VecDeque<(Option<u64>, Bytes)>;
+
+/// A run-following dialect, as one stream of it: the fold it maps with, and what the
+/// stream does with each step and at its end.
+pub(super) trait RunDialect: Send + 'static {
+    /// Which shared form a stream follows (how its fold started).
+    type Key: Hash + Eq + Clone + Send + 'static;
+    type Fold: FormMapper;
+    /// This dialect's forms in the application state.
+    fn forms(forms: &RunForms) -> &Forms<Self::Key, Self::Fold>;
+    /// Where the run stands as `fold` starts (before any frame).
+    fn start(&mut self, fold: &Self::Fold) -> Place;
+    /// Queues what one mapped frame writes; where the run stands after it.
+    fn step(&mut self, step: &<Self::Fold as FormMapper>::Out, ready: &mut Ready) -> Place;
+    /// Queues the stream's last bytes: the run finished, or waits and the feed caught up.
+    fn close(&mut self, place: Place, ready: &mut Ready);
+    /// The stream ended after its last bytes were written.
+    fn ended(&mut self) {}
+}
+
+/// One stream following a run: the session subscription, its place in the run's shared
+/// form, and the bytes mapped but not yet written.
+pub(super) struct RunFeed<D: RunDialect> {
+    subscription: TypedSubscription,
+    follow: Follow<D::Key, D::Fold>,
+    pub(super) dialect: D,
+    ready: Ready,
+    /// Events up to this run-stream sequence are the client's already.
+    after: u64,
+    place: Place,
+    /// The subscription ended: the body ends without the dialect's last bytes.
+    cut: bool,
+    /// The last bytes were queued.
+    closed: bool,
+}
+
+impl<D: RunDialect> RunFeed<D> {
+    pub(super) fn new(subscription: TypedSubscription, key: D::Key, fold: D::Fold, mut dialect: D) -> Self {
+        let place = dialect.start(&fold);
+        let follow = Follow::new(key, fold);
+        Self { subscription, follow, dialect, ready: Ready::new(), after: 0, place, cut: false, closed: false }
+    }
+
+    /// Events up to `after` are not written (a run-stream client re-attaching).
+    pub(super) fn after(mut self, after: u64) -> Self {
+        self.after = after;
+        self
+    }
+
+    /// Queues bytes this stream made itself (an opening, a run drawn from a snapshot).
+    pub(super) fn push(&mut self, sequence: Option<u64>, bytes: Bytes) {
+        self.ready.push_back((sequence, bytes));
+    }
+
+    /// Queues bytes to write before everything queued so far.
+    pub(super) fn push_front(&mut self, bytes: Bytes) {
+        self.ready.push_front((None, bytes));
+    }
+
+    fn take(&mut self, frames: &[Arc<Frame>], forms: &RunForms) {
+        for frame in frames {
+            if self.place.finished {
+                return;
+            }
+            let Ok(step) = self.follow.map(D::forms(forms), frame) else {
+                // Behind the shared outputs with no fold of its own: like a slow client,
+                // it ends and comes back.
+                self.cut = true;
+                return;
+            };
+            self.place = self.dialect.step(&step, &mut self.ready);
+        }
+    }
+
+    fn close(&mut self) {
+        self.dialect.close(self.place, &mut self.ready);
+        self.closed = true;
+    }
+
+    /// The ready bytes the client does not have, in one chunk (a single step's shared
+    /// bytes as they are).
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let mut chunk: Option<Bytes> = None;
+        let mut joined: Option<BytesMut> = None;
+        while let Some((sequence, bytes)) = self.ready.front() {
+            if sequence.is_some_and(|s| s <= self.after) {
+                self.ready.pop_front();
+                continue;
+            }
+            let size = chunk.as_ref().map_or(0, Bytes::len) + joined.as_ref().map_or(0, BytesMut::len);
+            if size > 0 && size + bytes.len() > MAX_CHUNK {
+                break;
+            }
+            let (_, bytes) = self.ready.pop_front().expect("front was Some");
+            match (&mut joined, chunk.take()) {
+                (Some(buf), _) => buf.extend_from_slice(&bytes),
+                (None, None) => chunk = Some(bytes),
+                (None, Some(first)) => {
+                    let mut buf = BytesMut::with_capacity(first.len() + bytes.len());
+                    buf.extend_from_slice(&first);
+                    buf.extend_from_slice(&bytes);
+                    joined = Some(buf);
+                }
+            }
+        }
+        joined.map(BytesMut::freeze).or(chunk)
+    }
+}
+
+/// Largest body chunk written at once when several events are ready (as the native
+/// stream does: one write for a burst, not one per event).
+const MAX_CHUNK: usize = 64 * 1024;
+
+struct BodyState<D: RunDialect> {
+    feed: RunFeed<D>,
+    forms: Arc<RunForms>,
+    keepalive: Interval,
+}
+
+/// The SSE response that writes `feed`.
+pub(super) fn response<D: RunDialect>(feed: RunFeed<D>, state: &AppState, content_type: &'static str) -> Response {
+    let st = BodyState { feed, forms: state.forms.clone(), keepalive: sse::heartbeat(state.config.heartbeat) };
+    let body = futures::stream::unfold(st, |mut st| async move {
+        let chunk = next_chunk(&mut st).await?;
+        Some((Ok::<_, Infallible>(chunk), st))
+    });
+    sse::response(content_type, body)
+}
+
+/// The next bytes to write, or `None` when the stream is over.
+async fn next_chunk<D: RunDialect>(st: &mut BodyState<D>) -> Option<Bytes> {
+    let BodyState { feed, forms, keepalive } = st;
+    loop {
+        if let Some(chunk) = feed.next_chunk() {
+            keepalive.reset();
+            return Some(chunk);
+        }
+        if feed.closed {
+            feed.dialect.ended();
+            return None;
+        }
+        if feed.cut {
+            return None;
+        }
+        if feed.place.finished {
+            feed.close();
+            continue;
+        }
+        match feed.subscription.next().now_or_never() {
+            Some(Some(frames)) => feed.take(&frames, forms),
+            Some(None) => feed.cut = true,
+            None => {
+                // Caught up with the live frames: a run waiting for a person ends here.
+                if feed.place.waiting {
+                    feed.close();
+                    continue;
+                }
+                tokio::select! {
+                    item = feed.subscription.next() => match item {
+                        Some(frames) => feed.take(&frames, forms),
+                        None => feed.cut = true,
+                    },
+                    _ = keepalive.tick() => return Some(spool_protocol::sse::comment("keep-alive")),
+                }
+            }
+        }
+    }
+}
+
+/// A run drawn from the session snapshot a subscription starts with, when the run's
+/// frames have left the buffer: the snapshot, the stored run read after it (final once
+/// the snapshot shows the run settled) and the run's committed messages.
+pub(super) struct FromSnapshot {
+    snapshot: Arc<Frame>,
+    pub run: Run,
+    pub messages: Vec<IndexedMessage>,
+}
+
+impl FromSnapshot {
+    pub(super) async fn read(
+        engine: &Engine,
+        user: &UserId,
+        subscription: &mut TypedSubscription,
+        run: &Run,
+    ) -> Result<Self, ApiError> {
+        let snapshot = sse::first_frame(subscription).ok_or(ApiError::not_found("run"))?;
+        let FrameBody::Snapshot { state } = &snapshot.body else {
+            return Err(ApiError::not_found("run"));
+        };
+        let run = engine.run(user, &run.id).await?;
+        let messages = if run.user_message_index >= state.first_index {
+            state.messages.clone()
+        } else {
+            let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
+            engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
+        };
+        Ok(Self { snapshot, run, messages })
+    }
+
+    /// The session as the snapshot shows it.
+    pub(super) fn state(&self) -> &SessionState {
+        match &self.snapshot.body {
+            FrameBody::Snapshot { state } => state,
+            _ => unreachable!("read checked it is a snapshot"),
+        }
+    }
+}
