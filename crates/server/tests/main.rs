@@ -20,6 +20,7 @@ mod event_stream_conn;
 mod fold;
 mod fuzz_corpus;
 mod gate;
+mod hub_conformance;
 mod hub_publish;
 mod leases;
 mod limits;

@@ -168,14 +168,15 @@ async fn queued_prompts_run_in_order_each_once_and_the_hub_hears_each_taken() {
     assert_eq!(
         seen,
         [
+            // Announced as they are queued (seed 002: `is_processed: false`), once.
+            event("message.created", json!([second_id, "echo: second"])),
+            event("message.created", json!([third_id, "echo: third"])),
             event("agent.status", json!("completed")),
             event("messages.processed", json!([second_id])),
             event("agent.status", json!("running")),
-            event("message.created", json!([second_id, "echo: second"])),
             event("agent.status", json!("completed")),
             event("messages.processed", json!([third_id])),
             event("agent.status", json!("running")),
-            event("message.created", json!([third_id, "echo: third"])),
             event("agent.status", json!("completed")),
         ]
     );

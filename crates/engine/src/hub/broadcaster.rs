@@ -90,7 +90,7 @@ pub trait Broadcaster: Send + Sync {
         parent_channel_id: &'a str,
         channel_id: &'a str,
     ) -> BoxFuture<'a, Result<Cursor, EngineError>> {
-        let data = ChannelRef { channel_id: channel_id.to_owned() };
+        let data = ChannelRef { channel_id: channel_id.to_owned(), project_id: None };
         self.publish_one(Some(parent_channel_id), HubPayload::ChannelCreated(data))
     }
 

@@ -280,7 +280,7 @@ impl HubEvent {
         // A channel named inside the data is what a client applies the event to (a
         // global `channel.updated` is a channel's git state): the same rules hold.
         if let HubPayload::ChannelUpdated(ChannelUpdated { channel_id: named, .. })
-        | HubPayload::ChannelCreated(ChannelRef { channel_id: named }) = &payload
+        | HubPayload::ChannelCreated(ChannelRef { channel_id: named, .. }) = &payload
         {
             check_channel_id(named).map_err(|e| FieldError::new("data.channel_id", e.problem))?;
             not_a_session("data.channel_id", named)?;

@@ -26,18 +26,58 @@ pub struct MessageCreated {
     pub priority: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_msg_id: Option<String>,
+    /// Always absent or `null` from Spool's sessions: a session has no threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Spool's sessions: `user` or `assistant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Spool's sessions: the message's index in the session (absent while queued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_index: Option<u64>,
+    /// Spool's sessions: the run that wrote the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Spool's sessions, on an answer: the model that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Spool's sessions, on an answer: why the model stopped (`end_turn`, `tool_use`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
-/// `message.streaming`: the whole partial response so far, as in the seed.
+/// `message.streaming`: the whole partial response so far (`content`, the seed's form),
+/// or — from Spool's sessions unless a client asks for `content` (`?streaming=content`)
+/// — the piece that arrived (`delta`) at its place in the text (`offset`, in UTF-16
+/// units): a client appends pieces instead of receiving the whole text again each time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MessageStreaming {
-    pub content: String,
+    /// The response so far. A publisher sends it; Spool's sessions send it with
+    /// `?streaming=content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The text that arrived, at `offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
+    /// Where `delta` (or the thinking `text`) goes in the block's text, in UTF-16 units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Spool's sessions: the content block of the message that grows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_index: Option<u64>,
+    /// Spool's sessions: the message's index in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_index: Option<u64>,
+    /// Spool's sessions: the run that writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
-/// `message.deleted`.
+/// `message.deleted`. Published as `MessageDeleted`: `MessageId` is the id's own schema.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MessageDeleted)]
 pub struct MessageId {
     pub msg_id: String,
 }
@@ -73,24 +113,49 @@ pub struct AgentStatus {
     pub msg_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
+    /// Spool's sessions, on `running`: the prompt's request id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Spool's sessions, at the end: the run's token counts and cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    /// Spool's sessions, at an end a snapshot showed: the run's error (`{code, message}`) or `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Value>,
 }
 
-/// `tool.use`. `input` is the seed's string, or the call's arguments as JSON.
+/// `tool.use`. `input` is the seed's string: from Spool's sessions, the call's
+/// arguments as JSON text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolUse {
     pub tool_use_id: String,
     pub tool_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub input: Option<Value>,
+    pub input: Option<String>,
+    /// Spool's sessions: the run that calls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `agent.thinking`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentThinking {
+    /// The block's text; from Spool's sessions the piece that arrived, at `offset`
+    /// (with `?streaming=content`: the block so far).
     pub text: String,
+    /// Spool's sessions: where `text` goes in the block, in UTF-16 units (absent with `?streaming=content`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Spool's sessions: the message's index in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_index: Option<u64>,
+    /// Spool's sessions: the run that thinks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `tool.result`.
@@ -101,6 +166,12 @@ pub struct ToolResult {
     pub output: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// Spool's sessions: the tool that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Spool's sessions: the run that called it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `agent.activity`.
@@ -112,6 +183,21 @@ pub struct AgentActivity {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Spool's sessions: the run it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Spool's sessions, on `retry`: the attempt that follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Spool's sessions, on `retry`: the attempts allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Spool's sessions, on `retry`: the wait before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Spool's sessions, on `compaction`: the context's size before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_before: Option<u64>,
 }
 
 /// `agent.ask_user`.
@@ -119,6 +205,19 @@ pub struct AgentActivity {
 #[serde(deny_unknown_fields)]
 pub struct AskUser {
     pub questions: Vec<Question>,
+    /// Spool's sessions: the approval to decide (`POST /api/sessions/{id}/approvals/{req_id}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_id: Option<String>,
+    /// Spool's sessions: the run that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Spool's sessions: when the approval expires (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// Spool's sessions: the approval's payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Map<String, Value>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -133,8 +232,10 @@ pub struct Question {
     pub multi_select: Option<bool>,
 }
 
+/// Published as `AskUserOption` (OpenCode's questions have a `QuestionOption` of their own).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = AskUserOption)]
 pub struct QuestionOption {
     pub label: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +249,15 @@ pub struct ExitPlan {
     pub plan: String,
     #[serde(rename = "planFilePath", default, skip_serializing_if = "Option::is_none")]
     pub plan_file_path: Option<String>,
+    /// Spool's sessions: the approval to decide (`POST /api/sessions/{id}/approvals/{req_id}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_id: Option<String>,
+    /// Spool's sessions: the run that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Spool's sessions: when the approval expires (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 /// `agent.todo_write`: the whole list, as the TodoWrite tool keeps it.
@@ -155,13 +265,18 @@ pub struct ExitPlan {
 #[serde(deny_unknown_fields)]
 pub struct TodoWrite {
     pub todos: Vec<Todo>,
+    /// Spool's sessions: the run that wrote the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// One item of an agent's todo list: what a publisher sends in `agent.todo_write`, and
 /// what Spool's own `todo_write` tool keeps in a session's state (with `id` always set
-/// there, and never `active_form`).
+/// there, and never `active_form`). Published as `TodoItem` (OpenCode's `Todo` is
+/// another shape).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = TodoItem)]
 pub struct Todo {
     pub content: String,
     pub status: TodoStatus,
@@ -217,6 +332,9 @@ impl TodoPriority {
 #[serde(deny_unknown_fields)]
 pub struct MessagesProcessed {
     pub msg_ids: Vec<String>,
+    /// Spool's sessions: the run that took them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `channel.created`: the new channel, sent on its parent.
@@ -224,9 +342,12 @@ pub struct MessagesProcessed {
 #[serde(deny_unknown_fields)]
 pub struct ChannelRef {
     pub channel_id: String,
+    /// Spool's sessions: the new session's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
 }
 
-/// `channel.updated`: a channel's git state.
+/// `channel.updated`: a channel's git state, or (Spool's sessions) its new title.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelUpdated {
@@ -239,6 +360,9 @@ pub struct ChannelUpdated {
     pub diff_additions: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff_deletions: Option<u64>,
+    /// Spool's sessions: the session's new title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// `agent_instance.*`.
@@ -322,6 +446,15 @@ pub struct GateApprovalRequested {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub details: Option<Map<String, Value>>,
+    /// Spool's sessions: the run that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Spool's sessions: the tool the call would run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Spool's sessions: when the approval expires (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 /// `gate.approval_resolved`.
@@ -332,6 +465,12 @@ pub struct GateApprovalResolved {
     pub decision: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// Spool's sessions: the person's message with the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Spool's sessions: the run that waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `container.*`.

@@ -6,24 +6,28 @@
 //! | native frame                         | hub event |
 //! |--------------------------------------|-----------|
 //! | `run.accepted`                       | `agent.status` `running` |
-//! | `message_end` (user, assistant)      | `message.created` |
-//! | `message_update` `text_delta`        | `message.streaming` (the delta at its offset) |
-//! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset) |
+//! | `message_end` (user, assistant)      | `message.created` (not for a queued prompt, announced when queued) |
+//! | `message_update` `text_delta`        | `message.streaming` (the delta at its offset; the text so far in the content form) |
+//! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset; the block so far in the content form) |
 //! | `message_start` (assistant), retries, compaction | `agent.activity` |
-//! | `tool_execution_start` / `_end`      | `tool.use` / `tool.result` |
+//! | `tool_execution_start` / `_end`      | `tool.use` (`input`: the arguments as JSON text) / `tool.result` |
 //! | `tool_execution_update`              | nothing, on purpose: the seed's hub has no event for partial tool output, and `tool.result` carries the output |
 //! | `approval_requested`                 | `gate.approval_requested` (a tool to confirm), `agent.ask_user` (a choice or input) or `agent.exit_plan` (a plan to accept) |
 //! | `approval_resolved`                  | `gate.approval_resolved` |
 //! | `agent_settled` after `agent_end`    | `agent.status` `completed` / `errored` / `cancelled` with duration, turns, stop reason, model, usage |
-//! | `session_title`                      | `channel.updated` |
+//! | `session_title`                      | `channel.updated` (`channel_id`, `title`) |
 //! | `todo_write`                         | `agent.todo_write` (the whole list) |
 //! | `session.git` (the git poller)       | `channel.updated` with branch, commit, diff additions/deletions |
-//! | `session.queue` (a run took queued messages / one was removed) | `messages.processed` / `message.deleted` |
+//! | `session.queue` (a prompt queued / a run took queued messages / one was removed) | `message.created` with `is_processed: false` / `messages.processed` / `message.deleted` |
 //!
 //! Each frame gives at most one event, so a cursor names a point between events and
-//! a replay from it can neither repeat nor skip one. Two departures from the seed, both
-//! deliberate: `message.streaming` carries the delta and its offset instead of the
-//! whole text so far (the seed's form costs O(n²) bytes per answer), and the terminal
+//! a replay from it can neither repeat nor skip one. Every event's `data` fits the
+//! payload schema the OpenAPI document publishes for its type (`HubEvent`), which
+//! admits Spool's own fields beside the seed's (`run_id`, `message_index`, …). Two
+//! departures from the seed, both deliberate: by default `message.streaming` and
+//! `agent.thinking` carry the piece that arrived and its offset instead of the whole
+//! text so far — the seed's form ([`Streaming::Content`], `?streaming=content`) costs
+//! O(n²) bytes for an answer of n pieces, so a client asks for it —, and the terminal
 //! `agent.status` comes at `agent_settled` — the frame after which the run's status,
 //! duration and usage are all known — rather than at `agent_end`.
 //!
@@ -108,6 +112,82 @@ pub struct RunTally {
     /// The run's prompt: its stored message id and text (`trigger_msg_id`,
     /// `trigger_content`, `msg_id` of the seed's events).
     trigger: Option<(MessageId, String)>,
+    /// Queued prompts announced as `message.created` (`is_processed: false`) that a run
+    /// took: when the run commits one, it is not announced again (the seed's
+    /// `messages.processed` said it was taken). Kept across runs, as a run may take
+    /// them before the one before it settled.
+    taken: Vec<MessageId>,
+    streaming: Streaming,
+    /// With [`Streaming::Content`]: the message that streams, its text and its thinking
+    /// so far.
+    so_far: Option<SoFar>,
+}
+
+/// How `message.streaming` and `agent.thinking` carry a growing answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Streaming {
+    /// The piece that arrived and its `offset`: each event's size is its piece's, so an
+    /// answer costs its own length on the wire. The default.
+    #[default]
+    Delta,
+    /// The seed's form (`?streaming=content`): `content` (and thinking's `text`) is the
+    /// whole block so far, so an answer of n pieces costs O(n²) bytes.
+    Content,
+}
+
+/// The text and thinking of the message that streams (its index in the session).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct SoFar {
+    index: Option<u64>,
+    text: String,
+    thinking: String,
+}
+
+impl RunTally {
+    /// An empty tally whose events stream in this form.
+    pub fn new(streaming: Streaming) -> Self {
+        RunTally { streaming, ..RunTally::default() }
+    }
+
+    /// A tally for a new run (or none), keeping its form and the queued prompts runs took.
+    fn restart(&mut self, run: Option<spool_protocol::RunId>, turns: Option<u32>) -> RunTally {
+        let (taken, streaming) = (std::mem::take(&mut self.taken), self.streaming);
+        std::mem::replace(self, RunTally { turns, run, taken, streaming, ..RunTally::default() })
+    }
+
+    /// Joins a run going on in `state`: its model, and in the content form the text of
+    /// its latest draft, which the next pieces continue.
+    fn join(&mut self, run: spool_protocol::RunId, state: &spool_protocol::frame::SessionState) {
+        self.restart(Some(run), None);
+        self.model = draft_model(state);
+        if self.streaming == Streaming::Content
+            && let Some((index, draft)) = state.drafts.iter().next_back()
+        {
+            let thinking = draft
+                .content()
+                .iter()
+                .filter_map(|c| match c {
+                    spool_protocol::Content::Thinking { thinking } => Some(thinking.as_str()),
+                    _ => None,
+                })
+                .collect();
+            self.so_far = Some(SoFar { index: Some(*index), text: draft.text(), thinking });
+        }
+    }
+
+    /// In the content form: the block so far after `delta`, of thinking or of text.
+    fn grow(&mut self, index: Option<u64>, delta: &str, thinking: bool) -> Option<&str> {
+        if self.streaming != Streaming::Content {
+            return None;
+        }
+        let so_far = self.so_far.get_or_insert_with(SoFar::default);
+        if so_far.index != index {
+            *so_far = SoFar { index, ..SoFar::default() };
+        }
+        let block = if thinking { &mut so_far.thinking } else { &mut so_far.text };
+        block.push_str(delta);
+        Some(block.as_str())
+    }
 }
 
 /// Who wrote a channel's user messages: the session's owner (only the owner follows a
@@ -125,24 +205,30 @@ pub const AGENT_AUTHOR: &str = "spool";
 pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Millis) -> Option<Envelope> {
     let data = match &frame.body {
         FrameBody::RunAccepted { request_id, run_id } => {
-            *tally = RunTally { turns: Some(0), run: Some(run_id.clone()), ..RunTally::default() };
+            tally.restart(Some(run_id.clone()), Some(0));
             (AGENT_STATUS, json!({"status": "running", "run_id": run_id, "request_id": request_id}))
         }
         FrameBody::LoopEvent { run_id, message_index, message_id, event } => {
             if !matches!(event, AgentEvent::AgentSettled {}) {
                 tally.run = Some(run_id.clone());
             }
-            let at = Place { run_id, index: *message_index, message_id: message_id.as_ref() };
+            let at =
+                Place { session: &frame.session_id, run_id, index: *message_index, message_id: message_id.as_ref() };
             loop_event(&at, event, tally, author)?
         }
         FrameBody::Git { git } => (CHANNEL_UPDATED, git_updated(&frame.session_id, git)),
-        FrameBody::Queue { change, .. } => match change {
+        FrameBody::Queue { change, queue, .. } => match change {
+            QueueChange::Added { message_id } => {
+                let queued = queue.iter().find(|m| &m.id == message_id)?;
+                (MESSAGE_CREATED, queued_created(queued, author))
+            }
             QueueChange::Taken { message_ids, run_id } => {
+                tally.taken.extend(message_ids.iter().cloned());
                 (MESSAGES_PROCESSED, json!({"msg_ids": message_ids, "run_id": run_id}))
             }
             QueueChange::Deleted { message_id } => (MESSAGE_DELETED, json!({"msg_id": message_id})),
-            // The seed has no event for a message joining the queue; the state shows it.
-            QueueChange::Added { .. } | QueueChange::Paused | QueueChange::Resumed => return None,
+            // The seed has no event for a paused queue; the state shows it.
+            QueueChange::Paused | QueueChange::Resumed => return None,
         },
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
@@ -156,8 +242,27 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
     })
 }
 
-/// Where a loop event stands: its run, and the message it belongs to.
+/// A prompt that joined the queue: the seed's `message.created` of a message not yet
+/// processed (`messages.processed` follows when a run takes it, `message.deleted` if it
+/// is removed first).
+fn queued_created(queued: &spool_protocol::frame::QueuedMessage, author: &Author) -> Value {
+    json!({
+        "msg_id": queued.id,
+        "author_id": author.id,
+        "author_name": author.name,
+        "content": queued.text,
+        "is_bot": false,
+        "is_processed": false,
+        "priority": 0,
+        "trigger_msg_id": null,
+        "thread_id": null,
+        "role": "user",
+    })
+}
+
+/// Where a loop event stands: its session, its run, and the message it belongs to.
 struct Place<'a> {
+    session: &'a SessionId,
     run_id: &'a spool_protocol::RunId,
     index: Option<u64>,
     /// Set on `message_end`: the stored message's id.
@@ -186,6 +291,11 @@ fn loop_event(
             Message::User { .. } => {
                 if let Some(id) = at.message_id {
                     tally.trigger = Some((id.clone(), message.text()));
+                    if let Some(i) = tally.taken.iter().position(|t| t == id) {
+                        // Announced when it was queued; `messages.processed` said it was taken.
+                        tally.taken.swap_remove(i);
+                        return None;
+                    }
                 }
                 (
                     MESSAGE_CREATED,
@@ -195,7 +305,7 @@ fn loop_event(
                         "author_name": author.name,
                         "content": message.text(),
                         "is_bot": false,
-                        // Committed as its run takes it: a queued prompt is not a message yet.
+                        // Committed as its run takes it.
                         "is_processed": true,
                         "priority": 0,
                         "trigger_msg_id": null,
@@ -233,24 +343,36 @@ fn loop_event(
             Message::ToolResult { .. } => return None,
         },
         AgentEvent::MessageUpdate { assistant_message_event: delta } => match delta {
-            StreamDelta::TextDelta { content_index, offset, delta } => (
-                MESSAGE_STREAMING,
-                json!({
-                    "run_id": run_id,
-                    "message_index": index,
-                    "content_index": content_index,
-                    "offset": offset,
-                    "delta": delta,
-                }),
-            ),
-            StreamDelta::ThinkingDelta { offset, delta, .. } => {
-                (AGENT_THINKING, json!({"run_id": run_id, "message_index": index, "offset": offset, "text": delta}))
-            }
+            StreamDelta::TextDelta { content_index, offset, delta } => match tally.grow(index, delta, false) {
+                Some(content) => (
+                    MESSAGE_STREAMING,
+                    json!({"run_id": run_id, "message_index": index, "content_index": content_index, "content": content}),
+                ),
+                None => (
+                    MESSAGE_STREAMING,
+                    json!({
+                        "run_id": run_id,
+                        "message_index": index,
+                        "content_index": content_index,
+                        "offset": offset,
+                        "delta": delta,
+                    }),
+                ),
+            },
+            StreamDelta::ThinkingDelta { offset, delta, .. } => match tally.grow(index, delta, true) {
+                Some(text) => (AGENT_THINKING, json!({"run_id": run_id, "message_index": index, "text": text})),
+                None => (
+                    AGENT_THINKING,
+                    json!({"run_id": run_id, "message_index": index, "offset": offset, "text": delta}),
+                ),
+            },
             _ => return None,
         },
-        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
-            (TOOL_USE, json!({"tool_use_id": tool_call_id, "tool_name": tool_name, "input": args, "run_id": run_id}))
-        }
+        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => (
+            TOOL_USE,
+            // The seed's `input` is a string: the arguments as JSON text.
+            json!({"tool_use_id": tool_call_id, "tool_name": tool_name, "input": args.to_string(), "run_id": run_id}),
+        ),
         AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error } => (
             TOOL_RESULT,
             json!({
@@ -307,7 +429,7 @@ fn loop_event(
                 "cancelled" => "cancelled",
                 _ => "errored",
             };
-            let settled = std::mem::take(tally);
+            let settled = tally.restart(None, None);
             (
                 AGENT_STATUS,
                 json!({
@@ -324,7 +446,7 @@ fn loop_event(
                 }),
             )
         }
-        AgentEvent::SessionTitle { title } => (CHANNEL_UPDATED, json!({"title": title})),
+        AgentEvent::SessionTitle { title } => (CHANNEL_UPDATED, json!({"channel_id": at.session, "title": title})),
         AgentEvent::TodoWrite { todos } => (AGENT_TODO_WRITE, json!({"todos": todos, "run_id": run_id})),
         // Live tool output: no hub event (see the table in the module docs).
         AgentEvent::ToolExecutionUpdate { .. } => return None,
@@ -342,6 +464,7 @@ fn git_updated(session: &SessionId, git: &spool_protocol::git::GitState) -> Valu
         commit: git.commit.clone(),
         diff_additions: Some(git.additions),
         diff_deletions: Some(git.deletions),
+        title: None,
     };
     serde_json::to_value(data).expect("hub payloads are plain data and always serialize")
 }
@@ -355,7 +478,7 @@ pub fn approval_requested(approval: &Approval) -> (&'static str, Value) {
         return (
             AGENT_EXIT_PLAN,
             json!({
-                "plan": payload.get("plan").cloned().unwrap_or(Value::Null),
+                "plan": payload.get("plan").cloned().unwrap_or_else(|| json!("")),
                 "req_id": approval.id,
                 "run_id": approval.run_id,
                 "expires_at": approval.expires_at,
@@ -382,7 +505,7 @@ pub fn approval_requested(approval: &Approval) -> (&'static str, Value) {
                 "req_id": approval.id,
                 "run_id": approval.run_id,
                 "questions": [{
-                    "question": payload.get("question").or_else(|| payload.get("change")).cloned().unwrap_or(Value::Null),
+                    "question": payload.get("question").or_else(|| payload.get("change")).cloned().unwrap_or_else(|| json!("")),
                     "header": approval.tool,
                     "options": payload.get("options").cloned().unwrap_or_else(|| json!([])),
                     "multi_select": false,
@@ -429,12 +552,12 @@ pub fn snapshot(frame: &Frame, tally: &mut RunTally, away: bool, now: Millis) ->
     let still_going = |run: &spool_protocol::RunId| state.active_run.as_ref().is_some_and(|a| &a.run_id == run);
     if let Some(run) = tally.run.take_if(|run| !still_going(run)) {
         out.extend(ended_in_snapshot(frame, state, &run, now));
-        *tally = RunTally::default();
+        tally.restart(None, None);
     }
     if let Some(active) = &state.active_run {
         // Going on from here: the snapshot's drafts name the model; the turn count is
         // unknown (the run began before this tally).
-        *tally = RunTally { run: Some(active.run_id.clone()), model: draft_model(state), ..RunTally::default() };
+        tally.join(active.run_id.clone(), state);
     }
     out
 }
@@ -483,9 +606,9 @@ pub fn joined(frame: &Frame, tally: &mut RunTally, now: Millis) -> Vec<Envelope>
     let FrameBody::Snapshot { state } = &frame.body else {
         return Vec::new();
     };
-    *tally = RunTally::default();
+    tally.restart(None, None);
     let Some(active) = state.active_run.as_ref() else { return Vec::new() };
-    *tally = RunTally { run: Some(active.run_id.clone()), model: draft_model(state), ..RunTally::default() };
+    tally.join(active.run_id.clone(), state);
     vec![
         Envelope {
             kind: CHANNEL_SNAPSHOT,
@@ -881,6 +1004,31 @@ mod tests {
     }
 
     #[test]
+    fn the_content_form_carries_each_block_so_far_from_where_a_join_found_it() {
+        let delta = |seq, index, text: &str, thinking: bool| {
+            let (content_index, offset, delta) = (0, 0, text.to_owned());
+            let d = if thinking {
+                StreamDelta::ThinkingDelta { content_index, offset, delta }
+            } else {
+                StreamDelta::TextDelta { content_index, offset, delta }
+            };
+            frame(seq, ev(Some(index), AgentEvent::MessageUpdate { assistant_message_event: d }))
+        };
+        let mut tally = RunTally::new(Streaming::Content);
+        // Joined mid-answer: the draft holds "so far" (see `state`).
+        joined(&frame(40, FrameBody::Snapshot { state: Box::new(state(true)) }), &mut tally, NOW);
+        let mut map = |f: &Frame| map_frame(f, &mut tally, &author(), NOW).expect("an event").data;
+        assert_eq!(map(&delta(41, 1, " and", false))["content"], "so far and");
+        let grown = map(&delta(42, 1, " more", false));
+        assert_eq!(grown["content"], "so far and more");
+        assert_eq!((&grown["delta"], &grown["offset"]), (&Value::Null, &Value::Null), "no pieces in this form");
+        // The next message starts from nothing; thinking grows apart from the text.
+        assert_eq!(map(&delta(43, 3, "Hmm", true))["text"], "Hmm");
+        assert_eq!(map(&delta(44, 3, ", yes", true))["text"], "Hmm, yes");
+        assert_eq!(map(&delta(45, 3, "Yes", false))["content"], "Yes");
+    }
+
+    #[test]
     fn snapshots_joins_and_global_events() {
         let snap = frame(40, FrameBody::Snapshot { state: Box::new(state(true)) });
         let mut tally = RunTally::default();
@@ -921,7 +1069,7 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_queue_message_is_processed_and_a_removed_one_deleted() {
+    fn a_queued_message_is_created_unprocessed_then_processed_or_deleted() {
         let (first, second): (MessageId, MessageId) =
             ("msg_01jd0000000000000000000031".parse().unwrap(), "msg_01jd0000000000000000000032".parse().unwrap());
         let queued = |id: &MessageId| spool_protocol::frame::QueuedMessage {
@@ -934,8 +1082,10 @@ mod tests {
         let mut map = |seq, queue, change| {
             map_frame(&frame(seq, FrameBody::Queue { queue, change, paused: false }), &mut tally, &author(), NOW)
         };
-        let added = map(50, vec![queued(&first), queued(&second)], QueueChange::Added { message_id: second.clone() });
-        assert_eq!(added, None, "the seed has no event for a message joining the queue");
+        let added = map(50, vec![queued(&first), queued(&second)], QueueChange::Added { message_id: second.clone() })
+            .expect("a message joining the queue is created, not yet processed");
+        assert_eq!((added.kind, &added.data["msg_id"]), (MESSAGE_CREATED, &json!(second)));
+        assert_eq!((&added.data["is_processed"], &added.data["content"]), (&json!(false), &json!("and then?")));
         let taken = QueueChange::Taken { message_ids: vec![first.clone()], run_id: run_id() };
         let processed = map(51, vec![queued(&second)], taken).expect("an event");
         assert_eq!(processed.kind, MESSAGES_PROCESSED);

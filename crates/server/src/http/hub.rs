@@ -231,3 +231,67 @@ fn event(at: Option<usize>, mut event: Map<String, Value>) -> Result<HubEvent, A
 fn clip(text: &str) -> String {
     text.chars().take(64).collect()
 }
+
+/// `HubEvent` in the OpenAPI document: every event a `GET /api/ws` client receives, in
+/// the seed's envelope — one schema per type, its `data` the type's payload schema (the
+/// one publishers are held to), plus the hub's own `channel.snapshot`, `subscribed`,
+/// `channel.error` and `error`. Built from [`HubEventType::ALL`] and [`HubPayload`]'s
+/// schema, whose variants are in the same order, so a new type is described here by
+/// construction.
+pub(super) struct HubEventSchema;
+
+impl utoipa::Modify for HubEventSchema {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::PartialSchema;
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
+        use utoipa::openapi::RefOr;
+        let RefOr::T(Schema::OneOf(payloads)) = HubPayload::schema() else {
+            unreachable!("HubPayload is an untagged enum: a oneOf of its variants' payloads")
+        };
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        let envelope = |kind: &str, data: RefOr<Schema>| {
+            ObjectBuilder::new()
+                .property("type", string().enum_values(Some([kind])))
+                .required("type")
+                .property("channel_id", string().description(Some("`\"\"` for a global event")))
+                .required("channel_id")
+                .property("data", data)
+                .required("data")
+                .property(
+                    "timestamp",
+                    ObjectBuilder::new().schema_type(Type::Integer).description(Some("When the hub sent it (ms)")),
+                )
+                .required("timestamp")
+                .property(
+                    "cursor",
+                    string().description(Some("`streamId:seq`: send it back in a subscribe message's `cursors`")),
+                )
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+                .build()
+        };
+        let object = |required: &[&str]| {
+            let mut data = ObjectBuilder::new().schema_type(Type::Object);
+            for name in required {
+                data = data.required(*name);
+            }
+            RefOr::T(Schema::Object(data.build()))
+        };
+        let mut all = OneOfBuilder::new().description(Some(
+            "An event of the WebSocket hub (`GET /api/ws`): the seed 002 envelope; `data` is the payload of `type`",
+        ));
+        for (kind, data) in HubEventType::ALL.iter().zip(payloads.items) {
+            all = all.item(envelope(kind.name(), data));
+        }
+        let own = [
+            (crate::dialect::ws_hub::CHANNEL_SNAPSHOT, object(&["state"])),
+            (crate::dialect::ws_hub::SUBSCRIBED, object(&["channels"])),
+            (crate::dialect::ws_hub::CHANNEL_ERROR, object(&["code", "message"])),
+            (crate::dialect::ws_hub::ERROR, object(&["code", "message"])),
+        ];
+        for (kind, data) in own {
+            all = all.item(envelope(kind, data));
+        }
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.schemas.insert("HubEvent".into(), RefOr::T(Schema::OneOf(all.build())));
+    }
+}

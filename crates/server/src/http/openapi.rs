@@ -13,6 +13,7 @@
 use crate::dialect::ag_ui::AgUiEvent;
 use crate::dialect::ai_sdk::UiChunk;
 use crate::dialect::run_stream::RunEvent;
+use super::hub::HubEventSchema;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -38,7 +39,7 @@ use crate::state::AppState;
             `{\"name\", \"data\": {\"message\"}}` beside it.",
         license(name = "MIT", identifier = "MIT")
     ),
-    modifiers(&SecuritySchemes, &OpenCodeErrorSchema),
+    modifiers(&SecuritySchemes, &OpenCodeErrorSchema, &HubEventSchema),
     components(schemas(ErrorBody, super::opencode::NamedError, spool_protocol::AlwaysOption)),
     security(("bearer" = []), ("cookie" = [])),
     tags(

@@ -52,7 +52,7 @@
 use super::openapi::StreamErrors;
 use super::socket::{REVOKED, STOPPING, bad_origin, close_with, limited, origin_allowed, write};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
-use crate::dialect::ws_hub::{self, Author, Envelope, RunTally};
+use crate::dialect::ws_hub::{self, Author, Envelope, RunTally, Streaming};
 use crate::error::ApiError;
 use crate::extract::{Caller, QueryParams};
 use crate::state::AppState;
@@ -98,6 +98,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct WsQuery {
     /// Comma-separated session ids to follow (default: every session).
     channels: Option<String>,
+    /// How a growing answer streams: `delta` (the default: `message.streaming` carries
+    /// each piece as `delta` at its `offset`, `agent.thinking` likewise in `text`) or
+    /// `content` (seed 002's form: the whole text so far in every event, which costs
+    /// O(n²) bytes for an answer of n pieces).
+    #[param(inline, value_type = Option<String>, pattern = "^(delta|content)$")]
+    streaming: Option<String>,
 }
 
 /// What a client sends: `{"type":"subscribe","channels":[…],"cursors":{…}}`.
@@ -175,6 +181,11 @@ async fn upgrade(
     if channels.len() > MAX_CHANNELS {
         return Err(ApiError::bad_request("too_many_channels", format!("at most {MAX_CHANNELS} channels")));
     }
+    let streaming = match query.streaming.as_deref() {
+        None | Some("delta") => Streaming::Delta,
+        Some("content") => Streaming::Content,
+        Some(_) => return Err(ApiError::bad_request("invalid_query", "streaming is `delta` or `content`")),
+    };
     // The socket counts as one of the user's streams for as long as it is open (its
     // followed sessions count too, each as a session stream).
     let permit = state.engine.stream_permit(&user)?;
@@ -183,7 +194,7 @@ async fn upgrade(
     // The author of the user messages of every channel it may follow: the user.
     let name = state.engine.user_name(&user).await?;
     let author = Author { id: user.to_string(), name };
-    let mut hub = Hub::new(state.engine.clone(), user, author);
+    let mut hub = Hub::new(state.engine.clone(), user, author, streaming);
     let changes = state.engine.lists().watch_changes();
     let closing = state.engine.lists().closed();
     let mut out = Outbox::default();
@@ -263,7 +274,7 @@ impl FormMapper for HubForm {
     }
 }
 
-static HUB_FORMS: LazyLock<Forms<(), HubForm>> = LazyLock::new(Forms::default);
+static HUB_FORMS: LazyLock<Forms<Streaming, HubForm>> = LazyLock::new(Forms::default);
 
 /// What the socket writes next, in order: events made for this socket, and events shared
 /// with every socket that follows the same session (already encoded).
@@ -286,7 +297,7 @@ struct Channel {
     /// Fired by the engine when it cuts this subscription or closes the session.
     kill: CancellationToken,
     /// The channel's place in the session's shared hub form (its run tally).
-    follow: Follow<(), HubForm>,
+    follow: Follow<Streaming, HubForm>,
     on_snapshot: OnSnapshot,
     /// The subscription ended: cut for lagging, or its session closed.
     ended: bool,
@@ -297,6 +308,8 @@ struct Hub {
     user: UserId,
     /// Who the user messages of the channels are by (only their owner follows them).
     author: Author,
+    /// How the socket's growing answers stream (`?streaming=`).
+    streaming: Streaming,
     filter: Filter,
     channels: Vec<Channel>,
     /// Where the next poll starts, so one busy channel cannot starve the others.
@@ -312,12 +325,13 @@ struct Hub {
 }
 
 impl Hub {
-    fn new(engine: Engine, user: UserId, author: Author) -> Self {
+    fn new(engine: Engine, user: UserId, author: Author, streaming: Streaming) -> Self {
         let published = engine.hub().subscriber(user.clone());
         Self {
             engine,
             user,
             author,
+            streaming,
             published,
             filter: Filter::Only,
             channels: Vec::new(),
@@ -581,7 +595,7 @@ impl Hub {
             id,
             subscription,
             kill,
-            follow: Follow::new((), HubForm(RunTally::default(), self.author.clone())),
+            follow: Follow::new(self.streaming, HubForm(RunTally::new(self.streaming), self.author.clone())),
             on_snapshot,
             ended: false,
         });
@@ -608,7 +622,7 @@ impl Hub {
             // A snapshot is this socket's own: what it says depends on how the channel
             // was followed, and it re-anchors the channel's tally.
             let now = now_ms();
-            let fresh = || HubForm(RunTally::default(), self.author.clone());
+            let fresh = || HubForm(RunTally::new(self.streaming), self.author.clone());
             let mut form = channel.follow.take_mapper(None).unwrap_or_else(fresh);
             let envelope = match std::mem::replace(&mut channel.on_snapshot, OnSnapshot::Report(None)) {
                 OnSnapshot::Join => ws_hub::joined(frame, &mut form.0, now),

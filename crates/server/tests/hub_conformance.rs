@@ -1,0 +1,380 @@
+//! Every WebSocket hub event Spool sends is true to the schema Spool publishes for it in
+//! `/api/openapi.json` (`HubEvent`: one envelope per type, its `data` the type's
+//! payload schema). One scripted session goes through everything a session emits —
+//! text, thinking, a tool call with live output (approved), an approval rejected, a
+//! question, a plan, todos, the queue with a removed prompt, a cancelled run, a title,
+//! its deletion — and a second server's run fails after a retry; every frame a client
+//! of every session receives is collected and checked. A published schema that Spool's
+//! own events break fails here.
+//!
+//! The schemas are checked by [`validate`], a small JSON Schema evaluator of the
+//! keywords the document uses; a keyword it does not know fails the test rather than
+//! passing unchecked.
+//!
+//! A second client asks for seed 002's cumulative form (`?streaming=content`); its
+//! events are checked too, and its `content` is the answer so far.
+
+use crate::common;
+
+use common::{TestServer, WAIT, id_of};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use spool_test_support::{End, Fake, Reply, openai_delta, openai_sse};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A hub client of every session of the server's user.
+async fn every_session(server: &TestServer, query: &str) -> Ws {
+    let url = format!("ws://{}/api/ws{query}", server.addr);
+    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("connect in time")
+        .expect("WebSocket handshake");
+    ws
+}
+
+/// Reads events into `seen` until `stop` holds for one; returns that one.
+async fn until(ws: &mut Ws, seen: &mut Vec<Value>, stop: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let message = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no hub event within {WAIT:?}; so far {seen:#?}"))
+            .expect("the socket is open")
+            .expect("a message");
+        let Message::Text(text) = message else { continue };
+        let event: Value = serde_json::from_str(&text).expect("JSON");
+        seen.push(event.clone());
+        if stop(&event) {
+            return event;
+        }
+    }
+}
+
+fn is(kind: &'static str) -> impl Fn(&Value) -> bool {
+    move |e| e["type"] == kind
+}
+
+fn settled(e: &Value) -> bool {
+    e["type"] == "agent.status" && e["data"]["status"] != "running"
+}
+
+async fn decide(server: &TestServer, session: &str, approval: &Value, decision: Value) {
+    let id = approval["data"]["req_id"].as_str().expect("req_id");
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/approvals/{id}"), json!({ "decision": decision })).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Everything one scripted session emits, as a client of every session hears it.
+async fn a_whole_session(server: &TestServer) -> Vec<Value> {
+    let mut ws = every_session(server, "").await;
+    let mut cumulative = every_session(server, "?streaming=content").await;
+    let mut seen = Vec::new();
+    let project = server.default_project().await;
+    // Untitled: the title the model proposes arrives as `channel.updated`.
+    let session = id_of(&server.create_session(&project, None).await);
+    until(&mut ws, &mut seen, is("channel.created")).await;
+
+    server.start_run(&session, "think: weighing the options | the answer is here").await;
+    until(&mut ws, &mut seen, settled).await;
+    if !seen.iter().any(|e| e["type"] == "channel.updated") {
+        until(&mut ws, &mut seen, |e| e["type"] == "channel.updated" && e["data"]["title"].is_string()).await;
+    }
+
+    server.start_run(&session, &format!("tool: bash {}", json!({"command": "echo one; echo two"}))).await;
+    let asked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;
+    decide(server, &session, &asked, json!("once")).await;
+    until(&mut ws, &mut seen, settled).await;
+
+    server.start_run(&session, &format!("tool: write {}", json!({"path": "no.txt", "content": "x"}))).await;
+    let asked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;
+    decide(server, &session, &asked, json!("reject")).await;
+    until(&mut ws, &mut seen, settled).await;
+
+    let question = json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]});
+    server.start_run(&session, &format!("tool: question {question}")).await;
+    let asked = until(&mut ws, &mut seen, is("agent.ask_user")).await;
+    decide(server, &session, &asked, json!({"fill": {"answer": "green"}})).await;
+    until(&mut ws, &mut seen, settled).await;
+
+    let todos = json!({"todos": [{"content": "Read", "status": "completed"}, {"content": "Write", "status": "pending"}]});
+    server.start_run(&session, &format!("tool: todo_write {todos}")).await;
+    until(&mut ws, &mut seen, settled).await;
+
+    // The queue: a parked run, two prompts queued behind it, one of them removed.
+    server.start_run(&session, &format!("tool: write {}", json!({"path": "a.txt", "content": "x"}))).await;
+    let parked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;
+    let mut queued = Vec::new();
+    for text in ["echo: never", "echo: kept"] {
+        let (status, body) =
+            server.post(&format!("/api/sessions/{session}/prompt"), json!({"text": text, "queue": true})).await;
+        assert_eq!(status, 202, "{body}");
+        queued.push(body["messageId"].as_str().expect("messageId").to_owned());
+    }
+    let (status, _) = server.delete(&format!("/api/messages/{}", queued[0])).await;
+    assert_eq!(status, 204);
+    until(&mut ws, &mut seen, is("message.deleted")).await;
+    decide(server, &session, &parked, json!("once")).await;
+    until(&mut ws, &mut seen, settled).await;
+    until(&mut ws, &mut seen, settled).await;
+
+    // Plan mode: the plan is an `agent.exit_plan` card, rejected here.
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"mode": "plan"})).await;
+    assert_eq!(status, 200, "{body}");
+    server.start_run(&session, &format!("tool: exit_plan {}", json!({"plan": "# Plan\n1. edit"}))).await;
+    let asked = until(&mut ws, &mut seen, is("agent.exit_plan")).await;
+    decide(server, &session, &asked, json!("reject")).await;
+    until(&mut ws, &mut seen, settled).await;
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"mode": "agent"})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A cancelled run: parked at an approval, then stopped.
+    server.start_run(&session, &format!("tool: write {}", json!({"path": "b.txt", "content": "x"}))).await;
+    until(&mut ws, &mut seen, is("gate.approval_requested")).await;
+    let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    until(&mut ws, &mut seen, settled).await;
+
+    let (status, _) = server.delete(&format!("/api/sessions/{session}")).await;
+    assert!(status.is_success(), "{status}");
+    until(&mut ws, &mut seen, is("channel.deleted")).await;
+
+    let mut content = Vec::new();
+    until(&mut cumulative, &mut content, is("channel.deleted")).await;
+    let last = |kind: &str| content.iter().rev().find(|e| e["type"] == kind).expect(kind)["data"].clone();
+    let thought = content.iter().find(|e| e["type"] == "agent.thinking" && e["data"]["text"] == "weighing the options");
+    assert!(thought.is_some(), "the thinking block so far, whole: {content:#?}");
+    let answer = content.iter().find(|e| e["type"] == "message.streaming" && e["data"]["content"] == "the answer is here");
+    assert!(answer.is_some(), "the answer so far, whole: {content:#?}");
+    assert!(last("message.streaming")["delta"].is_null(), "no pieces in the content form");
+    seen.extend(content);
+    seen
+}
+
+/// A run that fails (a provider whose stream is cut after a retried 503).
+async fn a_failed_run() -> Vec<Value> {
+    let busy = Reply::Status { status: 503, headers: vec![], body: r#"{"error":{"message":"overloaded"}}"#.into() };
+    let partial = openai_sse(&[openai_delta(json!({"content": "The first half"}))]);
+    let partial = partial.trim_end_matches("data: [DONE]\n\n").as_bytes().to_vec();
+    let fake = Fake::start(vec![busy, Reply::Stream { pieces: vec![partial], end: End::Cut }]).await;
+    let server = common::provider_server(&fake, "sk-test-key-123456").await;
+    let session = server.new_session().await;
+    let mut ws = every_session(&server, "").await;
+    let mut seen = Vec::new();
+    server.start_run(&session, "write a lot").await;
+    let end = until(&mut ws, &mut seen, settled).await;
+    assert_eq!(end["data"]["status"], "errored", "{end}");
+    seen
+}
+
+#[tokio::test]
+async fn every_hub_event_matches_its_published_schema() {
+    let server = TestServer::start().await;
+    let (status, doc) = server.get("/api/openapi.json").await;
+    assert_eq!(status, 200);
+    let mut events = a_whole_session(&server).await;
+    events.extend(a_failed_run().await);
+
+    let envelopes = doc["components"]["schemas"]["HubEvent"]["oneOf"].as_array().expect("HubEvent is a oneOf");
+    let schema_of = |kind: &str| {
+        envelopes.iter().find(|s| s["properties"]["type"]["enum"][0] == kind).unwrap_or_else(|| panic!("no schema for {kind}"))
+    };
+    let mut problems = Vec::new();
+    for event in &events {
+        let kind = event["type"].as_str().expect("type");
+        if let Err(why) = validate(&doc, schema_of(kind), event, "") {
+            problems.push(format!("{kind}: {why}\n    {event}"));
+        }
+    }
+    let kinds: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    for expected in [
+        "channel.created",
+        "channel.updated",
+        "channel.deleted",
+        "agent.status",
+        "agent.activity",
+        "agent.thinking",
+        "message.created",
+        "message.streaming",
+        "message.deleted",
+        "messages.processed",
+        "tool.use",
+        "tool.result",
+        "gate.approval_requested",
+        "gate.approval_resolved",
+        "agent.ask_user",
+        "agent.exit_plan",
+        "agent.todo_write",
+    ] {
+        assert!(kinds.contains(expected), "the session emitted no {expected}: {kinds:?}");
+    }
+    assert!(problems.is_empty(), "{} of {} events break their schema:\n{}", problems.len(), events.len(), problems.join("\n"));
+}
+
+#[tokio::test]
+async fn a_queued_prompt_is_announced_unprocessed_then_processed_once() {
+    let server = TestServer::start().await;
+    let mut ws = every_session(&server, "").await;
+    let mut seen = Vec::new();
+    let session = server.new_session().await;
+    server.start_run(&session, &format!("tool: write {}", json!({"path": "a.txt", "content": "x"}))).await;
+    let parked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/prompt"), json!({"text": "echo: later", "queue": true})).await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["messageId"].clone();
+    let created = until(&mut ws, &mut seen, is("message.created")).await;
+    assert_eq!(created["channel_id"], session.as_str());
+    let data = &created["data"];
+    assert_eq!((&data["msg_id"], &data["content"]), (&id, &json!("echo: later")), "{created}");
+    assert_eq!((&data["is_bot"], &data["is_processed"]), (&json!(false), &json!(false)), "{created}");
+
+    decide(&server, &session, &parked, json!("once")).await;
+    until(&mut ws, &mut seen, settled).await;
+    let mut later = Vec::new();
+    until(&mut ws, &mut later, settled).await;
+    let processed = later.iter().find(|e| e["type"] == "messages.processed").expect("messages.processed");
+    assert_eq!(processed["data"]["msg_ids"], json!([id]));
+    let again: Vec<&Value> = later.iter().filter(|e| e["type"] == "message.created" && e["data"]["msg_id"] == id).collect();
+    assert!(again.is_empty(), "the prompt was announced once, when queued: {again:?}");
+}
+
+// ---- a JSON Schema evaluator of the keywords the document uses ------------------------
+
+/// Keywords that describe and do not constrain.
+const ANNOTATIONS: &[&str] =
+    &["description", "title", "format", "contentMediaType", "contentSchema", "examples", "example", "default", "deprecated"];
+
+/// Checks `value` against `schema` (JSON Schema 2020-12 as OpenAPI 3.1 writes it), with
+/// `$ref`s resolved in `doc`. The error names the path of the first value that breaks it.
+fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+    let Some(schema) = schema.as_object() else {
+        return match schema {
+            Value::Bool(true) => Ok(()),
+            _ => Err(format!("{path}: not allowed")),
+        };
+    };
+    let at = |p: &str| if path.is_empty() { p.to_owned() } else { format!("{path}.{p}") };
+    for (keyword, rule) in schema {
+        match keyword.as_str() {
+            "$ref" => {
+                let pointer = rule.as_str().expect("$ref is a string").trim_start_matches('#');
+                let target = doc.pointer(pointer).unwrap_or_else(|| panic!("unresolved $ref {pointer}"));
+                validate(doc, target, value, path)?;
+            }
+            "type" => {
+                let types: Vec<&str> = match rule {
+                    Value::String(one) => vec![one.as_str()],
+                    Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("type {rule}"),
+                };
+                if !types.iter().any(|t| has_type(value, t)) {
+                    return Err(format!("{}: {value} is not {types:?}", at("")));
+                }
+            }
+            "enum" => {
+                if !rule.as_array().expect("enum").contains(value) {
+                    return Err(format!("{}: {value} is not one of {rule}", at("")));
+                }
+            }
+            "const" => {
+                if rule != value {
+                    return Err(format!("{}: {value} is not {rule}", at("")));
+                }
+            }
+            "required" => {
+                if let Some(object) = value.as_object() {
+                    for name in rule.as_array().expect("required").iter().filter_map(Value::as_str) {
+                        if !object.contains_key(name) {
+                            return Err(format!("{}: missing", at(name)));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(object) = value.as_object() {
+                    for (name, sub) in rule.as_object().expect("properties") {
+                        if let Some(v) = object.get(name) {
+                            validate(doc, sub, v, &at(name))?;
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                if let Some(object) = value.as_object() {
+                    let known = schema.get("properties").and_then(Value::as_object);
+                    for (name, v) in object {
+                        if !known.is_some_and(|k| k.contains_key(name)) {
+                            validate(doc, rule, v, &at(name)).map_err(|_| format!("{}: a field the schema refuses", at(name)))?;
+                        }
+                    }
+                }
+            }
+            "items" => {
+                if let Some(items) = value.as_array() {
+                    for (i, v) in items.iter().enumerate() {
+                        validate(doc, rule, v, &format!("{path}[{i}]"))?;
+                    }
+                }
+            }
+            "oneOf" | "anyOf" => {
+                let options = rule.as_array().expect("a list of schemas");
+                let fits: Vec<Result<(), String>> = options.iter().map(|s| validate(doc, s, value, path)).collect();
+                let passed = fits.iter().filter(|r| r.is_ok()).count();
+                let ok = if keyword == "oneOf" { passed == 1 } else { passed >= 1 };
+                if !ok {
+                    let why: Vec<String> = fits.into_iter().filter_map(Result::err).collect();
+                    return Err(format!("{}: {passed} of {keyword} fit ({})", at(""), why.join("; ")));
+                }
+            }
+            "allOf" => {
+                for s in rule.as_array().expect("allOf") {
+                    validate(doc, s, value, path)?;
+                }
+            }
+            "minimum" => {
+                if let (Some(n), Some(min)) = (value.as_f64(), rule.as_f64())
+                    && n < min
+                {
+                    return Err(format!("{}: {n} is below {min}", at("")));
+                }
+            }
+            other if ANNOTATIONS.contains(&other) => {}
+            other => return Err(format!("{}: the evaluator does not know `{other}`: teach it rather than skip it", at(""))),
+        }
+    }
+    Ok(())
+}
+
+fn has_type(value: &Value, kind: &str) -> bool {
+    match kind {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64(),
+        other => panic!("type {other}"),
+    }
+}
+
+#[test]
+fn the_evaluator_refuses_what_breaks_a_schema() {
+    let doc = json!({"components": {"schemas": {"A": {
+        "type": "object", "required": ["a"], "properties": {"a": {"type": "string"}, "n": {"type": ["integer", "null"], "minimum": 0}},
+        "additionalProperties": false
+    }}}});
+    let a = json!({"$ref": "#/components/schemas/A"});
+    assert!(validate(&doc, &a, &json!({"a": "x", "n": null}), "").is_ok());
+    for bad in [json!({}), json!({"a": 1}), json!({"a": "x", "extra": 1}), json!({"a": "x", "n": -1}), json!("a")] {
+        assert!(validate(&doc, &a, &bad, "").is_err(), "{bad}");
+    }
+    let one = json!({"oneOf": [{"type": "string"}, {"const": "x"}]});
+    assert!(validate(&doc, &one, &json!("x"), "").is_err(), "two fit a oneOf");
+    assert!(validate(&doc, &one, &json!("y"), "").is_ok());
+}
