@@ -137,3 +137,31 @@ test('a queued prompt\'s ✕ takes an ordinary click while a run streams, 5 of 5
   assert.equal(await page.locator('.queue').count(), 0, 'the queue ran out');
   assert.deepEqual(page.errors, []);
 });
+
+test('typing a prompt of several lines while an answer streams keeps the view following', async (t) => {
+  // The composer grows with its text; measuring that grew the timeline for a moment, the
+  // browser pulled its scroll position up to fit, and that looked like the reader
+  // scrolling up: after a few keystrokes the answer streamed on below the fold.
+  const server = await startSpool({ delayMs: 3 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Typing' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`, { width: 1280, height: 760 });
+  await send(page, 'stream: 3000');
+  await page.waitForSelector('.msg.assistant.is-draft');
+  await page.waitForFunction(() => {
+    const timeline = document.querySelector('#timeline');
+    return timeline.scrollHeight > timeline.clientHeight + 200;
+  });
+  await page.click('#prompt');
+  for (const line of ['first line of the next prompt', 'second line', 'third line', 'fourth']) {
+    if (line !== 'first line of the next prompt') await page.keyboard.press('Shift+Enter');
+    await page.keyboard.type(line, { delay: 5 });
+  }
+  for (let i = 0; i < 4; i++) {
+    await page.waitForTimeout(150);
+    const f = await fold(page);
+    assert.ok(f.below <= 1, `sample ${i} after typing: the streaming answer's bottom is ${f.below} px below the fold`);
+    assert.equal(f.jump, false, 'no Jump to latest: the reader never scrolled');
+  }
+  assert.deepEqual(page.errors, []);
+});

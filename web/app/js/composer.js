@@ -64,9 +64,18 @@ export class Composer {
     sessionStorage.setItem(KEY, JSON.stringify(Object.fromEntries(this.drafts)));
   }
 
+  /**
+   * Fits the box to its text (up to 240 px). Measuring needs the textarea at its natural
+   * height for a moment; its box holds its own height meanwhile, so the page around it
+   * (the conversation above) never sees that moment: a conversation that grew for it
+   * had the browser pull its scroll position up, and the view stopped following.
+   */
   autosize() {
+    const box = this.input.parentElement;
+    box.style.height = `${box.offsetHeight}px`;
     this.input.style.height = 'auto';
     this.input.style.height = `${Math.min(this.input.scrollHeight, 240)}px`;
+    box.style.height = '';
   }
 
   get busy() {
