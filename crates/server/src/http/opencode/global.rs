@@ -319,9 +319,17 @@ impl GlobalStream {
                         }
                     },
                 };
+                let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
+                    Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
+                        HashSet::new()
+                    }
+                };
                 let (mut active, mut missed) = (Vec::new(), Vec::new());
                 for (project, directory) in projects {
-                    let (found, told) = discover_in(&engine, &user, &project, &directory, since, &model).await;
+                    let (found, told) =
+                        discover_in(&engine, &user, (&project, &directory), &waiting, since, &model).await;
                     active.extend(found);
                     if !told.is_empty() {
                         missed.push((directory, told));
@@ -615,14 +623,14 @@ fn deleted_info(session: &SessionId, project: &ProjectId, directory: &str) -> Se
     }
 }
 
-/// One project's sessions to follow at connect — the busy ones and those with a pending
-/// permission — and, for a client back after a drop (`since`), what it missed of the
-/// runs that ended while it was away.
+/// One project's sessions to follow at connect — the busy ones and those `waiting` for an
+/// answer — and, for a client back after a drop (`since`), what it missed of the runs
+/// that ended while it was away.
 async fn discover_in(
     engine: &Engine,
     user: &UserId,
-    project: &ProjectId,
-    directory: &str,
+    (project, directory): (&ProjectId, &str),
+    waiting: &HashSet<SessionId>,
     since: Option<Millis>,
     model: &str,
 ) -> (Vec<SessionId>, Vec<Event>) {
@@ -631,13 +639,6 @@ async fn discover_in(
         Err(e) => {
             tracing::warn!(error = %e, "opencode /event: could not list sessions");
             return (Vec::new(), Vec::new());
-        }
-    };
-    let waiting: HashSet<SessionId> = match engine.pending_approvals_of(user).await {
-        Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
-            HashSet::new()
         }
     };
     let active: Vec<SessionId> = sessions
