@@ -191,6 +191,11 @@ async fn every_hub_event_matches_its_published_schema() {
         }
     }
     let kinds: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    // What a publisher names and the publish route answers with: the wire names.
+    let published = doc["components"]["schemas"]["HubEventType"]["enum"].as_array().expect("HubEventType's names");
+    for kind in kinds.iter().filter(|k| !["channel.snapshot", "subscribed", "channel.error", "error"].contains(k)) {
+        assert!(published.contains(&json!(kind)), "HubEventType lacks {kind}: {published:?}");
+    }
     for expected in [
         "channel.created",
         "channel.updated",

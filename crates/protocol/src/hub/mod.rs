@@ -103,8 +103,9 @@ pub struct Empty {}
 
 macro_rules! hub_events {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal, $scope:ident, $data:ty; )*) => {
-        /// Every event type of seed 002, by wire name.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        /// Every event type of seed 002, by wire name. Its schema is written out below:
+        /// the derived one named the variants, not the wire names.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum HubEventType {
             $( $(#[$doc])* #[serde(rename = $name)] $variant, )*
         }
@@ -150,6 +151,19 @@ macro_rules! hub_events {
         }
     };
 }
+
+impl utoipa::PartialSchema for HubEventType {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("A hub event type, by its wire name (`message.created`)."))
+            .enum_values(Some(HubEventType::ALL.iter().map(|t| t.name())))
+            .into()
+    }
+}
+
+impl ToSchema for HubEventType {}
 
 /// Deserializes `data` into `T`, naming the path of the first field that does not fit.
 fn typed<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, FieldError> {
