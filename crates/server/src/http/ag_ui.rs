@@ -38,7 +38,7 @@
 
 use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS, Reply};
 use super::openapi::{AgUiStreamEvent, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
+use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
@@ -384,16 +384,13 @@ async fn prompt(
         on_disconnect: Default::default(),
         queue: false,
     };
-    // Subscribed before prompting: the run's first frame comes after this snapshot.
-    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
-    let accepted = engine.prompt(user, session, input).await?;
-    if accepted.created {
-        let run = accepted.run_id;
-        return Ok(Feed::new(anchor.typed(), AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents::default()));
+    match run_feed::prompt(engine, user, session, input, &connection).await? {
+        Prompted::New(feed) => Ok(feed),
+        Prompted::Retried(run) => {
+            let run = engine.run(user, &run).await?;
+            attach_from_start(engine, user, run, connection).await
+        }
     }
-    drop(anchor);
-    let run = engine.run(user, &accepted.run_id).await?;
-    attach_from_start(engine, user, run, connection).await
 }
 
 /// Follows `run` from its start: a replay of its frames while the buffer holds them,
@@ -407,9 +404,7 @@ async fn attach_from_start(
     let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
-        RunFrom::Replay(_) => {
-            Ok(Feed::new(subscription, AgUiForm::Run(run.id.clone()), AgUiStream::new(run.id), AgUiEvents::default()))
-        }
+        RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
         RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
     }
 }
@@ -482,6 +477,10 @@ struct AgUiEvents {
 impl RunDialect for AgUiEvents {
     type Key = AgUiForm;
     type Fold = AgUiStream;
+
+    fn from_start(run: RunId) -> (AgUiForm, AgUiStream, Self) {
+        (AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents::default())
+    }
 
     fn forms(forms: &RunForms) -> &Forms<AgUiForm, AgUiStream> {
         &forms.ag_ui

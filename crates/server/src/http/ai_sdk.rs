@@ -33,7 +33,7 @@
 //!   client ends with the same message, without duplicated text.
 
 use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
+use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream};
@@ -56,7 +56,7 @@ use spool_engine::{
     TypedSubscription,
 };
 use spool_protocol::api::Aborted;
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, SessionId, UserId};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -329,16 +329,13 @@ async fn prompt(
 ) -> Result<Feed, ApiError> {
     let input =
         PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
-    // Subscribed before prompting: the run's first frame comes after this snapshot.
-    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
-    let accepted = engine.prompt(user, session, input).await?;
-    if accepted.created {
-        let run = accepted.run_id;
-        return Ok(Feed::new(anchor.typed(), AiSdkForm::Run(run.clone()), AiSdkStream::new(run), UiStream));
+    match run_feed::prompt(engine, user, session, input, &connection).await? {
+        Prompted::New(feed) => Ok(feed),
+        Prompted::Retried(run) => {
+            let run = engine.run(user, &run).await?;
+            attach_from_start(engine, user, run, connection).await
+        }
     }
-    drop(anchor);
-    let run = engine.run(user, &accepted.run_id).await?;
-    attach_from_start(engine, user, run, connection).await
 }
 
 /// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
@@ -477,9 +474,7 @@ async fn attach_from_start(
     let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
-        RunFrom::Replay(_) => {
-            Ok(Feed::new(subscription, AiSdkForm::Run(run.id.clone()), AiSdkStream::new(run.id), UiStream))
-        }
+        RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
         RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
     }
 }
@@ -540,6 +535,10 @@ struct UiStream;
 impl RunDialect for UiStream {
     type Key = AiSdkForm;
     type Fold = AiSdkStream;
+
+    fn from_start(run: RunId) -> (AiSdkForm, AiSdkStream, Self) {
+        (AiSdkForm::Run(run.clone()), AiSdkStream::new(run), UiStream)
+    }
 
     fn forms(forms: &RunForms) -> &Forms<AiSdkForm, AiSdkStream> {
         &forms.ai_sdk

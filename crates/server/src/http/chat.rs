@@ -26,7 +26,7 @@
 
 use super::openapi::RunStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
+use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
@@ -128,13 +128,8 @@ async fn chat(
         on_disconnect: body.on_disconnect,
         queue: false,
     };
-    // Subscribed before prompting: the run's first frame comes after this snapshot.
-    let accepted = match engine.subscribe(&user, &session, None, connection.clone(), false).await {
-        Ok((anchor, _)) => engine.prompt(&user, &session, input).await.map(|a| (anchor, a)),
-        Err(e) => Err(e),
-    };
-    let (anchor, accepted) = match accepted {
-        Ok(pair) => pair,
+    let prompted = match run_feed::prompt(engine, &user, &session, input, &connection).await {
+        Ok(prompted) => prompted,
         Err(e) => {
             if created && let Err(cleanup) = engine.delete_session(&user, &session).await {
                 tracing::warn!(%session, error = %cleanup, "could not remove the session of a refused chat");
@@ -142,15 +137,14 @@ async fn chat(
             return Err(e.into());
         }
     };
-    let feed = if accepted.created {
-        let form = RunForm::Run(accepted.run_id.clone());
-        Feed::new(anchor.typed(), form, RunStream::new(accepted.run_id), RunEvents)
-    } else {
+    let feed = match prompted {
+        Prompted::New(feed) => feed,
         // A retried POST: follow the run its requestId already started, from the start
         // (a client that has some of it drops what it has: the numbers are the run's).
-        drop(anchor);
-        let run = engine.run(&user, &accepted.run_id).await?;
-        attach(engine, &user, run, RunAfter::Seq(0), connection).await?
+        Prompted::Retried(run) => {
+            let run = engine.run(&user, &run).await?;
+            attach(engine, &user, run, RunAfter::Seq(0), connection).await?
+        }
     };
     Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM_UTF8), watch))
 }
@@ -260,6 +254,10 @@ struct RunEvents;
 impl RunDialect for RunEvents {
     type Key = RunForm;
     type Fold = RunStream;
+
+    fn from_start(run: RunId) -> (RunForm, RunStream, Self) {
+        (RunForm::Run(run.clone()), RunStream::new(run), RunEvents)
+    }
 
     fn forms(forms: &RunForms) -> &Forms<RunForm, RunStream> {
         &forms.run_stream

@@ -27,14 +27,15 @@ use crate::state::AppState;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
-use spool_engine::{Engine, MAX_PAGE, TypedSubscription};
+use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{IndexedMessage, Run, SessionState, UserId};
+use spool_protocol::{IndexedMessage, Run, RunId, SessionId, SessionState, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::hash::Hash;
 use std::sync::Arc;
 use tokio::time::Interval;
+use tokio_util::sync::CancellationToken;
 
 /// Where the run stands for a feed, after the last frame it mapped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,10 +52,12 @@ pub(super) type Ready = VecDeque<(Option<u64>, Bytes)>;
 
 /// A run-following dialect, as one stream of it: the fold it maps with, and what the
 /// stream does with each step and at its end.
-pub(super) trait RunDialect: Send + 'static {
+pub(super) trait RunDialect: Sized + Send + 'static {
     /// Which shared form a stream follows (how its fold started).
     type Key: Hash + Eq + Clone + Send + 'static;
     type Fold: FormMapper;
+    /// The form, fold and stream that follow `run` from its `run.accepted`.
+    fn from_start(run: RunId) -> (Self::Key, Self::Fold, Self);
     /// This dialect's forms in the application state.
     fn forms(forms: &RunForms) -> &Forms<Self::Key, Self::Fold>;
     /// Where the run stands as `fold` starts (before any frame).
@@ -88,6 +91,12 @@ impl<D: RunDialect> RunFeed<D> {
         let place = dialect.start(&fold);
         let follow = Follow::new(key, fold);
         Self { subscription, follow, dialect, ready: Ready::new(), after: 0, place, cut: false, closed: false }
+    }
+
+    /// A feed of `run` from its `run.accepted`, on a subscription that holds it.
+    pub(super) fn from_start(subscription: TypedSubscription, run: RunId) -> Self {
+        let (key, fold, dialect) = D::from_start(run);
+        Self::new(subscription, key, fold, dialect)
     }
 
     /// Events up to `after` are not written (a run-stream client re-attaching).
@@ -214,6 +223,31 @@ async fn next_chunk<D: RunDialect>(st: &mut BodyState<D>) -> Option<Bytes> {
             }
         }
     }
+}
+
+/// What prompting gave: the new run's feed, or the run a retried `requestId` started
+/// (which the caller follows from its start).
+pub(super) enum Prompted<D: RunDialect> {
+    New(RunFeed<D>),
+    Retried(RunId),
+}
+
+/// Prompts `session` and follows the new run from its `run.accepted`: subscribed before
+/// prompting, so the run's first frame comes after the snapshot the subscription
+/// starts with.
+pub(super) async fn prompt<D: RunDialect>(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    input: PromptInput,
+    connection: &CancellationToken,
+) -> Result<Prompted<D>, EngineError> {
+    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
+    let accepted = engine.prompt(user, session, input).await?;
+    Ok(match accepted.created {
+        true => Prompted::New(RunFeed::from_start(anchor.typed(), accepted.run_id)),
+        false => Prompted::Retried(accepted.run_id),
+    })
 }
 
 /// A run drawn from the session snapshot a subscription starts with, when the run's
