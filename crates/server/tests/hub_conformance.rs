@@ -3,7 +3,8 @@
 //! payload schema). One scripted session goes through everything a session emits —
 //! text, thinking, a tool call with live output (approved), an approval rejected, a
 //! question, a plan, todos, the queue with a removed prompt, a cancelled run, a title,
-//! its deletion — and a second server's run fails after a retry; every frame a client
+//! its deletion —, a second server's run fails after a retry, and a third's project
+//! changes its git state; every frame a client
 //! of every session receives is collected and checked. A published schema that Spool's
 //! own events break fails here.
 //!
@@ -171,6 +172,21 @@ async fn a_failed_run() -> Vec<Value> {
     seen
 }
 
+/// A project's git state changing under a session (the git poller's `channel.updated`).
+async fn a_git_change() -> Vec<Value> {
+    let server = TestServer::start_with(common::git_polling(std::time::Duration::from_millis(50))).await;
+    let dir = server.new_dir("repo");
+    common::git_repo(&dir, &[("a.txt", "one\n")]);
+    let project = id_of(&server.create_project(&dir).await);
+    let session = id_of(&server.create_session(&project, Some("git")).await);
+    let mut ws = every_session(&server, "").await;
+    let mut seen = Vec::new();
+    server.wait_git_primed(&session).await;
+    std::fs::write(dir.join("a.txt"), "one\ntwo\n").expect("write");
+    until(&mut ws, &mut seen, |e| e["type"] == "channel.updated" && e["data"]["diff_additions"] == 1).await;
+    seen
+}
+
 #[tokio::test]
 async fn every_hub_event_matches_its_published_schema() {
     let server = TestServer::start().await;
@@ -178,6 +194,7 @@ async fn every_hub_event_matches_its_published_schema() {
     assert_eq!(status, 200);
     let mut events = a_whole_session(&server).await;
     events.extend(a_failed_run().await);
+    events.extend(a_git_change().await);
 
     let envelopes = doc["components"]["schemas"]["HubEvent"]["oneOf"].as_array().expect("HubEvent is a oneOf");
     let schema_of = |kind: &str| {
