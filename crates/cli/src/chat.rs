@@ -433,14 +433,22 @@ impl View {
         }
         let argument = payload["argument"].as_str().unwrap_or("");
         self.line_break();
-        self.print(&format!("  ? {} wants to run: {argument}\n", approval.tool));
+        let options = always_options(approval);
+        // What the tool would do, in words: a command runs, a write or an edit changes
+        // a file; any other tool that asks is named with its argument.
+        let wants = match approval.tool.as_str() {
+            _ if options.is_some() => "wants to run:",
+            "write" | "edit" => "wants to change",
+            _ => "wants approval for",
+        };
+        self.print(&format!("  ? {} {wants} {argument}\n", approval.tool));
         if let Some(change) = payload["change"].as_str().filter(|c| !c.is_empty() && *c != argument) {
             self.print(&format!("    {}\n", cut(change, CARD_CHARS)));
         }
         if let Some(preview) = payload["preview"].as_str() {
             self.preview(preview);
         }
-        match always_options(approval) {
+        match options {
             Some(options) if options.is_empty() => {
                 self.print("    (no \"always\" for this command: it holds what looks like a secret)\n");
                 self.print("    approve? y = once, n MESSAGE = reject and tell the model why\n");
@@ -457,7 +465,11 @@ impl View {
                     })
                     .collect();
                 self.print(&format!("    always allow: {}\n", listed.join(", ")));
-                self.print("    approve? y = once, a = always (this exact command), a2… = always for that choice, n MESSAGE = reject and tell the model why\n");
+                // `a2…` only when there is a second choice to pick.
+                let pick = if listed.len() > 1 { ", a2… = always for that choice" } else { "" };
+                self.print(&format!(
+                    "    approve? y = once, a = always (this exact command){pick}, n MESSAGE = reject and tell the model why\n"
+                ));
             }
             None => self.print("    approve? y = once, a = always, n MESSAGE = reject and tell the model why\n"),
         }

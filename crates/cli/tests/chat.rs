@@ -226,7 +226,7 @@ fn approvals_are_answered_at_the_prompt() {
     let write = |file: &str| format!(r#"tool: write {{"path": "{file}", "content": "hi\n"}}"#);
 
     chat.send_line(&write("once.txt")).expect("type");
-    chat.exp_string("write wants to run: once.txt").expect("the approval card");
+    chat.exp_string("write wants to change once.txt").expect("the approval card");
     chat.exp_string("approve? y = once").expect("how to answer");
     chat.send_line("y").expect("approve");
     chat.exp_string("write: once").expect("the decision");
@@ -235,7 +235,7 @@ fn approvals_are_answered_at_the_prompt() {
     assert_eq!(std::fs::read_to_string(setup.project().join("once.txt")).expect("written"), "hi\n");
 
     chat.send_line(&write("no.txt")).expect("type");
-    chat.exp_string("write wants to run: no.txt").expect("the approval card");
+    chat.exp_string("write wants to change no.txt").expect("the approval card");
     chat.send_line("n not in this project").expect("reject");
     chat.exp_string("write: reject").expect("the decision");
     chat.exp_string(&raw("✗")).expect("the call failed");
@@ -243,7 +243,7 @@ fn approvals_are_answered_at_the_prompt() {
     assert!(!setup.project().join("no.txt").exists(), "a rejected call never runs");
 
     chat.send_line(&write("always.txt")).expect("type");
-    chat.exp_string("write wants to run: always.txt").expect("the approval card");
+    chat.exp_string("write wants to change always.txt").expect("the approval card");
     chat.send_line("a").expect("always");
     chat.exp_string("write: always").expect("the decision");
     chat.exp_string("Tool write returned").expect("the summary");
@@ -275,6 +275,19 @@ fn always_on_a_command_picks_one_of_the_offered_patterns() {
     assert!(!until_summary.contains("approve?"), "`git status *` covers `git status`: {until_summary:?}");
     chat.send_line(&bash("rm -rf x")).expect("type");
     chat.exp_string("bash wants to run: rm -rf x").expect("another program still asks");
+}
+
+/// A command with no prefix to offer has one "always" choice, and the chat offers no
+/// second one to pick (`a2…` pointed at nothing).
+#[test]
+fn always_with_a_single_choice_offers_no_other() {
+    let setup = Setup::start(0);
+    let mut chat = setup.terminal();
+    let command = serde_json::json!({ "command": "for i in 1 2; do echo $i; done" });
+    chat.send_line(&format!("tool: bash {command}")).expect("type");
+    chat.exp_string("always allow: a1 = this exact command").expect("the one choice");
+    let line = chat.exp_string("tell the model why").expect("how to answer");
+    assert!(!line.contains("a2"), "no second choice is offered: {line:?}");
 }
 
 /// Issue 36: a question of the agent shows its options; a number picks one, words are
@@ -346,7 +359,7 @@ fn an_edit_approval_shows_its_diff() {
     std::fs::write(setup.project().join("a.txt"), "one\ntwo\nthree\n").expect("a file");
     let mut chat = setup.terminal();
     chat.send_line(r#"tool: edit {"path":"a.txt","oldString":"two","newString":"2"}"#).expect("type");
-    chat.exp_string("edit wants to run: a.txt").expect("the approval card");
+    chat.exp_string("edit wants to change a.txt").expect("the approval card");
     let diff = chat.exp_string("approve? y = once").expect("how to answer");
     for line in ["@@ -1,3 +1,3 @@", " one", "-two", "+2", " three"] {
         assert!(diff.contains(line), "no {line:?} in the card: {diff:?}");
