@@ -331,6 +331,24 @@ async fn a_failed_run_ends_with_its_error_and_keep_alives_fill_the_silence() {
     assert!(raw.contains("\n\n: keep-alive\n\n") || raw.starts_with(": keep-alive\n\n"), "{raw}");
 }
 
+/// The dialects learn a failed run's error from its `agent_end`, not from the store: the
+/// native frame carries the error the run's record holds.
+#[tokio::test]
+async fn a_failed_runs_agent_end_carries_the_error_its_record_holds() {
+    let engine = EngineConfig { max_turns: 1, ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    let mut stream = server.events(&session, common::Open::fresh()).await;
+    stream.next_frame().await.expect("snapshot");
+    let run_id = server.start_run(&session, "tool: read {\"path\":\"README.md\"}").await;
+    let run = server.wait_run(&run_id).await;
+    assert_eq!((&run["status"], &run["error"]["code"]), (&json!("failed"), &json!("max_turns_exceeded")), "{run}");
+    let frames = stream.frames_until(|f| f.event_type() == Some("agent_settled")).await;
+    let end = frames.iter().find(|f| f.event_type() == Some("agent_end")).expect("agent_end");
+    assert_eq!(end.json["event"]["status"], "failed", "{}", end.json);
+    assert_eq!(end.json["event"]["error"], run["error"], "{}", end.json);
+}
+
 #[tokio::test]
 async fn on_disconnect_cancel_cancels_the_run_when_the_chat_stream_goes() {
     let server =
