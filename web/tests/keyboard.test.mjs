@@ -314,6 +314,9 @@ test('a ("always") allows the command as offered, and number keys answer a quest
   await page.waitForFunction(() => document.activeElement?.closest('.question-card'));
   const options = await card.$$eval('.question-options button', (bs) => bs.map((b) => [b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));
   assert.deepEqual(options, [['1', '1'], ['2', '2']]);
+  // A question waits for an answer, not an approval: the call's card and the run's state say so.
+  assert.equal(await page.textContent('.tool-card.is-waiting .tool-status'), 'Waiting for your answer');
+  assert.equal(await page.textContent('#run-state'), 'Waiting for your answer');
   await armed(page);
   await shot(page, 'question-keyboard');
   await page.keyboard.press('2');
@@ -383,6 +386,8 @@ test('a plan card that took the focus by itself drops a y pressed at once; after
     return page.$('.plan-card');
   }, 15_000, 'the plan card');
   assert.ok(await page.evaluate(() => document.activeElement?.matches('.plan-card')), 'the plan card took the focus');
+  assert.equal(await page.textContent('.tool-card.is-waiting .tool-status'), 'Waiting for your review', 'a plan waits for a review');
+  assert.equal(await page.textContent('#run-state'), 'Waiting for your review');
   const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts')]));
   assert.deepEqual(keys, [['once', 'y'], ['reject', 'n']]);
   await shot(page, 'plan-card-held');

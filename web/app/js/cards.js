@@ -23,6 +23,15 @@ const LABEL = {
   error: 'Failed',
 };
 
+/**
+ * What a waiting call waits for, in the person's words: the agent's question an
+ * answer, a plan a review, anything else an approval. Keyed by the tool's name (a
+ * call's card knows no more than that).
+ */
+export function waitingFor(tool) {
+  return tool === 'question' ? 'Waiting for your answer' : tool === 'exit_plan' ? 'Waiting for your review' : LABEL.waiting;
+}
+
 /** `open` remembers which sections a person opened or closed, across repaints. */
 export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
   const status = streaming ? 'preparing' : waiting ? 'waiting' : (exec?.status ?? 'running');
@@ -40,7 +49,7 @@ export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
       h('span', { class: 'tool-mark' }, mark),
       h('span', { class: 'tool-name' }, name),
       h('code', { class: 'tool-arg', title: mainArgument(shownArgs) }, mainArgument(shownArgs)),
-      h('span', { class: 'tool-status' }, LABEL[status] ?? status),
+      h('span', { class: 'tool-status' }, status === 'waiting' ? waitingFor(name) : (LABEL[status] ?? status)),
     ),
     finishedDiff(name, shownArgs, exec),
     section(open, `${id}:args`, 'Arguments', pretty(shownArgs ?? {}), false),
