@@ -102,7 +102,8 @@ async fn a_whole_session(server: &TestServer) -> Vec<Value> {
     decide(server, &session, &asked, json!({"fill": {"answer": "green"}})).await;
     until(&mut ws, &mut seen, settled).await;
 
-    let todos = json!({"todos": [{"content": "Read", "status": "completed"}, {"content": "Write", "status": "pending"}]});
+    let todos =
+        json!({"todos": [{"content": "Read", "status": "completed"}, {"content": "Write", "status": "pending"}]});
     server.start_run(&session, &format!("tool: todo_write {todos}")).await;
     until(&mut ws, &mut seen, settled).await;
 
@@ -149,7 +150,8 @@ async fn a_whole_session(server: &TestServer) -> Vec<Value> {
     let last = |kind: &str| content.iter().rev().find(|e| e["type"] == kind).expect(kind)["data"].clone();
     let thought = content.iter().find(|e| e["type"] == "agent.thinking" && e["data"]["text"] == "weighing the options");
     assert!(thought.is_some(), "the thinking block so far, whole: {content:#?}");
-    let answer = content.iter().find(|e| e["type"] == "message.streaming" && e["data"]["content"] == "the answer is here");
+    let answer =
+        content.iter().find(|e| e["type"] == "message.streaming" && e["data"]["content"] == "the answer is here");
     assert!(answer.is_some(), "the answer so far, whole: {content:#?}");
     assert!(last("message.streaming")["delta"].is_null(), "no pieces in the content form");
     seen.extend(content);
@@ -198,7 +200,10 @@ async fn every_hub_event_matches_its_published_schema() {
 
     let envelopes = doc["components"]["schemas"]["HubEvent"]["oneOf"].as_array().expect("HubEvent is a oneOf");
     let schema_of = |kind: &str| {
-        envelopes.iter().find(|s| s["properties"]["type"]["enum"][0] == kind).unwrap_or_else(|| panic!("no schema for {kind}"))
+        envelopes
+            .iter()
+            .find(|s| s["properties"]["type"]["enum"][0] == kind)
+            .unwrap_or_else(|| panic!("no schema for {kind}"))
     };
     let mut problems = Vec::new();
     for event in &events {
@@ -234,7 +239,13 @@ async fn every_hub_event_matches_its_published_schema() {
     ] {
         assert!(kinds.contains(expected), "the session emitted no {expected}: {kinds:?}");
     }
-    assert!(problems.is_empty(), "{} of {} events break their schema:\n{}", problems.len(), events.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} of {} events break their schema:\n{}",
+        problems.len(),
+        events.len(),
+        problems.join("\n")
+    );
 }
 
 #[tokio::test]
@@ -261,15 +272,25 @@ async fn a_queued_prompt_is_announced_unprocessed_then_processed_once() {
     until(&mut ws, &mut later, settled).await;
     let processed = later.iter().find(|e| e["type"] == "messages.processed").expect("messages.processed");
     assert_eq!(processed["data"]["msg_ids"], json!([id]));
-    let again: Vec<&Value> = later.iter().filter(|e| e["type"] == "message.created" && e["data"]["msg_id"] == id).collect();
+    let again: Vec<&Value> =
+        later.iter().filter(|e| e["type"] == "message.created" && e["data"]["msg_id"] == id).collect();
     assert!(again.is_empty(), "the prompt was announced once, when queued: {again:?}");
 }
 
 // ---- a JSON Schema evaluator of the keywords the document uses ------------------------
 
 /// Keywords that describe and do not constrain.
-const ANNOTATIONS: &[&str] =
-    &["description", "title", "format", "contentMediaType", "contentSchema", "examples", "example", "default", "deprecated"];
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "format",
+    "contentMediaType",
+    "contentSchema",
+    "examples",
+    "example",
+    "default",
+    "deprecated",
+];
 
 /// Checks `value` against `schema` (JSON Schema 2020-12 as OpenAPI 3.1 writes it), with
 /// `$ref`s resolved in `doc`. The error names the path of the first value that breaks it.
@@ -331,7 +352,8 @@ fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<()
                     let known = schema.get("properties").and_then(Value::as_object);
                     for (name, v) in object {
                         if !known.is_some_and(|k| k.contains_key(name)) {
-                            validate(doc, rule, v, &at(name)).map_err(|_| format!("{}: a field the schema refuses", at(name)))?;
+                            validate(doc, rule, v, &at(name))
+                                .map_err(|_| format!("{}: a field the schema refuses", at(name)))?;
                         }
                     }
                 }
@@ -366,7 +388,9 @@ fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<()
                 }
             }
             other if ANNOTATIONS.contains(&other) => {}
-            other => return Err(format!("{}: the evaluator does not know `{other}`: teach it rather than skip it", at(""))),
+            other => {
+                return Err(format!("{}: the evaluator does not know `{other}`: teach it rather than skip it", at("")));
+            }
         }
     }
     Ok(())

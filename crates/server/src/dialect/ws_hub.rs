@@ -361,10 +361,9 @@ fn loop_event(
             },
             StreamDelta::ThinkingDelta { offset, delta, .. } => match tally.grow(index, delta, true) {
                 Some(text) => (AGENT_THINKING, json!({"run_id": run_id, "message_index": index, "text": text})),
-                None => (
-                    AGENT_THINKING,
-                    json!({"run_id": run_id, "message_index": index, "offset": offset, "text": delta}),
-                ),
+                None => {
+                    (AGENT_THINKING, json!({"run_id": run_id, "message_index": index, "offset": offset, "text": delta}))
+                }
             },
             _ => return None,
         },

@@ -243,8 +243,8 @@ pub(super) struct HubEventSchema;
 impl utoipa::Modify for HubEventSchema {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::PartialSchema;
-        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
         use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
         let RefOr::T(Schema::OneOf(payloads)) = HubPayload::schema() else {
             unreachable!("HubPayload is an untagged enum: a oneOf of its variants' payloads")
         };

@@ -10,10 +10,10 @@
 //! all of them, [`ErrorBody`]), the security schemes, and the handler that serves the
 //! document, serialized once per process.
 
+use super::hub::HubEventSchema;
 use crate::dialect::ag_ui::AgUiEvent;
 use crate::dialect::ai_sdk::UiChunk;
 use crate::dialect::run_stream::RunEvent;
-use super::hub::HubEventSchema;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;

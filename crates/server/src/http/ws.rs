@@ -140,7 +140,7 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
 
 /// The WebSocket hub. After the upgrade the client sends
 /// `{"type":"subscribe","channels":[…],"cursors":{…}}` and receives
-/// `{type, channel_id, data, timestamp}` envelopes.
+/// `{type, channel_id, data, timestamp}` envelopes (the `HubEvent` schema).
 #[utoipa::path(
     get,
     path = "/api/ws",
