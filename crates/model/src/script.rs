@@ -141,14 +141,16 @@ fn title(prompt: &str) -> String {
     if phrase.is_empty() { "Untitled".to_owned() } else { phrase }
 }
 
-/// The first `count` words of `text` once JSON and quoting punctuation is dropped.
+/// The first `count` words of `text` once JSON and quoting punctuation is dropped, and
+/// Markdown's marks (emphasis around a word, a list's dash, a table's bars): a title
+/// is shown as plain text.
 fn plain_words(text: &str, count: usize) -> String {
     let cleaned: String =
         text.chars().map(|c| if matches!(c, '{' | '}' | '[' | ']' | '"' | '`' | '\\') { ' ' } else { c }).collect();
     let words: Vec<&str> = cleaned
         .split_whitespace()
-        .map(|w| w.trim_matches(|c| matches!(c, ',' | ':' | '\'')))
-        .filter(|w| !w.is_empty())
+        .map(|w| w.trim_matches(|c| matches!(c, ',' | ':' | '\'' | '*' | '_' | '#' | '|')))
+        .filter(|w| w.chars().any(char::is_alphanumeric))
         .take(count)
         .collect();
     words.join(" ")
@@ -313,6 +315,9 @@ mod tests {
         assert_eq!(title("please fix the parser bug in main.rs today"), "please fix the parser bug in");
         assert_eq!(title(r#"{"a": "b"}"#), "a b");
         assert_eq!(title("{}"), "Untitled");
+        // Markdown's marks are not words: a list's dashes, emphasis, a table's bars.
+        assert_eq!(title("echo: Here is **a list**:\n\n- one\n- two"), "Echo Here is a list one");
+        assert_eq!(title("# Fix | the _parser_ -"), "Fix the parser");
     }
 
     #[test]
