@@ -157,3 +157,30 @@ test('on a phone the title keeps its words, no Shift+Enter hint shows and the to
   await shot(page, 'mobile-todos-open');
   assert.deepEqual(page.errors, []);
 });
+
+test('on a phone the sessions list keeps a waiting session\'s name readable: a row shows its actions only when it is the open one', async (t) => {
+  // Without hover, every row showed rename, archive and delete at once; beside "Needs
+  // you" that left a title of four letters ("Echo …").
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { project, session: waiting } = await seed(server, { title: 'Refactor the parser' });
+  await api(server.url, 'POST', `/api/sessions/${waiting.id}/prompt`, { text: bash('git status --short') });
+  const open = await api(server.url, 'POST', '/api/sessions', { projectId: project.id, title: 'Notes' });
+  const page = await pageIn({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true }, `${server.url}/#/s/${open.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await page.click('#menu');
+  const row = page.locator(`.session[data-session-id="${waiting.id}"]`);
+  await row.locator('.session-flag').waitFor();
+  const title = await row.locator('.session-title').evaluate((el) => {
+    const range = document.createRange();
+    range.setStart(el.firstChild, 0);
+    range.setEnd(el.firstChild, 'Refactor the'.length);
+    return { shown: el.clientWidth, words: range.getBoundingClientRect().width };
+  });
+  assert.ok(title.shown >= title.words, `the waiting row's title has ${title.shown} px, "Refactor the" needs ${title.words}`);
+  assert.equal(await row.locator('.row-actions').isVisible(), false, 'another session\'s row keeps its actions folded');
+  assert.equal(await page.locator(`.session[data-session-id="${open.id}"] .row-actions`).isVisible(), true, 'the open session\'s row shows its actions');
+  await page.waitForFunction(() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0); // slid in
+  await shot(page, 'mobile-sessions');
+  assert.deepEqual(page.errors, []);
+});
