@@ -114,8 +114,8 @@ pub struct RunTally {
     trigger: Option<(MessageId, String)>,
     /// Queued prompts announced as `message.created` (`is_processed: false`) that a run
     /// took: when the run commits one, it is not announced again (the seed's
-    /// `messages.processed` said it was taken). Kept across runs, as a run may take
-    /// them before the one before it settled.
+    /// `messages.processed` said it was taken). Kept from `messages.processed` to the
+    /// end of the run that took them.
     taken: Vec<MessageId>,
     streaming: Streaming,
     /// With [`Streaming::Content`]: the message that streams, its text and its thinking
@@ -429,6 +429,10 @@ fn loop_event(
                 _ => "errored",
             };
             let settled = tally.restart(None, None);
+            // A run takes its queued prompts before it starts (`messages.processed`
+            // comes after the previous run settled), so what is left was never
+            // committed: nothing to hold on to.
+            tally.taken.clear();
             (
                 AGENT_STATUS,
                 json!({
