@@ -1,0 +1,148 @@
+//! Settlement: how a run ends — its record written, its lease dropped, `agent_end`,
+//! the idle state and `agent_settled` published, and the session's queue asked to go
+//! on — and how the calls of a parked run that will never run are ended.
+
+use super::*;
+
+impl RunTask {
+    pub(super) async fn settle(mut self, outcome: Outcome) {
+        let outcome = match (outcome, self.handle.failed_as.get()) {
+            (Outcome::Cancelled, Some(error)) => failure(&error.code, error.message.clone()),
+            (other, _) => other,
+        };
+        tracing::info!(status = outcome.status().as_str(), "run settled");
+        self.env.metrics.run_settled(outcome.status());
+        if let Outcome::Interrupted = outcome {
+            // Durable already; the run continues when someone decides, on whichever
+            // node wins the decision: no lease is held while it waits.
+            self.env.drop_lease(&self.run.session_id).await;
+            self.handle.finished.cancel();
+            return;
+        }
+        let now = now_ms();
+        self.run.status = outcome.status();
+        self.run.ended_at = Some(now);
+        self.run.updated_at = now;
+        match &outcome {
+            Outcome::Failed(error) => {
+                tracing::warn!(run = %self.run.id, code = %error.code, message = %error.message, "run failed");
+                self.run.error = Some(error.clone());
+            }
+            Outcome::Rejected(error) => self.run.error = Some(error.clone()),
+            _ => {}
+        }
+        if let Err(e) = self.env.store.update_run(&self.run).await {
+            tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
+        }
+        self.env.drop_lease(&self.run.session_id).await;
+        self.emit(
+            AgentEvent::AgentEnd {
+                status: self.run.status.as_str().into(),
+                usage: self.run.usage,
+                error: self.run.error.clone(),
+            },
+            None,
+            |_| {},
+        );
+        self.emit_timing();
+        self.loaded.set_active(None);
+        self.loaded.events.publish(|s| {
+            s.status = SessionStatus::Idle;
+            s.active_run = None;
+            s.drafts.clear();
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        self.emit(AgentEvent::AgentSettled {}, None, |_| {});
+        self.handle.finished.cancel();
+        // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
+        // unless this node is stopping or lost the session: its next runner takes it.
+        if self.handle.failed_as.get().is_none() {
+            self.env.run_settled(&self.run.session_id);
+        }
+    }
+}
+
+/// Ends the calls of a run parked at an approval that will never run them (the run was
+/// stopped, or the approval expired): each gets a `tool_execution_end` with an error and
+/// a stored tool result, so every view — and the model, at the next prompt — sees the
+/// call ended instead of running for ever. Then the prompt's timing ends. `run` is the
+/// run as settled; `checkpoint` the one stored with its approval.
+pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
+    let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str()).to_owned();
+    let (index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
+        Ok(c) => (c.next_index, std::iter::once(c.pending).chain(c.remaining).collect()),
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "unreadable checkpoint: the parked calls stay open");
+            (0, Vec::new())
+        }
+    };
+    let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
+    end_unrun_calls(env, loaded, run, index, calls, why).await;
+    let timing = PromptTiming::of(run);
+    let event = timing.event();
+    let run_id = run.id.clone();
+    loaded.events.publish(|state| {
+        view::set_timing(state, timing);
+        Some(FrameBody::LoopEvent { run_id, message_index: None, message_id: None, event })
+    });
+}
+
+/// Ends `calls`, none of which ran, from message `index` on: for each, a
+/// `tool_execution_end` with an error saying `why`, and a stored tool result (so the
+/// conversation stays well-formed for the model). Returns the next free index.
+pub(super) async fn end_unrun_calls(
+    env: &RunEnv,
+    loaded: &Loaded,
+    run: &Run,
+    mut index: u64,
+    calls: Vec<Call>,
+    why: impl Fn(&str) -> String,
+) -> u64 {
+    let publish = |event, message_index, message_id, mutate: &mut dyn FnMut(&mut frame::SessionState)| {
+        let run_id = run.id.clone();
+        loaded.events.publish(|state| {
+            mutate(state);
+            Some(FrameBody::LoopEvent { run_id, message_index, message_id, event })
+        });
+    };
+    for Call { id, name, .. } in calls {
+        let result = why(&name);
+        let (shown, call) = (result.clone(), id.clone());
+        let end = AgentEvent::ToolExecutionEnd {
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+            result: result.clone(),
+            is_error: true,
+        };
+        publish(end, None, None, &mut |s| {
+            if let Some(e) = s.tool_executions.get_mut(&call) {
+                e.status = ToolStatus::Error;
+                e.result = Some(shown.clone());
+                view::end_tool_output(e);
+            }
+        });
+        let message = Message::ToolResult {
+            tool_call_id: id,
+            tool_name: name,
+            content: vec![Content::Text { text: result }],
+            is_error: true,
+            timestamp: now_ms(),
+            diff: None,
+        };
+        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
+        let indexed = IndexedMessage { id: MessageId::new(), index, message };
+        if let Err(e) = env.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
+            tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
+            break;
+        }
+        let (end, id) = (AgentEvent::MessageEnd { message: indexed.message.clone() }, indexed.id.clone());
+        let mut committed = Some(indexed);
+        publish(end, Some(index), Some(id), &mut |s| {
+            if let Some(m) = committed.take() {
+                view::commit_message(s, m);
+            }
+        });
+        index += 1;
+    }
+    index
+}

@@ -1,0 +1,563 @@
+//! The tool call: what a call the model asked for goes through — the rules and the
+//! mode decide whether it runs, an approval parks the run, the tool executes with its
+//! live output streamed, and its result is published and committed.
+
+use super::settlement::end_unrun_calls;
+use super::*;
+
+impl RunTask {
+    /// Runs a turn's calls in order; stops at the first that parks, fails or aborts.
+    /// Each call runs in a `tool_call` span (a child of the run's): the tool, the call's
+    /// id, the person's decision when one resumed it, and whether it ended in an error
+    /// (`parked` when it stopped for an approval instead).
+    pub(super) async fn run_calls(
+        &mut self,
+        turn: usize,
+        calls: Vec<Call>,
+        mut resolution: Option<Resolution>,
+    ) -> Result<(), Outcome> {
+        for (i, call) in calls.iter().enumerate() {
+            let decision = resolution.as_ref().map(|r| match r {
+                Resolution::Approved { .. } => "approved",
+                Resolution::Rejected { .. } => "rejected",
+            });
+            let span = tracing::info_span!(
+                "tool_call",
+                tool = %call.name,
+                call_id = %call.id,
+                decision = decision,
+                outcome = tracing::field::Empty,
+            );
+            let done = tracing::Instrument::instrument(
+                self.execute_tool(call.clone(), resolution.take(), turn, &calls[i + 1..]),
+                span.clone(),
+            )
+            .await;
+            if let Err(Outcome::Interrupted) = &done {
+                span.record("outcome", "parked");
+            }
+            done?;
+        }
+        Ok(())
+    }
+
+    /// The session's mode now (a person may switch it while the run goes on).
+    pub(super) fn mode(&self) -> SessionMode {
+        self.loaded.events.read(|s| s.session.mode)
+    }
+
+    /// Switches the session's mode, durably, and tells every view (a tool's
+    /// [`crate::Tool::mode_after`], after the person accepted).
+    pub(super) async fn switch_mode(&mut self, mode: SessionMode) -> Result<(), Outcome> {
+        let mut session = self.loaded.events.read(|s| s.session.clone());
+        if session.mode == mode {
+            return Ok(());
+        }
+        session.mode = mode;
+        session.updated_at = now_ms();
+        if let Err(e) = self.env.store.update_session(&session).await {
+            return Err(failure(
+                "storage_error",
+                format!("could not switch the session to {} mode: {e}", mode.as_str()),
+            ));
+        }
+        self.loaded.events.publish(move |state| {
+            state.session = session;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok(())
+    }
+
+    /// The permission for a call now: a server deny is final; within the rest the
+    /// session's own rules decide (see [`evaluate_call`]).
+    pub(super) fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
+        let subject = tool.subject(args);
+        let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
+        evaluate_call(&self.env.settings.rules, &session_rules, name, &subject)
+    }
+
+    pub(super) async fn execute_tool(
+        &mut self,
+        call: Call,
+        resolution: Option<Resolution>,
+        turn: usize,
+        remaining: &[Call],
+    ) -> Result<(), Outcome> {
+        let Call { id: call_id, name, args } = call.clone();
+        let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message })
+            if message.as_deref().is_none_or(|m| m.trim().is_empty()));
+        if plain_reject {
+            // Nothing about this call starts: no `tool_execution_start`, so no stream
+            // shows it running, and the run stops here. The call (and any later call of
+            // the message) ends as rejected in every view and in the conversation.
+            let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
+            let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
+            self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+            return Err(Outcome::Rejected(RunError {
+                code: "approval_rejected".into(),
+                message: format!("the {name} call was rejected; the run was cancelled"),
+            }));
+        }
+        let tool = self.env.tools.get(&name);
+        // Decide whether the call runs: the rules, or the decision that resumed us. A
+        // rule that says deny wins even over an approval given earlier.
+        let mode = self.mode();
+        let verdict: Result<serde_json::Value, String> = match (&tool, resolution) {
+            (None, _) => Err(format!("unknown tool {name:?}")),
+            // The model was not offered it; a person's earlier approval does not change
+            // the mode's promise either (the mode may have changed since).
+            (Some(tool), _) if !tool.available_in(mode) => Err(unavailable(&name, mode)),
+            (Some(_), _) if !args.is_object() => Err(format!(
+                "invalid arguments for {name}: expected a JSON object, got {}",
+                truncate(&args.to_string(), 200)
+            )),
+            (Some(_), Some(Resolution::Rejected { message })) => Err(match message {
+                Some(m) if !m.trim().is_empty() => format!("The user rejected this {name} call: {m}"),
+                _ => format!("The user rejected this {name} call."),
+            }),
+            (Some(tool), Some(Resolution::Approved { args })) => {
+                if !args.is_object() {
+                    Err(format!("invalid arguments for {name}: expected a JSON object"))
+                } else if self.permission(&**tool, &name, &args) == PermissionAction::Deny {
+                    Err(format!("{name} is denied by a permission rule (changed after the approval was asked)"))
+                } else {
+                    Ok(args)
+                }
+            }
+            (Some(tool), None) if let Err(reason) = tool.check(&args) => Err(reason),
+            (Some(tool), None) => match self.permission(&**tool, &name, &args) {
+                PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
+                // A question always waits for the person, unless nobody can answer.
+                _ if tool.asks(&args).is_some() => {
+                    if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
+                        Err(format!("{name} asks the person and no one is connected to answer (approval policy: deny)"))
+                    } else {
+                        return Err(self.interrupt(&**tool, call, turn, remaining).await);
+                    }
+                }
+                PermissionAction::Allow => Ok(args.clone()),
+                PermissionAction::Ask if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 => {
+                    Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
+                }
+                PermissionAction::Ask => return Err(self.interrupt(&**tool, call, turn, remaining).await),
+            },
+        };
+        // A decided call is about to run: say so durably first (exactly once, at least once).
+        if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
+            && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
+        {
+            return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
+        }
+        let shown_args = verdict.as_ref().map_or_else(|_| args.clone(), Clone::clone);
+        let exec = ToolExecution {
+            tool_call_id: call_id.clone(),
+            tool_name: name.clone(),
+            args: shown_args.clone(),
+            status: ToolStatus::Running,
+            result: None,
+            output: None,
+            output_truncated: false,
+            diff: None,
+        };
+        self.emit(
+            AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args },
+            None,
+            move |s| {
+                s.tool_executions.insert(exec.tool_call_id.clone(), exec);
+            },
+        );
+        let cancel = self.handle.cancel.clone();
+        let mut aborted = false;
+        let output = match (tool, verdict) {
+            (_, Err(reason)) => ToolOutput::error(reason),
+            (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
+            (Some(tool), Ok(args)) => {
+                let (progress, mut reader) = crate::ToolProgress::channel();
+                let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
+                ctx.progress = progress;
+                let mut live = LiveOutput::new(&call_id, &name);
+                let started = self.env.clock.now_ms();
+                let mut running = Box::pin(tool.call(args, &ctx));
+                let finished = loop {
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => break None,
+                        out = &mut running => break Some(out),
+                        chunk = reader.next() => self.stream_output(&mut live, chunk, false),
+                    }
+                };
+                // Stopped: the call is dropped first (which kills what it started), so
+                // nothing more is printed after the output the result keeps.
+                drop(running);
+                self.env.metrics.tool_call(&name, self.env.clock.now_ms() - started);
+                self.stream_output(&mut live, reader.rest(), true);
+                finished.unwrap_or_else(|| {
+                    aborted = true;
+                    ToolOutput::error(live.stopped_result())
+                })
+            }
+        };
+        let mut output = output;
+        if let Some(todos) = output.todos.take().filter(|_| !output.is_error && !aborted)
+            && let Err(reason) = self.replace_todos(todos).await
+        {
+            output = ToolOutput::error(reason);
+        }
+        // A tool that prints an environment secret (a failing command echoing a key)
+        // must not carry it into events, the store or the next model call.
+        let (result, is_error) = (redact(&output.text), output.is_error);
+        // The diff shows file text the call wrote, which may hold a secret as well.
+        let diff = output.diff.as_deref().filter(|_| !is_error && !aborted).map(redact);
+        if !is_error && !aborted {
+            self.remember_tool_fact(&call, &result).await;
+            if let Some(mode) = self.env.tools.get(&name).and_then(|t| t.mode_after()) {
+                self.switch_mode(mode).await?;
+            }
+        }
+        let status = if is_error { ToolStatus::Error } else { ToolStatus::Success };
+        let outcome = if aborted {
+            "aborted"
+        } else if is_error {
+            "error"
+        } else {
+            "ok"
+        };
+        tracing::Span::current().record("outcome", outcome);
+        let shown = result.clone();
+        let id = call_id.clone();
+        self.emit(
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: call_id.clone(),
+                tool_name: name.clone(),
+                result: result.clone(),
+                is_error,
+            },
+            None,
+            move |s| {
+                if let Some(e) = s.tool_executions.get_mut(&id) {
+                    e.status = status;
+                    e.result = Some(shown);
+                    view::end_tool_output(e);
+                }
+            },
+        );
+        let message = Message::ToolResult {
+            tool_call_id: call_id,
+            tool_name: name,
+            content: vec![Content::Text { text: result }],
+            is_error,
+            timestamp: now_ms(),
+            diff,
+        };
+        self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index), |_| {});
+        self.commit(message).await?;
+        if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
+    }
+
+    /// Publishes a chunk of a running call's output as `tool_execution_update` (redacted
+    /// like the result) and adds it to the call's output in the session state. `last`:
+    /// the call is over, so nothing is held back any more.
+    fn stream_output(&self, live: &mut LiveOutput, chunk: crate::ProgressChunk, last: bool) {
+        let mut text = std::mem::take(&mut live.held);
+        text.push_str(&chunk.text);
+        let mut text = redact_with(&text, &live.secrets);
+        if !last && !chunk.truncated {
+            let keep = secret_prefix_len(&text, &live.secrets);
+            live.held = text.split_off(text.len() - keep);
+        }
+        if text.is_empty() && !chunk.truncated {
+            return;
+        }
+        let offset = spool_protocol::event::offset_len(&live.sent);
+        live.sent.push_str(&text);
+        live.truncated |= chunk.truncated;
+        let (id, delta, truncated) = (live.tool_call_id.clone(), text.clone(), chunk.truncated);
+        self.emit(
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id: live.tool_call_id.clone(),
+                tool_name: live.tool_name.clone(),
+                offset,
+                delta: text,
+                truncated,
+            },
+            None,
+            move |s| view::append_tool_output(s, &id, offset, &delta, truncated),
+        );
+    }
+
+    /// Parks the run at an approval: persist the approval and checkpoint with the run's
+    /// `interrupted` status (one transaction), and only then publish the state and the
+    /// `approval_requested` event. A call that changes one file is looked at first: the
+    /// card shows the change, and the checkpoint keeps the file's fingerprint.
+    pub(super) async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
+        let inspected =
+            tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
+        // The approval's times are the engine clock's: its expiry is timed by it.
+        let now = self.env.clock.now_ms();
+        let settings = &self.env.settings;
+        let approval =
+            new_approval(settings.approval_ttl, &settings.rules, tool, &self.run, &call, inspected.as_ref(), now);
+        // The `interrupt` below is the run's next event: nothing else of the run is
+        // published before it.
+        let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::session::READ_YOUR_WRITES).await;
+        let checkpoint = Checkpoint {
+            next_index: self.next_index,
+            turn,
+            pending: call,
+            remaining: remaining.to_vec(),
+            policy: self.policy,
+            usage: self.run.usage,
+            resource: inspected.map(|i| i.resource),
+            sequence,
+        };
+        self.run.status = RunStatus::Interrupted;
+        self.run.updated_at = now;
+        let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
+        if let Err(e) = self.env.store.interrupt_run(&self.run, &approval, &checkpoint).await {
+            return failure("storage_error", format!("could not save the approval: {e}"));
+        }
+        let shown = approval.clone();
+        self.loaded.events.publish(move |s| {
+            s.pending_approvals.push(shown);
+            if let Some(active) = s.active_run.as_mut() {
+                active.status = RunStatus::Interrupted;
+            }
+            Some(FrameBody::State { state: Box::new(s.clone()) })
+        });
+        // After the view shows the approval pending: a parked handle is held only while
+        // it does (see `Loaded::active`).
+        {
+            let mut active = self.loaded.active.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(handle) = active.as_mut().filter(|h| h.run_id == self.run.id) {
+                handle.interrupted = Some(approval.id.clone());
+            }
+        }
+        self.env.arm_expiry(&approval);
+        self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
+        Outcome::Interrupted
+    }
+
+    /// Replaces the session's todo list (`todo_write`): stored first, so a list anyone
+    /// was shown survives a restart, then published as `todo_write` with the state.
+    /// The model wrote the items: masked like everything else it says that is shown.
+    pub(super) async fn replace_todos(&mut self, mut todos: Vec<hub::Todo>) -> Result<(), String> {
+        for todo in &mut todos {
+            todo.content = redact(&todo.content);
+        }
+        let store = &self.env.store;
+        if let Err(e) = store.put_todos(&self.run.session_id, &self.run.owner_id, &todos).await {
+            tracing::warn!(run = %self.run.id, error = %e, "could not save the todo list");
+            return Err("todo_write: the todo list could not be saved; it is unchanged".into());
+        }
+        let shown = todos.clone();
+        self.emit(AgentEvent::TodoWrite { todos }, None, move |s| s.todos = shown);
+        Ok(())
+    }
+
+    /// A successful tool call is a confirmed fact: record what it did and what it saw.
+    pub(super) async fn remember_tool_fact(&mut self, call: &Call, result: &str) {
+        let change = match self.env.tools.get(&call.name) {
+            Some(tool) => tool.describe(&call.args),
+            None => call.name.clone(),
+        };
+        let fact = redact(&context::tool_fact(&change, result));
+        self.update_memory(|m| context::remember(m, &fact, FactSource::Tool, now_ms())).await;
+    }
+
+    /// Re-reads the memory, applies `change` and writes it back, so facts a person
+    /// confirmed while the run was going are kept. On a storage error the run goes on
+    /// with what it has; returns whether the change was saved.
+    pub(super) async fn update_memory(&mut self, change: impl FnOnce(&mut SessionMemory)) -> bool {
+        let store = &self.env.store;
+        let mut memory = store.get_memory(&self.run.session_id).await.unwrap_or_else(|_| self.memory.clone());
+        change(&mut memory);
+        match store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {
+            Ok(()) => {
+                self.memory = memory;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run = %self.run.id, error = %e, "could not save the session memory");
+                false
+            }
+        }
+    }
+
+}
+
+/// The approval a person is asked for `call`: the tool, its whole main argument, a
+/// one-line summary, for a call that changes one file the preview of the change
+/// against the file as `inspected` found it, and for a command the patterns "always"
+/// may allow (`alwaysOptions`, those the server's `rules` leave open). Everything shown
+/// is redacted.
+pub(crate) fn new_approval(
+    ttl: std::time::Duration,
+    rules: &[PermissionRule],
+    tool: &dyn crate::Tool,
+    run: &Run,
+    call: &Call,
+    inspected: Option<&crate::Inspected>,
+    now: time::Millis,
+) -> Approval {
+    let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let mut payload = serde_json::json!({
+        "tool": call.name,
+        // Whole, never cut: a person decides on exactly what will run, and the
+        // end of a long command is where a `curl … | sh` hides.
+        "argument": tool.main_argument(&call.args).map(|a| redact(&a)),
+        "change": redact(&tool.describe(&call.args)),
+        "reason": "this tool changes files or runs commands, and the permission rules say to ask",
+    });
+    if let Some(inspected) = inspected {
+        payload["preview"] = redact(&inspected.preview).into();
+    }
+    if let Some(options) = tool.always_options(&call.args) {
+        // Not redacted: a pattern must be the command's own text to match it later, and
+        // the card shows the (redacted) argument beside it. What redaction would mask
+        // is left out instead.
+        let options: Vec<_> = spool_protocol::approval::offerable(rules, &call.name, options)
+            .into_iter()
+            .filter(|o| o.patterns.iter().all(|p| redact(p) == *p))
+            .collect();
+        payload["alwaysOptions"] = serde_json::to_value(options).expect("plain data serializes");
+    }
+    let ask = tool.asks(&call.args);
+    if let Some(ask) = &ask {
+        payload["reason"] = "the model asks you this; answer it to go on".into();
+        for (key, value) in &ask.payload {
+            // The model wrote it: masked like everything else a card shows.
+            let masked = redact(&value.to_string());
+            payload[key] = serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
+        }
+    }
+    Approval {
+        id: ApprovalId::new(),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        owner_id: run.owner_id.clone(),
+        tool_call_id: call.id.clone(),
+        tool: call.name.clone(),
+        kind: ask.map_or(ApprovalKind::ConfirmAction, |a| a.kind),
+        payload,
+        status: ApprovalStatus::Pending,
+        decision: None,
+        message: None,
+        actor: None,
+        created_at: now,
+        expires_at: now.saturating_add(ttl),
+        resolved_at: None,
+    }
+}
+
+/// What the model reads when it calls a tool its session's mode does not offer.
+pub(super) fn unavailable(name: &str, mode: SessionMode) -> String {
+    match mode {
+        SessionMode::Plan => format!(
+            "{name} is not available in plan mode: nothing may change until the person accepts a plan. \
+             Look with the read-only tools, then call exit_plan with your plan."
+        ),
+        SessionMode::Agent => format!("{name} is only available in plan mode; this session is in agent mode"),
+    }
+}
+
+/// The length of the longest end of `text` that is the start of a secret (but not a
+/// whole one): live output holds it back until the next chunk says whether the secret
+/// follows, so a secret split between two reads is redacted all the same.
+pub(super) fn secret_prefix_len(text: &str, secrets: &[String]) -> usize {
+    secrets
+        .iter()
+        .filter_map(|secret| {
+            (1..secret.len().min(text.len() + 1))
+                .rev()
+                .find(|&k| secret.is_char_boundary(k) && text.ends_with(&secret[..k]))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The bytes of live output a stopped call's result keeps, half from its start and
+/// half from its end: the same 50 KiB as `bash`'s own result, so a Stop does not give
+/// the conversation a longer result than finishing would have.
+const STOPPED_OUTPUT_BYTES: usize = 50 * 1024;
+
+/// One call's live output on its way to the stream: what was sent, and the end held
+/// back because it could be the start of a secret (see [`secret_prefix_len`]).
+struct LiveOutput {
+    tool_call_id: String,
+    tool_name: String,
+    sent: String,
+    held: String,
+    truncated: bool,
+    secrets: Vec<String>,
+}
+
+impl LiveOutput {
+    pub(super) fn new(tool_call_id: &str, tool_name: &str) -> Self {
+        Self {
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            sent: String::new(),
+            held: String::new(),
+            truncated: false,
+            secrets: secrets(),
+        }
+    }
+
+    /// The result of a call the run's Stop cut short: it says so, and keeps what the
+    /// call had printed (its start and end when that is long), so the card and the
+    /// stored conversation still show it after a reload.
+    pub(super) fn stopped_result(&self) -> String {
+        const STOPPED: &str = "the run was aborted before the tool finished";
+        if self.sent.is_empty() {
+            return STOPPED.to_owned();
+        }
+        let capped = if self.truncated {
+            format!(" (live output stops at {} KiB)", spool_protocol::event::LIVE_OUTPUT_CAP / 1024)
+        } else {
+            String::new()
+        };
+        format!("{STOPPED}; what it printed until then{capped}:\n{}", keep_ends(&self.sent, STOPPED_OUTPUT_BYTES))
+    }
+}
+
+/// `text` if it is at most `max` bytes, else its first and last `max / 2` bytes (cut on
+/// character boundaries) with a line saying how much was left out between them.
+pub(super) fn keep_ends(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut head = max / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - max / 2;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}\n… {} bytes of output omitted …\n{}", &text[..head], tail - head, &text[tail..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_that_could_start_a_secret_is_held_back_and_nothing_else() {
+        let secrets = vec!["sk-abcdef123".to_owned(), "pässwort-geheim".to_owned()];
+        assert_eq!(secret_prefix_len("output sk-ab", &secrets), 5);
+        assert_eq!(secret_prefix_len("output s", &secrets), 1);
+        assert_eq!(secret_prefix_len("output\n", &secrets), 0);
+        // A whole secret is redacted, not held; a prefix ends on a character boundary.
+        assert_eq!(secret_prefix_len("sk-abcdef123", &secrets), 0);
+        assert_eq!(secret_prefix_len("x pä", &secrets), "pä".len());
+        assert_eq!(secret_prefix_len("", &secrets), 0);
+    }
+
+    #[test]
+    fn a_stopped_calls_long_output_keeps_its_start_and_end() {
+        assert_eq!(keep_ends("short", 10), "short");
+        let text = format!("{}{}", "a".repeat(10), "é".repeat(10));
+        let kept = keep_ends(&text, 10);
+        assert_eq!(kept, "aaaaa\n… 21 bytes of output omitted …\néé");
+    }
+}
