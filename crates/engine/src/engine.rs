@@ -7,7 +7,7 @@
 use crate::ToolRegistry;
 use crate::approvals::{Approvals, DecisionInput, DecisionOutcome, DecisionTarget};
 use crate::error::{EngineError, Result};
-use crate::events::{EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
+use crate::events::{Ended, EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
 use crate::queue::Submitted;
@@ -864,10 +864,11 @@ impl Engine {
         Ok(())
     }
 
+    /// Drops a deleted session from memory; its streams end saying so.
     async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
         stop_active(loaded).await;
         let _control = loaded.control.lock().await;
-        loaded.events.close();
+        loaded.events.close(Ended::SessionDeleted);
         self.inner.sessions.remove(id);
     }
 
@@ -1590,7 +1591,7 @@ impl Engine {
     pub fn close_streams(&self) {
         self.lists().close();
         for loaded in self.inner.sessions.all() {
-            loaded.events.close();
+            loaded.events.close(Ended::Shutdown);
         }
     }
 }

@@ -44,7 +44,7 @@ pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, PromptInput, SessionPatch, StreamPermit};
 pub use error::{EngineError, Result};
-pub use events::{EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
+pub use events::{Ended, EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use git::{GitPolling, GitProbe};
 pub use leases::LOCAL_NODE;

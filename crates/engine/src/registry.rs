@@ -6,6 +6,7 @@
 //! A std mutex: held only to look up, insert or walk, never across an await.
 
 use crate::Clock;
+use crate::events::Ended;
 use crate::session::{ActiveHandle, Loaded};
 use spool_protocol::SessionId;
 use std::collections::HashMap;
@@ -53,7 +54,7 @@ impl Registry {
             && l.events.subscriber_count() == 0
             && l.active().is_none()
         {
-            l.events.close();
+            l.events.close(Ended::Unloaded);
             sessions.remove(id);
         }
         let found = sessions.get(id).cloned();
@@ -105,7 +106,7 @@ impl Registry {
         if let Some(loaded) = sessions.get(id)
             && loaded.active().is_none()
         {
-            loaded.events.close();
+            loaded.events.close(Ended::Unloaded);
             sessions.remove(id);
         }
     }
@@ -122,7 +123,7 @@ impl Registry {
                 && l.active().is_none()
                 && l.control.try_lock().is_ok();
             if idle {
-                l.events.close();
+                l.events.close(Ended::Unloaded);
             }
             !idle
         });

@@ -23,6 +23,14 @@
 //!   stream ends and its kill token fires, so the server drops the connection even if
 //!   the socket is stuck. It comes back with its cursor. The publisher never waits.
 //!
+//! # Ends
+//!
+//! A subscription that ends says why ([`Ended`]), set where the engine ends it: a cut
+//! for lagging, or the stream closed because the session was deleted, unloaded or the
+//! server is stopping. A transport maps the reason to its own wire ending (a WebSocket
+//! close code, an `end` event, dropping one session from a multiplexed stream) and
+//! never asks the store why.
+//!
 //! The state mutation and the frame that announces it happen under one lock, and so do
 //! taking a snapshot (or choosing a replay) and registering the subscriber: no frame
 //! can fall between a snapshot and the live stream.
@@ -90,6 +98,23 @@ pub enum Start {
     Replay { from_seq: u64, frames: u64 },
     /// The client gets a snapshot at this seq.
     Snapshot { seq: u64 },
+}
+
+/// Why a subscription ended ([`Subscription::ended`]). Each transport maps it to its
+/// wire ending, so none has to ask the store or the loaded sessions what happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The subscriber fell a queue limit behind, or past the ring, and was cut. The
+    /// session is fine: its client comes back with its cursor.
+    Lagged,
+    /// The session was deleted (alone or with its project). Nothing follows.
+    SessionDeleted,
+    /// This node dropped its view of the session (stale after another node ran it, or
+    /// idle). The session is still there: a client comes back with its cursor, and
+    /// the next subscription loads it afresh.
+    Unloaded,
+    /// The server is stopping.
+    Shutdown,
 }
 
 /// Where a run-stream client says it is in a run (see [`SessionEvents::subscribe_from_run`]).
@@ -208,7 +233,9 @@ struct Inner {
     /// A lower bound of every subscriber's cursor. Recomputed only when eviction passes
     /// it, so publishing stays O(1) however many subscribers there are.
     min_cursor_hint: u64,
-    closed: bool,
+    /// Set when the stream was closed, with why: no more publishes, every subscription
+    /// ends with this reason (a cut one keeps [`Ended::Lagged`]).
+    closed: Option<Ended>,
 }
 
 impl SessionEvents {
@@ -283,7 +310,7 @@ impl SessionEvents {
         let notify_lists;
         {
             let mut inner = self.lock();
-            if inner.closed {
+            if inner.closed.is_some() {
                 return false;
             }
             let Some(body) = f(&mut inner.state) else { return false };
@@ -418,7 +445,7 @@ impl SessionEvents {
         let id = inner.next_subscriber;
         inner.next_subscriber += 1;
         inner.min_cursor_hint = inner.min_cursor_hint.min(cursor_seq);
-        if inner.closed {
+        if inner.closed.is_some() {
             kill.cancel();
         }
         let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync, interactive };
@@ -447,14 +474,14 @@ impl SessionEvents {
         self.shared.count.subscribe()
     }
 
-    /// Ends every subscription (the session was deleted or unloaded) and refuses
-    /// further publishes.
-    pub fn close(&self) {
+    /// Ends every subscription with `why` (the session was deleted or unloaded, or the
+    /// server is stopping) and refuses further publishes. The first reason stays.
+    pub fn close(&self, why: Ended) {
         if let Some(bus) = &self.shared.bus {
             bus.stop.cancel();
         }
         let mut inner = self.lock();
-        inner.closed = true;
+        inner.closed.get_or_insert(why);
         let wake: Vec<Waker> = inner
             .subscribers
             .values_mut()
@@ -496,7 +523,7 @@ impl Shared {
             next_subscriber: 0,
             interactive: 0,
             min_cursor_hint: seq,
-            closed: false,
+            closed: None,
         };
         let count = tokio::sync::watch::Sender::new(0);
         Self { session_id, limits, bus, count, lists, metrics, inner: Mutex::new(inner) }
@@ -666,11 +693,20 @@ impl Subscription {
         self.guard = Some(Box::new(guard));
     }
 
-    /// Whether the engine cut this subscriber for lagging (rather than closing the
-    /// session's stream): a transport that keeps the connection when one of several
-    /// streams ends tells the two apart with it.
+    /// Why the subscription ended, once it has (`None` while it is live): cut for
+    /// lagging, or its session's stream closed for the reason given there.
+    pub fn ended(&self) -> Option<Ended> {
+        let inner = self.events.lock();
+        match inner.subscribers.get(&self.id) {
+            Some(slot) if slot.cut => Some(Ended::Lagged),
+            _ => inner.closed,
+        }
+    }
+
+    /// Whether the engine cut this subscriber for lagging: what a write racing the
+    /// kill tokens asks (a closed stream is not the socket's fault).
     pub fn is_cut(&self) -> bool {
-        self.events.lock().subscribers.get(&self.id).is_some_and(|slot| slot.cut)
+        self.ended() == Some(Ended::Lagged)
     }
 
     /// The same subscription, yielding typed frames in order instead of SSE bytes.
@@ -698,7 +734,7 @@ impl Subscription {
         let Some(slot) = inner.subscribers.get_mut(&self.id) else {
             return Poll::Ready(None);
         };
-        if slot.cut || inner.closed {
+        if slot.cut || inner.closed.is_some() {
             return Poll::Ready(None);
         }
         if slot.resync && inner.awaiting.is_some() {
@@ -785,6 +821,13 @@ impl Stream for Subscription {
 /// parse.
 pub struct TypedSubscription(Subscription);
 
+impl TypedSubscription {
+    /// See [`Subscription::ended`].
+    pub fn ended(&self) -> Option<Ended> {
+        self.0.ended()
+    }
+}
+
 impl Stream for TypedSubscription {
     type Item = Vec<Arc<Frame>>;
 
@@ -818,7 +861,7 @@ impl Drop for Subscription {
 mod tests {
     use super::*;
     use crate::view::initial_state;
-    use futures::StreamExt;
+    use futures::{FutureExt, StreamExt};
     use spool_protocol::sse::Decoder;
     use spool_protocol::*;
 
@@ -940,6 +983,7 @@ mod tests {
         assert!(slow_kill.is_cancelled(), "the lagging subscriber's connection is killed");
         assert!(drain(&mut slow).1, "and its stream ends");
         assert!(slow.is_cut() && !fast.is_cut(), "it knows it was cut, the reader that it was not");
+        assert_eq!((slow.ended(), fast.ended()), (Some(Ended::Lagged), None));
         // The ring stays bounded by the queue limit, not by the slow reader.
         let inner = ev.lock();
         assert!(inner.ring_bytes <= limits.queue_bytes + 1024, "{}", inner.ring_bytes);
@@ -1028,11 +1072,42 @@ mod tests {
         assert_eq!(*ev.watch_subscribers().borrow(), 1);
         let waiter = tokio::spawn(async move { (sub.next().await, sub) });
         tokio::task::yield_now().await;
-        ev.close();
+        ev.close(Ended::SessionDeleted);
         let (last, sub) = waiter.await.unwrap();
         assert_eq!(last, None);
         assert!(kill.is_cancelled());
         assert!(!sub.is_cut(), "closed, not cut");
+        assert_eq!(sub.ended(), Some(Ended::SessionDeleted));
         assert!(!ev.publish_body(FrameBody::RunAccepted { request_id: "r".into(), run_id: RunId::new() }));
+    }
+
+    /// Every way the engine closes a stream reaches its subscribers, native and typed,
+    /// as the reason it was closed with; a subscriber cut before keeps its own.
+    #[tokio::test]
+    async fn a_closed_stream_tells_each_subscriber_why() {
+        for why in [Ended::SessionDeleted, Ended::Unloaded, Ended::Shutdown] {
+            let limits = EventLimits { replay_frames: 4, replay_bytes: 1 << 20, queue_bytes: 4 * 1024 };
+            let ev = events(limits);
+            let (mut native, _) = ev.subscribe(None, CancellationToken::new(), false);
+            let (typed, _) = ev.subscribe(None, CancellationToken::new(), false);
+            let mut typed = typed.typed();
+            let (mut lagging, _) = ev.subscribe(None, CancellationToken::new(), false);
+            drain(&mut native);
+            drain(&mut lagging);
+            assert!(typed.next().await.is_some());
+            for _ in 0..40 {
+                publish_n(&ev, 1, 500);
+                drain(&mut native);
+                while typed.next().now_or_never().flatten().is_some() {}
+            }
+            assert_eq!((native.ended(), typed.ended()), (None, None), "live: no reason yet");
+            ev.close(why);
+            ev.close(Ended::Shutdown);
+            assert!(drain(&mut native).1 && typed.next().await.is_none(), "{why:?}: both end");
+            assert_eq!((native.ended(), typed.ended()), (Some(why), Some(why)), "the first reason stays");
+            assert_eq!(lagging.ended(), Some(Ended::Lagged), "{why:?}: cut before the close");
+            let (late, _) = ev.subscribe(None, CancellationToken::new(), false);
+            assert_eq!(late.ended(), Some(why), "subscribed after the close");
+        }
     }
 }

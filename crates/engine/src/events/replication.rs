@@ -152,7 +152,7 @@ impl SessionEvents {
         loop {
             {
                 let inner = self.lock();
-                if inner.closed || cursor.stream_id != inner.stream_id || cursor.seq <= inner.seq {
+                if inner.closed.is_some() || cursor.stream_id != inner.stream_id || cursor.seq <= inner.seq {
                     return;
                 }
             }
@@ -450,7 +450,7 @@ impl Shared {
         let mut wake = Vec::new();
         {
             let mut inner = self.lock();
-            if inner.closed {
+            if inner.closed.is_some() {
                 return true;
             }
             if cursor.stream_id != inner.stream_id || cursor.seq != inner.seq + 1 {
