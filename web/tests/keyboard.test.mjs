@@ -230,6 +230,8 @@ test('an approval is reached and decided by keyboard alone: the card takes the f
   assert.ok(await onCard(page), 'the new card has the focus (the prompt was empty: nobody was typing)');
   // A screen reader entering it hears what it asks about, not only "Approval needed: write".
   assert.match(await card.evaluate((c) => document.getElementById(c.getAttribute('aria-describedby'))?.textContent), /made\.txt/);
+  // The round's clock says the run waits for the person, not that it is working.
+  assert.match(await page.textContent('.timing'), /^Waiting for approval · \d/);
 
   // Each decision button shows its key and names it for assistive technology.
   const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));

@@ -22,7 +22,7 @@ import { h, reconcile } from './dom.js';
 import { icon } from './icons.js';
 import { TextView, copyButton } from './text.js';
 import { onRendered } from './markdown.js';
-import { toolCard, approvalCard, updateApproval } from './cards.js';
+import { toolCard, approvalCard, updateApproval, waitingFor } from './cards.js';
 import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
@@ -450,7 +450,12 @@ export class Timeline {
     const first = t.firstTokenAt ? ` · first token after ${duration(t.firstTokenAt - t.startedAt)}` : '';
     const took = duration(end - t.startedAt);
     if (t.endedAt && (t.status === 'failed' || t.status === 'cancelled')) return this.ending(t, took, store);
-    const text = t.endedAt ? `Answered in ${took}${first}` : `Working for ${took}${first}`;
+    // A run parked at a card is not working: it waits for the person (for as long as
+    // they take, which read as "Working for 14 min").
+    const waiting = !t.endedAt && store.activeRun?.status === 'interrupted' ? store.approvals[0] : null;
+    const text = t.endedAt
+      ? `Answered in ${took}${first}`
+      : waiting ? `${waitingFor(waiting.tool)} · ${took} since the prompt` : `Working for ${took}${first}`;
     return h('div', { class: 'timing', dataset: { userIndex: u } }, icon('clock'), text);
   }
 
