@@ -232,6 +232,8 @@ test('an approval is reached and decided by keyboard alone: the card takes the f
   assert.match(await card.evaluate((c) => document.getElementById(c.getAttribute('aria-describedby'))?.textContent), /made\.txt/);
   // The round's clock says the run waits for the person, not that it is working.
   assert.match(await page.textContent('.timing'), /^Waiting for approval · \d/);
+  // The card sits right under the call it asks about, the round's clock below it.
+  assert.deepEqual(await card.evaluate((c) => [!!c.previousElementSibling?.querySelector('.tool-card.is-waiting'), !!c.nextElementSibling?.matches('.timing')]), [true, true]);
 
   // Each decision button shows its key and names it for assistive technology.
   const keys = await card.$$eval('button[aria-keyshortcuts]', (bs) => bs.map((b) => [b.dataset.decision, b.getAttribute('aria-keyshortcuts'), b.querySelector('kbd')?.textContent]));

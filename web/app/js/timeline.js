@@ -206,6 +206,9 @@ export class Timeline {
       if (m.role === 'toolResult' && calls.has(m.toolCallId)) continue;
       nodes.push(this.row(store, i, m, waiting));
     }
+    // The waiting cards come right under the call they ask about, before the round's
+    // clock and usage (below them, the card was cut off from its call).
+    nodes.push(...this.approvals(store));
     if (round !== null) nodes.push(this.timing(store, round), usage.get(round));
     if (store.loaded && indexes.length === 0) nodes.push(this.empty());
     const running = [...store.tools.values()].some((t) => t.status === 'running' && calls.has(t.toolCallId));
@@ -213,7 +216,6 @@ export class Timeline {
       nodes.push(h('div', { class: 'working' }, h('span', { class: 'dots' }, h('i'), h('i'), h('i')), 'Working…'));
     }
     if (store.notice) nodes.push(h('div', { class: 'run-notice', role: 'status' }, store.notice));
-    nodes.push(...this.approvals(store));
     nodes.push(this.queued(store));
     reconcile(this.list, nodes);
     this.pin();
