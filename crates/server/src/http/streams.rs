@@ -37,11 +37,13 @@
 //! closes with 1013 — the client comes back with its cursors, as an `EventSource`
 //! would. The engine fires the tokens of a session's subscribers when it closes the
 //! session's stream too, so a fired token is judged by asking the subscription whether
-//! it was cut: a closed stream is not the socket's fault. Its end is what `end` reports
-//! when the session is gone from the store; one closed under a session that is still
-//! there (a node's stale view in a cluster) closes the socket like a cut, since only a
-//! reconnect with cursors can pick it up without a hole. Other sockets never notice. A
-//! write that makes no progress for 30 s closes the socket too.
+//! it was cut: a closed stream is not the socket's fault. A stream that ends says why
+//! (the engine's [`Ended`]), and that alone picks the ending, with no store read: a
+//! deleted session's stream reports `end`; a stopping server closes the socket with
+//! 1001; one closed under a session that is still there (a node's stale view in a
+//! cluster) closes the socket like a cut, since only a reconnect with cursors can pick
+//! it up without a hole. Other sockets never notice. A write that makes no progress for
+//! 30 s closes the socket too.
 
 use super::openapi::StreamErrors;
 use super::socket::{REVOKED, STOPPING, Why, bad_origin, close_with, limited, origin_allowed, write};
@@ -58,7 +60,7 @@ use bytes::Bytes;
 use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use spool_engine::{Engine, EngineError, Subscription};
+use spool_engine::{Ended, Engine, EngineError, Subscription};
 use spool_protocol::{Cursor, SessionId, UserId};
 use std::future::poll_fn;
 use std::pin::Pin;
@@ -216,8 +218,8 @@ async fn upgrade(
 
 /// The SSE bytes of one open stream.
 enum Frames {
-    /// A session stream, which the engine may cut (see [`Subscription::is_cut`]).
-    Session(Subscription, SessionId),
+    /// A session stream, which the engine may cut or close (see [`Subscription::ended`]).
+    Session(Subscription),
     /// The list stream, which ends only when the server stops or it lags. In a mutex
     /// only to be `Sync` (a write borrows the streams to ask about cuts); the task
     /// alone owns it and polls it through `get_mut`, which never locks.
@@ -226,7 +228,7 @@ enum Frames {
 
 impl Frames {
     fn is_cut(&self) -> bool {
-        matches!(self, Frames::Session(s, _) if s.is_cut())
+        matches!(self, Frames::Session(s) if s.is_cut())
     }
 }
 
@@ -269,7 +271,7 @@ impl Mux {
         let why = loop {
             let streams = &self.streams;
             let cut = || streams.iter().any(|s| s.frames.is_cut());
-            // The write, a client message and a deletion check are boxed: this task's
+            // The write and a client message are boxed: this task's
             // future is as large as its largest state, and an idle socket sits in the
             // `select!` below, which needs none of theirs (issue 19: per-socket RSS).
             if !Box::pin(write(&mut tx, &mut self.kills, out.drain(..).map(Message::Text), cut)).await {
@@ -287,29 +289,24 @@ impl Mux {
                 },
                 (index, item) = next_chunk(&mut self.streams, &mut self.next_poll) => match item {
                     Some(chunk) => push_events(&mut out, &self.streams[index].id, &chunk),
-                    // Cut for lagging: the client comes back with its cursors.
-                    None if self.streams[index].frames.is_cut() => break LAGGING,
-                    None => match self.streams[index].frames {
+                    None => match &self.streams[index].frames {
                         Frames::Lists(_) if closing.is_cancelled() => {
                             break Closing::Say(STOPPING);
                         }
                         // A list stream ends otherwise only when it fell behind its ring.
                         Frames::Lists(_) => break LAGGING,
-                        Frames::Session(..) if closing.is_cancelled() => {
-                            break Closing::Say(STOPPING);
-                        }
-                        Frames::Session(_, ref session) => {
-                            let session = session.clone();
-                            if !Box::pin(self.deleted(&session)).await {
-                                // Closed under a session that is still there (this node's
-                                // view of it went stale): the client comes back with its
-                                // cursors, as an SSE client would.
-                                break LAGGING;
+                        Frames::Session(subscription) => match subscription.ended() {
+                            Some(Ended::SessionDeleted) => {
+                                let open = self.streams.remove(index);
+                                out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
+                                self.forget_dropped_kills();
                             }
-                            let open = self.streams.remove(index);
-                            out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
-                            self.forget_dropped_kills();
-                        }
+                            Some(Ended::Shutdown) => break Closing::Say(STOPPING),
+                            // Cut for lagging, or closed under a session that is still
+                            // there (this node's view of it went stale): the client comes
+                            // back with its cursors, as an SSE client would.
+                            Some(Ended::Lagged | Ended::Unloaded) | None => break LAGGING,
+                        },
                     },
                 },
                 // A token that fired outside a write: a cut closes the socket now (its
@@ -364,13 +361,6 @@ impl Mux {
         self.forget_dropped_kills();
     }
 
-    /// Whether a session whose stream the engine closed is gone. The engine deletes a
-    /// session from the store before it closes its stream, and this reads the store
-    /// without loading the session (which would bring a deleted one back to memory).
-    async fn deleted(&self, session: &SessionId) -> bool {
-        matches!(self.engine.messages(&self.user, session, Some(0), Some(1)).await, Err(EngineError::NotFound(_)))
-    }
-
     /// Rebuilds the kill set when closed streams' tokens pile up in it.
     fn forget_dropped_kills(&mut self) {
         if self.kills.len() > 2 * self.streams.len() + 16 {
@@ -399,7 +389,7 @@ async fn open(
             let kill = CancellationToken::new();
             let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
             tracing::debug!(session = %id, ?start, "socket stream subscribed");
-            Ok((Frames::Session(subscription, id), Some(kill)))
+            Ok((Frames::Session(subscription), Some(kill)))
         }
         Target::Lists => {
             // Counted like a session stream, for as long as it is open.
@@ -449,7 +439,7 @@ async fn next_chunk(streams: &mut [Open], next: &mut usize) -> (usize, Option<By
         for k in 0..n {
             let i = (*next + k) % n;
             let polled = match &mut streams[i].frames {
-                Frames::Session(s, _) => s.poll_next_unpin(cx),
+                Frames::Session(s) => s.poll_next_unpin(cx),
                 Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
             };
             if let Poll::Ready(item) = polled {

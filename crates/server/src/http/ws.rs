@@ -26,13 +26,14 @@
 //! fall behind, and the engine cuts one once it lags by the queue limit (1 MiB),
 //! firing that subscription's kill token. Every write races the tokens of the socket's
 //! subscriptions: one that fires first ends the task and closes the socket, and the
-//! client comes back with its cursors. A subscription can also end outside a write —
-//! cut while the task was busy elsewhere, or closed because its session was deleted.
-//! The hub tells the two apart a moment later by asking the store (without loading
-//! the session, so a deletion is never undone): a deleted session's channel is dropped
-//! with a `channel.deleted`; otherwise the socket closes, as for a stuck client.
-//! Nothing is ever resubscribed behind the client's back, so no event is repeated or
-//! skipped within one connection.
+//! client comes back with its cursors. A subscription can also end outside a write,
+//! and then it says why (the engine's [`Ended`]), with no store read: cut, or closed
+//! under a session that is still there (this node's view went stale), closes the
+//! socket, as for a stuck client; a stopping server closes it with 1001; a deleted
+//! session's channel is dropped with a `channel.deleted` — the one the session list's
+//! deletion change brings to every socket, or the hub's own if that has not come a
+//! moment later. Nothing is ever resubscribed behind the client's back, so no event is
+//! repeated or skipped within one connection.
 //!
 //! # Published channels
 //!
@@ -67,7 +68,7 @@ use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::hub::HubSubscriber;
 use spool_engine::lists::Change;
-use spool_engine::{Engine, EngineError, Start, TypedSubscription};
+use spool_engine::{Ended, Engine, EngineError, Start, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
@@ -85,8 +86,8 @@ use utoipa_axum::routes;
 
 /// Most channels one filter may name.
 const MAX_CHANNELS: usize = 1000;
-/// How long after a subscription ends the hub decides whether its session was deleted
-/// or the socket was cut (a deletion closes the stream just before the store delete).
+/// How long after a deleted session's subscription ends the hub waits for the deletion
+/// change (whose `channel.deleted` every socket gets) before saying it itself.
 const JUDGE_AFTER: Duration = Duration::from_millis(500);
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -299,7 +300,8 @@ struct Channel {
     /// The channel's place in the session's shared hub form (its run tally).
     follow: Follow<Streaming, HubForm>,
     on_snapshot: OnSnapshot,
-    /// The subscription ended: cut for lagging, or its session closed.
+    /// The subscription ended (its session deleted), or the channel fell behind the
+    /// shared outputs: judged at `judge_at`.
     ended: bool,
 }
 
@@ -316,7 +318,7 @@ struct Hub {
     next_poll: usize,
     /// The channels' kill tokens, raced against every write.
     kills: FuturesUnordered<WaitForCancellationFutureOwned>,
-    /// When ended channels are judged: deleted (dropped) or cut (the socket closes).
+    /// When ended channels are judged: deleted (dropped) or behind (the socket closes).
     judge_at: Option<Instant>,
     /// Whether a project is this user's, for the global events (ownership never changes).
     projects: HashMap<ProjectId, bool>,
@@ -357,9 +359,12 @@ impl Hub {
         let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         loop {
             let messages = out.0.drain(..).map(Message::Text);
-            // Any token firing in a write ends it: the hub tells a cut from a deletion
-            // only later, by asking the store (`judge`).
-            if !write(&mut tx, &mut self.kills, messages, || true).await {
+            // A cut ends a blocked write (the client stopped reading); a token that
+            // fired because a session's stream closed lets it go on, and that
+            // subscription's end says the rest.
+            let channels = &self.channels;
+            let cut = || channels.iter().any(|c| c.subscription.ended() == Some(Ended::Lagged));
+            if !write(&mut tx, &mut self.kills, messages, cut).await {
                 return;
             }
             let judge_at = self.judge_at;
@@ -379,10 +384,19 @@ impl Hub {
                 },
                 (index, item) = next_frames(&mut self.channels, &mut self.next_poll) => match item {
                     Some(frames) => self.on_frames(index, &frames, &mut out),
-                    None => {
-                        self.channels[index].ended = true;
-                        self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
-                    }
+                    None => match self.channels[index].subscription.ended() {
+                        Some(Ended::SessionDeleted) => {
+                            self.channels[index].ended = true;
+                            self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
+                        }
+                        Some(Ended::Shutdown) => {
+                            close_with(&mut tx, STOPPING).await;
+                            return;
+                        }
+                        // Cut for lagging, or closed under a session that is still there:
+                        // the client comes back with its cursors.
+                        Some(Ended::Lagged | Ended::Unloaded) | None => return,
+                    },
                 },
                 events = self.published.next() => match events {
                     Ok(events) => out.0.extend(events.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok())),
@@ -392,7 +406,7 @@ impl Hub {
                 // A token that fired outside a write: its subscription's end says the rest.
                 Some(()) = self.kills.next() => {}
                 _ = tokio::time::sleep_until(judge_at.unwrap_or_else(Instant::now)), if judge_at.is_some() => {
-                    if !self.judge(&mut out).await {
+                    if !self.judge(&mut out) {
                         return;
                     }
                 }
@@ -675,26 +689,20 @@ impl Hub {
         owned
     }
 
-    /// Some subscriptions ended a moment ago. A deleted session's stream closes just
-    /// before it leaves the store (its `channel.deleted` has normally been sent by
-    /// now); one that is still there was cut for lagging, and the socket closes so the
-    /// client comes back with its cursors. Returns false to close the socket.
-    ///
-    /// The check reads the store without loading the session, so a session being
-    /// deleted is never brought back into memory.
-    async fn judge(&mut self, out: &mut Outbox) -> bool {
+    /// Some channels ended a moment ago. A deleted session's channel whose deletion
+    /// change has not come (that change drops it and says `channel.deleted`) is dropped
+    /// with the hub's own `channel.deleted`; one that fell behind the shared outputs
+    /// closes the socket, so the client comes back with its cursors. Returns false to
+    /// close the socket.
+    fn judge(&mut self, out: &mut Outbox) -> bool {
         self.judge_at = None;
-        let ended: Vec<SessionId> = self.channels.iter().filter(|c| c.ended).map(|c| c.id.clone()).collect();
-        for id in ended {
-            match self.engine.messages(&self.user, &id, Some(0), Some(1)).await {
-                Err(EngineError::NotFound(_)) => {
-                    // Gone with its project (which sends no per-session change).
-                    self.channels.retain(|c| c.id != id);
-                    out.push(ws_hub::channel_deleted(&id, now_ms()));
-                }
-                _ => return false,
+        for channel in self.channels.iter().filter(|c| c.ended) {
+            if channel.subscription.ended() != Some(Ended::SessionDeleted) {
+                return false;
             }
+            out.push(ws_hub::channel_deleted(&channel.id, now_ms()));
         }
+        self.channels.retain(|c| !c.ended);
         self.forget_dropped_kills();
         true
     }

@@ -29,12 +29,13 @@
 //!   polls when the socket takes more. Each session feed is a cursor into that session's
 //!   ring; the list changes are a broadcast receiver; following a session (an engine
 //!   call) is a future polled here.
-//! * A feed that ends was either cut — this connection fell more than the per-connection
-//!   queue behind — or closed (its session was deleted or unloaded). Cut: the response
-//!   ends and the client reconnects to a fresh start, like every Spool stream (OpenCode
-//!   has no resume; a reconnecting client sees `server.connected` and the busy sessions'
-//!   current runs replayed). Closed: the session is forgotten. They are told apart by
-//!   asking whether the same stream instance is still loaded.
+//! * A feed that ends says why (the engine's [`Ended`]): cut — this connection fell more
+//!   than the per-connection queue behind — or closed (its session was deleted or
+//!   unloaded, or the server is stopping). Cut or stopping: the response ends and the
+//!   client reconnects to a fresh start, like every Spool stream (OpenCode has no
+//!   resume; a reconnecting client sees `server.connected` and the busy sessions'
+//!   current runs replayed). Deleted or unloaded: the session is forgotten (a change
+//!   that names it again follows it anew).
 //!
 //!   The subscriptions get a *child* of the connection's token, not the token itself:
 //!   deleting one followed session must not drop the whole connection (the client would
@@ -56,7 +57,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, Stream, StreamExt};
 use spool_engine::lists::Change;
-use spool_engine::{Engine, TypedSubscription};
+use spool_engine::{Ended, Engine, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::Millis;
 use spool_protocol::time::now_ms;
@@ -594,18 +595,12 @@ impl GlobalStream {
     }
 
     fn ended_feed(&mut self, feed: Feed) {
-        let (engine, user) = (self.engine.clone(), self.user.clone());
-        let Feed { session, cursor, .. } = feed;
-        let stream_id = cursor.map(|c| c.stream_id);
-        self.tasks.push(
-            async move {
-                match engine.session(&user, &session).await {
-                    Ok(detail) if Some(&detail.stream_id) == stream_id.as_ref() => Step::Cut,
-                    _ => Step::Forget(session),
-                }
+        match feed.subscription.ended() {
+            Some(Ended::Lagged | Ended::Shutdown) | None => self.ended = true,
+            Some(Ended::SessionDeleted | Ended::Unloaded) => {
+                self.followed.remove(&feed.session);
             }
-            .boxed(),
-        );
+        }
     }
 }
 
