@@ -1,0 +1,247 @@
+// Every event Spool's AG-UI endpoint sends, checked against `@ag-ui/core`'s own zod
+// schemas (`EventSchemas`, the union of every event type's schema; issue 37: "a
+// published schema that Spool's own events break is a failing test"). One scripted
+// session goes through text, thinking, a bash call approved with its output, a write
+// rejected, a question answered, plan mode's `exit_plan`, todos, the queue with a
+// deleted prompt, a cancelled run and a title; a second server with a tiny answer limit
+// fails a run. Every `data:` line of every response is collected raw and validated.
+//
+// The package's event schemas pass fields they do not declare through (Spool's
+// `metadata.spool` on an interrupt, for one). Live tool output and git changes have no
+// AG-UI event, so none is sent.
+//
+// SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
+
+import { test, before, after } from "node:test"
+import assert from "node:assert/strict"
+import { spawn } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import { mkdtemp, realpath, rm, mkdir } from "node:fs/promises"
+import { createInterface } from "node:readline"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import { EventSchemas } from "@ag-ui/core/schemas"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
+const WAIT_MS = 20_000
+
+const servers = []
+let workDir
+
+/** A `spool serve` on a free port with `extra` arguments; its base URL and project. */
+async function serve(name, extra = []) {
+  const server = spawn(
+    BIN,
+    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, name), "--scripted-delay-ms", "5", ...extra],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
+  )
+  servers.push(server)
+  let stderr = ""
+  server.stderr.on("data", (chunk) => (stderr += chunk))
+  const firstLine = await new Promise((resolve, reject) => {
+    createInterface({ input: server.stdout }).once("line", resolve)
+    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
+    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
+  })
+  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
+  assert.ok(match, `unexpected first line: ${firstLine}`)
+  const baseUrl = match[1]
+  const dir = path.join(workDir, `${name}-project`)
+  await mkdir(dir, { recursive: true })
+  const api = async (method, url, body) => {
+    const res = await fetch(baseUrl + url, {
+      method,
+      headers: body ? { "content-type": "application/json" } : {},
+      body: body ? JSON.stringify(body) : undefined,
+    })
+    assert.ok(res.ok, `${method} ${url}: ${res.status} ${await res.clone().text()}`)
+    return res.status === 204 ? null : res.json()
+  }
+  const projectId = (await api("POST", "/api/projects", { path: await realpath(dir) })).id
+  return { baseUrl, projectId, api }
+}
+
+before(async () => {
+  workDir = await mkdtemp(path.join(tmpdir(), "spool-ag-ui-conformance-"))
+})
+
+after(async () => {
+  for (const server of servers) {
+    if (server.exitCode !== null) continue
+    const exited = new Promise((resolve) => server.once("exit", resolve))
+    server.kill("SIGTERM")
+    await exited
+  }
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+})
+
+/** Reads an AG-UI response: every event in order, `onEvent` called with each as it arrives. */
+async function eventsOf(res, onEvent = () => {}) {
+  if (res.status !== 200) assert.fail(`${res.status}: ${await res.text()}`)
+  assert.match(res.headers.get("content-type"), /^text\/event-stream/)
+  const events = []
+  const decoder = new TextDecoder()
+  let buffered = ""
+  for await (const bytes of res.body) {
+    buffered += decoder.decode(bytes, { stream: true })
+    let end
+    while ((end = buffered.indexOf("\n\n")) >= 0) {
+      const block = buffered.slice(0, end)
+      buffered = buffered.slice(end + 2)
+      for (const line of block.split("\n")) {
+        if (!line.startsWith("data: ")) continue
+        const event = JSON.parse(line.slice("data: ".length))
+        events.push(event)
+        await onEvent(event)
+      }
+    }
+  }
+  assert.match(events.at(-1)?.type ?? "", /^RUN_(FINISHED|ERROR)$/, "the stream ends with the run's end")
+  return events
+}
+
+/** A thread of one server: posts `RunAgentInput`s as `HttpAgent` does, keeps every event. */
+function threadOn(spool, seen) {
+  const threadId = randomUUID()
+  const messages = []
+  const post = async (extra, onEvent) => {
+    const input = {
+      threadId,
+      runId: randomUUID(),
+      messages,
+      tools: [],
+      context: [],
+      state: {},
+      forwardedProps: { projectId: spool.projectId },
+      ...extra,
+    }
+    const res = await fetch(`${spool.baseUrl}/api/ag-ui`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify(input),
+    })
+    const events = await eventsOf(res, onEvent)
+    seen.push(...events)
+    return events
+  }
+  return {
+    threadId,
+    /** Runs a prompt; the events of its stream. */
+    send(text, onEvent) {
+      messages.push({ id: randomUUID(), role: "user", content: text })
+      return post({}, onEvent)
+    },
+    /** Answers the interrupt the stream `events` ended with. */
+    resume(events, payload) {
+      const interrupt = interruptOf(events)
+      return post({ resume: [{ interruptId: interrupt.id, status: "resolved", payload }] })
+    },
+  }
+}
+
+/** The one interrupt a stream ended with. */
+function interruptOf(events) {
+  const end = events.at(-1)
+  assert.equal(end.outcome?.type, "interrupt", JSON.stringify(end))
+  assert.equal(end.outcome.interrupts.length, 1)
+  return end.outcome.interrupts[0]
+}
+
+const succeeded = (events) => assert.equal(events.at(-1).outcome?.type, "success", JSON.stringify(events.at(-1)))
+
+/** Everything one scripted session sends through the AG-UI endpoint. */
+async function aWholeSession(spool) {
+  const seen = []
+  const thread = threadOn(spool, seen)
+
+  // Untitled: the title the model proposes arrives as a `/title` STATE_DELTA.
+  const first = await thread.send("think: weighing the options | the answer is here")
+  const runId = first.find((e) => e.type === "RUN_STARTED").runId
+  const session = (await spool.api("GET", `/api/runs/${runId}`)).sessionId
+
+  let events = await thread.send(`tool: bash ${JSON.stringify({ command: "echo one; echo two" })}`)
+  succeeded(await thread.resume(events, { approved: true }))
+
+  events = await thread.send(`tool: write ${JSON.stringify({ path: "no.txt", content: "x" })}`)
+  succeeded(await thread.resume(events, { approved: false, reason: "not this one" }))
+
+  events = await thread.send(`tool: question ${JSON.stringify({ question: "Pick", options: [{ label: "A" }] })}`)
+  assert.equal(interruptOf(events).reason, "question")
+  succeeded(await thread.resume(events, { answer: "A" }))
+
+  const todos = { todos: [{ content: "Read", status: "completed" }, { content: "Write", status: "pending" }] }
+  succeeded(await thread.send(`tool: todo_write ${JSON.stringify(todos)}`))
+
+  // A tool that fails: its result is an error.
+  succeeded(await thread.send(`tool: read ${JSON.stringify({ path: "missing.txt" })}`))
+
+  // The queue: a parked run, two prompts queued behind it, one removed; the kept one
+  // runs after it.
+  events = await thread.send(`tool: write ${JSON.stringify({ path: "a.txt", content: "x" })}`)
+  const queued = []
+  for (const text of ["echo: never", "echo: kept"]) {
+    const body = await spool.api("POST", `/api/sessions/${session}/prompt`, { text, queue: true })
+    queued.push(body.messageId)
+  }
+  await spool.api("DELETE", `/api/messages/${queued[0]}`)
+  succeeded(await thread.resume(events, { approved: true }))
+  for (const deadline = Date.now() + WAIT_MS; ; ) {
+    const { status } = await spool.api("GET", `/api/sessions/${session}`)
+    if (status === "idle") break
+    assert.ok(Date.now() < deadline, `the kept prompt's run is still ${status}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+
+  // Plan mode: the plan asks through `exit_plan`, rejected here.
+  await spool.api("PATCH", `/api/sessions/${session}`, { mode: "plan" })
+  events = await thread.send(`tool: exit_plan ${JSON.stringify({ plan: "# Plan\n1. edit" })}`)
+  succeeded(await thread.resume(events, { approved: false, reason: "not yet" }))
+  await spool.api("PATCH", `/api/sessions/${session}`, { mode: "agent" })
+
+  // A cancelled run: stopped while it streams.
+  let stopping
+  events = await thread.send("stream: 100000", (event) => {
+    if (event.type === "TEXT_MESSAGE_CONTENT" && !stopping) {
+      stopping = spool.api("POST", `/api/sessions/${session}/abort`, {})
+    }
+  })
+  await stopping
+  assert.equal(events.at(-1).outcome?.type, "cancelled", JSON.stringify(events.at(-1)))
+  return seen
+}
+
+/** A run that fails: more answer than the server allows. */
+async function aFailedRun(spool) {
+  const seen = []
+  const events = await threadOn(spool, seen).send("stream: 500")
+  assert.equal(events.at(-1).type, "RUN_ERROR", JSON.stringify(events.at(-1)))
+  return seen
+}
+
+test("every event Spool sends is an AG-UI event by @ag-ui/core's own schemas", async () => {
+  const events = [
+    ...(await aWholeSession(await serve("main"))),
+    ...(await aFailedRun(await serve("small", ["--max-answer-bytes", "64"]))),
+  ]
+  const broken = []
+  for (const event of events) {
+    const result = EventSchemas.safeParse(event)
+    if (!result.success) broken.push({ event, issues: result.error.issues })
+  }
+  assert.deepEqual(broken, [], "events @ag-ui/core's schemas refuse")
+
+  // The scenario reached every event type Spool sends.
+  const types = new Set(events.map((e) => e.type))
+  for (const type of [
+    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STATE_SNAPSHOT", "STATE_DELTA", "CUSTOM",
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END",
+    "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+  ]) {
+    assert.ok(types.has(type), `no ${type} event was seen: ${[...types].join(", ")}`)
+  }
+  const paths = events.filter((e) => e.type === "STATE_DELTA").flatMap((e) => e.delta.map((op) => op.path))
+  assert.ok(paths.includes("/title") && paths.includes("/todos"), `state deltas: ${paths}`)
+})
