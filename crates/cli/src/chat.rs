@@ -77,7 +77,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     if let Some(token) = &args.token {
         client = client.with_token(token.clone());
     }
-    let session = open_session(&client, &args).await?;
+    let session = open_session(&client, &args).await.map_err(|e| unreachable_hint(e, &args.server))?;
     let options = StreamOptions { interactive: true, ..StreamOptions::default() };
     let mut stream = client.follow(&session, options).await.context("cannot follow the session")?;
     let (screen, mut input) = Screen::new(args.json);
@@ -146,6 +146,18 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A server that could not be reached at all is most often one not started yet: say
+/// so, and how, above the transport's own words.
+fn unreachable_hint(error: anyhow::Error, server: &str) -> anyhow::Error {
+    let unreachable = error.chain().any(|e| matches!(e.downcast_ref(), Some(spool_client::Error::Transport(_))));
+    if !unreachable {
+        return error;
+    }
+    error.context(format!(
+        "no Spool server answers at {server}: start one with `spool serve` (in another terminal), or name another with --server"
+    ))
 }
 
 /// The session named by `--session`, or a new one in `--project` (default: here).

@@ -488,3 +488,24 @@ fn assert_owned_by(setup: &Setup, session: &str, token: &str) {
 fn raw(text: &str) -> String {
     text.bytes().map(char::from).collect()
 }
+
+/// A newcomer who runs `spool chat` before `spool serve` is told what to do, not shown
+/// a chain of transport errors.
+#[test]
+fn no_server_says_how_to_start_one() {
+    // A port nothing listens on: bound, then let go.
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port();
+    let server = format!("http://127.0.0.1:{port}");
+    let project = tempfile::tempdir().expect("a project directory");
+    let out = common::spool()
+        .args(["chat", "--server", &server, "--project"])
+        .arg(project.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("spool chat");
+    assert!(!out.status.success(), "no server, no chat");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("no Spool server answers at {server}")), "{stderr}");
+    assert!(stderr.contains("spool serve"), "it says how to start one: {stderr}");
+}
