@@ -58,6 +58,7 @@
 use crate::framebus::Watchers;
 use crate::metrics::{FRAME_SAMPLE_EVERY, Metrics};
 use crate::run_sequence::{RunCount, RunSequences};
+use crate::view::apply_frame;
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
@@ -350,9 +351,14 @@ impl SessionEvents {
         true
     }
 
-    /// Publishes a frame that does not change the state.
+    /// Publishes a frame and folds it into the state with [`apply_frame`], the fold every
+    /// client and a following node use: the frame is the change, written once. (A frame
+    /// the fold ignores — `run_accepted`, `git`, most loop events — changes nothing.)
     pub fn publish_body(&self, body: FrameBody) -> bool {
-        self.publish(|_| Some(body))
+        self.publish(|state| {
+            apply_frame(state, &body);
+            Some(body)
+        })
     }
 
     /// Subscribes from an optional cursor. `kill` is cancelled if this subscriber is cut
@@ -1109,5 +1115,33 @@ mod tests {
             let (late, _) = ev.subscribe(None, CancellationToken::new(), false);
             assert_eq!(late.ended(), Some(why), "subscribed after the close");
         }
+    }
+
+    #[test]
+    fn a_published_loop_event_changes_the_state_by_its_fold() {
+        let ev = events(EventLimits::default());
+        let run = RunId::new();
+        let frame = |event| FrameBody::LoopEvent { run_id: run.clone(), message_index: None, message_id: None, event };
+        let (tool_call_id, tool_name) = ("c1".to_owned(), "bash".to_owned());
+        let args = serde_json::json!({"command": "ls"});
+        ev.publish_body(frame(AgentEvent::ToolExecutionStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args,
+        }));
+        assert_eq!(
+            ev.state().1.tool_executions["c1"].status,
+            frame::ToolStatus::Running,
+            "a snapshot shows it running"
+        );
+        ev.publish_body(frame(AgentEvent::ToolExecutionEnd {
+            tool_call_id,
+            tool_name,
+            result: "a.txt".into(),
+            is_error: false,
+        }));
+        let (_, state) = ev.state();
+        assert_eq!(state.tool_executions["c1"].status, frame::ToolStatus::Success);
+        assert_eq!(state.tool_executions["c1"].result.as_deref(), Some("a.txt"));
     }
 }

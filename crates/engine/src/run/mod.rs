@@ -2,7 +2,10 @@
 //!
 //! `model → tool calls → results → model` until the model stops without asking for
 //! tools, the run is aborted, or something fails. Every step is published as a
-//! `loop.event` and mirrored into the session state in the same step. Messages are
+//! `loop.event`, and publishing folds it into the session state (`view::apply_frame`,
+//! as every client does): the event is the change, never a second hand-written one.
+//! What no loop event carries (a pending approval, the idle status) changes the state
+//! and goes out whole, as a `state` frame. Messages are
 //! written to the store when they end (never per delta); the run record is written
 //! when it settles, before the session reports itself idle, so a client that sees
 //! `idle` can read the final run.
@@ -17,12 +20,11 @@ use crate::drafts::Checkpoints;
 use crate::run_env::RunEnv;
 use crate::session::{ActiveHandle, Loaded};
 use crate::store;
-use crate::view::{self, apply_delta};
 use crate::{Model, ModelEvent, ToolOutput};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use spool_protocol::approval::evaluate_call;
-use spool_protocol::frame::{FrameBody, PromptTiming, ToolExecution, ToolStatus};
+use spool_protocol::frame::{FrameBody, PromptTiming};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
 use std::sync::Arc;
@@ -296,28 +298,19 @@ impl RunTask {
         self.turns(checkpoint.turn, calls, Some(resolution)).await
     }
 
-    fn emit(&self, event: AgentEvent, message_index: Option<u64>, mutate: impl FnOnce(&mut frame::SessionState)) {
-        self.emit_message(event, message_index, None, mutate);
+    /// Publishes one of the run's events; the session state changes by its fold.
+    fn emit(&self, event: AgentEvent, message_index: Option<u64>) {
+        self.emit_message(event, message_index, None);
     }
 
     /// [`emit`](Self::emit) naming the committed message (on `message_end`).
-    fn emit_message(
-        &self,
-        event: AgentEvent,
-        message_index: Option<u64>,
-        message_id: Option<MessageId>,
-        mutate: impl FnOnce(&mut frame::SessionState),
-    ) {
+    fn emit_message(&self, event: AgentEvent, message_index: Option<u64>, message_id: Option<MessageId>) {
         let run_id = self.run.id.clone();
-        self.loaded.events.publish(move |state| {
-            mutate(state);
-            Some(FrameBody::LoopEvent { run_id, message_index, message_id, event })
-        });
+        self.loaded.events.publish_body(FrameBody::LoopEvent { run_id, message_index, message_id, event });
     }
 
     fn emit_timing(&self) {
-        let timing = PromptTiming::of(&self.run);
-        self.emit(timing.event(), None, |s| view::set_timing(s, timing));
+        self.emit(PromptTiming::of(&self.run).event(), None);
     }
 
     /// Writes a finished message to the store and publishes its end.
@@ -345,10 +338,8 @@ impl RunTask {
     fn publish_committed(&mut self, indexed: IndexedMessage) {
         self.next_index = indexed.index + 1;
         self.conversation.push(indexed.message.clone());
-        let (index, id) = (indexed.index, indexed.id.clone());
-        self.emit_message(AgentEvent::MessageEnd { message: indexed.message.clone() }, Some(index), Some(id), |s| {
-            view::commit_message(s, indexed)
-        });
+        let IndexedMessage { id, index, message } = indexed;
+        self.emit_message(AgentEvent::MessageEnd { message }, Some(index), Some(id));
     }
 
     /// Reads the session's memory, then the messages before `next_index` that model
@@ -382,12 +373,12 @@ impl RunTask {
         if let Err(outcome) = self.load_context().await {
             return outcome;
         }
-        self.emit(AgentEvent::AgentStart {}, None, |_| {});
-        self.emit(AgentEvent::TurnStart {}, None, |_| {});
+        self.emit(AgentEvent::AgentStart {}, None);
+        self.emit(AgentEvent::TurnStart {}, None);
         let Some(user) = self.stored_prompt.take() else {
             return failure("internal_error", "the run was started without its stored prompt");
         };
-        self.emit(AgentEvent::MessageStart { message: user.message.clone() }, Some(user.index), |_| {});
+        self.emit(AgentEvent::MessageStart { message: user.message.clone() }, Some(user.index));
         // Stored already, with the run: only published here.
         self.publish_committed(user);
         self.emit_timing();
@@ -404,12 +395,12 @@ impl RunTask {
             if let Err(outcome) = self.run_calls(turn, queued, resolution).await {
                 return outcome;
             }
-            self.emit(AgentEvent::TurnEnd {}, None, |_| {});
+            self.emit(AgentEvent::TurnEnd {}, None);
             turn += 1;
         }
         while turn < max_turns {
             if turn > 0 {
-                self.emit(AgentEvent::TurnStart {}, None, |_| {});
+                self.emit(AgentEvent::TurnStart {}, None);
             }
             let (assistant, aborted) = match self.stream_model_traced().await {
                 Ok(r) => r,
@@ -444,18 +435,17 @@ impl RunTask {
                 return failure(&code, message);
             }
             if calls.is_empty() {
-                self.emit(AgentEvent::TurnEnd {}, None, |_| {});
+                self.emit(AgentEvent::TurnEnd {}, None);
                 return Outcome::Completed;
             }
             if let Err(outcome) = self.run_calls(turn, calls, None).await {
                 return outcome;
             }
-            self.emit(AgentEvent::TurnEnd {}, None, |_| {});
+            self.emit(AgentEvent::TurnEnd {}, None);
             turn += 1;
         }
         failure("max_turns_exceeded", format!("the run made {max_turns} model calls without finishing"))
     }
-
 }
 
 /// How often a run with `onDisconnect: "cancel"` reads the other nodes' listener counts.

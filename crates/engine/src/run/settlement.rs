@@ -42,7 +42,6 @@ impl RunTask {
                 error: self.run.error.clone(),
             },
             None,
-            |_| {},
         );
         self.emit_timing();
         self.loaded.set_active(None);
@@ -52,7 +51,7 @@ impl RunTask {
             s.drafts.clear();
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
-        self.emit(AgentEvent::AgentSettled {}, None, |_| {});
+        self.emit(AgentEvent::AgentSettled {}, None);
         self.handle.finished.cancel();
         // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
         // unless this node is stopping or lost the session: its next runner takes it.
@@ -78,12 +77,12 @@ pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, c
     };
     let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
     end_unrun_calls(env, loaded, run, index, calls, why).await;
-    let timing = PromptTiming::of(run);
-    let event = timing.event();
-    let run_id = run.id.clone();
-    loaded.events.publish(|state| {
-        view::set_timing(state, timing);
-        Some(FrameBody::LoopEvent { run_id, message_index: None, message_id: None, event })
+    let event = PromptTiming::of(run).event();
+    loaded.events.publish_body(FrameBody::LoopEvent {
+        run_id: run.id.clone(),
+        message_index: None,
+        message_id: None,
+        event,
     });
 }
 
@@ -98,29 +97,18 @@ pub(super) async fn end_unrun_calls(
     calls: Vec<Call>,
     why: impl Fn(&str) -> String,
 ) -> u64 {
-    let publish = |event, message_index, message_id, mutate: &mut dyn FnMut(&mut frame::SessionState)| {
-        let run_id = run.id.clone();
-        loaded.events.publish(|state| {
-            mutate(state);
-            Some(FrameBody::LoopEvent { run_id, message_index, message_id, event })
-        });
+    let publish = |event, message_index, message_id| {
+        loaded.events.publish_body(FrameBody::LoopEvent { run_id: run.id.clone(), message_index, message_id, event });
     };
     for Call { id, name, .. } in calls {
         let result = why(&name);
-        let (shown, call) = (result.clone(), id.clone());
         let end = AgentEvent::ToolExecutionEnd {
             tool_call_id: id.clone(),
             tool_name: name.clone(),
             result: result.clone(),
             is_error: true,
         };
-        publish(end, None, None, &mut |s| {
-            if let Some(e) = s.tool_executions.get_mut(&call) {
-                e.status = ToolStatus::Error;
-                e.result = Some(shown.clone());
-                view::end_tool_output(e);
-            }
-        });
+        publish(end, None, None);
         let message = Message::ToolResult {
             tool_call_id: id,
             tool_name: name,
@@ -129,19 +117,13 @@ pub(super) async fn end_unrun_calls(
             timestamp: now_ms(),
             diff: None,
         };
-        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None, &mut |_| {});
+        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None);
         let indexed = IndexedMessage { id: MessageId::new(), index, message };
         if let Err(e) = env.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
             tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
             break;
         }
-        let (end, id) = (AgentEvent::MessageEnd { message: indexed.message.clone() }, indexed.id.clone());
-        let mut committed = Some(indexed);
-        publish(end, Some(index), Some(id), &mut |s| {
-            if let Some(m) = committed.take() {
-                view::commit_message(s, m);
-            }
-        });
+        publish(AgentEvent::MessageEnd { message: indexed.message }, Some(index), Some(indexed.id));
         index += 1;
     }
     index

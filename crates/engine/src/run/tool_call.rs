@@ -149,23 +149,9 @@ impl RunTask {
             return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
         }
         let shown_args = verdict.as_ref().map_or_else(|_| args.clone(), Clone::clone);
-        let exec = ToolExecution {
-            tool_call_id: call_id.clone(),
-            tool_name: name.clone(),
-            args: shown_args.clone(),
-            status: ToolStatus::Running,
-            result: None,
-            output: None,
-            output_truncated: false,
-            diff: None,
-        };
-        self.emit(
-            AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args },
-            None,
-            move |s| {
-                s.tool_executions.insert(exec.tool_call_id.clone(), exec);
-            },
-        );
+        let start =
+            AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args };
+        self.emit(start, None);
         let cancel = self.handle.cancel.clone();
         let mut aborted = false;
         let output = match (tool, verdict) {
@@ -214,7 +200,6 @@ impl RunTask {
                 self.switch_mode(mode).await?;
             }
         }
-        let status = if is_error { ToolStatus::Error } else { ToolStatus::Success };
         let outcome = if aborted {
             "aborted"
         } else if is_error {
@@ -223,24 +208,13 @@ impl RunTask {
             "ok"
         };
         tracing::Span::current().record("outcome", outcome);
-        let shown = result.clone();
-        let id = call_id.clone();
-        self.emit(
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: call_id.clone(),
-                tool_name: name.clone(),
-                result: result.clone(),
-                is_error,
-            },
-            None,
-            move |s| {
-                if let Some(e) = s.tool_executions.get_mut(&id) {
-                    e.status = status;
-                    e.result = Some(shown);
-                    view::end_tool_output(e);
-                }
-            },
-        );
+        let end = AgentEvent::ToolExecutionEnd {
+            tool_call_id: call_id.clone(),
+            tool_name: name.clone(),
+            result: result.clone(),
+            is_error,
+        };
+        self.emit(end, None);
         let message = Message::ToolResult {
             tool_call_id: call_id,
             tool_name: name,
@@ -249,7 +223,7 @@ impl RunTask {
             timestamp: now_ms(),
             diff,
         };
-        self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index), |_| {});
+        self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index));
         self.commit(message).await?;
         if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
     }
@@ -271,25 +245,27 @@ impl RunTask {
         let offset = spool_protocol::event::offset_len(&live.sent);
         live.sent.push_str(&text);
         live.truncated |= chunk.truncated;
-        let (id, delta, truncated) = (live.tool_call_id.clone(), text.clone(), chunk.truncated);
-        self.emit(
-            AgentEvent::ToolExecutionUpdate {
-                tool_call_id: live.tool_call_id.clone(),
-                tool_name: live.tool_name.clone(),
-                offset,
-                delta: text,
-                truncated,
-            },
-            None,
-            move |s| view::append_tool_output(s, &id, offset, &delta, truncated),
-        );
+        let update = AgentEvent::ToolExecutionUpdate {
+            tool_call_id: live.tool_call_id.clone(),
+            tool_name: live.tool_name.clone(),
+            offset,
+            delta: text,
+            truncated: chunk.truncated,
+        };
+        self.emit(update, None);
     }
 
     /// Parks the run at an approval: persist the approval and checkpoint with the run's
     /// `interrupted` status (one transaction), and only then publish the state and the
     /// `approval_requested` event. A call that changes one file is looked at first: the
     /// card shows the change, and the checkpoint keeps the file's fingerprint.
-    pub(super) async fn interrupt(&mut self, tool: &dyn crate::Tool, call: Call, turn: usize, remaining: &[Call]) -> Outcome {
+    pub(super) async fn interrupt(
+        &mut self,
+        tool: &dyn crate::Tool,
+        call: Call,
+        turn: usize,
+        remaining: &[Call],
+    ) -> Outcome {
         let inspected =
             tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
         // The approval's times are the engine clock's: its expiry is timed by it.
@@ -333,7 +309,7 @@ impl RunTask {
             }
         }
         self.env.arm_expiry(&approval);
-        self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, |_| {});
+        self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None);
         Outcome::Interrupted
     }
 
@@ -349,8 +325,7 @@ impl RunTask {
             tracing::warn!(run = %self.run.id, error = %e, "could not save the todo list");
             return Err("todo_write: the todo list could not be saved; it is unchanged".into());
         }
-        let shown = todos.clone();
-        self.emit(AgentEvent::TodoWrite { todos }, None, move |s| s.todos = shown);
+        self.emit(AgentEvent::TodoWrite { todos }, None);
         Ok(())
     }
 
@@ -382,7 +357,6 @@ impl RunTask {
             }
         }
     }
-
 }
 
 /// The approval a person is asked for `call`: the tool, its whole main argument, a

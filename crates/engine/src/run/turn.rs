@@ -64,9 +64,7 @@ impl RunTask {
         self.draft_id = Some(MessageId::new());
         self.draft_chunks = 0;
         let mut checkpoints = Checkpoints::default();
-        self.emit(AgentEvent::MessageStart { message: start.clone() }, Some(index), move |s| {
-            s.drafts.insert(index, start);
-        });
+        self.emit(AgentEvent::MessageStart { message: start }, Some(index));
         let cancel = self.handle.cancel.clone();
         // On the engine's clock, as the other durations in `/metrics` are.
         let call_started = self.env.clock.now_ms();
@@ -155,10 +153,10 @@ impl RunTask {
                     tracing::Span::current().record("retries", u64::from(attempt));
                     let event =
                         AgentEvent::AutoRetryStart { attempt, max_attempts, delay_ms, error_message: redact(&reason) };
-                    self.emit(event, None, |_| {});
+                    self.emit(event, None);
                 }
                 ModelEvent::RetryEnd { attempt, success } => {
-                    self.emit(AgentEvent::AutoRetryEnd { attempt, success }, None, |_| {});
+                    self.emit(AgentEvent::AutoRetryEnd { attempt, success }, None);
                 }
                 ModelEvent::Stop(reason) => {
                     let usage = draft.stop(reason, &mut |delta| self.update(delta));
@@ -222,15 +220,10 @@ impl RunTask {
         }
     }
 
-    /// Publishes one `message_update` the draft made and applies it to the session
-    /// state's copy of the draft.
+    /// Publishes one `message_update` the draft made; its fold applies it to the
+    /// session state's copy of the draft (`view::apply_delta`, as the draft itself does).
     pub(super) fn update(&self, delta: StreamDelta) {
-        let index = self.next_index;
-        self.emit(AgentEvent::MessageUpdate { assistant_message_event: delta.clone() }, Some(index), move |s| {
-            if let Some(d) = s.drafts.get_mut(&index) {
-                apply_delta(d, &delta);
-            }
-        });
+        self.emit(AgentEvent::MessageUpdate { assistant_message_event: delta }, Some(self.next_index));
     }
 
     /// Ends the draft with `reason`: what `stream_model` returns, `stopped` telling
@@ -263,7 +256,7 @@ impl RunTask {
         };
         // Absolute, as the memory keeps it; `fold` messages of the verbatim part go.
         let cut = start + fold as u64;
-        self.emit(AgentEvent::CompactionStart { tokens_before: tokens }, None, |_| {});
+        self.emit(AgentEvent::CompactionStart { tokens_before: tokens }, None);
         let request = context::summary_request(&self.memory, &verbatim[..fold]);
         let summary = collect_text(model, request, &self.handle.cancel).await;
         let saved = match summary {
@@ -281,7 +274,7 @@ impl RunTask {
         } else {
             (self.memory.summarized_before, tokens, false)
         };
-        self.emit(AgentEvent::CompactionEnd { summarized_before, tokens_after, success }, None, |_| {});
+        self.emit(AgentEvent::CompactionEnd { summarized_before, tokens_after, success }, None);
     }
 
     /// Titles an untitled session after its first prompt, asynchronously: the model
