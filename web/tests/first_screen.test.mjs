@@ -27,6 +27,17 @@ test('adding a project opens a session in it, and the scripted model streams on 
   await page.waitForFunction(() => /^#\/s\/ses_/.test(location.hash), null, { timeout: 10_000 });
   await page.waitForSelector('.conn.is-live');
   assert.equal(await page.isVisible('#prompt'), true, 'the prompt is there to type in');
+  // "Added …" says so without covering the prompt or the status line under it.
+  const covers = await page.waitForFunction(() => {
+    const toast = document.querySelector('.toast');
+    if (!toast || toast.hidden) return null;
+    const a = toast.getBoundingClientRect();
+    return ['#composer', '#run-state'].filter((sel) => {
+      const b = document.querySelector(sel).getBoundingClientRect();
+      return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    });
+  });
+  assert.deepEqual(await covers.jsonValue(), [], 'the toast covers none of these');
   const sessions = await api(server.url, 'GET', `/api/projects/${(await api(server.url, 'GET', '/api/projects'))[0].id}/sessions`);
   assert.equal(sessions.length, 1, 'one session, the one opened');
   assert.equal(await page.evaluate(() => location.hash), `#/s/${sessions[0].id}`);
