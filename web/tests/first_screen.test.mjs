@@ -6,7 +6,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, launch, openPage, settled, shot, startSpool, words } from './helpers.mjs';
+import { api, launch, openPage, seed, settled, shot, startSpool, words } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -74,5 +74,18 @@ test('with projects but no session, the first screen offers to start one', async
   await page.waitForSelector(`.session[data-session-id="${sessions[0].id}"]`);
   await page.waitForSelector('.empty-chat.home h2:text("Welcome to Spool")');
   assert.match(await page.textContent('.empty-chat.home'), /Pick a session/);
+  assert.deepEqual(page.errors, []);
+});
+
+test('on a phone the first screen points to the menu for the sessions, not to a list "on the left" it does not show', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  await seed(server, { title: 'Earlier work' });
+  const page = await openPage(browser, `${server.url}/`, { width: 390, height: 844 });
+  await page.waitForSelector(`.session[data-session-id]`, { state: 'attached' });
+  await page.waitForSelector('.empty-chat.home h2:text("Welcome to Spool")');
+  const text = await page.textContent('.empty-chat.home');
+  assert.doesNotMatch(text, /on the left/, 'the sidebar is folded away on a phone');
+  assert.match(text, /from the menu/);
   assert.deepEqual(page.errors, []);
 });

@@ -26,6 +26,8 @@ const $ = (id) => document.getElementById(id);
 const connectivity = new Connectivity();
 const stores = new Map(); // sessionId → SessionStore
 const page = { view: null, models: null, connectivity };
+/** The phone layout (layout.css): the sessions list is folded into the menu. */
+const NARROW = matchMedia('(max-width: 760px)');
 
 function toast(text) {
   const el = $('toast');
@@ -158,7 +160,7 @@ function home() {
     ? 'Add a project — a directory the agent may read and change — then start a session in it. Answers, tool calls and approvals stream in live.'
     : none
       ? `No sessions yet. Start one in ${first.name} and ask for something; answers, tool calls and approvals stream in live.`
-      : 'Pick a session on the left, or start a new one. Answers, tool calls and approvals stream in live.';
+      : `Pick a session ${NARROW.matches ? 'from the menu (☰)' : 'on the left'}, or start a new one. Answers, tool calls and approvals stream in live.`;
   $('timeline').replaceChildren(
     h('div', { class: 'empty-chat home' },
       icon('chat', 'big'),
