@@ -270,3 +270,23 @@ test('Undo removes exactly its rule: one added at the same moment stays, and a l
   assert.deepEqual(await stored(), [{ tool: 'read', action: 'deny' }]);
   assert.deepEqual(page.errors, []);
 });
+
+test('the last answer\'s footer keeps Copy beside its time; Regenerate, shown on hover, comes after it', async (t) => {
+  // Regenerate is there only while the pointer is on the answer, yet takes its place:
+  // before Copy it left a hole between the time and Copy.
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Footer' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  await page.fill('#prompt', 'echo: hello');
+  await page.press('#prompt', 'Enter');
+  await page.waitForSelector('.msg.assistant:not(.is-draft) .msg-actions [data-action="regenerate"]');
+  await page.mouse.move(5, 5); // the pointer away from the answer
+  const footer = page.locator('.msg.assistant:not(.is-draft) .msg-actions').last();
+  const [time, copy] = await Promise.all([footer.locator('.msg-time').boundingBox(), footer.locator('button:has-text("Copy")').boundingBox()]);
+  assert.ok(copy.x - (time.x + time.width) < 24, `Copy is ${Math.round(copy.x - time.x - time.width)} px after the time`);
+  const order = await footer.evaluate((f) => [...f.children].map((c) => c.dataset.action ?? c.textContent.trim()));
+  assert.equal(order.at(-1), 'regenerate', `Regenerate comes last: ${order}`);
+  assert.deepEqual(page.errors, []);
+});

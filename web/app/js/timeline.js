@@ -365,12 +365,15 @@ export class Timeline {
     if (m.stopReason === 'error') blocks.push(h('p', { class: 'msg-error' }, m.errorMessage ?? 'The model failed.'));
     if (m.stopReason === 'aborted') blocks.push(h('p', { class: 'msg-note' }, 'Stopped.'));
     if (!draft) {
-      // One footer row: the time and Regenerate (message_actions.js), then Copy.
+      // One footer row: the time, Show thinking and Copy, then Regenerate
+      // (message_actions.js), which shows only while the pointer is on the answer: placed
+      // before the others, its room was a hole between the time and Copy.
       const footer = (this.actions ? this.actions.answerFooter(store, this.indexes, i, m, this.connected()) : null)
         ?? h('div', { class: 'msg-actions' }, messageTime(m.timestamp));
-      if (m.content.some((c) => c.type === 'thinking' && c.thinking)) footer.append(this.thinkingToggle(i));
+      const regenerate = footer.querySelector('[data-action="regenerate"]');
+      if (m.content.some((c) => c.type === 'thinking' && c.thinking)) footer.insertBefore(this.thinkingToggle(i), regenerate);
       const source = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n\n');
-      if (source) footer.append(copyButton('Copy the answer as Markdown', () => source, 'Copy'));
+      if (source) footer.insertBefore(copyButton('Copy the answer as Markdown', () => source, 'Copy'), regenerate);
       blocks.push(footer);
     }
     return this.answerShell(i, attrs, blocks);
