@@ -76,6 +76,10 @@ impl RunTask {
         evaluate_call(&self.env.settings.rules, &session_rules, name, &subject)
     }
 
+    /// One call, in its steps: whether it runs ([`decide`](Self::decide): the rules, the
+    /// mode, or the decision that resumed the run — or it parks for a person), its
+    /// execution ([`run_tool`](Self::run_tool)) and its result
+    /// ([`finish_call`](Self::finish_call)). A plain reject ends it and the run unrun.
     pub(super) async fn execute_tool(
         &mut self,
         call: Call,
@@ -83,30 +87,57 @@ impl RunTask {
         turn: usize,
         remaining: &[Call],
     ) -> Result<(), Outcome> {
-        let Call { id: call_id, name, args } = call.clone();
         let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message })
             if message.as_deref().is_none_or(|m| m.trim().is_empty()));
         if plain_reject {
-            // Nothing about this call starts: no `tool_execution_start`, so no stream
-            // shows it running, and the run stops here. The call (and any later call of
-            // the message) ends as rejected in every view and in the conversation.
-            let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
-            let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
-            self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
-            return Err(Outcome::Rejected(RunError {
-                code: "approval_rejected".into(),
-                message: format!("the {name} call was rejected; the run was cancelled"),
-            }));
+            return Err(self.reject_unrun(call, remaining).await);
         }
-        let tool = self.env.tools.get(&name);
-        // Decide whether the call runs: the rules, or the decision that resumed us. A
-        // rule that says deny wins even over an approval given earlier.
+        let tool = self.env.tools.get(&call.name);
+        let verdict = self.decide(tool.as_deref(), &call, resolution, turn, remaining).await?;
+        // A decided call is about to run: say so durably first (exactly once, at least once).
+        if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
+            && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
+        {
+            return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
+        }
+        let (output, aborted) = self.run_tool(tool.as_deref(), &call, verdict).await;
+        self.finish_call(&call, output, aborted).await?;
+        if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
+    }
+
+    /// A plain reject: nothing about this call starts — no `tool_execution_start`, so no
+    /// stream shows it running — and the run stops here. The call (and any later call of
+    /// the message) ends as rejected in every view and in the conversation.
+    async fn reject_unrun(&mut self, call: Call, remaining: &[Call]) -> Outcome {
+        let name = call.name.clone();
+        let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
+        let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
+        self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+        Outcome::Rejected(RunError {
+            code: "approval_rejected".into(),
+            message: format!("the {name} call was rejected; the run was cancelled"),
+        })
+    }
+
+    /// Whether the call runs: the arguments it runs with, or the reason it does not
+    /// (its error result). The rules decide, or the decision that resumed the run; a
+    /// rule that says deny wins even over an approval given earlier. `Err`: the run
+    /// parked at an approval (or failed parking).
+    async fn decide(
+        &mut self,
+        tool: Option<&dyn crate::Tool>,
+        call: &Call,
+        resolution: Option<Resolution>,
+        turn: usize,
+        remaining: &[Call],
+    ) -> Result<Result<serde_json::Value, String>, Outcome> {
+        let Call { name, args, .. } = call;
         let mode = self.mode();
-        let verdict: Result<serde_json::Value, String> = match (&tool, resolution) {
+        Ok(match (tool, resolution) {
             (None, _) => Err(format!("unknown tool {name:?}")),
             // The model was not offered it; a person's earlier approval does not change
             // the mode's promise either (the mode may have changed since).
-            (Some(tool), _) if !tool.available_in(mode) => Err(unavailable(&name, mode)),
+            (Some(tool), _) if !tool.available_in(mode) => Err(unavailable(name, mode)),
             (Some(_), _) if !args.is_object() => Err(format!(
                 "invalid arguments for {name}: expected a JSON object, got {}",
                 truncate(&args.to_string(), 200)
@@ -118,72 +149,81 @@ impl RunTask {
             (Some(tool), Some(Resolution::Approved { args })) => {
                 if !args.is_object() {
                     Err(format!("invalid arguments for {name}: expected a JSON object"))
-                } else if self.permission(&**tool, &name, &args) == PermissionAction::Deny {
+                } else if self.permission(tool, name, &args) == PermissionAction::Deny {
                     Err(format!("{name} is denied by a permission rule (changed after the approval was asked)"))
                 } else {
                     Ok(args)
                 }
             }
-            (Some(tool), None) if let Err(reason) = tool.check(&args) => Err(reason),
-            (Some(tool), None) => match self.permission(&**tool, &name, &args) {
+            (Some(tool), None) if let Err(reason) = tool.check(args) => Err(reason),
+            (Some(tool), None) => match self.permission(tool, name, args) {
                 PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
                 // A question always waits for the person, unless nobody can answer.
-                _ if tool.asks(&args).is_some() => {
+                _ if tool.asks(args).is_some() => {
                     if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
                         Err(format!("{name} asks the person and no one is connected to answer (approval policy: deny)"))
                     } else {
-                        return Err(self.interrupt(&**tool, call, turn, remaining).await);
+                        return Err(self.interrupt(tool, call.clone(), turn, remaining).await);
                     }
                 }
                 PermissionAction::Allow => Ok(args.clone()),
                 PermissionAction::Ask if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 => {
                     Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
                 }
-                PermissionAction::Ask => return Err(self.interrupt(&**tool, call, turn, remaining).await),
+                PermissionAction::Ask => return Err(self.interrupt(tool, call.clone(), turn, remaining).await),
             },
-        };
-        // A decided call is about to run: say so durably first (exactly once, at least once).
-        if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
-            && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
-        {
-            return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
-        }
+        })
+    }
+
+    /// Announces the call (`tool_execution_start`, with the arguments it runs with) and
+    /// runs it, its live output streamed, until it finishes or the run is stopped.
+    /// Returns its output and whether the stop cut it short.
+    async fn run_tool(
+        &mut self,
+        tool: Option<&dyn crate::Tool>,
+        call: &Call,
+        verdict: Result<serde_json::Value, String>,
+    ) -> (ToolOutput, bool) {
+        let Call { id: call_id, name, args } = call;
         let shown_args = verdict.as_ref().map_or_else(|_| args.clone(), Clone::clone);
         let start =
             AgentEvent::ToolExecutionStart { tool_call_id: call_id.clone(), tool_name: name.clone(), args: shown_args };
         self.emit(start, None);
         let cancel = self.handle.cancel.clone();
-        let mut aborted = false;
-        let output = match (tool, verdict) {
-            (_, Err(reason)) => ToolOutput::error(reason),
-            (None, Ok(_)) => ToolOutput::error(format!("unknown tool {name:?}")),
-            (Some(tool), Ok(args)) => {
-                let (progress, mut reader) = crate::ToolProgress::channel();
-                let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
-                ctx.progress = progress;
-                let mut live = LiveOutput::new(&call_id, &name);
-                let started = self.env.clock.now_ms();
-                let mut running = Box::pin(tool.call(args, &ctx));
-                let finished = loop {
-                    tokio::select! {
-                        biased;
-                        _ = cancel.cancelled() => break None,
-                        out = &mut running => break Some(out),
-                        chunk = reader.next() => self.stream_output(&mut live, chunk, false),
-                    }
-                };
-                // Stopped: the call is dropped first (which kills what it started), so
-                // nothing more is printed after the output the result keeps.
-                drop(running);
-                self.env.metrics.tool_call(&name, self.env.clock.now_ms() - started);
-                self.stream_output(&mut live, reader.rest(), true);
-                finished.unwrap_or_else(|| {
-                    aborted = true;
-                    ToolOutput::error(live.stopped_result())
-                })
+        let (tool, args) = match (tool, verdict) {
+            (_, Err(reason)) => return (ToolOutput::error(reason), false),
+            (None, Ok(_)) => return (ToolOutput::error(format!("unknown tool {name:?}")), false),
+            (Some(tool), Ok(args)) => (tool, args),
+        };
+        let (progress, mut reader) = crate::ToolProgress::channel();
+        let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
+        ctx.progress = progress;
+        let mut live = LiveOutput::new(call_id, name);
+        let started = self.env.clock.now_ms();
+        let mut running = Box::pin(tool.call(args, &ctx));
+        let finished = loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break None,
+                out = &mut running => break Some(out),
+                chunk = reader.next() => self.stream_output(&mut live, chunk, false),
             }
         };
-        let mut output = output;
+        // Stopped: the call is dropped first (which kills what it started), so
+        // nothing more is printed after the output the result keeps.
+        drop(running);
+        self.env.metrics.tool_call(name, self.env.clock.now_ms() - started);
+        self.stream_output(&mut live, reader.rest(), true);
+        match finished {
+            Some(output) => (output, false),
+            None => (ToolOutput::error(live.stopped_result()), true),
+        }
+    }
+
+    /// The call's result: its todo list and what it confirmed kept, the mode it switches
+    /// to applied, then `tool_execution_end` and the committed tool-result message.
+    async fn finish_call(&mut self, call: &Call, mut output: ToolOutput, aborted: bool) -> Result<(), Outcome> {
+        let Call { id: call_id, name, .. } = call;
         if let Some(todos) = output.todos.take().filter(|_| !output.is_error && !aborted)
             && let Err(reason) = self.replace_todos(todos).await
         {
@@ -195,8 +235,8 @@ impl RunTask {
         // The diff shows file text the call wrote, which may hold a secret as well.
         let diff = output.diff.as_deref().filter(|_| !is_error && !aborted).map(redact);
         if !is_error && !aborted {
-            self.remember_tool_fact(&call, &result).await;
-            if let Some(mode) = self.env.tools.get(&name).and_then(|t| t.mode_after()) {
+            self.remember_tool_fact(call, &result).await;
+            if let Some(mode) = self.env.tools.get(name).and_then(|t| t.mode_after()) {
                 self.switch_mode(mode).await?;
             }
         }
@@ -216,16 +256,15 @@ impl RunTask {
         };
         self.emit(end, None);
         let message = Message::ToolResult {
-            tool_call_id: call_id,
-            tool_name: name,
+            tool_call_id: call_id.clone(),
+            tool_name: name.clone(),
             content: vec![Content::Text { text: result }],
             is_error,
             timestamp: now_ms(),
             diff,
         };
         self.emit(AgentEvent::MessageStart { message: message.clone() }, Some(self.next_index));
-        self.commit(message).await?;
-        if aborted { Err(Outcome::Cancelled) } else { Ok(()) }
+        self.commit(message).await
     }
 
     /// Publishes a chunk of a running call's output as `tool_execution_update` (redacted
