@@ -128,6 +128,9 @@ test('a queued prompt\'s ✕ takes an ordinary click while a run streams, 5 of 5
   await page.click('#send');
   await page.waitForSelector('.queue .queue-resume');
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle');
+  // Resume sits on the title's line, beside what it is about, not wrapped below it.
+  const [title, resume] = await Promise.all([page.locator('.queue-count').boundingBox(), page.locator('.queue-resume').boundingBox()]);
+  assert.ok(resume.y < title.y + title.height, `Resume's top ${resume.y} is below the title's line (${title.y}–${title.y + title.height})`);
   await shot(page, 'queue-paused');
   const detail = await api(server.url, 'GET', `/api/sessions/${session.id}`);
   assert.equal(detail.state.status, 'idle', 'nothing started after Stop');

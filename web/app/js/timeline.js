@@ -536,7 +536,7 @@ export class Timeline {
     const n = store.queue.length;
     setText(count, `${n === 1 ? '1 prompt' : `${n} prompts`} queued${paused ? ' · paused' : ''}`);
     setText(note, paused
-      ? ' · Stop paused the queue: nothing runs until you resume it or send a prompt'
+      ? ' · by Stop: nothing runs until you resume it or send a prompt'
       : ' · each runs when the one before it has finished');
     resume.hidden = !paused;
     resume.disabled = !!this.resuming;
