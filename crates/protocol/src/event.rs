@@ -44,7 +44,7 @@ pub const LIVE_OUTPUT_CHUNK: usize = 4 * 1024;
 pub const LIVE_OUTPUT_INTERVAL_MS: u64 = 100;
 
 /// One step of an agent run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {
     AgentStart {},
@@ -192,7 +192,7 @@ impl AgentEvent {
 }
 
 /// The model's own stream event inside `message_update` (see the module docs).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamDelta {
     #[serde(rename_all = "camelCase")]

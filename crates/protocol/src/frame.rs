@@ -38,8 +38,8 @@ pub const QUEUE: &str = "session.queue";
 /// history endpoint.
 pub const SNAPSHOT_USER_ROUNDS: usize = 3;
 
-/// One business frame of a session stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One business frame of a session stream (the `data` of a native stream event).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Frame {
     #[serde(flatten)]
@@ -49,7 +49,7 @@ pub struct Frame {
     pub seq: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type")]
 pub enum FrameBody {
     #[serde(rename = "session.snapshot")]

@@ -294,7 +294,7 @@ const ANNOTATIONS: &[&str] = &[
 
 /// Checks `value` against `schema` (JSON Schema 2020-12 as OpenAPI 3.1 writes it), with
 /// `$ref`s resolved in `doc`. The error names the path of the first value that breaks it.
-fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+pub(crate) fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), String> {
     let Some(schema) = schema.as_object() else {
         return match schema {
             Value::Bool(true) => Ok(()),
@@ -378,6 +378,21 @@ fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<()
             "allOf" => {
                 for s in rule.as_array().expect("allOf") {
                     validate(doc, s, value, path)?;
+                }
+            }
+            "pattern" => {
+                if let Some(text) = value.as_str() {
+                    let pattern = regex::Regex::new(rule.as_str().expect("pattern")).expect("a valid pattern");
+                    if !pattern.is_match(text) {
+                        return Err(format!("{}: {value} does not match {rule}", at("")));
+                    }
+                }
+            }
+            "propertyNames" => {
+                if let Some(object) = value.as_object() {
+                    for name in object.keys() {
+                        validate(doc, rule, &Value::String(name.clone()), &at(name))?;
+                    }
                 }
             }
             "minimum" => {

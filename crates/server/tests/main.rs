@@ -26,6 +26,7 @@ mod leases;
 mod limits;
 mod lists;
 mod metrics;
+mod native_conformance;
 mod openapi;
 mod opencode;
 mod permissions;

@@ -18,6 +18,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use spool_protocol::api::ErrorBody;
+use spool_protocol::frame::Frame;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema, Type};
@@ -247,11 +248,16 @@ pub struct SessionStreamEvent;
 
 impl PartialSchema for SessionStreamEvent {
     fn schema() -> RefOr<Schema> {
-        sse_event("A frame (no `event`; `id` is `streamId:seq`) or a `heartbeat`", &["heartbeat"], None)
+        sse_event("A frame (no `event`; `id` is `streamId:seq`) or a `heartbeat`", &["heartbeat"], Some(&Frame::name()))
     }
 }
 
-impl ToSchema for SessionStreamEvent {}
+impl ToSchema for SessionStreamEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((Frame::name().into(), Frame::schema()));
+        Frame::schemas(schemas);
+    }
+}
 
 /// An event of the list stream: `lists.reset`, `sessions.changed`, `projects.changed`
 /// or `heartbeat`.
