@@ -1,0 +1,524 @@
+//! The engine's sessions: created (by name too, exactly once), listed, changed and
+//! deleted, their messages, memory and permissions, and how one is loaded into memory
+//! (`load`: the stored view, a parked run's count).
+
+use super::*;
+
+impl Engine {
+    pub async fn create_session(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        title: Option<String>,
+    ) -> Result<Session> {
+        let project = self.project(owner, project_id).await?;
+        let title = title.map(|t| check_name(&t, "title")).transpose()?;
+        self.admit_session(owner).await?;
+        let now = now_ms();
+        let session = Session {
+            id: SessionId::new(),
+            project_id: project.id,
+            owner_id: owner.clone(),
+            title_set: title.is_some(),
+            title: title.unwrap_or_default(),
+            archived: false,
+            permissions: Vec::new(),
+            model: None,
+            mode: Default::default(),
+            read_index: None,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store().insert_session(&session).await?;
+        self.inner.lists.change(
+            &session.owner_id,
+            crate::lists::Change::SessionCreated { session: session.id.clone(), project: session.project_id.clone() },
+        );
+        Ok(session)
+    }
+
+    /// Whether `owner` may create one more session now: within the creation rate and
+    /// under the cap on sessions not archived (see [`crate::caps`]).
+    pub(super) async fn admit_session(&self, owner: &UserId) -> Result<()> {
+        let caps = &self.inner.config.caps;
+        if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+            return Err(crate::caps::sessions_full(caps));
+        }
+        self.inner.session_rate.take(caps, owner, self.inner.config.clock.now_ms())
+    }
+
+    /// The session a client named `name` (an AI SDK chat id) before, if any (see
+    /// [`named_session`](Self::named_session)).
+    pub async fn session_named(&self, owner: &UserId, name: &str) -> Result<Option<SessionId>> {
+        use crate::store::IdempotencyClaim;
+        let scope = name_scope(owner);
+        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+            IdempotencyClaim::Done(answer) => Ok(Some(named(name, answer)?)),
+            IdempotencyClaim::InProgress => Err(name_in_progress(name)),
+            IdempotencyClaim::Claimed => {
+                self.store().release_idempotency(&scope, name).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The session a client names with a key of its own (an AI SDK chat id): the one
+    /// that key named before, or — on first use — a new session in `project`,
+    /// remembered for the key. The pair is kept durably, once, in the store's
+    /// idempotency records (scope `session-name:<owner>`), so concurrent first uses
+    /// agree on one session; a use that races one still creating gets a 409
+    /// `name_in_progress` to retry. Returns the session and whether this call made it.
+    pub async fn named_session(&self, owner: &UserId, name: &str, project: &ProjectId) -> Result<(SessionId, bool)> {
+        use crate::store::IdempotencyClaim;
+        let scope = name_scope(owner);
+        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+            IdempotencyClaim::Done(answer) => Ok((named(name, answer)?, false)),
+            IdempotencyClaim::InProgress => Err(name_in_progress(name)),
+            IdempotencyClaim::Claimed => match self.create_session(owner, project, None).await {
+                Ok(session) => {
+                    self.store().complete_idempotency(&scope, name, session.id.as_str()).await?;
+                    Ok((session.id, true))
+                }
+                Err(e) => {
+                    self.store().release_idempotency(&scope, name).await?;
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    pub async fn list_sessions(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        archived: bool,
+    ) -> Result<Vec<SessionInfo>> {
+        let project = self.project(owner, project_id).await?;
+        let sessions = self.store().list_sessions(&project.id, archived).await?;
+        let waiting = self.waiting_among(&sessions).await?;
+        Ok(sessions.into_iter().map(|session| self.session_info(session, &waiting)).collect())
+    }
+
+    /// Which of `sessions` wait for a person, from the store's pending approvals (so a
+    /// run parked before a restart, or on another node, counts too): one query a project.
+    pub(crate) async fn waiting_among<'a>(
+        &self,
+        sessions: impl IntoIterator<Item = &'a Session>,
+    ) -> Result<HashSet<SessionId>> {
+        let projects: HashSet<&ProjectId> = sessions.into_iter().map(|s| &s.project_id).collect();
+        let mut waiting = HashSet::new();
+        for project in projects {
+            waiting.extend(self.store().waiting_sessions(project).await?);
+        }
+        Ok(waiting)
+    }
+
+    /// A session as lists show it; `waiting` from [`Engine::waiting_among`].
+    pub(crate) fn session_info(&self, session: Session, waiting: &HashSet<SessionId>) -> SessionInfo {
+        SessionInfo { status: self.status_of(&session.id), waiting: waiting.contains(&session.id), session }
+    }
+
+    /// The project's sessions with a run that ended after `after` (ms), latest first, at
+    /// most `limit`: what a client that was away since then has not seen end.
+    pub async fn sessions_ended_after(
+        &self,
+        owner: &UserId,
+        project_id: &ProjectId,
+        after: spool_protocol::time::Millis,
+        limit: u32,
+    ) -> Result<Vec<SessionId>> {
+        let project = self.project(owner, project_id).await?;
+        Ok(self.store().sessions_ended_after(&project.id, after, limit).await?)
+    }
+
+    pub(crate) fn status_of(&self, id: &SessionId) -> SessionStatus {
+        match self.inner.sessions.get(id).and_then(|l| l.active()) {
+            Some(_) => SessionStatus::Busy,
+            None => SessionStatus::Idle,
+        }
+    }
+
+    pub async fn session(&self, owner: &UserId, id: &SessionId) -> Result<SessionDetail> {
+        let loaded = self.load(owner, id).await?;
+        // Bus mode: what this node changed shows in what it answers.
+        let (seq, state) = loaded.events.settled_state(READ_YOUR_WRITES).await;
+        let stream_id = loaded.events.stream_id();
+        Ok(SessionDetail {
+            session: state.session.clone(),
+            status: state.status,
+            git: self.inner.git.get(id, &stream_id),
+            stream_id,
+            seq,
+            state,
+        })
+    }
+
+    pub async fn update_session(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
+        let loaded = self.load(owner, id).await?;
+        let mut session = loaded.events.read(|s| s.session.clone());
+        if let Some(title) = patch.title {
+            session.title = check_name(&title, "title")?;
+            session.title_set = true;
+        }
+        if let Some(archived) = patch.archived {
+            // Taking a session out of the archive counts against the cap like a new one.
+            if session.archived && !archived {
+                let caps = &self.inner.config.caps;
+                if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+                    return Err(crate::caps::sessions_full(caps));
+                }
+            }
+            session.archived = archived;
+        }
+        if let Some(mode) = patch.mode {
+            session.mode = mode;
+        }
+        if let Some(model) = patch.model {
+            if self.inner.env.models.get(&model).is_none() {
+                let known: Vec<String> = self.inner.env.models.list().into_iter().map(|m| m.name).collect();
+                return Err(EngineError::invalid(
+                    "unknown_model",
+                    format!("no model named {model:?} is configured; configured: {}", known.join(", ")),
+                ));
+            }
+            session.model = Some(model);
+        }
+        if let Some(rules) = patch.permissions {
+            if rules.len() > MAX_SESSION_RULES
+                || rules.iter().any(|r| r.tool.is_empty() || r.tool.len() > 200 || r.pattern.len() > 1000)
+            {
+                return Err(EngineError::invalid(
+                    "invalid_permissions",
+                    format!(
+                        "at most {MAX_SESSION_RULES} rules, each with a tool name of 1 to 200 bytes and a pattern of at most 1000"
+                    ),
+                ));
+            }
+            session.permissions = rules;
+        }
+        session.updated_at = now_ms();
+        self.store().update_session(&session).await?;
+        let published = session.clone();
+        loaded.events.publish(move |state| {
+            state.session = published;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok(session)
+    }
+
+    /// Deletes a session with its messages and runs; an active run is aborted first and
+    /// open streams end.
+    pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
+        let loaded = self.load(owner, id).await?;
+        let project = loaded.events.read(|s| s.session.project_id.clone());
+        // Under the control lock, so the stopped run's queue cannot start its next prompt
+        // before the delete takes the queue with the session.
+        let control = loaded.control.lock().await;
+        stop_active(&loaded).await;
+        // Delete first, then unload: a stream opened meanwhile finds the session gone
+        // instead of loading it back into memory.
+        let deleted = self.store().delete_session(id).await;
+        drop(control);
+        self.unload(id, &loaded).await;
+        self.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
+        deleted?;
+        Ok(())
+    }
+
+    /// Drops a deleted session from memory; its streams end saying so.
+    pub(super) async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
+        stop_active(loaded).await;
+        let _control = loaded.control.lock().await;
+        loaded.events.close(Ended::SessionDeleted);
+        self.inner.sessions.remove(id);
+    }
+
+    pub async fn messages(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        before: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<MessagePage> {
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
+        }
+        let session = self.owned_session(owner, id).await?;
+        let messages = self.store().list_messages(&session.id, before, limit).await?;
+        let total = self.store().count_messages(&session.id).await?;
+        Ok(MessagePage { messages, total })
+    }
+
+    /// The session's memory: confirmed facts and the compaction summary.
+    pub async fn memory(&self, owner: &UserId, id: &SessionId) -> Result<SessionMemory> {
+        let session = self.owned_session(owner, id).await?;
+        Ok(self.store().get_memory(&session.id).await?)
+    }
+
+    /// The rules that decide a session's tool calls: the server's (built-in defaults, then
+    /// the config file; their deny is final) and the session's own ("Always allow" and
+    /// `PATCH`), each in the order they are checked.
+    pub async fn permissions(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+    ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
+        let session = self.owned_session(owner, id).await?;
+        Ok((self.inner.env.settings.rules.clone(), session.permissions))
+    }
+
+    /// Removes the session's rule at `index` (Undo in the Rules panel), which must still
+    /// be a rule for `tool` with `action`: a tab showing an older list gets a conflict
+    /// instead of removing whatever rule is at that place now. Under the session's
+    /// control lock, like the "Always allow" a decision adds, and the store removes it
+    /// in one locked step (see [`Store::remove_session_rule`]), so a rule added at the
+    /// same moment — here or on another node — stays. Returns the rules as
+    /// [`Engine::permissions`] does, the session's as they are now.
+    pub async fn remove_permission(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        index: usize,
+        tool: &str,
+        action: PermissionAction,
+    ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
+        let loaded = self.load(owner, id).await?;
+        let _control = loaded.control.lock().await;
+        let now = now_ms();
+        let rules = match self.store().remove_session_rule(id, index, tool, action, now).await? {
+            crate::RuleRemoval::Removed(rules) => rules,
+            crate::RuleRemoval::NoSession => return Err(EngineError::NotFound("session")),
+            crate::RuleRemoval::Mismatch(None) => return Err(EngineError::NotFound("permission rule")),
+            crate::RuleRemoval::Mismatch(Some(there)) => {
+                return Err(EngineError::Conflict {
+                    code: "rule_changed",
+                    message: format!(
+                        "the session's rule {index} is now {:?} {} (not {tool:?} {}): reload the rules and try again",
+                        there.tool,
+                        action_name(there.action),
+                        action_name(action)
+                    ),
+                });
+            }
+        };
+        let published = rules.clone();
+        loaded.events.publish(move |state| {
+            state.session.permissions = published;
+            state.session.updated_at = now;
+            Some(FrameBody::State { state: Box::new(state.clone()) })
+        });
+        Ok((self.inner.env.settings.rules.clone(), rules))
+    }
+
+    /// A person confirms a fact; later model calls see it among the confirmed facts.
+    pub async fn confirm_fact(&self, owner: &UserId, id: &SessionId, text: &str) -> Result<SessionMemory> {
+        let text = text.trim();
+        if text.is_empty()
+            || text.chars().count() > crate::context::MAX_FACT_CHARS
+            || text.chars().any(char::is_control)
+        {
+            return Err(EngineError::invalid(
+                "invalid_fact",
+                format!("a fact is 1 to {} characters on one line", crate::context::MAX_FACT_CHARS),
+            ));
+        }
+        let loaded = self.load(owner, id).await?;
+        // Under the control lock so it cannot interleave with a run's own fact writes
+        // at a step boundary; a running run picks it up at its next load.
+        let _control = loaded.control.lock().await;
+        let mut memory = self.store().get_memory(id).await?;
+        crate::context::remember(&mut memory, text, FactSource::User, now_ms());
+        self.store().put_memory(id, owner, &memory).await?;
+        Ok(memory)
+    }
+
+    /// The session record, checked for ownership, without loading it.
+    pub(crate) async fn owned_session(&self, owner: &UserId, id: &SessionId) -> Result<Session> {
+        match self.store().get_session(id).await? {
+            Some(s) if &s.owner_id == owner => Ok(s),
+            _ => Err(EngineError::NotFound("session")),
+        }
+    }
+
+    /// Loads a session into memory (once) and checks ownership.
+    pub(crate) async fn load(&self, owner: &UserId, id: &SessionId) -> Result<Arc<Loaded>> {
+        // With a shared store and no frame bus, other nodes write to sessions this node
+        // holds unseen: a view nobody here uses is read again from the store. (A frame
+        // bus keeps views live.)
+        let unused = match self.inner.config.shared_store && self.inner.frames.is_none() {
+            true => Unused::Reload,
+            false => Unused::Keep,
+        };
+        let existing = self.inner.sessions.touch(id, unused);
+        if let Some(loaded) = existing {
+            return if loaded.events.read(|s| &s.session.owner_id == owner) {
+                Ok(loaded)
+            } else {
+                Err(EngineError::NotFound("session"))
+            };
+        }
+        let session = self.owned_session(owner, id).await?;
+        let project = self.store().get_project(&session.project_id).await?.ok_or(EngineError::NotFound("session"))?;
+        // Bus mode: listen before reading the store, so every change after the read
+        // arrives as a frame (one that the read already has folds in harmlessly).
+        let opened = match &self.inner.frames {
+            Some(bus) => Some(crate::events::Opened::open(&**bus, id).await.map_err(bus_error)?),
+            None => None,
+        };
+        // A run parked at an approval (perhaps before a restart) keeps the session busy.
+        let interrupted = self.store().interrupted_run(id).await?;
+        let pending = self.store().pending_approvals(id).await?;
+        // With a shared store, "no pending approval" may also mean another node has just
+        // won the decision and is restarting the run: its lease says so. An expired
+        // lease is the reaper's to settle (it resumes a decided call that never ran).
+        let resuming_elsewhere = match self.inner.config.shared_store {
+            true => self.store().get_lease(id).await?.is_some(),
+            false => false,
+        };
+        if let Some(mut run) = interrupted.clone().filter(|_| pending.is_empty() && !resuming_elsewhere) {
+            // The process stopped between taking a decision and restarting the run: the
+            // decision is recorded, the continuation is lost, and re-running the tool
+            // could repeat a side effect. Settle it as failed, like a crashed run.
+            let now = now_ms();
+            run.status = RunStatus::Failed;
+            run.updated_at = now;
+            run.ended_at = Some(now);
+            run.error = Some(RunError {
+                code: "server_restarted".into(),
+                message: "the server stopped while this run was resuming from an approval".into(),
+            });
+            self.store().update_run(&run).await?;
+        }
+        let state = self.stored_view(session).await?;
+        let handle = match (&state.active_run, state.pending_approvals.first()) {
+            (Some(run), Some(approval)) => {
+                let mut h = ActiveHandle::new(run.run_id.clone());
+                h.interrupted = Some(approval.id.clone());
+                h.finished.cancel();
+                Some(h)
+            }
+            _ => None,
+        };
+        let (limits, lists) = (self.inner.config.limits, self.inner.lists.clone());
+        let metrics = self.inner.env.metrics.clone();
+        let events = match (&self.inner.frames, opened) {
+            (Some(bus), Some(opened)) => {
+                let follower = Arc::new(EngineFollower { inner: Arc::downgrade(&self.inner) });
+                let node = self.inner.config.node_id.clone();
+                let events =
+                    SessionEvents::followed(state, limits, lists, metrics, bus.clone(), follower.clone(), opened, node);
+                // A run on another node has streamed text the store does not hold yet.
+                events.catch_up_with_runner(&*follower).await;
+                events
+            }
+            _ => SessionEvents::observed(id.clone(), state, limits, lists, metrics),
+        };
+        if let Some(count) = self.parked_count(handle.as_ref()).await {
+            events.resume_run_count(count);
+        }
+        let fresh = Arc::new(Loaded {
+            events,
+            root_id: project.dir,
+            root: PathBuf::from(project.path),
+            control: tokio::sync::Mutex::new(()),
+            active: Mutex::new(handle),
+            touched: std::sync::atomic::AtomicI64::new(self.inner.config.clock.now_ms()),
+        });
+        // Two concurrent loads: the first insert wins and both use it.
+        Ok(self.inner.sessions.insert(id, fresh))
+    }
+
+    /// The run-stream counter of a run parked at an approval, from the sequence its
+    /// checkpoint keeps: a session loaded after a restart (or an unload) numbers the
+    /// run's continuation on from its `interrupt`, so a client that holds the events up
+    /// to it drops none of what follows. `None` when the checkpoint has no sequence.
+    pub(super) async fn parked_count(&self, handle: Option<&ActiveHandle>) -> Option<crate::RunCount> {
+        let handle = handle?;
+        let approval = handle.interrupted.as_ref()?;
+        let (_, checkpoint) = match self.store().get_approval(approval).await {
+            Ok(found) => found?,
+            Err(error) => {
+                tracing::warn!(%approval, %error, "cannot read a parked run's checkpoint; its run stream numbers anew");
+                return None;
+            }
+        };
+        let sequence = serde_json::from_value::<crate::run::Checkpoint>(checkpoint).ok()?.sequence?;
+        Some(crate::RunCount::parked(handle.run_id.clone(), sequence, approval.clone()))
+    }
+
+    /// The session's view as the store has it: the latest rounds, their timings, a run
+    /// parked at an approval (with its approvals) or executing on another node.
+    pub(super) async fn stored_view(&self, session: Session) -> Result<SessionState> {
+        let id = session.id.clone();
+        let latest = self.store().latest_rounds(&id, SNAPSHOT_USER_ROUNDS).await?;
+        let total = self.store().count_messages(&id).await?;
+        let mut state = view::initial_state(session, latest, total);
+        state.todos = self.store().get_todos(&id).await?;
+        // The timing rows of the shown rounds survive a reload or restart.
+        for run in self.store().runs_since(&id, state.first_index).await? {
+            view::set_timing(&mut state, frame::PromptTiming::of(&run));
+        }
+        state.queue = self.store().queued_prompts(&id).await?.into_iter().map(|q| q.message).collect();
+        state.queue_paused = self.store().queue_paused(&id).await?;
+        let pending = self.store().pending_approvals(&id).await?;
+        let interrupted = self.store().interrupted_run(&id).await?;
+        // Only a frame bus brings the run's end to this view; without one a view that
+        // said busy could stay so.
+        let running = match (&interrupted, self.inner.frames.is_some()) {
+            (None, true) => {
+                self.store().runs_since(&id, 0).await?.into_iter().rev().find(|r| r.status == RunStatus::Running)
+            }
+            _ => None,
+        };
+        if let Some(run) = interrupted.filter(|_| !pending.is_empty()) {
+            state.pending_approvals = pending;
+            state.status = SessionStatus::Busy;
+            state.active_run =
+                Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });
+        } else if let Some(run) = running {
+            // Executing on another node (a shared store): busy until it settles there.
+            state.status = SessionStatus::Busy;
+            state.active_run = Some(ActiveRun { run_id: run.id, request_id: run.request_id, status: run.status });
+        }
+        if state.active_run.is_none() {
+            // No run is active, so no call can be running: one whose run a crash ended
+            // before it had a result shows as ended, not as running for ever.
+            for exec in state.tool_executions.values_mut().filter(|e| e.status == frame::ToolStatus::Running) {
+                exec.status = frame::ToolStatus::Error;
+                exec.result = Some("This call did not finish: its run ended before it had a result.".into());
+            }
+        }
+        Ok(state)
+    }
+}
+
+/// A rule's action as the API spells it.
+pub(super) fn action_name(action: PermissionAction) -> &'static str {
+    match action {
+        PermissionAction::Allow => "allow",
+        PermissionAction::Ask => "ask",
+        PermissionAction::Deny => "deny",
+    }
+}
+
+/// Where the sessions clients named are kept (see [`Engine::named_session`]).
+pub(super) fn name_scope(owner: &UserId) -> String {
+    format!("session-name:{owner}")
+}
+
+/// The session a kept name record holds.
+pub(super) fn named(name: &str, answer: String) -> Result<SessionId> {
+    answer.parse().map_err(|_| EngineError::Conflict {
+        code: "name_unusable",
+        message: format!("the session name {name:?} is taken by a record this server cannot read"),
+    })
+}
+
+/// Another request is creating the session this name stands for.
+pub(super) fn name_in_progress(name: &str) -> EngineError {
+    EngineError::Conflict {
+        code: "name_in_progress",
+        message: format!("the session for {name:?} is being created by another request; retry"),
+    }
+}
