@@ -389,10 +389,7 @@ impl Approvals {
             session.updated_at = now;
             store.update_session(&session).await?;
             // A frame, so every node's view (and every client) has the new rule.
-            loaded.events.publish(|s| {
-                s.session = session;
-                Some(FrameBody::State { state: Box::new(s.clone()) })
-            });
+            loaded.publish_session(session);
         }
         let resolution = resolution(&input.decision, input.message.clone(), &checkpoint);
         let mut run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;

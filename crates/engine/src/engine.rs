@@ -505,11 +505,7 @@ impl Engine {
         }
         session.read_index = Some(index);
         self.store().update_session(&session).await?;
-        let published = session.clone();
-        loaded.events.publish(move |s| {
-            s.session = published;
-            Some(FrameBody::State { state: Box::new(s.clone()) })
-        });
+        loaded.publish_session(session.clone());
         Ok(session)
     }
 

@@ -78,4 +78,14 @@ impl Loaded {
     pub fn set_active(&self, handle: Option<ActiveHandle>) {
         *self.active.lock().unwrap_or_else(|p| p.into_inner()) = handle;
     }
+
+    /// The session's record changed (stored already): the state takes it, and every
+    /// view — other nodes' too — gets the state whole. No loop event carries a record,
+    /// so this is a `state` frame rather than a fold.
+    pub fn publish_session(&self, session: spool_protocol::Session) {
+        self.events.publish(move |state| {
+            state.session = session;
+            Some(spool_protocol::frame::FrameBody::State { state: Box::new(state.clone()) })
+        });
+    }
 }

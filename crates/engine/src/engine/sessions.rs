@@ -198,11 +198,7 @@ impl Engine {
         }
         session.updated_at = now_ms();
         self.store().update_session(&session).await?;
-        let published = session.clone();
-        loaded.events.publish(move |state| {
-            state.session = published;
-            Some(FrameBody::State { state: Box::new(state.clone()) })
-        });
+        loaded.publish_session(session.clone());
         Ok(session)
     }
 

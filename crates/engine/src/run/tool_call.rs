@@ -61,10 +61,7 @@ impl RunTask {
                 format!("could not switch the session to {} mode: {e}", mode.as_str()),
             ));
         }
-        self.loaded.events.publish(move |state| {
-            state.session = session;
-            Some(FrameBody::State { state: Box::new(state.clone()) })
-        });
+        self.loaded.publish_session(session);
         Ok(())
     }
 

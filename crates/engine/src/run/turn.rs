@@ -309,10 +309,7 @@ impl RunTask {
                 message_id: None,
                 event: AgentEvent::SessionTitle { title },
             });
-            loaded.events.publish(move |s| {
-                s.session = session;
-                Some(FrameBody::State { state: Box::new(s.clone()) })
-            });
+            loaded.publish_session(session);
         });
     }
 }
