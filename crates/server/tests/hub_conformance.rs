@@ -8,9 +8,9 @@
 //! of every session receives is collected and checked. A published schema that Spool's
 //! own events break fails here.
 //!
-//! The schemas are checked by [`validate`], a small JSON Schema evaluator of the
-//! keywords the document uses; a keyword it does not know fails the test rather than
-//! passing unchecked.
+//! The schemas are checked by the `jsonschema` crate, with the whole document registered
+//! so that their `$ref`s resolve; an event doctored to break its schema is refused, which
+//! shows the check bites.
 //!
 //! A second client asks for seed 002's cumulative form (`?streaming=content`); its
 //! events are checked too, and its `content` is the answer so far.
@@ -198,20 +198,33 @@ async fn every_hub_event_matches_its_published_schema() {
     events.extend(a_failed_run().await);
     events.extend(a_git_change().await);
 
+    // One validator per envelope of `HubEvent`, by the type it names.
     let envelopes = doc["components"]["schemas"]["HubEvent"]["oneOf"].as_array().expect("HubEvent is a oneOf");
-    let schema_of = |kind: &str| {
-        envelopes
-            .iter()
-            .find(|s| s["properties"]["type"]["enum"][0] == kind)
-            .unwrap_or_else(|| panic!("no schema for {kind}"))
-    };
+    let validators: std::collections::BTreeMap<&str, jsonschema::Validator> = envelopes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let kind = s["properties"]["type"]["enum"][0].as_str().expect("an envelope names its type");
+            (kind, validator(&doc, &format!("#/components/schemas/HubEvent/oneOf/{i}")))
+        })
+        .collect();
+    let schema_of = |kind: &str| validators.get(kind).unwrap_or_else(|| panic!("no schema for {kind}"));
     let mut problems = Vec::new();
     for event in &events {
         let kind = event["type"].as_str().expect("type");
-        if let Err(why) = validate(&doc, schema_of(kind), event, "") {
+        if let Err(why) = check(schema_of(kind), event) {
             problems.push(format!("{kind}: {why}\n    {event}"));
         }
     }
+    // The check bites: a message without its id, or an envelope with a field it does not
+    // name, is refused.
+    let created = events.iter().find(|e| e["type"] == "message.created").expect("a message.created");
+    let mut doctored = created.clone();
+    doctored["data"].as_object_mut().expect("data").remove("msg_id");
+    assert!(check(schema_of("message.created"), &doctored).is_err(), "refused: {doctored}");
+    let mut doctored = created.clone();
+    doctored["extra"] = json!(1);
+    assert!(check(schema_of("message.created"), &doctored).is_err(), "refused: {doctored}");
     let kinds: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     // What a publisher names and the publish route answers with: the wire names.
     let published = doc["components"]["schemas"]["HubEventType"]["enum"].as_array().expect("HubEventType's names");
@@ -277,165 +290,35 @@ async fn a_queued_prompt_is_announced_unprocessed_then_processed_once() {
     assert!(again.is_empty(), "the prompt was announced once, when queued: {again:?}");
 }
 
-// ---- a JSON Schema evaluator of the keywords the document uses ------------------------
+// ---- the published schemas, checked by the `jsonschema` crate ---------------------------
 
-/// Keywords that describe and do not constrain.
-const ANNOTATIONS: &[&str] = &[
-    "description",
-    "title",
-    "format",
-    "contentMediaType",
-    "contentSchema",
-    "examples",
-    "example",
-    "default",
-    "deprecated",
-];
+/// Where the OpenAPI document is registered, so that its schemas' `#/components/schemas/…`
+/// `$ref`s resolve in it.
+const DOCUMENT: &str = "urn:spool:openapi";
 
-/// Checks `value` against `schema` (JSON Schema 2020-12 as OpenAPI 3.1 writes it), with
-/// `$ref`s resolved in `doc`. The error names the path of the first value that breaks it.
-pub(crate) fn validate(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), String> {
-    let Some(schema) = schema.as_object() else {
-        return match schema {
-            Value::Bool(true) => Ok(()),
-            _ => Err(format!("{path}: not allowed")),
-        };
-    };
-    let at = |p: &str| if path.is_empty() { p.to_owned() } else { format!("{path}.{p}") };
-    for (keyword, rule) in schema {
-        match keyword.as_str() {
-            "$ref" => {
-                let pointer = rule.as_str().expect("$ref is a string").trim_start_matches('#');
-                let target = doc.pointer(pointer).unwrap_or_else(|| panic!("unresolved $ref {pointer}"));
-                validate(doc, target, value, path)?;
-            }
-            "type" => {
-                let types: Vec<&str> = match rule {
-                    Value::String(one) => vec![one.as_str()],
-                    Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
-                    _ => panic!("type {rule}"),
-                };
-                if !types.iter().any(|t| has_type(value, t)) {
-                    return Err(format!("{}: {value} is not {types:?}", at("")));
-                }
-            }
-            "enum" => {
-                if !rule.as_array().expect("enum").contains(value) {
-                    return Err(format!("{}: {value} is not one of {rule}", at("")));
-                }
-            }
-            "const" => {
-                if rule != value {
-                    return Err(format!("{}: {value} is not {rule}", at("")));
-                }
-            }
-            "required" => {
-                if let Some(object) = value.as_object() {
-                    for name in rule.as_array().expect("required").iter().filter_map(Value::as_str) {
-                        if !object.contains_key(name) {
-                            return Err(format!("{}: missing", at(name)));
-                        }
-                    }
-                }
-            }
-            "properties" => {
-                if let Some(object) = value.as_object() {
-                    for (name, sub) in rule.as_object().expect("properties") {
-                        if let Some(v) = object.get(name) {
-                            validate(doc, sub, v, &at(name))?;
-                        }
-                    }
-                }
-            }
-            "additionalProperties" => {
-                if let Some(object) = value.as_object() {
-                    let known = schema.get("properties").and_then(Value::as_object);
-                    for (name, v) in object {
-                        if !known.is_some_and(|k| k.contains_key(name)) {
-                            validate(doc, rule, v, &at(name))
-                                .map_err(|_| format!("{}: a field the schema refuses", at(name)))?;
-                        }
-                    }
-                }
-            }
-            "items" => {
-                if let Some(items) = value.as_array() {
-                    for (i, v) in items.iter().enumerate() {
-                        validate(doc, rule, v, &format!("{path}[{i}]"))?;
-                    }
-                }
-            }
-            "oneOf" | "anyOf" => {
-                let options = rule.as_array().expect("a list of schemas");
-                let fits: Vec<Result<(), String>> = options.iter().map(|s| validate(doc, s, value, path)).collect();
-                let passed = fits.iter().filter(|r| r.is_ok()).count();
-                let ok = if keyword == "oneOf" { passed == 1 } else { passed >= 1 };
-                if !ok {
-                    let why: Vec<String> = fits.into_iter().filter_map(Result::err).collect();
-                    return Err(format!("{}: {passed} of {keyword} fit ({})", at(""), why.join("; ")));
-                }
-            }
-            "allOf" => {
-                for s in rule.as_array().expect("allOf") {
-                    validate(doc, s, value, path)?;
-                }
-            }
-            "pattern" => {
-                if let Some(text) = value.as_str() {
-                    let pattern = regex::Regex::new(rule.as_str().expect("pattern")).expect("a valid pattern");
-                    if !pattern.is_match(text) {
-                        return Err(format!("{}: {value} does not match {rule}", at("")));
-                    }
-                }
-            }
-            "propertyNames" => {
-                if let Some(object) = value.as_object() {
-                    for name in object.keys() {
-                        validate(doc, rule, &Value::String(name.clone()), &at(name))?;
-                    }
-                }
-            }
-            "minimum" => {
-                if let (Some(n), Some(min)) = (value.as_f64(), rule.as_f64())
-                    && n < min
-                {
-                    return Err(format!("{}: {n} is below {min}", at("")));
-                }
-            }
-            other if ANNOTATIONS.contains(&other) => {}
-            other => {
-                return Err(format!("{}: the evaluator does not know `{other}`: teach it rather than skip it", at("")));
-            }
-        }
-    }
-    Ok(())
+/// The validator of the schema at `pointer` (`#/components/schemas/…`, a JSON pointer into
+/// the OpenAPI document `doc`), as JSON Schema 2020-12, which OpenAPI 3.1 writes.
+pub(crate) fn validator(doc: &Value, pointer: &str) -> jsonschema::Validator {
+    assert!(doc.pointer(pointer.trim_start_matches('#')).is_some(), "no schema at {pointer}");
+    let registry = jsonschema::Registry::new()
+        .add(DOCUMENT, doc.clone())
+        .and_then(|r| r.prepare())
+        .expect("the OpenAPI document is a schema resource");
+    jsonschema::options()
+        .offline()
+        .with_registry(&registry)
+        .build(&json!({"$ref": format!("{DOCUMENT}{pointer}")}))
+        .unwrap_or_else(|e| panic!("the schema at {pointer} is not valid JSON Schema: {e}"))
 }
 
-fn has_type(value: &Value, kind: &str) -> bool {
-    match kind {
-        "null" => value.is_null(),
-        "boolean" => value.is_boolean(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.is_i64() || value.is_u64(),
-        other => panic!("type {other}"),
-    }
-}
-
-#[test]
-fn the_evaluator_refuses_what_breaks_a_schema() {
-    let doc = json!({"components": {"schemas": {"A": {
-        "type": "object", "required": ["a"], "properties": {"a": {"type": "string"}, "n": {"type": ["integer", "null"], "minimum": 0}},
-        "additionalProperties": false
-    }}}});
-    let a = json!({"$ref": "#/components/schemas/A"});
-    assert!(validate(&doc, &a, &json!({"a": "x", "n": null}), "").is_ok());
-    for bad in [json!({}), json!({"a": 1}), json!({"a": "x", "extra": 1}), json!({"a": "x", "n": -1}), json!("a")] {
-        assert!(validate(&doc, &a, &bad, "").is_err(), "{bad}");
-    }
-    let one = json!({"oneOf": [{"type": "string"}, {"const": "x"}]});
-    assert!(validate(&doc, &one, &json!("x"), "").is_err(), "two fit a oneOf");
-    assert!(validate(&doc, &one, &json!("y"), "").is_ok());
+/// Checks `value` against `validator`; the error names the path of every value that breaks it.
+pub(crate) fn check(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let why: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| match e.instance_path().as_str() {
+            "" => e.to_string(),
+            path => format!("{path}: {e}"),
+        })
+        .collect();
+    if why.is_empty() { Ok(()) } else { Err(why.join("; ")) }
 }
