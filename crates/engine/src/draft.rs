@@ -8,7 +8,7 @@
 //! every delta it makes to its own message (through [`apply_delta`], the function the
 //! session state uses too, so a snapshot's draft is the message the run commits) and
 //! hands the delta to the caller, who publishes it. No clock, no store, no channel: the
-//! run loop in `run.rs` owns those, and these rules are tested on their own below.
+//! run loop in `run/` owns those, and these rules are tested on their own below.
 //!
 //! It keeps the call's usage: what the provider reported, priced; and for a message cut
 //! short (stopped, or failed mid-answer), which never hears the provider's report, an
