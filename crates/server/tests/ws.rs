@@ -698,3 +698,39 @@ async fn revoking_the_token_closes_the_hub_socket_with_1008() {
     assert_eq!(code, CloseCode::Policy);
     assert!(reason.contains("revoked"), "{reason}");
 }
+
+/// A project's deletion ends its sessions' channels with one `channel.deleted` each —
+/// the subscriptions end saying the session was deleted, so the hub neither closes the
+/// socket nor says it twice — and the socket goes on with the others.
+#[tokio::test]
+async fn deleting_a_project_drops_each_of_its_channels_once_and_the_socket_goes_on() {
+    let server = TestServer::start().await;
+    let project = id_of(&server.create_project(&server.new_dir("doomed")).await);
+    let doomed: Vec<String> = vec![
+        id_of(&server.create_session(&project, Some("one")).await),
+        id_of(&server.create_session(&project, Some("two")).await),
+    ];
+    let kept = titled_session(&server).await;
+    let mut ws = connect(&server, "").await;
+    send(&mut ws, json!({"type": "subscribe", "channels": [doomed[0], doomed[1], kept]})).await;
+    recv_until(&mut ws, |e| e["type"] == "subscribed").await;
+
+    let (status, _) = server.delete(&format!("/api/projects/{project}")).await;
+    assert!(status.is_success(), "{status}");
+    let mut deleted = Vec::new();
+    while deleted.len() < doomed.len() {
+        let event = recv(&mut ws).await;
+        if event["type"] == "channel.deleted" {
+            deleted.push(event["channel_id"].as_str().expect("channel_id").to_owned());
+        }
+    }
+    deleted.sort();
+    let mut expected = doomed.clone();
+    expected.sort();
+    assert_eq!(deleted, expected);
+
+    server.run_prompt(&kept, "echo: still here").await;
+    let events = recv_until(&mut ws, is_settled).await;
+    assert!(events.iter().all(|e| e["channel_id"] == kept.as_str()), "{events:?}");
+    assert_eq!(streamed_text(&events), "still here");
+}

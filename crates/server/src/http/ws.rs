@@ -665,9 +665,12 @@ impl Hub {
                 }
             }
             Change::SessionDeleted { session, project } => {
+                // A followed session is the user's: its project, deleted with it, can no
+                // longer be asked about.
+                let followed = self.channels.iter().any(|c| c.id == session);
                 self.channels.retain(|c| c.id != session);
                 self.forget_dropped_kills();
-                if self.owns(&project).await {
+                if followed || self.owns(&project).await {
                     out.push(ws_hub::channel_deleted(&session, now_ms()));
                 }
             }
