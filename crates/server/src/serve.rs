@@ -67,9 +67,9 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -148,7 +148,8 @@ pub async fn serve_with(
     let acceptor = tls.as_ref().map(TlsConfig::acceptor);
     let connections = TaskTracker::new();
     let hard_stop = CancellationToken::new();
-    let open = Arc::new(AtomicUsize::new(0));
+    // One permit per `max_connections` place, held by an admitted connection while it lives.
+    let places = Arc::new(Semaphore::new(limits.max_connections.min(Semaphore::MAX_PERMITS)));
 
     loop {
         let (tcp, peer) = tokio::select! {
@@ -169,7 +170,7 @@ pub async fn serve_with(
             tracing::debug!(%peer, error = %e, "could not set TCP_NODELAY");
         }
         // Taken here, before any handshake: a connection counts from its first moment.
-        let slot = Slot::take(&open, limits.max_connections);
+        let slot = places.clone().try_acquire_owned().ok();
         let accepted = Accepted {
             peer,
             deadline,
@@ -215,7 +216,7 @@ struct Accepted {
     /// When the first request's headers must have arrived (handshake included).
     deadline: Instant,
     /// `None`: over `max_connections`, answered 503 and closed.
-    slot: Option<Slot>,
+    slot: Option<OwnedSemaphorePermit>,
     builder: Arc<Builder<TokioExecutor>>,
     app: Router,
     shutdown: CancellationToken,
@@ -453,21 +454,4 @@ async fn too_many(_: Request<Incoming>) -> Result<axum::response::Response, Infa
         spool_protocol::api::error_body("too_many_connections", "the server has too many open connections; try again");
     let headers = [(CONTENT_TYPE, "application/json"), (CONNECTION, "close")];
     Ok((axum::http::StatusCode::SERVICE_UNAVAILABLE, headers, body).into_response())
-}
-
-/// One of the `max_connections` places, held by an admitted connection while it lives.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .ok()
-            .map(|_| Slot(open.clone()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
