@@ -583,12 +583,7 @@ impl Approvals {
             error: run.error.clone(),
         }));
         loaded.set_active(None);
-        loaded.events.publish(|s| {
-            s.status = SessionStatus::Idle;
-            s.active_run = None;
-            s.drafts.clear();
-            Some(FrameBody::State { state: Box::new(s.clone()) })
-        });
+        loaded.publish_idle();
         loaded.events.publish_body(loop_event(AgentEvent::AgentSettled {}));
         // The session's queue goes on once the caller lets go of the control lock.
         self.env.run_settled(&run.session_id);

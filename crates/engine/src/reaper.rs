@@ -140,19 +140,9 @@ impl Engine {
             usage: run.usage,
             error: run.error.clone(),
         }));
-        loaded.events.publish(|s| {
-            s.status = spool_protocol::SessionStatus::Idle;
-            s.active_run = None;
-            s.drafts.clear();
-            Some(spool_protocol::frame::FrameBody::State { state: Box::new(s.clone()) })
-        });
+        loaded.publish_idle();
         // The prompt's timing row ends, with why (what the views explain).
-        let timing = spool_protocol::frame::PromptTiming::of(run);
-        let timed = timing.event();
-        loaded.events.publish(|s| {
-            crate::view::set_timing(s, timing);
-            Some(event(timed))
-        });
+        loaded.events.publish_body(event(spool_protocol::frame::PromptTiming::of(run).event()));
         loaded.events.publish_body(event(spool_protocol::AgentEvent::AgentSettled {}));
     }
 

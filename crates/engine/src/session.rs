@@ -79,6 +79,18 @@ impl Loaded {
         *self.active.lock().unwrap_or_else(|p| p.into_inner()) = handle;
     }
 
+    /// A run settled: the session is idle, with no active run and no drafts (a draft
+    /// left is a message that will never end). No loop event says all that, so the
+    /// state goes out whole.
+    pub fn publish_idle(&self) {
+        self.events.publish(|state| {
+            state.status = spool_protocol::SessionStatus::Idle;
+            state.active_run = None;
+            state.drafts.clear();
+            Some(spool_protocol::frame::FrameBody::State { state: Box::new(state.clone()) })
+        });
+    }
+
     /// The session's record changed (stored already): the state takes it, and every
     /// view — other nodes' too — gets the state whole. No loop event carries a record,
     /// so this is a `state` frame rather than a fold.

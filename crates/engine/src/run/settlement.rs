@@ -45,12 +45,7 @@ impl RunTask {
         );
         self.emit_timing();
         self.loaded.set_active(None);
-        self.loaded.events.publish(|s| {
-            s.status = SessionStatus::Idle;
-            s.active_run = None;
-            s.drafts.clear();
-            Some(FrameBody::State { state: Box::new(s.clone()) })
-        });
+        self.loaded.publish_idle();
         self.emit(AgentEvent::AgentSettled {}, None);
         self.handle.finished.cancel();
         // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
