@@ -17,7 +17,7 @@ use crate::failure::{Failure, from_stream_error};
 use crate::transport::{self, BuildError, Decoder, Http, RetryPolicy, stream_cut};
 use async_trait::async_trait;
 use bytes::Bytes;
-use eventsource_stream::Event;
+use spool_protocol::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use spool_engine::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
@@ -347,7 +347,7 @@ impl AnthropicDecoder {
 }
 
 impl Decoder for AnthropicDecoder {
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
         let data = event.data.trim();
         if data.is_empty() {
             return Ok(());

@@ -16,9 +16,9 @@
 use crate::failure::{Failure, MAX_ERROR_BODY, describe, from_status, provider_message, scrub, scrub_error};
 use async_stream::stream;
 use bytes::Bytes;
-use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt, TryStreamExt};
 use spool_engine::{ModelEvent, ModelStream};
+use spool_protocol::sse::{self, SseEvent};
 use std::pin::pin;
 use std::time::Duration;
 
@@ -112,7 +112,7 @@ pub(crate) fn base_url(url: &str) -> Result<String, BuildError> {
 /// One provider's reading of its event stream.
 pub(crate) trait Decoder: Send + 'static {
     /// Takes one server-sent event and pushes the model events it completes onto `out`.
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<(), Failure>;
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure>;
 
     /// The provider has said the answer is complete (`[DONE]`, `message_stop`) and the
     /// closing events are out; nothing more is read.
@@ -255,37 +255,42 @@ async fn read_capped(response: reqwest::Response) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// Reads server-sent events from `bytes` through `decoder`. The last item is either
-/// the decoder's closing events or one failure.
+/// Reads server-sent events from `bytes` through `decoder`, with the SSE decoder every
+/// Spool client uses (`spool_protocol::sse`). The last item is either the decoder's
+/// closing events or one failure.
 pub(crate) fn decode_sse<S, D>(bytes: S, mut decoder: D) -> impl Stream<Item = Result<ModelEvent, Failure>> + Send
 where
     S: Stream<Item = Result<Bytes, String>> + Send + 'static,
     D: Decoder,
 {
     stream! {
-        let mut events = pin!(bytes.eventsource());
+        let mut bytes = pin!(bytes);
+        let mut events = sse::Decoder::new();
         let mut out = Vec::new();
-        while let Some(item) = events.next().await {
-            let event = match item {
-                Ok(event) => event,
-                Err(EventStreamError::Transport(reason)) => {
+        while let Some(chunk) = bytes.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(reason) => {
                     yield Err(stream_cut(&reason));
                     return;
                 }
-                Err(other) => {
-                    yield Err(Failure::malformed("a body that is not a valid event stream", &other.to_string()));
+            };
+            for event in events.push(&chunk) {
+                let result = decoder.event(&event, &mut out);
+                for model_event in out.drain(..) {
+                    yield Ok(model_event);
+                }
+                if let Err(failure) = result {
+                    yield Err(failure);
                     return;
                 }
-            };
-            let result = decoder.event(&event, &mut out);
-            for model_event in out.drain(..) {
-                yield Ok(model_event);
+                if decoder.is_done() {
+                    return;
+                }
             }
-            if let Err(failure) = result {
-                yield Err(failure);
-                return;
-            }
-            if decoder.is_done() {
+            if events.discarded() > 0 {
+                let limit = format!("an event over {} bytes", sse::Decoder::DEFAULT_MAX_EVENT);
+                yield Err(Failure::malformed("a body that is not a valid event stream", &limit));
                 return;
             }
         }

@@ -1,5 +1,5 @@
 //! Server-Sent Events: the encoder every stream uses and an incremental decoder for
-//! clients (tests, benchmarks, the CLI).
+//! clients (tests, benchmarks, the CLI) and for the model providers' streams.
 //!
 //! The decoder follows the HTML event-stream rules: lines end in CR, LF or CRLF (a CR
 //! at the end of one chunk and an LF at the start of the next are one line end),
