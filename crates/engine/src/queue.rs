@@ -58,13 +58,10 @@ pub enum Submitted {
 
 use spool_protocol::api::PromptQueued;
 
-/// Publishes `queue` as the session's queue, saying what changed.
+/// Publishes `queue` as the session's queue, saying what changed (the frame's fold
+/// sets the state's queue).
 fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange, paused: bool) {
-    loaded.events.publish(move |state| {
-        state.queue = queue.clone();
-        state.queue_paused = paused;
-        Some(FrameBody::Queue { queue, change, paused })
-    });
+    loaded.events.publish_body(FrameBody::Queue { queue, change, paused });
 }
 
 impl Engine {
