@@ -1,10 +1,12 @@
 //! Wire dialects: pure mappings from the engine's native frames to the events another
-//! kind of client expects. A dialect module does no I/O; what it needs to remember
+//! kind of client expects. A dialect's mapping does no I/O; what it needs to remember
 //! between frames (a run's sequence number, the status an `agent_end` announced) is a
 //! small value passed in. Transports read typed frames from the engine (never SSE or
 //! JSON that Spool produced) and, through [`shared`], map and encode each frame once per
 //! session and output form, whatever the number of subscribers. The transports that
-//! feed them live in `http/`.
+//! feed them live in `http/`, except the run-following dialects' routes: the run stream,
+//! the AI SDK and AG-UI are each a folder, `<name>/mod.rs` the mapping and
+//! `<name>/routes.rs` its routes (over the feed they share, `http/run_feed.rs`).
 
 pub mod ag_ui;
 pub mod ai_sdk;

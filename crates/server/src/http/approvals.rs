@@ -82,7 +82,7 @@ struct ResumeQuery {
 }
 
 /// With `Accept: text/event-stream` the answer is the run stream's continuation (see
-/// `chat.rs`); otherwise the stored JSON reply.
+/// `dialect/run_stream/routes.rs`); otherwise the stored JSON reply.
 #[utoipa::path(
     post,
     path = "/api/runs/{id}/resume",
@@ -109,8 +109,17 @@ async fn resume(
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let (approval, input) = body.into_input()?;
-    if super::chat::wants_event_stream(&headers) {
-        return super::chat::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
+    if crate::dialect::run_stream::routes::wants_event_stream(&headers) {
+        return crate::dialect::run_stream::routes::resume_stream(
+            &state,
+            &user,
+            run,
+            approval,
+            input,
+            query.after,
+            connection,
+        )
+        .await;
     }
     let outcome = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
     Ok(decision_response(&outcome))

@@ -1,17 +1,15 @@
-//! The HTTP API: one file per resource, each with a `router()`, assembled here with the
-//! layers every route shares (the browser trust guard, body limit, panic catcher,
-//! tracing) and JSON answers for unknown routes and wrong methods.
+//! The HTTP API: one file per resource, each with a `router()` (the run stream's, the
+//! AI SDK's and AG-UI's are in `dialect/<name>/routes.rs`, beside their mapping),
+//! assembled here with the layers every route shares (the browser trust guard, body
+//! limit, panic catcher, tracing) and JSON answers for unknown routes and wrong methods.
 //!
 //! A resource's `router()` is a `utoipa_axum` `OpenApiRouter`: registering a handler
 //! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
 //! served at `/api/openapi.json` lists exactly the routes this file assembles.
 
-mod ag_ui;
-mod ai_sdk;
-mod approvals;
+pub(crate) mod approvals;
 mod assets;
 mod auth;
-mod chat;
 mod events;
 mod gate;
 mod health;
@@ -22,19 +20,20 @@ mod messages;
 mod metrics;
 mod models;
 mod observe;
-mod openapi;
+pub(crate) mod openapi;
 mod opencode;
-mod run_feed;
 mod projects;
 mod ready;
+pub(crate) mod run_feed;
 mod runs;
 mod search;
 mod sessions;
 mod socket;
-mod sse;
+pub(crate) mod sse;
 mod streams;
 mod ws;
 
+use crate::dialect::{ag_ui, ai_sdk, run_stream};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::Router;
@@ -76,9 +75,9 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(assets::router())
         .merge(lists::router())
         .merge(metrics::router())
-        .merge(chat::router())
-        .merge(ai_sdk::router())
-        .merge(ag_ui::router())
+        .merge(run_stream::routes::router())
+        .merge(ai_sdk::routes::router())
+        .merge(ag_ui::routes::router())
         .merge(ws::router())
         .merge(streams::router())
         .merge(hub::router())
@@ -89,11 +88,11 @@ fn api() -> OpenApiRouter<AppState> {
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
 pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
     [
-        ag_ui::BODIES,
-        ai_sdk::BODIES,
+        ag_ui::routes::BODIES,
+        ai_sdk::routes::BODIES,
         approvals::BODIES,
         auth::BODIES,
-        chat::BODIES,
+        run_stream::routes::BODIES,
         gate::BODIES,
         lists::BODIES,
         opencode::BODIES,

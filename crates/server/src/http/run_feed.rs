@@ -1,7 +1,8 @@
-//! One run feed: how the run stream (`chat.rs`), the AI SDK (`ai_sdk.rs`) and AG-UI
-//! (`ag_ui.rs`) follow a run inside its session's stream. Each of them is a
-//! [`RunDialect`] (its fold, its shared forms, the bytes a step writes and how the
-//! stream closes); this file is the loop they share.
+//! One run feed: how the run stream, the AI SDK and AG-UI routes (each dialect's
+//! `routes.rs` in `dialect/run_stream/`, `dialect/ai_sdk/`, `dialect/ag_ui/`) follow a
+//! run inside its session's stream. Each of them is a [`RunDialect`] (its fold, its
+//! shared forms, the bytes a step writes and how the stream closes); this file is the
+//! loop they share.
 //!
 //! * The feed reads the session subscription the engine positioned for it (from the
 //!   run's start, after an interrupt, after a client's sequence, or from a snapshot)
@@ -39,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Where the run stands for a feed, after the last frame it mapped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Place {
+pub(crate) struct Place {
     /// The run waits for a person.
     pub waiting: bool,
     /// Nothing more of the run follows.
@@ -48,11 +49,11 @@ pub(super) struct Place {
 
 /// Bytes to write, with the run-stream sequence they carry (`None` in dialects without
 /// one): those at or before the client's `after` are not written.
-pub(super) type Ready = VecDeque<(Option<u64>, Bytes)>;
+pub(crate) type Ready = VecDeque<(Option<u64>, Bytes)>;
 
 /// A run-following dialect, as one stream of it: the fold it maps with, and what the
 /// stream does with each step and at its end.
-pub(super) trait RunDialect: Sized + Send + 'static {
+pub(crate) trait RunDialect: Sized + Send + 'static {
     /// Which shared form a stream follows (how its fold started).
     type Key: Hash + Eq + Clone + Send + 'static;
     type Fold: FormMapper;
@@ -72,10 +73,10 @@ pub(super) trait RunDialect: Sized + Send + 'static {
 
 /// One stream following a run: the session subscription, its place in the run's shared
 /// form, and the bytes mapped but not yet written.
-pub(super) struct RunFeed<D: RunDialect> {
+pub(crate) struct RunFeed<D: RunDialect> {
     subscription: TypedSubscription,
     follow: Follow<D::Key, D::Fold>,
-    pub(super) dialect: D,
+    pub(crate) dialect: D,
     ready: Ready,
     /// Events up to this run-stream sequence are the client's already.
     after: u64,
@@ -87,31 +88,31 @@ pub(super) struct RunFeed<D: RunDialect> {
 }
 
 impl<D: RunDialect> RunFeed<D> {
-    pub(super) fn new(subscription: TypedSubscription, key: D::Key, fold: D::Fold, mut dialect: D) -> Self {
+    pub(crate) fn new(subscription: TypedSubscription, key: D::Key, fold: D::Fold, mut dialect: D) -> Self {
         let place = dialect.start(&fold);
         let follow = Follow::new(key, fold);
         Self { subscription, follow, dialect, ready: Ready::new(), after: 0, place, cut: false, closed: false }
     }
 
     /// A feed of `run` from its `run.accepted`, on a subscription that holds it.
-    pub(super) fn from_start(subscription: TypedSubscription, run: RunId) -> Self {
+    pub(crate) fn from_start(subscription: TypedSubscription, run: RunId) -> Self {
         let (key, fold, dialect) = D::from_start(run);
         Self::new(subscription, key, fold, dialect)
     }
 
     /// Events up to `after` are not written (a run-stream client re-attaching).
-    pub(super) fn after(mut self, after: u64) -> Self {
+    pub(crate) fn after(mut self, after: u64) -> Self {
         self.after = after;
         self
     }
 
     /// Queues bytes this stream made itself (an opening, a run drawn from a snapshot).
-    pub(super) fn push(&mut self, sequence: Option<u64>, bytes: Bytes) {
+    pub(crate) fn push(&mut self, sequence: Option<u64>, bytes: Bytes) {
         self.ready.push_back((sequence, bytes));
     }
 
     /// Queues bytes to write before everything queued so far.
-    pub(super) fn push_front(&mut self, bytes: Bytes) {
+    pub(crate) fn push_front(&mut self, bytes: Bytes) {
         self.ready.push_front((None, bytes));
     }
 
@@ -176,7 +177,7 @@ struct BodyState<D: RunDialect> {
 }
 
 /// The SSE response that writes `feed`.
-pub(super) fn response<D: RunDialect>(feed: RunFeed<D>, state: &AppState, content_type: &'static str) -> Response {
+pub(crate) fn response<D: RunDialect>(feed: RunFeed<D>, state: &AppState, content_type: &'static str) -> Response {
     let st = BodyState { feed, forms: state.forms.clone(), keepalive: sse::heartbeat(state.config.heartbeat) };
     let body = futures::stream::unfold(st, |mut st| async move {
         let chunk = next_chunk(&mut st).await?;
@@ -227,7 +228,7 @@ async fn next_chunk<D: RunDialect>(st: &mut BodyState<D>) -> Option<Bytes> {
 
 /// What prompting gave: the new run's feed, or the run a retried `requestId` started
 /// (which the caller follows from its start).
-pub(super) enum Prompted<D: RunDialect> {
+pub(crate) enum Prompted<D: RunDialect> {
     New(RunFeed<D>),
     Retried(RunId),
 }
@@ -235,7 +236,7 @@ pub(super) enum Prompted<D: RunDialect> {
 /// Prompts `session` and follows the new run from its `run.accepted`: subscribed before
 /// prompting, so the run's first frame comes after the snapshot the subscription
 /// starts with.
-pub(super) async fn prompt<D: RunDialect>(
+pub(crate) async fn prompt<D: RunDialect>(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
@@ -253,14 +254,14 @@ pub(super) async fn prompt<D: RunDialect>(
 /// A run drawn from the session snapshot a subscription starts with, when the run's
 /// frames have left the buffer: the snapshot, the stored run read after it (final once
 /// the snapshot shows the run settled) and the run's committed messages.
-pub(super) struct FromSnapshot {
+pub(crate) struct FromSnapshot {
     snapshot: Arc<Frame>,
     pub run: Run,
     pub messages: Vec<IndexedMessage>,
 }
 
 impl FromSnapshot {
-    pub(super) async fn read(
+    pub(crate) async fn read(
         engine: &Engine,
         user: &UserId,
         subscription: &mut TypedSubscription,
@@ -281,7 +282,7 @@ impl FromSnapshot {
     }
 
     /// The session as the snapshot shows it.
-    pub(super) fn state(&self) -> &SessionState {
+    pub(crate) fn state(&self) -> &SessionState {
         match &self.snapshot.body {
             FrameBody::Snapshot { state } => state,
             _ => unreachable!("read checked it is a snapshot"),

@@ -24,16 +24,16 @@
 //! client that stops reading is cut and dropped; closing the stream never cancels the
 //! run unless the prompt said `onDisconnect: "cancel"`.
 
-use super::openapi::RunStreamEvent;
-use super::openapi::{StreamErrors, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
-use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
+use crate::http::openapi::RunStreamEvent;
+use crate::http::openapi::{StreamErrors, WriteErrors};
+use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
+use crate::http::sse;
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
@@ -204,7 +204,7 @@ pub(crate) async fn resume_stream(
     let after = checked_after(after)?;
     let outcome = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
     if !matches!(outcome, DecisionOutcome::Applied { .. }) {
-        return Ok(super::approvals::decision_response(&outcome));
+        return Ok(crate::http::approvals::decision_response(&outcome));
     }
     let run = state.engine.run(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);
@@ -302,7 +302,7 @@ impl ChatBody {
 }
 
 /// The body this module reads, parsed and checked as its handler does.
-pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/chat", |b| json_body::<ChatBody>(b)?.target().map(drop))];
+pub(crate) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/chat", |b| json_body::<ChatBody>(b)?.target().map(drop))];
 
 #[cfg(test)]
 mod tests {

@@ -36,16 +36,16 @@
 //!   token): its client cannot come back to the run either. A stream that ended
 //!   (finished, failed, or parked at an approval) cancels nothing.
 
-use super::ai_sdk::{self, Answer, DENIED, MAX_ANSWERS, Reply};
-use super::openapi::{AgUiStreamEvent, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
-use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
+use crate::dialect::ai_sdk::routes::{self as ai_sdk, Answer, DENIED, MAX_ANSWERS, Reply};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
+use crate::http::openapi::{AgUiStreamEvent, WriteErrors};
+use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
+use crate::http::sse;
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
@@ -568,7 +568,7 @@ impl Drop for CancelOnDrop {
 }
 
 /// The body this module reads, parsed and checked as its handler does.
-pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/ag-ui", |b| {
+pub(crate) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/ag-ui", |b| {
     let input = json_body::<RunAgentInput>(b)?;
     check_thread_id(&input.thread_id)?;
     input.action().map(drop)

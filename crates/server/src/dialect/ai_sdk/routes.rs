@@ -32,9 +32,6 @@
 //!   treats a resumed stream as a replay (`resumeStreamIsReplay`), so the reloaded
 //!   client ends with the same message, without duplicated text.
 
-use super::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
-use super::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
-use super::sse;
 use crate::dialect::RunForms;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream};
 use crate::dialect::asks_for_input;
@@ -42,6 +39,9 @@ use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{Caller, CurrentUser, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
+use crate::http::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
+use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
+use crate::http::sse;
 use crate::revocation::watched;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
@@ -69,9 +69,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The longest chat id accepted.
 const MAX_CHAT_ID: usize = 128;
 /// The most approval answers one request may carry.
-pub(super) const MAX_ANSWERS: usize = 32;
+pub(crate) const MAX_ANSWERS: usize = 32;
 /// The message a denial without a reason tells the model.
-pub(super) const DENIED: &str = "The user denied this tool call.";
+pub(crate) const DENIED: &str = "The user denied this tool call.";
 
 /// What `DefaultChatTransport` sends (the fields Spool reads; others are ignored).
 #[derive(Deserialize, ToSchema)]
@@ -137,14 +137,14 @@ enum Action {
 
 /// A tool part's `approval` in the `approval-responded` state, a question's output (or
 /// an AG-UI resume entry): a person's decision on one approval.
-pub(super) struct Answer {
-    pub(super) approval: ApprovalId,
-    pub(super) reply: Reply,
+pub(crate) struct Answer {
+    pub(crate) approval: ApprovalId,
+    pub(crate) reply: Reply,
 }
 
 /// What the person said.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Reply {
+pub(crate) enum Reply {
     /// Run the call (a question: went on without answering).
     Approve,
     /// Do not run it; the model is told why (the reason, or [`DENIED`]).
@@ -155,7 +155,7 @@ pub(super) enum Reply {
 
 impl Reply {
     /// A short name for idempotency keys.
-    pub(super) fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Reply::Approve => "approved",
             Reply::Deny(_) => "denied",
@@ -241,12 +241,12 @@ fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
     })
 }
 
-pub(super) fn approval_reason(reason: &serde_json::Value) -> Option<String> {
+pub(crate) fn approval_reason(reason: &serde_json::Value) -> Option<String> {
     reason.as_str().map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned)
 }
 
 /// A chat id is a `ses_…` id or 1–128 characters of `A-Z a-z 0-9 _ -`.
-pub(super) fn check_chat_id(id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_chat_id(id: &str) -> Result<(), ApiError> {
     let fine = (1..=MAX_CHAT_ID).contains(&id.len())
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     match fine {
@@ -259,7 +259,7 @@ pub(super) fn check_chat_id(id: &str) -> Result<(), ApiError> {
 }
 
 /// The session a chat id names, if there is one.
-pub(super) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
+pub(crate) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
     match id.parse::<SessionId>() {
         Ok(session) => Ok(Some(session)),
         Err(_) => Ok(engine.session_named(user, id).await?),
@@ -345,7 +345,7 @@ async fn prompt(
 /// idempotency key (from the approval and the reply), so a retried request returns the
 /// first answer. An answer to an approval that asks no question is refused (400
 /// `not_a_question`) before anything is decided: `fill` would run that call with it.
-pub(super) async fn answer(
+pub(crate) async fn answer(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
@@ -390,7 +390,7 @@ pub(super) async fn answer(
             Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some((found, false)),
             Ok(outcome) => {
                 if found.status == ApprovalStatus::Pending {
-                    refusal = Some(super::approvals::decision_response(&outcome));
+                    refusal = Some(crate::http::approvals::decision_response(&outcome));
                 }
             }
             Err(e) => refusal = Some(ApiError::from(e).into_response()),
@@ -584,5 +584,5 @@ fn stream_response(feed: Feed, state: &AppState) -> Response {
 }
 
 /// The body this module reads, parsed and checked as its handler does.
-pub(super) const BODIES: &[(&str, BodyCheck)] =
+pub(crate) const BODIES: &[(&str, BodyCheck)] =
     &[("POST /api/ai-sdk/chat", |b| json_body::<ChatRequest>(b)?.action().map(drop))];

@@ -1,0 +1,382 @@
+//! The AG-UI mapping's unit tests: a run's events (golden), a run parked at an
+//! approval as two AG-UI runs, failed and cancelled runs, questions, and runs drawn
+//! from a snapshot.
+
+use super::events::{QUESTION, TOOL_APPROVAL};
+use super::*;
+use crate::dialect::fixtures::{self, assistant, ev, frame, owner, run_id, sid};
+use insta::assert_json_snapshot;
+use spool_protocol::{ApprovalStatus, Decision, Session, StopReason, Usage};
+
+fn approval() -> Approval {
+    fixtures::approval(1_796_313_600_000)
+}
+
+fn update(delta: StreamDelta) -> AgentEvent {
+    AgentEvent::MessageUpdate { assistant_message_event: delta }
+}
+
+fn frames(bodies: Vec<FrameBody>) -> Vec<Frame> {
+    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
+}
+
+/// A run that thinks, reads a file (streaming the call's input), asks to write one,
+/// is approved, writes, and answers.
+fn run_frames() -> Vec<Frame> {
+    let call = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "README.md"}) };
+    let write = Content::ToolCall {
+        id: "call_2".into(),
+        name: "write".into(),
+        arguments: json!({"path": "out.txt", "content": "hi"}),
+    };
+    frames(vec![
+        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+        ev(None, AgentEvent::AgentStart {}),
+        ev(None, AgentEvent::TurnStart {}),
+        ev(Some(1), update(StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() })),
+        ev(Some(1), update(StreamDelta::ThinkingEnd { content_index: 0 })),
+        ev(Some(1), update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() })),
+        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
+        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() })),
+        ev(
+            Some(1),
+            AgentEvent::MessageEnd {
+                message: assistant(vec![Content::Thinking { thinking: "hm".into() }, call, write], StopReason::ToolUse),
+            },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_1".into(),
+                tool_name: "read".into(),
+                args: json!({"path": "README.md"}),
+            },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "call_1".into(),
+                tool_name: "read".into(),
+                result: "# Test".into(),
+                is_error: false,
+            },
+        ),
+        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+        ev(
+            None,
+            AgentEvent::ApprovalResolved {
+                approval_id: approval().id,
+                decision: "once".into(),
+                actor: Some(owner()),
+                message: None,
+            },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_2".into(),
+                tool_name: "write".into(),
+                args: json!({"path": "out.txt", "content": "hi"}),
+            },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "call_2".into(),
+                tool_name: "write".into(),
+                result: "wrote out.txt".into(),
+                is_error: false,
+            },
+        ),
+        ev(None, AgentEvent::TurnEnd {}),
+        ev(None, AgentEvent::TurnStart {}),
+        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Done".into() })),
+        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 4, delta: ".".into() })),
+        ev(
+            Some(4),
+            AgentEvent::MessageEnd {
+                message: assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop),
+            },
+        ),
+        ev(None, AgentEvent::SessionTitle { title: "Writing out.txt".into() }),
+        ev(None, AgentEvent::TurnEnd {}),
+        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        ev(None, AgentEvent::AgentSettled {}),
+    ])
+}
+
+fn map_all(fold: &mut AgUiStream, frames: &[Frame]) -> Vec<AgUiEvent> {
+    frames.iter().flat_map(|f| fold.push(f)).collect()
+}
+
+fn asked_at(frames: &[Frame]) -> usize {
+    frames
+        .iter()
+        .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
+        .expect("an approval")
+}
+
+/// The events of a stream as JSON, opening and end included, the way the wire has them.
+fn wire(bytes: &[Bytes]) -> Vec<Value> {
+    bytes
+        .iter()
+        .flat_map(|b| std::str::from_utf8(b).expect("utf-8").split("\n\n").map(str::to_owned).collect::<Vec<_>>())
+        .filter(|e| !e.is_empty())
+        .map(|e| serde_json::from_str(e.strip_prefix("data: ").expect("a data line")).expect("JSON"))
+        .collect()
+}
+
+#[test]
+fn a_run_parked_at_an_approval_is_two_ag_ui_runs() {
+    let frames = run_frames();
+    let asked = asked_at(&frames);
+    let state = json!({"sessionId": sid(), "title": "", "todos": []});
+
+    let mut fold = AgUiStream::new(run_id());
+    let before = map_all(&mut fold, &frames[..=asked]);
+    let waiting = fold.waiting().cloned().expect("parked");
+    let first = wire(&[
+        opening("thread-1", &run_id(), state.clone()),
+        encode(&before),
+        closing("thread-1", &run_id(), Close::Waiting(vec![waiting])),
+    ]);
+    assert_json_snapshot!("interrupted", first);
+
+    let mut fold = AgUiStream::continuing(&approval(), Some(approval()));
+    let after = map_all(&mut fold, &frames[asked + 1..]);
+    assert_eq!(fold.ended(), Some(RunStatus::Completed));
+    assert!(fold.waiting().is_none());
+    let decided = Approval { decision: Some(Decision::Once), status: ApprovalStatus::Resolved, ..approval() };
+    let second = wire(&[
+        opening("thread-1", &run_id(), state),
+        resolved(&decided),
+        encode(&after),
+        closing("thread-1", &run_id(), Close::Completed),
+    ]);
+    assert_json_snapshot!("continued", second);
+}
+
+#[test]
+fn the_whole_run_and_its_parts_map_to_the_same_events() {
+    let frames = run_frames();
+    let asked = asked_at(&frames);
+    let whole = map_all(&mut AgUiStream::new(run_id()), &frames);
+    let mut parts = map_all(&mut AgUiStream::new(run_id()), &frames[..=asked]);
+    // The transport sends the decision first (`resolved`), and the fold not again.
+    parts.push(resolved_event(&approval().id, Some("call_2"), Some("once"), None));
+    let decided = parts.len();
+    parts.extend(map_all(&mut AgUiStream::continuing(&approval(), None), &frames[asked + 1..]));
+    assert_eq!(parts, whole);
+    // A continuation that had to replay from the run's start sends the same rest.
+    let mut muted = AgUiStream::muted_until(&approval(), None);
+    assert_eq!(map_all(&mut muted, &frames), whole[decided..]);
+    assert_eq!(muted.ended(), Some(RunStatus::Completed));
+}
+
+#[test]
+fn a_failed_or_cancelled_run_ends_with_run_error_or_the_cancelled_outcome() {
+    let mut fold = AgUiStream::new(run_id());
+    let body = frames(vec![
+        FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() },
+        ev(Some(1), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Hal".into() })),
+        ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default(), error: None }),
+    ]);
+    let events = map_all(&mut fold, &body);
+    assert_eq!(fold.ended(), Some(RunStatus::Cancelled));
+    let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+    let end = [
+        closing("t", &run_id(), Close::Cancelled),
+        closing("t", &run_id(), Close::Failed(Some(error))),
+        closing("t", &run_id(), Close::Failed(None)),
+    ];
+    assert_json_snapshot!((wire(&[encode(&events)]), wire(&end)));
+}
+
+#[test]
+fn a_failed_run_closes_with_the_error_its_agent_end_carries() {
+    let mut fold = AgUiStream::new(run_id());
+    let error = RunError { code: "model_error".into(), message: "the provider went away".into() };
+    let body = frames(vec![
+        FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() },
+        ev(None, AgentEvent::AgentEnd { status: "failed".into(), usage: Usage::default(), error: Some(error.clone()) }),
+    ]);
+    map_all(&mut fold, &body);
+    assert_eq!(fold.close(), Some(Close::Failed(Some(error))));
+}
+
+#[test]
+fn frames_of_other_runs_and_before_run_accepted_map_to_nothing() {
+    let other: RunId = "run_01jd0000000000000000000009".parse().expect("valid id");
+    let mut fold = AgUiStream::new(run_id());
+    assert!(
+        fold.push(&frame(
+            1,
+            ev(Some(1), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "early".into() }))
+        ))
+        .is_empty()
+    );
+    fold.push(&frame(2, FrameBody::RunAccepted { request_id: "r".into(), run_id: run_id() }));
+    let theirs = FrameBody::LoopEvent {
+        run_id: other,
+        message_index: Some(1),
+        message_id: None,
+        event: update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "theirs".into() }),
+    };
+    assert!(fold.push(&frame(3, theirs)).is_empty());
+}
+
+fn snapshot_state(messages: Vec<IndexedMessage>) -> SessionState {
+    let session = Session {
+        id: sid(),
+        project_id: "prj_01jd0000000000000000000006".parse().expect("valid id"),
+        owner_id: owner(),
+        title: "t".into(),
+        title_set: true,
+        archived: false,
+        permissions: vec![],
+        model: None,
+        mode: Default::default(),
+        read_index: None,
+        created_at: 0,
+        updated_at: 0,
+    };
+    spool_engine::view::initial_state(session, messages, 0)
+}
+
+fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
+    IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"), index, message }
+}
+
+fn tool_result(call: &str, text: &str) -> Message {
+    Message::ToolResult {
+        tool_call_id: call.into(),
+        tool_name: "read".into(),
+        content: vec![Content::Text { text: text.into() }],
+        is_error: false,
+        timestamp: 0,
+        diff: None,
+    }
+}
+
+fn stored_run(status: RunStatus) -> Run {
+    Run {
+        id: run_id(),
+        session_id: sid(),
+        owner_id: owner(),
+        request_id: "ag-ui:m1".into(),
+        status,
+        user_message_index: 0,
+        created_at: 0,
+        updated_at: 0,
+        first_token_at: None,
+        ended_at: None,
+        usage: Usage::default(),
+        error: None,
+    }
+}
+
+fn text(events: &[AgUiEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgUiEvent::TextMessageContent { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A running run drawn from a snapshot: its committed messages after the prompt and
+/// the draft being streamed, then live deltas only past what was drawn.
+#[test]
+fn a_run_drawn_from_a_snapshot_goes_on_with_the_live_frames_without_repeating_text() {
+    let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+    let messages = vec![
+        indexed(1, 0, Message::user_text("tool: read", 0)),
+        indexed(2, 1, assistant(vec![Content::Text { text: "Let me look.".into() }, read], StopReason::ToolUse)),
+        indexed(3, 2, tool_result("call_1", "# A")),
+    ];
+    let mut state = snapshot_state(messages.clone());
+    state.drafts.insert(3, assistant(vec![Content::Text { text: "Half".into() }], StopReason::Stop));
+    let run = stored_run(RunStatus::Running);
+    let (mut fold, mut events) = AgUiStream::from_snapshot(&run, &state, &messages, None);
+    let live = frames(vec![
+        ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Ha".into() })),
+        ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 2, delta: "lf do".into() })),
+        ev(Some(3), update(StreamDelta::TextDelta { content_index: 0, offset: 7, delta: "ne".into() })),
+        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+    ]);
+    events.extend(map_all(&mut fold, &live));
+    assert_eq!(fold.ended(), Some(RunStatus::Completed));
+    assert_eq!(text(&events), "Let me look.Half done");
+    assert_json_snapshot!(events);
+}
+
+/// A continuation drawn from a snapshot starts after the interrupt: not the message
+/// with the call, not the results of the calls before it.
+#[test]
+fn a_continuation_drawn_from_a_snapshot_starts_after_the_interrupt() {
+    let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+    let write = Content::ToolCall { id: "call_2".into(), name: "write".into(), arguments: json!({"path": "b"}) };
+    let first = assistant(vec![Content::Text { text: "Writing.".into() }, read, write], StopReason::ToolUse);
+    let messages = vec![
+        indexed(1, 0, Message::user_text("tool: write", 0)),
+        indexed(2, 1, first),
+        indexed(3, 2, tool_result("call_1", "# A")),
+        indexed(4, 3, tool_result("call_2", "wrote b")),
+        indexed(5, 4, assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop)),
+    ];
+    let state = snapshot_state(messages.clone());
+    let (fold, events) =
+        AgUiStream::from_snapshot(&stored_run(RunStatus::Completed), &state, &messages, Some(&approval()));
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).expect("JSON")["type"].as_str().expect("a type").to_owned())
+        .collect();
+    assert_eq!(kinds, ["TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]);
+    assert!(matches!(&events[0], AgUiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == "call_2"));
+    assert_eq!(text(&events), "Done.");
+    assert_eq!(fold.ended(), Some(RunStatus::Completed));
+    // While the run goes on, the decision's frame adds nothing (the transport sent
+    // it), nor does the call's execution start (the client has the call).
+    let (mut running, _) =
+        AgUiStream::from_snapshot(&stored_run(RunStatus::Running), &state, &messages, Some(&approval()));
+    let late = frames(vec![
+        ev(
+            None,
+            AgentEvent::ApprovalResolved {
+                approval_id: approval().id,
+                decision: "once".into(),
+                actor: None,
+                message: None,
+            },
+        ),
+        ev(
+            None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_2".into(),
+                tool_name: "write".into(),
+                args: json!({"path": "b"}),
+            },
+        ),
+    ]);
+    assert_eq!(map_all(&mut running, &late), vec![]);
+}
+
+#[test]
+fn a_question_is_an_interrupt_asking_for_an_answer() {
+    let interrupt = Interrupt::of(&fixtures::question());
+    assert_eq!(interrupt.reason, QUESTION);
+    assert_eq!(interrupt.message, "Which colour?");
+    assert_eq!(interrupt.response_schema["required"], json!(["answer"]));
+    assert_eq!(interrupt.response_schema["properties"]["answer"]["examples"], json!(["red", "blue"]));
+    assert_eq!(interrupt.metadata["spool"]["card"]["options"][1]["description"], "like the sky");
+    assert_eq!(Interrupt::of(&approval()).reason, TOOL_APPROVAL);
+}
+
+#[test]
+fn expiry_times_are_iso_8601_utc() {
+    assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    assert_eq!(iso8601(1_796_313_600_123), "2026-12-03T16:00:00.123Z");
+    assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
+}

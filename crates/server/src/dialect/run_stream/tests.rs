@@ -1,0 +1,393 @@
+//! The run stream mapping's unit tests: a run's events with their dense sequence
+//! (golden), interrupts, failed runs, resuming after an event, shared bytes, snapshots
+//! and summaries.
+
+use super::*;
+use crate::dialect::fixtures::{frame, owner, run_id, sid};
+use insta::assert_json_snapshot;
+use spool_protocol::frame::ActiveRun;
+use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage};
+use std::sync::Arc;
+
+fn other_run() -> RunId {
+    "run_01jd0000000000000000000009".parse().unwrap()
+}
+
+fn ev(run: RunId, index: Option<u64>, event: AgentEvent) -> FrameBody {
+    FrameBody::LoopEvent { run_id: run, message_index: index, message_id: None, event }
+}
+
+fn assistant(text: &str, stop: StopReason) -> Message {
+    Message::Assistant {
+        content: vec![Content::Text { text: text.into() }],
+        stop_reason: Some(stop),
+        usage: Usage::default(),
+        model: "scripted".into(),
+        error_message: None,
+        timestamp: 1_764_000_000_300,
+    }
+}
+
+fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
+    IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().unwrap(), index, message }
+}
+
+fn state(messages: Vec<IndexedMessage>, active: Option<RunStatus>) -> SessionState {
+    let session = Session {
+        id: sid(),
+        project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
+        owner_id: owner(),
+        title: "t".into(),
+        title_set: true,
+        archived: false,
+        permissions: vec![],
+        model: None,
+        mode: Default::default(),
+        read_index: None,
+        created_at: 1_764_000_000_000,
+        updated_at: 1_764_000_000_000,
+    };
+    let mut s = spool_engine::view::initial_state(session, messages, 0);
+    s.total = s.messages.last().map_or(0, |m| m.index + 1);
+    if let Some(status) = active {
+        s.status = SessionStatus::Busy;
+        s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status });
+    }
+    s
+}
+
+fn approval() -> Approval {
+    Approval {
+        id: "per_01jd0000000000000000000007".parse().unwrap(),
+        run_id: run_id(),
+        session_id: sid(),
+        owner_id: owner(),
+        tool_call_id: "call_2".into(),
+        tool: "write".into(),
+        kind: ApprovalKind::ConfirmAction,
+        payload: serde_json::json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+        status: ApprovalStatus::Pending,
+        decision: None,
+        message: None,
+        actor: None,
+        created_at: 1_764_000_001_000,
+        expires_at: 1_764_086_401_000,
+        resolved_at: None,
+    }
+}
+
+fn run(status: RunStatus, error: Option<RunError>) -> Run {
+    Run {
+        id: run_id(),
+        session_id: sid(),
+        owner_id: owner(),
+        request_id: "req-1".into(),
+        status,
+        user_message_index: 0,
+        created_at: 1_764_000_000_000,
+        updated_at: 1_764_000_000_900,
+        first_token_at: None,
+        ended_at: None,
+        usage: Usage::default(),
+        error,
+    }
+}
+
+fn text_delta(offset: usize, delta: &str) -> AgentEvent {
+    AgentEvent::MessageUpdate {
+        assistant_message_event: StreamDelta::TextDelta { content_index: 0, offset, delta: delta.into() },
+    }
+}
+
+/// The frames of a run that reads a file, asks to write one, is approved, and
+/// completes — with another run's frames and unmapped events mixed in.
+fn tool_run_frames() -> Vec<Frame> {
+    let r = run_id;
+    let user = Message::user_text("tool: read {\"path\":\"README.md\"}", 1_764_000_000_000);
+    let call = assistant("", StopReason::ToolUse);
+    let answer = assistant("Tool read returned 3 lines", StopReason::Stop);
+    let bodies = vec![
+        ev(other_run(), None, AgentEvent::AgentSettled {}),
+        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: r() },
+        FrameBody::State { state: Box::new(state(vec![], Some(RunStatus::Running))) },
+        ev(r(), None, AgentEvent::AgentStart {}),
+        ev(r(), None, AgentEvent::TurnStart {}),
+        ev(r(), Some(0), AgentEvent::MessageStart { message: user.clone() }),
+        ev(r(), Some(0), AgentEvent::MessageEnd { message: user.clone() }),
+        ev(r(), Some(1), AgentEvent::MessageEnd { message: call.clone() }),
+        ev(
+            r(),
+            None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "call_1".into(),
+                tool_name: "read".into(),
+                args: serde_json::json!({"path": "README.md"}),
+            },
+        ),
+        ev(
+            r(),
+            None,
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "call_1".into(),
+                tool_name: "read".into(),
+                result: "# Test project\n\nUsed by the server tests.\n".into(),
+                is_error: false,
+            },
+        ),
+        ev(r(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+        ev(
+            r(),
+            None,
+            AgentEvent::ApprovalResolved {
+                approval_id: approval().id,
+                decision: "once".into(),
+                actor: Some(owner()),
+                message: None,
+            },
+        ),
+        ev(
+            r(),
+            Some(3),
+            AgentEvent::MessageUpdate {
+                assistant_message_event: StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() },
+            },
+        ),
+        ev(r(), Some(3), text_delta(0, "Tool read")),
+        ev(r(), Some(3), text_delta(9, " returned 3 lines")),
+        ev(other_run(), Some(3), text_delta(0, "not this run")),
+        ev(r(), Some(3), AgentEvent::MessageEnd { message: answer.clone() }),
+        ev(r(), None, AgentEvent::TurnEnd {}),
+        ev(r(), None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        FrameBody::State {
+            state: Box::new(state(
+                vec![
+                    indexed(10, 0, user),
+                    indexed(11, 1, call),
+                    indexed(
+                        12,
+                        2,
+                        Message::ToolResult {
+                            tool_call_id: "call_1".into(),
+                            tool_name: "read".into(),
+                            content: vec![Content::Text { text: "# Test project".into() }],
+                            is_error: false,
+                            timestamp: 0,
+                            diff: None,
+                        },
+                    ),
+                    indexed(13, 3, answer),
+                ],
+                None,
+            )),
+        },
+        ev(r(), None, AgentEvent::AgentSettled {}),
+    ];
+    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 7, b)).collect()
+}
+
+fn map_all(fold: &mut RunStream, frames: &[Frame]) -> Vec<RunEvent> {
+    frames.iter().filter_map(|f| fold.push(f)).collect()
+}
+
+#[test]
+fn a_run_maps_to_seed_003_events_with_a_dense_sequence() {
+    let mut fold = RunStream::new(run_id());
+    let events = map_all(&mut fold, &tool_run_frames());
+    assert_eq!(events.iter().map(|e| e.sequence).collect::<Vec<_>>(), (1..=events.len() as u64).collect::<Vec<_>>());
+    assert!(fold.finished());
+    assert_json_snapshot!(events);
+}
+
+#[test]
+fn the_same_frames_always_number_the_same() {
+    let frames = tool_run_frames();
+    let once = map_all(&mut RunStream::new(run_id()), &frames);
+    let again = map_all(&mut RunStream::new(run_id()), &frames);
+    assert_eq!(once, again);
+}
+
+#[test]
+fn frames_before_the_run_started_map_to_nothing() {
+    let frames = tool_run_frames();
+    let accepted = frames.iter().position(|f| matches!(f.body, FrameBody::RunAccepted { .. })).unwrap();
+    let mut fold = RunStream::new(run_id());
+    assert!(map_all(&mut fold, &frames[accepted + 1..]).is_empty(), "without run.accepted the start is unknown");
+}
+
+#[test]
+fn an_interrupt_waits_until_its_approval_is_resolved() {
+    let frames = tool_run_frames();
+    let mut fold = RunStream::new(run_id());
+    let requested = frames
+        .iter()
+        .position(|f| matches!(&f.body, FrameBody::LoopEvent { event: AgentEvent::ApprovalRequested { .. }, .. }))
+        .unwrap();
+    let events = map_all(&mut fold, &frames[..=requested]);
+    assert_eq!(events.last().unwrap().kind(), "interrupt");
+    assert_eq!(fold.waiting(), Some(&approval().id));
+    map_all(&mut fold, &frames[requested + 1..requested + 2]);
+    assert_eq!(fold.waiting(), None);
+}
+
+#[test]
+fn a_failed_run_ends_with_the_error_its_agent_end_carries() {
+    let mut fold = RunStream::new(run_id());
+    let frames: Vec<Frame> = [
+        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+        ev(run_id(), Some(1), text_delta(0, "partial")),
+        ev(
+            run_id(),
+            None,
+            AgentEvent::AgentEnd {
+                status: "failed".into(),
+                usage: Usage::default(),
+                error: Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
+            },
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, b)| frame(i as u64 + 1, b))
+    .collect();
+    assert!(fold.push(&frames[0]).is_some() && fold.push(&frames[1]).is_some());
+    let error = fold.push(&frames[2]).expect("the run's last event");
+    assert!(fold.finished());
+    assert_json_snapshot!(error);
+}
+
+#[test]
+fn the_fold_resumed_after_an_event_maps_the_rest_as_from_the_start() {
+    let frames = tool_run_frames();
+    let whole = map_all(&mut RunStream::new(run_id()), &frames);
+    // The third event's frame, as the engine marks it.
+    let mut count = RunCount::new(run_id());
+    let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+    let rest = map_all(&mut RunStream::resume(RunCount::after(run_id(), 3), None), &frames[at + 1..]);
+    assert_eq!(rest, whole[3..], "same events, same numbers, same done");
+}
+
+#[test]
+fn streams_of_one_run_share_each_events_bytes_whatever_their_after() {
+    use crate::dialect::shared::{Follow, Forms};
+    let forms = Forms::<RunForm, RunStream>::default();
+    let frames = tool_run_frames();
+    let whole: Vec<(u64, Bytes)> =
+        map_all(&mut RunStream::new(run_id()), &frames).iter().map(|e| (e.sequence, e.to_sse())).collect();
+    // One stream from the run's start, one re-attached after event 3 (from its frame).
+    let mut count = RunCount::new(run_id());
+    let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+    let mut first = Follow::new(RunForm::Run(run_id()), RunStream::new(run_id()));
+    let mut late = Follow::new(RunForm::Run(run_id()), RunStream::resume(RunCount::after(run_id(), 3), None));
+    let mut got = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        let out = first.map(&forms, f).expect("mapped");
+        got.extend(out.event.clone());
+        if i > at {
+            let theirs = late.map(&forms, f).expect("mapped");
+            assert!(Arc::ptr_eq(&out, &theirs), "frame {i}: one mapping, the same bytes");
+        }
+    }
+    assert_eq!(got, whole);
+    // A stream numbered by a client's own last sequence maps alone.
+    assert_ne!(RunForm::of(&run_id(), &Numbering::After(5)), RunForm::of(&run_id(), &Numbering::After(5)));
+}
+
+#[test]
+fn a_snapshot_of_a_streaming_run_carries_its_text_and_tool_calls_at_the_runs_sequence() {
+    let user = indexed(10, 0, Message::user_text("tool: read {}", 1));
+    let mut call = assistant("Reading. ", StopReason::ToolUse);
+    if let Message::Assistant { content, .. } = &mut call {
+        for id in ["call_1", "call_2"] {
+            let arguments = serde_json::json!({"path": "README.md"});
+            content.push(Content::ToolCall { id: id.into(), name: "read".into(), arguments });
+        }
+    }
+    let call = indexed(11, 1, call);
+    let result = Message::ToolResult {
+        tool_call_id: "call_1".into(),
+        tool_name: "read".into(),
+        content: vec![Content::Text { text: "# Test project\n\nUsed by the server tests.\n".into() }],
+        is_error: false,
+        timestamp: 0,
+        diff: None,
+    };
+    let mut s = state(vec![indexed(9, 0, Message::user_text("older", 0))], None);
+    s.messages = vec![user.clone(), call.clone(), indexed(12, 2, result)];
+    s.status = SessionStatus::Busy;
+    s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
+    s.drafts.insert(3, assistant("Tool read ret", StopReason::Stop));
+    // Neither call has started as far as this counter knows: only the one with a
+    // result shows; `call_2` waits for its `tool_started`.
+    let announced = RunCount::after(run_id(), 41);
+    let (_, events) =
+        RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, Numbering::Run(announced));
+    let RunEventBody::Snapshot { tools, .. } = &events[0].body else { panic!("{events:?}") };
+    assert_eq!(
+        tools.iter().map(|t| (t.call_id.as_str(), t.status)).collect::<Vec<_>>(),
+        [("call_1", ToolState::Success)]
+    );
+    // Event 41 was `call_2`'s `tool_started`: it runs.
+    let mut count = RunCount::after(run_id(), 40);
+    let start = AgentEvent::ToolExecutionStart {
+        tool_call_id: "call_2".into(),
+        tool_name: "read".into(),
+        args: serde_json::json!({"path": "README.md"}),
+    };
+    assert_eq!(count.step(&ev(run_id(), None, start)), Some(41));
+    let (mut fold, events) =
+        RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &s.messages, Numbering::Run(count));
+    assert_json_snapshot!(events);
+    // Live frames continue the run's numbering.
+    let next = fold.push(&frame(90, ev(run_id(), Some(3), text_delta(13, "urned"))));
+    assert!(matches!(next, Some(RunEvent { sequence: 42, .. })), "{next:?}");
+}
+
+#[test]
+fn a_snapshot_of_a_parked_run_repeats_its_interrupt() {
+    let mut s = state(vec![], Some(RunStatus::Interrupted));
+    s.pending_approvals.push(approval());
+    let (fold, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::After(0));
+    assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "interrupt"]);
+    assert_eq!(fold.waiting(), Some(&approval().id));
+    // Numbered by the run, the interrupt keeps its own number and the snapshot
+    // stands for the events before it.
+    let mut count = RunCount::new(run_id());
+    count.step(&FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() });
+    count.step(&ev(run_id(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }));
+    let (_, events) = RunStream::from_snapshot(&run(RunStatus::Interrupted, None), &s, &[], Numbering::Run(count));
+    assert_eq!(
+        events.iter().map(|e| (e.kind(), e.sequence)).collect::<Vec<_>>(),
+        [("snapshot".into(), 1), ("interrupt".into(), 2)]
+    );
+}
+
+#[test]
+fn a_snapshot_of_a_settled_run_ends_with_done_or_error() {
+    let messages = vec![
+        indexed(10, 4, Message::user_text("echo: hi", 1)),
+        indexed(11, 5, assistant("hi", StopReason::Stop)),
+        indexed(12, 6, Message::user_text("next", 2)),
+        indexed(13, 7, assistant("later run", StopReason::Stop)),
+    ];
+    let mut done_run = run(RunStatus::Completed, None);
+    done_run.user_message_index = 4;
+    let s = state(vec![], None);
+    let (fold, events) = RunStream::from_snapshot(&done_run, &s, &messages, Numbering::After(3));
+    assert!(fold.finished());
+    assert_json_snapshot!("settled_completed", events);
+    let cancelled =
+        run(RunStatus::Cancelled, Some(RunError { code: "aborted".into(), message: "the run was aborted".into() }));
+    let (_, events) = RunStream::from_snapshot(&cancelled, &s, &[], Numbering::After(0));
+    assert_eq!(events.iter().map(RunEvent::kind).collect::<Vec<_>>(), ["snapshot", "error"]);
+    assert_eq!(events[1].body, RunEventBody::Error { code: "aborted".into(), message: "the run was aborted".into() });
+}
+
+#[test]
+fn summaries_are_one_short_line() {
+    assert_eq!(summary(""), "");
+    assert_eq!(summary("\n\nonly\n"), "only");
+    assert_eq!(summary("a\nb\nc"), "a (+2 more lines)");
+    assert_eq!(summary("a\nb"), "a (+1 more line)");
+    let long = "x".repeat(300);
+    assert_eq!(summary(&long).chars().count(), SUMMARY_CHARS + 1);
+}
