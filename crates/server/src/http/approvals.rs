@@ -6,6 +6,7 @@
 //! first answer again, byte for byte.
 
 use super::openapi::{DecisionErrors, RunStreamEvent};
+use crate::dialect::run_stream::routes as run_stream;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
@@ -109,17 +110,8 @@ async fn resume(
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let (approval, input) = body.into_input()?;
-    if crate::dialect::run_stream::routes::wants_event_stream(&headers) {
-        return crate::dialect::run_stream::routes::resume_stream(
-            &state,
-            &user,
-            run,
-            approval,
-            input,
-            query.after,
-            connection,
-        )
-        .await;
+    if run_stream::wants_event_stream(&headers) {
+        return run_stream::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
     }
     let outcome = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
     Ok(decision_response(&outcome))
