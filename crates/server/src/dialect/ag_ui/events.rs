@@ -1,7 +1,6 @@
 //! The AG-UI wire: its events (the serde names are the wire `type`s), how a run ends
 //! ([`Outcome`]) and an approval as an interrupt ([`Interrupt`]).
 
-use super::iso8601;
 use crate::dialect::asks_for_input;
 use bytes::Bytes;
 use serde::Serialize;
@@ -184,7 +183,7 @@ impl Interrupt {
             message,
             tool_call_id: approval.tool_call_id.clone(),
             response_schema,
-            expires_at: iso8601(approval.expires_at),
+            expires_at: spool_protocol::time::iso8601(approval.expires_at),
             metadata: json!({"spool": {"tool": approval.tool, "card": approval.payload}}),
         }
     }

@@ -582,24 +582,6 @@ fn reasoning_id(session: &SessionId, index: u64, content: usize) -> String {
     format!("{session}:{index}:thinking:{content}")
 }
 
-/// Milliseconds since the epoch as ISO 8601 in UTC (`2026-12-03T16:05:00.000Z`), the
-/// form AG-UI's `expiresAt` is compared in.
-pub fn iso8601(ms: i64) -> String {
-    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // The civil date of a day count (days from 1970-01-01), in eras of 400 years.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    let (h, m, s, milli) = (in_day / 3_600_000, in_day / 60_000 % 60, in_day / 1000 % 60, in_day % 1000);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
-}
-
 impl FormMapper for AgUiStream {
     type Out = Step;
 

@@ -374,9 +374,8 @@ fn a_question_is_an_interrupt_asking_for_an_answer() {
 }
 
 #[test]
-fn expiry_times_are_iso_8601_utc() {
-    assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-    assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    assert_eq!(iso8601(1_796_313_600_123), "2026-12-03T16:00:00.123Z");
-    assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
+fn an_interrupt_expires_at_its_approvals_expiry_in_iso_8601_utc() {
+    let mut approval = approval();
+    approval.expires_at = 1_796_313_600_123;
+    assert_eq!(Interrupt::of(&approval).expires_at, "2026-12-03T16:00:00.123Z");
 }
