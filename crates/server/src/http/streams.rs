@@ -57,14 +57,13 @@ use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_c
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::stream::FuturesUnordered;
+use futures::stream::{FuturesUnordered, SelectAll};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use spool_engine::{Ended, Engine, EngineError, Subscription};
 use spool_protocol::{Cursor, SessionId, UserId};
-use std::future::poll_fn;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use utoipa_axum::router::OpenApiRouter;
@@ -202,7 +201,7 @@ async fn upgrade(
     let revoked = CancellationToken::new();
     let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
     let mux =
-        Mux { engine: state.engine.clone(), user, streams: Vec::new(), kills: FuturesUnordered::new(), next_poll: 0 };
+        Mux { engine: state.engine.clone(), user, streams: SelectAll::new(), kills: FuturesUnordered::new() };
     let every = state.config.heartbeat;
     let closing = state.engine.lists().closed();
     let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::StreamsSocket);
@@ -238,6 +237,30 @@ struct Open {
     frames: Frames,
     /// The session subscription's kill token.
     kill: Option<CancellationToken>,
+    /// Its frames ended and the end was told (`(id, None)`).
+    ended: bool,
+}
+
+/// `(id, Some(bytes))` for each chunk, then one `(id, None)` when the frames end: the
+/// end is an item of its own, so the socket hears which stream ended while the stream
+/// (and why it ended) is still in the set.
+impl Stream for Open {
+    type Item = (String, Option<Bytes>);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let polled = match &mut this.frames {
+            Frames::Session(s) => s.poll_next_unpin(cx),
+            Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
+        };
+        polled.map(|chunk| {
+            this.ended = chunk.is_none();
+            Some((this.id.clone(), chunk))
+        })
+    }
 }
 
 /// Why the task stopped.
@@ -252,11 +275,11 @@ enum Closing {
 struct Mux {
     engine: Engine,
     user: UserId,
-    streams: Vec<Open>,
+    /// Polled as one: a stream that gave a chunk goes to the back of the queue, so a
+    /// busy stream cannot starve the others.
+    streams: SelectAll<Open>,
     /// The kill tokens of the session subscriptions (and of some closed since).
     kills: FuturesUnordered<WaitForCancellationFutureOwned>,
-    /// Where the next round-robin poll starts.
-    next_poll: usize,
 }
 
 /// What the task writes next, in order.
@@ -287,18 +310,19 @@ impl Mux {
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break Closing::Gone,
                 },
-                (index, item) = next_chunk(&mut self.streams, &mut self.next_poll) => match item {
-                    Some(chunk) => push_events(&mut out, &self.streams[index].id, &chunk),
-                    None => match &self.streams[index].frames {
-                        Frames::Lists(_) if closing.is_cancelled() => {
+                Some((id, item)) = self.streams.next() => match item {
+                    Some(chunk) => push_events(&mut out, &id, &chunk),
+                    None => match self.streams.iter().find(|s| s.id == id).map(|s| &s.frames) {
+                        None => {}
+                        Some(Frames::Lists(_)) if closing.is_cancelled() => {
                             break Closing::Say(STOPPING);
                         }
                         // A list stream ends otherwise only when it fell behind its ring.
-                        Frames::Lists(_) => break LAGGING,
-                        Frames::Session(subscription) => match subscription.ended() {
+                        Some(Frames::Lists(_)) => break LAGGING,
+                        Some(Frames::Session(subscription)) => match subscription.ended() {
                             Some(Ended::SessionDeleted) => {
-                                let open = self.streams.remove(index);
-                                out.push(message(&open.id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
+                                self.close(&id);
+                                out.push(message(&id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
                                 self.forget_dropped_kills();
                             }
                             Some(Ended::Shutdown) => break Closing::Say(STOPPING),
@@ -337,10 +361,10 @@ impl Mux {
     async fn on_message(&mut self, text: &str, out: &mut Outbox) {
         match client_message(text) {
             Err(e) => push_error(out, "", &e),
-            Ok(ClientMessage::Close { id }) => self.streams.retain(|s| s.id != id),
+            Ok(ClientMessage::Close { id }) => self.close(&id),
             Ok(ClientMessage::Open { id, target }) => {
                 // The old subscription goes first: nothing of it follows the new one.
-                self.streams.retain(|s| s.id != id);
+                self.close(&id);
                 // Owned, not borrowed from `self`: the streams it holds are not `Sync`.
                 let (engine, user) = (self.engine.clone(), self.user.clone());
                 match open(engine, user, self.streams.len(), target).await {
@@ -352,13 +376,20 @@ impl Mux {
                         // at its current seq sends nothing until something happens, and
                         // the client must still know the stream is up.
                         out.push(message(&id, &spool_protocol::sse::encode(None, Some(OPEN_EVENT), "{}")));
-                        self.streams.push(Open { id, frames, kill });
+                        self.streams.push(Open { id, frames, kill, ended: false });
                     }
                     Err(e) => push_error(out, &id, &e),
                 }
             }
         }
         self.forget_dropped_kills();
+    }
+
+    /// Drops the stream `id`, if it is open.
+    fn close(&mut self, id: &str) {
+        if self.streams.iter().any(|s| s.id == id) {
+            self.streams = std::mem::take(&mut self.streams).into_iter().filter(|s| s.id != id).collect();
+        }
     }
 
     /// Rebuilds the kill set when closed streams' tokens pile up in it.
@@ -428,28 +459,6 @@ fn push_error(out: &mut Outbox, id: &str, error: &ApiError) {
     let fields = body.strip_prefix('{').expect("an error body is a JSON object");
     let data = format!("{{\"status\":{},{fields}", status.as_u16());
     out.push(message(id, &spool_protocol::sse::encode(None, Some(ERROR_EVENT), &data)));
-}
-
-/// The next chunk from any open stream: `(index, Some(bytes))`, or `(index, None)`
-/// when that stream ended. Polling starts after the stream served last, so a busy
-/// stream cannot starve the others.
-async fn next_chunk(streams: &mut [Open], next: &mut usize) -> (usize, Option<Bytes>) {
-    poll_fn(|cx| {
-        let n = streams.len();
-        for k in 0..n {
-            let i = (*next + k) % n;
-            let polled = match &mut streams[i].frames {
-                Frames::Session(s) => s.poll_next_unpin(cx),
-                Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
-            };
-            if let Poll::Ready(item) = polled {
-                *next = (i + 1) % n;
-                return Poll::Ready((i, item));
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 #[cfg(test)]
