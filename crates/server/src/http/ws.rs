@@ -63,8 +63,8 @@ use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
+use futures::stream::{FuturesUnordered, SelectAll};
+use futures::{FutureExt, Stream, StreamExt};
 use serde::Deserialize;
 use spool_engine::hub::HubSubscriber;
 use spool_engine::lists::Change;
@@ -73,9 +73,9 @@ use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
 use std::collections::HashMap;
-use std::future::poll_fn;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
@@ -301,8 +301,26 @@ struct Channel {
     follow: Follow<Streaming, HubForm>,
     on_snapshot: OnSnapshot,
     /// The subscription ended (its session deleted), or the channel fell behind the
-    /// shared outputs: judged at `judge_at`.
+    /// shared outputs: judged at `judge_at`, and not polled until then.
     ended: bool,
+}
+
+/// `(id, Some(frames))` for each batch, then one `(id, None)` when the subscription
+/// ends. An ended channel stays pending (never `None`), so it stays in the socket's
+/// set until it is judged.
+impl Stream for Channel {
+    type Item = (SessionId, Option<Vec<Arc<Frame>>>);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Pending;
+        }
+        this.subscription.poll_next_unpin(cx).map(|frames| {
+            this.ended = frames.is_none();
+            Some((this.id.clone(), frames))
+        })
+    }
 }
 
 struct Hub {
@@ -313,9 +331,9 @@ struct Hub {
     /// How the socket's growing answers stream (`?streaming=`).
     streaming: Streaming,
     filter: Filter,
-    channels: Vec<Channel>,
-    /// Where the next poll starts, so one busy channel cannot starve the others.
-    next_poll: usize,
+    /// Polled as one: a channel that gave frames goes to the back of the queue, so one
+    /// busy channel cannot starve the others.
+    channels: SelectAll<Channel>,
     /// The channels' kill tokens, raced against every write.
     kills: FuturesUnordered<WaitForCancellationFutureOwned>,
     /// When ended channels are judged: deleted (dropped) or behind (the socket closes).
@@ -336,8 +354,7 @@ impl Hub {
             streaming,
             published,
             filter: Filter::Only,
-            channels: Vec::new(),
-            next_poll: 0,
+            channels: SelectAll::new(),
             kills: FuturesUnordered::new(),
             judge_at: None,
             projects: HashMap::new(),
@@ -382,11 +399,10 @@ impl Hub {
                     // A socket a whole ring of changes behind is cut like a slow reader.
                     Err(RecvError::Lagged(_) | RecvError::Closed) => return,
                 },
-                (index, item) = next_frames(&mut self.channels, &mut self.next_poll) => match item {
-                    Some(frames) => self.on_frames(index, &frames, &mut out),
-                    None => match self.channels[index].subscription.ended() {
+                Some((id, item)) = self.channels.next() => match item {
+                    Some(frames) => self.on_frames(&id, &frames, &mut out),
+                    None => match self.channels.iter().find(|c| c.id == id).and_then(|c| c.subscription.ended()) {
                         Some(Ended::SessionDeleted) => {
-                            self.channels[index].ended = true;
                             self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
                         }
                         Some(Ended::Shutdown) => {
@@ -508,7 +524,7 @@ impl Hub {
             for (raw, cursor) in &cursors {
                 match raw.parse::<SessionId>() {
                     Ok(id) => {
-                        self.channels.retain(|c| c.id != id);
+                        self.keep_channels(|c| c.id != id);
                         self.follow(id, StartAt::cursor(Cursor::parse(cursor)), false, out).await;
                     }
                     Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
@@ -539,7 +555,7 @@ impl Hub {
         // A channel named with a cursor restarts at it, even one followed already: the
         // client discards what the channel sent before the acknowledgement, and gets
         // everything after its cursor, in order, once, after it.
-        self.channels.retain(|c| wanted.contains(&c.id) && cursor_of(&c.id).is_none());
+        self.keep_channels(|c| wanted.contains(&c.id) && cursor_of(&c.id).is_none());
         self.forget_dropped_kills();
         for id in wanted {
             let from = StartAt::cursor(cursor_of(&id));
@@ -606,7 +622,7 @@ impl Hub {
         }
         self.kills.push(kill.clone().cancelled_owned());
         self.channels.push(Channel {
-            id,
+            id: id.clone(),
             subscription,
             kill,
             follow: Follow::new(self.streaming, HubForm(RunTally::new(self.streaming), self.author.clone())),
@@ -614,12 +630,14 @@ impl Hub {
             ended: false,
         });
         if let Some(frames) = peeked {
-            self.on_frames(self.channels.len() - 1, &frames, out);
+            self.on_frames(&id, &frames, out);
         }
     }
 
-    fn on_frames(&mut self, index: usize, frames: &[Arc<Frame>], out: &mut Outbox) {
-        let channel = &mut self.channels[index];
+    fn on_frames(&mut self, id: &SessionId, frames: &[Arc<Frame>], out: &mut Outbox) {
+        let Some(channel) = self.channels.iter_mut().find(|c| c.id == *id) else {
+            return;
+        };
         for frame in frames {
             if !matches!(frame.body, FrameBody::Snapshot { .. }) {
                 match channel.follow.map(&HUB_FORMS, frame) {
@@ -668,7 +686,7 @@ impl Hub {
                 // A followed session is the user's: its project, deleted with it, can no
                 // longer be asked about.
                 let followed = self.channels.iter().any(|c| c.id == session);
-                self.channels.retain(|c| c.id != session);
+                self.keep_channels(|c| c.id != session);
                 self.forget_dropped_kills();
                 if followed || self.owns(&project).await {
                     out.push(ws_hub::channel_deleted(&session, now_ms()));
@@ -705,9 +723,16 @@ impl Hub {
             }
             out.push(ws_hub::channel_deleted(&channel.id, now_ms()));
         }
-        self.channels.retain(|c| !c.ended);
+        self.keep_channels(|c| !c.ended);
         self.forget_dropped_kills();
         true
+    }
+
+    /// Drops every channel `keep` refuses.
+    fn keep_channels(&mut self, keep: impl Fn(&Channel) -> bool) {
+        if !self.channels.iter().all(&keep) {
+            self.channels = std::mem::take(&mut self.channels).into_iter().filter(|c| keep(c)).collect();
+        }
     }
 
     /// Rebuilds the kill set when dropped channels' tokens pile up in it.
@@ -718,24 +743,3 @@ impl Hub {
     }
 }
 
-/// The next batch of frames from any followed channel: `(index, Some(frames))`, or
-/// `(index, None)` when that channel's subscription ended. Polling starts after the
-/// channel served last, so a busy channel cannot starve the others.
-async fn next_frames(channels: &mut [Channel], next: &mut usize) -> (usize, Option<Vec<Arc<Frame>>>) {
-    poll_fn(|cx| {
-        let n = channels.len();
-        for k in 0..n {
-            let i = (*next + k) % n;
-            let channel = &mut channels[i];
-            if channel.ended {
-                continue;
-            }
-            if let Poll::Ready(item) = channel.subscription.poll_next_unpin(cx) {
-                *next = (i + 1) % n;
-                return Poll::Ready((i, item));
-            }
-        }
-        Poll::Pending
-    })
-    .await
-}
