@@ -232,7 +232,7 @@ impl<M: FormMapper> FormState<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::fixtures::{frame, run_id};
+    use crate::dialect::test_frames::{frame, run_id};
 
     /// A mapper whose output depends on everything it mapped: the running count of
     /// frames and their seqs, so a shared output from the wrong state shows.

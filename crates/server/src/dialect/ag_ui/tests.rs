@@ -4,105 +4,23 @@
 
 use super::events::{QUESTION, TOOL_APPROVAL};
 use super::*;
-use crate::dialect::fixtures::{self, assistant, ev, frame, owner, run_id, sid};
+use crate::dialect::test_frames::{
+    self, approval_decided, assistant, ev, frame, frames_from, indexed, read_write_run, run_id, sid, stored_run as run,
+    tool_started, update,
+};
 use insta::assert_json_snapshot;
 use spool_protocol::{ApprovalStatus, Decision, Session, StopReason, Usage};
 
 fn approval() -> Approval {
-    fixtures::approval(1_796_313_600_000)
-}
-
-fn update(delta: StreamDelta) -> AgentEvent {
-    AgentEvent::MessageUpdate { assistant_message_event: delta }
+    test_frames::approval(1_796_313_600_000)
 }
 
 fn frames(bodies: Vec<FrameBody>) -> Vec<Frame> {
-    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
+    frames_from(1, bodies)
 }
 
-/// A run that thinks, reads a file (streaming the call's input), asks to write one,
-/// is approved, writes, and answers.
 fn run_frames() -> Vec<Frame> {
-    let call = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "README.md"}) };
-    let write = Content::ToolCall {
-        id: "call_2".into(),
-        name: "write".into(),
-        arguments: json!({"path": "out.txt", "content": "hi"}),
-    };
-    frames(vec![
-        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
-        ev(None, AgentEvent::AgentStart {}),
-        ev(None, AgentEvent::TurnStart {}),
-        ev(Some(1), update(StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() })),
-        ev(Some(1), update(StreamDelta::ThinkingEnd { content_index: 0 })),
-        ev(Some(1), update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() })),
-        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
-        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() })),
-        ev(
-            Some(1),
-            AgentEvent::MessageEnd {
-                message: assistant(vec![Content::Thinking { thinking: "hm".into() }, call, write], StopReason::ToolUse),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                args: json!({"path": "README.md"}),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                result: "# Test".into(),
-                is_error: false,
-            },
-        ),
-        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: approval().id,
-                decision: "once".into(),
-                actor: Some(owner()),
-                message: None,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                args: json!({"path": "out.txt", "content": "hi"}),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                result: "wrote out.txt".into(),
-                is_error: false,
-            },
-        ),
-        ev(None, AgentEvent::TurnEnd {}),
-        ev(None, AgentEvent::TurnStart {}),
-        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Done".into() })),
-        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 4, delta: ".".into() })),
-        ev(
-            Some(4),
-            AgentEvent::MessageEnd {
-                message: assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop),
-            },
-        ),
-        ev(None, AgentEvent::SessionTitle { title: "Writing out.txt".into() }),
-        ev(None, AgentEvent::TurnEnd {}),
-        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
-        ev(None, AgentEvent::AgentSettled {}),
-    ])
+    read_write_run(approval(), true, Some("Writing out.txt"))
 }
 
 fn map_all(fold: &mut AgUiStream, frames: &[Frame]) -> Vec<AgUiEvent> {
@@ -227,24 +145,12 @@ fn frames_of_other_runs_and_before_run_accepted_map_to_nothing() {
 
 fn snapshot_state(messages: Vec<IndexedMessage>) -> SessionState {
     let session = Session {
-        id: sid(),
         project_id: "prj_01jd0000000000000000000006".parse().expect("valid id"),
-        owner_id: owner(),
-        title: "t".into(),
-        title_set: true,
-        archived: false,
-        permissions: vec![],
-        model: None,
-        mode: Default::default(),
-        read_index: None,
         created_at: 0,
         updated_at: 0,
+        ..test_frames::session()
     };
     spool_engine::view::initial_state(session, messages, 0)
-}
-
-fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
-    IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().expect("valid id"), index, message }
 }
 
 fn tool_result(call: &str, text: &str) -> Message {
@@ -259,20 +165,7 @@ fn tool_result(call: &str, text: &str) -> Message {
 }
 
 fn stored_run(status: RunStatus) -> Run {
-    Run {
-        id: run_id(),
-        session_id: sid(),
-        owner_id: owner(),
-        request_id: "ag-ui:m1".into(),
-        status,
-        user_message_index: 0,
-        created_at: 0,
-        updated_at: 0,
-        first_token_at: None,
-        ended_at: None,
-        usage: Usage::default(),
-        error: None,
-    }
+    Run { request_id: "ag-ui:m1".into(), created_at: 0, updated_at: 0, ..run(status, None) }
 }
 
 fn text(events: &[AgUiEvent]) -> String {
@@ -341,30 +234,15 @@ fn a_continuation_drawn_from_a_snapshot_starts_after_the_interrupt() {
     let (mut running, _) =
         AgUiStream::from_snapshot(&stored_run(RunStatus::Running), &state, &messages, Some(&approval()));
     let late = frames(vec![
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: approval().id,
-                decision: "once".into(),
-                actor: None,
-                message: None,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                args: json!({"path": "b"}),
-            },
-        ),
+        ev(None, approval_decided(&approval(), "once", None)),
+        ev(None, tool_started("call_2", "write", json!({"path": "b"}))),
     ]);
     assert_eq!(map_all(&mut running, &late), vec![]);
 }
 
 #[test]
 fn a_question_is_an_interrupt_asking_for_an_answer() {
-    let interrupt = Interrupt::of(&fixtures::question());
+    let interrupt = Interrupt::of(&test_frames::question());
     assert_eq!(interrupt.reason, QUESTION);
     assert_eq!(interrupt.message, "Which colour?");
     assert_eq!(interrupt.response_schema["required"], json!(["answer"]));

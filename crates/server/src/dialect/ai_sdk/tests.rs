@@ -2,100 +2,18 @@
 //! continuation after a decision, denied calls, questions, and failed runs.
 
 use super::*;
-use crate::dialect::fixtures::{self, assistant, ev, frame, owner, run_id};
+use crate::dialect::test_frames::{
+    self, approval_decided, assistant, ev, frame, frames_from, owner, read_write_run, run_id, tool_ended, tool_started,
+};
 use insta::assert_json_snapshot;
 use spool_protocol::{StopReason, Usage};
 
 fn approval() -> Approval {
-    fixtures::approval(1)
+    test_frames::approval(1)
 }
 
-fn update(delta: StreamDelta) -> AgentEvent {
-    AgentEvent::MessageUpdate { assistant_message_event: delta }
-}
-
-/// A run that thinks, reads a file (streaming the call's input), asks to write one,
-/// is approved, writes, and answers.
 fn run_frames() -> Vec<Frame> {
-    let call = Content::ToolCall {
-        id: "call_1".into(),
-        name: "read".into(),
-        arguments: serde_json::json!({"path": "README.md"}),
-    };
-    let write = Content::ToolCall {
-        id: "call_2".into(),
-        name: "write".into(),
-        arguments: serde_json::json!({"path": "out.txt", "content": "hi"}),
-    };
-    let bodies = vec![
-        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
-        ev(None, AgentEvent::AgentStart {}),
-        ev(None, AgentEvent::TurnStart {}),
-        ev(Some(1), update(StreamDelta::ThinkingDelta { content_index: 0, offset: 0, delta: "hm".into() })),
-        ev(Some(1), update(StreamDelta::ThinkingEnd { content_index: 0 })),
-        ev(Some(1), update(StreamDelta::ToolcallStart { content_index: 1, id: "call_1".into(), name: "read".into() })),
-        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 0, delta: "{\"path\":".into() })),
-        ev(Some(1), update(StreamDelta::ToolcallDelta { content_index: 1, offset: 8, delta: "\"README.md\"}".into() })),
-        ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call, write], StopReason::ToolUse) }),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                args: serde_json::json!({"path": "README.md"}),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                result: "# Test".into(),
-                is_error: false,
-            },
-        ),
-        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: approval().id,
-                decision: "once".into(),
-                actor: Some(owner()),
-                message: None,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                args: serde_json::json!({"path": "out.txt", "content": "hi"}),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                result: "wrote out.txt".into(),
-                is_error: false,
-            },
-        ),
-        ev(None, AgentEvent::TurnEnd {}),
-        ev(None, AgentEvent::TurnStart {}),
-        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Done".into() })),
-        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 4, delta: ".".into() })),
-        ev(
-            Some(4),
-            AgentEvent::MessageEnd {
-                message: assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop),
-            },
-        ),
-        ev(None, AgentEvent::TurnEnd {}),
-        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
-        ev(None, AgentEvent::AgentSettled {}),
-    ];
-    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 1, b)).collect()
+    read_write_run(approval(), false, None)
 }
 
 fn map_all(fold: &mut AiSdkStream, frames: &[Frame]) -> Vec<UiChunk> {
@@ -128,82 +46,57 @@ fn the_continuation_after_a_decision_maps_the_rest_of_the_run() {
 
 #[test]
 fn a_rejected_call_is_denied_and_its_error_is_no_output() {
-    let frames: Vec<Frame> = [
-        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
-        ev(None, AgentEvent::TurnStart {}),
-        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: approval().id,
-                decision: "reject".into(),
-                actor: Some(owner()),
-                message: Some("not now".into()),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                result: "rejected: not now".into(),
-                is_error: true,
-            },
-        ),
-        ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default(), error: None }),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, b)| frame(i as u64 + 1, b))
-    .collect();
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
+            ev(
+                None,
+                AgentEvent::ApprovalResolved {
+                    approval_id: approval().id,
+                    decision: "reject".into(),
+                    actor: Some(owner()),
+                    message: Some("not now".into()),
+                },
+            ),
+            ev(
+                None,
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "call_2".into(),
+                    tool_name: "write".into(),
+                    result: "rejected: not now".into(),
+                    is_error: true,
+                },
+            ),
+            ev(None, AgentEvent::AgentEnd { status: "cancelled".into(), usage: Usage::default(), error: None }),
+        ],
+    );
     let chunks = map_all(&mut AiSdkStream::new(run_id()), &frames);
     assert_json_snapshot!(chunks);
 }
 
 /// A run that asks a question, is answered "green", and reads the answer.
 fn question_frames() -> Vec<Frame> {
-    let q = fixtures::question();
+    let q = test_frames::question();
     let args = serde_json::json!({"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]});
     let call = Content::ToolCall { id: q.tool_call_id.clone(), name: q.tool.clone(), arguments: args };
     let answered = serde_json::json!({"answer": "green"});
-    [
-        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
-        ev(None, AgentEvent::TurnStart {}),
-        ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
-        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(q.clone()) }),
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: q.id.clone(),
-                decision: "fill".into(),
-                actor: Some(owner()),
-                message: None,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: q.tool_call_id.clone(),
-                tool_name: q.tool.clone(),
-                args: answered,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: q.tool_call_id.clone(),
-                tool_name: q.tool.clone(),
-                result: "The person answered: green".into(),
-                is_error: false,
-            },
-        ),
-        ev(None, AgentEvent::TurnEnd {}),
-        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, b)| frame(i as u64 + 1, b))
-    .collect()
+    frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(q.clone()) }),
+            ev(None, approval_decided(&q, "fill", Some(owner()))),
+            ev(None, tool_started(&q.tool_call_id, &q.tool, answered)),
+            ev(None, tool_ended(&q.tool_call_id, &q.tool, "The person answered: green")),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        ],
+    )
 }
 
 #[test]
@@ -213,7 +106,7 @@ fn a_question_is_a_call_the_client_answers_announced_when_asked() {
     let mut fold = AiSdkStream::new(run_id());
     let before = map_all(&mut fold, &frames[..asked]);
     assert!(fold.waiting());
-    let q = fixtures::question();
+    let q = test_frames::question();
     assert_eq!(
         before,
         vec![
@@ -246,7 +139,7 @@ fn a_question_is_a_call_the_client_answers_announced_when_asked() {
 #[test]
 fn a_question_never_asked_is_sent_as_a_call_spool_settled() {
     let frames = question_frames();
-    let q = fixtures::question();
+    let q = test_frames::question();
     // A rule denied it: no approval, the call ends with an error.
     let denied: Vec<Frame> = frames
         .into_iter()

@@ -3,10 +3,13 @@
 //! and summaries.
 
 use super::*;
-use crate::dialect::fixtures::{frame, owner, run_id, sid};
+use crate::dialect::test_frames::{
+    self, approval_decided, assistant_at, frame, frames_from, indexed, owner, run_id, session_state, stored_run as run,
+    tool_ended, tool_started,
+};
 use insta::assert_json_snapshot;
 use spool_protocol::frame::ActiveRun;
-use spool_protocol::{ApprovalStatus, Content, Session, SessionStatus, StopReason, Usage};
+use spool_protocol::{Content, SessionStatus, StopReason, Usage};
 use std::sync::Arc;
 
 fn other_run() -> RunId {
@@ -18,36 +21,11 @@ fn ev(run: RunId, index: Option<u64>, event: AgentEvent) -> FrameBody {
 }
 
 fn assistant(text: &str, stop: StopReason) -> Message {
-    Message::Assistant {
-        content: vec![Content::Text { text: text.into() }],
-        stop_reason: Some(stop),
-        usage: Usage::default(),
-        model: "scripted".into(),
-        error_message: None,
-        timestamp: 1_764_000_000_300,
-    }
-}
-
-fn indexed(n: u64, index: u64, message: Message) -> IndexedMessage {
-    IndexedMessage { id: format!("msg_01jd00000000000000000000{n:02}").parse().unwrap(), index, message }
+    assistant_at(vec![Content::Text { text: text.into() }], Some(stop), 1_764_000_000_300)
 }
 
 fn state(messages: Vec<IndexedMessage>, active: Option<RunStatus>) -> SessionState {
-    let session = Session {
-        id: sid(),
-        project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
-        owner_id: owner(),
-        title: "t".into(),
-        title_set: true,
-        archived: false,
-        permissions: vec![],
-        model: None,
-        mode: Default::default(),
-        read_index: None,
-        created_at: 1_764_000_000_000,
-        updated_at: 1_764_000_000_000,
-    };
-    let mut s = spool_engine::view::initial_state(session, messages, 0);
+    let mut s = session_state(messages);
     s.total = s.messages.last().map_or(0, |m| m.index + 1);
     if let Some(status) = active {
         s.status = SessionStatus::Busy;
@@ -57,40 +35,10 @@ fn state(messages: Vec<IndexedMessage>, active: Option<RunStatus>) -> SessionSta
 }
 
 fn approval() -> Approval {
-    Approval {
-        id: "per_01jd0000000000000000000007".parse().unwrap(),
-        run_id: run_id(),
-        session_id: sid(),
-        owner_id: owner(),
-        tool_call_id: "call_2".into(),
-        tool: "write".into(),
-        kind: ApprovalKind::ConfirmAction,
-        payload: serde_json::json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
-        status: ApprovalStatus::Pending,
-        decision: None,
-        message: None,
-        actor: None,
-        created_at: 1_764_000_001_000,
-        expires_at: 1_764_086_401_000,
-        resolved_at: None,
-    }
-}
-
-fn run(status: RunStatus, error: Option<RunError>) -> Run {
-    Run {
-        id: run_id(),
-        session_id: sid(),
-        owner_id: owner(),
-        request_id: "req-1".into(),
-        status,
-        user_message_index: 0,
-        created_at: 1_764_000_000_000,
-        updated_at: 1_764_000_000_900,
-        first_token_at: None,
-        ended_at: None,
-        usage: Usage::default(),
-        error,
-    }
+    test_frames::stored_approval(
+        ApprovalKind::ConfirmAction,
+        serde_json::json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+    )
 }
 
 fn text_delta(offset: usize, delta: &str) -> AgentEvent {
@@ -115,36 +63,10 @@ fn tool_run_frames() -> Vec<Frame> {
         ev(r(), Some(0), AgentEvent::MessageStart { message: user.clone() }),
         ev(r(), Some(0), AgentEvent::MessageEnd { message: user.clone() }),
         ev(r(), Some(1), AgentEvent::MessageEnd { message: call.clone() }),
-        ev(
-            r(),
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                args: serde_json::json!({"path": "README.md"}),
-            },
-        ),
-        ev(
-            r(),
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_1".into(),
-                tool_name: "read".into(),
-                result: "# Test project\n\nUsed by the server tests.\n".into(),
-                is_error: false,
-            },
-        ),
+        ev(r(), None, tool_started("call_1", "read", serde_json::json!({"path": "README.md"}))),
+        ev(r(), None, tool_ended("call_1", "read", "# Test project\n\nUsed by the server tests.\n")),
         ev(r(), None, AgentEvent::ApprovalRequested { approval: Box::new(approval()) }),
-        ev(
-            r(),
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: approval().id,
-                decision: "once".into(),
-                actor: Some(owner()),
-                message: None,
-            },
-        ),
+        ev(r(), None, approval_decided(&approval(), "once", Some(owner()))),
         ev(
             r(),
             Some(3),
@@ -182,7 +104,7 @@ fn tool_run_frames() -> Vec<Frame> {
         },
         ev(r(), None, AgentEvent::AgentSettled {}),
     ];
-    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 7, b)).collect()
+    frames_from(7, bodies)
 }
 
 fn map_all(fold: &mut RunStream, frames: &[Frame]) -> Vec<RunEvent> {
@@ -232,23 +154,22 @@ fn an_interrupt_waits_until_its_approval_is_resolved() {
 #[test]
 fn a_failed_run_ends_with_the_error_its_agent_end_carries() {
     let mut fold = RunStream::new(run_id());
-    let frames: Vec<Frame> = [
-        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
-        ev(run_id(), Some(1), text_delta(0, "partial")),
-        ev(
-            run_id(),
-            None,
-            AgentEvent::AgentEnd {
-                status: "failed".into(),
-                usage: Usage::default(),
-                error: Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
-            },
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, b)| frame(i as u64 + 1, b))
-    .collect();
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(run_id(), Some(1), text_delta(0, "partial")),
+            ev(
+                run_id(),
+                None,
+                AgentEvent::AgentEnd {
+                    status: "failed".into(),
+                    usage: Usage::default(),
+                    error: Some(RunError { code: "model_error".into(), message: "the provider went away".into() }),
+                },
+            ),
+        ],
+    );
     assert!(fold.push(&frames[0]).is_some() && fold.push(&frames[1]).is_some());
     let error = fold.push(&frames[2]).expect("the run's last event");
     assert!(fold.finished());

@@ -2,10 +2,13 @@
 //! tally's memory, snapshots and joins, the queue, and the content form.
 
 use super::*;
-use crate::dialect::fixtures::{frame, owner, run_id, sid};
+use crate::dialect::test_frames::{
+    self, approval_decided, assistant_at, frame, frames_from, owner, run_id, session_state, sid, tool_ended,
+    tool_started,
+};
 use insta::assert_json_snapshot;
 use spool_protocol::frame::{ActiveRun, PromptTiming, SessionState};
-use spool_protocol::{ApprovalStatus, Content, RunError, RunStatus, Session, SessionStatus};
+use spool_protocol::{Content, RunError, RunStatus, SessionStatus};
 
 const NOW: Millis = 1_764_000_002_000;
 
@@ -25,52 +28,15 @@ fn ev(index: Option<u64>, event: AgentEvent) -> FrameBody {
 }
 
 fn assistant(content: Vec<Content>, stop: Option<StopReason>) -> Message {
-    Message::Assistant {
-        content,
-        stop_reason: stop,
-        usage: Usage::default(),
-        model: "scripted".into(),
-        error_message: None,
-        timestamp: 1_764_000_000_300,
-    }
+    assistant_at(content, stop, 1_764_000_000_300)
 }
 
 fn approval(kind: ApprovalKind, payload: Value) -> Approval {
-    Approval {
-        id: "per_01jd0000000000000000000007".parse().unwrap(),
-        run_id: run_id(),
-        session_id: sid(),
-        owner_id: owner(),
-        tool_call_id: "call_2".into(),
-        tool: "write".into(),
-        kind,
-        payload,
-        status: ApprovalStatus::Pending,
-        decision: None,
-        message: None,
-        actor: None,
-        created_at: 1_764_000_001_000,
-        expires_at: 1_764_086_401_000,
-        resolved_at: None,
-    }
+    test_frames::stored_approval(kind, payload)
 }
 
 fn state(active: bool) -> SessionState {
-    let session = Session {
-        id: sid(),
-        project_id: "prj_01jd0000000000000000000004".parse().unwrap(),
-        owner_id: owner(),
-        title: "t".into(),
-        title_set: true,
-        archived: false,
-        permissions: vec![],
-        model: None,
-        mode: Default::default(),
-        read_index: None,
-        created_at: 1_764_000_000_000,
-        updated_at: 1_764_000_000_000,
-    };
-    let mut s = spool_engine::view::initial_state(session, vec![], 0);
+    let mut s = session_state(vec![]);
     if active {
         s.status = SessionStatus::Busy;
         s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
@@ -82,6 +48,10 @@ fn state(active: bool) -> SessionState {
 /// One of every frame a run can publish, in a plausible order.
 fn every_frame() -> Vec<Frame> {
     let user = Message::user_text("tool: write {\"path\":\"out.txt\"}", 1_764_000_000_000);
+    let write = approval(
+        ApprovalKind::ConfirmAction,
+        json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
+    );
     let bodies = vec![
         FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
         FrameBody::State { state: Box::new(state(true)) },
@@ -153,41 +123,10 @@ fn every_frame() -> Vec<Frame> {
                 ),
             },
         ),
-        ev(
-            None,
-            AgentEvent::ApprovalRequested {
-                approval: Box::new(approval(
-                    ApprovalKind::ConfirmAction,
-                    json!({"tool": "write", "argument": "out.txt", "change": "write out.txt (5 bytes)"}),
-                )),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ApprovalResolved {
-                approval_id: "per_01jd0000000000000000000007".parse().unwrap(),
-                decision: "once".into(),
-                actor: Some(owner()),
-                message: None,
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                args: json!({"path": "out.txt", "content": "hello"}),
-            },
-        ),
-        ev(
-            None,
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id: "call_2".into(),
-                tool_name: "write".into(),
-                result: "wrote 5 bytes to out.txt".into(),
-                is_error: false,
-            },
-        ),
+        ev(None, AgentEvent::ApprovalRequested { approval: Box::new(write.clone()) }),
+        ev(None, approval_decided(&write, "once", Some(owner()))),
+        ev(None, tool_started("call_2", "write", json!({"path": "out.txt", "content": "hello"}))),
+        ev(None, tool_ended("call_2", "write", "wrote 5 bytes to out.txt")),
         ev(None, AgentEvent::TurnEnd {}),
         ev(None, AgentEvent::TurnStart {}),
         ev(
@@ -221,7 +160,7 @@ fn every_frame() -> Vec<Frame> {
         ev(None, AgentEvent::TodoWrite { todos: todos() }),
         FrameBody::Git { git: git_state() },
     ];
-    bodies.into_iter().enumerate().map(|(i, b)| frame(i as u64 + 20, b)).collect()
+    frames_from(20, bodies)
 }
 
 fn todos() -> Vec<spool_protocol::hub::Todo> {
