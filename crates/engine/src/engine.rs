@@ -623,17 +623,28 @@ impl Engine {
     /// `idle_unload`, looking every quarter of it on the engine's clock. Holds only a
     /// weak reference, so it ends with the engine.
     fn spawn_janitor(&self) {
-        let weak = Arc::downgrade(&self.inner);
         let idle = self.inner.config.idle_unload;
         let every = (idle / 4).max(std::time::Duration::from_millis(50));
+        self.spawn_every(every, move |engine| async move {
+            engine.unload_idle(idle);
+        });
+    }
+
+    /// Runs `pass` every `every` on the engine's clock, the first at once (the janitor,
+    /// the lease reaper). The task holds the engine weakly, so it ends with the engine.
+    pub(crate) fn spawn_every<F, Pass>(&self, every: std::time::Duration, pass: Pass)
+    where
+        Pass: Fn(Engine) -> F + Send + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let weak = Arc::downgrade(&self.inner);
         let clock = self.inner.config.clock.clone();
         let mut ticks = clock.ticks(clock.now_ms(), every);
         tokio::spawn(async move {
             loop {
                 ticks.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
-                let engine = Engine { inner };
-                engine.unload_idle(idle);
+                pass(Engine { inner }).await;
             }
         });
     }

@@ -26,27 +26,19 @@ impl Engine {
     /// moves it past a lease's end sees the reaper come). Holds only a weak reference,
     /// so it ends with the engine.
     pub(crate) fn spawn_reaper(&self) {
-        let weak = std::sync::Arc::downgrade(&self.inner);
         let every = (self.inner.leases.ttl() / 2).max(Duration::from_millis(20));
-        let clock = self.inner.config.clock.clone();
         // The first pass at once, as before: a lost node's leases may be long expired.
-        let mut ticks = clock.ticks(clock.now_ms(), every);
-        tokio::spawn(async move {
-            loop {
-                ticks.tick().await;
-                let Some(inner) = weak.upgrade() else { return };
-                let engine = Engine { inner };
-                match engine.reap_expired_leases().await {
-                    Ok(_) => engine.inner.lease_loop.beat(),
-                    Err(e) => tracing::warn!(error = %e, "could not reap expired session leases"),
-                }
-                // After the reaping: a lost node's sessions may have prompts queued.
-                if let Err(e) = engine.start_waiting_queues().await {
-                    tracing::warn!(error = %e, "could not start waiting queued prompts");
-                }
-                if let Err(e) = engine.inner.approvals.release_abandoned_claims().await {
-                    tracing::warn!(error = %e, "could not release abandoned idempotency claims");
-                }
+        self.spawn_every(every, |engine| async move {
+            match engine.reap_expired_leases().await {
+                Ok(_) => engine.inner.lease_loop.beat(),
+                Err(e) => tracing::warn!(error = %e, "could not reap expired session leases"),
+            }
+            // After the reaping: a lost node's sessions may have prompts queued.
+            if let Err(e) = engine.start_waiting_queues().await {
+                tracing::warn!(error = %e, "could not start waiting queued prompts");
+            }
+            if let Err(e) = engine.inner.approvals.release_abandoned_claims().await {
+                tracing::warn!(error = %e, "could not release abandoned idempotency claims");
             }
         });
     }

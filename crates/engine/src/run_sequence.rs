@@ -196,6 +196,7 @@ impl RunSequences {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::test_state;
     use spool_protocol::Usage;
 
     fn ev(run: &RunId, event: AgentEvent) -> FrameBody {
@@ -233,23 +234,5 @@ mod tests {
         let rest: Vec<Option<u64>> = frames[2..].iter().chain([&state]).map(|f| resumed.step(f)).collect();
         assert_eq!(rest, [None, Some(3), None, None, None, Some(4)]);
         assert_eq!(&resumed, whole.get(&run).expect("kept"), "and end in the same state");
-    }
-
-    fn test_state() -> spool_protocol::frame::SessionState {
-        let session = spool_protocol::Session {
-            id: spool_protocol::SessionId::new(),
-            project_id: spool_protocol::ProjectId::new(),
-            owner_id: spool_protocol::UserId::new(),
-            title: "t".into(),
-            title_set: true,
-            archived: false,
-            permissions: vec![],
-            model: None,
-            mode: Default::default(),
-            read_index: None,
-            created_at: 0,
-            updated_at: 0,
-        };
-        crate::view::initial_state(session, vec![], 0)
     }
 }

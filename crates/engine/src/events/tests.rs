@@ -2,7 +2,7 @@
 //! choices, slow-client cuts, run subscriptions, closing and the state fold.
 
 use super::*;
-use crate::view::initial_state;
+use crate::view::test_state;
 use futures::{FutureExt, Stream, StreamExt};
 use spool_protocol::sse::Decoder;
 use spool_protocol::*;
@@ -10,21 +10,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 fn events(limits: EventLimits) -> SessionEvents {
-    let session = Session {
-        id: SessionId::new(),
-        project_id: ProjectId::new(),
-        owner_id: UserId::new(),
-        title: "t".into(),
-        title_set: true,
-        archived: false,
-        permissions: vec![],
-        model: None,
-        mode: Default::default(),
-        read_index: None,
-        created_at: 0,
-        updated_at: 0,
-    };
-    SessionEvents::new(session.id.clone(), initial_state(session, vec![], 0), limits)
+    let state = test_state();
+    SessionEvents::new(state.session.id.clone(), state, limits)
 }
 
 fn publish_n(ev: &SessionEvents, n: usize, payload: usize) {
