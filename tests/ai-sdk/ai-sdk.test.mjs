@@ -5,14 +5,10 @@
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
 
-import { test, before, after } from "node:test"
+import { test, before } from "node:test"
 import assert from "node:assert/strict"
-import { spawn } from "node:child_process"
-import { mkdtemp, readFile, realpath, rm, mkdir, writeFile, access } from "node:fs/promises"
-import { createInterface } from "node:readline"
-import { tmpdir } from "node:os"
+import { readFile, access } from "node:fs/promises"
 import path from "node:path"
-import { fileURLToPath } from "node:url"
 import {
   AbstractChat,
   DefaultChatTransport,
@@ -21,62 +17,18 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from "ai"
+import { workspace } from "../support/spool.mjs"
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
-const WAIT_MS = 20_000
-
-let server
+const work = workspace("spool-ai-sdk-")
 let baseUrl
-let workDir
+let api
 let projectId
 let projectDir
 
 before(async () => {
-  workDir = await mkdtemp(path.join(tmpdir(), "spool-ai-sdk-"))
-  server = spawn(
-    BIN,
-    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, "data"), "--scripted-delay-ms", "5"],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
-  )
-  let stderr = ""
-  server.stderr.on("data", (chunk) => (stderr += chunk))
-  const firstLine = await new Promise((resolve, reject) => {
-    const lines = createInterface({ input: server.stdout })
-    lines.once("line", resolve)
-    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
-    // unref: once spool is up, this timer must not hold the test process open for the
-    // rest of its 20 s (every run of this file took 20 s for that alone).
-    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
-  })
-  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
-  assert.ok(match, `unexpected first line: ${firstLine}`)
-  baseUrl = match[1]
-  projectDir = path.join(workDir, "project")
-  await mkdir(projectDir, { recursive: true })
-  await writeFile(path.join(projectDir, "README.md"), "# Demo\n\nA project for the AI SDK test.\n")
-  projectDir = await realpath(projectDir)
-  projectId = (await api("POST", "/api/projects", { path: projectDir })).id
+  const files = { "README.md": "# Demo\n\nA project for the AI SDK test.\n" }
+  ;({ baseUrl, api, projectId, projectDir } = await work.serveWithProject("data", { files }))
 })
-
-after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve))
-    server.kill("SIGTERM")
-    await exited
-  }
-  if (workDir) await rm(workDir, { recursive: true, force: true })
-})
-
-async function api(method, url, body) {
-  const res = await fetch(baseUrl + url, {
-    method,
-    headers: body ? { "content-type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  })
-  assert.ok(res.ok, `${method} ${url}: ${res.status} ${await res.clone().text()}`)
-  return res.json()
-}
 
 // The README's example: the transport a `useChat` is given, pointed at Spool.
 function spoolTransport() {

@@ -12,69 +12,12 @@
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
 
-import { test, before, after } from "node:test"
+import { test } from "node:test"
 import assert from "node:assert/strict"
-import { spawn } from "node:child_process"
-import { mkdtemp, realpath, rm, mkdir } from "node:fs/promises"
-import { createInterface } from "node:readline"
-import { tmpdir } from "node:os"
-import path from "node:path"
-import { fileURLToPath } from "node:url"
 import { generateId, readUIMessageStream, uiMessageChunkSchema } from "ai"
+import { WAIT_MS, workspace } from "../support/spool.mjs"
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
-const WAIT_MS = 20_000
-
-const servers = []
-let workDir
-
-/** A `spool serve` on a free port with `extra` arguments; its base URL and project. */
-async function serve(name, extra = []) {
-  const server = spawn(
-    BIN,
-    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, name), "--scripted-delay-ms", "5", ...extra],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
-  )
-  servers.push(server)
-  let stderr = ""
-  server.stderr.on("data", (chunk) => (stderr += chunk))
-  const firstLine = await new Promise((resolve, reject) => {
-    createInterface({ input: server.stdout }).once("line", resolve)
-    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
-    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
-  })
-  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
-  assert.ok(match, `unexpected first line: ${firstLine}`)
-  const baseUrl = match[1]
-  const dir = path.join(workDir, `${name}-project`)
-  await mkdir(dir, { recursive: true })
-  const api = async (method, url, body) => {
-    const res = await fetch(baseUrl + url, {
-      method,
-      headers: body ? { "content-type": "application/json" } : {},
-      body: body ? JSON.stringify(body) : undefined,
-    })
-    assert.ok(res.ok, `${method} ${url}: ${res.status} ${await res.clone().text()}`)
-    return res.status === 204 ? null : res.json()
-  }
-  const projectId = (await api("POST", "/api/projects", { path: await realpath(dir) })).id
-  return { baseUrl, projectId, api }
-}
-
-before(async () => {
-  workDir = await mkdtemp(path.join(tmpdir(), "spool-ai-sdk-conformance-"))
-})
-
-after(async () => {
-  for (const server of servers) {
-    if (server.exitCode !== null) continue
-    const exited = new Promise((resolve) => server.once("exit", resolve))
-    server.kill("SIGTERM")
-    await exited
-  }
-  if (workDir) await rm(workDir, { recursive: true, force: true })
-})
+const work = workspace("spool-ai-sdk-conformance-")
 
 /**
  * Reads a UI message stream response: every `data:` chunk in order (`[DONE]` as the
@@ -261,8 +204,8 @@ async function aFailedRun(spool) {
 
 test("every chunk Spool sends is a UIMessageChunk by the ai package's own schema", async () => {
   const chunks = [
-    ...(await aWholeSession(await serve("main"))),
-    ...(await aFailedRun(await serve("small", ["--max-answer-bytes", "64"]))),
+    ...(await aWholeSession(await work.serveWithProject("main"))),
+    ...(await aFailedRun(await work.serveWithProject("small", { args: ["--max-answer-bytes", "64"] }))),
   ]
   const schema = uiMessageChunkSchema()
   const broken = []

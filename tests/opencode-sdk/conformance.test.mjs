@@ -8,53 +8,24 @@
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
 
-import { test, before, after } from "node:test"
+import { test, before } from "node:test"
 import assert from "node:assert/strict"
-import { spawn } from "node:child_process"
-import { mkdtemp, realpath, rm, mkdir } from "node:fs/promises"
-import { createInterface } from "node:readline"
-import { tmpdir } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { createOpencodeClient } from "@opencode-ai/sdk/v2"
 import { createGenerator } from "ts-json-schema-generator"
 import Ajv from "ajv"
+import { WAIT_MS, workspace } from "../support/spool.mjs"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
-const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
-const WAIT_MS = 20_000
 
-let server
+const work = workspace("spool-opencode-conformance-")
 let baseUrl
-let workDir
+/** Spool's own API, for what OpenCode's has no route for (deleting a queued prompt). */
+let native
 
 before(async () => {
-  workDir = await mkdtemp(path.join(tmpdir(), "spool-opencode-conformance-"))
-  server = spawn(
-    BIN,
-    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, "data"), "--scripted-delay-ms", "5"],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
-  )
-  let stderr = ""
-  server.stderr.on("data", (chunk) => (stderr += chunk))
-  const firstLine = await new Promise((resolve, reject) => {
-    const lines = createInterface({ input: server.stdout })
-    lines.once("line", resolve)
-    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
-    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
-  })
-  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
-  assert.ok(match, `unexpected first line: ${firstLine}`)
-  baseUrl = match[1]
-})
-
-after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve))
-    server.kill("SIGTERM")
-    await exited
-  }
-  if (workDir) await rm(workDir, { recursive: true, force: true })
+  ;({ baseUrl, api: native } = await work.serve())
 })
 
 /** A validator per named type of `conformance/spool-events.d.ts`. */
@@ -112,22 +83,9 @@ function collect(subscription, controller, unwrap = (e) => e) {
   }
 }
 
-/** Spool's own API, for what OpenCode's has no route for (deleting a queued prompt). */
-async function native(method, route, body) {
-  const response = await fetch(`${baseUrl}${route}`, {
-    method,
-    headers: body ? { "content-type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  })
-  assert.ok(response.ok, `${method} ${route}: ${response.status} ${await response.clone().text()}`)
-  return response.status === 204 ? null : response.json()
-}
-
 test("every /event and /global/event event of a scripted session matches the SDK's types", async () => {
   const { SpoolEvent, SpoolGlobalEvent } = validators("SpoolEvent", "SpoolGlobalEvent")
-  const dir = path.join(workDir, "conformance")
-  await mkdir(dir, { recursive: true })
-  const directory = await realpath(dir)
+  const directory = await work.project("conformance")
   const client = createOpencodeClient({ baseUrl, directory, throwOnError: true })
   const { data: session } = await client.session.create({ title: "conformance" })
   const sessionID = session.id

@@ -7,62 +7,21 @@
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
 
-import { test, before, after } from "node:test"
+import { test, before } from "node:test"
 import assert from "node:assert/strict"
-import { spawn } from "node:child_process"
-import { mkdtemp, readFile, realpath, rm, mkdir } from "node:fs/promises"
-import { createInterface } from "node:readline"
-import { tmpdir } from "node:os"
+import { readFile } from "node:fs/promises"
 import path from "node:path"
-import { fileURLToPath } from "node:url"
 import { createOpencodeClient } from "@opencode-ai/sdk"
 import { createOpencodeClient as createOpencodeClientV2 } from "@opencode-ai/sdk/v2"
+import { WAIT_MS, workspace } from "../support/spool.mjs"
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const BIN = process.env.SPOOL_BIN ?? path.resolve(here, "../../target/debug/spool")
-const WAIT_MS = 20_000
-
-let server
+// Each test's project is a fresh directory of `work`; Spool registers it on first use.
+const work = workspace("spool-opencode-")
 let baseUrl
-let workDir
 
 before(async () => {
-  workDir = await mkdtemp(path.join(tmpdir(), "spool-opencode-"))
-  server = spawn(
-    BIN,
-    ["serve", "--addr", "127.0.0.1:0", "--data-dir", path.join(workDir, "data"), "--scripted-delay-ms", "5"],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
-  )
-  let stderr = ""
-  server.stderr.on("data", (chunk) => (stderr += chunk))
-  const firstLine = await new Promise((resolve, reject) => {
-    const lines = createInterface({ input: server.stdout })
-    lines.once("line", resolve)
-    server.once("exit", (code) => reject(new Error(`spool exited (${code}) before listening:\n${stderr}`)))
-    // unref: once spool is up, this timer must not hold the test process open for the
-    // rest of its 20 s (every run of this file took 20 s for that alone).
-    setTimeout(() => reject(new Error(`spool did not start within ${WAIT_MS} ms:\n${stderr}`)), WAIT_MS).unref()
-  })
-  const match = /^spool listening on (http:\/\/\S+)$/.exec(firstLine)
-  assert.ok(match, `unexpected first line: ${firstLine}`)
-  baseUrl = match[1]
+  ;({ baseUrl } = await work.serve())
 })
-
-after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve))
-    server.kill("SIGTERM")
-    await exited
-  }
-  if (workDir) await rm(workDir, { recursive: true, force: true })
-})
-
-/** A fresh project directory (Spool registers it on first use). */
-async function project(name) {
-  const dir = path.join(workDir, name)
-  await mkdir(dir, { recursive: true })
-  return realpath(dir)
-}
 
 /**
  * Reads an SDK event stream in the background and lets a test wait for events.
@@ -150,7 +109,7 @@ function streamedText(byMessage, message) {
 }
 
 test("root client: prompt, stream until idle, answer a permission, abort, list messages", async () => {
-  const directory = await project("root")
+  const directory = await work.project("root")
   const client = createOpencodeClient({ baseUrl, directory, throwOnError: true })
 
   const { data: session } = await client.session.create({ body: { title: "root client" } })
@@ -260,7 +219,7 @@ test("root client: prompt, stream until idle, answer a permission, abort, list m
 })
 
 test("root client: seed 004's per-token message.part.updated with ?deltas=legacy", async () => {
-  const directory = await project("legacy")
+  const directory = await work.project("legacy")
   const client = createOpencodeClient({ baseUrl, directory, throwOnError: true })
   const { data: session } = await client.session.create({ body: {} })
   const controller = new AbortController()
@@ -294,7 +253,7 @@ test("root client: seed 004's per-token message.part.updated with ?deltas=legacy
 })
 
 test("v2 client: health, sessions, prompt, permission reply, abort, messages", async () => {
-  const directory = await project("v2")
+  const directory = await work.project("v2")
   const client = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
 
   const { data: health } = await client.global.health()
@@ -418,7 +377,7 @@ test("v2 client: health, sessions, prompt, permission reply, abort, messages", a
 })
 
 test("both clients: the agent's todo list as todo.updated and session.todo", async () => {
-  const directory = await project("todos")
+  const directory = await work.project("todos")
   const root = createOpencodeClient({ baseUrl, directory, throwOnError: true })
   const v2 = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
   const { data: session } = await root.session.create({ body: { title: "todos" } })
@@ -451,7 +410,7 @@ test("both clients: the agent's todo list as todo.updated and session.todo", asy
 })
 
 test("v2 client: the agent's question, answered with one of its options", async () => {
-  const directory = await project("questions")
+  const directory = await work.project("questions")
   const client = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
   const { data: session } = await client.session.create({ title: "questions" })
   const controller = new AbortController()
@@ -532,7 +491,7 @@ test("v2 client: the agent's question, answered with one of its options", async 
 })
 
 test("both clients: a prompt while a run is busy is queued and runs after it", async () => {
-  const directory = await project("queue")
+  const directory = await work.project("queue")
   const root = createOpencodeClient({ baseUrl, directory, throwOnError: true })
   const v2 = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
   const { data: session } = await root.session.create({ body: { title: "queue" } })
