@@ -130,10 +130,14 @@ async function aWholeSession(spool) {
   }
   await spool.api("DELETE", `/api/messages/${queued[0]}`)
   succeeded(await thread.resume(events, { approved: true }))
+  // Idle alone is not enough: between the approved run's end and the kept prompt's run
+  // the session is idle for a moment, and a prompt sent then is refused as busy. Wait
+  // for the kept prompt's own answer, with nothing left in the queue.
   for (const deadline = Date.now() + WAIT_MS; ; ) {
-    const { status } = await spool.api("GET", `/api/sessions/${session}`)
-    if (status === "idle") break
-    assert.ok(Date.now() < deadline, `the kept prompt's run is still ${status}`)
+    const { status, state } = await spool.api("GET", `/api/sessions/${session}`)
+    const answered = JSON.stringify(state?.messages ?? []).includes('"text":"kept"')
+    if (status === "idle" && answered && (state?.queue ?? []).length === 0) break
+    assert.ok(Date.now() < deadline, `the kept prompt's run is still ${status}, answered: ${answered}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 
