@@ -8,9 +8,8 @@ use super::openapi::SessionStreamEvent;
 use super::openapi::StreamErrors;
 use super::sse;
 use crate::error::ApiError;
-use crate::extract::{Caller, PathId, QueryParams};
-use crate::revocation::watched;
-use crate::serve::ConnectionToken;
+use crate::extract::{PathId, QueryParams};
+use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -58,9 +57,8 @@ struct EventsQuery {
 )]
 async fn stream(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
+    StreamCaller { user, connection, watch }: StreamCaller,
     PathId(id): PathId<SessionId>,
-    ConnectionToken(connection): ConnectionToken,
     headers: HeaderMap,
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> Result<Response, ApiError> {
@@ -69,7 +67,6 @@ async fn stream(
     // The connection's own token, not a child: when the engine cuts this subscriber the
     // accept loop must see it to drop a connection whose client stopped reading.
     let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
-    let watch = state.engine.auth().watch_credential(&credential, connection.clone());
     let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
     Ok(watched(sse_response(subscription, state.config.heartbeat), watch))

@@ -10,10 +10,9 @@ use super::openapi::ListStreamEvent;
 use super::openapi::{StreamErrors, WriteErrors};
 use super::sse::holding;
 use crate::error::ApiError;
-use crate::extract::{Caller, CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
 use crate::fuzzing::BodyCheck;
-use crate::revocation::watched;
-use crate::serve::ConnectionToken;
+use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -41,13 +40,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn stream(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
-    ConnectionToken(connection): ConnectionToken,
+    StreamCaller { user, watch, .. }: StreamCaller,
 ) -> Result<Response, ApiError> {
     // Counted like a session stream, for as long as the response is open.
     let permit = state.engine.stream_permit(&user)?;
-    // Closed with its connection when the credential is revoked.
-    let watch = state.engine.auth().watch_credential(&credential, connection);
     // Only the user's own projects: the notifier keeps a sequence per owner.
     let frames = holding(state.engine.lists().subscribe(user), permit);
     Ok(watched(sse_response(Box::pin(frames), state.config.heartbeat), watch))

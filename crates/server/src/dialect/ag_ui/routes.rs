@@ -41,13 +41,12 @@ use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
 use crate::dialect::ai_sdk::routes::{self as ai_sdk, Answer, DENIED, MAX_ANSWERS, Reply};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, json_body};
+use crate::extract::{JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::http::openapi::{AgUiStreamEvent, WriteErrors};
 use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use crate::http::sse;
-use crate::revocation::watched;
-use crate::serve::ConnectionToken;
+use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::Response;
@@ -279,8 +278,7 @@ fn check_thread_id(id: &str) -> Result<(), ApiError> {
 )]
 async fn run_agent(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
-    ConnectionToken(connection): ConnectionToken,
+    StreamCaller { user, connection, watch }: StreamCaller,
     JsonBody(body): JsonBody<RunAgentInput>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
@@ -308,7 +306,6 @@ async fn run_agent(
             engine.named_session(&user, &body.thread_id, &project).await?.0
         }
     };
-    let watch = engine.auth().watch_credential(&credential, connection.clone());
     let thread = body.thread_id.clone();
     let feed = match action {
         Action::Prompt { text, request_id } => prompt(engine, &user, &session, text, request_id, connection).await?,

@@ -37,13 +37,12 @@ use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream};
 use crate::dialect::asks_for_input;
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{Caller, CurrentUser, JsonBody, json_body};
+use crate::extract::{CurrentUser, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::http::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
 use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use crate::http::sse;
-use crate::revocation::watched;
-use crate::serve::ConnectionToken;
+use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -282,13 +281,11 @@ pub(crate) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Re
 )]
 async fn chat(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
-    ConnectionToken(connection): ConnectionToken,
+    StreamCaller { user, connection, watch }: StreamCaller,
     JsonBody(body): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
     let action = body.action()?;
-    let watch = engine.auth().watch_credential(&credential, connection.clone());
     let feed = match action {
         Action::Prompt { text, request_id } => {
             let session = match chat_session(engine, &user, &body.id).await? {
@@ -421,9 +418,8 @@ pub(crate) async fn answer(
 )]
 async fn reconnect(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
+    StreamCaller { user, connection, watch }: StreamCaller,
     Path(id): Path<String>,
-    ConnectionToken(connection): ConnectionToken,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
     check_chat_id(&id)?;
@@ -435,7 +431,6 @@ async fn reconnect(
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let run = engine.run(&user, &active.run_id).await?;
-    let watch = engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach_from_start(engine, &user, run, connection).await?;
     Ok(watched(stream_response(feed, &state), watch))
 }

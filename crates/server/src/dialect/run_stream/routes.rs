@@ -28,14 +28,13 @@ use crate::dialect::RunForms;
 use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, PathId, QueryParams, json_body};
+use crate::extract::{JsonBody, PathId, QueryParams, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::http::openapi::RunStreamEvent;
 use crate::http::openapi::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use crate::http::sse;
-use crate::revocation::watched;
-use crate::serve::ConnectionToken;
+use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -111,12 +110,10 @@ pub(crate) fn checked_after(after: Option<u64>) -> Result<Option<u64>, ApiError>
 )]
 async fn chat(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
-    ConnectionToken(connection): ConnectionToken,
+    StreamCaller { user, connection, watch }: StreamCaller,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
     let engine = &state.engine;
-    let watch = engine.auth().watch_credential(&credential, connection.clone());
     let (session, created) = match body.target()? {
         ChatTarget::Session(id) => (id, false),
         ChatTarget::NewSessionIn(project) => (engine.create_session(&user, &project, None).await?.id, true),
@@ -167,16 +164,14 @@ async fn chat(
 )]
 async fn events(
     State(state): State<AppState>,
-    Caller { user, credential }: Caller,
+    StreamCaller { user, connection, watch }: StreamCaller,
     PathId(id): PathId<RunId>,
-    ConnectionToken(connection): ConnectionToken,
     headers: HeaderMap,
     QueryParams(query): QueryParams<AfterQuery>,
 ) -> Result<Response, ApiError> {
     let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
     let run = state.engine.run(&user, &id).await?;
-    let watch = state.engine.auth().watch_credential(&credential, connection.clone());
     let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
     Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM_UTF8), watch))
 }
@@ -312,6 +307,7 @@ mod tests {
 
     use super::*;
     use crate::extract::CurrentUser;
+    use crate::serve::ConnectionToken;
     use futures::StreamExt;
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
