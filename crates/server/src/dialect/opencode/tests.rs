@@ -8,6 +8,7 @@
 use super::mapper::{Announce, Mapper};
 use super::records::{self, Scope};
 use super::wire::*;
+use crate::dialect::test_frames::{self, run_id, sid};
 use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::{Value, json};
 use spool_engine::view::initial_state;
@@ -17,52 +18,21 @@ use std::collections::BTreeMap;
 
 const T0: i64 = 1_764_000_000_000;
 
-fn sid() -> SessionId {
-    "ses_01jd0000000000000000000001".parse().expect("valid id")
-}
-
-fn run_id() -> RunId {
-    "run_01jd0000000000000000000003".parse().expect("valid id")
-}
-
 fn scope() -> Scope {
     Scope { session_id: sid(), directory: "/work/project".into(), default_model: "scripted".into() }
 }
 
 fn session() -> Session {
-    Session {
-        id: sid(),
-        project_id: "prj_01jd0000000000000000000004".parse().expect("valid id"),
-        owner_id: "usr_01jd0000000000000000000005".parse().expect("valid id"),
-        title: "Write a file".into(),
-        title_set: true,
-        archived: false,
-        permissions: vec![],
-        model: None,
-        mode: Default::default(),
-        read_index: None,
-        created_at: T0,
-        updated_at: T0 + 1,
-    }
+    Session { title: "Write a file".into(), created_at: T0, updated_at: T0 + 1, ..test_frames::session() }
 }
 
 fn approval() -> Approval {
     Approval {
-        id: "per_01jd0000000000000000000007".parse().expect("valid id"),
-        run_id: run_id(),
-        session_id: sid(),
-        owner_id: session().owner_id,
         tool_call_id: "call_1".into(),
-        tool: "write".into(),
-        kind: ApprovalKind::ConfirmAction,
         payload: json!({"tool": "write", "argument": "x.txt", "change": "write 2 bytes to x.txt", "reason": "asks"}),
-        status: ApprovalStatus::Pending,
-        decision: None,
-        message: None,
-        actor: None,
         created_at: T0 + 40,
         expires_at: T0 + 86_400_000,
-        resolved_at: None,
+        ..test_frames::stored_approval(ApprovalKind::ConfirmAction, Value::Null)
     }
 }
 
