@@ -207,18 +207,17 @@ fn too_large(requested: &str, bytes: u64) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
     use std::path::PathBuf;
-    use tokio_util::sync::CancellationToken;
 
     const TEXT: &str = "fn main() {\n    let x = 1;\n    let y = 1;\n    println!(\"{x} {y}\");\n}\n";
 
     /// A project holding `a.rs` with [`TEXT`].
     fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
+        let (dir, root) = test_project();
         fs::write(root.join("a.rs"), TEXT).expect("write");
         (dir, root)
     }
@@ -229,13 +228,7 @@ mod tests {
     }
 
     async fn edit_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        };
+        let ctx = test_context(root);
         Edit.call(args, &ctx).await
     }
 
@@ -346,13 +339,7 @@ mod tests {
     #[tokio::test]
     async fn inspect_previews_the_edit_or_the_error_it_would_end_with_and_changes_nothing() {
         let (_dir, root) = project();
-        let ctx = ToolContext {
-            root: root.clone(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        };
+        let ctx = test_context(&root);
         let args = json!({"path": "a.rs", "oldString": "let x = 1;", "newString": "let x = 2;"});
         let seen = Edit.inspect(&args, &ctx).await.expect("an edit has a target");
         assert_eq!(seen.resource.path, "a.rs");

@@ -157,27 +157,11 @@ fn compile(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use serde_json::json;
     use std::fs;
     use std::fs::File;
-    use std::path::PathBuf;
     use std::time::Duration;
-
-    fn ctx(root: &Path) -> ToolContext {
-        ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        }
-    }
-
-    fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
-        (dir, root)
-    }
 
     /// Writes `path` under `root` (making its directories), modified `age` seconds before
     /// a fixed moment, so the newest-first order is known and equal ages are equal times.
@@ -190,12 +174,12 @@ mod tests {
     }
 
     async fn glob_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        Glob.call(args, &ctx(root)).await
+        Glob.call(args, &test_context(root)).await
     }
 
     #[tokio::test]
     async fn nested_patterns_match_relative_paths_newest_first() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "main.rs", 30);
         file(&root, "src/lib.rs", 10);
         file(&root, "src/deep/er/mod.rs", 20);
@@ -224,7 +208,7 @@ mod tests {
 
     #[tokio::test]
     async fn equal_times_fall_back_to_path_order() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         for name in ["b.txt", "c.txt", "a.txt"] {
             file(&root, name, 5);
         }
@@ -233,7 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn gitignored_files_and_git_internals_are_not_listed() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join(".gitignore"), "target/\n*.log\n").expect("write");
         file(&root, "src/a.rs", 1);
         file(&root, "target/debug/gen.rs", 2);
@@ -251,7 +235,7 @@ mod tests {
 
     #[tokio::test]
     async fn links_never_lead_outside_the_root() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         fs::write(outside.path().join("secret.rs"), "").expect("write");
         file(&root, "src/a.rs", 1);
@@ -266,7 +250,7 @@ mod tests {
 
     #[tokio::test]
     async fn more_than_1000_matches_end_with_a_note() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         for i in 0..1_003 {
             fs::write(root.join(format!("f{i:04}.txt")), "").expect("write");
         }
@@ -282,7 +266,7 @@ mod tests {
 
     #[tokio::test]
     async fn outside_paths_bad_patterns_and_files_are_tool_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
         file(&root, "a.rs", 1);

@@ -319,25 +319,9 @@ fn cut(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use serde_json::json;
     use std::fs;
-    use std::path::PathBuf;
-
-    fn ctx(root: &Path) -> ToolContext {
-        ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        }
-    }
-
-    fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
-        (dir, root)
-    }
 
     fn file(root: &Path, path: &str, content: impl AsRef<[u8]>) {
         let full = root.join(path);
@@ -346,12 +330,12 @@ mod tests {
     }
 
     async fn grep_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        Grep.call(args, &ctx(root)).await
+        Grep.call(args, &test_context(root)).await
     }
 
     #[tokio::test]
     async fn matching_lines_come_as_path_line_text_in_path_order() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "src/main.rs", "fn main() {\n    helper();\n}\n");
         file(&root, "src/a/helper.rs", "pub fn helper() {}\r\n// no match here\n");
         file(&root, "README.md", "Call helper() first.");
@@ -371,7 +355,7 @@ mod tests {
 
     #[tokio::test]
     async fn path_narrows_to_a_directory_or_one_file() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "a/x.txt", "needle\n");
         file(&root, "b/x.txt", "needle\n");
         assert_eq!(
@@ -386,7 +370,7 @@ mod tests {
 
     #[tokio::test]
     async fn include_filters_on_names_or_relative_paths() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "src/lib.rs", "TODO rust\n");
         file(&root, "src/app.ts", "TODO ts\n");
         file(&root, "src/view.tsx", "TODO tsx\n");
@@ -406,7 +390,7 @@ mod tests {
 
     #[tokio::test]
     async fn ignore_case_is_off_unless_asked() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "a.txt", "Error one\nerror two\nERROR three\n");
         assert_eq!(grep_tool(&root, json!({"pattern": "error"})).await, ToolOutput::ok("a.txt:2: error two"));
         assert_eq!(
@@ -421,7 +405,7 @@ mod tests {
 
     #[tokio::test]
     async fn gitignored_files_are_not_searched() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, ".gitignore", "target/\n*.log\n");
         file(&root, "src/a.rs", "secret_token\n");
         file(&root, "target/gen.rs", "secret_token\n");
@@ -441,7 +425,7 @@ mod tests {
 
     #[tokio::test]
     async fn binary_files_are_skipped_silently_unless_named() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "img.bin", b"needle\0\x01\x02needle\n");
         file(&root, "text.txt", "needle\n");
         // Invalid UTF-8 without NUL is text, shown with U+FFFD.
@@ -460,7 +444,7 @@ mod tests {
 
     #[tokio::test]
     async fn long_lines_are_cut_at_300_characters() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "wide.txt", format!("needle {}\n", "é".repeat(400)));
         let out = grep_tool(&root, json!({"pattern": "needle"})).await;
         assert_eq!(out, ToolOutput::ok(format!("wide.txt:1: needle {}…", "é".repeat(MAX_LINE_CHARS - 7))));
@@ -468,7 +452,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_search_stops_at_500_matches_with_a_note() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "many.txt", "hit\n".repeat(MAX_MATCHES + 1));
         let out = grep_tool(&root, json!({"pattern": "hit"})).await;
         assert!(!out.is_error);
@@ -488,7 +472,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_search_stops_at_50_kib_with_a_note() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         // Each output line is "big.txt:N: " plus 290 characters: about 200 fit in 50 KiB.
         file(&root, "big.txt", format!("{}\n", "x".repeat(290)).repeat(400));
         let out = grep_tool(&root, json!({"pattern": "x"})).await;
@@ -507,7 +491,7 @@ mod tests {
 
     #[tokio::test]
     async fn invalid_patterns_and_outside_paths_are_tool_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         fs::write(outside.path().join("secret.txt"), "needle").expect("write");
         std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
@@ -542,9 +526,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_run_stops_the_search() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         file(&root, "a.txt", "needle\n");
-        let ctx = ctx(&root);
+        let ctx = test_context(&root);
         ctx.cancel.cancel();
         assert_eq!(Grep.call(json!({"pattern": "needle"}), &ctx).await, ToolOutput::error("aborted"));
     }

@@ -96,6 +96,28 @@ pub(crate) fn bytes(n: u64) -> String {
     if n == 1 { "1 byte".to_owned() } else { format!("{n} bytes") }
 }
 
+/// An empty project directory, canonical (the path every tool compares against), and
+/// the guard that removes it: what the tools' unit tests work in.
+#[cfg(test)]
+fn test_project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().canonicalize().expect("canonical temp dir");
+    (dir, root)
+}
+
+/// A call's context in `root` and nothing else (no directory identity, data directory
+/// or progress sink): what the tools' unit tests call with.
+#[cfg(test)]
+fn test_context(root: &std::path::Path) -> spool_engine::ToolContext {
+    spool_engine::ToolContext {
+        root: root.to_path_buf(),
+        root_id: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
+        data_dir: None,
+        progress: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

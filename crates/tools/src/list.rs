@@ -146,28 +146,12 @@ fn is_dir(root: &path::Root, rel: &Path, kind: FileType) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use std::fs;
-    use std::path::PathBuf;
-
-    fn ctx(root: &Path) -> ToolContext {
-        ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        }
-    }
-
-    fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
-        (dir, root)
-    }
 
     #[tokio::test]
     async fn lists_sorted_entries_with_directories_marked() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::create_dir(root.join("src")).expect("mkdir");
         fs::write(root.join("src/lib.rs"), "").expect("write");
         fs::write(root.join("b.txt"), "b").expect("write");
@@ -175,28 +159,31 @@ mod tests {
         fs::write(root.join(".hidden"), "").expect("write");
         std::os::unix::fs::symlink(root.join("src"), root.join("link")).expect("symlink");
 
-        let out = List.call(serde_json::json!({}), &ctx(&root)).await;
+        let out = List.call(serde_json::json!({}), &test_context(&root)).await;
         assert_eq!(out, ToolOutput::ok(".hidden\na.txt\nb.txt\nlink/\nsrc/"));
 
-        let out = List.call(serde_json::json!({"path": "src"}), &ctx(&root)).await;
+        let out = List.call(serde_json::json!({"path": "src"}), &test_context(&root)).await;
         assert_eq!(out, ToolOutput::ok("lib.rs"));
         // A bare call (null arguments) lists the root too.
-        assert_eq!(List.call(serde_json::Value::Null, &ctx(&root)).await.text, ".hidden\na.txt\nb.txt\nlink/\nsrc/");
+        assert_eq!(
+            List.call(serde_json::Value::Null, &test_context(&root)).await.text,
+            ".hidden\na.txt\nb.txt\nlink/\nsrc/"
+        );
     }
 
     #[tokio::test]
     async fn an_empty_directory_says_so() {
-        let (_dir, root) = project();
-        assert_eq!(List.call(serde_json::json!({}), &ctx(&root)).await, ToolOutput::ok("(empty directory)"));
+        let (_dir, root) = test_project();
+        assert_eq!(List.call(serde_json::json!({}), &test_context(&root)).await, ToolOutput::ok("(empty directory)"));
     }
 
     #[tokio::test]
     async fn long_listings_are_capped_with_a_note() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         for i in 0..1_005 {
             fs::write(root.join(format!("f{i:04}")), "").expect("write");
         }
-        let out = List.call(serde_json::json!({"path": "."}), &ctx(&root)).await;
+        let out = List.call(serde_json::json!({"path": "."}), &test_context(&root)).await;
         assert!(!out.is_error);
         let lines: Vec<&str> = out.text.lines().collect();
         assert_eq!(lines.len(), MAX_ENTRIES + 1);
@@ -207,23 +194,23 @@ mod tests {
 
     #[tokio::test]
     async fn outside_paths_are_refused_without_listing() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         fs::write(outside.path().join("secret-name"), "").expect("write");
         std::os::unix::fs::symlink(outside.path(), root.join("escape")).expect("symlink");
 
         for p in ["..", "escape", "/etc"] {
-            let out = List.call(serde_json::json!({"path": p}), &ctx(&root)).await;
+            let out = List.call(serde_json::json!({"path": p}), &test_context(&root)).await;
             assert!(out.is_error, "{p}");
             assert_eq!(out.text, format!("path {p:?} is outside the project directory"));
         }
         // The escaping link itself is listed, but not as a directory.
-        assert_eq!(List.call(serde_json::json!({}), &ctx(&root)).await.text, "escape");
+        assert_eq!(List.call(serde_json::json!({}), &test_context(&root)).await.text, "escape");
     }
 
     #[tokio::test]
     async fn bad_arguments_and_non_directories_are_tool_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("file.txt"), "x").expect("write");
         let cases = [
             (
@@ -236,15 +223,15 @@ mod tests {
             (serde_json::json!({"path": "nope"}), r#"no such file or directory: "nope""#),
         ];
         for (args, expected) in cases {
-            assert_eq!(List.call(args, &ctx(&root)).await, ToolOutput::error(expected));
+            assert_eq!(List.call(args, &test_context(&root)).await, ToolOutput::error(expected));
         }
     }
 
     #[tokio::test]
     async fn a_cancelled_run_stops_the_listing() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("a"), "").expect("write");
-        let ctx = ctx(&root);
+        let ctx = test_context(&root);
         ctx.cancel.cancel();
         assert_eq!(List.call(serde_json::json!({}), &ctx).await, ToolOutput::error("aborted"));
     }

@@ -206,29 +206,13 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use serde_json::json;
     use std::fs;
     use std::path::Path;
-    use std::path::PathBuf;
-
-    fn ctx(root: &Path) -> ToolContext {
-        ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        }
-    }
-
-    fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
-        (dir, root)
-    }
 
     async fn read_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        Read.call(args, &ctx(root)).await
+        Read.call(args, &test_context(root)).await
     }
 
     fn numbered(n: u64) -> String {
@@ -237,7 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_a_whole_file_exactly() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let content = "héllo 🌍\r\nsecond\n\nlast without newline";
         fs::write(root.join("a.txt"), content).expect("write");
         assert_eq!(read_tool(&root, json!({"path": "a.txt"})).await, ToolOutput::ok(content));
@@ -245,7 +229,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_a_range_of_lines_with_a_continuation_note() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("n.txt"), numbered(10)).expect("write");
         assert_eq!(
             read_tool(&root, json!({"path": "n.txt", "offset": 3, "limit": 2})).await,
@@ -261,7 +245,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_default_limit_is_2000_lines() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("n.txt"), numbered(2_001)).expect("write");
         let out = read_tool(&root, json!({"path": "n.txt"})).await;
         assert!(!out.is_error);
@@ -272,7 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn offsets_past_the_end_are_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("n.txt"), numbered(3)).expect("write");
         assert_eq!(
             read_tool(&root, json!({"path": "n.txt", "offset": 4})).await,
@@ -288,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn output_is_capped_at_50_kib_on_a_line_boundary() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         // 100-byte lines: 512 fit in 51,200 bytes exactly; the 513th does not.
         let line = format!("{}\n", "x".repeat(99));
         fs::write(root.join("big.txt"), line.repeat(1_000)).expect("write");
@@ -301,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_single_huge_line_is_cut_on_a_char_boundary() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         // 3-byte characters: 51,200 is not a multiple of 3, so the cut must round down.
         fs::write(root.join("wide.txt"), format!("{}\nnext\n", "€".repeat(20_000))).expect("write");
         let out = read_tool(&root, json!({"path": "wide.txt"})).await;
@@ -313,7 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn binary_files_are_refused() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("img.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").expect("write");
         assert_eq!(
             read_tool(&root, json!({"path": "img.png"})).await,
@@ -325,7 +309,7 @@ mod tests {
 
     #[tokio::test]
     async fn outside_paths_are_refused_without_leaking_content() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         fs::write(outside.path().join("secret.txt"), "TOP-SECRET").expect("write");
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("link.txt")).expect("symlink");
@@ -344,7 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn directories_missing_files_and_bad_arguments_are_tool_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::create_dir(root.join("src")).expect("mkdir");
         let cases = [
             (json!({"path": "src"}), r#""src" is a directory; use list to see its entries"#),
@@ -372,9 +356,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_run_stops_skipping() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("n.txt"), numbered(10)).expect("write");
-        let ctx = ctx(&root);
+        let ctx = test_context(&root);
         ctx.cancel.cancel();
         assert_eq!(Read.call(json!({"path": "n.txt", "offset": 5}), &ctx).await, ToolOutput::error("aborted"));
     }

@@ -157,17 +157,10 @@ fn write(scope: &path::Scope, requested: &str, content: &str) -> Result<ToolOutp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{test_context, test_project};
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
-    use std::path::PathBuf;
-    use tokio_util::sync::CancellationToken;
-
-    fn project() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().expect("canonical temp dir");
-        (dir, root)
-    }
 
     /// An output without its diff, which tests of their own check.
     fn said(out: ToolOutput) -> ToolOutput {
@@ -175,13 +168,7 @@ mod tests {
     }
 
     async fn write_tool(root: &Path, args: serde_json::Value) -> ToolOutput {
-        let ctx = ToolContext {
-            root: root.to_path_buf(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        };
+        let ctx = test_context(root);
         Write.call(args, &ctx).await
     }
 
@@ -205,7 +192,7 @@ mod tests {
 
     #[tokio::test]
     async fn creates_a_new_file() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let out = write_tool(&root, json!({"path": "a.txt", "content": "hello world\n"})).await;
         assert_eq!(said(out), ToolOutput::ok("created a.txt (12 bytes)"));
         assert_eq!(fs::read_to_string(root.join("a.txt")).expect("read"), "hello world\n");
@@ -214,7 +201,7 @@ mod tests {
 
     #[tokio::test]
     async fn overwrites_an_existing_file_and_keeps_its_mode() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let script = root.join("run.sh");
         fs::write(&script, "old\n").expect("write");
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -227,7 +214,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_file_and_a_single_byte_are_counted_right() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         assert_eq!(
             said(write_tool(&root, json!({"path": "e", "content": ""})).await),
             ToolOutput::ok("created e (0 bytes)")
@@ -244,7 +231,7 @@ mod tests {
 
     #[tokio::test]
     async fn creates_missing_parent_directories() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let out = write_tool(&root, json!({"path": "src/deep/mod.rs", "content": "//! x\n"})).await;
         assert_eq!(said(out), ToolOutput::ok("created src/deep/mod.rs (6 bytes)"));
         assert_eq!(fs::read_to_string(root.join("src/deep/mod.rs")).expect("read"), "//! x\n");
@@ -256,7 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn paths_outside_the_project_are_refused_and_nothing_is_written() {
-        let (dir, root) = project();
+        let (dir, root) = test_project();
         // The project is a subdirectory, so "outside" is a directory the test can watch.
         let project_root = root.join("project");
         fs::create_dir(&project_root).expect("mkdir");
@@ -280,7 +267,7 @@ mod tests {
 
     #[tokio::test]
     async fn symlinks_leading_outside_are_refused() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let outside = tempfile::tempdir().expect("temp dir");
         fs::write(outside.path().join("victim.txt"), "original").expect("write");
         std::os::unix::fs::symlink(outside.path(), root.join("linkdir")).expect("symlink");
@@ -312,7 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_symlink_inside_the_project_writes_its_target() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::create_dir(root.join("real")).expect("mkdir");
         std::os::unix::fs::symlink(root.join("real"), root.join("alias")).expect("symlink");
         let out = write_tool(&root, json!({"path": "alias/f.txt", "content": "via link"})).await;
@@ -323,7 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn directories_and_read_only_files_are_refused() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::create_dir(root.join("src")).expect("mkdir");
         for path in ["src", "src/", ".", "new/"] {
             let out = write_tool(&root, json!({"path": path, "content": "x"})).await;
@@ -341,7 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn content_over_10_mib_is_refused() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let content = "x".repeat(MAX_FILE_BYTES + 1);
         let out = write_tool(&root, json!({"path": "big.txt", "content": content})).await;
         assert_eq!(
@@ -356,14 +343,8 @@ mod tests {
 
     #[tokio::test]
     async fn inspect_previews_the_write_against_the_file_as_it_is() {
-        let (_dir, root) = project();
-        let ctx = ToolContext {
-            root: root.clone(),
-            root_id: None,
-            cancel: CancellationToken::new(),
-            data_dir: None,
-            progress: Default::default(),
-        };
+        let (_dir, root) = test_project();
+        let ctx = test_context(&root);
         let args = json!({"path": "n.txt", "content": "one\ntwo\n"});
         let new = Write.inspect(&args, &ctx).await.expect("a write has a target");
         assert_eq!(new.resource.fingerprint, "absent");
@@ -385,7 +366,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_arguments_are_tool_errors() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         for args in [json!({"path": "a"}), json!({"content": "a"}), json!({"path": 1, "content": "a"}), json!("a")] {
             let out = write_tool(&root, args.clone()).await;
             assert!(out.is_error, "{args}");
@@ -396,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_overwrite_keeps_the_diff_of_the_old_text_against_the_new() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         fs::write(root.join("notes.txt"), "one\ntwo\nthree\n").expect("seed");
         let out = write_tool(&root, json!({"path": "notes.txt", "content": "one\n2\nthree\n"})).await;
         assert_eq!(
@@ -414,7 +395,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_huge_change_keeps_a_capped_diff_that_says_it_was_cut() {
-        let (_dir, root) = project();
+        let (_dir, root) = test_project();
         let old: String = (0..20_000).map(|i| format!("old line {i}\n")).collect();
         fs::write(root.join("big.txt"), &old).expect("seed");
         let new: String = (0..20_000).map(|i| format!("new line {i}\n")).collect();

@@ -2,17 +2,12 @@
 //! process of the call down, the head-and-tail cut, the sandbox and argument checks.
 
 use super::*;
+use crate::{test_context, test_project};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path().canonicalize().expect("canonical temp dir");
-    (dir, root)
-}
 
 /// A bound against a test hanging, far below the 1,000 s the commands below sleep:
 /// a call that waited for its processes instead of killing them (or leaving them)
@@ -47,18 +42,8 @@ fn in_own_process(test: &str, vars: &[(&str, &str)]) -> bool {
     false
 }
 
-fn ctx(root: &Path) -> ToolContext {
-    ToolContext {
-        root: root.to_path_buf(),
-        root_id: None,
-        cancel: CancellationToken::new(),
-        data_dir: None,
-        progress: Default::default(),
-    }
-}
-
 async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
-    Bash::default().call(args, &ctx(root)).await
+    Bash::default().call(args, &test_context(root)).await
 }
 
 /// Whether `pid` names a live process. A zombie counts as dead: it has been killed
@@ -160,7 +145,7 @@ fn namespaced() -> bool {
 
 #[tokio::test]
 async fn returns_the_exit_code_and_both_streams() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let out = bash(&root, json!({"command": "echo out; echo err >&2; echo more"})).await;
     assert!(!out.is_error, "{}", out.text);
     assert!(out.text.starts_with("exit code 0\n"), "{}", out.text);
@@ -172,14 +157,14 @@ async fn returns_the_exit_code_and_both_streams() {
 
 #[tokio::test]
 async fn a_non_zero_exit_is_an_error() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let out = bash(&root, json!({"command": "echo failing; exit 3"})).await;
     assert_eq!(out, ToolOutput::error("exit code 3\nfailing\n"));
 }
 
 #[tokio::test]
 async fn runs_in_the_project_directory_with_empty_stdin() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let out = bash(&root, json!({"command": "pwd"})).await;
     assert_eq!(out, ToolOutput::ok(format!("exit code 0\n{}\n", root.display())));
     // `cat` would wait forever on an inherited terminal; /dev/null ends it at once.
@@ -192,7 +177,7 @@ async fn runs_in_the_project_directory_with_empty_stdin() {
 /// writes land, and never in the link's target.
 #[tokio::test]
 async fn a_root_swapped_after_the_check_does_not_move_the_command() {
-    let (_dir, base) = project();
+    let (_dir, base) = test_project();
     let (root, moved, elsewhere) = (base.join("proj"), base.join("proj-moved"), base.join("elsewhere"));
     std::fs::create_dir(&root).expect("project dir");
     std::fs::create_dir(&elsewhere).expect("the link's target");
@@ -211,7 +196,7 @@ async fn a_root_swapped_after_the_check_does_not_move_the_command() {
 
 #[tokio::test]
 async fn a_timeout_kills_the_command_and_everything_it_started() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let m = markers();
     let command = format!("echo before; {} sleep 1000", escapes(&m));
     let call = tokio::spawn({
@@ -231,8 +216,8 @@ async fn a_timeout_kills_the_command_and_everything_it_started() {
 
 #[tokio::test]
 async fn aborting_the_run_kills_everything_the_command_started() {
-    let (_dir, root) = project();
-    let ctx = ctx(&root);
+    let (_dir, root) = test_project();
+    let ctx = test_context(&root);
     let cancel = ctx.cancel.clone();
     let m = markers();
     let command = format!("{} wait", escapes(&m));
@@ -248,8 +233,8 @@ async fn aborting_the_run_kills_everything_the_command_started() {
 
 #[tokio::test]
 async fn dropping_the_call_kills_everything_the_command_started() {
-    let (_dir, root) = project();
-    let ctx = ctx(&root);
+    let (_dir, root) = test_project();
+    let ctx = test_context(&root);
     let m = markers();
     let command = format!("{} wait", escapes(&m));
     let call = tokio::spawn(async move { Bash::default().call(json!({"command": command}), &ctx).await });
@@ -266,7 +251,7 @@ async fn dropping_the_call_kills_everything_the_command_started() {
 /// the shell, and the call still returns at once.
 #[tokio::test]
 async fn a_calls_background_processes_end_with_the_call() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let m = markers();
     let command = format!("{} echo started", escapes(&m));
     let out = within_hang("the call", bash(&root, json!({"command": command}))).await;
@@ -284,7 +269,7 @@ async fn without_a_pid_namespace_the_process_group_ends_with_the_call() {
         return;
     }
     assert!(!crate::process::probe(), "the fallback is what this test is about");
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let m = markers();
     // The shell ends only once all three run (the setsid one has left the group).
     let running = m.iter().map(|d| format!("pgrep -x -f 'sleep {d}' >/dev/null")).collect::<Vec<_>>();
@@ -304,7 +289,7 @@ async fn without_a_pid_namespace_the_process_group_ends_with_the_call() {
 
 #[tokio::test]
 async fn a_chatty_stderr_does_not_deadlock() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     // Far more than a pipe buffer on stderr before anything on stdout.
     let out = bash(&root, json!({"command": "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo done"})).await;
     // The command finished (it was not killed at its timeout) and succeeded. Where
@@ -317,7 +302,7 @@ async fn a_chatty_stderr_does_not_deadlock() {
 
 #[tokio::test]
 async fn long_output_keeps_head_and_tail_with_a_note() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let out = bash(&root, json!({"command": "seq 1 100000"})).await;
     let full: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     let head = &full[..HEAD_BYTES];
@@ -510,7 +495,7 @@ async fn a_command_holds_no_capabilities() {
 
 #[tokio::test]
 async fn bad_arguments_are_tool_errors() {
-    let (_dir, root) = project();
+    let (_dir, root) = test_project();
     let cases = [
         (json!({"command": "  "}), "invalid arguments for bash: command must not be empty"),
         (
