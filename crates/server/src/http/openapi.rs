@@ -310,6 +310,8 @@ const FORBIDDEN: &str = "A `Host` that is neither loopback nor given with `--all
     than `same-origin` (`bad_origin`); a project directory outside the user's project roots (`outside_roots`, the \
     same answer whether or not the path exists) or holding or inside Spool's data directory (`data_dir`), on \
     registration or on a prompt in such a project";
+const UPGRADE_FORBIDDEN: &str = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
+    serve while auth is off (`bad_host`)";
 const NOT_FOUND: &str = "No such resource, or one that belongs to another user (`not_found`)";
 const CONFLICT: &str = "The request collides with the current state (`session_busy`, `already_resolved`, …)";
 const DECISION_CONFLICT: &str = "The decision was not applied: the approval was already decided, expired or \
@@ -359,6 +361,20 @@ pub struct StreamErrors;
 impl IntoResponses for StreamErrors {
     fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
         error_responses("ErrorBody", &[(400, BAD_QUERY), (401, UNAUTHORIZED), (404, NOT_FOUND), (429, TOO_MANY)])
+    }
+}
+
+/// A WebSocket upgrade: `101` when the socket opens, `403` for a page or `Host` the
+/// server refuses, and a stream's errors.
+pub struct UpgradeResponses;
+
+impl IntoResponses for UpgradeResponses {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        let opened = ResponseBuilder::new().description("Switching protocols: the socket is open").build();
+        let mut responses = error_responses("ErrorBody", &[(403, UPGRADE_FORBIDDEN)]);
+        responses.insert("101".into(), opened.into());
+        responses.extend(StreamErrors::responses());
+        responses
     }
 }
 

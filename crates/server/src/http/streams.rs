@@ -45,7 +45,7 @@
 //! it up without a hole. Other sockets never notice. A write that makes no progress for
 //! 30 s closes the socket too.
 
-use super::openapi::StreamErrors;
+use super::openapi::UpgradeResponses;
 use super::socket::{REVOKED, STOPPING, Why, bad_origin, close_with, limited, origin_allowed, write};
 use super::sse::{heartbeat, holding};
 use crate::error::ApiError;
@@ -171,16 +171,7 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/stre
     get,
     path = "/api/streams",
     tag = "streams",
-    responses(
-        (status = 101, description = "Switching protocols: the socket is open"),
-        (
-            status = 403,
-            description = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
-                serve while auth is off (`bad_host`)",
-            body = spool_protocol::api::ErrorBody
-        ),
-        StreamErrors,
-    )
+    responses(UpgradeResponses)
 )]
 async fn upgrade(
     State(state): State<AppState>,

@@ -50,7 +50,7 @@
 //! The `Origin` check, buffer sizes, message limits and the racing write are
 //! `socket.rs`'s, shared with `GET /api/streams`.
 
-use super::openapi::StreamErrors;
+use super::openapi::UpgradeResponses;
 use super::socket::{REVOKED, STOPPING, bad_origin, close_with, limited, origin_allowed, write};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use crate::dialect::ws_hub::{self, Author, Envelope, RunTally, Streaming};
@@ -147,16 +147,7 @@ pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws s
     path = "/api/ws",
     tag = "streams",
     params(WsQuery),
-    responses(
-        (status = 101, description = "Switching protocols: the socket is open"),
-        (
-            status = 403,
-            description = "A browser page of another origin (`bad_origin`), or a `Host` this server does not \
-                serve while auth is off (`bad_host`)",
-            body = spool_protocol::api::ErrorBody
-        ),
-        StreamErrors,
-    )
+    responses(UpgradeResponses)
 )]
 async fn upgrade(
     State(state): State<AppState>,
