@@ -251,6 +251,26 @@ pub(crate) async fn prompt<D: RunDialect>(
     })
 }
 
+/// Prompts `session` with a chat dialect's message (no approval policy, the default on
+/// disconnect, not queued) and follows the new run; a retried request's run, already
+/// started, is read and followed by `follow` (each dialect from its start, its own way).
+pub(crate) async fn prompt_chat<D: RunDialect>(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    text: String,
+    request_id: Option<String>,
+    connection: CancellationToken,
+    follow: impl AsyncFnOnce(Run, CancellationToken) -> Result<RunFeed<D>, ApiError>,
+) -> Result<RunFeed<D>, ApiError> {
+    let input =
+        PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
+    match prompt(engine, user, session, input, &connection).await? {
+        Prompted::New(feed) => Ok(feed),
+        Prompted::Retried(run) => follow(engine.run(user, &run).await?, connection).await,
+    }
+}
+
 /// A run drawn from the session snapshot a subscription starts with, when the run's
 /// frames have left the buffer: the snapshot, the stored run read after it (final once
 /// the snapshot shows the run settled) and the run's committed messages.

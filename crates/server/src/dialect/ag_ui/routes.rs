@@ -44,7 +44,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::http::openapi::{AgUiStreamEvent, WriteErrors};
-use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
+use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use crate::http::sse;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
@@ -53,7 +53,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use spool_engine::{Engine, EngineError, PromptInput, RunAfter, RunFrom, TypedSubscription};
+use spool_engine::{Engine, EngineError, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::{
     Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId,
 };
@@ -308,7 +308,10 @@ async fn run_agent(
     };
     let thread = body.thread_id.clone();
     let feed = match action {
-        Action::Prompt { text, request_id } => prompt(engine, &user, &session, text, request_id, connection).await?,
+        Action::Prompt { text, request_id } => {
+            let follow = async |run, kill| attach_from_start(engine, &user, run, kill).await;
+            run_feed::prompt_chat(engine, &user, &session, text, Some(request_id), connection, follow).await?
+        }
         Action::Answer(answers) => {
             let (open, settled) = settled_apart(engine, &user, &session, answers).await?;
             let approval = match settled {
@@ -362,32 +365,6 @@ async fn settled_apart(
         open.push(answer);
     }
     Ok((open, settled))
-}
-
-/// Prompts `session` and follows the run from its `run.accepted` (a retried request:
-/// the run it started, from its start).
-async fn prompt(
-    engine: &Engine,
-    user: &UserId,
-    session: &SessionId,
-    text: String,
-    request_id: String,
-    connection: CancellationToken,
-) -> Result<Feed, ApiError> {
-    let input = PromptInput {
-        text,
-        request_id: Some(request_id),
-        approval_policy: None,
-        on_disconnect: Default::default(),
-        queue: false,
-    };
-    match run_feed::prompt(engine, user, session, input, &connection).await? {
-        Prompted::New(feed) => Ok(feed),
-        Prompted::Retried(run) => {
-            let run = engine.run(user, &run).await?;
-            attach_from_start(engine, user, run, connection).await
-        }
-    }
 }
 
 /// Follows `run` from its start: a replay of its frames while the buffer holds them,

@@ -40,7 +40,7 @@ use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, json_body};
 use crate::fuzzing::BodyCheck;
 use crate::http::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
-use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
+use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use crate::http::sse;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
@@ -51,8 +51,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, RunAfter, RunFrom,
-    TypedSubscription,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, RunAfter, RunFrom, TypedSubscription,
 };
 use spool_protocol::api::Aborted;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
@@ -301,7 +300,8 @@ async fn chat(
                     engine.named_session(&user, &body.id, &project).await?.0
                 }
             };
-            prompt(engine, &user, &session, text, request_id, connection).await?
+            let follow = async |run, kill| attach_from_start(engine, &user, run, kill).await;
+            run_feed::prompt_chat(engine, &user, &session, text, request_id, connection, follow).await?
         }
         Action::Answer(answers) => {
             let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
@@ -312,27 +312,6 @@ async fn chat(
         }
     };
     Ok(watched(stream_response(feed, &state), watch))
-}
-
-/// Prompts `session` and follows the run from its `run.accepted` (a retried request:
-/// the run it started, from its start).
-async fn prompt(
-    engine: &Engine,
-    user: &UserId,
-    session: &SessionId,
-    text: String,
-    request_id: Option<String>,
-    connection: CancellationToken,
-) -> Result<Feed, ApiError> {
-    let input =
-        PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
-    match run_feed::prompt(engine, user, session, input, &connection).await? {
-        Prompted::New(feed) => Ok(feed),
-        Prompted::Retried(run) => {
-            let run = engine.run(user, &run).await?;
-            attach_from_start(engine, user, run, connection).await
-        }
-    }
 }
 
 /// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
