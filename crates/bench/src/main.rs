@@ -38,7 +38,6 @@ mod hub;
 mod idle;
 mod latency;
 mod nodes;
-mod plot;
 mod soak;
 mod subscriber;
 mod versus;

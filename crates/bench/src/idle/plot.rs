@@ -8,7 +8,7 @@
 //! closed; RSS per idle subscriber against the ≤ 8 KiB goal; and the hot session's
 //! latencies (first delta after the prompt, and delivery: receive − model write).
 
-use crate::idle::{IdleArgs, Point};
+use super::args::{IdleArgs, Point, Transport};
 use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -27,8 +27,8 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
         "spool-bench idle: {} sessions, {} subscribers; hot session {} deltas {} ms apart",
         args.sessions,
         match args.transport {
-            crate::idle::Transport::Sse => "SSE",
-            crate::idle::Transport::Ws => "WebSocket",
+            Transport::Sse => "SSE",
+            Transport::Ws => "WebSocket",
         },
         args.deltas,
         args.delay_ms
