@@ -95,27 +95,30 @@ async fn a_node_behind_the_cursor_waits_for_the_frames_instead_of_sending_a_snap
     let a = node(store.clone(), hub, on_time, "a").await;
     let b = node(store, b_link, late, "b").await;
     let user = a.local_user().clone();
-    let project = a.create_project(&user, dir.path().to_str().expect("utf-8"), None).await.expect("project");
-    let session = a.create_session(&user, &project.id, None).await.expect("session").id;
+    let project = a.projects().create(&user, dir.path().to_str().expect("utf-8"), None).await.expect("project");
+    let session = a.sessions().create(&user, &project.id, None).await.expect("session").id;
     // B follows the session (someone has it open there), 200 ms behind.
-    b.session(&user, &session).await.expect("load on b");
+    b.sessions().get(&user, &session).await.expect("load on b");
 
     let prompt = PromptInput { text: "stream: 40".into(), ..PromptInput::default() };
-    let run = a.prompt(&user, &session, prompt).await.expect("prompt on a").run_id;
+    let run = a.runs().prompt(&user, &session, prompt).await.expect("prompt on a").run_id;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while a.run(&user, &run).await.expect("run").status == RunStatus::Running {
+    while a.runs().get(&user, &run).await.expect("run").status == RunStatus::Running {
         assert!(tokio::time::Instant::now() < deadline, "the run settles");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // What a client of node A has read: every frame up to A's head.
-    let seen = a.session(&user, &session).await.expect("detail on a");
+    let seen = a.sessions().get(&user, &session).await.expect("detail on a");
     let cursor = Cursor { stream_id: seen.stream_id.clone(), seq: seen.seq };
-    let behind = b.session(&user, &session).await.expect("detail on b");
+    let behind = b.sessions().get(&user, &session).await.expect("detail on b");
     assert_eq!(behind.stream_id, seen.stream_id, "one stream across nodes");
     assert!(behind.seq < cursor.seq, "B has not heard the last frames yet: {} of {}", behind.seq, cursor.seq);
 
-    let (_subscription, start) =
-        b.subscribe(&user, &session, Some(&cursor), CancellationToken::new(), false).await.expect("subscribe on b");
+    let (_subscription, start) = b
+        .sessions()
+        .subscribe(&user, &session, Some(&cursor), CancellationToken::new(), false)
+        .await
+        .expect("subscribe on b");
     // A replay from exactly the cursor, not a snapshot. It may carry frames A published
     // after the client's read (the session's title, set asynchronously after a first
     // run, can land then), so their number is not asserted.

@@ -14,7 +14,6 @@ use crate::error::{EngineError, Result};
 use crate::events::{Ended, EventLimits, RunAfter, RunStart, SessionEvents, Start, Subscription};
 use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
-use crate::queue::Submitted;
 use crate::registry::Unused;
 use crate::remote::{Remote, RemoteParts};
 use crate::run::RunTask;
@@ -35,10 +34,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-// The engine's rooms: each holds the `impl Engine` methods of one concern.
+// The engine's rooms: each holds one handle's operations (and the `impl Engine` helpers
+// of that concern); the queue is the runs' room for prompts that wait.
 mod projects;
+mod queue;
 mod runs;
 mod sessions;
+
+pub use projects::Projects;
+pub use queue::{MAX_QUEUED, Submitted};
+pub use runs::Runs;
+pub use sessions::Sessions;
 
 /// Tunable limits and policies of the engine.
 #[derive(Clone, Debug)]
@@ -67,7 +73,7 @@ pub struct EngineConfig {
     pub idle_unload: std::time::Duration,
     /// Most runs one user may have active at once.
     pub max_runs_per_user: usize,
-    /// Most prompts one session's queue may hold (see [`crate::queue`]).
+    /// Most prompts one session's queue may hold (see [`queue`]).
     pub max_queued: usize,
     /// What one user may hold: projects, sessions, queued prompts (see [`crate::caps`]).
     pub caps: crate::caps::UserCaps,
@@ -115,7 +121,7 @@ impl Default for EngineConfig {
             context_budget_tokens: 100_000,
             idle_unload: std::time::Duration::from_secs(600),
             max_runs_per_user: 16,
-            max_queued: crate::queue::MAX_QUEUED,
+            max_queued: MAX_QUEUED,
             caps: crate::caps::UserCaps::default(),
             search: crate::search_slots::SearchLimits::default(),
             max_streams_per_user: 256,
@@ -140,7 +146,7 @@ pub struct PromptInput {
     pub approval_policy: Option<ApprovalPolicy>,
     pub on_disconnect: OnDisconnect,
     /// When a run is going: wait in the session's queue instead of being refused
-    /// (see [`Engine::submit`]).
+    /// (see [`Runs::submit`]).
     pub queue: bool,
 }
 
@@ -456,6 +462,22 @@ impl Engine {
         Ok(engine)
     }
 
+    /// A user's sessions: created, listed, changed, deleted, read and followed.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions { engine: self }
+    }
+
+    /// Prompts and their runs: started, queued, aborted, decided at an approval, read
+    /// and followed.
+    pub fn runs(&self) -> Runs<'_> {
+        Runs { engine: self }
+    }
+
+    /// A user's projects: registered, listed, renamed and deleted.
+    pub fn projects(&self) -> Projects<'_> {
+        Projects { engine: self }
+    }
+
     /// Tokens, logins, the "auth required" rule and cutting streams whose credential
     /// ended (see [`crate::auth`]).
     pub fn auth(&self) -> &Arc<crate::auth::Auth> {
@@ -488,27 +510,6 @@ impl Engine {
         &self.inner.lists
     }
 
-    /// Records a durable read receipt: the person has read the session up to `index`.
-    /// Receipts only move forward; pages are told so unread markers update.
-    pub async fn mark_read(&self, owner: &UserId, id: &SessionId, index: u64) -> Result<Session> {
-        let loaded = self.load(owner, id).await?;
-        let mut session = loaded.events.read(|s| s.session.clone());
-        let total = loaded.events.read(|s| s.total);
-        if index >= total {
-            return Err(EngineError::invalid(
-                "invalid_index",
-                format!("index {index} is past the session's last message ({total} messages)"),
-            ));
-        }
-        if session.read_index.is_some_and(|r| r >= index) {
-            return Ok(session);
-        }
-        session.read_index = Some(index);
-        self.store().update_session(&session).await?;
-        loaded.publish_session(session.clone());
-        Ok(session)
-    }
-
     /// The configured models.
     pub fn models(&self) -> Vec<ModelInfo> {
         self.inner.env.models.list()
@@ -516,54 +517,6 @@ impl Engine {
 
     pub(crate) fn store(&self) -> &dyn Store {
         &*self.inner.store
-    }
-
-    // ---- projects -------------------------------------------------------------------
-
-    // ---- sessions -------------------------------------------------------------------
-
-    // ---- runs -----------------------------------------------------------------------
-
-    /// Subscribes to a session's native stream from an optional cursor (see
-    /// [`SessionEvents::subscribe`]).
-    pub async fn subscribe(
-        &self,
-        owner: &UserId,
-        id: &SessionId,
-        cursor: Option<&Cursor>,
-        kill: CancellationToken,
-        interactive: bool,
-    ) -> Result<(Subscription, Start)> {
-        let loaded = self.load(owner, id).await?;
-        let permit = self.stream_permit(owner)?;
-        if let Some(cursor) = cursor {
-            loaded.events.backfill(cursor).await;
-        }
-        let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
-        subscription.hold(permit);
-        Ok((subscription, start))
-    }
-
-    /// Subscribes a run-stream client to `run` after its event `after` (see
-    /// [`SessionEvents::subscribe_from_run`]): one subscription, one of the user's
-    /// streams, whatever the buffer still holds.
-    ///
-    /// Unlike [`subscribe`](Self::subscribe) it does not backfill the ring from the
-    /// bus's log: a replay starts at the frame marked with the client's last sequence,
-    /// and backfilled frames carry no marks (see `run_sequence.rs`), so a backfill would
-    /// cost a bus round trip and could never turn a snapshot into a replay.
-    pub async fn subscribe_from_run(
-        &self,
-        owner: &UserId,
-        run: &Run,
-        after: RunAfter,
-        kill: CancellationToken,
-    ) -> Result<(Subscription, RunStart)> {
-        let loaded = self.load(owner, &run.session_id).await?;
-        let permit = self.stream_permit(owner)?;
-        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill);
-        subscription.hold(permit);
-        Ok((subscription, start))
     }
 
     /// Counts one more open stream of `owner` until the permit is dropped; past

@@ -22,7 +22,6 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 mod overlap;
-mod queue;
 pub mod readiness;
 mod reaper;
 mod registry;
@@ -42,16 +41,20 @@ pub mod view;
 pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
-pub use engine::{DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, PromptInput, SessionPatch, StreamPermit};
+pub use engine::{
+    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, Projects, PromptInput, Runs, SessionPatch, Sessions,
+    StreamPermit, Submitted,
+};
 pub use error::{EngineError, Result};
-pub use events::{Ended, EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription};
+pub use events::{
+    Ended, EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription,
+};
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use git::{GitPolling, GitProbe};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
 pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
-pub use queue::{MAX_QUEUED, Submitted};
 pub use readiness::{Check, CheckState, Readiness};
 pub use roots::WorkspaceRoots;
 // The records the API answers with live in the protocol crate, where clients read them

@@ -7,13 +7,13 @@
 //! match itself is the store's (`Store::search_sessions`); here are the limits, the
 //! cursor and the snippet.
 
-use crate::engine::Engine;
+use crate::engine::Sessions;
 use crate::error::{EngineError, Result};
 use crate::store::SessionMatch;
 use serde::Serialize;
 use spool_protocol::api::SessionInfo;
 use spool_protocol::time::Millis;
-use spool_protocol::{Run, SessionId, UserId};
+use spool_protocol::{SessionId, UserId};
 
 /// Longest query, in characters.
 pub const MAX_SEARCH_QUERY: usize = 200;
@@ -50,10 +50,10 @@ pub struct SearchPage {
     pub next_cursor: Option<String>,
 }
 
-impl Engine {
+impl Sessions<'_> {
     /// The owner's sessions whose title or message text contains `query`
     /// (case-insensitive), newest activity first, `limit` per page after `cursor`.
-    pub async fn search_sessions(
+    pub async fn search(
         &self,
         owner: &UserId,
         query: &str,
@@ -78,7 +78,7 @@ impl Engine {
         found.truncate(limit as usize);
         let next_cursor =
             more.then(|| found.last().map(|m| format!("{}.{}", m.session.updated_at, m.session.id))).flatten();
-        let waiting = self.waiting_among(found.iter().map(|m| &m.session)).await?;
+        let waiting = self.engine.waiting_among(found.iter().map(|m| &m.session)).await?;
         let sessions = found
             .into_iter()
             .map(|m| {
@@ -87,7 +87,7 @@ impl Engine {
                     None => (m.session.title.clone(), "title"),
                 };
                 SearchHit {
-                    session: self.session_info(m.session, &waiting),
+                    session: self.engine.session_info(m.session, &waiting),
                     snippet,
                     matched,
                     message_index: m.text.is_some().then_some(m.message_index).flatten(),
@@ -107,14 +107,14 @@ impl Engine {
         before: Option<(Millis, SessionId)>,
         limit: u32,
     ) -> Result<Vec<SessionMatch>> {
-        let limits = &self.inner.config.search;
-        let slot = self.inner.searches.admit(owner, limits).await?;
+        let limits = &self.engine.inner.config.search;
+        let slot = self.engine.inner.searches.admit(owner, limits).await?;
         if let Some(hold) = &limits.hold {
             (hold.0)(owner).await;
         }
         let time_limit = limits.time_limit;
         let started = std::time::Instant::now();
-        let (store, owner, query) = (self.inner.store.clone(), owner.clone(), query.to_owned());
+        let (store, owner, query) = (self.engine.inner.store.clone(), owner.clone(), query.to_owned());
         // A task of its own, so the slot goes with the store's work, not with a caller
         // that stopped waiting for it.
         let search = tokio::spawn(async move {
@@ -138,12 +138,6 @@ impl Engine {
             Ok(Ok(_)) if started.elapsed() > time_limit => Err(timed_out()),
             Ok(Ok(found)) => Ok(found?),
         }
-    }
-
-    /// Every run of the owner's session, oldest first: what each answer used and cost.
-    pub async fn session_runs(&self, owner: &UserId, id: &SessionId) -> Result<Vec<Run>> {
-        let session = self.owned_session(owner, id).await?;
-        Ok(self.store().runs_since(&session.id, 0).await?)
     }
 }
 

@@ -39,8 +39,8 @@ async fn an_abort_on_the_other_node_cancels_the_run_and_list_changes_cross_once(
     let mut page_on_b = b.lists().subscribe(user.clone());
     page_on_b.next().await.expect("reset");
     let mut watcher_on_b = b.lists().watch_changes();
-    let project = a.create_project(&user, dir.path().to_str().expect("utf-8"), None).await.expect("project");
-    let session = a.create_session(&user, &project.id, None).await.expect("session");
+    let project = a.projects().create(&user, dir.path().to_str().expect("utf-8"), None).await.expect("project");
+    let session = a.sessions().create(&user, &project.id, None).await.expect("session");
     let frame = String::from_utf8(page_on_b.next().await.expect("projects.changed on b").to_vec()).expect("utf-8");
     assert!(frame.contains("projects.changed") && frame.contains(project.id.as_str()), "{frame}");
     let frame = String::from_utf8(page_on_b.next().await.expect("sessions.changed on b").to_vec()).expect("utf-8");
@@ -52,16 +52,16 @@ async fn an_abort_on_the_other_node_cancels_the_run_and_list_changes_cross_once(
     );
 
     let prompt = PromptInput { text: "stream: 100000".into(), ..PromptInput::default() };
-    let accepted = a.prompt(&user, &session.id, prompt).await.expect("run on a");
-    let aborted = b.abort(&user, &session.id).await.expect("abort on b");
+    let accepted = a.runs().prompt(&user, &session.id, prompt).await.expect("run on a");
+    let aborted = b.runs().abort(&user, &session.id).await.expect("abort on b");
     assert_eq!(aborted, Some(accepted.run_id.clone()), "b answers like a local abort");
     // Cancelled: node a ended it on b's word (100,000 deltas 5 ms apart cannot have
     // ended on their own), and b answered only once it had.
-    let run = b.run(&user, &accepted.run_id).await.expect("run");
+    let run = b.runs().get(&user, &accepted.run_id).await.expect("run");
     assert_eq!(run.status, RunStatus::Cancelled, "{run:?}");
 
     let stranger = spool_protocol::UserId::new();
-    let refused = b.abort(&stranger, &session.id).await;
+    let refused = b.runs().abort(&stranger, &session.id).await;
     assert!(matches!(refused, Err(EngineError::NotFound("session"))), "another user's: {refused:?}");
-    assert_eq!(b.abort(&user, &session.id).await.expect("abort again"), None, "nothing runs anywhere now");
+    assert_eq!(b.runs().abort(&user, &session.id).await.expect("abort again"), None, "nothing runs anywhere now");
 }

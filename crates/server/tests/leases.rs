@@ -90,14 +90,14 @@ async fn a_session_running_on_one_node_is_busy_on_the_other_until_it_settles() {
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let run = a.start_run(&session, "stream: 60").await;
-    match b.prompt(b.local_user(), &id, prompt("echo: me too")).await {
+    match b.runs().prompt(b.local_user(), &id, prompt("echo: me too")).await {
         Err(EngineError::SessionBusy(holder)) => assert!(holder.contains("node-a"), "{holder}"),
         other => panic!("node B must answer busy while node A runs the session: {other:?}"),
     }
     assert_eq!(a.wait_run(&run).await["status"], "completed");
     // The run's record settles a moment before its lease is given back.
     wait_released(&a, &id).await;
-    let accepted = b.prompt(b.local_user(), &id, prompt("echo: now B")).await.expect("B runs it now");
+    let accepted = b.runs().prompt(b.local_user(), &id, prompt("echo: now B")).await.expect("B runs it now");
     let run_b = a.wait_run(accepted.run_id.as_str()).await;
     assert_eq!(run_b["status"], "completed", "{run_b}");
     // A settled run gives its lease up (its record says settled just before).
@@ -137,7 +137,7 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_at_the_end_of_its_lease_once_an
     let (_, still) = a.get(&format!("/api/runs/{}", run.id)).await;
     assert_eq!(still["status"], "running", "{still}");
     assert_eq!(a.store.get_lease(&id).await.expect("lease").expect("a lease").node_id, "node-dead");
-    match b.prompt(b.local_user(), &id, prompt("echo: too early")).await {
+    match b.runs().prompt(b.local_user(), &id, prompt("echo: too early")).await {
         Err(EngineError::SessionBusy(holder)) => assert!(holder.contains("node-dead"), "{holder}"),
         other => panic!("the dead node's lease has 1 ms left: {other:?}"),
     }
@@ -227,7 +227,7 @@ async fn racing_decisions_on_two_nodes_run_the_tool_once() {
             let (b, id, approval_id) = (b.clone(), id.clone(), approval_id.clone());
             racers.push(tokio::spawn(async move {
                 let input = DecisionInput::plain(Decision::Once);
-                match b.decide(b.local_user(), DecisionTarget::Session(id), &approval_id, input).await {
+                match b.runs().decide(b.local_user(), DecisionTarget::Session(id), &approval_id, input).await {
                     Ok(DecisionOutcome::Applied { .. }) => 200,
                     Ok(_) => 409,
                     // Node A ran the continuation before node B even looked.
@@ -253,12 +253,12 @@ async fn a_node_reads_what_another_node_wrote_to_a_session_it_had_loaded() {
     let (a, b) = two_nodes(Duration::ZERO, &ManualClock::starting_now()).await;
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
-    let before = b.session(b.local_user(), &id).await.expect("B loads it");
+    let before = b.sessions().get(b.local_user(), &id).await.expect("B loads it");
     assert_eq!(before.state.total, 0);
     assert_eq!(a.run_prompt(&session, "echo: written on A").await["status"], "completed");
     let (status, _) = a.patch(&format!("/api/sessions/{session}"), json!({"title": "renamed on A"})).await;
     assert_eq!(status, reqwest::StatusCode::OK);
-    let after = b.session(b.local_user(), &id).await.expect("B reads it again");
+    let after = b.sessions().get(b.local_user(), &id).await.expect("B reads it again");
     assert_eq!(after.state.total, 2, "B shows A's run");
     assert_eq!(after.session.title, "renamed on A");
     assert_eq!(after.state.messages.last().map(|m| m.message.text()), Some("written on A".into()));
@@ -273,7 +273,7 @@ async fn prompts_queued_on_either_node_run_once_each_in_order() {
     let id: SessionId = session.parse().expect("id");
     let run = a.start_run(&session, "stream: 60").await;
     let on_b = PromptInput { queue: true, request_id: Some("on-b".into()), ..prompt("echo: queued on B") };
-    match b.submit(b.local_user(), &id, on_b).await.expect("B queues it") {
+    match b.runs().submit(b.local_user(), &id, on_b).await.expect("B queues it") {
         Submitted::Queued(queued) => assert_eq!(queued.position, 1),
         other => panic!("node A runs the session; B must queue: {other:?}"),
     }

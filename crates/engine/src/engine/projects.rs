@@ -3,16 +3,22 @@
 
 use super::*;
 
-impl Engine {
+/// `engine.projects()`: registering, naming and deleting a user's projects.
+#[derive(Clone, Copy)]
+pub struct Projects<'a> {
+    pub(crate) engine: &'a Engine,
+}
+
+impl Projects<'_> {
     /// The canonical directory `path` names, if `owner` may have a project there: under
     /// their project roots (403 `outside_roots`, the same for existing and missing
     /// paths) and clear of the data directory (403 `data_dir`); see [`crate::roots`].
-    pub async fn project_dir(&self, owner: &UserId, path: &str) -> Result<String> {
+    pub async fn dir(&self, owner: &UserId, path: &str) -> Result<String> {
         if path.trim().is_empty() || path.len() > MAX_PATH {
             return Err(EngineError::invalid("invalid_path", format!("path must be 1 to {MAX_PATH} bytes")));
         }
-        let auth_on = self.inner.auth.auth_required().await?;
-        let engine = self.clone();
+        let auth_on = self.engine.inner.auth.auth_required().await?;
+        let engine = self.engine.clone();
         let (user, requested) = (owner.clone(), path.to_owned());
         let canonical =
             tokio::task::spawn_blocking(move || engine.inner.fence.place_project(&user, auth_on, &requested))
@@ -24,17 +30,17 @@ impl Engine {
             .to_owned())
     }
 
-    pub async fn create_project(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
-        let canonical = self.project_dir(owner, path).await?;
+    pub async fn create(&self, owner: &UserId, path: &str, name: Option<String>) -> Result<Project> {
+        let canonical = self.dir(owner, path).await?;
         // Held until the project is stored: two users racing for one directory here
         // cannot both pass the check (see [`crate::overlap`]), nor one user's racing
         // registrations pass the cap together.
-        let _registering = self.inner.registering.lock().await;
-        let caps = &self.inner.config.caps;
-        if self.store().list_projects(owner).await?.len() >= caps.max_projects {
+        let _registering = self.engine.inner.registering.lock().await;
+        let caps = &self.engine.inner.config.caps;
+        if self.engine.store().list_projects(owner).await?.len() >= caps.max_projects {
             return Err(crate::caps::projects_full(caps));
         }
-        self.check_claims(owner, &canonical, self.inner.auth.auth_required().await?).await?;
+        self.engine.check_claims(owner, &canonical, self.engine.inner.auth.auth_required().await?).await?;
         let name = match name {
             Some(n) => check_name(&n, "name")?,
             None => std::path::Path::new(&canonical)
@@ -52,44 +58,44 @@ impl Engine {
             created_at: now,
             updated_at: now,
         };
-        self.store().insert_project(&project).await.map_err(|e| match e {
+        self.engine.store().insert_project(&project).await.map_err(|e| match e {
             crate::StoreError::Conflict(_) => EngineError::Conflict {
                 code: "project_exists",
                 message: format!("the directory {:?} is already registered as a project", project.path),
             },
             other => other.into(),
         })?;
-        self.inner.lists.projects_changed(&project.owner_id, &project.id);
+        self.engine.inner.lists.projects_changed(&project.owner_id, &project.id);
         Ok(project)
     }
 
-    pub async fn list_projects(&self, owner: &UserId) -> Result<Vec<Project>> {
-        Ok(self.store().list_projects(owner).await?)
+    pub async fn list(&self, owner: &UserId) -> Result<Vec<Project>> {
+        Ok(self.engine.store().list_projects(owner).await?)
     }
 
-    pub async fn project(&self, owner: &UserId, id: &ProjectId) -> Result<Project> {
-        match self.store().get_project(id).await? {
+    pub async fn get(&self, owner: &UserId, id: &ProjectId) -> Result<Project> {
+        match self.engine.store().get_project(id).await? {
             Some(p) if &p.owner_id == owner => Ok(p),
             _ => Err(EngineError::NotFound("project")),
         }
     }
 
-    pub async fn rename_project(&self, owner: &UserId, id: &ProjectId, name: &str) -> Result<Project> {
-        let mut project = self.project(owner, id).await?;
+    pub async fn rename(&self, owner: &UserId, id: &ProjectId, name: &str) -> Result<Project> {
+        let mut project = self.get(owner, id).await?;
         project.name = check_name(name, "name")?;
         project.updated_at = now_ms();
-        self.store().update_project(&project).await?;
-        self.inner.lists.projects_changed(&project.owner_id, &project.id);
+        self.engine.store().update_project(&project).await?;
+        self.engine.inner.lists.projects_changed(&project.owner_id, &project.id);
         Ok(project)
     }
 
     /// Deletes a project and, with it, all its sessions, their messages and runs. Active
     /// runs are aborted first and open streams end. Files on disk are never touched.
-    pub async fn delete_project(&self, owner: &UserId, id: &ProjectId) -> Result<()> {
-        let project = self.project(owner, id).await?;
-        let mut doomed = self.store().list_sessions(&project.id, false).await?;
-        doomed.extend(self.store().list_sessions(&project.id, true).await?);
-        let loaded: Vec<(SessionId, Arc<Loaded>)> = (self.inner.sessions.all().into_iter())
+    pub async fn delete(&self, owner: &UserId, id: &ProjectId) -> Result<()> {
+        let project = self.get(owner, id).await?;
+        let mut doomed = self.engine.store().list_sessions(&project.id, false).await?;
+        doomed.extend(self.engine.store().list_sessions(&project.id, true).await?);
+        let loaded: Vec<(SessionId, Arc<Loaded>)> = (self.engine.inner.sessions.all().into_iter())
             .filter(|l| l.events.read(|s| s.session.project_id == project.id))
             .map(|l| (l.events.session_id().clone(), l))
             .collect();
@@ -102,19 +108,19 @@ impl Engine {
         }
         // Delete first, then drop what is in memory: a stream opened meanwhile finds the
         // session gone instead of loading it back.
-        let deleted = self.store().delete_project(&project.id).await;
+        let deleted = self.engine.store().delete_project(&project.id).await;
         drop(controls);
         for (session_id, l) in loaded {
-            self.unload(&session_id, &l).await;
+            self.engine.unload(&session_id, &l).await;
         }
         // Sessions deleted before a failure stay deleted: tell pages either way.
         for session in doomed {
-            self.inner.lists.change(
+            self.engine.inner.lists.change(
                 &project.owner_id,
                 crate::lists::Change::SessionDeleted { session: session.id, project: project.id.clone() },
             );
         }
-        self.inner.lists.projects_changed(&project.owner_id, &project.id);
+        self.engine.inner.lists.projects_changed(&project.owner_id, &project.id);
         deleted?;
         Ok(())
     }

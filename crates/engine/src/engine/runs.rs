@@ -3,19 +3,14 @@
 
 use super::*;
 
-impl Engine {
-    /// True when `active` is a run whose settlement is already stored and that is only
-    /// publishing its last frames: a client that saw it settle (its record, a `done`
-    /// event) may prompt at once, so the prompt waits for it (briefly) instead of
-    /// answering `session_busy` for a run that is over.
-    pub(super) async fn settles_now(&self, active: &ActiveHandle) -> Result<bool> {
-        let stored = self.store().get_run(&active.run_id).await?;
-        if !stored.is_some_and(|run| run.status.is_terminal()) {
-            return Ok(false);
-        }
-        Ok(tokio::time::timeout(SETTLING_GRACE, active.finished.cancelled()).await.is_ok())
-    }
+/// `engine.runs()`: prompts (started or queued), aborts, approvals and their decisions,
+/// run records and run streams.
+#[derive(Clone, Copy)]
+pub struct Runs<'a> {
+    pub(crate) engine: &'a Engine,
+}
 
+impl Runs<'_> {
     /// Accepts a prompt. The same `request_id` in the same session returns the run it
     /// started before and starts nothing; a prompt while a run is active is refused.
     /// (A prompt that may wait in the session's queue goes through [`submit`](Self::submit).)
@@ -39,13 +34,13 @@ impl Engine {
     /// it queued, and starts or queues nothing.
     pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
         let PromptInput { text, request_id, approval_policy, on_disconnect, queue } = input;
-        if text.len() > self.inner.config.max_prompt_bytes {
+        if text.len() > self.engine.inner.config.max_prompt_bytes {
             return Err(EngineError::TooLarge {
                 code: "prompt_too_large",
                 message: format!(
                     "the prompt is {} bytes; the limit is {}",
                     text.len(),
-                    self.inner.config.max_prompt_bytes
+                    self.engine.inner.config.max_prompt_bytes
                 ),
             });
         }
@@ -60,17 +55,17 @@ impl Engine {
                 format!("requestId must be 1 to {MAX_REQUEST_ID} printable ASCII characters"),
             ));
         }
-        let loaded = self.load(owner, id).await?;
+        let loaded = self.engine.load(owner, id).await?;
         // A project registered before the roots (or the data directory rule) existed
         // keeps its history, but runs no tools there.
-        self.inner.fence.check_existing(owner, self.inner.auth.auth_required().await?, &loaded.root)?;
+        self.engine.inner.fence.check_existing(owner, self.engine.inner.auth.auth_required().await?, &loaded.root)?;
         // And one registered before a directory belonged to one user.
         let project = loaded.events.read(|s| s.session.project_id.clone());
-        self.check_claims_at_run(owner, &project, self.inner.auth.auth_required().await?).await?;
+        self.engine.check_claims_at_run(owner, &project, self.engine.inner.auth.auth_required().await?).await?;
         crate::roots::check_identity(&loaded.root, loaded.root_id)?;
         let _control = loaded.control.lock().await;
         if let Some(request_id) = &request_id
-            && let Some(run) = self.store().find_run_by_request(id, request_id).await?
+            && let Some(run) = self.engine.store().find_run_by_request(id, request_id).await?
         {
             return Ok(Submitted::Started(PromptAccepted {
                 request_id: run.request_id,
@@ -78,7 +73,7 @@ impl Engine {
                 created: false,
             }));
         }
-        let queued = self.store().queued_prompts(id).await?;
+        let queued = self.engine.store().queued_prompts(id).await?;
         if let Some(request_id) = &request_id
             && let Some(position) = queued.iter().position(|q| &q.message.request_id == request_id)
         {
@@ -86,7 +81,7 @@ impl Engine {
         }
         let active = loaded.active();
         let busy = match &active {
-            Some(active) => !self.settles_now(active).await?,
+            Some(active) => !self.engine.settles_now(active).await?,
             None => false,
         };
         let wanted = Wanted { text, request_id, approval_policy, on_disconnect };
@@ -94,53 +89,155 @@ impl Engine {
         // first message): the queue keeps the order prompts came in.
         if queue && (busy || !queued.is_empty()) {
             if !queued.is_empty() {
-                self.unpause_for_prompt(id).await?;
+                self.engine.unpause_for_prompt(id).await?;
             }
-            let answer = self.enqueue(&loaded, owner, wanted).await?;
+            let answer = self.engine.enqueue(&loaded, owner, wanted).await?;
             if !busy {
-                self.inner.env.run_settled(id);
+                self.engine.inner.env.run_settled(id);
             }
             return Ok(Submitted::Queued(answer));
         }
         if let Some(active) = active.filter(|_| busy) {
             return Err(EngineError::SessionBusy(active.run_id.to_string()));
         }
-        let limit = self.inner.config.max_runs_per_user;
-        if self.active_runs_of(owner) >= limit {
+        let limit = self.engine.inner.config.max_runs_per_user;
+        if self.engine.active_runs_of(owner) >= limit {
             return Err(EngineError::TooMany {
                 code: "too_many_runs",
                 message: format!("you already have {limit} active runs; wait for one to settle or abort one"),
             });
         }
         // Another node may be running this session: the lease decides.
-        let lease = match LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await {
+        let lease = match LeaseGuard::take(&self.engine.inner.leases, &self.engine.inner.sessions, id).await {
             Ok(lease) => lease,
             // That node takes the queue when its run settles.
             Err(EngineError::SessionBusy(_)) if queue => {
-                return Ok(Submitted::Queued(self.enqueue(&loaded, owner, wanted).await?));
+                return Ok(Submitted::Queued(self.engine.enqueue(&loaded, owner, wanted).await?));
             }
             Err(e) => return Err(e),
         };
-        if self.is_stale(&loaded).await? {
+        if self.engine.is_stale(&loaded).await? {
             // Another node wrote to the session since this one loaded it: start over
             // from the store.
             drop((_control, lease));
-            self.forget_stale(id);
+            self.engine.forget_stale(id);
             let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
             let input = PromptInput { text, request_id, approval_policy, on_disconnect, queue };
             return Box::pin(self.submit(owner, id, input)).await;
         }
         let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
-        let run = self.new_run(&loaded, request_id);
-        let prompt = self.prompt_message(&run, MessageId::default(), wanted.text.clone());
-        if let RunInsert::Existing(run) = self.store().start_run(&run, &prompt).await? {
+        let run = self.engine.new_run(&loaded, request_id);
+        let prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
+        if let RunInsert::Existing(run) = self.engine.store().start_run(&run, &prompt).await? {
             return Ok(Submitted::Started(PromptAccepted {
                 request_id: run.request_id,
                 run_id: run.id,
                 created: false,
             }));
         }
-        Ok(Submitted::Started(self.launch(&loaded, run, wanted, lease, prompt)))
+        Ok(Submitted::Started(self.engine.launch(&loaded, run, wanted, lease, prompt)))
+    }
+
+    /// Aborts the session's active run and waits until it is settled as `cancelled`.
+    /// Returns the run id, or `None` when nothing was running.
+    ///
+    /// A run parked at an approval is cancelled together with its approval. A run on
+    /// another node is aborted there (see [`crate::remote`]).
+    pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
+        let loaded = self.engine.load(owner, id).await?;
+        // Stop stops: the queued prompts wait, paused, instead of starting (crate::queue).
+        self.engine.pause_queue_for_stop(&loaded).await?;
+        match self.engine.abort_loaded(&loaded).await? {
+            Some(run) => Ok(Some(run)),
+            None => match &self.engine.inner.remote {
+                Some(remote) => remote.abort_elsewhere(id).await,
+                None => Ok(None),
+            },
+        }
+    }
+
+    // ---- approvals --------------------------------------------------------------------
+
+    /// Applies a decision to an approval of `owner`'s, addressed at `target` (see
+    /// [`crate::approvals`] for the order of checks).
+    pub async fn decide(
+        &self,
+        owner: &UserId,
+        target: DecisionTarget,
+        approval_id: &ApprovalId,
+        input: DecisionInput,
+    ) -> Result<DecisionOutcome> {
+        Approvals::check(&input)?;
+        let approvals = &self.engine.inner.approvals;
+        let (approval, checkpoint) = approvals.find(owner, &target, approval_id).await?;
+        let loaded = self.engine.load(owner, &approval.session_id).await?;
+        approvals.decide(&loaded, owner, approval, checkpoint, input).await
+    }
+
+    /// Every approval of `owner` still waiting for a decision, oldest first.
+    pub async fn pending_approvals(&self, owner: &UserId) -> Result<Vec<Approval>> {
+        self.engine.inner.approvals.pending_of(owner).await
+    }
+
+    /// One approval of `owner`, in whatever state it is.
+    pub async fn approval(&self, owner: &UserId, id: &ApprovalId) -> Result<Approval> {
+        self.engine.inner.approvals.get(owner, id).await
+    }
+
+    pub async fn get(&self, owner: &UserId, id: &RunId) -> Result<Run> {
+        match self.engine.store().get_run(id).await? {
+            Some(run) if &run.owner_id == owner => Ok(run),
+            _ => Err(EngineError::NotFound("run")),
+        }
+    }
+
+    /// The run the prompt with `request_id` became in session `id`, if it became one (a
+    /// queued prompt has none until a run takes it).
+    pub async fn of_request(&self, owner: &UserId, id: &SessionId, request_id: &str) -> Result<Option<Run>> {
+        let run = self.engine.store().find_run_by_request(id, request_id).await?;
+        Ok(run.filter(|run| &run.owner_id == owner))
+    }
+
+    /// Subscribes a run-stream client to `run` after its event `after` (see
+    /// [`SessionEvents::subscribe_from_run`]): one subscription, one of the user's
+    /// streams, whatever the buffer still holds.
+    ///
+    /// Unlike [`Sessions::subscribe`] it does not backfill the ring from the
+    /// bus's log: a replay starts at the frame marked with the client's last sequence,
+    /// and backfilled frames carry no marks (see `run_sequence.rs`), so a backfill would
+    /// cost a bus round trip and could never turn a snapshot into a replay.
+    pub async fn subscribe(
+        &self,
+        owner: &UserId,
+        run: &Run,
+        after: RunAfter,
+        kill: CancellationToken,
+    ) -> Result<(Subscription, RunStart)> {
+        let loaded = self.engine.load(owner, &run.session_id).await?;
+        let permit = self.engine.stream_permit(owner)?;
+        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill);
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+
+    /// Every run of the owner's session, oldest first: what each answer used and cost.
+    pub async fn of_session(&self, owner: &UserId, id: &SessionId) -> Result<Vec<Run>> {
+        let session = self.engine.owned_session(owner, id).await?;
+        Ok(self.engine.store().runs_since(&session.id, 0).await?)
+    }
+}
+
+impl Engine {
+    /// True when `active` is a run whose settlement is already stored and that is only
+    /// publishing its last frames: a client that saw it settle (its record, a `done`
+    /// event) may prompt at once, so the prompt waits for it (briefly) instead of
+    /// answering `session_busy` for a run that is over.
+    pub(super) async fn settles_now(&self, active: &ActiveHandle) -> Result<bool> {
+        let stored = self.store().get_run(&active.run_id).await?;
+        if !stored.is_some_and(|run| run.status.is_terminal()) {
+            return Ok(false);
+        }
+        Ok(tokio::time::timeout(SETTLING_GRACE, active.finished.cancelled()).await.is_ok())
     }
 
     /// The user message `run` answers, as it is stored with the run: `text` at the run's
@@ -203,24 +300,6 @@ impl Engine {
         accepted
     }
 
-    /// Aborts the session's active run and waits until it is settled as `cancelled`.
-    /// Returns the run id, or `None` when nothing was running.
-    ///
-    /// A run parked at an approval is cancelled together with its approval. A run on
-    /// another node is aborted there (see [`crate::remote`]).
-    pub async fn abort(&self, owner: &UserId, id: &SessionId) -> Result<Option<RunId>> {
-        let loaded = self.load(owner, id).await?;
-        // Stop stops: the queued prompts wait, paused, instead of starting (crate::queue).
-        self.pause_queue_for_stop(&loaded).await?;
-        match self.abort_loaded(&loaded).await? {
-            Some(run) => Ok(Some(run)),
-            None => match &self.inner.remote {
-                Some(remote) => remote.abort_elsewhere(id).await,
-                None => Ok(None),
-            },
-        }
-    }
-
     /// Aborts the run this node has of a loaded session, if any.
     pub(crate) async fn abort_loaded(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
         self.inner.approvals.abort(loaded).await
@@ -244,34 +323,6 @@ impl Engine {
         let Some(remote) = &self.inner.remote else { return false };
         remote.ask_resync(lease.node_id, session);
         true
-    }
-
-    // ---- approvals --------------------------------------------------------------------
-
-    /// Applies a decision to an approval of `owner`'s, addressed at `target` (see
-    /// [`crate::approvals`] for the order of checks).
-    pub async fn decide(
-        &self,
-        owner: &UserId,
-        target: DecisionTarget,
-        approval_id: &ApprovalId,
-        input: DecisionInput,
-    ) -> Result<DecisionOutcome> {
-        Approvals::check(&input)?;
-        let approvals = &self.inner.approvals;
-        let (approval, checkpoint) = approvals.find(owner, &target, approval_id).await?;
-        let loaded = self.load(owner, &approval.session_id).await?;
-        approvals.decide(&loaded, owner, approval, checkpoint, input).await
-    }
-
-    /// Every approval of `owner` still waiting for a decision, oldest first.
-    pub async fn pending_approvals_of(&self, owner: &UserId) -> Result<Vec<Approval>> {
-        self.inner.approvals.pending_of(owner).await
-    }
-
-    /// One approval of `owner`, in whatever state it is.
-    pub async fn approval(&self, owner: &UserId, id: &ApprovalId) -> Result<Approval> {
-        self.inner.approvals.get(owner, id).await
     }
 
     /// Resumes a run whose approving decision was acknowledged before a crash and whose
@@ -306,19 +357,5 @@ impl Engine {
                 });
             }
         });
-    }
-
-    pub async fn run(&self, owner: &UserId, id: &RunId) -> Result<Run> {
-        match self.store().get_run(id).await? {
-            Some(run) if &run.owner_id == owner => Ok(run),
-            _ => Err(EngineError::NotFound("run")),
-        }
-    }
-
-    /// The run the prompt with `request_id` became in session `id`, if it became one (a
-    /// queued prompt has none until a run takes it).
-    pub async fn run_of_request(&self, owner: &UserId, id: &SessionId, request_id: &str) -> Result<Option<Run>> {
-        let run = self.store().find_run_by_request(id, request_id).await?;
-        Ok(run.filter(|run| &run.owner_id == owner))
     }
 }

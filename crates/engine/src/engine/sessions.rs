@@ -4,16 +4,17 @@
 
 use super::*;
 
-impl Engine {
-    pub async fn create_session(
-        &self,
-        owner: &UserId,
-        project_id: &ProjectId,
-        title: Option<String>,
-    ) -> Result<Session> {
-        let project = self.project(owner, project_id).await?;
+/// `engine.sessions()`: a user's sessions, what they hold and their native streams.
+#[derive(Clone, Copy)]
+pub struct Sessions<'a> {
+    pub(crate) engine: &'a Engine,
+}
+
+impl Sessions<'_> {
+    pub async fn create(&self, owner: &UserId, project_id: &ProjectId, title: Option<String>) -> Result<Session> {
+        let project = self.engine.projects().get(owner, project_id).await?;
         let title = title.map(|t| check_name(&t, "title")).transpose()?;
-        self.admit_session(owner).await?;
+        self.engine.admit_session(owner).await?;
         let now = now_ms();
         let session = Session {
             id: SessionId::new(),
@@ -29,34 +30,24 @@ impl Engine {
             created_at: now,
             updated_at: now,
         };
-        self.store().insert_session(&session).await?;
-        self.inner.lists.change(
+        self.engine.store().insert_session(&session).await?;
+        self.engine.inner.lists.change(
             &session.owner_id,
             crate::lists::Change::SessionCreated { session: session.id.clone(), project: session.project_id.clone() },
         );
         Ok(session)
     }
 
-    /// Whether `owner` may create one more session now: within the creation rate and
-    /// under the cap on sessions not archived (see [`crate::caps`]).
-    pub(super) async fn admit_session(&self, owner: &UserId) -> Result<()> {
-        let caps = &self.inner.config.caps;
-        if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
-            return Err(crate::caps::sessions_full(caps));
-        }
-        self.inner.session_rate.take(caps, owner, self.inner.config.clock.now_ms())
-    }
-
     /// The session a client named `name` (an AI SDK chat id) before, if any (see
-    /// [`named_session`](Self::named_session)).
-    pub async fn session_named(&self, owner: &UserId, name: &str) -> Result<Option<SessionId>> {
+    /// [`named_or_create`](Self::named_or_create)).
+    pub async fn named(&self, owner: &UserId, name: &str) -> Result<Option<SessionId>> {
         use crate::store::IdempotencyClaim;
         let scope = name_scope(owner);
-        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+        match self.engine.store().claim_idempotency(&scope, name, now_ms()).await? {
             IdempotencyClaim::Done(answer) => Ok(Some(named(name, answer)?)),
             IdempotencyClaim::InProgress => Err(name_in_progress(name)),
             IdempotencyClaim::Claimed => {
-                self.store().release_idempotency(&scope, name).await?;
+                self.engine.store().release_idempotency(&scope, name).await?;
                 Ok(None)
             }
         }
@@ -68,93 +59,62 @@ impl Engine {
     /// idempotency records (scope `session-name:<owner>`), so concurrent first uses
     /// agree on one session; a use that races one still creating gets a 409
     /// `name_in_progress` to retry. Returns the session and whether this call made it.
-    pub async fn named_session(&self, owner: &UserId, name: &str, project: &ProjectId) -> Result<(SessionId, bool)> {
+    pub async fn named_or_create(&self, owner: &UserId, name: &str, project: &ProjectId) -> Result<(SessionId, bool)> {
         use crate::store::IdempotencyClaim;
         let scope = name_scope(owner);
-        match self.store().claim_idempotency(&scope, name, now_ms()).await? {
+        match self.engine.store().claim_idempotency(&scope, name, now_ms()).await? {
             IdempotencyClaim::Done(answer) => Ok((named(name, answer)?, false)),
             IdempotencyClaim::InProgress => Err(name_in_progress(name)),
-            IdempotencyClaim::Claimed => match self.create_session(owner, project, None).await {
+            IdempotencyClaim::Claimed => match self.create(owner, project, None).await {
                 Ok(session) => {
-                    self.store().complete_idempotency(&scope, name, session.id.as_str()).await?;
+                    self.engine.store().complete_idempotency(&scope, name, session.id.as_str()).await?;
                     Ok((session.id, true))
                 }
                 Err(e) => {
-                    self.store().release_idempotency(&scope, name).await?;
+                    self.engine.store().release_idempotency(&scope, name).await?;
                     Err(e)
                 }
             },
         }
     }
 
-    pub async fn list_sessions(
-        &self,
-        owner: &UserId,
-        project_id: &ProjectId,
-        archived: bool,
-    ) -> Result<Vec<SessionInfo>> {
-        let project = self.project(owner, project_id).await?;
-        let sessions = self.store().list_sessions(&project.id, archived).await?;
-        let waiting = self.waiting_among(&sessions).await?;
-        Ok(sessions.into_iter().map(|session| self.session_info(session, &waiting)).collect())
-    }
-
-    /// Which of `sessions` wait for a person, from the store's pending approvals (so a
-    /// run parked before a restart, or on another node, counts too): one query a project.
-    pub(crate) async fn waiting_among<'a>(
-        &self,
-        sessions: impl IntoIterator<Item = &'a Session>,
-    ) -> Result<HashSet<SessionId>> {
-        let projects: HashSet<&ProjectId> = sessions.into_iter().map(|s| &s.project_id).collect();
-        let mut waiting = HashSet::new();
-        for project in projects {
-            waiting.extend(self.store().waiting_sessions(project).await?);
-        }
-        Ok(waiting)
-    }
-
-    /// A session as lists show it; `waiting` from [`Engine::waiting_among`].
-    pub(crate) fn session_info(&self, session: Session, waiting: &HashSet<SessionId>) -> SessionInfo {
-        SessionInfo { status: self.status_of(&session.id), waiting: waiting.contains(&session.id), session }
+    pub async fn list(&self, owner: &UserId, project_id: &ProjectId, archived: bool) -> Result<Vec<SessionInfo>> {
+        let project = self.engine.projects().get(owner, project_id).await?;
+        let sessions = self.engine.store().list_sessions(&project.id, archived).await?;
+        let waiting = self.engine.waiting_among(&sessions).await?;
+        Ok(sessions.into_iter().map(|session| self.engine.session_info(session, &waiting)).collect())
     }
 
     /// The project's sessions with a run that ended after `after` (ms), latest first, at
     /// most `limit`: what a client that was away since then has not seen end.
-    pub async fn sessions_ended_after(
+    pub async fn ended_after(
         &self,
         owner: &UserId,
         project_id: &ProjectId,
         after: spool_protocol::time::Millis,
         limit: u32,
     ) -> Result<Vec<SessionId>> {
-        let project = self.project(owner, project_id).await?;
-        Ok(self.store().sessions_ended_after(&project.id, after, limit).await?)
+        let project = self.engine.projects().get(owner, project_id).await?;
+        Ok(self.engine.store().sessions_ended_after(&project.id, after, limit).await?)
     }
 
-    pub(crate) fn status_of(&self, id: &SessionId) -> SessionStatus {
-        match self.inner.sessions.get(id).and_then(|l| l.active()) {
-            Some(_) => SessionStatus::Busy,
-            None => SessionStatus::Idle,
-        }
-    }
-
-    pub async fn session(&self, owner: &UserId, id: &SessionId) -> Result<SessionDetail> {
-        let loaded = self.load(owner, id).await?;
+    pub async fn get(&self, owner: &UserId, id: &SessionId) -> Result<SessionDetail> {
+        let loaded = self.engine.load(owner, id).await?;
         // Bus mode: what this node changed shows in what it answers.
         let (seq, state) = loaded.events.settled_state(READ_YOUR_WRITES).await;
         let stream_id = loaded.events.stream_id();
         Ok(SessionDetail {
             session: state.session.clone(),
             status: state.status,
-            git: self.inner.git.get(id, &stream_id),
+            git: self.engine.inner.git.get(id, &stream_id),
             stream_id,
             seq,
             state,
         })
     }
 
-    pub async fn update_session(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
-        let loaded = self.load(owner, id).await?;
+    pub async fn update(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
+        let loaded = self.engine.load(owner, id).await?;
         let mut session = loaded.events.read(|s| s.session.clone());
         if let Some(title) = patch.title {
             session.title = check_name(&title, "title")?;
@@ -163,8 +123,8 @@ impl Engine {
         if let Some(archived) = patch.archived {
             // Taking a session out of the archive counts against the cap like a new one.
             if session.archived && !archived {
-                let caps = &self.inner.config.caps;
-                if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+                let caps = &self.engine.inner.config.caps;
+                if self.engine.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
                     return Err(crate::caps::sessions_full(caps));
                 }
             }
@@ -174,8 +134,8 @@ impl Engine {
             session.mode = mode;
         }
         if let Some(model) = patch.model {
-            if self.inner.env.models.get(&model).is_none() {
-                let known: Vec<String> = self.inner.env.models.list().into_iter().map(|m| m.name).collect();
+            if self.engine.inner.env.models.get(&model).is_none() {
+                let known: Vec<String> = self.engine.inner.env.models.list().into_iter().map(|m| m.name).collect();
                 return Err(EngineError::invalid(
                     "unknown_model",
                     format!("no model named {model:?} is configured; configured: {}", known.join(", ")),
@@ -197,15 +157,15 @@ impl Engine {
             session.permissions = rules;
         }
         session.updated_at = now_ms();
-        self.store().update_session(&session).await?;
+        self.engine.store().update_session(&session).await?;
         loaded.publish_session(session.clone());
         Ok(session)
     }
 
     /// Deletes a session with its messages and runs; an active run is aborted first and
     /// open streams end.
-    pub async fn delete_session(&self, owner: &UserId, id: &SessionId) -> Result<()> {
-        let loaded = self.load(owner, id).await?;
+    pub async fn delete(&self, owner: &UserId, id: &SessionId) -> Result<()> {
+        let loaded = self.engine.load(owner, id).await?;
         let project = loaded.events.read(|s| s.session.project_id.clone());
         // Under the control lock, so the stopped run's queue cannot start its next prompt
         // before the delete takes the queue with the session.
@@ -213,20 +173,12 @@ impl Engine {
         stop_active(&loaded).await;
         // Delete first, then unload: a stream opened meanwhile finds the session gone
         // instead of loading it back into memory.
-        let deleted = self.store().delete_session(id).await;
+        let deleted = self.engine.store().delete_session(id).await;
         drop(control);
-        self.unload(id, &loaded).await;
-        self.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
+        self.engine.unload(id, &loaded).await;
+        self.engine.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
         Ok(())
-    }
-
-    /// Drops a deleted session from memory; its streams end saying so.
-    pub(super) async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
-        stop_active(loaded).await;
-        let _control = loaded.control.lock().await;
-        loaded.events.close(Ended::SessionDeleted);
-        self.inner.sessions.remove(id);
     }
 
     pub async fn messages(
@@ -240,16 +192,16 @@ impl Engine {
         if limit == 0 || limit > MAX_PAGE {
             return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
         }
-        let session = self.owned_session(owner, id).await?;
-        let messages = self.store().list_messages(&session.id, before, limit).await?;
-        let total = self.store().count_messages(&session.id).await?;
+        let session = self.engine.owned_session(owner, id).await?;
+        let messages = self.engine.store().list_messages(&session.id, before, limit).await?;
+        let total = self.engine.store().count_messages(&session.id).await?;
         Ok(MessagePage { messages, total })
     }
 
     /// The session's memory: confirmed facts and the compaction summary.
     pub async fn memory(&self, owner: &UserId, id: &SessionId) -> Result<SessionMemory> {
-        let session = self.owned_session(owner, id).await?;
-        Ok(self.store().get_memory(&session.id).await?)
+        let session = self.engine.owned_session(owner, id).await?;
+        Ok(self.engine.store().get_memory(&session.id).await?)
     }
 
     /// The rules that decide a session's tool calls: the server's (built-in defaults, then
@@ -260,8 +212,8 @@ impl Engine {
         owner: &UserId,
         id: &SessionId,
     ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
-        let session = self.owned_session(owner, id).await?;
-        Ok((self.inner.env.settings.rules.clone(), session.permissions))
+        let session = self.engine.owned_session(owner, id).await?;
+        Ok((self.engine.inner.env.settings.rules.clone(), session.permissions))
     }
 
     /// Removes the session's rule at `index` (Undo in the Rules panel), which must still
@@ -270,7 +222,7 @@ impl Engine {
     /// control lock, like the "Always allow" a decision adds, and the store removes it
     /// in one locked step (see [`Store::remove_session_rule`]), so a rule added at the
     /// same moment — here or on another node — stays. Returns the rules as
-    /// [`Engine::permissions`] does, the session's as they are now.
+    /// [`Sessions::permissions`] does, the session's as they are now.
     pub async fn remove_permission(
         &self,
         owner: &UserId,
@@ -279,10 +231,10 @@ impl Engine {
         tool: &str,
         action: PermissionAction,
     ) -> Result<(Vec<PermissionRule>, Vec<PermissionRule>)> {
-        let loaded = self.load(owner, id).await?;
+        let loaded = self.engine.load(owner, id).await?;
         let _control = loaded.control.lock().await;
         let now = now_ms();
-        let rules = match self.store().remove_session_rule(id, index, tool, action, now).await? {
+        let rules = match self.engine.store().remove_session_rule(id, index, tool, action, now).await? {
             crate::RuleRemoval::Removed(rules) => rules,
             crate::RuleRemoval::NoSession => return Err(EngineError::NotFound("session")),
             crate::RuleRemoval::Mismatch(None) => return Err(EngineError::NotFound("permission rule")),
@@ -304,7 +256,7 @@ impl Engine {
             state.session.updated_at = now;
             Some(FrameBody::State { state: Box::new(state.clone()) })
         });
-        Ok((self.inner.env.settings.rules.clone(), rules))
+        Ok((self.engine.inner.env.settings.rules.clone(), rules))
     }
 
     /// A person confirms a fact; later model calls see it among the confirmed facts.
@@ -319,14 +271,101 @@ impl Engine {
                 format!("a fact is 1 to {} characters on one line", crate::context::MAX_FACT_CHARS),
             ));
         }
-        let loaded = self.load(owner, id).await?;
+        let loaded = self.engine.load(owner, id).await?;
         // Under the control lock so it cannot interleave with a run's own fact writes
         // at a step boundary; a running run picks it up at its next load.
         let _control = loaded.control.lock().await;
-        let mut memory = self.store().get_memory(id).await?;
+        let mut memory = self.engine.store().get_memory(id).await?;
         crate::context::remember(&mut memory, text, FactSource::User, now_ms());
-        self.store().put_memory(id, owner, &memory).await?;
+        self.engine.store().put_memory(id, owner, &memory).await?;
         Ok(memory)
+    }
+
+    /// Records a durable read receipt: the person has read the session up to `index`.
+    /// Receipts only move forward; pages are told so unread markers update.
+    pub async fn mark_read(&self, owner: &UserId, id: &SessionId, index: u64) -> Result<Session> {
+        let loaded = self.engine.load(owner, id).await?;
+        let mut session = loaded.events.read(|s| s.session.clone());
+        let total = loaded.events.read(|s| s.total);
+        if index >= total {
+            return Err(EngineError::invalid(
+                "invalid_index",
+                format!("index {index} is past the session's last message ({total} messages)"),
+            ));
+        }
+        if session.read_index.is_some_and(|r| r >= index) {
+            return Ok(session);
+        }
+        session.read_index = Some(index);
+        self.engine.store().update_session(&session).await?;
+        loaded.publish_session(session.clone());
+        Ok(session)
+    }
+
+    /// Subscribes to a session's native stream from an optional cursor (see
+    /// [`SessionEvents::subscribe`]).
+    pub async fn subscribe(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> Result<(Subscription, Start)> {
+        let loaded = self.engine.load(owner, id).await?;
+        let permit = self.engine.stream_permit(owner)?;
+        if let Some(cursor) = cursor {
+            loaded.events.backfill(cursor).await;
+        }
+        let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+}
+
+impl Engine {
+    /// Whether `owner` may create one more session now: within the creation rate and
+    /// under the cap on sessions not archived (see [`crate::caps`]).
+    pub(super) async fn admit_session(&self, owner: &UserId) -> Result<()> {
+        let caps = &self.inner.config.caps;
+        if self.store().count_sessions(owner, false).await? >= caps.max_sessions as u64 {
+            return Err(crate::caps::sessions_full(caps));
+        }
+        self.inner.session_rate.take(caps, owner, self.inner.config.clock.now_ms())
+    }
+
+    /// Which of `sessions` wait for a person, from the store's pending approvals (so a
+    /// run parked before a restart, or on another node, counts too): one query a project.
+    pub(crate) async fn waiting_among<'a>(
+        &self,
+        sessions: impl IntoIterator<Item = &'a Session>,
+    ) -> Result<HashSet<SessionId>> {
+        let projects: HashSet<&ProjectId> = sessions.into_iter().map(|s| &s.project_id).collect();
+        let mut waiting = HashSet::new();
+        for project in projects {
+            waiting.extend(self.store().waiting_sessions(project).await?);
+        }
+        Ok(waiting)
+    }
+
+    /// A session as lists show it; `waiting` from [`Engine::waiting_among`].
+    pub(crate) fn session_info(&self, session: Session, waiting: &HashSet<SessionId>) -> SessionInfo {
+        SessionInfo { status: self.status_of(&session.id), waiting: waiting.contains(&session.id), session }
+    }
+
+    pub(crate) fn status_of(&self, id: &SessionId) -> SessionStatus {
+        match self.inner.sessions.get(id).and_then(|l| l.active()) {
+            Some(_) => SessionStatus::Busy,
+            None => SessionStatus::Idle,
+        }
+    }
+
+    /// Drops a deleted session from memory; its streams end saying so.
+    pub(super) async fn unload(&self, id: &SessionId, loaded: &Arc<Loaded>) {
+        stop_active(loaded).await;
+        let _control = loaded.control.lock().await;
+        loaded.events.close(Ended::SessionDeleted);
+        self.inner.sessions.remove(id);
     }
 
     /// The session record, checked for ownership, without loading it.
@@ -498,7 +537,7 @@ pub(super) fn action_name(action: PermissionAction) -> &'static str {
     }
 }
 
-/// Where the sessions clients named are kept (see [`Engine::named_session`]).
+/// Where the sessions clients named are kept (see [`Sessions::named_or_create`]).
 pub(super) fn name_scope(owner: &UserId) -> String {
     format!("session-name:{owner}")
 }

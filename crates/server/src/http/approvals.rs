@@ -70,7 +70,7 @@ async fn decide(
         idempotency_key: body.idempotency_key,
         patterns,
     };
-    let outcome = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let outcome = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decision_response(&outcome))
 }
 
@@ -113,7 +113,7 @@ async fn resume(
     if run_stream::wants_event_stream(&headers) {
         return run_stream::resume_stream(&state, &user, run, approval, input, query.after, connection).await;
     }
-    let outcome = state.engine.decide(&user, DecisionTarget::Run(run), &approval, input).await?;
+    let outcome = state.engine.runs().decide(&user, DecisionTarget::Run(run), &approval, input).await?;
     Ok(decision_response(&outcome))
 }
 

@@ -67,7 +67,8 @@ async fn stream(
     // The connection's own token, not a child: when the engine cuts this subscriber the
     // accept loop must see it to drop a connection whose client stopped reading.
     let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
-    let (subscription, start) = state.engine.subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
+    let (subscription, start) =
+        state.engine.sessions().subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
     Ok(watched(sse_response(subscription, state.config.heartbeat), watch))
 }

@@ -84,7 +84,7 @@ impl GateBody {
     responses((status = 200, description = "Pending approvals, oldest first", body = GateApprovals), ReadErrors)
 )]
 async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<GateApprovals>, ApiError> {
-    let pending = state.engine.pending_approvals_of(&user).await?;
+    let pending = state.engine.runs().pending_approvals(&user).await?;
     let approvals = pending
         .iter()
         .map(|approval| {
@@ -112,8 +112,9 @@ async fn decide(
     PathId(approval): PathId<ApprovalId>,
     JsonBody(body): JsonBody<GateBody>,
 ) -> Result<Response, ApiError> {
-    let session = state.engine.approval(&user, &approval).await?.session_id;
-    let outcome = state.engine.decide(&user, DecisionTarget::Session(session), &approval, body.into_input()).await?;
+    let session = state.engine.runs().approval(&user, &approval).await?.session_id;
+    let outcome =
+        state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, body.into_input()).await?;
     Ok(decision_response(&outcome))
 }
 

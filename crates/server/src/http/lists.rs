@@ -70,7 +70,7 @@ async fn read(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<ReadBody>,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(state.engine.mark_read(&user, &id, body.index).await?))
+    Ok(Json(state.engine.sessions().mark_read(&user, &id, body.index).await?))
 }
 
 /// The body this module reads, parsed as its handler does.

@@ -31,6 +31,6 @@ async fn remove(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<MessageId>,
 ) -> Result<StatusCode, ApiError> {
-    state.engine.delete_queued(&user, &id).await?;
+    state.engine.runs().delete_queued(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -29,7 +29,7 @@ struct RenameProject {
 /// The caller's projects.
 #[utoipa::path(get, path = "/api/projects", tag = "projects", responses((status = 200, body = Vec<Project>), ReadErrors))]
 async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<Vec<Project>>, ApiError> {
-    Ok(Json(state.engine.list_projects(&user).await?))
+    Ok(Json(state.engine.projects().list(&user).await?))
 }
 
 /// Registers a directory.
@@ -46,7 +46,7 @@ async fn create(
     JsonBody(body): JsonBody<CreateProject>,
 ) -> Result<(StatusCode, Json<Project>), ApiError> {
     let path = expand_home(&body.path, std::env::var_os("HOME").as_deref())?;
-    let project = state.engine.create_project(&user, &path, body.name).await?;
+    let project = state.engine.projects().create(&user, &path, body.name).await?;
     Ok((StatusCode::CREATED, Json(project)))
 }
 
@@ -108,7 +108,7 @@ async fn show(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<ProjectId>,
 ) -> Result<Json<Project>, ApiError> {
-    Ok(Json(state.engine.project(&user, &id).await?))
+    Ok(Json(state.engine.projects().get(&user, &id).await?))
 }
 
 #[utoipa::path(
@@ -125,7 +125,7 @@ async fn rename(
     PathId(id): PathId<ProjectId>,
     JsonBody(body): JsonBody<RenameProject>,
 ) -> Result<Json<Project>, ApiError> {
-    Ok(Json(state.engine.rename_project(&user, &id, &body.name).await?))
+    Ok(Json(state.engine.projects().rename(&user, &id, &body.name).await?))
 }
 
 /// Deletes the project and its sessions; files on disk are not touched.
@@ -141,7 +141,7 @@ async fn remove(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<ProjectId>,
 ) -> Result<StatusCode, ApiError> {
-    state.engine.delete_project(&user, &id).await?;
+    state.engine.projects().delete(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -243,8 +243,8 @@ pub(crate) async fn prompt<D: RunDialect>(
     input: PromptInput,
     connection: &CancellationToken,
 ) -> Result<Prompted<D>, EngineError> {
-    let (anchor, _) = engine.subscribe(user, session, None, connection.clone(), false).await?;
-    let accepted = engine.prompt(user, session, input).await?;
+    let (anchor, _) = engine.sessions().subscribe(user, session, None, connection.clone(), false).await?;
+    let accepted = engine.runs().prompt(user, session, input).await?;
     Ok(match accepted.created {
         true => Prompted::New(RunFeed::from_start(anchor.typed(), accepted.run_id)),
         false => Prompted::Retried(accepted.run_id),
@@ -267,7 +267,7 @@ pub(crate) async fn prompt_chat<D: RunDialect>(
         PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
     match prompt(engine, user, session, input, &connection).await? {
         Prompted::New(feed) => Ok(feed),
-        Prompted::Retried(run) => follow(engine.run(user, &run).await?, connection).await,
+        Prompted::Retried(run) => follow(engine.runs().get(user, &run).await?, connection).await,
     }
 }
 
@@ -291,12 +291,12 @@ impl FromSnapshot {
         let FrameBody::Snapshot { state } = &snapshot.body else {
             return Err(ApiError::not_found("run"));
         };
-        let run = engine.run(user, &run.id).await?;
+        let run = engine.runs().get(user, &run.id).await?;
         let messages = if run.user_message_index >= state.first_index {
             state.messages.clone()
         } else {
             let before = run.user_message_index + 1 + u64::from(MAX_PAGE);
-            engine.messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
+            engine.sessions().messages(user, &run.session_id, Some(before), Some(MAX_PAGE)).await?.messages
         };
         Ok(Self { snapshot, run, messages })
     }

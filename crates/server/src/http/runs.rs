@@ -52,7 +52,7 @@ async fn prompt(
         on_disconnect: body.on_disconnect,
         queue: body.queue,
     };
-    let answer = match state.engine.submit(&user, &id, input).await? {
+    let answer = match state.engine.runs().submit(&user, &id, input).await? {
         Submitted::Started(accepted) => PromptAnswer::Started(accepted),
         Submitted::Queued(queued) => PromptAnswer::Queued(queued),
     };
@@ -74,7 +74,7 @@ async fn abort(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<Aborted>, ApiError> {
-    let run_id = state.engine.abort(&user, &id).await?;
+    let run_id = state.engine.runs().abort(&user, &id).await?;
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
@@ -92,7 +92,7 @@ async fn resume_queue(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<StatusCode, ApiError> {
-    state.engine.resume_queue(&user, &id).await?;
+    state.engine.runs().resume_queue(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -108,7 +108,7 @@ async fn show(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<RunId>,
 ) -> Result<Json<Run>, ApiError> {
-    Ok(Json(state.engine.run(&user, &id).await?))
+    Ok(Json(state.engine.runs().get(&user, &id).await?))
 }
 
 /// The body this module reads, parsed as its handler does (the engine checks the text).

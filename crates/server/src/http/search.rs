@@ -50,7 +50,7 @@ async fn search(
     CurrentUser(user): CurrentUser,
     QueryParams(query): QueryParams<SearchQuery>,
 ) -> Response {
-    match state.engine.search_sessions(&user, &query.q, query.limit, query.cursor.as_deref()).await {
+    match state.engine.sessions().search(&user, &query.q, query.limit, query.cursor.as_deref()).await {
         Ok(page) => Json(page).into_response(),
         // Past the search limits (see `spool_engine::search_slots`): a slot frees as
         // soon as a search ends, so "a second" is an honest hint.
@@ -74,5 +74,5 @@ async fn runs(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<Vec<Run>>, ApiError> {
-    Ok(Json(state.engine.session_runs(&user, &id).await?))
+    Ok(Json(state.engine.runs().of_session(&user, &id).await?))
 }

@@ -78,7 +78,7 @@ async fn create(
     CurrentUser(user): CurrentUser,
     JsonBody(body): JsonBody<CreateSession>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
-    let session = state.engine.create_session(&user, &project_of(&body)?, body.title).await?;
+    let session = state.engine.sessions().create(&user, &project_of(&body)?, body.title).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -96,7 +96,7 @@ async fn list(
     PathId(project_id): PathId<ProjectId>,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
-    Ok(Json(state.engine.list_sessions(&user, &project_id, query.archived).await?))
+    Ok(Json(state.engine.sessions().list(&user, &project_id, query.archived).await?))
 }
 
 /// The session with the state a snapshot carries, and the cursor of that state.
@@ -112,7 +112,7 @@ async fn show(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionDetail>, ApiError> {
-    Ok(Json(state.engine.session(&user, &id).await?))
+    Ok(Json(state.engine.sessions().get(&user, &id).await?))
 }
 
 /// Changes title, archived flag, permission rules, model or mode; absent fields stay.
@@ -137,7 +137,7 @@ async fn update(
         model: body.model,
         mode: body.mode,
     };
-    Ok(Json(state.engine.update_session(&user, &id, patch).await?))
+    Ok(Json(state.engine.sessions().update(&user, &id, patch).await?))
 }
 
 /// Deletes the session with its messages and runs (aborting an active run).
@@ -153,7 +153,7 @@ async fn remove(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<StatusCode, ApiError> {
-    state.engine.delete_session(&user, &id).await?;
+    state.engine.sessions().delete(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -171,7 +171,7 @@ async fn messages(
     PathId(id): PathId<SessionId>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
-    Ok(Json(state.engine.messages(&user, &id, query.before, query.limit).await?))
+    Ok(Json(state.engine.sessions().messages(&user, &id, query.before, query.limit).await?))
 }
 
 /// The session's confirmed facts and compaction summary.
@@ -187,7 +187,7 @@ async fn memory(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionMemory>, ApiError> {
-    Ok(Json(state.engine.memory(&user, &id).await?))
+    Ok(Json(state.engine.sessions().memory(&user, &id).await?))
 }
 
 /// The permission rules of a session, each list in the order it is checked (the last
@@ -239,7 +239,8 @@ async fn remove_permission(
     if query.tool.is_empty() || query.tool.len() > 200 {
         return Err(ApiError::bad_request("invalid_query", "tool must be 1 to 200 bytes"));
     }
-    let (server, session) = state.engine.remove_permission(&user, &id, index, &query.tool, query.action).await?;
+    let (server, session) =
+        state.engine.sessions().remove_permission(&user, &id, index, &query.tool, query.action).await?;
     Ok(Json(SessionPermissions { server, session }))
 }
 
@@ -256,7 +257,7 @@ async fn permissions(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionPermissions>, ApiError> {
-    let (server, session) = state.engine.permissions(&user, &id).await?;
+    let (server, session) = state.engine.sessions().permissions(&user, &id).await?;
     Ok(Json(SessionPermissions { server, session }))
 }
 
@@ -287,5 +288,5 @@ async fn confirm_fact(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<FactBody>,
 ) -> Result<(StatusCode, Json<SessionMemory>), ApiError> {
-    Ok((StatusCode::CREATED, Json(state.engine.confirm_fact(&user, &id, &body.text).await?)))
+    Ok((StatusCode::CREATED, Json(state.engine.sessions().confirm_fact(&user, &id, &body.text).await?)))
 }

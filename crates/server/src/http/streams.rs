@@ -409,7 +409,8 @@ async fn open(
             // A cursor that does not parse means a snapshot, as on the SSE route.
             let cursor = cursor.as_deref().and_then(Cursor::parse);
             let kill = CancellationToken::new();
-            let (subscription, start) = engine.subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
+            let (subscription, start) =
+                engine.sessions().subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
             tracing::debug!(session = %id, ?start, "socket stream subscribed");
             Ok((Frames::Session(subscription), Some(kill)))
         }

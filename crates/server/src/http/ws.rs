@@ -556,12 +556,12 @@ impl Hub {
 
     /// Every session of the user that is not archived, for "every session".
     async fn all_sessions(&self) -> Vec<(SessionId, ProjectId)> {
-        let Ok(projects) = self.engine.list_projects(&self.user).await else {
+        let Ok(projects) = self.engine.projects().list(&self.user).await else {
             return Vec::new();
         };
         let mut all = Vec::new();
         for project in projects {
-            if let Ok(sessions) = self.engine.list_sessions(&self.user, &project.id, false).await {
+            if let Ok(sessions) = self.engine.sessions().list(&self.user, &project.id, false).await {
                 all.extend(sessions.into_iter().map(|s| (s.session.id, project.id.clone())));
             }
         }
@@ -575,7 +575,8 @@ impl Hub {
         cursor: Option<&Cursor>,
     ) -> Result<(TypedSubscription, CancellationToken, Start), EngineError> {
         let kill = CancellationToken::new();
-        let (subscription, start) = self.engine.subscribe(&self.user, id, cursor, kill.clone(), false).await?;
+        let (subscription, start) =
+            self.engine.sessions().subscribe(&self.user, id, cursor, kill.clone(), false).await?;
         Ok((subscription.typed(), kill, start))
     }
 
@@ -691,7 +692,7 @@ impl Hub {
         if let Some(owned) = self.projects.get(project) {
             return *owned;
         }
-        let owned = match self.engine.project(&self.user, project).await {
+        let owned = match self.engine.projects().get(&self.user, project).await {
             Ok(_) => true,
             Err(EngineError::NotFound(_)) => false,
             // Unknown for now: do not remember.

@@ -287,7 +287,7 @@ async fn run_agent(
     // the body asks.
     let named = ai_sdk::chat_session(engine, &user, &body.thread_id).await?;
     if let Some(session) = &named {
-        engine.session(&user, session).await?;
+        engine.sessions().get(&user, session).await?;
     }
     let action = body.action()?;
     let session = match named {
@@ -303,7 +303,7 @@ async fn run_agent(
                 ));
             };
             let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
-            engine.named_session(&user, &body.thread_id, &project).await?.0
+            engine.sessions().named_or_create(&user, &body.thread_id, &project).await?.0
         }
     };
     let thread = body.thread_id.clone();
@@ -324,14 +324,14 @@ async fn run_agent(
             let mut feed = attach_after(engine, &user, &approval, connection).await?;
             // The continuation opens with the decision. Read after deciding: the
             // decision as it was taken (a retry's first).
-            let decided = engine.approval(&user, &approval.id).await?;
+            let decided = engine.runs().approval(&user, &approval.id).await?;
             feed.push_front(ag_ui::resolved(&decided));
             feed
         }
     };
     // The state is read after subscribing: anything that changes it later comes as a
     // `STATE_DELTA` in the stream.
-    let detail = engine.session(&user, &session).await?;
+    let detail = engine.sessions().get(&user, &session).await?;
     let mut feed = feed;
     let run = feed.dialect.run_id().clone();
     feed.push_front(ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)));
@@ -353,7 +353,7 @@ async fn settled_apart(
     let (mut open, mut settled) = (Vec::new(), None);
     for (answer, abandons) in answers {
         if abandons {
-            let found = engine.approval(user, &answer.approval).await?;
+            let found = engine.runs().approval(user, &answer.approval).await?;
             if &found.session_id != session {
                 return Err(ApiError::not_found("approval"));
             }
@@ -375,7 +375,7 @@ async fn attach_from_start(
     run: Run,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
         RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
@@ -391,12 +391,12 @@ async fn attach_after(
     approval: &Approval,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let run = engine.run(user, &approval.run_id).await?;
+    let run = engine.runs().get(user, &approval.run_id).await?;
     let (subscription, start) =
-        engine.subscribe_from_run(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
     let subscription = subscription.typed();
     let waiting = match &start.waiting {
-        Some(id) => Some(engine.approval(user, id).await?),
+        Some(id) => Some(engine.runs().approval(user, id).await?),
         None => None,
     };
     match start.from {
@@ -530,11 +530,11 @@ impl Drop for CancelOnDrop {
             (self.engine.clone(), self.user.clone(), self.session.clone(), self.run.clone());
         runtime.spawn(async move {
             // Only this stream's run: the session may have moved on to another one.
-            let active = match engine.session(&user, &session).await {
+            let active = match engine.sessions().get(&user, &session).await {
                 Ok(detail) => detail.state.active_run.is_some_and(|a| a.run_id == run),
                 Err(_) => false,
             };
-            if active && let Err(error) = engine.abort(&user, &session).await {
+            if active && let Err(error) = engine.runs().abort(&user, &session).await {
                 tracing::warn!(%run, %error, "could not cancel the run of an aborted AG-UI request");
             }
         });

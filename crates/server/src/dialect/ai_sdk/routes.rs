@@ -6,7 +6,7 @@
 //! * The chat `id` names the session: a `ses_…` id is that session; any other id
 //!   (1–128 characters of `A–Z a–z 0–9 _ -`, what the SDK's `generateId` makes) names
 //!   a session of the caller's, made on first use in the body's `projectId`
-//!   ([`Engine::named_session`]).
+//!   ([`spool_engine::Sessions::named_or_create`]).
 //! * The last message decides what happens. A user message: its text parts are the
 //!   prompt, with `ai-sdk:<message id>` as the requestId, so a retried POST follows
 //!   the run it started instead of prompting twice. An assistant message with tool
@@ -260,7 +260,7 @@ pub(crate) fn check_chat_id(id: &str) -> Result<(), ApiError> {
 pub(crate) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Result<Option<SessionId>, ApiError> {
     match id.parse::<SessionId>() {
         Ok(session) => Ok(Some(session)),
-        Err(_) => Ok(engine.session_named(user, id).await?),
+        Err(_) => Ok(engine.sessions().named(user, id).await?),
     }
 }
 
@@ -297,7 +297,7 @@ async fn chat(
                         ));
                     };
                     let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
-                    engine.named_session(&user, &body.id, &project).await?.0
+                    engine.sessions().named_or_create(&user, &body.id, &project).await?.0
                 }
             };
             let follow = async |run, kill| attach_from_start(engine, &user, run, kill).await;
@@ -330,7 +330,7 @@ pub(crate) async fn answer(
 ) -> Result<Result<(Approval, bool), Response>, ApiError> {
     let mut found_all = Vec::with_capacity(answers.len());
     for answer in answers {
-        let found = engine.approval(user, &answer.approval).await?;
+        let found = engine.runs().approval(user, &answer.approval).await?;
         if &found.session_id != session {
             return Err(ApiError::not_found("approval"));
         }
@@ -358,7 +358,7 @@ pub(crate) async fn answer(
         };
         let input = DecisionInput { decision, message, idempotency_key, patterns: None };
         let target = DecisionTarget::Run(found.run_id.clone());
-        match engine.decide(user, target, &approval, input).await {
+        match engine.runs().decide(user, target, &approval, input).await {
             Ok(DecisionOutcome::Applied { decision, .. }) => {
                 let denied = decision == Decision::Reject && !asks_for_input(&found);
                 last = Some((found, denied));
@@ -405,11 +405,11 @@ async fn reconnect(
     let Some(session) = chat_session(engine, &user, &id).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let detail = engine.session(&user, &session).await?;
+    let detail = engine.sessions().get(&user, &session).await?;
     let Some(active) = detail.state.active_run else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let run = engine.run(&user, &active.run_id).await?;
+    let run = engine.runs().get(&user, &active.run_id).await?;
     let feed = attach_from_start(engine, &user, run, connection).await?;
     Ok(watched(stream_response(feed, &state), watch))
 }
@@ -433,7 +433,7 @@ async fn stop(
     let Some(session) = chat_session(&state.engine, &user, &id).await? else {
         return Ok(Json(Aborted { aborted: false, run_id: None }));
     };
-    let run_id = state.engine.abort(&user, &session).await?;
+    let run_id = state.engine.runs().abort(&user, &session).await?;
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
@@ -445,7 +445,7 @@ async fn attach_from_start(
     run: Run,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.subscribe_from_run(user, &run, RunAfter::Seq(0), kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
     match start.from {
         RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
@@ -462,9 +462,9 @@ async fn attach_after(
     denied: bool,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let run = engine.run(user, &approval.run_id).await?;
+    let run = engine.runs().get(user, &approval.run_id).await?;
     let (subscription, start) =
-        engine.subscribe_from_run(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
     let subscription = subscription.typed();
     let opening = Some(ai_sdk::continuation_start(approval, denied));
     match start.from {

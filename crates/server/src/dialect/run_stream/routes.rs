@@ -10,7 +10,7 @@
 //! * A re-attach (a retried POST, `GET …/events`, a resume) continues the run's own
 //!   numbering, which the engine keeps for the run's lifetime. It asks the engine for
 //!   one subscription positioned at the frame of the client's last event
-//!   ([`Engine::subscribe_from_run`]) and folds on from there. When the frames after it
+//!   ([`spool_engine::Runs::subscribe`]) and folds on from there. When the frames after it
 //!   have left the buffer, the subscription starts with a session snapshot instead: one
 //!   `snapshot` event (status, text so far, tool calls) at the run's current sequence,
 //!   then live.
@@ -116,7 +116,7 @@ async fn chat(
     let engine = &state.engine;
     let (session, created) = match body.target()? {
         ChatTarget::Session(id) => (id, false),
-        ChatTarget::NewSessionIn(project) => (engine.create_session(&user, &project, None).await?.id, true),
+        ChatTarget::NewSessionIn(project) => (engine.sessions().create(&user, &project, None).await?.id, true),
     };
     let input = PromptInput {
         text: body.text,
@@ -128,7 +128,7 @@ async fn chat(
     let prompted = match run_feed::prompt(engine, &user, &session, input, &connection).await {
         Ok(prompted) => prompted,
         Err(e) => {
-            if created && let Err(cleanup) = engine.delete_session(&user, &session).await {
+            if created && let Err(cleanup) = engine.sessions().delete(&user, &session).await {
                 tracing::warn!(%session, error = %cleanup, "could not remove the session of a refused chat");
             }
             return Err(e.into());
@@ -139,7 +139,7 @@ async fn chat(
         // A retried POST: follow the run its requestId already started, from the start
         // (a client that has some of it drops what it has: the numbers are the run's).
         Prompted::Retried(run) => {
-            let run = engine.run(&user, &run).await?;
+            let run = engine.runs().get(&user, &run).await?;
             attach(engine, &user, run, RunAfter::Seq(0), connection).await?
         }
     };
@@ -171,7 +171,7 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
     let after = checked_after(header.or(query.after))?.unwrap_or(0);
-    let run = state.engine.run(&user, &id).await?;
+    let run = state.engine.runs().get(&user, &id).await?;
     let feed = attach(&state.engine, &user, run, RunAfter::Seq(after), connection).await?;
     Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM_UTF8), watch))
 }
@@ -197,11 +197,11 @@ pub(crate) async fn resume_stream(
 ) -> Result<Response, ApiError> {
     // Checked before deciding: a refused request must change nothing.
     let after = checked_after(after)?;
-    let outcome = state.engine.decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
+    let outcome = state.engine.runs().decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
     if !matches!(outcome, DecisionOutcome::Applied { .. }) {
         return Ok(crate::http::approvals::decision_response(&outcome));
     }
-    let run = state.engine.run(user, &run_id).await?;
+    let run = state.engine.runs().get(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);
     let feed = attach(&state.engine, user, run, after, connection).await?;
     Ok(run_feed::response(feed, state, sse::EVENT_STREAM_UTF8))
@@ -216,7 +216,7 @@ async fn attach(
     after: RunAfter,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.subscribe_from_run(user, &run, after, kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, after, kill).await?;
     let mut subscription = subscription.typed();
     let count = match start.from {
         RunFrom::Replay(count) => {
@@ -369,7 +369,7 @@ mod tests {
             .expect("engine");
         let user = engine.local_user().clone();
         let path = dir.path().join("project");
-        let project = engine.create_project(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
+        let project = engine.projects().create(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
         let state = AppState::new(engine.clone(), crate::ServerConfig::default());
         let (routes, _) = router().split_for_parts();
         let app = routes.route("/api/runs/{id}/resume", axum::routing::post(resume)).with_state(state);
@@ -473,7 +473,7 @@ mod tests {
         let body: Value = res.json().await.expect("json");
         assert_eq!(body["error"]["code"], "already_resolved");
         let user = server.engine.local_user().clone();
-        let run = server.engine.run(&user, &run_id.parse().expect("run id")).await.expect("run");
+        let run = server.engine.runs().get(&user, &run_id.parse().expect("run id")).await.expect("run");
         assert_eq!(run.status, RunStatus::Completed);
     }
 }

@@ -102,7 +102,7 @@ async fn canonical(engine: &Engine, owner: &UserId, raw: Option<String>) -> Resu
             .map_err(|e| ApiError::bad_request("invalid_directory", format!("no working directory: {e}")))?,
     };
     let raw = path.to_str().ok_or_else(|| ApiError::bad_request("invalid_directory", "the directory is not UTF-8"))?;
-    engine.project_dir(owner, raw).await.map_err(|e| match e {
+    engine.projects().dir(owner, raw).await.map_err(|e| match e {
         EngineError::Invalid { message, .. } => ApiError::bad_request("invalid_directory", message),
         other => other.into(),
     })
@@ -110,12 +110,12 @@ async fn canonical(engine: &Engine, owner: &UserId, raw: Option<String>) -> Resu
 
 /// `owner`'s project at `path`, if there is one.
 async fn find(engine: &Engine, owner: &UserId, path: &str) -> Result<Option<Project>, ApiError> {
-    Ok(engine.list_projects(owner).await?.into_iter().find(|p| p.path == path))
+    Ok(engine.projects().list(owner).await?.into_iter().find(|p| p.path == path))
 }
 
 /// Registers `path` as a project of `owner`.
 async fn register(engine: &Engine, owner: &UserId, path: &str) -> Result<Project, ApiError> {
-    match engine.create_project(owner, path, None).await {
+    match engine.projects().create(owner, path, None).await {
         Ok(project) => Ok(project),
         // Registered by a concurrent request a moment ago.
         Err(EngineError::Conflict { .. }) => find(engine, owner, path).await?.ok_or(ApiError::not_found("project")),

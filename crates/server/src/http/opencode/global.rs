@@ -312,7 +312,7 @@ impl GlobalStream {
             async move {
                 let projects = match one {
                     Some(one) => vec![one],
-                    None => match engine.list_projects(&user).await {
+                    None => match engine.projects().list(&user).await {
                         Ok(projects) => projects.into_iter().map(|p| (p.id, p.path)).collect(),
                         Err(e) => {
                             tracing::warn!(error = %e, "opencode /global/event: could not list projects");
@@ -320,7 +320,7 @@ impl GlobalStream {
                         }
                     },
                 };
-                let waiting: HashSet<SessionId> = match engine.pending_approvals_of(&user).await {
+                let waiting: HashSet<SessionId> = match engine.runs().pending_approvals(&user).await {
                     Ok(pending) => pending.into_iter().map(|a| a.session_id).collect(),
                     Err(e) => {
                         tracing::warn!(error = %e, "opencode /event: could not list pending approvals");
@@ -361,14 +361,14 @@ impl GlobalStream {
         let marked = self.marks.get(&session);
         self.tasks.push(
             async move {
-                let detail = match engine.session(&user, &session).await {
+                let detail = match engine.sessions().get(&user, &session).await {
                     Ok(detail) => detail,
                     Err(_) => return Step::Forget(session),
                 };
                 let directory = match only {
                     Some((project, directory)) if detail.session.project_id == project => directory,
                     Some(_) => return Step::Forget(session),
-                    None => match engine.project(&user, &detail.session.project_id).await {
+                    None => match engine.projects().get(&user, &detail.session.project_id).await {
                         Ok(project) => project.path,
                         Err(_) => return Step::Forget(session),
                     },
@@ -384,7 +384,11 @@ impl GlobalStream {
                 };
                 // A cursor of another instance (the session was reloaded) means a snapshot.
                 let cursor = [left_at, marked].into_iter().flatten().find(|c| c.stream_id == stream_id);
-                let mut subscription = match engine.subscribe(&user, &session, cursor.as_ref(), kill, true).await {
+                let mut subscription = match engine
+                    .sessions()
+                    .subscribe(&user, &session, cursor.as_ref(), kill, true)
+                    .await
+                {
                     Ok((subscription, _)) => subscription.typed(),
                     Err(e) => {
                         tracing::warn!(session = %session, error = %e, "opencode /event: could not follow a session");
@@ -400,7 +404,7 @@ impl GlobalStream {
                     _ => None,
                 });
                 let start = match active {
-                    Some(run) => engine.run(&user, &run).await.ok().map(|r| r.user_message_index),
+                    Some(run) => engine.runs().get(&user, &run).await.ok().map(|r| r.user_message_index),
                     None => None,
                 };
                 let key = (mapper.legacy(), mapper.directory().to_owned());
@@ -450,7 +454,7 @@ impl GlobalStream {
                 let (engine, user) = (self.engine.clone(), self.user.clone());
                 self.tasks.push(
                     async move {
-                        let Ok(project) = engine.project(&user, &project).await else { return Step::Ignore };
+                        let Ok(project) = engine.projects().get(&user, &project).await else { return Step::Ignore };
                         let info = match known {
                             Some(s) => session_info(&s, &project.path),
                             None => deleted_info(&session, &project.id, &project.path),
@@ -477,7 +481,7 @@ impl GlobalStream {
         let (engine, user, directory) = (self.engine.clone(), self.user.clone(), self.directory.clone());
         self.tasks.push(
             async move {
-                match engine.project(&user, &project).await {
+                match engine.projects().get(&user, &project).await {
                     Ok(p) if p.path == directory => Step::Adopt(project, session),
                     _ => Step::Ignore,
                 }
@@ -629,7 +633,7 @@ async fn discover_in(
     since: Option<Millis>,
     model: &str,
 ) -> (Vec<SessionId>, Vec<Event>) {
-    let sessions = match engine.list_sessions(user, project, false).await {
+    let sessions = match engine.sessions().list(user, project, false).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "opencode /event: could not list sessions");
@@ -642,7 +646,7 @@ async fn discover_in(
         .map(|s| s.session.id)
         .collect();
     let Some(since) = since else { return (active, Vec::new()) };
-    let ended = match engine.sessions_ended_after(user, project, since, MISSED_SESSIONS).await {
+    let ended = match engine.sessions().ended_after(user, project, since, MISSED_SESSIONS).await {
         Ok(ended) => ended,
         Err(e) => {
             tracing::warn!(error = %e, "opencode /event: could not list the runs that ended");
@@ -651,7 +655,7 @@ async fn discover_in(
     };
     let mut missed = Vec::new();
     for id in ended.into_iter().filter(|id| !active.contains(id)) {
-        let Ok(detail) = engine.session(user, &id).await else { continue };
+        let Ok(detail) = engine.sessions().get(user, &id).await else { continue };
         if detail.state.active_run.is_some() {
             continue;
         }

@@ -106,12 +106,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 // ---- helpers ------------------------------------------------------------------------
 
 async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scope, ApiError> {
-    let project = engine.project(user, &session.project_id).await?;
+    let project = engine.projects().get(user, &session.project_id).await?;
     Ok(Scope { session_id: session.id.clone(), directory: project.path, default_model: engine.model_name() })
 }
 
 async fn info(engine: &Engine, user: &UserId, session: &Session) -> Result<SessionInfo, ApiError> {
-    let project = engine.project(user, &session.project_id).await?;
+    let project = engine.projects().get(user, &session.project_id).await?;
     Ok(records::session_info(session, &project.path))
 }
 
@@ -130,7 +130,7 @@ async fn stored_messages(
     let mut shown = 0;
     let mut cursor = before;
     loop {
-        let page = engine.messages(user, session, cursor, Some(PAGE)).await?;
+        let page = engine.sessions().messages(user, session, cursor, Some(PAGE)).await?;
         let Some(first) = page.messages.first() else { break };
         let (first, at_user) = (first.index, first.message.is_user());
         // Tool results are not OpenCode messages. Reading back to a user message keeps
@@ -252,7 +252,7 @@ async fn list(
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
     // Not a project yet: no sessions (reading registers nothing).
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
-    let mut sessions = state.engine.list_sessions(&dir.user, &project.id, false).await?;
+    let mut sessions = state.engine.sessions().list(&dir.user, &project.id, false).await?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.session.updated_at));
     let search = query.search.map(|s| s.to_lowercase());
     let infos = sessions
@@ -277,7 +277,7 @@ async fn list(
 async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> Result<Json<SessionInfo>, ApiError> {
     let body = CreateBody::read(&bytes)?;
     let (user, project) = dir.register(&state.engine).await?;
-    let session = state.engine.create_session(&user, &project.id, body.title).await?;
+    let session = state.engine.sessions().create(&user, &project.id, body.title).await?;
     Ok(Json(records::session_info(&session, &project.path)))
 }
 
@@ -291,7 +291,7 @@ async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> 
 )]
 async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BTreeMap<String, Status>>, ApiError> {
     let Some(project) = &dir.project else { return Ok(Json(BTreeMap::new())) };
-    let sessions = state.engine.list_sessions(&dir.user, &project.id, false).await?;
+    let sessions = state.engine.sessions().list(&dir.user, &project.id, false).await?;
     Ok(Json(
         sessions
             .into_iter()
@@ -313,7 +313,7 @@ async fn get_session(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let detail = state.engine.session(&user, &id).await?;
+    let detail = state.engine.sessions().get(&user, &id).await?;
     Ok(Json(info(&state.engine, &user, &detail.session).await?))
 }
 
@@ -333,7 +333,7 @@ async fn update(
     PathId(id): PathId<SessionId>,
     bytes: Bytes,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let session = state.engine.update_session(&user, &id, PatchBody::read(&bytes)?).await?;
+    let session = state.engine.sessions().update(&user, &id, PatchBody::read(&bytes)?).await?;
     Ok(Json(info(&state.engine, &user, &session).await?))
 }
 
@@ -349,7 +349,7 @@ async fn delete(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<bool>, ApiError> {
-    state.engine.delete_session(&user, &id).await?;
+    state.engine.sessions().delete(&user, &id).await?;
     Ok(Json(true))
 }
 
@@ -366,7 +366,7 @@ async fn todo(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<Vec<Todo>>, ApiError> {
-    let detail = state.engine.session(&user, &id).await?;
+    let detail = state.engine.sessions().get(&user, &id).await?;
     Ok(Json(detail.state.todos.iter().enumerate().map(|(i, t)| Todo::from_todo(i, t)).collect()))
 }
 
@@ -386,7 +386,7 @@ async fn messages(
     PathId(id): PathId<SessionId>,
     crate::extract::QueryParams(query): crate::extract::QueryParams<MessagesQuery>,
 ) -> Result<Json<Vec<MessageWithParts>>, ApiError> {
-    let detail = state.engine.session(&user, &id).await?;
+    let detail = state.engine.sessions().get(&user, &id).await?;
     let before = match &query.before {
         Some(raw) => Some(
             ids::message_index(&id, raw)
@@ -407,17 +407,17 @@ async fn start(
     bytes: &Bytes,
 ) -> Result<Submitted, ApiError> {
     let (text, body) = PromptBody::read(bytes)?;
-    let detail = engine.session(user, id).await?;
+    let detail = engine.sessions().get(user, id).await?;
     let models = engine.models();
     if let Some(model) = body.model.as_ref().and_then(|m| m.configured(models.iter().map(|m| m.name.as_str())))
         && detail.session.model.as_deref() != Some(model)
     {
         let patch = SessionPatch { model: Some(model.to_owned()), ..SessionPatch::default() };
-        engine.update_session(user, id, patch).await?;
+        engine.sessions().update(user, id, patch).await?;
     }
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
     let input = PromptInput { text, request_id: body.message_id, queue: true, ..PromptInput::default() };
-    Ok(engine.submit(user, id, input).await?)
+    Ok(engine.runs().submit(user, id, input).await?)
 }
 
 /// Starts a run (or queues the prompt while one is going) and answers at once.
@@ -461,7 +461,7 @@ async fn prompt(
     let engine = &state.engine;
     // Subscribed before prompting, so the run's start and end cannot pass unseen. Its
     // first batch is the snapshot of the session before the prompt: nothing to wait on.
-    let (frames, _) = engine.subscribe(&user, &id, None, CancellationToken::new(), false).await?;
+    let (frames, _) = engine.sessions().subscribe(&user, &id, None, CancellationToken::new(), false).await?;
     let mut frames = frames.typed();
     frames.next().await;
     let run_id = match start(engine, &marks, &user, &id, &bytes).await? {
@@ -470,7 +470,7 @@ async fn prompt(
             Some(run_id) => run_id,
             // Gone from the queue unseen (the stream fell behind): the store knows.
             None => {
-                engine.run_of_request(&user, &id, &queued.request_id).await?.map(|run| run.id).ok_or_else(|| {
+                engine.runs().of_request(&user, &id, &queued.request_id).await?.map(|run| run.id).ok_or_else(|| {
                     ApiError::from(EngineError::Conflict {
                         code: "prompt_removed",
                         message:
@@ -482,12 +482,12 @@ async fn prompt(
         },
     };
     // A repeated messageID may name a run that settled long ago.
-    if !engine.run(&user, &run_id).await?.status.is_terminal() {
+    if !engine.runs().get(&user, &run_id).await?.status.is_terminal() {
         wait_settled(&mut frames, &run_id).await;
     }
     drop(frames);
-    let run = engine.run(&user, &run_id).await?;
-    let session = engine.session(&user, &id).await?.session;
+    let run = engine.runs().get(&user, &run_id).await?;
+    let session = engine.sessions().get(&user, &id).await?.session;
     let scope = scope(engine, &user, &session).await?;
     let mut stored = stored_messages(engine, &user, &id, None, None, run.user_message_index).await?;
     stored.retain(|m| m.index >= run.user_message_index);
@@ -567,7 +567,7 @@ async fn abort(
     CurrentUser(user): CurrentUser,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<bool>, ApiError> {
-    state.engine.abort(&user, &id).await?;
+    state.engine.runs().abort(&user, &id).await?;
     Ok(Json(true))
 }
 
@@ -592,7 +592,7 @@ async fn respond(
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let decision = RespondBody::read(&bytes)?.response.decision();
     let input = DecisionInput::plain(decision);
-    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let reply = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
 
@@ -613,9 +613,9 @@ async fn reply(
 ) -> Result<Response, ApiError> {
     let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let body = ReplyBody::read(&bytes)?;
-    let session = state.engine.approval(&user, &approval).await?.session_id;
+    let session = state.engine.runs().approval(&user, &approval).await?.session_id;
     let input = DecisionInput { message: body.message, ..DecisionInput::plain(body.reply.decision()) };
-    let reply = state.engine.decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let reply = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
 
@@ -630,7 +630,7 @@ async fn reply(
 )]
 async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
-    let pending = state.engine.pending_approvals_of(&dir.user).await?;
+    let pending = state.engine.runs().pending_approvals(&dir.user).await?;
     let permissions = pending.into_iter().filter(|a| !records::is_question(a)).collect();
     let calls = of_project(&state.engine, &dir.user, &project.id, permissions).await;
     Ok(Json(calls.iter().map(|(approval, message)| records::permission(approval, *message)).collect()))
@@ -649,7 +649,7 @@ async fn of_project(
     let mut out = Vec::new();
     for approval in approvals {
         if !messages.contains_key(&approval.session_id) {
-            let shown = match engine.session(user, &approval.session_id).await {
+            let shown = match engine.sessions().get(user, &approval.session_id).await {
                 Ok(d) if d.session.project_id == *project => Some(d.state.messages),
                 _ => None,
             };

@@ -42,7 +42,7 @@ pub(super) async fn list(
     dir: Directory,
 ) -> Result<Json<Vec<QuestionRequest>>, ApiError> {
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
-    let pending = state.engine.pending_approvals_of(&dir.user).await?;
+    let pending = state.engine.runs().pending_approvals(&dir.user).await?;
     let questions = pending.into_iter().filter(records::is_question).collect();
     let calls = of_project(&state.engine, &dir.user, &project.id, questions).await;
     Ok(Json(calls.iter().map(|(approval, message)| records::question(approval, *message)).collect()))
@@ -87,13 +87,13 @@ pub(super) async fn reject(
 /// Decides the pending question `raw`: `true`, or 404 when it is not a pending question.
 async fn settle(engine: &Engine, user: &UserId, raw: &str, decision: Decision) -> Result<Response, ApiError> {
     let Ok(id) = raw.parse::<ApprovalId>() else { return Ok(not_found(raw)) };
-    let approval = match engine.approval(user, &id).await {
+    let approval = match engine.runs().approval(user, &id).await {
         Ok(approval) if records::is_question(&approval) && approval.status == ApprovalStatus::Pending => approval,
         Ok(_) | Err(EngineError::NotFound(_)) => return Ok(not_found(raw)),
         Err(e) => return Err(e.into()),
     };
     let target = DecisionTarget::Session(approval.session_id);
-    match engine.decide(user, target, &id, DecisionInput::plain(decision)).await {
+    match engine.runs().decide(user, target, &id, DecisionInput::plain(decision)).await {
         Ok(DecisionOutcome::Applied { .. }) => Ok(Json(true).into_response()),
         // Someone answered first, or it expired meanwhile: no longer pending.
         Ok(DecisionOutcome::AlreadyResolved | DecisionOutcome::ResourceChanged { .. })

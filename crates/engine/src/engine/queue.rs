@@ -18,17 +18,17 @@
 //!   queued message's id.
 //! * **When.** A run that settles here — completed, failed or cancelled — has the next
 //!   prompt start (see [`RunEnv::run_settled`](crate::run_env::RunEnv::run_settled)).
-//!   Stop ([`Engine::abort`]) with prompts waiting pauses the queue first (durably, in
+//!   Stop ([`Runs::abort`]) with prompts waiting pauses the queue first (durably, in
 //!   the store): Stop means "stop", and the next prompt starting behind the person's
 //!   back was the opposite. A paused queue starts nothing — not when a run settles, not
-//!   at start-up, not on the reaper's pass — until [`Engine::resume_queue`] (the web
+//!   at start-up, not on the reaper's pass — until [`Runs::resume_queue`] (the web
 //!   UI's Resume) or a prompt sent with `queue: true`, which joins the end and lets the
 //!   queue go on in order. A run that ends because its
 //!   node stops or lost the session leaves the queue to whoever runs the session next:
 //!   at start-up, and on every reaper pass, sessions whose queue no run will take (their
 //!   run died with a process, or no run is going) start their next prompt.
 
-use crate::engine::{Engine, Wanted};
+use super::{Engine, Runs, Wanted, ulid_body};
 use crate::error::{EngineError, Result};
 use crate::leases::LeaseGuard;
 use crate::run_env::Settled;
@@ -64,6 +64,43 @@ fn announce(loaded: &Loaded, queue: Vec<QueuedMessage>, change: QueueChange, pau
     loaded.events.publish_body(FrameBody::Queue { queue, change, paused });
 }
 
+impl Runs<'_> {
+    /// Lets a paused queue go on (the web UI's Resume): its next prompt starts when no
+    /// run is going. A queue that was not paused is left as it is.
+    pub async fn resume_queue(&self, owner: &UserId, id: &SessionId) -> Result<()> {
+        let loaded = self.engine.load(owner, id).await?;
+        {
+            let _control = loaded.control.lock().await;
+            if !self.engine.inner.store.resume_queue(id).await? {
+                return Ok(());
+            }
+            self.engine.publish_queue(&loaded, QueueChange::Resumed).await?;
+        }
+        self.engine.inner.env.run_settled(id);
+        Ok(())
+    }
+
+    /// Removes one of `owner`'s queued messages before a run takes it. Anything else —
+    /// another user's message, one a run took already, an id nobody queued — is
+    /// `NotFound`, and nothing changes.
+    pub async fn delete_queued(&self, owner: &UserId, id: &MessageId) -> Result<()> {
+        let not_found = || EngineError::NotFound("message");
+        let prompt = self.engine.inner.store.get_queued(id).await?.ok_or_else(not_found)?;
+        if &prompt.owner_id != owner {
+            return Err(not_found());
+        }
+        let loaded = self.engine.load(owner, &prompt.session_id).await?;
+        // Serialized with a run taking it on this node; on another node the store's
+        // delete decides (a prompt taken there is not queued any more).
+        let _control = loaded.control.lock().await;
+        if !self.engine.inner.store.delete_queued(id).await? {
+            return Err(not_found());
+        }
+        self.engine.publish_queue(&loaded, QueueChange::Deleted { message_id: id.clone() }).await?;
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Puts a prompt at the end of the session's queue; the caller holds the session's
     /// control lock and has checked the prompt.
@@ -72,7 +109,7 @@ impl Engine {
         let session_id = loaded.events.session_id().clone();
         let message = QueuedMessage {
             id: MessageId::new(),
-            request_id: request_id.unwrap_or_else(|| format!("req_{}", crate::engine::ulid_body())),
+            request_id: request_id.unwrap_or_else(|| format!("req_{}", ulid_body())),
             text,
             created_at: now_ms(),
         };
@@ -135,45 +172,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Lets a paused queue go on (the web UI's Resume): its next prompt starts when no
-    /// run is going. A queue that was not paused is left as it is.
-    pub async fn resume_queue(&self, owner: &UserId, id: &SessionId) -> Result<()> {
-        let loaded = self.load(owner, id).await?;
-        {
-            let _control = loaded.control.lock().await;
-            if !self.inner.store.resume_queue(id).await? {
-                return Ok(());
-            }
-            self.publish_queue(&loaded, QueueChange::Resumed).await?;
-        }
-        self.inner.env.run_settled(id);
-        Ok(())
-    }
-
     /// A prompt sent with `queue: true` lets a paused queue go on: it joins the end, and
     /// the queue runs in order. The caller holds the control lock.
     pub(crate) async fn unpause_for_prompt(&self, id: &SessionId) -> Result<()> {
         self.inner.store.resume_queue(id).await?;
-        Ok(())
-    }
-
-    /// Removes one of `owner`'s queued messages before a run takes it. Anything else —
-    /// another user's message, one a run took already, an id nobody queued — is
-    /// `NotFound`, and nothing changes.
-    pub async fn delete_queued(&self, owner: &UserId, id: &MessageId) -> Result<()> {
-        let not_found = || EngineError::NotFound("message");
-        let prompt = self.inner.store.get_queued(id).await?.ok_or_else(not_found)?;
-        if &prompt.owner_id != owner {
-            return Err(not_found());
-        }
-        let loaded = self.load(owner, &prompt.session_id).await?;
-        // Serialized with a run taking it on this node; on another node the store's
-        // delete decides (a prompt taken there is not queued any more).
-        let _control = loaded.control.lock().await;
-        if !self.inner.store.delete_queued(id).await? {
-            return Err(not_found());
-        }
-        self.publish_queue(&loaded, QueueChange::Deleted { message_id: id.clone() }).await?;
         Ok(())
     }
 
