@@ -15,8 +15,12 @@
 //! | `opencode` | `GET /event?directory=…` before the prompt, ready at its first event | `message.part.delta` | `session.idle` |
 //! | `ws` | `/api/ws`, `subscribe` to the session, ready at `subscribed` | `message.streaming` | `agent.status` other than `running` |
 //! | `run-stream` | `GET /api/runs/:id/events?after=0` once the run exists | `text_delta` | `done` / `error` |
+//! | `ai-sdk` | `GET /api/ai-sdk/chat/:session/stream` once the run exists | `text-delta` | `finish` / `error` / `abort` |
 //!
-//! A run-stream client can only attach once the prompt has made the run, so it arrives
+//! AG-UI has no route that attaches to a run it did not start (its stream is the
+//! answer to its own `POST`), so it has no subscriber here.
+//!
+//! A run-stream (or AI SDK) client can only attach once the prompt has made the run, so it arrives
 //! late and catches up: from the session's buffer while the run's first frame is among
 //! the last 256, else from a `snapshot` holding the text so far (counted apart: such a
 //! subscriber has every word but fewer deltas, and fewer events to divide the CPU by).
@@ -43,13 +47,16 @@ pub enum Dialect {
     Ws,
     /// The run stream `GET /api/runs/:id/events` (seed 003).
     RunStream,
+    /// The AI SDK's resumable stream `GET /api/ai-sdk/chat/:id/stream`: the chat's
+    /// active run from its start, in the UI message stream protocol.
+    AiSdk,
 }
 
 impl Dialect {
-    /// Whether subscribers connect before the prompt (all but the run stream, which
-    /// needs the run's id).
+    /// Whether subscribers connect before the prompt (all but the run-following
+    /// streams, which need a run to follow).
     pub fn connects_first(self) -> bool {
-        self != Dialect::RunStream
+        !matches!(self, Dialect::RunStream | Dialect::AiSdk)
     }
 
     fn markers(self) -> (&'static [u8], &'static [&'static [u8]]) {
@@ -62,6 +69,10 @@ impl Dialect {
                 &[b"\"status\":\"completed\"", b"\"status\":\"errored\"", b"\"status\":\"cancelled\""],
             ),
             Dialect::RunStream => (b"\"type\":\"text_delta\"", &[b"\"type\":\"done\"", b"\"type\":\"error\""]),
+            // A completed run ends with `finish`; a failed one with `error`, a stopped one `abort`.
+            Dialect::AiSdk => {
+                (b"\"type\":\"text-delta\"", &[b"\"type\":\"finish\"", b"\"type\":\"error\"", b"\"type\":\"abort\""])
+            }
         }
     }
 }
@@ -110,6 +121,8 @@ async fn sse(
     let url = match target.dialect {
         Dialect::Opencode => format!("{base}/event?directory={}", urlencode(&target.directory)),
         Dialect::RunStream => format!("{base}/api/runs/{}/events?after=0", target.run.as_deref().context("a run id")?),
+        // The session's id is a chat id; the route answers its active run from its start.
+        Dialect::AiSdk => format!("{base}/api/ai-sdk/chat/{}/stream", target.session),
         _ => format!("{base}/api/sessions/{}/events", target.session),
     };
     let resp = client.get(&url).header("accept", "text/event-stream").send().await?;
