@@ -15,7 +15,7 @@
 //! each of them once: the engine acts on what it receives locally and does not publish
 //! it again, so a message cannot echo around the cluster.
 
-use crate::lists::ListNote;
+use crate::list_note::ListNote;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};

@@ -206,7 +206,7 @@ pub(crate) struct Inner {
     /// Published hub events (see [`crate::hub`]).
     pub hub: crate::hub::Hub,
     /// The git poller's latest reading of each loaded session (see [`crate::git`]).
-    pub git: crate::git::Readings,
+    pub git: Arc<crate::git::Readings>,
     /// Set by [`Engine::stop_runs`]: a stopping node starts no queued prompt (its queue
     /// waits in the store for the next start, or another node).
     pub stopping: std::sync::atomic::AtomicBool,
@@ -427,7 +427,7 @@ impl Engine {
                 auth,
                 leases,
                 hub,
-                git: crate::git::Readings::default(),
+                git: Arc::default(),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 lease_loop: crate::readiness::LeaseLoopBeat::default(),
             }),
@@ -456,7 +456,8 @@ impl Engine {
         engine.spawn_janitor();
         engine.spawn_reaper();
         if let Some(polling) = engine.inner.config.git.clone() {
-            crate::git::spawn(Arc::downgrade(&engine.inner), polling);
+            let inner = &engine.inner;
+            crate::git::spawn(Arc::downgrade(&inner.sessions), Arc::downgrade(&inner.git), polling);
         }
         engine.inner.auth.spawn_revocation_watch();
         Ok(engine)
@@ -508,6 +509,18 @@ impl Engine {
     /// The list notifier behind `GET /api/workspaces/events`.
     pub fn lists(&self) -> &crate::lists::ListNotifier {
         &self.inner.lists
+    }
+
+    /// Whether this node can do its work now, check by check (see [`crate::readiness`]).
+    pub async fn readiness(&self) -> crate::Readiness {
+        let inner = &self.inner;
+        let probes = crate::readiness::Probes {
+            store: &*inner.store,
+            frames: inner.frames.as_deref(),
+            lease_ttl: inner.leases.ttl(),
+            beat: &inner.lease_loop,
+        };
+        probes.run().await
     }
 
     /// The configured models.

@@ -23,7 +23,7 @@
 //! sessions it has loaded: two nodes that both hold one session may each announce the
 //! same change once.
 
-use crate::engine::Inner;
+use crate::registry::Registry;
 use spool_protocol::frame::FrameBody;
 use spool_protocol::git::GitState;
 use spool_protocol::{SessionId, StreamId};
@@ -103,12 +103,14 @@ impl Readings {
     }
 }
 
-/// Starts the poller. It holds the engine weakly and ends with it.
-pub(crate) fn spawn(engine: Weak<Inner>, polling: GitPolling) {
-    tokio::spawn(poll(engine, polling));
+/// Starts the poller over the loaded sessions and their readings. It holds both weakly,
+/// and only the engine holds the readings, so it ends with the engine.
+pub(crate) fn spawn(sessions: Weak<Registry>, readings: Weak<Readings>, polling: GitPolling) {
+    tokio::spawn(poll(sessions, readings, polling));
 }
 
-async fn poll(engine: Weak<Inner>, polling: GitPolling) {
+async fn poll(sessions: Weak<Registry>, readings: Weak<Readings>, polling: GitPolling) {
+    let upgrade = || Some((sessions.upgrade()?, readings.upgrade()?));
     let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_READS));
     let mut tick = tokio::time::interval(polling.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -119,10 +121,10 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let Some(inner) = engine.upgrade() else { return };
-                let loaded = inner.sessions.all();
+                let Some((sessions, readings)) = upgrade() else { return };
+                let loaded = sessions.all();
                 let streams = loaded.iter().map(|l| (l.events.session_id().clone(), l.events.stream_id())).collect();
-                inner.git.retain(&streams);
+                readings.retain(&streams);
                 failing.retain(|root| loaded.iter().any(|l| &l.root == root));
                 for (root, root_id) in loaded.iter().map(|l| (l.root.clone(), l.root_id)) {
                     if !reading.insert(root.clone()) {
@@ -140,11 +142,11 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
             Some(done) = reads.join_next() => {
                 let Ok((root, result)) = done else { continue };
                 reading.remove(&root);
-                let Some(inner) = engine.upgrade() else { return };
+                let Some((sessions, readings)) = upgrade() else { return };
                 match result {
                     Ok(state) => {
                         failing.remove(&root);
-                        announce(&inner, &root, state);
+                        announce(&sessions, &readings, &root, state);
                     }
                     Err(error) if failing.insert(root.clone()) => {
                         tracing::warn!(root = %root.display(), %error, "cannot read the project's git state");
@@ -158,10 +160,10 @@ async fn poll(engine: Weak<Inner>, polling: GitPolling) {
 
 /// Records a project's reading for each of its loaded sessions and publishes the
 /// changes.
-fn announce(inner: &Inner, root: &Path, state: Option<GitState>) {
-    for loaded in inner.sessions.all().into_iter().filter(|l| l.root == root) {
+fn announce(sessions: &Registry, readings: &Readings, root: &Path, state: Option<GitState>) {
+    for loaded in sessions.all().into_iter().filter(|l| l.root == root) {
         let (session, stream) = (loaded.events.session_id(), loaded.events.stream_id());
-        if let Some(git) = inner.git.record(session, stream, state.clone()) {
+        if let Some(git) = readings.record(session, stream, state.clone()) {
             loaded.events.publish_body(FrameBody::Git { git });
         }
     }

@@ -17,6 +17,7 @@ pub mod framebus;
 pub mod git;
 pub mod hub;
 mod leases;
+mod list_note;
 pub mod lists;
 pub mod metrics;
 pub mod model;

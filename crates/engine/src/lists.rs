@@ -23,6 +23,7 @@
 //! with the session streams instead of holding the server for its whole grace period.
 
 use crate::cluster::{Cluster, ClusterMessage, Solo};
+pub use crate::list_note::{Change, ListNote};
 use bytes::Bytes;
 use futures::Stream;
 use futures::StreamExt;
@@ -62,27 +63,6 @@ impl ListFrame {
 #[derive(Clone)]
 pub struct ListNotifier {
     shared: Arc<Shared>,
-}
-
-/// A typed account of what changed, for dialects that name the change (the WebSocket
-/// hub's `channel.created` / `channel.deleted`, OpenCode's `session.updated`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Change {
-    SessionCreated { session: spool_protocol::SessionId, project: ProjectId },
-    SessionChanged { session: spool_protocol::SessionId, project: ProjectId },
-    SessionDeleted { session: spool_protocol::SessionId, project: ProjectId },
-    ProjectChanged { project: ProjectId },
-}
-
-/// One notification as it travels between nodes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ListNote {
-    /// [`ListNotifier::sessions_changed`]: a list frame and no typed change.
-    SessionsChanged { project: ProjectId },
-    /// [`ListNotifier::change`]: a typed change and the list frame it implies.
-    Change { change: Change },
 }
 
 struct Shared {

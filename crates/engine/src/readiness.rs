@@ -15,7 +15,8 @@
 //! Each check is bounded by [`CHECK_TIMEOUT`] and they run together, so the answer
 //! never takes much longer than that, whatever hangs.
 
-use crate::engine::Engine;
+use crate::FrameBus;
+use crate::store::Store;
 use serde::Serialize;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -98,18 +99,29 @@ impl LeaseLoopBeat {
     }
 }
 
-impl Engine {
+/// What the checks look at: the store, the frame bus (if any) and the lease loop's
+/// beat, not the whole engine ([`Engine::readiness`](crate::Engine::readiness) hands
+/// them over).
+pub(crate) struct Probes<'a> {
+    pub store: &'a dyn Store,
+    pub frames: Option<&'a dyn FrameBus>,
+    /// How long a lease lasts: the loop passes every half of it.
+    pub lease_ttl: Duration,
+    pub beat: &'a LeaseLoopBeat,
+}
+
+impl Probes<'_> {
     /// Runs every readiness check, each within [`CHECK_TIMEOUT`], at once.
-    pub async fn readiness(&self) -> Readiness {
+    pub async fn run(&self) -> Readiness {
         let store = async {
-            match tokio::time::timeout(CHECK_TIMEOUT, self.inner.store.auth_enabled()).await {
+            match tokio::time::timeout(CHECK_TIMEOUT, self.store.auth_enabled()).await {
                 Ok(Ok(_)) => Check::ok(),
                 Ok(Err(e)) => Check::failing(format!("the store cannot answer a query: {e}")),
                 Err(_) => Check::failing(format!("the store did not answer a query within {CHECK_TIMEOUT:?}")),
             }
         };
         let bus = async {
-            let frames = self.inner.frames.as_ref()?;
+            let frames = self.frames?;
             Some(match tokio::time::timeout(CHECK_TIMEOUT, frames.check()).await {
                 Ok(Ok(())) => Check::ok(),
                 Ok(Err(e)) => Check::failing(format!("the Redis bus is disconnected: {e}")),
@@ -123,8 +135,8 @@ impl Engine {
     /// The lease loop passes every half lease; one lifetime without a pass is two
     /// missed, not a slow store round trip.
     fn lease_loop_check(&self) -> Check {
-        let lifetime = self.inner.leases.ttl();
-        match self.inner.lease_loop.last() {
+        let lifetime = self.lease_ttl;
+        match self.beat.last() {
             None => Check::failing("the lease loop has not finished a pass yet"),
             Some(at) if at.elapsed() > lifetime => Check::failing(format!(
                 "the lease loop last finished a pass {:.1} s ago, more than a lease lifetime ({} s)",
