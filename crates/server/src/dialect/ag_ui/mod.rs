@@ -36,11 +36,11 @@
 mod events;
 pub(crate) mod routes;
 
-use super::run_fold::{Drawn, Muted};
+use super::run_fold::{self, Block, Core, Muted, Part, PartFold, RunFrame, data_events as encode};
 use crate::dialect::shared::FormMapper;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::{Value, json};
-use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::frame::{Frame, SessionState};
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
     StreamDelta,
@@ -48,14 +48,6 @@ use spool_protocol::{
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{APPROVAL_RESOLVED, AgUiEvent, Interrupt, Outcome, PROTOCOL_VERSION};
-
-fn encode(events: &[AgUiEvent]) -> Bytes {
-    let mut out = BytesMut::new();
-    for event in events {
-        out.extend_from_slice(&event.to_sse());
-    }
-    out.freeze()
-}
 
 /// The `CUSTOM` event of a decision taken on `approval`. A continuation opens with it
 /// (after [`opening`]) from the stored approval: the engine may start the
@@ -135,54 +127,32 @@ pub struct Step {
     pub error: Option<RunError>,
 }
 
-/// The text or reasoning block being streamed.
-#[derive(Clone, Debug, PartialEq)]
-enum Open {
-    Text(String),
-    Reasoning(String),
-}
-
-/// The fold over one run's frames. Pure: no clock, no I/O.
+/// The fold over one run's frames. Pure: no clock, no I/O. What the run waits for is
+/// the approval itself (the interrupt the stream ends with describes it). A streaming
+/// tool call is one whose `TOOL_CALL_START` was sent and `TOOL_CALL_END` not yet.
 #[derive(Clone, Debug)]
 pub struct AgUiStream {
-    run_id: RunId,
-    /// `run.accepted` was seen (or the fold continues a run begun elsewhere).
-    started: bool,
-    open: Option<Open>,
-    /// Tool calls whose `TOOL_CALL_START` was sent and `TOOL_CALL_END` not yet, by
-    /// `(message index, content index)`.
-    streaming: BTreeMap<(u64, usize), String>,
+    core: Core<Approval>,
     /// Calls whose `TOOL_CALL_START` was sent.
     announced: BTreeSet<String>,
     /// Tool calls of the approvals asked, by approval.
     asked: BTreeMap<ApprovalId, String>,
     /// The decision on this approval was sent by the transport ([`resolved`]).
     announced_decision: Option<ApprovalId>,
-    waiting: Option<Approval>,
     ended: Option<RunStatus>,
     error: Option<RunError>,
-    /// Output held back until an approval's request has passed.
-    muted: Option<Muted<Approval>>,
-    /// What a snapshot already sent: live deltas send only what lies beyond.
-    drawn: Drawn,
 }
 
 impl AgUiStream {
     /// A fold that starts at the run's `run.accepted` and ignores everything before it.
     pub fn new(run_id: RunId) -> Self {
         Self {
-            run_id,
-            started: false,
-            open: None,
-            streaming: BTreeMap::new(),
+            core: Core::new(run_id),
             announced: BTreeSet::new(),
             asked: BTreeMap::new(),
             announced_decision: None,
-            waiting: None,
             ended: None,
             error: None,
-            muted: None,
-            drawn: Drawn::default(),
         }
     }
 
@@ -192,11 +162,11 @@ impl AgUiStream {
     /// `waiting`: the approval the run still waits for as the subscription starts.
     pub fn continuing(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.started = true;
+        fold.core.started = true;
         fold.announced_decision = Some(approval.id.clone());
         fold.announced.insert(approval.tool_call_id.clone());
         fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-        fold.waiting = waiting;
+        fold.core.waiting = waiting;
         fold
     }
 
@@ -207,7 +177,7 @@ impl AgUiStream {
     /// subscription need not have its frame in the ring yet).
     pub fn muted_until(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.muted = Some(Muted { until: approval.id.clone(), waiting });
+        fold.core.muted = Some(Muted { until: approval.id.clone(), waiting });
         fold.announced_decision = Some(approval.id.clone());
         fold
     }
@@ -229,13 +199,10 @@ impl AgUiStream {
         after: Option<&Approval>,
     ) -> (Self, Vec<AgUiEvent>) {
         let mut fold = Self::new(run.id.clone());
-        fold.started = true;
+        fold.core.started = true;
         let session = &state.session.id;
         let mut out = Vec::new();
-        let committed =
-            messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
-        let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
-        let mut shown: Vec<(u64, &Message, bool)> = committed.chain(drafts).collect();
+        let mut shown: Vec<(u64, &Message, bool)> = run_fold::shown(run, state, messages).collect();
         if let Some(approval) = after {
             fold.announced_decision = Some(approval.id.clone());
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
@@ -267,7 +234,7 @@ impl AgUiStream {
         if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
             fold.close_part(&mut out);
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-            fold.waiting = Some(approval.clone());
+            fold.core.waiting = Some(approval.clone());
         }
         if run.status.is_terminal() {
             fold.finish(run.status, run.error.clone(), &mut out);
@@ -282,15 +249,9 @@ impl AgUiStream {
             Message::Assistant { content, .. } => {
                 for (ci, block) in content.iter().enumerate() {
                     match block {
-                        Content::Text { text } => {
-                            self.open_text(message_id(session, index), out);
-                            self.content(text, out);
-                            self.drawn.record((index, ci), text);
-                        }
+                        Content::Text { text } => self.draw_block(session, Block::Text, index, ci, text, out),
                         Content::Thinking { thinking } => {
-                            self.open_reasoning(reasoning_id(session, index, ci), out);
-                            self.content(thinking, out);
-                            self.drawn.record((index, ci), thinking);
+                            self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
                         }
                         Content::ToolCall { id, name, arguments } => {
                             self.close_part(out);
@@ -304,42 +265,19 @@ impl AgUiStream {
             }
             Message::ToolResult { tool_call_id, content, is_error, .. } => {
                 self.close_part(out);
-                let text: String = content
-                    .iter()
-                    .filter_map(|c| match c {
-                        Content::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                out.push(result(session, tool_call_id, text, *is_error));
+                out.push(result(session, tool_call_id, run_fold::result_text(content), *is_error));
             }
             Message::User { .. } => {}
         }
     }
 
-    /// A content event for the open block (none for empty text).
-    fn content(&self, text: &str, out: &mut Vec<AgUiEvent>) {
-        if text.is_empty() {
-            return;
-        }
-        match &self.open {
-            Some(Open::Text(id)) => {
-                out.push(AgUiEvent::TextMessageContent { message_id: id.clone(), delta: text.to_owned() })
-            }
-            Some(Open::Reasoning(id)) => {
-                out.push(AgUiEvent::ReasoningMessageContent { message_id: id.clone(), delta: text.to_owned() })
-            }
-            None => {}
-        }
-    }
-
     pub fn run_id(&self) -> &RunId {
-        &self.run_id
+        &self.core.run_id
     }
 
     /// The approval the run waits for, when it does.
     pub fn waiting(&self) -> Option<&Approval> {
-        self.waiting.as_ref()
+        self.core.waiting.as_ref()
     }
 
     /// How the run ended, once it has.
@@ -349,7 +287,7 @@ impl AgUiStream {
 
     /// The stream's last event, once the run ended or waits for a person.
     pub fn close(&self) -> Option<Close> {
-        Some(match (self.ended, &self.waiting) {
+        Some(match (self.ended, &self.core.waiting) {
             (Some(RunStatus::Completed), _) => Close::Completed,
             (Some(RunStatus::Cancelled), _) => Close::Cancelled,
             (Some(_), _) => Close::Failed(self.error.clone()),
@@ -358,33 +296,8 @@ impl AgUiStream {
         })
     }
 
-    /// Maps one native frame of the run's session to its events.
-    pub fn push(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
-        let Some(muted) = &self.muted else { return self.map_frame(frame) };
-        let ends = muted.ends_at(frame);
-        let _ = self.map_frame(frame);
-        if ends {
-            self.waiting = self.muted.take().and_then(|muted| muted.waiting);
-        }
-        Vec::new()
-    }
-
-    fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
+    fn map_loop_event(&mut self, session: &SessionId, message_index: u64, event: &AgentEvent) -> Vec<AgUiEvent> {
         let mut out = Vec::new();
-        if self.ended.is_some() {
-            return out;
-        }
-        let (message_index, event) = match &frame.body {
-            FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id => {
-                self.started = true;
-                return out;
-            }
-            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
-                (message_index.unwrap_or(0), event)
-            }
-            _ => return out,
-        };
-        let session = &frame.session_id;
         match event {
             AgentEvent::MessageUpdate { assistant_message_event } => {
                 self.delta(session, message_index, assistant_message_event, &mut out);
@@ -396,10 +309,10 @@ impl AgUiStream {
                     if let Content::ToolCall { id, name, arguments } = block {
                         // By id, not place: a streamed call ends here if its own end
                         // did not come.
-                        let streamed = self.streaming.iter().find(|(_, call)| *call == id).map(|(key, _)| *key);
+                        let streamed = self.core.streaming.iter().find(|(_, call)| *call == id).map(|(key, _)| *key);
                         match streamed {
                             Some(key) => {
-                                self.streaming.remove(&key);
+                                self.core.streaming.remove(&key);
                                 out.push(AgUiEvent::ToolCallEnd { tool_call_id: id.clone() });
                             }
                             None => self.whole_call(id, name, arguments, Some(parent.clone()), &mut out),
@@ -415,11 +328,11 @@ impl AgUiStream {
                 self.close_part(&mut out);
                 self.end_calls(&mut out);
                 self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-                self.waiting = Some((**approval).clone());
+                self.core.waiting = Some((**approval).clone());
             }
             AgentEvent::ApprovalResolved { approval_id, decision, message, .. } => {
-                if self.waiting.as_ref().is_some_and(|a| &a.id == approval_id) {
-                    self.waiting = None;
+                if self.core.waiting.as_ref().is_some_and(|a| &a.id == approval_id) {
+                    self.core.waiting = None;
                 }
                 if self.announced_decision.as_ref() != Some(approval_id) {
                     let call = self.asked.get(approval_id).map(String::as_str);
@@ -454,75 +367,28 @@ impl AgUiStream {
     fn finish(&mut self, status: RunStatus, error: Option<RunError>, out: &mut Vec<AgUiEvent>) {
         self.close_part(out);
         self.end_calls(out);
-        self.waiting = None;
+        self.core.waiting = None;
         self.ended = Some(status);
         self.error = error;
     }
 
-    fn close_part(&mut self, out: &mut Vec<AgUiEvent>) {
-        match self.open.take() {
-            Some(Open::Text(message_id)) => out.push(AgUiEvent::TextMessageEnd { message_id }),
-            Some(Open::Reasoning(message_id)) => {
-                out.push(AgUiEvent::ReasoningMessageEnd { message_id: message_id.clone() });
-                out.push(AgUiEvent::ReasoningEnd { message_id });
-            }
-            None => {}
-        }
-    }
-
     /// Ends every call still streaming: the protocol closes a run only with none open.
     fn end_calls(&mut self, out: &mut Vec<AgUiEvent>) {
-        for (_, tool_call_id) in std::mem::take(&mut self.streaming) {
+        for (_, tool_call_id) in std::mem::take(&mut self.core.streaming) {
             out.push(AgUiEvent::ToolCallEnd { tool_call_id });
         }
     }
 
-    fn open_text(&mut self, id: String, out: &mut Vec<AgUiEvent>) {
-        let want = Open::Text(id.clone());
-        if self.open.as_ref() == Some(&want) {
-            return;
-        }
-        self.close_part(out);
-        out.push(AgUiEvent::TextMessageStart { message_id: id, role: "assistant".to_owned() });
-        self.open = Some(want);
-    }
-
-    fn open_reasoning(&mut self, id: String, out: &mut Vec<AgUiEvent>) {
-        let want = Open::Reasoning(id.clone());
-        if self.open.as_ref() == Some(&want) {
-            return;
-        }
-        self.close_part(out);
-        out.push(AgUiEvent::ReasoningStart { message_id: id.clone() });
-        out.push(AgUiEvent::ReasoningMessageStart { message_id: id, role: "reasoning".to_owned() });
-        self.open = Some(want);
-    }
-
     fn delta(&mut self, session: &SessionId, index: u64, delta: &StreamDelta, out: &mut Vec<AgUiEvent>) {
+        let Some(delta) = self.block_delta(session, index, delta, out) else { return };
         match delta {
-            StreamDelta::TextDelta { content_index, offset, delta } => {
-                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
-                self.open_text(message_id(session, index), out);
-                self.content(&delta, out);
-            }
-            StreamDelta::ThinkingDelta { content_index, offset, delta } => {
-                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
-                self.open_reasoning(reasoning_id(session, index, *content_index), out);
-                self.content(&delta, out);
-            }
-            StreamDelta::TextEnd { content_index } | StreamDelta::ThinkingEnd { content_index } => {
-                let ids = [message_id(session, index), reasoning_id(session, index, *content_index)];
-                if matches!(&self.open, Some(Open::Text(id) | Open::Reasoning(id)) if ids.contains(id)) {
-                    self.close_part(out);
-                }
-            }
             StreamDelta::ToolcallStart { content_index, id, name } => {
                 if self.announced.contains(id) {
                     return;
                 }
                 self.close_part(out);
                 self.announced.insert(id.clone());
-                self.streaming.insert((index, *content_index), id.clone());
+                self.core.streaming.insert((index, *content_index), id.clone());
                 out.push(AgUiEvent::ToolCallStart {
                     tool_call_id: id.clone(),
                     tool_call_name: name.clone(),
@@ -530,18 +396,18 @@ impl AgUiStream {
                 });
             }
             StreamDelta::ToolcallDelta { content_index, delta, .. } => {
-                if let Some(id) = self.streaming.get(&(index, *content_index))
+                if let Some(id) = self.core.streaming.get(&(index, *content_index))
                     && !delta.is_empty()
                 {
                     out.push(AgUiEvent::ToolCallArgs { tool_call_id: id.clone(), delta: delta.clone() });
                 }
             }
             StreamDelta::ToolcallEnd { content_index, .. } => {
-                if let Some(tool_call_id) = self.streaming.remove(&(index, *content_index)) {
+                if let Some(tool_call_id) = self.core.streaming.remove(&(index, *content_index)) {
                     out.push(AgUiEvent::ToolCallEnd { tool_call_id });
                 }
             }
-            StreamDelta::TextStart { .. } | StreamDelta::ThinkingStart { .. } | StreamDelta::Done { .. } => {}
+            _ => {}
         }
     }
 
@@ -577,9 +443,66 @@ fn message_id(session: &SessionId, index: u64) -> String {
     format!("{session}:{index}")
 }
 
-/// A reasoning block's id (AG-UI keeps reasoning as messages of their own).
-fn reasoning_id(session: &SessionId, index: u64, content: usize) -> String {
-    format!("{session}:{index}:thinking:{content}")
+impl PartFold for AgUiStream {
+    type Event = AgUiEvent;
+    type Waiting = Approval;
+
+    fn core(&mut self) -> &mut Core<Approval> {
+        &mut self.core
+    }
+
+    /// A text block is its message ([`message_id`]: AG-UI streams one text per message);
+    /// a reasoning block a message of its own, `ses_…:5:thinking:0`.
+    fn part_id(session: &SessionId, block: Block, index: u64, content: usize) -> String {
+        match block {
+            Block::Text => message_id(session, index),
+            Block::Reasoning => format!("{session}:{index}:thinking:{content}"),
+        }
+    }
+
+    fn start_part(&mut self, part: &Part, out: &mut Vec<AgUiEvent>) {
+        let message_id = part.id.clone();
+        match part.block {
+            Block::Text => out.push(AgUiEvent::TextMessageStart { message_id, role: "assistant".to_owned() }),
+            Block::Reasoning => {
+                out.push(AgUiEvent::ReasoningStart { message_id: message_id.clone() });
+                out.push(AgUiEvent::ReasoningMessageStart { message_id, role: "reasoning".to_owned() });
+            }
+        }
+    }
+
+    /// None for empty text: AG-UI refuses a content event without content.
+    fn part_content(part: &Part, delta: String, out: &mut Vec<AgUiEvent>) {
+        if delta.is_empty() {
+            return;
+        }
+        let message_id = part.id.clone();
+        out.push(match part.block {
+            Block::Text => AgUiEvent::TextMessageContent { message_id, delta },
+            Block::Reasoning => AgUiEvent::ReasoningMessageContent { message_id, delta },
+        });
+    }
+
+    fn end_part(Part { block, id: message_id }: Part, out: &mut Vec<AgUiEvent>) {
+        match block {
+            Block::Text => out.push(AgUiEvent::TextMessageEnd { message_id }),
+            Block::Reasoning => {
+                out.push(AgUiEvent::ReasoningMessageEnd { message_id: message_id.clone() });
+                out.push(AgUiEvent::ReasoningEnd { message_id });
+            }
+        }
+    }
+
+    fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {
+        if self.ended.is_some() {
+            return Vec::new();
+        }
+        match self.core.read(frame) {
+            Some(RunFrame::Event(index, event)) => self.map_loop_event(&frame.session_id, index, event),
+            // The run's start shows as the transport's `RUN_STARTED` ([`opening`]).
+            Some(RunFrame::Accepted) | None => Vec::new(),
+        }
+    }
 }
 
 impl FormMapper for AgUiStream {
@@ -587,7 +510,8 @@ impl FormMapper for AgUiStream {
 
     fn map(&mut self, frame: &Frame) -> Step {
         let events = self.push(frame);
-        Step { bytes: encode(&events), waiting: self.waiting.clone(), ended: self.ended, error: self.error.clone() }
+        let waiting = self.core.waiting.clone();
+        Step { bytes: encode(&events), waiting, ended: self.ended, error: self.error.clone() }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::dialect::test_frames::{
     tool_started, update,
 };
 use insta::assert_json_snapshot;
+use spool_protocol::frame::FrameBody;
 use spool_protocol::{ApprovalStatus, Decision, Session, StopReason, Usage};
 
 fn approval() -> Approval {

@@ -49,15 +49,15 @@
 
 pub(crate) mod routes;
 
-use super::run_fold::{Drawn, Muted};
+use super::run_fold::{self, Block, Core, Muted, Part, PartFold, RunFrame, data_events as encode};
 use crate::dialect::shared::FormMapper;
 use crate::dialect::{QUESTION_TOOL, asks_for_input};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde::Serialize;
-use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::frame::{Frame, SessionState};
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, StreamDelta,
-    sse,
+    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
+    StreamDelta,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -167,8 +167,7 @@ pub enum FinishReason {
 impl UiChunk {
     /// `data: <json>` and a blank line.
     pub fn to_sse(&self) -> Bytes {
-        let json = serde_json::to_string(self).expect("chunks are plain data and always serialize");
-        sse::encode(None, None, &json)
+        run_fold::data_event(self)
     }
 
     /// The `error` chunk of a run that settled failed, with the error its `agent_end`
@@ -203,14 +202,6 @@ pub fn continuation_start(approval: &Approval, denied: bool) -> Bytes {
     encode(&chunks)
 }
 
-fn encode(chunks: &[UiChunk]) -> Bytes {
-    let mut out = BytesMut::new();
-    for chunk in chunks {
-        out.extend_from_slice(&chunk.to_sse());
-    }
-    out.freeze()
-}
-
 /// What one native frame gives every stream of the run: its chunks, encoded once, and
 /// where the run stands after it.
 #[derive(Debug, Default)]
@@ -222,23 +213,12 @@ pub struct Step {
     pub finished: bool,
 }
 
-/// The part being streamed: a text or reasoning block of one message.
-#[derive(Clone, Debug, PartialEq)]
-enum Open {
-    Text(String),
-    Reasoning(String),
-}
-
-/// The fold over one run's frames. Pure: no clock, no I/O.
+/// The fold over one run's frames. Pure: no clock, no I/O. What the run waits for is
+/// the approval's id.
 #[derive(Clone, Debug)]
 pub struct AiSdkStream {
-    run_id: RunId,
-    /// `run.accepted` was seen (or the fold continues a message begun elsewhere).
-    started: bool,
+    core: Core<ApprovalId>,
     step_open: bool,
-    open: Option<Open>,
-    /// Streaming tool calls by `(message index, content index)`.
-    streaming: BTreeMap<(u64, usize), String>,
     /// Calls whose `tool-input-available` was sent.
     available: BTreeSet<String>,
     /// Question calls not asked yet, with their input: sent when asked ([`Self::ask`]).
@@ -247,31 +227,20 @@ pub struct AiSdkStream {
     asked: BTreeMap<ApprovalId, String>,
     /// Calls a person denied: their `tool_execution_end` is no output.
     denied: BTreeSet<String>,
-    waiting: Option<ApprovalId>,
     finished: bool,
-    /// Output held back until an approval's request has passed.
-    muted: Option<Muted<ApprovalId>>,
-    /// What a snapshot already sent: live deltas send only what lies beyond.
-    drawn: Drawn,
 }
 
 impl AiSdkStream {
     /// A fold that starts at the run's `run.accepted` and ignores everything before it.
     pub fn new(run_id: RunId) -> Self {
         Self {
-            run_id,
-            started: false,
+            core: Core::new(run_id),
             step_open: false,
-            open: None,
-            streaming: BTreeMap::new(),
             available: BTreeSet::new(),
             held: BTreeMap::new(),
             asked: BTreeMap::new(),
             denied: BTreeSet::new(),
-            waiting: None,
             finished: false,
-            muted: None,
-            drawn: Drawn::default(),
         }
     }
 
@@ -284,7 +253,7 @@ impl AiSdkStream {
     /// `denied` as for [`continuing`](Self::continuing).
     pub fn muted_until(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.muted = Some(Muted { until: approval.id.clone(), waiting });
+        fold.core.muted = Some(Muted { until: approval.id.clone(), waiting });
         if denied {
             fold.denied.insert(approval.tool_call_id.clone());
         }
@@ -299,14 +268,11 @@ impl AiSdkStream {
     /// one step here: the snapshot does not say where turns began.
     pub fn from_snapshot(run: &Run, state: &SessionState, messages: &[IndexedMessage]) -> (Self, Vec<UiChunk>) {
         let mut fold = Self::new(run.id.clone());
-        fold.started = true;
+        fold.core.started = true;
         let mut out = vec![UiChunk::Start { message_id: run.id.to_string() }];
         fold.open_step(&mut out);
-        let committed =
-            messages.iter().filter(|m| m.index > run.user_message_index).map(|m| (m.index, &m.message, true));
-        let drafts = state.drafts.iter().filter(|(i, _)| **i > run.user_message_index).map(|(i, m)| (*i, m, false));
-        for (index, message, done) in committed.chain(drafts) {
-            fold.draw(index, message, done, &mut out);
+        for (index, message, done) in run_fold::shown(run, state, messages) {
+            fold.draw(&state.session.id, index, message, done, &mut out);
         }
         for approval in state.pending_approvals.iter().filter(|a| a.run_id == run.id) {
             fold.ask(approval, &mut out);
@@ -315,7 +281,7 @@ impl AiSdkStream {
             fold.release_all(&mut out);
             fold.close_step(&mut out);
             fold.finished = true;
-            fold.waiting = None;
+            fold.core.waiting = None;
             out.push(match run.status {
                 RunStatus::Completed => UiChunk::Finish { finish_reason: FinishReason::Stop },
                 RunStatus::Cancelled => UiChunk::cancelled(run.status),
@@ -327,28 +293,14 @@ impl AiSdkStream {
 
     /// The chunks of one message a snapshot holds; a draft's blocks are noted as sent
     /// so far, and its last text block stays open for the deltas that follow.
-    fn draw(&mut self, index: u64, message: &Message, done: bool, out: &mut Vec<UiChunk>) {
+    fn draw(&mut self, session: &SessionId, index: u64, message: &Message, done: bool, out: &mut Vec<UiChunk>) {
         match message {
             Message::Assistant { content, .. } => {
                 for (ci, block) in content.iter().enumerate() {
                     match block {
-                        Content::Text { text } | Content::Thinking { thinking: text } => {
-                            let open = match block {
-                                Content::Text { .. } => Open::Text(part_id("txt", index, ci)),
-                                _ => Open::Reasoning(part_id("rsn", index, ci)),
-                            };
-                            let id = match &open {
-                                Open::Text(id) | Open::Reasoning(id) => id.clone(),
-                            };
-                            let text_block = matches!(open, Open::Text(_));
-                            self.open_part(open, out);
-                            if !text.is_empty() {
-                                out.push(match text_block {
-                                    true => UiChunk::TextDelta { id, delta: text.clone() },
-                                    false => UiChunk::ReasoningDelta { id, delta: text.clone() },
-                                });
-                            }
-                            self.drawn.record((index, ci), text);
+                        Content::Text { text } => self.draw_block(session, Block::Text, index, ci, text, out),
+                        Content::Thinking { thinking } => {
+                            self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
                         }
                         Content::ToolCall { id, name, arguments } => self.input_available(id, name, arguments, out),
                     }
@@ -360,13 +312,7 @@ impl AiSdkStream {
             Message::ToolResult { tool_call_id, content, is_error, .. } => {
                 self.close_part(out);
                 self.release(tool_call_id, out);
-                let text: String = content
-                    .iter()
-                    .filter_map(|c| match c {
-                        Content::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let text = run_fold::result_text(content);
                 let tool_call_id = tool_call_id.clone();
                 out.push(match is_error {
                     true => UiChunk::ToolOutputError { tool_call_id, error_text: text, dynamic: true },
@@ -386,13 +332,13 @@ impl AiSdkStream {
     /// may precede the subscription.
     pub fn continuing(approval: &Approval, waiting: Option<ApprovalId>, denied: bool) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
-        fold.started = true;
+        fold.core.started = true;
         fold.step_open = true;
         fold.available.insert(approval.tool_call_id.clone());
         if !asks_for_input(approval) {
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
         }
-        fold.waiting = waiting;
+        fold.core.waiting = waiting;
         if denied {
             fold.denied.insert(approval.tool_call_id.clone());
         }
@@ -400,50 +346,25 @@ impl AiSdkStream {
     }
 
     pub fn run_id(&self) -> &RunId {
-        &self.run_id
+        &self.core.run_id
     }
 
     pub fn waiting(&self) -> bool {
-        self.waiting.is_some()
+        self.core.waiting.is_some()
     }
 
     pub fn finished(&self) -> bool {
         self.finished
     }
 
-    /// Maps one native frame of the run's session to its chunks.
-    pub fn push(&mut self, frame: &Frame) -> Vec<UiChunk> {
-        let Some(muted) = &self.muted else { return self.map_frame(frame) };
-        let ends = muted.ends_at(frame);
-        let _ = self.map_frame(frame);
-        if ends {
-            self.waiting = self.muted.take().and_then(|muted| muted.waiting);
-        }
-        Vec::new()
-    }
-
-    fn map_frame(&mut self, frame: &Frame) -> Vec<UiChunk> {
+    fn map_loop_event(&mut self, session: &SessionId, message_index: u64, event: &AgentEvent) -> Vec<UiChunk> {
         let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        let (message_index, event) = match &frame.body {
-            FrameBody::RunAccepted { run_id, .. } if *run_id == self.run_id && !self.started => {
-                self.started = true;
-                out.push(UiChunk::Start { message_id: self.run_id.to_string() });
-                return out;
-            }
-            FrameBody::LoopEvent { run_id, message_index, event, .. } if *run_id == self.run_id && self.started => {
-                (message_index.unwrap_or(0), event)
-            }
-            _ => return out,
-        };
         match event {
             AgentEvent::TurnStart {} => {
                 self.open_step(&mut out);
             }
             AgentEvent::MessageUpdate { assistant_message_event } => {
-                self.delta(message_index, assistant_message_event, &mut out);
+                self.delta(session, message_index, assistant_message_event, &mut out);
             }
             AgentEvent::MessageEnd { message: Message::Assistant { content, .. } } => {
                 self.close_part(&mut out);
@@ -460,8 +381,8 @@ impl AiSdkStream {
                 self.ask(approval, &mut out);
             }
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
-                if self.waiting.as_ref() == Some(approval_id) {
-                    self.waiting = None;
+                if self.core.waiting.as_ref() == Some(approval_id) {
+                    self.core.waiting = None;
                 }
                 // `reject` and `expired` never run the tool; `superseded` asks again.
                 if matches!(decision.as_str(), "reject" | "expired")
@@ -492,7 +413,7 @@ impl AiSdkStream {
                 self.release_all(&mut out);
                 self.close_step(&mut out);
                 self.finished = true;
-                self.waiting = None;
+                self.core.waiting = None;
                 out.push(match RunStatus::parse(status) {
                     Some(RunStatus::Completed) => UiChunk::Finish { finish_reason: FinishReason::Stop },
                     Some(status @ RunStatus::Cancelled) => UiChunk::cancelled(status),
@@ -519,55 +440,16 @@ impl AiSdkStream {
         }
     }
 
-    fn close_part(&mut self, out: &mut Vec<UiChunk>) {
-        match self.open.take() {
-            Some(Open::Text(id)) => out.push(UiChunk::TextEnd { id }),
-            Some(Open::Reasoning(id)) => out.push(UiChunk::ReasoningEnd { id }),
-            None => {}
-        }
-    }
-
-    /// Opens `want` unless it is the part being streamed (closing that one first).
-    fn open_part(&mut self, want: Open, out: &mut Vec<UiChunk>) {
-        if self.open.as_ref() == Some(&want) {
-            return;
-        }
-        self.close_part(out);
-        self.open_step(out);
-        out.push(match &want {
-            Open::Text(id) => UiChunk::TextStart { id: id.clone() },
-            Open::Reasoning(id) => UiChunk::ReasoningStart { id: id.clone() },
-        });
-        self.open = Some(want);
-    }
-
-    fn delta(&mut self, index: u64, delta: &StreamDelta, out: &mut Vec<UiChunk>) {
+    fn delta(&mut self, session: &SessionId, index: u64, delta: &StreamDelta, out: &mut Vec<UiChunk>) {
+        let Some(delta) = self.block_delta(session, index, delta, out) else { return };
         match delta {
-            StreamDelta::TextDelta { content_index, offset, delta } => {
-                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
-                let id = part_id("txt", index, *content_index);
-                self.open_part(Open::Text(id.clone()), out);
-                out.push(UiChunk::TextDelta { id, delta });
-            }
-            StreamDelta::ThinkingDelta { content_index, offset, delta } => {
-                let Some(delta) = self.drawn.unsent((index, *content_index), *offset, delta) else { return };
-                let id = part_id("rsn", index, *content_index);
-                self.open_part(Open::Reasoning(id.clone()), out);
-                out.push(UiChunk::ReasoningDelta { id, delta });
-            }
-            StreamDelta::TextEnd { content_index } | StreamDelta::ThinkingEnd { content_index } => {
-                let ids = [part_id("txt", index, *content_index), part_id("rsn", index, *content_index)];
-                if matches!(&self.open, Some(Open::Text(id) | Open::Reasoning(id)) if ids.contains(id)) {
-                    self.close_part(out);
-                }
-            }
             StreamDelta::ToolcallStart { content_index, id, name } => {
                 if self.available.contains(id) {
                     return;
                 }
                 self.close_part(out);
                 self.open_step(out);
-                self.streaming.insert((index, *content_index), id.clone());
+                self.core.streaming.insert((index, *content_index), id.clone());
                 out.push(UiChunk::ToolInputStart {
                     tool_call_id: id.clone(),
                     tool_name: name.clone(),
@@ -576,14 +458,11 @@ impl AiSdkStream {
                 });
             }
             StreamDelta::ToolcallDelta { content_index, delta, .. } => {
-                if let Some(id) = self.streaming.get(&(index, *content_index)) {
+                if let Some(id) = self.core.streaming.get(&(index, *content_index)) {
                     out.push(UiChunk::ToolInputDelta { tool_call_id: id.clone(), input_text_delta: delta.clone() });
                 }
             }
-            StreamDelta::TextStart { .. }
-            | StreamDelta::ThinkingStart { .. }
-            | StreamDelta::ToolcallEnd { .. }
-            | StreamDelta::Done { .. } => {}
+            _ => {}
         }
     }
 
@@ -629,7 +508,7 @@ impl AiSdkStream {
     /// The run waits for a person: a question is its call, for the client to answer;
     /// any other approval a `tool-approval-request`.
     fn ask(&mut self, approval: &Approval, out: &mut Vec<UiChunk>) {
-        self.waiting = Some(approval.id.clone());
+        self.core.waiting = Some(approval.id.clone());
         if asks_for_input(approval) {
             let call = &approval.tool_call_id;
             // The arguments as the call was made; the card's question and options when
@@ -666,9 +545,57 @@ impl AiSdkStream {
     }
 }
 
-/// A text or reasoning part's id: the same for the same block of the same message.
-fn part_id(kind: &str, index: u64, content: usize) -> String {
-    format!("{kind}_{index}_{content}")
+impl PartFold for AiSdkStream {
+    type Event = UiChunk;
+    type Waiting = ApprovalId;
+
+    fn core(&mut self) -> &mut Core<ApprovalId> {
+        &mut self.core
+    }
+
+    /// `txt_<message>_<block>` or `rsn_…`: a chat is one session, so no part id needs it.
+    fn part_id(_: &SessionId, block: Block, index: u64, content: usize) -> String {
+        let kind = match block {
+            Block::Text => "txt",
+            Block::Reasoning => "rsn",
+        };
+        format!("{kind}_{index}_{content}")
+    }
+
+    fn start_part(&mut self, part: &Part, out: &mut Vec<UiChunk>) {
+        self.open_step(out);
+        let id = part.id.clone();
+        out.push(match part.block {
+            Block::Text => UiChunk::TextStart { id },
+            Block::Reasoning => UiChunk::ReasoningStart { id },
+        });
+    }
+
+    fn part_content(part: &Part, delta: String, out: &mut Vec<UiChunk>) {
+        let id = part.id.clone();
+        out.push(match part.block {
+            Block::Text => UiChunk::TextDelta { id, delta },
+            Block::Reasoning => UiChunk::ReasoningDelta { id, delta },
+        });
+    }
+
+    fn end_part(Part { block, id }: Part, out: &mut Vec<UiChunk>) {
+        out.push(match block {
+            Block::Text => UiChunk::TextEnd { id },
+            Block::Reasoning => UiChunk::ReasoningEnd { id },
+        });
+    }
+
+    fn map_frame(&mut self, frame: &Frame) -> Vec<UiChunk> {
+        if self.finished {
+            return Vec::new();
+        }
+        match self.core.read(frame) {
+            Some(RunFrame::Accepted) => vec![UiChunk::Start { message_id: self.core.run_id.to_string() }],
+            Some(RunFrame::Event(index, event)) => self.map_loop_event(&frame.session_id, index, event),
+            None => Vec::new(),
+        }
+    }
 }
 
 impl FormMapper for AiSdkStream {

@@ -6,6 +6,7 @@ use crate::dialect::test_frames::{
     self, approval_decided, assistant, ev, frame, frames_from, owner, read_write_run, run_id, tool_ended, tool_started,
 };
 use insta::assert_json_snapshot;
+use spool_protocol::frame::FrameBody;
 use spool_protocol::{StopReason, Usage};
 
 fn approval() -> Approval {
