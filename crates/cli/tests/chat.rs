@@ -106,6 +106,21 @@ impl Setup {
     }
 }
 
+/// A server whose scripted model waits `delay_ms` between words, and `spool chat` on it
+/// in a pseudo-terminal, ready for a prompt. The server lives as long as the `Setup`.
+fn at_a_terminal(delay_ms: u64) -> (Setup, PtySession) {
+    let setup = Setup::start(delay_ms);
+    let chat = setup.terminal();
+    (setup, chat)
+}
+
+/// Types a prompt whose tool call needs approval, and waits for the approval card,
+/// which opens with `card`.
+fn ask(chat: &mut PtySession, prompt: &str, card: &str) {
+    chat.send_line(prompt).expect("type");
+    chat.exp_string(card).unwrap_or_else(|e| panic!("no approval card {card:?}: {e}"));
+}
+
 const COLUMNS: u16 = 100;
 const ROWS: u16 = 40;
 
@@ -225,12 +240,10 @@ fn a_prompt_sent_during_a_stream_does_not_split_the_answer() {
 
 #[test]
 fn approvals_are_answered_at_the_prompt() {
-    let setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (setup, mut chat) = at_a_terminal(0);
     let write = |file: &str| format!(r#"tool: write {{"path": "{file}", "content": "hi\n"}}"#);
 
-    chat.send_line(&write("once.txt")).expect("type");
-    chat.exp_string("write wants to change once.txt").expect("the approval card");
+    ask(&mut chat, &write("once.txt"), "write wants to change once.txt");
     chat.exp_string("approve? y = once").expect("how to answer");
     chat.send_line("y").expect("approve");
     chat.exp_string("write: once").expect("the decision");
@@ -238,16 +251,14 @@ fn approvals_are_answered_at_the_prompt() {
     chat.exp_string("Tool write returned").expect("the model's summary");
     assert_eq!(std::fs::read_to_string(setup.project().join("once.txt")).expect("written"), "hi\n");
 
-    chat.send_line(&write("no.txt")).expect("type");
-    chat.exp_string("write wants to change no.txt").expect("the approval card");
+    ask(&mut chat, &write("no.txt"), "write wants to change no.txt");
     chat.send_line("n not in this project").expect("reject");
     chat.exp_string("write: reject").expect("the decision");
     chat.exp_string(&raw("✗")).expect("the call failed");
     chat.exp_string("Tool write failed").expect("the model was told and went on");
     assert!(!setup.project().join("no.txt").exists(), "a rejected call never runs");
 
-    chat.send_line(&write("always.txt")).expect("type");
-    chat.exp_string("write wants to change always.txt").expect("the approval card");
+    ask(&mut chat, &write("always.txt"), "write wants to change always.txt");
     chat.send_line("a").expect("always");
     chat.exp_string("write: always").expect("the decision");
     chat.exp_string("Tool write returned").expect("the summary");
@@ -261,12 +272,10 @@ fn approvals_are_answered_at_the_prompt() {
 /// prefixes); `a2` picks the second, which covers `git status` and not `rm`.
 #[test]
 fn always_on_a_command_picks_one_of_the_offered_patterns() {
-    let setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (_setup, mut chat) = at_a_terminal(0);
     let bash = |command: &str| format!("tool: bash {}", serde_json::json!({ "command": command }));
 
-    chat.send_line(&bash("git status --short")).expect("type");
-    chat.exp_string("bash wants to run: git status --short").expect("the approval card");
+    ask(&mut chat, &bash("git status --short"), "bash wants to run: git status --short");
     chat.exp_string("always allow: a1 = this exact command, a2 = git status *, a3 = git *").expect("the choices");
     chat.send_line("a9").expect("a choice that is not there");
     chat.exp_string("not one of the \"always\" choices (a1 to a3)").expect("refused here");
@@ -277,16 +286,14 @@ fn always_on_a_command_picks_one_of_the_offered_patterns() {
     chat.send_line(&bash("git status")).expect("type");
     let (until_summary, _) = chat.exp_regex("Tool bash (returned|failed)").expect("ran without asking");
     assert!(!until_summary.contains("approve?"), "`git status *` covers `git status`: {until_summary:?}");
-    chat.send_line(&bash("rm -rf x")).expect("type");
-    chat.exp_string("bash wants to run: rm -rf x").expect("another program still asks");
+    ask(&mut chat, &bash("rm -rf x"), "bash wants to run: rm -rf x");
 }
 
 /// A command with no prefix to offer has one "always" choice, and the chat offers no
 /// second one to pick (`a2…` pointed at nothing).
 #[test]
 fn always_with_a_single_choice_offers_no_other() {
-    let setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (_setup, mut chat) = at_a_terminal(0);
     let command = serde_json::json!({ "command": "for i in 1 2; do echo $i; done" });
     chat.send_line(&format!("tool: bash {command}")).expect("type");
     chat.exp_string("always allow: a1 = this exact command").expect("the one choice");
@@ -298,8 +305,7 @@ fn always_with_a_single_choice_offers_no_other() {
 /// an answer of one's own, an empty line declines; the chat goes on after each.
 #[test]
 fn a_question_is_answered_by_number_or_in_words() {
-    let setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (_setup, mut chat) = at_a_terminal(0);
     let question =
         r#"tool: question {"question":"Pick","options":[{"label":"A","description":"the first"},{"label":"B"}]}"#;
 
@@ -331,13 +337,15 @@ fn a_question_is_answered_by_number_or_in_words() {
 /// cut to its first and last lines.
 #[test]
 fn a_commands_output_shows_live_and_bounded() {
-    let setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (setup, mut chat) = at_a_terminal(0);
     let bash = |command: &str| format!("tool: bash {}", serde_json::json!({ "command": command }));
 
     // The command waits for a file the test makes once the first line is on screen.
-    chat.send_line(&bash("echo started; until [ -e go ]; do sleep 0.02; done; printf 'l1\\nl2\\n'")).expect("type");
-    chat.exp_string("bash wants to run").expect("the approval card");
+    ask(
+        &mut chat,
+        &bash("echo started; until [ -e go ]; do sleep 0.02; done; printf 'l1\\nl2\\n'"),
+        "bash wants to run",
+    );
     chat.send_line("y").expect("approve");
     chat.exp_string(&raw("│ started")).expect("the output while the command runs");
     std::fs::write(setup.project().join("go"), "").expect("let it finish");
@@ -346,8 +354,7 @@ fn a_commands_output_shows_live_and_bounded() {
     chat.exp_string(&raw("✓ exit code 0")).expect("the outcome");
     chat.exp_string("Tool bash returned").expect("the summary");
 
-    chat.send_line(&bash("seq 1 100")).expect("type");
-    chat.exp_string("bash wants to run: seq 1 100").expect("the approval card");
+    ask(&mut chat, &bash("seq 1 100"), "bash wants to run: seq 1 100");
     chat.send_line("y").expect("approve");
     let head = chat.exp_string("85 more lines").expect("the middle is left out");
     assert!(head.contains(&raw("│ 10\r\n")) && !head.contains(&raw("│ 11\r\n")), "the first ten lines: {head:?}");
@@ -359,11 +366,9 @@ fn a_commands_output_shows_live_and_bounded() {
 /// Issue 36: an edit's approval shows the change as a diff of the file.
 #[test]
 fn an_edit_approval_shows_its_diff() {
-    let setup = Setup::start(0);
+    let (setup, mut chat) = at_a_terminal(0);
     std::fs::write(setup.project().join("a.txt"), "one\ntwo\nthree\n").expect("a file");
-    let mut chat = setup.terminal();
-    chat.send_line(r#"tool: edit {"path":"a.txt","oldString":"two","newString":"2"}"#).expect("type");
-    chat.exp_string("edit wants to change a.txt").expect("the approval card");
+    ask(&mut chat, r#"tool: edit {"path":"a.txt","oldString":"two","newString":"2"}"#, "edit wants to change a.txt");
     let diff = chat.exp_string("approve? y = once").expect("how to answer");
     for line in ["@@ -1,3 +1,3 @@", " one", "-two", "+2", " three"] {
         assert!(diff.contains(line), "no {line:?} in the card: {diff:?}");
@@ -376,8 +381,7 @@ fn an_edit_approval_shows_its_diff() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_a_second_ctrl_c_exits() {
-    let setup = Setup::start(20);
-    let mut chat = setup.terminal();
+    let (_setup, mut chat) = at_a_terminal(20);
     chat.send_line("stream: 100000").expect("type");
     chat.exp_string("w3 ").expect("the answer streams");
     chat.send_control('c').expect("Ctrl-C");
@@ -390,8 +394,7 @@ fn ctrl_c_stops_the_run_and_a_second_ctrl_c_exits() {
 
 #[test]
 fn a_restarted_server_is_a_lost_connection_the_chat_recovers_from() {
-    let mut setup = Setup::start(0);
-    let mut chat = setup.terminal();
+    let (mut setup, mut chat) = at_a_terminal(0);
     chat.send_line("stream: 5").expect("type");
     chat.exp_string("w1 w2 w3 w4 w5\r\n").expect("the first answer");
     setup.restart();
