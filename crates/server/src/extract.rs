@@ -138,6 +138,14 @@ pub(crate) fn json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     axum::Json::<T>::from_bytes(bytes).map(|axum::Json(value)| value).map_err(json_rejection)
 }
 
+/// Parses and checks one route's request body; `Ok` when the handler would go on.
+///
+/// Every handler module that reads a JSON body lists it in a `BODIES` table of these,
+/// which `http::request_bodies` gathers for the fuzz targets (`crate::fuzzing`). It
+/// lives here, beside [`json_body`], so a handler module names it without importing
+/// the fuzzing side that reads the tables.
+pub(crate) type BodyCheck = fn(&[u8]) -> Result<(), ApiError>;
+
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request("malformed_json", e.body_text()),

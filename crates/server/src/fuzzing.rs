@@ -1,16 +1,13 @@
 //! The check the `request_json` cargo-fuzz target runs (see `fuzz/`).
 //!
 //! Every handler module that reads a JSON body lists it in a `BODIES` table: the route
-//! and a function that parses and checks bytes exactly as the handler does before it
-//! calls the engine. The target feeds the same bytes to every entry. It lives in the
-//! library, not the fuzz crate, so `cargo test` runs it over the committed seed corpus
+//! and a [`BodyCheck`](crate::extract::BodyCheck) that parses and checks bytes exactly
+//! as the handler does before it calls the engine; `http::request_bodies` gathers the
+//! tables. The target feeds the same bytes to every entry. It lives in the library, not
+//! the fuzz crate, so `cargo test` runs it over the committed seed corpus
 //! (`tests/fuzz_corpus.rs`) and the target cannot rot between fuzzing runs.
 
-use crate::error::ApiError;
 use axum::response::IntoResponse;
-
-/// Parses and checks one route's request body; `Ok` when the handler would go on.
-pub(crate) type BodyCheck = fn(&[u8]) -> Result<(), ApiError>;
 
 /// Request JSON target: `data` as the body of every route that reads one. Parsing never
 /// panics, and a refused body is a client error (4xx) — a malformed request must not

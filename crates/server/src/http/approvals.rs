@@ -1,23 +1,23 @@
 //! Deciding approvals: the session form `POST /api/sessions/:id/approvals/:approvalId`
 //! and seed 003's run form `POST /api/runs/:runId/resume`. Both reach the same engine
-//! call, which answers with a typed outcome; [`decision_response`] is how every route
-//! (these two, the run stream's resume and OpenCode's permission replies) puts it on the
-//! wire. The engine keeps the outcome for an idempotency key, so a repeat renders the
+//! call, which answers with a typed outcome; [`decision_response`] (`decision.rs`) is how
+//! every route (these two, the run stream's resume and OpenCode's permission replies)
+//! puts it on the wire. The engine keeps the outcome for an idempotency key, so a repeat renders the
 //! first answer again, byte for byte.
 
-use super::openapi::{DecisionErrors, RunStreamEvent};
+use super::decision::decision_response;
+use super::responses::DecisionErrors;
+use super::stream_events::RunStreamEvent;
 use crate::dialect::run_stream::routes as run_stream;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
-use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget};
+use spool_engine::{DecisionInput, DecisionTarget};
 use spool_protocol::api::{DecideBody, Decided};
 use spool_protocol::{ApprovalId, Decision, RunId, SessionId};
 use utoipa::{IntoParams, ToSchema};
@@ -115,32 +115,6 @@ async fn resume(
     }
     let outcome = state.engine.runs().decide(&user, DecisionTarget::Run(run), &approval, input).await?;
     Ok(decision_response(&outcome))
-}
-
-/// A decision's outcome on the wire: 200 with [`Decided`] when it was applied, else
-/// 409 with `already_resolved`, or `resource_changed` naming the approval that asks
-/// again.
-pub(crate) fn decision_response(outcome: &DecisionOutcome) -> Response {
-    use spool_protocol::api::{error_body, resource_changed_body};
-    let (status, body) = match outcome {
-        DecisionOutcome::Applied { approval_id, run_id, decision } => {
-            let decided = Decided {
-                approval_id: approval_id.clone(),
-                run_id: run_id.clone(),
-                decision: decision.clone(),
-                status: "resolved".into(),
-            };
-            (StatusCode::OK, serde_json::to_string(&decided).expect("plain data serializes"))
-        }
-        DecisionOutcome::AlreadyResolved => (
-            StatusCode::CONFLICT,
-            error_body("already_resolved", "this approval was already decided, expired or cancelled"),
-        ),
-        DecisionOutcome::ResourceChanged { message, replacement } => {
-            (StatusCode::CONFLICT, resource_changed_body(message, replacement.as_str()))
-        }
-    };
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 impl ResumeBody {

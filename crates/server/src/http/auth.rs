@@ -5,10 +5,9 @@
 //! server-side (and with it its open streams), as do revoking the token and expiry.
 //! `GET /api/auth` tells a page whether it must ask for a token and who it is.
 
-use super::openapi::WriteErrors;
+use super::responses::WriteErrors;
 use crate::error::ApiError;
-use crate::extract::{AUTH_COOKIE, JsonBody, bearer, cookie, json_body, same_origin};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{AUTH_COOKIE, BodyCheck, JsonBody, bearer, cookie, json_body, same_origin};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

@@ -4,8 +4,8 @@
 //! (snapshot or replay first, then live frames), so this handler only picks the cursor;
 //! the headers and heartbeats are `sse.rs`'s.
 
-use super::openapi::SessionStreamEvent;
-use super::openapi::StreamErrors;
+use super::stream_events::SessionStreamEvent;
+use super::responses::StreamErrors;
 use super::sse;
 use crate::error::ApiError;
 use crate::extract::{PathId, QueryParams};

@@ -10,12 +10,11 @@
 //! plan), plus its `type` and `channel_id`, so a client renders a listed card and a live
 //! one with the same code.
 
-use super::approvals::decision_response;
-use super::openapi::{DecisionErrors, ReadErrors};
+use super::decision::decision_response;
+use super::responses::{DecisionErrors, ReadErrors};
 use crate::dialect::ws_hub;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

@@ -16,10 +16,9 @@
 //! session's channel, however spelled (`protocol::hub::is_session_namespace`). The
 //! answer names each event's cursor.
 
-use super::openapi::PublishErrors;
+use super::responses::PublishErrors;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, bearer, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, JsonBody, bearer, json_body};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

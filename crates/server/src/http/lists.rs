@@ -6,12 +6,11 @@
 //! `projects.changed` as they happen, with the session stream's headers and heartbeat.
 
 use super::events::sse_response;
-use super::openapi::ListStreamEvent;
-use super::openapi::{StreamErrors, WriteErrors};
+use super::responses::{StreamErrors, WriteErrors};
 use super::sse::holding;
+use super::stream_events::ListStreamEvent;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::Json;

@@ -4,10 +4,9 @@
 //! every visible message at once; limited per batch and per text so one request cannot
 //! hold a core for long, and rendered on the blocking pool for the same reason.
 
-use super::openapi::MarkdownErrors;
+use super::responses::MarkdownErrors;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, json_body};
 use crate::state::AppState;
 use axum::Json;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! `DELETE /api/messages/{id}`). Committed history is never deleted one message at a
 //! time, so a message a run took is as unknown here as another user's.
 
-use super::openapi::WriteErrors;
+use super::responses::WriteErrors;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
 use crate::state::AppState;

@@ -4,12 +4,16 @@
 //! limit, panic catcher, tracing) and JSON answers for unknown routes and wrong methods.
 //!
 //! A resource's `router()` is a `utoipa_axum` `OpenApiRouter`: registering a handler
-//! also adds its operation to the OpenAPI document (`openapi.rs`), so the document
-//! served at `/api/openapi.json` lists exactly the routes this file assembles.
+//! also adds its operation to the OpenAPI document (`openapi.rs` holds the parts no
+//! route declares), so the document this file serves at `/api/openapi.json` lists
+//! exactly the routes it assembles. The document and this file are the top of `http/`:
+//! the routes import the response sets and event schemas they name from two leaves,
+//! `responses.rs` and `stream_events.rs`, never from here.
 
-pub(crate) mod approvals;
+mod approvals;
 mod assets;
 mod auth;
+pub(crate) mod decision;
 mod events;
 mod gate;
 mod health;
@@ -20,34 +24,39 @@ mod messages;
 mod metrics;
 mod models;
 mod observe;
-pub(crate) mod openapi;
+mod openapi;
 mod opencode;
 mod projects;
 mod ready;
+pub(crate) mod responses;
 pub(crate) mod run_feed;
 mod runs;
 mod search;
 mod sessions;
 mod socket;
 pub(crate) mod sse;
+pub(crate) mod stream_events;
 mod streams;
 mod ws;
 
 use crate::dialect::{ag_ui, ai_sdk, run_stream};
 use crate::error::ApiError;
+use crate::extract::BodyCheck;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use std::any::Any;
+use std::sync::OnceLock;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
-
-pub use openapi::openapi;
+use utoipa_axum::routes;
 
 /// The whole API over `state`.
 pub fn router(state: AppState) -> Router {
@@ -82,11 +91,31 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(streams::router())
         .merge(hub::router())
         .merge(opencode::router())
-        .merge(openapi::router())
+        .routes(routes!(document))
+}
+
+/// The document of the whole API, as [`api`] builds it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    openapi::finish(api().into_openapi())
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "meta",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 description of this API", body = Object))
+)]
+async fn document() -> Response {
+    static JSON: OnceLock<Bytes> = OnceLock::new();
+    let json = JSON
+        .get_or_init(|| Bytes::from(openapi().to_json().expect("the document is plain data and always serializes")));
+    ([(CONTENT_TYPE, "application/json")], json.clone()).into_response()
 }
 
 /// Every JSON request body a handler reads, with its route (see `crate::fuzzing`).
-pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, crate::fuzzing::BodyCheck)> {
+pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, BodyCheck)> {
     [
         ag_ui::routes::BODIES,
         ai_sdk::routes::BODIES,

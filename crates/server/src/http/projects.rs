@@ -2,10 +2,9 @@
 //! their messages and runs, aborting an active run first); files on disk are never
 //! touched. See `Engine::delete_project`.
 
-use super::openapi::{ReadErrors, WriteErrors};
+use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

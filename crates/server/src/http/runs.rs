@@ -1,10 +1,9 @@
 //! Runs: accept a prompt (idempotent by `requestId`), abort the active run (pausing the
 //! session's queue when prompts wait), resume a paused queue, show a run.
 
-use super::openapi::{ReadErrors, WriteErrors};
+use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, PathId, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

@@ -4,7 +4,7 @@
 //! totals). Limits and the cursor are the engine's (`spool_engine::search`); a search
 //! refused by the per-user or per-node search limit is a 429 with `Retry-After`.
 
-use super::openapi::ReadErrors;
+use super::responses::ReadErrors;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId, QueryParams};
 use crate::state::AppState;

@@ -2,10 +2,9 @@
 //! snapshot carries), patch title/archived, delete, and page through messages; the
 //! rules that decide its tool calls (the server's and its own, for the Rules panel).
 
-use super::openapi::{ReadErrors, WriteErrors};
+use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{ApiId, CurrentUser, JsonBody, PathId, QueryParams, json_body};
-use crate::fuzzing::BodyCheck;
+use crate::extract::{ApiId, BodyCheck, CurrentUser, JsonBody, PathId, QueryParams, json_body};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};

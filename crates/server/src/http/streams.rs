@@ -45,7 +45,7 @@
 //! it up without a hole. Other sockets never notice. A write that makes no progress for
 //! 30 s closes the socket too.
 
-use super::openapi::UpgradeResponses;
+use super::responses::UpgradeResponses;
 use super::socket::{REVOKED, STOPPING, Why, bad_origin, close_with, limited, origin_allowed, write};
 use super::sse::{heartbeat, holding};
 use crate::error::ApiError;
@@ -154,7 +154,7 @@ fn check_id(id: &str) -> Result<(), ApiError> {
 
 /// The client's message, checked as the socket does (for the `request_json` fuzz
 /// target; the socket answers a refusal with an empty-id `error` event, here a 400).
-pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/streams client message", |b| {
+pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/streams client message", |b| {
     let text =
         std::str::from_utf8(b).map_err(|_| ApiError::bad_request("invalid_message", "messages are JSON text"))?;
     client_message(text).map(drop)

@@ -50,7 +50,7 @@
 //! The `Origin` check, buffer sizes, message limits and the racing write are
 //! `socket.rs`'s, shared with `GET /api/streams`.
 
-use super::openapi::UpgradeResponses;
+use super::responses::UpgradeResponses;
 use super::socket::{REVOKED, STOPPING, bad_origin, close_with, limited, origin_allowed, write};
 use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
 use crate::dialect::ws_hub::{self, Author, Envelope, RunTally, Streaming};
@@ -133,7 +133,7 @@ fn client_message(text: &str) -> Result<ClientMessage, (&'static str, String)> {
 
 /// The client's message, checked as the hub does (for the `request_json` fuzz target;
 /// the hub answers a refusal with an `error` event, here a 400).
-pub(super) const BODIES: &[(&str, crate::fuzzing::BodyCheck)] = &[("WS /api/ws subscribe message", |b| {
+pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/ws subscribe message", |b| {
     let text =
         std::str::from_utf8(b).map_err(|_| ApiError::bad_request("invalid_message", "messages are JSON text"))?;
     client_message(text).map(drop).map_err(|(code, message)| ApiError::bad_request(code, message))

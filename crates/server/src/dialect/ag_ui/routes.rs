@@ -42,8 +42,9 @@ use crate::dialect::ai_sdk::routes::{self as ai_sdk, Answer, DENIED, MAX_ANSWERS
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{JsonBody, json_body};
-use crate::fuzzing::BodyCheck;
-use crate::http::openapi::{AgUiStreamEvent, WriteErrors};
+use crate::extract::BodyCheck;
+use crate::http::responses::WriteErrors;
+use crate::http::stream_events::AgUiStreamEvent;
 use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use crate::http::sse;
 use crate::revocation::{StreamCaller, watched};

@@ -38,8 +38,9 @@ use crate::dialect::asks_for_input;
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, JsonBody, json_body};
-use crate::fuzzing::BodyCheck;
-use crate::http::openapi::{StreamErrors, UiMessageStreamEvent, WriteErrors};
+use crate::extract::BodyCheck;
+use crate::http::responses::{StreamErrors, WriteErrors};
+use crate::http::stream_events::UiMessageStreamEvent;
 use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
 use crate::http::sse;
 use crate::revocation::{StreamCaller, watched};
@@ -366,7 +367,7 @@ pub(crate) async fn answer(
             Ok(DecisionOutcome::ResourceChanged { .. }) => last = Some((found, false)),
             Ok(outcome) => {
                 if found.status == ApprovalStatus::Pending {
-                    refusal = Some(crate::http::approvals::decision_response(&outcome));
+                    refusal = Some(crate::http::decision::decision_response(&outcome));
                 }
             }
             Err(e) => refusal = Some(ApiError::from(e).into_response()),

@@ -29,9 +29,9 @@ use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::{JsonBody, PathId, QueryParams, json_body};
-use crate::fuzzing::BodyCheck;
-use crate::http::openapi::RunStreamEvent;
-use crate::http::openapi::{StreamErrors, WriteErrors};
+use crate::extract::BodyCheck;
+use crate::http::stream_events::RunStreamEvent;
+use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use crate::http::sse;
 use crate::revocation::{StreamCaller, watched};
@@ -199,7 +199,7 @@ pub(crate) async fn resume_stream(
     let after = checked_after(after)?;
     let outcome = state.engine.runs().decide(user, DecisionTarget::Run(run_id.clone()), &approval, input).await?;
     if !matches!(outcome, DecisionOutcome::Applied { .. }) {
-        return Ok(crate::http::approvals::decision_response(&outcome));
+        return Ok(crate::http::decision::decision_response(&outcome));
     }
     let run = state.engine.runs().get(user, &run_id).await?;
     let after = after.map_or(RunAfter::Interrupt(approval), RunAfter::Seq);

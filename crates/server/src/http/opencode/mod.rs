@@ -36,8 +36,8 @@
 //! read, and only under the user's project roots; writes need a JSON body and are
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
-use super::openapi::{OpenCodeDecisionErrors, OpenCodeErrors};
-use super::openapi::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
+use super::responses::{OpenCodeDecisionErrors, OpenCodeErrors};
+use super::stream_events::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use super::sse;
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
@@ -47,7 +47,7 @@ use crate::dialect::opencode::requests::{
 use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
 use crate::extract::{CurrentUser, PathId};
-use crate::fuzzing::BodyCheck;
+use crate::extract::BodyCheck;
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
@@ -167,7 +167,7 @@ async fn history(
 fn decided(outcome: DecisionOutcome) -> Response {
     match outcome {
         DecisionOutcome::Applied { .. } => Json(true).into_response(),
-        refused => super::approvals::decision_response(&refused),
+        refused => super::decision::decision_response(&refused),
     }
 }
 
