@@ -483,7 +483,7 @@ async fn approval_cards_never_show_a_secret_from_the_environment() {
 
 #[tokio::test]
 async fn a_decision_recorded_before_its_run_restarted_runs_once_after_a_restart() {
-    use spool_engine::Store;
+    use spool_engine::store::Approvals;
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let (run_id, approval) = server.park(&session, &write_prompt("lost.txt", "x")).await;
@@ -551,7 +551,7 @@ async fn pending_approvals(server: &TestServer, session: &str) -> Vec<Value> {
 
 /// The approval as the store holds it.
 async fn stored_approval(server: &TestServer, id: &str) -> spool_protocol::Approval {
-    use spool_engine::Store;
+    use spool_engine::store::Approvals;
     let id: spool_protocol::ApprovalId = id.parse().expect("approval id");
     server.store.get_approval(&id).await.expect("read approval").expect("stored").0
 }
@@ -709,7 +709,7 @@ async fn a_reject_is_never_refused_because_the_file_changed() {
 /// restart, but only on the file the person was shown: changed meanwhile, it asks again.
 #[tokio::test]
 async fn a_decided_call_resumed_after_a_crash_asks_again_when_its_file_changed() {
-    use spool_engine::Store;
+    use spool_engine::store::{Approvals, Runs};
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let file = server.project_dir().join("crash.txt");

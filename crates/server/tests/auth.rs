@@ -287,7 +287,7 @@ async fn revoking_every_token_leaves_auth_on() {
 #[tokio::test]
 async fn a_server_on_a_public_address_never_serves_with_auth_off() {
     let server = TestServer::start().await;
-    use spool_engine::Store;
+    use spool_engine::store::{Credentials, Nodes};
     // The server records its own (loopback) address as it starts serving; wait for that,
     // so it cannot overwrite the public one announced next.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);

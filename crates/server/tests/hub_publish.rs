@@ -472,7 +472,7 @@ async fn a_publisher_cannot_speak_on_a_sessions_channel_however_spelled() {
 /// nothing published) and creates no user record — each one made a user before.
 #[tokio::test]
 async fn an_audience_of_unknown_users_is_refused_and_creates_nobody() {
-    use spool_engine::Store;
+    use spool_engine::store::Users;
     let (server, publisher, alice, _bob) = with_tokens().await;
     let store = server.store.clone();
     let mut ws = connect(&server, Some(&alice)).await;

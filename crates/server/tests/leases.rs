@@ -12,9 +12,10 @@ use crate::common;
 
 use common::{Open, TestOptions, TestServer, id_of};
 use serde_json::json;
+use spool_engine::store::{Nodes, Queue, Runs};
 use spool_engine::{
     DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, ManualClock, Models,
-    PromptInput, RunInsert, Store, Submitted,
+    PromptInput, RunInsert, Submitted,
 };
 use spool_model::ScriptedModel;
 use spool_protocol::*;

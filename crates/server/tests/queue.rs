@@ -14,7 +14,7 @@ use common::{TestOptions, TestServer, WAIT, id_of};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::Store;
+use spool_engine::store::Runs;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;

@@ -9,7 +9,8 @@ use crate::common;
 use common::{TestOptions, TestServer, id_of, urlencode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{EngineConfig, Store};
+use spool_engine::EngineConfig;
+use spool_engine::store::Projects;
 use spool_protocol::{Project, ProjectId, UserId};
 use std::path::Path;
 

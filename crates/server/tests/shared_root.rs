@@ -122,7 +122,7 @@ async fn an_overlapping_project_from_before_the_rule_runs_nothing_the_earlier_on
     let bobs = legacy(&bob_token.user_id, &team.join("sub"), 2);
     let bobs_root = legacy(&bob_token.user_id, &root, 3);
     for p in [&alices, &bobs, &bobs_root] {
-        spool_engine::Store::insert_project(&*server.store, p).await.expect("insert project");
+        spool_engine::store::Projects::insert_project(&*server.store, p).await.expect("insert project");
     }
     let prompt = |token: &str, project: &spool_protocol::Project| {
         let (server, token, project) = (&server, token.to_owned(), project.id.to_string());

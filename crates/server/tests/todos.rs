@@ -65,7 +65,7 @@ async fn a_todo_list_is_session_state_on_the_stream_and_survives_a_restart() {
     let server = server.restart().await;
     assert_eq!(state_todos(&server, &session).await, replaced, "stored, so a restart keeps it");
     let id: spool_protocol::SessionId = session.parse().expect("a session id");
-    let stored = spool_engine::Store::get_todos(&*server.store, &id).await.expect("read the store");
+    let stored = spool_engine::store::Notes::get_todos(&*server.store, &id).await.expect("read the store");
     assert_eq!(serde_json::to_value(stored).expect("JSON"), replaced, "the stored row");
 }
 

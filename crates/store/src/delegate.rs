@@ -3,21 +3,24 @@
 //!
 //! Each backend (`sqlite`, `pg`) compiles the shared record modules (`src/sql/`) into
 //! itself, so each has its own `users`, `projects`, … taking its own pool type; the
-//! trait implementation is the same list of hand-offs for both, so it is written once
-//! here as a macro and expanded in each backend module, where those names are in scope.
+//! trait implementation (one impl block per record kind) is the same list of hand-offs for
+//! both, so it is written once here as a macro and expanded in each backend module, where
+//! those names are in scope.
 
-/// Implements `Store` for `$store` (a type with a `pool` field) by calling the record
-/// modules in scope where the macro is expanded.
+/// Implements `Store` for `$store` (a type with a `pool` field), one impl block per
+/// record kind of `spool_engine::store` in the order the kinds are listed there, by
+/// calling the record modules in scope where the macro is expanded.
 macro_rules! impl_store {
     ($store:ty) => {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
+            use spool_engine::store;
             use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError};
             use spool_protocol::time::Millis;
             use spool_protocol::*;
 
             #[async_trait::async_trait]
-            impl spool_engine::Store for $store {
+            impl store::Users for $store {
                 async fn ensure_user(&self, name: &str) -> Result<UserId, StoreError> {
                     users::ensure(&self.pool, name).await
                 }
@@ -27,7 +30,44 @@ macro_rules! impl_store {
                 async fn user_name(&self, id: &UserId) -> Result<Option<String>, StoreError> {
                     users::name(&self.pool, id).await
                 }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Credentials for $store {
+                async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError> {
+                    tokens::insert(&self.pool, token).await
+                }
+                async fn find_token(&self, hash: &str) -> Result<Option<ApiToken>, StoreError> {
+                    tokens::find(&self.pool, hash).await
+                }
+                async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
+                    tokens::list(&self.pool).await
+                }
+                async fn revoke_token(&self, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
+                    tokens::revoke(&self.pool, id, at).await
+                }
+                async fn auth_enabled(&self) -> Result<bool, StoreError> {
+                    auth::enabled(&self.pool).await
+                }
+                async fn set_auth_enabled(&self, enabled: bool, at: Millis) -> Result<(), StoreError> {
+                    auth::set_enabled(&self.pool, enabled, at).await
+                }
+                async fn insert_login(&self, login: &LoginSession) -> Result<(), StoreError> {
+                    auth::insert_login(&self.pool, login).await
+                }
+                async fn find_login(&self, hash: &str, now: Millis) -> Result<Option<LoginSession>, StoreError> {
+                    auth::find_login(&self.pool, hash, now).await
+                }
+                async fn end_login(&self, id: &LoginId, at: Millis) -> Result<bool, StoreError> {
+                    auth::end_login(&self.pool, id, at).await
+                }
+                async fn credentials_ended_since(&self, since: Millis, now: Millis) -> Result<Vec<String>, StoreError> {
+                    auth::ended_since(&self.pool, since, now).await
+                }
+            }
+
+            #[async_trait::async_trait]
+            impl store::Projects for $store {
                 async fn insert_project(&self, project: &Project) -> Result<(), StoreError> {
                     projects::insert(&self.pool, project).await
                 }
@@ -49,7 +89,10 @@ macro_rules! impl_store {
                 async fn delete_project(&self, id: &ProjectId) -> Result<bool, StoreError> {
                     projects::delete(&self.pool, id).await
                 }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Sessions for $store {
                 async fn insert_session(&self, session: &Session) -> Result<(), StoreError> {
                     sessions::insert(&self.pool, session).await
                 }
@@ -88,7 +131,10 @@ macro_rules! impl_store {
                 ) -> Result<spool_engine::RuleRemoval, StoreError> {
                     sessions::remove_rule(&self.pool, session, index, tool, action, updated_at).await
                 }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Messages for $store {
                 async fn insert_message(
                     &self,
                     session: &SessionId,
@@ -115,59 +161,28 @@ macro_rules! impl_store {
                 ) -> Result<Vec<IndexedMessage>, StoreError> {
                     messages::latest_rounds(&self.pool, session, rounds).await
                 }
+            }
 
-                async fn insert_token(&self, token: &ApiToken) -> Result<(), StoreError> {
-                    tokens::insert(&self.pool, token).await
-                }
-                async fn find_token(&self, hash: &str) -> Result<Option<ApiToken>, StoreError> {
-                    tokens::find(&self.pool, hash).await
-                }
-                async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
-                    tokens::list(&self.pool).await
-                }
-                async fn revoke_token(&self, id: &TokenId, at: Millis) -> Result<bool, StoreError> {
-                    tokens::revoke(&self.pool, id, at).await
-                }
-
-                async fn auth_enabled(&self) -> Result<bool, StoreError> {
-                    auth::enabled(&self.pool).await
-                }
-                async fn set_auth_enabled(&self, enabled: bool, at: Millis) -> Result<(), StoreError> {
-                    auth::set_enabled(&self.pool, enabled, at).await
-                }
-                async fn insert_login(&self, login: &LoginSession) -> Result<(), StoreError> {
-                    auth::insert_login(&self.pool, login).await
-                }
-                async fn find_login(&self, hash: &str, now: Millis) -> Result<Option<LoginSession>, StoreError> {
-                    auth::find_login(&self.pool, hash, now).await
-                }
-                async fn end_login(&self, id: &LoginId, at: Millis) -> Result<bool, StoreError> {
-                    auth::end_login(&self.pool, id, at).await
-                }
-                async fn credentials_ended_since(&self, since: Millis, now: Millis) -> Result<Vec<String>, StoreError> {
-                    auth::ended_since(&self.pool, since, now).await
-                }
-                async fn record_listener(&self, listener: &Listener) -> Result<(), StoreError> {
-                    auth::record_listener(&self.pool, listener).await
-                }
-                async fn remove_listener(&self, node: &str) -> Result<(), StoreError> {
-                    auth::remove_listener(&self.pool, node).await
-                }
-                async fn listeners(&self) -> Result<Vec<Listener>, StoreError> {
-                    auth::listeners(&self.pool).await
-                }
-
-                async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
-                    runs::since(&self.pool, session, from_index).await
-                }
-                async fn sessions_ended_after(
+            #[async_trait::async_trait]
+            impl store::Drafts for $store {
+                async fn append_draft(
                     &self,
-                    project: &ProjectId,
-                    after: Millis,
-                    limit: u32,
-                ) -> Result<Vec<SessionId>, StoreError> {
-                    runs::ended_after(&self.pool, project, after, limit).await
+                    draft: &Draft,
+                    seq: u64,
+                    deltas: &[StreamDelta],
+                ) -> Result<u64, StoreError> {
+                    drafts::append(&self.pool, draft, seq, deltas).await
                 }
+                async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {
+                    drafts::delete(&self.pool, session).await
+                }
+                async fn orphaned_drafts(&self) -> Result<Vec<Draft>, StoreError> {
+                    drafts::orphaned(&self.pool).await
+                }
+            }
+
+            #[async_trait::async_trait]
+            impl store::Notes for $store {
                 async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError> {
                     memory::get(&self.pool, session).await
                 }
@@ -190,7 +205,10 @@ macro_rules! impl_store {
                 ) -> Result<(), StoreError> {
                     todos::put(&self.pool, session, owner, value).await
                 }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Runs for $store {
                 async fn insert_run(&self, run: &Run) -> Result<RunInsert, StoreError> {
                     runs::insert(&self.pool, run).await
                 }
@@ -210,6 +228,17 @@ macro_rules! impl_store {
                 async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
                     runs::update(&self.pool, run).await
                 }
+                async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
+                    runs::since(&self.pool, session, from_index).await
+                }
+                async fn sessions_ended_after(
+                    &self,
+                    project: &ProjectId,
+                    after: Millis,
+                    limit: u32,
+                ) -> Result<Vec<SessionId>, StoreError> {
+                    runs::ended_after(&self.pool, project, after, limit).await
+                }
                 async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError> {
                     runs::interrupted(&self.pool, session).await
                 }
@@ -221,13 +250,10 @@ macro_rules! impl_store {
                 ) -> Result<u64, StoreError> {
                     runs::fail_running(&self.pool, error, now, keep).await
                 }
-                async fn decided_calls(&self) -> Result<Vec<spool_engine::DecidedCall>, StoreError> {
-                    approvals::decided_calls(&self.pool).await
-                }
-                async fn mark_call_started(&self, approval: &ApprovalId, at: Millis) -> Result<(), StoreError> {
-                    approvals::mark_started(&self.pool, approval, at).await
-                }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Queue for $store {
                 async fn queue_prompt(
                     &self,
                     prompt: &spool_engine::QueuedPrompt,
@@ -267,22 +293,10 @@ macro_rules! impl_store {
                 async fn queue_paused(&self, session: &SessionId) -> Result<bool, StoreError> {
                     queue::paused(&self.pool, session).await
                 }
+            }
 
-                async fn append_draft(
-                    &self,
-                    draft: &Draft,
-                    seq: u64,
-                    deltas: &[StreamDelta],
-                ) -> Result<u64, StoreError> {
-                    drafts::append(&self.pool, draft, seq, deltas).await
-                }
-                async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {
-                    drafts::delete(&self.pool, session).await
-                }
-                async fn orphaned_drafts(&self) -> Result<Vec<Draft>, StoreError> {
-                    drafts::orphaned(&self.pool).await
-                }
-
+            #[async_trait::async_trait]
+            impl store::Approvals for $store {
                 async fn interrupt_run(
                     &self,
                     run: &Run,
@@ -326,7 +340,16 @@ macro_rules! impl_store {
                 ) -> Result<bool, StoreError> {
                     approvals::settle(&self.pool, id, status, decision, message, actor, at).await
                 }
+                async fn decided_calls(&self) -> Result<Vec<spool_engine::DecidedCall>, StoreError> {
+                    approvals::decided_calls(&self.pool).await
+                }
+                async fn mark_call_started(&self, approval: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+                    approvals::mark_started(&self.pool, approval, at).await
+                }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Idempotency for $store {
                 async fn claim_idempotency(
                     &self,
                     scope: &str,
@@ -344,7 +367,10 @@ macro_rules! impl_store {
                 async fn release_open_claims(&self, made_before: Millis) -> Result<Vec<(String, String)>, StoreError> {
                     idempotency::release_open(&self.pool, made_before).await
                 }
+            }
 
+            #[async_trait::async_trait]
+            impl store::Nodes for $store {
                 async fn acquire_lease(
                     &self,
                     session: &SessionId,
@@ -371,6 +397,15 @@ macro_rules! impl_store {
                 }
                 async fn expired_leases(&self, now: Millis) -> Result<Vec<Lease>, StoreError> {
                     leases::expired(&self.pool, now).await
+                }
+                async fn record_listener(&self, listener: &Listener) -> Result<(), StoreError> {
+                    auth::record_listener(&self.pool, listener).await
+                }
+                async fn remove_listener(&self, node: &str) -> Result<(), StoreError> {
+                    auth::remove_listener(&self.pool, node).await
+                }
+                async fn listeners(&self) -> Result<Vec<Listener>, StoreError> {
+                    auth::listeners(&self.pool).await
                 }
             }
         };

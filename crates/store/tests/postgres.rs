@@ -13,7 +13,8 @@
 
 use crate::support;
 
-use spool_engine::{RunInsert, Store, StoreError};
+use spool_engine::store::prelude::*;
+use spool_engine::{RunInsert, StoreError};
 use spool_protocol::*;
 use spool_store::PgStore;
 use spool_test_support::TestDb;

@@ -4,7 +4,8 @@
 
 use crate::support;
 
-use spool_engine::{IdempotencyClaim, RunInsert, Store, StoreError, Supersede};
+use spool_engine::store::prelude::*;
+use spool_engine::{IdempotencyClaim, RunInsert, StoreError, Supersede};
 use spool_protocol::*;
 use spool_store::SqliteStore;
 use sqlx::Connection;

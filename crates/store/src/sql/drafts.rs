@@ -21,7 +21,7 @@ use sqlx::Row;
 use sqlx::types::Json;
 
 /// Appends chunk `seq` of `draft`; `seq` 0 starts the draft afresh (see
-/// `Store::append_draft`). Returns the bytes of chunk data written.
+/// `Drafts::append_draft`). Returns the bytes of chunk data written.
 pub(crate) async fn append(pool: &Pool, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError> {
     let chunk = serde_json::to_string(deltas)
         .map_err(|e| StoreError::Backend(format!("cannot encode a draft checkpoint: {e}")))?;

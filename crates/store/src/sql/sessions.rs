@@ -108,7 +108,7 @@ pub(crate) async fn delete(pool: &Pool, id: &SessionId) -> Result<bool, StoreErr
 }
 
 /// Removes the rule at `index` if it is a rule for `tool` with `action` (see
-/// `Store::remove_session_rule`).
+/// `Sessions::remove_session_rule`).
 ///
 /// The transaction writes before it reads: the no-op `UPDATE` takes the row's lock on
 /// PostgreSQL (a concurrent writer waits for the commit) and the database's write lock

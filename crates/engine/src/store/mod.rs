@@ -1,0 +1,87 @@
+//! The `Store` trait: everything Spool keeps durably.
+//!
+//! The engine talks to storage only through this trait, so SQLite (the default) and
+//! PostgreSQL (past one machine) are interchangeable and pass the same test suite.
+//! Methods are plain CRUD plus the few conditional writes whose atomicity the product
+//! depends on (one run per requestId, one message per index). Ownership checks live
+//! in the engine; the store keeps the owner column on every record.
+//!
+//! `Store` is the sum of one trait per record kind, each in its own file with the
+//! records it reads and writes: [`Users`], [`Credentials`], [`Projects`], [`Sessions`],
+//! [`Messages`], [`Drafts`], [`Notes`], [`Runs`], [`Queue`], [`Approvals`],
+//! [`Idempotency`] and [`Nodes`]. A reader looking for what the store does with runs
+//! opens `runs.rs`; a part of the engine that needs only one kind can take only that
+//! kind. Anything implementing every kind is a `Store` (the blanket impl below), and
+//! `Arc<dyn Store>` reaches every kind's methods with no import, because a trait
+//! object's methods include its supertraits'. Calling them on a concrete store (a test's
+//! `SqliteStore`) needs the kind in scope: [`prelude`] brings all of them.
+
+mod approvals;
+mod credentials;
+mod drafts;
+mod idempotency;
+mod messages;
+mod nodes;
+mod notes;
+mod projects;
+mod queue;
+mod runs;
+mod sessions;
+mod users;
+
+pub use approvals::{Approvals, DecidedCall, Supersede};
+pub use credentials::{Credentials, LoginSession};
+pub use drafts::{Draft, Drafts};
+pub use idempotency::{Idempotency, IdempotencyClaim};
+pub use messages::Messages;
+pub use nodes::{Lease, Listener, Nodes};
+pub use notes::Notes;
+pub use projects::Projects;
+pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
+pub use runs::{RunInsert, Runs};
+pub use sessions::{RuleRemoval, SessionMatch, Sessions};
+pub use users::Users;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was violated (for example a message index already taken).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database failed or returned data that does not decode.
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
+
+/// Everything Spool keeps durably: every record kind at once, what the engine holds as
+/// `Arc<dyn Store>`.
+pub trait Store:
+    Users + Credentials + Projects + Sessions + Messages + Drafts + Notes + Runs + Queue + Approvals + Idempotency + Nodes
+{
+}
+
+// Whatever implements every kind is a store; nothing implements `Store` by hand.
+impl<T> Store for T where
+    T: Users
+        + Credentials
+        + Projects
+        + Sessions
+        + Messages
+        + Drafts
+        + Notes
+        + Runs
+        + Queue
+        + Approvals
+        + Idempotency
+        + Nodes
+{
+}
+
+/// Every record kind's trait, for code that calls store methods on a concrete store or
+/// a generic one (`use spool_engine::store::prelude::*`). Code holding a `dyn Store`
+/// needs none of them.
+pub mod prelude {
+    pub use super::{
+        Approvals, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, Runs, Sessions, Store,
+        Users,
+    };
+}

@@ -1,0 +1,20 @@
+//! Notes: what the agent keeps about a session besides its messages, its memory
+//! (confirmed facts, a compaction summary) and its todo list. Each is one value per
+//! session, replaced whole, and deleted with the session.
+
+use super::StoreError;
+use async_trait::async_trait;
+use spool_protocol::*;
+
+#[async_trait]
+pub trait Notes: Send + Sync + 'static {
+    /// The session's memory (confirmed facts, compaction summary); default when none.
+    async fn get_memory(&self, session: &SessionId) -> Result<SessionMemory, StoreError>;
+    /// Replaces the session's memory.
+    async fn put_memory(&self, session: &SessionId, owner: &UserId, memory: &SessionMemory) -> Result<(), StoreError>;
+
+    /// The session's todo list as the agent last wrote it; empty when it never did.
+    async fn get_todos(&self, session: &SessionId) -> Result<Vec<hub::Todo>, StoreError>;
+    /// Replaces the session's todo list.
+    async fn put_todos(&self, session: &SessionId, owner: &UserId, todos: &[hub::Todo]) -> Result<(), StoreError>;
+}
