@@ -150,6 +150,15 @@ pub(crate) struct Approvals {
     leases: Arc<Leases>,
 }
 
+/// A decision that passed `decide`'s checks (not expired, its `always` patterns
+/// offered), with the approval and checkpoint it is about, for `apply`.
+struct Checked {
+    approval: Approval,
+    checkpoint: serde_json::Value,
+    input: DecisionInput,
+    always: Vec<PermissionRule>,
+}
+
 impl Approvals {
     pub fn new(env: Arc<RunEnv>, sessions: Arc<Registry>, leases: Arc<Leases>) -> Self {
         Self { env, sessions, leases }
@@ -218,8 +227,10 @@ impl Approvals {
         }
         let always = self.always_rules(&approval, &checkpoint, &input)?;
         let scope = format!("approval:{}", approval.id);
-        let Some(key) = input.idempotency_key.clone() else {
-            return self.apply(loaded, owner, approval, checkpoint, input, always).await;
+        let key = input.idempotency_key.clone();
+        let checked = Checked { approval, checkpoint, input, always };
+        let Some(key) = key else {
+            return self.apply(loaded, owner, checked).await;
         };
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
@@ -237,7 +248,7 @@ impl Approvals {
                 }
             }
         }
-        let result = self.apply(loaded, owner, approval, checkpoint, input, always).await;
+        let result = self.apply(loaded, owner, checked).await;
         match &result {
             Ok(outcome) => store.complete_idempotency(&scope, &key, &outcome.kept()).await?,
             // No response to keep: let a retry run it again.
@@ -337,15 +348,8 @@ impl Approvals {
     }
 
     /// The conditional update and, for the winner, the continuation of the run.
-    async fn apply(
-        &self,
-        loaded: &Arc<Loaded>,
-        owner: &UserId,
-        approval: Approval,
-        checkpoint: serde_json::Value,
-        input: DecisionInput,
-        always: Vec<PermissionRule>,
-    ) -> Result<DecisionOutcome> {
+    async fn apply(&self, loaded: &Arc<Loaded>, owner: &UserId, checked: Checked) -> Result<DecisionOutcome> {
+        let Checked { approval, checkpoint, input, always } = checked;
         let store = self.env.store.clone();
         let _control = loaded.control.lock().await;
         // The winner continues the run here, so this node must be able to run the

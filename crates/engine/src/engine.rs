@@ -16,7 +16,7 @@ use crate::leases::LeaseGuard;
 use crate::models::{ModelInfo, Models};
 use crate::registry::Unused;
 use crate::remote::{Remote, RemoteParts};
-use crate::run::RunTask;
+use crate::run::{Asked, RunTask};
 use crate::run_env::{Expiries, RunEnv, RunParts, RunSettings};
 use crate::session::{ActiveHandle, Loaded, READ_YOUR_WRITES};
 use crate::store::DecidedCall;
@@ -29,7 +29,7 @@ use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -192,7 +192,7 @@ pub(crate) struct Inner {
     /// The project roots and the data directory, resolved at start.
     pub fence: crate::roots::Fence,
     /// Open session streams per user, for the per-user limit.
-    streams: Arc<Mutex<HashMap<UserId, usize>>>,
+    streams: crate::per_user::PerUser,
     /// Each user's session-creation rate on this node (see [`crate::caps`]).
     pub session_rate: crate::caps::SessionRate,
     /// Held while a project is checked against other users' and stored (see
@@ -219,20 +219,7 @@ pub(crate) struct Inner {
 /// streams, WebSockets, OpenCode `/event`) take one with [`Engine::stream_permit`] and
 /// hold it for as long as they are open, so every kind counts against the same limit.
 pub struct StreamPermit {
-    counts: Arc<Mutex<HashMap<UserId, usize>>>,
-    user: UserId,
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&self.user) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.user);
-            }
-        }
-    }
+    _count: crate::per_user::Counted,
 }
 
 fn bus_error(error: crate::BusFailure) -> EngineError {
@@ -420,7 +407,7 @@ impl Engine {
                 frames,
                 sessions,
                 fence,
-                streams: Arc::new(Mutex::new(HashMap::new())),
+                streams: Default::default(),
                 session_rate: crate::caps::SessionRate::default(),
                 registering: tokio::sync::Mutex::new(()),
                 searches,
@@ -535,18 +522,14 @@ impl Engine {
     /// Counts one more open stream of `owner` until the permit is dropped; past
     /// `max_streams_per_user` it is a 429 `too_many_streams`.
     pub fn stream_permit(&self, owner: &UserId) -> Result<StreamPermit> {
-        // A std mutex: nothing awaits while it is held.
-        let mut counts = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
-        let open = counts.entry(owner.clone()).or_insert(0);
         let limit = self.inner.config.max_streams_per_user;
-        if *open >= limit {
-            return Err(EngineError::TooMany {
+        match self.inner.streams.take(owner, limit) {
+            Some(count) => Ok(StreamPermit { _count: count }),
+            None => Err(EngineError::TooMany {
                 code: "too_many_streams",
                 message: format!("you already have {limit} open streams; close one first"),
-            });
+            }),
         }
-        *open += 1;
-        Ok(StreamPermit { counts: self.inner.streams.clone(), user: owner.clone() })
     }
 
     /// This engine's metrics (see [`crate::metrics`]): the server records HTTP requests,

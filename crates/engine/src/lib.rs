@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 mod overlap;
+mod per_user;
 pub mod readiness;
 mod reaper;
 mod registry;

@@ -19,11 +19,11 @@
 //!   requests still waiting for it.
 
 use crate::error::EngineError;
+use crate::per_user::{Counted, PerUser};
 use spool_protocol::UserId;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -67,33 +67,14 @@ impl std::fmt::Debug for SearchHold {
 /// The searches running on this node, per user and in all.
 pub(crate) struct SearchSlots {
     node: Arc<Semaphore>,
-    // A std mutex: nothing awaits while it is held.
-    per_user: Arc<Mutex<HashMap<UserId, usize>>>,
+    per_user: PerUser,
 }
 
-/// A running search's place; both counts go down when it is dropped.
+/// A running search's place; both counts go down when it is dropped (the user's on
+/// every path: refused by the node, the request dropped while waiting, done).
 pub(crate) struct SearchSlot {
-    _user: UserCount,
+    _user: Counted,
     _node: OwnedSemaphorePermit,
-}
-
-/// One search counted against its user; the count goes down when it is dropped, on
-/// every path (refused by the node, the request dropped while waiting, done).
-struct UserCount {
-    per_user: Arc<Mutex<HashMap<UserId, usize>>>,
-    user: UserId,
-}
-
-impl Drop for UserCount {
-    fn drop(&mut self) {
-        let mut counts = self.per_user.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&self.user) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.user);
-            }
-        }
-    }
 }
 
 /// The 429 for a user already running their most searches.
@@ -101,27 +82,19 @@ pub const TOO_MANY_SEARCHES: &str = "too_many_searches";
 
 impl SearchSlots {
     pub(crate) fn new(limits: &SearchLimits) -> SearchSlots {
-        SearchSlots { node: Arc::new(Semaphore::new(limits.server.max(1))), per_user: Arc::default() }
+        SearchSlots { node: Arc::new(Semaphore::new(limits.server.max(1))), per_user: PerUser::default() }
     }
 
     /// A slot for one search by `user`: refused at once past the user's limit, after a
     /// short wait past the node's.
     pub(crate) async fn admit(&self, user: &UserId, limits: &SearchLimits) -> Result<SearchSlot, EngineError> {
-        {
-            let mut counts = self.per_user.lock().unwrap_or_else(|p| p.into_inner());
-            let n = counts.entry(user.clone()).or_insert(0);
-            if *n >= limits.per_user {
-                return Err(EngineError::TooMany {
-                    code: TOO_MANY_SEARCHES,
-                    message: format!(
-                        "you already have {} searches running, the most one user may; wait for one to finish",
-                        limits.per_user
-                    ),
-                });
-            }
-            *n += 1;
-        }
-        let counted = UserCount { per_user: self.per_user.clone(), user: user.clone() };
+        let counted = self.per_user.take(user, limits.per_user).ok_or_else(|| EngineError::TooMany {
+            code: TOO_MANY_SEARCHES,
+            message: format!(
+                "you already have {} searches running, the most one user may; wait for one to finish",
+                limits.per_user
+            ),
+        })?;
         match tokio::time::timeout(NODE_WAIT, self.node.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(SearchSlot { _user: counted, _node: permit }),
             _ => Err(EngineError::TooMany {
@@ -148,7 +121,7 @@ mod tests {
         let _b1 = slots.admit(&bob, &limits).await.expect("bob's own");
         drop(a1);
         let _a3 = slots.admit(&alice, &limits).await.expect("a slot came back");
-        assert!(slots.per_user.lock().expect("lock").values().sum::<usize>() == 3);
+        assert_eq!(slots.per_user.total(), 3);
     }
 
     #[tokio::test(start_paused = true)]
@@ -159,7 +132,7 @@ mod tests {
         let held = slots.admit(&alice, &limits).await.expect("the node's one slot");
         let refused = slots.admit(&bob, &limits).await.err().expect("no slot within the wait");
         assert_eq!(refused.code(), "searches_busy");
-        assert!(slots.per_user.lock().expect("lock").get(&bob).is_none(), "bob's count was given back");
+        assert_eq!(slots.per_user.held(&bob), 0, "bob's count was given back");
         // A slot freed during the wait is taken.
         let waiting = slots.admit(&bob, &limits);
         drop(held);

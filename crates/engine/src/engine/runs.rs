@@ -292,9 +292,8 @@ impl Engine {
         // ties a request to the run it started.
         tracing::info!(run = %run.id, session = %run.session_id, "run accepted");
         let policy = wanted.approval_policy.unwrap_or(self.inner.config.approval_policy);
-        let env = self.inner.env.clone();
-        let task = RunTask::new(env, loaded.clone(), run, wanted.text, handle, policy, wanted.on_disconnect)
-            .with_stored_prompt(prompt);
+        let asked = Asked { prompt: wanted.text, policy, on_disconnect: wanted.on_disconnect };
+        let task = RunTask::new(self.inner.env.clone(), loaded.clone(), run, handle, asked).with_stored_prompt(prompt);
         lease.keep();
         tokio::spawn(task.execute());
         accepted

@@ -112,6 +112,15 @@ fn failure(code: &str, message: impl Into<String>) -> Outcome {
     Outcome::Failed(RunError { code: code.into(), message: redact(&message.into()) })
 }
 
+/// What a prompt asks of its run: the prompt's text, whether approvals wait for a
+/// person, and what a client's disconnect does. A resumed run asks what its checkpoint
+/// kept.
+pub(crate) struct Asked {
+    pub prompt: String,
+    pub policy: ApprovalPolicy,
+    pub on_disconnect: OnDisconnect,
+}
+
 pub(crate) struct RunTask {
     env: Arc<RunEnv>,
     loaded: Arc<Loaded>,
@@ -151,16 +160,9 @@ pub(crate) struct RunTask {
 }
 
 impl RunTask {
-    pub fn new(
-        env: Arc<RunEnv>,
-        loaded: Arc<Loaded>,
-        run: Run,
-        prompt: String,
-        handle: ActiveHandle,
-        policy: ApprovalPolicy,
-        on_disconnect: OnDisconnect,
-    ) -> Self {
+    pub fn new(env: Arc<RunEnv>, loaded: Arc<Loaded>, run: Run, handle: ActiveHandle, asked: Asked) -> Self {
         let next_index = run.user_message_index;
+        let Asked { prompt, policy, on_disconnect } = asked;
         Self {
             env,
             loaded,
@@ -201,7 +203,8 @@ impl RunTask {
         resolution: Resolution,
         approval: ApprovalId,
     ) -> Self {
-        let mut task = Self::new(env, loaded, run, String::new(), handle, checkpoint.policy, OnDisconnect::Continue);
+        let asked = Asked { prompt: String::new(), policy: checkpoint.policy, on_disconnect: OnDisconnect::Continue };
+        let mut task = Self::new(env, loaded, run, handle, asked);
         task.next_index = checkpoint.next_index;
         task.resume = Some((checkpoint, resolution));
         task.decided = Some(approval);
