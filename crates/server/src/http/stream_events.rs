@@ -13,6 +13,7 @@ use crate::dialect::ag_ui::AgUiEvent;
 use crate::dialect::ai_sdk::UiChunk;
 use crate::dialect::run_stream::RunEvent;
 use spool_protocol::frame::Frame;
+use std::borrow::Cow;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
@@ -38,115 +39,92 @@ fn sse_event(description: &str, kinds: &[&str], data: Option<&str>) -> RefOr<Sch
         .into()
 }
 
-/// An event of the run stream (`POST /api/chat`, `GET /api/runs/{id}/events`, a resume
-/// with `Accept: text/event-stream`).
-pub struct RunStreamEvent;
+/// Declares a wrapper whose schema is one event of a stream: its description, the
+/// `event` names it may carry (any when empty), and, where `data` is JSON of a known
+/// type, that type, whose schemas the wrapper adds to the document. Seven streams, one
+/// shape: the macro keeps each to what differs.
+macro_rules! stream_event {
+    ($(#[$doc:meta])* $name:ident, $description:expr, $kinds:expr $(, data = $data:ty)?) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl PartialSchema for RunStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event(
-            "`event` is the run event's `type`; `id` its `sequence`",
-            &["run_started", "text_delta", "tool_started", "tool_finished", "interrupt", "done", "error", "snapshot"],
-            Some(&RunEvent::name()),
-        )
-    }
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                // The data type's name, or none when the stream declares no type.
+                let data: Option<Cow<'static, str>> = [$(<$data>::name())?].into_iter().next();
+                sse_event($description, $kinds, data.as_deref())
+            }
+        }
+
+        impl ToSchema for $name {
+            fn schemas(_schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                $(
+                    _schemas.push((<$data>::name().into(), <$data>::schema()));
+                    <$data>::schemas(_schemas);
+                )?
+            }
+        }
+    };
 }
 
-impl ToSchema for RunStreamEvent {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((RunEvent::name().into(), RunEvent::schema()));
-        RunEvent::schemas(schemas);
-    }
-}
+stream_event!(
+    /// An event of the run stream (`POST /api/chat`, `GET /api/runs/{id}/events`, a
+    /// resume with `Accept: text/event-stream`).
+    RunStreamEvent,
+    "`event` is the run event's `type`; `id` its `sequence`",
+    &["run_started", "text_delta", "tool_started", "tool_finished", "interrupt", "done", "error", "snapshot"],
+    data = RunEvent
+);
 
-/// An event of the AI SDK's UI message stream (`POST /api/ai-sdk/chat`, `GET
-/// /api/ai-sdk/chat/{id}/stream`): no `event` name, `data` one UI message chunk, the last
-/// one's `data` the literal `[DONE]`.
-pub struct UiMessageStreamEvent;
+stream_event!(
+    /// An event of the AI SDK's UI message stream (`POST /api/ai-sdk/chat`, `GET
+    /// /api/ai-sdk/chat/{id}/stream`): no `event` name, `data` one UI message chunk, the
+    /// last one's `data` the literal `[DONE]`.
+    UiMessageStreamEvent,
+    "A UI message chunk (no `event`, no `id`); the stream's last `data` is `[DONE]`",
+    &[],
+    data = UiChunk
+);
 
-impl PartialSchema for UiMessageStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event(
-            "A UI message chunk (no `event`, no `id`); the stream's last `data` is `[DONE]`",
-            &[],
-            Some(&UiChunk::name()),
-        )
-    }
-}
+stream_event!(
+    /// An event of the AG-UI stream (`POST /api/ag-ui`): no `event` name, no `id`, `data`
+    /// one AG-UI event.
+    AgUiStreamEvent,
+    "An AG-UI event (no `event`, no `id`)",
+    &[],
+    data = AgUiEvent
+);
 
-impl ToSchema for UiMessageStreamEvent {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((UiChunk::name().into(), UiChunk::schema()));
-        UiChunk::schemas(schemas);
-    }
-}
+stream_event!(
+    /// An event of the native session stream: a frame (`session.snapshot`,
+    /// `session.state`, `run.accepted`, `loop.event`) with no `event` name and the id
+    /// `streamId:seq`, or an `event: heartbeat` with `data: {}`.
+    SessionStreamEvent,
+    "A frame (no `event`; `id` is `streamId:seq`) or a `heartbeat`",
+    &["heartbeat"],
+    data = Frame
+);
 
-/// An event of the AG-UI stream (`POST /api/ag-ui`): no `event` name, no `id`, `data`
-/// one AG-UI event.
-pub struct AgUiStreamEvent;
+stream_event!(
+    /// An event of the list stream: `lists.reset`, `sessions.changed`,
+    /// `projects.changed` or `heartbeat`.
+    ListStreamEvent,
+    "A list notification (no `event`: its type is in `data`) or a `heartbeat`",
+    &["heartbeat"]
+);
 
-impl PartialSchema for AgUiStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event("An AG-UI event (no `event`, no `id`)", &[], Some(&AgUiEvent::name()))
-    }
-}
+stream_event!(
+    /// An event of OpenCode's `GET /event`: `data` is `{id, type, properties}`, no
+    /// `event`.
+    OpenCodeStreamEvent,
+    "An OpenCode event: `data` is `{id, type, properties}`",
+    &[]
+);
 
-impl ToSchema for AgUiStreamEvent {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((AgUiEvent::name().into(), AgUiEvent::schema()));
-        AgUiEvent::schemas(schemas);
-    }
-}
-
-/// An event of the native session stream: a frame (`session.snapshot`,
-/// `session.state`, `run.accepted`, `loop.event`) with no `event` name and the id
-/// `streamId:seq`, or an `event: heartbeat` with `data: {}`.
-pub struct SessionStreamEvent;
-
-impl PartialSchema for SessionStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event("A frame (no `event`; `id` is `streamId:seq`) or a `heartbeat`", &["heartbeat"], Some(&Frame::name()))
-    }
-}
-
-impl ToSchema for SessionStreamEvent {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((Frame::name().into(), Frame::schema()));
-        Frame::schemas(schemas);
-    }
-}
-
-/// An event of the list stream: `lists.reset`, `sessions.changed`, `projects.changed`
-/// or `heartbeat`.
-pub struct ListStreamEvent;
-
-impl PartialSchema for ListStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event("A list notification (no `event`: its type is in `data`) or a `heartbeat`", &["heartbeat"], None)
-    }
-}
-
-impl ToSchema for ListStreamEvent {}
-
-/// An event of OpenCode's `GET /event`: `data` is `{id, type, properties}`, no `event`.
-pub struct OpenCodeStreamEvent;
-
-impl PartialSchema for OpenCodeStreamEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event("An OpenCode event: `data` is `{id, type, properties}`", &[], None)
-    }
-}
-
-impl ToSchema for OpenCodeStreamEvent {}
-
-/// An event of OpenCode's `GET /global/event`: `data` is `{directory, payload}`, the
-/// payload an event of `GET /event`.
-pub struct OpenCodeGlobalEvent;
-
-impl PartialSchema for OpenCodeGlobalEvent {
-    fn schema() -> RefOr<Schema> {
-        sse_event("An OpenCode global event: `data` is `{directory, payload: {id, type, properties}}`", &[], None)
-    }
-}
-
-impl ToSchema for OpenCodeGlobalEvent {}
+stream_event!(
+    /// An event of OpenCode's `GET /global/event`: `data` is `{directory, payload}`, the
+    /// payload an event of `GET /event`.
+    OpenCodeGlobalEvent,
+    "An OpenCode global event: `data` is `{directory, payload: {id, type, properties}}`",
+    &[]
+);
