@@ -6,7 +6,6 @@
 //! read with a size limit, so a misbehaving server cannot grow this process without bound.
 
 use crate::error::Error;
-use crate::stream::{SessionStream, StreamOptions};
 use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -201,13 +200,6 @@ impl Client {
         message: Option<&str>,
     ) -> Result<Decided, Error> {
         self.decide(session, approval, &decision(Decision::Reject, message)).await
-    }
-
-    /// Follows a session's stream: connects, waits for the first snapshot, and returns
-    /// the stream of updates (see [`SessionStream`]). Fails if that first connection
-    /// does; after it, lost connections are recovered inside the stream.
-    pub async fn follow(&self, session: &SessionId, options: StreamOptions) -> Result<SessionStream, Error> {
-        SessionStream::open(self.clone(), session.clone(), options).await
     }
 }
 

@@ -91,6 +91,16 @@ pub enum Event {
     Failed { error: String },
 }
 
+// `follow` lives beside the stream it opens, so the REST side needs nothing of it.
+impl Client {
+    /// Follows a session's stream: connects, waits for the first snapshot, and returns
+    /// the stream of updates (see [`SessionStream`]). Fails if that first connection
+    /// does; after it, lost connections are recovered inside the stream.
+    pub async fn follow(&self, session: &SessionId, options: StreamOptions) -> Result<SessionStream, Error> {
+        SessionStream::open(self.clone(), session.clone(), options).await
+    }
+}
+
 /// A session's stream of [`Update`]s; it ends only after [`Event::Failed`].
 pub struct SessionStream {
     session: SessionId,
