@@ -22,15 +22,15 @@
 
 use super::sse;
 use crate::dialect::RunForms;
-use crate::dialect::shared::{Follow, FormMapper, Forms};
+use crate::dialect::shared::{self, Follow, FormMapper, Forms, RunForm};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
-use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, TypedSubscription};
+use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
-use spool_protocol::{IndexedMessage, Run, RunId, SessionId, SessionState, UserId};
+use spool_protocol::{Approval, ApprovalId, IndexedMessage, Run, RunId, SessionId, SessionState, UserId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::hash::Hash;
@@ -253,21 +253,22 @@ pub(crate) async fn prompt<D: RunDialect>(
 
 /// Prompts `session` with a chat dialect's message (no approval policy, the default on
 /// disconnect, not queued) and follows the new run; a retried request's run, already
-/// started, is read and followed by `follow` (each dialect from its start, its own way).
-pub(crate) async fn prompt_chat<D: RunDialect>(
+/// started, is read and followed from its start.
+pub(crate) async fn prompt_chat<D: ChatDialect>(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
     text: String,
     request_id: Option<String>,
     connection: CancellationToken,
-    follow: impl AsyncFnOnce(Run, CancellationToken) -> Result<RunFeed<D>, ApiError>,
 ) -> Result<RunFeed<D>, ApiError> {
     let input =
         PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
     match prompt(engine, user, session, input, &connection).await? {
         Prompted::New(feed) => Ok(feed),
-        Prompted::Retried(run) => follow(engine.runs().get(user, &run).await?, connection).await,
+        Prompted::Retried(run) => {
+            attach_from_start(engine, user, engine.runs().get(user, &run).await?, connection).await
+        }
     }
 }
 
@@ -308,4 +309,86 @@ impl FromSnapshot {
             _ => unreachable!("read checked it is a snapshot"),
         }
     }
+}
+
+/// A chat dialect (the AI SDK, AG-UI): it follows a run from its start, or from the
+/// session snapshot its subscription starts with when the run's frames have left the
+/// buffer. Its forms are keyed as every run-following fold's ([`RunForm`]).
+pub(crate) trait ChatDialect: RunDialect<Key = RunForm> {
+    /// The fold and stream that go on from `from`'s snapshot, and the bytes that draw
+    /// the run as it shows it. `after`: the stream continues the run from that
+    /// approval's interrupt, which the client holds the run up to.
+    fn from_snapshot(from: &FromSnapshot, after: Option<&Approval>) -> (Self::Fold, Self, Vec<Bytes>);
+}
+
+/// Follows `run` from its start: a replay of its frames while the buffer holds them,
+/// else drawn from a snapshot.
+pub(crate) async fn attach_from_start<D: ChatDialect>(
+    engine: &Engine,
+    user: &UserId,
+    run: Run,
+    kill: CancellationToken,
+) -> Result<RunFeed<D>, ApiError> {
+    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
+    let subscription = subscription.typed();
+    match start.from {
+        RunFrom::Replay(_) => Ok(RunFeed::from_start(subscription, run.id)),
+        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
+    }
+}
+
+/// A feed whose subscription starts with a session snapshot: the run drawn from it,
+/// then live. Its fold is its own (a form of one).
+pub(crate) async fn from_snapshot<D: ChatDialect>(
+    engine: &Engine,
+    user: &UserId,
+    mut subscription: TypedSubscription,
+    run: Run,
+    after: Option<&Approval>,
+) -> Result<RunFeed<D>, ApiError> {
+    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
+    let (fold, dialect, drawn) = D::from_snapshot(&from, after);
+    let mut feed = RunFeed::new(subscription, RunForm::Alone(shared::alone()), fold, dialect);
+    for bytes in drawn {
+        feed.push(None, bytes);
+    }
+    Ok(feed)
+}
+
+/// A subscription to an approval's run for the continuation after its request.
+pub(crate) struct AfterInterrupt {
+    pub run: Run,
+    pub subscription: TypedSubscription,
+    /// What the run waits for as the subscription starts (the engine says).
+    pub waiting: Option<ApprovalId>,
+    pub from: Continuation,
+}
+
+/// Where the continuation's frames start.
+pub(crate) enum Continuation {
+    /// Right after the request: the engine knew where the interrupt was.
+    AfterRequest,
+    /// At the run's start (the engine no longer knew the interrupt's place, a restart in
+    /// between): the fold sends nothing up to the request.
+    RunStart,
+    /// With a session snapshot: the run's frames are gone.
+    Snapshot,
+}
+
+/// Subscribes to `approval`'s run from the frame after its request.
+pub(crate) async fn subscribe_after(
+    engine: &Engine,
+    user: &UserId,
+    approval: &Approval,
+    kill: CancellationToken,
+) -> Result<AfterInterrupt, ApiError> {
+    let run = engine.runs().get(user, &approval.run_id).await?;
+    let (subscription, start) =
+        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+    let from = match start.from {
+        RunFrom::Replay(_) if start.after > 0 => Continuation::AfterRequest,
+        RunFrom::Replay(_) => Continuation::RunStart,
+        RunFrom::Snapshot(_) => Continuation::Snapshot,
+    };
+    Ok(AfterInterrupt { run, subscription: subscription.typed(), waiting: start.waiting, from })
 }

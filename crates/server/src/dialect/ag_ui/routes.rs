@@ -37,27 +37,28 @@
 //!   (finished, failed, or parked at an approval) cancels nothing.
 
 use crate::dialect::RunForms;
-use crate::dialect::ag_ui::{self, AgUiForm, AgUiStream, Close};
+use crate::dialect::ag_ui::{self, AgUiEvent, AgUiForm, AgUiStream, Close};
 use crate::dialect::ai_sdk::routes::{self as ai_sdk, Answer, DENIED, MAX_ANSWERS, Reply};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, json_body};
 use crate::extract::BodyCheck;
+use crate::extract::{JsonBody, json_body};
 use crate::http::responses::WriteErrors;
-use crate::http::stream_events::AgUiStreamEvent;
-use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
+use crate::http::run_feed::{
+    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
+};
 use crate::http::sse;
+use crate::http::stream_events::AgUiStreamEvent;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::Response;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use spool_engine::{Engine, EngineError, RunAfter, RunFrom, TypedSubscription};
-use spool_protocol::{
-    Approval, ApprovalId, ApprovalStatus, ProjectId, Run, RunError, RunId, RunStatus, SessionId, UserId,
-};
+use spool_engine::{Engine, EngineError};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, RunError, RunId, RunStatus, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -291,27 +292,16 @@ async fn run_agent(
         engine.sessions().get(&user, session).await?;
     }
     let action = body.action()?;
-    let session = match named {
-        Some(session) => session,
-        None => {
-            if let Action::Answer(_) = action {
-                return Err(ApiError::not_found("session"));
-            }
-            let Some(project) = body.forwarded_props["projectId"].as_str() else {
-                return Err(ApiError::bad_request(
-                    "missing_project",
-                    "this thread has no session yet: send forwardedProps.projectId to start one",
-                ));
-            };
-            let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
-            engine.sessions().named_or_create(&user, &body.thread_id, &project).await?.0
-        }
-    };
+    if named.is_none() && matches!(action, Action::Answer(_)) {
+        return Err(ApiError::not_found("session"));
+    }
+    let project = body.forwarded_props["projectId"].as_str();
+    let missing = "this thread has no session yet: send forwardedProps.projectId to start one";
+    let session = ai_sdk::session_or_new(engine, &user, &body.thread_id, named, project, missing).await?;
     let thread = body.thread_id.clone();
     let feed = match action {
         Action::Prompt { text, request_id } => {
-            let follow = async |run, kill| attach_from_start(engine, &user, run, kill).await;
-            run_feed::prompt_chat(engine, &user, &session, text, Some(request_id), connection, follow).await?
+            run_feed::prompt_chat(engine, &user, &session, text, Some(request_id), connection).await?
         }
         Action::Answer(answers) => {
             let (open, settled) = settled_apart(engine, &user, &session, answers).await?;
@@ -368,22 +358,6 @@ async fn settled_apart(
     Ok((open, settled))
 }
 
-/// Follows `run` from its start: a replay of its frames while the buffer holds them,
-/// else drawn from a snapshot.
-async fn attach_from_start(
-    engine: &Engine,
-    user: &UserId,
-    run: Run,
-    kill: CancellationToken,
-) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
-    let subscription = subscription.typed();
-    match start.from {
-        RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, None).await,
-    }
-}
-
 /// Follows `approval`'s run from the frame after its request: the continuation of the
 /// run the client holds up to its interrupt.
 async fn attach_after(
@@ -392,48 +366,29 @@ async fn attach_after(
     approval: &Approval,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let run = engine.runs().get(user, &approval.run_id).await?;
-    let (subscription, start) =
-        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
-    let subscription = subscription.typed();
-    let waiting = match &start.waiting {
+    let AfterInterrupt { run, subscription, waiting, from } =
+        run_feed::subscribe_after(engine, user, approval, kill).await?;
+    let waiting = match &waiting {
         Some(id) => Some(engine.runs().approval(user, id).await?),
         None => None,
     };
-    match start.from {
-        // The engine knew where the interrupt was: the replay starts right after it.
-        RunFrom::Replay(_) if start.after > 0 => {
-            let form = AgUiForm::After(approval.id.clone());
-            Ok(Feed::new(subscription, form, AgUiStream::continuing(approval, waiting), AgUiEvents::default()))
+    let (form, fold) = match from {
+        Continuation::AfterRequest => (AgUiForm::After(approval.id.clone()), AgUiStream::continuing(approval, waiting)),
+        Continuation::RunStart => (AgUiForm::Muted(approval.id.clone()), AgUiStream::muted_until(approval, waiting)),
+        // What follows the interrupt drawn as the snapshot shows it.
+        Continuation::Snapshot => {
+            return run_feed::from_snapshot(engine, user, subscription, run, Some(approval)).await;
         }
-        // It did not (a restart in between): the replay starts at the run's start, and
-        // the fold sends nothing up to the request.
-        RunFrom::Replay(_) => {
-            let form = AgUiForm::Muted(approval.id.clone());
-            Ok(Feed::new(subscription, form, AgUiStream::muted_until(approval, waiting), AgUiEvents::default()))
-        }
-        // The frames are gone: what follows the interrupt drawn as the snapshot shows it.
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run, Some(approval)).await,
-    }
+    };
+    Ok(Feed::new(subscription, form, fold, AgUiEvents::default()))
 }
 
-/// A feed whose subscription starts with a session snapshot: the run drawn from it,
-/// then live. Its fold is its own (a form of one).
-async fn from_snapshot(
-    engine: &Engine,
-    user: &UserId,
-    mut subscription: TypedSubscription,
-    run: Run,
-    after: Option<&Approval>,
-) -> Result<Feed, ApiError> {
-    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
-    let (fold, events) = AgUiStream::from_snapshot(&from.run, from.state(), &from.messages, after);
-    let mut feed =
-        Feed::new(subscription, AgUiForm::Alone(crate::dialect::shared::alone()), fold, AgUiEvents::default());
-    for event in &events {
-        feed.push(None, event.to_sse());
+/// AG-UI draws the run after `after`'s interrupt, or all of it.
+impl ChatDialect for AgUiEvents {
+    fn from_snapshot(from: &FromSnapshot, after: Option<&Approval>) -> (AgUiStream, Self, Vec<Bytes>) {
+        let (fold, events) = AgUiStream::from_snapshot(&from.run, from.state(), &from.messages, after);
+        (fold, AgUiEvents::default(), events.iter().map(AgUiEvent::to_sse).collect())
     }
-    Ok(feed)
 }
 
 /// AG-UI as a [`RunDialect`]: the run's events, and last `RUN_FINISHED` with its

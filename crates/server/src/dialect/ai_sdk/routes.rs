@@ -33,16 +33,18 @@
 //!   client ends with the same message, without duplicated text.
 
 use crate::dialect::RunForms;
-use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream};
+use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
 use crate::dialect::asks_for_input;
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, JsonBody, json_body};
 use crate::extract::BodyCheck;
+use crate::extract::{CurrentUser, JsonBody, json_body};
 use crate::http::responses::{StreamErrors, WriteErrors};
-use crate::http::stream_events::UiMessageStreamEvent;
-use crate::http::run_feed::{self, FromSnapshot, Place, Ready, RunDialect, RunFeed};
+use crate::http::run_feed::{
+    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
+};
 use crate::http::sse;
+use crate::http::stream_events::UiMessageStreamEvent;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::Json;
@@ -51,11 +53,9 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
-use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, RunAfter, RunFrom, TypedSubscription,
-};
+use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError};
 use spool_protocol::api::Aborted;
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, RunId, SessionId, UserId};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, RunId, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -265,6 +265,24 @@ pub(crate) async fn chat_session(engine: &Engine, user: &UserId, id: &str) -> Re
     }
 }
 
+/// `named` (the session a chat id names), or else one made under the id in `project` (a
+/// `prj_…` id) on first use; `missing` tells a client that sent no project where to send it.
+pub(crate) async fn session_or_new(
+    engine: &Engine,
+    user: &UserId,
+    chat: &str,
+    named: Option<SessionId>,
+    project: Option<&str>,
+    missing: &'static str,
+) -> Result<SessionId, ApiError> {
+    if let Some(session) = named {
+        return Ok(session);
+    }
+    let Some(project) = project else { return Err(ApiError::bad_request("missing_project", missing)) };
+    let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
+    Ok(engine.sessions().named_or_create(user, chat, &project).await?.0)
+}
+
 /// Streams a chat turn of the AI SDK: the prompt of the last user message, or the
 /// continuation after the approval responses of the last assistant message. Answers
 /// the UI message stream protocol (`x-vercel-ai-ui-message-stream: v1`, `data:` JSON
@@ -288,21 +306,11 @@ async fn chat(
     let action = body.action()?;
     let feed = match action {
         Action::Prompt { text, request_id } => {
-            let session = match chat_session(engine, &user, &body.id).await? {
-                Some(session) => session,
-                None => {
-                    let Some(project) = &body.project_id else {
-                        return Err(ApiError::bad_request(
-                            "missing_project",
-                            "this chat has no session yet: send a projectId to start one",
-                        ));
-                    };
-                    let project: ProjectId = project.parse().map_err(|_| ApiError::not_found("project"))?;
-                    engine.sessions().named_or_create(&user, &body.id, &project).await?.0
-                }
-            };
-            let follow = async |run, kill| attach_from_start(engine, &user, run, kill).await;
-            run_feed::prompt_chat(engine, &user, &session, text, request_id, connection, follow).await?
+            let named = chat_session(engine, &user, &body.id).await?;
+            let project = body.project_id.as_deref();
+            let missing = "this chat has no session yet: send a projectId to start one";
+            let session = session_or_new(engine, &user, &body.id, named, project, missing).await?;
+            run_feed::prompt_chat(engine, &user, &session, text, request_id, connection).await?
         }
         Action::Answer(answers) => {
             let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
@@ -411,7 +419,7 @@ async fn reconnect(
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let run = engine.runs().get(&user, &active.run_id).await?;
-    let feed = attach_from_start(engine, &user, run, connection).await?;
+    let feed = run_feed::attach_from_start(engine, &user, run, connection).await?;
     Ok(watched(stream_response(feed, &state), watch))
 }
 
@@ -438,22 +446,6 @@ async fn stop(
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
-/// Follows `run` from its start: a replay of its frames while the buffer holds them,
-/// else drawn from a snapshot.
-async fn attach_from_start(
-    engine: &Engine,
-    user: &UserId,
-    run: Run,
-    kill: CancellationToken,
-) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
-    let subscription = subscription.typed();
-    match start.from {
-        RunFrom::Replay(_) => Ok(Feed::from_start(subscription, run.id)),
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
-    }
-}
-
 /// Follows `approval`'s run from the frame after its request: the continuation of the
 /// message the client holds.
 async fn attach_after(
@@ -463,49 +455,35 @@ async fn attach_after(
     denied: bool,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let run = engine.runs().get(user, &approval.run_id).await?;
-    let (subscription, start) =
-        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
-    let subscription = subscription.typed();
-    let opening = Some(ai_sdk::continuation_start(approval, denied));
-    match start.from {
-        // The engine knew where the interrupt was: the replay starts right after it.
-        RunFrom::Replay(_) if start.after > 0 => {
-            let form = AiSdkForm::After(approval.id.clone());
-            Ok(opened(subscription, form, AiSdkStream::continuing(approval, start.waiting, denied), opening))
+    let AfterInterrupt { run, subscription, waiting, from } =
+        run_feed::subscribe_after(engine, user, approval, kill).await?;
+    let (form, fold) = match from {
+        Continuation::AfterRequest => {
+            (AiSdkForm::After(approval.id.clone()), AiSdkStream::continuing(approval, waiting, denied))
         }
-        // It did not (a restart in between): the replay starts at the run's start, and
-        // the fold sends nothing up to the request.
-        RunFrom::Replay(_) => {
-            let form = AiSdkForm::Muted(approval.id.clone());
-            Ok(opened(subscription, form, AiSdkStream::muted_until(approval, start.waiting, denied), opening))
+        Continuation::RunStart => {
+            (AiSdkForm::Muted(approval.id.clone()), AiSdkStream::muted_until(approval, waiting, denied))
         }
-        // The frames are gone: the run drawn again as the snapshot shows it. The client
-        // gets a `start` for the same message and redraws it.
-        RunFrom::Snapshot(_) => from_snapshot(engine, user, subscription, run).await,
-    }
-}
-
-/// A feed whose subscription starts with a session snapshot: the run drawn from it,
-/// then live. Its fold is its own (a form of one).
-async fn from_snapshot(
-    engine: &Engine,
-    user: &UserId,
-    mut subscription: TypedSubscription,
-    run: Run,
-) -> Result<Feed, ApiError> {
-    let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
-    let (fold, chunks) = AiSdkStream::from_snapshot(&from.run, from.state(), &from.messages);
-    let mut feed = Feed::new(subscription, AiSdkForm::Alone(crate::dialect::shared::alone()), fold, UiStream);
-    for chunk in &chunks {
-        feed.push(None, chunk.to_sse());
-    }
+        // The client gets a `start` for the same message and redraws it.
+        Continuation::Snapshot => return run_feed::from_snapshot(engine, user, subscription, run, None).await,
+    };
+    let mut feed = Feed::new(subscription, form, fold, UiStream);
+    feed.push(None, ai_sdk::continuation_start(approval, denied));
     Ok(feed)
 }
 
 /// The AI SDK as a [`RunDialect`]: UI message chunks, and `[DONE]` last (after the end
 /// of the step and the message when the run waits at an approval).
 struct UiStream;
+
+/// The AI SDK draws the whole message again whatever the client holds (`after` aside):
+/// the client gets a `start` for the same message and redraws it.
+impl ChatDialect for UiStream {
+    fn from_snapshot(from: &FromSnapshot, _after: Option<&Approval>) -> (AiSdkStream, Self, Vec<Bytes>) {
+        let (fold, chunks) = AiSdkStream::from_snapshot(&from.run, from.state(), &from.messages);
+        (fold, UiStream, chunks.iter().map(UiChunk::to_sse).collect())
+    }
+}
 
 impl RunDialect for UiStream {
     type Key = AiSdkForm;
@@ -539,15 +517,6 @@ impl RunDialect for UiStream {
 }
 
 type Feed = RunFeed<UiStream>;
-
-/// A feed that writes `opening` first.
-fn opened(subscription: TypedSubscription, form: AiSdkForm, fold: AiSdkStream, opening: Option<Bytes>) -> Feed {
-    let mut feed = Feed::new(subscription, form, fold, UiStream);
-    if let Some(opening) = opening {
-        feed.push(None, opening);
-    }
-    feed
-}
 
 /// The UI message stream response.
 fn stream_response(feed: Feed, state: &AppState) -> Response {

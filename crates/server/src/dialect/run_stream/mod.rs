@@ -192,10 +192,9 @@ pub enum RunForm {
 impl RunForm {
     /// The form a fold numbered by `numbering` belongs to.
     pub fn of(run: &RunId, numbering: &Numbering) -> Self {
-        static ALONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         match numbering {
             Numbering::Run(_) => Self::Run(run.clone()),
-            Numbering::After(_) => Self::Alone(ALONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+            Numbering::After(_) => Self::Alone(super::shared::alone()),
         }
     }
 }

@@ -28,12 +28,12 @@ use crate::dialect::RunForms;
 use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, PathId, QueryParams, json_body};
 use crate::extract::BodyCheck;
-use crate::http::stream_events::RunStreamEvent;
+use crate::extract::{JsonBody, PathId, QueryParams, json_body};
 use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{self, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed};
 use crate::http::sse;
+use crate::http::stream_events::RunStreamEvent;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
@@ -301,55 +301,17 @@ pub(crate) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/chat", |b| json_bo
 
 #[cfg(test)]
 mod tests {
-    //! The resume continuation, through a real server on a real port. The API's resume
-    //! route answers JSON today; this serves `resume_stream` behind the same path the
-    //! way that route will once it offers the stream.
+    //! The run stream and its resume continuation (`POST /api/runs/:id/resume` with
+    //! `Accept: text/event-stream`), through the whole API on a real port.
 
     use super::*;
-    use crate::extract::CurrentUser;
-    use crate::serve::ConnectionToken;
     use futures::StreamExt;
     use serde_json::{Value, json};
     use spool_engine::{EngineConfig, Models};
+    use spool_protocol::RunStatus;
     use spool_protocol::sse::Decoder;
-    use spool_protocol::{Decision, RunStatus};
     use std::sync::Arc;
     use std::time::Duration;
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    enum ResumeDecision {
-        Approve,
-        Reject,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ResumeBody {
-        interrupt_id: String,
-        decision: ResumeDecision,
-        idempotency_key: String,
-    }
-
-    async fn resume(
-        State(state): State<AppState>,
-        CurrentUser(user): CurrentUser,
-        PathId(run): PathId<RunId>,
-        ConnectionToken(connection): ConnectionToken,
-        headers: HeaderMap,
-        QueryParams(query): QueryParams<AfterQuery>,
-        JsonBody(body): JsonBody<ResumeBody>,
-    ) -> Result<Response, ApiError> {
-        assert!(wants_event_stream(&headers));
-        let approval: ApprovalId = body.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
-        let decision = match body.decision {
-            ResumeDecision::Approve => Decision::Once,
-            ResumeDecision::Reject => Decision::Reject,
-        };
-        let input =
-            DecisionInput { decision, message: None, idempotency_key: Some(body.idempotency_key), patterns: None };
-        resume_stream(&state, &user, run, approval, input, query.after, connection).await
-    }
 
     struct Server {
         base: String,
@@ -371,8 +333,7 @@ mod tests {
         let path = dir.path().join("project");
         let project = engine.projects().create(&user, path.to_str().expect("utf-8"), None).await.expect("project").id;
         let state = AppState::new(engine.clone(), crate::ServerConfig::default());
-        let (routes, _) = router().split_for_parts();
-        let app = routes.route("/api/runs/{id}/resume", axum::routing::post(resume)).with_state(state);
+        let app = crate::http::router(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let shutdown = CancellationToken::new();
