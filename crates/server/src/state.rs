@@ -1,6 +1,10 @@
-//! What every handler can reach: the engine and the server's own settings.
+//! What every handler can reach: the engine, the server's own settings, and its
+//! encode-once forms.
 
 use crate::dialect::RunForms;
+use crate::dialect::opencode::mapper::Mapper;
+use crate::dialect::shared::Forms;
+use crate::dialect::ws_hub::{HubForm, Streaming};
 use spool_engine::Engine;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +16,26 @@ pub struct AppState {
     pub config: ServerConfig,
     /// The run-following dialects' shared folds and encodings (`dialect/shared.rs`).
     pub forms: Arc<RunForms>,
+    /// The session-following dialects' shared mappings and encodings.
+    pub session_forms: Arc<SessionForms>,
 }
 
 impl AppState {
     pub fn new(engine: Engine, config: ServerConfig) -> Self {
-        Self { engine, config, forms: RunForms::new() }
+        Self { engine, config, forms: RunForms::new(), session_forms: Arc::default() }
     }
+}
+
+/// The encode-once forms ([`Forms`]) of the dialects that follow whole sessions: one set
+/// per server, built with its state, so two servers in one process (tests, a cluster's
+/// nodes) share no mapping.
+#[derive(Default)]
+pub struct SessionForms {
+    /// The WebSocket hub's (`/api/ws`), one per session and `?streaming=` form.
+    pub hub: Forms<Streaming, HubForm>,
+    /// OpenCode's `/event` and `/global/event`, one per session, delta style
+    /// (`legacy_deltas`) and directory.
+    pub opencode: Forms<(bool, String), Mapper>,
 }
 
 /// Settings of the HTTP layer (the engine has its own `EngineConfig`).

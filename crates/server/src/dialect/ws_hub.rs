@@ -201,6 +201,13 @@ pub struct Author {
 /// The `author_id` and `author_name` of the agent's own messages.
 pub const AGENT_AUTHOR: &str = "spool";
 
+/// What the hub's mapping of one channel carries from frame to frame: its run tally and
+/// the author of its user messages. It is the hub's encode-once form of a session
+/// (`dialect/shared.rs`); encoding each event for the wire is the transport's
+/// (`http/ws.rs`), and the server keeps the forms in its application state.
+#[derive(Clone)]
+pub struct HubForm(pub RunTally, pub Author);
+
 /// Maps one native frame of a channel. `now` stamps the envelope.
 pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Millis) -> Option<Envelope> {
     let data = match &frame.body {

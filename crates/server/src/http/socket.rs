@@ -1,22 +1,31 @@
-//! What the two WebSocket routes share — the hub (`GET /api/ws`, `ws.rs`) and the
-//! stream multiplexer (`GET /api/streams`, `streams.rs`): the `Origin` check, the
-//! per-socket buffer and message limits, the one write that races a kill token and a
-//! timeout, and the one way a socket is closed with a reason (a revoked credential
-//! gets 1008 and a stopping server 1001 on both routes, said in a close frame).
+//! What every WebSocket route shares — the hub (`GET /api/ws`, `ws.rs`) and the stream
+//! multiplexer (`GET /api/streams`, `streams.rs`): the upgrade ([`Upgrade`]: the
+//! `Origin` check, the per-socket buffer and message limits), the socket's lifetime
+//! ([`serve`]: its stream permit, its credential's watch, its metrics), and the one
+//! socket loop ([`mux`]), so that a dialect writes only its mapping ([`Dialect`]). A
+//! socket is closed with a reason the same way on every route (a revoked credential
+//! gets 1008 and a stopping server 1001, said in a close frame).
 //!
 //! Upgrades use small read and write buffers (tungstenite's default is 128 KiB per
 //! socket for reading alone), and the `Origin` is checked: a browser page may open a
 //! socket only from the server's own origin; clients that send no `Origin` (not
 //! browsers) are let in, as they are on every other route.
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+mod mux;
+
+pub(super) use mux::{Closing, Dialect, Feed, Heartbeat, Outbox, Polled, Subs};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::extract::ws::{WebSocketUpgrade, close_code};
 use axum::http::header::{CONTENT_TYPE, ORIGIN};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use futures::stream::{FuturesUnordered, SplitSink};
-use futures::{SinkExt, StreamExt};
-use std::time::Duration;
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use spool_engine::StreamPermit;
+use spool_engine::auth::Credential;
+use tokio_util::sync::CancellationToken;
 
 /// Per-socket buffers: enough for a client message and a few events.
 const READ_BUFFER: usize = 2 * 1024;
@@ -30,12 +39,6 @@ const WRITE_BUFFER: usize = 8 * 1024;
 const MAX_WRITE_BUFFER: usize = 64 << 20;
 /// Largest message a client may send; client messages are small.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
-/// A write that makes no progress for this long closes the socket.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long a closing socket waits to say why (a client that stopped reading never
-/// takes the close frame, and must not hold the task).
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// A reason the server closes a socket: the close frame's code and words.
 pub(super) type Why = (u16, &'static str);
@@ -44,28 +47,22 @@ pub(super) const REVOKED: Why = (close_code::POLICY, "the credential was revoked
 /// The server is stopping (1001 going away).
 pub(super) const STOPPING: Why = (close_code::AWAY, "the server is stopping");
 
-/// Says why the socket closes, in a close frame, within [`CLOSE_GRACE`].
-pub(super) async fn close_with(tx: &mut SplitSink<WebSocket, Message>, (code, reason): Why) {
-    let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
-    let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(close)).await;
-}
-
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host
 /// the request was sent to.
-pub(super) fn origin_allowed(headers: &HeaderMap, uri: &Uri) -> bool {
+fn origin_allowed(headers: &HeaderMap, uri: &Uri) -> bool {
     !headers.contains_key(ORIGIN) || crate::guard::same_origin(headers, Some(uri))
 }
 
 /// The 403 for a browser on another site riding the user's cookie, refused before
 /// upgrading.
-pub(super) fn bad_origin() -> Response {
+fn bad_origin() -> Response {
     let body =
         spool_protocol::api::error_body("bad_origin", "WebSocket connections must come from this server's own pages");
     (StatusCode::FORBIDDEN, [(CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// The upgrade with the shared buffer sizes and client message limits.
-pub(super) fn limited(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
+fn limited(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
     upgrade
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
@@ -74,39 +71,54 @@ pub(super) fn limited(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
         .max_frame_size(MAX_CLIENT_MESSAGE)
 }
 
-/// Writes messages and flushes once, unless a kill token fires first and `cut` says
-/// a subscription was cut (a write that cannot finish while a subscription is being
-/// cut means the client stopped reading), or the write takes longer than
-/// [`WRITE_TIMEOUT`]. A token that fires for another reason (a session's stream
-/// closing) lets the write go on. False closes the socket.
-pub(super) async fn write(
-    tx: &mut SplitSink<WebSocket, Message>,
-    kills: &mut FuturesUnordered<WaitForCancellationFutureOwned>,
-    messages: impl Iterator<Item = Message>,
-    cut: impl Fn() -> bool,
-) -> bool {
-    let mut messages = messages.peekable();
-    if messages.peek().is_none() {
-        return true;
-    }
-    let write = tokio::time::timeout(WRITE_TIMEOUT, async {
-        for message in messages {
-            tx.feed(message).await?;
+/// A WebSocket upgrade from an allowed origin, with the shared limits: a browser on
+/// another site is refused with [`bad_origin`], a request that is not an upgrade with
+/// a 400 `websocket_required`. A route takes it as its last argument, so its other
+/// refusals (the caller, the query) come first.
+pub(super) struct Upgrade(WebSocketUpgrade);
+
+impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        if !origin_allowed(&parts.headers, &parts.uri) {
+            return Err(bad_origin());
         }
-        tx.flush().await
-    });
-    tokio::pin!(write);
-    loop {
-        tokio::select! {
-            biased;
-            written = &mut write => return matches!(written, Ok(Ok(()))),
-            Some(()) = kills.next() => {
-                if cut() {
-                    return false;
-                }
-            }
-        }
+        let upgrade = WebSocketUpgrade::from_request_parts(parts, state)
+            .await
+            .map_err(|r| ApiError::bad_request("websocket_required", r.body_text()).into_response())?;
+        Ok(Upgrade(limited(upgrade)))
     }
+}
+
+/// Answers the upgrade and runs the socket's [`mux`] loop for `dialect`, `out` first.
+/// The socket holds `permit` (it counts as one of the user's streams for as long as it
+/// is open) and counts as an open stream of `kind` and an open connection in the
+/// metrics.
+pub(super) fn serve<D: Dialect + 'static>(
+    state: &AppState,
+    credential: &Credential,
+    Upgrade(upgrade): Upgrade,
+    permit: StreamPermit,
+    kind: spool_engine::metrics::Dialect,
+    (dialect, out): (D, Outbox),
+) -> Response {
+    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
+    // so it gets a kill token of its own: revoking the credential closes the socket,
+    // saying so (1008).
+    let revoked = CancellationToken::new();
+    let watch = state.engine.auth().watch_credential(credential, revoked.clone());
+    let stops = mux::Stops { closing: state.engine.lists().closed(), revoked };
+    let every = state.config.heartbeat;
+    let open = state.engine.metrics().stream_opened(kind);
+    // hyper stops counting the connection when it hands it over; it is still open, and
+    // the memory trimmer (`spool serve`) gives memory back when this count drops.
+    let connection = state.engine.metrics().http_connection();
+    upgrade.on_upgrade(move |socket| async move {
+        let (_watch, _open, _connection) = (watch, open, connection);
+        mux::run(dialect, socket, out, every, stops).await;
+        drop(permit);
+    })
 }
 
 #[cfg(test)]

@@ -24,48 +24,32 @@
 //!
 //! # Shape
 //!
-//! One task per socket, and it alone writes, so each stream's events go out in its
-//! order. It holds each open stream as the SSE route would (an engine `Subscription` —
-//! a cursor into the session's shared ring — or the user's list stream) and polls them
-//! round-robin, so a busy stream cannot starve the others.
-//!
-//! # Slow clients
-//!
-//! Every session subscription carries a kill token, and every write races the
-//! socket's tokens. When the engine cuts a subscription for lagging (a queue limit
-//! behind), its token fires: a write blocked on the socket gives up, and the socket
-//! closes with 1013 — the client comes back with its cursors, as an `EventSource`
-//! would. The engine fires the tokens of a session's subscribers when it closes the
-//! session's stream too, so a fired token is judged by asking the subscription whether
-//! it was cut: a closed stream is not the socket's fault. A stream that ends says why
-//! (the engine's [`Ended`]), and that alone picks the ending, with no store read: a
-//! deleted session's stream reports `end`; a stopping server closes the socket with
-//! 1001; one closed under a session that is still there (a node's stale view in a
-//! cluster) closes the socket like a cut, since only a reconnect with cursors can pick
-//! it up without a hole. Other sockets never notice. A write that makes no progress for
-//! 30 s closes the socket too.
+//! The socket runs the shared socket loop (`socket/mux.rs`: one task that alone
+//! writes, round-robin polling, the heartbeat, slow clients and why a socket closes);
+//! this file is the dialect's mapping. Each open stream is held as the SSE route would
+//! hold it (an engine `Subscription` — a cursor into the session's shared ring — or the
+//! user's list stream). A session stream that ends because its session was deleted
+//! reports `end`; a cut one, or one closed under a session that is still there (a
+//! node's stale view in a cluster), closes the socket with 1013, and the client comes
+//! back with its cursors, as an `EventSource` would. Other sockets never notice.
 
 use super::responses::UpgradeResponses;
-use super::socket::{REVOKED, STOPPING, Why, bad_origin, close_with, limited, origin_allowed, write};
-use super::sse::{heartbeat, holding};
+use super::socket::{self, Closing, Dialect, Feed, Heartbeat, Outbox, Polled, Subs, Upgrade};
+use super::sse::holding;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::ws::{Utf8Bytes, close_code};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, SelectAll};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use spool_engine::{Ended, Engine, EngineError, Subscription};
 use spool_protocol::{Cursor, SessionId, UserId};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -167,227 +151,122 @@ pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/stre
 /// or `GET /api/workspaces/events` sends it, `event: end` when a stream ends on the
 /// server's side, `event: error` (`{"status":…,"error":{…}}`) for a refused open, and
 /// with an empty id the `heartbeat` and errors about a client message.
-#[utoipa::path(
-    get,
-    path = "/api/streams",
-    tag = "streams",
-    responses(UpgradeResponses)
-)]
+#[utoipa::path(get, path = "/api/streams", tag = "streams", responses(UpgradeResponses))]
 async fn upgrade(
     State(state): State<AppState>,
     Caller { user, credential }: Caller,
-    headers: HeaderMap,
-    uri: Uri,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Upgrade,
 ) -> Result<Response, ApiError> {
-    if !origin_allowed(&headers, &uri) {
-        return Ok(bad_origin());
-    }
-    let upgrade = upgrade.map_err(|r| ApiError::bad_request("websocket_required", r.body_text()))?;
     // The socket counts as one of the user's streams for as long as it is open (each
     // stream opened over it counts too, as its SSE twin does).
     let permit = state.engine.stream_permit(&user)?;
-    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
-    // so it gets a kill token of its own: revoking the credential closes the socket.
-    let revoked = CancellationToken::new();
-    let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
-    let mux =
-        Mux { engine: state.engine.clone(), user, streams: SelectAll::new(), kills: FuturesUnordered::new() };
-    let every = state.config.heartbeat;
-    let closing = state.engine.lists().closed();
-    let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::StreamsSocket);
-    // hyper stops counting the connection when it hands it over; it is still open, and
-    // the memory trimmer (`spool serve`) gives memory back when this count drops.
-    let connection = state.engine.metrics().http_connection();
-    Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let (_watch, _open, _connection) = (watch, open, connection);
-        mux.run(socket, every, closing, revoked).await;
-        drop(permit);
-    }))
+    let streams =
+        Streams { engine: state.engine.clone(), user, closing: state.engine.lists().closed(), subs: Subs::default() };
+    let kind = spool_engine::metrics::Dialect::StreamsSocket;
+    Ok(socket::serve(&state, &credential, upgrade, permit, kind, (streams, Outbox::default())))
 }
 
 /// The SSE bytes of one open stream.
 enum Frames {
     /// A session stream, which the engine may cut or close (see [`Subscription::ended`]).
     Session(Subscription),
-    /// The list stream, which ends only when the server stops or it lags. In a mutex
-    /// only to be `Sync` (a write borrows the streams to ask about cuts); the task
-    /// alone owns it and polls it through `get_mut`, which never locks.
-    Lists(std::sync::Mutex<Pin<Box<dyn Stream<Item = Bytes> + Send>>>),
+    /// The list stream, which ends only when the server stops (`closing`) or it lags.
+    Lists { events: Pin<Box<dyn Stream<Item = Bytes> + Send>>, closing: CancellationToken },
 }
 
-impl Frames {
+impl Stream for Frames {
+    type Item = Bytes;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        match self.get_mut() {
+            Frames::Session(s) => s.poll_next_unpin(cx),
+            Frames::Lists { events, .. } => events.poll_next_unpin(cx),
+        }
+    }
+}
+
+impl Feed for Frames {
+    fn ended(&self) -> Option<Ended> {
+        match self {
+            Frames::Session(s) => s.ended(),
+            Frames::Lists { closing, .. } if closing.is_cancelled() => Some(Ended::Shutdown),
+            // A list stream ends otherwise only when it fell behind its ring.
+            Frames::Lists { .. } => Some(Ended::Lagged),
+        }
+    }
+
+    /// Only a session stream is cut: a list stream that ends closes the socket anyway.
     fn is_cut(&self) -> bool {
         matches!(self, Frames::Session(s) if s.is_cut())
     }
 }
 
-/// One stream open on a socket.
-struct Open {
-    id: String,
-    frames: Frames,
-    /// The session subscription's kill token.
-    kill: Option<CancellationToken>,
-    /// Its frames ended and the end was told (`(id, None)`).
-    ended: bool,
-}
-
-/// `(id, Some(bytes))` for each chunk, then one `(id, None)` when the frames end: the
-/// end is an item of its own, so the socket hears which stream ended while the stream
-/// (and why it ended) is still in the set.
-impl Stream for Open {
-    type Item = (String, Option<Bytes>);
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        let polled = match &mut this.frames {
-            Frames::Session(s) => s.poll_next_unpin(cx),
-            Frames::Lists(s) => s.get_mut().unwrap_or_else(|p| p.into_inner()).poll_next_unpin(cx),
-        };
-        polled.map(|chunk| {
-            this.ended = chunk.is_none();
-            Some((this.id.clone(), chunk))
-        })
-    }
-}
-
-/// Why the task stopped.
-enum Closing {
-    /// The client went away, or a write failed: nothing more can be said.
-    Gone,
-    /// Said to the client in a close frame.
-    Say(Why),
-}
-
-/// One socket's state, owned by its task.
-struct Mux {
+/// One socket's streams, keyed by the client's stream ids.
+struct Streams {
     engine: Engine,
     user: UserId,
-    /// Polled as one: a stream that gave a chunk goes to the back of the queue, so a
-    /// busy stream cannot starve the others.
-    streams: SelectAll<Open>,
-    /// The kill tokens of the session subscriptions (and of some closed since).
-    kills: FuturesUnordered<WaitForCancellationFutureOwned>,
+    /// The server is stopping (why a list stream ends, if it does).
+    closing: CancellationToken,
+    subs: Subs<String, Frames, ()>,
 }
 
-/// What the task writes next, in order.
-type Outbox = Vec<Utf8Bytes>;
+impl Dialect for Streams {
+    type Key = String;
+    type Feed = Frames;
+    type State = ();
+    type Event = Polled<String, Bytes>;
+    const NAME: &'static str = "streams";
+    const LAGGING: Closing = Closing::Say((close_code::AGAIN, "too far behind: reconnect with your cursors"));
 
-impl Mux {
-    async fn run(mut self, socket: WebSocket, every: Duration, closing: CancellationToken, revoked: CancellationToken) {
-        let (mut tx, mut rx) = socket.split();
-        let mut beats = heartbeat(every);
-        let mut out = Outbox::new();
-        const LAGGING: Closing = Closing::Say((close_code::AGAIN, "too far behind: reconnect with your cursors"));
-        let why = loop {
-            let streams = &self.streams;
-            let cut = || streams.iter().any(|s| s.frames.is_cut());
-            // The write and a client message are boxed: this task's
-            // future is as large as its largest state, and an idle socket sits in the
-            // `select!` below, which needs none of theirs (issue 19: per-socket RSS).
-            if !Box::pin(write(&mut tx, &mut self.kills, out.drain(..).map(Message::Text), cut)).await {
-                // Stuck for the write timeout, or cut while a write was blocked.
-                break Closing::Gone;
+    fn subs(&mut self) -> &mut Subs<String, Frames, ()> {
+        &mut self.subs
+    }
+
+    async fn next(&mut self) -> Polled<String, Bytes> {
+        self.subs.next(Self::LAGGING).await
+    }
+
+    async fn on_event(&mut self, polled: Polled<String, Bytes>, out: &mut Outbox) -> Result<(), Closing> {
+        match polled {
+            Polled::Item(id, chunk) => push_events(out, &id, &chunk),
+            Polled::Deleted(id) => {
+                self.subs.remove(&id);
+                out.push(message(&id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
             }
-            tokio::select! {
-                message = rx.next() => match message {
-                    Some(Ok(Message::Text(text))) => Box::pin(self.on_message(text.as_str(), &mut out)).await,
-                    Some(Ok(Message::Binary(_))) => {
-                        push_error(&mut out, "", &ApiError::bad_request("invalid_message", "messages are JSON text"));
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break Closing::Gone,
-                },
-                Some((id, item)) = self.streams.next() => match item {
-                    Some(chunk) => push_events(&mut out, &id, &chunk),
-                    None => match self.streams.iter().find(|s| s.id == id).map(|s| &s.frames) {
-                        None => {}
-                        Some(Frames::Lists(_)) if closing.is_cancelled() => {
-                            break Closing::Say(STOPPING);
-                        }
-                        // A list stream ends otherwise only when it fell behind its ring.
-                        Some(Frames::Lists(_)) => break LAGGING,
-                        Some(Frames::Session(subscription)) => match subscription.ended() {
-                            Some(Ended::SessionDeleted) => {
-                                self.close(&id);
-                                out.push(message(&id, &spool_protocol::sse::encode(None, Some(END_EVENT), "{}")));
-                                self.forget_dropped_kills();
-                            }
-                            Some(Ended::Shutdown) => break Closing::Say(STOPPING),
-                            // Cut for lagging, or closed under a session that is still
-                            // there (this node's view of it went stale): the client comes
-                            // back with its cursors, as an SSE client would.
-                            Some(Ended::Lagged | Ended::Unloaded) | None => break LAGGING,
-                        },
-                    },
-                },
-                // A token that fired outside a write: a cut closes the socket now (its
-                // stream's end would say the same a poll later); a closed stream's end
-                // says the rest.
-                Some(()) = self.kills.next() => {
-                    if self.streams.iter().any(|s| s.frames.is_cut()) {
-                        break LAGGING;
-                    }
-                }
-                // The server is stopping: say goodbye (1001 going away) rather than
-                // vanish when the process ends.
-                () = closing.cancelled() => break Closing::Say(STOPPING),
-                () = revoked.cancelled() => {
-                    tracing::debug!("closing a stream socket: its credential was revoked");
-                    break Closing::Say(REVOKED);
-                }
-                _ = beats.tick() => out.push(message("", spool_protocol::sse::HEARTBEAT)),
-            }
-        };
-        // Subscriptions go first: nothing of theirs is queued for a socket that closes.
-        self.streams.clear();
-        if let Closing::Say(why) = why {
-            close_with(&mut tx, why).await;
+            Polled::Close(why) => return Err(why),
         }
+        Ok(())
     }
 
     async fn on_message(&mut self, text: &str, out: &mut Outbox) {
         match client_message(text) {
             Err(e) => push_error(out, "", &e),
-            Ok(ClientMessage::Close { id }) => self.close(&id),
+            Ok(ClientMessage::Close { id }) => self.subs.remove(&id),
             Ok(ClientMessage::Open { id, target }) => {
                 // The old subscription goes first: nothing of it follows the new one.
-                self.close(&id);
-                // Owned, not borrowed from `self`: the streams it holds are not `Sync`.
-                let (engine, user) = (self.engine.clone(), self.user.clone());
-                match open(engine, user, self.streams.len(), target).await {
+                self.subs.remove(&id);
+                let (engine, user, closing) = (self.engine.clone(), self.user.clone(), self.closing.clone());
+                match open(engine, user, closing, self.subs.len(), target).await {
                     Ok((frames, kill)) => {
-                        if let Some(kill) = &kill {
-                            self.kills.push(kill.clone().cancelled_owned());
-                        }
                         // Acknowledged before any of its frames: a session stream opened
                         // at its current seq sends nothing until something happens, and
                         // the client must still know the stream is up.
                         out.push(message(&id, &spool_protocol::sse::encode(None, Some(OPEN_EVENT), "{}")));
-                        self.streams.push(Open { id, frames, kill, ended: false });
+                        self.subs.add(id, frames, kill, ());
                     }
                     Err(e) => push_error(out, &id, &e),
                 }
             }
         }
-        self.forget_dropped_kills();
     }
 
-    /// Drops the stream `id`, if it is open.
-    fn close(&mut self, id: &str) {
-        if self.streams.iter().any(|s| s.id == id) {
-            self.streams = std::mem::take(&mut self.streams).into_iter().filter(|s| s.id != id).collect();
-        }
+    fn on_binary(&mut self, out: &mut Outbox) {
+        push_error(out, "", &ApiError::bad_request("invalid_message", "messages are JSON text"));
     }
 
-    /// Rebuilds the kill set when closed streams' tokens pile up in it.
-    fn forget_dropped_kills(&mut self) {
-        if self.kills.len() > 2 * self.streams.len() + 16 {
-            self.kills = self.streams.iter().filter_map(|s| s.kill.clone()).map(|k| k.cancelled_owned()).collect();
-        }
+    /// The SSE `heartbeat` event, with an empty id.
+    fn heartbeat(&self) -> Heartbeat {
+        Heartbeat::Text(message("", spool_protocol::sse::HEARTBEAT))
     }
 }
 
@@ -396,6 +275,7 @@ impl Mux {
 async fn open(
     engine: Engine,
     user: UserId,
+    closing: CancellationToken,
     open: usize,
     target: Target,
 ) -> Result<(Frames, Option<CancellationToken>), ApiError> {
@@ -419,7 +299,7 @@ async fn open(
             let permit = engine.stream_permit(&user)?;
             let frames: Pin<Box<dyn Stream<Item = Bytes> + Send>> =
                 Box::pin(holding(engine.lists().subscribe(user), permit));
-            Ok((Frames::Lists(std::sync::Mutex::new(frames)), None))
+            Ok((Frames::Lists { events: frames, closing }, None))
         }
     }
 }
@@ -489,16 +369,16 @@ mod tests {
 
     #[test]
     fn a_chunk_becomes_one_message_per_event() {
-        let mut out = Outbox::new();
+        let mut out = Outbox::default();
         push_events(&mut out, "s1", b"id: a:1\ndata: {}\n\nid: a:2\ndata: {\"x\":1}\n\n");
-        assert_eq!(out, ["s1\nid: a:1\ndata: {}\n\n", "s1\nid: a:2\ndata: {\"x\":1}\n\n"]);
+        assert_eq!(out.0, ["s1\nid: a:1\ndata: {}\n\n", "s1\nid: a:2\ndata: {\"x\":1}\n\n"]);
     }
 
     #[test]
     fn an_error_event_carries_the_status_and_the_routes_body() {
-        let mut out = Outbox::new();
+        let mut out = Outbox::default();
         push_error(&mut out, "s1", &ApiError::not_found("session"));
-        let text = out[0].as_str();
+        let text = out.0[0].as_str();
         let data = text.strip_prefix("s1\nevent: error\ndata: ").and_then(|d| d.strip_suffix("\n\n")).expect(text);
         let data: serde_json::Value = serde_json::from_str(data).expect("JSON");
         assert_eq!(data["status"], 404);

@@ -11,28 +11,27 @@
 //!
 //! # Shape
 //!
-//! One task per socket, and it alone writes: writes to a socket are serialized by
-//! construction, and a failed write ends the task, which unregisters everything. The
-//! task holds one engine [`Subscription`] per followed session — a cursor into that
-//! session's shared ring, not a queue — and copies frames out when it is ready to
-//! write them. "Every session" follows each of the user's sessions that is not
-//! archived (an idle followed session costs a slot in its ring's subscriber map), then
-//! every session created afterwards from its stream's first frame, so a run that starts
-//! and ends between the creation and the hub's subscription is not lost.
+//! The socket runs the shared socket loop (`socket/mux.rs`: one task that alone
+//! writes, round-robin polling, the heartbeat, slow clients and why a socket closes);
+//! this file is the hub's mapping. The socket holds one engine subscription per
+//! followed session — a cursor into that session's shared ring, not a queue — and
+//! copies frames out when it is ready to write them. "Every session" follows each of
+//! the user's sessions that is not archived (an idle followed session costs a slot in
+//! its ring's subscriber map), then every session created afterwards from its stream's
+//! first frame, so a run that starts and ends between the creation and the hub's
+//! subscription is not lost.
 //!
 //! # Slow clients
 //!
-//! A socket that stops reading blocks only its own task, in a write. Its subscriptions
-//! fall behind, and the engine cuts one once it lags by the queue limit (1 MiB),
-//! firing that subscription's kill token. Every write races the tokens of the socket's
-//! subscriptions: one that fires first ends the task and closes the socket, and the
-//! client comes back with its cursors. A subscription can also end outside a write,
-//! and then it says why (the engine's [`Ended`]), with no store read: cut, or closed
-//! under a session that is still there (this node's view went stale), closes the
-//! socket, as for a stuck client; a stopping server closes it with 1001; a deleted
-//! session's channel is dropped with a `channel.deleted` — the one the session list's
-//! deletion change brings to every socket, or the hub's own if that has not come a
-//! moment later. Nothing is ever resubscribed behind the client's back, so no event is
+//! A socket that stops reading blocks only its own task, in a write; the engine cuts
+//! a subscription that lags by the queue limit (1 MiB), and the socket closes (see
+//! `socket/mux.rs`): the client comes back with its cursors. A subscription that ends
+//! says why (the engine's [`Ended`]), with no store read: cut, or closed under a
+//! session that is still there (this node's view went stale), closes the socket, as
+//! for a stuck client; a stopping server closes it with 1001; a deleted session's
+//! channel is dropped with a `channel.deleted` — the one the session list's deletion
+//! change brings to every socket, or the hub's own if that has not come a moment
+//! later. Nothing is ever resubscribed behind the client's back, so no event is
 //! repeated or skipped within one connection.
 //!
 //! # Published channels
@@ -47,39 +46,34 @@
 //! that was not. A cursor for a published channel in `cursors` replays after the
 //! acknowledgement, like a session's.
 //!
-//! The `Origin` check, buffer sizes, message limits and the racing write are
-//! `socket.rs`'s, shared with `GET /api/streams`.
+//! The upgrade, the socket's lifetime and its loop are `socket.rs`'s, shared with
+//! `GET /api/streams`.
 
 use super::responses::UpgradeResponses;
-use super::socket::{REVOKED, STOPPING, bad_origin, close_with, limited, origin_allowed, write};
-use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
-use crate::dialect::ws_hub::{self, Author, Envelope, RunTally, Streaming};
+use super::socket::{self, Closing, Dialect, Heartbeat, Outbox, Polled, Subs, Upgrade};
+use crate::dialect::shared::{Behind, Follow, FormMapper};
+use crate::dialect::ws_hub::{self, Author, Envelope, HubForm, RunTally, Streaming};
 use crate::error::ApiError;
 use crate::extract::{Caller, QueryParams};
-use crate::state::AppState;
+use crate::state::{AppState, SessionForms};
 use axum::extract::State;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::ws::Utf8Bytes;
 use axum::response::Response;
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, SelectAll};
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
-use spool_engine::hub::HubSubscriber;
+use spool_engine::hub::{HubSubscriber, Lagged};
 use spool_engine::lists::Change;
 use spool_engine::{Ended, Engine, EngineError, Start, TypedSubscription};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::now_ms;
 use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
 use std::collections::HashMap;
-use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -142,25 +136,13 @@ pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/ws s
 /// The WebSocket hub. After the upgrade the client sends
 /// `{"type":"subscribe","channels":[…],"cursors":{…}}` and receives
 /// `{type, channel_id, data, timestamp}` envelopes (the `HubEvent` schema).
-#[utoipa::path(
-    get,
-    path = "/api/ws",
-    tag = "streams",
-    params(WsQuery),
-    responses(UpgradeResponses)
-)]
+#[utoipa::path(get, path = "/api/ws", tag = "streams", params(WsQuery), responses(UpgradeResponses))]
 async fn upgrade(
     State(state): State<AppState>,
     Caller { user, credential }: Caller,
-    headers: HeaderMap,
-    uri: Uri,
     QueryParams(query): QueryParams<WsQuery>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Upgrade,
 ) -> Result<Response, ApiError> {
-    if !origin_allowed(&headers, &uri) {
-        return Ok(bad_origin());
-    }
-    let upgrade = upgrade.map_err(|r| ApiError::bad_request("websocket_required", r.body_text()))?;
     let channels: Vec<String> = query
         .channels
         .as_deref()
@@ -186,27 +168,12 @@ async fn upgrade(
     // The author of the user messages of every channel it may follow: the user.
     let name = state.engine.user_name(&user).await?;
     let author = Author { id: user.to_string(), name };
-    let mut hub = Hub::new(state.engine.clone(), user, author, streaming);
-    let changes = state.engine.lists().watch_changes();
-    let closing = state.engine.lists().closed();
+    let mut hub = Hub::new(state.engine.clone(), state.session_forms.clone(), user, author, streaming);
     let mut out = Outbox::default();
     // No cursors in a query, so nothing of the hub's to replay.
     let _ = hub.subscribe(channels, HashMap::new(), &mut out).await;
-    let heartbeat = state.config.heartbeat;
-    // The socket outlives its HTTP connection (hyper hands the stream over on upgrade),
-    // so it gets a kill token of its own: revoking the credential closes the socket,
-    // saying so (1008), as `/api/streams` does.
-    let revoked = CancellationToken::new();
-    let watch = state.engine.auth().watch_credential(&credential, revoked.clone());
-    let open = state.engine.metrics().stream_opened(spool_engine::metrics::Dialect::Ws);
-    // hyper stops counting the connection when it hands it over; it is still open, and
-    // the memory trimmer (`spool serve`) gives memory back when this count drops.
-    let connection = state.engine.metrics().http_connection();
-    Ok(limited(upgrade).on_upgrade(move |socket| async move {
-        let (_watch, _open, _connection) = (watch, open, connection);
-        hub.run(socket, changes, out, heartbeat, closing, revoked).await;
-        drop(permit);
-    }))
+    let kind = spool_engine::metrics::Dialect::Ws;
+    Ok(socket::serve(&state, &credential, upgrade, permit, kind, (hub, out)))
 }
 
 /// Whether a channel id that is not a session's can name a published channel: the
@@ -253,11 +220,9 @@ impl StartAt {
     }
 }
 
-/// The hub's output form of a session (see `dialect/shared.rs`): the run tally, and each
-/// frame's event encoded once for every socket that follows the session.
-#[derive(Clone)]
-struct HubForm(RunTally, Author);
-
+/// Each frame's event of a session's hub form, encoded once for every socket that
+/// follows the session (see `dialect/shared.rs`); the forms live in
+/// [`AppState::session_forms`].
 impl FormMapper for HubForm {
     type Out = Option<Utf8Bytes>;
 
@@ -266,67 +231,47 @@ impl FormMapper for HubForm {
     }
 }
 
-static HUB_FORMS: LazyLock<Forms<Streaming, HubForm>> = LazyLock::new(Forms::default);
-
-/// What the socket writes next, in order: events made for this socket, and events shared
-/// with every socket that follows the same session (already encoded).
-#[derive(Default)]
-struct Outbox(Vec<Utf8Bytes>);
-
-impl Outbox {
-    fn push(&mut self, envelope: Envelope) {
-        self.0.push(envelope.to_json().into());
-    }
-
-    fn extend(&mut self, envelopes: impl IntoIterator<Item = Envelope>) {
-        envelopes.into_iter().for_each(|e| self.push(e));
+/// A hub event goes on the wire as its JSON text.
+impl From<Envelope> for Utf8Bytes {
+    fn from(envelope: Envelope) -> Self {
+        envelope.to_json().into()
     }
 }
 
+/// What the hub keeps per followed session.
 struct Channel {
-    id: SessionId,
-    subscription: TypedSubscription,
-    /// Fired by the engine when it cuts this subscription or closes the session.
-    kill: CancellationToken,
     /// The channel's place in the session's shared hub form (its run tally).
     follow: Follow<Streaming, HubForm>,
     on_snapshot: OnSnapshot,
-    /// The subscription ended (its session deleted), or the channel fell behind the
-    /// shared outputs: judged at `judge_at`, and not polled until then.
-    ended: bool,
 }
 
-/// `(id, Some(frames))` for each batch, then one `(id, None)` when the subscription
-/// ends. An ended channel stays pending (never `None`), so it stays in the socket's
-/// set until it is judged.
-impl Stream for Channel {
-    type Item = (SessionId, Option<Vec<Arc<Frame>>>);
+/// The socket's followed sessions. A channel that ended (its session deleted) or fell
+/// behind the shared outputs is marked `ended`: judged at `judge_at`, and not polled
+/// until then.
+type Channels = Subs<SessionId, TypedSubscription, Channel>;
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.ended {
-            return Poll::Pending;
-        }
-        this.subscription.poll_next_unpin(cx).map(|frames| {
-            this.ended = frames.is_none();
-            Some((this.id.clone(), frames))
-        })
-    }
+/// What the hub's sources bring.
+enum Event {
+    Channel(Polled<SessionId, Vec<Arc<Frame>>>),
+    Change(Result<Change, RecvError>),
+    Published(Result<Vec<Bytes>, Lagged>),
+    /// Ended channels are due to be judged.
+    Judge,
 }
 
 struct Hub {
     engine: Engine,
+    /// The server's encode-once forms, the hub's among them.
+    forms: Arc<SessionForms>,
     user: UserId,
     /// Who the user messages of the channels are by (only their owner follows them).
     author: Author,
     /// How the socket's growing answers stream (`?streaming=`).
     streaming: Streaming,
     filter: Filter,
-    /// Polled as one: a channel that gave frames goes to the back of the queue, so one
-    /// busy channel cannot starve the others.
-    channels: SelectAll<Channel>,
-    /// The channels' kill tokens, raced against every write.
-    kills: FuturesUnordered<WaitForCancellationFutureOwned>,
+    channels: Channels,
+    /// The session list's changes (created, deleted sessions).
+    changes: broadcast::Receiver<Change>,
     /// When ended channels are judged: deleted (dropped) or behind (the socket closes).
     judge_at: Option<Instant>,
     /// Whether a project is this user's, for the global events (ownership never changes).
@@ -335,106 +280,49 @@ struct Hub {
     published: HubSubscriber,
 }
 
-impl Hub {
-    fn new(engine: Engine, user: UserId, author: Author, streaming: Streaming) -> Self {
-        let published = engine.hub().subscriber(user.clone());
-        Self {
-            engine,
-            user,
-            author,
-            streaming,
-            published,
-            filter: Filter::Only,
-            channels: SelectAll::new(),
-            kills: FuturesUnordered::new(),
-            judge_at: None,
-            projects: HashMap::new(),
+impl Dialect for Hub {
+    type Key = SessionId;
+    type Feed = TypedSubscription;
+    type State = Channel;
+    type Event = Event;
+    const NAME: &'static str = "hub";
+    /// A cut closes the socket without a word: the client comes back with its cursors.
+    const LAGGING: Closing = Closing::Gone;
+
+    fn subs(&mut self) -> &mut Channels {
+        &mut self.channels
+    }
+
+    async fn next(&mut self) -> Event {
+        let judge_at = self.judge_at;
+        tokio::select! {
+            polled = self.channels.next(Self::LAGGING) => Event::Channel(polled),
+            change = self.changes.recv() => Event::Change(change),
+            events = self.published.next() => Event::Published(events),
+            _ = tokio::time::sleep_until(judge_at.unwrap_or_else(Instant::now)), if judge_at.is_some() => Event::Judge,
         }
     }
 
-    /// Serves the socket until it closes, a write fails, or the client is cut. `out`
-    /// holds what the initial subscription already has to say.
-    async fn run(
-        mut self,
-        socket: WebSocket,
-        mut changes: tokio::sync::broadcast::Receiver<Change>,
-        mut out: Outbox,
-        heartbeat: Duration,
-        closing: CancellationToken,
-        revoked: CancellationToken,
-    ) {
-        let (mut tx, mut rx) = socket.split();
-        let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
-        loop {
-            let messages = out.0.drain(..).map(Message::Text);
-            // A cut ends a blocked write (the client stopped reading); a token that
-            // fired because a session's stream closed lets it go on, and that
-            // subscription's end says the rest.
-            let channels = &self.channels;
-            let cut = || channels.iter().any(|c| c.subscription.ended() == Some(Ended::Lagged));
-            if !write(&mut tx, &mut self.kills, messages, cut).await {
-                return;
+    async fn on_event(&mut self, event: Event, out: &mut Outbox) -> Result<(), Closing> {
+        match event {
+            Event::Channel(Polled::Item(id, frames)) => self.on_frames(&id, &frames, out),
+            Event::Channel(Polled::Deleted(_)) => {
+                self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
             }
-            let judge_at = self.judge_at;
-            tokio::select! {
-                message = rx.next() => match message {
-                    Some(Ok(Message::Text(text))) => self.on_message(text.as_str(), &mut out).await,
-                    Some(Ok(Message::Binary(_))) => {
-                        out.push(ws_hub::error("invalid_message", "messages are JSON text", now_ms()));
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => return,
-                },
-                change = changes.recv() => match change {
-                    Ok(change) => self.on_change(change, &mut out).await,
-                    // A socket a whole ring of changes behind is cut like a slow reader.
-                    Err(RecvError::Lagged(_) | RecvError::Closed) => return,
-                },
-                Some((id, item)) = self.channels.next() => match item {
-                    Some(frames) => self.on_frames(&id, &frames, &mut out),
-                    None => match self.channels.iter().find(|c| c.id == id).and_then(|c| c.subscription.ended()) {
-                        Some(Ended::SessionDeleted) => {
-                            self.judge_at.get_or_insert(Instant::now() + JUDGE_AFTER);
-                        }
-                        Some(Ended::Shutdown) => {
-                            close_with(&mut tx, STOPPING).await;
-                            return;
-                        }
-                        // Cut for lagging, or closed under a session that is still there:
-                        // the client comes back with its cursors.
-                        Some(Ended::Lagged | Ended::Unloaded) | None => return,
-                    },
-                },
-                events = self.published.next() => match events {
-                    Ok(events) => out.0.extend(events.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok())),
-                    // Behind the hub's live ring: cut like a slow reader.
-                    Err(_) => return,
-                },
-                // A token that fired outside a write: its subscription's end says the rest.
-                Some(()) = self.kills.next() => {}
-                _ = tokio::time::sleep_until(judge_at.unwrap_or_else(Instant::now)), if judge_at.is_some() => {
-                    if !self.judge(&mut out) {
-                        return;
-                    }
-                }
-                // The server is stopping: say goodbye (1001 going away) rather than
-                // vanish when the process ends.
-                () = closing.cancelled() => {
-                    close_with(&mut tx, STOPPING).await;
-                    return;
-                }
-                () = revoked.cancelled() => {
-                    tracing::debug!("closing a WebSocket: its credential was revoked");
-                    close_with(&mut tx, REVOKED).await;
-                    return;
-                }
-                _ = ping.tick() => {
-                    if !write(&mut tx, &mut self.kills, std::iter::once(Message::Ping(Bytes::new())), || true).await {
-                        return;
-                    }
+            Event::Channel(Polled::Close(why)) => return Err(why),
+            Event::Change(Ok(change)) => self.on_change(change, out).await,
+            // A socket a whole ring of changes behind is cut like a slow reader.
+            Event::Change(Err(RecvError::Lagged(_) | RecvError::Closed)) => return Err(Closing::Gone),
+            Event::Published(Ok(events)) => out.extend(events.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok())),
+            // Behind the hub's live ring: cut like a slow reader.
+            Event::Published(Err(Lagged)) => return Err(Closing::Gone),
+            Event::Judge => {
+                if !self.judge(out) {
+                    return Err(Closing::Gone);
                 }
             }
         }
+        Ok(())
     }
 
     async fn on_message(&mut self, text: &str, out: &mut Outbox) {
@@ -448,7 +336,38 @@ impl Hub {
         let channels = message.channels.clone();
         let replay = self.subscribe(message.channels, message.cursors, out).await;
         out.push(ws_hub::subscribed(&channels, now_ms()));
-        out.0.extend(replay.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok()));
+        out.extend(replay.into_iter().filter_map(|b| Utf8Bytes::try_from(b).ok()));
+    }
+
+    fn on_binary(&mut self, out: &mut Outbox) {
+        out.push(ws_hub::error("invalid_message", "messages are JSON text", now_ms()));
+    }
+
+    /// A WebSocket ping: the hub's events have no heartbeat of their own.
+    fn heartbeat(&self) -> Heartbeat {
+        Heartbeat::Ping
+    }
+}
+
+impl Hub {
+    fn new(engine: Engine, forms: Arc<SessionForms>, user: UserId, author: Author, streaming: Streaming) -> Self {
+        let published = engine.hub().subscriber(user.clone());
+        // Subscribed now: once the client sees the upgrade, every change from then on
+        // reaches it.
+        let changes = engine.lists().watch_changes();
+        Self {
+            engine,
+            forms,
+            user,
+            author,
+            streaming,
+            published,
+            filter: Filter::Only,
+            channels: Subs::default(),
+            changes,
+            judge_at: None,
+            projects: HashMap::new(),
+        }
     }
 
     /// Replaces the filter (seed 002: it does not merge). Channels kept from the old
@@ -515,7 +434,7 @@ impl Hub {
             for (raw, cursor) in &cursors {
                 match raw.parse::<SessionId>() {
                     Ok(id) => {
-                        self.keep_channels(|c| c.id != id);
+                        self.channels.remove(&id);
                         self.follow(id, StartAt::cursor(Cursor::parse(cursor)), false, out).await;
                     }
                     Err(_) => out.push(ws_hub::channel_error(raw, "not_found", "session not found", now_ms())),
@@ -546,8 +465,7 @@ impl Hub {
         // A channel named with a cursor restarts at it, even one followed already: the
         // client discards what the channel sent before the acknowledgement, and gets
         // everything after its cursor, in order, once, after it.
-        self.keep_channels(|c| wanted.contains(&c.id) && cursor_of(&c.id).is_none());
-        self.forget_dropped_kills();
+        self.channels.retain(|c| wanted.contains(&c.key) && cursor_of(&c.key).is_none());
         for id in wanted {
             let from = StartAt::cursor(cursor_of(&id));
             self.follow(id, from, false, out).await;
@@ -583,7 +501,7 @@ impl Hub {
     /// Starts following a session, unless it is followed already. `quiet` skips the
     /// error for a session that is not the user's (one seen in a global change).
     async fn follow(&mut self, id: SessionId, from: StartAt, quiet: bool, out: &mut Outbox) {
-        if self.channels.iter().any(|c| c.id == id) {
+        if self.channels.contains(&id) {
             return;
         }
         let cursor = match &from {
@@ -612,31 +530,25 @@ impl Hub {
                 }
             }
         }
-        self.kills.push(kill.clone().cancelled_owned());
-        self.channels.push(Channel {
-            id: id.clone(),
-            subscription,
-            kill,
-            follow: Follow::new(self.streaming, HubForm(RunTally::new(self.streaming), self.author.clone())),
-            on_snapshot,
-            ended: false,
-        });
+        let follow = Follow::new(self.streaming, HubForm(RunTally::new(self.streaming), self.author.clone()));
+        self.channels.add(id.clone(), subscription, Some(kill), Channel { follow, on_snapshot });
         if let Some(frames) = peeked {
             self.on_frames(&id, &frames, out);
         }
     }
 
     fn on_frames(&mut self, id: &SessionId, frames: &[Arc<Frame>], out: &mut Outbox) {
-        let Some(channel) = self.channels.iter_mut().find(|c| c.id == *id) else {
+        let Some(sub) = self.channels.get_mut(id) else {
             return;
         };
+        let channel = &mut sub.state;
         for frame in frames {
             if !matches!(frame.body, FrameBody::Snapshot { .. }) {
-                match channel.follow.map(&HUB_FORMS, frame) {
-                    Ok(text) => out.0.extend(text.iter().cloned()),
+                match channel.follow.map(&self.forms.hub, frame) {
+                    Ok(text) => out.extend(text.iter().cloned()),
                     Err(Behind) => {
                         // Fell behind the shared outputs: judged like a cut subscription.
-                        channel.ended = true;
+                        sub.ended = true;
                         self.judge_at.get_or_insert(Instant::now());
                         return;
                     }
@@ -677,9 +589,8 @@ impl Hub {
             Change::SessionDeleted { session, project } => {
                 // A followed session is the user's: its project, deleted with it, can no
                 // longer be asked about.
-                let followed = self.channels.iter().any(|c| c.id == session);
-                self.keep_channels(|c| c.id != session);
-                self.forget_dropped_kills();
+                let followed = self.channels.contains(&session);
+                self.channels.remove(&session);
                 if followed || self.owns(&project).await {
                     out.push(ws_hub::channel_deleted(&session, now_ms()));
                 }
@@ -710,28 +621,12 @@ impl Hub {
     fn judge(&mut self, out: &mut Outbox) -> bool {
         self.judge_at = None;
         for channel in self.channels.iter().filter(|c| c.ended) {
-            if channel.subscription.ended() != Some(Ended::SessionDeleted) {
+            if channel.feed.ended() != Some(Ended::SessionDeleted) {
                 return false;
             }
-            out.push(ws_hub::channel_deleted(&channel.id, now_ms()));
+            out.push(ws_hub::channel_deleted(&channel.key, now_ms()));
         }
-        self.keep_channels(|c| !c.ended);
-        self.forget_dropped_kills();
+        self.channels.retain(|c| !c.ended);
         true
     }
-
-    /// Drops every channel `keep` refuses.
-    fn keep_channels(&mut self, keep: impl Fn(&Channel) -> bool) {
-        if !self.channels.iter().all(&keep) {
-            self.channels = std::mem::take(&mut self.channels).into_iter().filter(|c| keep(c)).collect();
-        }
-    }
-
-    /// Rebuilds the kill set when dropped channels' tokens pile up in it.
-    fn forget_dropped_kills(&mut self) {
-        if self.kills.len() > 2 * self.channels.len() + 16 {
-            self.kills = self.channels.iter().map(|c| c.kill.clone().cancelled_owned()).collect();
-        }
-    }
 }
-

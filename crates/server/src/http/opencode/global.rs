@@ -51,7 +51,8 @@ use super::marks::PromptMarks;
 use crate::dialect::opencode::mapper::{Announce, Mapper};
 use crate::dialect::opencode::records::{Scope, session_info};
 use crate::dialect::opencode::wire::{Event, SessionInfo, SessionTime, sse_global, sse_with_id};
-use crate::dialect::shared::{Behind, Follow, FormMapper, Forms};
+use crate::dialect::shared::{Behind, Follow, FormMapper};
+use crate::state::SessionForms;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
@@ -66,7 +67,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Interval;
@@ -116,7 +117,7 @@ const QUIET_SESSIONS: usize = 1024;
 /// OpenCode's output form of a session (see `dialect/shared.rs`): connections with the
 /// same delta style and directory map a session's frames into the same events, so
 /// they share one mapping and one serialization per frame. Each connection only puts
-/// its own event id in front.
+/// its own event id in front. The forms live in [`SessionForms::opencode`].
 type FormKey = (bool, String);
 
 impl FormMapper for Mapper {
@@ -127,8 +128,6 @@ impl FormMapper for Mapper {
         Mapper::map(self, &frame.body, now_ms()).iter().map(Event::shared_body).collect()
     }
 }
-
-static FORMS: LazyLock<Forms<FormKey, Mapper>> = LazyLock::new(Forms::default);
 
 /// One session being followed.
 struct Feed {
@@ -142,9 +141,9 @@ struct Feed {
 }
 
 impl Feed {
-    fn map(&mut self, frame: &Frame) -> Result<Arc<Vec<Bytes>>, Behind> {
+    fn map(&mut self, forms: &SessionForms, frame: &Frame) -> Result<Arc<Vec<Bytes>>, Behind> {
         self.cursor = Some(frame.cursor());
-        self.follow.map(&FORMS, frame)
+        self.follow.map(&forms.opencode, frame)
     }
 
     fn is_active(&self) -> bool {
@@ -174,6 +173,8 @@ enum Step {
 
 pub struct GlobalStream {
     engine: Engine,
+    /// The server's encode-once forms, OpenCode's among them.
+    forms: Arc<SessionForms>,
     user: UserId,
     /// The directory's canonical path (empty on `/global/event`).
     directory: String,
@@ -214,6 +215,7 @@ impl GlobalStream {
     /// poll is missed) and starts with `server.connected`.
     pub fn new(
         engine: Engine,
+        forms: Arc<SessionForms>,
         user: UserId,
         reach: Reach,
         connection: CancellationToken,
@@ -239,6 +241,7 @@ impl GlobalStream {
             killed: Box::pin(connection.clone().cancelled_owned()),
             closing: Box::pin(engine.lists().closed().cancelled_owned()),
             engine,
+            forms,
             user,
             directory,
             project,
@@ -354,7 +357,7 @@ impl GlobalStream {
             (None, false) => return,
             (_, true) => None,
         };
-        let (engine, user, all) = (self.engine.clone(), self.user.clone(), self.all);
+        let (engine, forms, user, all) = (self.engine.clone(), self.forms.clone(), self.user.clone(), self.all);
         let kill = self.connection.child_token();
         let reused = self.quiet.remove(&session);
         let (legacy, since, model) = (self.options.legacy_deltas, self.since, self.engine.model_name());
@@ -411,7 +414,7 @@ impl GlobalStream {
                 let follow = Follow::new(key, mapper.run_start(start));
                 let directory = all.then_some(directory);
                 let mut feed = Feed { session, subscription, follow, cursor: None, directory };
-                match frames.iter().map(|f| feed.map(f)).collect() {
+                match frames.iter().map(|f| feed.map(&forms, f)).collect() {
                     Ok(events) => Step::Feed(Box::new(feed), events),
                     Err(Behind) => Step::Cut,
                 }
@@ -527,7 +530,7 @@ impl GlobalStream {
     /// shared outputs ends the response, like a cut subscription.
     fn map_chunk(&mut self, at: usize, frames: &[Arc<Frame>]) {
         let feed = &mut self.feeds[at];
-        match frames.iter().map(|frame| feed.map(frame)).collect::<Result<Vec<_>, _>>() {
+        match frames.iter().map(|frame| feed.map(&self.forms, frame)).collect::<Result<Vec<_>, _>>() {
             Ok(events) => {
                 let directory = feed.directory.clone();
                 self.push_shared(directory.as_deref(), &events);

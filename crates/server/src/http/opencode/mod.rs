@@ -741,7 +741,8 @@ fn event_stream(
         heartbeat: state.config.heartbeat.min(global::HEARTBEAT),
         since,
     };
-    let stream = GlobalStream::new(state.engine.clone(), user, reach, connection, marks, options);
+    let stream =
+        GlobalStream::new(state.engine.clone(), state.session_forms.clone(), user, reach, connection, marks, options);
     Ok(crate::revocation::watched(sse::response(sse::EVENT_STREAM, sse::holding(stream, permit)), watch))
 }
 
