@@ -182,6 +182,11 @@ impl ApiId for RunId {
     const WHAT: &'static str = "run";
 }
 
+/// `raw` as the id it names, or the 404 of a route whose id names nothing.
+fn parse_id<T: ApiId>(raw: &str) -> Result<T, ApiError> {
+    raw.parse().map_err(|_| ApiError::not_found(T::WHAT))
+}
+
 /// The single `{id}` of a route, parsed as a typed id. A string that is not a valid id
 /// names nothing, so it is a 404 `not_found` exactly like a well-formed id that is absent.
 #[derive(Debug)]
@@ -197,7 +202,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Path(raw) =
             Path::<String>::from_request_parts(parts, state).await.map_err(|_| ApiError::not_found(T::WHAT))?;
-        raw.parse().map(PathId).map_err(|_| ApiError::not_found(T::WHAT))
+        parse_id(&raw).map(PathId)
     }
 }
 
@@ -237,8 +242,6 @@ where
         let Path((a, b)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::not_found(A::WHAT))?;
-        let a = a.parse().map_err(|_| ApiError::not_found(A::WHAT))?;
-        let b = b.parse().map_err(|_| ApiError::not_found(B::WHAT))?;
-        Ok(PathIds(a, b))
+        Ok(PathIds(parse_id(&a)?, parse_id(&b)?))
     }
 }

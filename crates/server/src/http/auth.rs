@@ -98,14 +98,18 @@ async fn login(
     let secure = state.config.secure_cookies
         || state.config.tls.is_some()
         || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
-    let cookie = format!(
-        "{AUTH_COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-        spool_engine::auth::LOGIN_TTL.as_secs(),
-        if secure { "; Secure" } else { "" }
-    );
-    let mut response = Json(AuthStatus { required: true, user: Some(user) }).into_response();
+    let status = Json(AuthStatus { required: true, user: Some(user) });
+    Ok(with_login_cookie(status, &secret, spool_engine::auth::LOGIN_TTL.as_secs(), secure))
+}
+
+/// `body` with `Set-Cookie` for the login cookie: `secret` for `max_age` seconds (an
+/// empty secret and 0 clear it), `Secure` when the browser reached this server over HTTPS.
+fn with_login_cookie(body: impl IntoResponse, secret: &str, max_age: u64, secure: bool) -> Response {
+    let secure = if secure { "; Secure" } else { "" };
+    let cookie = format!("{AUTH_COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{secure}");
+    let mut response = body.into_response();
     response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("an ASCII cookie"));
-    Ok(response)
+    response
 }
 
 #[derive(Serialize, ToSchema)]
@@ -133,10 +137,7 @@ async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Res
     if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
         state.engine.auth().logout(&secret).await?;
     }
-    let mut response = Json(LoggedOut { logged_out: true }).into_response();
-    let clear = format!("{AUTH_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
-    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII cookie"));
-    Ok(response)
+    Ok(with_login_cookie(Json(LoggedOut { logged_out: true }), "", 0, false))
 }
 
 /// The body this module reads, parsed as its handler does.

@@ -37,8 +37,8 @@
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
 use super::responses::{OpenCodeDecisionErrors, OpenCodeErrors};
-use super::stream_events::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use super::sse;
+use super::stream_events::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
 use crate::dialect::opencode::requests::{
@@ -46,13 +46,12 @@ use crate::dialect::opencode::requests::{
 };
 use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, PathId};
-use crate::extract::BodyCheck;
+use crate::extract::{BodyCheck, CurrentUser, PathId, PathIds};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
 use axum::response::{IntoResponse, Response};
@@ -585,11 +584,9 @@ async fn abort(
 async fn respond(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
-    Path((session, permission)): Path<(String, String)>,
+    PathIds(session, approval): PathIds<SessionId, ApprovalId>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let session: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
-    let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let decision = RespondBody::read(&bytes)?.response.decision();
     let input = DecisionInput::plain(decision);
     let reply = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
@@ -608,10 +605,9 @@ async fn respond(
 async fn reply(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
-    Path(permission): Path<String>,
+    PathId(approval): PathId<ApprovalId>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let approval: ApprovalId = permission.parse().map_err(|_| ApiError::not_found("approval"))?;
     let body = ReplyBody::read(&bytes)?;
     let session = state.engine.runs().approval(&user, &approval).await?.session_id;
     let input = DecisionInput { message: body.message, ..DecisionInput::plain(body.reply.decision()) };
