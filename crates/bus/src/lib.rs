@@ -123,7 +123,8 @@ pub use scripts::Replay;
 pub use seal::{ClusterKey, KeyTooShort, MIN_KEY_LEN, TAG_LEN};
 
 use bytes::Bytes;
-use pump::{Command, Link, Pump};
+use listener::Command;
+use pump::{Link, Pump};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use scripts::Scripts;
 use spool_protocol::{Cursor, SessionId};

@@ -6,7 +6,7 @@
 //! (its stream ends at once) instead of the writer waiting, so one stuck client never
 //! holds up the others or the node's link. It comes back with its cursor.
 
-use crate::pump::Command;
+use crate::BusError;
 use bytes::Bytes;
 use futures::Stream;
 use spool_protocol::{Cursor, SessionId, StreamId};
@@ -15,6 +15,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::oneshot;
+
+/// What the bus handle and listeners ask of the link task (a join answers with a
+/// [`Listener`]; a dropped listener leaves).
+pub(crate) enum Command {
+    Join { session: SessionId, cursor: Option<Cursor>, reply: oneshot::Sender<Result<Listener, BusError>> },
+    Leave { session: SessionId, id: u64 },
+}
 
 /// What a listener gets, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! guarantee is worth it; frames are never lost meanwhile, only queued in the link.
 
 use crate::keys::{self, Keys};
-use crate::listener::{self, Feed, Item, Listener};
+use crate::listener::{self, Command, Feed, Item, Listener};
 use crate::scripts::{self, Message, Replay, Scripts};
 use crate::{BusConfig, BusError};
 use futures::StreamExt;
@@ -26,14 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, WeakUnboundedSender};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
-
-/// What the bus handle and listeners ask of the link task.
-pub(crate) enum Command {
-    Join { session: SessionId, cursor: Option<Cursor>, reply: oneshot::Sender<Result<Listener, BusError>> },
-    Leave { session: SessionId, id: u64 },
-}
 
 /// The PUB/SUB connection, split: the sink (un)subscribes, the stream yields messages
 /// and ends when the connection does.
