@@ -28,9 +28,10 @@
 //! does around it — the reaper that settles a dead node's
 //! runs, dropping views another node changed — is in `reaper.rs`.
 
+use crate::Clock;
 use crate::error::{EngineError, Result};
 use crate::registry::Registry;
-use crate::{Clock, Store};
+use crate::store::Nodes;
 use spool_protocol::time::Millis;
 use spool_protocol::{RunError, SessionId};
 use std::sync::{Arc, OnceLock};
@@ -41,7 +42,8 @@ use tokio_util::sync::CancellationToken;
 pub const LOCAL_NODE: &str = "local";
 
 pub(crate) struct Leases {
-    store: Arc<dyn Store>,
+    /// Only the lease rows ([`Nodes`]): all this service reads or writes.
+    store: Arc<dyn Nodes>,
     node: String,
     ttl: Duration,
     /// Every lease time (taken, renewed, expired) is this clock's, and so is the
@@ -103,7 +105,7 @@ impl Drop for LeaseGuard {
 }
 
 impl Leases {
-    pub fn new(store: Arc<dyn Store>, node: String, ttl: Duration, clock: Clock) -> Self {
+    pub fn new(store: Arc<dyn Nodes>, node: String, ttl: Duration, clock: Clock) -> Self {
         Leases { store, node, ttl, clock }
     }
 

@@ -24,8 +24,8 @@
 //! starts a run: one outside the roots, or overlapping the data directory, is refused
 //! there (its history stays readable and it can be deleted).
 
-use crate::Store;
 use crate::error::{EngineError, Result};
+use crate::store::Users;
 use spool_protocol::UserId;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
@@ -68,7 +68,7 @@ enum Place {
 impl Fence {
     /// Resolves the configured roots (each must be an existing directory) and the data
     /// directory. Users named in the config are created if needed, like a token would.
-    pub(crate) async fn build(roots: &WorkspaceRoots, data_dir: Option<&Path>, store: &dyn Store) -> Result<Fence> {
+    pub(crate) async fn build(roots: &WorkspaceRoots, data_dir: Option<&Path>, store: &dyn Users) -> Result<Fence> {
         let global = roots.global.iter().map(|r| resolve_root(r)).collect::<Result<Vec<_>>>()?;
         let mut per_user: HashMap<UserId, Vec<Root>> = HashMap::new();
         for (name, dirs) in &roots.per_user {

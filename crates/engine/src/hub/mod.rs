@@ -44,7 +44,7 @@ pub use broadcaster::Broadcaster;
 pub use bus::{HubBus, HubBusItem, HubReplay};
 
 use crate::error::EngineError;
-use crate::store::Store;
+use crate::store::Users;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -150,7 +150,7 @@ struct Shared {
     state: Mutex<State>,
     live: broadcast::Sender<Live>,
     bus: Option<Arc<dyn HubBus>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Users>,
     /// User ids by name: a name's id never changes.
     users: Mutex<HashMap<String, UserId>>,
     /// True while the node's bus listener is subscribed: a socket's subscription waits
@@ -276,7 +276,7 @@ fn check_user_name(name: &str) -> Result<(), EngineError> {
 impl Hub {
     /// A hub over `store` (for user names); with `bus`, one that shares its channels
     /// with every node on that bus (a listener task starts here).
-    pub fn new(store: Arc<dyn Store>, bus: Option<Arc<dyn HubBus>>) -> Self {
+    pub fn new(store: Arc<dyn Users>, bus: Option<Arc<dyn HubBus>>) -> Self {
         let (live, _) = broadcast::channel(LIVE_RING);
         let hub = Hub {
             shared: Arc::new(Shared {
