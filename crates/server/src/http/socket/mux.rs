@@ -312,7 +312,7 @@ pub(in crate::http) async fn run<D: Dialect>(
     stops: Stops,
 ) {
     let (mut tx, mut rx) = socket.split();
-    let mut beats = super::super::sse::heartbeat(every);
+    let mut beats = crate::http::sse::heartbeat(every);
     let why = loop {
         // The write and the handling of an event or a client message are boxed: this
         // task's future is as large as its largest state, and an idle socket sits in
