@@ -161,6 +161,25 @@ pub trait PartFold {
     fn part_content(part: &Part, delta: String, out: &mut Vec<Self::Event>);
     /// Writes what closes `part`.
     fn end_part(part: Part, out: &mut Vec<Self::Event>);
+    /// Writes a tool call of message `index` that a snapshot shows.
+    fn draw_call(
+        &mut self,
+        session: &SessionId,
+        index: u64,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        out: &mut Vec<Self::Event>,
+    );
+    /// Writes a tool result that a snapshot shows (the part being streamed is closed).
+    fn draw_result(
+        &mut self,
+        session: &SessionId,
+        tool_call_id: &str,
+        text: String,
+        is_error: bool,
+        out: &mut Vec<Self::Event>,
+    );
     /// Maps one frame of the run's session, muted or not.
     fn map_frame(&mut self, frame: &Frame) -> Vec<Self::Event>;
 
@@ -232,6 +251,34 @@ pub trait PartFold {
         let part = Part { block, id: Self::part_id(session, block, index, content) };
         self.send_part(part, text, out);
         None
+    }
+
+    /// Message `index` as a snapshot shows it; a draft's blocks are noted as sent so far,
+    /// and its last block stays open for the deltas that follow.
+    fn draw(&mut self, session: &SessionId, index: u64, message: &Message, done: bool, out: &mut Vec<Self::Event>) {
+        match message {
+            Message::Assistant { content, .. } => {
+                for (ci, block) in content.iter().enumerate() {
+                    match block {
+                        Content::Text { text } => self.draw_block(session, Block::Text, index, ci, text, out),
+                        Content::Thinking { thinking } => {
+                            self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
+                        }
+                        Content::ToolCall { id, name, arguments } => {
+                            self.draw_call(session, index, id, name, arguments, out)
+                        }
+                    }
+                }
+                if done {
+                    self.close_part(out);
+                }
+            }
+            Message::ToolResult { tool_call_id, content, is_error, .. } => {
+                self.close_part(out);
+                self.draw_result(session, tool_call_id, result_text(content), *is_error, out);
+            }
+            Message::User { .. } => {}
+        }
     }
 
     /// Block `content` of message `index` as a snapshot shows it: sent whole in its part,

@@ -242,35 +242,6 @@ impl AgUiStream {
         (fold, out)
     }
 
-    /// The events of one message a snapshot holds; a draft's blocks are noted as sent
-    /// so far, and its last block stays open for the deltas that follow.
-    fn draw(&mut self, session: &SessionId, index: u64, message: &Message, done: bool, out: &mut Vec<AgUiEvent>) {
-        match message {
-            Message::Assistant { content, .. } => {
-                for (ci, block) in content.iter().enumerate() {
-                    match block {
-                        Content::Text { text } => self.draw_block(session, Block::Text, index, ci, text, out),
-                        Content::Thinking { thinking } => {
-                            self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
-                        }
-                        Content::ToolCall { id, name, arguments } => {
-                            self.close_part(out);
-                            self.whole_call(id, name, arguments, Some(message_id(session, index)), out);
-                        }
-                    }
-                }
-                if done {
-                    self.close_part(out);
-                }
-            }
-            Message::ToolResult { tool_call_id, content, is_error, .. } => {
-                self.close_part(out);
-                out.push(result(session, tool_call_id, run_fold::result_text(content), *is_error));
-            }
-            Message::User { .. } => {}
-        }
-    }
-
     pub fn run_id(&self) -> &RunId {
         &self.core.run_id
     }
@@ -491,6 +462,31 @@ impl PartFold for AgUiStream {
                 out.push(AgUiEvent::ReasoningEnd { message_id });
             }
         }
+    }
+
+    /// A call drawn from a snapshot: as a call that was not streamed.
+    fn draw_call(
+        &mut self,
+        session: &SessionId,
+        index: u64,
+        id: &str,
+        name: &str,
+        input: &Value,
+        out: &mut Vec<AgUiEvent>,
+    ) {
+        self.close_part(out);
+        self.whole_call(id, name, input, Some(message_id(session, index)), out);
+    }
+
+    fn draw_result(
+        &mut self,
+        session: &SessionId,
+        tool_call_id: &str,
+        text: String,
+        is_error: bool,
+        out: &mut Vec<AgUiEvent>,
+    ) {
+        out.push(result(session, tool_call_id, text, is_error));
     }
 
     fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {

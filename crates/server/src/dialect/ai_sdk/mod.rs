@@ -291,38 +291,6 @@ impl AiSdkStream {
         (fold, out)
     }
 
-    /// The chunks of one message a snapshot holds; a draft's blocks are noted as sent
-    /// so far, and its last text block stays open for the deltas that follow.
-    fn draw(&mut self, session: &SessionId, index: u64, message: &Message, done: bool, out: &mut Vec<UiChunk>) {
-        match message {
-            Message::Assistant { content, .. } => {
-                for (ci, block) in content.iter().enumerate() {
-                    match block {
-                        Content::Text { text } => self.draw_block(session, Block::Text, index, ci, text, out),
-                        Content::Thinking { thinking } => {
-                            self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
-                        }
-                        Content::ToolCall { id, name, arguments } => self.input_available(id, name, arguments, out),
-                    }
-                }
-                if done {
-                    self.close_part(out);
-                }
-            }
-            Message::ToolResult { tool_call_id, content, is_error, .. } => {
-                self.close_part(out);
-                self.release(tool_call_id, out);
-                let text = run_fold::result_text(content);
-                let tool_call_id = tool_call_id.clone();
-                out.push(match is_error {
-                    true => UiChunk::ToolOutputError { tool_call_id, error_text: text, dynamic: true },
-                    false => UiChunk::ToolOutputAvailable { tool_call_id, output: text.into(), dynamic: true },
-                });
-            }
-            Message::User { .. } => {}
-        }
-    }
-
     /// A fold that goes on right after `approval`'s `approval_requested` frame: the
     /// message and step the stream that stopped there opened (the transport writes
     /// [`continuation_start`] first) and the call, whose input the client has. `waiting`:
@@ -583,6 +551,29 @@ impl PartFold for AiSdkStream {
         out.push(match block {
             Block::Text => UiChunk::TextEnd { id },
             Block::Reasoning => UiChunk::ReasoningEnd { id },
+        });
+    }
+
+    /// A call drawn from a snapshot: its input is complete.
+    fn draw_call(
+        &mut self,
+        _: &SessionId,
+        _: u64,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        out: &mut Vec<UiChunk>,
+    ) {
+        self.input_available(id, name, input, out);
+    }
+
+    /// A held question call is released before its result.
+    fn draw_result(&mut self, _: &SessionId, tool_call_id: &str, text: String, is_error: bool, out: &mut Vec<UiChunk>) {
+        self.release(tool_call_id, out);
+        let tool_call_id = tool_call_id.to_owned();
+        out.push(match is_error {
+            true => UiChunk::ToolOutputError { tool_call_id, error_text: text, dynamic: true },
+            false => UiChunk::ToolOutputAvailable { tool_call_id, output: text.into(), dynamic: true },
         });
     }
 
