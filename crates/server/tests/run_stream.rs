@@ -3,103 +3,27 @@
 //! `done` or `error`, and `GET /api/runs/:id/events?after=N` re-attaches with exactly
 //! the missed events — or, once they left the buffer, a snapshot at the run's current
 //! sequence. A run's sequence is the run's: every stream of one run continues it.
+//!
+//! The client these tests play (reading and checking events, and a seed 003 client
+//! that rebuilds a run from several streams) is in `run_stream/client.rs`; the models
+//! that script a run's tool calls are in `run_stream/models.rs`.
+
+mod client;
+mod models;
 
 use crate::common;
 
-use common::{ModelsOverride, SseStream, TestOptions, TestServer, WAIT, id_of};
-use futures::StreamExt;
+use client::{
+    Client, Event, assert_dense, kinds, next, open_chat, open_events, push_out_of_the_buffer, read_to_end,
+    resume_stream, run_id, run_stream, stored_answer, text_of,
+};
+use common::{ModelsOverride, TestOptions, TestServer, WAIT, id_of};
+use models::{Chatty, TwoCalls};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{EngineConfig, Model, ModelError, ModelEvent, ModelRequest, ModelStream, Models};
-use spool_protocol::{Message, StopReason};
-use std::collections::BTreeMap;
+use spool_engine::{EngineConfig, Models};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One received run-stream event.
-#[derive(Clone, Debug, PartialEq)]
-struct Event {
-    kind: String,
-    data: Value,
-}
-
-impl Event {
-    fn sequence(&self) -> u64 {
-        self.data["sequence"].as_u64().unwrap_or_else(|| panic!("no sequence: {}", self.data))
-    }
-}
-
-async fn open_chat(server: &TestServer, body: Value) -> reqwest::Response {
-    let request = server.client.post(server.url("/api/chat")).json(&body).send();
-    tokio::time::timeout(WAIT, request).await.expect("chat answers in time").expect("chat request")
-}
-
-async fn open_events(server: &TestServer, run: &str, query: &str) -> reqwest::Response {
-    let request = server.client.get(server.url(&format!("/api/runs/{run}/events{query}"))).send();
-    tokio::time::timeout(WAIT, request).await.expect("re-attach answers in time").expect("re-attach request")
-}
-
-/// Checks the stream's headers and returns it for reading.
-fn run_stream(res: reqwest::Response) -> SseStream {
-    assert_eq!(res.status(), StatusCode::OK);
-    let stream = SseStream::new(res);
-    assert_eq!(stream.header("content-type"), "text/event-stream; charset=utf-8");
-    assert_eq!(stream.header("cache-control"), "no-cache, no-transform");
-    stream
-}
-
-/// The next event, with its SSE framing checked: `event:` is the JSON `type` and the
-/// SSE id is the sequence. `None` when the stream ended.
-async fn next(stream: &mut SseStream) -> Option<Event> {
-    let raw = stream.next_event().await?;
-    let data: Value = serde_json::from_str(&raw.data).unwrap_or_else(|e| panic!("not JSON ({e}): {}", raw.data));
-    let kind = raw.event.unwrap_or_else(|| panic!("an event without `event:`: {data}"));
-    assert_eq!(data["type"], kind.as_str(), "event: matches the JSON type");
-    assert_eq!(raw.id, Some(data["sequence"].to_string()), "the SSE id is the sequence");
-    assert!(data["runId"].as_str().is_some_and(|r| r.starts_with("run_")), "{data}");
-    Some(Event { kind, data })
-}
-
-async fn read_to_end(stream: &mut SseStream) -> Vec<Event> {
-    let mut events = Vec::new();
-    while let Some(e) = next(stream).await {
-        events.push(e);
-    }
-    events
-}
-
-fn kinds(events: &[Event]) -> Vec<&str> {
-    events.iter().map(|e| e.kind.as_str()).collect()
-}
-
-fn assert_dense(events: &[Event], from: u64) {
-    let got: Vec<u64> = events.iter().map(Event::sequence).collect();
-    let want: Vec<u64> = (from..from + events.len() as u64).collect();
-    assert_eq!(got, want, "dense sequence: {:?}", kinds(events));
-}
-
-fn text_of(events: &[Event]) -> String {
-    events.iter().filter(|e| e.kind == "text_delta").map(|e| e.data["delta"].as_str().expect("delta")).collect()
-}
-
-fn run_id(events: &[Event]) -> String {
-    events[0].data["runId"].as_str().expect("runId").to_owned()
-}
-
-/// The text of the run's assistant messages as stored, and the id of the last one.
-async fn stored_answer(server: &TestServer, session: &str) -> (String, String) {
-    let page = server.messages(session, "?limit=500").await;
-    let messages = page["messages"].as_array().expect("messages");
-    let start = messages.iter().rposition(|m| m["role"] == "user").expect("a user message");
-    let assistants: Vec<&Value> = messages[start..].iter().filter(|m| m["role"] == "assistant").collect();
-    let text = assistants
-        .iter()
-        .flat_map(|m| m["content"].as_array().expect("content").iter())
-        .filter(|c| c["type"] == "text")
-        .map(|c| c["text"].as_str().expect("text"))
-        .collect();
-    (text, id_of(assistants.last().expect("an assistant message")))
-}
 
 #[tokio::test]
 async fn chat_streams_a_run_as_seed_003_events_ending_with_done() {
@@ -380,98 +304,6 @@ async fn reattaching_to_someone_elses_or_no_run_is_a_404() {
 }
 
 // ---- re-attaching as a seed 003 client does (issue 15) ---------------------------------
-
-/// A seed 003 client rebuilding one run from however many streams it takes: it keeps
-/// the last sequence it has, drops every event numbered at or below it, lets a
-/// `snapshot` replace its text and tool calls, appends deltas and tracks tool calls by
-/// id. It never asks the server anything but `after`.
-#[derive(Debug, Default)]
-struct Client {
-    last: u64,
-    text: String,
-    /// Tool call id → `running`, `success` or `error`.
-    tools: BTreeMap<String, String>,
-    /// The `done` or `error` that ended the run.
-    end: Option<Event>,
-    snapshots: usize,
-}
-
-impl Client {
-    /// Takes one event; `false` when it was dropped as already had.
-    fn take(&mut self, e: &Event) -> bool {
-        if e.sequence() <= self.last {
-            return false;
-        }
-        self.last = e.sequence();
-        let field = |name: &str| e.data[name].as_str().unwrap_or_else(|| panic!("no {name}: {}", e.data)).to_owned();
-        match e.kind.as_str() {
-            "snapshot" => {
-                self.snapshots += 1;
-                self.text = field("text");
-                let tools = e.data["tools"].as_array().cloned().unwrap_or_default();
-                self.tools = tools
-                    .iter()
-                    .map(|t| {
-                        (t["callId"].as_str().expect("callId").into(), t["status"].as_str().expect("status").into())
-                    })
-                    .collect();
-            }
-            "text_delta" => self.text.push_str(&field("delta")),
-            "tool_started" => {
-                self.tools.insert(field("callId"), "running".into());
-            }
-            "tool_finished" => {
-                self.tools.insert(field("callId"), field("status"));
-            }
-            "done" | "error" => self.end = Some(e.clone()),
-            _ => {}
-        }
-        true
-    }
-
-    /// Asserts the client holds the run as stored: the whole answer, every tool call
-    /// the run made, ended as it ended, and `done`.
-    async fn assert_holds_the_stored_run(&self, server: &TestServer, session: &str) {
-        assert_eq!(self.end.as_ref().map(|e| e.kind.as_str()), Some("done"), "{:?}", self.end);
-        let (text, message_id) = stored_answer(server, session).await;
-        assert_eq!(self.text.len(), text.len(), "no word lost or repeated");
-        assert!(self.text == text, "the assembled text is the stored answer");
-        assert_eq!(self.end.as_ref().expect("done").data["messageId"], message_id.as_str());
-        let page = server.messages(session, "?limit=500").await;
-        let messages = page["messages"].as_array().expect("messages");
-        let start = messages.iter().rposition(|m| m["role"] == "user").expect("a user message");
-        let stored: BTreeMap<String, String> = messages[start..]
-            .iter()
-            .filter(|m| m["role"] == "toolResult")
-            .map(|m| {
-                let status = if m["isError"] == true { "error" } else { "success" };
-                (m["toolCallId"].as_str().expect("toolCallId").to_owned(), status.to_owned())
-            })
-            .collect();
-        assert_eq!(self.tools, stored, "every tool call the run made ended, as it ended");
-    }
-}
-
-/// `POST /api/runs/:id/resume` asking for the continuation as a stream.
-async fn resume_stream(server: &TestServer, run: &str, approval: &str, key: &str) -> SseStream {
-    let request = server
-        .client
-        .post(server.url(&format!("/api/runs/{run}/resume")))
-        .header("accept", "text/event-stream")
-        .json(&json!({"interruptId": approval, "decision": "approve", "idempotencyKey": key}))
-        .send();
-    run_stream(tokio::time::timeout(WAIT, request).await.expect("resume answers in time").expect("resume"))
-}
-
-/// Publishes `n` frames in the session that are none of the run's events (title
-/// changes), pushing the run's earlier frames out of the 256-frame buffer.
-async fn push_out_of_the_buffer(server: &TestServer, session: &str, n: usize) {
-    for i in 0..n {
-        let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"title": format!("t{i}")})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
-}
-
 #[tokio::test]
 async fn a_retried_chat_continues_the_runs_sequence_instead_of_restarting_at_1() {
     let server =
@@ -582,38 +414,6 @@ async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_en
     rest.iter().for_each(|e| assert!(client.take(e)));
     client.assert_holds_the_stored_run(&server, &session).await;
 }
-
-/// A model that announces two calls in one message — `bash` with the given command,
-/// then `read` — and answers with one word once both results are in.
-struct TwoCalls {
-    command: String,
-}
-
-#[async_trait::async_trait]
-impl Model for TwoCalls {
-    fn name(&self) -> String {
-        "two-calls".into()
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let results = request.messages.iter().filter(|m| matches!(m, Message::ToolResult { .. })).count();
-        let titling =
-            request.system.as_deref().is_some_and(|s| s.starts_with(spool_engine::context::TITLE_INSTRUCTION));
-        let events = if titling || results > 0 {
-            vec![ModelEvent::Text("Done".into()), ModelEvent::Stop(StopReason::Stop)]
-        } else {
-            vec![
-                ModelEvent::ToolCallStart { id: "call_bash".into(), name: "bash".into() },
-                ModelEvent::ToolCallArgs(json!({"command": self.command}).to_string()),
-                ModelEvent::ToolCallStart { id: "call_read".into(), name: "read".into() },
-                ModelEvent::ToolCallArgs(json!({"path": "README.md"}).to_string()),
-                ModelEvent::Stop(StopReason::ToolUse),
-            ]
-        };
-        Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
-    }
-}
-
 /// A call the model announced that has not started is no step of a live client's
 /// list until its `tool_started`: a snapshot leaves it out too, instead of showing it
 /// `running` while the call before it runs.
@@ -708,51 +508,6 @@ async fn a_reattach_is_one_stream_of_the_users_limit() {
     assert_dense(&rest, 11);
     assert_eq!(kinds(&rest).last(), Some(&"done"));
 }
-
-/// A model that talks and calls tools in one run: 700 words and a `read` call, after
-/// its result 700 more words and another call, then 600 words — 2,000 words in all,
-/// one per `delay`. Housekeeping calls (the title) get a short answer.
-struct Chatty {
-    delay: Duration,
-}
-
-#[async_trait::async_trait]
-impl Model for Chatty {
-    fn name(&self) -> String {
-        "chatty".into()
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let mut events = Vec::new();
-        if request.system.as_deref().is_some_and(|s| s.starts_with(spool_engine::context::TITLE_INSTRUCTION)) {
-            events.push(ModelEvent::Text("Chatty".into()));
-            events.push(ModelEvent::Stop(StopReason::Stop));
-            return Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed());
-        }
-        let results = request.messages.iter().filter(|m| matches!(m, Message::ToolResult { .. })).count();
-        let (words, call) = match results {
-            0 => (0..700, true),
-            1 => (700..1400, true),
-            _ => (1400..2000, false),
-        };
-        events.extend(words.map(|i| ModelEvent::Text(if i == 0 { "w0".into() } else { format!(" w{i}") })));
-        if call {
-            events.push(ModelEvent::ToolCallStart { id: format!("call_{results}"), name: "read".into() });
-            events.push(ModelEvent::ToolCallArgs(json!({"path": "README.md"}).to_string()));
-            events.push(ModelEvent::Stop(StopReason::ToolUse));
-        } else {
-            events.push(ModelEvent::Stop(StopReason::Stop));
-        }
-        let delay = self.delay;
-        Ok(futures::stream::iter(events)
-            .then(move |e| async move {
-                tokio::time::sleep(delay).await;
-                Ok(e)
-            })
-            .boxed())
-    }
-}
-
 /// Drops the run stream at random points of a 2,000-word answer with two tool calls and
 /// comes back as a seed 003 client does — the `requestId` again (`POST /api/chat`), or
 /// `Last-Event-ID` with the last sequence it has — dropping what it already has and
