@@ -2,7 +2,8 @@
 //! reaches a client, and [`CurrentUser`], the one place that decides who is acting.
 //!
 //! [`Caller`] is the same decision with the credential kept, for streams that must
-//! close when it is revoked.
+//! close when it is revoked. Both look the credential up through [`presented`], which
+//! `GET /api/auth` also asks, so the token-over-cookie order is written once.
 //!
 //! Handlers use [`JsonBody`], [`PathId`] and [`QueryParams`] instead of axum's `Json`,
 //! `Path` and `Query` extractors. (Responses still use `axum::Json`.)
@@ -55,23 +56,20 @@ impl FromRequestParts<AppState> for Caller {
         if !state.engine.auth().auth_required().await? {
             return Ok(Caller { user: state.engine.local_user().clone(), credential: Credential::Local });
         }
-        let (found, via_cookie) = match bearer(&parts.headers) {
-            Some(secret) => (state.engine.auth().authenticate_token(secret).await?, false),
-            None => match cookie(&parts.headers, AUTH_COOKIE) {
-                Some(secret) => (state.engine.auth().authenticate_login(&secret).await?, true),
-                None => {
-                    return Err(ApiError::Unauthorized {
-                        code: "unauthorized",
-                        message: "this server requires a token: send `Authorization: Bearer <token>` or log in".into(),
-                    });
-                }
-            },
-        };
-        let Some((user, credential)) = found else {
-            return Err(ApiError::Unauthorized {
-                code: "invalid_token",
-                message: "the token or login is unknown, revoked, ended or expired".into(),
-            });
+        let (user, credential, via_cookie) = match presented(state, &parts.headers).await? {
+            Presented::Known { user, credential, via_cookie } => (user, credential, via_cookie),
+            Presented::Nothing => {
+                return Err(ApiError::Unauthorized {
+                    code: "unauthorized",
+                    message: "this server requires a token: send `Authorization: Bearer <token>` or log in".into(),
+                });
+            }
+            Presented::Unknown => {
+                return Err(ApiError::Unauthorized {
+                    code: "invalid_token",
+                    message: "the token or login is unknown, revoked, ended or expired".into(),
+                });
+            }
         };
         let safe =
             matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
@@ -83,6 +81,32 @@ impl FromRequestParts<AppState> for Caller {
         }
         Ok(Caller { user, credential })
     }
+}
+
+/// What a request presents to authenticate with, as the engine knows it.
+pub(crate) enum Presented {
+    /// Neither a bearer token nor a login cookie.
+    Nothing,
+    /// A token or login the engine does not know: unknown, revoked, ended or expired.
+    Unknown,
+    /// A live credential, and whether it came as the login cookie.
+    Known { user: UserId, credential: Credential, via_cookie: bool },
+}
+
+/// The request's bearer token or, without one, its login cookie, looked up. Whether
+/// the server requires either is the caller's question.
+pub(crate) async fn presented(state: &AppState, headers: &axum::http::HeaderMap) -> Result<Presented, ApiError> {
+    let (found, via_cookie) = match bearer(headers) {
+        Some(secret) => (state.engine.auth().authenticate_token(secret).await?, false),
+        None => match cookie(headers, AUTH_COOKIE) {
+            Some(secret) => (state.engine.auth().authenticate_login(&secret).await?, true),
+            None => return Ok(Presented::Nothing),
+        },
+    };
+    Ok(match found {
+        Some((user, credential)) => Presented::Known { user, credential, via_cookie },
+        None => Presented::Unknown,
+    })
 }
 
 /// The `Authorization: Bearer` secret, if the request has one.

@@ -7,7 +7,7 @@
 
 use super::responses::WriteErrors;
 use crate::error::ApiError;
-use crate::extract::{AUTH_COOKIE, BodyCheck, JsonBody, bearer, cookie, json_body, same_origin};
+use crate::extract::{AUTH_COOKIE, BodyCheck, JsonBody, Presented, cookie, json_body, presented, same_origin};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -44,10 +44,8 @@ async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Jso
     let required = state.engine.auth().auth_required().await?;
     let user = if !required {
         Some(state.engine.local_user().clone())
-    } else if let Some(secret) = bearer(&headers) {
-        state.engine.auth().authenticate_token(secret).await?.map(|(user, _)| user)
-    } else if let Some(secret) = cookie(&headers, AUTH_COOKIE) {
-        state.engine.auth().authenticate_login(&secret).await?.map(|(user, _)| user)
+    } else if let Presented::Known { user, .. } = presented(&state, &headers).await? {
+        Some(user)
     } else {
         None
     };
