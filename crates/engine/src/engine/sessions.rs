@@ -220,8 +220,9 @@ impl Sessions<'_> {
     /// be a rule for `tool` with `action`: a tab showing an older list gets a conflict
     /// instead of removing whatever rule is at that place now. Under the session's
     /// control lock, like the "Always allow" a decision adds, and the store removes it
-    /// in one locked step (see [`Store::remove_session_rule`]), so a rule added at the
-    /// same moment — here or on another node — stays. Returns the rules as
+    /// in one locked step (see
+    /// [`store::Sessions::remove_session_rule`](crate::store::Sessions::remove_session_rule)),
+    /// so a rule added at the same moment — here or on another node — stays. Returns the rules as
     /// [`Sessions::permissions`] does, the session's as they are now.
     pub async fn remove_permission(
         &self,
