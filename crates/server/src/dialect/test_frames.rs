@@ -3,6 +3,7 @@
 //! run that reads a file and asks to write one. Every golden snapshot names the same
 //! session, stream, run and owner, and no dialect's tests keep a copy of these.
 
+use super::run_fold::PartFold;
 use serde_json::{Value, json};
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::time::Millis;
@@ -22,6 +23,11 @@ pub fn owner() -> UserId {
 }
 pub fn frame(seq: u64, body: FrameBody) -> Frame {
     Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().expect("valid id"), seq }
+}
+
+/// Every event a run-following `fold` maps `frames` to, in order.
+pub fn map_all<F: PartFold>(fold: &mut F, frames: &[Frame]) -> Vec<F::Event> {
+    frames.iter().flat_map(|f| fold.push(f)).collect()
 }
 
 /// `bodies` as the session's frames, numbered from `first`.

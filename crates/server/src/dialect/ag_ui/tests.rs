@@ -5,8 +5,8 @@
 use super::events::{QUESTION, TOOL_APPROVAL};
 use super::*;
 use crate::dialect::test_frames::{
-    self, approval_decided, assistant, ev, frame, frames_from, indexed, read_write_run, run_id, sid, stored_run as run,
-    tool_started, update,
+    self, approval_decided, assistant, ev, frame, frames_from, indexed, map_all, read_write_run, run_id, sid,
+    stored_run as run, tool_started, update,
 };
 use insta::assert_json_snapshot;
 use spool_protocol::frame::FrameBody;
@@ -22,10 +22,6 @@ fn frames(bodies: Vec<FrameBody>) -> Vec<Frame> {
 
 fn run_frames() -> Vec<Frame> {
     read_write_run(approval(), true, Some("Writing out.txt"))
-}
-
-fn map_all(fold: &mut AgUiStream, frames: &[Frame]) -> Vec<AgUiEvent> {
-    frames.iter().flat_map(|f| fold.push(f)).collect()
 }
 
 fn asked_at(frames: &[Frame]) -> usize {

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::dialect::test_frames::{
-    self, approval_decided, assistant, ev, frame, frames_from, owner, read_write_run, run_id, tool_ended, tool_started,
+    self, approval_decided, assistant, ev, frame, frames_from, map_all, owner, read_write_run, run_id, tool_ended,
+    tool_started,
 };
 use insta::assert_json_snapshot;
 use spool_protocol::frame::FrameBody;
@@ -15,10 +16,6 @@ fn approval() -> Approval {
 
 fn run_frames() -> Vec<Frame> {
     read_write_run(approval(), false, None)
-}
-
-fn map_all(fold: &mut AiSdkStream, frames: &[Frame]) -> Vec<UiChunk> {
-    frames.iter().flat_map(|f| fold.push(f)).collect()
 }
 
 #[test]
