@@ -1,9 +1,20 @@
 //! The `Engine`: the one handle the server holds. It owns the loaded sessions (each with
 //! its `SessionEvents`), accepts prompts, starts and aborts runs, and answers queries.
 //!
-//! Its methods live by concern in `engine/`: projects, sessions (and loading one),
-//! runs (prompts, aborts, decisions); this file holds the handle, its start and
-//! the node-wide parts (streams, metrics, idle unloading, shutdown).
+//! A thin front: what a request asks for goes through one of three handles, each a
+//! borrow of the engine with the operations of one concern, in a room of its own in
+//! `engine/`:
+//! * [`engine.sessions()`](Engine::sessions) ([`Sessions`]): create, list, get, update,
+//!   delete, messages, memory, permissions, search, subscribe;
+//! * [`engine.runs()`](Engine::runs) ([`Runs`]): prompt, submit (the queue, in
+//!   `engine/queue.rs`), abort, decide, approvals, run records, the run stream;
+//! * [`engine.projects()`](Engine::projects) ([`Projects`]): create, list, get, rename,
+//!   delete.
+//!
+//! This file holds the configuration, the shared state ([`Inner`]) and the start, and
+//! the node-wide parts (stream permits, metrics, readiness, idle unloading, shutdown).
+//! The helpers the rooms share (loading a session, launching a run) are `pub(crate)`
+//! methods of `Engine` beside the operations that use them most.
 //!
 //! Every method takes the acting user and treats another user's record exactly like a
 //! missing one (`NotFound`), so a later auth layer only has to supply the user.
