@@ -1,6 +1,6 @@
 //! Projects: registered directories. Deleting a project deletes its sessions (with
 //! their messages and runs, aborting an active run first); files on disk are never
-//! touched. See `Engine::delete_project`.
+//! touched. See `Projects::delete` (`engine.projects().delete`).
 
 use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
