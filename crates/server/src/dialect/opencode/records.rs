@@ -270,17 +270,7 @@ pub fn history(scope: &Scope, messages: &[IndexedMessage], model: Option<&str>) 
                                 Some(result @ Message::ToolResult { is_error, timestamp: at, .. }) => {
                                     end = end.max(*at);
                                     let time = SpanTime { start: *timestamp, end: *at };
-                                    if *is_error {
-                                        ToolState::Error { input, error: result.text(), time }
-                                    } else {
-                                        ToolState::Completed {
-                                            input,
-                                            output: result.text(),
-                                            title: name.clone(),
-                                            metadata: serde_json::json!({}),
-                                            time,
-                                        }
-                                    }
+                                    ToolState::settled(input, result.text(), *is_error, name.clone(), time)
                                 }
                                 _ => match abandoned {
                                     Some(at) => ToolState::Error {

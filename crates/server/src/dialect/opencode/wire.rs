@@ -294,6 +294,17 @@ pub enum ToolState {
     },
 }
 
+impl ToolState {
+    /// A call that ran: `error` with its result as the error, else `completed` with it as
+    /// the output (the tool's name as the title, no metadata).
+    pub fn settled(input: Value, result: String, is_error: bool, tool: String, time: SpanTime) -> Self {
+        match is_error {
+            true => ToolState::Error { input, error: result, time },
+            false => ToolState::Completed { input, output: result, title: tool, metadata: serde_json::json!({}), time },
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
 #[schema(as = opencode::StartTime)]
 pub struct StartTime {

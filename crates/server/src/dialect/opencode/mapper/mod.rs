@@ -305,17 +305,7 @@ impl Mapper {
                         }
                     };
                     let time = SpanTime { start, end: now };
-                    if *is_error {
-                        ToolState::Error { input, error: result.clone(), time }
-                    } else {
-                        ToolState::Completed {
-                            input,
-                            output: result.clone(),
-                            title: tool_name.clone(),
-                            metadata: serde_json::json!({}),
-                            time,
-                        }
-                    }
+                    ToolState::settled(input, result.clone(), *is_error, tool_name.clone(), time)
                 });
             }
             AgentEvent::TurnEnd {} => {
