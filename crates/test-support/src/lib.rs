@@ -1,7 +1,8 @@
 //! What the test suites share: [`Fake`], a scriptable model provider; the test
 //! services ([`services`]: a database of a test's own, the Redis URL); the `spool`
-//! process harness ([`process`]); the one SSE reader ([`sse`]); and the redactions of
-//! golden-frame snapshots ([`golden`]).
+//! process harness ([`process`]); the one SSE reader ([`sse`]); the redactions of
+//! golden-frame snapshots ([`golden`]); and a test run again in a process of its own
+//! ([`own_process`]).
 //!
 //! `Fake` is a plain HTTP/1.1 server on a loopback port that answers each connection
 //! with the next scripted [`Reply`], written byte for byte. It is hand-written on a
@@ -12,10 +13,12 @@
 //! drive the model clients with it; the server's tests drive whole runs through it.
 
 pub mod golden;
+pub mod own_process;
 pub mod process;
 pub mod services;
 pub mod sse;
 
+pub use own_process::in_own_process;
 pub use services::{TestDb, redis_url};
 pub use sse::{ReceivedFrame, SseStream};
 

@@ -542,43 +542,19 @@ impl Rng {
     }
 }
 
-/// Set in the child process [`in_own_process`] starts, to the test it runs.
-const OWN_PROCESS_VAR: &str = "SPOOL_TEST_OWN_PROCESS";
-
 /// For a test about what the server does with its process environment (secrets it
 /// redacts, variables commands must not see): runs the calling test again, alone, in a
-/// process of its own whose environment has `vars` from the start. Returns `true` in
-/// that process, where the test goes on with its body, and `false` in the calling one
-/// once the child passed (a failure there fails this test, with the child's output).
-///
-/// `std::env::set_var` from a test would race every other test thread's reads of the
-/// environment, C's `getenv` included — why it is `unsafe` — and the server reads the
-/// real environment, so the variables cannot be passed any other way.
+/// process of its own whose environment has `vars` from the start (see
+/// [`spool_test_support::own_process`]). Returns `true` in that process, where the test
+/// goes on with its body, and `false` in the calling one once the child passed.
 ///
 /// `module` is the calling test's `module_path!()` and `test` its function's name: the
 /// tests are modules of one binary (`tests/main.rs`), so the test's full name is the
-/// module path past the crate's name, then `test`. The child must report exactly one
-/// test passed, so a wrong name fails rather than running nothing.
+/// module path past the crate's name, then `test`.
 pub fn in_own_process(module: &str, test: &str, vars: &[(&str, &str)]) -> bool {
     let test = match module.split_once("::") {
         Some((_crate, path)) => format!("{path}::{test}"),
         None => test.to_owned(),
     };
-    let test = test.as_str();
-    if std::env::var_os(OWN_PROCESS_VAR).is_some_and(|running| running == test) {
-        return true;
-    }
-    let out = std::process::Command::new(std::env::current_exe().expect("the test binary's path"))
-        .args([test, "--exact", "--include-ignored", "--test-threads=1"])
-        .env(OWN_PROCESS_VAR, test)
-        .envs(vars.iter().copied())
-        .output()
-        .expect("run the test binary");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test} in a process of its own: {}\n{stdout}\n{stderr}",
-        out.status
-    );
-    false
+    spool_test_support::in_own_process(&test, vars)
 }

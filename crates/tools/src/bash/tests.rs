@@ -4,6 +4,7 @@
 use super::*;
 use crate::{test_context, test_project};
 use serde_json::json;
+use spool_test_support::in_own_process;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -16,30 +17,6 @@ const HANG: Duration = Duration::from_secs(60);
 
 async fn within_hang<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(HANG, work).await.unwrap_or_else(|_| panic!("{what} still running after {HANG:?}"))
-}
-
-/// Runs the calling test again, alone, in a process of its own with `vars` in its
-/// environment from the start: `true` in that process (go on with the test), `false`
-/// here once it passed. The child must report one test passed, so a wrong name
-/// fails instead of running nothing.
-fn in_own_process(test: &str, vars: &[(&str, &str)]) -> bool {
-    const CHILD: &str = "SPOOL_TEST_OWN_PROCESS";
-    if std::env::var_os(CHILD).is_some_and(|running| running == test) {
-        return true;
-    }
-    let out = std::process::Command::new(std::env::current_exe().expect("the test binary's path"))
-        .args([test, "--exact", "--include-ignored", "--test-threads=1"])
-        .env(CHILD, test)
-        .envs(vars.iter().copied())
-        .output()
-        .expect("run the test binary");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test} in a process of its own: {}\n{stdout}\n{stderr}",
-        out.status
-    );
-    false
 }
 
 async fn bash(root: &Path, args: serde_json::Value) -> ToolOutput {
