@@ -359,3 +359,121 @@ pub(in crate::http) async fn run<D: Dialect>(
         let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(close)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use futures::channel::mpsc;
+    use std::sync::{Arc, Mutex};
+
+    /// A feed the test drives: items through a channel, and the reason it ended.
+    struct Fake {
+        items: mpsc::UnboundedReceiver<u32>,
+        ended: Arc<Mutex<Option<Ended>>>,
+    }
+
+    impl Stream for Fake {
+        type Item = u32;
+
+        fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<u32>> {
+            self.items.poll_next_unpin(cx)
+        }
+    }
+
+    impl Feed for Fake {
+        fn ended(&self) -> Option<Ended> {
+            *self.ended.lock().expect("not poisoned")
+        }
+    }
+
+    /// The test's handle on a fake feed: send items, end it for a reason, cut it.
+    struct Remote {
+        items: mpsc::UnboundedSender<u32>,
+        ended: Arc<Mutex<Option<Ended>>>,
+        kill: CancellationToken,
+    }
+
+    impl Remote {
+        /// Ends the feed as the engine does: the reason first, then the token, then the stream.
+        fn end(self, why: Ended) {
+            *self.ended.lock().expect("not poisoned") = Some(why);
+            self.kill.cancel();
+            drop(self.items);
+        }
+    }
+
+    fn add(subs: &mut Subs<&'static str, Fake, ()>, key: &'static str) -> Remote {
+        let (tx, rx) = mpsc::unbounded();
+        let ended = Arc::new(Mutex::new(None));
+        let kill = CancellationToken::new();
+        subs.add(key, Fake { items: rx, ended: ended.clone() }, Some(kill.clone()), ());
+        Remote { items: tx, ended, kill }
+    }
+
+    const LAGGING: Closing = Closing::Say((4000, "behind"));
+
+    /// What `next` has ready now, without waiting.
+    fn ready(subs: &mut Subs<&'static str, Fake, ()>) -> Option<Polled<&'static str, u32>> {
+        subs.next(LAGGING).now_or_never()
+    }
+
+    #[tokio::test]
+    async fn items_come_round_robin_and_an_ending_says_why() {
+        let mut subs = Subs::default();
+        let a = add(&mut subs, "a");
+        let b = add(&mut subs, "b");
+        for n in 0..3 {
+            a.items.unbounded_send(n).expect("open");
+        }
+        b.items.unbounded_send(10).expect("open");
+        let mut got = Vec::new();
+        while let Some(Polled::Item(key, n)) = ready(&mut subs) {
+            got.push((key, n));
+        }
+        assert_eq!(got.len(), 4);
+        let at = |item| got.iter().position(|g| *g == item).expect("every item comes");
+        assert!(at(("b", 10)) < at(("a", 2)), "a busy subscription does not starve another: {got:?}");
+        a.end(Ended::SessionDeleted);
+        assert!(matches!(ready(&mut subs), Some(Polled::Deleted("a"))));
+        assert!(ready(&mut subs).is_none(), "an ended subscription stays pending until it is dropped");
+        assert!(subs.contains(&"a"));
+        subs.remove(&"a");
+        assert!(!subs.contains(&"a") && subs.contains(&"b"));
+        b.end(Ended::Shutdown);
+        assert!(matches!(ready(&mut subs), Some(Polled::Close(Closing::Say(STOPPING)))));
+    }
+
+    #[tokio::test]
+    async fn a_fired_token_closes_only_for_a_cut() {
+        let mut subs = Subs::default();
+        let a = add(&mut subs, "a");
+        *a.ended.lock().expect("not poisoned") = Some(Ended::Lagged);
+        a.kill.cancel();
+        assert!(matches!(ready(&mut subs), Some(Polled::Close(LAGGING))), "a cut closes on its token");
+
+        for (why, ending) in [(Ended::Unloaded, "close"), (Ended::SessionDeleted, "deleted")] {
+            let mut subs = Subs::default();
+            let a = add(&mut subs, "a");
+            *a.ended.lock().expect("not poisoned") = Some(why);
+            a.kill.cancel();
+            assert!(ready(&mut subs).is_none(), "{why:?}: the token of a closed stream says nothing");
+            drop(a.items);
+            match ready(&mut subs) {
+                Some(Polled::Close(LAGGING)) => assert_eq!(ending, "close"),
+                Some(Polled::Deleted("a")) => assert_eq!(ending, "deleted"),
+                _ => panic!("{why:?}: its end says why"),
+            }
+        }
+    }
+
+    #[test]
+    fn dropped_subscriptions_do_not_pile_up_their_tokens() {
+        let mut subs = Subs::default();
+        let remotes: Vec<Remote> = (0..100).map(|_| add(&mut subs, "x")).collect();
+        subs.remove(&"x");
+        assert_eq!(subs.len(), 0);
+        assert!(subs.kills.len() <= 16, "{} tokens kept for no subscription", subs.kills.len());
+        drop(remotes);
+    }
+}
