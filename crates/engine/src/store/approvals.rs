@@ -2,7 +2,7 @@
 //! it resumes from, and the marks that keep a decided call from running twice across a
 //! crash.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

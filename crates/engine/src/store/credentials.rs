@@ -2,7 +2,7 @@
 //! flag that says whether auth is on. Only hashes are kept: the secrets themselves
 //! leave the server once, when they are made.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,7 @@
 //! Drafts: the assistant message a run is streaming, checkpointed as it grows, so a
 //! crash or a stop does not take away what a person watched arrive.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,7 @@
 //! Idempotency keys: the first request with a key does the work and keeps its answer
 //! byte for byte; a retry with the same key gets that answer instead of a second run.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

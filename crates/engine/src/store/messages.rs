@@ -1,7 +1,7 @@
 //! Messages: a session's committed messages, each at its own index, appended and never
 //! rewritten.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

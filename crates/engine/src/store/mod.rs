@@ -19,6 +19,7 @@
 mod approvals;
 mod credentials;
 mod drafts;
+mod error;
 mod idempotency;
 mod messages;
 mod nodes;
@@ -32,6 +33,7 @@ mod users;
 pub use approvals::{Approvals, DecidedCall, Supersede};
 pub use credentials::{Credentials, LoginSession};
 pub use drafts::{Draft, Drafts};
+pub use error::StoreError;
 pub use idempotency::{Idempotency, IdempotencyClaim};
 pub use messages::Messages;
 pub use nodes::{Lease, Listener, Nodes};
@@ -41,16 +43,6 @@ pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
 pub use runs::{RunInsert, Runs};
 pub use sessions::{RuleRemoval, SessionMatch, Sessions};
 pub use users::Users;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A uniqueness rule was violated (for example a message index already taken).
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// The database failed or returned data that does not decode.
-    #[error("storage failure: {0}")]
-    Backend(String),
-}
 
 /// Everything Spool keeps durably: every record kind at once, what the engine holds as
 /// `Arc<dyn Store>`.

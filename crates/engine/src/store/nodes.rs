@@ -2,7 +2,7 @@
 //! session leases that keep two nodes from running one session, and the address it
 //! listens on.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

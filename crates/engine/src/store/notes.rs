@@ -2,7 +2,7 @@
 //! (confirmed facts, a compaction summary) and its todo list. Each is one value per
 //! session, replaced whole, and deleted with the session.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,7 @@
 //! Projects: a user's registered directories, the root of every session, message, run
 //! and approval under them (deleting one deletes all of those).
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,8 @@
 //! The queue: prompts that arrived while their session was busy, waiting in order for
 //! the run that takes them, bounded per session and per owner, and pausable.
 
-use super::{RunInsert, StoreError};
+use super::error::StoreError;
+use super::runs::RunInsert;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,7 @@
 //! Runs: one agent turn answering one prompt, keyed by its `(session_id, request_id)`
 //! so a retried request never starts a second run.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 
@@ -37,7 +37,7 @@ pub trait Runs: Send + Sync + 'static {
     /// Called once at start-up: a run that was executing when the process died cannot
     /// continue (its in-memory state is gone) and must not be re-executed.
     /// Runs in `keep` are left alone: they resume from a decision (see
-    /// [`Approvals::decided_calls`](super::Approvals::decided_calls)).
+    /// [`Approvals::decided_calls`](super::approvals::Approvals::decided_calls)).
     async fn fail_running_runs(&self, error: &RunError, now: time::Millis, keep: &[RunId]) -> Result<u64, StoreError>;
 }
 

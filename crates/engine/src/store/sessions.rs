@@ -1,7 +1,7 @@
 //! Sessions: one conversation in a project, with its title, archived flag and
 //! permission rules, and the search over an owner's sessions and their text.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,7 +1,7 @@
 //! Users: the names that own everything else. Created on first use and never removed,
 //! so an id, once handed out, names the same person for as long as the store lives.
 
-use super::StoreError;
+use super::error::StoreError;
 use async_trait::async_trait;
 use spool_protocol::*;
 

@@ -1,0 +1,11 @@
+//! What every store method may fail with: the one error type all record kinds share.
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was violated (for example a message index already taken).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database failed or returned data that does not decode.
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
