@@ -111,6 +111,12 @@ fn map_all(fold: &mut RunStream, frames: &[Frame]) -> Vec<RunEvent> {
     frames.iter().filter_map(|f| fold.push(f)).collect()
 }
 
+/// Where the frame of event `n` stands in `frames`, as the engine marks it.
+fn frame_of_event(frames: &[Frame], n: u64) -> usize {
+    let mut count = RunCount::new(run_id());
+    frames.iter().position(|f| count.step(&f.body) == Some(n)).expect("the run has that many events")
+}
+
 #[test]
 fn a_run_maps_to_seed_003_events_with_a_dense_sequence() {
     let mut fold = RunStream::new(run_id());
@@ -180,9 +186,7 @@ fn a_failed_run_ends_with_the_error_its_agent_end_carries() {
 fn the_fold_resumed_after_an_event_maps_the_rest_as_from_the_start() {
     let frames = tool_run_frames();
     let whole = map_all(&mut RunStream::new(run_id()), &frames);
-    // The third event's frame, as the engine marks it.
-    let mut count = RunCount::new(run_id());
-    let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+    let at = frame_of_event(&frames, 3);
     let rest = map_all(&mut RunStream::resume(RunCount::after(run_id(), 3), None), &frames[at + 1..]);
     assert_eq!(rest, whole[3..], "same events, same numbers, same done");
 }
@@ -195,8 +199,7 @@ fn streams_of_one_run_share_each_events_bytes_whatever_their_after() {
     let whole: Vec<(u64, Bytes)> =
         map_all(&mut RunStream::new(run_id()), &frames).iter().map(|e| (e.sequence, e.to_sse())).collect();
     // One stream from the run's start, one re-attached after event 3 (from its frame).
-    let mut count = RunCount::new(run_id());
-    let at = frames.iter().position(|f| count.step(&f.body) == Some(3)).unwrap();
+    let at = frame_of_event(&frames, 3);
     let mut first = Follow::new(RunForm::Run(run_id()), RunStream::new(run_id()));
     let mut late = Follow::new(RunForm::Run(run_id()), RunStream::resume(RunCount::after(run_id(), 3), None));
     let mut got = Vec::new();
