@@ -19,6 +19,12 @@
 //!
 //! How the run ended, failed run's error included, comes in the run's `agent_end`: no
 //! feed reads the run back from the store.
+//!
+//! The chat dialects (the AI SDK, AG-UI: a [`ChatDialect`] each) also share how a stream
+//! starts: a prompt ([`prompt_chat`]), a run followed from its start
+//! ([`attach_from_start`]) or from the session snapshot when its frames have left the
+//! buffer ([`from_snapshot`]), and the continuation after an interrupt
+//! ([`subscribe_after`]), where each only builds its own fold.
 
 use super::sse;
 use crate::dialect::RunForms;
