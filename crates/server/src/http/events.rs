@@ -4,9 +4,9 @@
 //! (snapshot or replay first, then live frames), so this handler only picks the cursor;
 //! the headers and heartbeats are `sse.rs`'s.
 
-use super::stream_events::SessionStreamEvent;
 use super::responses::StreamErrors;
 use super::sse;
+use super::stream_events::SessionStreamEvent;
 use crate::error::ApiError;
 use crate::extract::{PathId, QueryParams};
 use crate::revocation::{StreamCaller, watched};
