@@ -206,8 +206,9 @@ impl ApiId for RunId {
     const WHAT: &'static str = "run";
 }
 
-/// `raw` as the id it names, or the 404 of a route whose id names nothing.
-fn parse_id<T: ApiId>(raw: &str) -> Result<T, ApiError> {
+/// `raw` as the id it names, or the 404 `not_found` of an id that names nothing: a
+/// client's id string, from a path or a body, becomes a typed id here.
+pub(crate) fn parse_id<T: ApiId>(raw: &str) -> Result<T, ApiError> {
     raw.parse().map_err(|_| ApiError::not_found(T::WHAT))
 }
 

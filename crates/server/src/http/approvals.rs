@@ -10,7 +10,7 @@ use super::responses::DecisionErrors;
 use super::stream_events::RunStreamEvent;
 use crate::dialect::run_stream::routes as run_stream;
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body};
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body, parse_id};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
@@ -120,7 +120,7 @@ async fn resume(
 impl ResumeBody {
     /// The approval the body names and the decision in the engine's words.
     fn into_input(self) -> Result<(ApprovalId, DecisionInput), ApiError> {
-        let approval: ApprovalId = self.interrupt_id.parse().map_err(|_| ApiError::not_found("approval"))?;
+        let approval: ApprovalId = parse_id(&self.interrupt_id)?;
         let decision = match self.decision {
             ResumeDecision::Approve => Decision::Once,
             ResumeDecision::Reject => Decision::Reject,

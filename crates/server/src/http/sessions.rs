@@ -4,7 +4,7 @@
 
 use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{ApiId, BodyCheck, CurrentUser, JsonBody, PathId, QueryParams, json_body};
+use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, QueryParams, json_body, parse_id};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -61,7 +61,7 @@ struct HistoryQuery {
 
 /// An id that does not parse names no project: the same 404 as an absent one.
 fn project_of(body: &CreateSession) -> Result<ProjectId, ApiError> {
-    body.project_id.parse().map_err(|_| ApiError::not_found(ProjectId::WHAT))
+    parse_id(&body.project_id)
 }
 
 /// Starts a session in a project.
@@ -232,7 +232,7 @@ async fn remove_permission(
     Path((id, index)): Path<(String, String)>,
     QueryParams(query): QueryParams<RuleQuery>,
 ) -> Result<Json<SessionPermissions>, ApiError> {
-    let id: SessionId = id.parse().map_err(|_| ApiError::not_found("session"))?;
+    let id: SessionId = parse_id(&id)?;
     // An index that is not a number names no rule, like one past the end.
     let index: usize = index.parse().map_err(|_| ApiError::not_found("permission rule"))?;
     if query.tool.is_empty() || query.tool.len() > 200 {
