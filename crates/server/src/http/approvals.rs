@@ -52,7 +52,6 @@ struct ResumeBody {
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/approvals/{approval}",
-    tag = "runs",
     params(("id" = SessionId, Path), ("approval" = ApprovalId, Path)),
     request_body = DecideBody,
     responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), DecisionErrors)
@@ -87,7 +86,6 @@ struct ResumeQuery {
 #[utoipa::path(
     post,
     path = "/api/runs/{id}/resume",
-    tag = "runs",
     params(("id" = RunId, Path), ResumeQuery),
     request_body = ResumeBody,
     responses(

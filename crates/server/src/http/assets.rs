@@ -46,7 +46,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     get,
     path = "/",
-    tag = "ui",
     security(()),
     responses(
         (status = 200, description = "The page", content_type = "text/html; charset=utf-8", body = String),
@@ -61,7 +60,6 @@ async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
 #[utoipa::path(
     get,
     path = "/ui/{path}",
-    tag = "ui",
     security(()),
     params(("path" = String, Path, description = "The file's path under `web/app`, `/` included")),
     responses(

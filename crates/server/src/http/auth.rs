@@ -33,13 +33,7 @@ struct AuthStatus {
 }
 
 /// Whether the server requires a token, and who this request is.
-#[utoipa::path(
-    get,
-    path = "/api/auth",
-    tag = "auth",
-    security(()),
-    responses((status = 200, body = AuthStatus))
-)]
+#[utoipa::path(get, path = "/api/auth", security(()), responses((status = 200, body = AuthStatus)))]
 async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<AuthStatus>, ApiError> {
     let required = state.engine.auth().auth_required().await?;
     let user = if !required {
@@ -62,7 +56,6 @@ struct LoginBody {
 #[utoipa::path(
     post,
     path = "/api/login",
-    tag = "auth",
     security(()),
     request_body = LoginBody,
     responses(
@@ -122,7 +115,6 @@ struct LoggedOut {
 #[utoipa::path(
     post,
     path = "/api/logout",
-    tag = "auth",
     security(()),
     responses((
         status = 200,

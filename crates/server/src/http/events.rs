@@ -44,7 +44,6 @@ struct EventsQuery {
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}/events",
-    tag = "streams",
     params(
         ("id" = SessionId, Path),
         ("Last-Event-ID" = Option<String>, Header, description = "`streamId:seq` to resume after"),

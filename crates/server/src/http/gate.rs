@@ -79,7 +79,6 @@ impl GateBody {
 #[utoipa::path(
     get,
     path = "/api/gate/approvals",
-    tag = "runs",
     responses((status = 200, description = "Pending approvals, oldest first", body = GateApprovals), ReadErrors)
 )]
 async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<GateApprovals>, ApiError> {
@@ -100,7 +99,6 @@ async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> 
 #[utoipa::path(
     post,
     path = "/api/gate/approvals/{id}",
-    tag = "runs",
     params(("id" = ApprovalId, Path)),
     request_body = GateBody,
     responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), DecisionErrors)

@@ -28,7 +28,7 @@ struct Health {
 }
 
 /// Liveness, the server's version and its default model.
-#[utoipa::path(get, path = "/api/health", tag = "meta", security(()), responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/api/health", security(()), responses((status = 200, body = Health)))]
 async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",

@@ -95,7 +95,6 @@ struct Published {
 #[utoipa::path(
     post,
     path = "/api/hub/events",
-    tag = "hub",
     request_body = PublishRequest,
     responses((status = 200, body = Published), PublishErrors)
 )]

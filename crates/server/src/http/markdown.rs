@@ -61,7 +61,6 @@ impl MarkdownBody {
 #[utoipa::path(
     post,
     path = "/api/markdown",
-    tag = "ui",
     request_body = MarkdownBody,
     responses((status = 200, description = "The HTML of each text, in order", body = Rendered), MarkdownErrors)
 )]

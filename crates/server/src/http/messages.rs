@@ -22,7 +22,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     delete,
     path = "/api/messages/{id}",
-    tag = "runs",
     params(("id" = MessageId, Path)),
     responses((status = 204, description = "Removed from the queue"), WriteErrors)
 )]

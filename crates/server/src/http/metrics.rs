@@ -22,7 +22,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     get,
     path = "/metrics",
-    tag = "meta",
     security(()),
     responses(
         (

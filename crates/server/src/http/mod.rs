@@ -68,30 +68,47 @@ pub fn router(state: AppState) -> Router {
 /// Every route, each with its OpenAPI operation.
 fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .merge(health::router())
-        .merge(ready::router())
-        .merge(auth::router())
-        .merge(models::router())
-        .merge(projects::router())
-        .merge(sessions::router())
-        .merge(runs::router())
+        .merge(tagged("meta", health::router()))
+        .merge(tagged("meta", ready::router()))
+        .merge(tagged("auth", auth::router()))
+        .merge(tagged("meta", models::router()))
+        .merge(tagged("projects", projects::router()))
+        .merge(tagged("sessions", sessions::router()))
+        .merge(tagged("runs", runs::router()))
         .merge(search::router())
-        .merge(messages::router())
-        .merge(markdown::router())
-        .merge(approvals::router())
-        .merge(gate::router())
-        .merge(events::router())
-        .merge(assets::router())
+        .merge(tagged("runs", messages::router()))
+        .merge(tagged("ui", markdown::router()))
+        .merge(tagged("runs", approvals::router()))
+        .merge(tagged("runs", gate::router()))
+        .merge(tagged("streams", events::router()))
+        .merge(tagged("ui", assets::router()))
         .merge(lists::router())
-        .merge(metrics::router())
-        .merge(run_stream::routes::router())
+        .merge(tagged("meta", metrics::router()))
+        .merge(tagged("streams", run_stream::routes::router()))
         .merge(ai_sdk::routes::router())
-        .merge(ag_ui::routes::router())
-        .merge(ws::router())
-        .merge(streams::router())
-        .merge(hub::router())
-        .merge(opencode::router())
-        .routes(routes!(document))
+        .merge(tagged("streams", ag_ui::routes::router()))
+        .merge(tagged("streams", ws::router()))
+        .merge(tagged("streams", streams::router()))
+        .merge(tagged("hub", hub::router()))
+        .merge(tagged("opencode", opencode::router()))
+        .merge(tagged("meta", OpenApiRouter::new().routes(routes!(document))))
+}
+
+/// A resource's routes with `tag` on each operation that names none: a module's tag
+/// (its group in the document) is said once, here, not on every handler. Modules whose
+/// operations fall in several groups (`lists`, `search`, the AI SDK's routes) tag each
+/// handler themselves.
+fn tagged(tag: &str, mut routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    for item in routes.get_openapi_mut().paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            let tags = operation.tags.get_or_insert_with(Vec::new);
+            if tags.is_empty() {
+                tags.push(tag.to_owned());
+            }
+        }
+    }
+    routes
 }
 
 /// The document of the whole API, as [`api`] builds it.
@@ -103,7 +120,6 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 #[utoipa::path(
     get,
     path = "/api/openapi.json",
-    tag = "meta",
     security(()),
     responses((status = 200, description = "The OpenAPI 3.1 description of this API", body = Object))
 )]

@@ -25,7 +25,7 @@ struct ModelList {
 }
 
 /// The configured models.
-#[utoipa::path(get, path = "/api/models", tag = "meta", security(()), responses((status = 200, body = ModelList)))]
+#[utoipa::path(get, path = "/api/models", security(()), responses((status = 200, body = ModelList)))]
 async fn list(State(state): State<AppState>) -> Json<ModelList> {
     let models = state.engine.models();
     let configured = models.iter().any(|m| m.name != "scripted");

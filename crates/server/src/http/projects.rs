@@ -26,7 +26,7 @@ struct RenameProject {
 }
 
 /// The caller's projects.
-#[utoipa::path(get, path = "/api/projects", tag = "projects", responses((status = 200, body = Vec<Project>), ReadErrors))]
+#[utoipa::path(get, path = "/api/projects", responses((status = 200, body = Vec<Project>), ReadErrors))]
 async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<Vec<Project>>, ApiError> {
     Ok(Json(state.engine.projects().list(&user).await?))
 }
@@ -35,7 +35,6 @@ async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> 
 #[utoipa::path(
     post,
     path = "/api/projects",
-    tag = "projects",
     request_body = CreateProject,
     responses((status = 201, body = Project), WriteErrors)
 )]
@@ -98,7 +97,6 @@ mod tests {
 #[utoipa::path(
     get,
     path = "/api/projects/{id}",
-    tag = "projects",
     params(("id" = ProjectId, Path)),
     responses((status = 200, body = Project), ReadErrors)
 )]
@@ -113,7 +111,6 @@ async fn show(
 #[utoipa::path(
     patch,
     path = "/api/projects/{id}",
-    tag = "projects",
     params(("id" = ProjectId, Path)),
     request_body = RenameProject,
     responses((status = 200, body = Project), WriteErrors)
@@ -131,7 +128,6 @@ async fn rename(
 #[utoipa::path(
     delete,
     path = "/api/projects/{id}",
-    tag = "projects",
     params(("id" = ProjectId, Path)),
     responses((status = 204, description = "Deleted"), WriteErrors)
 )]

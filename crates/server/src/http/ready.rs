@@ -36,7 +36,6 @@ struct Ready {
 #[utoipa::path(
     get,
     path = "/api/ready",
-    tag = "meta",
     security(()),
     responses(
         (status = 200, description = "Every check passes", body = Ready),

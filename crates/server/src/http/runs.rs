@@ -30,7 +30,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/prompt",
-    tag = "runs",
     params(("id" = SessionId, Path)),
     request_body = PromptBody,
     responses(
@@ -64,7 +63,6 @@ async fn prompt(
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/abort",
-    tag = "runs",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = Aborted), WriteErrors)
 )]
@@ -82,7 +80,6 @@ async fn abort(
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/queue/resume",
-    tag = "runs",
     params(("id" = SessionId, Path)),
     responses((status = 204, description = "The queue goes on"), WriteErrors)
 )]
@@ -98,7 +95,6 @@ async fn resume_queue(
 #[utoipa::path(
     get,
     path = "/api/runs/{id}",
-    tag = "runs",
     params(("id" = RunId, Path)),
     responses((status = 200, body = Run), ReadErrors)
 )]

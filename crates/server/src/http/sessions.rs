@@ -68,7 +68,6 @@ fn project_of(body: &CreateSession) -> Result<ProjectId, ApiError> {
 #[utoipa::path(
     post,
     path = "/api/sessions",
-    tag = "sessions",
     request_body = CreateSession,
     responses((status = 201, body = Session), WriteErrors)
 )]
@@ -85,7 +84,6 @@ async fn create(
 #[utoipa::path(
     get,
     path = "/api/projects/{id}/sessions",
-    tag = "sessions",
     params(("id" = ProjectId, Path), ListQuery),
     responses((status = 200, body = Vec<SessionInfo>), ReadErrors)
 )]
@@ -102,7 +100,6 @@ async fn list(
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = SessionDetail), ReadErrors)
 )]
@@ -118,7 +115,6 @@ async fn show(
 #[utoipa::path(
     patch,
     path = "/api/sessions/{id}",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     request_body = UpdateSession,
     responses((status = 200, body = Session), WriteErrors)
@@ -143,7 +139,6 @@ async fn update(
 #[utoipa::path(
     delete,
     path = "/api/sessions/{id}",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     responses((status = 204, description = "Deleted"), WriteErrors)
 )]
@@ -160,7 +155,6 @@ async fn remove(
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}/messages",
-    tag = "sessions",
     params(("id" = SessionId, Path), HistoryQuery),
     responses((status = 200, body = MessagePage), ReadErrors)
 )]
@@ -177,7 +171,6 @@ async fn messages(
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}/memory",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = SessionMemory), ReadErrors)
 )]
@@ -222,7 +215,6 @@ struct RuleQuery {
 #[utoipa::path(
     delete,
     path = "/api/sessions/{id}/permissions/{index}",
-    tag = "sessions",
     params(("id" = SessionId, Path), ("index" = u32, Path, description = "The rule's place in `session`, from 0"), RuleQuery),
     responses((status = 200, body = SessionPermissions), WriteErrors)
 )]
@@ -247,7 +239,6 @@ async fn remove_permission(
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}/permissions",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = SessionPermissions), ReadErrors)
 )]
@@ -276,7 +267,6 @@ pub(super) const BODIES: &[(&str, BodyCheck)] = &[
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/facts",
-    tag = "sessions",
     params(("id" = SessionId, Path)),
     request_body = FactBody,
     responses((status = 201, body = SessionMemory), WriteErrors)

@@ -151,7 +151,7 @@ pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/stre
 /// or `GET /api/workspaces/events` sends it, `event: end` when a stream ends on the
 /// server's side, `event: error` (`{"status":…,"error":{…}}`) for a refused open, and
 /// with an empty id the `heartbeat` and errors about a client message.
-#[utoipa::path(get, path = "/api/streams", tag = "streams", responses(UpgradeResponses))]
+#[utoipa::path(get, path = "/api/streams", responses(UpgradeResponses))]
 async fn upgrade(
     State(state): State<AppState>,
     Caller { user, credential }: Caller,

@@ -136,7 +136,7 @@ pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/ws s
 /// The WebSocket hub. After the upgrade the client sends
 /// `{"type":"subscribe","channels":[…],"cursors":{…}}` and receives
 /// `{type, channel_id, data, timestamp}` envelopes (the `HubEvent` schema).
-#[utoipa::path(get, path = "/api/ws", tag = "streams", params(WsQuery), responses(UpgradeResponses))]
+#[utoipa::path(get, path = "/api/ws", params(WsQuery), responses(UpgradeResponses))]
 async fn upgrade(
     State(state): State<AppState>,
     Caller { user, credential }: Caller,

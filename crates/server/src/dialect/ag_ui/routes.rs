@@ -271,7 +271,6 @@ fn check_thread_id(id: &str) -> Result<(), ApiError> {
 #[utoipa::path(
     post,
     path = "/api/ag-ui",
-    tag = "streams",
     request_body = RunAgentInput,
     responses(
         (status = 200, description = "The AG-UI event stream", content_type = "text/event-stream", body = AgUiStreamEvent),

@@ -101,7 +101,6 @@ pub(crate) fn checked_after(after: Option<u64>) -> Result<Option<u64>, ApiError>
 #[utoipa::path(
     post,
     path = "/api/chat",
-    tag = "streams",
     request_body = ChatBody,
     responses(
         (status = 200, description = "The run stream", content_type = "text/event-stream", body = RunStreamEvent),
@@ -151,7 +150,6 @@ async fn chat(
 #[utoipa::path(
     get,
     path = "/api/runs/{id}/events",
-    tag = "streams",
     params(
         ("id" = RunId, Path),
         ("Last-Event-ID" = Option<String>, Header, description = "The last sequence the client has"),

@@ -225,13 +225,7 @@ struct Health {
     version: &'static str,
 }
 
-#[utoipa::path(
-    get,
-    path = "/global/health",
-    tag = "opencode",
-    security(()),
-    responses((status = 200, body = Health))
-)]
+#[utoipa::path(get, path = "/global/health", security(()), responses((status = 200, body = Health)))]
 async fn health() -> Json<Health> {
     Json(Health { healthy: true, version: env!("CARGO_PKG_VERSION") })
 }
@@ -240,7 +234,6 @@ async fn health() -> Json<Health> {
 #[utoipa::path(
     get,
     path = "/session",
-    tag = "opencode",
     params(DirectoryParams, ListQuery),
     responses((status = 200, body = Vec<SessionInfo>), OpenCodeErrors)
 )]
@@ -268,7 +261,6 @@ async fn list(
 #[utoipa::path(
     post,
     path = "/session",
-    tag = "opencode",
     params(DirectoryParams),
     request_body = Option<CreateBody>,
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
@@ -284,7 +276,6 @@ async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> 
 #[utoipa::path(
     get,
     path = "/session/status",
-    tag = "opencode",
     params(DirectoryParams),
     responses((status = 200, body = BTreeMap<String, Status>), OpenCodeErrors)
 )]
@@ -303,7 +294,6 @@ async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BT
 #[utoipa::path(
     get,
     path = "/session/{id}",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
 )]
@@ -321,7 +311,6 @@ async fn get_session(
 #[utoipa::path(
     patch,
     path = "/session/{id}",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     request_body = Option<PatchBody>,
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
@@ -339,7 +328,6 @@ async fn update(
 #[utoipa::path(
     delete,
     path = "/session/{id}",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     responses((status = 200, description = "Deleted: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
@@ -356,7 +344,6 @@ async fn delete(
 #[utoipa::path(
     get,
     path = "/session/{id}/todo",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     responses((status = 200, body = Vec<Todo>), OpenCodeErrors)
 )]
@@ -375,7 +362,6 @@ async fn todo(
 #[utoipa::path(
     get,
     path = "/session/{id}/message",
-    tag = "opencode",
     params(("id" = SessionId, Path), MessagesQuery),
     responses((status = 200, body = Vec<MessageWithParts>), OpenCodeErrors)
 )]
@@ -423,7 +409,6 @@ async fn start(
 #[utoipa::path(
     post,
     path = "/session/{id}/prompt_async",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     request_body = PromptBody,
     responses((status = 204, description = "The run started, or the prompt waits in the session's queue"), OpenCodeErrors)
@@ -445,7 +430,6 @@ async fn prompt_async(
 #[utoipa::path(
     post,
     path = "/session/{id}/message",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     request_body = PromptBody,
     responses((status = 200, body = MessageWithParts), OpenCodeErrors)
@@ -557,7 +541,6 @@ async fn wait_settled(frames: &mut spool_engine::TypedSubscription, run: &spool_
 #[utoipa::path(
     post,
     path = "/session/{id}/abort",
-    tag = "opencode",
     params(("id" = SessionId, Path)),
     responses((status = 200, description = "`true`, whether or not a run was active", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
@@ -576,7 +559,6 @@ async fn abort(
 #[utoipa::path(
     post,
     path = "/session/{id}/permissions/{permission}",
-    tag = "opencode",
     params(("id" = SessionId, Path), ("permission" = ApprovalId, Path)),
     request_body = RespondBody,
     responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
@@ -597,7 +579,6 @@ async fn respond(
 #[utoipa::path(
     post,
     path = "/permission/{id}/reply",
-    tag = "opencode",
     params(("id" = ApprovalId, Path)),
     request_body = ReplyBody,
     responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
@@ -620,7 +601,6 @@ async fn reply(
 #[utoipa::path(
     get,
     path = "/permission",
-    tag = "opencode",
     params(DirectoryParams),
     responses((status = 200, body = Vec<Permission>), OpenCodeErrors)
 )]
@@ -667,7 +647,6 @@ async fn of_project(
 #[utoipa::path(
     get,
     path = "/event",
-    tag = "opencode",
     params(DirectoryParams, EventQuery),
     responses(
         (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = OpenCodeStreamEvent),
@@ -693,7 +672,6 @@ async fn events(
 #[utoipa::path(
     get,
     path = "/global/event",
-    tag = "opencode",
     params(EventQuery),
     responses(
         (status = 200, description = "Server-sent events", content_type = "text/event-stream", body = OpenCodeGlobalEvent),

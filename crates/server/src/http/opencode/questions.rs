@@ -33,7 +33,6 @@ use spool_protocol::{ApprovalId, ApprovalStatus, Decision, UserId};
 #[utoipa::path(
     get,
     path = "/question",
-    tag = "opencode",
     params(DirectoryParams),
     responses((status = 200, body = Vec<QuestionRequest>), OpenCodeErrors)
 )]
@@ -52,7 +51,6 @@ pub(super) async fn list(
 #[utoipa::path(
     post,
     path = "/question/{id}/reply",
-    tag = "opencode",
     params(("id" = ApprovalId, Path)),
     request_body = QuestionReplyBody,
     responses((status = 200, description = "Answered: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
@@ -72,7 +70,6 @@ pub(super) async fn reply(
 #[utoipa::path(
     post,
     path = "/question/{id}/reject",
-    tag = "opencode",
     params(("id" = ApprovalId, Path)),
     responses((status = 200, description = "Dismissed: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
