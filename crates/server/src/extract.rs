@@ -15,6 +15,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use spool_engine::Engine;
 use spool_engine::auth::Credential;
 use spool_protocol::{ApprovalId, IdError, MessageId, ProjectId, RunId, SessionId, UserId};
 use std::str::FromStr;
@@ -29,6 +30,24 @@ use std::str::FromStr;
 /// logged-in browser. Streams take [`Caller`] instead, to know the credential.
 #[derive(Clone, Debug)]
 pub struct CurrentUser(pub UserId);
+
+/// The engine and the user a request acts as: what most handlers need, in one
+/// extractor (the application state's engine and [`CurrentUser`]), so a handler that
+/// does one thing for its caller says so in one argument.
+#[derive(Clone)]
+pub struct Acting {
+    pub engine: Engine,
+    pub user: UserId,
+}
+
+impl FromRequestParts<AppState> for Acting {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
+        Ok(Acting { engine: state.engine.clone(), user })
+    }
+}
 
 /// The user a request acts as and the credential it authenticated with, which a
 /// long-lived stream registers so that revoking the credential closes it.

@@ -10,7 +10,7 @@ use super::responses::DecisionErrors;
 use super::stream_events::RunStreamEvent;
 use crate::dialect::run_stream::routes as run_stream;
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body, parse_id};
+use crate::extract::{Acting, BodyCheck, CurrentUser, JsonBody, PathId, PathIds, QueryParams, json_body, parse_id};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::extract::State;
@@ -57,8 +57,7 @@ struct ResumeBody {
     responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), DecisionErrors)
 )]
 async fn decide(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathIds(session, approval): PathIds<SessionId, ApprovalId>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Response, ApiError> {
@@ -69,7 +68,7 @@ async fn decide(
         idempotency_key: body.idempotency_key,
         patterns,
     };
-    let outcome = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let outcome = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decision_response(&outcome))
 }
 

@@ -14,10 +14,9 @@ use super::decision::decision_response;
 use super::responses::{DecisionErrors, ReadErrors};
 use crate::dialect::ws_hub;
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Acting, BodyCheck, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use spool_engine::{DecisionInput, DecisionTarget};
@@ -81,8 +80,8 @@ impl GateBody {
     path = "/api/gate/approvals",
     responses((status = 200, description = "Pending approvals, oldest first", body = GateApprovals), ReadErrors)
 )]
-async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<GateApprovals>, ApiError> {
-    let pending = state.engine.runs().pending_approvals(&user).await?;
+async fn list(Acting { engine, user }: Acting) -> Result<Json<GateApprovals>, ApiError> {
+    let pending = engine.runs().pending_approvals(&user).await?;
     let approvals = pending
         .iter()
         .map(|approval| {
@@ -104,14 +103,12 @@ async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> 
     responses((status = 200, description = "The decision was applied; the run goes on", body = Decided), DecisionErrors)
 )]
 async fn decide(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(approval): PathId<ApprovalId>,
     JsonBody(body): JsonBody<GateBody>,
 ) -> Result<Response, ApiError> {
-    let session = state.engine.runs().approval(&user, &approval).await?.session_id;
-    let outcome =
-        state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, body.into_input()).await?;
+    let session = engine.runs().approval(&user, &approval).await?.session_id;
+    let outcome = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, body.into_input()).await?;
     Ok(decision_response(&outcome))
 }
 

@@ -10,7 +10,7 @@ use super::responses::{StreamErrors, WriteErrors};
 use super::sse::holding;
 use super::stream_events::ListStreamEvent;
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Acting, BodyCheck, JsonBody, PathId, json_body};
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::Json;
@@ -64,12 +64,11 @@ struct ReadBody {
     responses((status = 200, body = Session), WriteErrors)
 )]
 async fn read(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<ReadBody>,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(state.engine.sessions().mark_read(&user, &id, body.index).await?))
+    Ok(Json(engine.sessions().mark_read(&user, &id, body.index).await?))
 }
 
 /// The body this module reads, parsed as its handler does.

@@ -4,9 +4,8 @@
 
 use super::responses::WriteErrors;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, PathId};
+use crate::extract::{Acting, PathId};
 use crate::state::AppState;
-use axum::extract::State;
 use axum::http::StatusCode;
 use spool_protocol::MessageId;
 use utoipa_axum::router::OpenApiRouter;
@@ -25,11 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(("id" = MessageId, Path)),
     responses((status = 204, description = "Removed from the queue"), WriteErrors)
 )]
-async fn remove(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<MessageId>,
-) -> Result<StatusCode, ApiError> {
-    state.engine.runs().delete_queued(&user, &id).await?;
+async fn remove(Acting { engine, user }: Acting, PathId(id): PathId<MessageId>) -> Result<StatusCode, ApiError> {
+    engine.runs().delete_queued(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -4,10 +4,9 @@
 
 use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Acting, BodyCheck, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use spool_protocol::api::CreateProject;
@@ -27,8 +26,8 @@ struct RenameProject {
 
 /// The caller's projects.
 #[utoipa::path(get, path = "/api/projects", responses((status = 200, body = Vec<Project>), ReadErrors))]
-async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> Result<Json<Vec<Project>>, ApiError> {
-    Ok(Json(state.engine.projects().list(&user).await?))
+async fn list(Acting { engine, user }: Acting) -> Result<Json<Vec<Project>>, ApiError> {
+    Ok(Json(engine.projects().list(&user).await?))
 }
 
 /// Registers a directory.
@@ -39,12 +38,11 @@ async fn list(State(state): State<AppState>, CurrentUser(user): CurrentUser) -> 
     responses((status = 201, body = Project), WriteErrors)
 )]
 async fn create(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     JsonBody(body): JsonBody<CreateProject>,
 ) -> Result<(StatusCode, Json<Project>), ApiError> {
     let path = expand_home(&body.path, std::env::var_os("HOME").as_deref())?;
-    let project = state.engine.projects().create(&user, &path, body.name).await?;
+    let project = engine.projects().create(&user, &path, body.name).await?;
     Ok((StatusCode::CREATED, Json(project)))
 }
 
@@ -100,12 +98,8 @@ mod tests {
     params(("id" = ProjectId, Path)),
     responses((status = 200, body = Project), ReadErrors)
 )]
-async fn show(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<ProjectId>,
-) -> Result<Json<Project>, ApiError> {
-    Ok(Json(state.engine.projects().get(&user, &id).await?))
+async fn show(Acting { engine, user }: Acting, PathId(id): PathId<ProjectId>) -> Result<Json<Project>, ApiError> {
+    Ok(Json(engine.projects().get(&user, &id).await?))
 }
 
 #[utoipa::path(
@@ -116,12 +110,11 @@ async fn show(
     responses((status = 200, body = Project), WriteErrors)
 )]
 async fn rename(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<ProjectId>,
     JsonBody(body): JsonBody<RenameProject>,
 ) -> Result<Json<Project>, ApiError> {
-    Ok(Json(state.engine.projects().rename(&user, &id, &body.name).await?))
+    Ok(Json(engine.projects().rename(&user, &id, &body.name).await?))
 }
 
 /// Deletes the project and its sessions; files on disk are not touched.
@@ -131,12 +124,8 @@ async fn rename(
     params(("id" = ProjectId, Path)),
     responses((status = 204, description = "Deleted"), WriteErrors)
 )]
-async fn remove(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<ProjectId>,
-) -> Result<StatusCode, ApiError> {
-    state.engine.projects().delete(&user, &id).await?;
+async fn remove(Acting { engine, user }: Acting, PathId(id): PathId<ProjectId>) -> Result<StatusCode, ApiError> {
+    engine.projects().delete(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

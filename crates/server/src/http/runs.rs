@@ -3,10 +3,9 @@
 
 use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, json_body};
+use crate::extract::{Acting, BodyCheck, JsonBody, PathId, json_body};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use spool_engine::{PromptInput, Submitted};
 use spool_protocol::api::{Aborted, PromptAnswer, PromptBody};
@@ -38,8 +37,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     )
 )]
 async fn prompt(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<PromptBody>,
 ) -> Result<(StatusCode, Json<PromptAnswer>), ApiError> {
@@ -50,7 +48,7 @@ async fn prompt(
         on_disconnect: body.on_disconnect,
         queue: body.queue,
     };
-    let answer = match state.engine.runs().submit(&user, &id, input).await? {
+    let answer = match engine.runs().submit(&user, &id, input).await? {
         Submitted::Started(accepted) => PromptAnswer::Started(accepted),
         Submitted::Queued(queued) => PromptAnswer::Queued(queued),
     };
@@ -66,12 +64,8 @@ async fn prompt(
     params(("id" = SessionId, Path)),
     responses((status = 200, body = Aborted), WriteErrors)
 )]
-async fn abort(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<Aborted>, ApiError> {
-    let run_id = state.engine.runs().abort(&user, &id).await?;
+async fn abort(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<Aborted>, ApiError> {
+    let run_id = engine.runs().abort(&user, &id).await?;
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 
@@ -83,12 +77,8 @@ async fn abort(
     params(("id" = SessionId, Path)),
     responses((status = 204, description = "The queue goes on"), WriteErrors)
 )]
-async fn resume_queue(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<StatusCode, ApiError> {
-    state.engine.runs().resume_queue(&user, &id).await?;
+async fn resume_queue(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<StatusCode, ApiError> {
+    engine.runs().resume_queue(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -98,12 +88,8 @@ async fn resume_queue(
     params(("id" = RunId, Path)),
     responses((status = 200, body = Run), ReadErrors)
 )]
-async fn show(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<RunId>,
-) -> Result<Json<Run>, ApiError> {
-    Ok(Json(state.engine.runs().get(&user, &id).await?))
+async fn show(Acting { engine, user }: Acting, PathId(id): PathId<RunId>) -> Result<Json<Run>, ApiError> {
+    Ok(Json(engine.runs().get(&user, &id).await?))
 }
 
 /// The body this module reads, parsed as its handler does (the engine checks the text).

@@ -6,10 +6,9 @@
 
 use super::responses::ReadErrors;
 use crate::error::ApiError;
-use crate::extract::{CurrentUser, PathId, QueryParams};
+use crate::extract::{Acting, PathId, QueryParams};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -45,12 +44,8 @@ struct SearchQuery {
     params(SearchQuery),
     responses((status = 200, body = SearchPage), ReadErrors)
 )]
-async fn search(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    QueryParams(query): QueryParams<SearchQuery>,
-) -> Response {
-    match state.engine.sessions().search(&user, &query.q, query.limit, query.cursor.as_deref()).await {
+async fn search(Acting { engine, user }: Acting, QueryParams(query): QueryParams<SearchQuery>) -> Response {
+    match engine.sessions().search(&user, &query.q, query.limit, query.cursor.as_deref()).await {
         Ok(page) => Json(page).into_response(),
         // Past the search limits (see `spool_engine::search_slots`): a slot frees as
         // soon as a search ends, so "a second" is an honest hint.
@@ -69,10 +64,6 @@ async fn search(
     params(("id" = SessionId, Path)),
     responses((status = 200, body = Vec<Run>), ReadErrors)
 )]
-async fn runs(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<Vec<Run>>, ApiError> {
-    Ok(Json(state.engine.runs().of_session(&user, &id).await?))
+async fn runs(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<Vec<Run>>, ApiError> {
+    Ok(Json(engine.runs().of_session(&user, &id).await?))
 }

@@ -4,10 +4,10 @@
 
 use super::responses::{ReadErrors, WriteErrors};
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, JsonBody, PathId, QueryParams, json_body, parse_id};
+use crate::extract::{Acting, BodyCheck, JsonBody, PathId, QueryParams, json_body, parse_id};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use spool_engine::SessionPatch;
@@ -72,11 +72,10 @@ fn project_of(body: &CreateSession) -> Result<ProjectId, ApiError> {
     responses((status = 201, body = Session), WriteErrors)
 )]
 async fn create(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     JsonBody(body): JsonBody<CreateSession>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
-    let session = state.engine.sessions().create(&user, &project_of(&body)?, body.title).await?;
+    let session = engine.sessions().create(&user, &project_of(&body)?, body.title).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -88,12 +87,11 @@ async fn create(
     responses((status = 200, body = Vec<SessionInfo>), ReadErrors)
 )]
 async fn list(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(project_id): PathId<ProjectId>,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
-    Ok(Json(state.engine.sessions().list(&user, &project_id, query.archived).await?))
+    Ok(Json(engine.sessions().list(&user, &project_id, query.archived).await?))
 }
 
 /// The session with the state a snapshot carries, and the cursor of that state.
@@ -103,12 +101,8 @@ async fn list(
     params(("id" = SessionId, Path)),
     responses((status = 200, body = SessionDetail), ReadErrors)
 )]
-async fn show(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<SessionDetail>, ApiError> {
-    Ok(Json(state.engine.sessions().get(&user, &id).await?))
+async fn show(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<SessionDetail>, ApiError> {
+    Ok(Json(engine.sessions().get(&user, &id).await?))
 }
 
 /// Changes title, archived flag, permission rules, model or mode; absent fields stay.
@@ -120,8 +114,7 @@ async fn show(
     responses((status = 200, body = Session), WriteErrors)
 )]
 async fn update(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<UpdateSession>,
 ) -> Result<Json<Session>, ApiError> {
@@ -132,7 +125,7 @@ async fn update(
         model: body.model,
         mode: body.mode,
     };
-    Ok(Json(state.engine.sessions().update(&user, &id, patch).await?))
+    Ok(Json(engine.sessions().update(&user, &id, patch).await?))
 }
 
 /// Deletes the session with its messages and runs (aborting an active run).
@@ -142,12 +135,8 @@ async fn update(
     params(("id" = SessionId, Path)),
     responses((status = 204, description = "Deleted"), WriteErrors)
 )]
-async fn remove(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<StatusCode, ApiError> {
-    state.engine.sessions().delete(&user, &id).await?;
+async fn remove(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<StatusCode, ApiError> {
+    engine.sessions().delete(&user, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -159,12 +148,11 @@ async fn remove(
     responses((status = 200, body = MessagePage), ReadErrors)
 )]
 async fn messages(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
-    Ok(Json(state.engine.sessions().messages(&user, &id, query.before, query.limit).await?))
+    Ok(Json(engine.sessions().messages(&user, &id, query.before, query.limit).await?))
 }
 
 /// The session's confirmed facts and compaction summary.
@@ -175,11 +163,10 @@ async fn messages(
     responses((status = 200, body = SessionMemory), ReadErrors)
 )]
 async fn memory(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionMemory>, ApiError> {
-    Ok(Json(state.engine.sessions().memory(&user, &id).await?))
+    Ok(Json(engine.sessions().memory(&user, &id).await?))
 }
 
 /// The permission rules of a session, each list in the order it is checked (the last
@@ -219,8 +206,7 @@ struct RuleQuery {
     responses((status = 200, body = SessionPermissions), WriteErrors)
 )]
 async fn remove_permission(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     Path((id, index)): Path<(String, String)>,
     QueryParams(query): QueryParams<RuleQuery>,
 ) -> Result<Json<SessionPermissions>, ApiError> {
@@ -230,8 +216,7 @@ async fn remove_permission(
     if query.tool.is_empty() || query.tool.len() > 200 {
         return Err(ApiError::bad_request("invalid_query", "tool must be 1 to 200 bytes"));
     }
-    let (server, session) =
-        state.engine.sessions().remove_permission(&user, &id, index, &query.tool, query.action).await?;
+    let (server, session) = engine.sessions().remove_permission(&user, &id, index, &query.tool, query.action).await?;
     Ok(Json(SessionPermissions { server, session }))
 }
 
@@ -243,11 +228,10 @@ async fn remove_permission(
     responses((status = 200, body = SessionPermissions), ReadErrors)
 )]
 async fn permissions(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionPermissions>, ApiError> {
-    let (server, session) = state.engine.sessions().permissions(&user, &id).await?;
+    let (server, session) = engine.sessions().permissions(&user, &id).await?;
     Ok(Json(SessionPermissions { server, session }))
 }
 
@@ -272,10 +256,9 @@ pub(super) const BODIES: &[(&str, BodyCheck)] = &[
     responses((status = 201, body = SessionMemory), WriteErrors)
 )]
 async fn confirm_fact(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<FactBody>,
 ) -> Result<(StatusCode, Json<SessionMemory>), ApiError> {
-    Ok((StatusCode::CREATED, Json(state.engine.sessions().confirm_fact(&user, &id, &body.text).await?)))
+    Ok((StatusCode::CREATED, Json(engine.sessions().confirm_fact(&user, &id, &body.text).await?)))
 }

@@ -38,7 +38,7 @@ use crate::dialect::asks_for_input;
 use crate::dialect::shared::Forms;
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
-use crate::extract::{CurrentUser, JsonBody, json_body};
+use crate::extract::{Acting, JsonBody, json_body};
 use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{
     self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
@@ -433,16 +433,12 @@ async fn reconnect(
     params(("id" = String, Path, description = "The chat id", max_length = 128, pattern = "^[A-Za-z0-9_-]{1,128}$")),
     responses((status = 200, body = Aborted), WriteErrors)
 )]
-async fn stop(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    Path(id): Path<String>,
-) -> Result<Json<Aborted>, ApiError> {
+async fn stop(Acting { engine, user }: Acting, Path(id): Path<String>) -> Result<Json<Aborted>, ApiError> {
     check_chat_id(&id)?;
-    let Some(session) = chat_session(&state.engine, &user, &id).await? else {
+    let Some(session) = chat_session(&engine, &user, &id).await? else {
         return Ok(Json(Aborted { aborted: false, run_id: None }));
     };
-    let run_id = state.engine.runs().abort(&user, &session).await?;
+    let run_id = engine.runs().abort(&user, &session).await?;
     Ok(Json(Aborted { aborted: run_id.is_some(), run_id }))
 }
 

@@ -46,7 +46,7 @@ use crate::dialect::opencode::requests::{
 };
 use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
-use crate::extract::{BodyCheck, CurrentUser, PathId, PathIds};
+use crate::extract::{Acting, BodyCheck, CurrentUser, PathId, PathIds};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
@@ -298,12 +298,11 @@ async fn status(State(state): State<AppState>, dir: Directory) -> Result<Json<BT
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
 )]
 async fn get_session(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let detail = state.engine.sessions().get(&user, &id).await?;
-    Ok(Json(info(&state.engine, &user, &detail.session).await?))
+    let detail = engine.sessions().get(&user, &id).await?;
+    Ok(Json(info(&engine, &user, &detail.session).await?))
 }
 
 /// Changes the title, the archived state or the session's permission rules. The body
@@ -316,13 +315,12 @@ async fn get_session(
     responses((status = 200, body = SessionInfo), OpenCodeErrors)
 )]
 async fn update(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     bytes: Bytes,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let session = state.engine.sessions().update(&user, &id, PatchBody::read(&bytes)?).await?;
-    Ok(Json(info(&state.engine, &user, &session).await?))
+    let session = engine.sessions().update(&user, &id, PatchBody::read(&bytes)?).await?;
+    Ok(Json(info(&engine, &user, &session).await?))
 }
 
 #[utoipa::path(
@@ -331,12 +329,8 @@ async fn update(
     params(("id" = SessionId, Path)),
     responses((status = 200, description = "Deleted: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
-async fn delete(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<bool>, ApiError> {
-    state.engine.sessions().delete(&user, &id).await?;
+async fn delete(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<bool>, ApiError> {
+    engine.sessions().delete(&user, &id).await?;
     Ok(Json(true))
 }
 
@@ -347,12 +341,8 @@ async fn delete(
     params(("id" = SessionId, Path)),
     responses((status = 200, body = Vec<Todo>), OpenCodeErrors)
 )]
-async fn todo(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<Vec<Todo>>, ApiError> {
-    let detail = state.engine.sessions().get(&user, &id).await?;
+async fn todo(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<Vec<Todo>>, ApiError> {
+    let detail = engine.sessions().get(&user, &id).await?;
     Ok(Json(detail.state.todos.iter().enumerate().map(|(i, t)| Todo::from_todo(i, t)).collect()))
 }
 
@@ -366,12 +356,11 @@ async fn todo(
     responses((status = 200, body = Vec<MessageWithParts>), OpenCodeErrors)
 )]
 async fn messages(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(id): PathId<SessionId>,
     crate::extract::QueryParams(query): crate::extract::QueryParams<MessagesQuery>,
 ) -> Result<Json<Vec<MessageWithParts>>, ApiError> {
-    let detail = state.engine.sessions().get(&user, &id).await?;
+    let detail = engine.sessions().get(&user, &id).await?;
     let before = match &query.before {
         Some(raw) => Some(
             ids::message_index(&id, raw)
@@ -379,7 +368,7 @@ async fn messages(
         ),
         None => None,
     };
-    Ok(Json(history(&state.engine, &user, &detail.session, before, query.limit).await?))
+    Ok(Json(history(&engine, &user, &detail.session, before, query.limit).await?))
 }
 
 /// Checks a prompt body, applies its model choice, marks where the session's stream
@@ -544,12 +533,8 @@ async fn wait_settled(frames: &mut spool_engine::TypedSubscription, run: &spool_
     params(("id" = SessionId, Path)),
     responses((status = 200, description = "`true`, whether or not a run was active", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
-async fn abort(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    PathId(id): PathId<SessionId>,
-) -> Result<Json<bool>, ApiError> {
-    state.engine.runs().abort(&user, &id).await?;
+async fn abort(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) -> Result<Json<bool>, ApiError> {
+    engine.runs().abort(&user, &id).await?;
     Ok(Json(true))
 }
 
@@ -564,14 +549,13 @@ async fn abort(
     responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
 )]
 async fn respond(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathIds(session, approval): PathIds<SessionId, ApprovalId>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let decision = RespondBody::read(&bytes)?.response.decision();
     let input = DecisionInput::plain(decision);
-    let reply = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let reply = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
 
@@ -584,15 +568,14 @@ async fn respond(
     responses((status = 200, description = "Applied: `true`", content_type = "application/json", body = bool), OpenCodeDecisionErrors)
 )]
 async fn reply(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     PathId(approval): PathId<ApprovalId>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let body = ReplyBody::read(&bytes)?;
-    let session = state.engine.runs().approval(&user, &approval).await?.session_id;
+    let session = engine.runs().approval(&user, &approval).await?.session_id;
     let input = DecisionInput { message: body.message, ..DecisionInput::plain(body.reply.decision()) };
-    let reply = state.engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let reply = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decided(reply))
 }
 

@@ -17,7 +17,7 @@ use crate::dialect::opencode::records;
 use crate::dialect::opencode::requests::QuestionReplyBody;
 use crate::dialect::opencode::wire::QuestionRequest;
 use crate::error::ApiError;
-use crate::extract::CurrentUser;
+use crate::extract::Acting;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Bytes;
@@ -56,14 +56,13 @@ pub(super) async fn list(
     responses((status = 200, description = "Answered: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
 pub(super) async fn reply(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
+    Acting { engine, user }: Acting,
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let answer = QuestionReplyBody::read(&bytes)?.answer();
     let fill = serde_json::json!({ "answer": answer });
-    settle(&state.engine, &user, &id, Decision::Fill(fill)).await
+    settle(&engine, &user, &id, Decision::Fill(fill)).await
 }
 
 /// Dismisses a question: the run stops, as OpenCode's does.
@@ -73,12 +72,8 @@ pub(super) async fn reply(
     params(("id" = ApprovalId, Path)),
     responses((status = 200, description = "Dismissed: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
-pub(super) async fn reject(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    settle(&state.engine, &user, &id, Decision::Reject).await
+pub(super) async fn reject(Acting { engine, user }: Acting, Path(id): Path<String>) -> Result<Response, ApiError> {
+    settle(&engine, &user, &id, Decision::Reject).await
 }
 
 /// Decides the pending question `raw`: `true`, or 404 when it is not a pending question.
