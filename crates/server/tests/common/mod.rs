@@ -330,10 +330,19 @@ impl TestServer {
         let run_id = self.start_run(session, prompt).await;
         let run = self.wait_run_until(&run_id, |r| r["status"] != "running").await;
         assert_eq!(run["status"], "interrupted", "{run}");
-        let (_, detail) = self.get(&format!("/api/sessions/{session}")).await;
-        let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
-        assert_eq!(pending.len(), 1, "{detail}");
-        (run_id, pending[0].clone())
+        // The run is stored as parked a moment before the session's state shows its
+        // approval (store first, then the frame): wait for the state too.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (_, detail) = self.get(&format!("/api/sessions/{session}")).await;
+            let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
+            if !pending.is_empty() {
+                assert_eq!(pending.len(), 1, "{detail}");
+                return (run_id, pending[0].clone());
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the parked run's approval never showed: {detail}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Polls `GET /api/runs/:id` until `done(run)` holds; returns that run.
