@@ -60,11 +60,14 @@ impl DecisionInput {
     }
 }
 
-/// Where the decision was addressed: a session's approval, or a run's interrupt.
+/// Where the decision was addressed: a session's approval, a run's interrupt, or the
+/// approval by its id alone (the gate, OpenCode's v2 permission reply and its
+/// questions, whose routes name no session or run).
 #[derive(Clone, Debug)]
 pub enum DecisionTarget {
     Session(SessionId),
     Run(RunId),
+    Approval,
 }
 
 const MAX_MESSAGE: usize = 4096;
@@ -198,6 +201,7 @@ impl Approvals {
                     && match target {
                         DecisionTarget::Session(s) => &a.session_id == s,
                         DecisionTarget::Run(r) => &a.run_id == r,
+                        DecisionTarget::Approval => true,
                     } =>
             {
                 Ok((a, c))

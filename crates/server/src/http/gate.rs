@@ -107,8 +107,7 @@ async fn decide(
     PathId(approval): PathId<ApprovalId>,
     JsonBody(body): JsonBody<GateBody>,
 ) -> Result<Response, ApiError> {
-    let session = engine.runs().approval(&user, &approval).await?.session_id;
-    let outcome = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, body.into_input()).await?;
+    let outcome = engine.runs().decide(&user, DecisionTarget::Approval, &approval, body.into_input()).await?;
     Ok(decision_response(&outcome))
 }
 

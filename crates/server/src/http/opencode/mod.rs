@@ -573,9 +573,8 @@ async fn reply(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let body = ReplyBody::read(&bytes)?;
-    let session = engine.runs().approval(&user, &approval).await?.session_id;
     let input = DecisionInput { message: body.message, ..DecisionInput::plain(body.reply.decision()) };
-    let reply = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
+    let reply = engine.runs().decide(&user, DecisionTarget::Approval, &approval, input).await?;
     Ok(decided(reply))
 }
 

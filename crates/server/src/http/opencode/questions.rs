@@ -79,13 +79,12 @@ pub(super) async fn reject(Acting { engine, user }: Acting, Path(id): Path<Strin
 /// Decides the pending question `raw`: `true`, or 404 when it is not a pending question.
 async fn settle(engine: &Engine, user: &UserId, raw: &str, decision: Decision) -> Result<Response, ApiError> {
     let Ok(id) = raw.parse::<ApprovalId>() else { return Ok(not_found(raw)) };
-    let approval = match engine.runs().approval(user, &id).await {
-        Ok(approval) if records::is_question(&approval) && approval.status == ApprovalStatus::Pending => approval,
+    match engine.runs().approval(user, &id).await {
+        Ok(approval) if records::is_question(&approval) && approval.status == ApprovalStatus::Pending => {}
         Ok(_) | Err(EngineError::NotFound(_)) => return Ok(not_found(raw)),
         Err(e) => return Err(e.into()),
-    };
-    let target = DecisionTarget::Session(approval.session_id);
-    match engine.runs().decide(user, target, &id, DecisionInput::plain(decision)).await {
+    }
+    match engine.runs().decide(user, DecisionTarget::Approval, &id, DecisionInput::plain(decision)).await {
         Ok(DecisionOutcome::Applied { .. }) => Ok(Json(true).into_response()),
         // Someone answered first, or it expired meanwhile: no longer pending.
         Ok(DecisionOutcome::AlreadyResolved | DecisionOutcome::ResourceChanged { .. })
