@@ -65,40 +65,32 @@ pub fn router(state: AppState) -> Router {
     with_layers(routes.with_state(state.clone()), body_limit, Some(state))
 }
 
-/// Every route, each with its OpenAPI operation.
+/// Every route, each with its OpenAPI operation, by the group (tag) it is shown in.
 fn api() -> OpenApiRouter<AppState> {
+    let document = OpenApiRouter::new().routes(routes!(document));
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .merge(tagged("meta", health::router()))
-        .merge(tagged("meta", ready::router()))
-        .merge(tagged("auth", auth::router()))
-        .merge(tagged("meta", models::router()))
-        .merge(tagged("projects", projects::router()))
-        .merge(tagged("sessions", sessions::router()))
-        .merge(tagged("runs", runs::router()))
+        .merge(tagged("meta", [health::router(), ready::router(), models::router(), metrics::router(), document]))
+        .merge(tagged("auth", [auth::router()]))
+        .merge(tagged("projects", [projects::router()]))
+        .merge(tagged("sessions", [sessions::router()]))
+        .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
+        .merge(tagged("ui", [markdown::router(), assets::router()]))
+        .merge(tagged("hub", [hub::router()]))
+        .merge(tagged("opencode", [opencode::router()]))
+        .merge(tagged(
+            "streams",
+            [events::router(), run_stream::routes::router(), ag_ui::routes::router(), ws::router(), streams::router()],
+        ))
+        // Operations of several groups: each of their handlers names its own.
         .merge(search::router())
-        .merge(tagged("runs", messages::router()))
-        .merge(tagged("ui", markdown::router()))
-        .merge(tagged("runs", approvals::router()))
-        .merge(tagged("runs", gate::router()))
-        .merge(tagged("streams", events::router()))
-        .merge(tagged("ui", assets::router()))
         .merge(lists::router())
-        .merge(tagged("meta", metrics::router()))
-        .merge(tagged("streams", run_stream::routes::router()))
         .merge(ai_sdk::routes::router())
-        .merge(tagged("streams", ag_ui::routes::router()))
-        .merge(tagged("streams", ws::router()))
-        .merge(tagged("streams", streams::router()))
-        .merge(tagged("hub", hub::router()))
-        .merge(tagged("opencode", opencode::router()))
-        .merge(tagged("meta", OpenApiRouter::new().routes(routes!(document))))
 }
 
-/// A resource's routes with `tag` on each operation that names none: a module's tag
-/// (its group in the document) is said once, here, not on every handler. Modules whose
-/// operations fall in several groups (`lists`, `search`, the AI SDK's routes) tag each
-/// handler themselves.
-fn tagged(tag: &str, mut routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+/// `routers` as one, with `tag` on each operation that names none: a module's group in
+/// the document is said once, here, not on every handler.
+fn tagged<const N: usize>(tag: &str, routers: [OpenApiRouter<AppState>; N]) -> OpenApiRouter<AppState> {
+    let mut routes = routers.into_iter().fold(OpenApiRouter::new(), OpenApiRouter::merge);
     for item in routes.get_openapi_mut().paths.paths.values_mut() {
         let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
         for operation in operations.into_iter().flatten() {
