@@ -142,6 +142,23 @@ impl<W> Core<W> {
     }
 }
 
+/// A tool call of message `index` of `session`, as a snapshot shows it.
+pub struct DrawnCall<'a> {
+    pub session: &'a SessionId,
+    pub index: u64,
+    pub id: &'a str,
+    pub name: &'a str,
+    pub input: &'a serde_json::Value,
+}
+
+/// A tool result of `session`, as a snapshot shows it.
+pub struct DrawnResult<'a> {
+    pub session: &'a SessionId,
+    pub tool_call_id: &'a str,
+    pub text: String,
+    pub is_error: bool,
+}
+
 /// A run-following fold over a [`Core`]: the dialect says how a part is written and
 /// maps the frames that are its own; opening and closing parts, what a delta still
 /// sends, drawing a snapshot's blocks and muting are the core's.
@@ -161,25 +178,10 @@ pub trait PartFold {
     fn part_content(part: &Part, delta: String, out: &mut Vec<Self::Event>);
     /// Writes what closes `part`.
     fn end_part(part: Part, out: &mut Vec<Self::Event>);
-    /// Writes a tool call of message `index` that a snapshot shows.
-    fn draw_call(
-        &mut self,
-        session: &SessionId,
-        index: u64,
-        id: &str,
-        name: &str,
-        input: &serde_json::Value,
-        out: &mut Vec<Self::Event>,
-    );
+    /// Writes a tool call that a snapshot shows.
+    fn draw_call(&mut self, call: DrawnCall<'_>, out: &mut Vec<Self::Event>);
     /// Writes a tool result that a snapshot shows (the part being streamed is closed).
-    fn draw_result(
-        &mut self,
-        session: &SessionId,
-        tool_call_id: &str,
-        text: String,
-        is_error: bool,
-        out: &mut Vec<Self::Event>,
-    );
+    fn draw_result(&mut self, result: DrawnResult<'_>, out: &mut Vec<Self::Event>);
     /// Maps one frame of the run's session, muted or not.
     fn map_frame(&mut self, frame: &Frame) -> Vec<Self::Event>;
 
@@ -265,7 +267,7 @@ pub trait PartFold {
                             self.draw_block(session, Block::Reasoning, index, ci, thinking, out)
                         }
                         Content::ToolCall { id, name, arguments } => {
-                            self.draw_call(session, index, id, name, arguments, out)
+                            self.draw_call(DrawnCall { session, index, id, name, input: arguments }, out)
                         }
                     }
                 }
@@ -275,7 +277,8 @@ pub trait PartFold {
             }
             Message::ToolResult { tool_call_id, content, is_error, .. } => {
                 self.close_part(out);
-                self.draw_result(session, tool_call_id, result_text(content), *is_error, out);
+                let text = result_text(content);
+                self.draw_result(DrawnResult { session, tool_call_id, text, is_error: *is_error }, out);
             }
             Message::User { .. } => {}
         }

@@ -36,7 +36,9 @@
 mod events;
 pub(crate) mod routes;
 
-use super::run_fold::{self, Block, Core, Muted, Part, PartFold, RunFrame, data_events as encode};
+use super::run_fold::{
+    self, Block, Core, DrawnCall, DrawnResult, Muted, Part, PartFold, RunFrame, data_events as encode,
+};
 use crate::dialect::shared::FormMapper;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -465,28 +467,13 @@ impl PartFold for AgUiStream {
     }
 
     /// A call drawn from a snapshot: as a call that was not streamed.
-    fn draw_call(
-        &mut self,
-        session: &SessionId,
-        index: u64,
-        id: &str,
-        name: &str,
-        input: &Value,
-        out: &mut Vec<AgUiEvent>,
-    ) {
+    fn draw_call(&mut self, DrawnCall { session, index, id, name, input }: DrawnCall<'_>, out: &mut Vec<AgUiEvent>) {
         self.close_part(out);
         self.whole_call(id, name, input, Some(message_id(session, index)), out);
     }
 
-    fn draw_result(
-        &mut self,
-        session: &SessionId,
-        tool_call_id: &str,
-        text: String,
-        is_error: bool,
-        out: &mut Vec<AgUiEvent>,
-    ) {
-        out.push(result(session, tool_call_id, text, is_error));
+    fn draw_result(&mut self, drawn: DrawnResult<'_>, out: &mut Vec<AgUiEvent>) {
+        out.push(result(drawn.session, drawn.tool_call_id, drawn.text, drawn.is_error));
     }
 
     fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {

@@ -49,7 +49,9 @@
 
 pub(crate) mod routes;
 
-use super::run_fold::{self, Block, Core, Muted, Part, PartFold, RunFrame, data_events as encode};
+use super::run_fold::{
+    self, Block, Core, DrawnCall, DrawnResult, Muted, Part, PartFold, RunFrame, data_events as encode,
+};
 use crate::dialect::shared::FormMapper;
 use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use bytes::Bytes;
@@ -555,20 +557,16 @@ impl PartFold for AiSdkStream {
     }
 
     /// A call drawn from a snapshot: its input is complete.
-    fn draw_call(
-        &mut self,
-        _: &SessionId,
-        _: u64,
-        id: &str,
-        name: &str,
-        input: &serde_json::Value,
-        out: &mut Vec<UiChunk>,
-    ) {
+    fn draw_call(&mut self, DrawnCall { id, name, input, .. }: DrawnCall<'_>, out: &mut Vec<UiChunk>) {
         self.input_available(id, name, input, out);
     }
 
     /// A held question call is released before its result.
-    fn draw_result(&mut self, _: &SessionId, tool_call_id: &str, text: String, is_error: bool, out: &mut Vec<UiChunk>) {
+    fn draw_result(
+        &mut self,
+        DrawnResult { tool_call_id, text, is_error, .. }: DrawnResult<'_>,
+        out: &mut Vec<UiChunk>,
+    ) {
         self.release(tool_call_id, out);
         let tool_call_id = tool_call_id.to_owned();
         out.push(match is_error {
