@@ -221,3 +221,20 @@ pub fn read_write_run(approval: Approval, thinking_kept: bool, title: Option<&st
     ]);
     frames_from(1, bodies)
 }
+
+/// A working tree with one file of each kind of change (added, changed, deleted).
+pub fn git_state() -> spool_protocol::git::GitState {
+    use spool_protocol::git::{FileChange, FileStatus, GitState};
+    GitState {
+        branch: Some("feat/git-panel".into()),
+        commit: Some("dbd4bbd".into()),
+        additions: 12,
+        deletions: 5,
+        files: vec![
+            FileChange { path: "gone.txt".into(), status: FileStatus::Deleted, additions: 0, deletions: 2 },
+            FileChange { path: "out.txt".into(), status: FileStatus::Added, additions: 1, deletions: 0 },
+            FileChange { path: "src/main.rs".into(), status: FileStatus::Modified, additions: 11, deletions: 3 },
+        ],
+        truncated: false,
+    }
+}

@@ -8,7 +8,7 @@
 use super::mapper::{Announce, Mapper};
 use super::records::{self, Scope};
 use super::wire::*;
-use crate::dialect::test_frames::{self, run_id, sid};
+use crate::dialect::test_frames::{self, git_state, run_id, sid};
 use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::{Value, json};
 use spool_engine::view::initial_state;
@@ -588,7 +588,6 @@ fn an_event_written_from_its_shared_body_is_byte_for_byte_the_event() {
 
 #[test]
 fn a_todo_list_and_a_git_change_are_todo_updated_and_session_diff() {
-    use spool_protocol::git::{FileChange, FileStatus, GitState};
     use spool_protocol::hub::{Todo, TodoPriority, TodoStatus};
     let todo = |id: Option<&str>, content: &str, status, priority| Todo {
         content: content.into(),
@@ -603,19 +602,9 @@ fn a_todo_list_and_a_git_change_are_todo_updated_and_session_diff() {
         // A list from before ids were kept: its position names the item.
         todo(None, "Drop it", TodoStatus::Cancelled, Some(TodoPriority::Low)),
     ];
-    let git = GitState {
-        branch: Some("main".into()),
-        commit: Some("dbd4bbd".into()),
-        additions: 5,
-        deletions: 2,
-        files: vec![
-            FileChange { path: "gone.txt".into(), status: FileStatus::Deleted, additions: 0, deletions: 2 },
-            FileChange { path: "src/new.rs".into(), status: FileStatus::Added, additions: 5, deletions: 0 },
-        ],
-        truncated: false,
-    };
     let mut mapper = Mapper::new(scope());
-    let events = run(&mut mapper, vec![ev(None, AgentEvent::TodoWrite { todos }), body(FrameBody::Git { git })]);
+    let events =
+        run(&mut mapper, vec![ev(None, AgentEvent::TodoWrite { todos }), body(FrameBody::Git { git: git_state() })]);
     assert_json_snapshot!(json_of(&events));
 }
 

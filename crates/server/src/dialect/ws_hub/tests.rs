@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::dialect::test_frames::{
-    self, approval_decided, assistant_at, frame, frames_from, owner, run_id, session_state, sid, tool_ended,
+    self, approval_decided, assistant_at, frame, frames_from, git_state, owner, run_id, session_state, sid, tool_ended,
     tool_started,
 };
 use insta::assert_json_snapshot;
@@ -181,21 +181,6 @@ fn todos() -> Vec<spool_protocol::hub::Todo> {
             id: Some("2".into()),
         },
     ]
-}
-
-fn git_state() -> spool_protocol::git::GitState {
-    use spool_protocol::git::{FileChange, FileStatus, GitState};
-    GitState {
-        branch: Some("feat/git-panel".into()),
-        commit: Some("dbd4bbd".into()),
-        additions: 12,
-        deletions: 3,
-        files: vec![
-            FileChange { path: "out.txt".into(), status: FileStatus::Added, additions: 1, deletions: 0 },
-            FileChange { path: "src/main.rs".into(), status: FileStatus::Modified, additions: 11, deletions: 3 },
-        ],
-        truncated: false,
-    }
 }
 
 #[test]
