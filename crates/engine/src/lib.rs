@@ -38,6 +38,7 @@ pub mod secrets;
 mod session;
 pub mod store;
 pub mod tool;
+pub mod tool_source;
 pub mod view;
 
 pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
@@ -74,3 +75,4 @@ pub use tool::{
     Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,
     ToolProgress, ToolRegistry,
 };
+pub use tool_source::{ToolOrigin, ToolScope, ToolSource, canonical_json};

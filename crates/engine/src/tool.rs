@@ -11,6 +11,7 @@
 //! that moved on meanwhile.
 
 use crate::model::ToolSpec;
+use crate::tool_source::{ToolOrigin, ToolSource};
 use async_trait::async_trait;
 use spool_protocol::CallSubject;
 use spool_protocol::event::{LIVE_OUTPUT_CAP, LIVE_OUTPUT_CHUNK, LIVE_OUTPUT_INTERVAL_MS};
@@ -348,12 +349,20 @@ pub trait Tool: Send + Sync + 'static {
     async fn inspect(&self, _args: &serde_json::Value, _ctx: &ToolContext) -> Option<Inspected> {
         None
     }
+
+    /// For a tool a [`ToolSource`] offers: where it comes from and whether it may be
+    /// offered in plan mode (see [`crate::tool_source`]). `None` for Spool's own tools.
+    fn origin(&self) -> Option<ToolOrigin> {
+        None
+    }
 }
 
-/// The tools available to runs, by name.
+/// The tools available to runs, by name: Spool's own, and the [`ToolSource`]s each
+/// turn asks for more (none by default; see [`crate::tool_source`]).
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    pub(crate) tools: BTreeMap<String, Arc<dyn Tool>>,
+    pub(crate) sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ToolRegistry {
@@ -363,6 +372,12 @@ impl ToolRegistry {
 
     pub fn with(mut self, tool: impl Tool) -> Self {
         self.tools.insert(tool.spec().name, Arc::new(tool));
+        self
+    }
+
+    /// This registry, with `source` asked for more tools at every turn.
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
         self
     }
 

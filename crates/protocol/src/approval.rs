@@ -432,7 +432,9 @@ pub struct Approval {
     /// `write` or `edit`, a `preview` of the change against the file as it was when
     /// asked. For a command (`bash`), `alwaysOptions`: the [`AlwaysOption`]s an
     /// `always` decision may choose from (the exact command first, never all of the
-    /// tool). Redacted.
+    /// tool). For a tool that is not Spool's own (an MCP server's), `source`:
+    /// `{server, tool, arguments}`, the server, the tool's name there and the
+    /// arguments as canonical JSON. Redacted.
     pub payload: serde_json::Value,
     pub status: ApprovalStatus,
     pub decision: Option<Decision>,

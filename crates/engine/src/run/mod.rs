@@ -157,13 +157,20 @@ pub(crate) struct RunTask {
     /// The prompt's user message, stored with the run (see `Store::start_run`): the
     /// run publishes it, and does not write it again.
     stored_prompt: Option<IndexedMessage>,
+    /// The tools the current turn offered the model: the static registry and what its
+    /// sources offered when the turn began (see [`crate::tool_source`]). The turn's
+    /// calls are looked up here, so a source's list changing mid-turn changes nothing
+    /// until the next.
+    tools: crate::ToolRegistry,
 }
 
 impl RunTask {
     pub fn new(env: Arc<RunEnv>, loaded: Arc<Loaded>, run: Run, handle: ActiveHandle, asked: Asked) -> Self {
         let next_index = run.user_message_index;
         let Asked { prompt, policy, on_disconnect } = asked;
+        let tools = env.tools.clone();
         Self {
+            tools,
             env,
             loaded,
             run,
@@ -296,9 +303,18 @@ impl RunTask {
         if let Err(outcome) = self.load_context().await {
             return outcome;
         }
+        // The turn's list is gone with the task that parked: its sources are asked
+        // again, and a tool they no longer offer ends its call as an error.
+        self.offer_tools().await;
         let mut calls = vec![checkpoint.pending];
         calls.extend(checkpoint.remaining);
         self.turns(checkpoint.turn, calls, Some(resolution)).await
+    }
+
+    /// Asks the tool sources what this turn offers (see [`Self::tools`]).
+    async fn offer_tools(&mut self) {
+        let scope = crate::ToolScope { session_id: self.run.session_id.clone(), root: self.loaded.root.clone() };
+        self.tools = self.env.tools.for_turn(&scope).await;
     }
 
     /// Publishes one of the run's events; the session state changes by its fold.

@@ -89,7 +89,7 @@ impl RunTask {
         if plain_reject {
             return Err(self.reject_unrun(call, remaining).await);
         }
-        let tool = self.env.tools.get(&call.name);
+        let tool = self.tools.get(&call.name);
         let verdict = self.decide(tool.as_deref(), &call, resolution, turn, remaining).await?;
         // A decided call is about to run: say so durably first (exactly once, at least once).
         if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
@@ -131,6 +131,10 @@ impl RunTask {
         let Call { name, args, .. } = call;
         let mode = self.mode();
         Ok(match (tool, resolution) {
+            // Approved, but its source stopped offering it while the run was parked.
+            (None, Some(Resolution::Approved { .. })) => {
+                Err(format!("{name} is no longer offered (its source withdrew it while the call waited for approval)"))
+            }
             (None, _) => Err(format!("unknown tool {name:?}")),
             // The model was not offered it; a person's earlier approval does not change
             // the mode's promise either (the mode may have changed since).
@@ -233,7 +237,7 @@ impl RunTask {
         let diff = output.diff.as_deref().filter(|_| !is_error && !aborted).map(redact);
         if !is_error && !aborted {
             self.remember_tool_fact(call, &result).await;
-            if let Some(mode) = self.env.tools.get(name).and_then(|t| t.mode_after()) {
+            if let Some(mode) = self.tools.get(name).and_then(|t| t.mode_after()) {
                 self.switch_mode(mode).await?;
             }
         }
@@ -367,7 +371,7 @@ impl RunTask {
 
     /// A successful tool call is a confirmed fact: record what it did and what it saw.
     pub(super) async fn remember_tool_fact(&mut self, call: &Call, result: &str) {
-        let change = match self.env.tools.get(&call.name) {
+        let change = match self.tools.get(&call.name) {
             Some(tool) => tool.describe(&call.args),
             None => call.name.clone(),
         };
@@ -397,9 +401,9 @@ impl RunTask {
 
 /// The approval a person is asked for `call`: the tool, its whole main argument, a
 /// one-line summary, for a call that changes one file the preview of the change
-/// against the file as `inspected` found it, and for a command the patterns "always"
-/// may allow (`alwaysOptions`, those the server's `rules` leave open). Everything shown
-/// is redacted.
+/// against the file as `inspected` found it, for a command the patterns "always" may
+/// allow (`alwaysOptions`, those the server's `rules` leave open), and for a tool from
+/// a [`crate::ToolSource`] where it comes from (`source`). Everything shown is redacted.
 pub(crate) fn new_approval(
     ttl: std::time::Duration,
     rules: &[PermissionRule],
@@ -420,6 +424,15 @@ pub(crate) fn new_approval(
     });
     if let Some(inspected) = inspected {
         payload["preview"] = redact(&inspected.preview).into();
+    }
+    if let Some(origin) = tool.origin() {
+        // A tool that is not Spool's own: which server it comes from, its own name
+        // there, and every argument (the rules judge them all, so the person sees them).
+        payload["source"] = serde_json::json!({
+            "server": origin.source,
+            "tool": origin.tool,
+            "arguments": redact(&crate::canonical_json(&call.args)),
+        });
     }
     if let Some(options) = tool.always_options(&call.args) {
         // Not redacted: a pattern must be the command's own text to match it later, and

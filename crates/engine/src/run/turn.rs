@@ -52,11 +52,12 @@ impl RunTask {
         let model = entry.model.clone();
         tracing::Span::current().record("model", model.name());
         self.maybe_compact(&model).await;
+        self.offer_tools().await;
         let request = context::assemble(
             &self.env.settings.system_prompt,
             &self.memory,
             self.verbatim().1,
-            self.env.tools.specs_for(self.mode()),
+            self.tools.specs_for(self.mode()),
         );
         let billing = Billing { price: entry.price, prompt_tokens: context::request_tokens(&request) };
         let mut draft = Draft::new(model.name(), now_ms(), billing);
