@@ -48,6 +48,7 @@ mod stream;
 mod streams;
 mod todos;
 mod tool_diff;
+mod tool_sources;
 mod tool_output;
 mod ui;
 mod usage;
