@@ -45,10 +45,11 @@ use tokio::time::Instant;
 mod output;
 mod spawn;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
+use crate::process::{ProcessGroup, exit_watch, wait_and_sweep};
 use output::Output;
-use spawn::{ProcessGroup, exit_watch, spawn, wait_and_sweep};
+use spawn::spawn;
 
 /// The tool's name, as the model calls it.
 pub(crate) const NAME: &str = "bash";
@@ -200,7 +201,7 @@ async fn run(
     let deadline = tokio::time::sleep(Duration::from_secs(timeout_secs));
     // Armed when the shell exits; until then it is never polled.
     let grace = tokio::time::sleep(EXIT_GRACE);
-    let wait = wait_and_sweep(&mut child, &group, exit);
+    let wait = wait_and_sweep(&mut child, &group, exit.as_ref());
     tokio::pin!(deadline, grace, wait);
     let mut status: Option<ExitStatus> = None;
 

@@ -22,6 +22,7 @@
 mod atomic;
 mod bash;
 mod call;
+mod confined;
 mod describe;
 mod edit;
 mod error;
@@ -42,6 +43,7 @@ mod walk;
 mod write;
 
 pub use bash::Bash;
+pub use confined::{ConfinedChild, ConfinedCommand, ConfinedGuard, spawn_confined};
 pub use describe::{SUMMARY_CHARS, describe_change, main_argument};
 pub use edit::Edit;
 pub use error::ToolError;

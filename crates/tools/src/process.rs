@@ -1,4 +1,5 @@
-//! A `bash` call's processes end with the call, background ones included.
+//! A `bash` call's processes end with the call, background ones included; a confined
+//! server's ([`crate::confined`]) end with its guard, the same way.
 //!
 //! Killing the command's process group at a timeout or an abort is not enough: a
 //! command that runs `setsid`, `nohup … &` or a double fork leaves the group, and once
@@ -41,7 +42,12 @@
 //! `/api/health` reports which of the two this machine gives (`sandbox.pidNamespace`).
 
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::ExitStatus;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::unix::AsyncFd;
+use tokio::process::Child;
 
 /// Whether commands on this machine run in a PID namespace of their own: tried once,
 /// by running `echo $$` the way a command runs and reading back `1`.
@@ -212,6 +218,73 @@ unsafe fn relay(pid1: libc::pid_t) -> ! {
             libc::_exit(128 + signal);
         }
         libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+/// A descriptor that becomes readable when the process has exited, before it is reaped:
+/// while it is a zombie its pid, and so its group's id, cannot name anyone else. `None`
+/// on kernels without `pidfd_open` (before 5.3), where the group is not swept at exit.
+pub(crate) fn exit_watch(pid: u32) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just created for us and nothing else owns it; the
+    // `OwnedFd` keeps it open, unchanged, for as long as the `AsyncFd` lives.
+    unsafe { AsyncFd::register_with_interest(OwnedFd::from_raw_fd(fd), tokio::io::Interest::READABLE) }.ok()
+}
+
+/// Waits for the group's leader to exit, kills what is left in its process group while
+/// the unreaped leader keeps the group's id ours, then reaps the leader.
+pub(crate) async fn wait_and_sweep(
+    child: &mut Child,
+    group: &ProcessGroup,
+    exit: Option<&AsyncFd<OwnedFd>>,
+) -> io::Result<ExitStatus> {
+    if let Some(exit) = exit {
+        // Readiness stays set (the guard is not cleared): the leader has exited for good.
+        let _exited = exit.readable().await?;
+        group.kill();
+    }
+    let status = child.wait().await;
+    // Reaped (or beyond waiting for): from here the leader's pid may be reused.
+    group.disarm();
+    status
+}
+
+/// A spawned command's process group (a `bash` call's, a confined server's), killed
+/// when this is dropped while still armed.
+pub(crate) struct ProcessGroup {
+    pgid: libc::pid_t,
+    /// Atomic only so that the waiting future and the loop can share `&self`.
+    armed: AtomicBool,
+}
+
+impl ProcessGroup {
+    pub(crate) fn new(leader: u32) -> Self {
+        Self { pgid: libc::pid_t::try_from(leader).expect("process ids fit in pid_t"), armed: AtomicBool::new(true) }
+    }
+
+    /// Sends SIGKILL to every process in the group, once.
+    pub(crate) fn kill(&self) {
+        if self.armed.swap(false, Ordering::Relaxed) {
+            // SAFETY: killpg only sends a signal. The group's leader is our unreaped
+            // child (armed is cleared when it is reaped), so its id still names our
+            // group and no other. ESRCH, the group already gone, needs no handling.
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Called once the leader is reaped, after which its id may name someone else's group.
+    pub(crate) fn disarm(&self) {
+        self.armed.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

@@ -2,7 +2,8 @@
 //! sandbox. A token holder who gets a command approved is a user, not the server's
 //! account: the command must not see the server's secrets (its environment, the data
 //! directory with the store and the config's provider keys) nor change files outside
-//! the project.
+//! the project. A confined MCP server ([`crate::confined`]) runs in the same box, with
+//! the extra variables and write grants its config entry gives ([`Grants`]).
 //!
 //! - **Environment.** Cleared, then an allow-list copied from the server's own
 //!   ([`BASE_ENV`], every `LC_*`, and the names the config adds), and `TMPDIR` set to
@@ -151,6 +152,17 @@ impl Prepared {
         root: &crate::path::Root,
         data_dir: Option<&Path>,
     ) -> Result<Self, ToolError> {
+        Self::with_grants(settings, root, data_dir, &Grants::default())
+    }
+
+    /// As [`Prepared::new`], and `grants` on top: a confined server's own variables and
+    /// the directories it may write besides the project.
+    pub(crate) fn with_grants(
+        settings: &SandboxSettings,
+        root: &crate::path::Root,
+        data_dir: Option<&Path>,
+        grants: &Grants,
+    ) -> Result<Self, ToolError> {
         let (root_dir, root) = (root, root.path());
         let data_dir =
             match data_dir {
@@ -169,14 +181,15 @@ impl Prepared {
             ));
         }
         let excluded = excluded_paths(settings, root, data_dir)?;
+        let writable = grants.writable(&excluded)?;
         seal_server_process();
         let temp = tempfile::Builder::new()
             .prefix("spool-bash-")
             .tempdir()
             .map_err(|e| ToolError::Internal(format!("cannot create the command's temp dir: {e}")))?;
-        let env = environment(settings, temp.path());
+        let env = environment(settings, &grants.env, temp.path());
         let built = |e: landlock::RulesetError| ToolError::Internal(format!("cannot build the command's sandbox: {e}"));
-        let ruleset = ruleset(root_dir, temp.path(), &excluded).map_err(built)?;
+        let ruleset = ruleset(root_dir, temp.path(), &writable, &excluded).map_err(built)?;
         let network = net::layer(settings.network, &settings.closed_ports()).map_err(built)?;
         let root = root_dir
             .as_fd()
@@ -215,6 +228,41 @@ impl Prepared {
                 filter.install()
             });
         }
+    }
+}
+
+/// What a confined server gets beyond a `bash` command's defaults (its `[[mcp]]`
+/// entry's `env` and `rw_paths`; [`crate::confined`]). Empty for `bash`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Grants {
+    /// Set on top of the allow-listed environment; `TMPDIR` stays the child's own.
+    pub(crate) env: Vec<(String, String)>,
+    /// Directories the child may write besides the project and its temp dir.
+    pub(crate) rw_paths: Vec<PathBuf>,
+}
+
+impl Grants {
+    /// The write grants, resolved, each refused when it is, holds or lies inside an
+    /// excluded path: Landlock grants everything beneath a directory, so a grant on the
+    /// data directory's parent would hand over the store and the keys.
+    fn writable(&self, excluded: &[PathBuf]) -> Result<Vec<PathBuf>, ToolError> {
+        self.rw_paths
+            .iter()
+            .map(|path| {
+                let real = path
+                    .canonicalize()
+                    .map_err(|e| ToolError::Internal(format!("cannot grant writes to {}: {e}", path.display())))?;
+                match excluded.iter().find(|x| real.starts_with(x) || x.starts_with(&real)) {
+                    Some(x) => Err(ToolError::Internal(format!(
+                        "refusing to grant writes to {}: it holds or lies inside {}, which the server keeps \
+                         from confined processes",
+                        path.display(),
+                        x.display()
+                    ))),
+                    None => Ok(real),
+                }
+            })
+            .collect()
     }
 }
 
@@ -275,8 +323,9 @@ pub fn seal_server_process() {
     });
 }
 
-/// The command's environment: the allow-listed variables the server has, and `TMPDIR`.
-fn environment(settings: &SandboxSettings, temp: &Path) -> Vec<(OsString, OsString)> {
+/// The command's environment: the allow-listed variables the server has, then `extra`
+/// (a confined server's own), then `TMPDIR`.
+fn environment(settings: &SandboxSettings, extra: &[(String, String)], temp: &Path) -> Vec<(OsString, OsString)> {
     let allowed = |name: &str| {
         name != "TMPDIR"
             && (BASE_ENV.contains(&name) || name.starts_with("LC_") || settings.env.iter().any(|e| e == name))
@@ -285,6 +334,10 @@ fn environment(settings: &SandboxSettings, temp: &Path) -> Vec<(OsString, OsStri
         std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(allowed)).collect();
     if !env.iter().any(|(k, _)| k == "PATH") {
         env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    for (name, value) in extra.iter().filter(|(name, _)| name != "TMPDIR") {
+        env.retain(|(k, _)| k != name.as_str());
+        env.push((name.into(), value.into()));
     }
     env.push(("TMPDIR".into(), temp.as_os_str().to_owned()));
     env
@@ -320,6 +373,7 @@ fn excluded_paths(
 fn ruleset(
     root: &crate::path::Root,
     temp: &Path,
+    writable: &[PathBuf],
     excluded: &[PathBuf],
 ) -> Result<Option<OwnedFd>, landlock::RulesetError> {
     let rules = Ruleset::default()
@@ -336,6 +390,7 @@ fn ruleset(
         // link swapped in since (to the data directory, to another user's project).
         .add_rule(landlock::PathBeneath::new(root.as_fd(), AccessFs::from_all(TARGET_ABI)))?
         .add_rules(path_beneath_rules([temp], AccessFs::from_all(TARGET_ABI)))?
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(TARGET_ABI)))?
         .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_file(TARGET_ABI)))?;
     Ok(created.into())
 }

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 /// A bound against a test hanging, far below the 1,000 s the commands below sleep:
 /// a call that waited for its processes instead of killing them (or leaving them)
 /// fails here. It says nothing about speed.
-const HANG: Duration = Duration::from_secs(60);
+pub(crate) const HANG: Duration = Duration::from_secs(60);
 
 async fn within_hang<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(HANG, work).await.unwrap_or_else(|_| panic!("{what} still running after {HANG:?}"))
@@ -43,7 +43,7 @@ const KILL_WAIT: Duration = Duration::from_secs(15);
 /// A `sleep` duration no other test (or test process) uses, so the test can find
 /// its own processes in `/proc` by their arguments: inside the command's PID
 /// namespace `$!` is not a pid the test could use.
-fn marker(base: u32) -> String {
+pub(crate) fn marker(base: u32) -> String {
     use std::sync::atomic::AtomicU32;
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let unique = std::process::id().wrapping_mul(1000) + NEXT.fetch_add(1, Ordering::Relaxed);
@@ -51,7 +51,7 @@ fn marker(base: u32) -> String {
 }
 
 /// Live (not zombie) processes running exactly `sleep <duration>`.
-fn sleeping(duration: &str) -> Vec<libc::pid_t> {
+pub(crate) fn sleeping(duration: &str) -> Vec<libc::pid_t> {
     let wanted = format!("sleep\0{duration}\0");
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
@@ -64,7 +64,7 @@ fn sleeping(duration: &str) -> Vec<libc::pid_t> {
 }
 
 /// Waits until a process `sleep <duration>` runs (the command got that far).
-async fn started(duration: &str) {
+pub(crate) async fn started(duration: &str) {
     let start = Instant::now();
     while sleeping(duration).is_empty() {
         assert!(start.elapsed() < HANG, "sleep {duration} never started");
@@ -74,7 +74,7 @@ async fn started(duration: &str) {
 
 /// Waits up to [`KILL_WAIT`] until no `sleep <duration>` is left; `false` (after
 /// killing the survivors, so a failing test leaves nothing behind) if one is.
-async fn none_left(duration: &str) -> bool {
+pub(crate) async fn none_left(duration: &str) -> bool {
     let start = Instant::now();
     while start.elapsed() < KILL_WAIT {
         if sleeping(duration).is_empty() {
@@ -112,7 +112,7 @@ fn markers() -> [String; 3] {
 
 /// Whether this machine gives commands a PID namespace; without one, processes
 /// that left the group (setsid) are known to outlive the call.
-fn namespaced() -> bool {
+pub(crate) fn namespaced() -> bool {
     let on = crate::process::probe();
     if !on {
         eprintln!("skipped in part: no PID namespace for commands on this machine (process group only)");
@@ -306,7 +306,7 @@ fn output_cuts_fall_on_character_boundaries() {
 }
 
 /// Whether this kernel confines commands; the Landlock tests say "skipped" without.
-fn landlock() -> bool {
+pub(crate) fn landlock() -> bool {
     let on = crate::sandbox::probe(&SandboxSettings::default()).landlock;
     if !on {
         eprintln!("skipped: this kernel has no Landlock");
@@ -315,7 +315,7 @@ fn landlock() -> bool {
 }
 
 /// A project and, beside it, a data dir holding a secret and a directory outside both.
-fn sandboxed() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+pub(crate) fn sandboxed() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let base = dir.path().canonicalize().expect("canonical");
     let (root, data, outside) = (base.join("project"), base.join("data"), base.join("outside"));

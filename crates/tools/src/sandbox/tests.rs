@@ -224,7 +224,7 @@ async fn a_project_holding_a_secret_file_runs_no_command() {
 fn the_environment_is_an_allow_list_with_a_private_tmpdir() {
     let temp = Path::new("/tmp/spool-bash-test");
     let settings = SandboxSettings { env: vec!["CARGO_HOME".into()], ..SandboxSettings::default() };
-    let env = environment(&settings, temp);
+    let env = environment(&settings, &[], temp);
     let names: Vec<&str> = env.iter().filter_map(|(k, _)| k.to_str()).collect();
     assert!(names.contains(&"PATH"));
     assert!(names.iter().all(|n| BASE_ENV.contains(n) || n.starts_with("LC_") || *n == "TMPDIR" || *n == "CARGO_HOME"));
