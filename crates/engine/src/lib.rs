@@ -75,4 +75,4 @@ pub use tool::{
     Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,
     ToolProgress, ToolRegistry,
 };
-pub use tool_source::{ToolOrigin, ToolScope, ToolSource, canonical_json};
+pub use tool_source::{SOURCE_WAIT, ToolOrigin, ToolScope, ToolSource, canonical_json};

@@ -20,6 +20,12 @@ use async_trait::async_trait;
 use spool_protocol::{CallSubject, SessionId, SessionMode};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Longest a turn waits for one source's tools: a server that hangs must not hang the
+/// run. Long enough for a stdio server's first start (a Node server takes seconds).
+pub const SOURCE_WAIT: Duration = Duration::from_secs(30);
 
 /// The session a source is asked for tools on behalf of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,9 +41,9 @@ pub trait ToolSource: Send + Sync + 'static {
     /// The source's name, for logs (an MCP server's configured name).
     fn name(&self) -> String;
 
-    /// The tools `scope`'s next model turn is offered. It must return promptly: a
-    /// source that cannot reach its server returns what it has (or nothing) and says
-    /// why in the log; the turn waits for it.
+    /// The tools `scope`'s next model turn is offered. A source that cannot reach its
+    /// server returns what it has (or nothing) and says why in the log. The turn waits
+    /// at most [`SOURCE_WAIT`] for it, and not at all once the run is stopped.
     async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>>;
 }
 
@@ -135,13 +141,24 @@ impl Tool for Foreign {
 impl ToolRegistry {
     /// The tools `scope`'s next turn offers: the static ones and every source's, each
     /// source tool wrapped as [`Foreign`]. A source's tool named like one already
-    /// offered (a built-in, or an earlier source's) is skipped with a warning. Without
-    /// sources, the static registry itself.
-    pub(crate) async fn for_turn(&self, scope: &ToolScope) -> ToolRegistry {
+    /// offered (a built-in, or an earlier source's) is skipped with a warning, and so
+    /// is a source that does not answer within [`SOURCE_WAIT`]. Once `cancel` fires
+    /// no source is waited for: the run is stopping. Without sources, the static
+    /// registry itself.
+    pub(crate) async fn for_turn(&self, scope: &ToolScope, cancel: &CancellationToken) -> ToolRegistry {
         let mut turn = ToolRegistry { tools: self.tools.clone(), sources: Vec::new() };
         for source in &self.sources {
             let name = source.name();
-            for tool in source.tools(scope).await {
+            let answered = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                answered = tokio::time::timeout(SOURCE_WAIT, source.tools(scope)) => answered,
+            };
+            let Ok(tools) = answered else {
+                tracing::warn!(source = %name, wait = ?SOURCE_WAIT, "a tool source did not answer in time; none of its tools this turn");
+                continue;
+            };
+            for tool in tools {
                 let tool_name = tool.spec().name;
                 if turn.tools.contains_key(&tool_name) {
                     tracing::warn!(source = %name, tool = %tool_name, "skipping a source's tool named like one already offered");
@@ -204,6 +221,38 @@ mod tests {
         }
     }
 
+    /// A source that never answers (a hung server).
+    struct Hung;
+
+    #[async_trait]
+    impl ToolSource for Hung {
+        fn name(&self) -> String {
+            "hung".into()
+        }
+        async fn tools(&self, _scope: &ToolScope) -> Vec<Arc<dyn Tool>> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_source_that_does_not_answer_is_left_out_of_the_turn() {
+        let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Echo { name: "srv_echo", origin: None })];
+        let registry =
+            ToolRegistry::new().with(Builtin).with_source(Arc::new(Hung)).with_source(Arc::new(Source(tools)));
+        let started = tokio::time::Instant::now();
+        let turn = registry.for_turn(&scope(), &CancellationToken::new()).await;
+        assert_eq!(started.elapsed(), SOURCE_WAIT);
+        let names: Vec<_> = turn.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["read", "srv_echo"], "the other sources still count");
+        // A stopped run waits for no source at all.
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let started = tokio::time::Instant::now();
+        let turn = registry.for_turn(&scope(), &cancel).await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(turn.specs().len(), 1);
+    }
+
     fn scope() -> ToolScope {
         ToolScope { session_id: SessionId::new(), root: PathBuf::from("/p") }
     }
@@ -223,7 +272,7 @@ mod tests {
         let tools: Vec<Arc<dyn Tool>> =
             vec![Arc::new(Echo { name: "read", origin: None }), Arc::new(Echo { name: "srv_echo", origin: None })];
         let registry = ToolRegistry::new().with(Builtin).with_source(Arc::new(Source(tools)));
-        let turn = registry.for_turn(&scope()).await;
+        let turn = registry.for_turn(&scope(), &CancellationToken::new()).await;
         let read = turn.get("read").expect("the built-in");
         assert!(read.origin().is_none(), "the built-in stays");
         assert_eq!(read.spec().description, "the built-in");
@@ -240,7 +289,10 @@ mod tests {
             Arc::new(Echo { name: "trusted", origin: origin(false, true) }),
             Arc::new(Echo { name: "both", origin: origin(true, true) }),
         ];
-        let turn = ToolRegistry::new().with_source(Arc::new(Source(tools))).for_turn(&scope()).await;
+        let turn = ToolRegistry::new()
+            .with_source(Arc::new(Source(tools)))
+            .for_turn(&scope(), &CancellationToken::new())
+            .await;
         let names = |mode| turn.specs_for(mode).into_iter().map(|s| s.name).collect::<Vec<_>>();
         assert_eq!(names(SessionMode::Plan), ["both"]);
         assert_eq!(names(SessionMode::Agent), ["both", "claims", "none", "trusted"]);
@@ -249,7 +301,10 @@ mod tests {
     #[tokio::test]
     async fn a_source_tool_is_judged_on_its_canonical_arguments() {
         let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Echo { name: "srv_echo", origin: origin(false, false) })];
-        let turn = ToolRegistry::new().with_source(Arc::new(Source(tools))).for_turn(&scope()).await;
+        let turn = ToolRegistry::new()
+            .with_source(Arc::new(Source(tools)))
+            .for_turn(&scope(), &CancellationToken::new())
+            .await;
         let tool = turn.get("srv_echo").expect("offered");
         let args = json!({"path": "/etc/passwd", "message": "hi"});
         // Not the `path` alone, as a built-in would be judged: every argument counts.

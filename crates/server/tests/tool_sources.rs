@@ -271,3 +271,18 @@ async fn a_source_tool_named_like_a_built_in_is_skipped() {
     let results = s.results().await;
     assert!(!results[0].2 && results[0].1.contains("Test project"), "{results:?}");
 }
+
+#[tokio::test]
+async fn always_allows_a_source_tool_in_the_session() {
+    let source = Source::default();
+    source.offer("srv_echo", "echo", false, false);
+    let s = Setup::start(source, Vec::new()).await;
+    let (run_id, approval) = s.server.park(&s.session, r#"tool: srv_echo {"message":"one"}"#).await;
+    // No command patterns to choose from: "always" means the tool, in this session.
+    assert!(approval["payload"].get("alwaysOptions").is_none(), "{approval}");
+    s.decide(&approval, "always").await;
+    assert_eq!(s.server.wait_run(&run_id).await["status"], "completed");
+    let run = s.server.run_prompt(&s.session, r#"tool: srv_echo {"message":"two"}"#).await;
+    assert_eq!(run["status"], "completed", "asked again: {run}");
+    assert_eq!(s.source.calls(), [json!({"message": "one"}), json!({"message": "two"})]);
+}

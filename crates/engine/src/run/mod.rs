@@ -314,7 +314,7 @@ impl RunTask {
     /// Asks the tool sources what this turn offers (see [`Self::tools`]).
     async fn offer_tools(&mut self) {
         let scope = crate::ToolScope { session_id: self.run.session_id.clone(), root: self.loaded.root.clone() };
-        self.tools = self.env.tools.for_turn(&scope).await;
+        self.tools = self.env.tools.for_turn(&scope, &self.handle.cancel).await;
     }
 
     /// Publishes one of the run's events; the session state changes by its fold.
