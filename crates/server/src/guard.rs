@@ -24,7 +24,7 @@
 //!
 //! GET requests are not checked for origin: none of them changes state, and a page
 //! cannot read their answers. The WebSocket upgrade (a GET that opens a two-way channel)
-//! checks its `Origin` in `http/ws.rs` with [`same_origin`].
+//! checks its `Origin` in `http/socket.rs` with [`same_origin`].
 
 use crate::error::ApiError;
 use crate::state::AppState;

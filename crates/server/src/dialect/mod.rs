@@ -3,10 +3,12 @@
 //! between frames (a run's sequence number, the status an `agent_end` announced) is a
 //! small value passed in. Transports read typed frames from the engine (never SSE or
 //! JSON that Spool produced) and, through [`shared`], map and encode each frame once per
-//! session and output form, whatever the number of subscribers. The transports that
-//! feed them live in `http/`, except the run-following dialects' routes: the run stream,
-//! the AI SDK and AG-UI are each a folder, `<name>/mod.rs` the mapping and
-//! `<name>/routes.rs` its routes (over the feed they share, `http/run_feed.rs`).
+//! session and output form, whatever the number of subscribers. Each dialect is a
+//! folder, `<name>/mod.rs` the mapping and `<name>/routes.rs` the transport that feeds
+//! it (OpenCode's is a folder, `routes/`; the hub's publishing route is
+//! `ws_hub/publish.rs`). The run-following ones (the run stream, the AI SDK, AG-UI)
+//! share a feed, `http/run_feed.rs`; the hub's socket runs the loop of `http/socket.rs`,
+//! shared with `GET /api/streams`. `http/` holds everything else.
 
 pub mod ag_ui;
 pub mod ai_sdk;

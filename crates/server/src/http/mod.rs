@@ -1,7 +1,9 @@
-//! The HTTP API: one file per resource, each with a `router()` (the run stream's, the
-//! AI SDK's and AG-UI's are in `dialect/<name>/routes.rs`, beside their mapping),
-//! assembled here with the layers every route shares (the browser trust guard, body
-//! limit, panic catcher, tracing) and JSON answers for unknown routes and wrong methods.
+//! The HTTP API: one file per resource, each with a `router()` (a dialect's are in
+//! `dialect/<name>/`, beside its mapping: `routes.rs` for the run stream, the AI SDK,
+//! AG-UI and the hub's socket, `publish.rs` for the hub's publishing, `routes/` for
+//! OpenCode), assembled here with the layers every route shares (the browser trust
+//! guard, body limit, panic catcher, tracing) and JSON answers for unknown routes and
+//! wrong methods.
 //!
 //! A resource's `router()` is a `utoipa_axum` `OpenApiRouter`: registering a handler
 //! also adds its operation to the OpenAPI document (`openapi.rs` holds the parts no
@@ -17,7 +19,6 @@ pub(crate) mod decision;
 mod events;
 mod gate;
 mod health;
-mod hub;
 mod lists;
 mod markdown;
 mod messages;
@@ -25,7 +26,6 @@ mod metrics;
 mod models;
 mod observe;
 mod openapi;
-mod opencode;
 mod projects;
 mod ready;
 pub(crate) mod responses;
@@ -33,13 +33,12 @@ pub(crate) mod run_feed;
 mod runs;
 mod search;
 mod sessions;
-mod socket;
+pub(crate) mod socket;
 pub(crate) mod sse;
 pub(crate) mod stream_events;
 mod streams;
-mod ws;
 
-use crate::dialect::{ag_ui, ai_sdk, run_stream};
+use crate::dialect::{ag_ui, ai_sdk, opencode, run_stream, ws_hub};
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
 use crate::state::AppState;
@@ -75,11 +74,17 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("sessions", [sessions::router()]))
         .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
-        .merge(tagged("hub", [hub::router()]))
-        .merge(tagged("opencode", [opencode::router()]))
+        .merge(tagged("hub", [ws_hub::publish::router()]))
+        .merge(tagged("opencode", [opencode::routes::router()]))
         .merge(tagged(
             "streams",
-            [events::router(), run_stream::routes::router(), ag_ui::routes::router(), ws::router(), streams::router()],
+            [
+                events::router(),
+                run_stream::routes::router(),
+                ag_ui::routes::router(),
+                ws_hub::routes::router(),
+                streams::router(),
+            ],
         ))
         // Operations of several groups: each of their handlers names its own.
         .merge(search::router())
@@ -132,11 +137,18 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         run_stream::routes::BODIES,
         gate::BODIES,
         lists::BODIES,
-        opencode::BODIES,
+        opencode::routes::BODIES,
         projects::BODIES,
     ]
     .into_iter()
-    .chain([hub::BODIES, markdown::BODIES, runs::BODIES, sessions::BODIES, streams::BODIES, ws::BODIES])
+    .chain([
+        ws_hub::publish::BODIES,
+        markdown::BODIES,
+        runs::BODIES,
+        sessions::BODIES,
+        streams::BODIES,
+        ws_hub::routes::BODIES,
+    ])
     .flatten()
 }
 

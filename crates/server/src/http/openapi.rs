@@ -13,9 +13,9 @@
 //! The response sets a route names are in `responses.rs`, the event streams' schemas
 //! in `stream_events.rs`: leaves every route can import without importing the document.
 
-use super::hub::HubEventSchema;
-use super::opencode::NamedError;
 use super::responses;
+use crate::dialect::opencode::routes::NamedError;
+use crate::dialect::ws_hub::publish::HubEventSchema;
 use spool_protocol::api::ErrorBody;
 use utoipa::openapi::schema::{AllOfBuilder, Schema};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};

@@ -1,4 +1,4 @@
-//! What every WebSocket route shares — the hub (`GET /api/ws`, `ws.rs`) and the stream
+//! What every WebSocket route shares — the hub (`GET /api/ws`, `dialect/ws_hub/routes.rs`) and the stream
 //! multiplexer (`GET /api/streams`, `streams.rs`): the upgrade ([`Upgrade`]: the
 //! `Origin` check, the per-socket buffer and message limits), the socket's lifetime
 //! ([`serve`]: its stream permit, its credential's watch, its metrics), and the one
@@ -13,7 +13,7 @@
 
 mod mux;
 
-pub(super) use mux::{Closing, Dialect, Feed, Heartbeat, Outbox, Polled, Subs};
+pub(crate) use mux::{Closing, Dialect, Feed, Heartbeat, Outbox, Polled, Subs};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -41,11 +41,11 @@ const MAX_WRITE_BUFFER: usize = 64 << 20;
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 
 /// A reason the server closes a socket: the close frame's code and words.
-pub(super) type Why = (u16, &'static str);
+pub(crate) type Why = (u16, &'static str);
 /// The credential the socket was opened with was revoked (1008 policy violation).
-pub(super) const REVOKED: Why = (close_code::POLICY, "the credential was revoked");
+pub(crate) const REVOKED: Why = (close_code::POLICY, "the credential was revoked");
 /// The server is stopping (1001 going away).
-pub(super) const STOPPING: Why = (close_code::AWAY, "the server is stopping");
+pub(crate) const STOPPING: Why = (close_code::AWAY, "the server is stopping");
 
 /// True when the request has no `Origin` (not a browser) or its `Origin` is the host
 /// the request was sent to.
@@ -75,7 +75,7 @@ fn limited(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
 /// another site is refused with [`bad_origin`], a request that is not an upgrade with
 /// a 400 `websocket_required`. A route takes it as its last argument, so its other
 /// refusals (the caller, the query) come first.
-pub(super) struct Upgrade(WebSocketUpgrade);
+pub(crate) struct Upgrade(WebSocketUpgrade);
 
 impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
     type Rejection = Response;
@@ -95,7 +95,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
 /// The socket holds `permit` (it counts as one of the user's streams for as long as it
 /// is open) and counts as an open stream of `kind` and an open connection in the
 /// metrics.
-pub(super) fn serve<D: Dialect + 'static>(
+pub(crate) fn serve<D: Dialect + 'static>(
     state: &AppState,
     credential: &Credential,
     Upgrade(upgrade): Upgrade,

@@ -159,7 +159,7 @@ pub(crate) async fn since(pool: &Pool, session: &SessionId, from_index: u64) -> 
 }
 
 /// Sessions of `project` with a run that ended after `after` (ms), latest ended first, at
-/// most `limit`: what a reconnecting OpenCode client missed (`http/opencode/global.rs` in the server).
+/// most `limit`: what a reconnecting OpenCode client missed (`dialect/opencode/routes/global.rs` in the server).
 pub(crate) async fn ended_after(
     pool: &Pool,
     project: &ProjectId,

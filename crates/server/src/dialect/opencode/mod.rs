@@ -11,14 +11,15 @@
 //!   are open, how much of their text went out) and is tested with golden frames.
 //! * [`requests`] — the request bodies and query parameters, each with its check.
 //!
-//! The transport is in `http/opencode/`: the routes, the `/event` stream that follows
-//! the directory's sessions (`global.rs`), the prompt marks a new follower replays from
-//! (`marks.rs`) and which project a request means (`directory.rs`).
+//! The transport is `routes/`: the routes, the `/event` stream that follows the
+//! directory's sessions (`routes/global.rs`), the prompt marks a new follower replays
+//! from (`routes/marks.rs`) and which project a request means (`routes/directory.rs`).
 
 pub mod ids;
 pub mod mapper;
 pub mod records;
 pub mod requests;
+pub(crate) mod routes;
 pub mod wire;
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The OpenCode API's request bodies and query parameters, as its SDKs send them, each
-//! with the check its handler applies (`read`), so the routes in `http/opencode/` and
+//! with the check its handler applies (`read`), so the routes in `routes/` and
 //! the body fuzzing (`BODIES` there) parse a body the same way.
 
 use super::wire::Reply;

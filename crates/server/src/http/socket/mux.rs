@@ -47,7 +47,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Why a socket's task stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(in crate::http) enum Closing {
+pub(crate) enum Closing {
     /// The client went away, a write failed, or the dialect closes without a word.
     Gone,
     /// Said to the client in a close frame.
@@ -56,20 +56,20 @@ pub(in crate::http) enum Closing {
 
 /// What the task writes next, in order: text messages.
 #[derive(Debug, Default, PartialEq)]
-pub(in crate::http) struct Outbox(pub(in crate::http) Vec<Utf8Bytes>);
+pub(crate) struct Outbox(pub(crate) Vec<Utf8Bytes>);
 
 impl Outbox {
-    pub(in crate::http) fn push(&mut self, text: impl Into<Utf8Bytes>) {
+    pub(crate) fn push(&mut self, text: impl Into<Utf8Bytes>) {
         self.0.push(text.into());
     }
 
-    pub(in crate::http) fn extend<T: Into<Utf8Bytes>>(&mut self, texts: impl IntoIterator<Item = T>) {
+    pub(crate) fn extend<T: Into<Utf8Bytes>>(&mut self, texts: impl IntoIterator<Item = T>) {
         self.0.extend(texts.into_iter().map(Into::into));
     }
 }
 
 /// How a dialect keeps the client's watchdog fed.
-pub(in crate::http) enum Heartbeat {
+pub(crate) enum Heartbeat {
     /// A WebSocket ping.
     Ping,
     /// A text message of the dialect's own.
@@ -77,7 +77,7 @@ pub(in crate::http) enum Heartbeat {
 }
 
 /// What a socket follows: a stream of items that says why it ended.
-pub(in crate::http) trait Feed: Stream + Unpin + Send {
+pub(crate) trait Feed: Stream + Unpin + Send {
     /// Why it ended, asked once it has (`None`: it does not say).
     fn ended(&self) -> Option<Ended>;
 
@@ -97,15 +97,15 @@ impl Feed for TypedSubscription {
 /// One subscription of a socket: the dialect's key for it (a session, a client's stream
 /// id), its feed, the kill token the engine fires to cut it, and the dialect's own
 /// state for it.
-pub(in crate::http) struct Sub<K, F, T> {
-    pub(in crate::http) key: K,
-    pub(in crate::http) feed: F,
+pub(crate) struct Sub<K, F, T> {
+    pub(crate) key: K,
+    pub(crate) feed: F,
     kill: Option<CancellationToken>,
     /// Its feed ended and the end was told, or the dialect stopped taking from it: not
     /// polled again, but still in the set (and still able to say why it ended) until
     /// the dialect drops it.
-    pub(in crate::http) ended: bool,
-    pub(in crate::http) state: T,
+    pub(crate) ended: bool,
+    pub(crate) state: T,
 }
 
 /// `(key, Some(item))` for each item, then one `(key, None)` when the feed ends: the
@@ -127,7 +127,7 @@ impl<K: Clone + Unpin, F: Feed, T: Unpin> Stream for Sub<K, F, T> {
 }
 
 /// What a socket's subscriptions bring.
-pub(in crate::http) enum Polled<K, I> {
+pub(crate) enum Polled<K, I> {
     /// An item of the subscription `K`.
     Item(K, I),
     /// The session of subscription `K` was deleted: the dialect tells the client its
@@ -139,7 +139,7 @@ pub(in crate::http) enum Polled<K, I> {
 
 /// A socket's subscriptions, polled as one (round-robin: one that gave an item goes to
 /// the back of the queue), with their kill tokens.
-pub(in crate::http) struct Subs<K, F, T> {
+pub(crate) struct Subs<K, F, T> {
     set: SelectAll<Sub<K, F, T>>,
     /// The kill tokens of the subscriptions (and of some dropped since), raced against
     /// every write.
@@ -154,31 +154,31 @@ impl<K: Clone + Unpin, F: Feed, T: Unpin> Default for Subs<K, F, T> {
 
 impl<K: Clone + PartialEq + Unpin, F: Feed, T: Unpin> Subs<K, F, T> {
     /// Adds a subscription; `kill` is the token the engine fires to cut it.
-    pub(in crate::http) fn add(&mut self, key: K, feed: F, kill: Option<CancellationToken>, state: T) {
+    pub(crate) fn add(&mut self, key: K, feed: F, kill: Option<CancellationToken>, state: T) {
         if let Some(kill) = &kill {
             self.kills.push(kill.clone().cancelled_owned());
         }
         self.set.push(Sub { key, feed, kill, ended: false, state });
     }
 
-    pub(in crate::http) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.set.len()
     }
 
-    pub(in crate::http) fn iter(&self) -> impl Iterator<Item = &Sub<K, F, T>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Sub<K, F, T>> {
         self.set.iter()
     }
 
-    pub(in crate::http) fn contains(&self, key: &K) -> bool {
+    pub(crate) fn contains(&self, key: &K) -> bool {
         self.set.iter().any(|s| s.key == *key)
     }
 
-    pub(in crate::http) fn get_mut(&mut self, key: &K) -> Option<&mut Sub<K, F, T>> {
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut Sub<K, F, T>> {
         self.set.iter_mut().find(|s| s.key == *key)
     }
 
     /// Drops every subscription `keep` refuses.
-    pub(in crate::http) fn retain(&mut self, keep: impl Fn(&Sub<K, F, T>) -> bool) {
+    pub(crate) fn retain(&mut self, keep: impl Fn(&Sub<K, F, T>) -> bool) {
         if !self.set.iter().all(&keep) {
             self.set = std::mem::take(&mut self.set).into_iter().filter(|s| keep(s)).collect();
             self.forget_dropped_kills();
@@ -186,7 +186,7 @@ impl<K: Clone + PartialEq + Unpin, F: Feed, T: Unpin> Subs<K, F, T> {
     }
 
     /// Drops the subscription `key`, if there is one.
-    pub(in crate::http) fn remove(&mut self, key: &K) {
+    pub(crate) fn remove(&mut self, key: &K) {
         self.retain(|s| s.key != *key);
     }
 
@@ -203,7 +203,7 @@ impl<K: Clone + PartialEq + Unpin, F: Feed, T: Unpin> Subs<K, F, T> {
 
     /// The next item or ending; `lagging` is how the dialect closes for a cut.
     /// Cancel safe: nothing is taken until it returns.
-    pub(in crate::http) async fn next(&mut self, lagging: Closing) -> Polled<K, F::Item> {
+    pub(crate) async fn next(&mut self, lagging: Closing) -> Polled<K, F::Item> {
         loop {
             tokio::select! {
                 Some((key, item)) = self.set.next() => match item {
@@ -262,7 +262,7 @@ impl<K: Clone + PartialEq + Unpin, F: Feed, T: Unpin> Subs<K, F, T> {
 }
 
 /// What a socket dialect does; [`run`] does the rest.
-pub(in crate::http) trait Dialect: Send {
+pub(crate) trait Dialect: Send {
     /// Names a subscription on this socket.
     type Key: Clone + PartialEq + Send + Unpin;
     type Feed: Feed<Item: Send>;
@@ -295,22 +295,16 @@ pub(in crate::http) trait Dialect: Send {
 }
 
 /// The tokens that stop a socket from outside it.
-pub(in crate::http) struct Stops {
+pub(crate) struct Stops {
     /// The server is stopping.
-    pub(in crate::http) closing: CancellationToken,
+    pub(crate) closing: CancellationToken,
     /// The credential the socket was opened with was revoked.
-    pub(in crate::http) revoked: CancellationToken,
+    pub(crate) revoked: CancellationToken,
 }
 
 /// Serves the socket until it closes, a write fails, a subscription is cut, or a stop
 /// fires. `out` holds what the dialect already has to say.
-pub(in crate::http) async fn run<D: Dialect>(
-    mut dialect: D,
-    socket: WebSocket,
-    mut out: Outbox,
-    every: Duration,
-    stops: Stops,
-) {
+pub(crate) async fn run<D: Dialect>(mut dialect: D, socket: WebSocket, mut out: Outbox, every: Duration, stops: Stops) {
     let (mut tx, mut rx) = socket.split();
     let mut beats = crate::http::sse::heartbeat(every);
     let why = loop {

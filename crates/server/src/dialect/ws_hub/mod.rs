@@ -34,6 +34,12 @@
 //! What the mapping remembers between frames of one channel (turns, model, the status
 //! `agent_end` announced) is a [`RunTally`] the connection owns. A tally that joined
 //! mid-run leaves the fields it never saw `null`.
+//!
+//! The routes are beside it: `routes.rs` serves the socket, `publish.rs` takes the
+//! events other components publish (`POST /api/hub/events`).
+
+pub(crate) mod publish;
+pub(crate) mod routes;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -204,7 +210,7 @@ pub const AGENT_AUTHOR: &str = "spool";
 /// What the hub's mapping of one channel carries from frame to frame: its run tally and
 /// the author of its user messages. It is the hub's encode-once form of a session
 /// (`dialect/shared.rs`); encoding each event for the wire is the transport's
-/// (`http/ws.rs`), and the server keeps the forms in its application state.
+/// (`routes.rs`), and the server keeps the forms in its application state.
 #[derive(Clone)]
 pub struct HubForm(pub RunTally, pub Author);
 

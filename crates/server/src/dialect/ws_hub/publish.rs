@@ -16,9 +16,9 @@
 //! session's channel, however spelled (`protocol::hub::is_session_namespace`). The
 //! answer names each event's cursor.
 
-use super::responses::PublishErrors;
 use crate::error::ApiError;
 use crate::extract::{BodyCheck, JsonBody, bearer, json_body};
+use crate::http::responses::PublishErrors;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -160,7 +160,7 @@ fn refuse(at: Option<usize>, error: FieldError) -> ApiError {
 /// Reads the body into its audience and checked events; the first problem refuses it.
 /// The body this module reads, parsed and checked as its handler does: every event of
 /// the batch against its payload schema, and the audience.
-pub(super) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/hub/events", |b| read(json_body::<Value>(b)?).map(drop))];
+pub(crate) const BODIES: &[(&str, BodyCheck)] = &[("POST /api/hub/events", |b| read(json_body::<Value>(b)?).map(drop))];
 
 fn read(body: Value) -> Result<(Grant, Vec<HubEvent>), ApiError> {
     let Value::Object(mut body) = body else {
@@ -236,7 +236,7 @@ fn clip(text: &str) -> String {
 /// `channel.error` and `error`. Built from [`HubEventType::ALL`] and [`HubPayload`]'s
 /// schema, whose variants are in the same order, so a new type is described here by
 /// construction.
-pub(super) struct HubEventSchema;
+pub(crate) struct HubEventSchema;
 
 impl utoipa::Modify for HubEventSchema {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {

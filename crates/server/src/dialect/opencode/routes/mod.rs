@@ -36,9 +36,6 @@
 //! read, and only under the user's project roots; writes need a JSON body and are
 //! refused from another origin (`guard.rs`), which OpenCode's own server does not check.
 
-use super::responses::{OpenCodeDecisionErrors, OpenCodeErrors};
-use super::sse;
-use super::stream_events::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use crate::dialect::opencode::ids;
 use crate::dialect::opencode::records::{self, Scope};
 use crate::dialect::opencode::requests::{
@@ -47,6 +44,9 @@ use crate::dialect::opencode::requests::{
 use crate::dialect::opencode::wire::{MessageInfo, MessageWithParts, Permission, SessionInfo, Status, Todo};
 use crate::error::ApiError;
 use crate::extract::{Acting, BodyCheck, CurrentUser, PathId, PathIds};
+use crate::http::responses::{OpenCodeDecisionErrors, OpenCodeErrors};
+use crate::http::sse;
+use crate::http::stream_events::{OpenCodeGlobalEvent, OpenCodeStreamEvent};
 use crate::serve::ConnectionToken;
 use crate::state::AppState;
 use axum::Json;
@@ -166,7 +166,7 @@ async fn history(
 fn decided(outcome: DecisionOutcome) -> Response {
     match outcome {
         DecisionOutcome::Applied { .. } => Json(true).into_response(),
-        refused => super::decision::decision_response(&refused),
+        refused => crate::http::decision::decision_response(&refused),
     }
 }
 
@@ -203,7 +203,7 @@ async fn opencode_errors(response: Response) -> Response {
 /// OpenCode's half of an error body, put beside Spool's `error` by [`opencode_errors`].
 /// The document's `OpenCodeErrorBody` is the two together.
 #[derive(Serialize, ToSchema)]
-pub(super) struct NamedError {
+pub(crate) struct NamedError {
     /// `BadRequest`, `NotFoundError` or `UnknownError`.
     name: &'static str,
     data: NamedErrorData,
@@ -703,7 +703,7 @@ fn event_stream(
 }
 
 /// Each body this module reads, parsed and checked as its handler does.
-pub(super) const BODIES: &[(&str, BodyCheck)] = &[
+pub(crate) const BODIES: &[(&str, BodyCheck)] = &[
     ("POST /session", |b| CreateBody::read(b).map(drop)),
     ("PATCH /session/{id}", |b| PatchBody::read(b).map(drop)),
     ("POST /session/{id}/message, /prompt_async", |b| PromptBody::read(b).map(drop)),

@@ -11,7 +11,7 @@
 //!
 //! # Shape
 //!
-//! The socket runs the shared socket loop (`socket/mux.rs`: one task that alone
+//! The socket runs the shared socket loop (`http/socket/mux.rs`: one task that alone
 //! writes, round-robin polling, the heartbeat, slow clients and why a socket closes);
 //! this file is the hub's mapping. The socket holds one engine subscription per
 //! followed session — a cursor into that session's shared ring, not a queue — and
@@ -25,7 +25,7 @@
 //!
 //! A socket that stops reading blocks only its own task, in a write; the engine cuts
 //! a subscription that lags by the queue limit (1 MiB), and the socket closes (see
-//! `socket/mux.rs`): the client comes back with its cursors. A subscription that ends
+//! `http/socket/mux.rs`): the client comes back with its cursors. A subscription that ends
 //! says why (the engine's [`Ended`]), with no store read: cut, or closed under a
 //! session that is still there (this node's view went stale), closes the socket, as
 //! for a stuck client; a stopping server closes it with 1001; a deleted session's
@@ -46,15 +46,15 @@
 //! that was not. A cursor for a published channel in `cursors` replays after the
 //! acknowledgement, like a session's.
 //!
-//! The upgrade, the socket's lifetime and its loop are `socket.rs`'s, shared with
+//! The upgrade, the socket's lifetime and its loop are `http/socket.rs`'s, shared with
 //! `GET /api/streams`.
 
-use super::responses::UpgradeResponses;
-use super::socket::{self, Closing, Dialect, Heartbeat, Outbox, Polled, Subs, Upgrade};
 use crate::dialect::shared::{Behind, Follow, FormMapper};
 use crate::dialect::ws_hub::{self, Author, Envelope, HubForm, RunTally, Streaming};
 use crate::error::ApiError;
 use crate::extract::{Caller, QueryParams};
+use crate::http::responses::UpgradeResponses;
+use crate::http::socket::{self, Closing, Dialect, Heartbeat, Outbox, Polled, Subs, Upgrade};
 use crate::state::{AppState, SessionForms};
 use axum::extract::State;
 use axum::extract::ws::Utf8Bytes;
@@ -127,7 +127,7 @@ fn client_message(text: &str) -> Result<ClientMessage, (&'static str, String)> {
 
 /// The client's message, checked as the hub does (for the `request_json` fuzz target;
 /// the hub answers a refusal with an `error` event, here a 400).
-pub(super) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/ws subscribe message", |b| {
+pub(crate) const BODIES: &[(&str, crate::extract::BodyCheck)] = &[("WS /api/ws subscribe message", |b| {
     let text =
         std::str::from_utf8(b).map_err(|_| ApiError::bad_request("invalid_message", "messages are JSON text"))?;
     client_message(text).map(drop).map_err(|(code, message)| ApiError::bad_request(code, message))
