@@ -29,6 +29,10 @@
 //! network = false               # block TCP connect/bind, UDP… (default: allowed)
 //! [limits]                      # per-user caps and search limits (see limits.rs)
 //! sessions_per_user = 10000
+//! [[mcp]]                       # an MCP server (see spool_mcp::config for every key)
+//! name = "everything"
+//! command = "node"
+//! args = ["/opt/mcp/everything/dist/index.js"]
 //! ```
 //!
 //! A relative root is taken from the config file's directory, not from wherever the
@@ -74,6 +78,9 @@ pub struct FileConfig {
     /// `[limits]`: per-user caps and search limits.
     #[serde(default)]
     pub limits: crate::limits::LimitsConfig,
+    /// `[[mcp]]`: MCP servers, as written; checked by `spool_mcp::servers`.
+    #[serde(default)]
+    pub mcp: Vec<spool_mcp::McpEntry>,
 }
 
 /// One user's settings.
@@ -163,6 +170,19 @@ mod tests {
         let c: FileConfig = toml::from_str("git_poll_secs = 0\n").expect("git poller off");
         assert_eq!(c.git_poll_secs, Some(0));
         assert_eq!(FileConfig::default().git_poll_secs, None, "the binary's default applies");
+    }
+
+    #[test]
+    fn mcp_servers_are_read_and_checked() {
+        let mut c: FileConfig =
+            toml::from_str("[[mcp]]\nname = \"everything\"\ncommand = \"node\"\nargs = [\"index.js\"]\n").expect("mcp");
+        let servers = spool_mcp::servers(std::mem::take(&mut c.mcp)).expect("valid entry");
+        assert_eq!(servers[0].name, "everything");
+        assert!(toml::from_str::<FileConfig>("[[mcp]]\nname = \"a\"\ncomand = \"node\"\n").is_err());
+        let both: FileConfig =
+            toml::from_str("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/\"\n").expect("toml");
+        let err = spool_mcp::servers(both.mcp).expect_err("command and url").to_string();
+        assert!(err.contains("[[mcp]] entry \"a\""), "{err}");
     }
 
     #[test]

@@ -254,6 +254,8 @@ struct ServeArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before any HTTPS client is built: the MCP client's reqwest brings no provider.
+    spool_mcp::install_crypto_provider();
     let matches = Cli::command().get_matches();
     secrets::refuse_credentials_in_argv(&matches)?;
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -398,8 +400,13 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     }
     let database = args.store.open().await?;
     let store = database.shared();
-    let file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
+    let mut file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
     let models = build_models(&args, &file)?;
+    let mcp = spool_mcp::servers(std::mem::take(&mut file.mcp))?;
+    if !mcp.is_empty() {
+        let names: Vec<&str> = mcp.iter().map(|s| s.name.as_str()).collect();
+        tracing::info!(servers = ?names, "MCP servers configured, not yet connected");
+    }
     // Provider keys from the config's `[env]` are masked in what runs show, as the
     // environment's are.
     spool_engine::secrets::remember(file.env.iter().map(|(name, value)| (name.as_str(), value.as_str())));

@@ -63,8 +63,8 @@ pub struct ConfinedGuard {
 }
 
 impl ConfinedGuard {
-    /// The process id of the child as the server sees it (inside a PID namespace it is
-    /// the waiting parent's, not the server's own).
+    /// The child's process id as the server sees it. Where the child runs in a PID
+    /// namespace of its own, this is the process that waits for it there.
     pub fn id(&self) -> Option<u32> {
         self.child.id()
     }
