@@ -397,7 +397,7 @@ mod tests {
             "one delta per block piece, not one per token"
         );
         let mut rebuilt = d.start().clone();
-        let mut checkpoint = |d: &mut Draft, rebuilt: &mut Message| {
+        let checkpoint = |d: &mut Draft, rebuilt: &mut Message| {
             d.unsaved().iter().for_each(|delta| apply_delta(rebuilt, delta));
             d.saved();
         };

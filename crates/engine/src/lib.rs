@@ -72,7 +72,7 @@ pub use store::{
     RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
-    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOutput,
-    ToolProgress, ToolRegistry,
+    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOrigin, ToolOutput,
+    ToolProgress, ToolRegistry, ToolScope, ToolSource,
 };
-pub use tool_source::{SOURCE_WAIT, ToolOrigin, ToolScope, ToolSource, canonical_json};
+pub use tool_source::{SOURCE_WAIT, canonical_json};

@@ -11,10 +11,9 @@
 //! that moved on meanwhile.
 
 use crate::model::ToolSpec;
-use crate::tool_source::{ToolOrigin, ToolSource};
 use async_trait::async_trait;
-use spool_protocol::CallSubject;
 use spool_protocol::event::{LIVE_OUTPUT_CAP, LIVE_OUTPUT_CHUNK, LIVE_OUTPUT_INTERVAL_MS};
+use spool_protocol::{CallSubject, SessionId};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -393,6 +392,44 @@ impl ToolRegistry {
     pub fn specs_for(&self, mode: spool_protocol::SessionMode) -> Vec<ToolSpec> {
         self.tools.values().filter(|t| t.available_in(mode)).map(|t| t.spec()).collect()
     }
+}
+
+// What a source of tools besides Spool's own is (how its tools are offered and judged:
+// `crate::tool_source`). Here, beside `Tool`, so the registry and the trait need nothing
+// of the room that uses them.
+
+/// The session a source is asked for tools on behalf of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolScope {
+    pub session_id: SessionId,
+    /// The session's project directory, canonical (where a stdio server is confined).
+    pub root: PathBuf,
+}
+
+/// A provider of tools besides Spool's own, asked once per model turn.
+#[async_trait]
+pub trait ToolSource: Send + Sync + 'static {
+    /// The source's name, for logs (an MCP server's configured name).
+    fn name(&self) -> String;
+
+    /// The tools `scope`'s next model turn is offered. A source that cannot reach its
+    /// server returns what it has (or nothing) and says why in the log. The turn waits
+    /// at most [`SOURCE_WAIT`](crate::tool_source::SOURCE_WAIT) for it, and not at all once the run is stopped.
+    async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>>;
+}
+
+/// Where a source's tool comes from, as its approval card shows it, and what it claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOrigin {
+    /// The source's name (the MCP server).
+    pub source: String,
+    /// The tool's own name there (the name the model sees may be namespaced or cut).
+    pub tool: String,
+    /// The tool says it changes nothing (MCP's `readOnlyHint`).
+    pub read_only: bool,
+    /// The source's configuration trusts `read_only` (`trust_read_only`): only then is
+    /// the tool offered in plan mode.
+    pub trusted_read_only: bool,
 }
 
 #[cfg(test)]

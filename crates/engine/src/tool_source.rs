@@ -15,10 +15,9 @@
 //! must not be able to stand in for `read` and inherit its allow rule.
 
 use crate::model::ToolSpec;
-use crate::tool::{Inspected, Tool, ToolContext, ToolOutput, ToolRegistry};
+use crate::tool::{Inspected, Tool, ToolContext, ToolOrigin, ToolOutput, ToolRegistry, ToolScope};
 use async_trait::async_trait;
-use spool_protocol::{CallSubject, SessionId, SessionMode};
-use std::path::PathBuf;
+use spool_protocol::{CallSubject, SessionMode};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -26,40 +25,6 @@ use tokio_util::sync::CancellationToken;
 /// Longest a turn waits for one source's tools: a server that hangs must not hang the
 /// run. Long enough for a stdio server's first start (a Node server takes seconds).
 pub const SOURCE_WAIT: Duration = Duration::from_secs(30);
-
-/// The session a source is asked for tools on behalf of.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolScope {
-    pub session_id: SessionId,
-    /// The session's project directory, canonical (where a stdio server is confined).
-    pub root: PathBuf,
-}
-
-/// A provider of tools besides Spool's own, asked once per model turn.
-#[async_trait]
-pub trait ToolSource: Send + Sync + 'static {
-    /// The source's name, for logs (an MCP server's configured name).
-    fn name(&self) -> String;
-
-    /// The tools `scope`'s next model turn is offered. A source that cannot reach its
-    /// server returns what it has (or nothing) and says why in the log. The turn waits
-    /// at most [`SOURCE_WAIT`] for it, and not at all once the run is stopped.
-    async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>>;
-}
-
-/// Where a source's tool comes from, as its approval card shows it, and what it claims.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolOrigin {
-    /// The source's name (the MCP server).
-    pub source: String,
-    /// The tool's own name there (the name the model sees may be namespaced or cut).
-    pub tool: String,
-    /// The tool says it changes nothing (MCP's `readOnlyHint`).
-    pub read_only: bool,
-    /// The source's configuration trusts `read_only` (`trust_read_only`): only then is
-    /// the tool offered in plan mode.
-    pub trusted_read_only: bool,
-}
 
 /// `args` as JSON with every object's keys sorted, at every depth: one text for the
 /// same arguments however the model ordered them, for rules to match.
@@ -174,7 +139,10 @@ impl ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::ToolSource;
     use serde_json::json;
+    use spool_protocol::SessionId;
+    use std::path::PathBuf;
 
     struct Echo {
         name: &'static str,
