@@ -183,6 +183,9 @@ fn stdio(entry: &McpEntry, command: &str) -> Result<StdioServer, String> {
         if !valid_env_name(name) {
             return Err(format!("env name {name:?} is not a variable name"));
         }
+        if name == "TMPDIR" {
+            return Err("env cannot set TMPDIR: the sandbox gives the server a temp directory of its own".into());
+        }
         if value.contains('\0') {
             return Err(format!("env {name} holds a NUL byte"));
         }
@@ -363,6 +366,7 @@ mod tests {
         refused("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nenv = { \"1A\" = \"y\" }\n", "\"a\"", "not a variable name");
         refused("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nenv = { A = \"y\\u0000\" }\n", "\"a\"", "NUL");
         refused("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nrw_paths = [\"rel\"]\n", "\"a\"", "absolute");
+        refused("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nenv = { TMPDIR = \"/tmp\" }\n", "\"a\"", "cannot set TMPDIR");
     }
 
     #[test]
