@@ -403,10 +403,6 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     let mut file = config::FileConfig::load(args.config.as_deref(), &args.store.data_dir().join("config.toml"))?;
     let models = build_models(&args, &file)?;
     let mcp = spool_mcp::servers(std::mem::take(&mut file.mcp))?;
-    if !mcp.is_empty() {
-        let names: Vec<&str> = mcp.iter().map(|s| s.name.as_str()).collect();
-        tracing::info!(servers = ?names, "MCP servers configured, not yet connected");
-    }
     // Provider keys from the config's `[env]` are masked in what runs show, as the
     // environment's are.
     spool_engine::secrets::remember(file.env.iter().map(|(name, value)| (name.as_str(), value.as_str())));
@@ -465,7 +461,8 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     } else if !sandbox.fully_enforced {
         tracing::warn!(abi = sandbox.abi, "this kernel's Landlock enforces only part of the bash sandbox");
     }
-    let tools = spool_tools::workspace_tools_with(sandbox_settings);
+    let mut tools = spool_tools::workspace_tools_with(sandbox_settings.clone());
+    tools = mcp_sources(tools, mcp, &sandbox_settings, data_dir);
     let engine = match redis_url {
         Some(url) => {
             let database::Database::Postgres(pg) = &database else {
@@ -549,6 +546,29 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<spool_server::TlsConfig
         (Some(_), None) => bail!("--tls-cert needs --tls-key (SPOOL_TLS_KEY): the private key of the certificate"),
         (None, Some(_)) => bail!("--tls-key needs --tls-cert (SPOOL_TLS_CERT): the certificate chain of the key"),
     }
+}
+
+/// Offers the tools of each enabled stdio `[[mcp]]` server, each server started per
+/// session in the `bash` sandbox (`settings`, with `data_dir` unreadable). HTTP servers
+/// are configured but not connected yet.
+fn mcp_sources(
+    mut tools: spool_engine::ToolRegistry,
+    servers: Vec<spool_mcp::McpServerConfig>,
+    settings: &spool_tools::SandboxSettings,
+    data_dir: &std::path::Path,
+) -> spool_engine::ToolRegistry {
+    let data_dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    for server in servers.into_iter().filter(|s| s.enabled) {
+        let name = server.name.clone();
+        match spool_mcp::McpSource::stdio(server, settings.clone(), Some(data_dir.clone())) {
+            Some(source) => {
+                tracing::info!(server = %name, "MCP server configured (stdio, started per session)");
+                tools = tools.with_source(std::sync::Arc::new(source));
+            }
+            None => tracing::info!(server = %name, "MCP server configured (HTTP), not yet connected"),
+        }
+    }
+    tools
 }
 
 /// Every file the server was given that holds a secret, or may (a certificate file can

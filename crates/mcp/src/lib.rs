@@ -1,11 +1,19 @@
-//! Spool's Model Context Protocol client (issue 38). Today it holds the `[[mcp]]`
-//! entries of config.toml, parsed and checked ([`config`]), and the TLS set-up the
-//! Streamable HTTP transport needs ([`install_crypto_provider`]); the connections and
-//! the tools they offer come next (docs/plans/38-mcp.md, WP2).
+//! Spool's Model Context Protocol client (issue 38): the `[[mcp]]` entries of
+//! config.toml, parsed and checked ([`config`]); a stdio server's tools offered to the
+//! model ([`McpSource`]: `source` → `connection` → `tool`, results through `render`);
+//! and the TLS set-up the Streamable HTTP transport will need
+//! ([`install_crypto_provider`]). HTTP servers, elicitation and progress come next
+//! (docs/plans/38-mcp.md, WP2 and WP4).
 
 pub mod config;
+mod connection;
+mod handler;
+mod render;
+mod source;
+mod tool;
 
 pub use config::{BearerToken, ConfigError, HttpServer, McpEntry, McpServerConfig, StdioServer, Transport, servers};
+pub use source::McpSource;
 
 /// Makes ring the process's TLS crypto provider. rmcp's HTTP client is built on
 /// reqwest with rustls but no provider of its own (aws-lc-rs, reqwest's choice, needs

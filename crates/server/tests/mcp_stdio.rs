@@ -1,0 +1,91 @@
+//! A real MCP server over stdio, through a real Spool server: the official
+//! `@modelcontextprotocol/server-everything` (pinned in tests/mcp, installed by
+//! scripts/test, found through `SPOOL_TEST_MCP_EVERYTHING`), spawned sandboxed in the
+//! session's project by [`McpSource`] from a checked `[[mcp]]` entry. Its tools are
+//! offered as `everything_*`, ask by default, run once approved and never when denied,
+//! and one server process serves the session's calls.
+
+use crate::common;
+
+use common::{TestOptions, TestServer, ToolsOverride};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_mcp::{McpEntry, McpSource};
+use std::sync::Arc;
+
+/// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
+fn everything() -> Option<String> {
+    match std::env::var("SPOOL_TEST_MCP_EVERYTHING") {
+        Ok(path) => Some(path),
+        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
+            panic!("SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it after `npm ci` in tests/mcp")
+        }
+        Err(_) => {
+            eprintln!(
+                "SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset (run `npm ci` in tests/mcp and point it at \
+                 node_modules/@modelcontextprotocol/server-everything/dist/index.js)"
+            );
+            None
+        }
+    }
+}
+
+async fn start(index: &str) -> (TestServer, String, Arc<McpSource>) {
+    let entry: McpEntry =
+        serde_json::from_value(json!({"name": "everything", "command": "node", "args": [index, "stdio"]}))
+            .expect("entry");
+    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
+    let source = Arc::new(McpSource::stdio(config, Default::default(), None).expect("a stdio server"));
+    let tools = spool_tools::workspace_tools().with_source(source.clone());
+    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let session = server.new_session().await;
+    (server, session, source)
+}
+
+async fn decide(server: &TestServer, session: &str, approval: &Value, decision: &str) {
+    let path = format!("/api/sessions/{session}/approvals/{}", common::id_of(approval));
+    let (status, body) = server.post(&path, json!({"decision": decision})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// The session's tool results: (tool, text, is_error).
+async fn results(server: &TestServer, session: &str) -> Vec<(String, String, bool)> {
+    let page = server.messages(session, "").await;
+    let messages = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult");
+    messages
+        .map(|m| {
+            let text = m["content"][0]["text"].as_str().expect("text").to_owned();
+            (m["toolName"].as_str().expect("toolName").to_owned(), text, m["isError"] == true)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
+    let Some(index) = everything() else { return };
+    let (server, session, source) = start(&index).await;
+
+    let (run_id, approval) = server.park(&session, r#"tool: everything_echo {"message":"hi"}"#).await;
+    assert_eq!(approval["payload"]["source"]["server"], "everything", "{approval}");
+    assert_eq!(approval["payload"]["source"]["tool"], "echo", "{approval}");
+    let pids = source.server_pids();
+    assert_eq!(pids.len(), 1, "one server for the session, started to list its tools");
+    decide(&server, &session, &approval, "once").await;
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let got = results(&server, &session).await;
+    assert_eq!(got, [("everything_echo".to_owned(), "Echo: hi".to_owned(), false)]);
+
+    let (run_id, approval) = server.park(&session, r#"tool: everything_echo {"message":"secret"}"#).await;
+    decide(&server, &session, &approval, "reject").await;
+    server.wait_run(&run_id).await;
+    let got = results(&server, &session).await;
+    assert!(got[1].2 && !got[1].1.contains("Echo: secret"), "denied, never called: {got:?}");
+
+    let (run_id, approval) = server.park(&session, r#"tool: everything_get-sum {"a":2,"b":3}"#).await;
+    decide(&server, &session, &approval, "once").await;
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let got = results(&server, &session).await;
+    assert_eq!(got[2], ("everything_get-sum".to_owned(), "The sum of 2 and 3 is 5.".to_owned(), false));
+    assert_eq!(source.server_pids(), pids, "the same process served every call");
+}
