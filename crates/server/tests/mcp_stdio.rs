@@ -3,7 +3,8 @@
 //! scripts/test, found through `SPOOL_TEST_MCP_EVERYTHING`), spawned sandboxed in the
 //! session's project by [`McpSource`] from a checked `[[mcp]]` entry. Its tools are
 //! offered as `everything_*`, ask by default, run once approved and never when denied,
-//! and one server process serves the session's calls.
+//! and one server process serves the session's calls. A server that exits mid-call is
+//! a tool error carrying its exit status and stderr, and the next turn starts it again.
 
 use crate::common;
 
@@ -30,10 +31,8 @@ fn everything() -> Option<String> {
     }
 }
 
-async fn start(index: &str) -> (TestServer, String, Arc<McpSource>) {
-    let entry: McpEntry =
-        serde_json::from_value(json!({"name": "everything", "command": "node", "args": [index, "stdio"]}))
-            .expect("entry");
+async fn start(entry: Value) -> (TestServer, String, Arc<McpSource>) {
+    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
     let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
     let source = Arc::new(McpSource::stdio(config, Default::default(), None).expect("a stdio server"));
     let tools = spool_tools::workspace_tools().with_source(source.clone());
@@ -64,7 +63,8 @@ async fn results(server: &TestServer, session: &str) -> Vec<(String, String, boo
 #[tokio::test]
 async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
     let Some(index) = everything() else { return };
-    let (server, session, source) = start(&index).await;
+    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"]});
+    let (server, session, source) = start(entry).await;
 
     let (run_id, approval) = server.park(&session, r#"tool: everything_echo {"message":"hi"}"#).await;
     assert_eq!(approval["payload"]["source"]["server"], "everything", "{approval}");
@@ -88,4 +88,52 @@ async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
     let got = results(&server, &session).await;
     assert_eq!(got[2], ("everything_get-sum".to_owned(), "The sum of 2 and 3 is 5.".to_owned(), false));
     assert_eq!(source.server_pids(), pids, "the same process served every call");
+}
+
+/// A minimal stdio MCP server (newline-delimited JSON-RPC) whose one tool, `boom`,
+/// writes a line to stderr and exits with status 3.
+const CRASHING_SERVER: &str = r#"
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.method === "initialize") {
+    send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion,
+      capabilities: { tools: {} }, serverInfo: { name: "crash", version: "1" } } });
+  } else if (m.method === "tools/list") {
+    send({ jsonrpc: "2.0", id: m.id, result: { tools: [{ name: "boom", inputSchema: {} }] } });
+  } else if (m.method === "tools/call") {
+    process.stderr.write("boom: giving up\n");
+    process.exit(3);
+  } else if (m.id !== undefined) {
+    send({ jsonrpc: "2.0", id: m.id, result: {} });
+  }
+});
+"#;
+
+#[tokio::test]
+async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn() {
+    let dir = std::env::temp_dir().join(format!("spool-mcp-crash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let script = dir.join("crash.js");
+    std::fs::write(&script, CRASHING_SERVER).expect("script");
+    let entry = json!({"name": "crash", "command": "node", "args": [script]});
+    let (server, session, source) = start(entry).await;
+
+    let (run_id, approval) = server.park(&session, r#"tool: crash_boom {}"#).await;
+    let first = source.server_pids();
+    assert_eq!(first.len(), 1);
+    decide(&server, &session, &approval, "once").await;
+    server.wait_run(&run_id).await;
+    let got = results(&server, &session).await;
+    assert!(got[0].2, "a tool error: {got:?}");
+    assert!(got[0].1.contains("the server exited (exit status: 3)"), "its status: {got:?}");
+    assert!(got[0].1.contains("boom: giving up"), "its stderr: {got:?}");
+
+    // The next turn starts it again and offers its tool.
+    let (_, approval) = server.park(&session, r#"tool: crash_boom {}"#).await;
+    assert_eq!(approval["payload"]["source"]["tool"], "boom", "{approval}");
+    let second = source.server_pids();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second, first, "a new process");
+    let _ = std::fs::remove_dir_all(&dir);
 }
