@@ -4,7 +4,8 @@
 //! session's project by [`McpSource`] from a checked `[[mcp]]` entry. Its tools are
 //! offered as `everything_*`, ask by default, run once approved and never when denied,
 //! and one server process serves the session's calls. A server that exits mid-call is
-//! a tool error carrying its exit status and stderr, and the next turn starts it again.
+//! a tool error carrying its exit status and stderr, and the next turn starts it again;
+//! a call it never answers ends at `call_timeout_secs`.
 
 use crate::common;
 
@@ -90,8 +91,8 @@ async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
     assert_eq!(source.server_pids(), pids, "the same process served every call");
 }
 
-/// A minimal stdio MCP server (newline-delimited JSON-RPC) whose one tool, `boom`,
-/// writes a line to stderr and exits with status 3.
+/// A minimal stdio MCP server (newline-delimited JSON-RPC): its tool `boom` writes a
+/// line to stderr and exits with status 3; `hang` never answers.
 const CRASHING_SERVER: &str = r#"
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
@@ -100,7 +101,9 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
     send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion,
       capabilities: { tools: {} }, serverInfo: { name: "crash", version: "1" } } });
   } else if (m.method === "tools/list") {
-    send({ jsonrpc: "2.0", id: m.id, result: { tools: [{ name: "boom", inputSchema: {} }] } });
+    send({ jsonrpc: "2.0", id: m.id, result: { tools: [{ name: "boom", inputSchema: {} }, { name: "hang", inputSchema: {} }] } });
+  } else if (m.method === "tools/call" && m.params.name === "hang") {
+    // Never answers.
   } else if (m.method === "tools/call") {
     process.stderr.write("boom: giving up\n");
     process.exit(3);
@@ -110,12 +113,32 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
 });
 "#;
 
-#[tokio::test]
-async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn() {
-    let dir = std::env::temp_dir().join(format!("spool-mcp-crash-{}", std::process::id()));
+/// Writes [`CRASHING_SERVER`] into a directory of the test's own; returns both.
+fn crashing_server(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("spool-mcp-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let script = dir.join("crash.js");
     std::fs::write(&script, CRASHING_SERVER).expect("script");
+    (dir, script)
+}
+
+#[tokio::test]
+async fn a_call_the_server_never_answers_ends_at_call_timeout_secs() {
+    let (dir, script) = crashing_server("hang");
+    let entry = json!({"name": "crash", "command": "node", "args": [script], "call_timeout_secs": 1});
+    let (server, session, source) = start(entry).await;
+    let (run_id, approval) = server.park(&session, r#"tool: crash_hang {}"#).await;
+    decide(&server, &session, &approval, "once").await;
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let got = results(&server, &session).await;
+    assert_eq!(got, [("crash_hang".to_owned(), "the server did not answer within 1 s".to_owned(), true)]);
+    assert_eq!(source.server_pids().len(), 1, "the server lives on");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn() {
+    let (dir, script) = crashing_server("crash");
     let entry = json!({"name": "crash", "command": "node", "args": [script]});
     let (server, session, source) = start(entry).await;
 
