@@ -21,21 +21,6 @@ async fn mode_of(server: &TestServer, session: &str) -> String {
     detail["mode"].as_str().unwrap_or_else(|| panic!("no mode in {detail}")).to_owned()
 }
 
-/// The tool results of the session, in order: (tool, text, is_error).
-async fn tool_results(server: &TestServer, session: &str) -> Vec<(String, String, bool)> {
-    let page = server.messages(session, "").await;
-    page["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "toolResult")
-        .map(|m| {
-            let text = m["content"][0]["text"].as_str().expect("text").to_owned();
-            (m["toolName"].as_str().expect("toolName").to_owned(), text, m["isError"] == true)
-        })
-        .collect()
-}
-
 /// Starts `exit_plan` with `plan` and waits for the run to park at its approval.
 async fn propose(server: &TestServer, session: &str, plan: &str) -> (String, Value) {
     let run_id = server.start_run(session, &format!("tool: exit_plan {}", json!({"plan": plan}))).await;
@@ -67,7 +52,7 @@ async fn plan_mode_refuses_the_tools_that_act_without_asking_anyone() {
     }
     assert!(!server.project_dir().join("notes.txt").exists(), "plan mode wrote a file");
     assert!(!server.project_dir().join("made-by-bash").exists(), "plan mode ran a command");
-    let results = tool_results(&server, &session).await;
+    let results = server.tool_results(&session).await;
     assert_eq!(results.len(), 2, "{results:?}");
     for (tool, text, is_error) in &results {
         assert!(
@@ -79,7 +64,7 @@ async fn plan_mode_refuses_the_tools_that_act_without_asking_anyone() {
     std::fs::write(server.project_dir().join("seen.txt"), "looked at in plan mode\n").expect("write");
     let run = server.run_prompt(&session, "tool: read {\"path\": \"seen.txt\"}").await;
     assert_eq!(run["status"], "completed", "{run}");
-    let (tool, text, is_error) = tool_results(&server, &session).await.pop().expect("read's result");
+    let (tool, text, is_error) = server.tool_results(&session).await.pop().expect("read's result");
     assert_eq!(tool, "read");
     assert!(!is_error && text.contains("looked at in plan mode"), "{text}");
 
@@ -107,7 +92,7 @@ async fn an_accepted_plan_switches_to_agent_mode_for_good_and_the_run_goes_on() 
     let (status, body) = server.post(&path, json!({"decision": "once"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
-    let (tool, text, is_error) = tool_results(&server, &session).await.pop().expect("exit_plan's result");
+    let (tool, text, is_error) = server.tool_results(&session).await.pop().expect("exit_plan's result");
     assert_eq!(tool, "exit_plan");
     assert!(!is_error && text.contains("accepted the plan"), "{text}");
     assert_eq!(mode_of(&server, &session).await, "agent");
@@ -124,7 +109,7 @@ async fn an_accepted_plan_switches_to_agent_mode_for_good_and_the_run_goes_on() 
     // In agent mode there is no plan to leave.
     let run = server.run_prompt(&session, "tool: exit_plan {\"plan\": \"again\"}").await;
     assert_eq!(run["status"], "completed", "nothing waits: {run}");
-    let (_, text, is_error) = tool_results(&server, &session).await.pop().expect("result");
+    let (_, text, is_error) = server.tool_results(&session).await.pop().expect("result");
     assert!(is_error && text.contains("only available in plan mode"), "{text}");
 }
 
@@ -139,7 +124,7 @@ async fn asking_for_changes_keeps_plan_mode_and_tells_the_model_what_to_change()
         server.post(&path, json!({"decision": "reject", "message": "keep the tests, delete only build/"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(server.wait_run(&run_id).await["status"], "completed", "the model goes on revising");
-    let (tool, text, is_error) = tool_results(&server, &session).await.pop().expect("exit_plan's result");
+    let (tool, text, is_error) = server.tool_results(&session).await.pop().expect("exit_plan's result");
     assert_eq!(tool, "exit_plan");
     assert!(is_error && text.contains("keep the tests, delete only build/"), "{text}");
     assert_eq!(mode_of(&server, &session).await, "plan");

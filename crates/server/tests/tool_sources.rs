@@ -132,17 +132,7 @@ impl Setup {
 
     /// The session's tool results: (tool, text, is_error).
     async fn results(&self) -> Vec<(String, String, bool)> {
-        let page = self.server.messages(&self.session, "").await;
-        page["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter(|m| m["role"] == "toolResult")
-            .map(|m| {
-                let text = m["content"][0]["text"].as_str().expect("text").to_owned();
-                (m["toolName"].as_str().expect("toolName").to_owned(), text, m["isError"] == true)
-            })
-            .collect()
+        self.server.tool_results(&self.session).await
     }
 
     async fn decide(&self, approval: &Value, decision: &str) {

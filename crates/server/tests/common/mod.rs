@@ -378,6 +378,21 @@ impl TestServer {
         page
     }
 
+    /// The session's tool results, in order: (tool, text, is_error).
+    pub async fn tool_results(&self, session: &str) -> Vec<(String, String, bool)> {
+        let page = self.messages(session, "").await;
+        page["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "toolResult")
+            .map(|m| {
+                let text = m["content"][0]["text"].as_str().expect("text").to_owned();
+                (m["toolName"].as_str().expect("toolName").to_owned(), text, m["isError"] == true)
+            })
+            .collect()
+    }
+
     // ---- streams ----------------------------------------------------------------------
 
     /// Sends `GET /api/sessions/:id/events` and returns the response unread (headers
