@@ -170,15 +170,7 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
             };
             let node = Node::start(spool, &cluster, 0)?;
             let base = node.base.clone();
-            let project_dir = tempfile::tempdir()?;
-            let project: serde_json::Value = client
-                .post(format!("{base}/api/projects"))
-                .json(&serde_json::json!({"path": project_dir.path()}))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
+            let (_project_dir, project) = crate::nodes::new_project(&client, &base).await?;
             let new_session = || async {
                 let session: serde_json::Value = client
                     .post(format!("{base}/api/sessions"))

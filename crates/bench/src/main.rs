@@ -181,16 +181,8 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
     let node_count = args.nodes as usize;
     let nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;
     let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(args.subscribers + 4).build()?;
-    let project_dir = tempfile::tempdir()?;
     let first = &nodes[0].base;
-    let project: serde_json::Value = client
-        .post(format!("{first}/api/projects"))
-        .json(&serde_json::json!({"path": project_dir.path()}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let (project_dir, project) = crate::nodes::new_project(&client, first).await?;
     let session: serde_json::Value = client
         .post(format!("{first}/api/sessions"))
         .json(&serde_json::json!({"projectId": project["id"], "title": "bench"}))

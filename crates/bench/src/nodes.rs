@@ -150,6 +150,21 @@ impl Node {
     }
 }
 
+/// Registers a fresh temporary directory as a project on the node at `base` (its
+/// `http://…`); the directory lives as long as the returned guard.
+pub async fn new_project(client: &reqwest::Client, base: &str) -> Result<(tempfile::TempDir, serde_json::Value)> {
+    let dir = tempfile::tempdir()?;
+    let project = client
+        .post(format!("{base}/api/projects"))
+        .json(&serde_json::json!({"path": dir.path()}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok((dir, project))
+}
+
 /// CPU time process `pid` has used so far (user + system, all its threads), in seconds.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -139,15 +139,7 @@ async fn measure(args: &IdleArgs, n: usize) -> Result<Point> {
         node.base.strip_prefix("http://").context("the node's address")?.parse().context("the node's address")?;
     let client = reqwest::Client::builder().no_proxy().build()?;
     let base = &node.base;
-    let project_dir = tempfile::tempdir()?;
-    let project: serde_json::Value = client
-        .post(format!("{base}/api/projects"))
-        .json(&serde_json::json!({"path": project_dir.path()}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let (_project_dir, project) = crate::nodes::new_project(&client, base).await?;
     let mut session_ids = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let session: serde_json::Value = client
