@@ -124,6 +124,11 @@ impl Sweep {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // Such a run goes on from its decided call (the reaper, or the opening, resumes
+        // it), so it may be running now: wait until it has ended too.
+        if let Err(left) = db.none_within(SETTLE, RUNNING).await {
+            broken.push(format!("resumed runs still running {SETTLE:?} after opening their sessions: {left:?}"));
+        }
         let open = db.rows(OPEN_CLAIMS).await;
         if !open.is_empty() {
             broken.push(format!("claims without a response once settled: {open:?}"));
