@@ -107,10 +107,7 @@ impl Measure {
 }
 
 pub async fn baseline(args: &BaselineArgs) -> Result<()> {
-    let spool = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
+    let spool = crate::nodes::spool_bin(args.spool.as_ref())?;
     println!(
         "{} subscribers, {} deltas {} ms apart (fake OpenAI-compatible model); {} run(s) per server",
         args.subscribers, args.deltas, args.delay_ms, args.runs
@@ -161,13 +158,7 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
     // The server process lives until the end of this function (dropped: killed).
     let (_node, _hub, pid, events_url, prompt): (Option<Node>, Option<Hub>, u32, String, Prompt) = match server {
         Server::Spool => {
-            let cluster = Cluster {
-                database_url: None,
-                redis_url: None,
-                delay_ms: 0,
-                config: None,
-                openai_compatible: Some(&model.base_url),
-            };
+            let cluster = Cluster::solo(&model.base_url);
             let node = Node::start(spool, &cluster, 0)?;
             let base = node.base.clone();
             let (_project_dir, project) = crate::nodes::new_project(&client, &base).await?;

@@ -167,10 +167,7 @@ async fn main() -> Result<()> {
 }
 
 async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
-    let bin = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
+    let bin = crate::nodes::spool_bin(args.spool.as_ref())?;
     let cluster = Cluster {
         database_url,
         redis_url: args.redis_url.as_deref(),

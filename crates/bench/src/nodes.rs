@@ -23,6 +23,22 @@ pub struct Cluster<'a> {
     pub openai_compatible: Option<&'a str>,
 }
 
+impl<'a> Cluster<'a> {
+    /// One node on its own SQLite database, answering with the model at `model_url`
+    /// (an OpenAI-compatible `…/v1`, the bench's fake model).
+    pub fn solo(model_url: &'a str) -> Self {
+        Cluster { database_url: None, redis_url: None, delay_ms: 0, config: None, openai_compatible: Some(model_url) }
+    }
+}
+
+/// The `spool` binary to start: `--spool PATH`, or the one built beside this bench.
+pub fn spool_bin(flag: Option<&std::path::PathBuf>) -> Result<std::path::PathBuf> {
+    Ok(match flag {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("spool"),
+    })
+}
+
 pub struct Node {
     child: Child,
     /// `http://127.0.0.1:PORT`, as the node printed it.

@@ -85,10 +85,7 @@ pub async fn soak(args: &SoakArgs) -> Result<bool> {
     if args.warmup >= args.runs {
         bail!("--warmup {} leaves nothing to measure in --runs {}", args.warmup, args.runs);
     }
-    let bin = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
+    let bin = crate::nodes::spool_bin(args.spool.as_ref())?;
     let config_dir = tempfile::tempdir()?;
     let config = match args.context_budget_tokens {
         Some(budget) => {

@@ -74,10 +74,7 @@ struct Measure {
 }
 
 pub async fn versus(args: &VersusArgs) -> Result<()> {
-    let spool = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
+    let spool = crate::nodes::spool_bin(args.spool.as_ref())?;
     if let Some(bin) = &args.opencode_bin {
         let version =
             Command::new(bin).arg("--version").output().with_context(|| format!("running {}", bin.display()))?;
@@ -125,13 +122,7 @@ pub async fn versus(args: &VersusArgs) -> Result<()> {
 
 async fn measure_spool(args: &VersusArgs, bin: &Path) -> Result<Measure> {
     let model = FakeModel::start(args.deltas, Duration::from_millis(args.delay_ms)).await?;
-    let cluster = Cluster {
-        database_url: None,
-        redis_url: None,
-        delay_ms: 0,
-        config: None,
-        openai_compatible: Some(&model.base_url),
-    };
+    let cluster = Cluster::solo(&model.base_url);
     let node = Node::start(bin, &cluster, 0)?;
     let project = tempfile::tempdir()?;
     measure("spool", args, &model, &node.base, node.pid(), project.path()).await

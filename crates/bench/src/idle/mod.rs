@@ -122,18 +122,9 @@ pub async fn idle(args: &IdleArgs) -> Result<()> {
 /// Measures N idle subscribers on a fresh server, and prints what it found.
 async fn measure(args: &IdleArgs, n: usize) -> Result<Point> {
     let sessions = args.sessions as usize;
-    let bin = match &args.spool {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("spool"),
-    };
+    let bin = crate::nodes::spool_bin(args.spool.as_ref())?;
     let model = FakeModel::start(args.deltas as usize, Duration::from_millis(args.delay_ms)).await?;
-    let cluster = Cluster {
-        database_url: None,
-        redis_url: None,
-        delay_ms: 0,
-        config: None,
-        openai_compatible: Some(&model.base_url),
-    };
+    let cluster = Cluster::solo(&model.base_url);
     let node = Node::start(&bin, &cluster, 0)?;
     let server: SocketAddr =
         node.base.strip_prefix("http://").context("the node's address")?.parse().context("the node's address")?;
