@@ -72,7 +72,8 @@ pub use store::{
     RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
-    Ask, Inspected, ProgressChunk, ProgressReader, Resource, SandboxStatus, Tool, ToolContext, ToolOrigin, ToolOutput,
-    ToolProgress, ToolRegistry, ToolScope, ToolSource,
+    Ask, AskPerson, Inspected, LiveAnswer, LiveAsk, LiveAsker, ProgressChunk, ProgressReader, Resource, SandboxStatus,
+    SourceState, SourceStatus, SourceTool, Tool, ToolContext, ToolOrigin, ToolOutput, ToolProgress, ToolRegistry,
+    ToolScope, ToolSource,
 };
 pub use tool_source::{SOURCE_WAIT, canonical_json};

@@ -167,6 +167,7 @@ impl RunEnv {
             cancel,
             data_dir: self.data_dir.clone(),
             progress: Default::default(),
+            asker: Default::default(),
         }
     }
 }

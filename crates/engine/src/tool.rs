@@ -40,6 +40,65 @@ pub struct ToolContext {
     /// Where a tool that prints while it runs (`bash`) reports its output as it comes;
     /// the run streams it as `tool_execution_update`. A no-op outside a run.
     pub progress: ToolProgress,
+    /// How a tool asks the person something while it runs (an MCP server's
+    /// elicitation) without parking the run. Outside a run, every ask is cancelled.
+    pub asker: LiveAsker,
+}
+
+/// A question a running tool puts to the person (an MCP `elicitation/create`): the run
+/// stays `running` and the call waits for the answer, unlike the `question` tool, which
+/// parks the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveAsk {
+    /// Who asks (an MCP server's configured name), shown on the card.
+    pub source: String,
+    pub message: String,
+    /// A JSON schema of the fields asked for: an object of flat properties (strings,
+    /// numbers, booleans, enums), as MCP's elicitation allows.
+    pub schema: serde_json::Value,
+}
+
+/// The person's answer to a [`LiveAsk`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveAnswer {
+    /// The fields, an object matching the schema.
+    Accept(serde_json::Value),
+    /// The person said no.
+    Decline,
+    /// Nobody answered: the ask expired, the run stopped, or no one can be asked here.
+    Cancel,
+}
+
+/// Who answers a running tool's [`LiveAsk`]: the run that called the tool.
+#[async_trait]
+pub trait AskPerson: Send + Sync + 'static {
+    async fn ask(&self, ask: LiveAsk) -> LiveAnswer;
+}
+
+/// A tool's way to a person while it runs ([`ToolContext::asker`]); the default asks
+/// no one and every ask is [`LiveAnswer::Cancel`].
+#[derive(Clone, Default)]
+pub struct LiveAsker {
+    person: Option<Arc<dyn AskPerson>>,
+}
+
+impl LiveAsker {
+    pub fn new(person: Arc<dyn AskPerson>) -> LiveAsker {
+        LiveAsker { person: Some(person) }
+    }
+
+    pub async fn ask(&self, ask: LiveAsk) -> LiveAnswer {
+        match &self.person {
+            Some(person) => person.ask(ask).await,
+            None => LiveAnswer::Cancel,
+        }
+    }
+}
+
+impl std::fmt::Debug for LiveAsker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveAsker").field("person", &self.person.is_some()).finish()
+    }
 }
 
 /// A tool's live output, from the tool to the run that streams it.
@@ -416,6 +475,52 @@ pub trait ToolSource: Send + Sync + 'static {
     /// server returns what it has (or nothing) and says why in the log. The turn waits
     /// at most [`SOURCE_WAIT`](crate::tool_source::SOURCE_WAIT) for it, and not at all once the run is stopped.
     async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>>;
+
+    /// What the source is doing now, for `GET /api/mcp` and the web UI. `None` for a
+    /// source with nothing to report.
+    fn status(&self) -> Option<SourceStatus> {
+        None
+    }
+}
+
+/// A tool source's state as operators see it (`GET /api/mcp`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SourceStatus {
+    pub name: String,
+    /// How it is reached: `stdio` or `http`.
+    pub transport: String,
+    /// The command (stdio) or the URL (http), never a token or a header's value.
+    pub target: String,
+    pub state: SourceState,
+    /// The tools from the most recent listing, on any session.
+    pub tools: Vec<SourceTool>,
+    /// How many sessions have a live connection to it.
+    pub connections: usize,
+}
+
+/// Where a source stands. A stdio server is started per session, so `idle` is a
+/// configured server that no session has started yet (or whose sessions closed theirs).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SourceState {
+    Idle,
+    Starting,
+    Ready,
+    /// It failed to start, crashed, or was given up on; `retry_at_ms` is when it is
+    /// tried again (`None`: not before a restart of Spool).
+    Failed {
+        reason: String,
+        retry_at_ms: Option<i64>,
+    },
+}
+
+/// One tool of a source, as listed.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SourceTool {
+    /// The name the model sees (`server_tool`).
+    pub name: String,
+    pub description: String,
+    pub read_only: bool,
 }
 
 /// Where a source's tool comes from, as its approval card shows it, and what it claims.

@@ -117,6 +117,7 @@ fn test_context(root: &std::path::Path) -> spool_engine::ToolContext {
         cancel: tokio_util::sync::CancellationToken::new(),
         data_dir: None,
         progress: Default::default(),
+        asker: Default::default(),
     }
 }
 
@@ -213,6 +214,7 @@ mod tests {
             cancel: CancellationToken::new(),
             data_dir: Some(data.clone()),
             progress: Default::default(),
+            asker: Default::default(),
         };
         let registry = workspace_tools();
         let call = |name: &str, args: Value| {
@@ -259,6 +261,7 @@ mod tests {
             cancel: CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
+            asker: Default::default(),
         };
         let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
         let registry = workspace_tools();

@@ -192,6 +192,7 @@ mod tests {
             cancel: tokio_util::sync::CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
+            asker: Default::default(),
         };
         let answered = Question.call(json!({"question": "Which?", "answer": "blue"}), &ctx).await;
         assert_eq!(answered, ToolOutput::ok("The person answered: blue"));

@@ -212,6 +212,7 @@ mod tests {
             cancel: tokio_util::sync::CancellationToken::new(),
             data_dir: None,
             progress: Default::default(),
+            asker: Default::default(),
         }
     }
 

@@ -83,6 +83,7 @@ impl Racing {
             cancel: Default::default(),
             data_dir: None,
             progress: Default::default(),
+            asker: Default::default(),
         }
     }
 

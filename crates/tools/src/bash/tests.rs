@@ -334,6 +334,7 @@ async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, com
         cancel: CancellationToken::new(),
         data_dir: Some(data.into()),
         progress: Default::default(),
+        asker: Default::default(),
     };
     Bash::new(settings).call(json!({ "command": command }), &ctx).await
 }

@@ -33,6 +33,7 @@ async fn bash(settings: SandboxSettings, dirs: &Dirs, command: &str) -> ToolOutp
         cancel: CancellationToken::new(),
         data_dir: Some(dirs.data.clone()),
         progress: Default::default(),
+        asker: Default::default(),
     };
     Bash::new(settings).call(json!({ "command": command }), &ctx).await
 }
