@@ -10,6 +10,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, Tool as McpToolInfo};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
+use spool_engine::ToolContext;
 use spool_tools::{ConfinedCommand, SandboxSettings, spawn_confined};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -17,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How many of the server's last stderr lines a crash report carries.
@@ -42,8 +44,10 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Spawns `command` confined to `project` and runs the `initialize` handshake.
+    /// Spawns `command` confined to `project` and runs the `initialize` handshake;
+    /// `handler` answers the server (see [`Handler`]).
     pub(crate) async fn start(
+        handler: Handler,
         command: &ConfinedCommand,
         settings: &SandboxSettings,
         project: &Path,
@@ -75,7 +79,6 @@ impl Connection {
                 drop(guard);
             }
         });
-        let handler = Handler::default();
         let serving = handler.clone().serve((child.stdout, child.stdin));
         let connection = |service| Connection {
             service,
@@ -108,22 +111,43 @@ impl Connection {
         self.service.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))
     }
 
-    /// Calls `tool`; the result as the protocol's JSON. Dropping the future (the run
-    /// stopped, the deadline passed) sends `notifications/cancelled`.
-    pub(crate) async fn call(&self, tool: &str, args: Value, timeout: Duration) -> Result<Value, CallError> {
+    /// Calls `tool`; the result as the protocol's JSON. While it runs, the server's
+    /// progress becomes `ctx`'s live output and its elicitations are put to the person
+    /// through `ctx.asker`. It fails after `timeout` without a sign of life: progress
+    /// and answered asks restart the deadline, and it stands still while the person is
+    /// being asked. Dropping the future (the run stopped, the deadline passed) sends
+    /// `notifications/cancelled`.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        args: Value,
+        timeout: Duration,
+        ctx: &ToolContext,
+    ) -> Result<Value, CallError> {
         let params: CallToolRequestParams =
             serde_json::from_value(serde_json::json!({"name": tool, "arguments": args}))
                 .map_err(|e| CallError(format!("the arguments are not an object: {e}")))?;
+        let scope = self.handler.begin_call(ctx.progress.clone(), ctx.asker.clone());
+        let mut activity = scope.activity();
         let mut exit = self.exit.clone();
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(timeout, self.service.call_tool(params)) => outcome,
-            // The pipe may close before the exit is seen; either way the exit says more.
-            _ = exit.wait_for(Option::is_some) => return Err(CallError(self.exited().unwrap_or_default())),
+        let call = self.service.call_tool(params);
+        tokio::pin!(call);
+        let mut deadline = Instant::now() + timeout;
+        let outcome = loop {
+            let asking = activity.borrow_and_update().asking > 0;
+            tokio::select! {
+                outcome = &mut call => break outcome,
+                // The pipe may close before the exit is seen; either way the exit says more.
+                _ = exit.wait_for(Option::is_some) => return Err(CallError(self.exited().unwrap_or_default())),
+                Ok(()) = activity.changed() => deadline = Instant::now() + timeout,
+                () = tokio::time::sleep_until(deadline), if !asking => {
+                    return Err(CallError(format!("the server did not answer within {} s", timeout.as_secs())));
+                }
+            }
         };
         match outcome {
-            Err(_) => Err(CallError(format!("the server did not answer within {} s", timeout.as_secs()))),
-            Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| CallError(e.to_string())),
-            Ok(Err(e)) => {
+            Ok(result) => serde_json::to_value(result).map_err(|e| CallError(e.to_string())),
+            Err(e) => {
                 let _ = tokio::time::timeout(EXIT_GRACE, exit.wait_for(Option::is_some)).await;
                 Err(CallError(self.exited().unwrap_or_else(|| format!("tools/call failed: {e}"))))
             }

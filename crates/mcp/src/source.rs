@@ -6,6 +6,7 @@
 
 use crate::config::{McpServerConfig, Transport};
 use crate::connection::Connection;
+use crate::handler::Handler;
 use crate::tool::McpTool;
 use async_trait::async_trait;
 use spool_engine::{Tool, ToolScope, ToolSource};
@@ -77,8 +78,9 @@ impl ToolSource for McpSource {
         let connection = match &slot.connection {
             Some(connection) => connection.clone(),
             None => {
-                let started =
-                    Connection::start(&self.command, &self.settings, &scope.root, self.data_dir.as_deref()).await;
+                let handler = Handler::new(name, self.config.sampling);
+                let (command, settings, data_dir) = (&self.command, &self.settings, self.data_dir.as_deref());
+                let started = Connection::start(handler, command, settings, &scope.root, data_dir).await;
                 match started {
                     Ok(connection) => {
                         let connection = Arc::new(connection);

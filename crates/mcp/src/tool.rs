@@ -56,7 +56,7 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
-        let call = self.connection.call(&self.origin.tool, args, self.call_timeout);
+        let call = self.connection.call(&self.origin.tool, args, self.call_timeout, ctx);
         tokio::select! {
             outcome = call => match outcome {
                 Ok(result) => render(&result),
