@@ -51,11 +51,13 @@ mod projects;
 mod queue;
 mod runs;
 mod sessions;
+mod tool_sources;
 
 pub use projects::Projects;
 pub use queue::{MAX_QUEUED, Submitted};
 pub use runs::Runs;
 pub use sessions::Sessions;
+pub use tool_sources::{SessionUse, SourceView, ToolSources};
 
 /// Tunable limits and policies of the engine.
 #[derive(Clone, Debug)]
@@ -482,6 +484,12 @@ impl Engine {
     pub fn auth(&self) -> &Arc<crate::auth::Auth> {
         &self.inner.auth
     }
+    /// The tool sources besides Spool's own tools (MCP servers): their state, and
+    /// which a session is offered.
+    pub fn tool_sources(&self) -> ToolSources<'_> {
+        ToolSources { engine: self }
+    }
+
 
     /// Published hub events: the [`Broadcaster`](crate::hub::Broadcaster) and its subscribers.
     pub fn hub(&self) -> &crate::hub::Hub {

@@ -45,8 +45,8 @@ pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
-    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, Projects, PromptInput, Runs, SessionPatch, Sessions,
-    StreamPermit, Submitted,
+    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, Projects, PromptInput, Runs, SessionPatch, SessionUse,
+    Sessions, SourceView, StreamPermit, Submitted, ToolSources,
 };
 pub use error::{EngineError, Result};
 pub use events::{
@@ -76,4 +76,4 @@ pub use tool::{
     SourceState, SourceStatus, SourceTool, Tool, ToolContext, ToolOrigin, ToolOutput, ToolProgress, ToolRegistry,
     ToolScope, ToolSource,
 };
-pub use tool_source::{SOURCE_WAIT, canonical_json};
+pub use tool_source::{SOURCE_WAIT, SourceChoices, canonical_json, source_enabled};

@@ -439,6 +439,11 @@ impl ToolRegistry {
         self
     }
 
+    /// The sources asked for more tools, in the order they are asked.
+    pub fn sources(&self) -> &[Arc<dyn ToolSource>] {
+        &self.sources
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.tools.get(name).cloned()
     }
@@ -475,6 +480,12 @@ pub trait ToolSource: Send + Sync + 'static {
     /// server returns what it has (or nothing) and says why in the log. The turn waits
     /// at most [`SOURCE_WAIT`](crate::tool_source::SOURCE_WAIT) for it, and not at all once the run is stopped.
     async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>>;
+
+    /// Whether `scope`'s session is offered this source's tools unless the session
+    /// chose otherwise (an MCP server's `projects` list). Every session by default.
+    fn serves(&self, _scope: &ToolScope) -> bool {
+        true
+    }
 
     /// What the source is doing now, for `GET /api/mcp` and the web UI. `None` for a
     /// source with nothing to report.

@@ -13,11 +13,17 @@
 //! is offered in plan mode only when it says it changes nothing *and* its source trusts
 //! that ([`ToolOrigin`]). A source's tool named like a built-in is skipped: a server
 //! must not be able to stand in for `read` and inherit its allow rule.
+//!
+//! Which sources a session is offered is its own choice ([`SourceChoices`], kept in
+//! the store and set from the Rules panel) where it made one, and otherwise the
+//! source's ([`ToolSource::serves`]: an MCP server's `projects`). A source turned off
+//! is not asked at all: a stdio server is never started for that session.
 
 use crate::model::ToolSpec;
-use crate::tool::{Inspected, Tool, ToolContext, ToolOrigin, ToolOutput, ToolRegistry, ToolScope};
+use crate::tool::{Inspected, Tool, ToolContext, ToolOrigin, ToolOutput, ToolRegistry, ToolScope, ToolSource};
 use async_trait::async_trait;
 use spool_protocol::{CallSubject, SessionMode};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +31,16 @@ use tokio_util::sync::CancellationToken;
 /// Longest a turn waits for one source's tools: a server that hangs must not hang the
 /// run. Long enough for a stdio server's first start (a Node server takes seconds).
 pub const SOURCE_WAIT: Duration = Duration::from_secs(30);
+
+/// A session's choices about tool sources: a source's name → offered or not,
+/// overriding the source's own default. A name no source has any more is ignored.
+pub type SourceChoices = BTreeMap<String, bool>;
+
+/// Whether `scope`'s turns are offered `source`'s tools: the session's choice if it
+/// made one, else what the source says ([`ToolSource::serves`]).
+pub fn source_enabled(source: &dyn ToolSource, scope: &ToolScope, choices: &SourceChoices) -> bool {
+    choices.get(&source.name()).copied().unwrap_or_else(|| source.serves(scope))
+}
 
 /// `args` as JSON with every object's keys sorted, at every depth: one text for the
 /// same arguments however the model ordered them, for rules to match.
@@ -104,15 +120,24 @@ impl Tool for Foreign {
 }
 
 impl ToolRegistry {
-    /// The tools `scope`'s next turn offers: the static ones and every source's, each
-    /// source tool wrapped as [`Foreign`]. A source's tool named like one already
+    /// The tools `scope`'s next turn offers: the static ones and those of every source
+    /// enabled for it ([`source_enabled`] with the session's `choices`), each source
+    /// tool wrapped as [`Foreign`]. A source's tool named like one already
     /// offered (a built-in, or an earlier source's) is skipped with a warning, and so
     /// is a source that does not answer within [`SOURCE_WAIT`]. Once `cancel` fires
     /// no source is waited for: the run is stopping. Without sources, the static
     /// registry itself.
-    pub(crate) async fn for_turn(&self, scope: &ToolScope, cancel: &CancellationToken) -> ToolRegistry {
+    pub(crate) async fn for_turn(
+        &self,
+        scope: &ToolScope,
+        choices: &SourceChoices,
+        cancel: &CancellationToken,
+    ) -> ToolRegistry {
         let mut turn = ToolRegistry { tools: self.tools.clone(), sources: Vec::new() };
         for source in &self.sources {
+            if !source_enabled(&**source, scope, choices) {
+                continue;
+            }
             let name = source.name();
             let answered = tokio::select! {
                 biased;
@@ -139,7 +164,6 @@ impl ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::ToolSource;
     use serde_json::json;
     use spool_protocol::SessionId;
     use std::path::PathBuf;
@@ -208,7 +232,7 @@ mod tests {
         let registry =
             ToolRegistry::new().with(Builtin).with_source(Arc::new(Hung)).with_source(Arc::new(Source(tools)));
         let started = tokio::time::Instant::now();
-        let turn = registry.for_turn(&scope(), &CancellationToken::new()).await;
+        let turn = registry.for_turn(&scope(), &SourceChoices::new(), &CancellationToken::new()).await;
         assert_eq!(started.elapsed(), SOURCE_WAIT);
         let names: Vec<_> = turn.specs().into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["read", "srv_echo"], "the other sources still count");
@@ -216,9 +240,44 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         let started = tokio::time::Instant::now();
-        let turn = registry.for_turn(&scope(), &cancel).await;
+        let turn = registry.for_turn(&scope(), &SourceChoices::new(), &cancel).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(turn.specs().len(), 1);
+    }
+
+    /// A source that serves only the project `/p`.
+    struct OnlyP(Vec<Arc<dyn Tool>>);
+
+    #[async_trait]
+    impl ToolSource for OnlyP {
+        fn name(&self) -> String {
+            "onlyp".into()
+        }
+        async fn tools(&self, _scope: &ToolScope) -> Vec<Arc<dyn Tool>> {
+            self.0.clone()
+        }
+        fn serves(&self, scope: &ToolScope) -> bool {
+            scope.root == PathBuf::from("/p")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_choice_overrides_where_a_source_serves_both_ways() {
+        let tools = |name| vec![Arc::new(Echo { name, origin: None }) as Arc<dyn Tool>];
+        let registry = ToolRegistry::new()
+            .with_source(Arc::new(Source(tools("srv_echo"))))
+            .with_source(Arc::new(OnlyP(tools("onlyp_echo"))));
+        let other = ToolScope { session_id: SessionId::new(), root: PathBuf::from("/q") };
+        let offered = async |scope: &ToolScope, choices: &[(&str, bool)]| {
+            let choices = choices.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+            let turn = registry.for_turn(scope, &choices, &CancellationToken::new()).await;
+            turn.specs().into_iter().map(|s| s.name).collect::<Vec<_>>()
+        };
+        assert_eq!(offered(&scope(), &[]).await, ["onlyp_echo", "srv_echo"]);
+        assert_eq!(offered(&other, &[]).await, ["srv_echo"], "not its project");
+        assert_eq!(offered(&scope(), &[("srv", false)]).await, ["onlyp_echo"], "turned off for the session");
+        assert_eq!(offered(&other, &[("onlyp", true)]).await, ["onlyp_echo", "srv_echo"], "turned on for it");
+        assert_eq!(offered(&scope(), &[("gone", false)]).await.len(), 2, "a choice about no source changes nothing");
     }
 
     fn scope() -> ToolScope {
@@ -240,7 +299,7 @@ mod tests {
         let tools: Vec<Arc<dyn Tool>> =
             vec![Arc::new(Echo { name: "read", origin: None }), Arc::new(Echo { name: "srv_echo", origin: None })];
         let registry = ToolRegistry::new().with(Builtin).with_source(Arc::new(Source(tools)));
-        let turn = registry.for_turn(&scope(), &CancellationToken::new()).await;
+        let turn = registry.for_turn(&scope(), &SourceChoices::new(), &CancellationToken::new()).await;
         let read = turn.get("read").expect("the built-in");
         assert!(read.origin().is_none(), "the built-in stays");
         assert_eq!(read.spec().description, "the built-in");
@@ -259,7 +318,7 @@ mod tests {
         ];
         let turn = ToolRegistry::new()
             .with_source(Arc::new(Source(tools)))
-            .for_turn(&scope(), &CancellationToken::new())
+            .for_turn(&scope(), &SourceChoices::new(), &CancellationToken::new())
             .await;
         let names = |mode| turn.specs_for(mode).into_iter().map(|s| s.name).collect::<Vec<_>>();
         assert_eq!(names(SessionMode::Plan), ["both"]);
@@ -271,7 +330,7 @@ mod tests {
         let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Echo { name: "srv_echo", origin: origin(false, false) })];
         let turn = ToolRegistry::new()
             .with_source(Arc::new(Source(tools)))
-            .for_turn(&scope(), &CancellationToken::new())
+            .for_turn(&scope(), &SourceChoices::new(), &CancellationToken::new())
             .await;
         let tool = turn.get("srv_echo").expect("offered");
         let args = json!({"path": "/etc/passwd", "message": "hi"});

@@ -205,6 +205,21 @@ macro_rules! impl_store {
                 ) -> Result<(), StoreError> {
                     todos::put(&self.pool, session, owner, value).await
                 }
+                async fn get_source_choices(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<std::collections::BTreeMap<String, bool>, StoreError> {
+                    tool_sources::get(&self.pool, session).await
+                }
+                async fn set_source_choice(
+                    &self,
+                    session: &SessionId,
+                    owner: &UserId,
+                    source: &str,
+                    enabled: bool,
+                ) -> Result<(), StoreError> {
+                    tool_sources::set(&self.pool, session, owner, source, enabled).await
+                }
             }
 
             #[async_trait::async_trait]

@@ -190,6 +190,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "session_leases",
             "session_memory",
             "session_todos",
+            "session_tool_sources",
             "sessions",
             "tokens",
             "users"

@@ -157,6 +157,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "session_leases",
             "session_memory",
             "session_todos",
+            "session_tool_sources",
             "sessions",
             "tokens",
             "users"

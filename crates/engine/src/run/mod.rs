@@ -311,10 +311,25 @@ impl RunTask {
         self.turns(checkpoint.turn, calls, Some(resolution)).await
     }
 
-    /// Asks the tool sources what this turn offers (see [`Self::tools`]).
+    /// Asks the tool sources the session has on what this turn offers (see
+    /// [`Self::tools`]). Its choices are read at every turn, so one made while a run
+    /// goes on (on any node) counts from that run's next turn. When they cannot be
+    /// read no source is asked: a server the person turned off must not be started.
     async fn offer_tools(&mut self) {
         let scope = crate::ToolScope { session_id: self.run.session_id.clone(), root: self.loaded.root.clone() };
-        self.tools = self.env.tools.for_turn(&scope, &self.handle.cancel).await;
+        let choices = match self.env.tools.sources().is_empty() {
+            true => Ok(Default::default()),
+            false => self.env.store.get_source_choices(&self.run.session_id).await,
+        };
+        let registry = match choices {
+            Ok(choices) => self.env.tools.for_turn(&scope, &choices, &self.handle.cancel).await,
+            Err(e) => {
+                let session = &self.run.session_id;
+                tracing::warn!(%session, "no tool source this turn: the session's choices are unreadable: {e}");
+                crate::ToolRegistry { tools: self.env.tools.tools.clone(), sources: Vec::new() }
+            }
+        };
+        self.tools = registry;
     }
 
     /// Publishes one of the run's events; the session state changes by its fold.

@@ -1,6 +1,7 @@
 //! Notes: what the agent keeps about a session besides its messages, its memory
-//! (confirmed facts, a compaction summary) and its todo list. Each is one value per
-//! session, replaced whole, and deleted with the session.
+//! (confirmed facts, a compaction summary) and its todo list, each one value per
+//! session replaced whole, and the person's choices about its tool sources, one per
+//! source. All are deleted with the session.
 
 use super::error::StoreError;
 use async_trait::async_trait;
@@ -17,4 +18,16 @@ pub trait Notes: Send + Sync + 'static {
     async fn get_todos(&self, session: &SessionId) -> Result<Vec<hub::Todo>, StoreError>;
     /// Replaces the session's todo list.
     async fn put_todos(&self, session: &SessionId, owner: &UserId, todos: &[hub::Todo]) -> Result<(), StoreError>;
+
+    /// The session's choices about tool sources: a source's name → on or off (see
+    /// [`crate::tool_source::SourceChoices`]); empty when the person made none.
+    async fn get_source_choices(&self, session: &SessionId) -> Result<crate::tool_source::SourceChoices, StoreError>;
+    /// Turns `source` on or off for the session, replacing an earlier choice about it.
+    async fn set_source_choice(
+        &self,
+        session: &SessionId,
+        owner: &UserId,
+        source: &str,
+        enabled: bool,
+    ) -> Result<(), StoreError>;
 }

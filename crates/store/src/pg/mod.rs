@@ -21,7 +21,7 @@ mod sql;
 
 use sql::{
     approvals, auth, drafts, idempotency, leases, memory, messages, projects, queue, runs, search, sessions, todos,
-    tokens, users,
+    tokens, tool_sources, users,
 };
 
 use crate::error::db_error;

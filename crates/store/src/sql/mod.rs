@@ -44,6 +44,7 @@ pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod todos;
 pub(crate) mod tokens;
+pub(crate) mod tool_sources;
 pub(crate) mod users;
 
 /// The backend this copy of the modules is compiled into, seen by them as `super::dialect`.

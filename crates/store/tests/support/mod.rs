@@ -73,6 +73,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     concurrent_claims_of_one_key_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     session_memory_is_replaced_whole_and_deleted_with_the_session(store).await;
     todo_lists_are_replaced_whole_and_deleted_with_the_session(store).await;
+    tool_source_choices_are_kept_per_source_and_deleted_with_the_session(store).await;
     tokens_are_found_by_hash_until_revoked(store).await;
     login_sessions_end_by_logout_expiry_and_revocation(store).await;
     the_auth_flag_and_listeners_are_kept(store).await;

@@ -1,5 +1,5 @@
-//! Checks of a session's notes: its memory and its todo list, each replaced whole and
-//! deleted with the session.
+//! Checks of a session's notes: its memory and its todo list, each replaced whole, and
+//! its choices about tool sources, one per source; all deleted with the session.
 
 use super::fixtures::*;
 use spool_engine::Store;
@@ -50,4 +50,20 @@ pub async fn todo_lists_are_replaced_whole_and_deleted_with_the_session(store: &
     assert_eq!(store.get_todos(&other.id).await.expect("get other"), first[..1].to_vec(), "per session");
     assert!(store.delete_session(&other.id).await.expect("delete"));
     assert_eq!(store.get_todos(&other.id).await.expect("get"), vec![], "deleted with its session");
+}
+
+pub async fn tool_source_choices_are_kept_per_source_and_deleted_with_the_session(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let (_, other) = new_session(store).await;
+    assert!(store.get_source_choices(&session.id).await.expect("get").is_empty(), "no choice until one is made");
+    store.set_source_choice(&session.id, &session.owner_id, "everything", false).await.expect("off");
+    store.set_source_choice(&session.id, &session.owner_id, "docs", true).await.expect("on");
+    store.set_source_choice(&other.id, &other.owner_id, "everything", true).await.expect("other");
+    let choices = store.get_source_choices(&session.id).await.expect("get");
+    assert_eq!(choices, [("docs".to_owned(), true), ("everything".to_owned(), false)].into(), "one per source");
+    store.set_source_choice(&session.id, &session.owner_id, "everything", true).await.expect("on again");
+    assert_eq!(store.get_source_choices(&session.id).await.expect("get")["everything"], true, "replaced");
+    assert_eq!(store.get_source_choices(&other.id).await.expect("get")["everything"], true, "per session");
+    assert!(store.delete_session(&session.id).await.expect("delete"));
+    assert!(store.get_source_choices(&session.id).await.expect("get").is_empty(), "deleted with its session");
 }
