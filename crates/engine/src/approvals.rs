@@ -38,8 +38,10 @@ use spool_protocol::*;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod live;
 mod recovery;
 
+pub(crate) use live::{AskingCall, CallAsker, Waiters, end_orphaned};
 pub(crate) use recovery::{log_released, sort_decided};
 
 /// A person's decision as the API receives it.
@@ -354,6 +356,9 @@ impl Approvals {
     /// The conditional update and, for the winner, the continuation of the run.
     async fn apply(&self, loaded: &Arc<Loaded>, owner: &UserId, checked: Checked) -> Result<DecisionOutcome> {
         let Checked { approval, checkpoint, input, always } = checked;
+        if live::is_live(&approval) {
+            return self.apply_live(loaded, owner, approval, input).await;
+        }
         let store = self.env.store.clone();
         let _control = loaded.control.lock().await;
         // The winner continues the run here, so this node must be able to run the
@@ -560,7 +565,8 @@ impl Approvals {
 
     /// Ends a run parked at `approval_id`: the approval moves to `status` (if it is still
     /// pending — otherwise someone else already acted and nothing happens) and the run is
-    /// cancelled with `error`. The caller holds the session's control lock.
+    /// cancelled with `error`. A live ask (see [`live`]) ends alone: its run is still
+    /// running, and its call reads cancel. The caller holds the session's control lock.
     async fn end_interrupted(
         &self,
         loaded: &Arc<Loaded>,
@@ -576,6 +582,14 @@ impl Approvals {
         let Some((approval, checkpoint)) = store.get_approval(approval_id).await? else {
             return Ok(());
         };
+        if live::is_live(&approval) {
+            // Its run never parked: only the call waiting for it hears that it ended.
+            self.env.live.wake(&approval.id, crate::LiveAnswer::Cancel);
+            if let Some(run) = store.get_run(&approval.run_id).await? {
+                publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
+            }
+            return Ok(());
+        }
         let Some(mut run) = store.get_run(&approval.run_id).await? else {
             return Ok(());
         };

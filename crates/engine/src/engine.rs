@@ -348,6 +348,11 @@ impl Engine {
         if failed > 0 {
             tracing::warn!(failed, "marked runs left running by a previous process as failed");
         }
+        // A live ask of one of them waited inside a call that is gone: nobody will hear
+        // its answer, so it must not stay pending.
+        if !config.shared_store {
+            crate::approvals::end_orphaned(&*store, None, now_ms()).await?;
+        }
         // One process on its own store (it holds the data directory's lock): a claim
         // without a response was made by a process that is gone. Shared stores release
         // them by age, in the reaper.

@@ -84,6 +84,8 @@ impl Engine {
                 tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
                 lost.push(run);
             }
+            // Their live asks waited inside calls that died with the node.
+            crate::approvals::end_orphaned(&**store, Some(&lease.session_id), clock.now_ms()).await?;
             failed += lost.len();
             if self.inner.frames.is_some() {
                 for run in &lost {

@@ -61,6 +61,9 @@ pub(crate) struct RunEnv {
     /// Sessions whose run settled, for the engine to start their next queued prompt
     /// (see [`RunEnv::run_settled`]).
     settled: mpsc::UnboundedSender<SessionId>,
+    /// The running calls of this node waiting for a person's answer (live asks): a
+    /// decision wakes them here.
+    pub live: crate::approvals::Waiters,
 }
 
 /// The engine's end of [`RunEnv::arm_expiry`]: every approval sent here must expire
@@ -104,6 +107,7 @@ impl RunEnv {
             node_id,
             expiries,
             settled,
+            live: Default::default(),
         };
         (Arc::new(env), armed, settlements)
     }

@@ -25,6 +25,7 @@ mod hub_publish;
 mod leases;
 mod limits;
 mod lists;
+mod live_asks;
 mod mcp_stdio;
 mod metrics;
 mod native_conformance;

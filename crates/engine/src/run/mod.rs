@@ -494,7 +494,7 @@ fn title_from(prompt: &str) -> String {
 /// Masks the values of secret-looking environment variables and settings (names
 /// containing KEY, TOKEN, SECRET or PASSWORD) wherever they appear, so an approval card
 /// never shows one.
-fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     redact_with(text, &secrets())
 }
 

@@ -4,6 +4,7 @@
 
 use super::settlement::end_unrun_calls;
 use super::*;
+use crate::approvals::{AskingCall, CallAsker};
 
 impl RunTask {
     /// Runs a turn's calls in order; stops at the first that parks, fails or aborts.
@@ -199,6 +200,16 @@ impl RunTask {
         let (progress, mut reader) = crate::ToolProgress::channel();
         let mut ctx = self.env.tool_context(&self.loaded, cancel.clone());
         ctx.progress = progress;
+        // What the tool asks the person while it runs waits here, the run still running.
+        let asking = AskingCall {
+            run_id: self.run.id.clone(),
+            call_id: call_id.clone(),
+            tool: name.clone(),
+            policy: self.policy,
+            cancel: cancel.clone(),
+        };
+        let asker = Arc::new(CallAsker::new(self.env.clone(), self.loaded.clone(), asking));
+        ctx.asker = crate::LiveAsker::new(asker.clone());
         let mut live = LiveOutput::new(call_id, name);
         let started = self.env.clock.now_ms();
         let mut running = Box::pin(tool.call(args, &ctx));
@@ -213,6 +224,8 @@ impl RunTask {
         // Stopped: the call is dropped first (which kills what it started), so
         // nothing more is printed after the output the result keeps.
         drop(running);
+        // An ask the call left open (stopped, timed out, or gave up on it) ends with it.
+        asker.close().await;
         self.env.metrics.tool_call(name, self.env.clock.now_ms() - started);
         self.stream_output(&mut live, reader.rest(), true);
         match finished {

@@ -1,0 +1,181 @@
+//! Live asks (an MCP server's elicitation): a tool asks the person something while its
+//! call runs. The run stays `running`, the ask is a `provide_input` approval marked
+//! live on every view, the normal decision route answers it exactly once, and the
+//! call goes on with the answer. Declining, stopping the run, expiry and a restart
+//! each end it without leaving it pending.
+
+use crate::common;
+
+use async_trait::async_trait;
+use common::{TestOptions, TestServer, ToolsOverride, id_of};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::store::Approvals;
+use spool_engine::{EngineConfig, LiveAnswer, LiveAsk, ManualClock, Tool, ToolContext, ToolOutput, ToolSpec};
+use spool_protocol::{ApprovalId, ApprovalStatus, PermissionAction, PermissionRule};
+use std::time::Duration;
+
+/// A tool that asks the person for a name (and an age) and answers with what it got.
+struct Asking;
+
+#[async_trait]
+impl Tool for Asking {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "srv_ask".into(),
+            description: "asks the person".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    async fn call(&self, _args: Value, ctx: &ToolContext) -> ToolOutput {
+        let ask = LiveAsk {
+            source: "srv".into(),
+            message: "Who are you?".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "title": "Name"},
+                    "age": {"type": "integer", "default": 30},
+                },
+                "required": ["name"],
+            }),
+        };
+        match ctx.asker.ask(ask).await {
+            LiveAnswer::Accept(fields) => ToolOutput::ok(format!("accepted {fields}")),
+            LiveAnswer::Decline => ToolOutput::ok("declined"),
+            LiveAnswer::Cancel => ToolOutput::ok("cancelled"),
+        }
+    }
+}
+
+fn options(engine: EngineConfig) -> TestOptions {
+    let mut engine = engine;
+    // The call itself runs without asking: only its question waits for the person.
+    engine.rules.push(PermissionRule::new("srv_ask", "*", PermissionAction::Allow));
+    TestOptions {
+        tools: Some(ToolsOverride(spool_tools::workspace_tools().with(Asking))),
+        engine,
+        ..TestOptions::default()
+    }
+}
+
+/// Starts the asking call and waits until its ask is pending in the session's state.
+async fn asked(server: &TestServer, session: &str) -> (String, Value) {
+    let run_id = server.start_run(session, "tool: srv_ask {}").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+        let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
+        if let Some(approval) = pending.first() {
+            return (run_id, approval.clone());
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the ask never showed: {detail}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn decide(server: &TestServer, session: &str, approval: &Value, body: Value) -> (StatusCode, Value) {
+    server.post(&format!("/api/sessions/{session}/approvals/{}", id_of(approval)), body).await
+}
+
+async fn stored_status(server: &TestServer, approval: &Value) -> ApprovalStatus {
+    let id: ApprovalId = id_of(approval).parse().expect("approval id");
+    server.store.get_approval(&id).await.expect("read").expect("stored").0.status
+}
+
+async fn pending_in_state(server: &TestServer, session: &str) -> usize {
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").len()
+}
+
+#[tokio::test]
+async fn an_answered_ask_hands_the_fields_to_the_call_and_the_run_completes() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    // The run did not park: it is running, its call waiting inside it.
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["status"], "running", "{run}");
+    assert_eq!(approval["kind"], "provide_input");
+    let payload = &approval["payload"];
+    assert_eq!(payload["live"], true);
+    assert_eq!(payload["source"], "srv");
+    assert_eq!(payload["question"], "Who are you?");
+    assert_eq!(payload["fields"]["required"], json!(["name"]));
+
+    // A required field left out is refused, and nothing is settled by it.
+    let (status, body) = decide(&server, &session, &approval, json!({"decision": {"fill": {"age": 5}}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "missing_field");
+    let (status, body) =
+        decide(&server, &session, &approval, json!({"decision": {"fill": {"name": "Ada", "age": "36"}}})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = decide(&server, &session, &approval, json!({"decision": {"fill": {"name": "Bob"}}})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a second answer is refused: {body}");
+    assert_eq!(body["error"]["code"], "already_resolved");
+
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let results = server.tool_results(&session).await;
+    assert_eq!(results, [("srv_ask".to_owned(), r#"accepted {"age":36,"name":"Ada"}"#.to_owned(), false)]);
+    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Resolved);
+    assert_eq!(pending_in_state(&server, &session).await, 0);
+}
+
+#[tokio::test]
+async fn a_declined_ask_tells_the_call_and_the_run_goes_on() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    let (status, body) = decide(&server, &session, &approval, json!({"decision": "reject"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Unlike a parked call's plain reject, the run is not cancelled: the call goes on.
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(server.tool_results(&session).await[0].1, "declined");
+}
+
+#[tokio::test]
+async fn stopping_the_run_cancels_its_ask() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "cancelled");
+    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Cancelled);
+    assert_eq!(pending_in_state(&server, &session).await, 0);
+    let (status, _) = decide(&server, &session, &approval, json!({"decision": {"fill": {"name": "Ada"}}})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a cancelled ask cannot be answered");
+    // The session is free again.
+    assert_eq!(server.run_prompt(&session, "echo: again").await["status"], "completed");
+}
+
+#[tokio::test]
+async fn an_expired_ask_reads_as_cancelled_and_the_run_goes_on() {
+    let clock = ManualClock::starting_now();
+    // Shorter than a lease, so moving the clock past the ask leaves the run its lease.
+    let approval_ttl = Duration::from_secs(2);
+    let engine = EngineConfig { clock: clock.clone().into(), approval_ttl, ..EngineConfig::default() };
+    let server = TestServer::start_with(options(engine)).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    clock.advance_to(approval["expiresAt"].as_i64().expect("expiresAt"));
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(server.tool_results(&session).await[0].1, "cancelled");
+    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Expired);
+    assert_eq!(pending_in_state(&server, &session).await, 0);
+}
+
+#[tokio::test]
+async fn an_ask_whose_call_a_restart_lost_ends_instead_of_hanging() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    let server = server.restart().await;
+    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Cancelled);
+    assert_eq!(pending_in_state(&server, &session).await, 0);
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    let (status, _) = decide(&server, &session, &approval, json!({"decision": "reject"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
