@@ -548,9 +548,9 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<spool_server::TlsConfig
     }
 }
 
-/// Offers the tools of each enabled stdio `[[mcp]]` server, each server started per
-/// session in the `bash` sandbox (`settings`, with `data_dir` unreadable). HTTP servers
-/// are configured but not connected yet.
+/// Offers the tools of each enabled `[[mcp]]` server, connected per session: a stdio
+/// server started in the `bash` sandbox (`settings`, with `data_dir` unreadable), an
+/// HTTP one reached with its headers and its bearer token, read when connecting.
 fn mcp_sources(
     mut tools: spool_engine::ToolRegistry,
     servers: Vec<spool_mcp::McpServerConfig>,
@@ -560,13 +560,13 @@ fn mcp_sources(
     let data_dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
     for server in servers.into_iter().filter(|s| s.enabled) {
         let name = server.name.clone();
-        match spool_mcp::McpSource::stdio(server, settings.clone(), Some(data_dir.clone())) {
-            Some(source) => {
-                tracing::info!(server = %name, "MCP server configured (stdio, started per session)");
-                tools = tools.with_source(std::sync::Arc::new(source));
-            }
-            None => tracing::info!(server = %name, "MCP server configured (HTTP), not yet connected"),
-        }
+        let transport = match server.transport {
+            spool_mcp::Transport::Stdio(_) => "stdio",
+            spool_mcp::Transport::Http(_) => "HTTP",
+        };
+        let source = spool_mcp::McpSource::new(server, settings.clone(), Some(data_dir.clone()));
+        tracing::info!(server = %name, "MCP server configured ({transport}, connected per session)");
+        tools = tools.with_source(std::sync::Arc::new(source));
     }
     tools
 }

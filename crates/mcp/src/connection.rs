@@ -1,14 +1,19 @@
-//! One live connection to a stdio server: the sandboxed child (spawned with
-//! [`spool_tools::spawn_confined`], confined to the session's project) and rmcp's
+//! One live connection to a server. To a stdio server: the sandboxed child (spawned
+//! with [`spool_tools::spawn_confined`], confined to the session's project) and rmcp's
 //! client over its (stdout, stdin) pair. The child's guard lives in a task that waits
 //! for it to exit, so a crash is known (with its status and last stderr lines) as soon
 //! as it happens; dropping the connection stops that task, and the guard kills the
-//! server's process group.
+//! server's process group. To a Streamable HTTP server: rmcp's client over its HTTP
+//! transport (set up in [`crate::http`]), with no child, and an end known when rmcp's
+//! service loop stops (the transport gave up on the server).
 
+use crate::config::HttpServer;
 use crate::handler::Handler;
+use crate::http;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, Tool as McpToolInfo};
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 use spool_engine::ToolContext;
 use spool_tools::{ConfinedCommand, SandboxSettings, spawn_confined};
@@ -23,8 +28,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How many of the server's last stderr lines a crash report carries.
 const STDERR_LINES: usize = 20;
-/// How long `initialize` may take before the server counts as not answering.
-const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `initialize` may take before the server counts as not answering: less than
+/// the turn's wait for tools (`spool_engine::tool_source::SOURCE_WAIT`, 30 s), so the
+/// turn that started it still hears why it failed.
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a call that lost its pipe waits for the exit status to report it.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -90,15 +97,53 @@ impl Connection {
         };
         match tokio::time::timeout(INITIALIZE_TIMEOUT, serving).await {
             Ok(Ok(service)) => Ok(connection(service)),
-            Ok(Err(e)) => Err(format!("initialize failed: {e}{}", stderr_tail(&stderr))),
+            Ok(Err(e)) => {
+                // A server that exits at once closes its pipe before the exit is seen;
+                // its exit status says more than the closed pipe does.
+                let mut exit = exit.clone();
+                let _ = tokio::time::timeout(EXIT_GRACE, exit.wait_for(Option::is_some)).await;
+                let exited = exit.borrow().clone().map(|exit| format!(" ({exit})")).unwrap_or_default();
+                Err(format!("initialize failed: {e}{exited}{}", stderr_tail(&stderr)))
+            }
             Err(_) => Err(format!("initialize timed out{}", stderr_tail(&stderr))),
         }
     }
 
+    /// Connects to a Streamable HTTP server and runs the `initialize` handshake. The
+    /// bearer token is read now; no error carries it.
+    pub(crate) async fn start_http(handler: Handler, server: &HttpServer) -> Result<Connection, String> {
+        let (config, token) = http::transport_config(server)?;
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let serving = handler.clone().serve(transport);
+        let service = match tokio::time::timeout(INITIALIZE_TIMEOUT, serving).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => return Err(http::redact(format!("initialize failed: {e}"), token.as_deref())),
+            Err(_) => return Err("initialize timed out".into()),
+        };
+        // No child: the exit stays unknown, and `exited` watches the service instead.
+        let (_, exit) = watch::channel(None);
+        Ok(Connection {
+            service,
+            handler,
+            exit,
+            stderr: Arc::default(),
+            pid: None,
+            _stop: CancellationToken::new().drop_guard(),
+        })
+    }
+
     /// How the server ended, with its last stderr lines, once it has.
     pub(crate) fn exited(&self) -> Option<String> {
-        let exit = self.exit.borrow().clone()?;
+        let Some(exit) = self.exit.borrow().clone() else {
+            // Over HTTP (or a pipe closed before the exit is seen): rmcp's loop ended.
+            return self.service.is_transport_closed().then(|| "the connection to the server closed".to_owned());
+        };
         Some(format!("{exit}{}", stderr_tail(&self.stderr)))
+    }
+
+    /// Whether a call is in flight on it: a connection is idle only without one.
+    pub(crate) fn busy(&self) -> bool {
+        self.handler.busy()
     }
 
     /// Whether the server said its tools changed since the last listing; clears it.

@@ -1,18 +1,21 @@
 //! Spool's Model Context Protocol client (issue 38): the `[[mcp]]` entries of
-//! config.toml, parsed and checked ([`config`]); a stdio server's tools offered to the
-//! model ([`McpSource`]: `source` → `connection` → `tool`, results through `render`);
-//! and the TLS set-up the Streamable HTTP transport will need
-//! ([`install_crypto_provider`]). HTTP servers, elicitation and progress come next
-//! (docs/plans/38-mcp.md, WP2 and WP4).
+//! config.toml, parsed and checked ([`config`]); a server's tools offered to the model
+//! ([`McpSource`]: `source` → `connection` → `tool`, results through `render`), over
+//! stdio (a sandboxed child) or Streamable HTTP (`http`), with restarts pushed back
+//! and broken servers given up (`health`); what Spool answers a server (`handler`);
+//! and the TLS set-up the HTTP transport needs ([`install_crypto_provider`]).
 
 pub mod config;
 mod connection;
 mod handler;
+mod health;
+mod http;
 mod render;
 mod source;
 mod tool;
 
 pub use config::{BearerToken, ConfigError, HttpServer, McpEntry, McpServerConfig, StdioServer, Transport, servers};
+pub use health::Lifecycle;
 pub use source::McpSource;
 
 /// Makes ring the process's TLS crypto provider. rmcp's HTTP client is built on
