@@ -1,0 +1,114 @@
+//! A small MCP server on the official Python SDK (`tests/mcp/probe_server.py`, its `mcp`
+//! package pinned in `tests/mcp/requirements.txt` and installed by scripts/test into
+//! `tests/mcp/.venv`, found through `SPOOL_TEST_MCP_PYTHON`), through a real Spool
+//! server: its ordinary tool runs once approved, and its probes, approved too, show what
+//! a stdio server cannot do from inside Spool's sandbox: read the data directory, write
+//! outside the project, or see the server's secrets in its environment.
+
+use crate::common;
+
+use common::{TestOptions, TestServer, ToolsOverride};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_mcp::{McpEntry, McpSource};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The venv's Python, or `None` (the test is skipped) outside CI when unset.
+fn python() -> Option<String> {
+    match std::env::var("SPOOL_TEST_MCP_PYTHON") {
+        Ok(path) => Some(path),
+        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
+            panic!("SPOOL_TEST_MCP_PYTHON is unset in CI: scripts/test sets it after making tests/mcp/.venv")
+        }
+        Err(_) => {
+            eprintln!(
+                "SKIPPED: SPOOL_TEST_MCP_PYTHON is unset (python3 -m venv tests/mcp/.venv, pip install -r \
+                 tests/mcp/requirements.txt into it, and point it at tests/mcp/.venv/bin/python)"
+            );
+            None
+        }
+    }
+}
+
+fn probe_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/probe_server.py")
+}
+
+/// A Spool server whose sessions get the probe server's tools, as `probe_*`, started
+/// in the bash sandbox with `data_dir` as the directory it must not read.
+async fn start(python: &str, data_dir: &Path) -> (TestServer, String) {
+    let entry = json!({"name": "probe", "command": python, "args": [probe_server()]});
+    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
+    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
+    let source = McpSource::stdio(config, Default::default(), Some(data_dir.to_path_buf())).expect("stdio");
+    let tools = spool_tools::workspace_tools().with_source(Arc::new(source));
+    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let session = server.new_session().await;
+    (server, session)
+}
+
+/// Calls `tool` with `args` after approving it once; returns its result: (text, is_error).
+async fn call_approved(server: &TestServer, session: &str, tool: &str, args: Value) -> (String, bool) {
+    let (run_id, approval) = server.park(session, &format!("tool: {tool} {args}")).await;
+    assert_eq!(approval["payload"]["source"]["server"], "probe", "{approval}");
+    let path = format!("/api/sessions/{session}/approvals/{}", common::id_of(&approval));
+    let (status, body) = server.post(&path, json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let (name, text, is_error) = server.tool_results(session).await.pop().expect("a tool result");
+    assert_eq!(name, tool);
+    (text, is_error)
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_tool_runs_once_approved() {
+    let Some(python) = python() else { return };
+    let data = tempfile::tempdir().expect("data dir");
+    let (server, session) = start(&python, data.path()).await;
+    let (text, is_error) = call_approved(&server, &session, "probe_add", json!({"a": 2, "b": 40})).await;
+    assert_eq!((text.as_str(), is_error), ("2 + 40 = 42", false));
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_cannot_read_the_data_dir_write_outside_or_see_secrets() {
+    const SECRET: &str = "sk-server-anthropic-5e4d3c2b1a";
+    let Some(python) = python() else { return };
+    let test = "a_python_sdk_server_cannot_read_the_data_dir_write_outside_or_see_secrets";
+    if !common::in_own_process(module_path!(), test, &[("ANTHROPIC_API_KEY", SECRET)]) {
+        return;
+    }
+    let data = tempfile::tempdir().expect("data dir");
+    let store = data.path().join("spool.db");
+    std::fs::write(&store, "SQLite format 3\0the sessions").expect("store");
+    let (server, session) = start(&python, data.path()).await;
+
+    // The server's own variable never reaches it (the allow-list), Landlock or not.
+    let (text, _) = call_approved(&server, &session, "probe_env", json!({"name": "ANTHROPIC_API_KEY"})).await;
+    assert_eq!(text, "ANTHROPIC_API_KEY=[(unset)]");
+
+    // Inside the project it may write: the probe works, so a refusal below is the sandbox.
+    let inside = server.project_dir().join("inside.txt");
+    let (text, is_error) =
+        call_approved(&server, &session, "probe_write_file", json!({"path": inside, "text": "in"})).await;
+    assert!(!is_error, "{text}");
+    assert_eq!(std::fs::read_to_string(&inside).expect("written in the project"), "in");
+
+    if !spool_tools::probe_sandbox(&spool_tools::SandboxSettings::default()).landlock {
+        eprintln!("skipped the Landlock half: this kernel has no Landlock");
+        return;
+    }
+    let (text, is_error) = call_approved(&server, &session, "probe_read_file", json!({"path": store})).await;
+    assert!(is_error && text.contains("Permission denied"), "the data dir was read: {text}");
+    assert!(!text.contains("SQLite"), "{text}");
+
+    // Outside the project: /tmp itself, not the server's temp dir below it.
+    let outside = std::env::temp_dir().join(format!("spool-mcp-escape-{}.txt", std::process::id()));
+    let (text, is_error) =
+        call_approved(&server, &session, "probe_write_file", json!({"path": outside, "text": "out"})).await;
+    let escaped = outside.exists();
+    let _ = std::fs::remove_file(&outside);
+    assert!(is_error && text.contains("Permission denied"), "{text}");
+    assert!(!escaped, "a write outside the project landed: {text}");
+}
