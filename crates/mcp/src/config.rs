@@ -16,10 +16,14 @@
 //! headers = { "X-Team" = "core" }
 //! bearer_token_env = "DOCS_MCP_TOKEN"   # or bearer_token_file = "/run/secrets/docs"
 //! enabled = true                 # default true
+//! projects = ["/srv/app"]        # offered to these projects' sessions; absent: every project
 //! trust_read_only = false        # plan mode may offer its read-only tools
 //! sampling = false               # it may ask Spool's model for completions
 //! call_timeout_secs = 120        # 1..=3600; restarted by every progress notification
 //! ```
+//!
+//! `projects` is a default, not a fence: a person may turn a server on or off for one
+//! session in the Rules panel, and that choice wins (`PUT /api/sessions/{id}/mcp/{server}`).
 //!
 //! [`McpEntry`] is an entry as written (unknown keys refused, as everywhere in the
 //! config: a typo must not silently widen a sandbox); [`servers`] checks the whole list
@@ -61,6 +65,8 @@ pub struct McpEntry {
     pub bearer_token_file: Option<PathBuf>,
     pub enabled: Option<bool>,
     #[serde(default)]
+    pub projects: Vec<PathBuf>,
+    #[serde(default)]
     pub trust_read_only: bool,
     #[serde(default)]
     pub sampling: bool,
@@ -73,11 +79,25 @@ pub struct McpServerConfig {
     pub name: String,
     pub transport: Transport,
     pub enabled: bool,
+    /// The project directories whose sessions are offered it (absolute); empty: every
+    /// project's. See [`McpServerConfig::serves_project`].
+    pub projects: Vec<PathBuf>,
     /// Whether plan mode may offer the tools this server marks read-only.
     pub trust_read_only: bool,
     /// Whether the server may ask for sampling (completions from Spool's model).
     pub sampling: bool,
     pub call_timeout: Duration,
+}
+
+impl McpServerConfig {
+    /// Whether sessions of the project at `root` (canonical, as a run names it) are
+    /// offered this server when they chose nothing: with no `projects`, every project;
+    /// otherwise one of them, compared as written and, where it exists, canonical (a
+    /// path through a symbolic link names the directory it leads to).
+    pub fn serves_project(&self, root: &std::path::Path) -> bool {
+        self.projects.is_empty()
+            || self.projects.iter().any(|p| p == root || std::fs::canonicalize(p).is_ok_and(|c| c == root))
+    }
 }
 
 /// How Spool reaches a server.
@@ -157,9 +177,13 @@ fn check(entry: McpEntry, index: usize) -> Result<McpServerConfig, ConfigError> 
         (Some(command), None) => Transport::Stdio(stdio(&entry, command).map_err(refuse)?),
         (None, Some(url)) => Transport::Http(http(&entry, url).map_err(refuse)?),
     };
+    if let Some(path) = entry.projects.iter().find(|p| !p.is_absolute()) {
+        return Err(refuse(format!("projects entry {} must be an absolute path", path.display())));
+    }
     Ok(McpServerConfig {
         transport,
         enabled: entry.enabled.unwrap_or(true),
+        projects: entry.projects,
         trust_read_only: entry.trust_read_only,
         sampling: entry.sampling,
         call_timeout: Duration::from_secs(call_timeout_secs),
@@ -315,6 +339,7 @@ mod tests {
                     rw_paths: vec!["/srv/cache".into()],
                 }),
                 enabled: true,
+                projects: Vec::new(),
                 trust_read_only: false,
                 sampling: false,
                 call_timeout: Duration::from_secs(DEFAULT_CALL_TIMEOUT_SECS),
@@ -383,6 +408,23 @@ mod tests {
         refused(&http("bearer_token_env = \"T\"\nbearer_token_file = \"/t\""), "\"a\"", "choose one");
         refused(&http("bearer_token_env = \"NOT-A-VAR\""), "\"a\"", "not a variable name");
         refused(&http("bearer_token_file = \"token.txt\""), "\"a\"", "absolute");
+    }
+
+    #[test]
+    fn projects_are_absolute_and_absent_means_every_project() {
+        // A directory of this process's own (no temp-dir crate here), removed at the end.
+        let dir = std::env::temp_dir().join(format!("spool-mcp-projects-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let real = std::fs::canonicalize(&dir).expect("canonical");
+        std::os::unix::fs::symlink(&real, real.join("link")).expect("symlink");
+        let text = format!("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nprojects = [{:?}]\n", real.join("link"));
+        let listed = parse(&text).expect("valid");
+        assert!(listed[0].serves_project(&real), "named through a link to it");
+        assert!(!listed[0].serves_project(std::path::Path::new("/elsewhere")));
+        let every = parse("[[mcp]]\nname = \"a\"\ncommand = \"x\"\n").expect("valid");
+        assert!(every[0].projects.is_empty() && every[0].serves_project(std::path::Path::new("/elsewhere")));
+        refused("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nprojects = [\"rel\"]\n", "\"a\"", "projects entry rel");
+        std::fs::remove_dir_all(&real).expect("clean up");
     }
 
     #[test]
