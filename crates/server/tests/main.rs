@@ -26,6 +26,7 @@ mod leases;
 mod limits;
 mod lists;
 mod live_asks;
+mod mcp_live;
 mod mcp_python;
 mod mcp_stdio;
 mod metrics;
