@@ -112,6 +112,11 @@ fn fill_path(template: &str, r: &Records) -> Result<(String, bool), String> {
                 path.push('0');
                 continue;
             }
+            // A configured MCP server's name: config, not a record of anyone's.
+            "server" => {
+                path.push_str("everything");
+                continue;
+            }
             // The UI's files.
             "path" => {
                 path.push_str("index.html");

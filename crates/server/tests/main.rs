@@ -25,6 +25,7 @@ mod hub_publish;
 mod leases;
 mod limits;
 mod lists;
+mod mcp_api;
 mod live_asks;
 mod mcp_live;
 mod mcp_python;

@@ -45,6 +45,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/sessions/{id}/permissions"),
     ("DELETE", "/api/sessions/{id}/permissions/{index}"),
     ("POST", "/api/sessions/{id}/facts"),
+    ("GET", "/api/mcp"),
+    ("PUT", "/api/sessions/{id}/mcp/{server}"),
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),
     ("POST", "/api/sessions/{id}/abort"),
@@ -128,6 +130,7 @@ fn concrete(path: &str) -> String {
         .replace("{approval}", &approval)
         .replace("{permission}", &approval)
         .replace("{index}", "0")
+        .replace("{server}", "everything")
         .replace("{id}", &session)
 }
 

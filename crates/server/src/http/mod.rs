@@ -21,6 +21,7 @@ mod gate;
 mod health;
 mod lists;
 mod markdown;
+mod mcp;
 mod messages;
 mod metrics;
 mod models;
@@ -72,6 +73,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("auth", [auth::router()]))
         .merge(tagged("projects", [projects::router()]))
         .merge(tagged("sessions", [sessions::router()]))
+        .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
         .merge(tagged("hub", [ws_hub::publish::router()]))
@@ -144,6 +146,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
     .chain([
         ws_hub::publish::BODIES,
         markdown::BODIES,
+        mcp::BODIES,
         runs::BODIES,
         sessions::BODIES,
         streams::BODIES,

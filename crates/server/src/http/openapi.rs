@@ -40,6 +40,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         (name = "auth", description = "Browser login sessions: an HttpOnly cookie that is never the token"),
         (name = "projects", description = "Registered directories"),
         (name = "sessions", description = "Conversations and their history"),
+        (name = "mcp", description = "MCP servers: their state and tools, and which a session is offered"),
         (name = "runs", description = "Prompts, runs and approvals"),
         (name = "streams", description = "The session, list and run streams (SSE), the WebSocket hub, and many session and list streams over one WebSocket"),
         (name = "hub", description = "Publishing seed 002 hub events (publisher tokens)"),

@@ -1,0 +1,201 @@
+//! `GET /api/mcp` and `PUT /api/sessions/{id}/mcp/{server}` through a real server: every
+//! configured tool source is listed with its state (a failure with its reason) and its
+//! tools, and, for a session, whether that session is offered it; a person turning a
+//! server off for one session means that session's next turn is not offered its tools
+//! (a call to one is an unknown tool) while other sessions still are; turning it back
+//! on offers them again, and the choice outlives a restart. A server's secrets (a
+//! bearer token, a header's value) never appear.
+
+use crate::common;
+
+use async_trait::async_trait;
+use common::{ModelsOverride, TestOptions, TestServer, ToolsOverride};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::{
+    Model, ModelError, ModelRequest, ModelStream, Models, SourceState, SourceStatus, SourceTool, Tool, ToolContext,
+    ToolOutput, ToolScope, ToolSource, ToolSpec,
+};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// A server's one tool: it answers with its arguments.
+struct Echo(&'static str);
+
+#[async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec { name: self.0.into(), description: "echoes".into(), parameters: json!({"type": "object"}) }
+    }
+
+    async fn call(&self, args: Value, _ctx: &ToolContext) -> ToolOutput {
+        ToolOutput::ok(format!("{} ran with {args}", self.0))
+    }
+}
+
+/// A source that reports `state`, offers `tool`, and serves only `projects` when set.
+struct Fake {
+    name: &'static str,
+    tool: &'static str,
+    state: SourceState,
+    projects: Option<Vec<PathBuf>>,
+}
+
+#[async_trait]
+impl ToolSource for Fake {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+
+    async fn tools(&self, _scope: &ToolScope) -> Vec<Arc<dyn Tool>> {
+        vec![Arc::new(Echo(self.tool))]
+    }
+
+    fn serves(&self, scope: &ToolScope) -> bool {
+        self.projects.as_ref().is_none_or(|p| p.contains(&scope.root))
+    }
+
+    fn status(&self) -> Option<SourceStatus> {
+        Some(SourceStatus {
+            name: self.name.into(),
+            transport: "stdio".into(),
+            target: format!("node {}.js", self.name),
+            state: self.state.clone(),
+            tools: vec![SourceTool { name: self.tool.into(), description: "echoes".into(), read_only: true }],
+            connections: 1,
+        })
+    }
+}
+
+/// The scripted model, keeping the tool names each request offered.
+struct Recording {
+    inner: spool_model::ScriptedModel,
+    offered: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+#[async_trait]
+impl Model for Recording {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        self.offered.lock().expect("offered").push(request.tools.iter().map(|t| t.name.clone()).collect());
+        self.inner.stream(request).await
+    }
+}
+
+struct Setup {
+    server: TestServer,
+    offered: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl Setup {
+    async fn start(sources: Vec<Arc<dyn ToolSource>>) -> Setup {
+        let offered = Arc::new(Mutex::new(Vec::new()));
+        let model = Recording { inner: Default::default(), offered: offered.clone() };
+        let tools = sources.into_iter().fold(spool_tools::workspace_tools(), |tools, s| tools.with_source(s));
+        let options = TestOptions {
+            tools: Some(ToolsOverride(tools)),
+            models: Some(ModelsOverride(Models::new(Arc::new(model)))),
+            ..TestOptions::default()
+        };
+        Setup { server: TestServer::start_with(options).await, offered }
+    }
+
+    /// Whether the model's most recent turn offered `tool` (a request with no tools at
+    /// all is a title being written, not a turn).
+    fn last_offered(&self, tool: &str) -> bool {
+        let offered = self.offered.lock().expect("offered");
+        let turn = offered.iter().rev().find(|tools| !tools.is_empty()).expect("a turn");
+        turn.iter().any(|t| t == tool)
+    }
+
+    async fn choose(&self, session: &str, server: &str, enabled: bool) -> (StatusCode, Value) {
+        let url = self.server.url(&format!("/api/sessions/{session}/mcp/{server}"));
+        self.server.send(self.server.client.put(url).json(&json!({"enabled": enabled}))).await
+    }
+}
+
+fn by_name<'a>(list: &'a Value, name: &str) -> &'a Value {
+    let servers = list.as_array().expect("a list");
+    servers.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name} not listed: {list}"))
+}
+
+#[tokio::test]
+async fn servers_are_listed_with_state_tools_and_each_sessions_use() {
+    let failed = SourceState::Failed { reason: "exited with status 1: no such module".into(), retry_at_ms: Some(5) };
+    let s = Setup::start(vec![
+        Arc::new(Fake { name: "srv", tool: "srv_echo", state: SourceState::Ready, projects: None }),
+        Arc::new(Fake { name: "broken", tool: "broken_echo", state: failed, projects: Some(vec!["/other".into()]) }),
+    ])
+    .await;
+    let (status, list) = s.server.get("/api/mcp").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(
+        by_name(&list, "srv"),
+        &json!({
+            "name": "srv", "transport": "stdio", "target": "node srv.js", "state": "ready",
+            "tools": [{"name": "srv_echo", "description": "echoes", "read_only": true}], "connections": 1,
+        })
+    );
+    let broken = by_name(&list, "broken");
+    assert_eq!(
+        (&broken["state"], &broken["reason"]),
+        (&json!("failed"), &json!("exited with status 1: no such module"))
+    );
+    assert_eq!(broken["retry_at_ms"], 5);
+
+    let session = s.server.new_session().await;
+    let (status, list) = s.server.get(&format!("/api/mcp?session={session}")).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(by_name(&list, "srv")["session"], json!({"enabled": true, "by_default": true}));
+    assert_eq!(by_name(&list, "broken")["session"], json!({"enabled": false, "by_default": false}), "not its project");
+
+    let (status, body) = s.server.get("/api/mcp?session=ses_00000000000000000000000000").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = s.choose(&session, "nosuch", false).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn a_server_turned_off_for_a_session_is_not_offered_to_its_next_turn() {
+    let s =
+        Setup::start(vec![Arc::new(Fake { name: "srv", tool: "srv_echo", state: SourceState::Ready, projects: None })])
+            .await;
+    let session = s.server.new_session().await;
+    let other = s.server.new_session().await;
+    s.server.run_prompt(&session, "hello").await;
+    assert!(s.last_offered("srv_echo"), "on by default");
+
+    let (status, body) = s.choose(&session, "srv", false).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["session"], json!({"enabled": false, "by_default": true, "choice": false}));
+    // Allowed without asking, so only the choice keeps it from running.
+    let rules = json!({"permissions": [{"tool": "srv_*", "action": "allow"}]});
+    for id in [&session, &other] {
+        assert_eq!(s.server.patch(&format!("/api/sessions/{id}"), rules.clone()).await.0, StatusCode::OK);
+    }
+    let run = s.server.run_prompt(&session, r#"tool: srv_echo {"message":"hi"}"#).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert!(!s.last_offered("srv_echo") && s.last_offered("read"), "the built-ins stay");
+    let results = s.server.tool_results(&session).await;
+    assert_eq!(results, [("srv_echo".to_owned(), "unknown tool \"srv_echo\"".to_owned(), true)]);
+
+    // Another session of the same project is still offered it.
+    s.server.run_prompt(&other, r#"tool: srv_echo {"message":"hi"}"#).await;
+    let results = s.server.tool_results(&other).await;
+    assert!(!results[0].2 && results[0].1.starts_with("srv_echo ran with"), "{results:?}");
+
+    // The choice is kept with the session, and turning it back on offers it again.
+    let s = Setup { server: s.server.restart().await, offered: s.offered };
+    let (_, list) = s.server.get(&format!("/api/mcp?session={session}")).await;
+    assert_eq!(by_name(&list, "srv")["session"]["enabled"], false, "kept across a restart");
+    let (status, body) = s.choose(&session, "srv", true).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["session"], json!({"enabled": true, "by_default": true, "choice": true}));
+    s.server.run_prompt(&session, r#"tool: srv_echo {"message":"again"}"#).await;
+    assert!(s.last_offered("srv_echo"));
+    let results = s.server.tool_results(&session).await;
+    assert!(!results[1].2 && results[1].1.starts_with("srv_echo ran with"), "{results:?}");
+}
