@@ -2,9 +2,11 @@
 //! (`@modelcontextprotocol/server-everything` over stdio, as in `mcp_stdio`): progress
 //! notifications stream as the call's live output and keep a slow call alive past its
 //! deadline; an elicitation reaches whoever the call's asker asks (and is cancelled
-//! when nobody can be asked), and the answer reaches the server's result; sampling is
-//! refused with a reason the model reads; stopping the run cancels the request while
-//! the server lives on; and a `tools/list_changed` gives the next turn the new tools.
+//! when nobody can be asked), the deadline waits for the person, and the answer
+//! reaches the server's result; sampling is refused with a reason the model reads;
+//! stopping the run cancels the request at the server, which lives on; and a
+//! `tools/list_changed` gives the next turn the new tools. A small server of the
+//! test's own ([`PROBE_SERVER`]) shows what server-everything cannot.
 
 use crate::common;
 
@@ -18,6 +20,7 @@ use spool_engine::{
 };
 use spool_mcp::{McpEntry, McpSource};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
 fn everything() -> Option<String> {
@@ -75,9 +78,11 @@ impl Tool for AskingTool {
     }
 }
 
-/// A person who accepts every ask with `answer` and keeps what was asked.
+/// A person who accepts every ask with `answer` after thinking for `takes`, and keeps
+/// what was asked.
 struct Person {
     answer: Value,
+    takes: Duration,
     asked: Mutex<Vec<LiveAsk>>,
 }
 
@@ -85,6 +90,8 @@ struct Person {
 impl AskPerson for Person {
     async fn ask(&self, ask: LiveAsk) -> LiveAnswer {
         self.asked.lock().expect("asked").push(ask);
+        // A person slower than the call's deadline (the point: it must not count).
+        tokio::time::sleep(self.takes).await;
         LiveAnswer::Accept(self.answer.clone())
     }
 }
@@ -160,10 +167,13 @@ async fn an_elicitation_nobody_can_answer_is_cancelled_and_the_model_reads_so() 
 }
 
 #[tokio::test]
-async fn an_accepted_elicitation_reaches_the_servers_result() {
+async fn an_accepted_elicitation_reaches_the_servers_result_however_long_the_person_takes() {
     let Some(index) = everything() else { return };
-    let person = Arc::new(Person { answer: json!({"name": "Ada Lovelace", "check": true}), asked: Mutex::default() });
-    let (server, session, _source) = start(everything_entry(&index), LiveAsker::new(person.clone())).await;
+    let answer = json!({"name": "Ada Lovelace", "check": true});
+    let person = Arc::new(Person { answer, takes: Duration::from_millis(2500), asked: Mutex::default() });
+    let mut entry = everything_entry(&index);
+    entry["call_timeout_secs"] = json!(1);
+    let (server, session, _source) = start(entry, LiveAsker::new(person.clone())).await;
     let run = server.run_prompt(&session, &call("everything_trigger-elicitation-request", json!({}))).await;
     assert_eq!(run["status"], "completed");
 
@@ -219,17 +229,28 @@ async fn stopping_the_run_cancels_the_call_and_the_same_server_serves_the_next()
     assert_eq!(source.server_pids(), pids, "the same process served the next call");
 }
 
-/// A minimal stdio MCP server whose tool `grow` adds a tool `extra` and tells the
-/// client with `notifications/tools/list_changed`.
-const GROWING_SERVER: &str = r#"
+/// A minimal stdio MCP server (newline-delimited JSON-RPC) that shows what the client
+/// sends it: `grow` adds a tool `extra` and says so with `notifications/tools/list_changed`;
+/// `wait` reports progress 0 and never answers, and `cancelled` lists the requests the client cancelled;
+/// `sample` asks the client for a completion (whatever its capabilities) and answers
+/// with the client's error.
+const PROBE_SERVER: &str = r#"
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
-const tools = [{ name: "grow", inputSchema: { type: "object" } }];
+const text = (t) => ({ content: [{ type: "text", text: t }] });
+const tools = ["grow", "wait", "cancelled", "sample"].map((name) => ({ name, inputSchema: { type: "object" } }));
+const cancelled = [];
+const waiting = {};
 require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
   const m = JSON.parse(line);
-  const text = (t) => ({ content: [{ type: "text", text: t }] });
-  if (m.method === "initialize") {
+  if (m.method === undefined && waiting[m.id]) {
+    const asker = waiting[m.id];
+    delete waiting[m.id];
+    send({ jsonrpc: "2.0", id: asker, result: text(m.error ? `error: ${m.error.message}` : "sampled") });
+  } else if (m.method === "initialize") {
     send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion,
-      capabilities: { tools: { listChanged: true } }, serverInfo: { name: "grow", version: "1" } } });
+      capabilities: { tools: { listChanged: true } }, serverInfo: { name: "probe", version: "1" } } });
+  } else if (m.method === "notifications/cancelled") {
+    cancelled.push(m.params.requestId);
   } else if (m.method === "tools/list") {
     send({ jsonrpc: "2.0", id: m.id, result: { tools } });
   } else if (m.method === "tools/call" && m.params.name === "grow") {
@@ -238,29 +259,80 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
     send({ jsonrpc: "2.0", id: m.id, result: text("grown") });
   } else if (m.method === "tools/call" && m.params.name === "extra") {
     send({ jsonrpc: "2.0", id: m.id, result: text("extra ran") });
+  } else if (m.method === "tools/call" && m.params.name === "wait") {
+    // Says it has the call, then never answers.
+    const progressToken = m.params._meta && m.params._meta.progressToken;
+    if (progressToken !== undefined) {
+      send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken, progress: 0, message: "waiting" } });
+    }
+  } else if (m.method === "tools/call" && m.params.name === "cancelled") {
+    send({ jsonrpc: "2.0", id: m.id, result: text(`cancelled: ${JSON.stringify(cancelled)}`) });
+  } else if (m.method === "tools/call" && m.params.name === "sample") {
+    waiting["s" + m.id] = m.id;
+    send({ jsonrpc: "2.0", id: "s" + m.id, method: "sampling/createMessage",
+      params: { messages: [{ role: "user", content: { type: "text", text: "hi" } }], maxTokens: 5 } });
   } else if (m.id !== undefined) {
     send({ jsonrpc: "2.0", id: m.id, result: {} });
   }
 });
 "#;
 
+/// A Spool server with [`PROBE_SERVER`] as `[[mcp]]` entry `probe`; and the directory
+/// its script is in, to remove.
+async fn start_probe(name: &str) -> (TestServer, String, Arc<McpSource>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("spool-mcp-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let script = dir.join("probe.js");
+    std::fs::write(&script, PROBE_SERVER).expect("script");
+    let entry = json!({"name": "probe", "command": "node", "args": [script]});
+    let (server, session, source) = start(entry, LiveAsker::default()).await;
+    (server, session, source, dir)
+}
+
 #[tokio::test]
 async fn a_tool_list_change_gives_the_next_turn_the_new_tool() {
-    let dir = std::env::temp_dir().join(format!("spool-mcp-grow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let script = dir.join("grow.js");
-    std::fs::write(&script, GROWING_SERVER).expect("script");
-    let entry = json!({"name": "grow", "command": "node", "args": [script]});
-    let (server, session, _source) = start(entry, LiveAsker::default()).await;
-
+    let (server, session, _source, dir) = start_probe("grow").await;
     // Before the change the tool is not offered.
-    server.run_prompt(&session, &call("grow_extra", json!({}))).await;
-    server.run_prompt(&session, &call("grow_grow", json!({}))).await;
-    server.run_prompt(&session, &call("grow_extra", json!({}))).await;
+    server.run_prompt(&session, &call("probe_extra", json!({}))).await;
+    server.run_prompt(&session, &call("probe_grow", json!({}))).await;
+    server.run_prompt(&session, &call("probe_extra", json!({}))).await;
     let results = server.tool_results(&session).await;
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[0].2 && results[0].1.contains("unknown tool"), "{results:?}");
     assert_eq!(results[1].1, "grown");
-    assert_eq!(results[2], ("grow_extra".to_owned(), "extra ran".to_owned(), false));
+    assert_eq!(results[2], ("probe_extra".to_owned(), "extra ran".to_owned(), false));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_stopped_call_is_cancelled_at_the_server() {
+    let (server, session, _source, dir) = start_probe("cancel").await;
+    let mut live = server.events(&session, Open::fresh()).await;
+    live.next_frame().await.expect("snapshot");
+    let run = server.start_run(&session, &call("probe_wait", json!({}))).await;
+    // The server has the call once it reports progress.
+    let seen = live.frames_until(|f| f.event_type() == Some("tool_execution_update")).await;
+    assert_eq!(live_output(&seen), "progress 0: waiting\n");
+    let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(server.wait_run(&run).await["status"], "cancelled");
+
+    server.run_prompt(&session, &call("probe_cancelled", json!({}))).await;
+    let results = server.tool_results(&session).await;
+    let (_, text, _) = results.last().expect("a result");
+    // One request cancelled: the call the stop cut short (ids are rmcp's numbers).
+    let ids: Vec<Value> = serde_json::from_str(text.strip_prefix("cancelled: ").expect("the list")).expect("json");
+    assert_eq!(ids.len(), 1, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sampling_a_server_is_not_allowed_is_refused_naming_the_setting() {
+    let (server, session, _source, dir) = start_probe("sample").await;
+    server.run_prompt(&session, &call("probe_sample", json!({}))).await;
+    let results = server.tool_results(&session).await;
+    let expected = "error: sampling is not allowed for MCP server \"probe\": its [[mcp]] entry in config.toml does \
+                    not set sampling = true";
+    assert_eq!(results, [("probe_sample".to_owned(), expected.to_owned(), false)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
