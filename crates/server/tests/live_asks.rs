@@ -180,6 +180,32 @@ async fn an_ask_whose_call_a_restart_lost_ends_instead_of_hanging() {
     assert_eq!(status, StatusCode::CONFLICT);
 }
 
+/// OpenCode clients see a server's question as one question per field, and their
+/// reply (one answer per question) fills the fields in.
+#[tokio::test]
+async fn opencode_clients_answer_a_live_ask_one_question_per_field() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = asked(&server, &session).await;
+    let dir = std::fs::canonicalize(server.project_dir()).expect("project dir");
+    let at = common::urlencode(dir.to_str().expect("UTF-8"));
+    let (status, listed) = server.get(&format!("/question?directory={at}")).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let request = &listed[0];
+    assert_eq!(request["id"], approval["id"]);
+    let questions = request["questions"].as_array().expect("questions");
+    assert_eq!(questions.len(), 2, "{request}");
+    // The fields by name: age, then name.
+    assert_eq!(questions[0]["question"], "Who are you?\nage");
+    assert_eq!(questions[1]["question"], "Name");
+    assert_eq!(questions[0]["header"], "srv");
+    let id = id_of(&approval);
+    let (status, ok) = server.post(&format!("/question/{id}/reply"), json!({"answers": [[], ["Ada"]]})).await;
+    assert_eq!((status, ok), (StatusCode::OK, json!(true)));
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(server.tool_results(&session).await[0].1, r#"accepted {"age":30,"name":"Ada"}"#);
+}
+
 /// `@modelcontextprotocol/server-everything`'s elicitation, answered through the
 /// approval route like any question: the server gets the fields (its defaults filled
 /// in) and says what it received.

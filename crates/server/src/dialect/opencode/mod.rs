@@ -16,6 +16,7 @@
 //! from (`routes/marks.rs`) and which project a request means (`routes/directory.rs`).
 
 pub mod ids;
+pub mod live_ask;
 pub mod mapper;
 pub mod records;
 pub mod requests;

@@ -171,20 +171,24 @@ pub fn question(approval: &Approval, message: Option<u64>) -> QuestionRequest {
     let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).unwrap_or_default().to_owned();
     let payload = &approval.payload;
     let options = payload.get("options").and_then(|o| o.as_array()).map(Vec::as_slice).unwrap_or_default();
-    let info = QuestionInfo {
-        question: text(payload.get("question").or_else(|| payload.get("change"))),
-        header: approval.tool.clone(),
-        options: options
-            .iter()
-            .map(|o| QuestionOption { label: text(o.get("label")), description: text(o.get("description")) })
-            .collect(),
-        multiple: false,
-        custom: true,
+    // A tool's server asking while its call runs: a question per field it asks for.
+    let questions = match super::live_ask::is_live(approval) {
+        true => super::live_ask::questions(approval),
+        false => vec![QuestionInfo {
+            question: text(payload.get("question").or_else(|| payload.get("change"))),
+            header: approval.tool.clone(),
+            options: options
+                .iter()
+                .map(|o| QuestionOption { label: text(o.get("label")), description: text(o.get("description")) })
+                .collect(),
+            multiple: false,
+            custom: true,
+        }],
     };
     QuestionRequest {
         id: approval.id.to_string(),
         session_id: approval.session_id.to_string(),
-        questions: vec![info],
+        questions,
         tool: ToolRef {
             message_id: message.map(|i| ids::message_id(&approval.session_id, i)).unwrap_or_default(),
             call_id: approval.tool_call_id.clone(),

@@ -387,11 +387,12 @@ pub struct QuestionRequest {
 #[schema(as = opencode::QuestionInfo)]
 pub struct QuestionInfo {
     pub question: String,
-    /// A short label: the tool's name (OpenCode's models write one; Spool's do not).
+    /// A short label: the tool's name (OpenCode's models write one; Spool's do not), or
+    /// the asking server's for a server's question.
     pub header: String,
     /// Empty when the question asks for words of the person's own.
     pub options: Vec<QuestionOption>,
-    /// Always false: one answer per question.
+    /// One answer per question, except a server's field that takes several choices.
     pub multiple: bool,
     /// Always true: an answer of the person's own is always allowed.
     pub custom: bool,

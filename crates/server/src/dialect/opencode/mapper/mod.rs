@@ -79,6 +79,9 @@ pub struct Mapper {
     /// Questions answered (`fill`) whose call has not started, by call id. The answer is
     /// the call's `answer` argument, so `question.replied` goes out when the call starts.
     answered: HashMap<String, ApprovalId>,
+    /// The pending questions that are a server's, asked while its call runs (live
+    /// asks): their call is running already, so an answer is replied at once.
+    live: std::collections::HashSet<ApprovalId>,
     run: RunTrack,
     /// Index of the active run's user message, for replaying it from a snapshot.
     run_start: Option<u64>,
@@ -148,6 +151,7 @@ impl Mapper {
             pending: Vec::new(),
             questions: HashMap::new(),
             answered: HashMap::new(),
+            live: Default::default(),
             run: RunTrack::default(),
             run_start: None,
             resuming: false,
@@ -322,6 +326,9 @@ impl Mapper {
                 let message = self.run.calls.get(&approval.tool_call_id).map(|(i, _)| *i);
                 if is_question(approval) {
                     self.questions.insert(approval.id.clone(), approval.tool_call_id.clone());
+                    if super::live_ask::is_live(approval) {
+                        self.live.insert(approval.id.clone());
+                    }
                     out.push(Event::QuestionAsked(question(approval, message)));
                 } else {
                     let p = permission(approval, message);
@@ -331,7 +338,17 @@ impl Mapper {
             }
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
                 self.pending.retain(|p| p != approval_id);
+                let live = self.live.remove(approval_id);
                 match self.questions.remove(approval_id) {
+                    // A server's question: answered (the fields are the server's, not
+                    // on this event), or declined, expired or cancelled.
+                    Some(_) if live && matches!(decision.as_str(), "fill" | "once") => {
+                        out.push(Event::QuestionReplied {
+                            session_id: self.sid(),
+                            request_id: approval_id.to_string(),
+                            answers: Vec::new(),
+                        });
+                    }
                     // Only `fill` carries an answer; anything else left it unanswered.
                     Some(call) if decision == "fill" => {
                         self.answered.insert(call, approval_id.clone());

@@ -13,9 +13,9 @@
 
 use super::directory::{Directory, DirectoryParams};
 use super::{OpenCodeErrors, of_project};
-use crate::dialect::opencode::records;
 use crate::dialect::opencode::requests::QuestionReplyBody;
 use crate::dialect::opencode::wire::QuestionRequest;
+use crate::dialect::opencode::{live_ask, records};
 use crate::error::ApiError;
 use crate::extract::Acting;
 use crate::state::AppState;
@@ -60,9 +60,13 @@ pub(super) async fn reply(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let answer = QuestionReplyBody::read(&bytes)?.answer();
-    let fill = serde_json::json!({ "answer": answer });
-    settle(&engine, &user, &id, Decision::Fill(fill)).await
+    let body = QuestionReplyBody::read(&bytes)?;
+    // A server's question (a live ask) takes one answer per field; the model's, one.
+    let fill = |approval: &spool_protocol::Approval| match live_ask::is_live(approval) {
+        true => Decision::Fill(live_ask::fill(approval, &body.answers)),
+        false => Decision::Fill(serde_json::json!({ "answer": body.answer() })),
+    };
+    settle(&engine, &user, &id, fill).await
 }
 
 /// Dismisses a question: the run stops, as OpenCode's does.
@@ -73,17 +77,24 @@ pub(super) async fn reply(
     responses((status = 200, description = "Dismissed: `true`", content_type = "application/json", body = bool), OpenCodeErrors)
 )]
 pub(super) async fn reject(Acting { engine, user }: Acting, Path(id): Path<String>) -> Result<Response, ApiError> {
-    settle(&engine, &user, &id, Decision::Reject).await
+    settle(&engine, &user, &id, |_: &spool_protocol::Approval| Decision::Reject).await
 }
 
 /// Decides the pending question `raw`: `true`, or 404 when it is not a pending question.
-async fn settle(engine: &Engine, user: &UserId, raw: &str, decision: Decision) -> Result<Response, ApiError> {
+async fn settle(
+    engine: &Engine,
+    user: &UserId,
+    raw: &str,
+    decide: impl FnOnce(&spool_protocol::Approval) -> Decision,
+) -> Result<Response, ApiError> {
     let Ok(id) = raw.parse::<ApprovalId>() else { return Ok(not_found(raw)) };
-    match engine.runs().approval(user, &id).await {
-        Ok(approval) if records::is_question(&approval) && approval.status == ApprovalStatus::Pending => {}
+    let decision = match engine.runs().approval(user, &id).await {
+        Ok(approval) if records::is_question(&approval) && approval.status == ApprovalStatus::Pending => {
+            decide(&approval)
+        }
         Ok(_) | Err(EngineError::NotFound(_)) => return Ok(not_found(raw)),
         Err(e) => return Err(e.into()),
-    }
+    };
     match engine.runs().decide(user, DecisionTarget::Approval, &id, DecisionInput::plain(decision)).await {
         Ok(DecisionOutcome::Applied { .. }) => Ok(Json(true).into_response()),
         // Someone answered first, or it expired meanwhile: no longer pending.
