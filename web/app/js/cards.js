@@ -88,6 +88,7 @@ function section(open, key, title, body, byDefault) {
  * message box across repaints, so only `updateApproval` touches it afterwards.
  */
 export function approvalCard(approval, decide, args = null) {
+  if (approval.payload?.live === true) return liveAskCard(approval, decide);
   if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
   if (approval.tool === 'exit_plan') return planCard(approval, decide);
   const p = approval.payload ?? {};
@@ -248,6 +249,107 @@ function questionCard(approval, decide) {
   decideByKey(card);
   updateApproval(card, approval, {});
   return card;
+}
+
+/**
+ * A question a tool's server asks while its call runs (an MCP elicitation; the payload
+ * says `live`): which server asks, its message, and a form built from the schema of the
+ * fields it asks for (text, numbers, yes/no, a choice, several choices), defaults filled
+ * in. Submit sends `{fill: {…fields}}`; Decline rejects, and the server hears that the
+ * person declined. The run keeps running meanwhile: the call waits for this.
+ */
+function liveAskCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const schema = p.fields ?? {};
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const fields = Object.entries(schema.properties ?? {}).map(([name, prop]) => askField(approval.id, name, prop ?? {}, required.has(name)));
+  const submit = () => {
+    const values = {};
+    for (const f of fields) {
+      const v = f.value();
+      if (v !== undefined) values[f.name] = v;
+    }
+    const missing = fields.filter((f) => f.required && values[f.name] === undefined);
+    for (const f of fields) f.control.setAttribute('aria-invalid', String(missing.includes(f)));
+    if (missing.length) {
+      missing[0].control.focus();
+      return;
+    }
+    decide({ fill: values }, undefined);
+  };
+  const form = h('form', { class: 'live-ask-form', novalidate: true }, fields.map((f) => f.row));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    submit();
+  });
+  const source = String(p.source ?? approval.tool);
+  const card = h(
+    'section',
+    { class: 'approval-card question-card live-ask-card', role: 'group', tabindex: -1, 'aria-label': `${source} asks a question`, 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, `${source} asks`), h('span', { class: 'approval-tool' }, approval.tool)),
+    h('p', { class: 'approval-change', id: `${approval.id}-what` }, String(p.question ?? '')),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
+    form,
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'fill', onclick: submit }, icon('check'), 'Submit'),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: () => decide('reject', undefined) }, icon('cross'), 'Decline', hint('n')),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  decideByKey(card);
+  updateApproval(card, approval, {});
+  return card;
+}
+
+/** The choices a schema property offers, as [value, label] pairs: `enum` (with `enumNames`) or `oneOf`/`anyOf` of `const`s. */
+function choicesOf(prop) {
+  if (Array.isArray(prop.enum)) return prop.enum.map((v, i) => [v, String(prop.enumNames?.[i] ?? v)]);
+  const of = prop.oneOf ?? prop.anyOf;
+  if (Array.isArray(of) && of.every((o) => o && 'const' in o)) return of.map((o) => [o.const, String(o.title ?? o.const)]);
+  return null;
+}
+
+const INPUT_TYPE = { email: 'email', uri: 'url', date: 'date', 'date-time': 'datetime-local' };
+
+/**
+ * One field of a live ask: its row (a label, the control, the description) and how to
+ * read its value (`undefined` when left empty).
+ */
+function askField(cardId, name, prop, required) {
+  const id = `${cardId}-f-${name}`;
+  const title = String(prop.title ?? name) + (required ? ' *' : '');
+  const about = prop.description ? h('span', { class: 'live-ask-about' }, String(prop.description)) : null;
+  const choices = choicesOf(prop);
+  const many = prop.type === 'array' ? choicesOf(prop.items ?? {}) : null;
+  if (many) {
+    const picked = new Set(Array.isArray(prop.default) ? prop.default : []);
+    const boxes = many.map(([v]) => h('input', { type: 'checkbox', checked: picked.has(v) }));
+    const control = h('fieldset', { class: 'live-ask-field', id }, h('legend', {}, title), many.map(([, label], i) => h('label', {}, boxes[i], ` ${label}`)), about);
+    const value = () => {
+      const chosen = many.filter((_, i) => boxes[i].checked).map(([v]) => v);
+      return chosen.length ? chosen : undefined;
+    };
+    return { name, required, control, row: control, value };
+  }
+  let control;
+  let value;
+  if (choices) {
+    control = h('select', { id }, required ? null : h('option', { value: '' }, '—'), choices.map(([v, label], i) => h('option', { value: String(i), selected: v === prop.default }, label)));
+    value = () => (control.value === '' ? undefined : choices[Number(control.value)][0]);
+  } else if (prop.type === 'boolean') {
+    control = h('input', { id, type: 'checkbox', checked: prop.default === true });
+    value = () => control.checked;
+  } else if (prop.type === 'number' || prop.type === 'integer') {
+    control = h('input', { id, type: 'number', step: prop.type === 'integer' ? '1' : 'any', min: prop.minimum, max: prop.maximum, value: prop.default ?? '' });
+    value = () => (control.value.trim() === '' ? undefined : Number(control.value));
+  } else {
+    control = h('input', { id, type: INPUT_TYPE[prop.format] ?? 'text', value: prop.default ?? '', maxlength: prop.maxLength });
+    value = () => (control.value.trim() === '' ? undefined : control.value);
+  }
+  const row = h('div', { class: 'live-ask-field' }, h('label', { for: id }, title), control, about);
+  return { name, required, control, row, value };
 }
 
 /**
