@@ -11,11 +11,13 @@
 // refuses with 409 when the rule at that index is no longer the one shown here. The
 // frame that follows repaints the panel. The server's own rules (built-in defaults, then the config
 // file) come from `GET /api/sessions/:id/permissions` when the panel opens; they cannot
-// change while the server runs, and they cannot be undone from here.
+// change while the server runs, and they cannot be undone from here. Below them, the MCP
+// servers and a switch for each (mcp_servers.js).
 
 import { del, get } from './api.js';
 import { h } from './dom.js';
 import { icon } from './icons.js';
+import { McpServers } from './mcp_servers.js';
 
 /**
  * What a person reads as a rule's origin. `always` puts in `allow` rules: `{tool}` for a
@@ -53,9 +55,14 @@ export class PermissionsPanel {
       h('h3', { class: 'rules-heading' }, 'Set by the server'),
       h('p', { class: 'muted small-print' }, 'The built-in defaults, then the server’s config file. A deny here always wins; the rules above decide within the rest.'),
       this.serverList,
+      this.mcpPlace = h('div', { class: 'mcp-place' }),
       h('div', { class: 'dialog-actions' },
         h('button', { class: 'btn', type: 'button', onclick: () => this.dialog.close() }, 'Close')));
-    this.dialog.addEventListener('close', () => (this.error = null));
+    this.mcp = new McpServers(this.mcpPlace);
+    this.dialog.addEventListener('close', () => {
+      this.error = null;
+      this.mcp.close();
+    });
     document.body.append(this.dialog);
   }
 
@@ -65,6 +72,7 @@ export class PermissionsPanel {
     this.paint();
     this.dialog.showModal();
     if (!this.server) this.fetchServerRules(this.view);
+    this.mcp.open(this.view.id);
   }
 
   async fetchServerRules(view) {

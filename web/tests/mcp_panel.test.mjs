@@ -1,0 +1,105 @@
+// Browser test of issue 38's MCP part of the Rules panel: the real binary with two
+// `[[mcp]]` servers in its config, server-everything over stdio and one whose command
+// exits at once. The panel lists both idle before any turn; after the session's first
+// turn everything is ready with its tools and the other failed with the reason. Its
+// switch turns everything off for this session: the next turn is not offered its tools
+// (a call to one is an unknown tool), and on again, a call runs.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT, api, launch, openPage, seed, send, settled, shot, startSpool, until } from './helpers.mjs';
+
+const EVERYTHING =
+  process.env.SPOOL_TEST_MCP_EVERYTHING ?? join(ROOT, 'tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+/** The session's tool results: [tool, text, isError]. */
+async function results(server, session) {
+  const page = await api(server.url, 'GET', `/api/sessions/${session.id}/messages?limit=500`);
+  return page.messages.filter((m) => m.role === 'toolResult').map((m) => [m.toolName, m.content[0]?.text, m.isError]);
+}
+
+/** Waits until the session holds `n` tool results and the page shows the run over. */
+async function idleWith(page, server, session, n) {
+  await until(async () => (await results(server, session)).length === n, 15_000, `${n} tool results`);
+  await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Idle' && !document.querySelector('.is-draft'));
+}
+
+test('the Rules panel lists MCP servers with state, tools and reason, and its switch decides what the next turn is offered', async (t) => {
+  if (!existsSync(EVERYTHING)) {
+    t.skip('server-everything is not installed (npm ci in tests/mcp)');
+    return;
+  }
+  const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
+  t.after(() => rmSync(conf, { recursive: true, force: true }));
+  const config = [
+    // Allowed without asking: only the switch decides whether a call runs.
+    '[[permission]]',
+    'tool = "everything_*"',
+    'action = "allow"',
+    '[[mcp]]',
+    'name = "everything"',
+    'command = "node"',
+    `args = [${JSON.stringify(EVERYTHING)}, "stdio"]`,
+    '[[mcp]]',
+    'name = "broken"',
+    'command = "/bin/false"',
+  ].join('\n');
+  writeFileSync(join(conf, 'config.toml'), `${config}\n`);
+  const server = await startSpool({ extra: ['--config', join(conf, 'config.toml')] });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'MCP' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+
+  await page.click('#permissions');
+  const row = (name) => `.rules-dialog .mcp-server[data-server="${name}"]`;
+  await page.waitForSelector(`${row('everything')}[data-state="idle"]`);
+  await page.waitForSelector(`${row('broken')}[data-state="idle"]`);
+  assert.equal(await page.isChecked(`${row('everything')} input[role="switch"]`), true, 'offered by default');
+  await page.keyboard.press('Escape');
+
+  // A turn starts both for this session: one comes up, the other fails.
+  await send(page, 'hello');
+  await settled(page);
+  await page.click('#permissions');
+  await page.waitForSelector(`${row('everything')}[data-state="ready"]`);
+  const tools = await page.textContent(`${row('everything')} .mcp-tools`);
+  assert.match(tools, /everything_echo/);
+  await page.waitForSelector(`${row('broken')}[data-state="failed"] .mcp-reason`);
+  assert.match(await page.textContent(`${row('broken')} .mcp-reason`), /exit/, 'the reason is shown');
+  await page.locator(row('broken')).scrollIntoViewIfNeeded();
+  await shot(page, 'rules-panel-mcp');
+
+  // Off for this session: the next turn is not offered its tools.
+  await page.click(`${row('everything')} input[role="switch"]`);
+  await page.waitForFunction((sel) => document.querySelector(sel)?.disabled === false && !document.querySelector(sel).checked,
+    `${row('everything')} input[role="switch"]`);
+  const listed = await api(server.url, 'GET', `/api/mcp?session=${session.id}`);
+  assert.deepEqual(listed.find((s) => s.name === 'everything').session, { enabled: false, by_default: true, choice: false });
+  await page.keyboard.press('Escape');
+  await send(page, 'tool: everything_echo {"message":"hi"}');
+  await idleWith(page, server, session, 1);
+  assert.deepEqual(await results(server, session), [['everything_echo', 'unknown tool "everything_echo"', true]]);
+
+  // On again: a call runs.
+  await page.click('#permissions');
+  await page.click(`${row('everything')} input[role="switch"]`);
+  await page.waitForFunction((sel) => document.querySelector(sel)?.disabled === false && document.querySelector(sel).checked,
+    `${row('everything')} input[role="switch"]`);
+  await page.keyboard.press('Escape');
+  await send(page, 'tool: everything_echo {"message":"again"}');
+  await idleWith(page, server, session, 2);
+  assert.deepEqual((await results(server, session))[1], ['everything_echo', 'Echo: again', false]);
+  assert.deepEqual(page.errors, []);
+});
