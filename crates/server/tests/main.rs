@@ -28,6 +28,7 @@ mod lists;
 mod mcp_api;
 mod live_asks;
 mod mcp_live;
+mod mcp_dialects;
 mod mcp_python;
 mod mcp_stdio;
 mod metrics;
