@@ -19,6 +19,7 @@
 //! `client.*` objects for what the client itself saw or did (the session it opened, a
 //! snapshot with its state, a lost connection, a prompt's answer, a decision).
 
+mod live_ask;
 mod screen;
 
 use anyhow::{Context, bail};
@@ -210,6 +211,8 @@ struct View {
     /// Notices held until the line being streamed ends (see `after_the_line`).
     waiting_notices: Vec<String>,
     first: bool,
+    /// The server's question (a live ask) being answered field by field.
+    filling: Option<live_ask::Filling>,
 }
 
 impl View {
@@ -233,6 +236,7 @@ impl View {
             at_line_start: true,
             waiting_notices: Vec::new(),
             first: true,
+            filling: None,
         }
     }
 
@@ -260,6 +264,11 @@ impl View {
         let state = &update.state;
         self.busy = state.active_run.is_some();
         self.pending = state.pending_approvals.clone();
+        // A server's question answered elsewhere, expired or cancelled: the next one's turn.
+        if self.filling.as_ref().is_some_and(|f| !self.pending.iter().any(|a| a.id == f.approval)) {
+            self.filling = None;
+            self.next_live();
+        }
         self.awaiting.retain(|run| {
             !state.prompt_timings.values().any(|t| t.run_id.as_ref() == Some(run) && t.ended_at.is_some())
         });
@@ -440,6 +449,9 @@ impl View {
             return;
         }
         let payload = &approval.payload;
+        if live_ask::is_live(approval) {
+            return self.ask_live(approval);
+        }
         if is_question(approval) {
             return self.ask_question(payload);
         }
@@ -549,6 +561,9 @@ impl View {
             return self.problem(&format!("that line is over {MAX_LINE} bytes; not sent"));
         }
         let text = line.trim();
+        if let Some(approval) = self.unanswered().filter(|a| live_ask::is_live(a)).cloned() {
+            return self.answer_live(client, session, &approval, text).await;
+        }
         if let Some(approval) = self.unanswered().filter(|a| is_question(a)).cloned() {
             return self.answer_question(client, session, &approval, text).await;
         }
@@ -652,7 +667,10 @@ impl View {
                     emit(&json!({"type": "client.decided", "decided": decided}));
                 } else if is_question(approval) {
                     let answer = match &decided.decision {
-                        Decision::Fill(fill) => format!("answered {}", fill["answer"].as_str().unwrap_or("")),
+                        Decision::Fill(fill) => match fill["answer"].as_str() {
+                            Some(answer) => format!("answered {answer}"),
+                            None => "answered".to_owned(),
+                        },
                         _ => "declined".to_owned(),
                     };
                     self.notice(&format!("{}: {}", approval.tool, cut(&answer, CARD_CHARS)));

@@ -516,3 +516,58 @@ fn no_server_says_how_to_start_one() {
     assert!(stderr.contains(&format!("no Spool server answers at {server}")), "{stderr}");
     assert!(stderr.contains("spool serve"), "it says how to start one: {stderr}");
 }
+
+/// Issue 38: an MCP server's question (server-everything's elicitation) asked while
+/// its call runs is answered at the prompt, one field per line (Enter keeps a default,
+/// a choice by its number), and the server gets the fields.
+#[test]
+fn a_servers_question_is_answered_field_by_field() {
+    let Ok(index) = std::env::var("SPOOL_TEST_MCP_EVERYTHING") else {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+        assert!(!ci, "SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it");
+        eprintln!("SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("project")).expect("project dir");
+    let config = dir.path().join("config.toml");
+    let entry = format!(
+        "[[permission]]\ntool = \"everything_*\"\naction = \"allow\"\n\n[[mcp]]\nname = \"everything\"\n\
+         command = \"node\"\nargs = [{index:?}, \"stdio\"]\n"
+    );
+    std::fs::write(&config, entry).expect("config");
+    let data = dir.path().join("data").to_str().expect("UTF-8").to_owned();
+    let root = dir.path().to_str().expect("UTF-8").to_owned();
+    let config = config.to_str().expect("UTF-8").to_owned();
+    let args = ["--data-dir", &data, "--scripted-delay-ms", "0", "--workspace-root", &root, "--config", &config]
+        .map(str::to_owned)
+        .to_vec();
+    let mut setup = Setup { server: None, base: String::new(), dir, args };
+    setup.serve("127.0.0.1:0");
+    let timeout = u64::try_from(WAIT.as_millis()).expect("a small timeout");
+    let mut chat = rexpect::session::spawn_command(setup.chat(&[]), Some(timeout)).expect("spawn spool chat");
+    let (_, opened) = chat.exp_regex("session ses_[0-9a-z]+").expect("the session's id");
+    let session = opened.trim_start_matches("session ").to_owned();
+    chat.exp_string("type a prompt").expect("the greeting");
+
+    chat.send_line("tool: everything_trigger-elicitation-request {}").expect("type");
+    chat.exp_string("everything asks: Please provide inputs").expect("the server's question");
+    // The fields come by name: birthdate, check, email, firstLine, homepage, integer,
+    // legacyTitledEnum, name, then five more.
+    chat.exp_string("[1/13] String with date format").expect("the first field");
+    let answers = ["", "y", "", "", "", "7", "2", "Ada", "", "", "", "", ""];
+    for answer in answers {
+        chat.send_line(answer).expect("answer a field");
+    }
+    chat.exp_string("answered").expect("the answer is taken");
+    chat.exp_string("returned 26 lines").expect("the call ended");
+    // What the server said it received is the call's result (the chat shows its first line).
+    let url = format!("{}/api/sessions/{session}/messages", setup.base);
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let page: Value = runtime.block_on(async { reqwest::get(url).await?.json().await }).expect("the messages");
+    let result = page["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "toolResult");
+    let text = result.and_then(|m| m["content"][0]["text"].as_str()).expect("a tool result").to_owned();
+    for line in ["- Name: Ada", "- Agreed to terms: true", "- Favorite Integer: 7"] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+}
