@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 
 /// How many of the server's last stderr lines a crash report carries.
 const STDERR_LINES: usize = 20;
@@ -32,6 +32,8 @@ const STDERR_LINES: usize = 20;
 /// the turn's wait for tools (`spool_engine::tool_source::SOURCE_WAIT`, 30 s), so the
 /// turn that started it still hears why it failed.
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(20);
+/// A connection's end when Spool closed it (idle, or its tools could not be listed).
+const CLOSED: &str = "the connection to the server was closed";
 /// How long a call that lost its pipe waits for the exit status to report it.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -47,7 +49,15 @@ pub(crate) struct Connection {
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// The child's process id (see [`spool_tools::ConfinedGuard::id`]).
     pub(crate) pid: Option<u32>,
-    _stop: DropGuard,
+    /// Cancelled on [`Connection::close`] or drop: ends the child's task, whose guard
+    /// then kills the server's process group.
+    stop: CancellationToken,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 impl Connection {
@@ -80,7 +90,10 @@ impl Connection {
                         };
                         let _ = exit_tx.send(Some(text));
                     }
-                    () = stop.cancelled() => {}
+                    () = stop.cancelled() => {
+                        // A call still waiting on the server hears why it stopped.
+                        let _ = exit_tx.send(Some(CLOSED.to_owned()));
+                    }
                 }
                 // Dropped here in both cases: it kills what is left of the group.
                 drop(guard);
@@ -93,7 +106,7 @@ impl Connection {
             exit: exit.clone(),
             stderr: stderr.clone(),
             pid,
-            _stop: stop.clone().drop_guard(),
+            stop: stop.clone(),
         };
         match tokio::time::timeout(INITIALIZE_TIMEOUT, serving).await {
             Ok(Ok(service)) => Ok(connection(service)),
@@ -112,6 +125,9 @@ impl Connection {
     /// Connects to a Streamable HTTP server and runs the `initialize` handshake. The
     /// bearer token is read now; no error carries it.
     pub(crate) async fn start_http(handler: Handler, server: &HttpServer) -> Result<Connection, String> {
+        // rmcp's reqwest client panics when built with no TLS provider installed; the
+        // binary installs one at start, and this makes sure of it for any other caller.
+        crate::install_crypto_provider();
         let (config, token) = http::transport_config(server)?;
         let transport = StreamableHttpClientTransport::from_config(config);
         let serving = handler.clone().serve(transport);
@@ -120,16 +136,19 @@ impl Connection {
             Ok(Err(e)) => return Err(http::redact(format!("initialize failed: {e}"), token.as_deref())),
             Err(_) => return Err("initialize timed out".into()),
         };
-        // No child: the exit stays unknown, and `exited` watches the service instead.
-        let (_, exit) = watch::channel(None);
-        Ok(Connection {
-            service,
-            handler,
-            exit,
-            stderr: Arc::default(),
-            pid: None,
-            _stop: CancellationToken::new().drop_guard(),
-        })
+        // No child: the exit is known only when Spool closes the connection; `exited`
+        // also watches the service, which ends when the transport gives up. The sender
+        // must live as long as the connection: a call takes a closed channel for an exit.
+        let (exit_tx, exit) = watch::channel(None);
+        let stop = CancellationToken::new();
+        tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                stop.cancelled().await;
+                let _ = exit_tx.send(Some(CLOSED.to_owned()));
+            }
+        });
+        Ok(Connection { service, handler, exit, stderr: Arc::default(), pid: None, stop })
     }
 
     /// How the server ended, with its last stderr lines, once it has.
@@ -139,6 +158,14 @@ impl Connection {
             return self.service.is_transport_closed().then(|| "the connection to the server closed".to_owned());
         };
         Some(format!("{exit}{}", stderr_tail(&self.stderr)))
+    }
+
+    /// Ends the connection now, though tools listed on it may still hold it: the
+    /// server's process group is killed (stdio) or its session dropped (HTTP), and a
+    /// later call on it fails.
+    pub(crate) fn close(&self) {
+        self.stop.cancel();
+        self.service.cancellation_token().cancel();
     }
 
     /// Whether a call is in flight on it: a connection is idle only without one.

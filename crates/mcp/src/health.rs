@@ -73,6 +73,11 @@ impl Health {
         }
     }
 
+    /// Failures in the current streak.
+    pub(crate) fn streak(&self) -> u32 {
+        self.failures
+    }
+
     /// A connection started (and listed its tools).
     pub(crate) fn up(&mut self, now: Instant) {
         self.up_since.get_or_insert(now);

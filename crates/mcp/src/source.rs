@@ -32,8 +32,10 @@ use tokio::time::{Duration, Instant};
 
 /// How long a `tools/list` may take before the connection counts as broken.
 const LIST_TIMEOUT: Duration = Duration::from_secs(20);
-/// A turn waits for a restart due this soon rather than go without the server's tools:
-/// after a single crash the next turn gets them a second later, not a turn later.
+/// After a single failure (a crash of a server that was running) a turn waits for the
+/// restart when it is due this soon, rather than go without the server's tools: the
+/// next turn gets them a second later, not a turn later. After more failures in a row
+/// turns do not wait.
 const RESTART_WAIT: Duration = Duration::from_secs(2);
 /// The longest pause between two looks for idle and ended connections.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -148,21 +150,13 @@ impl Shared {
     }
 
     /// Starts `session`'s connection and lists its tools, then records the outcome;
-    /// dropping `done` afterwards wakes the turns waiting for it.
+    /// dropping `done` afterwards wakes the turns waiting for it. The start runs in a
+    /// task of its own so that a panic in it (rmcp's, say) is recorded as a failure
+    /// too, not left as a start that never ends.
     async fn connect(self: Arc<Self>, session: String, root: PathBuf, done: watch::Sender<()>) {
-        let handler = Handler::new(&self.config.name, self.config.sampling);
-        let started = match &self.start {
-            Start::Stdio { command, settings, data_dir } => {
-                Connection::start(handler, command, settings, &root, data_dir.as_deref()).await
-            }
-            Start::Http(server) => Connection::start_http(handler, server).await,
-        };
-        let listed = match started {
-            Ok(connection) => {
-                let connection = Arc::new(connection);
-                self.list(&connection).await.map(|tools| (connection, tools))
-            }
-            Err(e) => Err(e),
+        let listed = match tokio::spawn(self.clone().start_and_list(root)).await {
+            Ok(listed) => listed,
+            Err(e) => Err(format!("the start failed: {e}")),
         };
         let now = Instant::now();
         let mut state = self.lock();
@@ -180,6 +174,19 @@ impl Shared {
         }
         drop(state);
         drop(done);
+    }
+
+    async fn start_and_list(self: Arc<Self>, root: PathBuf) -> Result<(Arc<Connection>, Vec<Arc<dyn Tool>>), String> {
+        let handler = Handler::new(&self.config.name, self.config.sampling);
+        let started = match &self.start {
+            Start::Stdio { command, settings, data_dir } => {
+                Connection::start(handler, command, settings, &root, data_dir.as_deref()).await
+            }
+            Start::Http(server) => Connection::start_http(handler, server).await,
+        };
+        let connection = Arc::new(started?);
+        let tools = self.list(&connection).await?;
+        Ok((connection, tools))
     }
 
     /// Every tool `connection` offers, as Spool tools; the listing is kept for status.
@@ -246,8 +253,10 @@ async fn sweep(shared: Weak<Shared>, every: Duration) {
         });
         health.settle(now);
         drop(state);
-        // Dropped outside the lock: a stdio server's group is killed then.
-        drop(closed);
+        // Closed, not just dropped: a parked run's turn may still hold its tools.
+        for connection in closed {
+            connection.close();
+        }
     }
 }
 
@@ -255,6 +264,10 @@ async fn sweep(shared: Weak<Shared>, every: Duration) {
 impl ToolSource for McpSource {
     fn name(&self) -> String {
         self.shared.config.name.clone()
+    }
+
+    fn serves(&self, scope: &ToolScope) -> bool {
+        self.shared.config.serves_project(&scope.root)
     }
 
     async fn tools(&self, scope: &ToolScope) -> Vec<Arc<dyn Tool>> {
@@ -286,6 +299,13 @@ impl ToolSource for McpSource {
                             None => Next::List(live.connection.clone()),
                         }
                     }
+                    // A start whose task is gone without a word cannot happen (its
+                    // outcome is recorded before it lets go); were it to, spinning
+                    // here would be worse than starting again.
+                    Some(Slot::Starting(done)) if done.has_changed().is_err() => {
+                        sessions.remove(&session);
+                        continue;
+                    }
                     Some(Slot::Starting(done)) => Next::Wait(done.clone()),
                     None if started => return Vec::new(),
                     None => match health.gate(now) {
@@ -296,7 +316,9 @@ impl ToolSource for McpSource {
                             started = true;
                             Next::Wait(waiting)
                         }
-                        Gate::Wait(at) if at.duration_since(now) <= RESTART_WAIT => Next::Sleep(at),
+                        Gate::Wait(at) if health.streak() == 1 && at.duration_since(now) <= RESTART_WAIT => {
+                            Next::Sleep(at)
+                        }
                         Gate::Wait(_) | Gate::GivenUp => return Vec::new(),
                     },
                 }
@@ -321,6 +343,7 @@ impl ToolSource for McpSource {
                         Err(reason) => {
                             tracing::warn!(server = %shared.config.name, "MCP server's tools not listed: {reason}");
                             sessions.remove(&session);
+                            connection.close();
                             health.failed(reason, Instant::now(), &shared.lifecycle);
                             return Vec::new();
                         }

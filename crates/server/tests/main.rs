@@ -26,6 +26,8 @@ mod leases;
 mod limits;
 mod lists;
 mod mcp_api;
+mod mcp_http;
+mod mcp_lifecycle;
 mod live_asks;
 mod mcp_live;
 mod mcp_dialects;

@@ -16,7 +16,7 @@ use spool_mcp::{McpEntry, McpSource};
 use std::sync::Arc;
 
 /// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
-fn everything() -> Option<String> {
+pub(crate) fn everything() -> Option<String> {
     match std::env::var("SPOOL_TEST_MCP_EVERYTHING") {
         Ok(path) => Some(path),
         Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
@@ -43,14 +43,14 @@ async fn start(entry: Value) -> (TestServer, String, Arc<McpSource>) {
     (server, session, source)
 }
 
-async fn decide(server: &TestServer, session: &str, approval: &Value, decision: &str) {
+pub(crate) async fn decide(server: &TestServer, session: &str, approval: &Value, decision: &str) {
     let path = format!("/api/sessions/{session}/approvals/{}", common::id_of(approval));
     let (status, body) = server.post(&path, json!({"decision": decision})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 /// The session's tool results: (tool, text, is_error).
-async fn results(server: &TestServer, session: &str) -> Vec<(String, String, bool)> {
+pub(crate) async fn results(server: &TestServer, session: &str) -> Vec<(String, String, bool)> {
     let page = server.messages(session, "").await;
     let messages = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult");
     messages

@@ -1,0 +1,113 @@
+//! How a configured MCP server's connections live and die, with real processes: a
+//! server that fails at every start is started again later and later, then given up
+//! (no more starts, however many turns ask), with the reason in its status; a
+//! session's server that goes unused is closed after the idle period and started again
+//! when the session next asks. The timings are shortened through [`Lifecycle`]; the
+//! rules they follow (1 s doubling to 60 s, 10 minutes idle) have unit tests in
+//! spool-mcp.
+
+use crate::mcp_stdio::everything;
+
+use serde_json::json;
+use spool_engine::{SourceState, ToolScope, ToolSource};
+use spool_mcp::{Lifecycle, McpEntry, McpSource};
+use std::path::Path;
+use std::time::Duration;
+
+fn source(entry: serde_json::Value, lifecycle: Lifecycle) -> McpSource {
+    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
+    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
+    McpSource::new(config, Default::default(), None).with_lifecycle(lifecycle)
+}
+
+fn scope(root: &Path) -> ToolScope {
+    ToolScope { session_id: spool_protocol::SessionId::new(), root: root.canonicalize().expect("root") }
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() {
+    let project = tempfile::tempdir().expect("project");
+    // Each start leaves a line in the project (the sandbox lets it write there).
+    let entry = json!({"name": "broken", "command": "/bin/sh", "args": ["-c", "echo start >> starts; exit 3"]});
+    let lifecycle = Lifecycle {
+        first_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(400),
+        ..Lifecycle::default()
+    };
+    let source = source(entry, lifecycle);
+    let scope = scope(project.path());
+    let starts = || std::fs::read_to_string(project.path().join("starts")).unwrap_or_default().lines().count();
+
+    let status = source.status().expect("a status");
+    assert_eq!(
+        (status.transport.as_str(), status.target.as_str()),
+        ("stdio", r#"/bin/sh -c "echo start >> starts; exit 3""#)
+    );
+    assert!(source.tools(&scope).await.is_empty());
+    assert_eq!(starts(), 1);
+    let status = source.status().expect("a status");
+    let SourceState::Failed { reason, retry_at_ms: Some(_) } = &status.state else { panic!("{status:?}") };
+    assert!(reason.contains("exit status: 3"), "{reason}");
+    // After one failure the next turn waits out the short backoff and starts it again;
+    // after two, a turn within the wait starts nothing and gets no tools at once.
+    assert!(source.tools(&scope).await.is_empty());
+    assert_eq!(starts(), 2);
+    assert!(source.tools(&scope).await.is_empty());
+    assert_eq!(starts(), 2, "no start before the wait is over");
+
+    // Each turn after the wait starts it again.
+    for expected in 3..=5 {
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        assert!(source.tools(&scope).await.is_empty());
+        assert_eq!(starts(), expected);
+    }
+    let status = source.status().expect("a status");
+    let SourceState::Failed { reason, retry_at_ms: None } = &status.state else { panic!("given up: {status:?}") };
+    assert!(reason.contains("exit status: 3") && reason.contains("given up after 5 failures in a row"), "{reason}");
+    assert_eq!(status.connections, 0);
+
+    // Given up: turns are answered at once, and nothing is started again.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    for _ in 0..3 {
+        assert!(source.tools(&scope).await.is_empty());
+    }
+    assert_eq!(starts(), 5);
+}
+
+#[tokio::test]
+async fn an_idle_session_server_is_closed_and_started_again_when_asked() {
+    let Some(index) = everything() else { return };
+    let project = tempfile::tempdir().expect("project");
+    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"]});
+    let lifecycle = Lifecycle { idle_close: Duration::from_millis(500), ..Lifecycle::default() };
+    let source = source(entry, lifecycle);
+    let scope = scope(project.path());
+
+    let tools = source.tools(&scope).await;
+    assert!(tools.iter().any(|t| t.spec().name == "everything_echo"), "listed");
+    let pids = source.server_pids();
+    assert_eq!(pids.len(), 1);
+    let status = source.status().expect("a status");
+    assert_eq!((status.state, status.connections), (SourceState::Ready, 1));
+    assert!(status.tools.iter().any(|t| t.name == "everything_echo"));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !source.server_pids().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = source.status().expect("a status");
+    assert_eq!((status.state, status.connections), (SourceState::Idle, 0), "closed, not failed");
+    assert!(!status.tools.is_empty(), "the last listing is still shown");
+    // The process is gone, not just forgotten.
+    let gone = tokio::time::Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{}", pids[0])).exists() {
+        assert!(tokio::time::Instant::now() < gone, "server {} still running", pids[0]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert!(!source.tools(&scope).await.is_empty(), "started again");
+    let again = source.server_pids();
+    assert_eq!(again.len(), 1);
+    assert_ne!(again, pids);
+}
