@@ -199,3 +199,50 @@ async fn a_server_turned_off_for_a_session_is_not_offered_to_its_next_turn() {
     let results = s.server.tool_results(&session).await;
     assert!(!results[1].2 && results[1].1.starts_with("srv_echo ran with"), "{results:?}");
 }
+
+/// Real `[[mcp]]` entries through `McpSource`: an HTTP server with a bearer token from
+/// the environment and a header shows its URL and neither value, not even once a turn
+/// tried to connect and it failed; `projects` decides which sessions it is offered.
+#[tokio::test]
+async fn an_http_server_shows_no_token_or_header_value_and_projects_decide_the_default() {
+    const TOKEN: &str = "sk-mcp-token-7f3a9c";
+    if !common::in_own_process(
+        module_path!(),
+        "an_http_server_shows_no_token_or_header_value_and_projects_decide_the_default",
+        &[("DOCS_MCP_TOKEN", TOKEN)],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The project `TestServer` registers is `<its dir>/project`: only known once it
+    // runs, so one entry names a directory that is surely not it.
+    let entries = [
+        json!({"name": "docs", "url": "http://127.0.0.1:9/mcp?team=core", "headers": {"X-Team": "hdr-value-51d2"},
+               "bearer_token_env": "DOCS_MCP_TOKEN"}),
+        json!({"name": "elsewhere", "command": "/bin/false", "projects": [dir.path()]}),
+    ];
+    let entries = entries.into_iter().map(|e| serde_json::from_value(e).expect("an entry")).collect();
+    let sources: Vec<Arc<dyn ToolSource>> = spool_mcp::servers(entries)
+        .expect("checked")
+        .into_iter()
+        .map(|config| Arc::new(spool_mcp::McpSource::new(config, Default::default(), None)) as Arc<dyn ToolSource>)
+        .collect();
+    let s = Setup::start(sources).await;
+    let session = s.server.new_session().await;
+    // A turn tries to connect with the token and the header; nothing listens there.
+    s.server.run_prompt(&session, "hello").await;
+    let path = format!("/api/mcp?session={session}");
+    let res = s.server.client.get(s.server.url(&path)).send().await.expect("answered");
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = res.text().await.expect("body");
+    for secret in [TOKEN, "hdr-value-51d2"] {
+        assert!(!text.contains(secret), "{secret} shown: {text}");
+    }
+    let list: Value = serde_json::from_str(&text).expect("JSON");
+    let docs = by_name(&list, "docs");
+    assert_eq!((&docs["transport"], &docs["target"]), (&json!("http"), &json!("http://127.0.0.1:9/mcp")));
+    assert_eq!(docs["session"], json!({"enabled": true, "by_default": true}), "no projects: every project");
+    let elsewhere = by_name(&list, "elsewhere");
+    assert_eq!(elsewhere["session"], json!({"enabled": false, "by_default": false}), "not this session's project");
+    assert_eq!(elsewhere["state"], "idle", "never started for a session it does not serve");
+}
