@@ -484,17 +484,17 @@ impl Engine {
         Projects { engine: self }
     }
 
-    /// Tokens, logins, the "auth required" rule and cutting streams whose credential
-    /// ended (see [`crate::auth`]).
-    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
-        &self.inner.auth
-    }
     /// The tool sources besides Spool's own tools (MCP servers): their state, and
     /// which a session is offered.
     pub fn tool_sources(&self) -> ToolSources<'_> {
         ToolSources { engine: self }
     }
 
+    /// Tokens, logins, the "auth required" rule and cutting streams whose credential
+    /// ended (see [`crate::auth`]).
+    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
+        &self.inner.auth
+    }
 
     /// Published hub events: the [`Broadcaster`](crate::hub::Broadcaster) and its subscribers.
     pub fn hub(&self) -> &crate::hub::Hub {
