@@ -452,6 +452,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     sandbox_settings.services = sandbox::services(database_url, redis_url);
     sandbox_settings.services.extend(sandbox::listener(addr));
     sandbox_settings.secret_paths = secret_files(&args);
+    sandbox_settings.secret_paths.extend(mcp_token_files(&mcp));
     let sandbox = spool_tools::probe_sandbox(&sandbox_settings);
     if !sandbox.landlock {
         tracing::warn!(
@@ -569,6 +570,18 @@ fn mcp_sources(
         tools = tools.with_source(std::sync::Arc::new(source));
     }
     tools
+}
+
+/// The `bearer_token_file`s of the `[[mcp]]` entries: secrets like the server's own,
+/// which commands (and stdio servers, in the same sandbox) must not read.
+fn mcp_token_files(servers: &[spool_mcp::McpServerConfig]) -> Vec<PathBuf> {
+    let files = servers.iter().filter_map(|server| match &server.transport {
+        spool_mcp::Transport::Http(spool_mcp::HttpServer { bearer: Some(spool_mcp::BearerToken::File(path)), .. }) => {
+            Some(path.clone())
+        }
+        _ => None,
+    });
+    files.collect()
 }
 
 /// Every file the server was given that holds a secret, or may (a certificate file can

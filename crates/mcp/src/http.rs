@@ -58,6 +58,9 @@ fn read_token(source: &BearerToken) -> Result<String, String> {
         // Not the value itself: the point is never to show it.
         return Err(format!("{from} holds characters a header cannot carry"));
     }
+    // Masked from now on wherever a run shows text, like a secret in Spool's own
+    // environment: a tool that echoes what it was sent must not show it.
+    spool_engine::secrets::remember([("MCP_BEARER_TOKEN", token)]);
     Ok(token.to_owned())
 }
 
