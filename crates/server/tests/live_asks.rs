@@ -255,3 +255,75 @@ async fn an_mcp_servers_elicitation_is_answered_through_the_approval_route() {
         assert!(text.contains(line), "{line:?} in {text}");
     }
 }
+
+/// Two nodes on one store: the call waits on the node running the run, the person
+/// answers through the other, and the answer reaches the call (it reads the ask back
+/// from the store).
+#[tokio::test]
+async fn an_answer_taken_on_another_node_reaches_the_waiting_call() {
+    use spool_engine::cluster::InProcess;
+    use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, Models, PromptInput};
+    use spool_protocol::{Decision, RunStatus};
+    use std::sync::Arc;
+
+    async fn node(store: Arc<dyn spool_engine::Store>, cluster: InProcess, name: &str) -> Engine {
+        let mut config = EngineConfig {
+            node_id: name.into(),
+            lease_ttl: Duration::from_secs(5),
+            shared_store: true,
+            ..EngineConfig::default()
+        };
+        config.rules.push(PermissionRule::new("srv_ask", "*", PermissionAction::Allow));
+        let models = Models::new(Arc::new(spool_model::ScriptedModel::new(Duration::ZERO)));
+        let tools = spool_tools::workspace_tools().with(Asking);
+        Engine::start_clustered(store, models, tools, config, Arc::new(cluster), None).await.expect("a node")
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: Arc<dyn spool_engine::Store> =
+        Arc::new(spool_store::SqliteStore::open(&dir.path().join("spool.db")).await.expect("open the store"));
+    let hub = InProcess::hub("a");
+    let b_link = hub.node("b");
+    let a = node(store.clone(), hub, "a").await;
+    let b = node(store, b_link, "b").await;
+    let user = a.local_user().clone();
+    let project = a.projects().create(&user, dir.path().to_str().expect("utf-8"), None).await.expect("project");
+    let session = a.sessions().create(&user, &project.id, None).await.expect("session");
+    let prompt = PromptInput { text: "tool: srv_ask {}".into(), ..PromptInput::default() };
+    let run = a.runs().prompt(&user, &session.id, prompt).await.expect("run on a").run_id;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ask = loop {
+        if let Some(ask) = b.runs().pending_approvals(&user).await.expect("pending").pop() {
+            break ask;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the ask never showed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let fill = DecisionInput::plain(Decision::Fill(json!({"name": "Ada"})));
+    let target = DecisionTarget::Session(session.id.clone());
+    let outcome = b.runs().decide(&user, target, &ask.id, fill).await.expect("decided on b");
+    assert!(matches!(outcome, DecisionOutcome::Applied { .. }), "{outcome:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = a.runs().get(&user, &run).await.expect("run");
+        if got.status == RunStatus::Completed {
+            break;
+        }
+        assert!(!got.status.is_terminal(), "{got:?}");
+        assert!(tokio::time::Instant::now() < deadline, "the answer never reached the call on a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let page = a.sessions().messages(&user, &session.id, None, None).await.expect("messages");
+    let results: Vec<String> = page
+        .messages
+        .iter()
+        .filter_map(|m| match &m.message {
+            spool_protocol::Message::ToolResult { content, .. } => match content.first() {
+                Some(spool_protocol::Content::Text { text }) => Some(text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [r#"accepted {"age":30,"name":"Ada"}"#]);
+}
