@@ -428,7 +428,9 @@ impl Engine {
         }
         let state = self.stored_view(session).await?;
         let handle = match (&state.active_run, state.pending_approvals.first()) {
-            (Some(run), Some(approval)) => {
+            // Parked: a running run's pending approval is a live ask, its call waiting
+            // on the node that runs it.
+            (Some(run), Some(approval)) if run.status == RunStatus::Interrupted => {
                 let mut h = ActiveHandle::new(run.run_id.clone());
                 h.interrupted = Some(approval.id.clone());
                 h.finished.cancel();
@@ -514,6 +516,8 @@ impl Engine {
                 Some(ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status });
         } else if let Some(run) = running {
             // Executing on another node (a shared store): busy until it settles there.
+            // What it asks the person while a call runs (live asks) is pending too.
+            state.pending_approvals = pending.into_iter().filter(|a| a.run_id == run.id).collect();
             state.status = SessionStatus::Busy;
             state.active_run = Some(ActiveRun { run_id: run.id, request_id: run.request_id, status: run.status });
         }
