@@ -24,6 +24,16 @@ fn scope(root: &Path) -> ToolScope {
     ToolScope { session_id: spool_protocol::SessionId::new(), root: root.canonicalize().expect("root") }
 }
 
+/// Sleeps until the retry time the source's status shows (and a little more: it is
+/// shown in whole milliseconds).
+async fn wait_for_retry(source: &McpSource) {
+    let status = source.status().expect("a status");
+    let SourceState::Failed { retry_at_ms: Some(at), .. } = status.state else { panic!("waiting: {status:?}") };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis();
+    let ahead = u64::try_from(i128::from(at) - i128::try_from(now).expect("ms")).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(ahead + 5)).await;
+}
+
 #[tokio::test]
 async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() {
     let project = tempfile::tempdir().expect("project");
@@ -57,7 +67,7 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
 
     // Each turn after the wait starts it again.
     for expected in 3..=5 {
-        tokio::time::sleep(Duration::from_millis(450)).await;
+        wait_for_retry(&source).await;
         assert!(source.tools(&scope).await.is_empty());
         assert_eq!(starts(), expected);
     }
@@ -66,8 +76,9 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
     assert!(reason.contains("exit status: 3") && reason.contains("given up after 5 failures in a row"), "{reason}");
     assert_eq!(status.connections, 0);
 
-    // Given up: turns are answered at once, and nothing is started again.
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    // Given up: turns are answered at once, and nothing is started again, however long
+    // after the last wait (the longest, 400 ms) they come.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for _ in 0..3 {
         assert!(source.tools(&scope).await.is_empty());
     }
@@ -84,7 +95,7 @@ async fn an_idle_session_server_is_closed_and_started_again_when_asked() {
     let scope = scope(project.path());
 
     let tools = source.tools(&scope).await;
-    assert!(tools.iter().any(|t| t.spec().name == "everything_echo"), "listed");
+    assert!(tools.iter().any(|t| t.spec().name == "everything_echo"), "listed: {:?}", source.status());
     let pids = source.server_pids();
     assert_eq!(pids.len(), 1);
     let status = source.status().expect("a status");
