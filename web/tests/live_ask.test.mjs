@@ -55,6 +55,8 @@ test("a server's question shows a form from its schema; Submit answers it and th
   // The run never parked: it is running, its call waiting for this answer.
   const detail = await api(server.url, 'GET', `/api/sessions/${session.id}`);
   assert.equal(detail.state.activeRun.status, 'running');
+  assert.equal(await page.textContent('#run-state'), 'Running');
+  assert.equal(await page.textContent('.tool-card .tool-status'), 'Waiting for your answer');
   // Defaults are filled in; a choice is a select; yes/no is a checkbox.
   assert.equal(await card.$eval('[id$="-f-integer"]', (e) => e.value), '42');
   assert.equal(await card.$eval('[id$="-f-firstLine"]', (e) => e.value), 'It was a dark and stormy night.');

@@ -24,12 +24,14 @@ const LABEL = {
 };
 
 /**
- * What a waiting call waits for, in the person's words: the agent's question an
- * answer, a plan a review, anything else an approval. Keyed by the tool's name (a
- * call's card knows no more than that).
+ * What a waiting call waits for, in the person's words: the agent's question (or a
+ * server's, asked while its call runs: `approval.payload.live`) an answer, a plan a
+ * review, anything else an approval. Keyed by the tool's name, and the approval where
+ * the caller has it.
  */
-export function waitingFor(tool) {
-  return tool === 'question' ? 'Waiting for your answer' : tool === 'exit_plan' ? 'Waiting for your review' : LABEL.waiting;
+export function waitingFor(tool, approval = null) {
+  if (tool === 'question' || approval?.payload?.live === true) return 'Waiting for your answer';
+  return tool === 'exit_plan' ? 'Waiting for your review' : LABEL.waiting;
 }
 
 /** `open` remembers which sections a person opened or closed, across repaints. */
@@ -49,7 +51,7 @@ export function toolCard({ id, name, args, exec, waiting, streaming, open }) {
       h('span', { class: 'tool-mark' }, mark),
       h('span', { class: 'tool-name' }, name),
       h('code', { class: 'tool-arg', title: mainArgument(shownArgs) }, mainArgument(shownArgs)),
-      h('span', { class: 'tool-status' }, status === 'waiting' ? waitingFor(name) : (LABEL[status] ?? status)),
+      h('span', { class: 'tool-status' }, status === 'waiting' ? waitingFor(name, waiting) : (LABEL[status] ?? status)),
     ),
     finishedDiff(name, shownArgs, exec),
     section(open, `${id}:args`, 'Arguments', pretty(shownArgs ?? {}), false),

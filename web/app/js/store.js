@@ -232,7 +232,8 @@ export class SessionStore {
         return 'ok';
       case 'approval_requested':
         if (!this.approvals.some((a) => a.id === ev.approval.id)) this.approvals.push(ev.approval);
-        if (this.activeRun) this.activeRun = { ...this.activeRun, status: 'interrupted' };
+        // A server's question asked while its call runs (`live`) leaves the run running.
+        if (this.activeRun && ev.approval.payload?.live !== true) this.activeRun = { ...this.activeRun, status: 'interrupted' };
         this.touchCall(ev.approval.toolCallId);
         return 'ok';
       case 'approval_resolved': {

@@ -192,7 +192,9 @@ export class Timeline {
     for (const m of [...store.messages.values(), ...store.drafts.values()]) {
       if (m.role === 'assistant') for (const c of m.content) if (c.type === 'toolCall') calls.add(c.id);
     }
-    const waiting = new Set(store.approvals.map((a) => a.toolCallId));
+    // The call each waiting approval is about, with the approval (a server's question
+    // asked while its call runs reads differently).
+    const waiting = new Map(store.approvals.map((a) => [a.toolCallId, a]));
     let round = null;
     const usage = usageLines(store);
     const indexes = store.indexes();
@@ -409,7 +411,7 @@ export class Timeline {
       const exec = store.tools.get(c.id);
       if (c.name === 'exit_plan' && exec?.status === 'success') return this.planBlock(i, ci, exec.args ?? c.arguments);
       const streaming = draft && typeof c.arguments === 'string';
-      return toolCard({ id: c.id, name: c.name, args: c.arguments, exec: store.tools.get(c.id), waiting: waiting.has(c.id), streaming, open: this.open });
+      return toolCard({ id: c.id, name: c.name, args: c.arguments, exec: store.tools.get(c.id), waiting: waiting.get(c.id) ?? null, streaming, open: this.open });
     }
     return null;
   }
