@@ -12,7 +12,7 @@ use crate::handler::Handler;
 use crate::http;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, Tool as McpToolInfo};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 use spool_engine::ToolContext;
@@ -47,7 +47,9 @@ pub(crate) struct Connection {
     /// How the child ended, once it has.
     exit: watch::Receiver<Option<String>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
-    /// The child's process id (see [`spool_tools::ConfinedGuard::id`]).
+    /// Why an HTTP connection counts as ended: a call could not reach the server.
+    lost: Mutex<Option<String>>,
+    /// The child's process id (see [`spool_tools::ConfinedGuard::id`]); `None` over HTTP.
     pub(crate) pid: Option<u32>,
     /// Cancelled on [`Connection::close`] or drop: ends the child's task, whose guard
     /// then kills the server's process group.
@@ -105,6 +107,7 @@ impl Connection {
             handler: handler.clone(),
             exit: exit.clone(),
             stderr: stderr.clone(),
+            lost: Mutex::default(),
             pid,
             stop: stop.clone(),
         };
@@ -148,14 +151,17 @@ impl Connection {
                 let _ = exit_tx.send(Some(CLOSED.to_owned()));
             }
         });
-        Ok(Connection { service, handler, exit, stderr: Arc::default(), pid: None, stop })
+        Ok(Connection { service, handler, exit, stderr: Arc::default(), lost: Mutex::default(), pid: None, stop })
     }
 
     /// How the server ended, with its last stderr lines, once it has.
     pub(crate) fn exited(&self) -> Option<String> {
         let Some(exit) = self.exit.borrow().clone() else {
+            let lost = self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
             // Over HTTP (or a pipe closed before the exit is seen): rmcp's loop ended.
-            return self.service.is_transport_closed().then(|| "the connection to the server closed".to_owned());
+            let closed =
+                || self.service.is_transport_closed().then(|| "the connection to the server closed".to_owned());
+            return lost.or_else(closed);
         };
         Some(format!("{exit}{}", stderr_tail(&self.stderr)))
     }
@@ -220,6 +226,13 @@ impl Connection {
         match outcome {
             Ok(result) => serde_json::to_value(result).map_err(|e| CallError(e.to_string())),
             Err(e) => {
+                if self.pid.is_none() && matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
+                    // An HTTP server that cannot be reached: no exit will come. The
+                    // connection counts as ended, and the next turn connects again.
+                    let reason = format!("the server could not be reached: {e}");
+                    *self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
+                    return Err(CallError(reason));
+                }
                 let _ = tokio::time::timeout(EXIT_GRACE, exit.wait_for(Option::is_some)).await;
                 Err(CallError(self.exited().unwrap_or_else(|| format!("tools/call failed: {e}"))))
             }

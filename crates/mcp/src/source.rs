@@ -11,7 +11,8 @@
 //!
 //! A start runs in a task of its own, so that a turn that stops waiting for tools
 //! (`SOURCE_WAIT`) does not cancel it: its outcome is recorded either way. Failures
-//! (a start that failed, a connection that ended by itself) go to [`Health`], which
+//! (a start that failed, a connection that ended by itself: a stdio server that
+//! exited, an HTTP one a call could not reach) go to [`Health`], which
 //! pushes the next start back and gives a broken server up; meanwhile turns are
 //! answered at once with no tools, instead of each waiting on another start.
 

@@ -8,6 +8,7 @@
 //! token; status shows the server's state, tools and connections throughout.
 
 use crate::common;
+use crate::mcp_lifecycle::wait_for_retry;
 use crate::mcp_stdio::{decide, everything, results};
 
 use axum::body::Body;
@@ -15,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use common::{TestOptions, TestServer, ToolsOverride};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use spool_engine::{SourceState, ToolScope, ToolSource};
 use spool_mcp::{McpEntry, McpSource};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,10 @@ struct Everything {
 impl Everything {
     async fn start(index: &str) -> Everything {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        Everything::start_on(index, port).await
+    }
+
+    async fn start_on(index: &str, port: u16) -> Everything {
         let child = tokio::process::Command::new("node")
             .args([index, "streamableHttp"])
             .env("PORT", port.to_string())
@@ -185,4 +190,50 @@ async fn a_missing_or_refused_token_fails_the_start_naming_its_file_never_the_to
     assert!(!shown.contains("sk-wrong-token-9f2e"), "{shown}");
     let seen = seen.lock().expect("seen").clone();
     assert_eq!(seen[0].0.as_deref(), Some("Bearer sk-wrong-token-9f2e"), "the refused token was sent: {seen:?}");
+}
+
+/// A server that cannot be reached is a tool error, and the connection counts as
+/// ended: the session connects again, with the backoff of a crashed stdio server,
+/// and is served once the server is back.
+#[tokio::test]
+async fn an_http_server_that_went_down_is_a_tool_error_then_serves_again_once_back() {
+    let Some(index) = everything() else { return };
+    let first = Everything::start(&index).await;
+    let port = first.port;
+    let entry = json!({"name": "web", "url": format!("http://127.0.0.1:{port}/mcp")});
+    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
+    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
+    let source = Arc::new(McpSource::new(config, Default::default(), None));
+    let tools = spool_tools::workspace_tools().with_source(source.clone());
+    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let session = server.new_session().await;
+    let echo = |text: &str| format!(r#"tool: web_echo {{"message":"{text}"}}"#);
+
+    let (run_id, approval) = server.park(&session, &echo("one")).await;
+    decide(&server, &session, &approval, "once").await;
+    server.wait_run(&run_id).await;
+
+    drop(first);
+    let (run_id, approval) = server.park(&session, &echo("two")).await;
+    decide(&server, &session, &approval, "once").await;
+    server.wait_run(&run_id).await;
+
+    // The turn after the failed call found the connection lost and tried to connect
+    // again while the server was still down: the next try waits for its backoff.
+    let status = source.status().expect("a status");
+    let SourceState::Failed { reason, .. } = &status.state else { panic!("{status:?}") };
+    assert!(reason.starts_with("initialize failed"), "{reason}");
+    let _second = Everything::start_on(&index, port).await;
+    wait_for_retry(&source).await;
+    let (run_id, approval) = server.park(&session, &echo("three")).await;
+    decide(&server, &session, &approval, "once").await;
+    server.wait_run(&run_id).await;
+
+    let got = results(&server, &session).await;
+    assert_eq!(got[0], ("web_echo".to_owned(), "Echo: one".to_owned(), false));
+    assert!(got[1].2 && got[1].1.starts_with("the server could not be reached: "), "down: {got:?}");
+    assert_eq!(got[2], ("web_echo".to_owned(), "Echo: three".to_owned(), false), "back: {got:?}");
+    let status = source.status().expect("a status");
+    assert_eq!((status.state, status.connections), (SourceState::Ready, 1));
 }

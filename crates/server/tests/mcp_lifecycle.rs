@@ -26,7 +26,7 @@ fn scope(root: &Path) -> ToolScope {
 
 /// Sleeps until the retry time the source's status shows (and a little more: it is
 /// shown in whole milliseconds).
-async fn wait_for_retry(source: &McpSource) {
+pub(crate) async fn wait_for_retry(source: &McpSource) {
     let status = source.status().expect("a status");
     let SourceState::Failed { retry_at_ms: Some(at), .. } = status.state else { panic!("waiting: {status:?}") };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis();
