@@ -40,8 +40,8 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
     // Each start leaves a line in the project (the sandbox lets it write there).
     let entry = json!({"name": "broken", "command": "/bin/sh", "args": ["-c", "echo start >> starts; exit 3"]});
     let lifecycle = Lifecycle {
-        first_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(400),
+        first_backoff: Duration::from_millis(300),
+        max_backoff: Duration::from_millis(600),
         ..Lifecycle::default()
     };
     let source = source(entry, lifecycle);
@@ -77,8 +77,8 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
     assert_eq!(status.connections, 0);
 
     // Given up: turns are answered at once, and nothing is started again, however long
-    // after the last wait (the longest, 400 ms) they come.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // after the last wait (the longest, 600 ms) they come.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     for _ in 0..3 {
         assert!(source.tools(&scope).await.is_empty());
     }
