@@ -49,6 +49,8 @@ pub(crate) struct Connection {
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// Why an HTTP connection counts as ended: a call could not reach the server.
     lost: Mutex<Option<String>>,
+    /// What an HTTP server's errors must not show (its token, its URL's query).
+    scrub: Option<http::Scrub>,
     /// The child's process id (see [`spool_tools::ConfinedGuard::id`]); `None` over HTTP.
     pub(crate) pid: Option<u32>,
     /// Cancelled on [`Connection::close`] or drop: ends the child's task, whose guard
@@ -108,6 +110,7 @@ impl Connection {
             exit: exit.clone(),
             stderr: stderr.clone(),
             lost: Mutex::default(),
+            scrub: None,
             pid,
             stop: stop.clone(),
         };
@@ -136,7 +139,7 @@ impl Connection {
         let serving = handler.clone().serve(transport);
         let service = match tokio::time::timeout(INITIALIZE_TIMEOUT, serving).await {
             Ok(Ok(service)) => service,
-            Ok(Err(e)) => return Err(http::redact(format!("initialize failed: {e}"), token.as_deref())),
+            Ok(Err(e)) => return Err(http::Scrub::new(server, token).apply(format!("initialize failed: {e}"))),
             Err(_) => return Err("initialize timed out".into()),
         };
         // No child: the exit is known only when Spool closes the connection; `exited`
@@ -151,7 +154,17 @@ impl Connection {
                 let _ = exit_tx.send(Some(CLOSED.to_owned()));
             }
         });
-        Ok(Connection { service, handler, exit, stderr: Arc::default(), lost: Mutex::default(), pid: None, stop })
+        let scrub = Some(http::Scrub::new(server, token));
+        Ok(Connection {
+            service,
+            handler,
+            exit,
+            stderr: Arc::default(),
+            lost: Mutex::default(),
+            scrub,
+            pid: None,
+            stop,
+        })
     }
 
     /// How the server ended, with its last stderr lines, once it has.
@@ -202,10 +215,27 @@ impl Connection {
         timeout: Duration,
         ctx: &ToolContext,
     ) -> Result<Value, CallError> {
+        self.call_unscrubbed(tool, args, timeout, ctx).await.map_err(|CallError(text)| CallError(self.scrubbed(text)))
+    }
+
+    fn scrubbed(&self, text: String) -> String {
+        match &self.scrub {
+            Some(scrub) => scrub.apply(text),
+            None => text,
+        }
+    }
+
+    async fn call_unscrubbed(
+        &self,
+        tool: &str,
+        args: Value,
+        timeout: Duration,
+        ctx: &ToolContext,
+    ) -> Result<Value, CallError> {
         let params: CallToolRequestParams =
             serde_json::from_value(serde_json::json!({"name": tool, "arguments": args}))
                 .map_err(|e| CallError(format!("the arguments are not an object: {e}")))?;
-        let scope = self.handler.begin_call(ctx.progress.clone(), ctx.asker.clone());
+        let scope = self.handler.begin_call(ctx.progress.clone(), ctx.asker.clone(), ctx.sampler.clone());
         let mut activity = scope.activity();
         let mut exit = self.exit.clone();
         let call = self.service.call_tool(params);
@@ -229,7 +259,7 @@ impl Connection {
                 if self.pid.is_none() && matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
                     // An HTTP server that cannot be reached: no exit will come. The
                     // connection counts as ended, and the next turn connects again.
-                    let reason = format!("the server could not be reached: {e}");
+                    let reason = self.scrubbed(format!("the server could not be reached: {e}"));
                     *self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
                     return Err(CallError(reason));
                 }

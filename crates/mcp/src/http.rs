@@ -64,13 +64,62 @@ fn read_token(source: &BearerToken) -> Result<String, String> {
     Ok(token.to_owned())
 }
 
-/// `text` with every occurrence of `token` replaced: a last guard for error texts
+/// What an error text about one HTTP server must not show: its bearer token, and its
+/// URL as configured where that differs from the shown one (a query may hold a key,
+/// and reqwest's errors name the URL they failed on). A last guard for error texts
 /// built from what a server or a library echoed back.
-pub(crate) fn redact(text: String, token: Option<&str>) -> String {
-    match token {
-        Some(token) if text.contains(token) => text.replace(token, "[token]"),
-        _ => text,
+#[derive(Clone, Debug)]
+pub(crate) struct Scrub {
+    token: Option<String>,
+    url: String,
+    shown: String,
+}
+
+impl Scrub {
+    pub(crate) fn new(server: &HttpServer, token: Option<String>) -> Scrub {
+        Scrub { token, url: server.url.as_str().to_owned(), shown: shown_url(&server.url) }
     }
+
+    pub(crate) fn apply(&self, text: String) -> String {
+        let mut text = without_type_names(&text);
+        if self.url != self.shown && text.contains(&self.url) {
+            text = text.replace(&self.url, &self.shown);
+        }
+        match &self.token {
+            Some(token) if text.contains(token.as_str()) => text.replace(token.as_str(), "[token]"),
+            _ => text,
+        }
+    }
+}
+
+/// `text` without the Rust type names rmcp's transport errors carry in brackets
+/// (`Transport [rmcp::transport::worker::WorkerTransport<…>] error`): the person
+/// reading a failure reason needs reqwest's part, not the generic types around it.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(" [rmcp::") {
+        out.push_str(&rest[..start]);
+        // The bracket's match, counting the brackets nested in the type's name.
+        let mut depth = 0usize;
+        let end = rest[start + 1..].char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(start + 1 + i + 1)
+        });
+        match end {
+            Some(end) => rest = &rest[end..],
+            None => {
+                rest = &rest[start..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The server's URL as status shows it: no query or fragment (where some servers take
@@ -137,7 +186,19 @@ mod tests {
     fn shown_urls_drop_queries_and_credentials_and_errors_drop_tokens() {
         let url = url::Url::parse("https://user:pw@mcp.example.com/mcp?key=sk-1#frag").expect("url");
         assert_eq!(shown_url(&url), "https://mcp.example.com/mcp");
-        assert_eq!(redact("401 for sk-1 (sk-1)".into(), Some("sk-1")), "401 for [token] ([token])");
-        assert_eq!(redact("fine".into(), None), "fine");
+        let server = HttpServer { url, headers: Default::default(), bearer: None };
+        let scrub = Scrub::new(&server, Some("tok-1".into()));
+        let echoed = "error sending request for url (https://user:pw@mcp.example.com/mcp?key=sk-1#frag): tok-1 refused";
+        assert_eq!(
+            scrub.apply(echoed.into()),
+            "error sending request for url (https://mcp.example.com/mcp): [token] refused"
+        );
+        assert_eq!(Scrub::new(&server, None).apply("fine".into()), "fine");
+        let rmcp = "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::X<reqwest::Client>>] \
+                    error: Client error: refused";
+        assert_eq!(
+            Scrub::new(&server, None).apply(rmcp.into()),
+            "Send message error Transport error: Client error: refused"
+        );
     }
 }

@@ -235,11 +235,15 @@ async fn an_http_server_shows_no_token_or_header_value_and_projects_decide_the_d
     let res = s.server.client.get(s.server.url(&path)).send().await.expect("answered");
     assert_eq!(res.status(), StatusCode::OK);
     let text = res.text().await.expect("body");
-    for secret in [TOKEN, "hdr-value-51d2"] {
+    // The query too (a key may ride there), also in the failure reason, which quotes
+    // an error that names the URL it failed on.
+    for secret in [TOKEN, "hdr-value-51d2", "team=core"] {
         assert!(!text.contains(secret), "{secret} shown: {text}");
     }
     let list: Value = serde_json::from_str(&text).expect("JSON");
     let docs = by_name(&list, "docs");
+    assert_eq!(docs["state"], "failed", "{docs}");
+    assert!(docs["reason"].as_str().is_some_and(|r| r.contains("127.0.0.1:9/mcp")), "{docs}");
     assert_eq!((&docs["transport"], &docs["target"]), (&json!("http"), &json!("http://127.0.0.1:9/mcp")));
     assert_eq!(docs["session"], json!({"enabled": true, "by_default": true}), "no projects: every project");
     let elsewhere = by_name(&list, "elsewhere");
