@@ -98,7 +98,9 @@ export class McpServers {
         }),
         'Offer to this session'),
       ...(s.state === 'failed' ? [h('div', { class: 'mcp-reason', role: 'status' }, s.reason ?? 'It failed.',
-        s.retry_at_ms ? ` Tried again at ${new Date(s.retry_at_ms).toLocaleTimeString()}.` : '')] : []),
+        s.retry_at_ms
+          ? ` Next try at ${new Date(s.retry_at_ms).toLocaleTimeString()}.`
+          : ' Given up after failing again and again: it is tried again when Spool restarts.')] : []),
       tools,
       ...(differs ? [h('div', { class: 'rule-origin muted' },
         `Set for this session; the config ${use.by_default ? 'offers it' : 'does not offer it'} to this project.`)] : []));
