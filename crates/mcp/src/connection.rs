@@ -199,7 +199,16 @@ impl Connection {
 
     /// Every tool the server offers, all pages followed.
     pub(crate) async fn list_tools(&self) -> Result<Vec<McpToolInfo>, String> {
-        self.service.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))
+        self.service.list_all_tools().await.map_err(|e| self.scrubbed(format!("tools/list failed: {e}")))
+    }
+
+    /// `text` without what an HTTP server's errors must not show (its token, its URL's
+    /// query); stdio errors as they are.
+    pub(crate) fn scrubbed(&self, text: String) -> String {
+        match &self.scrub {
+            Some(scrub) => scrub.apply(text),
+            None => text,
+        }
     }
 
     /// Calls `tool`; the result as the protocol's JSON. While it runs, the server's
@@ -207,25 +216,9 @@ impl Connection {
     /// through `ctx.asker`. It fails after `timeout` without a sign of life: progress
     /// and answered asks restart the deadline, and it stands still while the person is
     /// being asked. Dropping the future (the run stopped, the deadline passed) sends
-    /// `notifications/cancelled`.
+    /// `notifications/cancelled`. Errors are the server's or the transport's words;
+    /// an HTTP server's go through [`Connection::scrubbed`] before anyone reads them.
     pub(crate) async fn call(
-        &self,
-        tool: &str,
-        args: Value,
-        timeout: Duration,
-        ctx: &ToolContext,
-    ) -> Result<Value, CallError> {
-        self.call_unscrubbed(tool, args, timeout, ctx).await.map_err(|CallError(text)| CallError(self.scrubbed(text)))
-    }
-
-    fn scrubbed(&self, text: String) -> String {
-        match &self.scrub {
-            Some(scrub) => scrub.apply(text),
-            None => text,
-        }
-    }
-
-    async fn call_unscrubbed(
         &self,
         tool: &str,
         args: Value,

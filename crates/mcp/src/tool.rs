@@ -60,7 +60,7 @@ impl Tool for McpTool {
         tokio::select! {
             outcome = call => match outcome {
                 Ok(result) => render(&result),
-                Err(e) => ToolOutput::error(e.0),
+                Err(e) => ToolOutput::error(self.connection.scrubbed(e.0)),
             },
             // Dropping the call sends `notifications/cancelled` to the server.
             () = ctx.cancel.cancelled() => ToolOutput::error("the run was stopped"),
