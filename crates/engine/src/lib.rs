@@ -72,8 +72,8 @@ pub use store::{
     RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use tool::{
-    Ask, AskPerson, Inspected, LiveAnswer, LiveAsk, LiveAsker, ProgressChunk, ProgressReader, Resource, SandboxStatus,
-    SourceState, SourceStatus, SourceTool, Tool, ToolContext, ToolOrigin, ToolOutput, ToolProgress, ToolRegistry,
-    ToolScope, ToolSource,
+    Ask, AskPerson, Inspected, LiveAnswer, LiveAsk, LiveAsker, ProgressChunk, ProgressReader, Resource, Sample,
+    SampleError, SampleMessage, SampleModel, SampleRequest, Sampler, SandboxStatus, SourceState, SourceStatus,
+    SourceTool, Tool, ToolContext, ToolOrigin, ToolOutput, ToolProgress, ToolRegistry, ToolScope, ToolSource,
 };
 pub use tool_source::{SOURCE_WAIT, SourceChoices, canonical_json, source_enabled};

@@ -172,6 +172,7 @@ impl RunEnv {
             data_dir: self.data_dir.clone(),
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         }
     }
 }

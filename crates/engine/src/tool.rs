@@ -43,6 +43,9 @@ pub struct ToolContext {
     /// How a tool asks the person something while it runs (an MCP server's
     /// elicitation) without parking the run. Outside a run, every ask is cancelled.
     pub asker: LiveAsker,
+    /// How a tool asks the session's model for a completion while it runs (an MCP
+    /// server's sampling request). Outside a run, every request is refused.
+    pub sampler: Sampler,
 }
 
 /// A question a running tool puts to the person (an MCP `elicitation/create`): the run
@@ -98,6 +101,81 @@ impl LiveAsker {
 impl std::fmt::Debug for LiveAsker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiveAsker").field("person", &self.person.is_some()).finish()
+    }
+}
+
+/// A completion a running tool asks of the session's model (an MCP server's
+/// `sampling/createMessage`): one request with no tools offered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleRequest {
+    pub system: Option<String>,
+    /// The conversation to continue, oldest first, text only.
+    pub messages: Vec<SampleMessage>,
+    /// Most tokens the answer may take, as the asker wants it; the run caps it further.
+    pub max_tokens: u32,
+}
+
+/// One message of a [`SampleRequest`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleMessage {
+    /// Whether the model said it (else the user did).
+    pub assistant: bool,
+    pub text: String,
+}
+
+/// The model's answer to a [`SampleRequest`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// The model that answered, by the name Spool shows (`openai:gpt-4o`, `scripted`).
+    pub model: String,
+    pub text: String,
+    /// The answer reached the token limit and was cut there.
+    pub cut: bool,
+}
+
+/// Why a [`SampleRequest`] got no answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SampleError {
+    /// No run lends its model here (a tool called outside a run).
+    #[error("no run is there to lend its model")]
+    NoModel,
+    /// The run was stopped while the model answered.
+    #[error("the run was stopped")]
+    Stopped,
+    /// The model refused or failed.
+    #[error("the model failed: {0}")]
+    Model(String),
+}
+
+/// Who answers a running tool's [`SampleRequest`]: the run that called the tool.
+#[async_trait]
+pub trait SampleModel: Send + Sync + 'static {
+    async fn sample(&self, request: SampleRequest) -> Result<Sample, SampleError>;
+}
+
+/// A tool's way to the session's model while it runs ([`ToolContext::sampler`]); the
+/// default has no model and every request is [`SampleError::NoModel`].
+#[derive(Clone, Default)]
+pub struct Sampler {
+    model: Option<Arc<dyn SampleModel>>,
+}
+
+impl Sampler {
+    pub fn new(model: Arc<dyn SampleModel>) -> Sampler {
+        Sampler { model: Some(model) }
+    }
+
+    pub async fn sample(&self, request: SampleRequest) -> Result<Sample, SampleError> {
+        match &self.model {
+            Some(model) => model.sample(request).await,
+            None => Err(SampleError::NoModel),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler").field("model", &self.model.is_some()).finish()
     }
 }
 

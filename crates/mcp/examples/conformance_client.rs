@@ -61,6 +61,7 @@ async fn run() -> Result<(), String> {
         data_dir: None,
         progress: Default::default(),
         asker: LiveAsker::new(Arc::new(AcceptAsShown)),
+        sampler: Default::default(),
     };
     let output = tool.call(args, &ctx).await;
     eprintln!("result: {}", output.text);

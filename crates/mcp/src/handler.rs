@@ -13,9 +13,13 @@
 //! is exact in practice: a connection serves one session, and a session's run calls
 //! its tools one after another, so one call is in flight at a time.
 //!
-//! Sampling (a server asking for a completion of Spool's model) is refused: with a
-//! clear error naming the config key when the server's entry does not allow it, and
-//! as not supported yet when it does (no model is wired to connections).
+//! Sampling (a server asking for a completion of Spool's model) is refused with a
+//! clear error naming the config key unless the server's entry allows it. Where it is
+//! allowed, the request goes through the current call's [`Sampler`] to the model its
+//! run uses: text messages only (images, audio and tool use are refused, as Spool
+//! declared none of them), the server's system prompt, no tools; its temperature,
+//! stop sequences and model preferences are not followed. With no call in flight
+//! there is no run to lend a model, and the request is refused.
 //! `tools/list_changed` is noted so the next turn lists the server's tools again.
 
 use rmcp::ClientHandler;
@@ -26,10 +30,12 @@ use rmcp::model::{
 // Sampling is deprecated by the spec (SEP-2577), which rmcp marks; Spool still has to
 // answer servers that ask for it.
 #[allow(deprecated)]
-use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, Role, SamplingMessage, SamplingMessageContentBlock,
+};
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
-use spool_engine::{LiveAnswer, LiveAsk, LiveAsker, ToolProgress};
+use spool_engine::{LiveAnswer, LiveAsk, LiveAsker, SampleError, SampleMessage, SampleRequest, Sampler, ToolProgress};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -59,6 +65,7 @@ struct Shared {
 struct CallSlot {
     progress: ToolProgress,
     asker: LiveAsker,
+    sampler: Sampler,
     activity: watch::Sender<Activity>,
     /// Cancelled when the call ends: an ask still waiting on the person is withdrawn.
     ended: CancellationToken,
@@ -67,10 +74,11 @@ struct CallSlot {
 /// Signs of life of a call, which its deadline watches.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Activity {
-    /// How many progress notifications, asks begun and asks answered it has seen.
+    /// How many progress notifications, asks and sampling requests begun and answered
+    /// it has seen.
     pub(crate) beats: u64,
-    /// Asks waiting on the person now: the deadline stands still meanwhile, since the
-    /// person, not the server, is the one taking time.
+    /// Asks waiting on the person, and sampling requests on the run's model, now: the
+    /// deadline stands still meanwhile, since Spool, not the server, is taking time.
     pub(crate) asking: usize,
 }
 
@@ -112,10 +120,11 @@ impl Handler {
         !self.shared.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty()
     }
 
-    /// Makes a call the one the server's progress and asks go to, until the scope drops.
-    pub(crate) fn begin_call(&self, progress: ToolProgress, asker: LiveAsker) -> CallScope {
+    /// Makes a call the one the server's progress, asks and sampling requests go to,
+    /// until the scope drops.
+    pub(crate) fn begin_call(&self, progress: ToolProgress, asker: LiveAsker, sampler: Sampler) -> CallScope {
         let (activity, _) = watch::channel(Activity::default());
-        let slot = Arc::new(CallSlot { progress, asker, activity, ended: CancellationToken::new() });
+        let slot = Arc::new(CallSlot { progress, asker, sampler, activity, ended: CancellationToken::new() });
         let mut calls = self.shared.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         calls.push(slot.clone());
         drop(calls);
@@ -152,6 +161,76 @@ impl Handler {
             LiveAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
         }
     }
+
+    /// Has the current call's run answer a sampling request with its model.
+    #[allow(deprecated)]
+    async fn sample(
+        &self,
+        request: SampleRequest,
+        withdrawn: CancellationToken,
+    ) -> Result<CreateMessageResult, String> {
+        let server = &self.shared.server;
+        let Some(call) = self.current() else {
+            return Err(format!(
+                "Spool answers sampling requests from MCP server {server:?} only while one of its tool calls runs (no \
+                 run is there to lend its model)"
+            ));
+        };
+        call.activity.send_modify(|a| {
+            a.asking += 1;
+            a.beats += 1;
+        });
+        let answer = tokio::select! {
+            answer = call.sampler.sample(request) => answer,
+            () = call.ended.cancelled() => Err(SampleError::Stopped),
+            () = withdrawn.cancelled() => Err(SampleError::Stopped),
+        };
+        call.activity.send_modify(|a| {
+            a.asking -= 1;
+            a.beats += 1;
+        });
+        let sample = answer.map_err(|e| format!("Spool's model did not answer the sampling request: {e}"))?;
+        let stop = if sample.cut {
+            CreateMessageResult::STOP_REASON_END_MAX_TOKEN
+        } else {
+            CreateMessageResult::STOP_REASON_END_TURN
+        };
+        Ok(CreateMessageResult::new(SamplingMessage::assistant_text(sample.text), sample.model).with_stop_reason(stop))
+    }
+}
+
+/// A sampling request as the run's model takes it; what it cannot take is an error
+/// for the server.
+#[allow(deprecated)]
+fn sample_request(params: CreateMessageRequestParams) -> Result<SampleRequest, String> {
+    if params.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
+        return Err("Spool's sampling offers the model no tools (it declared no sampling.tools)".to_owned());
+    }
+    let mut messages = Vec::with_capacity(params.messages.len());
+    for message in params.messages {
+        let mut text = String::new();
+        for block in message.content.into_vec() {
+            match block {
+                SamplingMessageContentBlock::Text(block) => text.push_str(&block.text),
+                SamplingMessageContentBlock::Image(_) => {
+                    return Err("Spool's sampling takes text only: a message holds an image".to_owned());
+                }
+                SamplingMessageContentBlock::Audio(_) => {
+                    return Err("Spool's sampling takes text only: a message holds audio".to_owned());
+                }
+                _ => {
+                    return Err(
+                        "Spool's sampling takes text only: a message holds tool use or a tool result".to_owned()
+                    );
+                }
+            }
+        }
+        messages.push(SampleMessage { assistant: message.role == Role::Assistant, text });
+    }
+    if messages.is_empty() {
+        return Err("the sampling request has no messages".to_owned());
+    }
+    Ok(SampleRequest { system: params.system_prompt, messages, max_tokens: params.max_tokens })
 }
 
 /// A progress notification as a line of live output: `progress 3/10: message`.
@@ -216,19 +295,19 @@ impl ClientHandler for Handler {
     #[allow(deprecated)]
     async fn create_message(
         &self,
-        _params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let server = &self.shared.server;
-        let message = if self.shared.sampling {
-            format!("sampling is allowed for MCP server {server:?}, but Spool does not answer sampling requests yet")
-        } else {
-            format!(
+        if !self.shared.sampling {
+            let message = format!(
                 "sampling is not allowed for MCP server {server:?}: its [[mcp]] entry in config.toml does not set \
                  sampling = true"
-            )
-        };
-        Err(ErrorData::new(ErrorCode::INVALID_REQUEST, message, None))
+            );
+            return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, message, None));
+        }
+        let request = sample_request(params).map_err(|e| ErrorData::new(ErrorCode::INVALID_PARAMS, e, None))?;
+        self.sample(request, context.ct).await.map_err(|e| ErrorData::new(ErrorCode::INVALID_REQUEST, e, None))
     }
 }
 
@@ -256,8 +335,8 @@ mod tests {
         let handler = Handler::new("s", false);
         let (first, mut first_out) = ToolProgress::channel();
         let (second, mut second_out) = ToolProgress::channel();
-        let outer = handler.begin_call(first, LiveAsker::default());
-        let inner = handler.begin_call(second, LiveAsker::default());
+        let outer = handler.begin_call(first, LiveAsker::default(), Sampler::default());
+        let inner = handler.begin_call(second, LiveAsker::default(), Sampler::default());
         handler.current().expect("a call").progress.report(b"x");
         assert_eq!(second_out.rest().text, "x");
         drop(inner);
@@ -265,6 +344,36 @@ mod tests {
         assert_eq!(first_out.rest().text, "y");
         drop(outer);
         assert!(handler.current().is_none());
+    }
+
+    #[allow(deprecated)]
+    fn sampling(messages: Value) -> CreateMessageRequestParams {
+        serde_json::from_value(json!({"messages": messages, "maxTokens": 10})).expect("params")
+    }
+
+    /// Images and audio are refused by name; text passes with its role.
+    #[test]
+    fn a_sampling_request_takes_text_only() {
+        let image = json!([{"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}}]);
+        let refused = sample_request(sampling(image)).expect_err("an image");
+        assert!(refused.contains("text only: a message holds an image"), "{refused}");
+        let text = json!([
+            {"role": "user", "content": {"type": "text", "text": "hi"}},
+            {"role": "assistant", "content": {"type": "text", "text": "hello"}},
+        ]);
+        let request = sample_request(sampling(text)).expect("text");
+        let roles: Vec<(bool, &str)> = request.messages.iter().map(|m| (m.assistant, m.text.as_str())).collect();
+        assert_eq!(roles, [(false, "hi"), (true, "hello")]);
+        assert_eq!(request.max_tokens, 10);
+    }
+
+    /// With no call in flight no run can lend its model: the request is refused.
+    #[tokio::test]
+    async fn sampling_with_no_call_in_flight_is_refused() {
+        let handler = Handler::new("s", true);
+        let request = SampleRequest { system: None, messages: Vec::new(), max_tokens: 1 };
+        let refused = handler.sample(request, CancellationToken::new()).await.expect_err("no call");
+        assert!(refused.contains("only while one of its tool calls runs"), "{refused}");
     }
 
     /// With no call in flight there is no one to ask: the server hears `cancel`.

@@ -32,6 +32,7 @@ mod live_asks;
 mod mcp_live;
 mod mcp_dialects;
 mod mcp_python;
+mod mcp_sampling;
 mod mcp_stdio;
 mod metrics;
 mod native_conformance;

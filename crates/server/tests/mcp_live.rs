@@ -3,7 +3,8 @@
 //! notifications stream as the call's live output and keep a slow call alive past its
 //! deadline; an elicitation reaches whoever the call's asker asks (and is cancelled
 //! when nobody can be asked), the deadline waits for the person, and the answer
-//! reaches the server's result; sampling is refused with a reason the model reads;
+//! reaches the server's result; a sampling request from a server not allowed to sample
+//! is refused with a reason the model reads (allowed sampling: `mcp_sampling`);
 //! stopping the run cancels the request at the server, which lives on; and a
 //! `tools/list_changed` gives the next turn the new tools. A small server of the
 //! test's own ([`PROBE_SERVER`]) shows what server-everything cannot.
@@ -187,22 +188,6 @@ async fn an_accepted_elicitation_reaches_the_servers_result_however_long_the_per
     let (_, text, is_error) = &results[0];
     assert!(!is_error, "{text}");
     assert!(text.contains("- Name: Ada Lovelace") && text.contains("- Agreed to terms: true"), "{text}");
-}
-
-#[tokio::test]
-async fn sampling_is_refused_with_a_reason_the_model_reads() {
-    let Some(index) = everything() else { return };
-    // Allowed, so the server offers its sampling tool; Spool has no model to lend it yet.
-    let mut entry = everything_entry(&index);
-    entry["sampling"] = json!(true);
-    let (server, session, _source) = start(entry, LiveAsker::default()).await;
-    let args = json!({"prompt": "hello", "maxTokens": 5});
-    let run = server.run_prompt(&session, &call("everything_trigger-sampling-request", args)).await;
-    assert_eq!(run["status"], "completed");
-    let results = server.tool_results(&session).await;
-    let (_, text, is_error) = &results[0];
-    assert!(is_error, "{text}");
-    assert!(text.contains("Spool does not answer sampling requests yet"), "{text}");
 }
 
 #[tokio::test]

@@ -118,6 +118,7 @@ fn test_context(root: &std::path::Path) -> spool_engine::ToolContext {
         data_dir: None,
         progress: Default::default(),
         asker: Default::default(),
+        sampler: Default::default(),
     }
 }
 
@@ -215,6 +216,7 @@ mod tests {
             data_dir: Some(data.clone()),
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         };
         let registry = workspace_tools();
         let call = |name: &str, args: Value| {
@@ -262,6 +264,7 @@ mod tests {
             data_dir: None,
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         };
         let reset = || std::fs::write(root.join("a.txt"), "hello\n").expect("write");
         let registry = workspace_tools();

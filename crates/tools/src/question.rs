@@ -193,6 +193,7 @@ mod tests {
             data_dir: None,
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         };
         let answered = Question.call(json!({"question": "Which?", "answer": "blue"}), &ctx).await;
         assert_eq!(answered, ToolOutput::ok("The person answered: blue"));

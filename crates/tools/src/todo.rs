@@ -213,6 +213,7 @@ mod tests {
             data_dir: None,
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         }
     }
 

@@ -84,6 +84,7 @@ impl Racing {
             data_dir: None,
             progress: Default::default(),
             asker: Default::default(),
+            sampler: Default::default(),
         }
     }
 

@@ -32,12 +32,13 @@ use tokio_util::sync::CancellationToken;
 
 use spool_protocol::api::{ApprovalPolicy, OnDisconnect};
 
+mod sampling;
 mod settlement;
 mod tool_call;
 mod turn;
 
 pub(crate) use settlement::end_parked_calls;
-pub(crate) use tool_call::new_approval;
+pub(crate) use tool_call::{new_approval, pending_approval};
 
 /// How a run ended, or stopped to wait.
 enum Outcome {

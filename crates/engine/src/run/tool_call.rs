@@ -210,6 +210,11 @@ impl RunTask {
         };
         let asker = Arc::new(CallAsker::new(self.env.clone(), self.loaded.clone(), asking));
         ctx.asker = crate::LiveAsker::new(asker.clone());
+        // What it asks the session's model answers with the model this run uses.
+        let choice = self.loaded.events.read(|s| s.session.model.clone());
+        let model = self.env.models.resolve(choice.as_deref()).clone();
+        let sampler = Arc::new(super::sampling::RunSampler::new(model, cancel.clone()));
+        ctx.sampler = crate::Sampler::new(sampler.clone());
         let mut live = LiveOutput::new(call_id, name);
         let started = self.env.clock.now_ms();
         let mut running = Box::pin(tool.call(args, &ctx));
@@ -226,6 +231,7 @@ impl RunTask {
         drop(running);
         // An ask the call left open (stopped, timed out, or gave up on it) ends with it.
         asker.close().await;
+        self.run.usage.add(sampler.used());
         self.env.metrics.tool_call(name, self.env.clock.now_ms() - started);
         self.stream_output(&mut live, reader.rest(), true);
         match finished {
@@ -466,14 +472,28 @@ pub(crate) fn new_approval(
             payload[key] = serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
         }
     }
+    let kind = ask.map_or(ApprovalKind::ConfirmAction, |a| a.kind);
+    pending_approval(run, (&call.id, &call.name), kind, payload, now, ttl)
+}
+
+/// A pending approval of `run`'s call `(id, tool)`, created `now`, expiring after
+/// `ttl` ms: what a tool's own card and a running tool's live ask have in common.
+pub(crate) fn pending_approval(
+    run: &Run,
+    (call_id, tool): (&str, &str),
+    kind: ApprovalKind,
+    payload: serde_json::Value,
+    now: time::Millis,
+    ttl: i64,
+) -> Approval {
     Approval {
         id: ApprovalId::new(),
         run_id: run.id.clone(),
         session_id: run.session_id.clone(),
         owner_id: run.owner_id.clone(),
-        tool_call_id: call.id.clone(),
-        tool: call.name.clone(),
-        kind: ask.map_or(ApprovalKind::ConfirmAction, |a| a.kind),
+        tool_call_id: call_id.to_owned(),
+        tool: tool.to_owned(),
+        kind,
         payload,
         status: ApprovalStatus::Pending,
         decision: None,

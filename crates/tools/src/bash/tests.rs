@@ -335,6 +335,7 @@ async fn sandboxed_bash(settings: SandboxSettings, root: &Path, data: &Path, com
         data_dir: Some(data.into()),
         progress: Default::default(),
         asker: Default::default(),
+        sampler: Default::default(),
     };
     Bash::new(settings).call(json!({ "command": command }), &ctx).await
 }

@@ -34,6 +34,7 @@ async fn bash(settings: SandboxSettings, dirs: &Dirs, command: &str) -> ToolOutp
         data_dir: Some(dirs.data.clone()),
         progress: Default::default(),
         asker: Default::default(),
+        sampler: Default::default(),
     };
     Bash::new(settings).call(json!({ "command": command }), &ctx).await
 }
