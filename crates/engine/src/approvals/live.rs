@@ -299,23 +299,7 @@ impl CallAsker {
             "change": format!("{} asks: {}", ask.source, redact(&ask.message)),
             "reason": "a tool's server asks you this while its call runs; answer it, or decline",
         });
-        Approval {
-            id: ApprovalId::new(),
-            run_id: run.id.clone(),
-            session_id: run.session_id.clone(),
-            owner_id: run.owner_id.clone(),
-            tool_call_id: self.call_id.clone(),
-            tool: self.tool.clone(),
-            kind: ApprovalKind::ProvideInput,
-            payload,
-            status: ApprovalStatus::Pending,
-            decision: None,
-            message: None,
-            actor: None,
-            created_at: now,
-            expires_at: now.saturating_add(ttl),
-            resolved_at: None,
-        }
+        crate::run::pending_approval(run, (&self.call_id, &self.tool), ApprovalKind::ProvideInput, payload, now, ttl)
     }
 }
 
