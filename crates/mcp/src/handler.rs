@@ -25,7 +25,7 @@
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, ErrorData,
-    Implementation, ProgressNotificationParam,
+    Implementation, ProgressNotificationParam, ProtocolVersion,
 };
 // Sampling is deprecated by the spec (SEP-2577), which rmcp marks; Spool still has to
 // answer servers that ask for it.
@@ -259,7 +259,12 @@ impl ClientHandler for Handler {
         }
         let capabilities: ClientCapabilities =
             serde_json::from_value(capabilities).expect("the capabilities above are well-formed");
+        // The newest version that still has an `initialize` handshake, which is the one
+        // this client runs: rmcp's default names 2026-07-28 in it, a version whose
+        // lifecycle has no `initialize`, and servers of the 2025 versions (the
+        // conformance harness among them) take that for a mismatch.
         ClientConfig::new(capabilities, Implementation::new("spool", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
