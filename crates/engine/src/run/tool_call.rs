@@ -447,6 +447,8 @@ pub(crate) fn new_approval(
     if let Some(origin) = tool.origin() {
         // A tool that is not Spool's own: which server it comes from, its own name
         // there, and every argument (the rules judge them all, so the person sees them).
+        payload["reason"] =
+            format!("a tool of the MCP server {:?}, and the permission rules say to ask", origin.source).into();
         payload["source"] = serde_json::json!({
             "server": origin.source,
             "tool": origin.tool,
