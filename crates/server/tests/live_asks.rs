@@ -5,6 +5,7 @@
 //! each end it without leaving it pending.
 
 use crate::common;
+use crate::mcp_support::{everything, everything_entry, offering, stdio_source};
 
 use async_trait::async_trait;
 use common::{TestOptions, TestServer, ToolsOverride, id_of};
@@ -60,16 +61,27 @@ fn options(engine: EngineConfig) -> TestOptions {
     }
 }
 
-/// Starts the asking call and waits until its ask is pending in the session's state.
-async fn asked(server: &TestServer, session: &str) -> (String, Value) {
-    let run_id = server.start_run(session, "tool: srv_ask {}").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+/// A server with the asking tool, a session, and the asking call's run once its ask
+/// is pending: (server, session, run id, the ask's approval).
+async fn asking(engine: EngineConfig) -> (TestServer, String, String, Value) {
+    let server = TestServer::start_with(options(engine)).await;
+    let session = server.new_session().await;
+    let run_id = server.start_run(&session, "tool: srv_ask {}").await;
+    let approval = pending_ask(&server, &session, &run_id).await;
+    (server, session, run_id, approval)
+}
+
+/// Waits until an ask is pending in the session's state, its run running all along.
+async fn pending_ask(server: &TestServer, session: &str, run_id: &str) -> Value {
+    // Long enough for a real MCP server to start and list its tools first.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-        let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").clone();
-        if let Some(approval) = pending.first() {
-            return (run_id, approval.clone());
+        if let Some(approval) = detail["state"]["pendingApprovals"].as_array().and_then(|p| p.first()) {
+            return approval.clone();
         }
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        assert_eq!(run["status"], "running", "the run ended before it asked: {run}");
         assert!(tokio::time::Instant::now() < deadline, "the ask never showed: {detail}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -79,21 +91,19 @@ async fn decide(server: &TestServer, session: &str, approval: &Value, body: Valu
     server.post(&format!("/api/sessions/{session}/approvals/{}", id_of(approval)), body).await
 }
 
-async fn stored_status(server: &TestServer, approval: &Value) -> ApprovalStatus {
+/// The ask is stored as `status` and no longer pending in the session's state.
+async fn assert_ended(server: &TestServer, session: &str, approval: &Value, status: ApprovalStatus) {
     let id: ApprovalId = id_of(approval).parse().expect("approval id");
-    server.store.get_approval(&id).await.expect("read").expect("stored").0.status
-}
-
-async fn pending_in_state(server: &TestServer, session: &str) -> usize {
+    let stored = server.store.get_approval(&id).await.expect("read").expect("stored").0.status;
+    assert_eq!(stored, status);
     let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-    detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals").len()
+    let pending = detail["state"]["pendingApprovals"].as_array().expect("pendingApprovals");
+    assert!(pending.is_empty(), "still pending: {detail}");
 }
 
 #[tokio::test]
 async fn an_answered_ask_hands_the_fields_to_the_call_and_the_run_completes() {
-    let server = TestServer::start_with(options(EngineConfig::default())).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
     // The run did not park: it is running, its call waiting inside it.
     let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
     assert_eq!(run["status"], "running", "{run}");
@@ -118,15 +128,12 @@ async fn an_answered_ask_hands_the_fields_to_the_call_and_the_run_completes() {
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     let results = server.tool_results(&session).await;
     assert_eq!(results, [("srv_ask".to_owned(), r#"accepted {"age":36,"name":"Ada"}"#.to_owned(), false)]);
-    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Resolved);
-    assert_eq!(pending_in_state(&server, &session).await, 0);
+    assert_ended(&server, &session, &approval, ApprovalStatus::Resolved).await;
 }
 
 #[tokio::test]
 async fn a_declined_ask_tells_the_call_and_the_run_goes_on() {
-    let server = TestServer::start_with(options(EngineConfig::default())).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
     let (status, body) = decide(&server, &session, &approval, json!({"decision": "reject"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // Unlike a parked call's plain reject, the run is not cancelled: the call goes on.
@@ -136,14 +143,11 @@ async fn a_declined_ask_tells_the_call_and_the_run_goes_on() {
 
 #[tokio::test]
 async fn stopping_the_run_cancels_its_ask() {
-    let server = TestServer::start_with(options(EngineConfig::default())).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
     let (status, body) = server.post(&format!("/api/sessions/{session}/abort"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(server.wait_run(&run_id).await["status"], "cancelled");
-    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Cancelled);
-    assert_eq!(pending_in_state(&server, &session).await, 0);
+    assert_ended(&server, &session, &approval, ApprovalStatus::Cancelled).await;
     let (status, _) = decide(&server, &session, &approval, json!({"decision": {"fill": {"name": "Ada"}}})).await;
     assert_eq!(status, StatusCode::CONFLICT, "a cancelled ask cannot be answered");
     // The session is free again.
@@ -156,24 +160,18 @@ async fn an_expired_ask_reads_as_cancelled_and_the_run_goes_on() {
     // Shorter than a lease, so moving the clock past the ask leaves the run its lease.
     let approval_ttl = Duration::from_secs(2);
     let engine = EngineConfig { clock: clock.clone().into(), approval_ttl, ..EngineConfig::default() };
-    let server = TestServer::start_with(options(engine)).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(engine).await;
     clock.advance_to(approval["expiresAt"].as_i64().expect("expiresAt"));
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     assert_eq!(server.tool_results(&session).await[0].1, "cancelled");
-    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Expired);
-    assert_eq!(pending_in_state(&server, &session).await, 0);
+    assert_ended(&server, &session, &approval, ApprovalStatus::Expired).await;
 }
 
 #[tokio::test]
 async fn an_ask_whose_call_a_restart_lost_ends_instead_of_hanging() {
-    let server = TestServer::start_with(options(EngineConfig::default())).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
     let server = server.restart().await;
-    assert_eq!(stored_status(&server, &approval).await, ApprovalStatus::Cancelled);
-    assert_eq!(pending_in_state(&server, &session).await, 0);
+    assert_ended(&server, &session, &approval, ApprovalStatus::Cancelled).await;
     let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
     assert_eq!(run["status"], "failed", "{run}");
     let (status, _) = decide(&server, &session, &approval, json!({"decision": "reject"})).await;
@@ -184,9 +182,7 @@ async fn an_ask_whose_call_a_restart_lost_ends_instead_of_hanging() {
 /// reply (one answer per question) fills the fields in.
 #[tokio::test]
 async fn opencode_clients_answer_a_live_ask_one_question_per_field() {
-    let server = TestServer::start_with(options(EngineConfig::default())).await;
-    let session = server.new_session().await;
-    let (run_id, approval) = asked(&server, &session).await;
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
     let dir = std::fs::canonicalize(server.project_dir()).expect("project dir");
     let at = common::urlencode(dir.to_str().expect("UTF-8"));
     let (status, listed) = server.get(&format!("/question?directory={at}")).await;
@@ -211,36 +207,14 @@ async fn opencode_clients_answer_a_live_ask_one_question_per_field() {
 /// in) and says what it received.
 #[tokio::test]
 async fn an_mcp_servers_elicitation_is_answered_through_the_approval_route() {
-    let Ok(index) = std::env::var("SPOOL_TEST_MCP_EVERYTHING") else {
-        assert!(
-            std::env::var("CI").is_err_and(|_| true) || std::env::var("CI").is_ok_and(|v| v.is_empty() || v == "false"),
-            "SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it"
-        );
-        eprintln!("SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset (see mcp_stdio.rs)");
-        return;
-    };
-    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"]});
-    let entry: spool_mcp::McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = spool_mcp::McpSource::stdio(config, Default::default(), None).expect("a stdio server");
-    let tools = spool_tools::workspace_tools().with_source(std::sync::Arc::new(source));
+    let Some(index) = everything() else { return };
     let mut engine = EngineConfig::default();
     engine.rules.push(PermissionRule::new("everything_*", "*", PermissionAction::Allow));
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), engine, ..TestOptions::default() };
+    let options = offering(stdio_source(everything_entry(&index)), TestOptions { engine, ..TestOptions::default() });
     let server = TestServer::start_with(options).await;
     let session = server.new_session().await;
     let run_id = server.start_run(&session, "tool: everything_trigger-elicitation-request {}").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let approval = loop {
-        let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
-        if let Some(approval) = detail["state"]["pendingApprovals"].as_array().and_then(|p| p.first()) {
-            break approval.clone();
-        }
-        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
-        assert_eq!(run["status"], "running", "the run ended before the server asked: {run}");
-        assert!(tokio::time::Instant::now() < deadline, "the server's question never showed: {detail}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let approval = pending_ask(&server, &session, &run_id).await;
     assert_eq!(approval["payload"]["source"], "everything");
     assert_eq!(approval["payload"]["question"], "Please provide inputs for the following fields:");
     assert_eq!(approval["payload"]["fields"]["properties"]["check"]["type"], "boolean");

@@ -34,6 +34,7 @@ mod mcp_dialects;
 mod mcp_python;
 mod mcp_sampling;
 mod mcp_stdio;
+mod mcp_support;
 mod metrics;
 mod native_conformance;
 mod openapi;

@@ -8,16 +8,16 @@
 
 use crate::common;
 
+use crate::mcp_support::{Offered, allow};
 use async_trait::async_trait;
-use common::{ModelsOverride, TestOptions, TestServer, ToolsOverride};
+use common::{TestOptions, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::{
-    Model, ModelError, ModelRequest, ModelStream, Models, SourceState, SourceStatus, SourceTool, Tool, ToolContext,
-    ToolOutput, ToolScope, ToolSource, ToolSpec,
+    SourceState, SourceStatus, SourceTool, Tool, ToolContext, ToolOutput, ToolScope, ToolSource, ToolSpec,
 };
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A server's one tool: it answers with its arguments.
 struct Echo(&'static str);
@@ -67,48 +67,21 @@ impl ToolSource for Fake {
     }
 }
 
-/// The scripted model, keeping the tool names each request offered.
-struct Recording {
-    inner: spool_model::ScriptedModel,
-    offered: Arc<Mutex<Vec<Vec<String>>>>,
-}
-
-#[async_trait]
-impl Model for Recording {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        self.offered.lock().expect("offered").push(request.tools.iter().map(|t| t.name.clone()).collect());
-        self.inner.stream(request).await
-    }
-}
-
 struct Setup {
     server: TestServer,
-    offered: Arc<Mutex<Vec<Vec<String>>>>,
+    offered: Offered,
 }
 
 impl Setup {
     async fn start(sources: Vec<Arc<dyn ToolSource>>) -> Setup {
-        let offered = Arc::new(Mutex::new(Vec::new()));
-        let model = Recording { inner: Default::default(), offered: offered.clone() };
-        let tools = sources.into_iter().fold(spool_tools::workspace_tools(), |tools, s| tools.with_source(s));
-        let options = TestOptions {
-            tools: Some(ToolsOverride(tools)),
-            models: Some(ModelsOverride(Models::new(Arc::new(model)))),
-            ..TestOptions::default()
-        };
+        let offered = Offered::default();
+        let options = offered.options(sources, TestOptions::default());
         Setup { server: TestServer::start_with(options).await, offered }
     }
 
-    /// Whether the model's most recent turn offered `tool` (a request with no tools at
-    /// all is a title being written, not a turn).
+    /// Whether the model's most recent turn offered `tool`.
     fn last_offered(&self, tool: &str) -> bool {
-        let offered = self.offered.lock().expect("offered");
-        let turn = offered.iter().rev().find(|tools| !tools.is_empty()).expect("a turn");
-        turn.iter().any(|t| t == tool)
+        self.offered.last_turn(tool)
     }
 
     async fn choose(&self, session: &str, server: &str, enabled: bool) -> (StatusCode, Value) {
@@ -172,9 +145,8 @@ async fn a_server_turned_off_for_a_session_is_not_offered_to_its_next_turn() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["session"], json!({"enabled": false, "by_default": true, "choice": false}));
     // Allowed without asking, so only the choice keeps it from running.
-    let rules = json!({"permissions": [{"tool": "srv_*", "action": "allow"}]});
     for id in [&session, &other] {
-        assert_eq!(s.server.patch(&format!("/api/sessions/{id}"), rules.clone()).await.0, StatusCode::OK);
+        allow(&s.server, id, "srv_*").await;
     }
     let run = s.server.run_prompt(&session, r#"tool: srv_echo {"message":"hi"}"#).await;
     assert_eq!(run["status"], "completed", "{run}");

@@ -11,13 +11,12 @@
 //! run from its start.
 
 use crate::common;
+use crate::mcp_support::{everything, everything_entry, offering, stdio_source};
 
-use common::{Open, SseStream, TestOptions, TestServer, ToolsOverride, WAIT, urlencode};
+use common::{Open, SseStream, TestOptions, TestServer, WAIT, urlencode};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_mcp::{McpEntry, McpSource};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -25,20 +24,6 @@ const TOOL: &str = "everything_echo";
 /// Long enough that the model's summary of the result, paced word by word, keeps the
 /// run going while the AI SDK client attaches.
 const SAID: &str = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
-
-/// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
-fn everything() -> Option<String> {
-    match std::env::var("SPOOL_TEST_MCP_EVERYTHING") {
-        Ok(path) => Some(path),
-        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
-            panic!("SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it after `npm ci` in tests/mcp")
-        }
-        Err(_) => {
-            eprintln!("SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset (run `npm ci` in tests/mcp)");
-            None
-        }
-    }
-}
 
 /// What one client saw of the call: (tool name, arguments, result text).
 type Seen = (String, Value, String);
@@ -155,17 +140,8 @@ async fn ag_ui_post(server: &TestServer, body: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn an_approved_mcp_call_reads_the_same_on_every_dialect() {
     let Some(index) = everything() else { return };
-    let entry: McpEntry =
-        serde_json::from_value(json!({"name": "everything", "command": "node", "args": [index, "stdio"]}))
-            .expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = McpSource::stdio(config, Default::default(), None).expect("a stdio server");
-    let tools = spool_tools::workspace_tools().with_source(Arc::new(source));
-    let options = TestOptions {
-        tools: Some(ToolsOverride(tools)),
-        model_delay: Duration::from_millis(100),
-        ..TestOptions::default()
-    };
+    let options = TestOptions { model_delay: Duration::from_millis(100), ..TestOptions::default() };
+    let options = offering(stdio_source(everything_entry(&index)), options);
     let server = TestServer::start_with(options).await;
     let project = server.default_project().await;
     // Titled, so no title run's events come in between.

@@ -9,16 +9,15 @@
 
 use crate::common;
 use crate::mcp_lifecycle::wait_for_retry;
-use crate::mcp_stdio::{decide, everything, results};
+use crate::mcp_support::{config, decide, everything, serve};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use common::{TestOptions, TestServer, ToolsOverride};
 use reqwest::StatusCode;
 use serde_json::json;
 use spool_engine::{SourceState, ToolScope, ToolSource};
-use spool_mcp::{McpEntry, McpSource};
+use spool_mcp::McpSource;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -113,9 +112,7 @@ fn source(url: &str, token_file: &std::path::Path) -> Arc<McpSource> {
     let entry = json!({
         "name": "web", "url": url, "headers": {"X-Team": "core"}, "bearer_token_file": token_file,
     });
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    Arc::new(McpSource::new(config, Default::default(), None))
+    Arc::new(McpSource::new(config(entry), Default::default(), None))
 }
 
 fn scope() -> ToolScope {
@@ -137,15 +134,12 @@ async fn an_http_server_gets_the_token_and_headers_and_its_echo_runs_once_approv
     assert_eq!((before.transport.as_str(), before.target.clone()), ("http", format!("{base}/mcp")));
     assert_eq!((before.state, before.connections), (SourceState::Idle, 0));
 
-    let tools = spool_tools::workspace_tools().with_source(source.clone());
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
-    let server = TestServer::start_with(options).await;
-    let session = server.new_session().await;
+    let (server, session) = serve(source.clone()).await;
     let (run_id, approval) = server.park(&session, r#"tool: web_echo {"message":"over http"}"#).await;
     assert_eq!(approval["payload"]["source"]["server"], "web", "{approval}");
     decide(&server, &session, &approval, "once").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert_eq!(got, [("web_echo".to_owned(), "Echo: over http".to_owned(), false)]);
 
     let seen = seen.lock().expect("seen").clone();
@@ -201,13 +195,8 @@ async fn an_http_server_that_went_down_is_a_tool_error_then_serves_again_once_ba
     let first = Everything::start(&index).await;
     let port = first.port;
     let entry = json!({"name": "web", "url": format!("http://127.0.0.1:{port}/mcp")});
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = Arc::new(McpSource::new(config, Default::default(), None));
-    let tools = spool_tools::workspace_tools().with_source(source.clone());
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
-    let server = TestServer::start_with(options).await;
-    let session = server.new_session().await;
+    let source = Arc::new(McpSource::new(config(entry), Default::default(), None));
+    let (server, session) = serve(source.clone()).await;
     let echo = |text: &str| format!(r#"tool: web_echo {{"message":"{text}"}}"#);
 
     let (run_id, approval) = server.park(&session, &echo("one")).await;
@@ -230,7 +219,7 @@ async fn an_http_server_that_went_down_is_a_tool_error_then_serves_again_once_ba
     decide(&server, &session, &approval, "once").await;
     server.wait_run(&run_id).await;
 
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert_eq!(got[0], ("web_echo".to_owned(), "Echo: one".to_owned(), false));
     assert!(got[1].2 && got[1].1.starts_with("the server could not be reached: "), "down: {got:?}");
     assert_eq!(got[2], ("web_echo".to_owned(), "Echo: three".to_owned(), false), "back: {got:?}");

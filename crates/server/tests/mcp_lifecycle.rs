@@ -6,18 +6,16 @@
 //! rules they follow (1 s doubling to 60 s, 10 minutes idle) have unit tests in
 //! spool-mcp.
 
-use crate::mcp_stdio::everything;
+use crate::mcp_support::{config, everything, everything_entry};
 
 use serde_json::json;
 use spool_engine::{SourceState, ToolScope, ToolSource};
-use spool_mcp::{Lifecycle, McpEntry, McpSource};
+use spool_mcp::{Lifecycle, McpSource};
 use std::path::Path;
 use std::time::Duration;
 
 fn source(entry: serde_json::Value, lifecycle: Lifecycle) -> McpSource {
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    McpSource::new(config, Default::default(), None).with_lifecycle(lifecycle)
+    McpSource::new(config(entry), Default::default(), None).with_lifecycle(lifecycle)
 }
 
 fn scope(root: &Path) -> ToolScope {
@@ -89,7 +87,7 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
 async fn an_idle_session_server_is_closed_and_started_again_when_asked() {
     let Some(index) = everything() else { return };
     let project = tempfile::tempdir().expect("project");
-    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"]});
+    let entry = everything_entry(&index);
     let lifecycle = Lifecycle { idle_close: Duration::from_millis(500), ..Lifecycle::default() };
     let source = source(entry, lifecycle);
     let scope = scope(project.path());

@@ -10,32 +10,18 @@
 //! test's own ([`PROBE_SERVER`]) shows what server-everything cannot.
 
 use crate::common;
+use crate::mcp_support::{allow, everything, everything_entry, script_file, serve, stdio_source};
 
 use async_trait::async_trait;
-use common::{Open, ReceivedFrame, TestOptions, TestServer, ToolsOverride};
-use reqwest::StatusCode;
+use common::{Open, ReceivedFrame, TestServer};
 use serde_json::{Value, json};
 use spool_engine::{
     AskPerson, LiveAnswer, LiveAsk, LiveAsker, Tool, ToolContext, ToolOrigin, ToolOutput, ToolScope, ToolSource,
     ToolSpec,
 };
-use spool_mcp::{McpEntry, McpSource};
+use spool_mcp::McpSource;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
-fn everything() -> Option<String> {
-    match std::env::var("SPOOL_TEST_MCP_EVERYTHING") {
-        Ok(path) => Some(path),
-        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
-            panic!("SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it after `npm ci` in tests/mcp")
-        }
-        Err(_) => {
-            eprintln!("SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset (see mcp_stdio.rs)");
-            None
-        }
-    }
-}
 
 /// A source's tools with `asker` in their calls' context instead of the run's: the
 /// test decides who answers an elicitation, whatever the run would do.
@@ -100,23 +86,11 @@ impl AskPerson for Person {
 /// A Spool server whose sessions get the `[[mcp]]` entry's tools, asked through
 /// `asker`; a session that may call them all without approval.
 async fn start(entry: Value, asker: LiveAsker) -> (TestServer, String, Arc<McpSource>) {
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let name = config.name.clone();
-    let source = Arc::new(McpSource::stdio(config, Default::default(), None).expect("a stdio server"));
-    let through = Arc::new(AskThrough { source: source.clone(), asker });
-    let tools = spool_tools::workspace_tools().with_source(through);
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
-    let server = TestServer::start_with(options).await;
-    let session = server.new_session().await;
-    let rules = json!({"permissions": [{"tool": format!("{name}_*"), "action": "allow"}]});
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let name = entry["name"].as_str().expect("a name").to_owned();
+    let source = stdio_source(entry);
+    let (server, session) = serve(Arc::new(AskThrough { source: source.clone(), asker })).await;
+    allow(&server, &session, &format!("{name}_*")).await;
     (server, session, source)
-}
-
-fn everything_entry(index: &str) -> Value {
-    json!({"name": "everything", "command": "node", "args": [index, "stdio"]})
 }
 
 fn call(tool: &str, args: Value) -> String {
@@ -262,21 +236,18 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
 });
 "#;
 
-/// A Spool server with [`PROBE_SERVER`] as `[[mcp]]` entry `probe`; and the directory
-/// its script is in, to remove.
-async fn start_probe(name: &str) -> (TestServer, String, Arc<McpSource>, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("spool-mcp-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let script = dir.join("probe.js");
-    std::fs::write(&script, PROBE_SERVER).expect("script");
+/// A Spool server with [`PROBE_SERVER`] as `[[mcp]]` entry `probe`; and the guard of
+/// the directory its script is in.
+async fn start_probe() -> (TestServer, String, tempfile::TempDir) {
+    let (dir, script) = script_file(PROBE_SERVER);
     let entry = json!({"name": "probe", "command": "node", "args": [script]});
-    let (server, session, source) = start(entry, LiveAsker::default()).await;
-    (server, session, source, dir)
+    let (server, session, _source) = start(entry, LiveAsker::default()).await;
+    (server, session, dir)
 }
 
 #[tokio::test]
 async fn a_tool_list_change_gives_the_next_turn_the_new_tool() {
-    let (server, session, _source, dir) = start_probe("grow").await;
+    let (server, session, _dir) = start_probe().await;
     // Before the change the tool is not offered.
     server.run_prompt(&session, &call("probe_extra", json!({}))).await;
     server.run_prompt(&session, &call("probe_grow", json!({}))).await;
@@ -286,12 +257,11 @@ async fn a_tool_list_change_gives_the_next_turn_the_new_tool() {
     assert!(results[0].2 && results[0].1.contains("unknown tool"), "{results:?}");
     assert_eq!(results[1].1, "grown");
     assert_eq!(results[2], ("probe_extra".to_owned(), "extra ran".to_owned(), false));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_stopped_call_is_cancelled_at_the_server() {
-    let (server, session, _source, dir) = start_probe("cancel").await;
+    let (server, session, _dir) = start_probe().await;
     let mut live = server.events(&session, Open::fresh()).await;
     live.next_frame().await.expect("snapshot");
     let run = server.start_run(&session, &call("probe_wait", json!({}))).await;
@@ -308,16 +278,14 @@ async fn a_stopped_call_is_cancelled_at_the_server() {
     // One request cancelled: the call the stop cut short (ids are rmcp's numbers).
     let ids: Vec<Value> = serde_json::from_str(text.strip_prefix("cancelled: ").expect("the list")).expect("json");
     assert_eq!(ids.len(), 1, "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn sampling_a_server_is_not_allowed_is_refused_naming_the_setting() {
-    let (server, session, _source, dir) = start_probe("sample").await;
+    let (server, session, _dir) = start_probe().await;
     server.run_prompt(&session, &call("probe_sample", json!({}))).await;
     let results = server.tool_results(&session).await;
     let expected = "error: sampling is not allowed for MCP server \"probe\": its [[mcp]] entry in config.toml does \
                     not set sampling = true";
     assert_eq!(results, [("probe_sample".to_owned(), expected.to_owned(), false)]);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,29 +6,21 @@
 //! outside the project, or see the server's secrets in its environment.
 
 use crate::common;
+use crate::mcp_support::{config, decide, serve, server_path};
 
-use common::{TestOptions, TestServer, ToolsOverride};
-use reqwest::StatusCode;
+use common::TestServer;
 use serde_json::{Value, json};
-use spool_mcp::{McpEntry, McpSource};
+use spool_mcp::McpSource;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The venv's Python, or `None` (the test is skipped) outside CI when unset.
+/// The venv's Python.
 fn python() -> Option<String> {
-    match std::env::var("SPOOL_TEST_MCP_PYTHON") {
-        Ok(path) => Some(path),
-        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
-            panic!("SPOOL_TEST_MCP_PYTHON is unset in CI: scripts/test sets it after making tests/mcp/.venv")
-        }
-        Err(_) => {
-            eprintln!(
-                "SKIPPED: SPOOL_TEST_MCP_PYTHON is unset (python3 -m venv tests/mcp/.venv, pip install -r \
-                 tests/mcp/requirements.txt into it, and point it at tests/mcp/.venv/bin/python)"
-            );
-            None
-        }
-    }
+    server_path(
+        "SPOOL_TEST_MCP_PYTHON",
+        "python3 -m venv tests/mcp/.venv, pip install -r tests/mcp/requirements.txt into it, and point it at \
+         tests/mcp/.venv/bin/python",
+    )
 }
 
 fn probe_server() -> PathBuf {
@@ -39,23 +31,15 @@ fn probe_server() -> PathBuf {
 /// in the bash sandbox with `data_dir` as the directory it must not read.
 async fn start(python: &str, data_dir: &Path) -> (TestServer, String) {
     let entry = json!({"name": "probe", "command": python, "args": [probe_server()]});
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = McpSource::stdio(config, Default::default(), Some(data_dir.to_path_buf())).expect("stdio");
-    let tools = spool_tools::workspace_tools().with_source(Arc::new(source));
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
-    let server = TestServer::start_with(options).await;
-    let session = server.new_session().await;
-    (server, session)
+    let source = McpSource::stdio(config(entry), Default::default(), Some(data_dir.to_path_buf())).expect("stdio");
+    serve(Arc::new(source)).await
 }
 
 /// Calls `tool` with `args` after approving it once; returns its result: (text, is_error).
 async fn call_approved(server: &TestServer, session: &str, tool: &str, args: Value) -> (String, bool) {
     let (run_id, approval) = server.park(session, &format!("tool: {tool} {args}")).await;
     assert_eq!(approval["payload"]["source"]["server"], "probe", "{approval}");
-    let path = format!("/api/sessions/{session}/approvals/{}", common::id_of(&approval));
-    let (status, body) = server.post(&path, json!({"decision": "once"})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    decide(server, session, &approval, "once").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     let (name, text, is_error) = server.tool_results(session).await.pop().expect("a tool result");
     assert_eq!(name, tool);

@@ -9,15 +9,13 @@
 //! handler's own tests.
 
 use crate::common;
-use crate::mcp_stdio::everything;
+use crate::mcp_support::{allow, everything, everything_entry, offering, stdio_source};
 
 use async_trait::async_trait;
-use common::{ModelsOverride, Open, TestOptions, TestServer, ToolsOverride};
+use common::{ModelsOverride, Open, TestOptions, TestServer};
 use futures::StreamExt;
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
-use spool_mcp::{McpEntry, McpSource};
 use spool_model::ScriptedModel;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,22 +77,13 @@ impl Recording {
 /// A Spool server whose default model is `model` and whose sessions get
 /// server-everything with sampling allowed; a session that may call its tools.
 async fn start(index: &str, model: Arc<Recording>) -> (TestServer, String) {
-    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"], "sampling": true});
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = Arc::new(McpSource::stdio(config, Default::default(), None).expect("a stdio server"));
-    let tools = spool_tools::workspace_tools().with_source(source);
+    let mut entry = everything_entry(index);
+    entry["sampling"] = json!(true);
     let models = Models::new(Arc::new(ScriptedModel::default())).with(model, None, true);
-    let options = TestOptions {
-        tools: Some(ToolsOverride(tools)),
-        models: Some(ModelsOverride(models)),
-        ..TestOptions::default()
-    };
-    let server = TestServer::start_with(options).await;
+    let options = TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() };
+    let server = TestServer::start_with(offering(stdio_source(entry), options)).await;
     let session = server.new_session().await;
-    let rules = json!({"permissions": [{"tool": "everything_*", "action": "allow"}]});
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    allow(&server, &session, "everything_*").await;
     (server, session)
 }
 

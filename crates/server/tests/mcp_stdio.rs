@@ -7,65 +7,23 @@
 //! a tool error carrying its exit status and stderr, and the next turn starts it again;
 //! a call it never answers ends at `call_timeout_secs`.
 
-use crate::common;
+use crate::common::TestServer;
+use crate::mcp_support::{decide, everything, everything_entry, script_file, serve, stdio_source};
 
-use common::{TestOptions, TestServer, ToolsOverride};
-use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_mcp::{McpEntry, McpSource};
+use spool_mcp::McpSource;
 use std::sync::Arc;
 
-/// The server's `dist/index.js`, or `None` (the test is skipped) outside CI when unset.
-pub(crate) fn everything() -> Option<String> {
-    match std::env::var("SPOOL_TEST_MCP_EVERYTHING") {
-        Ok(path) => Some(path),
-        Err(_) if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
-            panic!("SPOOL_TEST_MCP_EVERYTHING is unset in CI: scripts/test sets it after `npm ci` in tests/mcp")
-        }
-        Err(_) => {
-            eprintln!(
-                "SKIPPED: SPOOL_TEST_MCP_EVERYTHING is unset (run `npm ci` in tests/mcp and point it at \
-                 node_modules/@modelcontextprotocol/server-everything/dist/index.js)"
-            );
-            None
-        }
-    }
-}
-
 async fn start(entry: Value) -> (TestServer, String, Arc<McpSource>) {
-    let entry: McpEntry = serde_json::from_value(entry).expect("entry");
-    let config = spool_mcp::servers(vec![entry]).expect("checked").remove(0);
-    let source = Arc::new(McpSource::stdio(config, Default::default(), None).expect("a stdio server"));
-    let tools = spool_tools::workspace_tools().with_source(source.clone());
-    let options = TestOptions { tools: Some(ToolsOverride(tools)), ..TestOptions::default() };
-    let server = TestServer::start_with(options).await;
-    let session = server.new_session().await;
+    let source = stdio_source(entry);
+    let (server, session) = serve(source.clone()).await;
     (server, session, source)
-}
-
-pub(crate) async fn decide(server: &TestServer, session: &str, approval: &Value, decision: &str) {
-    let path = format!("/api/sessions/{session}/approvals/{}", common::id_of(approval));
-    let (status, body) = server.post(&path, json!({"decision": decision})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-}
-
-/// The session's tool results: (tool, text, is_error).
-pub(crate) async fn results(server: &TestServer, session: &str) -> Vec<(String, String, bool)> {
-    let page = server.messages(session, "").await;
-    let messages = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult");
-    messages
-        .map(|m| {
-            let text = m["content"][0]["text"].as_str().expect("text").to_owned();
-            (m["toolName"].as_str().expect("toolName").to_owned(), text, m["isError"] == true)
-        })
-        .collect()
 }
 
 #[tokio::test]
 async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
     let Some(index) = everything() else { return };
-    let entry = json!({"name": "everything", "command": "node", "args": [index, "stdio"]});
-    let (server, session, source) = start(entry).await;
+    let (server, session, source) = start(everything_entry(&index)).await;
 
     let (run_id, approval) = server.park(&session, r#"tool: everything_echo {"message":"hi"}"#).await;
     assert_eq!(approval["payload"]["source"]["server"], "everything", "{approval}");
@@ -74,19 +32,19 @@ async fn server_everything_tools_ask_run_once_approved_and_share_one_process() {
     assert_eq!(pids.len(), 1, "one server for the session, started to list its tools");
     decide(&server, &session, &approval, "once").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert_eq!(got, [("everything_echo".to_owned(), "Echo: hi".to_owned(), false)]);
 
     let (run_id, approval) = server.park(&session, r#"tool: everything_echo {"message":"secret"}"#).await;
     decide(&server, &session, &approval, "reject").await;
     server.wait_run(&run_id).await;
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert!(got[1].2 && !got[1].1.contains("Echo: secret"), "denied, never called: {got:?}");
 
     let (run_id, approval) = server.park(&session, r#"tool: everything_get-sum {"a":2,"b":3}"#).await;
     decide(&server, &session, &approval, "once").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert_eq!(got[2], ("everything_get-sum".to_owned(), "The sum of 2 and 3 is 5.".to_owned(), false));
     assert_eq!(source.server_pids(), pids, "the same process served every call");
 }
@@ -113,32 +71,22 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
 });
 "#;
 
-/// Writes [`CRASHING_SERVER`] into a directory of the test's own; returns both.
-fn crashing_server(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("spool-mcp-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let script = dir.join("crash.js");
-    std::fs::write(&script, CRASHING_SERVER).expect("script");
-    (dir, script)
-}
-
 #[tokio::test]
 async fn a_call_the_server_never_answers_ends_at_call_timeout_secs() {
-    let (dir, script) = crashing_server("hang");
+    let (_dir, script) = script_file(CRASHING_SERVER);
     let entry = json!({"name": "crash", "command": "node", "args": [script], "call_timeout_secs": 1});
     let (server, session, source) = start(entry).await;
     let (run_id, approval) = server.park(&session, r#"tool: crash_hang {}"#).await;
     decide(&server, &session, &approval, "once").await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert_eq!(got, [("crash_hang".to_owned(), "the server did not answer within 1 s".to_owned(), true)]);
     assert_eq!(source.server_pids().len(), 1, "the server lives on");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn() {
-    let (dir, script) = crashing_server("crash");
+    let (_dir, script) = script_file(CRASHING_SERVER);
     let entry = json!({"name": "crash", "command": "node", "args": [script]});
     let (server, session, source) = start(entry).await;
 
@@ -147,7 +95,7 @@ async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn
     assert_eq!(first.len(), 1);
     decide(&server, &session, &approval, "once").await;
     server.wait_run(&run_id).await;
-    let got = results(&server, &session).await;
+    let got = server.tool_results(&session).await;
     assert!(got[0].2, "a tool error: {got:?}");
     assert!(got[0].1.contains("the server exited (exit status: 3)"), "its status: {got:?}");
     assert!(got[0].1.contains("boom: giving up"), "its stderr: {got:?}");
@@ -158,5 +106,4 @@ async fn a_server_that_exits_mid_call_is_a_tool_error_and_starts_again_next_turn
     let second = source.server_pids();
     assert_eq!(second.len(), 1);
     assert_ne!(second, first, "a new process");
-    let _ = std::fs::remove_dir_all(&dir);
 }

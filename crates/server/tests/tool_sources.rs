@@ -5,16 +5,13 @@
 //! are read-only and are trusted for it. A tool withdrawn while its call waits for
 //! approval ends as a tool error; one named like a built-in never replaces it.
 
-use crate::common;
+use crate::common::{TestOptions, TestServer};
+use crate::mcp_support::{Offered, decide};
 
 use async_trait::async_trait;
-use common::{ModelsOverride, TestOptions, TestServer, ToolsOverride};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{
-    Model, ModelError, ModelRequest, ModelStream, Models, Tool, ToolContext, ToolOrigin, ToolOutput, ToolScope,
-    ToolSource, ToolSpec,
-};
+use spool_engine::{Tool, ToolContext, ToolOrigin, ToolOutput, ToolScope, ToolSource, ToolSpec};
 use spool_protocol::{PermissionAction, PermissionRule};
 use std::sync::{Arc, Mutex};
 
@@ -82,42 +79,17 @@ impl ToolSource for Source {
     }
 }
 
-/// The scripted model, keeping the names of the tools each request offered.
-struct Recording {
-    inner: spool_model::ScriptedModel,
-    offered: Arc<Mutex<Vec<Vec<String>>>>,
-}
-
-#[async_trait]
-impl Model for Recording {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let names = request.tools.iter().map(|t| t.name.clone()).collect();
-        self.offered.lock().expect("offered").push(names);
-        self.inner.stream(request).await
-    }
-}
-
 struct Setup {
     server: TestServer,
     session: String,
     source: Source,
-    offered: Arc<Mutex<Vec<Vec<String>>>>,
+    offered: Offered,
 }
 
 impl Setup {
     async fn start(source: Source, server_rules: Vec<PermissionRule>) -> Setup {
-        let offered = Arc::new(Mutex::new(Vec::new()));
-        let model = Recording { inner: Default::default(), offered: offered.clone() };
-        let tools = spool_tools::workspace_tools().with_source(Arc::new(source.clone()));
-        let mut options = TestOptions {
-            tools: Some(ToolsOverride(tools)),
-            models: Some(ModelsOverride(Models::new(Arc::new(model)))),
-            ..TestOptions::default()
-        };
+        let offered = Offered::default();
+        let mut options = offered.options(vec![Arc::new(source.clone())], TestOptions::default());
         options.engine.rules.extend(server_rules);
         let server = TestServer::start_with(options).await;
         let session = server.new_session().await;
@@ -136,13 +108,11 @@ impl Setup {
     }
 
     async fn decide(&self, approval: &Value, decision: &str) {
-        let path = format!("/api/sessions/{}/approvals/{}", self.session, common::id_of(approval));
-        let (status, body) = self.server.post(&path, json!({"decision": decision})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        decide(&self.server, &self.session, approval, decision).await;
     }
 
     fn ever_offered(&self, name: &str) -> bool {
-        self.offered.lock().expect("offered").iter().any(|tools| tools.iter().any(|t| t == name))
+        self.offered.ever(name)
     }
 }
 
