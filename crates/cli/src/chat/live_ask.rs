@@ -207,12 +207,27 @@ impl Field {
             Kind::Text | Kind::Number => {}
         }
         let keep = match &self.default {
-            Some(default) => format!("Enter keeps {}", text_of(default)),
+            Some(default) => format!("Enter keeps {}", self.shown(default)),
             None if self.required => "an answer is needed".to_owned(),
             None => "Enter leaves it out".to_owned(),
         };
         out.push_str(&format!("\n      ({keep}; /decline declines)"));
         out
+    }
+
+    /// A value as the person knows it: a choice's label, several as a list of labels.
+    fn shown(&self, value: &Value) -> String {
+        let label = |choices: &[(Value, String)], v: &Value| {
+            choices.iter().find(|(c, _)| c == v).map_or_else(|| text_of(v), |(_, label)| label.clone())
+        };
+        match (&self.kind, value) {
+            (Kind::Choice(choices), v) => label(choices, v),
+            (Kind::Many(choices), Value::Array(vs)) => {
+                vs.iter().map(|v| label(choices, v)).collect::<Vec<_>>().join(", ")
+            }
+            (Kind::YesNo, Value::Bool(yes)) => if *yes { "yes" } else { "no" }.to_owned(),
+            _ => text_of(value),
+        }
     }
 
     /// The value a typed line gives the field: `None` leaves it to the default (or out).
@@ -279,7 +294,10 @@ mod tests {
         assert!(matches!(filling.answer(""), Step::Again(why) if why.contains("needs an answer")));
         // The fields come by name: name, ok, pet, tools.
         assert!(matches!(filling.answer("Ada"), Step::Next(p) if p.contains("y or n")));
-        assert!(matches!(filling.answer("y"), Step::Next(p) if p.contains("1. Cats  2. Dogs")));
+        // A default shows as the person knows it: the choice's label, not its value.
+        assert!(
+            matches!(filling.answer("y"), Step::Next(p) if p.contains("1. Cats  2. Dogs") && p.contains("Enter keeps Cats;"))
+        );
         assert!(matches!(filling.answer("7"), Step::Again(_)));
         assert!(matches!(filling.answer("dogs"), Step::Next(p) if p.contains("comma-separated")));
         let Step::Done(fields) = filling.answer("2, guitar") else { panic!("all answered") };
