@@ -81,6 +81,39 @@ export async function startSpool({ delayMs = 0, extra = [], env = {}, tokenFor =
   };
 }
 
+/** server-everything's entry point, as `npm ci` in tests/mcp installs it (scripts/test sets the variable). */
+export const EVERYTHING =
+  process.env.SPOOL_TEST_MCP_EVERYTHING ?? join(ROOT, 'tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+
+/**
+ * Starts `spool serve` with a config.toml whose `[[mcp]]` server `everything` is
+ * server-everything over stdio, its tools allowed without asking, then `more` lines;
+ * stopped, its config removed, when test `t` ends. Without server-everything installed,
+ * skips `t` and returns null.
+ */
+export async function startSpoolWithEverything(t, more = []) {
+  if (!existsSync(EVERYTHING)) {
+    t.skip('server-everything is not installed (npm ci in tests/mcp)');
+    return null;
+  }
+  const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
+  t.after(() => rmSync(conf, { recursive: true, force: true }));
+  const config = [
+    '[[permission]]',
+    'tool = "everything_*"',
+    'action = "allow"',
+    '[[mcp]]',
+    'name = "everything"',
+    'command = "node"',
+    `args = [${JSON.stringify(EVERYTHING)}, "stdio"]`,
+    ...more,
+  ].join('\n');
+  writeFileSync(join(conf, 'config.toml'), `${config}\n`);
+  const server = await startSpool({ extra: ['--config', join(conf, 'config.toml')] });
+  t.after(() => server.stop());
+  return server;
+}
+
 /**
  * Reads the text frames a browser sends on a WebSocket (masked, possibly split across
  * TCP chunks), so the proxy can count the streams a page opens over `/api/streams` the

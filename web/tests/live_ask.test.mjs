@@ -7,13 +7,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ROOT, api, launch, openPage, seed, send, settled, shot, startSpool } from './helpers.mjs';
-
-const EVERYTHING =
-  process.env.SPOOL_TEST_MCP_EVERYTHING ?? join(ROOT, 'tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+import { api, launch, openPage, seed, send, settled, shot, startSpoolWithEverything } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -24,25 +18,9 @@ after(async () => {
 });
 
 test("a server's question shows a form from its schema; Submit answers it and the server gets the fields", async (t) => {
-  if (!existsSync(EVERYTHING)) {
-    t.skip('server-everything is not installed (npm ci in tests/mcp)');
-    return;
-  }
-  const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
-  t.after(() => rmSync(conf, { recursive: true, force: true }));
   // Its tools run without an approval of their own: only the question waits.
-  const config = [
-    '[[permission]]',
-    'tool = "everything_*"',
-    'action = "allow"',
-    '[[mcp]]',
-    'name = "everything"',
-    'command = "node"',
-    `args = [${JSON.stringify(EVERYTHING)}, "stdio"]`,
-  ].join('\n');
-  writeFileSync(join(conf, 'config.toml'), `${config}\n`);
-  const server = await startSpool({ extra: ['--config', join(conf, 'config.toml')] });
-  t.after(() => server.stop());
+  const server = await startSpoolWithEverything(t);
+  if (!server) return;
   const { session } = await seed(server, { title: 'Live ask' });
   const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
   const decisions = [];

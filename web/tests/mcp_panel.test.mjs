@@ -7,13 +7,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ROOT, api, launch, openPage, seed, send, settled, shot, startSpool, until } from './helpers.mjs';
-
-const EVERYTHING =
-  process.env.SPOOL_TEST_MCP_EVERYTHING ?? join(ROOT, 'tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+import { api, launch, openPage, seed, send, settled, shot, startSpoolWithEverything, until } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -36,28 +30,9 @@ async function idleWith(page, server, session, n) {
 }
 
 test('the Rules panel lists MCP servers with state, tools and reason, and its switch decides what the next turn is offered', async (t) => {
-  if (!existsSync(EVERYTHING)) {
-    t.skip('server-everything is not installed (npm ci in tests/mcp)');
-    return;
-  }
-  const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
-  t.after(() => rmSync(conf, { recursive: true, force: true }));
-  const config = [
-    // Allowed without asking: only the switch decides whether a call runs.
-    '[[permission]]',
-    'tool = "everything_*"',
-    'action = "allow"',
-    '[[mcp]]',
-    'name = "everything"',
-    'command = "node"',
-    `args = [${JSON.stringify(EVERYTHING)}, "stdio"]`,
-    '[[mcp]]',
-    'name = "broken"',
-    'command = "/bin/false"',
-  ].join('\n');
-  writeFileSync(join(conf, 'config.toml'), `${config}\n`);
-  const server = await startSpool({ extra: ['--config', join(conf, 'config.toml')] });
-  t.after(() => server.stop());
+  // Allowed without asking: only the switch decides whether a call runs.
+  const server = await startSpoolWithEverything(t, ['[[mcp]]', 'name = "broken"', 'command = "/bin/false"']);
+  if (!server) return;
   const { session } = await seed(server, { title: 'MCP' });
   const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
   await page.waitForSelector('.conn.is-live');
