@@ -87,11 +87,11 @@ export const EVERYTHING =
 
 /**
  * Starts `spool serve` with a config.toml whose `[[mcp]]` server `everything` is
- * server-everything over stdio, its tools allowed without asking, then `more` lines;
- * stopped, its config removed, when test `t` ends. Without server-everything installed,
- * skips `t` and returns null.
+ * server-everything over stdio, its tools allowed without asking (unless `allow` is false:
+ * then they ask, as by default), then `more` lines; stopped, its config removed, when
+ * test `t` ends. Without server-everything installed, skips `t` and returns null.
  */
-export async function startSpoolWithEverything(t, more = []) {
+export async function startSpoolWithEverything(t, more = [], { allow = true } = {}) {
   if (!existsSync(EVERYTHING)) {
     t.skip('server-everything is not installed (npm ci in tests/mcp)');
     return null;
@@ -99,9 +99,7 @@ export async function startSpoolWithEverything(t, more = []) {
   const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
   t.after(() => rmSync(conf, { recursive: true, force: true }));
   const config = [
-    '[[permission]]',
-    'tool = "everything_*"',
-    'action = "allow"',
+    ...(allow ? ['[[permission]]', 'tool = "everything_*"', 'action = "allow"'] : []),
     '[[mcp]]',
     'name = "everything"',
     'command = "node"',

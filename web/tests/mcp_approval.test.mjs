@@ -6,13 +6,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ROOT, api, launch, openPage, seed, send, settled, shot, startSpool } from './helpers.mjs';
-
-const EVERYTHING =
-  process.env.SPOOL_TEST_MCP_EVERYTHING ?? join(ROOT, 'tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+import { api, launch, openPage, seed, send, settled, shot, startSpoolWithEverything } from './helpers.mjs';
 
 let browser;
 before(async () => {
@@ -23,16 +17,9 @@ after(async () => {
 });
 
 test("an MCP server's tool asks with its server, tool and arguments; approved it runs, rejected it does not", async (t) => {
-  if (!existsSync(EVERYTHING)) {
-    t.skip('server-everything is not installed (npm ci in tests/mcp)');
-    return;
-  }
-  const conf = mkdtempSync(join(tmpdir(), 'spool-mcp-conf-'));
-  t.after(() => rmSync(conf, { recursive: true, force: true }));
-  const config = ['[[mcp]]', 'name = "everything"', 'command = "node"', `args = [${JSON.stringify(EVERYTHING)}, "stdio"]`];
-  writeFileSync(join(conf, 'config.toml'), `${config.join('\n')}\n`);
-  const server = await startSpool({ extra: ['--config', join(conf, 'config.toml')] });
-  t.after(() => server.stop());
+  // No rule of its own: the server's tools ask, as they do by default.
+  const server = await startSpoolWithEverything(t, [], { allow: false });
+  if (!server) return;
   const { session } = await seed(server, { title: 'MCP approvals' });
   const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
 
