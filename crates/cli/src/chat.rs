@@ -449,7 +449,7 @@ impl View {
             return;
         }
         let payload = &approval.payload;
-        if live_ask::is_live(approval) {
+        if approval.is_live_ask() {
             return self.ask_live(approval);
         }
         if is_question(approval) {
@@ -561,7 +561,7 @@ impl View {
             return self.problem(&format!("that line is over {MAX_LINE} bytes; not sent"));
         }
         let text = line.trim();
-        if let Some(approval) = self.unanswered().filter(|a| live_ask::is_live(a)).cloned() {
+        if let Some(approval) = self.unanswered().filter(|a| a.is_live_ask()).cloned() {
             return self.answer_live(client, session, &approval, text).await;
         }
         if let Some(approval) = self.unanswered().filter(|a| is_question(a)).cloned() {

@@ -356,7 +356,7 @@ impl Approvals {
     /// The conditional update and, for the winner, the continuation of the run.
     async fn apply(&self, loaded: &Arc<Loaded>, owner: &UserId, checked: Checked) -> Result<DecisionOutcome> {
         let Checked { approval, checkpoint, input, always } = checked;
-        if live::is_live(&approval) {
+        if approval.is_live_ask() {
             return self.apply_live(loaded, owner, approval, input).await;
         }
         let store = self.env.store.clone();
@@ -582,7 +582,7 @@ impl Approvals {
         let Some((approval, checkpoint)) = store.get_approval(approval_id).await? else {
             return Ok(());
         };
-        if live::is_live(&approval) {
+        if approval.is_live_ask() {
             // Its run never parked: only the call waiting for it hears that it ended.
             self.env.live.wake(&approval.id, crate::LiveAnswer::Cancel);
             if let Some(run) = store.get_run(&approval.run_id).await? {

@@ -445,6 +445,15 @@ pub struct Approval {
     pub resolved_at: Option<Millis>,
 }
 
+impl Approval {
+    /// Whether this is a *live ask*: a running tool's question to the person (an MCP
+    /// server's elicitation), its payload marked `"live": true`. The run is not parked
+    /// while it waits; the call is.
+    pub fn is_live_ask(&self) -> bool {
+        self.payload.get("live") == Some(&serde_json::Value::Bool(true))
+    }
+}
+
 /// The outcome of the last resolved approval, as snapshots show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

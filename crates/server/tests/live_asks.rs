@@ -205,6 +205,51 @@ async fn opencode_clients_answer_a_live_ask_one_question_per_field() {
 /// `@modelcontextprotocol/server-everything`'s elicitation, answered through the
 /// approval route like any question: the server gets the fields (its defaults filled
 /// in) and says what it received.
+/// An AG-UI client is told of a live ask by a `spool.input_requested` CUSTOM event
+/// while its stream goes on (an interrupt would end the stream, and the run is not
+/// waiting), answers at the route the event names, and its stream ends with the
+/// call's result and success.
+#[tokio::test]
+async fn an_ag_ui_stream_announces_a_live_ask_and_goes_on_once_it_is_answered() {
+    let server = TestServer::start_with(options(EngineConfig::default())).await;
+    let project = server.default_project().await;
+    let input = json!({
+        "threadId": "thread-live", "runId": "client-run", "tools": [], "context": [], "state": {},
+        "messages": [{"id": "m1", "role": "user", "content": "tool: srv_ask {}"}],
+        "forwardedProps": {"projectId": project},
+    });
+    let res = server.client.post(server.url("/api/ag-ui")).json(&input).send().await.expect("request");
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = common::SseStream::new(res);
+    let mut next = async || -> Option<Value> {
+        let event = tokio::time::timeout(common::WAIT, stream.next_event()).await.expect("an event in time")?;
+        Some(serde_json::from_str(&event.data).expect("JSON"))
+    };
+    let announced = loop {
+        let event = next().await.expect("the stream goes on until the ask");
+        assert_ne!(event["type"], "RUN_FINISHED", "the stream ended before the ask: {event}");
+        if event["type"] == "CUSTOM" && event["name"] == "spool.input_requested" {
+            break event["value"].clone();
+        }
+    };
+    assert_eq!(announced["source"], "srv");
+    assert_eq!(announced["message"], "Who are you?");
+    assert_eq!(announced["responseSchema"]["required"], json!(["name"]));
+    let at = announced["answerAt"].as_str().expect("answerAt");
+    let (status, body) = server.post(at, json!({"decision": {"fill": {"name": "Ada"}}})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let mut rest = Vec::new();
+    while let Some(event) = next().await {
+        rest.push(event);
+    }
+    let resolved = rest.iter().find(|e| e["name"] == "spool.approval_resolved").expect("the decision is told");
+    assert_eq!(resolved["value"]["decision"], "fill");
+    let result = rest.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").expect("the call's result");
+    assert_eq!(result["content"], r#"accepted {"age":30,"name":"Ada"}"#);
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}), "{rest:?}");
+}
+
 #[tokio::test]
 async fn an_mcp_servers_elicitation_is_answered_through_the_approval_route() {
     let Some(index) = everything() else { return };

@@ -12,11 +12,6 @@ use spool_client::Client;
 use spool_client::protocol::api::DecideBody;
 use spool_client::protocol::{Approval, ApprovalId, Decision, SessionId};
 
-/// Whether the approval is a server's question asked while its call runs.
-pub(super) fn is_live(approval: &Approval) -> bool {
-    approval.payload.get("live") == Some(&Value::Bool(true))
-}
-
 impl View {
     /// A tool's server asks while its call runs: who asks and what, then the first
     /// field's prompt once it is the question answered next.
@@ -35,7 +30,7 @@ impl View {
         if self.filling.is_some() {
             return;
         }
-        let Some(approval) = self.unanswered().filter(|a| is_live(a)) else { return };
+        let Some(approval) = self.unanswered().filter(|a| a.is_live_ask()) else { return };
         let filling = Filling::new(approval);
         let prompt = filling.prompt().unwrap_or_else(|| "    (Enter answers; /decline declines)".to_owned());
         self.filling = Some(filling);

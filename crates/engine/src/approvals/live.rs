@@ -40,11 +40,6 @@ fn live_checkpoint() -> serde_json::Value {
     json!({ LIVE: true })
 }
 
-/// Whether the approval is a live ask (see the module docs).
-pub(crate) fn is_live(approval: &Approval) -> bool {
-    approval.payload.get(LIVE) == Some(&serde_json::Value::Bool(true))
-}
-
 /// The calls on this node waiting for the answer to a live ask, by its approval.
 /// A std mutex: nothing awaits while it is held.
 #[derive(Default)]
@@ -221,7 +216,7 @@ pub(crate) async fn end_unanswered(env: &RunEnv, loaded: &Loaded, approval: &App
 pub(crate) async fn end_orphaned(store: &dyn Store, only: Option<&SessionId>, now: time::Millis) -> Result<usize> {
     let mut ended = 0;
     for approval in store.all_pending_approvals().await? {
-        if !is_live(&approval) || only.is_some_and(|s| s != &approval.session_id) {
+        if !approval.is_live_ask() || only.is_some_and(|s| s != &approval.session_id) {
             continue;
         }
         let running = store.get_run(&approval.run_id).await?.is_some_and(|r| r.status == RunStatus::Running);

@@ -18,6 +18,11 @@ pub const QUESTION: &str = "question";
 
 /// The `CUSTOM` event's name for a decision taken.
 pub const APPROVAL_RESOLVED: &str = "spool.approval_resolved";
+/// The `CUSTOM` event of a live ask: a running tool's server asks the person for input
+/// while its call (and the run) goes on, so it cannot be an interrupt, which ends the
+/// run's stream. Answered through Spool's decision route (`fill` with the fields, or
+/// `reject`); `spool.approval_resolved` follows.
+pub const INPUT_REQUESTED: &str = "spool.input_requested";
 
 /// One AG-UI event. The serde names are the wire `type`s.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]

@@ -68,6 +68,24 @@ fn resolved_event(id: &ApprovalId, call: Option<&str>, decision: Option<&str>, m
     }
 }
 
+/// The `CUSTOM` event of a live ask ([`events::INPUT_REQUESTED`]): who asks, the
+/// message, the fields' schema, and where the answer goes.
+fn input_requested(session: &SessionId, approval: &Approval) -> AgUiEvent {
+    let p = &approval.payload;
+    AgUiEvent::Custom {
+        name: events::INPUT_REQUESTED.to_owned(),
+        value: json!({
+            "approvalId": approval.id,
+            "toolCallId": approval.tool_call_id,
+            "source": p["source"],
+            "message": p["question"],
+            "responseSchema": p["fields"],
+            "expiresAt": spool_protocol::time::iso8601(approval.expires_at),
+            "answerAt": format!("/api/sessions/{session}/approvals/{}", approval.id),
+        }),
+    }
+}
+
 /// The state an AG-UI client is given: the session's id, title and todo list.
 pub fn state_of(session: &SessionId, state: &SessionState) -> Value {
     json!({"sessionId": session, "title": state.session.title, "todos": state.todos})
@@ -236,7 +254,11 @@ impl AgUiStream {
         if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
             fold.close_part(&mut out);
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-            fold.core.waiting = Some(approval.clone());
+            match approval.is_live_ask() {
+                // The run goes on; a client joining now is told of the question again.
+                true => out.push(input_requested(session, approval)),
+                false => fold.core.waiting = Some(approval.clone()),
+            }
         }
         if run.status.is_terminal() {
             fold.finish(run.status, run.error.clone(), &mut out);
@@ -296,6 +318,12 @@ impl AgUiStream {
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
                 self.close_part(&mut out);
                 self.whole_call(tool_call_id, tool_name, args, None, &mut out);
+            }
+            AgentEvent::ApprovalRequested { approval } if approval.is_live_ask() => {
+                // Not a wait of the run: its call is running and asks; the stream goes on.
+                self.close_part(&mut out);
+                self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+                out.push(input_requested(session, approval));
             }
             AgentEvent::ApprovalRequested { approval } => {
                 self.close_part(&mut out);

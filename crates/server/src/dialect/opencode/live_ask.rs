@@ -12,11 +12,6 @@ use super::wire::{QuestionInfo, QuestionOption};
 use serde_json::{Map, Value};
 use spool_protocol::Approval;
 
-/// Whether the approval is a live ask.
-pub fn is_live(approval: &Approval) -> bool {
-    approval.payload.get("live") == Some(&Value::Bool(true))
-}
-
 /// One field of the schema: its name, what it asks, its choices (value and label) and
 /// whether several may be picked.
 struct Field {

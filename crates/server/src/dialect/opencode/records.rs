@@ -172,7 +172,7 @@ pub fn question(approval: &Approval, message: Option<u64>) -> QuestionRequest {
     let payload = &approval.payload;
     let options = payload.get("options").and_then(|o| o.as_array()).map(Vec::as_slice).unwrap_or_default();
     // A tool's server asking while its call runs: a question per field it asks for.
-    let questions = match super::live_ask::is_live(approval) {
+    let questions = match approval.is_live_ask() {
         true => super::live_ask::questions(approval),
         false => vec![QuestionInfo {
             question: text(payload.get("question").or_else(|| payload.get("change"))),

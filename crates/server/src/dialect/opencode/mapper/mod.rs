@@ -326,7 +326,7 @@ impl Mapper {
                 let message = self.run.calls.get(&approval.tool_call_id).map(|(i, _)| *i);
                 if is_question(approval) {
                     self.questions.insert(approval.id.clone(), approval.tool_call_id.clone());
-                    if super::live_ask::is_live(approval) {
+                    if approval.is_live_ask() {
                         self.live.insert(approval.id.clone());
                     }
                     out.push(Event::QuestionAsked(question(approval, message)));

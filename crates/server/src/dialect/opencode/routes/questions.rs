@@ -62,7 +62,7 @@ pub(super) async fn reply(
 ) -> Result<Response, ApiError> {
     let body = QuestionReplyBody::read(&bytes)?;
     // A server's question (a live ask) takes one answer per field; the model's, one.
-    let fill = |approval: &spool_protocol::Approval| match live_ask::is_live(approval) {
+    let fill = |approval: &spool_protocol::Approval| match approval.is_live_ask() {
         true => Decision::Fill(live_ask::fill(approval, &body.answers)),
         false => Decision::Fill(serde_json::json!({ "answer": body.answer() })),
     };
