@@ -250,6 +250,49 @@ async fn an_ag_ui_stream_announces_a_live_ask_and_goes_on_once_it_is_answered() 
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}), "{rest:?}");
 }
 
+/// An AI SDK client following the run (its resume stream) gets a live ask as a
+/// `data-spool-input-requested` part beside the running call, whose tool part is left
+/// as it is (no second input, no approval request); the answer at the route the part
+/// names reaches the call, and the stream ends with the call's output.
+#[tokio::test]
+async fn an_ai_sdk_stream_tells_of_a_live_ask_as_a_data_part() {
+    let (server, session, run_id, approval) = asking(EngineConfig::default()).await;
+    let res = server.client.get(server.url(&format!("/api/ai-sdk/chat/{session}/stream"))).send().await;
+    let res = res.expect("the AI SDK's resume stream");
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = common::SseStream::new(res);
+    let mut next = async || -> Option<Value> {
+        let event = tokio::time::timeout(common::WAIT, stream.next_event()).await.expect("an event in time")?;
+        (event.data != "[DONE]").then(|| serde_json::from_str(&event.data).expect("JSON"))
+    };
+    let mut before = Vec::new();
+    let told = loop {
+        let chunk = next().await.expect("the stream goes on until the ask");
+        if chunk["type"] == "data-spool-input-requested" {
+            break chunk;
+        }
+        before.push(chunk);
+    };
+    assert_eq!(told["id"], approval["id"]);
+    assert_eq!(told["data"]["message"], "Who are you?");
+    assert_eq!(told["data"]["responseSchema"]["required"], json!(["name"]));
+    let at = told["data"]["answerAt"].as_str().expect("answerAt");
+    let (status, body) = server.post(at, json!({"decision": {"fill": {"name": "Ada"}}})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let mut after = Vec::new();
+    while let Some(chunk) = next().await {
+        after.push(chunk);
+    }
+    let all: Vec<&Value> = before.iter().chain(&after).collect();
+    let inputs = all.iter().filter(|c| c["type"] == "tool-input-available").count();
+    assert_eq!(inputs, 1, "the call's input once: {all:?}");
+    assert!(!all.iter().any(|c| c["type"] == "tool-approval-request"), "not a wait of the run: {all:?}");
+    let output = after.iter().find(|c| c["type"] == "tool-output-available").expect("the call's output");
+    assert!(output["output"].to_string().contains(r#"accepted {\"age\":30,\"name\":\"Ada\"}"#), "{output}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+}
+
 #[tokio::test]
 async fn an_mcp_servers_elicitation_is_answered_through_the_approval_route() {
     let Some(index) = everything() else { return };

@@ -43,6 +43,24 @@ impl RunForms {
 /// one as a call of a tool the client answers, AG-UI as a `question` interrupt.
 pub const QUESTION_TOOL: &str = "question";
 
+/// What the AG-UI and AI SDK streams tell a client of a live ask (a running call's
+/// server asks the person for input, `Approval::is_live_ask`): who asks, the message,
+/// the fields' schema, the expiry, and the route that answers it (`fill` with the
+/// fields, or `reject`). Neither protocol has a way to ask mid-call that the run can
+/// wait on without ending the client's stream, so this is told as data beside it.
+pub fn live_ask_notice(approval: &Approval) -> serde_json::Value {
+    let p = &approval.payload;
+    serde_json::json!({
+        "approvalId": approval.id,
+        "toolCallId": approval.tool_call_id,
+        "source": p["source"],
+        "message": p["question"],
+        "responseSchema": p["fields"],
+        "expiresAt": spool_protocol::time::iso8601(approval.expires_at),
+        "answerAt": format!("/api/sessions/{}/approvals/{}", approval.session_id, approval.id),
+    })
+}
+
 /// Whether `approval` asks the person for an answer (the `question` tool's
 /// `select_option` / `provide_input`) rather than whether a call may run.
 pub fn asks_for_input(approval: &Approval) -> bool {

@@ -68,22 +68,9 @@ fn resolved_event(id: &ApprovalId, call: Option<&str>, decision: Option<&str>, m
     }
 }
 
-/// The `CUSTOM` event of a live ask ([`events::INPUT_REQUESTED`]): who asks, the
-/// message, the fields' schema, and where the answer goes.
-fn input_requested(session: &SessionId, approval: &Approval) -> AgUiEvent {
-    let p = &approval.payload;
-    AgUiEvent::Custom {
-        name: events::INPUT_REQUESTED.to_owned(),
-        value: json!({
-            "approvalId": approval.id,
-            "toolCallId": approval.tool_call_id,
-            "source": p["source"],
-            "message": p["question"],
-            "responseSchema": p["fields"],
-            "expiresAt": spool_protocol::time::iso8601(approval.expires_at),
-            "answerAt": format!("/api/sessions/{session}/approvals/{}", approval.id),
-        }),
-    }
+/// The `CUSTOM` event of a live ask ([`events::INPUT_REQUESTED`]).
+fn input_requested(approval: &Approval) -> AgUiEvent {
+    AgUiEvent::Custom { name: events::INPUT_REQUESTED.to_owned(), value: super::live_ask_notice(approval) }
 }
 
 /// The state an AG-UI client is given: the session's id, title and todo list.
@@ -256,7 +243,7 @@ impl AgUiStream {
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
             match approval.is_live_ask() {
                 // The run goes on; a client joining now is told of the question again.
-                true => out.push(input_requested(session, approval)),
+                true => out.push(input_requested(approval)),
                 false => fold.core.waiting = Some(approval.clone()),
             }
         }
@@ -323,7 +310,7 @@ impl AgUiStream {
                 // Not a wait of the run: its call is running and asks; the stream goes on.
                 self.close_part(&mut out);
                 self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
-                out.push(input_requested(session, approval));
+                out.push(input_requested(approval));
             }
             AgentEvent::ApprovalRequested { approval } => {
                 self.close_part(&mut out);

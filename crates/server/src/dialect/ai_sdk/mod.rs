@@ -128,6 +128,14 @@ pub enum UiChunk {
         tool_call_id: String,
         approval_descriptor: serde_json::Value,
     },
+    /// A running call's server asks the person for input (a live ask): a data part
+    /// (`data-spool-input-requested`), answered through Spool's decision route.
+    #[serde(rename = "data-spool-input-requested")]
+    InputRequested {
+        id: ApprovalId,
+        #[schema(value_type = Object)]
+        data: serde_json::Value,
+    },
     #[serde(rename_all = "camelCase")]
     ToolOutputAvailable {
         tool_call_id: String,
@@ -478,6 +486,13 @@ impl AiSdkStream {
     /// The run waits for a person: a question is its call, for the client to answer;
     /// any other approval a `tool-approval-request`.
     fn ask(&mut self, approval: &Approval, out: &mut Vec<UiChunk>) {
+        if approval.is_live_ask() {
+            // Not a wait of the run: its call is running and its server asks. The
+            // call's part stays as it is; the question comes as a data part beside it.
+            self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            out.push(UiChunk::InputRequested { id: approval.id.clone(), data: super::live_ask_notice(approval) });
+            return;
+        }
         self.core.waiting = Some(approval.id.clone());
         if asks_for_input(approval) {
             let call = &approval.tool_call_id;
