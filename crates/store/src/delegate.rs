@@ -385,6 +385,19 @@ macro_rules! impl_store {
             }
 
             #[async_trait::async_trait]
+            impl store::RunFrames for $store {
+                async fn append_run_frames(&self, chunk: &store::RunFrameChunk) -> Result<(), StoreError> {
+                    run_frames::append(&self.pool, chunk).await
+                }
+                async fn run_frames(&self, run: &RunId) -> Result<Vec<store::RunFrameChunk>, StoreError> {
+                    run_frames::read(&self.pool, run).await
+                }
+                async fn prune_run_frames(&self, before: Millis) -> Result<u64, StoreError> {
+                    run_frames::prune(&self.pool, before).await
+                }
+            }
+
+            #[async_trait::async_trait]
             impl store::Nodes for $store {
                 async fn acquire_lease(
                     &self,

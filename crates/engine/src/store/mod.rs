@@ -9,7 +9,7 @@
 //! `Store` is the sum of one trait per record kind, each in its own file with the
 //! records it reads and writes: [`Users`], [`Credentials`], [`Projects`], [`Sessions`],
 //! [`Messages`], [`Drafts`], [`Notes`], [`Runs`], [`Queue`], [`Approvals`],
-//! [`Idempotency`] and [`Nodes`]. A reader looking for what the store does with runs
+//! [`Idempotency`], [`Nodes`] and [`RunFrames`]. A reader looking for what the store does with runs
 //! opens `runs.rs`; a part of the engine that needs only one kind can take only that
 //! kind. Anything implementing every kind is a `Store` (the blanket impl below), and
 //! `Arc<dyn Store>` reaches every kind's methods with no import, because a trait
@@ -26,6 +26,7 @@ mod nodes;
 mod notes;
 mod projects;
 mod queue;
+mod run_frames;
 mod runs;
 mod sessions;
 mod users;
@@ -40,6 +41,7 @@ pub use nodes::{Lease, Listener, Nodes};
 pub use notes::Notes;
 pub use projects::Projects;
 pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
+pub use run_frames::{RunFrameChunk, RunFrames};
 pub use runs::{RunInsert, Runs};
 pub use sessions::{RuleRemoval, SessionMatch, Sessions};
 pub use users::Users;
@@ -47,7 +49,19 @@ pub use users::Users;
 /// Everything Spool keeps durably: every record kind at once, what the engine holds as
 /// `Arc<dyn Store>`.
 pub trait Store:
-    Users + Credentials + Projects + Sessions + Messages + Drafts + Notes + Runs + Queue + Approvals + Idempotency + Nodes
+    Users
+    + Credentials
+    + Projects
+    + Sessions
+    + Messages
+    + Drafts
+    + Notes
+    + Runs
+    + Queue
+    + Approvals
+    + Idempotency
+    + Nodes
+    + RunFrames
 {
 }
 
@@ -65,6 +79,7 @@ impl<T> Store for T where
         + Approvals
         + Idempotency
         + Nodes
+        + RunFrames
 {
 }
 
@@ -73,7 +88,7 @@ impl<T> Store for T where
 /// needs none of them.
 pub mod prelude {
     pub use super::{
-        Approvals, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, Runs, Sessions, Store,
-        Users,
+        Approvals, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames, Runs,
+        Sessions, Store, Users,
     };
 }
