@@ -161,6 +161,24 @@ pub enum AgentEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// The project's files were recorded around a step whose calls may change them
+    /// (see [`SnapshotPhase`]): `snapshot` names the recorded tree in the shadow
+    /// repository Spool keeps for the project, for a later revert.
+    #[serde(rename_all = "camelCase")]
+    StepSnapshot {
+        snapshot: String,
+        phase: SnapshotPhase,
+        /// The assistant message whose tool calls the step runs.
+        message_index: u64,
+    },
+}
+
+/// When a step snapshot was taken: before the step's first call or after its last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotPhase {
+    Before,
+    After,
 }
 
 impl AgentEvent {
@@ -187,6 +205,7 @@ impl AgentEvent {
             AgentEvent::CompactionStart { .. } => "compaction_start",
             AgentEvent::CompactionEnd { .. } => "compaction_end",
             AgentEvent::ApprovalResolved { .. } => "approval_resolved",
+            AgentEvent::StepSnapshot { .. } => "step_snapshot",
         }
     }
 }

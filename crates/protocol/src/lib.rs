@@ -28,7 +28,7 @@ pub use approval::{
 };
 pub use cursor::Cursor;
 pub use domain::*;
-pub use event::{AgentEvent, StreamDelta};
+pub use event::{AgentEvent, SnapshotPhase, StreamDelta};
 pub use frame::{Frame, FrameBody, SessionState};
 pub use ids::*;
 pub use message::*;

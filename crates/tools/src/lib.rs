@@ -38,6 +38,7 @@ mod question;
 mod read;
 mod sandbox;
 mod shell;
+pub mod snapshot;
 mod todo;
 mod walk;
 mod write;
@@ -56,6 +57,7 @@ pub use question::Question;
 pub use read::Read;
 pub use sandbox::{BASE_ENV, SandboxSettings, Service as SandboxService, probe as probe_sandbox};
 pub use shell::{always_options, command_subject};
+pub use snapshot::{ShadowRepos, SnapshotLimits};
 pub use todo::TodoWrite;
 pub use write::Write;
 

@@ -388,6 +388,9 @@ impl Mapper {
             | AgentEvent::SessionTitle { .. }
             | AgentEvent::CompactionStart { .. }
             | AgentEvent::CompactionEnd { .. } => {}
+            // The step-start part went out with `message_start`, before the snapshot
+            // was taken; carrying it means updating that part in place (not yet done).
+            AgentEvent::StepSnapshot { .. } => {}
         }
     }
 

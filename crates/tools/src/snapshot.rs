@@ -1,0 +1,206 @@
+//! Step snapshots with libgit2 ([`ShadowRepos`], the engine's `Snapshotter`): each
+//! project gets a repository of its own under Spool's data directory
+//! (`<data-dir>/snapshots/<project_id>/`), whose work tree is the project directory.
+//!
+//! * **Nothing in the project.** The repository is created bare and given its work
+//!   tree only in memory (`set_workdir` without a gitlink), because libgit2 writes a
+//!   `.git` file into a work tree named at creation. The project's own `.git` is
+//!   never opened or entered.
+//! * **What is recorded.** What `git add -A` would add: every file `.gitignore` (and
+//!   the shadow repository's `info/exclude`) does not ignore, deleted files dropped,
+//!   contents as bytes, the exec bit, links as links. The tree's id is the snapshot's
+//!   id, so the same files give the same id. The persisted index is a stat cache: an
+//!   unchanged file is not read again. The user's global git settings are
+//!   overridden: no global excludes, no line-ending or filter conversion (the bytes in
+//!   the tree are the bytes on disk, whatever `.gitattributes` says).
+//! * **Bounded** ([`SnapshotLimits`]): a file over `max_file_bytes` is left out, and
+//!   so is every new or changed file once `max_new_bytes` of them were added or the
+//!   index holds `max_files`; nested repositories are left out too. What was left out
+//!   is dropped from the tree (a stale copy would be restored as if current) and
+//!   named in the snapshot's `skipped`.
+//! * **One at a time per project.** The index is one file per repository, so
+//!   snapshots of one project are serialized with a mutex (a std one: the work runs
+//!   on a blocking thread and never awaits).
+
+use git2::{IndexAddOption, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+use spool_engine::snapshots::{Skipped, Snapshot, Snapshotter};
+use spool_protocol::{DirIdentity, ProjectId};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What one snapshot may record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotLimits {
+    /// A file larger than this is left out.
+    pub max_file_bytes: u64,
+    /// Most bytes of new or changed files one snapshot adds.
+    pub max_new_bytes: u64,
+    /// Most files one snapshot holds.
+    pub max_files: usize,
+}
+
+impl Default for SnapshotLimits {
+    fn default() -> Self {
+        Self { max_file_bytes: 2 << 20, max_new_bytes: 64 << 20, max_files: 100_000 }
+    }
+}
+
+/// A file as a snapshot recorded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedFile {
+    /// The git file mode: `0o100644`, `0o100755` (executable) or `0o120000` (a link,
+    /// whose target is `bytes`).
+    pub mode: i32,
+    pub bytes: Vec<u8>,
+}
+
+/// Why a snapshot could not be taken or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("the project directory moved: {0}")]
+    Moved(String),
+    #[error("the snapshot repository failed: {0}")]
+    Git(#[from] git2::Error),
+    #[error("cannot prepare the snapshot repository: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The shadow repositories of every project, under one directory.
+pub struct ShadowRepos {
+    dir: PathBuf,
+    limits: SnapshotLimits,
+    /// One lock per project (see the module docs).
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl ShadowRepos {
+    /// Repositories under `dir` (`<data-dir>/snapshots`), created as needed.
+    pub fn new(dir: impl Into<PathBuf>, limits: SnapshotLimits) -> ShadowRepos {
+        ShadowRepos { dir: dir.into(), limits, locks: Mutex::new(HashMap::new()) }
+    }
+
+    fn lock(&self, project: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(project.to_owned()).or_default().clone()
+    }
+
+    fn git_dir(&self, project: &str) -> PathBuf {
+        self.dir.join(project)
+    }
+
+    /// Records the files under `root` for `project` (see the module docs).
+    pub fn take(&self, project: &str, root: &Path) -> Result<Snapshot, SnapshotError> {
+        let lock = self.lock(project);
+        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let repo = open_or_create(&self.git_dir(project))?;
+        repo.set_workdir(root, false)?;
+        record(&repo, root, self.limits)
+    }
+
+    /// The files a snapshot of `project` recorded, by path (`/`-separated).
+    pub fn files(&self, project: &str, tree: &str) -> Result<BTreeMap<String, RecordedFile>, SnapshotError> {
+        let repo = Repository::open_bare(self.git_dir(project))?;
+        let tree = repo.find_tree(Oid::from_str(tree)?)?;
+        let mut files = BTreeMap::new();
+        let mut failed = None;
+        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() != Some(ObjectType::Blob) {
+                return TreeWalkResult::Ok;
+            }
+            match repo.find_blob(entry.id()) {
+                Ok(blob) => {
+                    let path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+                    files.insert(path, RecordedFile { mode: entry.filemode(), bytes: blob.content().to_vec() });
+                    TreeWalkResult::Ok
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    TreeWalkResult::Abort
+                }
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(files),
+        }
+    }
+}
+
+impl Snapshotter for ShadowRepos {
+    fn snapshot(&self, project: &ProjectId, root: &Path, root_id: Option<DirIdentity>) -> Result<Snapshot, String> {
+        // The project directory must be the one registered, before and after: libgit2
+        // reads by path (as the git poller does).
+        let checked = || crate::path::Root::open(root, root_id).map(drop).map_err(|e| e.to_string());
+        checked()?;
+        let snapshot = self.take(project.as_str(), root).map_err(|e| e.to_string())?;
+        checked()?;
+        Ok(snapshot)
+    }
+}
+
+/// Opens the shadow repository at `git_dir`, creating it (bare, its settings
+/// isolated from the user's) the first time.
+fn open_or_create(git_dir: &Path) -> Result<Repository, SnapshotError> {
+    if git_dir.join("HEAD").is_file() {
+        return Ok(Repository::open_bare(git_dir)?);
+    }
+    std::fs::create_dir_all(git_dir)?;
+    let repo = Repository::init_bare(git_dir)?;
+    let mut config = repo.config()?;
+    // Repository settings win over global ones: no line-ending conversion, links and
+    // the exec bit kept, and no global excludes file (a path that never exists).
+    config.set_bool("core.autocrlf", false)?;
+    config.set_bool("core.symlinks", true)?;
+    config.set_bool("core.filemode", true)?;
+    config.set_str("core.excludesFile", &git_dir.join("info/no-global-excludes").to_string_lossy())?;
+    std::fs::create_dir_all(git_dir.join("info"))?;
+    // Above every .gitattributes: no text conversion, no filter, no ident expansion.
+    std::fs::write(git_dir.join("info/attributes"), "* -text -filter -ident\n")?;
+    Ok(repo)
+}
+
+/// `git add -A` within the limits, then the tree.
+fn record(repo: &Repository, root: &Path, limits: SnapshotLimits) -> Result<Snapshot, SnapshotError> {
+    let mut index = repo.index()?;
+    let known: HashMap<Vec<u8>, u32> = index.iter().map(|e| (e.path, e.file_size)).collect();
+    let mut held = known.len();
+    let mut new_bytes = 0u64;
+    let mut skipped = Skipped::default();
+    let mut left_out: Vec<PathBuf> = Vec::new();
+    {
+        // Called for every path that differs from the index: 0 adds (or drops a
+        // deleted file), 1 leaves it out.
+        let mut decide = |path: &Path, _spec: &[u8]| -> i32 {
+            let Ok(meta) = std::fs::symlink_metadata(root.join(path)) else { return 0 };
+            let shown = path.to_string_lossy().into_owned();
+            let is_new = !known.contains_key(path.to_string_lossy().as_bytes());
+            let size = if meta.is_file() { meta.len() } else { 0 };
+            let over = meta.is_dir()
+                || size > limits.max_file_bytes
+                || new_bytes + size > limits.max_new_bytes
+                || (is_new && held >= limits.max_files);
+            if over {
+                skipped.push(shown);
+                left_out.push(path.to_path_buf());
+                return 1;
+            }
+            new_bytes += size;
+            held += usize::from(is_new);
+            0
+        };
+        index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut decide))?;
+    }
+    // A file left out must not keep an older copy in the tree.
+    for path in &left_out {
+        if index.get_path(path, 0).is_some() {
+            index.remove_path(path)?;
+        }
+    }
+    index.write()?;
+    let tree = index.write_tree()?;
+    Ok(Snapshot { tree: tree.to_string(), skipped })
+}
+
+#[cfg(test)]
+mod tests;
