@@ -398,6 +398,28 @@ macro_rules! impl_store {
             }
 
             #[async_trait::async_trait]
+            impl store::StepSnapshots for $store {
+                async fn insert_step_snapshot(&self, step: &store::StepSnapshot) -> Result<(), StoreError> {
+                    step_snapshots::insert(&self.pool, step).await
+                }
+                async fn finish_step_snapshot(
+                    &self,
+                    run: &RunId,
+                    turn: u32,
+                    after_tree: &str,
+                    skipped: &spool_engine::snapshots::Skipped,
+                ) -> Result<Option<u64>, StoreError> {
+                    step_snapshots::finish(&self.pool, run, turn, after_tree, skipped).await
+                }
+                async fn list_step_snapshots(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<Vec<store::StepSnapshot>, StoreError> {
+                    step_snapshots::list(&self.pool, session).await
+                }
+            }
+
+            #[async_trait::async_trait]
             impl store::Nodes for $store {
                 async fn acquire_lease(
                     &self,

@@ -29,6 +29,7 @@ mod queue;
 mod run_frames;
 mod runs;
 mod sessions;
+mod step_snapshots;
 mod users;
 
 pub use approvals::{Approvals, DecidedCall, Supersede};
@@ -44,6 +45,7 @@ pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
 pub use run_frames::{RunFrameChunk, RunFrames};
 pub use runs::{RunInsert, Runs};
 pub use sessions::{RuleRemoval, SessionMatch, Sessions};
+pub use step_snapshots::{StepSnapshot, StepSnapshots};
 pub use users::Users;
 
 /// Everything Spool keeps durably: every record kind at once, what the engine holds as
@@ -62,6 +64,7 @@ pub trait Store:
     + Idempotency
     + Nodes
     + RunFrames
+    + StepSnapshots
 {
 }
 
@@ -80,6 +83,7 @@ impl<T> Store for T where
         + Idempotency
         + Nodes
         + RunFrames
+        + StepSnapshots
 {
 }
 
@@ -89,6 +93,6 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         Approvals, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames, Runs,
-        Sessions, Store, Users,
+        Sessions, StepSnapshots, Store, Users,
     };
 }

@@ -43,6 +43,7 @@ pub(crate) mod run_frames;
 pub(crate) mod runs;
 pub(crate) mod search;
 pub(crate) mod sessions;
+pub(crate) mod step_snapshots;
 pub(crate) mod todos;
 pub(crate) mod tokens;
 pub(crate) mod tool_sources;
