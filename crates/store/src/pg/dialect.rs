@@ -43,6 +43,13 @@ pub(crate) async fn time_limited(pool: &Pool, limit: std::time::Duration) -> Res
     Ok(tx)
 }
 
+/// Whether `err` is the time limit's cut. Checked by SQLSTATE 57014 (query_canceled),
+/// not the message: a scan PostgreSQL ran in parallel reports a worker's "canceling
+/// statement due to user request" as often as the leader's "statement timeout".
+pub(crate) fn cut_by_time_limit(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
+}
+
 /// Ends the transaction (it only read), and with it the time limit.
 pub(crate) async fn end_time_limit(tx: TimeLimited) {
     if let Err(error) = tx.rollback().await {

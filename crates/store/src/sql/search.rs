@@ -27,6 +27,9 @@ use spool_engine::{SessionMatch, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{SessionId, UserId};
 
+/// How a search the time limit cut short fails (followed by the database's words).
+const TIME_LIMIT_CUT: &str = "the search was stopped at its time limit";
+
 const COLUMNS: &str =
     "s.id, s.project_id, s.owner_id, s.title, s.title_set, s.archived, s.permissions, s.model, s.mode,
                        s.read_index, s.created_at, s.updated_at";
@@ -88,7 +91,11 @@ pub(crate) async fn sessions(
         .await;
     dialect::end_time_limit(conn).await;
     found
-        .map_err(db_error)?
+        .map_err(|e| match dialect::cut_by_time_limit(&e) {
+            // One text for both databases' cut, whatever words the database chose.
+            true => StoreError::Backend(format!("{TIME_LIMIT_CUT} ({e})")),
+            false => db_error(e),
+        })?
         .iter()
         .map(|row| {
             let message_index = row.int_opt("hit_index")?.and_then(|i| u64::try_from(i).ok());

@@ -49,6 +49,11 @@ pub(crate) async fn time_limited(pool: &Pool, limit: std::time::Duration) -> Res
     Ok(conn)
 }
 
+/// Whether `err` is the time limit's cut: `SQLITE_INTERRUPT` (code 9).
+pub(crate) fn cut_by_time_limit(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("9"))
+}
+
 /// Takes the deadline off the connection before it goes back to the pool; one whose
 /// handler cannot be removed is closed instead, so no later statement meets it.
 pub(crate) async fn end_time_limit(mut conn: TimeLimited) {
