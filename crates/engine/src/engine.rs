@@ -118,6 +118,9 @@ pub struct EngineConfig {
     /// Whether `/metrics` is recorded and served (see [`crate::metrics`]); `false`
     /// (`spool serve --no-metrics`) makes every recording a no-op.
     pub metrics: bool,
+    /// How long a run's frame log is kept (see [`crate::run_log`]); `None` keeps it as
+    /// long as its run.
+    pub frame_log_retention: Option<std::time::Duration>,
 }
 
 impl Default for EngineConfig {
@@ -146,6 +149,7 @@ impl Default for EngineConfig {
             git: None,
             clock: crate::Clock::system(),
             metrics: true,
+            frame_log_retention: Some(std::time::Duration::from_secs(30 * 24 * 3600)),
         }
     }
 }
@@ -225,6 +229,8 @@ pub(crate) struct Inner {
     pub stopping: std::sync::atomic::AtomicBool,
     /// When the lease loop (the reaper) last finished a pass, for readiness.
     pub lease_loop: crate::readiness::LeaseLoopBeat,
+    /// Where session streams log their runs' frames (see [`crate::run_log`]).
+    pub run_log: crate::run_log::RunLog,
 }
 
 /// One counted stream of a user; releases its count when dropped. Session streams hold
@@ -413,8 +419,10 @@ impl Engine {
             })
         });
         let searches = crate::search_slots::SearchSlots::new(&config.search);
+        let run_log = crate::run_log::RunLog::start(store.clone());
         let engine = Engine {
             inner: Arc::new(Inner {
+                run_log,
                 store,
                 approvals,
                 env,
@@ -460,6 +468,7 @@ impl Engine {
         }
         engine.spawn_janitor();
         engine.spawn_reaper();
+        engine.spawn_frame_log_pruning();
         if let Some(polling) = engine.inner.config.git.clone() {
             let inner = &engine.inner;
             crate::git::spawn(Arc::downgrade(&inner.sessions), Arc::downgrade(&inner.git), polling);

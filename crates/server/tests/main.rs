@@ -45,6 +45,7 @@ mod providers;
 mod questions;
 mod queue;
 mod redaction;
+mod replay;
 mod root_swap;
 mod roots;
 mod run_stream;

@@ -450,7 +450,11 @@ impl Engine {
                 events.catch_up_with_runner(&*follower).await;
                 events
             }
-            _ => SessionEvents::observed(id.clone(), state, limits, lists, metrics),
+            _ => {
+                let events = SessionEvents::observed(id.clone(), state, limits, lists, metrics);
+                events.log_runs(self.inner.run_log.clone());
+                events
+            }
         };
         if let Some(count) = self.parked_count(handle.as_ref()).await {
             events.resume_run_count(count);

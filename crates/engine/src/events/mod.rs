@@ -240,6 +240,8 @@ struct Inner {
     /// Set when the stream was closed, with why: no more publishes, every subscription
     /// ends with this reason (a cut one keeps [`Ended::Lagged`]).
     closed: Option<Ended>,
+    /// Set when the session's runs are logged ([`SessionEvents::log_runs`]).
+    log: Option<crate::run_log::RunLogger>,
 }
 
 impl SessionEvents {
@@ -466,6 +468,12 @@ impl SessionEvents {
         drop(inner);
         self.shared.count.send_replace(count);
         (Subscription { events: self.clone(), id, first, guard: None }, start)
+    }
+
+    /// Logs every run of this stream from the next `run.accepted` on (see
+    /// [`crate::run_log`]).
+    pub fn log_runs(&self, log: crate::run_log::RunLog) {
+        self.lock().log = Some(crate::run_log::RunLogger::new(log));
     }
 
     /// Number of connected subscribers.

@@ -44,6 +44,7 @@ impl Shared {
             interactive: 0,
             min_cursor_hint: seq,
             closed: None,
+            log: None,
         };
         let count = tokio::sync::watch::Sender::new(0);
         Self { session_id, limits, bus, count, lists, metrics, inner: Mutex::new(inner) }
@@ -75,6 +76,9 @@ impl Shared {
     ) {
         let mark = inner.runs.count(&body);
         let frame = Arc::new(Frame { body, session_id: self.session_id.clone(), stream_id, seq });
+        if let Some(log) = inner.log.as_mut() {
+            log.frame(&frame, mark.as_ref(), &inner.runs);
+        }
         let bytes = frame.to_sse();
         let published = (seq % FRAME_SAMPLE_EVERY == 0 && self.metrics.is_on()).then(Instant::now);
         inner.seq = seq;

@@ -117,6 +117,12 @@ impl<D: RunDialect> RunFeed<D> {
         self.ready.push_back((sequence, bytes));
     }
 
+    /// Queues events already mapped (a replay from the run's frame log).
+    pub(crate) fn ready(mut self, events: Vec<(u64, Bytes)>) -> Self {
+        self.ready.extend(events.into_iter().map(|(sequence, bytes)| (Some(sequence), bytes)));
+        self
+    }
+
     /// Queues bytes to write before everything queued so far.
     pub(crate) fn push_front(&mut self, bytes: Bytes) {
         self.ready.push_front((None, bytes));

@@ -26,7 +26,7 @@
 
 use crate::dialect::RunForms;
 use crate::dialect::run_stream::{self, Numbering, RunForm, RunStream};
-use crate::dialect::shared::Forms;
+use crate::dialect::shared::{self, FormMapper, Forms};
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
 use crate::extract::{JsonBody, PathId, QueryParams, json_body};
@@ -224,6 +224,13 @@ async fn attach(
         }
         RunFrom::Snapshot(count) => count,
     };
+    // The frames after `after` left the buffer (or the server restarted): the run's
+    // frame log replays them exactly, when it holds the whole run.
+    if let Some(feed) = from_log(engine, &run, start.after).await {
+        return Ok(Feed::new(subscription, RunForm::Alone(shared::alone()), feed.0, RunEvents)
+            .after(start.after)
+            .ready(feed.1));
+    }
     let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
     // A client whose last sequence is past the run's numbers it from elsewhere (a
     // stream before a restart): it keeps its own numbering, from a snapshot.
@@ -238,6 +245,34 @@ async fn attach(
         feed.push(Some(event.sequence), event.to_sse());
     }
     Ok(feed)
+}
+
+/// The run's events from its frame log, folded from its `run.accepted` exactly as a
+/// live follower's: the finished fold and every event after `after`. `None` (a
+/// snapshot then) when there is no whole log, the run has not ended in it, or `after`
+/// is not below its last event (a client numbering the run from elsewhere).
+async fn from_log(engine: &Engine, run: &Run, after: u64) -> Option<(RunStream, Vec<(u64, bytes::Bytes)>)> {
+    let frames = match engine.run_frames(run).await {
+        Ok(frames) => frames?,
+        Err(error) => {
+            tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
+            return None;
+        }
+    };
+    let mut fold = RunStream::new(run.id.clone());
+    let mut events = Vec::new();
+    for frame in &frames {
+        let step = fold.map(frame);
+        events.extend(step.event);
+        if step.finished {
+            break;
+        }
+    }
+    let last = events.last().map(|(sequence, _)| *sequence)?;
+    (fold.finished() && after < last).then(|| {
+        events.retain(|(sequence, _)| *sequence > after);
+        (fold, events)
+    })
 }
 
 /// The run stream as a [`RunDialect`]: events numbered by the run, nothing after the

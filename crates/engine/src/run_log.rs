@@ -1,0 +1,343 @@
+//! The run frame log: every session-stream frame of a run, from its `run.accepted`
+//! through its last run-stream event (`done` or `error`), kept in the store
+//! ([`RunFrames`]) so the run replays exactly long after its frames left the
+//! in-memory ring, and across restarts. A replay folds these very frames, so it gives a
+//! client the bytes a live follower got.
+//!
+//! # Writing
+//!
+//! A session stream that logs ([`SessionEvents::log_runs`](crate::SessionEvents))
+//! holds a [`RunLogger`] under its lock. As each frame enters the ring it hands the
+//! frame (an `Arc`, no copy, no serialization under the lock) to one bounded channel
+//! per engine with `try_send`: the publisher never waits on the database. One writer
+//! task drains the channel, encodes each frame as a JSON line `{"s":seq,"r":runSeq,
+//! "f":body}` and writes a chunk, deflated, every [`CHUNK_FRAMES`] frames (half the
+//! default ring, so the log and the ring overlap) or [`CHUNK_BYTES`], and at the run's
+//! end, whose chunk says `complete`. Every [`FLUSH_EVERY`] the open chunk is written as
+//! it stands (and rewritten as it grows), so a crash loses little of a slow run.
+//!
+//! # Never wrong
+//!
+//! Frames carry their number within the run's window. A frame the channel could not
+//! take, a write that failed, a run cut short by a newer one or by a restart: the
+//! writer sees the gap or never sees the end, and no chunk of that run says
+//! `complete`. [`read`] accepts a log only when its chunks are numbered without a gap,
+//! their seqs follow one another and the last one is complete; anything else reads as
+//! `None`, and the caller shows a snapshot as before.
+//!
+//! Bus mode does not log yet: a node's ring there is filled from the bus, whose seqs
+//! another node may also be logging.
+
+use crate::run_sequence::RunSequences;
+use crate::store::{RunFrameChunk, Store, StoreError};
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use serde::{Deserialize, Serialize};
+use spool_protocol::frame::{Frame, FrameBody};
+use spool_protocol::{RunId, SessionId, StreamId};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Frames per chunk: half the default ring (256), so every frame is in the ring or the
+/// log while a run goes on.
+pub const CHUNK_FRAMES: usize = 128;
+/// Most encoded (not yet deflated) bytes a chunk gathers before it is written.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+/// How long an open chunk waits at most, so a crash loses little of a slow run.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
+/// Frames waiting for the writer across all sessions; past it, runs lose their log.
+const QUEUE: usize = 4096;
+
+/// One message from a session stream to the writer.
+enum Logged {
+    Start { run: RunId, session: SessionId, stream: StreamId },
+    Frame { run: RunId, n: u64, run_seq: Option<u64>, frame: Arc<Frame> },
+    End { run: RunId, frames: u64 },
+}
+
+/// The engine's handle on the writer task: cheap to clone, one per session stream.
+#[derive(Clone)]
+pub struct RunLog {
+    tx: mpsc::Sender<Logged>,
+}
+
+impl RunLog {
+    /// Starts the writer task, which ends once every handle is dropped.
+    pub fn start(store: Arc<dyn Store>) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(writer(store, rx));
+        Self { tx }
+    }
+
+    /// Hands a message over without waiting; false when the queue is full (or the
+    /// writer gone).
+    fn offer(&self, message: Logged) -> bool {
+        self.tx.try_send(message).is_ok()
+    }
+}
+
+/// A session stream's side of the log: which run's window is open.
+pub(crate) struct RunLogger {
+    log: RunLog,
+    open: Option<OpenRun>,
+}
+
+struct OpenRun {
+    run: RunId,
+    /// Frames handed over so far.
+    n: u64,
+    /// A frame could not be handed over: the writer will see a gap, so stop sending.
+    lost: bool,
+}
+
+impl RunLogger {
+    pub(crate) fn new(log: RunLog) -> Self {
+        Self { log, open: None }
+    }
+
+    /// Called for every frame as it enters the ring, after `runs` counted it (`mark`).
+    pub(crate) fn frame(&mut self, frame: &Arc<Frame>, mark: Option<&(RunId, u64)>, runs: &RunSequences) {
+        if let FrameBody::RunAccepted { run_id, .. } = &frame.body
+            && mark.is_some_and(|(run, seq)| run == run_id && *seq == 1)
+        {
+            // A run's window opens; one still open (it never ended here) stays incomplete.
+            let start = Logged::Start {
+                run: run_id.clone(),
+                session: frame.session_id.clone(),
+                stream: frame.stream_id.clone(),
+            };
+            let lost = !self.log.offer(start);
+            self.open = Some(OpenRun { run: run_id.clone(), n: 0, lost });
+        }
+        let Some(open) = &mut self.open else { return };
+        if !open.lost {
+            let run_seq = mark.filter(|(run, _)| *run == open.run).map(|(_, seq)| *seq);
+            let message = Logged::Frame { run: open.run.clone(), n: open.n, run_seq, frame: frame.clone() };
+            open.lost = !self.log.offer(message);
+        }
+        open.n += 1;
+        if runs.get(&open.run).is_none_or(|count| count.ended()) {
+            // A lost frame already left a gap the writer will see; the end says how many.
+            self.log.offer(Logged::End { run: open.run.clone(), frames: open.n });
+            self.open = None;
+        }
+    }
+}
+
+/// One line of a chunk.
+#[derive(Serialize)]
+struct Line<'a> {
+    s: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    r: Option<u64>,
+    f: &'a FrameBody,
+}
+
+#[derive(Deserialize)]
+struct ReadLine {
+    s: u64,
+    f: FrameBody,
+}
+
+/// A run the writer is logging.
+struct Writing {
+    session: SessionId,
+    stream: StreamId,
+    /// The number the next frame must have.
+    n: u64,
+    /// A gap or a failed write: nothing more is written, no chunk says complete.
+    broken: bool,
+    next_chunk: u64,
+    /// The open chunk: encoded lines, how many, their first and last seq.
+    lines: Vec<u8>,
+    frames: u64,
+    first_seq: u64,
+    last_seq: u64,
+    /// The open chunk has frames not written yet.
+    dirty: bool,
+}
+
+async fn writer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Logged>) {
+    let mut runs: HashMap<RunId, Writing> = HashMap::new();
+    let mut tick = tokio::time::interval(FLUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let message = tokio::select! {
+            message = rx.recv() => match message {
+                Some(message) => message,
+                None => return,
+            },
+            _ = tick.tick() => {
+                for (run, writing) in runs.iter_mut().filter(|(_, w)| w.dirty) {
+                    write(&*store, run, writing, false).await;
+                }
+                continue;
+            }
+        };
+        match message {
+            Logged::Start { run, session, stream } => {
+                // One run at a time per session: an earlier one still open never ended here.
+                runs.retain(|_, w| w.session != session);
+                let writing = Writing {
+                    session,
+                    stream,
+                    n: 0,
+                    broken: false,
+                    next_chunk: 0,
+                    lines: Vec::new(),
+                    frames: 0,
+                    first_seq: 0,
+                    last_seq: 0,
+                    dirty: false,
+                };
+                runs.insert(run, writing);
+            }
+            Logged::Frame { run, n, run_seq, frame } => {
+                let Some(writing) = runs.get_mut(&run) else { continue };
+                if writing.broken {
+                    continue;
+                }
+                if n != writing.n || frame.stream_id != writing.stream {
+                    writing.broken = true;
+                    continue;
+                }
+                writing.n += 1;
+                // A full chunk is written and closed when the next frame comes, so the
+                // run's end always finds frames to write with `complete`.
+                if writing.frames as usize >= CHUNK_FRAMES || writing.lines.len() >= CHUNK_BYTES {
+                    if !write(&*store, &run, writing, false).await {
+                        continue;
+                    }
+                    writing.next_chunk += 1;
+                    writing.lines.clear();
+                    writing.frames = 0;
+                }
+                if writing.frames == 0 {
+                    writing.first_seq = frame.seq;
+                }
+                writing.last_seq = frame.seq;
+                writing.frames += 1;
+                let line = Line { s: frame.seq, r: run_seq, f: &frame.body };
+                serde_json::to_writer(&mut writing.lines, &line).expect("frames are plain data and always serialize");
+                writing.lines.push(b'\n');
+                writing.dirty = true;
+            }
+            Logged::End { run, frames } => {
+                let Some(mut writing) = runs.remove(&run) else { continue };
+                if frames != writing.n {
+                    writing.broken = true;
+                }
+                write(&*store, &run, &mut writing, true).await;
+            }
+        }
+    }
+}
+
+/// Writes the open chunk as it is (the run's last, when `complete`); writing it again
+/// later, with more frames, replaces it. False when the run's log is broken.
+async fn write(store: &dyn Store, run: &RunId, writing: &mut Writing, complete: bool) -> bool {
+    if writing.broken || writing.frames == 0 {
+        return false;
+    }
+    let chunk = RunFrameChunk {
+        run_id: run.clone(),
+        chunk: writing.next_chunk,
+        session_id: writing.session.clone(),
+        stream_id: writing.stream.clone(),
+        first_seq: writing.first_seq,
+        last_seq: writing.last_seq,
+        frames: writing.frames,
+        complete,
+        data: deflate(&writing.lines),
+        created_at: spool_protocol::time::now_ms(),
+    };
+    if let Err(error) = store.append_run_frames(&chunk).await {
+        tracing::warn!(%run, %error, "could not write the run's frame log; it replays from a snapshot");
+        writing.broken = true;
+        return false;
+    }
+    writing.dirty = false;
+    true
+}
+
+/// Deflates a chunk's lines.
+pub fn deflate(lines: &[u8]) -> Vec<u8> {
+    let mut encoder = DeflateEncoder::new(Vec::with_capacity(lines.len() / 4), Compression::default());
+    encoder.write_all(lines).expect("writing to a Vec cannot fail");
+    encoder.finish().expect("writing to a Vec cannot fail")
+}
+
+/// The frames of `run`'s log, in order, when the log is whole: its chunks numbered
+/// from 0 without a gap, each chunk's seqs following the last's, its frames as many
+/// as the row says, and the last chunk complete. `None` otherwise (never logged,
+/// pruned, cut short, damaged): the caller falls back to a snapshot.
+pub async fn read(store: &dyn Store, run: &RunId) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
+    let chunks = store.run_frames(run).await?;
+    Ok(decode(&chunks).inspect_err(|why| tracing::debug!(%run, why, "no whole frame log")).ok())
+}
+
+fn decode(chunks: &[RunFrameChunk]) -> Result<Vec<Arc<Frame>>, &'static str> {
+    let last = chunks.last().ok_or("no chunk")?;
+    if !last.complete {
+        return Err("the last chunk is not the run's end");
+    }
+    let mut frames = Vec::new();
+    let mut next_seq = chunks[0].first_seq;
+    for (i, chunk) in chunks.iter().enumerate() {
+        if chunk.chunk != i as u64 || (chunk.complete && i + 1 != chunks.len()) {
+            return Err("a chunk is missing");
+        }
+        if chunk.first_seq != next_seq || chunk.stream_id != last.stream_id {
+            return Err("the chunks' frames do not follow one another");
+        }
+        let mut text = String::new();
+        DeflateDecoder::new(chunk.data.as_slice()).read_to_string(&mut text).map_err(|_| "a chunk does not inflate")?;
+        let before = frames.len();
+        for line in text.lines() {
+            let line: ReadLine = serde_json::from_str(line).map_err(|_| "a line does not parse")?;
+            if line.s != next_seq {
+                return Err("a frame is missing");
+            }
+            next_seq += 1;
+            let frame = Frame {
+                body: line.f,
+                session_id: chunk.session_id.clone(),
+                stream_id: chunk.stream_id.clone(),
+                seq: line.s,
+            };
+            frames.push(Arc::new(frame));
+        }
+        if (frames.len() - before) as u64 != chunk.frames || next_seq != chunk.last_seq + 1 {
+            return Err("a chunk holds other frames than it says");
+        }
+    }
+    Ok(frames)
+}
+
+/// How often retention deletes old logs.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+impl crate::Engine {
+    /// The whole frame log of `run` (a run the caller already read, so its owner is
+    /// checked), or `None` when there is no whole log.
+    pub async fn run_frames(&self, run: &spool_protocol::Run) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
+        read(&*self.inner.store, &run.id).await
+    }
+
+    /// Deletes frame logs older than the retention setting, now and every hour.
+    pub(crate) fn spawn_frame_log_pruning(&self) {
+        let Some(keep) = self.inner.config.frame_log_retention else { return };
+        self.spawn_every(PRUNE_EVERY, move |engine| async move {
+            let before = engine.inner.config.clock.now_ms().saturating_sub(crate::clock::millis(keep));
+            match engine.inner.store.prune_run_frames(before).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "pruned run frame logs past their retention"),
+                Err(error) => tracing::warn!(%error, "could not prune run frame logs"),
+            }
+        });
+    }
+}

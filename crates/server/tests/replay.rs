@@ -1,0 +1,155 @@
+//! Every run replayable exactly (issue 39): `GET /api/runs/:id/events?after=N` on a run
+//! whose frames left the session's buffer, or that ran before a restart, replays from
+//! the run's durable frame log the very bytes a live follower got from N on, not a
+//! snapshot. A log that is not whole (its end or a chunk missing) is never replayed:
+//! the client gets the snapshot, as before.
+
+use crate::common::{TestServer, WAIT};
+use serde_json::json;
+use spool_engine::store::prelude::*;
+use spool_protocol::RunId;
+use std::time::Duration;
+
+/// A run-stream body's events as their raw SSE blocks (`id:`, `event:`, `data:`
+/// lines), comments (`: keep-alive`) left out; read to the stream's end.
+async fn blocks(res: reqwest::Response) -> Vec<String> {
+    assert_eq!(res.status(), 200);
+    let text = tokio::time::timeout(WAIT, res.text()).await.expect("the stream ends").expect("body");
+    text.split("\n\n").filter(|b| !b.is_empty() && !b.starts_with(':')).map(str::to_owned).collect()
+}
+
+/// The run-stream sequence of a block (its SSE id).
+fn sequence(block: &str) -> u64 {
+    let id = block.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or_else(|| panic!("no id: {block}"));
+    id.parse().expect("a numeric id")
+}
+
+fn kind(block: &str) -> &str {
+    block.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or_else(|| panic!("no event: {block}"))
+}
+
+/// Runs `text` in a new session through `POST /api/chat`: the run's id and every
+/// event a live follower got.
+async fn live_run(server: &TestServer, text: &str) -> (String, String, Vec<String>) {
+    let session = server.new_session().await;
+    let res = server.client.post(server.url("/api/chat")).json(&json!({"sessionId": session, "text": text})).send();
+    let live = blocks(res.await.expect("chat")).await;
+    assert_eq!(kind(live.last().expect("events")), "done", "{live:?}");
+    let data = live[0].lines().find_map(|l| l.strip_prefix("data: ")).expect("data");
+    let run =
+        serde_json::from_str::<serde_json::Value>(data).expect("json")["runId"].as_str().expect("runId").to_owned();
+    (session, run, live)
+}
+
+/// Waits until the run's frame log is written whole (the writer runs beside the run).
+pub(crate) async fn logged(server: &TestServer, run: &str) -> usize {
+    let run: RunId = run.parse().expect("run id");
+    let wait = async {
+        loop {
+            let chunks = server.store.run_frames(&run).await.expect("read the log");
+            if chunks.last().is_some_and(|c| c.complete) {
+                return chunks.len();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, wait).await.expect("the run's log is written")
+}
+
+async fn replay(server: &TestServer, run: &str, after: u64) -> Vec<String> {
+    let res = server.client.get(server.url(&format!("/api/runs/{run}/events?after={after}"))).send();
+    blocks(res.await.expect("events")).await
+}
+
+/// The live events after `after`.
+fn live_after(live: &[String], after: u64) -> Vec<String> {
+    live.iter().filter(|b| sequence(b) > after).cloned().collect()
+}
+
+#[tokio::test]
+async fn a_run_replayed_after_a_restart_from_after_n_equals_the_live_frames_from_n_on() {
+    let server = TestServer::start().await;
+    // A tool call, and an answer long enough to span several chunks of the log.
+    let (_, tool_run, tool_live) = live_run(&server, "tool: read {\"path\":\"README.md\"}").await;
+    let (_, long_run, long_live) = live_run(&server, "stream: 300").await;
+    assert!(tool_live.iter().any(|b| kind(b) == "tool_finished"), "{tool_live:?}");
+    logged(&server, &tool_run).await;
+    assert!(logged(&server, &long_run).await >= 3, "300 deltas take several chunks");
+    let server = server.restart().await;
+
+    for (run, live) in [(&tool_run, &tool_live), (&long_run, &long_live)] {
+        let last = sequence(live.last().expect("events"));
+        for after in 0..last {
+            assert_eq!(replay(&server, run, after).await, live_after(live, after), "after={after}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_left_the_buffer_replays_exactly_instead_of_a_snapshot() {
+    let server = TestServer::start().await;
+    let (session, run, live) = live_run(&server, "stream: 200").await;
+    logged(&server, &run).await;
+    // 300 later frames: the run's own are out of the replay window.
+    for i in 0..300 {
+        let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"title": format!("t{i}")})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for after in [0, 1, 100, 127, 128, 129, 200] {
+        assert_eq!(replay(&server, &run, after).await, live_after(&live, after), "after={after}");
+    }
+}
+
+#[tokio::test]
+async fn an_incomplete_log_falls_back_to_a_snapshot() {
+    let server = TestServer::start().await;
+    let (session, run, live) = live_run(&server, "stream: 300").await;
+    let chunks = logged(&server, &run).await;
+    assert!(chunks >= 3);
+    let text: String = live
+        .iter()
+        .filter(|b| kind(b) == "text_delta")
+        .map(|b| {
+            let data = b.lines().find_map(|l| l.strip_prefix("data: ")).expect("data");
+            serde_json::from_str::<serde_json::Value>(data).expect("json")["delta"].as_str().expect("delta").to_owned()
+        })
+        .collect();
+    for i in 0..300 {
+        server.patch(&format!("/api/sessions/{session}"), json!({"title": format!("t{i}")})).await;
+    }
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", server.dir().join("data/spool.db").display()))
+        .await
+        .expect("open the store's file");
+    let snapshot = |replayed: &[String]| {
+        let kinds: Vec<&str> = replayed.iter().map(|b| kind(b)).collect();
+        assert_eq!(kinds, ["snapshot", "done"], "{replayed:?}");
+        let data = replayed[0].lines().find_map(|l| l.strip_prefix("data: ")).expect("data");
+        let snapshot: serde_json::Value = serde_json::from_str(data).expect("json");
+        assert_eq!((&snapshot["status"], &snapshot["tools"]), (&json!("completed"), &json!([])), "{snapshot}");
+        assert_eq!(snapshot["text"].as_str().map(str::len), Some(text.len()), "the whole answer");
+        assert_eq!(replayed.last(), live.last(), "the run's end, with the run's number");
+    };
+    // The end is missing (a crash before the run's last chunk was written).
+    let set_end = |complete: bool| {
+        sqlx::query(
+            "UPDATE run_frames SET complete = $1
+             WHERE run_id = $2 AND chunk = (SELECT MAX(chunk) FROM run_frames WHERE run_id = $2)",
+        )
+        .bind(complete)
+        .bind(run.clone())
+        .execute(&db)
+    };
+    set_end(false).await.expect("drop the end");
+    snapshot(&replay(&server, &run, 10).await);
+    set_end(true).await.expect("put the end back");
+    assert_eq!(replay(&server, &run, 10).await, live_after(&live, 10), "whole again");
+    // A chunk in the middle is missing.
+    let gone = sqlx::query("DELETE FROM run_frames WHERE run_id = $1 AND chunk = 1")
+        .bind(&run)
+        .execute(&db)
+        .await
+        .expect("delete chunk 1");
+    assert_eq!(gone.rows_affected(), 1);
+    snapshot(&replay(&server, &run, 10).await);
+    db.close().await;
+}
