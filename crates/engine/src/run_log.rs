@@ -271,6 +271,13 @@ pub fn deflate(lines: &[u8]) -> Vec<u8> {
     encoder.finish().expect("writing to a Vec cannot fail")
 }
 
+/// A chunk's lines, inflated; `None` when the bytes are not a deflated text.
+pub fn inflate(data: &[u8]) -> Option<String> {
+    let mut text = String::new();
+    DeflateDecoder::new(data).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// The frames of `run`'s log, in order, when the log is whole: its chunks numbered
 /// from 0 without a gap, each chunk's seqs following the last's, its frames as many
 /// as the row says, and the last chunk complete. `None` otherwise (never logged,
@@ -294,8 +301,7 @@ fn decode(chunks: &[RunFrameChunk]) -> Result<Vec<Arc<Frame>>, &'static str> {
         if chunk.first_seq != next_seq || chunk.stream_id != last.stream_id {
             return Err("the chunks' frames do not follow one another");
         }
-        let mut text = String::new();
-        DeflateDecoder::new(chunk.data.as_slice()).read_to_string(&mut text).map_err(|_| "a chunk does not inflate")?;
+        let text = inflate(&chunk.data).ok_or("a chunk does not inflate")?;
         let before = frames.len();
         for line in text.lines() {
             let line: ReadLine = serde_json::from_str(line).map_err(|_| "a line does not parse")?;

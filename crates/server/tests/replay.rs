@@ -153,3 +153,63 @@ async fn an_incomplete_log_falls_back_to_a_snapshot() {
     snapshot(&replay(&server, &run, 10).await);
     db.close().await;
 }
+
+/// The numbers in BENCHMARKS.md ("Run frame log"): bytes per delta, as Spool's scripted
+/// model streams them (` w123`) and with the same frames carrying English prose cut in
+/// 4-byte tokens, and what writing one chunk costs on SQLite. Measures, asserts
+/// nothing about speed:
+/// `cargo nextest run -p spool-server -E 'test(measure_the_frame_log)' --run-ignored all --no-capture`
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_the_frame_log() {
+    let server = TestServer::start().await;
+    let (_, run, live) = live_run(&server, "stream: 4000").await;
+    logged(&server, &run).await;
+    let chunks = server.store.run_frames(&run.parse().expect("run id")).await.expect("read");
+    let deltas = live.iter().filter(|b| kind(b) == "text_delta").count();
+    let stored: usize = chunks.iter().map(|c| c.data.len()).sum();
+    let lines: Vec<String> =
+        chunks.iter().map(|c| spool_engine::run_log::inflate(&c.data).expect("inflates")).collect();
+    let raw: usize = lines.iter().map(String::len).sum();
+    println!("scripted: {deltas} deltas, {} chunks, {raw} B of lines, {stored} B stored", chunks.len());
+    println!(
+        "scripted: {:.1} B per delta stored ({:.1} B of JSON)",
+        stored as f64 / deltas as f64,
+        raw as f64 / deltas as f64
+    );
+
+    // The same frames with prose in place of the scripted words.
+    let prose = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let mut tokens = prose.as_bytes().chunks(4).map(|t| String::from_utf8_lossy(t).into_owned()).cycle();
+    let (mut prose_stored, mut prose_raw) = (0, 0);
+    for text in &lines {
+        let mut out = String::new();
+        for line in text.lines() {
+            let mut value: serde_json::Value = serde_json::from_str(line).expect("a line");
+            let delta = &mut value["f"]["event"]["assistantMessageEvent"]["delta"];
+            if delta.is_string() {
+                *delta = json!(tokens.next().expect("cycles"));
+            }
+            out.push_str(&value.to_string());
+            out.push('\n');
+        }
+        prose_raw += out.len();
+        prose_stored += spool_engine::run_log::deflate(out.as_bytes()).len();
+    }
+    println!(
+        "prose: {:.1} B per delta stored ({:.1} B of JSON)",
+        prose_stored as f64 / deltas as f64,
+        prose_raw as f64 / deltas as f64
+    );
+
+    // Writing: every chunk of the run again (an upsert each), timed.
+    let rounds = 20;
+    let started = std::time::Instant::now();
+    for _ in 0..rounds {
+        for chunk in &chunks {
+            server.store.append_run_frames(chunk).await.expect("write");
+        }
+    }
+    let each = started.elapsed() / (rounds * chunks.len()) as u32;
+    println!("sqlite: {each:?} per chunk write ({} chunks x {rounds})", chunks.len());
+}
