@@ -436,6 +436,10 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     engine_config.workspace_roots.per_user =
         file.users.iter().map(|(name, user)| (name.clone(), user.roots.clone())).collect();
     engine_config.data_dir = Some(data_dir.to_path_buf());
+    // Step snapshots: a shadow repository per project under the data directory, which
+    // `bash` cannot read (issue 39).
+    let shadow = spool_tools::ShadowRepos::new(data_dir.join("snapshots"), spool_tools::SnapshotLimits::default());
+    engine_config.snapshots = Some(spool_engine::snapshots::StepSnapshotting::new(Arc::new(shadow)));
     // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
     engine_config.shared_store = matches!(database, database::Database::Postgres(_));
     engine_config.node_id = match (&args.node_id, engine_config.shared_store) {

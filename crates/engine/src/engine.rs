@@ -111,6 +111,9 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// The git poller (see [`crate::git`]); `None`: no project's git state is read.
     pub git: Option<crate::git::GitPolling>,
+    /// Who records the project's files around steps that may change them (see
+    /// [`crate::snapshots`]); `None`: no step snapshots.
+    pub snapshots: Option<crate::snapshots::StepSnapshotting>,
     /// What decides expiry: session leases and their renewals, the reaper, approval
     /// expiry, idempotency claims and the idle-session janitor all read and sleep on it
     /// (see [`crate::clock`]). The system clock, unless a test moves time itself.
@@ -147,6 +150,7 @@ impl Default for EngineConfig {
             workspace_roots: crate::roots::WorkspaceRoots::default(),
             data_dir: None,
             git: None,
+            snapshots: None,
             clock: crate::Clock::system(),
             metrics: true,
             frame_log_retention: Some(std::time::Duration::from_secs(30 * 24 * 3600)),
@@ -399,6 +403,7 @@ impl Engine {
             node_id,
             clock,
             metrics,
+            snapshots: config.snapshots.clone(),
         };
         let (env, expiries, settled) = RunEnv::new(parts);
         let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));

@@ -64,6 +64,8 @@ pub(crate) struct RunEnv {
     /// The running calls of this node waiting for a person's answer (live asks): a
     /// decision wakes them here.
     pub live: crate::approvals::Waiters,
+    /// Who records the project's files around a step (see [`crate::snapshots`]).
+    pub snapshots: Option<crate::snapshots::StepSnapshotting>,
 }
 
 /// The engine's end of [`RunEnv::arm_expiry`]: every approval sent here must expire
@@ -87,11 +89,15 @@ pub(crate) struct RunParts {
     pub node_id: String,
     pub clock: Clock,
     pub metrics: crate::metrics::Metrics,
+    pub snapshots: Option<crate::snapshots::StepSnapshotting>,
 }
 
 impl RunEnv {
     pub fn new(parts: RunParts) -> (Arc<RunEnv>, Expiries, Settled) {
-        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id, clock, metrics } = parts;
+        let RunParts { store, models, tools, data_dir, leases, frames, settings, node_id, clock, metrics, snapshots } =
+            parts;
+        // The node's name goes with every step it records: the trees are in its data directory.
+        let snapshots = snapshots.map(|s| s.on_node(node_id.clone()));
         let (expiries, armed) = mpsc::unbounded_channel();
         let (settled, settlements) = mpsc::unbounded_channel();
         let env = RunEnv {
@@ -108,6 +114,7 @@ impl RunEnv {
             expiries,
             settled,
             live: Default::default(),
+            snapshots,
         };
         (Arc::new(env), armed, settlements)
     }

@@ -54,6 +54,7 @@ mod search;
 mod search_limits;
 mod serve;
 mod shared_root;
+mod snapshots;
 mod stops;
 mod stream;
 mod streams;

@@ -5,6 +5,7 @@
 use super::settlement::end_unrun_calls;
 use super::*;
 use crate::approvals::{AskingCall, CallAsker};
+use spool_protocol::SnapshotPhase;
 
 impl RunTask {
     /// Runs a turn's calls in order; stops at the first that parks, fails or aborts.
@@ -17,6 +18,15 @@ impl RunTask {
         calls: Vec<Call>,
         mut resolution: Option<Resolution>,
     ) -> Result<(), Outcome> {
+        let snapshots = self.step_snapshots(&calls);
+        // A resumed step had its `before` taken when it began, before it parked.
+        if let Some(snapshots) = snapshots.as_ref().filter(|_| resolution.is_none()) {
+            let message_index = self.next_index.saturating_sub(1);
+            let taken = snapshots.before(&*self.env.store, &self.loaded, &self.run, turn, message_index).await;
+            if let Some(snapshot) = taken {
+                self.emit(AgentEvent::StepSnapshot { snapshot, phase: SnapshotPhase::Before, message_index }, None);
+            }
+        }
         for (i, call) in calls.iter().enumerate() {
             let decision = resolution.as_ref().map(|r| match r {
                 Resolution::Approved { .. } => "approved",
@@ -39,7 +49,24 @@ impl RunTask {
             }
             done?;
         }
+        // After the last call only: a step that parked, failed or was stopped keeps no
+        // `after` (a revert then compares with the files as they are).
+        if let Some(snapshots) = snapshots
+            && let Some((snapshot, message_index)) =
+                snapshots.after(&*self.env.store, &self.loaded, &self.run, turn).await
+        {
+            self.emit(AgentEvent::StepSnapshot { snapshot, phase: SnapshotPhase::After, message_index }, None);
+        }
         Ok(())
+    }
+
+    /// The recorder, when step snapshots are on and one of `calls` may change files
+    /// (see [`crate::snapshots`]); in plan mode none runs, so none is taken.
+    fn step_snapshots(&self, calls: &[Call]) -> Option<crate::snapshots::StepSnapshotting> {
+        let snapshots = self.env.snapshots.clone()?;
+        let changing =
+            |call: &Call| self.tools.get(&call.name).is_some_and(|t| crate::snapshots::may_change_files(&*t));
+        (self.mode() != SessionMode::Plan && calls.iter().any(changing)).then_some(snapshots)
     }
 
     /// The session's mode now (a person may switch it while the run goes on).
