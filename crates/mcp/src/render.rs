@@ -27,13 +27,20 @@ pub(crate) fn render(result: &Value) -> ToolOutput {
         let echoed = blocks
             .iter()
             .filter_map(|b| b["text"].as_str())
-            .any(|text| serde_json::from_str::<Value>(text).is_ok_and(|v| &v == structured));
+            .any(|text| serde_json::from_str::<Value>(text).is_ok_and(|v| echoes(&v, structured)));
         if !echoed {
             parts.push(structured.to_string());
         }
     }
     let text = cap(&parts.join("\n"));
     if result["isError"] == true { ToolOutput::error(text) } else { ToolOutput::ok(text) }
+}
+
+/// Whether a text block's value is the structured content: the same value, or the one
+/// value a server wrapped as `{"result": …}` (the Python SDK does so for a tool that
+/// returns a number, a string or a list, and writes the bare value as the text).
+fn echoes(text: &Value, structured: &Value) -> bool {
+    text == structured || structured.as_object().is_some_and(|o| o.len() == 1 && o.get("result") == Some(text))
 }
 
 fn block_text(block: &Value) -> String {
@@ -126,6 +133,10 @@ mod tests {
             "structuredContent": {"conditions": "Cloudy", "temperature": 33},
         });
         assert_eq!(render(&result).text, "{\"temperature\": 33, \"conditions\": \"Cloudy\"}");
+        let wrapped = json!({"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}});
+        assert_eq!(render(&wrapped).text, "42");
+        let other = json!({"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 41}});
+        assert_eq!(render(&other).text, "42\n{\"result\":41}");
     }
 
     #[test]
