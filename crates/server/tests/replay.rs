@@ -202,6 +202,13 @@ async fn measure_the_frame_log() {
         prose_raw as f64 / deltas as f64
     );
 
+    // Encoding: deflating every chunk's lines, as the writer does before each write.
+    let started = std::time::Instant::now();
+    for text in &lines {
+        std::hint::black_box(spool_engine::run_log::deflate(text.as_bytes()));
+    }
+    println!("deflate: {:?} per chunk", started.elapsed() / lines.len() as u32);
+
     // Writing: every chunk of the run again (an upsert each), timed.
     let rounds = 20;
     let started = std::time::Instant::now();
@@ -212,4 +219,27 @@ async fn measure_the_frame_log() {
     }
     let each = started.elapsed() / (rounds * chunks.len()) as u32;
     println!("sqlite: {each:?} per chunk write ({} chunks x {rounds})", chunks.len());
+
+    // The same on PostgreSQL, when there is one: the run copied there first (its owner,
+    // project and session), since a chunk belongs to a run.
+    let Ok(url) = std::env::var("SPOOL_TEST_DATABASE_URL") else { return };
+    let pg = spool_store::PgStore::connect(&url).await.expect("connect");
+    let mut run = server.store.get_run(&chunks[0].run_id).await.expect("read").expect("the run");
+    let mut session = server.store.get_session(&run.session_id).await.expect("read").expect("its session");
+    let mut project = server.store.get_project(&session.project_id).await.expect("read").expect("its project");
+    let owner = pg.ensure_user(&format!("frame-log-{}", spool_protocol::ProjectId::new())).await.expect("user");
+    (project.owner_id, session.owner_id, run.owner_id) = (owner.clone(), owner.clone(), owner);
+    project.path = format!("/bench/{}", project.id);
+    pg.insert_project(&project).await.expect("project");
+    pg.insert_session(&session).await.expect("session");
+    pg.insert_run(&run).await.expect("run");
+    let started = std::time::Instant::now();
+    for _ in 0..rounds {
+        for chunk in &chunks {
+            pg.append_run_frames(chunk).await.expect("write");
+        }
+    }
+    let each = started.elapsed() / (rounds * chunks.len()) as u32;
+    println!("postgres: {each:?} per chunk write ({} chunks x {rounds})", chunks.len());
+    pg.delete_session(&session.id).await.expect("clean up");
 }
