@@ -133,3 +133,33 @@ async fn a_run_without_file_changing_tools_takes_no_snapshot() {
     let id: SessionId = session.parse().expect("session id");
     assert_eq!(server.store.list_step_snapshots(&id).await.expect("rows"), []);
 }
+
+#[tokio::test]
+async fn a_step_that_parks_for_approval_keeps_its_before_and_records_its_after_once_approved() {
+    let shadow_dir = tempfile::tempdir().expect("temp dir");
+    let shadow = Arc::new(ShadowRepos::new(shadow_dir.path(), SnapshotLimits::default()));
+    let server = server_with(&shadow).await;
+    let project = server.default_project().await;
+    let session = server.new_session().await;
+    let disk_before = files_on_disk(&server.project_dir());
+    let write = json!({"path": "approved.txt", "content": "yes\n"});
+    let (run_id, approval) = server.park(&session, &format!("tool: write {write}")).await;
+
+    let id: SessionId = session.parse().expect("session id");
+    let rows = server.store.list_step_snapshots(&id).await.expect("rows");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].after_tree, None, "parked: no after yet");
+    assert_eq!(tree_files(&shadow, &project, &rows[0].before_tree), disk_before);
+
+    let url = format!("/api/sessions/{session}/approvals/{}", common::id_of(&approval));
+    let (status, body) = server.post(&url, json!({"decision": "once"})).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+
+    let rows = server.store.list_step_snapshots(&id).await.expect("rows");
+    assert_eq!(rows.len(), 1, "the resumed step is the same step: {rows:?}");
+    let after = rows[0].after_tree.as_deref().expect("the after tree, taken when the approved call finished");
+    let files = tree_files(&shadow, &project, after);
+    assert_eq!(files, files_on_disk(&server.project_dir()));
+    assert_eq!(files["approved.txt"], b"yes\n");
+}
