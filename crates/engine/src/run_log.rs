@@ -347,3 +347,83 @@ impl crate::Engine {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spool_protocol::{AgentEvent, StreamDelta};
+
+    fn frames(run: &RunId, stream: &StreamId, session: &SessionId, n: u64) -> Vec<Arc<Frame>> {
+        (1..=n)
+            .map(|seq| {
+                let event = AgentEvent::MessageUpdate {
+                    assistant_message_event: StreamDelta::TextDelta {
+                        content_index: 0,
+                        offset: seq as usize,
+                        delta: format!(" w{seq} ünï"),
+                    },
+                };
+                let body =
+                    FrameBody::LoopEvent { run_id: run.clone(), message_index: Some(1), message_id: None, event };
+                Arc::new(Frame { body, session_id: session.clone(), stream_id: stream.clone(), seq })
+            })
+            .collect()
+    }
+
+    /// Chunks as the writer makes them: `per` frames each, the last one complete.
+    fn chunks(run: &RunId, frames: &[Arc<Frame>], per: usize) -> Vec<RunFrameChunk> {
+        let count = frames.len().div_ceil(per);
+        frames
+            .chunks(per)
+            .enumerate()
+            .map(|(i, part)| {
+                let mut lines = Vec::new();
+                for frame in part {
+                    serde_json::to_writer(&mut lines, &Line { s: frame.seq, r: Some(frame.seq), f: &frame.body })
+                        .expect("serializes");
+                    lines.push(b'\n');
+                }
+                RunFrameChunk {
+                    run_id: run.clone(),
+                    chunk: i as u64,
+                    session_id: part[0].session_id.clone(),
+                    stream_id: part[0].stream_id.clone(),
+                    first_seq: part[0].seq,
+                    last_seq: part[part.len() - 1].seq,
+                    frames: part.len() as u64,
+                    complete: i + 1 == count,
+                    data: deflate(&lines),
+                    created_at: 1,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_log_reads_back_only_when_it_is_whole() {
+        let (run, stream, session) = (RunId::new(), StreamId::new(), SessionId::new());
+        let all = frames(&run, &stream, &session, 300);
+        let whole = chunks(&run, &all, CHUNK_FRAMES);
+        assert_eq!(whole.len(), 3);
+        assert_eq!(decode(&whole), Ok(all.clone()), "every frame, exactly");
+
+        let broken = |change: &dyn Fn(&mut Vec<RunFrameChunk>)| {
+            let mut log = whole.clone();
+            change(&mut log);
+            decode(&log)
+        };
+        assert!(broken(&|log| log[2].complete = false).is_err(), "no end");
+        assert!(broken(&|log| drop(log.remove(1))).is_err(), "a chunk missing");
+        assert!(broken(&|log| drop(log.pop())).is_err(), "the last chunk missing");
+        assert!(broken(&|log| log[1].frames -= 1).is_err(), "a chunk holding other frames than it says");
+        assert!(broken(&|log| log[0].data.truncate(10)).is_err(), "damaged bytes");
+        assert!(broken(&|log| log[2].stream_id = StreamId::new()).is_err(), "frames of another stream");
+        assert!(broken(&|log| log.clear()).is_err(), "nothing logged");
+        // A frame missing inside a chunk: the seqs tell.
+        let mut gap = all.clone();
+        gap.remove(200);
+        let mut log = chunks(&run, &gap, CHUNK_FRAMES);
+        log[1].last_seq += 1;
+        assert!(decode(&log).is_err(), "a frame missing");
+    }
+}
