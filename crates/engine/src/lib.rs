@@ -26,6 +26,7 @@ mod overlap;
 mod per_user;
 pub mod readiness;
 mod reaper;
+pub mod revert;
 mod registry;
 mod remote;
 mod roots;
