@@ -78,3 +78,37 @@ test('the Rules panel lists MCP servers with state, tools and reason, and its sw
   assert.deepEqual((await results(server, session))[1], ['everything_echo', 'Echo: again', false]);
   assert.deepEqual(page.errors, []);
 });
+
+// A server given up on (five failures in a row take a minute of backoff, so the list is
+// the server's answer for such a server, served to the page by Playwright) shows "Try
+// again"; clicking it posts the retry, and the row shows what the server answers.
+test('a server given up on offers Try again, which asks the server to try it again', async (t) => {
+  const server = await startSpoolWithEverything(t, ['[[mcp]]', 'name = "broken"', 'command = "/bin/false"']);
+  if (!server) return;
+  const { session } = await seed(server, { title: 'MCP retry' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+  const givenUp = {
+    name: 'broken', transport: 'stdio', target: '/bin/false', state: 'failed', tools: [], connections: 0,
+    reason: 'initialize failed: the server exited (exit status: 1); given up after 5 failures in a row',
+    session: { enabled: true, by_default: true },
+  };
+  let retried = false;
+  await page.route('**/api/mcp?*', async (route) => {
+    const real = await (await route.fetch()).json();
+    const list = real.map((s) => (s.name === 'broken' && !retried ? givenUp : s));
+    await route.fulfill({ json: list });
+  });
+  const posts = [];
+  page.on('request', (r) => r.url().endsWith('/api/mcp/broken/retry') && posts.push(r.method()));
+  await page.click('#permissions');
+  const row = '.rules-dialog .mcp-server[data-server="broken"]';
+  await page.waitForSelector(`${row}[data-state="failed"] .mcp-retry`);
+  assert.match(await page.textContent(`${row} .mcp-reason`), /Given up after failing again and again/);
+  retried = true;
+  await page.click(`${row} .mcp-retry`);
+  await page.waitForSelector(`${row}[data-state="idle"]`);
+  assert.deepEqual(posts, ['POST']);
+  assert.equal(await page.locator(`${row} .mcp-retry`).count(), 0);
+  assert.deepEqual(page.errors, []);
+});

@@ -565,6 +565,14 @@ pub trait ToolSource: Send + Sync + 'static {
         true
     }
 
+    /// Forgets the failures of a source that was given up on (an MCP server that
+    /// failed again and again), so the next turn that needs it starts it again: the
+    /// Rules panel's "Try again", after the person fixed what was wrong. `false` when it
+    /// was not given up (it is working, or will be tried again by itself).
+    fn retry(&self) -> bool {
+        false
+    }
+
     /// What the source is doing now, for `GET /api/mcp` and the web UI. `None` for a
     /// source with nothing to report.
     fn status(&self) -> Option<SourceStatus> {

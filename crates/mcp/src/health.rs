@@ -73,6 +73,16 @@ impl Health {
         }
     }
 
+    /// Forgets a streak that was given up on, so the next start goes ahead; whether it
+    /// was given up.
+    pub(crate) fn forgive(&mut self) -> bool {
+        let given_up = self.failures > 0 && self.retry_at.is_none();
+        if given_up {
+            *self = Health::default();
+        }
+        given_up
+    }
+
     /// Failures in the current streak.
     pub(crate) fn streak(&self) -> u32 {
         self.failures

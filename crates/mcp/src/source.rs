@@ -354,6 +354,10 @@ impl ToolSource for McpSource {
         }
     }
 
+    fn retry(&self) -> bool {
+        self.shared.lock().health.forgive()
+    }
+
     fn status(&self) -> Option<SourceStatus> {
         let shared = &self.shared;
         let (transport, target) = shared.target();

@@ -129,6 +129,14 @@ async fn servers_are_listed_with_state_tools_and_each_sessions_use() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     let (status, body) = s.choose(&session, "nosuch", false).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // "Try again" on a server that was not given up changes nothing and says so (a
+    // given-up one is tried again: mcp_lifecycle); an unknown one is a 404.
+    let (status, body) = s.server.post("/api/mcp/broken/retry", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((&body["retried"], &body["server"]["state"]), (&json!(false), &json!("failed")));
+    let (status, body) = s.server.post("/api/mcp/nosuch/retry", json!(null)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
 #[tokio::test]

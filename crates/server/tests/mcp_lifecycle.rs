@@ -81,6 +81,17 @@ async fn a_server_that_keeps_failing_is_started_later_and_later_then_given_up() 
         assert!(source.tools(&scope).await.is_empty());
     }
     assert_eq!(starts(), 5);
+
+    // "Try again" (the person fixed something): the failures are forgotten, the next
+    // turn starts it, and a new streak begins at one; a server not given up is left be.
+    assert!(source.retry(), "it was given up");
+    assert_eq!(source.status().expect("a status").state, SourceState::Idle);
+    assert!(source.tools(&scope).await.is_empty());
+    assert_eq!(starts(), 6);
+    let status = source.status().expect("a status");
+    let SourceState::Failed { reason, retry_at_ms: Some(_) } = &status.state else { panic!("{status:?}") };
+    assert!(!reason.contains("given up"), "{reason}");
+    assert!(!source.retry(), "not given up: nothing to try again");
 }
 
 #[tokio::test]

@@ -47,6 +47,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/facts"),
     ("GET", "/api/mcp"),
     ("PUT", "/api/sessions/{id}/mcp/{server}"),
+    ("POST", "/api/mcp/{server}/retry"),
     ("POST", "/api/sessions/{id}/read"),
     ("POST", "/api/sessions/{id}/prompt"),
     ("POST", "/api/sessions/{id}/abort"),

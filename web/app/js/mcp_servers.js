@@ -4,7 +4,8 @@
 //
 // It reads `GET /api/mcp?session=…` when the panel opens and again every few seconds
 // while it stays open: a server's state changes on its own (a session's turn starts it,
-// it crashes, it is retried), and no stream carries it. The switch is
+// it crashes, it is retried), and no stream carries it. A server given up on after
+// failing again and again has a "Try again" (`POST /api/mcp/:server/retry`). The switch is
 // `PUT /api/sessions/:id/mcp/:server {enabled}`, which the session keeps; it counts
 // from the session's next model turn. A server without a choice follows its config
 // (its `projects`), which the row says when the choice differs from it.
@@ -100,10 +101,31 @@ export class McpServers {
       ...(s.state === 'failed' ? [h('div', { class: 'mcp-reason', role: 'status' }, s.reason ?? 'It failed.',
         s.retry_at_ms
           ? ` Next try at ${new Date(s.retry_at_ms).toLocaleTimeString()}.`
-          : ' Given up after failing again and again: it is tried again when Spool restarts.')] : []),
+          : ' Given up after failing again and again. ',
+        s.retry_at_ms ? null : h('button', {
+          class: 'btn small mcp-retry', type: 'button', disabled: this.busy.has(s.name),
+          'aria-label': `Try ${s.name} again`, onclick: () => this.retry(s.name),
+        }, 'Try again'))] : []),
       tools,
       ...(differs ? [h('div', { class: 'rule-origin muted' },
         `Set for this session; the config ${use.by_default ? 'offers it' : 'does not offer it'} to this project.`)] : []));
+  }
+
+  /** Forgets a given-up server's failures: the session's next turn starts it again. */
+  async retry(name) {
+    this.busy.add(name);
+    this.error = null;
+    this.paint();
+    try {
+      const { server } = await api('POST', `/api/mcp/${encodeURIComponent(name)}/retry`, {});
+      if (this.servers) this.servers = this.servers.map((s) => (s.name === name ? { ...server, session: s.session } : s));
+    } catch (e) {
+      this.error = e.uncertain ? 'No answer from the server; try again.' : e.message;
+    } finally {
+      this.busy.delete(name);
+      this.paint();
+      this.refresh();
+    }
   }
 
   async choose(name, enabled) {

@@ -62,6 +62,15 @@ impl ToolSources<'_> {
         Ok(view(&**source, Some(&side)))
     }
 
+    /// Tries the source named `name` again if it was given up on ([`ToolSource::retry`]),
+    /// and returns it as [`Self::list`] does (no session). Any signed-in person may: it
+    /// only lets the next turn that needs the server start it again.
+    pub fn retry(&self, name: &str) -> Result<(bool, SourceView)> {
+        let source = self.sources().iter().find(|s| s.name() == name).ok_or(EngineError::NotFound("tool source"))?;
+        let retried = source.retry();
+        Ok((retried, view(&**source, None)))
+    }
+
     fn sources(&self) -> &[Arc<dyn ToolSource>] {
         self.engine.inner.env.tools.sources()
     }

@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list)).routes(routes!(choose))
+    OpenApiRouter::new().routes(routes!(list)).routes(routes!(choose)).routes(routes!(retry))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -164,4 +164,27 @@ async fn choose(
     let id: SessionId = parse_id(&id)?;
     let view = engine.tool_sources().choose(&user, &id, &server, body.enabled).await?;
     Ok(Json(view.into()))
+}
+
+/// What `POST /api/mcp/{server}/retry` answers.
+#[derive(Serialize, ToSchema)]
+struct Retried {
+    /// Whether the server had been given up on and now will be started again by the
+    /// next turn that needs it (false: it was not given up, nothing changed).
+    retried: bool,
+    server: McpServer,
+}
+
+/// Tries a server again that was given up on after failing again and again (the Rules
+/// panel's "Try again", once what was wrong is fixed): the next turn that needs it
+/// starts it. A server not given up is left as it is. A 404 names an unknown server.
+#[utoipa::path(
+    post,
+    path = "/api/mcp/{server}/retry",
+    params(("server" = String, Path, description = "The server's configured name")),
+    responses((status = 200, body = Retried), WriteErrors)
+)]
+async fn retry(Acting { engine, .. }: Acting, Path(server): Path<String>) -> Result<Json<Retried>, ApiError> {
+    let (retried, view) = engine.tool_sources().retry(&server)?;
+    Ok(Json(Retried { retried, server: view.into() }))
 }
