@@ -243,3 +243,25 @@ async fn measure_the_frame_log() {
     println!("postgres: {each:?} per chunk write ({} chunks x {rounds})", chunks.len());
     pg.delete_session(&session.id).await.expect("clean up");
 }
+
+#[tokio::test]
+async fn retention_prunes_old_logs_and_their_runs_show_a_snapshot() {
+    let server = TestServer::start().await;
+    let (_, run, live) = live_run(&server, "stream: 20").await;
+    logged(&server, &run).await;
+    // Restarted keeping logs no time at all: pruning at start takes this one.
+    let mut server = server;
+    server.options.engine.frame_log_retention = Some(Duration::ZERO);
+    let server = server.restart().await;
+    let id: RunId = run.parse().expect("run id");
+    let pruned = async {
+        while !server.store.run_frames(&id).await.expect("read the log").is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, pruned).await.expect("the log is pruned");
+    let replayed = replay(&server, &run, 5).await;
+    let kinds: Vec<&str> = replayed.iter().map(|b| kind(b)).collect();
+    assert_eq!(kinds, ["snapshot", "done"], "{replayed:?}");
+    assert_ne!(replayed, live_after(&live, 5));
+}
