@@ -24,6 +24,7 @@ mod queue;
 mod run_frames;
 mod runs;
 mod sessions;
+mod step_snapshots;
 mod users;
 
 pub use approvals::*;
@@ -38,6 +39,7 @@ pub use queue::*;
 pub use run_frames::*;
 pub use runs::*;
 pub use sessions::*;
+pub use step_snapshots::*;
 pub use users::*;
 
 use spool_engine::Store;
@@ -81,6 +83,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     the_auth_flag_and_listeners_are_kept(store).await;
     runs_since_lists_a_sessions_runs_from_an_index_in_order(store).await;
     run_frames_come_back_in_order_and_retention_prunes_them_by_age(store).await;
+    step_snapshots_are_recorded_once_completed_by_their_after_and_listed_in_order(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
     leases_are_taken_renewed_and_released(store).await;

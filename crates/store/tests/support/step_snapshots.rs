@@ -1,0 +1,47 @@
+//! Checks of step snapshot records: a step is recorded once, its after tree completes
+//! it and names its message, the session's steps come back in conversation order with
+//! what they left out, and they go with their run.
+
+use super::fixtures::*;
+use spool_engine::Store;
+use spool_engine::snapshots::Skipped;
+use spool_engine::store::StepSnapshot;
+use spool_protocol::*;
+
+fn step(run: &Run, session: &Session, turn: u32, message_index: u64, before: &str) -> StepSnapshot {
+    StepSnapshot {
+        run_id: run.id.clone(),
+        turn,
+        session_id: run.session_id.clone(),
+        owner_id: run.owner_id.clone(),
+        project_id: session.project_id.clone(),
+        message_index,
+        before_tree: before.into(),
+        before_skipped: Skipped { paths: vec!["big.bin".into()], count: 3 },
+        after_tree: None,
+        after_skipped: None,
+        node_id: "local".into(),
+        created_at: time::now_ms(),
+    }
+}
+
+pub async fn step_snapshots_are_recorded_once_completed_by_their_after_and_listed_in_order(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let run = run_in(&session, "steps", RunStatus::Completed);
+    store.insert_run(&run).await.expect("insert_run");
+    let (first, second) = (step(&run, &session, 0, 1, "aaa"), step(&run, &session, 1, 3, "bbb"));
+    store.insert_step_snapshot(&second).await.expect("insert");
+    store.insert_step_snapshot(&first).await.expect("insert");
+    // A second `before` of the same step changes nothing.
+    store.insert_step_snapshot(&step(&run, &session, 0, 1, "zzz")).await.expect("insert again");
+
+    let none = Skipped::default();
+    assert_eq!(store.finish_step_snapshot(&run.id, 7, "ccc", &none).await.expect("finish"), None, "no such step");
+    assert_eq!(store.finish_step_snapshot(&run.id, 0, "ccc", &none).await.expect("finish"), Some(1));
+
+    let listed = store.list_step_snapshots(&session.id).await.expect("list");
+    let done = StepSnapshot { after_tree: Some("ccc".into()), after_skipped: Some(none), ..first };
+    assert_eq!(listed, vec![done, second], "in message order, the first completed");
+    assert!(store.delete_session(&session.id).await.expect("delete"));
+    assert_eq!(store.list_step_snapshots(&session.id).await.expect("list"), vec![], "deleted with its run");
+}
