@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 // The engine's rooms: each holds one handle's operations (and the `impl Engine` helpers
 // of that concern); the queue is the runs' room for prompts that wait.
+mod fork;
 mod projects;
 mod queue;
 mod runs;

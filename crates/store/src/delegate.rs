@@ -161,6 +161,15 @@ macro_rules! impl_store {
                 ) -> Result<Vec<IndexedMessage>, StoreError> {
                     messages::latest_rounds(&self.pool, session, rounds).await
                 }
+                async fn copy_messages(
+                    &self,
+                    from: &SessionId,
+                    to: &SessionId,
+                    owner: &UserId,
+                    before: u64,
+                ) -> Result<u64, StoreError> {
+                    messages::copy(&self.pool, from, to, owner, before).await
+                }
             }
 
             #[async_trait::async_trait]

@@ -27,4 +27,14 @@ pub trait Messages: Send + Sync + 'static {
     /// The messages from the `rounds`-th last user message to the end, ascending
     /// (everything when the session has fewer user messages).
     async fn latest_rounds(&self, session: &SessionId, rounds: usize) -> Result<Vec<IndexedMessage>, StoreError>;
+    /// Copies `from`'s messages with `index < before` into `to` (owned by `owner`) at the
+    /// same indices, each with a new message id and its parts, in one transaction: a
+    /// fork holds all of them or none. Returns how many were copied.
+    async fn copy_messages(
+        &self,
+        from: &SessionId,
+        to: &SessionId,
+        owner: &UserId,
+        before: u64,
+    ) -> Result<u64, StoreError>;
 }

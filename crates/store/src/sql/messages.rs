@@ -12,7 +12,7 @@ use crate::error::{db_error, from_db_int, to_db_int};
 use crate::message_codec::{self, message_timestamp, new_part_id};
 use crate::rows;
 use spool_engine::StoreError;
-use spool_protocol::{IndexedMessage, SessionId, UserId};
+use spool_protocol::{IndexedMessage, MessageId, SessionId, UserId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
@@ -77,6 +77,27 @@ pub(crate) async fn insert_in(
         .map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Copies the messages below `before` into another session (a fork), same indices, new
+/// ids. Committed messages are never rewritten, so reading them before the transaction
+/// cannot see a version that later changes; the writes are one transaction so a failed
+/// fork leaves no partial history behind.
+pub(crate) async fn copy(
+    pool: &Pool,
+    from: &SessionId,
+    to: &SessionId,
+    owner: &UserId,
+    before: u64,
+) -> Result<u64, StoreError> {
+    let messages = list(pool, from, Some(before), u32::MAX).await?;
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    for message in &messages {
+        let copy = IndexedMessage { id: MessageId::new(), index: message.index, message: message.message.clone() };
+        insert_in(&mut tx, to, owner, &copy).await?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(messages.len() as u64)
 }
 
 /// The latest `limit` messages below `before`, ascending.
