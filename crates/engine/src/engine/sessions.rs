@@ -198,6 +198,12 @@ impl Sessions<'_> {
         Ok(MessagePage { messages, total })
     }
 
+    /// The snapshots of the session's steps (issue 39), in conversation order.
+    pub async fn step_snapshots(&self, owner: &UserId, id: &SessionId) -> Result<Vec<crate::store::StepSnapshot>> {
+        let session = self.engine.owned_session(owner, id).await?;
+        Ok(self.engine.store().list_step_snapshots(&session.id).await?)
+    }
+
     /// The session's memory: confirmed facts and the compaction summary.
     pub async fn memory(&self, owner: &UserId, id: &SessionId) -> Result<SessionMemory> {
         let session = self.engine.owned_session(owner, id).await?;

@@ -8,12 +8,42 @@
 //! part. So a tool-result message becomes the `completed` (or `error`) state of the tool
 //! part that asked for it, and is not listed on its own. The mapper in `mapper.rs` makes
 //! the same cut live; a test folds its events and compares them with [`history`].
+//!
+//! A step whose calls may change files has snapshots (issue 39): `step-start` names the
+//! tree before its first call and `step-finish` the tree after its last, read from the
+//! store's `step_snapshots` once per history request ([`StepTrees`]).
 
 use super::ids;
 use super::wire::*;
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, Content, IndexedMessage, Message, Session, SessionId, StopReason, Usage};
 use std::collections::HashMap;
+
+/// The snapshot trees of a session's steps, by the index of the step's assistant message.
+#[derive(Clone, Debug, Default)]
+pub struct StepTrees(HashMap<u64, Trees>);
+
+/// A step's trees: `after` is `None` until its last call finished.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trees {
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+impl StepTrees {
+    /// From the session's `step_snapshots` rows.
+    pub fn from_rows(rows: &[spool_engine::store::StepSnapshot]) -> StepTrees {
+        let trees = rows
+            .iter()
+            .map(|r| (r.message_index, Trees { before: Some(r.before_tree.clone()), after: r.after_tree.clone() }));
+        StepTrees(trees.collect())
+    }
+
+    /// The trees of the step of assistant message `index` (none for a step without).
+    pub fn of(&self, index: u64) -> Trees {
+        self.0.get(&index).cloned().unwrap_or_default()
+    }
+}
 
 /// What every OpenCode record of one session needs beyond the native data.
 #[derive(Clone, Debug)]
@@ -98,8 +128,8 @@ pub fn finish_reason(stop: StopReason) -> Option<&'static str> {
     }
 }
 
-pub fn step_finish(reason: &str, usage: Usage) -> PartKind {
-    PartKind::StepFinish { reason: reason.to_owned(), cost: usage.cost, tokens: usage.into() }
+pub fn step_finish(reason: &str, usage: Usage, snapshot: Option<String>) -> PartKind {
+    PartKind::StepFinish { reason: reason.to_owned(), cost: usage.cost, tokens: usage.into(), snapshot }
 }
 
 /// A tool call's arguments as OpenCode's `input` (always an object) and `raw` text.
@@ -220,8 +250,14 @@ pub fn message_of_call(messages: &[IndexedMessage], call_id: &str) -> Option<u64
     })
 }
 
-/// Committed messages (ascending by index) as OpenCode's message list.
-pub fn history(scope: &Scope, messages: &[IndexedMessage], model: Option<&str>) -> Vec<MessageWithParts> {
+/// Committed messages (ascending by index) as OpenCode's message list, the steps'
+/// snapshots from `trees`.
+pub fn history(
+    scope: &Scope,
+    messages: &[IndexedMessage],
+    model: Option<&str>,
+    trees: &StepTrees,
+) -> Vec<MessageWithParts> {
     let mut out = Vec::new();
     let mut parent = None;
     for (position, m) in messages.iter().enumerate() {
@@ -260,7 +296,8 @@ pub fn history(scope: &Scope, messages: &[IndexedMessage], model: Option<&str>) 
                     .count();
                 let abandoned = messages.get(position + 1 + following).map(|n| message_time(&n.message));
                 let mut info = scope.assistant_info(m.index, parent, *timestamp, model);
-                let mut parts = vec![scope.part(m.index, 0, PartKind::StepStart {})];
+                let Trees { before, after } = trees.of(m.index);
+                let mut parts = vec![scope.part(m.index, 0, PartKind::StepStart { snapshot: before })];
                 let mut end = *timestamp;
                 let mut all_ran = true;
                 for (i, c) in content.iter().enumerate() {
@@ -303,7 +340,8 @@ pub fn history(scope: &Scope, messages: &[IndexedMessage], model: Option<&str>) 
                     };
                     complete(&mut info, stop, error_message.as_deref(), *usage, end);
                     if let Some(reason) = stop.and_then(finish_reason) {
-                        parts.push(scope.part(m.index, ids::content_part(content.len()), step_finish(reason, *usage)));
+                        let finish = step_finish(reason, *usage, after);
+                        parts.push(scope.part(m.index, ids::content_part(content.len()), finish));
                     }
                 }
                 out.push(MessageWithParts { info: MessageInfo::Assistant(Box::new(info)), parts });

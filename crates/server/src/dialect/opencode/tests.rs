@@ -512,7 +512,8 @@ fn without_times(mut v: Value) -> Value {
 #[test]
 fn what_a_client_folds_from_the_stream_is_the_history() {
     let events = run(&mut Mapper::new(scope()), tool_run());
-    let history = serde_json::to_value(records::history(&scope(), &tool_run_messages(), None)).expect("serializes");
+    let history = serde_json::to_value(records::history(&scope(), &tool_run_messages(), None, &Default::default()))
+        .expect("serializes");
     assert_eq!(fold(&events), without_times(history));
 }
 
@@ -533,7 +534,7 @@ fn a_client_joining_mid_run_folds_the_same_history() {
     inputs.push(ev(None, AgentEvent::TurnStart {}));
     inputs.extend(live.into_iter().skip(from));
     let events = run(&mut mapper, inputs);
-    let history = serde_json::to_value(records::history(&scope(), &m, None)).expect("serializes");
+    let history = serde_json::to_value(records::history(&scope(), &m, None, &Default::default())).expect("serializes");
     assert_eq!(fold(&events), without_times(history));
 }
 
@@ -556,7 +557,7 @@ fn history_session_and_permission_records() {
     ]);
     assert_json_snapshot!(json!({
         "session": records::session_info(&s, "/work/project"),
-        "history": records::history(&scope(), &messages, Some("big")),
+        "history": records::history(&scope(), &messages, Some("big"), &Default::default()),
         "permission": records::permission(&approval(), Some(1)),
     }));
 }

@@ -229,11 +229,16 @@ pub struct Part {
 #[schema(as = opencode::PartKind)]
 #[serde(tag = "type")]
 pub enum PartKind {
-    /// No `snapshot`: OpenCode's is a tree of the working directory a client can revert
-    /// to, which Spool does not take (the SDK makes it optional). The project's git HEAD
-    /// would not be one: it leaves out every uncommitted change.
+    /// `snapshot`: the tree of the project's files (in Spool's shadow repository, see
+    /// `engine/src/snapshots.rs`) taken before the step's first call that may change
+    /// files, as OpenCode's names its own snapshot. Absent, as OpenCode leaves it out,
+    /// for a step without such calls. Live, it arrives after the part was first sent
+    /// (the snapshot is taken once the model asked for the calls): the part is sent again.
     #[serde(rename = "step-start")]
-    StepStart {},
+    StepStart {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<String>,
+    },
     #[serde(rename = "text")]
     Text {
         text: String,
@@ -249,9 +254,16 @@ pub enum PartKind {
         tool: String,
         state: ToolState,
     },
-    /// No `snapshot`, as for `step-start`.
+    /// `snapshot`: the tree after the step's last call, when its `step-start` has one
+    /// and the calls all finished.
     #[serde(rename = "step-finish")]
-    StepFinish { reason: String, cost: f64, tokens: Tokens },
+    StepFinish {
+        reason: String,
+        cost: f64,
+        tokens: Tokens,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]

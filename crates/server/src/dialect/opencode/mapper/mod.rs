@@ -12,7 +12,8 @@
 //! | `toolcall_start`, then `message_end`     | `tool` part `pending` (then with its `input`)         |
 //! | `tool_execution_start` / `_end`          | `tool` part `running` / `completed` or `error`        |
 //! | `tool_execution_update`                  | `tool` part `running` with `metadata.output` so far (its first 30,000 characters) |
-//! | `message_end` (no tools) or `turn_end`   | `step-finish` (reason, cost, tokens) + `message.updated` |
+//! | `step_snapshot` before / after           | `step-start` again with its `snapshot` / the tree kept for `step-finish` |
+//! | `message_end` (no tools) or `turn_end`   | `step-finish` (reason, cost, tokens, snapshot) + `message.updated` |
 //! | `agent_end` failed / cancelled           | `session.error`                                       |
 //! | `approval_requested` / `_resolved`       | `permission.updated` + `permission.asked` / `permission.replied` |
 //! | the same, of a question (`select_option`, `provide_input`) | `question.asked` / `question.replied` (at its call's start, with the answer) or `question.rejected` |
@@ -40,13 +41,15 @@
 //! drop missed.
 
 use super::ids;
-use super::records::{Scope, complete, finish_reason, is_question, permission, question, step_finish, tool_input};
+use super::records::{
+    Scope, Trees, complete, finish_reason, is_question, permission, question, step_finish, tool_input,
+};
 use super::wire::*;
 use spool_protocol::event::offset_len;
 use spool_protocol::frame::{FrameBody, SessionState, ToolStatus};
 use spool_protocol::time::Millis;
 use spool_protocol::{
-    AgentEvent, ApprovalId, Content, Message, Session, SessionStatus, StopReason, StreamDelta, Usage,
+    AgentEvent, ApprovalId, Content, Message, Session, SessionStatus, SnapshotPhase, StopReason, StreamDelta, Usage,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -121,6 +124,8 @@ struct Step {
     stop: Option<StopReason>,
     usage: Usage,
     error: Option<String>,
+    /// The step's snapshots, as `step_snapshot` events named them.
+    trees: Trees,
 }
 
 #[derive(Clone)]
@@ -388,9 +393,9 @@ impl Mapper {
             | AgentEvent::SessionTitle { .. }
             | AgentEvent::CompactionStart { .. }
             | AgentEvent::CompactionEnd { .. } => {}
-            // The step-start part went out with `message_start`, before the snapshot
-            // was taken; carrying it means updating that part in place (not yet done).
-            AgentEvent::StepSnapshot { .. } => {}
+            AgentEvent::StepSnapshot { snapshot, phase, message_index } => {
+                self.step_snapshot(*message_index, *phase, snapshot, now, out)
+            }
         }
     }
 
@@ -400,9 +405,32 @@ impl Mapper {
             session_id: self.sid(),
             info: MessageInfo::Assistant(Box::new(info.clone())),
         });
-        out.push(self.part_updated(self.scope.part(index, 0, PartKind::StepStart {}), now, None));
-        let step = Step { info, blocks: Vec::new(), ended: false, stop: None, usage: Usage::default(), error: None };
+        out.push(self.part_updated(self.scope.part(index, 0, PartKind::StepStart { snapshot: None }), now, None));
+        let step = Step {
+            info,
+            blocks: Vec::new(),
+            ended: false,
+            stop: None,
+            usage: Usage::default(),
+            error: None,
+            trees: Trees::default(),
+        };
         self.run.steps.insert(index, step);
+    }
+
+    /// A step's snapshot. The `before` tree is taken once the model asked for its calls,
+    /// so the step's `step-start` went out already: it is sent again, the same part
+    /// with its `snapshot`. The `after` tree waits for the step's `step-finish`.
+    fn step_snapshot(&mut self, index: u64, phase: SnapshotPhase, tree: &str, now: Millis, out: &mut Vec<Event>) {
+        let Some(step) = self.run.steps.get_mut(&index) else { return };
+        match phase {
+            SnapshotPhase::Before => {
+                step.trees.before = Some(tree.to_owned());
+                let kind = PartKind::StepStart { snapshot: Some(tree.to_owned()) };
+                out.push(self.part_updated(self.scope.part(index, 0, kind), now, None));
+            }
+            SnapshotPhase::After => step.trees.after = Some(tree.to_owned()),
+        }
     }
 }
 

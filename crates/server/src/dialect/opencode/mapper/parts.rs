@@ -231,7 +231,8 @@ impl Mapper {
         let Some(mut step) = self.run.steps.remove(&index) else { return };
         complete(&mut step.info, step.stop, step.error.as_deref(), step.usage, now);
         if let Some(reason) = step.stop.and_then(finish_reason) {
-            let part = self.scope.part(index, ids::content_part(step.blocks.len()), step_finish(reason, step.usage));
+            let finish = step_finish(reason, step.usage, step.trees.after);
+            let part = self.scope.part(index, ids::content_part(step.blocks.len()), finish);
             out.push(self.part_updated(part, now, None));
         }
         out.push(Event::MessageUpdated { session_id: self.sid(), info: MessageInfo::Assistant(Box::new(step.info)) });

@@ -121,7 +121,9 @@ impl Mapper {
         self.session = Some(state.session.clone());
         self.busy = false;
         let model = state.session.model.as_deref();
-        for m in super::super::records::history(&self.scope, &state.messages, model) {
+        // The state names no step snapshots: a missed step's parts come without them.
+        let trees = super::super::records::StepTrees::default();
+        for m in super::super::records::history(&self.scope, &state.messages, model, &trees) {
             let changed = match &m.info {
                 MessageInfo::User(info) => info.time.created > since,
                 MessageInfo::Assistant(info) => info.time.completed.unwrap_or(info.time.created) > since,
