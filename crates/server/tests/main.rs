@@ -18,6 +18,7 @@ mod connections;
 mod context;
 mod event_stream_conn;
 mod fold;
+mod fork;
 mod fuzz_corpus;
 mod gate;
 mod hub_conformance;

@@ -17,6 +17,7 @@ mod assets;
 mod auth;
 pub(crate) mod decision;
 mod events;
+mod fork;
 mod gate;
 mod health;
 mod lists;
@@ -72,7 +73,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("meta", [health::router(), ready::router(), models::router(), metrics::router(), document]))
         .merge(tagged("auth", [auth::router()]))
         .merge(tagged("projects", [projects::router()]))
-        .merge(tagged("sessions", [sessions::router()]))
+        .merge(tagged("sessions", [sessions::router(), fork::router()]))
         .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
@@ -149,6 +150,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         mcp::BODIES,
         runs::BODIES,
         sessions::BODIES,
+        fork::BODIES,
         streams::BODIES,
         ws_hub::routes::BODIES,
     ])

@@ -12,6 +12,7 @@
 //! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when its run settled: the last `{info, parts}` |
 //! | `POST /session/:id/prompt_async` | prompts; 204 at once |
 //! | `POST /session/:id/abort` | aborts the active run; `true` |
+//! | `POST /session/:id/fork {messageID?}` | a new session with the messages before `messageID` (all without it) |
 //! | `GET /session/:id/todo` | the agent's todo list (`todo_write`), in order |
 //! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
@@ -73,6 +74,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 mod directory;
+mod fork;
 mod global;
 mod marks;
 mod questions;
@@ -90,6 +92,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(prompt_async))
         .routes(routes!(abort))
         .routes(routes!(todo))
+        .routes(routes!(fork::fork))
         .routes(routes!(respond))
         .routes(routes!(permissions))
         .routes(routes!(reply))
@@ -154,8 +157,7 @@ async fn history(
 ) -> Result<Vec<MessageWithParts>, ApiError> {
     let scope = scope(engine, user, session).await?;
     let stored = stored_messages(engine, user, &session.id, before, limit, 0).await?;
-    let trees = records::StepTrees::from_rows(&engine.sessions().step_snapshots(user, &session.id).await?);
-    let mut all = records::history(&scope, &stored, session.model.as_deref(), &trees);
+    let mut all = records::history(&scope, &stored, session.model.as_deref());
     if let Some(limit) = limit {
         all.drain(..all.len().saturating_sub(limit));
     }
@@ -464,8 +466,7 @@ async fn prompt(
     let scope = scope(engine, &user, &session).await?;
     let mut stored = stored_messages(engine, &user, &id, None, None, run.user_message_index).await?;
     stored.retain(|m| m.index >= run.user_message_index);
-    let trees = records::StepTrees::from_rows(&engine.sessions().step_snapshots(&user, &id).await?);
-    let answer = records::history(&scope, &stored, session.model.as_deref(), &trees)
+    let answer = records::history(&scope, &stored, session.model.as_deref())
         .into_iter()
         .rev()
         .find(|m| matches!(m.info, MessageInfo::Assistant(_)));
@@ -708,6 +709,7 @@ fn event_stream(
 pub(crate) const BODIES: &[(&str, BodyCheck)] = &[
     ("POST /session", |b| CreateBody::read(b).map(drop)),
     ("PATCH /session/{id}", |b| PatchBody::read(b).map(drop)),
+    ("POST /session/{id}/fork", |b| fork::ForkBody::read(b).map(drop)),
     ("POST /session/{id}/message, /prompt_async", |b| PromptBody::read(b).map(drop)),
     ("POST /session/{id}/permissions/{permission}", |b| RespondBody::read(b).map(|b| drop(b.response.decision()))),
     ("POST /permission/{id}/reply", |b| ReplyBody::read(b).map(|b| drop(b.reply.decision()))),

@@ -1,0 +1,175 @@
+//! Forking a session (`POST /api/sessions/{id}/fork` and OpenCode's
+//! `POST /session/:id/fork`): the fork holds copies of the source's first messages and
+//! nothing else, the model sees only those on the fork's next prompt, and the source
+//! stays as it was.
+
+use crate::common;
+
+use async_trait::async_trait;
+use common::{ModelsOverride, TestOptions, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
+use spool_model::ScriptedModel;
+use spool_protocol::{Content, Message};
+use std::sync::{Arc, Mutex};
+
+/// The scripted model, keeping every chat request it was sent.
+struct Recording {
+    inner: ScriptedModel,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+#[async_trait]
+impl Model for Recording {
+    fn name(&self) -> String {
+        "rec".into()
+    }
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        if !request.tools.is_empty() {
+            self.seen.lock().expect("lock").push(request.clone());
+        }
+        self.inner.stream(request).await
+    }
+}
+
+async fn recording_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = Arc::new(Recording { inner: ScriptedModel::default(), seen: seen.clone() });
+    let models = Models::new(model);
+    let server =
+        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;
+    (server, seen)
+}
+
+/// Each message as (index, role, its text blocks joined).
+fn texts(page: &Value) -> Vec<(u64, String, String)> {
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let text: Vec<&str> =
+                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
+        })
+        .collect()
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["messages"].as_array().expect("messages").iter().map(|m| m["id"].as_str().expect("id").to_owned()).collect()
+}
+
+fn request_texts(request: &ModelRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .map(|m| {
+            let content = match m {
+                Message::User { content, .. } => content.clone(),
+                Message::Assistant { content, .. } => content.clone(),
+                Message::ToolResult { content, .. } => content.clone(),
+            };
+            content
+                .iter()
+                .filter_map(|c| if let Content::Text { text } = c { Some(text.clone()) } else { None })
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fork_at_message_k_holds_exactly_messages_0_to_k() {
+    let (server, seen) = recording_server().await;
+    let source = server.new_session().await;
+    let rules = json!({"permissions": [{"tool": "read", "action": "deny"}], "mode": "plan"});
+    assert_eq!(server.patch(&format!("/api/sessions/{source}"), rules).await.0, StatusCode::OK);
+    for text in ["echo: one", "echo: two", "echo: three"] {
+        server.run_prompt(&source, text).await;
+    }
+    let before = server.messages(&source, "").await;
+    let all = texts(&before);
+    let k = all.iter().find(|(_, role, text)| role == "user" && text == "echo: two").expect("the second prompt").0;
+    assert!(k > 0 && k < all.len() as u64 - 1, "{all:?}");
+
+    let (status, fork) = server.post(&format!("/api/sessions/{source}/fork"), json!({"beforeIndex": k})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let forked = common::id_of(&fork);
+    assert_ne!(forked, source);
+    assert_eq!(fork["permissions"][0]["tool"], "read", "{fork}");
+    assert_eq!(fork["mode"], "plan", "{fork}");
+    assert!(fork["title"].as_str().expect("title").ends_with("(fork)"), "{fork}");
+
+    let copied = server.messages(&forked, "").await;
+    assert_eq!(texts(&copied), all[..k as usize].to_vec(), "the fork holds messages 0..k, same indices and content");
+    assert_eq!(copied["total"], k);
+    let source_ids = ids(&before);
+    assert!(ids(&copied).iter().all(|id| !source_ids.contains(id)), "new message ids");
+    assert_eq!(server.messages(&source, "").await, before, "the source is untouched");
+
+    // Back in agent mode so the next prompt is an ordinary turn.
+    assert_eq!(server.patch(&format!("/api/sessions/{forked}"), json!({"mode": "agent"})).await.0, StatusCode::OK);
+    server.run_prompt(&forked, "echo: after the fork").await;
+    let sent = request_texts(seen.lock().expect("lock").last().expect("a chat request"));
+    let mut expected: Vec<String> = all[..k as usize].iter().map(|(_, _, text)| text.clone()).collect();
+    expected.push("echo: after the fork".into());
+    assert_eq!(sent, expected, "the model sees the fork's messages and the new prompt only");
+    assert_eq!(server.messages(&source, "").await, before, "the fork's run left the source alone");
+}
+
+#[tokio::test]
+async fn forks_refuse_other_users_sessions_and_indices_out_of_range() {
+    let server = TestServer::start().await;
+    let source = server.new_session().await;
+    server.run_prompt(&source, "echo: hello").await;
+    let total = server.messages(&source, "").await["total"].as_u64().expect("total");
+
+    let (status, body) = server.post(&format!("/api/sessions/{source}/fork"), json!({"beforeIndex": total + 1})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_index");
+    // Index 1 is the answer, not a turn's start.
+    let (status, body) = server.post(&format!("/api/sessions/{source}/fork"), json!({"beforeIndex": 1})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // Without a body field: every committed message, and a title of its own.
+    let (status, fork) = server.post(&format!("/api/sessions/{source}/fork"), json!({"title": "Other way"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    assert_eq!(fork["title"], "Other way");
+    assert_eq!(server.messages(&common::id_of(&fork), "").await["total"], total);
+
+    // Last: once a token exists this server wants one from everyone.
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("bob");
+    let request =
+        server.client.post(server.url(&format!("/api/sessions/{source}/fork"))).bearer_auth(bob).json(&json!({}));
+    let (status, body) = server.send(request).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn opencode_forks_before_a_message_id() {
+    let server = TestServer::start().await;
+    let source = server.new_session().await;
+    server.run_prompt(&source, "echo: one").await;
+    server.run_prompt(&source, "echo: two").await;
+    let (status, listed) = server.get(&format!("/session/{source}/message")).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let users: Vec<&str> = listed
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["info"]["role"] == "user")
+        .map(|m| m["info"]["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(users.len(), 2, "{listed}");
+
+    let (status, info) = server.post(&format!("/session/{source}/fork"), json!({"messageID": users[1]})).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    let forked = info["id"].as_str().expect("id").to_owned();
+    let (_, copied) = server.get(&format!("/session/{forked}/message")).await;
+    let roles: Vec<&str> =
+        copied.as_array().expect("messages").iter().map(|m| m["info"]["role"].as_str().expect("role")).collect();
+    assert_eq!(roles, ["user", "assistant"], "{copied}");
+
+    let (status, body) = server.post(&format!("/session/{source}/fork"), json!({"messageID": "msg_nope"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
