@@ -157,7 +157,8 @@ async fn history(
 ) -> Result<Vec<MessageWithParts>, ApiError> {
     let scope = scope(engine, user, session).await?;
     let stored = stored_messages(engine, user, &session.id, before, limit, 0).await?;
-    let mut all = records::history(&scope, &stored, session.model.as_deref());
+    let trees = records::StepTrees::from_rows(&engine.sessions().step_snapshots(user, &session.id).await?);
+    let mut all = records::history(&scope, &stored, session.model.as_deref(), &trees);
     if let Some(limit) = limit {
         all.drain(..all.len().saturating_sub(limit));
     }
@@ -466,7 +467,8 @@ async fn prompt(
     let scope = scope(engine, &user, &session).await?;
     let mut stored = stored_messages(engine, &user, &id, None, None, run.user_message_index).await?;
     stored.retain(|m| m.index >= run.user_message_index);
-    let answer = records::history(&scope, &stored, session.model.as_deref())
+    let trees = records::StepTrees::from_rows(&engine.sessions().step_snapshots(&user, &id).await?);
+    let answer = records::history(&scope, &stored, session.model.as_deref(), &trees)
         .into_iter()
         .rev()
         .find(|m| matches!(m.info, MessageInfo::Assistant(_)));
