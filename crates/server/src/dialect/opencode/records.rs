@@ -39,6 +39,11 @@ impl StepTrees {
         StepTrees(trees.collect())
     }
 
+    /// From the trees of each step, by its message's index.
+    pub fn from_steps(steps: impl IntoIterator<Item = (u64, Trees)>) -> StepTrees {
+        StepTrees(steps.into_iter().collect())
+    }
+
     /// The trees of the step of assistant message `index` (none for a step without).
     pub fn of(&self, index: u64) -> Trees {
         self.0.get(&index).cloned().unwrap_or_default()

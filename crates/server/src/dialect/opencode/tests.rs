@@ -518,6 +518,49 @@ fn what_a_client_folds_from_the_stream_is_the_history() {
 }
 
 #[test]
+fn a_step_snapshot_updates_the_step_start_in_place_and_the_fold_is_the_history_with_its_trees() {
+    let snapshot =
+        |phase, tree: &str| ev(None, AgentEvent::StepSnapshot { snapshot: tree.into(), phase, message_index: 1 });
+    // As the engine sends them: `before` once the model asked for the calls (the step
+    // started already), `after` once the last call finished, before the turn ends.
+    let mut inputs = tool_run();
+    let asked = inputs
+        .iter()
+        .position(|i| matches!(i, In::Ev(Some(1), AgentEvent::MessageEnd { .. })))
+        .expect("the first step asks");
+    inputs.insert(asked + 1, snapshot(SnapshotPhase::Before, "tree-before"));
+    let ran =
+        inputs.iter().position(|i| matches!(i, In::Ev(_, AgentEvent::ToolExecutionEnd { .. }))).expect("the call ran");
+    inputs.insert(ran + 1, snapshot(SnapshotPhase::After, "tree-after"));
+    let events = run(&mut Mapper::new(scope()), inputs);
+
+    let step_parts = |kind: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::PartUpdated { part, .. } => Some(serde_json::to_value(part).expect("serializes")),
+                _ => None,
+            })
+            .filter(|p| p["type"] == kind)
+            .collect()
+    };
+    let starts = step_parts("step-start");
+    assert_eq!(starts.len(), 3, "two steps, the first sent again with its tree: {starts:?}");
+    assert_eq!((starts[0]["id"].clone(), starts[0].get("snapshot")), (starts[1]["id"].clone(), None));
+    assert_eq!(starts[1]["snapshot"], "tree-before");
+    assert_eq!(starts[2].get("snapshot"), None, "the answer's step changed no files");
+    let finishes: Vec<Option<Value>> = step_parts("step-finish").iter().map(|p| p.get("snapshot").cloned()).collect();
+    assert_eq!(finishes, [Some(json!("tree-after")), None]);
+
+    let trees = records::StepTrees::from_steps([(
+        1,
+        records::Trees { before: Some("tree-before".into()), after: Some("tree-after".into()) },
+    )]);
+    let history = records::history(&scope(), &tool_run_messages(), None, &trees);
+    assert_eq!(fold(&events), without_times(serde_json::to_value(history).expect("serializes")));
+}
+
+#[test]
 fn a_client_joining_mid_run_folds_the_same_history() {
     // Replay the committed messages of the tool run from a snapshot taken after its first
     // step, then the rest live.
