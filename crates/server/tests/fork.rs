@@ -173,3 +173,27 @@ async fn opencode_forks_before_a_message_id() {
     let (status, body) = server.post(&format!("/session/{source}/fork"), json!({"messageID": "msg_nope"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
+
+#[tokio::test]
+async fn a_fork_of_a_busy_session_stops_before_its_unanswered_tool_call() {
+    let server = TestServer::start().await;
+    let source = server.new_session().await;
+    server.run_prompt(&source, "echo: first").await;
+    let (status, _) = server.post(&format!("/api/sessions/{source}/facts"), json!({"text": "Tabs, not spaces"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (run, _) = server.park(&source, &format!("tool: write {}", json!({"path": "a.txt", "content": "x"}))).await;
+    let parked = texts(&server.messages(&source, "").await);
+    assert_eq!(parked.last().map(|(_, role, _)| role.as_str()), Some("assistant"), "the call waits: {parked:?}");
+
+    let (status, fork) = server.post(&format!("/api/sessions/{source}/fork"), json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let forked = common::id_of(&fork);
+    let copied = texts(&server.messages(&forked, "").await);
+    assert_eq!(copied, parked[..2].to_vec(), "only the settled first turn");
+    let (_, memory) = server.get(&format!("/api/sessions/{forked}/memory")).await;
+    assert_eq!(memory["facts"][0]["text"], "Tabs, not spaces", "{memory}");
+    assert_eq!(server.get(&format!("/api/runs/{run}")).await.1["status"], "interrupted", "the source still waits");
+    // The fork is a session of its own: it takes a prompt while the source waits.
+    let answered = server.run_prompt(&forked, "echo: in the fork").await;
+    assert_eq!(answered["status"], "completed", "{answered}");
+}

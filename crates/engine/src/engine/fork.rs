@@ -9,7 +9,8 @@
 use super::*;
 
 impl Sessions<'_> {
-    /// Forks `id` before message `before` (default: after every committed message) into
+    /// Forks `id` before message `before` (default: after every committed message, or
+    /// before a running turn whose tool calls are still unanswered) into
     /// a new session titled `title` (default: the source's title with " (fork)").
     /// Copies the model, mode and the session's own permission rules; the memory's
     /// facts always, its summary only when it covers messages the fork keeps
@@ -25,7 +26,10 @@ impl Sessions<'_> {
         let source = self.engine.owned_session(owner, id).await?;
         let store = self.engine.store();
         let total = store.count_messages(&source.id).await?;
-        let k = before.unwrap_or(total);
+        let k = match before {
+            Some(k) => k,
+            None => self.settled_end(&source.id, total).await?,
+        };
         if k > total {
             return Err(EngineError::invalid(
                 "invalid_index",
@@ -72,6 +76,33 @@ impl Sessions<'_> {
             crate::lists::Change::SessionCreated { session: session.id.clone(), project: session.project_id.clone() },
         );
         Ok(session)
+    }
+
+    /// Where "every committed message" ends for a fork: the end of the history, unless
+    /// the last turn is still running and its latest tool calls have no results yet;
+    /// then the start of that turn, so the fork never holds an unanswered call.
+    async fn settled_end(&self, id: &SessionId, total: u64) -> Result<u64> {
+        let round = self.engine.store().latest_rounds(id, 1).await?;
+        let last_step = round.iter().enumerate().rev().find_map(|(at, m)| match &m.message {
+            Message::Assistant { content, .. } => Some((at, content)),
+            _ => None,
+        });
+        let Some((last_step, content)) = last_step else {
+            return Ok(total);
+        };
+        let answered: HashSet<&str> = round[last_step..]
+            .iter()
+            .filter_map(|m| match &m.message {
+                Message::ToolResult { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let unanswered =
+            content.iter().any(|c| matches!(c, Content::ToolCall { id, .. } if !answered.contains(id.as_str())));
+        Ok(match unanswered {
+            true => round.first().map_or(total, |m| m.index),
+            false => total,
+        })
     }
 
     async fn copy_history(&self, source: &Session, fork: &Session, k: u64) -> Result<()> {
