@@ -33,10 +33,10 @@ pub struct Trees {
 impl StepTrees {
     /// From the session's `step_snapshots` rows.
     pub fn from_rows(rows: &[spool_engine::store::StepSnapshot]) -> StepTrees {
-        let trees = rows
-            .iter()
-            .map(|r| (r.message_index, Trees { before: Some(r.before_tree.clone()), after: r.after_tree.clone() }));
-        StepTrees(trees.collect())
+        StepTrees::from_steps(
+            rows.iter()
+                .map(|r| (r.message_index, Trees { before: Some(r.before_tree.clone()), after: r.after_tree.clone() })),
+        )
     }
 
     /// From the trees of each step, by its message's index.
