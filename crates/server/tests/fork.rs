@@ -197,3 +197,27 @@ async fn a_fork_of_a_busy_session_stops_before_its_unanswered_tool_call() {
     let answered = server.run_prompt(&forked, "echo: in the fork").await;
     assert_eq!(answered["status"], "completed", "{answered}");
 }
+
+#[tokio::test]
+async fn a_fork_keeps_the_summary_only_when_it_covers_no_dropped_message() {
+    let engine = spool_engine::EngineConfig { context_budget_tokens: 60, ..Default::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let source = server.new_session().await;
+    let long = "lorem ipsum dolor sit amet ".repeat(6);
+    for i in 0..3 {
+        server.run_prompt(&source, &format!("echo: round {i} {long}")).await;
+    }
+    let (_, memory) = server.get(&format!("/api/sessions/{source}/memory")).await;
+    let cut = memory["summarizedBefore"].as_u64().expect("summarizedBefore");
+    assert!(cut >= 2 && memory["summary"].is_string(), "the source was compacted: {memory}");
+
+    let (_, whole) = server.post(&format!("/api/sessions/{source}/fork"), json!({})).await;
+    let (_, kept) = server.get(&format!("/api/sessions/{}/memory", common::id_of(&whole))).await;
+    assert_eq!(kept, memory, "a fork holding every summarized message keeps the summary");
+
+    let (status, early) = server.post(&format!("/api/sessions/{source}/fork"), json!({"beforeIndex": 0})).await;
+    assert_eq!(status, StatusCode::CREATED, "{early}");
+    let (_, dropped) = server.get(&format!("/api/sessions/{}/memory", common::id_of(&early))).await;
+    assert!(dropped["summary"].is_null(), "a summary of messages the fork lacks is not kept: {dropped}");
+    assert_eq!(dropped["summarizedBefore"], 0);
+}
