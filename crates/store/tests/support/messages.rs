@@ -180,3 +180,25 @@ pub async fn latest_rounds_starts_at_the_nth_last_user_message(store: &dyn Store
     assert_eq!(store.latest_rounds(&five.id, 6).await.expect("latest_rounds"), stored, "more rounds than exist");
     assert_eq!(store.latest_rounds(&five.id, usize::MAX).await.expect("latest_rounds"), stored);
 }
+
+pub async fn copy_messages_copies_a_prefix_with_new_ids_all_or_nothing(store: &dyn Store) {
+    let (project, source) = new_session(store).await;
+    let stored =
+        append_all(store, &source, vec![user("one"), assistant("two"), user("three"), assistant("four")]).await;
+    let fork = session_in(&project, 2_000, false);
+    store.insert_session(&fork).await.expect("insert_session");
+    assert_eq!(store.copy_messages(&source.id, &fork.id, &fork.owner_id, 2).await.expect("copy"), 2);
+    let copied = all_messages(store, &fork).await;
+    let content = |ms: &[IndexedMessage]| ms.iter().map(|m| (m.index, m.message.clone())).collect::<Vec<_>>();
+    assert_eq!(content(&copied), content(&stored[..2]), "same indices and content");
+    assert!(copied.iter().all(|c| stored.iter().all(|s| s.id != c.id)), "new ids");
+    assert_eq!(all_messages(store, &source).await, stored, "the source is untouched");
+
+    // A copy that cannot finish (index 1 is taken in the target) leaves nothing behind.
+    let (_, taken) = new_session(store).await;
+    let own = indexed(1, user("mine"));
+    store.insert_message(&taken.id, &taken.owner_id, &own).await.expect("insert_message");
+    let refused = store.copy_messages(&source.id, &taken.id, &taken.owner_id, 4).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+    assert_eq!(all_messages(store, &taken).await, vec![own], "no message of the failed copy stays");
+}

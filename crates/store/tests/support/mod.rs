@@ -62,6 +62,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     a_taken_message_index_is_a_conflict(store).await;
     list_messages_pages_backwards_from_before(store).await;
     latest_rounds_starts_at_the_nth_last_user_message(store).await;
+    copy_messages_copies_a_prefix_with_new_ids_all_or_nothing(store).await;
     insert_run_is_idempotent_per_request_id(store).await;
     start_run_writes_the_run_and_its_prompt_together(store).await;
     update_run_writes_the_mutable_fields(store).await;
