@@ -63,14 +63,105 @@ enum Logged {
 #[derive(Clone)]
 pub struct RunLog {
     tx: mpsc::Sender<Logged>,
+    store: Arc<dyn Store>,
+    ending: Ending,
 }
+
+/// Runs whose end was handed to the writer and whose last chunk is not written yet,
+/// and a counter the writer bumps after each end it writes: what a reader in the few
+/// milliseconds after a run ended waits on, so it gets the log, not a snapshot.
+#[derive(Clone, Default)]
+struct Ending {
+    /// A std mutex: held for one set operation, never across an await.
+    runs: Arc<std::sync::Mutex<std::collections::HashSet<RunId>>>,
+    written: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Ending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn done(&self, run: &RunId) {
+        self.lock().remove(run);
+        self.written.send_modify(|n| *n += 1);
+    }
+}
+
+/// How long a reader waits at most for a run's last chunk that is on its way.
+const SETTLE_WAIT: Duration = Duration::from_secs(2);
+
+/// How many of a session's latest runs a cursor outside the ring is looked for in.
+const LOOK_BACK: usize = 16;
 
 impl RunLog {
     /// Starts the writer task, which ends once every handle is dropped.
     pub fn start(store: Arc<dyn Store>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(writer(store, rx));
-        Self { tx }
+        let ending = Ending::default();
+        tokio::spawn(writer(store.clone(), rx, ending.clone()));
+        Self { tx, store, ending }
+    }
+
+    /// Waits (at most [`SETTLE_WAIT`]) until the last chunk of `run`, if its end was
+    /// handed over, is written.
+    async fn settled(&self, run: &RunId) {
+        let mut written = self.ending.written.subscribe();
+        let wait = async {
+            while self.ending.lock().contains(run) {
+                if written.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(SETTLE_WAIT, wait).await;
+    }
+
+    /// The whole log of `run` once its end is written (see [`read`]).
+    pub async fn read(&self, run: &RunId) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
+        self.settled(run).await;
+        read(&*self.store, run).await
+    }
+
+    /// The logged frames of `session` after `cursor`: those of the one run whose window
+    /// holds the frame right after it, from that frame on, in order, with whether they
+    /// reach the run's end. A run still being logged gives the frames written so far,
+    /// when `open` allows it. `None` when no logged run (among the session's latest
+    /// [`LOOK_BACK`]) holds that frame: a cursor in a gap between runs, or a log that is
+    /// not whole.
+    pub(crate) async fn after_cursor(
+        &self,
+        session: &SessionId,
+        cursor: &spool_protocol::Cursor,
+        open: bool,
+    ) -> Result<Option<(Vec<Arc<Frame>>, bool)>, StoreError> {
+        let next = cursor.seq + 1;
+        let runs = self.store.runs_since(session, 0).await?;
+        for run in runs.iter().rev().take(LOOK_BACK) {
+            let mut chunks = self.store.run_frames(&run.id).await?;
+            let (Some(first), Some(last)) = (chunks.first(), chunks.last()) else { continue };
+            if first.stream_id != cursor.stream_id || first.first_seq > next {
+                continue;
+            }
+            if last.last_seq < next && last.complete {
+                // Runs are in order: every older one ends before this one.
+                return Ok(None);
+            }
+            if !last.complete && !open {
+                return Ok(None);
+            }
+            if !last.complete {
+                // Its end may be on its way to the store right now.
+                self.settled(&run.id).await;
+                chunks = self.store.run_frames(&run.id).await?;
+            }
+            let complete = chunks.last().is_some_and(|c| c.complete);
+            let Ok(mut frames) = decode(&chunks, complete) else { return Ok(None) };
+            frames.retain(|f| f.seq > cursor.seq);
+            let follows = frames.first().is_some_and(|f| f.seq == next && f.stream_id == cursor.stream_id);
+            return Ok(follows.then_some((frames, complete)));
+        }
+        Ok(None)
     }
 
     /// Hands a message over without waiting; false when the queue is full (or the
@@ -99,6 +190,11 @@ impl RunLogger {
         Self { log, open: None }
     }
 
+    /// The log this stream writes to, which also reads it back.
+    pub(crate) fn log(&self) -> &RunLog {
+        &self.log
+    }
+
     /// Called for every frame as it enters the ring, after `runs` counted it (`mark`).
     pub(crate) fn frame(&mut self, frame: &Arc<Frame>, mark: Option<&(RunId, u64)>, runs: &RunSequences) {
         if let FrameBody::RunAccepted { run_id, .. } = &frame.body
@@ -122,7 +218,10 @@ impl RunLogger {
         open.n += 1;
         if runs.get(&open.run).is_none_or(|count| count.ended()) {
             // A lost frame already left a gap the writer will see; the end says how many.
-            self.log.offer(Logged::End { run: open.run.clone(), frames: open.n });
+            self.log.ending.lock().insert(open.run.clone());
+            if !self.log.offer(Logged::End { run: open.run.clone(), frames: open.n }) {
+                self.log.ending.done(&open.run);
+            }
             self.open = None;
         }
     }
@@ -161,7 +260,7 @@ struct Writing {
     dirty: bool,
 }
 
-async fn writer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Logged>) {
+async fn writer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Logged>, ending: Ending) {
     let mut runs: HashMap<RunId, Writing> = HashMap::new();
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -227,11 +326,13 @@ async fn writer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Logged>) {
                 writing.dirty = true;
             }
             Logged::End { run, frames } => {
-                let Some(mut writing) = runs.remove(&run) else { continue };
-                if frames != writing.n {
-                    writing.broken = true;
+                if let Some(mut writing) = runs.remove(&run) {
+                    if frames != writing.n {
+                        writing.broken = true;
+                    }
+                    write(&*store, &run, &mut writing, true).await;
                 }
-                write(&*store, &run, &mut writing, true).await;
+                ending.done(&run);
             }
         }
     }
@@ -284,12 +385,14 @@ pub fn inflate(data: &[u8]) -> Option<String> {
 /// pruned, cut short, damaged): the caller falls back to a snapshot.
 pub async fn read(store: &dyn Store, run: &RunId) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
     let chunks = store.run_frames(run).await?;
-    Ok(decode(&chunks).inspect_err(|why| tracing::debug!(%run, why, "no whole frame log")).ok())
+    Ok(decode(&chunks, true).inspect_err(|why| tracing::debug!(%run, why, "no whole frame log")).ok())
 }
 
-fn decode(chunks: &[RunFrameChunk]) -> Result<Vec<Arc<Frame>>, &'static str> {
+/// The frames of `chunks`, checked as [`read`] says; with `whole` false, a log whose
+/// end is not written yet gives the frames written so far (each chunk still checked).
+fn decode(chunks: &[RunFrameChunk], whole: bool) -> Result<Vec<Arc<Frame>>, &'static str> {
     let last = chunks.last().ok_or("no chunk")?;
-    if !last.complete {
+    if whole && !last.complete {
         return Err("the last chunk is not the run's end");
     }
     let mut frames = Vec::new();
@@ -331,7 +434,7 @@ impl crate::Engine {
     /// The whole frame log of `run` (a run the caller already read, so its owner is
     /// checked), or `None` when there is no whole log.
     pub async fn run_frames(&self, run: &spool_protocol::Run) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
-        read(&*self.inner.store, &run.id).await
+        self.inner.run_log.read(&run.id).await
     }
 
     /// Deletes frame logs older than the retention setting, now and every hour.
@@ -405,12 +508,12 @@ mod tests {
         let all = frames(&run, &stream, &session, 300);
         let whole = chunks(&run, &all, CHUNK_FRAMES);
         assert_eq!(whole.len(), 3);
-        assert_eq!(decode(&whole), Ok(all.clone()), "every frame, exactly");
+        assert_eq!(decode(&whole, true), Ok(all.clone()), "every frame, exactly");
 
         let broken = |change: &dyn Fn(&mut Vec<RunFrameChunk>)| {
             let mut log = whole.clone();
             change(&mut log);
-            decode(&log)
+            decode(&log, true)
         };
         assert!(broken(&|log| log[2].complete = false).is_err(), "no end");
         assert!(broken(&|log| drop(log.remove(1))).is_err(), "a chunk missing");
@@ -424,6 +527,6 @@ mod tests {
         gap.remove(200);
         let mut log = chunks(&run, &gap, CHUNK_FRAMES);
         log[1].last_seq += 1;
-        assert!(decode(&log).is_err(), "a frame missing");
+        assert!(decode(&log, true).is_err(), "a frame missing");
     }
 }

@@ -4,7 +4,7 @@
 //! snapshot. A log that is not whole (its end or a chunk missing) is never replayed:
 //! the client gets the snapshot, as before.
 
-use crate::common::{TestServer, WAIT};
+use crate::common::{Open, TestServer, WAIT};
 use serde_json::json;
 use spool_engine::store::prelude::*;
 use spool_protocol::RunId;
@@ -264,4 +264,148 @@ async fn retention_prunes_old_logs_and_their_runs_show_a_snapshot() {
     let kinds: Vec<&str> = replayed.iter().map(|b| kind(b)).collect();
     assert_eq!(kinds, ["snapshot", "done"], "{replayed:?}");
     assert_ne!(replayed, live_after(&live, 5));
+}
+
+/// A session-stream event as sent: its SSE id and data line, and the frame's type.
+#[derive(Clone, Debug, PartialEq)]
+struct Sent {
+    id: String,
+    data: String,
+}
+
+impl Sent {
+    fn kind(&self) -> String {
+        let json: serde_json::Value = serde_json::from_str(&self.data).expect("frame JSON");
+        json["type"].as_str().expect("type").to_owned()
+    }
+
+    fn seq(&self) -> u64 {
+        self.id.rsplit_once(':').expect("streamId:seq").1.parse().expect("seq")
+    }
+}
+
+/// The next session-stream event that is not a heartbeat.
+async fn next_sent(stream: &mut spool_test_support::SseStream) -> Sent {
+    loop {
+        let event = stream.next_event().await.expect("the stream goes on");
+        if !spool_test_support::sse::is_heartbeat(&event) {
+            return Sent { id: event.id.expect("an id"), data: event.data };
+        }
+    }
+}
+
+/// Reads `stream` up to and including the first event `until` accepts.
+async fn read_until(stream: &mut spool_test_support::SseStream, until: impl Fn(&Sent) -> bool) -> Vec<Sent> {
+    let mut sent = Vec::new();
+    loop {
+        let event = next_sent(stream).await;
+        let last = until(&event);
+        sent.push(event);
+        if last {
+            return sent;
+        }
+    }
+}
+
+/// Runs `text` in `session` while `stream` (open on it) follows: the run's id and every
+/// frame the stream got up to the run's `agent_settled`.
+async fn followed_run(
+    server: &TestServer,
+    session: &str,
+    stream: &mut spool_test_support::SseStream,
+    text: &str,
+) -> (String, Vec<Sent>) {
+    let run = server.start_run(session, text).await;
+    server.wait_run(&run).await;
+    let sent = read_until(stream, |s| s.kind() == "loop.event" && s.data.contains("\"agent_settled\"")).await;
+    logged(server, &run).await;
+    (run, sent)
+}
+
+/// The cursor of the frame just before the run's `run.accepted`.
+fn before_run(sent: &[Sent]) -> String {
+    let accepted = sent.iter().find(|s| s.kind() == "run.accepted").expect("run.accepted");
+    let (stream, seq) = accepted.id.rsplit_once(':').expect("streamId:seq");
+    format!("{stream}:{}", seq.parse::<u64>().expect("seq") - 1)
+}
+
+#[tokio::test]
+async fn a_session_stream_cursor_whose_run_left_the_buffer_replays_the_log_then_goes_on_live() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    assert_eq!(next_sent(&mut stayed).await.kind(), "session.snapshot");
+    // 300 deltas: the run's first frames are out of the 256-frame replay window.
+    let (_, sent) = followed_run(&server, &session, &mut stayed, "stream: 300").await;
+    assert!(sent.len() > 300, "{}", sent.len());
+    let from_accepted = before_run(&sent);
+    let mid_run = sent[20].id.clone();
+    // Every frame the client that stayed got, live frames after the run included.
+    let mut all = sent;
+    for cursor in [from_accepted, mid_run] {
+        let mut back = server.events(&session, Open::last_event_id(cursor.clone())).await;
+        let seq: u64 = cursor.rsplit_once(':').expect("cursor").1.parse().expect("seq");
+        let expected: Vec<Sent> = all.iter().filter(|s| s.seq() > seq).cloned().collect();
+        let replayed = read_until(&mut back, |s| s.id == all.last().expect("frames").id).await;
+        assert_eq!(replayed.len(), expected.len(), "cursor {cursor}");
+        assert!(replayed == expected, "cursor {cursor}: the frames after it, byte for byte");
+        // Then live frames, as the client that stayed gets them.
+        let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"title": cursor})).await;
+        assert_eq!(status, 200, "{body}");
+        let live = next_sent(&mut stayed).await;
+        assert_eq!(next_sent(&mut back).await, live, "the live frame right after the replay");
+        all.push(live);
+    }
+}
+
+#[tokio::test]
+async fn after_a_restart_an_old_cursor_gets_the_rest_of_its_logged_run_then_a_snapshot() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    assert_eq!(next_sent(&mut stayed).await.kind(), "session.snapshot");
+    let (_, sent) = followed_run(&server, &session, &mut stayed, "stream: 40").await;
+    drop(stayed);
+    let server = server.restart().await;
+
+    for cursor in [before_run(&sent), sent[10].id.clone()] {
+        let seq: u64 = cursor.rsplit_once(':').expect("cursor").1.parse().expect("seq");
+        let expected: Vec<Sent> = sent.iter().filter(|s| s.seq() > seq).cloned().collect();
+        let mut back = server.events(&session, Open::cursor(cursor.clone())).await;
+        let replayed = read_until(&mut back, |s| s.kind() == "session.snapshot").await;
+        let (snapshot, replayed) = replayed.split_last().expect("a snapshot");
+        // The log ends with the run's last event, its `session.state`; what came after
+        // (`agent_settled`) the snapshot holds.
+        let end = expected.iter().rposition(|s| s.kind() == "session.state").expect("the run's end");
+        assert!(replayed == &expected[..=end], "cursor {cursor}: the run's frames after it, byte for byte");
+        let old_stream = cursor.split_once(':').expect("cursor").0;
+        assert!(!snapshot.id.starts_with(old_stream), "then a snapshot of the new stream: {}", snapshot.id);
+    }
+    // A cursor past the run's last logged frame: nothing logged follows it, a snapshot.
+    let mut back = server.events(&session, Open::cursor(sent.last().expect("frames").id.clone())).await;
+    assert_eq!(next_sent(&mut back).await.kind(), "session.snapshot");
+}
+
+#[tokio::test]
+async fn a_cursor_out_of_the_buffer_between_logged_runs_gets_a_snapshot() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    assert_eq!(next_sent(&mut stayed).await.kind(), "session.snapshot");
+    let (_, sent) = followed_run(&server, &session, &mut stayed, "stream: 20").await;
+    // 300 title changes, which no run logs: the run and the first of them leave the buffer.
+    let mut titles = Vec::new();
+    for i in 0..300 {
+        let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"title": format!("t{i}")})).await;
+        assert_eq!(status, 200, "{body}");
+        titles.push(next_sent(&mut stayed).await);
+    }
+    // Inside the run: its log ends far behind the buffer, so it cannot join it. Between
+    // the title changes: nothing logged holds the next frame.
+    for cursor in [before_run(&sent), titles[5].id.clone()] {
+        let mut back = server.events(&session, Open::cursor(cursor.clone())).await;
+        let first = next_sent(&mut back).await;
+        assert_eq!(first.kind(), "session.snapshot", "cursor {cursor}");
+        assert_eq!(first.seq(), titles.last().expect("titles").seq(), "at the current seq");
+    }
 }

@@ -311,6 +311,27 @@ impl Sessions<'_> {
 
     /// Subscribes to a session's native stream from an optional cursor (see
     /// [`SessionEvents::subscribe`]).
+    /// Like [`subscribe`](Self::subscribe), replaying a cursor the buffer cannot serve
+    /// from the run frame log where that is exact (the native session stream; see
+    /// `events::from_log`).
+    pub async fn subscribe_logged(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> Result<(Subscription, Start)> {
+        let loaded = self.engine.load(owner, id).await?;
+        let permit = self.engine.stream_permit(owner)?;
+        if let Some(cursor) = cursor {
+            loaded.events.backfill(cursor).await;
+        }
+        let (mut subscription, start) = loaded.events.subscribe_logged(cursor, kill, interactive).await;
+        subscription.hold(permit);
+        Ok((subscription, start))
+    }
+
     pub async fn subscribe(
         &self,
         owner: &UserId,

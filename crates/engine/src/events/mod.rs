@@ -67,6 +67,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod from_log;
 mod replication;
 mod ring;
 mod subscription;
@@ -467,7 +468,7 @@ impl SessionEvents {
         let count = inner.subscribers.len();
         drop(inner);
         self.shared.count.send_replace(count);
-        (Subscription { events: self.clone(), id, first, guard: None }, start)
+        (Subscription { events: self.clone(), id, logged: Default::default(), first, guard: None }, start)
     }
 
     /// Logs every run of this stream from the next `run.accepted` on (see

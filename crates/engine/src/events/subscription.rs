@@ -8,6 +8,7 @@ use crate::metrics::FRAME_SAMPLE_EVERY;
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use spool_protocol::frame::Frame;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -20,7 +21,10 @@ use std::task::{Context, Poll};
 pub struct Subscription {
     pub(super) events: SessionEvents,
     pub(super) id: u64,
-    /// The snapshot taken at subscribe, sent first.
+    /// Frames read from the run frame log, sent before anything else: the ones after
+    /// the client's cursor that had left the ring (see `SessionEvents::subscribe_logged`).
+    pub(super) logged: VecDeque<Arc<Frame>>,
+    /// The snapshot taken at subscribe, sent first (after `logged`).
     pub(super) first: Option<Arc<Frame>>,
     /// Held for the subscription's life (the per-user connection count); dropped with it.
     pub(super) guard: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -56,17 +60,26 @@ impl Subscription {
         TypedSubscription(self)
     }
 
-    /// Takes what comes next for this subscriber: a snapshot (handed to `snapshot`) or
-    /// the ring entries after its cursor (handed to `frames`, under the lock, which
-    /// returns its output and the seq of the last entry it took). The one place that
-    /// moves a cursor, for both the native and the typed form.
+    /// Takes what comes next for this subscriber: logged frames (handed to `logged`,
+    /// which takes a batch off the front), a snapshot (handed to `snapshot`) or the ring
+    /// entries after its cursor (handed to `frames`, under the lock, which returns its
+    /// output and the seq of the last entry it took). The one place that moves a
+    /// cursor, for both the native and the typed form.
     fn poll_take<T>(
         &mut self,
         cx: &mut Context<'_>,
+        logged: impl FnOnce(&mut VecDeque<Arc<Frame>>) -> T,
         snapshot: impl FnOnce(Arc<Frame>) -> T,
         frames: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> (T, u64),
     ) -> Poll<Option<T>> {
         let metrics = &self.events.shared.metrics;
+        if !self.logged.is_empty() {
+            // The subscriber's cursor already stands after the last of them.
+            let before = self.logged.len();
+            let out = logged(&mut self.logged);
+            metrics.frames_sent((before - self.logged.len()) as u64);
+            return Poll::Ready(Some(out));
+        }
         if let Some(first) = self.first.take() {
             metrics.frames_sent(1);
             return Poll::Ready(Some(snapshot(first)));
@@ -125,6 +138,18 @@ impl Stream for Subscription {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let out = self.poll_take(
             cx,
+            |logged| {
+                let mut buf = BytesMut::new();
+                while let Some(frame) = logged.front() {
+                    let bytes = frame.to_sse();
+                    if !buf.is_empty() && buf.len() + bytes.len() > MAX_CHUNK {
+                        break;
+                    }
+                    buf.extend_from_slice(&bytes);
+                    logged.pop_front();
+                }
+                buf.freeze()
+            },
             |snapshot| snapshot.to_sse(),
             |entries| {
                 let head = entries.next().expect("cursor < seq, so the ring holds the next frame");
@@ -176,6 +201,10 @@ impl Stream for TypedSubscription {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.0.poll_take(
             cx,
+            |logged| {
+                let take = logged.len().min(MAX_TYPED);
+                logged.drain(..take).collect()
+            },
             |snapshot| vec![snapshot],
             |entries| {
                 let frames: Vec<Arc<Frame>> = entries.take(MAX_TYPED).map(|e| e.frame.clone()).collect();

@@ -2,7 +2,8 @@
 //!
 //! The engine's `Subscription` already yields complete SSE events as shared `Bytes`
 //! (snapshot or replay first, then live frames), so this handler only picks the cursor;
-//! the headers and heartbeats are `sse.rs`'s.
+//! a cursor whose frames left the buffer replays from the run frame log where that is
+//! exact (`events::from_log` in the engine). The headers and heartbeats are `sse.rs`'s.
 
 use super::responses::StreamErrors;
 use super::sse;
@@ -67,7 +68,7 @@ async fn stream(
     // accept loop must see it to drop a connection whose client stopped reading.
     let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
     let (subscription, start) =
-        state.engine.sessions().subscribe(&user, &id, cursor.as_ref(), connection, interactive).await?;
+        state.engine.sessions().subscribe_logged(&user, &id, cursor.as_ref(), connection, interactive).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
     Ok(watched(sse_response(subscription, state.config.heartbeat), watch))
 }

@@ -1,0 +1,80 @@
+//! A reconnect whose cursor the ring can no longer serve, served from the run frame
+//! log ([`crate::run_log`]) instead of a snapshot where that is exact.
+//!
+//! * Same stream, the frames after the cursor left the ring: when one logged run holds
+//!   the frame right after the cursor and its logged frames reach back into the
+//!   replay window, the client gets those frames, then the ring from the last of
+//!   them: every frame after its cursor once, in order.
+//! * Another stream (the server restarted since): when a run of that stream, logged
+//!   to its end, holds the frame after the cursor, the client gets the rest of that
+//!   run, then a snapshot of the stream now, which covers whatever followed the run.
+//! * Anything else (a cursor between runs, on frames no run logged; a log that is not
+//!   whole; bus mode, which does not log): the snapshot, as before.
+//!
+//! The log is read without the stream's lock; the join with the ring is checked again
+//! under it, so frames evicted meanwhile fall back to the snapshot, never to a hole.
+
+use super::{SessionEvents, Start, Subscription};
+use spool_protocol::Cursor;
+use tokio_util::sync::CancellationToken;
+
+impl SessionEvents {
+    /// Like [`subscribe`](Self::subscribe), replaying from the run frame log a cursor
+    /// the ring cannot serve (see the module doc). A replay that joins the ring says
+    /// [`Start::Replay`] from the cursor; one that ends in a snapshot says
+    /// [`Start::Snapshot`].
+    pub async fn subscribe_logged(
+        &self,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> (Subscription, Start) {
+        let Some(cursor) = cursor else { return self.subscribe(None, kill, interactive) };
+        let (log, same) = {
+            let inner = self.lock();
+            let same = cursor.stream_id == inner.stream_id;
+            let log = inner.log.as_ref().map(|l| l.log().clone());
+            match log {
+                Some(log)
+                    if inner.replay_from(&self.shared, Some(cursor)).is_none()
+                        && !(same && cursor.seq >= inner.seq) =>
+                {
+                    (log, same)
+                }
+                _ => return self.subscribe_locked(inner, Some(cursor), kill, interactive),
+            }
+        };
+        let logged = match log.after_cursor(&self.shared.session_id, cursor, same).await {
+            Ok(logged) => logged,
+            Err(error) => {
+                tracing::warn!(session = %self.shared.session_id, %error, "could not read the run frame log");
+                None
+            }
+        };
+        let inner = self.lock();
+        let Some((frames, complete)) = logged else {
+            return self.subscribe_locked(inner, Some(cursor), kill, interactive);
+        };
+        let last = frames.last().expect("after_cursor gives at least the frame after the cursor").seq;
+        let (mut subscription, start) = if same {
+            let join = inner.cursor_at(last);
+            if inner.replay_from(&self.shared, Some(&join)).is_none() {
+                return self.subscribe_locked(inner, Some(cursor), kill, interactive);
+            }
+            let (subscription, _) = self.subscribe_locked(inner, Some(&join), kill, interactive);
+            (subscription, Start::Replay { from_seq: cursor.seq, frames: 0 })
+        } else if complete {
+            self.subscribe_locked(inner, None, kill, interactive)
+        } else {
+            return self.subscribe_locked(inner, Some(cursor), kill, interactive);
+        };
+        let start = match start {
+            Start::Replay { from_seq, .. } => {
+                Start::Replay { from_seq, frames: self.lock().seq.saturating_sub(from_seq) }
+            }
+            snapshot => snapshot,
+        };
+        subscription.logged = frames.into();
+        (subscription, start)
+    }
+}
