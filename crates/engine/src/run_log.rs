@@ -25,6 +25,13 @@
 //! their seqs follow one another and the last one is complete; anything else reads as
 //! `None`, and the caller shows a snapshot as before.
 //!
+//! # Reading
+//!
+//! [`read`] gives a run's whole log (the run stream's replay); [`RunLog::after_cursor`]
+//! finds the logged run holding a session-stream cursor's next frame (the session
+//! stream's, see `events/from_log.rs`). A reader whose run ended a moment ago waits
+//! (bounded) for the writer to store its last chunk, so it gets the log, not a snapshot.
+//!
 //! Bus mode does not log yet: a node's ring there is filled from the bus, whose seqs
 //! another node may also be logging.
 

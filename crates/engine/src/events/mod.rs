@@ -16,7 +16,8 @@
 //! * Replay: a reconnecting client whose cursor is within the last 256 frames and
 //!   4 MiB (`EventLimits::replay_*`) gets exactly the frames it missed (none, when its
 //!   cursor is the current seq); any other cursor gets one `session.snapshot` at the
-//!   current seq.
+//!   current seq, unless the run frame log can replay it exactly (`from_log.rs`, for
+//!   the native session stream).
 //! * Slow clients: a subscriber may fall behind by at most `queue_bytes` (1 MiB) of
 //!   frames. The ring keeps what the replay window needs plus the last `queue_bytes`;
 //!   when it drops a frame that a subscriber still needs, that subscriber is cut: its
