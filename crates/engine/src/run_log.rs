@@ -27,7 +27,7 @@
 //!
 //! # Reading
 //!
-//! [`read`] gives a run's whole log (the run stream's replay); [`RunLog::after_cursor`]
+//! [`read`] gives a run's whole log (the run stream's replay); `RunLog::after_cursor`
 //! finds the logged run holding a session-stream cursor's next frame (the session
 //! stream's, see `events/from_log.rs`). A reader whose run ended a moment ago waits
 //! (bounded) for the writer to store its last chunk, so it gets the log, not a snapshot.
