@@ -186,12 +186,14 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "projects",
             "queue_pauses",
             "queued_messages",
+            "run_frames",
             "runs",
             "session_leases",
             "session_memory",
             "session_todos",
             "session_tool_sources",
             "sessions",
+            "step_snapshots",
             "tokens",
             "users"
         ]

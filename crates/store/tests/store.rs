@@ -153,12 +153,14 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "projects",
             "queue_pauses",
             "queued_messages",
+            "run_frames",
             "runs",
             "session_leases",
             "session_memory",
             "session_todos",
             "session_tool_sources",
             "sessions",
+            "step_snapshots",
             "tokens",
             "users"
         ]
