@@ -311,6 +311,17 @@ impl Sessions<'_> {
 
     /// Subscribes to a session's native stream from an optional cursor (see
     /// [`SessionEvents::subscribe`]).
+    pub async fn subscribe(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        cursor: Option<&Cursor>,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> Result<(Subscription, Start)> {
+        self.open_stream(owner, id, cursor, kill, interactive, false).await
+    }
+
     /// Like [`subscribe`](Self::subscribe), replaying a cursor the buffer cannot serve
     /// from the run frame log where that is exact (the native session stream; see
     /// `events::from_log`).
@@ -322,30 +333,29 @@ impl Sessions<'_> {
         kill: CancellationToken,
         interactive: bool,
     ) -> Result<(Subscription, Start)> {
-        let loaded = self.engine.load(owner, id).await?;
-        let permit = self.engine.stream_permit(owner)?;
-        if let Some(cursor) = cursor {
-            loaded.events.backfill(cursor).await;
-        }
-        let (mut subscription, start) = loaded.events.subscribe_logged(cursor, kill, interactive).await;
-        subscription.hold(permit);
-        Ok((subscription, start))
+        self.open_stream(owner, id, cursor, kill, interactive, true).await
     }
 
-    pub async fn subscribe(
+    /// What both subscriptions do: load the session, take a stream permit, backfill
+    /// to the cursor, subscribe (from the log too with `from_log`).
+    async fn open_stream(
         &self,
         owner: &UserId,
         id: &SessionId,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
         interactive: bool,
+        from_log: bool,
     ) -> Result<(Subscription, Start)> {
         let loaded = self.engine.load(owner, id).await?;
         let permit = self.engine.stream_permit(owner)?;
         if let Some(cursor) = cursor {
             loaded.events.backfill(cursor).await;
         }
-        let (mut subscription, start) = loaded.events.subscribe(cursor, kill, interactive);
+        let (mut subscription, start) = match from_log {
+            true => loaded.events.subscribe_logged(cursor, kill, interactive).await,
+            false => loaded.events.subscribe(cursor, kill, interactive),
+        };
         subscription.hold(permit);
         Ok((subscription, start))
     }
