@@ -538,9 +538,15 @@ async fn random_drops_lose_and_repeat_no_word() {
     let mut events = Events::open(&server, &dir, "").await;
     let run = server.start_run(&session, "stream: 1500").await;
     let (mut all, mut drops) = (Vec::new(), 0);
+    // Heartbeats keep a stream alive forever: a missed `session.idle` must fail, not hang.
+    let deadline = tokio::time::Instant::now() + 4 * WAIT;
     'run: loop {
         let mut budget = 10 + rng.below(80);
         while budget > 0 {
+            if tokio::time::Instant::now() > deadline {
+                let tail = &all[all.len().saturating_sub(40)..];
+                panic!("no session.idle after {drops} drops (seed {seed}); last events: {}", client::types(tail));
+            }
             let e = events.next().await.expect("the stream stays open until dropped");
             all.push(e.clone());
             if e["type"] == "message.part.delta" {

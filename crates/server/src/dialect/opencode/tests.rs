@@ -401,6 +401,32 @@ fn a_snapshot_announces_a_new_or_changed_session_and_stays_quiet_when_idle() {
     assert_json_snapshot!(json_of(&created));
 }
 
+/// A client back with its `Last-Event-ID` follows a session its discovery saw busy; the
+/// run ends before the follow's snapshot, which shows the session idle. The client is
+/// told the answer it missed and that the session is idle (it once heard nothing and
+/// waited for `session.idle` forever); a session idle since before it left stays quiet.
+#[test]
+fn a_reconnecting_clients_snapshot_of_a_session_that_just_ended_tells_the_end() {
+    let mut s = state(false, vec![]);
+    s.messages = vec![
+        IndexedMessage { id: MessageId::new(), index: 0, message: Message::user_text("echo: hi", T0) },
+        IndexedMessage {
+            id: MessageId::new(),
+            index: 1,
+            message: assistant(vec![text("hi")], Some(StopReason::Stop), usage(), None),
+        },
+    ];
+    s.total = 2;
+    let snap = || vec![body(FrameBody::Snapshot { state: Box::new(s.clone()) })];
+    let events = run(&mut Mapper::new(scope()).since(Some(T0 + 5)), snap());
+    let names: Vec<Value> =
+        events.iter().map(|e| serde_json::to_value(e).expect("serializes")["type"].clone()).collect();
+    assert_eq!(names.last(), Some(&json!("session.idle")), "{names:?}");
+    assert!(names.contains(&json!("message.updated")), "{names:?}");
+    let earlier = run(&mut Mapper::new(scope()).since(Some(T0 + 500)), snap());
+    assert!(earlier.is_empty(), "{earlier:?}");
+}
+
 #[test]
 fn a_snapshot_with_a_waiting_permission_is_active_and_asks_again() {
     let mut s = state(true, vec![approval()]);

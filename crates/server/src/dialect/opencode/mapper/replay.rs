@@ -29,6 +29,16 @@ impl Mapper {
         self.accepted = state.active_run.is_some();
         self.busy = state.status == SessionStatus::Busy || self.accepted;
         if !self.busy && self.pending.is_empty() {
+            // A reconnecting client whose session was busy when its stream looked (so the
+            // discovery left it to this follow) and ended before this snapshot: it is told
+            // what it missed, its end included, or it would wait for `session.idle` forever.
+            if let Some(since) = self.since.take() {
+                let missed = self.missed(state, since, now);
+                let told = |e: &Event| matches!(e, Event::MessageUpdated { .. } | Event::PermissionReplied { .. });
+                if missed.iter().any(told) {
+                    out.extend(missed);
+                }
+            }
             return;
         }
         self.busy = true;
