@@ -175,6 +175,8 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         [
             "approvals",
             "auth_settings",
+            "branch_messages",
+            "branches",
             "cluster_key",
             "idempotency",
             "listeners",
@@ -190,6 +192,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "runs",
             "session_leases",
             "session_memory",
+            "session_reverts",
             "session_todos",
             "session_tool_sources",
             "sessions",

@@ -143,6 +143,8 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
         [
             "approvals",
             "auth_settings",
+            "branch_messages",
+            "branches",
             "idempotency",
             "listeners",
             "login_sessions",
@@ -157,6 +159,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "runs",
             "session_leases",
             "session_memory",
+            "session_reverts",
             "session_todos",
             "session_tool_sources",
             "sessions",
