@@ -156,6 +156,10 @@ pub struct SessionState {
     /// `POST /api/sessions/:id/queue/resume` or the next prompt sent with `queue: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queue_paused: bool,
+    /// The user turns of the shown rounds that have other versions (an edit or a
+    /// regenerate shelved one), for a switcher on each (absent when none has).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<crate::branch::VariantSet>,
 }
 
 /// A prompt waiting for the session's active run to settle. Its id becomes the user

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod approval;
+pub mod branch;
 pub mod cursor;
 pub mod domain;
 pub mod event;
@@ -26,6 +27,7 @@ pub use approval::{
     AlwaysOption, Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction,
     PermissionRule,
 };
+pub use branch::{BRANCH_PREVIEW_CHARS, Branch, BranchKind, VariantSet};
 pub use cursor::Cursor;
 pub use domain::*;
 pub use event::{AgentEvent, SnapshotPhase, StreamDelta};

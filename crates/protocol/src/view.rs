@@ -33,6 +33,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         todos: Vec::new(),
         queue: Vec::new(),
         queue_paused: false,
+        variants: Vec::new(),
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);

@@ -140,6 +140,7 @@ fn state() -> SessionState {
         todos: todos(),
         queue: Vec::new(),
         queue_paused: false,
+        variants: Vec::new(),
     }
 }
 

@@ -429,6 +429,34 @@ macro_rules! impl_store {
             }
 
             #[async_trait::async_trait]
+            impl store::Branches for $store {
+                async fn shelve(
+                    &self,
+                    session: &SessionId,
+                    from_index: u64,
+                    kind: BranchKind,
+                ) -> Result<Option<u32>, StoreError> {
+                    branches::shelve(&self.pool, session, from_index, kind).await
+                }
+                async fn unshelve(&self, session: &SessionId, ordinal: u32) -> Result<Option<u32>, StoreError> {
+                    branches::unshelve(&self.pool, session, ordinal).await
+                }
+                async fn variants(&self, session: &SessionId, from_index: u64) -> Result<Vec<VariantSet>, StoreError> {
+                    branches::variants(&self.pool, session, from_index).await
+                }
+                async fn list_branches(&self, session: &SessionId) -> Result<Vec<Branch>, StoreError> {
+                    branches::list(&self.pool, session).await
+                }
+                async fn branch_messages(
+                    &self,
+                    session: &SessionId,
+                    ordinal: u32,
+                ) -> Result<Option<Vec<IndexedMessage>>, StoreError> {
+                    branches::messages(&self.pool, session, ordinal).await
+                }
+            }
+
+            #[async_trait::async_trait]
             impl store::Nodes for $store {
                 async fn acquire_lease(
                     &self,

@@ -500,3 +500,67 @@ async fn idempotency_keys_from_before_0012_keep_their_answer() {
         IdempotencyClaim::InProgress
     );
 }
+
+/// A shelved and unshelved turn's rows are the rows it had, byte for byte: the same
+/// message ids, the same part ids, the same stored JSON text (SQLite keeps it as text,
+/// so a re-encoding on the way would show).
+#[tokio::test]
+async fn a_shelved_turn_comes_back_with_the_rows_it_had() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let (_, session) = new_session(&store).await;
+    let arguments = serde_json::json!({"big": u64::MAX, "small": i64::MIN, "float": 0.1, "text": "ünï \"q\"\n🦀"});
+    let messages = [
+        Message::user_text("first", 1),
+        Message::user_text("second", 2),
+        Message::Assistant {
+            content: vec![
+                Content::Thinking { thinking: "hm\u{1}".into() },
+                Content::ToolCall { id: "c".into(), name: "bash".into(), arguments },
+                Content::Text { text: "done".into() },
+            ],
+            stop_reason: Some(StopReason::ToolUse),
+            usage: Usage::default(),
+            model: "m".into(),
+            error_message: None,
+            timestamp: 3,
+        },
+    ];
+    for (index, message) in messages.into_iter().enumerate() {
+        store.insert_message(&session.id, &session.owner_id, &indexed(index as u64, message)).await.expect("insert");
+    }
+    let mut conn = raw_connection(&path).await;
+    let before = stored_rows(&mut conn, &session.id).await;
+    assert_eq!(before.1.len(), 5);
+
+    assert_eq!(store.shelve(&session.id, 1, BranchKind::Regenerate).await.expect("shelve"), Some(1));
+    assert_eq!(stored_rows(&mut conn, &session.id).await.0.len(), 1, "the path holds the first message");
+    store
+        .insert_message(&session.id, &session.owner_id, &indexed(1, Message::user_text("second", 4)))
+        .await
+        .expect("insert");
+    assert_eq!(store.unshelve(&session.id, 1).await.expect("switch back"), Some(2));
+    assert_eq!(stored_rows(&mut conn, &session.id).await, before, "every row as it was");
+    conn.close().await.expect("close");
+}
+
+type MessageRow = (String, i64, String, String, i64);
+type PartRow = (String, String, i64, String, String);
+
+/// A session's `messages` and `parts` rows as stored.
+async fn stored_rows(conn: &mut sqlx::SqliteConnection, session: &SessionId) -> (Vec<MessageRow>, Vec<PartRow>) {
+    let messages =
+        sqlx::query_as("SELECT id, idx, role, meta, created_at FROM messages WHERE session_id = ? ORDER BY idx")
+            .bind(session.as_str())
+            .fetch_all(&mut *conn)
+            .await
+            .expect("messages");
+    let parts =
+        sqlx::query_as("SELECT id, message_id, position, kind, data FROM parts WHERE session_id = ? ORDER BY id")
+            .bind(session.as_str())
+            .fetch_all(&mut *conn)
+            .await
+            .expect("parts");
+    (messages, parts)
+}

@@ -9,7 +9,7 @@
 //! `Store` is the sum of one trait per record kind, each in its own file with the
 //! records it reads and writes: [`Users`], [`Credentials`], [`Projects`], [`Sessions`],
 //! [`Messages`], [`Drafts`], [`Notes`], [`Runs`], [`Queue`], [`Approvals`],
-//! [`Idempotency`], [`Nodes`] and [`RunFrames`]. A reader looking for what the store does with runs
+//! [`Idempotency`], [`Nodes`], [`RunFrames`], [`StepSnapshots`] and [`Branches`]. A reader looking for what the store does with runs
 //! opens `runs.rs`; a part of the engine that needs only one kind can take only that
 //! kind. Anything implementing every kind is a `Store` (the blanket impl below), and
 //! `Arc<dyn Store>` reaches every kind's methods with no import, because a trait
@@ -17,6 +17,7 @@
 //! `SqliteStore`) needs the kind in scope: [`prelude`] brings all of them.
 
 mod approvals;
+mod branches;
 mod credentials;
 mod drafts;
 mod error;
@@ -33,6 +34,7 @@ mod step_snapshots;
 mod users;
 
 pub use approvals::{Approvals, DecidedCall, Supersede};
+pub use branches::Branches;
 pub use credentials::{Credentials, LoginSession};
 pub use drafts::{Draft, Drafts};
 pub use error::StoreError;
@@ -65,6 +67,7 @@ pub trait Store:
     + Nodes
     + RunFrames
     + StepSnapshots
+    + Branches
 {
 }
 
@@ -84,6 +87,7 @@ impl<T> Store for T where
         + Nodes
         + RunFrames
         + StepSnapshots
+        + Branches
 {
 }
 
@@ -92,7 +96,7 @@ impl<T> Store for T where
 /// needs none of them.
 pub mod prelude {
     pub use super::{
-        Approvals, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames, Runs,
-        Sessions, StepSnapshots, Store, Users,
+        Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames,
+        Runs, Sessions, StepSnapshots, Store, Users,
     };
 }

@@ -21,7 +21,8 @@ pub trait StepSnapshots: Send + Sync + 'static {
         after_tree: &str,
         skipped: &Skipped,
     ) -> Result<Option<u64>, StoreError>;
-    /// The session's step records in conversation order.
+    /// The step records of the session's active path in conversation order (those of
+    /// shelved turns wait with their branch, see [`super::Branches`]).
     async fn list_step_snapshots(&self, session: &SessionId) -> Result<Vec<StepSnapshot>, StoreError>;
 }
 

@@ -56,3 +56,20 @@ pub(crate) async fn end_time_limit(tx: TimeLimited) {
         tracing::debug!(%error, "ending a time-limited read");
     }
 }
+
+/// Copies a session's messages from index `$2` on into branch `$3` (see `branches`),
+/// each with its parts as a JSON array.
+pub(crate) const SHELVE_MESSAGES: &str = "INSERT INTO branch_messages
+        (id, session_id, ordinal, owner_id, idx, role, meta, parts, created_at)
+    SELECT m.id, m.session_id, $3, m.owner_id, m.idx, m.role, m.meta,
+           COALESCE((SELECT jsonb_agg(jsonb_build_object('id', p.id, 'position', p.position, 'kind', p.kind,
+                                                         'data', p.data) ORDER BY p.position)
+                     FROM parts AS p WHERE p.message_id = m.id), '[]'::jsonb),
+           m.created_at
+    FROM messages AS m WHERE m.session_id = $1 AND m.idx >= $2";
+
+/// The `parts` rows of branch `$2`'s messages back from their JSON arrays, ids kept.
+pub(crate) const UNSHELVE_PARTS: &str = "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data)
+    SELECT e ->> 'id', b.id, b.session_id, b.owner_id, (e ->> 'position')::BIGINT, e ->> 'kind', e -> 'data'
+    FROM branch_messages AS b, jsonb_array_elements(b.parts) AS e
+    WHERE b.session_id = $1 AND b.ordinal = $2";

@@ -32,6 +32,7 @@
 
 pub(crate) mod approvals;
 pub(crate) mod auth;
+pub(crate) mod branches;
 pub(crate) mod drafts;
 pub(crate) mod idempotency;
 pub(crate) mod leases;

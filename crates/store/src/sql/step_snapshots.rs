@@ -62,7 +62,7 @@ pub(crate) async fn list(pool: &Pool, session: &SessionId) -> Result<Vec<StepSna
     let rows = sqlx::query(
         "SELECT run_id, turn, session_id, owner_id, project_id, message_index, before_tree, after_tree,
                 before_skipped, after_skipped, node_id, created_at
-         FROM step_snapshots WHERE session_id = $1 ORDER BY message_index, created_at",
+         FROM step_snapshots WHERE session_id = $1 AND branch = 0 ORDER BY message_index, created_at",
     )
     .bind(session.as_str())
     .fetch_all(pool)

@@ -68,3 +68,22 @@ pub(crate) async fn end_time_limit(mut conn: TimeLimited) {
         conn.close_on_drop();
     }
 }
+
+/// Copies a session's messages from index `$2` on into branch `$3` (see `branches`),
+/// each with its parts as a JSON array. `meta` is copied as the text it is, and `json()`
+/// of a part's `data` is the same compact text it was written as.
+pub(crate) const SHELVE_MESSAGES: &str = "INSERT INTO branch_messages
+        (id, session_id, ordinal, owner_id, idx, role, meta, parts, created_at)
+    SELECT m.id, m.session_id, $3, m.owner_id, m.idx, m.role, m.meta,
+           (SELECT json_group_array(json_object('id', p.id, 'position', p.position, 'kind', p.kind,
+                                                'data', json(p.data)) ORDER BY p.position)
+            FROM parts AS p WHERE p.message_id = m.id),
+           m.created_at
+    FROM messages AS m WHERE m.session_id = $1 AND m.idx >= $2";
+
+/// The `parts` rows of branch `$2`'s messages back from their JSON arrays, ids kept.
+pub(crate) const UNSHELVE_PARTS: &str = "INSERT INTO parts (id, message_id, session_id, owner_id, position, kind, data)
+    SELECT json_extract(j.value, '$.id'), b.id, b.session_id, b.owner_id, json_extract(j.value, '$.position'),
+           json_extract(j.value, '$.kind'), json_extract(j.value, '$.data')
+    FROM branch_messages AS b, json_each(b.parts) AS j
+    WHERE b.session_id = $1 AND b.ordinal = $2";
