@@ -5,6 +5,7 @@ const paths = {
   chevron: '<path d="M6 4l4 4-4 4"/>',
   pencil: '<path d="M11 2.5l2.5 2.5L6 12.5H3.5V10z"/>',
   archive: '<path d="M2.5 3.5h11v3h-11zM3.5 6.5v6h9v-6M6.5 9h3"/>',
+  undo: '<path d="M5.5 3.5L2.5 6.5l3 3M2.5 6.5h7a3.5 3.5 0 0 1 0 7H7"/>',
   restore: '<path d="M3 8a5 5 0 1 0 1.5-3.5M3 2.5v3h3"/>',
   trash: '<path d="M3 4.5h10M6.5 4.5V3h3v1.5M4.5 4.5l.5 8.5h6l.5-8.5"/>',
   menu: '<path d="M2.5 4h11M2.5 8h11M2.5 12h11"/>',

@@ -1,9 +1,16 @@
-// Message actions (issue 17, point 5): each message's time, and what a person can do
-// with a message after the fact: regenerate the last answer, edit a prompt and send the
-// edit, retry a run that failed or was stopped. All three are the same server command,
-// a new prompt run on the same session (`POST /api/sessions/:id/prompt`, queued behind a
-// run that is going): the earlier messages and answers stay, the new answer follows at
-// the end. There is no server-side "replace this answer"; the UI says so where it matters.
+// Message actions (issue 17, point 5; issue 39): each message's time, and what a person
+// can do with a message after the fact: edit a prompt, regenerate the last answer, retry a
+// run that failed or was stopped, switch between a turn's versions, undo to a prompt.
+//
+// Edit and Regenerate change the turn in place: `POST /api/sessions/:id/prompt` with
+// `at: k` (the prompt's message index; Regenerate adds `regenerate: true` and sends the
+// same text). The server shelves the turn at k and everything after it as a branch, and
+// runs the prompt at k: the model sees only the path shown, and the old turn stays as an
+// earlier version of this one (‹ 1/2 ›, branches.js). That is refused while a run goes,
+// parks at a card or has prompts queued (409 `session_busy`), so both wait for an idle
+// session here: Regenerate shows only then, and an open edit box says why Send waits.
+// Retry still appends the prompt again at the end (`queue: true`): the failed run stays.
+// "Undo to here" lives in undo_dialog.js; this file places its button.
 //
 // Idempotency as in the composer: one requestId per action, minted at its first click
 // and kept while the request is out or its answer was uncertain (network error, 5xx), so
@@ -14,6 +21,8 @@ import { post } from './api.js';
 import { h } from './dom.js';
 import { icon } from './icons.js';
 import { newId } from './format.js';
+import { Branches, idle } from './branches.js';
+import { Undo } from './undo_dialog.js';
 
 /** Longest edit accepted here; the server has its own limit and says so if it is lower. */
 export const MAX_EDIT_CHARS = 100_000;
@@ -31,10 +40,18 @@ export function messageTime(ts) {
 const userText = (m) => m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
 
 export class MessageActions {
-  /** sessionId; repaint(): the view paints again when an action's state changes. */
-  constructor(sessionId, repaint) {
+  /**
+   * sessionId; repaint(): the view paints again when an action's state changes; prompt:
+   * the composer's textarea (an undo puts its prompt back there); resync(why): ask the
+   * stream for a fresh snapshot after an answer that leaves the state unknown.
+   */
+  constructor(sessionId, repaint, { prompt = null, resync = () => {} } = {}) {
     this.sessionId = sessionId;
     this.repaint = repaint;
+    const changed = (index) => this.changed(index ?? null);
+    this.branches = new Branches(sessionId, { changed, resync });
+    this.undo = new Undo(sessionId, { changed, prompt, resync });
+    this.editors = new Map(); // user message index → refresh(store, connected) of its open edit box
     this.pending = new Map(); // action key → {requestId, text, busy}
     this.editing = new Map(); // user message index → the text in its edit box
     this.errors = new Map(); // action key → the last definite error's message
@@ -49,13 +66,28 @@ export class MessageActions {
     this.repaint();
   }
 
-  /** What a prompt row's actions depend on besides the message itself. */
-  rowKey(i) {
-    return `${this.rowRevs.get(i) ?? 0}:${this.editing.has(i)}`;
+  /**
+   * What a prompt row's actions depend on besides the message itself. An open edit box
+   * is rebuilt only by its own changes (it keeps its focus and caret through runs and
+   * state frames); `sync` updates its Send button in place.
+   */
+  rowKey(i, store) {
+    const rev = this.rowRevs.get(i) ?? 0;
+    if (this.editing.has(i)) return `${rev}:editing`;
+    return `${rev}:${idle(store)}:${this.branches.key(store, i)}:${this.undo.key(i)}`;
   }
 
-  /** Sends `text` as a new prompt run for the action `key`; see the file comment. */
-  async send(key, text, index = null) {
+  /** Called on every paint: open edit boxes follow the run state, a pending undo is looked for. */
+  sync(store, connected) {
+    for (const refresh of this.editors.values()) refresh(store, connected);
+    this.undo.sync(store);
+  }
+
+  /**
+   * Sends `text` for the action `key`: at the end (`queue: true`), or in place of the
+   * prompt at `body.at` (see the file comment).
+   */
+  async send(key, text, index = null, body = { queue: true }) {
     const prior = this.pending.get(key);
     if (prior?.busy) return; // the second click of a double click: the first is out
     const requestId = prior && prior.text === text ? prior.requestId : newId('req');
@@ -63,7 +95,7 @@ export class MessageActions {
     this.errors.delete(key);
     this.changed(index);
     try {
-      await post(`/api/sessions/${encodeURIComponent(this.sessionId)}/prompt`, { text, requestId, queue: true });
+      await post(`/api/sessions/${encodeURIComponent(this.sessionId)}/prompt`, { text, requestId, ...body });
       this.pending.delete(key);
       return true;
     } catch (e) {
@@ -71,7 +103,8 @@ export class MessageActions {
       else this.pending.delete(key);
       this.errors.set(key, e.uncertain
         ? 'Not confirmed: the server did not answer. Click again to retry safely (it runs at most once).'
-        : e.code === 'queue_full' ? 'The queue is full. Wait for a queued prompt to run, or remove one.' : e.message);
+        : e.code === 'queue_full' ? 'The queue is full. Wait for a queued prompt to run, or remove one.'
+          : e.code === 'session_busy' ? 'A run is going or prompts are queued: send this once it has finished.' : e.message);
       return false;
     } finally {
       this.changed(index);
@@ -84,7 +117,7 @@ export class MessageActions {
 
   /** The index of the answer Regenerate belongs on, or null: the last answer that ended well, while idle. */
   lastAnswer(store, indexes) {
-    if (store.status === 'busy' || store.drafts.size > 0) return null;
+    if (!idle(store)) return null;
     for (let k = indexes.length - 1; k >= 0; k--) {
       const m = store.messages.get(indexes[k]);
       if (!m) return null;
@@ -109,11 +142,13 @@ export class MessageActions {
     const text = userText(m);
     const key = `edit:${i}`;
     const error = this.errors.get(key);
-    if (this.editing.has(i)) return this.editor(i, key, connected, error);
+    if (this.editing.has(i)) return this.editor(store, i, key, connected, error);
+    this.editors.delete(i);
     return h('div', { class: 'msg-col' },
       h('div', { class: 'bubble' }, text),
       h('div', { class: 'msg-actions' },
         messageTime(m.timestamp),
+        this.branches.switcher(store, i, connected),
         h('button', {
           class: 'msg-action', type: 'button', dataset: { action: 'edit' },
           'aria-label': 'Edit this message and send it again', title: 'Edit and send again',
@@ -122,18 +157,23 @@ export class MessageActions {
             this.changed(i);
             queueMicrotask(() => document.querySelector(`.msg[data-index="${i}"] .edit-box`)?.focus());
           },
-        }, icon('pencil'), 'Edit')),
-      error ? h('p', { class: 'msg-action-error', role: 'alert' }, error) : null);
+        }, icon('pencil'), 'Edit'),
+        this.undo.button(store, i, text, connected)),
+      error ? h('p', { class: 'msg-action-error', role: 'alert' }, error) : null,
+      this.branches.error(i),
+      this.undo.error(i));
   }
 
-  editor(i, key, connected, error) {
+  editor(store, i, key, connected, error) {
     const draft = this.editing.get(i);
     const busy = this.busy(key);
+    let free = idle(store);
     const box = h('textarea', {
       class: 'edit-box', rows: 3, maxlength: MAX_EDIT_CHARS, 'aria-label': 'Edited message', value: draft,
+      'aria-describedby': `edit-note-${i}`,
       oninput: () => {
         this.editing.set(i, box.value);
-        submit.disabled = !connected || busy || !box.value.trim();
+        submit.disabled = !connected || busy || !free || !box.value.trim();
       },
       onkeydown: (e) => {
         if (e.key === 'Escape') {
@@ -148,22 +188,35 @@ export class MessageActions {
     });
     const cancel = () => {
       this.editing.delete(i);
+      this.editors.delete(i);
       this.errors.delete(key);
       this.changed(i);
     };
     const go = async () => {
       const text = box.value.trim();
-      if (!text || !connected) return;
-      if (await this.send(key, text, i)) {
+      if (!text || !connected || !free) return;
+      if (await this.send(key, text, i, { at: i })) {
         this.editing.delete(i);
         this.changed(i);
       }
     };
-    const submit = h('button', { class: 'btn primary small', type: 'button', disabled: !connected || busy || !draft.trim(), onclick: go },
-      busy ? 'Sending…' : 'Send as a new prompt');
+    const submit = h('button', { class: 'btn primary small', type: 'button', disabled: !connected || busy || !free || !draft.trim(), onclick: go },
+      busy ? 'Sending…' : 'Send');
+    const noteText = (ok) => ok
+      ? 'Sends the edit in place of this message. The message and what came after it stay as an earlier version (‹ › under the message).'
+      : 'A run is going or prompts are queued: you can send the edit once it has finished.';
+    const note = h('p', { class: 'edit-note muted', id: `edit-note-${i}` }, noteText(free));
+    // The run state changes under an open box without rebuilding it (see rowKey).
+    this.editors.set(i, (s, c) => {
+      const now = idle(s);
+      if (now === free || c !== connected) return;
+      free = now;
+      note.textContent = noteText(free);
+      submit.disabled = !connected || busy || !free || !box.value.trim();
+    });
     return h('div', { class: 'msg-col editing' },
       box,
-      h('p', { class: 'edit-note muted' }, 'Sends the edited text as a new prompt at the end of the conversation; this message and its answer stay as they are.'),
+      note,
       h('div', { class: 'edit-buttons' },
         h('button', { class: 'btn small', type: 'button', onclick: cancel }, 'Cancel'),
         submit),
@@ -183,8 +236,9 @@ export class MessageActions {
       time,
       prompt ? h('button', {
         class: 'msg-action', type: 'button', dataset: { action: 'regenerate' }, disabled: !connected || this.busy(key),
-        'aria-label': 'Regenerate: ask the same prompt again; this answer stays', title: 'Ask the same prompt again (this answer stays)',
-        onclick: () => this.send(key, userText(prompt)),
+        'aria-label': 'Regenerate: a new answer to the same prompt; this one stays as an earlier version',
+        title: 'A new answer to the same prompt (this one stays as an earlier version)',
+        onclick: () => this.send(key, userText(prompt), null, { at: u, regenerate: true }),
       }, icon('restore'), this.busy(key) ? 'Sending…' : 'Regenerate') : null,
       error ? h('span', { class: 'msg-action-error', role: 'alert' }, error) : null);
   }

@@ -36,7 +36,7 @@ export class SessionView {
     this.showNotice = false;
     this.retryIn = null;
     this.keys = new Map(); // `${approvalId}:${decision}` → idempotency key
-    this.actions = new MessageActions(this.id, () => this.paint());
+    this.actions = new MessageActions(this.id, () => this.paint(), { prompt, resync: (why) => this.resync(why) });
     this.timeline = new Timeline(scroller, {
       onLoadEarlier: () => this.loadEarlier(),
       actions: this.actions,
@@ -326,6 +326,7 @@ export class SessionView {
     this.forget();
     clearTimeout(this.noticeTimer);
     clearInterval(this.ticker);
+    this.actions.undo.dispose();
     this.timeline.dispose();
   }
 }

@@ -39,6 +39,7 @@ export class SessionStore {
     this.todos = []; // the agent's todo list, as its last todo_write left it
     this.queue = []; // prompts waiting for the run, next first: {id, requestId, text, createdAt}
     this.queuePaused = false; // Stop paused the queue: nothing runs until Resume or a new prompt
+    this.variants = []; // turns with more than one version: [{index, position, versions}] (branches.js)
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
     this.revs = new Map(); // index → revision, so the view repaints only changed rows
@@ -168,6 +169,7 @@ export class SessionStore {
     this.todos = [...(state.todos ?? [])];
     this.queue = [...(state.queue ?? [])];
     this.queuePaused = !!state.queuePaused;
+    this.variants = [...(state.variants ?? [])];
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);

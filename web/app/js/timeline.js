@@ -10,7 +10,9 @@
 // a todo list opening above the composer, a card unfolding, Markdown swapped in.
 // An answer's text is a TextView kept per message and block (text.js): Markdown HTML from
 // the server, swapped in place when it arrives, without repainting the rows.
-// Message times, Edit, Regenerate and Retry come from message_actions.js.
+// Message times, Edit, Regenerate, Retry, a turn's versions and "Undo to here" come from
+// message_actions.js (with branches.js and undo_dialog.js); a pending undo's banner, with
+// Redo, ends the conversation.
 // A model's reasoning is not part of the conversation (seed 001): a draft that thinks
 // says "Thinking…", and a finished answer's footer offers "Show thinking".
 // The focus follows the approvals (issue 36): a new card takes it unless the person is
@@ -184,6 +186,7 @@ export class Timeline {
   }
 
   paint(store) {
+    this.actions?.sync(store, this.connected());
     const nodes = [];
     if (!store.loaded) nodes.push(h('div', { class: 'placeholder' }, h('span', { class: 'spinner' }), 'Loading the conversation…'));
     const known = store.firstKnown();
@@ -218,6 +221,7 @@ export class Timeline {
       nodes.push(h('div', { class: 'working' }, h('span', { class: 'dots' }, h('i'), h('i'), h('i')), 'Working…'));
     }
     if (store.notice) nodes.push(h('div', { class: 'run-notice', role: 'status' }, store.notice));
+    if (this.actions && store.loaded) nodes.push(this.actions.undo.banner(store, this.connected()));
     nodes.push(this.queued(store));
     reconcile(this.list, nodes);
     this.pin();
@@ -339,7 +343,7 @@ export class Timeline {
   /** What a row's actions depend on (message_actions.js), so the cached row rebuilds when it changes. */
   actionKey(store, i, m) {
     if (!this.actions || m.role === 'toolResult') return '';
-    if (m.role === 'user') return `${this.actions.rowKey(i)}:${this.connected()}`;
+    if (m.role === 'user') return `${this.actions.rowKey(i, store)}:${this.connected()}`;
     return `${this.actions.rev}:${this.connected()}:${this.actions.lastAnswer(store, this.indexes) === i}`;
   }
 
