@@ -175,6 +175,46 @@ async fn opencode_forks_before_a_message_id() {
 }
 
 #[tokio::test]
+async fn opencode_forks_before_the_turn_of_an_assistant_message_id() {
+    let server = TestServer::start().await;
+    let source = server.new_session().await;
+    server.run_prompt(&source, "echo: one").await;
+    // A turn of two steps: the read's call, then the answer after its result.
+    server.run_prompt(&source, "tool: read {\"path\": \"README.md\"}").await;
+    let (status, listed) = server.get(&format!("/session/{source}/message")).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let roles_of = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["info"]["role"].as_str().expect("role").to_owned())
+            .collect()
+    };
+    assert_eq!(roles_of(&listed), ["user", "assistant", "user", "assistant", "assistant"], "{listed}");
+    let id_at = |i: usize| listed[i]["info"]["id"].as_str().expect("id").to_owned();
+
+    // OpenCode would keep the second prompt and the read's step; Spool keeps whole turns.
+    for step in [3, 4] {
+        let (status, info) = server.post(&format!("/session/{source}/fork"), json!({"messageID": id_at(step)})).await;
+        assert_eq!(status, StatusCode::OK, "{info}");
+        let forked = info["id"].as_str().expect("id");
+        let (_, copied) = server.get(&format!("/session/{forked}/message")).await;
+        assert_eq!(roles_of(&copied), ["user", "assistant"], "forked at step {step}: {copied}");
+        assert!(copied[1]["parts"].to_string().contains("one"), "the first turn's answer: {copied}");
+    }
+    // The first turn's answer forks before the first prompt: an empty session.
+    let (status, info) = server.post(&format!("/session/{source}/fork"), json!({"messageID": id_at(1)})).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    let (_, copied) = server.get(&format!("/session/{}/message", info["id"].as_str().expect("id"))).await;
+    assert_eq!(copied, json!([]));
+    // An id of this session past its end names nothing.
+    let last = id_at(4);
+    let past = format!("{}0000000009", &last[..last.len() - 10]);
+    let (status, body) = server.post(&format!("/session/{source}/fork"), json!({"messageID": past})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test]
 async fn a_fork_of_a_busy_session_stops_before_its_unanswered_tool_call() {
     let server = TestServer::start().await;
     let source = server.new_session().await;

@@ -167,6 +167,7 @@ pub fn session_info(session: &Session, directory: &str) -> SessionInfo {
             .iter()
             .map(|r| Rule { permission: r.tool.clone(), pattern: r.pattern.clone(), action: r.action })
             .collect(),
+        revert: None,
     }
 }
 

@@ -36,6 +36,28 @@ pub struct SessionInfo {
     pub time: SessionTime,
     /// v2's permission ruleset: the session's own rules (the server's come first).
     pub permission: Vec<Rule>,
+    /// The pending revert (`POST /session/:id/revert`), until `unrevert` or the next
+    /// prompt; absent otherwise, as OpenCode leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revert: Option<SessionRevert>,
+}
+
+/// A session's pending revert (`Session.revert` in both SDKs).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = opencode::SessionRevert)]
+pub struct SessionRevert {
+    /// The user message the revert starts at: it and every later message left the history.
+    #[serde(rename = "messageID")]
+    pub message_id: String,
+    /// Spool reverts whole turns, so never a part; kept for OpenCode's shape.
+    #[serde(rename = "partID", skip_serializing_if = "Option::is_none")]
+    pub part_id: Option<String>,
+    /// The snapshot of the files taken just before the revert, which `unrevert` puts back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// What the revert changed in the files, as a unified diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]

@@ -622,6 +622,7 @@ fn deleted_info(session: &SessionId, project: &ProjectId, directory: &str) -> Se
         version: env!("CARGO_PKG_VERSION"),
         time: SessionTime { created: 0, updated: 0, archived: None },
         permission: Vec::new(),
+        revert: None,
     }
 }
 
