@@ -29,6 +29,10 @@
 //! network = false               # block TCP connect/bind, UDP… (default: allowed)
 //! [limits]                      # per-user caps and search limits (see limits.rs)
 //! sessions_per_user = 10000
+//! [snapshots]                   # step snapshots (see retention.rs for every key)
+//! retention_days = 7            # 0: kept for ever
+//! [frame_log]                   # the run frame log
+//! retention_days = 30
 //! [[mcp]]                       # an MCP server (see spool_mcp::config for every key)
 //! name = "everything"
 //! command = "node"
@@ -81,6 +85,12 @@ pub struct FileConfig {
     /// `[[mcp]]`: MCP servers, as written; checked by `spool_mcp::servers`.
     #[serde(default)]
     pub mcp: Vec<spool_mcp::McpEntry>,
+    /// `[snapshots]`: step snapshots, their limits and retention.
+    #[serde(default)]
+    pub snapshots: crate::retention::SnapshotsConfig,
+    /// `[frame_log]`: the run frame log and its retention.
+    #[serde(default)]
+    pub frame_log: crate::retention::FrameLogConfig,
 }
 
 /// One user's settings.
@@ -183,6 +193,21 @@ mod tests {
             toml::from_str("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/\"\n").expect("toml");
         let err = spool_mcp::servers(both.mcp).expect_err("command and url").to_string();
         assert!(err.contains("[[mcp]] entry \"a\""), "{err}");
+    }
+
+    #[test]
+    fn snapshot_and_frame_log_tables_are_read_and_a_bad_value_fails_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[snapshots]\nretention_days = 0\nmax_files = 5\n[frame_log]\nenabled = false\n")
+            .expect("write");
+        let c = FileConfig::load(Some(&file), Path::new("/nonexistent")).expect("valid config");
+        let snapshots = c.snapshots.settings().expect("valid");
+        assert_eq!((snapshots.retention, snapshots.limits.max_files), (None, 5));
+        assert!(!c.frame_log.settings().expect("valid").enabled);
+        std::fs::write(&file, "[frame_log]\nretention_day = 3\n").expect("write");
+        let err = format!("{:#}", FileConfig::load(Some(&file), Path::new("/nonexistent")).expect_err("typo"));
+        assert!(err.contains("retention_day") && err.contains("config.toml"), "{err}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod database;
 mod hub;
 mod lock;
 mod otlp;
+mod retention;
 mod sandbox;
 mod secrets;
 
@@ -437,9 +438,16 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         file.users.iter().map(|(name, user)| (name.clone(), user.roots.clone())).collect();
     engine_config.data_dir = Some(data_dir.to_path_buf());
     // Step snapshots: a shadow repository per project under the data directory, which
-    // `bash` cannot read (issue 39).
-    let shadow = spool_tools::ShadowRepos::new(data_dir.join("snapshots"), spool_tools::SnapshotLimits::default());
-    engine_config.snapshots = Some(spool_engine::snapshots::StepSnapshotting::new(Arc::new(shadow)));
+    // `bash` cannot read (issue 39). Off, nothing is recorded or pruned.
+    let snapshots = file.snapshots.settings()?;
+    if snapshots.enabled {
+        let shadow = spool_tools::ShadowRepos::new(data_dir.join("snapshots"), snapshots.limits);
+        let recorder = spool_engine::snapshots::StepSnapshotting::new(Arc::new(shadow));
+        engine_config.snapshots = Some(recorder.keeping(snapshots.retention));
+    }
+    let frame_log = file.frame_log.settings()?;
+    engine_config.frame_log = frame_log.enabled;
+    engine_config.frame_log_retention = frame_log.retention;
     // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
     engine_config.shared_store = matches!(database, database::Database::Postgres(_));
     engine_config.node_id = match (&args.node_id, engine_config.shared_store) {

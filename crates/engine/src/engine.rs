@@ -125,6 +125,9 @@ pub struct EngineConfig {
     /// How long a run's frame log is kept (see [`crate::run_log`]); `None` keeps it as
     /// long as its run.
     pub frame_log_retention: Option<std::time::Duration>,
+    /// Whether runs' frames are logged at all (`[frame_log] enabled`); off, a run that
+    /// left the buffer replays as a snapshot, and retention still prunes older logs.
+    pub frame_log: bool,
 }
 
 impl Default for EngineConfig {
@@ -155,6 +158,7 @@ impl Default for EngineConfig {
             clock: crate::Clock::system(),
             metrics: true,
             frame_log_retention: Some(std::time::Duration::from_secs(30 * 24 * 3600)),
+            frame_log: true,
         }
     }
 }
@@ -475,6 +479,7 @@ impl Engine {
         engine.spawn_janitor();
         engine.spawn_reaper();
         engine.spawn_frame_log_pruning();
+        engine.spawn_snapshot_pruning();
         if let Some(polling) = engine.inner.config.git.clone() {
             let inner = &engine.inner;
             crate::git::spawn(Arc::downgrade(&inner.sessions), Arc::downgrade(&inner.git), polling);

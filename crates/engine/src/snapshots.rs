@@ -12,6 +12,14 @@
 //! Which calls may change files: a tool not offered in plan mode (`write`, `edit`,
 //! `bash`, and an MCP tool unless its server marks it read-only), the same line plan
 //! mode draws.
+//!
+//! # Retention
+//!
+//! Every hour ([`PRUNE_EVERY`]) the engine deletes step records older than the
+//! retention setting, then asks the recorder to delete, in each project's repository,
+//! what no remaining record names (a step's trees, a pending revert's saved tree) and
+//! what was written more than [`PRUNE_GRACE`] ago; a repository whose project is gone is
+//! deleted whole. Deleting a project deletes its repository at once.
 
 use crate::Store;
 use crate::session::Loaded;
@@ -20,6 +28,15 @@ use spool_protocol::time::now_ms;
 use spool_protocol::{DirIdentity, ProjectId, Run};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often retention runs.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// How old an object nothing names must be before pruning deletes it: a snapshot's
+/// tree is written before its record reaches the store, a revert's before its row.
+pub const PRUNE_GRACE: Duration = Duration::from_secs(3600);
+/// The step records' retention unless the server sets one.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Paths a snapshot left out that a record keeps by name; the rest are only counted.
 pub const MAX_SKIPPED_LISTED: usize = 100;
@@ -57,6 +74,22 @@ pub trait Snapshotter: Send + Sync + 'static {
     /// Records the files under `root` (the directory of `project`, registered as
     /// `root_id`) and returns the tree's id. An `Err` says why nothing was recorded.
     fn snapshot(&self, project: &ProjectId, root: &Path, root_id: Option<DirIdentity>) -> Result<Snapshot, String>;
+
+    /// The projects this recorder holds snapshots of (what pruning visits).
+    fn projects(&self) -> Result<Vec<ProjectId>, String> {
+        Ok(Vec::new())
+    }
+
+    /// Deletes what `project`'s snapshots held that no tree in `keep` needs and that
+    /// is older than `grace`; returns how many objects went.
+    fn prune(&self, _project: &ProjectId, _keep: &[String], _grace: Duration) -> Result<u64, String> {
+        Ok(0)
+    }
+
+    /// Deletes everything recorded for `project` (it was deleted).
+    fn forget(&self, _project: &ProjectId) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Step snapshots on: the recorder (the engine's `EngineConfig::snapshots`), and the
@@ -65,11 +98,19 @@ pub trait Snapshotter: Send + Sync + 'static {
 pub struct StepSnapshotting {
     snapshotter: Arc<dyn Snapshotter>,
     node_id: String,
+    /// How long step records are kept; `None`: for ever.
+    retention: Option<Duration>,
 }
 
 impl StepSnapshotting {
+    /// Snapshots by `snapshotter`, their records kept [`DEFAULT_RETENTION`].
     pub fn new(snapshotter: Arc<dyn Snapshotter>) -> StepSnapshotting {
-        StepSnapshotting { snapshotter, node_id: String::new() }
+        StepSnapshotting { snapshotter, node_id: String::new(), retention: Some(DEFAULT_RETENTION) }
+    }
+
+    /// Keeps step records `retention` (`None`: for ever) instead.
+    pub fn keeping(self, retention: Option<Duration>) -> StepSnapshotting {
+        StepSnapshotting { retention, ..self }
     }
 
     pub(crate) fn on_node(self, node_id: String) -> StepSnapshotting {
@@ -148,9 +189,83 @@ impl StepSnapshotting {
     }
 }
 
+impl StepSnapshotting {
+    /// One retention pass at `now` (see the module docs): old records, then each
+    /// repository. A failure is logged and the next pass tries again.
+    pub async fn prune(&self, store: &dyn Store, now: spool_protocol::time::Millis) {
+        if let Some(keep) = self.retention {
+            match store.prune_step_snapshots(now.saturating_sub(crate::clock::millis(keep))).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "pruned step snapshot records past their retention"),
+                Err(error) => tracing::warn!(%error, "could not prune step snapshot records"),
+            }
+        }
+        let recorder = self.snapshotter.clone();
+        let projects = match tokio::task::spawn_blocking(move || recorder.projects()).await {
+            Ok(Ok(projects)) => projects,
+            Ok(Err(error)) => return tracing::warn!(%error, "could not list the snapshot repositories"),
+            Err(error) => return tracing::warn!(%error, "the snapshot listing task failed"),
+        };
+        for project in projects {
+            match store.get_project(&project).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    self.forget(&project).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%project, %error, "could not read a project to prune its snapshots");
+                    continue;
+                }
+            }
+            let keep = match store.snapshot_trees(&project).await {
+                Ok(keep) => keep,
+                Err(error) => {
+                    tracing::warn!(%project, %error, "could not read which snapshots to keep");
+                    continue;
+                }
+            };
+            let (recorder, at) = (self.snapshotter.clone(), project.clone());
+            match tokio::task::spawn_blocking(move || recorder.prune(&at, &keep, PRUNE_GRACE)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(objects)) => tracing::info!(%project, objects, "pruned snapshot objects no record needs"),
+                Ok(Err(error)) => tracing::warn!(%project, %error, "could not prune the snapshot repository"),
+                Err(error) => tracing::warn!(%project, %error, "the snapshot pruning task failed"),
+            }
+        }
+    }
+
+    /// Deletes what was recorded for `project` (deleted); a failure is logged.
+    pub async fn forget(&self, project: &ProjectId) {
+        let (recorder, at) = (self.snapshotter.clone(), project.clone());
+        match tokio::task::spawn_blocking(move || recorder.forget(&at)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%project, %error, "could not delete a deleted project's snapshots"),
+            Err(error) => tracing::warn!(%project, %error, "the snapshot deletion task failed"),
+        }
+    }
+}
+
+impl crate::Engine {
+    /// Runs step-snapshot retention now and every [`PRUNE_EVERY`], when snapshots are on.
+    pub(crate) fn spawn_snapshot_pruning(&self) {
+        let Some(snapshots) = self.inner.config.snapshots.clone() else { return };
+        self.spawn_every(PRUNE_EVERY, move |engine| {
+            let snapshots = snapshots.clone();
+            async move {
+                let now = engine.inner.config.clock.now_ms();
+                snapshots.prune(&*engine.inner.store, now).await;
+            }
+        });
+    }
+}
+
 impl std::fmt::Debug for StepSnapshotting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepSnapshotting").field("node_id", &self.node_id).finish_non_exhaustive()
+        f.debug_struct("StepSnapshotting")
+            .field("node_id", &self.node_id)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
     }
 }
 

@@ -47,6 +47,7 @@ mod questions;
 mod queue;
 mod redaction;
 mod replay;
+mod retention;
 mod root_swap;
 mod roots;
 mod run_stream;

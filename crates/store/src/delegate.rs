@@ -426,6 +426,12 @@ macro_rules! impl_store {
                 ) -> Result<Vec<store::StepSnapshot>, StoreError> {
                     step_snapshots::list(&self.pool, session).await
                 }
+                async fn prune_step_snapshots(&self, before: Millis) -> Result<u64, StoreError> {
+                    step_snapshots::prune(&self.pool, before).await
+                }
+                async fn snapshot_trees(&self, project: &ProjectId) -> Result<Vec<String>, StoreError> {
+                    step_snapshots::trees(&self.pool, project).await
+                }
             }
 
             #[async_trait::async_trait]

@@ -21,6 +21,8 @@
 //! * **One at a time per project.** The index is one file per repository, so
 //!   snapshots of one project are serialized with a mutex (a std one: the work runs
 //!   on a blocking thread and never awaits).
+//! * **Pruned** ([`ShadowRepos::prune`], in `prune.rs`): the objects no remaining
+//!   record needs are deleted, and a deleted project's repository with it.
 
 use git2::{IndexAddOption, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 use spool_engine::snapshots::{Skipped, Snapshot, Snapshotter};
@@ -137,6 +139,20 @@ impl Snapshotter for ShadowRepos {
         checked()?;
         Ok(snapshot)
     }
+
+    fn projects(&self) -> Result<Vec<ProjectId>, String> {
+        let names = ShadowRepos::projects(self).map_err(|e| e.to_string())?;
+        // A directory that is not a project id is not Spool's: left alone.
+        Ok(names.iter().filter_map(|name| name.parse().ok()).collect())
+    }
+
+    fn prune(&self, project: &ProjectId, keep: &[String], grace: std::time::Duration) -> Result<u64, String> {
+        ShadowRepos::prune(self, project.as_str(), keep, grace).map(|p| p.objects).map_err(|e| e.to_string())
+    }
+
+    fn forget(&self, project: &ProjectId) -> Result<(), String> {
+        ShadowRepos::forget(self, project.as_str()).map_err(|e| e.to_string())
+    }
 }
 
 /// Opens the shadow repository at `git_dir`, creating it (bare, its settings
@@ -201,6 +217,9 @@ fn record(repo: &Repository, root: &Path, limits: SnapshotLimits) -> Result<Snap
     let tree = index.write_tree()?;
     Ok(Snapshot { tree: tree.to_string(), skipped })
 }
+
+mod prune;
+pub use prune::Pruned;
 
 #[cfg(test)]
 mod tests;

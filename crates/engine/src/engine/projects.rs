@@ -122,6 +122,11 @@ impl Projects<'_> {
         }
         self.engine.inner.lists.projects_changed(&project.owner_id, &project.id);
         deleted?;
+        // Its files' snapshots go with it (retention also deletes a repository whose
+        // project is gone, should this fail or another node hold it).
+        if let Some(snapshots) = &self.engine.inner.config.snapshots {
+            snapshots.forget(&project.id).await;
+        }
         Ok(())
     }
 }

@@ -489,7 +489,9 @@ impl Engine {
             }
             _ => {
                 let events = SessionEvents::observed(id.clone(), state, limits, lists, metrics);
-                events.log_runs(self.inner.run_log.clone());
+                if self.inner.config.frame_log {
+                    events.log_runs(self.inner.run_log.clone());
+                }
                 events
             }
         };

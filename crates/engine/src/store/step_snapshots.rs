@@ -24,6 +24,12 @@ pub trait StepSnapshots: Send + Sync + 'static {
     /// The step records of the session's active path in conversation order (those of
     /// shelved turns wait with their branch, see [`super::Branches`]).
     async fn list_step_snapshots(&self, session: &SessionId) -> Result<Vec<StepSnapshot>, StoreError>;
+    /// Deletes the step records made before `before`; returns how many.
+    async fn prune_step_snapshots(&self, before: time::Millis) -> Result<u64, StoreError>;
+    /// Every tree of `project`'s shadow repository a record still names: the steps'
+    /// `before` and `after` trees and the tree a pending revert saved (its state's
+    /// `pre`), each once. Pruning keeps what these need.
+    async fn snapshot_trees(&self, project: &ProjectId) -> Result<Vec<String>, StoreError>;
 }
 
 /// The snapshots around one step of a run.

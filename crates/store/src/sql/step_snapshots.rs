@@ -8,7 +8,8 @@ use crate::rows::Columns;
 use spool_engine::StoreError;
 use spool_engine::snapshots::Skipped;
 use spool_engine::store::StepSnapshot;
-use spool_protocol::{RunId, SessionId};
+use spool_protocol::time::Millis;
+use spool_protocol::{ProjectId, RunId, SessionId};
 use sqlx::types::Json;
 
 pub(crate) async fn insert(pool: &Pool, s: &StepSnapshot) -> Result<(), StoreError> {
@@ -88,6 +89,43 @@ pub(crate) async fn list(pool: &Pool, session: &SessionId) -> Result<Vec<StepSna
             })
         })
         .collect()
+}
+
+pub(crate) async fn prune(pool: &Pool, before: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM step_snapshots WHERE created_at < $1")
+        .bind(before)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected())
+}
+
+/// The trees `project`'s records name. A pending revert's state is read here, not in
+/// SQL, because the two databases spell a JSON field's extraction differently.
+pub(crate) async fn trees(pool: &Pool, project: &ProjectId) -> Result<Vec<String>, StoreError> {
+    let mut trees: Vec<String> = sqlx::query_scalar(
+        "SELECT before_tree FROM step_snapshots WHERE project_id = $1
+         UNION SELECT after_tree FROM step_snapshots WHERE project_id = $1 AND after_tree IS NOT NULL",
+    )
+    .bind(project.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    let reverts = sqlx::query(
+        "SELECT r.state FROM session_reverts r JOIN sessions s ON s.id = r.session_id WHERE s.project_id = $1",
+    )
+    .bind(project.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    for row in &reverts {
+        if let Some(pre) = row.json("state")?.get("pre").and_then(|pre| pre.as_str()) {
+            trees.push(pre.to_owned());
+        }
+    }
+    trees.sort();
+    trees.dedup();
+    Ok(trees)
 }
 
 fn number(n: u64) -> Result<i64, StoreError> {

@@ -87,6 +87,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     runs_since_lists_a_sessions_runs_from_an_index_in_order(store).await;
     run_frames_come_back_in_order_and_retention_prunes_them_by_age(store).await;
     step_snapshots_are_recorded_once_completed_by_their_after_and_listed_in_order(store).await;
+    retention_deletes_old_step_records_and_the_trees_named_are_the_rest(store).await;
     shelving_moves_turns_off_the_path_whole_and_unshelving_puts_them_back(store).await;
     a_branch_shelved_inside_another_is_a_version_only_of_its_own_path(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
