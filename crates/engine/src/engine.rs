@@ -50,12 +50,14 @@ use tokio_util::sync::CancellationToken;
 mod fork;
 mod projects;
 mod queue;
+mod reverts;
 mod runs;
 mod sessions;
 mod tool_sources;
 
 pub use projects::Projects;
 pub use queue::{MAX_QUEUED, Submitted};
+pub use reverts::Reverts;
 pub use runs::Runs;
 pub use sessions::Sessions;
 pub use tool_sources::{SessionUse, SourceView, ToolSources};
@@ -502,6 +504,11 @@ impl Engine {
     /// A user's projects: registered, listed, renamed and deleted.
     pub fn projects(&self) -> Projects<'_> {
         Projects { engine: self }
+    }
+
+    /// Reverting a session to a message (its files and its turns) and undoing that.
+    pub fn reverts(&self) -> Reverts<'_> {
+        Reverts { engine: self }
     }
 
     /// The tool sources besides Spool's own tools (MCP servers): their state, and

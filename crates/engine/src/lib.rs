@@ -49,7 +49,7 @@ pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
     DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, Projects, PromptInput, Runs, SessionPatch, SessionUse,
-    Sessions, SourceView, StreamPermit, Submitted, ToolSources,
+    Reverts, Sessions, SourceView, StreamPermit, Submitted, ToolSources,
 };
 pub use error::{EngineError, Result};
 pub use events::{

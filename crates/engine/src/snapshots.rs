@@ -69,11 +69,40 @@ impl Skipped {
     }
 }
 
-/// Records a project's files. Called on a blocking thread.
+/// A file as a snapshot recorded it, without its bytes: what a revert compares.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct FileId {
+    /// The content's id in the shadow repository (equal ids, equal bytes).
+    pub blob: String,
+    /// The git file mode (regular, executable or a link).
+    pub mode: i32,
+}
+
+/// Records a project's files, reads them back and puts them back. Called on a
+/// blocking thread.
 pub trait Snapshotter: Send + Sync + 'static {
     /// Records the files under `root` (the directory of `project`, registered as
     /// `root_id`) and returns the tree's id. An `Err` says why nothing was recorded.
     fn snapshot(&self, project: &ProjectId, root: &Path, root_id: Option<DirIdentity>) -> Result<Snapshot, String>;
+
+    /// The files tree `tree` of `project` holds, by path (`/`-separated), as identities.
+    fn files(&self, project: &ProjectId, tree: &str) -> Result<crate::revert::Files<FileId>, String>;
+
+    /// A unified diff of `path` as tree `from` holds it against tree `to` (an absent
+    /// side is empty), at most `max_bytes` long.
+    fn diff(&self, project: &ProjectId, path: &str, from: &str, to: &str, max_bytes: usize) -> Result<String, String>;
+
+    /// Makes `path` under `root` what tree `tree` holds (its bytes and mode), or removes
+    /// it when the tree has no such file. Never follows a link out of the project, and
+    /// never writes through one: a link at `path` itself is replaced.
+    fn restore(
+        &self,
+        project: &ProjectId,
+        root: &Path,
+        root_id: Option<DirIdentity>,
+        tree: &str,
+        path: &str,
+    ) -> Result<(), String>;
 
     /// The projects this recorder holds snapshots of (what pruning visits).
     fn projects(&self) -> Result<Vec<ProjectId>, String> {
@@ -115,6 +144,11 @@ impl StepSnapshotting {
 
     pub(crate) fn on_node(self, node_id: String) -> StepSnapshotting {
         StepSnapshotting { node_id, ..self }
+    }
+
+    /// The recorder, for a revert that reads and restores what it recorded.
+    pub(crate) fn snapshotter(&self) -> &Arc<dyn Snapshotter> {
+        &self.snapshotter
     }
 
     /// Records the files of the session's project, on the blocking pool. A failure is

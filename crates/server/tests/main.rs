@@ -45,6 +45,7 @@ mod plans;
 mod providers;
 mod questions;
 mod queue;
+mod revert;
 mod redaction;
 mod replay;
 mod retention;

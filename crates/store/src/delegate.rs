@@ -435,6 +435,22 @@ macro_rules! impl_store {
             }
 
             #[async_trait::async_trait]
+            impl store::SessionReverts for $store {
+                async fn put_session_revert(&self, revert: &store::SessionRevert) -> Result<(), StoreError> {
+                    reverts::put(&self.pool, revert).await
+                }
+                async fn session_revert(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<Option<store::SessionRevert>, StoreError> {
+                    reverts::get(&self.pool, session).await
+                }
+                async fn delete_session_revert(&self, session: &SessionId) -> Result<bool, StoreError> {
+                    reverts::delete(&self.pool, session).await
+                }
+            }
+
+            #[async_trait::async_trait]
             impl store::Branches for $store {
                 async fn shelve(
                     &self,

@@ -234,13 +234,34 @@ pub struct WriteTarget {
 ///
 /// Blocking: call it from `spawn_blocking`.
 pub fn resolve_for_write(root: &Root, data_dir: Option<&Path>, requested: &str) -> Result<WriteTarget, PathError> {
+    resolve_target(root, data_dir, requested, true)
+}
+
+/// Like [`resolve_for_write`], but a link as the last name is the target itself, not
+/// followed: a revert puts back the entry at the path, whatever is there now.
+///
+/// Blocking: call it from `spawn_blocking`.
+pub(crate) fn resolve_entry_for_write(
+    root: &Root,
+    data_dir: Option<&Path>,
+    requested: &str,
+) -> Result<WriteTarget, PathError> {
+    resolve_target(root, data_dir, requested, false)
+}
+
+fn resolve_target(
+    root: &Root,
+    data_dir: Option<&Path>,
+    requested: &str,
+    follow_last: bool,
+) -> Result<WriteTarget, PathError> {
     let refused = |fail| refusal(root, data_dir, requested, fail);
-    let mut resolved = resolve(root, &relative(root, requested)?, true).map_err(refused)?;
+    let mut resolved = resolve(root, &relative(root, requested)?, follow_last).map_err(refused)?;
     if let Resolved::Missing { names, rest, went_up: true, .. } = &resolved {
         // `missing/../x` can lead back into directories that exist, links included, so
         // the path without `..` is judged afresh. It has no `..`, so this happens once.
         let again: PathBuf = names.iter().chain(rest).collect();
-        resolved = resolve(root, &again, true).map_err(refused)?;
+        resolved = resolve(root, &again, follow_last).map_err(refused)?;
     }
     let (dir, at, missing, name): (_, PathBuf, _, _) = match resolved {
         Resolved::Found { dir, names, last } => {
@@ -267,6 +288,11 @@ impl WriteTarget {
     /// The directory the file is in (once [`Self::create_dirs`] ran) and its name.
     pub(crate) fn at(&self) -> (BorrowedFd<'_>, &OsStr) {
         (self.dir.as_fd(), &self.name)
+    }
+
+    /// Whether every directory on the way exists (nothing for [`Self::create_dirs`] to make).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.missing.is_empty()
     }
 
     /// The file there now, opened for reading without following a link; `None` when

@@ -25,9 +25,11 @@
 //!   record needs are deleted, and a deleted project's repository with it.
 
 use git2::{IndexAddOption, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
-use spool_engine::snapshots::{Skipped, Snapshot, Snapshotter};
+use spool_engine::snapshots::{FileId, Skipped, Snapshot, Snapshotter};
 use spool_protocol::{DirIdentity, ProjectId};
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -127,6 +129,146 @@ impl ShadowRepos {
             None => Ok(files),
         }
     }
+
+    /// The identities (blob id and mode) of the files a snapshot of `project` recorded.
+    pub fn identities(&self, project: &str, tree: &str) -> Result<BTreeMap<String, FileId>, SnapshotError> {
+        let repo = Repository::open_bare(self.git_dir(project))?;
+        let tree = repo.find_tree(Oid::from_str(tree)?)?;
+        let mut files = BTreeMap::new();
+        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() == Some(ObjectType::Blob) {
+                let path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+                files.insert(path, FileId { blob: entry.id().to_string(), mode: entry.filemode() });
+            }
+            TreeWalkResult::Ok
+        })?;
+        Ok(files)
+    }
+
+    /// One file of a snapshot of `project`; `None` when the snapshot has no such file.
+    pub fn file(&self, project: &str, tree: &str, path: &str) -> Result<Option<RecordedFile>, SnapshotError> {
+        let repo = Repository::open_bare(self.git_dir(project))?;
+        let tree = repo.find_tree(Oid::from_str(tree)?)?;
+        let entry = match tree.get_path(Path::new(path)) {
+            Ok(entry) if entry.kind() == Some(ObjectType::Blob) => entry,
+            Ok(_) => return Ok(None),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let blob = repo.find_blob(entry.id())?;
+        Ok(Some(RecordedFile { mode: entry.filemode(), bytes: blob.content().to_vec() }))
+    }
+
+    /// Puts `path` under the project's directory back as `tree` recorded it (see
+    /// [`Snapshotter::restore`]): written through [`crate::atomic`] into a directory
+    /// found by [`crate::path`], so nothing outside the project is reached.
+    pub fn restore_file(
+        &self,
+        project: &str,
+        root: &crate::path::Root,
+        tree: &str,
+        path: &str,
+    ) -> Result<(), RestoreError> {
+        let recorded = self.file(project, tree, path)?;
+        // The snapshots themselves are never a place to write (the engine refuses a
+        // project that holds the data directory; this keeps a stray one out too).
+        let mut target = crate::path::resolve_entry_for_write(root, Some(&self.dir), path)?;
+        let present = |target: &crate::path::WriteTarget| {
+            let (dir, name) = target.at();
+            match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => Ok(Some(rustix::fs::FileType::from_raw_mode(stat.st_mode))),
+                Err(rustix::io::Errno::NOENT) => Ok(None),
+                Err(e) => Err(std::io::Error::from(e)),
+            }
+        };
+        let Some(recorded) = recorded else {
+            if !target.is_complete() {
+                return Ok(());
+            }
+            return match present(&target)? {
+                None => Ok(()),
+                Some(rustix::fs::FileType::Directory) => Err(RestoreError::Directory),
+                Some(_) => {
+                    let (dir, name) = target.at();
+                    rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty()).map_err(std::io::Error::from)?;
+                    Ok(())
+                }
+            };
+        };
+        target.create_dirs()?;
+        let now = present(&target)?;
+        if now == Some(rustix::fs::FileType::Directory) {
+            return Err(RestoreError::Directory);
+        }
+        let (dir, name) = target.at();
+        if recorded.mode == LINK_MODE {
+            if now.is_some() {
+                rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty()).map_err(std::io::Error::from)?;
+            }
+            let link_target = std::ffi::OsStr::from_bytes(&recorded.bytes);
+            rustix::fs::symlinkat(link_target, dir, name).map_err(std::io::Error::from)?;
+            return Ok(());
+        }
+        let executable = recorded.mode & 0o111 != 0;
+        let mode = if executable { 0o755 } else { 0o644 };
+        crate::atomic::write_file(dir, name, &recorded.bytes, Some(std::fs::Permissions::from_mode(mode)))?;
+        Ok(())
+    }
+
+    /// A unified diff of `path` in tree `from` against tree `to`, cut at `max_bytes`.
+    pub fn diff_file(
+        &self,
+        project: &str,
+        path: &str,
+        from: &str,
+        to: &str,
+        max_bytes: usize,
+    ) -> Result<String, SnapshotError> {
+        let old = self.file(project, from, path)?.map(|f| f.bytes).unwrap_or_default();
+        let new = self.file(project, to, path)?.map(|f| f.bytes).unwrap_or_default();
+        let (Ok(old), Ok(new)) = (std::str::from_utf8(&old), std::str::from_utf8(&new)) else {
+            return Ok(format!("Binary file {path} differs\n"));
+        };
+        let diff = similar::TextDiff::configure().timeout(std::time::Duration::from_secs(1)).diff_lines(old, new);
+        let text = diff
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("{path} (now)"), &format!("{path} (reverted)"))
+            .to_string();
+        Ok(cut(text, max_bytes))
+    }
+}
+
+/// The git mode of a symbolic link.
+const LINK_MODE: i32 = 0o120000;
+
+/// `text` cut to at most `max_bytes` at a line's end, saying so.
+fn cut(mut text: String, max_bytes: usize) -> String {
+    const NOTE: &str = "… the rest of the diff is not shown\n";
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes.saturating_sub(NOTE.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end = text[..end].rfind('\n').map_or(0, |at| at + 1);
+    text.truncate(end);
+    text.push_str(NOTE);
+    text
+}
+
+/// Why a file could not be put back.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Path(#[from] crate::path::PathError),
+    #[error("a directory is there now")]
+    Directory,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl Snapshotter for ShadowRepos {
@@ -152,6 +294,26 @@ impl Snapshotter for ShadowRepos {
 
     fn forget(&self, project: &ProjectId) -> Result<(), String> {
         ShadowRepos::forget(self, project.as_str()).map_err(|e| e.to_string())
+    }
+
+    fn files(&self, project: &ProjectId, tree: &str) -> Result<BTreeMap<String, FileId>, String> {
+        self.identities(project.as_str(), tree).map_err(|e| e.to_string())
+    }
+
+    fn diff(&self, project: &ProjectId, path: &str, from: &str, to: &str, max_bytes: usize) -> Result<String, String> {
+        self.diff_file(project.as_str(), path, from, to, max_bytes).map_err(|e| e.to_string())
+    }
+
+    fn restore(
+        &self,
+        project: &ProjectId,
+        root: &Path,
+        root_id: Option<DirIdentity>,
+        tree: &str,
+        path: &str,
+    ) -> Result<(), String> {
+        let root = crate::path::Root::open(root, root_id).map_err(|e| e.to_string())?;
+        self.restore_file(project.as_str(), &root, tree, path).map_err(|e| e.to_string())
     }
 }
 

@@ -27,6 +27,7 @@ mod nodes;
 mod notes;
 mod projects;
 mod queue;
+mod reverts;
 mod run_frames;
 mod runs;
 mod sessions;
@@ -44,6 +45,7 @@ pub use nodes::{Lease, Listener, Nodes};
 pub use notes::Notes;
 pub use projects::Projects;
 pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
+pub use reverts::{SessionRevert, SessionReverts};
 pub use run_frames::{RunFrameChunk, RunFrames};
 pub use runs::{RunInsert, Runs};
 pub use sessions::{RuleRemoval, SessionMatch, Sessions};
@@ -68,6 +70,7 @@ pub trait Store:
     + RunFrames
     + StepSnapshots
     + Branches
+    + SessionReverts
 {
 }
 
@@ -88,6 +91,7 @@ impl<T> Store for T where
         + RunFrames
         + StepSnapshots
         + Branches
+        + SessionReverts
 {
 }
 
@@ -97,6 +101,6 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames,
-        Runs, Sessions, StepSnapshots, Store, Users,
+        Runs, SessionReverts, Sessions, StepSnapshots, Store, Users,
     };
 }

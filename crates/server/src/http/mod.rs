@@ -31,6 +31,7 @@ mod openapi;
 mod projects;
 mod ready;
 pub(crate) mod responses;
+mod revert;
 pub(crate) mod run_feed;
 mod runs;
 mod search;
@@ -73,7 +74,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("meta", [health::router(), ready::router(), models::router(), metrics::router(), document]))
         .merge(tagged("auth", [auth::router()]))
         .merge(tagged("projects", [projects::router()]))
-        .merge(tagged("sessions", [sessions::router(), fork::router()]))
+        .merge(tagged("sessions", [sessions::router(), fork::router(), revert::router()]))
         .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
@@ -151,6 +152,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         runs::BODIES,
         sessions::BODIES,
         fork::BODIES,
+        revert::BODIES,
         streams::BODIES,
         ws_hub::routes::BODIES,
     ])

@@ -20,8 +20,8 @@ mod dialect;
 mod sql;
 
 use sql::{
-    approvals, auth, branches, drafts, idempotency, leases, memory, messages, projects, queue, run_frames, runs,
-    search, sessions, step_snapshots, todos, tokens, tool_sources, users,
+    approvals, auth, branches, drafts, idempotency, leases, memory, messages, projects, queue, reverts, run_frames,
+    runs, search, sessions, step_snapshots, todos, tokens, tool_sources, users,
 };
 
 use crate::error::db_error;

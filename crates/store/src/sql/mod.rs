@@ -40,6 +40,7 @@ pub(crate) mod memory;
 pub(crate) mod messages;
 pub(crate) mod projects;
 pub(crate) mod queue;
+pub(crate) mod reverts;
 pub(crate) mod run_frames;
 pub(crate) mod runs;
 pub(crate) mod search;

@@ -1,0 +1,200 @@
+//! Reverting a session to a prompt (issue 39): `POST /api/sessions/{id}/revert` puts
+//! back every file the agent changed from that prompt on, whatever changed it (`write`,
+//! `edit`, a `bash` command), and takes those turns off the session's history;
+//! `POST /api/sessions/{id}/unrevert` puts both back. A file someone else changed since
+//! is a conflict, shown with its diff and never overwritten; a busy session refuses; a
+//! prompt after a revert makes it final.
+
+use crate::common;
+
+use common::{TestOptions, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use spool_engine::snapshots::StepSnapshotting;
+use spool_tools::snapshot::{ShadowRepos, SnapshotLimits};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A server recording step snapshots in a directory of its own (kept with the server).
+async fn server() -> (TestServer, tempfile::TempDir) {
+    let shadow_dir = tempfile::tempdir().expect("temp dir");
+    let shadow = Arc::new(ShadowRepos::new(shadow_dir.path(), SnapshotLimits::default()));
+    let mut options = TestOptions::default();
+    options.engine.snapshots = Some(StepSnapshotting::new(shadow));
+    (TestServer::start_with(options).await, shadow_dir)
+}
+
+/// A session whose `write`, `edit` and `bash` calls run without asking.
+async fn session_allowing_edits(server: &TestServer) -> String {
+    let session = server.new_session().await;
+    let rules: Vec<_> = ["write", "edit", "bash"].iter().map(|t| json!({"tool": t, "action": "allow"})).collect();
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": rules})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    session
+}
+
+/// Every file under `dir` and its bytes.
+fn files_on_disk(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let name = path.strip_prefix(dir).expect("beneath").to_string_lossy().into_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    files
+}
+
+/// Runs `prompt` to its end; returns the index of its user message.
+async fn turn(server: &TestServer, session: &str, prompt: &str) -> u64 {
+    let run = server.run_prompt(session, prompt).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    run["userMessageIndex"].as_u64().unwrap_or_else(|| panic!("a run names its user message: {run}"))
+}
+
+/// The session's history as (index, role, text) rows.
+async fn history(server: &TestServer, session: &str) -> Vec<(u64, String, String)> {
+    let page = server.messages(session, "").await;
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let text: Vec<&str> =
+                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
+        })
+        .collect()
+}
+
+/// The paths of a report's `restore`, each with its action.
+fn restored(report: &Value) -> Vec<(String, String)> {
+    let entries = report["restore"].as_array().unwrap_or_else(|| panic!("a report lists what it restores: {report}"));
+    entries
+        .iter()
+        .map(|e| (e["path"].as_str().expect("path").to_owned(), e["action"].as_str().expect("action").to_owned()))
+        .collect()
+}
+
+fn pair(path: &str, action: &str) -> (String, String) {
+    (path.to_owned(), action.to_owned())
+}
+
+#[tokio::test]
+async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_and_unrevert_puts_them_back() {
+    let (server, _shadow) = server().await;
+    let session = session_allowing_edits(&server).await;
+    let dir = server.project_dir();
+    std::fs::write(dir.join("keep.txt"), "untouched by the agent\n").expect("seed a file");
+
+    turn(&server, &session, "hello").await;
+    let before_agent = files_on_disk(&dir);
+    let history_before = history(&server, &session).await;
+    let write = json!({"path": "notes.txt", "content": "alpha\nbeta\n"});
+    let from = turn(&server, &session, &format!("tool: write {write}")).await;
+    let edit = json!({"path": "README.md", "oldString": "# Test project", "newString": "# Edited by the agent"});
+    turn(&server, &session, &format!("tool: edit {edit}")).await;
+    turn(&server, &session, &format!("tool: bash {}", json!({"command": "rm src/main.rs"}))).await;
+    turn(&server, &session, &format!("tool: bash {}", json!({"command": "sed -i 's/beta/BETA/' notes.txt"}))).await;
+    let after_agent = files_on_disk(&dir);
+    let failed: Vec<_> = server.tool_results(&session).await.into_iter().filter(|r| r.2).collect();
+    assert!(failed.is_empty(), "every call did its work: {failed:?}");
+    let history_after = history(&server, &session).await;
+    assert_ne!(after_agent, before_agent, "the agent changed the files");
+    assert_eq!(after_agent["notes.txt"], b"alpha\nBETA\n");
+    assert!(!after_agent.contains_key("src/main.rs"));
+
+    // The preview says what will happen and changes nothing.
+    let (status, preview) = server.get(&format!("/api/sessions/{session}/revert?index={from}")).await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    let expected = vec![pair("README.md", "write"), pair("notes.txt", "delete"), pair("src/main.rs", "write")];
+    assert_eq!(restored(&preview), expected, "{preview}");
+    assert_eq!(preview["conflicts"], json!([]));
+    assert_eq!(files_on_disk(&dir), after_agent, "a preview changes no file");
+
+    let (status, report) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(restored(&report), expected, "{report}");
+    assert_eq!(files_on_disk(&dir), before_agent, "every file is as it was before the agent's turns, byte for byte");
+    assert_eq!(history(&server, &session).await, history_before, "the reverted turns left the history");
+    let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
+    assert_eq!(pending["index"], from, "{pending}");
+
+    let (status, report) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(files_on_disk(&dir), after_agent, "unrevert puts back what the agent left, byte for byte");
+    assert_eq!(history(&server, &session).await, history_after, "the turns are back");
+    assert_eq!(report["conflicts"], json!([]), "{report}");
+    let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
+    assert_eq!(pending, Value::Null, "nothing is left to unrevert");
+}
+
+#[tokio::test]
+async fn a_file_the_person_changed_since_is_a_conflict_left_alone() {
+    let (server, _shadow) = server().await;
+    let session = session_allowing_edits(&server).await;
+    let dir = server.project_dir();
+    let write = json!({"path": "notes.txt", "content": "from the agent\n"});
+    let from = turn(&server, &session, &format!("tool: write {write}")).await;
+    let other = json!({"path": "other.txt", "content": "also the agent\n"});
+    turn(&server, &session, &format!("tool: write {other}")).await;
+    // The person edits one of the agent's files afterwards.
+    std::fs::write(dir.join("notes.txt"), "the person's own words\n").expect("edit");
+
+    let (status, report) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    let conflicts = report["conflicts"].as_array().expect("conflicts");
+    assert_eq!(conflicts.len(), 1, "{report}");
+    assert_eq!(conflicts[0]["path"], "notes.txt");
+    let diff = conflicts[0]["diff"].as_str().expect("a diff");
+    assert!(diff.contains("-the person's own words"), "the diff shows what is there now: {diff}");
+    assert_eq!(std::fs::read(dir.join("notes.txt")).expect("still there"), b"the person's own words\n");
+    assert_eq!(restored(&report), vec![pair("other.txt", "delete")], "the file nobody else touched went back");
+    assert!(!dir.join("other.txt").exists());
+}
+
+#[tokio::test]
+async fn a_busy_session_refuses_a_revert_with_409() {
+    let (server, _shadow) = server().await;
+    // No allow rule: the write asks, and the run waits at the approval.
+    let session = server.new_session().await;
+    let write = json!({"path": "notes.txt", "content": "waiting\n"});
+    let (_run, _approval) = server.park(&session, &format!("tool: write {write}")).await;
+
+    let (status, body) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": 0})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "session_busy", "{body}");
+    let (status, body) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "session_busy", "{body}");
+    assert_eq!(history(&server, &session).await.first().map(|m| m.1.clone()), Some("user".into()), "history kept");
+}
+
+#[tokio::test]
+async fn a_prompt_after_a_revert_makes_it_final() {
+    let (server, _shadow) = server().await;
+    let session = session_allowing_edits(&server).await;
+    let dir = server.project_dir();
+    let write = json!({"path": "notes.txt", "content": "first try\n"});
+    let from = turn(&server, &session, &format!("tool: write {write}")).await;
+    let (status, report) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert!(!dir.join("notes.txt").exists());
+
+    let again = json!({"path": "notes.txt", "content": "second try\n"});
+    let index = turn(&server, &session, &format!("tool: write {again}")).await;
+    assert_eq!(index, from, "the new prompt takes the reverted one's place");
+    let (status, body) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_unrevert", "{body}");
+    assert_eq!(std::fs::read(dir.join("notes.txt")).expect("kept"), b"second try\n", "the new turn's file stays");
+    let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
+    assert_eq!(pending, Value::Null);
+}
