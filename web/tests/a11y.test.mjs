@@ -1,6 +1,7 @@
 // Accessibility scan of the workspace (issue 36): axe-core, injected into the real page,
 // checks it against WCAG 2.0, 2.1 and 2.2 levels A and AA in each state a person meets —
-// the first screen, a conversation with a tool call, the todo list, an approval card
+// the first screen, a conversation with a tool call, the todo list, a turn's versions and
+// the undo preview, an approval card
 // (a file's diff; a command's "always" choices), a question card — in the light and the
 // dark theme. No violation of impact serious or critical may remain; the others are
 // printed, so a run shows what is left.
@@ -64,6 +65,18 @@ test('axe finds no serious or critical WCAG 2.2 AA violation in any state of the
   await settled(page);
   await page.waitForSelector('#todos:not([hidden])');
   found.push(...(await scan(page, 'a conversation with a tool call and the todo list')));
+
+  // Issue 39: a regenerated turn shows its versions (‹ 2/2 ›), and "Undo to here" its preview.
+  await page.hover('.msg.assistant >> nth=-1');
+  await page.click('.msg.assistant [data-action="regenerate"]');
+  await page.waitForSelector('.msg.user [aria-label="Version 2 of 2"]');
+  await settled(page);
+  await page.hover('.msg.user >> nth=0');
+  await page.click('.msg.user >> nth=0 >> [data-action="undo"]');
+  await page.waitForSelector('dialog.undo-dialog[open]');
+  found.push(...(await scan(page, 'a turn with two versions and the undo preview')));
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('dialog.undo-dialog', { state: 'detached' });
 
   await send(page, 'tool: write {"path":"README.md","content":"# Demo project\\n\\nChanged.\\n"}');
   await page.waitForSelector('.approval-card .diff-table');

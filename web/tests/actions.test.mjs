@@ -1,5 +1,6 @@
 // Browser tests of issue 17's points 5 and 8: what a person can do with a message after
-// the fact (Regenerate, Edit and send, Retry a failed run, each message's time) and the
+// the fact (Regenerate and Edit, which make versions of a turn since issue 39 — see
+// branches.test.mjs —, Retry a failed run, each message's time) and the
 // permissions panel (an "Always allow" listed, undone, and asked about again). The real
 // `spool` binary and headless Debian Chromium, as in ui.test.mjs; a failed run comes
 // from a tiny provider stub that refuses every model call with a 400.
@@ -43,7 +44,7 @@ function prompts(page) {
   return sent;
 }
 
-test('Regenerate makes a second answer to the same prompt; the first stays', async (t) => {
+test('Regenerate answers the same prompt again in place; the first answer stays as a version', async (t) => {
   const server = await startSpool();
   t.after(() => server.stop());
   const { session } = await seed(server, { title: 'Regenerate' });
@@ -55,20 +56,20 @@ test('Regenerate makes a second answer to the same prompt; the first stays', asy
   await page.hover('.msg.assistant');
   await shot(page, 'message-actions');
   await page.dblclick('.msg.assistant [data-action="regenerate"]');
-  await answers(page, 2);
+  await page.waitForSelector('.msg.user [aria-label="Version 2 of 2"]');
+  await answers(page, 1);
   const stored = await history(server, session);
-  const users = stored.filter((m) => m.role === 'user');
-  const assistants = stored.filter((m) => m.role === 'assistant');
-  assert.deepEqual(users.map(texts), ['echo: the same words', 'echo: the same words'], 'the prompt ran again, once');
-  assert.deepEqual(assistants.map(texts), ['the same words', 'the same words'], 'two answers, the first kept');
+  assert.deepEqual(stored.map(texts), ['echo: the same words', 'the same words'], 'the turn ran again in place of the first');
   assert.equal(sent.length, 2, 'the double click sent one prompt');
   assert.notEqual(sent[0].requestId, sent[1].requestId, 'Regenerate is a new command, not a repeat of the first send');
-  // The button moved to the new last answer.
-  assert.equal(await page.locator('.msg.assistant >> nth=1 >> [data-action="regenerate"]').count(), 1);
+  assert.equal(sent[1].at, 0, 'in place of the prompt at 0');
+  assert.equal(sent[1].regenerate, true);
+  assert.equal(sent[1].queue, undefined, 'not appended');
+  assert.equal(await page.locator('[data-action="regenerate"]').count(), 1);
   assert.deepEqual(page.errors, []);
 });
 
-test('an edited message runs as a new prompt and the first answer stays', async (t) => {
+test('an edited message runs in place of the first, which stays as a version', async (t) => {
   const server = await startSpool();
   t.after(() => server.stop());
   const { session } = await seed(server, { title: 'Edit' });
@@ -81,7 +82,7 @@ test('an edited message runs as a new prompt and the first answer stays', async 
   const box = await page.waitForSelector('.msg.user .edit-box');
   assert.equal(await box.inputValue(), 'echo: first try', 'the box holds the message text');
   assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('edit-box')), 'the box has focus');
-  assert.match(await page.textContent('.msg.user .edit-note'), /stay/);
+  assert.match(await page.textContent('.msg.user .edit-note'), /earlier version/);
   // Escape leaves the message as it was.
   await page.keyboard.press('Escape');
   await page.waitForSelector('.msg.user .edit-box', { state: 'detached' });
@@ -96,12 +97,12 @@ test('an edited message runs as a new prompt and the first answer stays', async 
   assert.equal(await page.inputValue('.msg.user .edit-box'), 'echo: second try');
   await shot(page, 'message-edit');
   await page.click('.msg.user .editing button.primary');
-  await answers(page, 2);
+  await page.waitForSelector('.msg.user [aria-label="Version 2 of 2"]');
+  await answers(page, 1);
   const stored = await history(server, session);
-  assert.deepEqual(stored.filter((m) => m.role === 'user').map(texts), ['echo: first try', 'echo: second try']);
-  assert.deepEqual(stored.filter((m) => m.role === 'assistant').map(texts), ['first try', 'second try']);
+  assert.deepEqual(stored.map(texts), ['echo: second try', 'second try'], 'the path holds the edit and its answer');
   const shown = await page.$$eval('.msg.assistant .text', (els) => els.map((e) => e.textContent));
-  assert.deepEqual(shown, ['first try', 'second try'], 'the first answer is still on the page');
+  assert.deepEqual(shown, ['second try'], 'the first answer is a version away, not on the page');
   assert.equal(await page.locator('.edit-box').count(), 0, 'the edit box closed after sending');
   assert.deepEqual(page.errors, []);
 });

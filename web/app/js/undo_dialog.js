@@ -264,7 +264,7 @@ function changes(report) {
   if (uncovered.length) {
     parts.push(h('section', { class: 'undo-section', 'aria-labelledby': 'undo-uncovered' },
       h('h3', { id: 'undo-uncovered' }, `Not covered, left as they are (${uncovered.length})`),
-      h('p', { class: 'muted small-print' }, 'Changed in these turns but not in a snapshot (ignored by .gitignore, too large, or outside the project).'),
+      h('p', { class: 'muted small-print' }, 'These turns may have changed them, but no snapshot recorded them (too large, or past a snapshot’s limits), so there is nothing to put back.'),
       h('ul', { class: 'undo-files' }, uncovered.map((p) => h('li', { class: 'undo-file', dataset: { path: p } }, h('code', {}, p))))));
   }
   if (!parts.length) parts.push(h('p', { class: 'undo-none' }, 'No file changes to undo: only the conversation goes back.'));
