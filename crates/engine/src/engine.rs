@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 // The engine's rooms: each holds one handle's operations (and the `impl Engine` helpers
 // of that concern); the queue is the runs' room for prompts that wait.
+mod branches;
 mod fork;
 mod projects;
 mod queue;
@@ -176,6 +177,12 @@ pub struct PromptInput {
     /// When a run is going: wait in the session's queue instead of being refused
     /// (see [`Runs::submit`]).
     pub queue: bool,
+    /// Edits the turn at this user message index: the turns from there on are shelved
+    /// as a branch and the prompt takes its place (see [`Runs::submit`]).
+    pub at: Option<u64>,
+    /// With `at`: the turn is asked again (its own text when `text` is empty), and the
+    /// branch is a regenerate rather than an edit.
+    pub regenerate: bool,
 }
 
 /// What a prompt asks of its run, once it is checked: kept while it waits in the queue.

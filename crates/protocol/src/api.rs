@@ -122,6 +122,16 @@ pub struct PromptBody {
     /// instead of 409 `session_busy`.
     #[serde(default)]
     pub queue: bool,
+    /// Edits the turn at this user message index: the turns from there on leave the
+    /// active path as a branch (`GET /api/sessions/:id/branches`) and this prompt takes
+    /// their place. 409 `session_busy` while a run is going or parked or prompts are
+    /// queued; not with `queue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
+    /// With `at`: answer that turn again (an empty `text` asks its own prompt again);
+    /// the shelved turns are a branch of kind `regenerate`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regenerate: bool,
 }
 
 /// A started run, or (with `queue: true` while a run is going) the queued message.

@@ -66,6 +66,8 @@ fn trim_rounds(state: &mut SessionState) {
     let cut = user_positions[user_positions.len() - SNAPSHOT_USER_ROUNDS];
     let dropped: Vec<IndexedMessage> = state.messages.drain(..cut).collect();
     state.first_index = state.messages.first().map_or(state.total, |m| m.index);
+    let first_index = state.first_index;
+    state.variants.retain(|v| v.index >= first_index);
     for m in &dropped {
         match &m.message {
             Message::Assistant { content, .. } => {

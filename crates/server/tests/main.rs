@@ -11,6 +11,7 @@ mod api;
 mod approvals;
 mod auth;
 mod auth_matrix;
+mod branches;
 mod browser_trust;
 mod caps;
 mod cluster;

@@ -46,6 +46,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/sessions/{id}/permissions/{index}"),
     ("POST", "/api/sessions/{id}/facts"),
     ("POST", "/api/sessions/{id}/fork"),
+    ("GET", "/api/sessions/{id}/branches"),
+    ("POST", "/api/sessions/{id}/branch"),
     ("GET", "/api/sessions/{id}/revert"),
     ("POST", "/api/sessions/{id}/revert"),
     ("POST", "/api/sessions/{id}/unrevert"),

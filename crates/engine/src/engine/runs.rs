@@ -33,7 +33,16 @@ impl Runs<'_> {
     /// have settled. The same `request_id` returns the run it started or the message
     /// it queued, and starts or queues nothing.
     pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
-        let PromptInput { text, request_id, approval_policy, on_disconnect, queue } = input;
+        let PromptInput { text, request_id, approval_policy, on_disconnect, queue, at, regenerate } = input;
+        if at.is_some() && queue {
+            return Err(EngineError::invalid("invalid_prompt", "a prompt that edits a turn (`at`) cannot be queued"));
+        }
+        if regenerate && at.is_none() {
+            return Err(EngineError::invalid(
+                "invalid_prompt",
+                "`regenerate` needs `at`: the user message to answer again",
+            ));
+        }
         if text.len() > self.engine.inner.config.max_prompt_bytes {
             return Err(EngineError::TooLarge {
                 code: "prompt_too_large",
@@ -44,7 +53,8 @@ impl Runs<'_> {
                 ),
             });
         }
-        if text.trim().is_empty() {
+        // A regenerate may leave the text out: the turn's own prompt is asked again.
+        if text.trim().is_empty() && !regenerate {
             return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
         }
         if let Some(r) = &request_id
@@ -84,6 +94,23 @@ impl Runs<'_> {
             Some(active) => !self.engine.settles_now(active).await?,
             None => false,
         };
+        // An edit replaces turns: never while anything could still add to them.
+        if at.is_some() && (busy || !queued.is_empty()) {
+            let what =
+                active.as_ref().filter(|_| busy).map_or_else(|| "prompts are queued".into(), |a| a.run_id.to_string());
+            return Err(EngineError::SessionBusy(what));
+        }
+        let edited = match at {
+            Some(index) => Some(self.engine.user_message_at(id, index).await?),
+            None => None,
+        };
+        let text = match &edited {
+            Some(turn) if text.trim().is_empty() => turn.message.text(),
+            _ => text,
+        };
+        if text.trim().is_empty() {
+            return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
+        }
         let wanted = Wanted { text, request_id, approval_policy, on_disconnect };
         // Behind the queue even when no run is going (one is about to take the queue's
         // first message): the queue keeps the order prompts came in.
@@ -122,18 +149,38 @@ impl Runs<'_> {
             drop((_control, lease));
             self.engine.forget_stale(id);
             let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
-            let input = PromptInput { text, request_id, approval_policy, on_disconnect, queue };
+            let input = PromptInput { text, request_id, approval_policy, on_disconnect, queue, at, regenerate };
             return Box::pin(self.submit(owner, id, input)).await;
         }
         let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
-        let run = self.engine.new_run(&loaded, request_id);
+        let mut run = self.engine.new_run(&loaded, request_id);
+        // An edit: the turns from `at` on leave the path (a branch keeps them) and the
+        // prompt takes their place, so the model's next request holds only the new path.
+        let shelved = match &edited {
+            Some(turn) => {
+                let kind = if regenerate { BranchKind::Regenerate } else { BranchKind::Edit };
+                run.user_message_index = turn.index;
+                self.engine.store().shelve(id, turn.index, kind).await?
+            }
+            None => None,
+        };
         let prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
-        if let RunInsert::Existing(run) = self.engine.store().start_run(&run, &prompt).await? {
+        let started = self.engine.store().start_run(&run, &prompt).await;
+        if let Some(ordinal) = shelved
+            && !matches!(started, Ok(RunInsert::Created))
+        {
+            // Nothing took the turns' place: they go back as they were.
+            self.engine.store().unshelve(id, ordinal).await?;
+        }
+        if let RunInsert::Existing(run) = started? {
             return Ok(Submitted::Started(PromptAccepted {
                 request_id: run.request_id,
                 run_id: run.id,
                 created: false,
             }));
+        }
+        if shelved.is_some() {
+            self.engine.republish_stored(&loaded, id).await?;
         }
         Ok(Submitted::Started(self.engine.launch(&loaded, run, wanted, lease, prompt)))
     }

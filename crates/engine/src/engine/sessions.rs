@@ -542,6 +542,8 @@ impl Engine {
         }
         state.queue = self.store().queued_prompts(&id).await?.into_iter().map(|q| q.message).collect();
         state.queue_paused = self.store().queue_paused(&id).await?;
+        // The shown rounds' turns that have other versions (a branch switcher on each).
+        state.variants = self.store().variants(&id, state.first_index).await?;
         let pending = self.store().pending_approvals(&id).await?;
         let interrupted = self.store().interrupted_run(&id).await?;
         // Only a frame bus brings the run's end to this view; without one a view that

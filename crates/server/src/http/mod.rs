@@ -15,6 +15,7 @@
 mod approvals;
 mod assets;
 mod auth;
+mod branches;
 pub(crate) mod decision;
 mod events;
 mod fork;
@@ -74,7 +75,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("meta", [health::router(), ready::router(), models::router(), metrics::router(), document]))
         .merge(tagged("auth", [auth::router()]))
         .merge(tagged("projects", [projects::router()]))
-        .merge(tagged("sessions", [sessions::router(), fork::router(), revert::router()]))
+        .merge(tagged("sessions", [sessions::router(), fork::router(), branches::router(), revert::router()]))
         .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
@@ -152,6 +153,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         runs::BODIES,
         sessions::BODIES,
         fork::BODIES,
+        branches::BODIES,
         revert::BODIES,
         streams::BODIES,
         ws_hub::routes::BODIES,

@@ -274,8 +274,7 @@ pub(crate) async fn prompt_chat<D: ChatDialect>(
     request_id: Option<String>,
     connection: CancellationToken,
 ) -> Result<RunFeed<D>, ApiError> {
-    let input =
-        PromptInput { text, request_id, approval_policy: None, on_disconnect: Default::default(), queue: false };
+    let input = PromptInput { text, request_id, ..PromptInput::default() };
     match prompt(engine, user, session, input, &connection).await? {
         Prompted::New(feed) => Ok(feed),
         Prompted::Retried(run) => {

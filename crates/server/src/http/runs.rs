@@ -47,6 +47,8 @@ async fn prompt(
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
         queue: body.queue,
+        at: body.at,
+        regenerate: body.regenerate,
     };
     let answer = match engine.runs().submit(&user, &id, input).await? {
         Submitted::Started(accepted) => PromptAnswer::Started(accepted),

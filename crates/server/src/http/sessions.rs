@@ -57,6 +57,10 @@ struct HistoryQuery {
     /// At most this many messages: 1 to `spool_engine::MAX_PAGE`.
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// Read this shelved branch (an `ordinal` of `GET /api/sessions/{id}/branches`)
+    /// instead of the active path; `total` is then the branch's count.
+    #[param(minimum = 1)]
+    branch: Option<u32>,
 }
 
 /// An id that does not parse names no project: the same 404 as an absent one.
@@ -140,7 +144,8 @@ async fn remove(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) 
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A page of committed history, oldest first.
+/// A page of committed history, oldest first: the active path's, or with `branch` a
+/// shelved branch's (404 for a branch the session does not have).
 #[utoipa::path(
     get,
     path = "/api/sessions/{id}/messages",
@@ -152,7 +157,11 @@ async fn messages(
     PathId(id): PathId<SessionId>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
-    Ok(Json(engine.sessions().messages(&user, &id, query.before, query.limit).await?))
+    let sessions = engine.sessions();
+    Ok(Json(match query.branch {
+        Some(ordinal) => sessions.branch_messages(&user, &id, ordinal, query.before, query.limit).await?,
+        None => sessions.messages(&user, &id, query.before, query.limit).await?,
+    }))
 }
 
 /// The session's confirmed facts and compaction summary.

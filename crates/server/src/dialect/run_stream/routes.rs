@@ -123,6 +123,7 @@ async fn chat(
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
         queue: false,
+        ..PromptInput::default()
     };
     let prompted = match run_feed::prompt(engine, &user, &session, input, &connection).await {
         Ok(prompted) => prompted,
