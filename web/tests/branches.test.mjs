@@ -72,6 +72,10 @@ test('an edit shows 2 of 2 and switching shows the first answer', async (t) => {
   assert.ok(await page.isDisabled('.versions button[aria-label="Next version"]'), 'no version after the last');
   await page.hover('.msg.user');
   await shots(page, 'versions');
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.waitForFunction(() => getComputedStyle(document.querySelector('#sidebar')).visibility === 'hidden'); // the drawer slid away
+  await shot(page, 'versions-390');
+  await page.setViewportSize({ width: 1280, height: 820 });
 
   // By keyboard: the previous version's button takes the focus and Enter switches.
   await page.focus('.versions button[aria-label="Previous version"]');
@@ -141,9 +145,10 @@ test('undo to here previews the files and redo restores them', async (t) => {
   await page.keyboard.press('Escape');
   await page.waitForSelector('dialog.undo-dialog', { state: 'detached' });
   assert.equal(await page.locator('.msg.user').count(), 3);
+  assert.ok(await target.locator('[data-action="undo"]').evaluate((b) => b === document.activeElement), 'the focus is back on Undo to here');
 
-  await target.hover();
-  await target.locator('[data-action="undo"]').click();
+  // By keyboard all the way: Enter opens the preview again, Enter confirms.
+  await page.keyboard.press('Enter');
   await page.waitForSelector('dialog.undo-dialog[open]');
   await page.keyboard.press('Enter');
   await page.waitForSelector('dialog.undo-dialog', { state: 'detached' });

@@ -91,7 +91,7 @@ export class Undo {
 
   open(index, text, report) {
     this.close();
-    const d = { index, text, report, busy: false, error: null };
+    const d = { index, text, report, busy: false, done: false };
     const error = h('p', { class: 'form-error', role: 'alert' });
     const confirm = h('button', { class: 'btn primary', type: 'button', dataset: { action: 'confirm-undo' }, autofocus: true, onclick: () => this.confirm(d) }, 'Undo to here');
     const cancel = h('button', { class: 'btn', type: 'button', onclick: () => d.el.close() }, 'Cancel');
@@ -106,6 +106,9 @@ export class Undo {
     d.el.addEventListener('close', () => {
       d.el.remove();
       if (this.dialog === d) this.dialog = null;
+      // Cancelled: back to the Undo button it came from (its row was rebuilt meanwhile,
+      // so the browser's own return of the focus finds the old one gone).
+      if (!d.done) document.querySelector(`.msg[data-index="${index}"] [data-action="undo"]`)?.focus();
     });
     document.body.append(d.el);
     this.dialog = d;
@@ -124,6 +127,7 @@ export class Undo {
     d.error.textContent = '';
     try {
       const report = await post(this.base, { index: d.index });
+      d.done = true;
       d.el.close();
       this.pending = { index: d.index, ordinal: null, report: report ?? d.report };
       this.shape = null; // ask the server once the state shows the undo
