@@ -202,3 +202,29 @@ test('a conflict is shown with its diff', async (t) => {
   assert.equal(readFileSync(other, 'utf8'), 'old\n', 'the other file went back');
   assert.deepEqual(page.errors, []);
 });
+
+test('an edit opened while a run goes waits for it, then sends in place', async (t) => {
+  const server = await startSpool({ delayMs: 20 });
+  t.after(() => server.stop());
+  const { session } = await seed(server, { title: 'Busy edit' });
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await send(page, 'stream: 150');
+  await page.waitForSelector('.msg.assistant.is-draft');
+  await page.click('.msg.user [data-action="edit"]');
+  await page.fill('.msg.user .edit-box', 'echo: instead');
+  const submit = page.locator('.msg.user .editing button.primary');
+  assert.ok(await submit.isDisabled(), 'Send waits while the run goes');
+  assert.match(await page.textContent('.msg.user .edit-note'), /once it has finished/);
+  assert.equal(await page.locator('.msg.user [data-action="undo"]').count(), 0, 'no Undo while a run goes');
+  // The run ends under the open box: it stays (with its text and focus) and Send works.
+  await page.focus('.msg.user .edit-box');
+  await page.waitForFunction(() => !document.querySelector('.msg.user .editing button.primary')?.disabled, null, { timeout: 30_000 });
+  assert.equal(await page.inputValue('.msg.user .edit-box'), 'echo: instead');
+  assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('edit-box')), 'the box kept the focus');
+  assert.match(await page.textContent('.msg.user .edit-note'), /in place of this message/);
+  await submit.click();
+  await page.waitForSelector('.msg.user [aria-label="Version 2 of 2"]');
+  await answers(page, 1);
+  assert.deepEqual((await history(server, session)).map(texts), ['echo: instead', 'instead']);
+  assert.deepEqual(page.errors, []);
+});
