@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::{TestOptions, TestServer};
+use common::{Open, TestOptions, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::snapshots::StepSnapshotting;
@@ -119,9 +119,12 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
     assert_eq!(preview["conflicts"], json!([]));
     assert_eq!(files_on_disk(&dir), after_agent, "a preview changes no file");
 
+    let mut stream = server.events(&session, Open::fresh()).await;
     let (status, report) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(restored(&report), expected, "{report}");
+    // An open view redraws without the reverted turns.
+    stream.frames_until(|f| f.kind == "session.state" && f.state().total == from).await;
     assert_eq!(files_on_disk(&dir), before_agent, "every file is as it was before the agent's turns, byte for byte");
     assert_eq!(history(&server, &session).await, history_before, "the reverted turns left the history");
     let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
@@ -130,6 +133,8 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
     let (status, report) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(files_on_disk(&dir), after_agent, "unrevert puts back what the agent left, byte for byte");
+    let total = history_after.len() as u64;
+    stream.frames_until(|f| f.kind == "session.state" && f.state().total == total).await;
     assert_eq!(history(&server, &session).await, history_after, "the turns are back");
     assert_eq!(report["conflicts"], json!([]), "{report}");
     let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;

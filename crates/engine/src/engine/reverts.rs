@@ -19,7 +19,9 @@
 //! Both refuse while the session is busy (a run going or parked, prompts queued): a
 //! run would change the files and the history under them. The files are read and
 //! written on the blocking pool through the recorder ([`crate::snapshots::Snapshotter`]),
-//! whose writes never follow a link out of the project.
+//! whose writes never follow a link out of the project. With step snapshots off, a
+//! revert moves only the turns and its report lists no file. The snapshots are on the
+//! node that took them: a revert elsewhere is refused (`snapshots_elsewhere`).
 
 use super::*;
 use crate::leases::LeaseGuard;

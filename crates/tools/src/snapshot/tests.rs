@@ -118,3 +118,75 @@ fn the_projects_own_git_directory_and_nested_repositories_are_not_recorded() {
     assert_eq!(names, ["a.txt"]);
     assert_eq!(taken.skipped.paths, ["vendor/lib/"], "the nested repository is reported");
 }
+
+#[test]
+fn a_restore_puts_back_bytes_and_the_exec_bit_recreates_dirs_and_deletes_what_the_tree_lacks() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_temp, project, repos) = dirs();
+    std::fs::create_dir_all(project.join("src/deep")).expect("dir");
+    std::fs::write(project.join("src/deep/a.txt"), "before\n").expect("write");
+    std::fs::write(project.join("run.sh"), "#!/bin/sh\n").expect("write");
+    std::fs::set_permissions(project.join("run.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let before = repos.take("p1", &project).expect("snapshot").tree;
+
+    std::fs::remove_dir_all(project.join("src/deep")).expect("rm -r");
+    std::fs::write(project.join("run.sh"), "changed\n").expect("write");
+    std::fs::set_permissions(project.join("run.sh"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::write(project.join("new.txt"), "created later\n").expect("write");
+
+    let root = crate::path::Root::open(&project, None).expect("root");
+    for path in ["src/deep/a.txt", "run.sh", "new.txt"] {
+        repos.restore_file("p1", &root, &before, path).unwrap_or_else(|e| panic!("restore {path}: {e}"));
+    }
+    assert_eq!(std::fs::read(project.join("src/deep/a.txt")).expect("read"), b"before\n");
+    assert_eq!(std::fs::read(project.join("run.sh")).expect("read"), b"#!/bin/sh\n");
+    let mode = std::fs::metadata(project.join("run.sh")).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "executable again: {mode:o}");
+    assert!(!project.join("new.txt").exists(), "a file the tree lacks is deleted");
+    assert_eq!(repos.take("p1", &project).expect("snapshot").tree, before, "the files are the snapshot's again");
+}
+
+#[test]
+fn a_restore_replaces_a_link_and_never_writes_through_it() {
+    let (temp, project, repos) = dirs();
+    std::fs::write(project.join("notes.txt"), "mine\n").expect("write");
+    let before = repos.take("p1", &project).expect("snapshot").tree;
+
+    // Since the snapshot, the file became a link to a file outside the project.
+    let outside = temp.path().join("outside.txt");
+    std::fs::write(&outside, "not the project's\n").expect("write");
+    std::fs::remove_file(project.join("notes.txt")).expect("rm");
+    std::os::unix::fs::symlink(&outside, project.join("notes.txt")).expect("link");
+
+    let root = crate::path::Root::open(&project, None).expect("root");
+    repos.restore_file("p1", &root, &before, "notes.txt").expect("restore");
+    assert_eq!(std::fs::read(&outside).expect("read"), b"not the project's\n", "the link's target is untouched");
+    let meta = std::fs::symlink_metadata(project.join("notes.txt")).expect("lstat");
+    assert!(meta.is_file(), "the link itself was replaced by the file");
+    assert_eq!(std::fs::read(project.join("notes.txt")).expect("read"), b"mine\n");
+
+    // A directory on the way that became a link out of the project is refused.
+    std::fs::create_dir_all(project.join("sub")).expect("dir");
+    std::fs::write(project.join("sub/x.txt"), "x\n").expect("write");
+    let with_sub = repos.take("p1", &project).expect("snapshot").tree;
+    std::fs::remove_dir_all(project.join("sub")).expect("rm -r");
+    std::os::unix::fs::symlink(temp.path(), project.join("sub")).expect("link");
+    assert!(repos.restore_file("p1", &root, &with_sub, "sub/x.txt").is_err(), "a way out is refused");
+    assert!(!temp.path().join("x.txt").exists(), "nothing was written outside");
+}
+
+#[test]
+fn a_conflict_diff_shows_the_file_now_against_what_a_revert_would_write_and_is_cut() {
+    let (_temp, project, repos) = dirs();
+    std::fs::write(project.join("a.txt"), "one\ntwo\n").expect("write");
+    let then = repos.take("p1", &project).expect("snapshot").tree;
+    std::fs::write(project.join("a.txt"), "one\nTWO\n").expect("write");
+    let now = repos.take("p1", &project).expect("snapshot").tree;
+    let diff = repos.diff_file("p1", "a.txt", &now, &then, 64 * 1024).expect("diff");
+    assert!(diff.contains("-TWO\n") && diff.contains("+two\n"), "{diff}");
+
+    std::fs::write(project.join("a.txt"), "line\n".repeat(10_000)).expect("write");
+    let long = repos.take("p1", &project).expect("snapshot").tree;
+    let diff = repos.diff_file("p1", "a.txt", &long, &then, 1024).expect("diff");
+    assert!(diff.len() <= 1024 && diff.ends_with("not shown\n"), "{} bytes: {}", diff.len(), &diff[diff.len() - 60..]);
+}
