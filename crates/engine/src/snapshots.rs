@@ -17,7 +17,7 @@
 //!
 //! Every hour ([`PRUNE_EVERY`]) the engine deletes step records older than the
 //! retention setting, then asks the recorder to delete, in each project's repository,
-//! what no remaining record names (a step's trees, a pending revert's saved tree) and
+//! what no remaining record names (a step's trees, a pending revert's trees) and
 //! what was written more than [`PRUNE_GRACE`] ago; a repository whose project is gone is
 //! deleted whole. Deleting a project deletes its repository at once.
 

@@ -27,8 +27,8 @@ pub trait StepSnapshots: Send + Sync + 'static {
     /// Deletes the step records made before `before`; returns how many.
     async fn prune_step_snapshots(&self, before: time::Millis) -> Result<u64, StoreError>;
     /// Every tree of `project`'s shadow repository a record still names: the steps'
-    /// `before` and `after` trees and the tree a pending revert saved (its state's
-    /// `pre`), each once. Pruning keeps what these need.
+    /// `before` and `after` trees and the trees a pending revert's unrevert reads (its
+    /// state's `pre` and `target`), each once. Pruning keeps what these need.
     async fn snapshot_trees(&self, project: &ProjectId) -> Result<Vec<String>, StoreError>;
 }
 

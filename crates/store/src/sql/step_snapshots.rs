@@ -118,9 +118,14 @@ pub(crate) async fn trees(pool: &Pool, project: &ProjectId) -> Result<Vec<String
     .fetch_all(pool)
     .await
     .map_err(db_error)?;
+    // What unrevert reads: the files before the revert (`pre`) and what the revert
+    // wrote (`target`, a step's tree that retention may delete the step of first).
     for row in &reverts {
-        if let Some(pre) = row.json("state")?.get("pre").and_then(|pre| pre.as_str()) {
-            trees.push(pre.to_owned());
+        let state = row.json("state")?;
+        for key in ["pre", "target"] {
+            if let Some(tree) = state.get(key).and_then(|tree| tree.as_str()) {
+                trees.push(tree.to_owned());
+            }
         }
     }
     trees.sort();

@@ -6,7 +6,7 @@
 use super::fixtures::*;
 use spool_engine::Store;
 use spool_engine::snapshots::Skipped;
-use spool_engine::store::StepSnapshot;
+use spool_engine::store::{SessionRevert, StepSnapshot};
 use spool_protocol::*;
 
 fn step(run: &Run, session: &Session, turn: u32, message_index: u64, before: &str) -> StepSnapshot {
@@ -75,6 +75,22 @@ pub async fn retention_deletes_old_step_records_and_the_trees_named_are_the_rest
     assert_eq!(kept, [1, 2], "the old step goes, the new ones stay");
     let named = store.snapshot_trees(&session.project_id).await.expect("trees");
     assert_eq!(named, ["new-before", "shared"], "the pruned step's trees are no longer named");
+
+    // A pending revert's trees are named while it is pending (an absent one is not).
+    let revert = SessionRevert {
+        session_id: session.id.clone(),
+        owner_id: session.owner_id.clone(),
+        message_index: 0,
+        ordinal: None,
+        state: serde_json::json!({"pre": "revert-pre", "target": "old-before", "report": {}}),
+        created_at: now,
+    };
+    store.put_session_revert(&revert).await.expect("put");
+    let named = store.snapshot_trees(&session.project_id).await.expect("trees");
+    assert_eq!(named, ["new-before", "old-before", "revert-pre", "shared"]);
+    let without_pre = SessionRevert { state: serde_json::json!({"pre": null, "target": null}), ..revert };
+    store.put_session_revert(&without_pre).await.expect("replace");
+    assert_eq!(store.snapshot_trees(&session.project_id).await.expect("trees"), ["new-before", "shared"]);
     assert_eq!(store.snapshot_trees(&elsewhere.project_id).await.expect("trees"), ["other-project"]);
     for s in [&session, &elsewhere] {
         assert!(store.delete_session(&s.id).await.expect("delete"));
