@@ -137,7 +137,7 @@ export class MessageActions {
     return null;
   }
 
-  /** A user message: its bubble (or edit box), time and Edit button. */
+  /** A user message: its bubble (or edit box), time, versions (‹ 2/3 ›), Edit and Undo to here. */
   userRow(store, i, m, connected) {
     const text = userText(m);
     const key = `edit:${i}`;
