@@ -325,4 +325,17 @@ mod tests {
         assert_eq!(state.tool_executions.keys().cloned().collect::<Vec<_>>(), vec!["c2", "c3", "c4"]);
         assert_eq!(state.tool_executions["c4"].status, ToolStatus::Success);
     }
+
+    #[test]
+    fn a_turns_versions_leave_with_its_round() {
+        let mut state = initial_state(session(), vec![msg(0, Message::user_text("q0", 0))], 1);
+        state.variants = vec![crate::VariantSet { index: 0, position: 2, versions: vec![Some(1), None] }];
+        for round in 1..3u64 {
+            commit_message(&mut state, msg(round, Message::user_text(format!("q{round}"), 0)));
+        }
+        assert_eq!(state.variants.len(), 1, "the third round back is still shown, with its switcher");
+        commit_message(&mut state, msg(3, Message::user_text("q3", 0)));
+        assert_eq!(state.first_index, 1);
+        assert_eq!(state.variants, vec![], "its round left the view: so did its versions");
+    }
 }
