@@ -2,7 +2,8 @@
 // `@opencode-ai/sdk` clients, both the root client and the `/v2` client, the way an
 // OpenCode client would: create a session, prompt it asynchronously, read the global
 // event stream until the session is idle, answer a permission and the agent's question,
-// abort a long run, prompt while a run is busy (queued), list the messages. The text a client assembles from streamed deltas must equal the text
+// abort a long run, prompt while a run is busy (queued), list the messages, fork, revert
+// and unrevert (the files too). The text a client assembles from streamed deltas must equal the text
 // the server stored.
 //
 // SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
@@ -536,4 +537,52 @@ test("both clients: a prompt while a run is busy is queued and runs after it", a
   } finally {
     await feed.close()
   }
+})
+
+test("fork, revert and unrevert through the SDK", async () => {
+  const directory = await work.project("time-travel", { "notes.txt": "before\n" })
+  const notes = path.join(directory, "notes.txt")
+  const root = createOpencodeClient({ baseUrl, directory, throwOnError: true })
+  const v2 = createOpencodeClientV2({ baseUrl, directory, throwOnError: true })
+  const { data: session } = await v2.session.create({ title: "time travel" })
+  await v2.session.update({ sessionID: session.id, permission: [{ permission: "write", pattern: "*", action: "allow" }] })
+  await v2.session.prompt({ sessionID: session.id, parts: [{ type: "text", text: "echo: first" }] })
+  const write = JSON.stringify({ path: "notes.txt", content: "after\n" })
+  await v2.session.prompt({ sessionID: session.id, parts: [{ type: "text", text: `tool: write ${write}` }] })
+  assert.equal(await readFile(notes, "utf8"), "after\n")
+
+  const history = async () => (await v2.session.messages({ sessionID: session.id })).data
+  const shape = (messages) => messages.map((m) => [m.info.id, m.info.role])
+  const before = await history()
+  const users = before.filter((m) => m.info.role === "user")
+  assert.equal(users.length, 2)
+  // The write's step: the first assistant message of the second turn.
+  const step = before.find((m) => m.info.role === "assistant" && m.info.parentID === users[1].info.id)
+  assert.ok(step, "the second turn has an assistant message")
+  const firstTurn = before.filter((m) => m.info.id < users[1].info.id)
+
+  // A fork at an assistant message holds the turns before its own.
+  const { data: fork } = await root.session.fork({ path: { id: session.id }, body: { messageID: step.info.id } })
+  assert.notEqual(fork.id, session.id)
+  const { data: forked } = await v2.session.messages({ sessionID: fork.id })
+  assert.deepEqual(
+    forked.map((m) => [m.info.role, storedText(m)]),
+    firstTurn.map((m) => [m.info.role, storedText(m)]),
+  )
+
+  // Revert from the write's step: its whole turn leaves, and the file is as before it.
+  const { data: reverted } = await v2.session.revert({ sessionID: session.id, messageID: step.info.id })
+  assert.equal(reverted.revert?.messageID, users[1].info.id)
+  assert.equal(await readFile(notes, "utf8"), "before\n")
+  assert.deepEqual(shape(await history()), shape(firstTurn))
+  const { data: read } = await root.session.get({ path: { id: session.id } })
+  assert.equal(read.revert?.messageID, users[1].info.id, "the session shows its pending revert")
+
+  // Unrevert: the turn and the file are back.
+  const { data: restored } = await root.session.unrevert({ path: { id: session.id } })
+  assert.equal(restored.revert, undefined)
+  assert.equal(await readFile(notes, "utf8"), "after\n")
+  assert.deepEqual(shape(await history()), shape(before))
+  const { data: again } = await v2.session.unrevert({ sessionID: session.id })
+  assert.equal(again.revert, undefined, "nothing pending: the session as it is")
 })

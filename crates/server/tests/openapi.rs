@@ -89,6 +89,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/session/{id}/abort"),
     ("GET", "/session/{id}/todo"),
     ("POST", "/session/{id}/fork"),
+    ("POST", "/session/{id}/revert"),
+    ("POST", "/session/{id}/unrevert"),
     ("POST", "/session/{id}/permissions/{permission}"),
     ("GET", "/permission"),
     ("POST", "/permission/{id}/reply"),

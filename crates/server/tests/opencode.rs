@@ -6,6 +6,7 @@
 //! routes it calls) is in `opencode/client.rs`; here are the tests.
 
 mod client;
+mod revert;
 mod step_snapshots;
 
 use crate::common;

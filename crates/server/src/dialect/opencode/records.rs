@@ -16,7 +16,9 @@
 use super::ids;
 use super::wire::*;
 use spool_protocol::time::Millis;
-use spool_protocol::{Approval, Content, IndexedMessage, Message, Session, SessionId, StopReason, Usage};
+use spool_protocol::{
+    Approval, Content, IndexedMessage, Message, PendingRevert, Session, SessionId, StopReason, Usage,
+};
 use std::collections::HashMap;
 
 /// The snapshot trees of a session's steps, by the index of the step's assistant message.
@@ -169,6 +171,14 @@ pub fn session_info(session: &Session, directory: &str) -> SessionInfo {
             .collect(),
         revert: None,
     }
+}
+
+/// A session's pending revert as OpenCode's `Session.revert`: the user message it went
+/// back to. Spool's revert keeps its snapshot of the files to itself (unrevert needs no
+/// tree from the client), so `snapshot` and `diff` are left out, as OpenCode leaves them
+/// when it has none.
+pub fn session_revert(session: &SessionId, pending: &PendingRevert) -> SessionRevert {
+    SessionRevert { message_id: ids::message_id(session, pending.index), part_id: None, snapshot: None, diff: None }
 }
 
 /// A pending approval as an OpenCode permission. `message` is the index of the assistant

@@ -12,7 +12,8 @@
 //! | `POST /session/:id/message {parts, messageID?, model?}` | prompts and answers when its run settled: the last `{info, parts}` |
 //! | `POST /session/:id/prompt_async` | prompts; 204 at once |
 //! | `POST /session/:id/abort` | aborts the active run; `true` |
-//! | `POST /session/:id/fork {messageID?}` | a new session with the messages before `messageID` (all without it) |
+//! | `POST /session/:id/fork {messageID?}` | a new session with the messages before `messageID`'s turn (all without it) |
+//! | `POST /session/:id/revert {messageID, partID?}`, `POST /session/:id/unrevert` | takes `messageID`'s turn and the later ones back, files too / brings them back (`revert.rs`) |
 //! | `GET /session/:id/todo` | the agent's todo list (`todo_write`), in order |
 //! | `POST /session/:id/permissions/:permissionID {response}` | answers a permission (v1) |
 //! | `GET /permission`, `POST /permission/:id/reply {reply, message?}` | pending permissions / answer one (v2) |
@@ -78,6 +79,7 @@ mod fork;
 mod global;
 mod marks;
 mod questions;
+mod revert;
 
 /// Page size when reading history from the store.
 const PAGE: u32 = spool_engine::MAX_PAGE;
@@ -93,6 +95,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(abort))
         .routes(routes!(todo))
         .routes(routes!(fork::fork))
+        .routes(routes!(revert::revert))
+        .routes(routes!(revert::unrevert))
         .routes(routes!(respond))
         .routes(routes!(permissions))
         .routes(routes!(reply))
@@ -112,9 +116,13 @@ async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scop
     Ok(Scope { session_id: session.id.clone(), directory: project.path, default_model: engine.model_name() })
 }
 
+/// The session as OpenCode shows it, with its pending revert.
 async fn info(engine: &Engine, user: &UserId, session: &Session) -> Result<SessionInfo, ApiError> {
     let project = engine.projects().get(user, &session.project_id).await?;
-    Ok(records::session_info(session, &project.path))
+    let pending = engine.reverts().pending(user, &session.id).await?;
+    let mut info = records::session_info(session, &project.path);
+    info.revert = pending.map(|p| records::session_revert(&session.id, &p));
+    Ok(info)
 }
 
 /// The committed messages of `session` before `before` (all when `None`), oldest first:
@@ -712,6 +720,7 @@ pub(crate) const BODIES: &[(&str, BodyCheck)] = &[
     ("POST /session", |b| CreateBody::read(b).map(drop)),
     ("PATCH /session/{id}", |b| PatchBody::read(b).map(drop)),
     ("POST /session/{id}/fork", |b| fork::ForkBody::read(b).map(drop)),
+    ("POST /session/{id}/revert", |b| revert::RevertBody::read(b).map(drop)),
     ("POST /session/{id}/message, /prompt_async", |b| PromptBody::read(b).map(drop)),
     ("POST /session/{id}/permissions/{permission}", |b| RespondBody::read(b).map(|b| drop(b.response.decision()))),
     ("POST /permission/{id}/reply", |b| ReplyBody::read(b).map(|b| drop(b.reply.decision()))),
