@@ -24,7 +24,6 @@
 //! node that took them: a revert elsewhere is refused (`snapshots_elsewhere`).
 
 use super::*;
-use crate::leases::LeaseGuard;
 use crate::revert::{Files, StepFiles, Target};
 use crate::snapshots::{FileId, Snapshotter};
 use crate::store::SessionRevert;
@@ -123,7 +122,7 @@ impl Reverts<'_> {
     /// (but a snapshot of the files now is recorded, to compare with).
     pub async fn preview(&self, owner: &UserId, id: &SessionId, index: u64) -> Result<RevertReport> {
         let loaded = self.engine.load(owner, id).await?;
-        self.check_index(id, index).await?;
+        self.engine.user_message_at(id, index).await?;
         Ok(self.plan(&loaded, id, index).await?.report)
     }
 
@@ -135,8 +134,8 @@ impl Reverts<'_> {
         let loaded = self.engine.load(owner, id).await?;
         self.check_files_allowed(owner, &loaded).await?;
         let _control = loaded.control.lock().await;
-        let _lease = self.quiet(&loaded, id).await?;
-        self.check_index(id, index).await?;
+        let _lease = self.engine.quiet_session(&loaded, id).await?;
+        self.engine.user_message_at(id, index).await?;
         let store = self.engine.store();
         let Planned { mut report, pre, target } = self.plan(&loaded, id, index).await?;
         if let (Some(files), Some(target)) = (self.files_of(&loaded), &target) {
@@ -164,7 +163,7 @@ impl Reverts<'_> {
             created_at: now_ms(),
         };
         store.put_session_revert(&record).await?;
-        self.republish(&loaded, id).await?;
+        self.engine.republish_stored(&loaded, id).await?;
         tracing::info!(session = %id, index, restored = report.restore.len(), conflicts = report.conflicts.len(), "reverted");
         Ok(report)
     }
@@ -177,7 +176,7 @@ impl Reverts<'_> {
         let loaded = self.engine.load(owner, id).await?;
         self.check_files_allowed(owner, &loaded).await?;
         let _control = loaded.control.lock().await;
-        let _lease = self.quiet(&loaded, id).await?;
+        let _lease = self.engine.quiet_session(&loaded, id).await?;
         let Some((record, state)) = self.pending_record(id).await? else {
             return Err(EngineError::Conflict {
                 code: "nothing_to_unrevert",
@@ -219,7 +218,7 @@ impl Reverts<'_> {
             store.unshelve(id, ordinal).await?;
         }
         store.delete_session_revert(id).await?;
-        self.republish(&loaded, id).await?;
+        self.engine.republish_stored(&loaded, id).await?;
         tracing::info!(session = %id, restored = report.restore.len(), conflicts = report.conflicts.len(), "unreverted");
         Ok(report)
     }
@@ -255,18 +254,6 @@ impl Reverts<'_> {
         }
     }
 
-    /// `index` must be a user message on the session's path.
-    async fn check_index(&self, id: &SessionId, index: u64) -> Result<()> {
-        let at = self.engine.store().list_messages(id, Some(index.saturating_add(1)), 1).await?;
-        match at.first() {
-            Some(m) if m.index == index && matches!(m.message, Message::User { .. }) => Ok(()),
-            _ => Err(EngineError::invalid(
-                "invalid_index",
-                format!("index {index} is not a user message of the session: a revert goes back to a prompt"),
-            )),
-        }
-    }
-
     /// The same checks a run makes before it touches the project's directory.
     async fn check_files_allowed(&self, owner: &UserId, loaded: &Loaded) -> Result<()> {
         let engine = self.engine;
@@ -275,21 +262,6 @@ impl Reverts<'_> {
         let project = loaded.events.read(|s| s.session.project_id.clone());
         engine.check_claims_at_run(owner, &project, auth_on).await?;
         crate::roots::check_identity(&loaded.root, loaded.root_id)
-    }
-
-    /// Refuses while the session is busy: a run going or parked here, prompts queued,
-    /// or a run on another node (its lease, which is held until the caller is done).
-    async fn quiet(&self, loaded: &Loaded, id: &SessionId) -> Result<LeaseGuard> {
-        let engine = self.engine;
-        if let Some(active) = loaded.active()
-            && (active.interrupted.is_some() || !engine.settles_now(&active).await?)
-        {
-            return Err(EngineError::SessionBusy(active.run_id.to_string()));
-        }
-        if !engine.store().queued_prompts(id).await?.is_empty() {
-            return Err(EngineError::SessionBusy("prompts are queued".into()));
-        }
-        LeaseGuard::take(&engine.inner.leases, &engine.inner.sessions, id).await
     }
 
     /// The session's files, when step snapshots are on.
@@ -359,17 +331,5 @@ impl Reverts<'_> {
         }
         report.uncovered = plan.uncovered.into_iter().collect();
         Ok(Planned { report, pre: Some(now), target: Some(target) })
-    }
-
-    /// Reads the session's view from the store again (its messages changed under it)
-    /// and sends it to every open view as a state frame.
-    async fn republish(&self, loaded: &Loaded, id: &SessionId) -> Result<()> {
-        let record = self.engine.store().get_session(id).await?.ok_or(EngineError::NotFound("session"))?;
-        let fresh = self.engine.stored_view(record).await?;
-        loaded.events.publish(move |state| {
-            *state = fresh;
-            Some(FrameBody::State { state: Box::new(state.clone()) })
-        });
-        Ok(())
     }
 }
