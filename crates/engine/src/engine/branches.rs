@@ -49,10 +49,7 @@ impl Sessions<'_> {
         limit: Option<u32>,
     ) -> Result<MessagePage> {
         // The same page rule as the active path's history.
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
-        }
+        let limit = super::sessions::page_limit(limit)?;
         self.engine.owned_session(owner, id).await?;
         let all = self.engine.store().branch_messages(id, ordinal).await?.ok_or(EngineError::NotFound("branch"))?;
         let total = all.len() as u64;

@@ -188,10 +188,7 @@ impl Sessions<'_> {
         before: Option<u64>,
         limit: Option<u32>,
     ) -> Result<MessagePage> {
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
-        }
+        let limit = page_limit(limit)?;
         let session = self.engine.owned_session(owner, id).await?;
         let messages = self.engine.store().list_messages(&session.id, before, limit).await?;
         let total = self.engine.store().count_messages(&session.id).await?;
@@ -483,6 +480,10 @@ impl Engine {
                 let node = self.inner.config.node_id.clone();
                 let events =
                     SessionEvents::followed(state, limits, lists, metrics, bus.clone(), follower.clone(), opened, node);
+                // Every node reads the logs; the one running a run writes its log.
+                if self.inner.config.frame_log {
+                    events.log_runs(self.inner.run_log.clone());
+                }
                 // A run on another node has streamed text the store does not hold yet.
                 events.catch_up_with_runner(&*follower).await;
                 events
@@ -544,6 +545,7 @@ impl Engine {
         state.queue_paused = self.store().queue_paused(&id).await?;
         // The shown rounds' turns that have other versions (a branch switcher on each).
         state.variants = self.store().variants(&id, state.first_index).await?;
+        state.revert = self.reverts().pending_of(&id).await?;
         let pending = self.store().pending_approvals(&id).await?;
         let interrupted = self.store().interrupted_run(&id).await?;
         // Only a frame bus brings the run's end to this view; without one a view that
@@ -606,4 +608,13 @@ pub(super) fn name_in_progress(name: &str) -> EngineError {
         code: "name_in_progress",
         message: format!("the session for {name:?} is being created by another request; retry"),
     }
+}
+
+/// A history page's size: `limit`, or the default; 400 `invalid_limit` outside 1..=MAX_PAGE.
+pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(EngineError::invalid("invalid_limit", format!("limit must be between 1 and {MAX_PAGE}")));
+    }
+    Ok(limit)
 }

@@ -78,7 +78,7 @@ async fn shelve_in(
     // A summary that covers shelved turns would tell the model about turns it no longer
     // has: the branch keeps the memory, the path loses the summary (facts are about the
     // session, not the turns, and stay).
-    let mut memory = memory_in(tx, session).await?;
+    let mut memory = super::memory::get_with(&mut **tx, session).await?;
     let kept = match &mut memory {
         Some(memory) if memory.summarized_before > from_index => {
             let kept = memory.clone();
@@ -126,7 +126,7 @@ async fn shelve_in(
         .await
         .map_err(db_error)?;
     if let (Some(memory), Some(_)) = (&memory, &kept) {
-        put_memory_in(tx, session, &owner, memory).await?;
+        super::memory::put_with(&mut **tx, session, &owner, memory).await?;
     }
     Ok(Some(u32::try_from(ordinal).map_err(|_| StoreError::Backend(format!("branch ordinal {ordinal} is too large")))?))
 }
@@ -150,50 +150,30 @@ pub(crate) async fn unshelve(pool: &Pool, session: &SessionId, ordinal: u32) -> 
         .map_err(|e| StoreError::Backend(format!("a branch's stored memory does not decode: {e}")))?;
 
     let switched = shelve_in(&mut tx, session, fork_index, BranchKind::Switch).await?;
-    sqlx::query(
+    on_branch(
+        &mut tx,
         "INSERT INTO messages (id, session_id, owner_id, idx, role, meta, created_at)
          SELECT id, session_id, owner_id, idx, role, meta, created_at
          FROM branch_messages WHERE session_id = $1 AND ordinal = $2",
+        session,
+        ordinal,
     )
-    .bind(session.as_str())
-    .bind(i64::from(ordinal))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_error)?;
-    sqlx::query(dialect::UNSHELVE_PARTS)
-        .bind(session.as_str())
-        .bind(i64::from(ordinal))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    sqlx::query("UPDATE step_snapshots SET branch = 0 WHERE session_id = $1 AND branch = $2")
-        .bind(session.as_str())
-        .bind(i64::from(ordinal))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
+    .await?;
+    on_branch(&mut tx, dialect::UNSHELVE_PARTS, session, ordinal).await?;
+    on_branch(&mut tx, "UPDATE step_snapshots SET branch = 0 WHERE session_id = $1 AND branch = $2", session, ordinal)
+        .await?;
     if let Some(saved) = saved {
         // The summary comes back with the turns it covers; the facts are the session's
         // as they are now.
-        let mut memory = memory_in(&mut tx, session).await?.unwrap_or_default();
+        let mut memory = super::memory::get_with(&mut *tx, session).await?.unwrap_or_default();
         memory.summary = saved.summary;
         memory.summarized_before = saved.summarized_before;
-        put_memory_in(&mut tx, session, &owner, &memory).await?;
+        super::memory::put_with(&mut *tx, session, &owner, &memory).await?;
     }
     // Its messages go with it (`ON DELETE CASCADE`), deleted by hand too so a database
     // without the cascade cannot keep two copies of a message.
-    sqlx::query("DELETE FROM branch_messages WHERE session_id = $1 AND ordinal = $2")
-        .bind(session.as_str())
-        .bind(i64::from(ordinal))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    sqlx::query("DELETE FROM branches WHERE session_id = $1 AND ordinal = $2")
-        .bind(session.as_str())
-        .bind(i64::from(ordinal))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
+    on_branch(&mut tx, "DELETE FROM branch_messages WHERE session_id = $1 AND ordinal = $2", session, ordinal).await?;
+    on_branch(&mut tx, "DELETE FROM branches WHERE session_id = $1 AND ordinal = $2", session, ordinal).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(switched)
 }
@@ -363,40 +343,17 @@ fn shelved_parts(parts: Value) -> Result<Vec<(String, Value)>, StoreError> {
     Ok(parts.into_iter().map(|(_, kind, data)| (kind, data)).collect())
 }
 
+/// Runs `sql` in the transaction with `$1` the session and `$2` the branch.
+async fn on_branch(
+    tx: &mut Transaction<'_, Db>,
+    sql: &str,
+    session: &SessionId,
+    ordinal: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(sql).bind(session.as_str()).bind(i64::from(ordinal)).execute(&mut **tx).await.map_err(db_error)?;
+    Ok(())
+}
+
 fn ordinal(n: i64) -> Result<u32, StoreError> {
     u32::try_from(n).map_err(|_| StoreError::Backend(format!("a stored branch ordinal is out of range: {n}")))
-}
-
-/// The session's memory as the transaction sees it; `None` when it has none.
-async fn memory_in(tx: &mut Transaction<'_, Db>, session: &SessionId) -> Result<Option<SessionMemory>, StoreError> {
-    let row = sqlx::query("SELECT memory FROM session_memory WHERE session_id = $1")
-        .bind(session.as_str())
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
-    row.map(|row| {
-        serde_json::from_value(row.json("memory")?)
-            .map_err(|e| StoreError::Backend(format!("stored memory is unreadable: {e}")))
-    })
-    .transpose()
-}
-
-async fn put_memory_in(
-    tx: &mut Transaction<'_, Db>,
-    session: &SessionId,
-    owner: &str,
-    memory: &SessionMemory,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO session_memory (session_id, owner_id, memory, updated_at) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (session_id) DO UPDATE SET memory = excluded.memory, updated_at = excluded.updated_at",
-    )
-    .bind(session.as_str())
-    .bind(owner)
-    .bind(Json(memory))
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
-    Ok(())
 }
