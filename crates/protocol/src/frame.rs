@@ -160,6 +160,11 @@ pub struct SessionState {
     /// regenerate shelved one), for a switcher on each (absent when none has).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<crate::branch::VariantSet>,
+    /// The revert an unrevert can still undo (absent when none is pending): every view
+    /// draws it from here, so a client that keeps sessions from their streams sees it
+    /// come with the revert and go with the unrevert or the prompt that makes it final.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<crate::revert::PendingRevert>,
 }
 
 /// A prompt waiting for the session's active run to settle. Its id becomes the user

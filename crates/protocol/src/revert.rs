@@ -64,4 +64,13 @@ pub struct PendingRevert {
     pub ordinal: Option<u32>,
     /// What the revert did.
     pub report: RevertReport,
+    /// The snapshot (tree id) of the files just before the revert: what an unrevert
+    /// puts back (absent when the revert had no snapshot to take).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// A unified diff of what the revert did to the files it put back (each file as it
+    /// was just before the revert against what the revert wrote), at most
+    /// [`REVERT_DIFF_CAP`] bytes in all; absent when it put back none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }

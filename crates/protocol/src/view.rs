@@ -34,6 +34,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         queue: Vec::new(),
         queue_paused: false,
         variants: Vec::new(),
+        revert: None,
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -47,6 +48,11 @@ pub fn commit_message(state: &mut SessionState, message: IndexedMessage) {
     state.drafts.remove(&message.index);
     record_tool_results(state, &message.message);
     state.total = state.total.max(message.index + 1);
+    // A message at a pending revert's index makes the revert final (the store's rule:
+    // the session holds a message there again), so no view offers to undo it.
+    if state.revert.as_ref().is_some_and(|r| message.index >= r.index) {
+        state.revert = None;
+    }
     // A view read from the store may already hold the message whose frame follows
     // (a node that began following a session mid-run): once is enough.
     match state.messages.iter_mut().rev().find(|m| m.index == message.index) {
@@ -337,5 +343,16 @@ mod tests {
         commit_message(&mut state, msg(3, Message::user_text("q3", 0)));
         assert_eq!(state.first_index, 1);
         assert_eq!(state.variants, vec![], "its round left the view: so did its versions");
+    }
+
+    #[test]
+    fn a_message_at_a_pending_reverts_index_makes_it_final() {
+        let mut state = initial_state(session(), vec![msg(0, Message::user_text("q0", 0))], 1);
+        let report = crate::RevertReport { index: 1, ..Default::default() };
+        state.revert = Some(crate::PendingRevert { index: 1, ordinal: Some(1), report, snapshot: None, diff: None });
+        commit_message(&mut state, msg(0, Message::user_text("q0 again", 0)));
+        assert!(state.revert.is_some(), "a message before the revert's index leaves it pending");
+        commit_message(&mut state, msg(1, Message::user_text("q1", 0)));
+        assert_eq!(state.revert, None, "the prompt sent after the revert made it final: no view offers Redo");
     }
 }

@@ -141,6 +141,7 @@ fn state() -> SessionState {
         queue: Vec::new(),
         queue_paused: false,
         variants: Vec::new(),
+        revert: None,
     }
 }
 

@@ -445,6 +445,12 @@ macro_rules! impl_store {
                 ) -> Result<Option<store::SessionRevert>, StoreError> {
                     reverts::get(&self.pool, session).await
                 }
+                async fn pending_session_reverts(
+                    &self,
+                    project: &ProjectId,
+                ) -> Result<Vec<store::SessionRevert>, StoreError> {
+                    reverts::pending_in(&self.pool, project).await
+                }
                 async fn delete_session_revert(&self, session: &SessionId) -> Result<bool, StoreError> {
                     reverts::delete(&self.pool, session).await
                 }

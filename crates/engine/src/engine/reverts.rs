@@ -48,6 +48,23 @@ struct RevertState {
     target: Option<String>,
     /// What the revert did.
     report: RevertReport,
+    /// A diff of what it did to the files it put back (absent in records written before
+    /// it was kept).
+    #[serde(default)]
+    diff: Option<String>,
+}
+
+impl RevertState {
+    /// The pending revert as every view shows it.
+    fn pending(self, record: &SessionRevert) -> PendingRevert {
+        PendingRevert {
+            index: record.message_index,
+            ordinal: record.ordinal,
+            report: self.report,
+            snapshot: self.pre,
+            diff: self.diff,
+        }
+    }
 }
 
 /// A revert worked out and not yet applied.
@@ -107,6 +124,33 @@ impl ProjectFiles {
         Ok(RevertConflict { path, diff })
     }
 
+    /// One unified diff of `paths` from tree `from` to tree `to`, at most
+    /// [`REVERT_DIFF_CAP`] bytes: a file past the cap is named, not shown. `None` when
+    /// there is no path.
+    async fn diff(&self, paths: Vec<String>, from: &str, to: &str) -> Result<Option<String>> {
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let (from, to) = (from.to_owned(), to.to_owned());
+        let text = self
+            .blocking(move |r, project| {
+                let mut text = String::new();
+                for (n, path) in paths.iter().enumerate() {
+                    let room = REVERT_DIFF_CAP.saturating_sub(text.len());
+                    let left = paths.len() - n;
+                    let note = format!("… {left} more file(s) not shown\n");
+                    if room <= note.len() {
+                        text.push_str(&note);
+                        break;
+                    }
+                    text.push_str(&r.diff(project, path, &from, &to, room - note.len())?);
+                }
+                Ok(text)
+            })
+            .await?;
+        Ok(Some(text))
+    }
+
     /// Puts `path` back as `tree` holds it; the error says why it could not.
     async fn restore(&self, tree: &str, path: &str) -> Result<(), String> {
         let (root, root_id, tree, path) = (self.root.clone(), self.root_id, tree.to_owned(), path.to_owned());
@@ -152,8 +196,15 @@ impl Reverts<'_> {
             }
             report.restore = restored;
         }
+        let diff = match (self.files_of(&loaded), &pre, &target) {
+            (Some(files), Some(pre), Some(target)) => {
+                let paths = report.restore.iter().map(|f| f.path.clone()).collect();
+                files.diff(paths, pre, target).await?
+            }
+            _ => None,
+        };
         let ordinal = store.shelve(id, index, BranchKind::Revert).await?;
-        let state = RevertState { pre, target, report: report.clone() };
+        let state = RevertState { pre, target, report: report.clone(), diff };
         let record = SessionRevert {
             session_id: id.clone(),
             owner_id: owner.clone(),
@@ -226,11 +277,31 @@ impl Reverts<'_> {
     /// The session's revert that `unrevert` would undo, if any.
     pub async fn pending(&self, owner: &UserId, id: &SessionId) -> Result<Option<PendingRevert>> {
         self.engine.owned_session(owner, id).await?;
-        Ok(self.pending_record(id).await?.map(|(record, state)| PendingRevert {
-            index: record.message_index,
-            ordinal: record.ordinal,
-            report: state.report,
-        }))
+        self.pending_of(id).await
+    }
+
+    /// The pending revert of session `id`, owner unchecked: what the stored view shows.
+    pub(crate) async fn pending_of(&self, id: &SessionId) -> Result<Option<PendingRevert>> {
+        Ok(self.pending_record(id).await?.map(|(record, state)| state.pending(&record)))
+    }
+
+    /// The pending reverts of the project's sessions, by session, in one read: what a
+    /// list of sessions shows beside each. A stale record is left out (and left for
+    /// [`Reverts::pending`] to delete).
+    pub async fn pending_in(
+        &self,
+        owner: &UserId,
+        project: &ProjectId,
+    ) -> Result<std::collections::HashMap<SessionId, PendingRevert>> {
+        let project = self.engine.projects().get(owner, project).await?;
+        let records = self.engine.store().pending_session_reverts(&project.id).await?;
+        Ok(records
+            .into_iter()
+            .filter_map(|record| {
+                let state = serde_json::from_value::<RevertState>(record.state.clone()).ok()?;
+                Some((record.session_id.clone(), state.pending(&record)))
+            })
+            .collect())
     }
 
     /// The pending revert's record and state; a stale one (the session holds a message

@@ -12,6 +12,9 @@ pub trait SessionReverts: Send + Sync + 'static {
     async fn put_session_revert(&self, revert: &SessionRevert) -> Result<(), StoreError>;
     /// The session's pending revert as recorded (stale or not: the engine decides).
     async fn session_revert(&self, session: &SessionId) -> Result<Option<SessionRevert>, StoreError>;
+    /// The pending reverts of `project`'s sessions that are not stale (their session
+    /// holds no message at their index), in one query: what a list of sessions shows.
+    async fn pending_session_reverts(&self, project: &ProjectId) -> Result<Vec<SessionRevert>, StoreError>;
     /// Deletes the session's pending revert; `false` when it had none.
     async fn delete_session_revert(&self, session: &SessionId) -> Result<bool, StoreError>;
 }
