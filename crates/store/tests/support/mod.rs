@@ -93,6 +93,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     shelving_moves_turns_off_the_path_whole_and_unshelving_puts_them_back(store).await;
     a_branch_shelved_inside_another_is_a_version_only_of_its_own_path(store).await;
     a_sessions_pending_revert_is_replaced_whole_and_deleted_with_the_session(store).await;
+    a_projects_pending_reverts_are_read_together_and_a_final_one_is_left_out(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
     leases_are_taken_renewed_and_released(store).await;
