@@ -203,3 +203,40 @@ async fn a_prompt_after_a_revert_makes_it_final() {
     let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
     assert_eq!(pending, Value::Null);
 }
+
+#[tokio::test]
+async fn the_session_state_carries_the_pending_revert_until_unrevert_or_the_next_prompt() {
+    let (server, _shadow) = server().await;
+    let session = session_allowing_edits(&server).await;
+    turn(&server, &session, "hello").await;
+    let write = json!({"path": "notes.txt", "content": "first try\n"});
+    let from = turn(&server, &session, &format!("tool: write {write}")).await;
+
+    let mut stream = server.events(&session, Open::fresh()).await;
+    let (status, report) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    let frames = stream.frames_until(|f| f.kind == "session.state" && f.state().total == from).await;
+    let pending = frames.last().expect("the redraw").state().revert.expect("an open view hears of the revert");
+    assert_eq!((pending.index, pending.report.restore.len()), (from, 1), "{pending:?}");
+    assert!(pending.snapshot.is_some(), "it names the snapshot unrevert puts back: {pending:?}");
+    let diff = pending.diff.expect("a diff of what the revert did");
+    assert!(diff.contains("-first try"), "the diff shows the file the revert deleted: {diff}");
+    // A view opened now draws it from its first snapshot.
+    let mut late = server.events(&session, Open::fresh()).await;
+    let snapshot = late.frames_until(|f| f.kind == "session.snapshot").await;
+    let shown = snapshot.last().expect("snapshot").state().revert;
+    assert_eq!(shown.map(|r| r.index), Some(from), "a view opened after the revert shows it");
+
+    let (status, body) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let frames = stream.frames_until(|f| f.kind == "session.state" && f.state().total > from).await;
+    assert_eq!(frames.last().expect("the redraw").state().revert, None, "after unrevert no view offers Redo");
+
+    let (status, body) = server.post(&format!("/api/sessions/{session}/revert"), json!({"index": from})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    stream.frames_until(|f| f.kind == "session.state" && f.state().revert.is_some()).await;
+    turn(&server, &session, "a new prompt in its place").await;
+    let mut after = server.events(&session, Open::fresh()).await;
+    let snapshot = after.frames_until(|f| f.kind == "session.snapshot").await;
+    assert_eq!(snapshot.last().expect("snapshot").state().revert, None, "the prompt made the revert final");
+}

@@ -3,7 +3,7 @@
 //! were; `POST /session/:id/unrevert` brings both back. The session names its pending
 //! revert in between, and a session with a run going is not reverted.
 
-use super::client::{create, directory, messages};
+use super::client::{Events, create, directory, messages};
 use crate::common::{TestOptions, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -104,4 +104,59 @@ async fn a_session_with_a_run_waiting_is_not_reverted() {
     let (_, read) = server.get(&format!("/session/{session}")).await;
     assert!(read.get("revert").is_none(), "{read}");
     assert_eq!(shape(&messages(&server, &session).await)[..2], shape(&first)[..], "nothing left the history");
+}
+
+#[tokio::test]
+async fn an_event_client_sees_the_revert_in_session_updated_and_the_list_until_unrevert() {
+    let shadow = tempfile::tempdir().expect("temp dir");
+    let server = snapshotting_server(&shadow).await;
+    let dir = directory(&server, "app");
+    std::fs::write(dir.join("notes.txt"), "before\n").expect("write");
+    let session = create(&server, &dir, "revert events").await;
+    let allow = json!({"permissions": [{"tool": "write", "action": "allow"}]});
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), allow).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    prompt(&server, &session, "echo: first").await;
+    prompt(&server, &session, &format!("tool: write {}", json!({"path": "notes.txt", "content": "after\n"}))).await;
+    let all = messages(&server, &session).await;
+    let second_turn = all.iter().filter(|m| m["info"]["role"] == "user").nth(1).expect("the second turn")["info"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    let mut events = Events::open(&server, &dir, "").await;
+    let (status, info) = server.post(&format!("/session/{session}/revert"), json!({"messageID": second_turn})).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    let updated = events
+        .until(|e| {
+            e["type"] == "session.updated"
+                && e["properties"]["info"]["id"] == session
+                && e["properties"]["info"]["revert"]["messageID"] == second_turn
+        })
+        .await;
+    let revert = &updated["properties"]["info"]["revert"];
+    assert!(revert["snapshot"].as_str().is_some_and(|s| !s.is_empty()), "the snapshot unrevert restores: {revert}");
+    let diff = revert["diff"].as_str().unwrap_or_else(|| panic!("a diff of what the revert did: {revert}"));
+    assert!(diff.contains("-after") && diff.contains("+before"), "{diff}");
+    assert_eq!(info["revert"], *revert, "the route and the event say the same");
+    let (status, list) =
+        server.get(&format!("/session?directory={}", crate::common::urlencode(&dir.to_string_lossy()))).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let listed = list.as_array().expect("a list").iter().find(|s| s["id"] == session).cloned().expect("listed");
+    assert_eq!(listed["revert"]["messageID"], second_turn, "the list shows it too: {listed}");
+
+    let (status, info) = server.post(&format!("/session/{session}/unrevert"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    let updated = events
+        .until(|e| {
+            e["type"] == "session.updated"
+                && e["properties"]["info"]["id"] == session
+                && e["properties"]["info"].get("revert").is_none()
+        })
+        .await;
+    assert_eq!(updated["properties"]["info"]["title"], "revert events");
+    let (_, list) =
+        server.get(&format!("/session?directory={}", crate::common::urlencode(&dir.to_string_lossy()))).await;
+    let listed = list.as_array().expect("a list").iter().find(|s| s["id"] == session).cloned().expect("listed");
+    assert!(listed.get("revert").is_none(), "gone from the list after unrevert: {listed}");
 }

@@ -149,8 +149,9 @@ pub fn tool_input(arguments: &serde_json::Value) -> (serde_json::Value, String) 
     }
 }
 
-/// A session as OpenCode shows it.
-pub fn session_info(session: &Session, directory: &str) -> SessionInfo {
+/// A session as OpenCode shows it, with its pending revert (`SessionState.revert`, or
+/// the list's one read of them).
+pub fn session_info(session: &Session, revert: Option<&PendingRevert>, directory: &str) -> SessionInfo {
     SessionInfo {
         id: session.id.to_string(),
         slug: session.id.to_string(),
@@ -169,16 +170,22 @@ pub fn session_info(session: &Session, directory: &str) -> SessionInfo {
             .iter()
             .map(|r| Rule { permission: r.tool.clone(), pattern: r.pattern.clone(), action: r.action })
             .collect(),
-        revert: None,
+        revert: revert.map(|r| session_revert(&session.id, r)),
     }
 }
 
 /// A session's pending revert as OpenCode's `Session.revert`: the user message it went
-/// back to. Spool's revert keeps its snapshot of the files to itself (unrevert needs no
-/// tree from the client), so `snapshot` and `diff` are left out, as OpenCode leaves them
+/// back to, the snapshot of the files just before it (what unrevert puts back; a tree of
+/// Spool's shadow repository, as `step-start` names them) and the diff of what it did to
+/// the files. A revert that put back no file has neither, as OpenCode leaves them out
 /// when it has none.
-pub fn session_revert(session: &SessionId, pending: &PendingRevert) -> SessionRevert {
-    SessionRevert { message_id: ids::message_id(session, pending.index), part_id: None, snapshot: None, diff: None }
+fn session_revert(session: &SessionId, pending: &PendingRevert) -> SessionRevert {
+    SessionRevert {
+        message_id: ids::message_id(session, pending.index),
+        part_id: None,
+        snapshot: pending.snapshot.clone(),
+        diff: pending.diff.clone(),
+    }
 }
 
 /// A pending approval as an OpenCode permission. `message` is the index of the assistant

@@ -625,7 +625,7 @@ fn history_session_and_permission_records() {
         msg(7, assistant(vec![write_call()], Some(StopReason::ToolUse), usage(), None)),
     ]);
     assert_json_snapshot!(json!({
-        "session": records::session_info(&s, "/work/project"),
+        "session": records::session_info(&s, None, "/work/project"),
         "history": records::history(&scope(), &messages, Some("big"), &Default::default()),
         "permission": records::permission(&approval(), Some(1)),
     }));

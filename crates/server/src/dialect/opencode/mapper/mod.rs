@@ -49,7 +49,8 @@ use spool_protocol::event::offset_len;
 use spool_protocol::frame::{FrameBody, SessionState, ToolStatus};
 use spool_protocol::time::Millis;
 use spool_protocol::{
-    AgentEvent, ApprovalId, Content, Message, Session, SessionStatus, SnapshotPhase, StopReason, StreamDelta, Usage,
+    AgentEvent, ApprovalId, Content, Message, PendingRevert, Session, SessionStatus, SnapshotPhase, StopReason,
+    StreamDelta, Usage,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -73,6 +74,8 @@ pub struct Mapper {
     /// What to announce about the session at the first snapshot.
     announce: Announce,
     session: Option<Session>,
+    /// The pending revert last told (part of the session as OpenCode shows it).
+    revert: Option<PendingRevert>,
     busy: bool,
     /// A run was accepted and the session has not gone idle since.
     accepted: bool,
@@ -151,6 +154,7 @@ impl Mapper {
             legacy_deltas: false,
             announce: Announce::Nothing,
             session: None,
+            revert: None,
             busy: false,
             accepted: false,
             pending: Vec::new(),
@@ -242,10 +246,12 @@ impl Mapper {
     // ---- session-level state ----------------------------------------------------------
 
     fn state(&mut self, state: &SessionState, out: &mut Vec<Event>) {
-        if self.session.as_ref() != Some(&state.session) {
-            let info = super::records::session_info(&state.session, &self.scope.directory);
+        // A revert or unrevert changes no session record, only the pending revert.
+        if self.session.as_ref() != Some(&state.session) || self.revert != state.revert {
+            let info = super::records::session_info(&state.session, state.revert.as_ref(), &self.scope.directory);
             out.push(Event::SessionUpdated { session_id: self.sid(), info });
             self.session = Some(state.session.clone());
+            self.revert.clone_from(&state.revert);
         }
         self.pending = state.pending_approvals.iter().map(|a| a.id.clone()).collect();
         match (state.status, self.busy) {

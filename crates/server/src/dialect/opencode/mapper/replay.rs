@@ -19,7 +19,8 @@ impl Mapper {
     pub(super) fn snapshot(&mut self, state: &SessionState, now: Millis, out: &mut Vec<Event>) {
         self.run = RunTrack::default();
         self.session = Some(state.session.clone());
-        let info = || super::super::records::session_info(&state.session, &self.scope.directory);
+        self.revert.clone_from(&state.revert);
+        let info = || super::super::records::session_info(&state.session, state.revert.as_ref(), &self.scope.directory);
         match std::mem::replace(&mut self.announce, Announce::Nothing) {
             Announce::Nothing => {}
             Announce::Created => out.push(Event::SessionCreated { session_id: self.sid(), info: info() }),
@@ -129,6 +130,7 @@ impl Mapper {
     pub fn missed(&mut self, state: &SessionState, since: Millis, now: Millis) -> Vec<Event> {
         let mut out = Vec::new();
         self.session = Some(state.session.clone());
+        self.revert.clone_from(&state.revert);
         self.busy = false;
         let model = state.session.model.as_deref();
         // The state names no step snapshots: a missed step's parts come without them.

@@ -437,7 +437,7 @@ impl GlobalStream {
                 let known = self.feeds.iter().find(|f| f.session == session);
                 let known = known.and_then(|f| f.follow.peek(|m| m.and_then(|m| m.session().cloned())));
                 let info = match known {
-                    Some(s) => session_info(&s, &self.directory),
+                    Some(s) => session_info(&s, None, &self.directory),
                     None => deleted_info(&session, &project, &self.directory),
                 };
                 self.push(&[Event::SessionDeleted { session_id: session.to_string(), info }]);
@@ -459,7 +459,7 @@ impl GlobalStream {
                     async move {
                         let Ok(project) = engine.projects().get(&user, &project).await else { return Step::Ignore };
                         let info = match known {
-                            Some(s) => session_info(&s, &project.path),
+                            Some(s) => session_info(&s, None, &project.path),
                             None => deleted_info(&session, &project.id, &project.path),
                         };
                         let deleted = Event::SessionDeleted { session_id: session.to_string(), info };

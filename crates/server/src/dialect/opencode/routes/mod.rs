@@ -120,9 +120,7 @@ async fn scope(engine: &Engine, user: &UserId, session: &Session) -> Result<Scop
 async fn info(engine: &Engine, user: &UserId, session: &Session) -> Result<SessionInfo, ApiError> {
     let project = engine.projects().get(user, &session.project_id).await?;
     let pending = engine.reverts().pending(user, &session.id).await?;
-    let mut info = records::session_info(session, &project.path);
-    info.revert = pending.map(|p| records::session_revert(&session.id, &p));
-    Ok(info)
+    Ok(records::session_info(session, pending.as_ref(), &project.path))
 }
 
 /// The committed messages of `session` before `before` (all when `None`), oldest first:
@@ -257,13 +255,14 @@ async fn list(
     // Not a project yet: no sessions (reading registers nothing).
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
     let mut sessions = state.engine.sessions().list(&dir.user, &project.id, false).await?;
+    let reverts = state.engine.reverts().pending_in(&dir.user, &project.id).await?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.session.updated_at));
     let search = query.search.map(|s| s.to_lowercase());
     let infos = sessions
         .iter()
         .filter(|s| search.as_ref().is_none_or(|q| s.session.title.to_lowercase().contains(q)))
         .take(query.limit.unwrap_or(usize::MAX))
-        .map(|s| records::session_info(&s.session, &project.path))
+        .map(|s| records::session_info(&s.session, reverts.get(&s.session.id), &project.path))
         .collect();
     Ok(Json(infos))
 }
@@ -281,7 +280,7 @@ async fn create(State(state): State<AppState>, dir: Directory, bytes: Bytes) -> 
     let body = CreateBody::read(&bytes)?;
     let (user, project) = dir.register(&state.engine).await?;
     let session = state.engine.sessions().create(&user, &project.id, body.title).await?;
-    Ok(Json(records::session_info(&session, &project.path)))
+    Ok(Json(records::session_info(&session, None, &project.path)))
 }
 
 /// `{sessionID: {type: "busy"}}` for each busy session of the directory.
