@@ -130,6 +130,16 @@ impl RunLog {
         read(&*self.store, run).await
     }
 
+    /// The frames of `run`'s log written so far, from its `run.accepted` on, each chunk
+    /// checked as [`read`] does, with whether they reach the run's end. `None` when
+    /// nothing whole is logged. A run whose end was handed over here is waited for.
+    pub(crate) async fn read_open(&self, run: &RunId) -> Result<Option<(Vec<Arc<Frame>>, bool)>, StoreError> {
+        self.settled(run).await;
+        let chunks = self.store.run_frames(run).await?;
+        let complete = chunks.last().is_some_and(|c| c.complete);
+        Ok(decode(&chunks, false).ok().map(|frames| (frames, complete)))
+    }
+
     /// The logged frames of `session` after `cursor`: those of the one run whose window
     /// holds the frame right after it, from that frame on, in order, with whether they
     /// reach the run's end. A run still being logged gives the frames written so far,
@@ -203,10 +213,17 @@ impl RunLogger {
     }
 
     /// Called for every frame as it enters the ring, after `runs` counted it (`mark`).
-    pub(crate) fn frame(&mut self, frame: &Arc<Frame>, mark: Option<&(RunId, u64)>, runs: &RunSequences) {
+    /// `own`: this instance published the frame; a run's window opens only on its own
+    /// `run.accepted` (bus mode: every node sees the frame, one node runs the run).
+    pub(crate) fn frame(&mut self, frame: &Arc<Frame>, mark: Option<&(RunId, u64)>, runs: &RunSequences, own: bool) {
         if let FrameBody::RunAccepted { run_id, .. } = &frame.body
             && mark.is_some_and(|(run, seq)| run == run_id && *seq == 1)
         {
+            if !own {
+                // Another node runs it and logs it; one still open here stays incomplete.
+                self.open = None;
+                return;
+            }
             // A run's window opens; one still open (it never ended here) stays incomplete.
             let start = Logged::Start {
                 run: run_id.clone(),
@@ -231,6 +248,14 @@ impl RunLogger {
             }
             self.open = None;
         }
+    }
+}
+
+impl RunLogger {
+    /// The stream lost its place (bus mode, a `Reset`): frames of the open run may be
+    /// missing, so it is never logged whole.
+    pub(crate) fn abandon(&mut self) {
+        self.open = None;
     }
 }
 
@@ -437,11 +462,63 @@ fn decode(chunks: &[RunFrameChunk], whole: bool) -> Result<Vec<Arc<Frame>>, &'st
 /// How often retention deletes old logs.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
+/// A run read from its frame log, for a run-stream client whose place left the ring:
+/// the run's frames from its `run.accepted`, and where they go on.
+pub struct LoggedRun {
+    pub frames: Vec<Arc<Frame>>,
+    /// The log is whole: the frames reach the run's end, and `then` (at the stream's
+    /// head) has nothing of the run.
+    pub whole: bool,
+    /// Otherwise the run goes on (or its end is not logged yet), and this subscription
+    /// starts right after the last of `frames`: nothing missing, nothing twice.
+    pub then: crate::Subscription,
+}
+
+/// How long a reader whose log cannot join the ring yet (its open chunk is not written)
+/// waits for the writer's next flush, re-reading every [`JOIN_POLL`].
+pub(crate) const JOIN_WAIT: Duration = Duration::from_millis(FLUSH_EVERY.as_millis() as u64 + 1500);
+pub(crate) const JOIN_POLL: Duration = Duration::from_millis(50);
+
 impl crate::Engine {
     /// The whole frame log of `run` (a run the caller already read, so its owner is
     /// checked), or `None` when there is no whole log.
-    pub async fn run_frames(&self, run: &spool_protocol::Run) -> Result<Option<Vec<Arc<Frame>>>, StoreError> {
-        self.inner.run_log.read(&run.id).await
+    pub async fn run_frames(&self, run: &spool_protocol::Run) -> Result<Option<Vec<Arc<Frame>>>, crate::EngineError> {
+        Ok(self.inner.run_log.read(&run.id).await?)
+    }
+
+    /// `run` (the caller read it, so its owner is checked) from its frame log: whole,
+    /// or, while it goes on, the frames logged so far joined to the live stream (see
+    /// [`LoggedRun`]). The log is written in chunks, so the frames it holds may end
+    /// before the ring begins: then it is read again, for at most [`JOIN_WAIT`], as the
+    /// writer (on this node, or on the node running the run) flushes. `None` when
+    /// there is no log to read or it never joins: the caller shows a snapshot.
+    pub async fn follow_logged(
+        &self,
+        run: &spool_protocol::Run,
+        kill: tokio_util::sync::CancellationToken,
+    ) -> Result<Option<LoggedRun>, crate::EngineError> {
+        let loaded = self.load(&run.owner_id, &run.session_id).await?;
+        let permit = self.stream_permit(&run.owner_id)?;
+        let deadline = tokio::time::Instant::now() + JOIN_WAIT;
+        loop {
+            let Some((frames, complete)) = self.inner.run_log.read_open(&run.id).await? else { return Ok(None) };
+            if complete {
+                let head = loaded.events.head();
+                let (mut then, _) = loaded.events.subscribe(Some(&head), kill, false);
+                then.hold(permit);
+                return Ok(Some(LoggedRun { frames, whole: true, then }));
+            }
+            let last = frames.last().expect("a decoded log holds a frame");
+            let join = spool_protocol::Cursor { stream_id: last.stream_id.clone(), seq: last.seq };
+            if let Some(mut then) = loaded.events.subscribe_joined(&join, kill.clone(), false).await {
+                then.hold(permit);
+                return Ok(Some(LoggedRun { frames, whole: false, then }));
+            }
+            if join.stream_id != loaded.events.stream_id() || tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(JOIN_POLL).await;
+        }
     }
 
     /// Deletes frame logs older than the retention setting, now and every hour.

@@ -5,6 +5,7 @@
 //! the client gets the snapshot, as before.
 
 use crate::common::{Open, TestServer, WAIT};
+use futures::StreamExt;
 use serde_json::json;
 use spool_engine::store::prelude::*;
 use spool_protocol::RunId;
@@ -409,5 +410,67 @@ async fn a_cursor_out_of_the_buffer_between_logged_runs_gets_a_snapshot() {
         // At the head the session has now: at least the last title's (a frame of the
         // run's own, its generated title, may come after the titles).
         assert!(first.seq() >= titles.last().expect("titles").seq(), "at the current seq, cursor {cursor}");
+    }
+}
+
+/// A server whose ring holds few frames (about 100 deltas), and a model that streams
+/// slowly enough that a run of 2000 deltas is still going while clients come back.
+async fn small_ring() -> TestServer {
+    let mut options = crate::common::TestOptions::default();
+    options.engine.limits =
+        spool_engine::EventLimits { replay_frames: 32, replay_bytes: 4 << 20, queue_bytes: 24 << 10 };
+    options.model_delay = Duration::from_millis(2);
+    TestServer::start_with(options).await
+}
+
+#[tokio::test]
+async fn a_client_at_an_early_n_of_a_run_still_going_gets_every_event_once() {
+    let server = small_ring().await;
+    let session = server.new_session().await;
+    let res = server.client.post(server.url("/api/chat")).json(&json!({"sessionId": session, "text": "stream: 2000"}));
+    let res = res.send().await.expect("chat");
+    assert_eq!(res.status(), 200);
+    // The live follower: its first event names the run, the rest is read beside.
+    let mut body = res.bytes_stream();
+    let mut bytes = Vec::new();
+    while !bytes.windows(2).any(|w| w == b"\n\n") {
+        let chunk = tokio::time::timeout(WAIT, body.next()).await.expect("an event").expect("open").expect("bytes");
+        bytes.extend_from_slice(&chunk);
+    }
+    let first = String::from_utf8_lossy(&bytes).into_owned();
+    let data = first.lines().find_map(|l| l.strip_prefix("data: ")).expect("data");
+    let run =
+        serde_json::from_str::<serde_json::Value>(data).expect("json")["runId"].as_str().expect("runId").to_owned();
+    let live = tokio::spawn(async move {
+        while let Some(chunk) = body.next().await {
+            bytes.extend_from_slice(&chunk.expect("bytes"));
+        }
+        let text = String::from_utf8(bytes).expect("utf-8");
+        text.split("\n\n").filter(|b| !b.is_empty() && !b.starts_with(':')).map(str::to_owned).collect::<Vec<_>>()
+    });
+    let past = async {
+        loop {
+            let chunks = server.store.run_frames(&run.parse().expect("run id")).await.expect("read the log");
+            if chunks.len() >= 2 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, past).await.expect("the run's log grows");
+    let mut replays = Vec::new();
+    for after in [0, 1, 40, 150] {
+        let res = server.client.get(server.url(&format!("/api/runs/{run}/events?after={after}"))).send();
+        replays.push((after, tokio::spawn(blocks(res.await.expect("events")))));
+    }
+    let (status, body) = server.get(&format!("/api/runs/{run}")).await;
+    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("running")), "still going: {body}");
+    let live = live.await.expect("the live stream");
+    assert_eq!(kind(live.last().expect("events")), "done");
+    assert!(live.len() > 2000, "{}", live.len());
+    for (after, replay) in replays {
+        let replay = replay.await.expect("a replay");
+        assert_eq!(replay.first().map(|b| kind(b)), Some(if after == 0 { "run_started" } else { "text_delta" }));
+        assert!(replay == live_after(&live, after), "after={after}: every event after it once, byte for byte");
     }
 }

@@ -19,6 +19,27 @@ use spool_protocol::Cursor;
 use tokio_util::sync::CancellationToken;
 
 impl SessionEvents {
+    /// The cursor of the stream's last frame: a subscription from it starts with
+    /// nothing to replay.
+    pub(crate) fn head(&self) -> Cursor {
+        self.shared.cursor()
+    }
+
+    /// A subscription right after the frame at `join` (the last frame a client got from
+    /// the log), when the ring holds every frame after it, filled from the bus's log
+    /// first in bus mode; `None` when it does not (yet).
+    pub(crate) async fn subscribe_joined(
+        &self,
+        join: &Cursor,
+        kill: CancellationToken,
+        interactive: bool,
+    ) -> Option<Subscription> {
+        self.backfill(join).await;
+        let inner = self.lock();
+        inner.replay_from(&self.shared, Some(join))?;
+        Some(self.subscribe_locked(inner, Some(join), kill, interactive).0)
+    }
+
     /// Like [`subscribe`](Self::subscribe), replaying from the run frame log a cursor
     /// the ring cannot serve (see the module doc). A replay that joins the ring says
     /// [`Start::Replay`] from the cursor; one that ends in a snapshot says
@@ -30,51 +51,56 @@ impl SessionEvents {
         interactive: bool,
     ) -> (Subscription, Start) {
         let Some(cursor) = cursor else { return self.subscribe(None, kill, interactive) };
-        let (log, same) = {
-            let inner = self.lock();
-            let same = cursor.stream_id == inner.stream_id;
-            let log = inner.log.as_ref().map(|l| l.log().clone());
-            match log {
-                Some(log)
-                    if inner.replay_from(&self.shared, Some(cursor)).is_none()
-                        && !(same && cursor.seq >= inner.seq) =>
-                {
-                    (log, same)
+        let deadline = tokio::time::Instant::now() + crate::run_log::JOIN_WAIT;
+        loop {
+            let (log, same) = {
+                let inner = self.lock();
+                let same = cursor.stream_id == inner.stream_id;
+                let log = inner.log.as_ref().map(|l| l.log().clone());
+                match log {
+                    Some(log)
+                        if inner.replay_from(&self.shared, Some(cursor)).is_none()
+                            && !(same && cursor.seq >= inner.seq) =>
+                    {
+                        (log, same)
+                    }
+                    _ => return self.subscribe_locked(inner, Some(cursor), kill, interactive),
                 }
-                _ => return self.subscribe_locked(inner, Some(cursor), kill, interactive),
-            }
-        };
-        let logged = match log.after_cursor(&self.shared.session_id, cursor, same).await {
-            Ok(logged) => logged,
-            Err(error) => {
-                tracing::warn!(session = %self.shared.session_id, %error, "could not read the run frame log");
-                None
-            }
-        };
-        let inner = self.lock();
-        let Some((frames, complete)) = logged else {
-            return self.subscribe_locked(inner, Some(cursor), kill, interactive);
-        };
-        let last = frames.last().expect("after_cursor gives at least the frame after the cursor").seq;
-        let (mut subscription, start) = if same {
-            let join = inner.cursor_at(last);
-            if inner.replay_from(&self.shared, Some(&join)).is_none() {
-                return self.subscribe_locked(inner, Some(cursor), kill, interactive);
-            }
-            let (subscription, _) = self.subscribe_locked(inner, Some(&join), kill, interactive);
-            (subscription, Start::Replay { from_seq: cursor.seq, frames: 0 })
-        } else if complete {
-            self.subscribe_locked(inner, None, kill, interactive)
-        } else {
-            return self.subscribe_locked(inner, Some(cursor), kill, interactive);
-        };
-        let start = match start {
-            Start::Replay { from_seq, .. } => {
-                Start::Replay { from_seq, frames: self.lock().seq.saturating_sub(from_seq) }
-            }
-            snapshot => snapshot,
-        };
-        subscription.logged = frames.into();
-        (subscription, start)
+            };
+            let logged = match log.after_cursor(&self.shared.session_id, cursor, same).await {
+                Ok(logged) => logged,
+                Err(error) => {
+                    tracing::warn!(session = %self.shared.session_id, %error, "could not read the run frame log");
+                    None
+                }
+            };
+            let Some((frames, complete)) = logged else { return self.subscribe(Some(cursor), kill, interactive) };
+            let last = frames.last().expect("after_cursor gives at least the frame after the cursor").seq;
+            let (mut subscription, start) = if same {
+                let join = self.lock().cursor_at(last);
+                match self.subscribe_joined(&join, kill.clone(), interactive).await {
+                    Some(subscription) => (subscription, Start::Replay { from_seq: cursor.seq, frames: 0 }),
+                    // The log ends before the ring begins: its writer has not flushed
+                    // the frames in between yet. Read it again, or take the snapshot.
+                    None if !complete && tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(crate::run_log::JOIN_POLL).await;
+                        continue;
+                    }
+                    None => return self.subscribe(Some(cursor), kill, interactive),
+                }
+            } else if complete {
+                self.subscribe(None, kill, interactive)
+            } else {
+                return self.subscribe(Some(cursor), kill, interactive);
+            };
+            let start = match start {
+                Start::Replay { from_seq, .. } => {
+                    Start::Replay { from_seq, frames: self.lock().seq.saturating_sub(from_seq) }
+                }
+                snapshot => snapshot,
+            };
+            subscription.logged = frames.into();
+            return (subscription, start);
+        }
     }
 }

@@ -340,7 +340,7 @@ impl SessionEvents {
                 None => {
                     let seq = inner.seq + 1;
                     let stream_id = inner.stream_id.clone();
-                    self.shared.push(&mut inner, body, stream_id, seq, &mut wake);
+                    self.shared.push(&mut inner, body, stream_id, seq, true, &mut wake);
                 }
             }
         }

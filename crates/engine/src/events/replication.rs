@@ -456,7 +456,8 @@ impl Shared {
             if cursor.stream_id != inner.stream_id || cursor.seq != inner.seq + 1 {
                 return false;
             }
-            if origin == bus.origin {
+            let own = origin == bus.origin;
+            if own {
                 bus.echoed.send_if_modified(|n| {
                     let newer = number > *n;
                     *n = (*n).max(number);
@@ -473,7 +474,7 @@ impl Shared {
                 // wakes them).
                 inner.awaiting = None;
             }
-            self.push(&mut inner, body, cursor.stream_id.clone(), cursor.seq, &mut wake);
+            self.push(&mut inner, body, cursor.stream_id.clone(), cursor.seq, own, &mut wake);
         }
         wake.into_iter().for_each(Waker::wake);
         true
@@ -489,8 +490,12 @@ impl Shared {
         inner.seq = cursor.seq;
         inner.ring.clear();
         inner.ring_bytes = 0;
-        // Frames may be missing from here: the run numbers are unknown.
+        // Frames may be missing from here: the run numbers are unknown, and a run being
+        // logged here cannot be logged whole.
         inner.runs = RunSequences::default();
+        if let Some(log) = inner.log.as_mut() {
+            log.abandon();
+        }
         inner.min_cursor_hint = cursor.seq;
         match state {
             Some(state) => {

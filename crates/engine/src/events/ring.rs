@@ -66,18 +66,22 @@ impl Shared {
     }
 
     /// Appends a frame at `seq` to the ring and collects the subscribers to wake.
+    /// `own`: this instance published the frame (always, without a bus); a run whose
+    /// `run.accepted` is its own is the run this node executes, and only that node logs
+    /// it (see [`crate::run_log`]).
     pub(super) fn push(
         &self,
         inner: &mut Inner,
         body: FrameBody,
         stream_id: StreamId,
         seq: u64,
+        own: bool,
         wake: &mut Vec<Waker>,
     ) {
         let mark = inner.runs.count(&body);
         let frame = Arc::new(Frame { body, session_id: self.session_id.clone(), stream_id, seq });
         if let Some(log) = inner.log.as_mut() {
-            log.frame(&frame, mark.as_ref(), &inner.runs);
+            log.frame(&frame, mark.as_ref(), &inner.runs, own);
         }
         let bytes = frame.to_sse();
         let published = (seq % FRAME_SAMPLE_EVERY == 0 && self.metrics.is_on()).then(Instant::now);

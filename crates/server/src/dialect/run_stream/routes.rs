@@ -207,7 +207,8 @@ pub(crate) async fn resume_stream(
 }
 
 /// Follows `run` after the client's last event: from that event's frame while the
-/// session's buffer holds what follows it, else from a snapshot. See the module docs.
+/// session's buffer holds what follows it, else from the run's frame log (joined to the
+/// live frames while the run goes on), else from a snapshot. See the module docs.
 async fn attach(
     engine: &Engine,
     user: &UserId,
@@ -215,23 +216,23 @@ async fn attach(
     after: RunAfter,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
+    let (subscription, start) = engine.runs().subscribe(user, &run, after.clone(), kill.clone()).await?;
+    if let RunFrom::Replay(count) = start.from {
+        return Ok(replayed(subscription.typed(), &run, count, start.waiting, start.after));
+    }
+    // The frames after `after` left the buffer (or the server restarted, or another node
+    // ran the run): its frame log replays them exactly. The snapshot's subscription is
+    // let go first, so the log's does not count twice against the stream limit.
+    drop(subscription);
+    if let Some(feed) = from_log(engine, &run, start.after, kill.clone()).await {
+        return Ok(feed);
+    }
     let (subscription, start) = engine.runs().subscribe(user, &run, after, kill).await?;
     let mut subscription = subscription.typed();
     let count = match start.from {
-        RunFrom::Replay(count) => {
-            let form = RunForm::Run(run.id.clone());
-            let fold = RunStream::resume(count, start.waiting);
-            return Ok(Feed::new(subscription, form, fold, RunEvents).after(start.after));
-        }
+        RunFrom::Replay(count) => return Ok(replayed(subscription, &run, count, start.waiting, start.after)),
         RunFrom::Snapshot(count) => count,
     };
-    // The frames after `after` left the buffer (or the server restarted): the run's
-    // frame log replays them exactly, when it holds the whole run.
-    if let Some(feed) = from_log(engine, &run, start.after).await {
-        return Ok(Feed::new(subscription, RunForm::Alone(shared::alone()), feed.0, RunEvents)
-            .after(start.after)
-            .ready(feed.1));
-    }
     let from = FromSnapshot::read(engine, user, &mut subscription, &run).await?;
     // A client whose last sequence is past the run's numbers it from elsewhere (a
     // stream before a restart): it keeps its own numbering, from a snapshot.
@@ -248,13 +249,27 @@ async fn attach(
     Ok(feed)
 }
 
+/// A feed replaying the session's buffer from the frame of the client's last event.
+fn replayed(
+    subscription: spool_engine::TypedSubscription,
+    run: &Run,
+    count: spool_engine::RunCount,
+    waiting: Option<ApprovalId>,
+    after: u64,
+) -> Feed {
+    let fold = RunStream::resume(count, waiting);
+    Feed::new(subscription, RunForm::Run(run.id.clone()), fold, RunEvents).after(after)
+}
+
 /// The run's events from its frame log, folded from its `run.accepted` exactly as a
-/// live follower's: the finished fold and every event after `after`. `None` (a
-/// snapshot then) when there is no whole log, the run has not ended in it, or `after`
+/// live follower's, every event after `after` ready to write. A whole log ends the
+/// feed with the run; one still being written goes on live right after its last frame
+/// (the engine joined them: nothing missing, nothing twice). `None` (a snapshot then)
+/// when there is no log, it cannot join the live frames, or, for a whole log, `after`
 /// is not below its last event (a client numbering the run from elsewhere).
-async fn from_log(engine: &Engine, run: &Run, after: u64) -> Option<(RunStream, Vec<(u64, bytes::Bytes)>)> {
-    let frames = match engine.run_frames(run).await {
-        Ok(frames) => frames?,
+async fn from_log(engine: &Engine, run: &Run, after: u64, kill: CancellationToken) -> Option<Feed> {
+    let logged = match engine.follow_logged(run, kill).await {
+        Ok(logged) => logged?,
         Err(error) => {
             tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
             return None;
@@ -262,18 +277,23 @@ async fn from_log(engine: &Engine, run: &Run, after: u64) -> Option<(RunStream, 
     };
     let mut fold = RunStream::new(run.id.clone());
     let mut events = Vec::new();
-    for frame in &frames {
+    for frame in &logged.frames {
         let step = fold.map(frame);
         events.extend(step.event);
         if step.finished {
             break;
         }
     }
-    let last = events.last().map(|(sequence, _)| *sequence)?;
-    (fold.finished() && after < last).then(|| {
-        events.retain(|(sequence, _)| *sequence > after);
-        (fold, events)
-    })
+    if logged.whole {
+        // The feed ends with the fold, before it reads the subscription.
+        let last = events.last().map(|(sequence, _)| *sequence)?;
+        if !fold.finished() || after >= last {
+            return None;
+        }
+    }
+    events.retain(|(sequence, _)| *sequence > after);
+    let subscription = logged.then.typed();
+    Some(Feed::new(subscription, RunForm::Alone(shared::alone()), fold, RunEvents).after(after).ready(events))
 }
 
 /// The run stream as a [`RunDialect`]: events numbered by the run, nothing after the
