@@ -281,3 +281,14 @@ test('a kept call with no known execution is settled by its stored result', () =
   assert.equal(s.tools.get('call_9').status, 'error');
   assert.equal(s.tools.get('call_9').result, 'no');
 });
+
+test('a pending undo comes with the state and a message where it went back makes it final', () => {
+  const s = new SessionStore('ses_1');
+  const revert = { index: 1, ordinal: 1, report: { index: 1, restore: [{ path: 'a.txt', action: 'delete' }], conflicts: [], uncovered: [] } };
+  s.apply(snapshot(3, { messages: [{ index: 0, ...user('hi') }], total: 1, revert }));
+  assert.deepEqual(s.revert, revert, 'Redo is offered from the state');
+  s.apply(ev(4, { type: 'message_end', message: user('again') }, 1));
+  assert.equal(s.revert, null, 'the prompt sent where the undo went back made it final');
+  s.apply({ type: 'session.state', state: state({ total: 2 }), sessionId: 'ses_1', streamId: S, seq: 5 });
+  assert.equal(s.revert, null, 'a state without one has none');
+});

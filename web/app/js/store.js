@@ -40,6 +40,7 @@ export class SessionStore {
     this.queue = []; // prompts waiting for the run, next first: {id, requestId, text, createdAt}
     this.queuePaused = false; // Stop paused the queue: nothing runs until Resume or a new prompt
     this.variants = []; // turns with more than one version: [{index, position, versions}] (branches.js)
+    this.revert = null; // the undo Redo can take back: {index, ordinal, report, snapshot, diff} (undo_dialog.js)
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
     this.revs = new Map(); // index → revision, so the view repaints only changed rows
@@ -170,6 +171,7 @@ export class SessionStore {
     this.queue = [...(state.queue ?? [])];
     this.queuePaused = !!state.queuePaused;
     this.variants = [...(state.variants ?? [])];
+    this.revert = state.revert ?? null;
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);
@@ -199,6 +201,8 @@ export class SessionStore {
         const message = { index, ...ev.message };
         this.messages.set(index, message);
         this.total = Math.max(this.total, index + 1);
+        // A message where the undo went back to makes it final (the server's fold, view.rs).
+        if (this.revert && index >= this.revert.index) this.revert = null;
         this.record(message);
         this.touch(index);
         return 'ok';

@@ -8,12 +8,11 @@
 // send again. Until a prompt is sent, a banner at the end of the conversation offers Redo
 // (`POST /api/sessions/:id/unrevert`), which puts the files and turns back.
 //
-// Whether an undo is pending is the server's to say (`GET /api/sessions/:id/revert`,
-// answered `{index, ordinal, report}`, or null / 404 when there is none): asked when the
-// view opens and again whenever the conversation's shape changes while idle (a message
-// more or less, another version shown), which is what an undo, a redo or the prompt that
-// makes an undo final do, here or in another tab. Nothing is asked while a run goes: its
-// prompt has made any undo final.
+// Whether an undo is pending is the server's to say: the session's state carries it
+// (`state.revert`, `{index, ordinal, report}`, absent when there is none), so an undo, a
+// redo or the prompt that makes an undo final shows here as the stream brings it, from
+// this tab or another. What this tab just did shows at once and stays until the state
+// says otherwise (its frame may come after the answer).
 
 import { get, post } from './api.js';
 import { h } from './dom.js';
@@ -36,9 +35,8 @@ export class Undo {
     this.checking = null; // the prompt index whose preview is being fetched
     this.errors = new Map(); // prompt index → why its preview could not be had
     this.dialog = null; // the open dialog's {el, index, text, busy, error}
-    this.pending = null; // the server's pending undo: {index, ordinal, report}
-    this.shape = null; // what the conversation looked like when `pending` was asked
-    this.asking = false;
+    this.pending = null; // the pending undo: {index, ordinal, report}
+    this.shape = null; // the state's `revert` when `pending` last followed it (JSON)
     this.redoing = false;
     this.redoNote = null; // what the last Redo left alone, or why it failed
     this.prefilled = null; // the text this undo put in the composer
@@ -130,7 +128,6 @@ export class Undo {
       d.done = true;
       d.el.close();
       this.pending = { index: d.index, ordinal: null, report: report ?? d.report };
-      this.shape = null; // ask the server once the state shows the undo
       this.redoNote = null;
       this.fill(d.text);
     } catch (e) {
@@ -155,31 +152,16 @@ export class Undo {
     box.setSelectionRange(text.length, text.length);
   }
 
-  /** Called on every paint: asks whether an undo is pending when the conversation's shape changed. */
+  /**
+   * Called on every paint, before the banner: follows the state's pending undo when it
+   * changed there (what this tab set meanwhile stays until then).
+   */
   sync(store) {
-    if (!store.loaded || !idle(store)) return;
-    const shape = `${store.total}|${JSON.stringify(store.variants)}`;
+    if (!store.loaded) return;
+    const shape = JSON.stringify(store.revert ?? null);
     if (shape === this.shape) return;
     this.shape = shape;
-    this.ask();
-  }
-
-  async ask() {
-    if (this.asking) return;
-    this.asking = true;
-    const asked = this.shape;
-    let pending = this.pending;
-    try {
-      pending = (await get(this.base)) ?? null;
-    } catch (e) {
-      if (e.status === 404) pending = null; // nothing_to_unrevert
-    } finally {
-      this.asking = false;
-    }
-    const was = JSON.stringify(this.pending);
-    this.pending = pending?.report ? pending : null;
-    if (this.shape !== asked) return this.ask(); // it changed again meanwhile
-    if (JSON.stringify(this.pending) !== was) this.changed();
+    this.pending = store.revert?.report ? store.revert : null;
   }
 
   /**
