@@ -25,6 +25,7 @@ mod otlp;
 mod permission_spellings;
 mod postgres;
 mod readme;
+mod replay_nodes;
 mod sandbox;
 mod serve;
 mod streams;

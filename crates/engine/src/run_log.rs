@@ -27,13 +27,28 @@
 //!
 //! # Reading
 //!
-//! [`read`] gives a run's whole log (the run stream's replay); `RunLog::after_cursor`
+//! [`read`] gives a run's whole log; [`Engine::follow_logged`](crate::Engine) the run
+//! stream's replay: the whole log, or for a run still going the frames logged so far
+//! joined to the live stream right after the last of them; `RunLog::after_cursor`
 //! finds the logged run holding a session-stream cursor's next frame (the session
 //! stream's, see `events/from_log.rs`). A reader whose run ended a moment ago waits
 //! (bounded) for the writer to store its last chunk, so it gets the log, not a snapshot.
+//! The log is written in chunks, so what it holds of a run still going may end before
+//! the ring begins: the reader reads it again as the writer flushes (at most
+//! [`JOIN_WAIT`]), and takes the snapshot if it still cannot join. Never a hole.
 //!
-//! Bus mode does not log yet: a node's ring there is filled from the bus, whose seqs
-//! another node may also be logging.
+//! # Bus mode (several nodes)
+//!
+//! Every node's ring is filled from the bus, under the bus's cursors, so every node
+//! sees every frame; exactly one logs a run: the node whose own instance published
+//! the run's `run.accepted`, which is the node running it (it holds the session's
+//! lease). It logs the frames as they come back from the bus, with the bus's seqs, so a
+//! cursor a client got from any node finds its frame in the log. Every node reads the
+//! logs from the shared store; a node joining a logged run to its own ring fills the
+//! ring from the bus's log first (`SessionEvents::backfill`). A bus `Reset` (frames may
+//! be missing) abandons the run being logged: its log never says `complete`. A run
+//! whose decision another node resumes stays logged by the node that started it, as
+//! long as it follows the session.
 
 use crate::run_sequence::RunSequences;
 use crate::store::{RunFrameChunk, Store, StoreError};

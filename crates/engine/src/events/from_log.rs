@@ -9,10 +9,14 @@
 //!   to its end, holds the frame after the cursor, the client gets the rest of that
 //!   run, then a snapshot of the stream now, which covers whatever followed the run.
 //! * Anything else (a cursor between runs, on frames no run logged; a log that is not
-//!   whole; bus mode, which does not log): the snapshot, as before.
+//!   whole): the snapshot, as before.
 //!
 //! The log is read without the stream's lock; the join with the ring is checked again
-//! under it, so frames evicted meanwhile fall back to the snapshot, never to a hole.
+//! under it, so frames evicted meanwhile fall back to the snapshot, never to a hole. A
+//! run still going is logged a chunk at a time: when what is written ends before the
+//! ring begins, the log is read again as the writer flushes, for a few seconds at most
+//! (`run_log::JOIN_WAIT`). In bus mode the log is the running node's, in the shared
+//! store, and the ring is filled from the bus's log up to the join first.
 
 use super::{SessionEvents, Start, Subscription};
 use spool_protocol::Cursor;

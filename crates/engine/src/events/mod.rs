@@ -49,6 +49,9 @@
 //!   and `state()` show the mirror, so a snapshot at seq N followed by frames N+1… never
 //!   repeats or skips a change.
 //!
+//! The node running a run logs its frames as they come back from the bus, under the
+//! bus's seqs (see [`crate::run_log`], "Bus mode"); every node reads those logs.
+//!
 //! One listener task per session folds the bus's frames into the ring and both states.
 //! When the bus says `Reset`, the node rebuilds from the store, every subscriber gets an
 //! in-stream snapshot, and the node running the session is asked to publish a full

@@ -84,7 +84,7 @@ impl Shared {
             log.frame(&frame, mark.as_ref(), &inner.runs, own);
         }
         let bytes = frame.to_sse();
-        let published = (seq % FRAME_SAMPLE_EVERY == 0 && self.metrics.is_on()).then(Instant::now);
+        let published = (seq.is_multiple_of(FRAME_SAMPLE_EVERY) && self.metrics.is_on()).then(Instant::now);
         inner.seq = seq;
         inner.ring_bytes += bytes.len();
         inner.ring.push_back(Entry { seq, frame, bytes, mark, published });

@@ -11,9 +11,12 @@
 //!   numbering, which the engine keeps for the run's lifetime. It asks the engine for
 //!   one subscription positioned at the frame of the client's last event
 //!   ([`spool_engine::Runs::subscribe`]) and folds on from there. When the frames after it
-//!   have left the buffer, the subscription starts with a session snapshot instead: one
-//!   `snapshot` event (status, text so far, tool calls) at the run's current sequence,
-//!   then live.
+//!   have left the buffer, the run's frame log replays them, folded from the run's
+//!   `run.accepted` as a live follower's: the whole run, or while it goes on (on this
+//!   node or another) the frames logged so far and then the live ones right after them
+//!   ([`Engine::follow_logged`]). Without a log that can do that, the subscription starts
+//!   with a session snapshot: one `snapshot` event (status, text so far, tool calls) at
+//!   the run's current sequence, then live.
 //! * Frames go through the run's shared form (`AppState::forms`): each is mapped and encoded
 //!   once per run, and every stream of the run takes the same bytes from there.
 //! * The stream ends after `done` or `error`, and after an `interrupt` still waiting
