@@ -306,8 +306,10 @@ async fn reattaching_to_someone_elses_or_no_run_is_a_404() {
 // ---- re-attaching as a seed 003 client does (issue 15) ---------------------------------
 #[tokio::test]
 async fn a_retried_chat_continues_the_runs_sequence_instead_of_restarting_at_1() {
+    // Without the run frame log, which would replay the run from its first event
+    // (replay.rs): here the buffer cannot, and the snapshot numbers on.
     let server =
-        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..TestOptions::default() }).await;
+        TestServer::start_with(TestOptions { model_delay: Duration::from_millis(2), ..without_frame_log() }).await;
     let session = server.new_session().await;
     let body = json!({"sessionId": session, "text": "stream: 1000", "requestId": "retry-1"});
     let mut client = Client::default();
@@ -373,7 +375,7 @@ async fn a_reattach_replays_from_after_once_the_runs_start_left_the_buffer() {
 
 #[tokio::test]
 async fn a_snapshot_carries_the_runs_tool_calls_and_the_stream_goes_on_to_the_end() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_with(without_frame_log()).await;
     let session = server.new_session().await;
     let (status, _) = server
         .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
@@ -422,7 +424,7 @@ async fn a_snapshot_leaves_out_a_call_announced_but_not_started() {
     let command = "while [ ! -f gate ]; do sleep 0.01; done; echo released".to_owned();
     let models = Models::new(Arc::new(TwoCalls { command }));
     let server =
-        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;
+        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..without_frame_log() }).await;
     let session = server.new_session().await;
     let (status, _) = server
         .patch(&format!("/api/sessions/{session}"), json!({"permissions": [{"tool": "bash", "action": "allow"}]}))
@@ -554,4 +556,12 @@ async fn random_drops_lose_and_repeat_no_word_and_every_tool_call_ends() {
     }
     assert!(drops >= 30, "only {drops} drops (seed {seed})");
     client.assert_holds_the_stored_run(&server, &session).await;
+}
+
+/// A server that keeps no run frame log (`[frame_log] enabled = false`): a re-attach
+/// whose frames left the buffer gets the snapshot, which these tests look at.
+fn without_frame_log() -> TestOptions {
+    let mut options = TestOptions::default();
+    options.engine.frame_log = false;
+    options
 }
