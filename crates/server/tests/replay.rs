@@ -474,3 +474,53 @@ async fn a_client_at_an_early_n_of_a_run_still_going_gets_every_event_once() {
         assert!(replay == live_after(&live, after), "after={after}: every event after it once, byte for byte");
     }
 }
+
+#[tokio::test]
+async fn a_session_stream_cursor_early_in_a_run_still_going_gets_every_frame_once() {
+    let server = small_ring().await;
+    let session = server.new_session().await;
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    assert_eq!(next_sent(&mut stayed).await.kind(), "session.snapshot");
+    // The client that stays reads beside the test, so the small ring never cuts it.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        loop {
+            let sent = next_sent(&mut stayed).await;
+            let settled = sent.kind() == "loop.event" && sent.data.contains("\"agent_settled\"");
+            if tx.send(sent).is_err() || settled {
+                return;
+            }
+        }
+    });
+    let run = server.start_run(&session, "stream: 2000").await;
+    let mut early = Vec::new();
+    while early.len() < 10 {
+        early.push(tokio::time::timeout(WAIT, rx.recv()).await.expect("a frame").expect("the stream goes on"));
+    }
+    let past = async {
+        while server.store.run_frames(&run.parse().expect("run id")).await.expect("read the log").len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, past).await.expect("the run's log grows");
+    let cursors = [before_run(&early), early[5].id.clone()];
+    let mut backs = Vec::new();
+    for cursor in &cursors {
+        backs.push(server.events(&session, Open::last_event_id(cursor.clone())).await);
+    }
+    let (status, body) = server.get(&format!("/api/runs/{run}")).await;
+    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("running")), "still going: {body}");
+    let mut all = early;
+    while let Some(sent) = rx.recv().await {
+        all.push(sent);
+    }
+    reader.await.expect("the client that stayed");
+    let last = all.last().expect("frames").id.clone();
+    for (cursor, mut back) in cursors.into_iter().zip(backs) {
+        let seq: u64 = cursor.rsplit_once(':').expect("cursor").1.parse().expect("seq");
+        let expected: Vec<Sent> = all.iter().filter(|s| s.seq() > seq).cloned().collect();
+        let replayed = read_until(&mut back, |s| s.id == last).await;
+        assert_eq!(replayed.len(), expected.len(), "cursor {cursor}");
+        assert!(replayed == expected, "cursor {cursor}: every frame after it once, byte for byte");
+    }
+}
