@@ -146,27 +146,26 @@ impl RunLog {
     }
 
     /// The frames of `run`'s log written so far, from its `run.accepted` on, each chunk
-    /// checked as [`read`] does, with whether they reach the run's end. `None` when
-    /// nothing whole is logged. A run whose end was handed over here is waited for.
-    pub(crate) async fn read_open(&self, run: &RunId) -> Result<Option<(Vec<Arc<Frame>>, bool)>, StoreError> {
+    /// checked as [`read`] does, with how far they reach. `None` when nothing whole is
+    /// logged. A run whose end was handed over here is waited for.
+    pub(crate) async fn read_open(&self, run: &RunId) -> Result<Option<(Vec<Arc<Frame>>, Reach)>, StoreError> {
         self.settled(run).await;
         let chunks = self.store.run_frames(run).await?;
-        let complete = chunks.last().is_some_and(|c| c.complete);
-        Ok(decode(&chunks, false).ok().map(|frames| (frames, complete)))
+        Ok(decode(&chunks, false).ok().map(|frames| (frames, Reach::of(&chunks))))
     }
 
     /// The logged frames of `session` after `cursor`: those of the one run whose window
-    /// holds the frame right after it, from that frame on, in order, with whether they
-    /// reach the run's end. A run still being logged gives the frames written so far,
-    /// when `open` allows it. `None` when no logged run (among the session's latest
-    /// [`LOOK_BACK`]) holds that frame: a cursor in a gap between runs, or a log that is
-    /// not whole.
+    /// holds the frame right after it, from that frame on, in order, with how far they
+    /// reach. A run still being logged gives the frames written so far, when `open`
+    /// allows it: none, when its log has not reached the cursor yet. `None` when no
+    /// logged run (among the session's latest [`LOOK_BACK`]) holds that frame: a cursor
+    /// in a gap between runs, or a log that is not whole.
     pub(crate) async fn after_cursor(
         &self,
         session: &SessionId,
         cursor: &spool_protocol::Cursor,
         open: bool,
-    ) -> Result<Option<(Vec<Arc<Frame>>, bool)>, StoreError> {
+    ) -> Result<Option<(Vec<Arc<Frame>>, Reach)>, StoreError> {
         let next = cursor.seq + 1;
         let runs = self.store.runs_since(session, 0).await?;
         for run in runs.iter().rev().take(LOOK_BACK) {
@@ -187,11 +186,14 @@ impl RunLog {
                 self.settled(&run.id).await;
                 chunks = self.store.run_frames(&run.id).await?;
             }
-            let complete = chunks.last().is_some_and(|c| c.complete);
-            let Ok(mut frames) = decode(&chunks, complete) else { return Ok(None) };
+            let reach = Reach::of(&chunks);
+            let Ok(mut frames) = decode(&chunks, reach == Reach::Whole) else { return Ok(None) };
             frames.retain(|f| f.seq > cursor.seq);
+            if frames.is_empty() && reach != Reach::Whole {
+                return Ok(Some((frames, reach)));
+            }
             let follows = frames.first().is_some_and(|f| f.seq == next && f.stream_id == cursor.stream_id);
-            return Ok(follows.then_some((frames, complete)));
+            return Ok(follows.then_some((frames, reach)));
         }
         Ok(None)
     }
@@ -489,6 +491,30 @@ pub struct LoggedRun {
     pub then: crate::Subscription,
 }
 
+/// How far a run's log reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// To the run's end.
+    Whole,
+    /// Not to its end, and written lately: a writer is at work and flushes again.
+    Writing,
+    /// Not to its end, and not written for longer than a writer waits between flushes:
+    /// nothing more will come (a crash, a lost frame, a node gone). Waiting is useless.
+    Stale,
+}
+
+impl Reach {
+    fn of(chunks: &[RunFrameChunk]) -> Reach {
+        let Some(last) = chunks.last() else { return Reach::Stale };
+        let quiet = spool_protocol::time::now_ms().saturating_sub(last.created_at);
+        match last.complete {
+            true => Reach::Whole,
+            false if quiet <= (FLUSH_EVERY + Duration::from_secs(1)).as_millis() as i64 => Reach::Writing,
+            false => Reach::Stale,
+        }
+    }
+}
+
 /// How long a reader whose log cannot join the ring yet (its open chunk is not written)
 /// waits for the writer's next flush, re-reading every [`JOIN_POLL`].
 pub(crate) const JOIN_WAIT: Duration = Duration::from_millis(FLUSH_EVERY.as_millis() as u64 + 1500);
@@ -516,8 +542,8 @@ impl crate::Engine {
         let permit = self.stream_permit(&run.owner_id)?;
         let deadline = tokio::time::Instant::now() + JOIN_WAIT;
         loop {
-            let Some((frames, complete)) = self.inner.run_log.read_open(&run.id).await? else { return Ok(None) };
-            if complete {
+            let Some((frames, reach)) = self.inner.run_log.read_open(&run.id).await? else { return Ok(None) };
+            if reach == Reach::Whole {
                 let head = loaded.events.head();
                 let (mut then, _) = loaded.events.subscribe(Some(&head), kill, false);
                 then.hold(permit);
@@ -529,7 +555,8 @@ impl crate::Engine {
                 then.hold(permit);
                 return Ok(Some(LoggedRun { frames, whole: false, then }));
             }
-            if join.stream_id != loaded.events.stream_id() || tokio::time::Instant::now() >= deadline {
+            let hopeless = reach == Reach::Stale || join.stream_id != loaded.events.stream_id();
+            if hopeless || tokio::time::Instant::now() >= deadline {
                 return Ok(None);
             }
             tokio::time::sleep(JOIN_POLL).await;

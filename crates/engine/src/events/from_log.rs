@@ -19,6 +19,7 @@
 //! store, and the ring is filled from the bus's log up to the join first.
 
 use super::{SessionEvents, Start, Subscription};
+use crate::run_log::Reach;
 use spool_protocol::Cursor;
 use tokio_util::sync::CancellationToken;
 
@@ -78,21 +79,28 @@ impl SessionEvents {
                     None
                 }
             };
-            let Some((frames, complete)) = logged else { return self.subscribe(Some(cursor), kill, interactive) };
-            let last = frames.last().expect("after_cursor gives at least the frame after the cursor").seq;
+            let Some((frames, reach)) = logged else { return self.subscribe(Some(cursor), kill, interactive) };
+            // The log ends before the ring begins (or before the cursor): its writer has
+            // not flushed the frames in between yet. Read it again, or take the snapshot.
+            let wait = reach == Reach::Writing && tokio::time::Instant::now() < deadline;
+            let Some(last) = frames.last().map(|f| f.seq) else {
+                if wait {
+                    tokio::time::sleep(crate::run_log::JOIN_POLL).await;
+                    continue;
+                }
+                return self.subscribe(Some(cursor), kill, interactive);
+            };
             let (mut subscription, start) = if same {
                 let join = self.lock().cursor_at(last);
                 match self.subscribe_joined(&join, kill.clone(), interactive).await {
                     Some(subscription) => (subscription, Start::Replay { from_seq: cursor.seq, frames: 0 }),
-                    // The log ends before the ring begins: its writer has not flushed
-                    // the frames in between yet. Read it again, or take the snapshot.
-                    None if !complete && tokio::time::Instant::now() < deadline => {
+                    None if wait => {
                         tokio::time::sleep(crate::run_log::JOIN_POLL).await;
                         continue;
                     }
                     None => return self.subscribe(Some(cursor), kill, interactive),
                 }
-            } else if complete {
+            } else if reach == Reach::Whole {
                 self.subscribe(None, kill, interactive)
             } else {
                 return self.subscribe(Some(cursor), kill, interactive);
