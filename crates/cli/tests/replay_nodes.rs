@@ -3,14 +3,16 @@
 //! frames, under the cursors the bus gave them, in the shared store; a client on the
 //! other node that asks for the run's events after N (`GET /api/runs/:id/events?after=N`)
 //! gets the very bytes a live follower on the running node got from N on, while the
-//! run goes on and after it ended, though the other node never held those frames.
+//! run goes on and after it ended, though the other node never held those frames; and a
+//! native session-stream cursor a client got from the running node gets every frame
+//! after it once on the other node.
 //!
 //! PostgreSQL and Redis come from `SPOOL_TEST_DATABASE_URL` and `SPOOL_TEST_REDIS_URL`;
 //! built without them the test is ignored, except under CI (see `common`).
 
 use crate::common;
 
-use common::{TestDb, WAIT, redis_url, start_with};
+use common::{SseStream, TestDb, WAIT, redis_url, start_with};
 use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
@@ -117,6 +119,121 @@ async fn a_run_replays_exactly_on_another_node() {
         let (after, replay) = replay.await.expect("a replay");
         assert_ne!(replay.first().map(|b| kind(b)), Some("snapshot"), "after={after}: from the log, not a snapshot");
         assert!(replay == live_after(&live, after), "after={after}: the live events from N on, byte for byte");
+    }
+    store.close().await;
+}
+
+/// A native session-stream event as sent: its SSE id (`streamId:seq`) and data.
+#[derive(Clone, Debug, PartialEq)]
+struct Sent {
+    id: String,
+    data: String,
+}
+
+impl Sent {
+    fn seq(&self) -> u64 {
+        self.id.rsplit_once(':').expect("streamId:seq").1.parse().expect("seq")
+    }
+
+    fn settles(&self) -> bool {
+        self.data.contains("\"agent_settled\"")
+    }
+}
+
+async fn native(client: &reqwest::Client, base: &str, session: &str, cursor: Option<&str>) -> SseStream {
+    let mut req = client.get(format!("{base}/api/sessions/{session}/events"));
+    if let Some(cursor) = cursor {
+        req = req.header("last-event-id", cursor);
+    }
+    let res = req.send().await.expect("open the session stream");
+    assert_eq!(res.status(), 200);
+    SseStream::new(res).with_wait(WAIT)
+}
+
+async fn next_sent(stream: &mut SseStream) -> Sent {
+    loop {
+        let event = stream.next_event().await.expect("the stream goes on");
+        if !spool_test_support::sse::is_heartbeat(&event) {
+            return Sent { id: event.id.expect("an id"), data: event.data };
+        }
+    }
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
+    let db = TestDb::create().await;
+    let redis = redis_url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let node = |n: &str| {
+        let (data, id) = (dir.path().join(n), format!("cursor-{n}-{}", std::process::id()));
+        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "2"])
+    };
+    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
+    let project_dir = dir.path().join("project");
+    std::fs::create_dir_all(&project_dir).expect("project dir");
+    let project = common::call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+    let session = common::call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]})))
+        .await["id"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+
+    // A client on A, which runs the run, reads every frame beside the test.
+    let mut on_a = native(&client, &a, &session, None).await;
+    next_sent(&mut on_a).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        loop {
+            let sent = next_sent(&mut on_a).await;
+            let settles = sent.settles();
+            if tx.send(sent).is_err() || settles {
+                return;
+            }
+        }
+    });
+    let accepted =
+        common::call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 1500"})))
+            .await;
+    let run = accepted["runId"].as_str().expect("run id").to_owned();
+    let mut all = Vec::new();
+    while all.len() < 20 {
+        all.push(tokio::time::timeout(WAIT, rx.recv()).await.expect("a frame").expect("the stream goes on"));
+    }
+    let grown = async {
+        while chunks(&store, &run).await < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, grown).await.expect("A logs the run in the shared store");
+
+    // Back on B with cursors A gave, while the run goes on: far behind any ring.
+    let cursors = [all[0].id.clone(), all[12].id.clone()];
+    let mut backs = Vec::new();
+    for cursor in &cursors {
+        backs.push(native(&client, &b, &session, Some(cursor)).await);
+    }
+    let state = common::call(client.get(format!("{a}/api/runs/{run}"))).await;
+    assert_eq!(state["status"], "running", "asked while the run went on: {state}");
+    while let Some(sent) = rx.recv().await {
+        all.push(sent);
+    }
+    reader.await.expect("the client on A");
+    let last = all.last().expect("frames").id.clone();
+    for (cursor, mut back) in cursors.into_iter().zip(backs) {
+        let seq: u64 = cursor.rsplit_once(':').expect("cursor").1.parse().expect("seq");
+        let expected: Vec<Sent> = all.iter().filter(|s| s.seq() > seq).cloned().collect();
+        let mut replayed = Vec::new();
+        while replayed.last().is_none_or(|s: &Sent| s.id != last) {
+            replayed.push(next_sent(&mut back).await);
+        }
+        assert_eq!(replayed.len(), expected.len(), "cursor {cursor}");
+        assert!(replayed == expected, "cursor {cursor}: every frame after it once, byte for byte");
     }
     store.close().await;
 }
