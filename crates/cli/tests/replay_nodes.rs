@@ -197,6 +197,17 @@ async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
             }
         }
     });
+    // B follows the session from before the run too: it sees the run's `run.accepted`
+    // come from the bus, and leaves the logging to A.
+    let mut on_b = native(&client, &b, &session, None).await;
+    next_sent(&mut on_b).await;
+    let live_on_b = tokio::spawn(async move {
+        let mut sent = Vec::new();
+        while sent.last().is_none_or(|s: &Sent| !s.settles()) {
+            sent.push(next_sent(&mut on_b).await);
+        }
+        sent
+    });
     let accepted =
         common::call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": "stream: 1500"})))
             .await;
@@ -224,6 +235,8 @@ async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
         all.push(sent);
     }
     reader.await.expect("the client on A");
+    let live_on_b = live_on_b.await.expect("the client on B");
+    assert!(live_on_b.ends_with(&all), "B streamed the very frames A did");
     let last = all.last().expect("frames").id.clone();
     for (cursor, mut back) in cursors.into_iter().zip(backs) {
         let seq: u64 = cursor.rsplit_once(':').expect("cursor").1.parse().expect("seq");
