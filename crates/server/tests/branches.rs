@@ -6,7 +6,7 @@
 use crate::common;
 
 use async_trait::async_trait;
-use common::{ModelsOverride, Open, TestOptions, TestServer};
+use common::{ModelsOverride, Open, TestOptions, TestServer, message_rows};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
@@ -52,20 +52,6 @@ async fn numbered_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
     (TestServer::start_with(options).await, seen)
 }
 
-/// Each message as (index, role, its text).
-fn texts(page: &Value) -> Vec<(u64, String, String)> {
-    page["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| {
-            let text: Vec<&str> =
-                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
-            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
-        })
-        .collect()
-}
-
 fn said(rows: &[(u64, &str, &str)]) -> Vec<(u64, String, String)> {
     rows.iter().map(|(i, role, text)| (*i, role.to_string(), text.to_string())).collect()
 }
@@ -99,7 +85,7 @@ async fn an_edited_turn_is_a_branch_and_the_next_model_request_holds_only_the_ac
     server.run_prompt(&session, "second question").await;
     let before = server.messages(&session, "").await;
     assert_eq!(
-        texts(&before),
+        message_rows(&before),
         said(&[
             (0, "user", "first question"),
             (1, "assistant", "answer 1"),
@@ -117,7 +103,7 @@ async fn an_edited_turn_is_a_branch_and_the_next_model_request_holds_only_the_ac
     );
     let after = server.messages(&session, "").await;
     assert_eq!(
-        texts(&after),
+        message_rows(&after),
         said(&[
             (0, "user", "first question"),
             (1, "assistant", "answer 1"),
@@ -157,7 +143,7 @@ async fn regenerate_makes_a_version_and_switching_shows_the_other_answer() {
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
     assert_eq!(last_request(&seen), ["tell me a joke"], "the model is asked the same prompt alone");
     assert_eq!(
-        texts(&server.messages(&session, "").await),
+        message_rows(&server.messages(&session, "").await),
         said(&[(0, "user", "tell me a joke"), (1, "assistant", "answer 2")])
     );
     assert_eq!(
@@ -173,7 +159,7 @@ async fn regenerate_makes_a_version_and_switching_shows_the_other_answer() {
     assert_eq!(snapshot.kind, "session.snapshot");
     let (status, state) = server.post(&format!("/api/sessions/{session}/branch"), json!({"ordinal": 1})).await;
     assert_eq!(status, StatusCode::OK, "{state}");
-    assert_eq!(texts(&state), texts(&first), "the answer is the first one again");
+    assert_eq!(message_rows(&state), message_rows(&first), "the answer is the first one again");
     let versions = vec![None, Some(2)];
     assert_eq!(state["variants"], json!([{"index": 0, "position": 1, "versions": versions}]));
     let redrawn = view.frames_until(|f| f.kind == "session.state").await.pop().expect("a state frame");
@@ -235,9 +221,9 @@ async fn a_shelved_branch_reads_back_by_ordinal() {
     assert_eq!(shelved["messages"], before["messages"], "every turn from the edit on, ids and content as they were");
     assert_eq!(shelved["total"], 4);
     let last = server.messages(&session, "?branch=1&limit=1").await;
-    assert_eq!(texts(&last), said(&[(3, "assistant", "answer 2")]), "pages like the history");
+    assert_eq!(message_rows(&last), said(&[(3, "assistant", "answer 2")]), "pages like the history");
     let earlier = server.messages(&session, "?branch=1&before=2").await;
-    assert_eq!(texts(&earlier), said(&[(0, "user", "one"), (1, "assistant", "answer 1")]));
+    assert_eq!(message_rows(&earlier), said(&[(0, "user", "one"), (1, "assistant", "answer 1")]));
 
     let (status, body) = server.get(&format!("/api/sessions/{session}/messages?branch=7")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");

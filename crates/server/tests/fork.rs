@@ -6,7 +6,7 @@
 use crate::common;
 
 use async_trait::async_trait;
-use common::{ModelsOverride, TestOptions, TestServer};
+use common::{ModelsOverride, TestOptions, TestServer, message_rows};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
@@ -42,20 +42,6 @@ async fn recording_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
     (server, seen)
 }
 
-/// Each message as (index, role, its text blocks joined).
-fn texts(page: &Value) -> Vec<(u64, String, String)> {
-    page["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| {
-            let text: Vec<&str> =
-                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
-            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
-        })
-        .collect()
-}
-
 fn ids(page: &Value) -> Vec<String> {
     page["messages"].as_array().expect("messages").iter().map(|m| m["id"].as_str().expect("id").to_owned()).collect()
 }
@@ -88,7 +74,7 @@ async fn a_fork_at_message_k_holds_exactly_messages_0_to_k() {
         server.run_prompt(&source, text).await;
     }
     let before = server.messages(&source, "").await;
-    let all = texts(&before);
+    let all = message_rows(&before);
     let k = all.iter().find(|(_, role, text)| role == "user" && text == "echo: two").expect("the second prompt").0;
     assert!(k > 0 && k < all.len() as u64 - 1, "{all:?}");
 
@@ -101,7 +87,11 @@ async fn a_fork_at_message_k_holds_exactly_messages_0_to_k() {
     assert!(fork["title"].as_str().expect("title").ends_with("(fork)"), "{fork}");
 
     let copied = server.messages(&forked, "").await;
-    assert_eq!(texts(&copied), all[..k as usize].to_vec(), "the fork holds messages 0..k, same indices and content");
+    assert_eq!(
+        message_rows(&copied),
+        all[..k as usize].to_vec(),
+        "the fork holds messages 0..k, same indices and content"
+    );
     assert_eq!(copied["total"], k);
     let source_ids = ids(&before);
     assert!(ids(&copied).iter().all(|id| !source_ids.contains(id)), "new message ids");
@@ -222,13 +212,13 @@ async fn a_fork_of_a_busy_session_stops_before_its_unanswered_tool_call() {
     let (status, _) = server.post(&format!("/api/sessions/{source}/facts"), json!({"text": "Tabs, not spaces"})).await;
     assert_eq!(status, StatusCode::CREATED);
     let (run, _) = server.park(&source, &format!("tool: write {}", json!({"path": "a.txt", "content": "x"}))).await;
-    let parked = texts(&server.messages(&source, "").await);
+    let parked = message_rows(&server.messages(&source, "").await);
     assert_eq!(parked.last().map(|(_, role, _)| role.as_str()), Some("assistant"), "the call waits: {parked:?}");
 
     let (status, fork) = server.post(&format!("/api/sessions/{source}/fork"), json!({})).await;
     assert_eq!(status, StatusCode::CREATED, "{fork}");
     let forked = common::id_of(&fork);
-    let copied = texts(&server.messages(&forked, "").await);
+    let copied = message_rows(&server.messages(&forked, "").await);
     assert_eq!(copied, parked[..2].to_vec(), "only the settled first turn");
     let (_, memory) = server.get(&format!("/api/sessions/{forked}/memory")).await;
     assert_eq!(memory["facts"][0]["text"], "Tabs, not spaces", "{memory}");

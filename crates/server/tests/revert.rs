@@ -7,13 +7,11 @@
 
 use crate::common;
 
-use common::{Open, TestOptions, TestServer};
+use common::{Open, TestOptions, TestServer, files_on_disk, message_rows, session_allowing};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use spool_engine::snapshots::StepSnapshotting;
 use spool_tools::snapshot::{ShadowRepos, SnapshotLimits};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 /// A server recording step snapshots in a directory of its own (kept with the server).
@@ -25,53 +23,11 @@ async fn server() -> (TestServer, tempfile::TempDir) {
     (TestServer::start_with(options).await, shadow_dir)
 }
 
-/// A session whose `write`, `edit` and `bash` calls run without asking.
-async fn session_allowing_edits(server: &TestServer) -> String {
-    let session = server.new_session().await;
-    let rules: Vec<_> = ["write", "edit", "bash"].iter().map(|t| json!({"tool": t, "action": "allow"})).collect();
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": rules})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    session
-}
-
-/// Every file under `dir` and its bytes.
-fn files_on_disk(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let name = path.strip_prefix(dir).expect("beneath").to_string_lossy().into_owned();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.insert(name, std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    files
-}
-
 /// Runs `prompt` to its end; returns the index of its user message.
 async fn turn(server: &TestServer, session: &str, prompt: &str) -> u64 {
     let run = server.run_prompt(session, prompt).await;
     assert_eq!(run["status"], "completed", "{run}");
     run["userMessageIndex"].as_u64().unwrap_or_else(|| panic!("a run names its user message: {run}"))
-}
-
-/// The session's history as (index, role, text) rows.
-async fn history(server: &TestServer, session: &str) -> Vec<(u64, String, String)> {
-    let page = server.messages(session, "").await;
-    page["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| {
-            let text: Vec<&str> =
-                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
-            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
-        })
-        .collect()
 }
 
 /// The paths of a report's `restore`, each with its action.
@@ -90,13 +46,13 @@ fn pair(path: &str, action: &str) -> (String, String) {
 #[tokio::test]
 async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_and_unrevert_puts_them_back() {
     let (server, _shadow) = server().await;
-    let session = session_allowing_edits(&server).await;
+    let session = session_allowing(&server, &["write", "edit", "bash"]).await;
     let dir = server.project_dir();
     std::fs::write(dir.join("keep.txt"), "untouched by the agent\n").expect("seed a file");
 
     turn(&server, &session, "hello").await;
     let before_agent = files_on_disk(&dir);
-    let history_before = history(&server, &session).await;
+    let history_before = message_rows(&server.messages(&session, "").await);
     let write = json!({"path": "notes.txt", "content": "alpha\nbeta\n"});
     let from = turn(&server, &session, &format!("tool: write {write}")).await;
     let edit = json!({"path": "README.md", "oldString": "# Test project", "newString": "# Edited by the agent"});
@@ -106,7 +62,7 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
     let after_agent = files_on_disk(&dir);
     let failed: Vec<_> = server.tool_results(&session).await.into_iter().filter(|r| r.2).collect();
     assert!(failed.is_empty(), "every call did its work: {failed:?}");
-    let history_after = history(&server, &session).await;
+    let history_after = message_rows(&server.messages(&session, "").await);
     assert_ne!(after_agent, before_agent, "the agent changed the files");
     assert_eq!(after_agent["notes.txt"], b"alpha\nBETA\n");
     assert!(!after_agent.contains_key("src/main.rs"));
@@ -126,7 +82,11 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
     // An open view redraws without the reverted turns.
     stream.frames_until(|f| f.kind == "session.state" && f.state().total == from).await;
     assert_eq!(files_on_disk(&dir), before_agent, "every file is as it was before the agent's turns, byte for byte");
-    assert_eq!(history(&server, &session).await, history_before, "the reverted turns left the history");
+    assert_eq!(
+        message_rows(&server.messages(&session, "").await),
+        history_before,
+        "the reverted turns left the history"
+    );
     let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
     assert_eq!(pending["index"], from, "{pending}");
 
@@ -135,7 +95,7 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
     assert_eq!(files_on_disk(&dir), after_agent, "unrevert puts back what the agent left, byte for byte");
     let total = history_after.len() as u64;
     stream.frames_until(|f| f.kind == "session.state" && f.state().total == total).await;
-    assert_eq!(history(&server, &session).await, history_after, "the turns are back");
+    assert_eq!(message_rows(&server.messages(&session, "").await), history_after, "the turns are back");
     assert_eq!(report["conflicts"], json!([]), "{report}");
     let (_, pending) = server.get(&format!("/api/sessions/{session}/revert")).await;
     assert_eq!(pending, Value::Null, "nothing is left to unrevert");
@@ -144,7 +104,7 @@ async fn a_revert_after_write_edit_and_bash_restores_every_file_byte_for_byte_an
 #[tokio::test]
 async fn a_file_the_person_changed_since_is_a_conflict_left_alone() {
     let (server, _shadow) = server().await;
-    let session = session_allowing_edits(&server).await;
+    let session = session_allowing(&server, &["write", "edit", "bash"]).await;
     let dir = server.project_dir();
     let write = json!({"path": "notes.txt", "content": "from the agent\n"});
     let from = turn(&server, &session, &format!("tool: write {write}")).await;
@@ -179,13 +139,17 @@ async fn a_busy_session_refuses_a_revert_with_409() {
     let (status, body) = server.post(&format!("/api/sessions/{session}/unrevert"), json!({})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "session_busy", "{body}");
-    assert_eq!(history(&server, &session).await.first().map(|m| m.1.clone()), Some("user".into()), "history kept");
+    assert_eq!(
+        message_rows(&server.messages(&session, "").await).first().map(|m| m.1.clone()),
+        Some("user".into()),
+        "history kept"
+    );
 }
 
 #[tokio::test]
 async fn a_prompt_after_a_revert_makes_it_final() {
     let (server, _shadow) = server().await;
-    let session = session_allowing_edits(&server).await;
+    let session = session_allowing(&server, &["write", "edit", "bash"]).await;
     let dir = server.project_dir();
     let write = json!({"path": "notes.txt", "content": "first try\n"});
     let from = turn(&server, &session, &format!("tool: write {write}")).await;
@@ -207,7 +171,7 @@ async fn a_prompt_after_a_revert_makes_it_final() {
 #[tokio::test]
 async fn the_session_state_carries_the_pending_revert_until_unrevert_or_the_next_prompt() {
     let (server, _shadow) = server().await;
-    let session = session_allowing_edits(&server).await;
+    let session = session_allowing(&server, &["write", "edit", "bash"]).await;
     turn(&server, &session, "hello").await;
     let write = json!({"path": "notes.txt", "content": "first try\n"});
     let from = turn(&server, &session, &format!("tool: write {write}")).await;

@@ -6,14 +6,13 @@
 
 use crate::common;
 
-use common::{Open, TestOptions, TestServer};
+use common::{Open, TestOptions, TestServer, files_on_disk, session_allowing};
 use serde_json::json;
 use spool_engine::snapshots::StepSnapshotting;
 use spool_engine::store::prelude::*;
 use spool_protocol::SessionId;
 use spool_tools::snapshot::{ShadowRepos, SnapshotLimits};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 /// A server recording step snapshots into `shadow` (the test reads the trees back there).
@@ -21,33 +20,6 @@ async fn server_with(shadow: &Arc<ShadowRepos>) -> TestServer {
     let mut options = TestOptions::default();
     options.engine.snapshots = Some(StepSnapshotting::new(shadow.clone()));
     TestServer::start_with(options).await
-}
-
-async fn session_allowing(server: &TestServer, tools: &[&str]) -> String {
-    let session = server.new_session().await;
-    let rules: Vec<_> = tools.iter().map(|t| json!({"tool": t, "action": "allow"})).collect();
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": rules})).await;
-    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
-    session
-}
-
-/// Every file under `dir` (the project's `.git` aside) and its bytes, as a snapshot
-/// names them.
-fn files_on_disk(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let name = path.strip_prefix(dir).expect("beneath").to_string_lossy().into_owned();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.insert(name, std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    files
 }
 
 fn tree_files(shadow: &ShadowRepos, project: &str, tree: &str) -> BTreeMap<String, Vec<u8>> {

@@ -18,6 +18,7 @@ use spool_engine::{Engine, EngineConfig, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
 use spool_store::SqliteStore;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -581,4 +582,45 @@ pub fn in_own_process(module: &str, test: &str, vars: &[(&str, &str)]) -> bool {
         None => test.to_owned(),
     };
     spool_test_support::in_own_process(&test, vars)
+}
+
+/// A page of `GET /api/sessions/:id/messages` as (index, role, its text blocks joined) rows.
+pub fn message_rows(page: &Value) -> Vec<(u64, String, String)> {
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let text: Vec<&str> =
+                m["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+            (m["index"].as_u64().expect("index"), m["role"].as_str().expect("role").to_owned(), text.join(""))
+        })
+        .collect()
+}
+
+/// Every file under `dir` and its bytes (what a snapshot or a revert must get right).
+pub fn files_on_disk(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let name = path.strip_prefix(dir).expect("beneath").to_string_lossy().into_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    files
+}
+
+/// A new session whose calls of these tools run without asking.
+pub async fn session_allowing(server: &TestServer, tools: &[&str]) -> String {
+    let session = server.new_session().await;
+    let rules: Vec<_> = tools.iter().map(|t| json!({"tool": t, "action": "allow"})).collect();
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": rules})).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    session
 }
