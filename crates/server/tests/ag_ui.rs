@@ -3,7 +3,8 @@
 //! id) to `RUN_FINISHED`; a thread id names one session; the same user message again
 //! follows the run it started; an approval ends the stream with an `interrupt` outcome
 //! and the request answering it (`resume`) streams the rest of the run, the decision
-//! taken once; a request that goes away mid-run cancels the run.
+//! taken once; a request that goes away mid-run leaves its run going (unless it asked
+//! otherwise), and the client re-attaches after the last event it has.
 
 use crate::common;
 
@@ -200,25 +201,95 @@ async fn a_question_is_an_interrupt_answered_once_with_the_persons_words() {
     assert_eq!(results, 1, "answered once");
 }
 
+/// A stream read until `contents` text deltas came: its events with their ids, then
+/// dropped (the client went away).
+async fn read_then_drop(res: reqwest::Response, contents: usize) -> Vec<(u64, Value)> {
+    let mut stream = SseStream::new(res);
+    let mut got = Vec::new();
+    while got.iter().filter(|(_, e): &&(u64, Value)| e["type"] == "TEXT_MESSAGE_CONTENT").count() < contents {
+        let event = stream.next_event().await.expect("the stream goes on");
+        got.push(numbered(&event));
+    }
+    got
+}
+
+fn numbered(event: &spool_protocol::sse::SseEvent) -> (u64, Value) {
+    let id = event.id.as_deref().unwrap_or_else(|| panic!("an event with no id: {}", event.data));
+    (id.parse().expect("a numeric id"), serde_json::from_str(&event.data).expect("JSON"))
+}
+
+/// A re-attaching stream read to its end: its own opening (unnumbered), then the run's
+/// events with their ids.
+async fn reattach(server: &TestServer, run: &str, last: u64) -> (Vec<Value>, Vec<(u64, Value)>) {
+    let url = server.url(&format!("/api/ag-ui/runs/{run}/events?threadId=thread-drop"));
+    let request = server.client.get(url).header("last-event-id", last.to_string()).send();
+    let res = tokio::time::timeout(WAIT, request).await.expect("answers in time").expect("request");
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    let (mut opening, mut rest) = (Vec::new(), Vec::new());
+    while let Some(event) = stream.next_event().await {
+        match event.id {
+            None => {
+                assert!(rest.is_empty(), "only the opening is unnumbered: {}", event.data);
+                opening.push(serde_json::from_str(&event.data).expect("JSON"));
+            }
+            Some(_) => rest.push(numbered(&event)),
+        }
+    }
+    (opening, rest)
+}
+
 #[tokio::test]
-async fn a_request_that_goes_away_mid_run_cancels_the_run() {
+async fn an_ag_ui_client_dropped_mid_run_re_attaches_and_gets_every_event_once() {
     let server = TestServer::start().await;
     let project = server.default_project().await;
-    let body = input("thread-abort", &project, json!([user("s1", "stream: 5000")]));
-    let res = post(&server, &body).await;
-    let mut stream = SseStream::new(res);
-    let mut run = None;
-    let mut contents = 0;
-    while contents < 3 {
-        let event = stream.next_event().await.expect("the stream goes on");
-        let event: Value = serde_json::from_str(&event.data).expect("JSON");
-        if event["type"] == "RUN_STARTED" {
-            run = event["runId"].as_str().map(str::to_owned);
-        }
-        contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
-    }
-    drop(stream);
-    let run = run.expect("RUN_STARTED came first");
+    let body = input("thread-drop", &project, json!([user("d1", "stream: 3000")]));
+    let got = read_then_drop(post(&server, &body).await, 3).await;
+    let run = got[0].1["runId"].as_str().expect("RUN_STARTED came first").to_owned();
+    let last = got.last().expect("events").0;
+
+    // Right away, while the run goes on: everything after the last event, live to the
+    // end, in a stream an AG-UI client accepts on its own (the run and the message it
+    // was in the middle of opened again).
+    let (opening, rest) = reattach(&server, &run, last).await;
+    assert_eq!(types(&opening), ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"]);
+    assert_eq!(opening[0]["runId"], run.as_str());
+    assert_eq!(opening[0]["threadId"], "thread-drop");
+    let started = got.iter().find(|(_, e)| e["type"] == "TEXT_MESSAGE_START").expect("a message started");
+    assert_eq!(opening[2], started.1, "the message it was in the middle of");
+    let settled = server.wait_run(&run).await;
+    assert_eq!(settled["status"], "completed", "the drop cancelled nothing: {settled}");
+    let whole: Vec<(u64, Value)> = got.iter().cloned().chain(rest.iter().cloned()).collect();
+    let ids: Vec<u64> = whole.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=whole.len() as u64).collect::<Vec<_>>(), "every event once, none missing");
+    let events: Vec<Value> = whole.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(types(&events).iter().filter(|t| **t == "RUN_STARTED").count(), 1);
+    assert_eq!(events.last().expect("an end")["type"], "RUN_FINISHED");
+    assert_eq!(events.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(events.last().expect("an end")["threadId"], "thread-drop");
+    assert_eq!(text_of(&events), stored_text(&server, &run_of(&server, &events).await).await);
+    assert_eq!(text_of(&events).split(' ').count(), 3000);
+
+    // Once the run is over and its start has left the session's buffer, its frame log
+    // gives the same events under the same ids.
+    crate::replay::logged(&server, &run).await;
+    let (_, again) = reattach(&server, &run, last).await;
+    assert_eq!(again, rest, "the frame log replays what the live stream sent");
+    // From the start: the whole run once more, as the first stream numbered it.
+    let (opening, all) = reattach(&server, &run, 0).await;
+    assert_eq!(types(&opening), ["RUN_STARTED", "STATE_SNAPSHOT"]);
+    assert_eq!(all.first().expect("events").0, 3, "the opening was the first stream's 1 and 2");
+    assert_eq!(all[..got.len() - 2], got[2..]);
+}
+
+#[tokio::test]
+async fn a_request_that_asked_to_cancel_on_disconnect_cancels_its_run_when_it_goes_away() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let mut body = input("thread-abort", &project, json!([user("s1", "stream: 5000")]));
+    body["forwardedProps"]["onDisconnect"] = json!("cancel");
+    let got = read_then_drop(post(&server, &body).await, 3).await;
+    let run = got[0].1["runId"].as_str().expect("RUN_STARTED came first").to_owned();
     let settled = server.wait_run(&run).await;
     assert_eq!(settled["status"], "cancelled", "{settled}");
 }

@@ -73,6 +73,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/ai-sdk/chat/{id}/stream"),
     ("DELETE", "/api/ai-sdk/chat/{id}/stream"),
     ("POST", "/api/ag-ui"),
+    ("GET", "/api/ag-ui/runs/{runId}/events"),
     ("GET", "/api/ws"),
     ("GET", "/api/streams"),
     ("POST", "/api/hub/events"),

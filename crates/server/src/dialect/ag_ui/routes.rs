@@ -30,20 +30,37 @@
 //!   `payload: {answer}` (an option's label or the person's own words) is its `fill`.
 //!   Approve and reject work on it as on any interrupt; an `answer` to an interrupt that
 //!   is no question is a 400 `not_a_question`.
-//! * Aborting the request (`agent.abortRun()`) before the stream's end cancels the run:
-//!   AG-UI has no other way to stop one, and `HttpAgent` cannot reattach to a run it
-//!   left. So does a stream the server cuts (a client too slow to read, a revoked
-//!   token): its client cannot come back to the run either. A stream that ended
-//!   (finished, failed, or parked at an approval) cancels nothing.
+//! * A stream that goes away (the client aborted the request with `agent.abortRun()`,
+//!   its tab closed, its network dropped, the server cut a client too slow to read)
+//!   cancels nothing: the run goes on. The server cannot tell an abort from a lost
+//!   connection (both only close it), and AG-UI has no cancel request, so stopping a
+//!   run is a request of its own: `POST /api/sessions/{id}/abort`. A client that wants
+//!   the old behaviour asks for it with `forwardedProps.onDisconnect: "cancel"`: then a
+//!   stream that goes before its last event cancels its run.
+//! * A stream that follows a run from its start numbers its events: `id: N`, the
+//!   `RUN_STARTED` 1, counting every AG-UI event of the stream. `GET
+//!   /api/ag-ui/runs/{runId}/events` re-attaches: the same events, numbered the same way,
+//!   from the one after `Last-Event-ID` (or `?after=N`), then live, to `RUN_FINISHED` or
+//!   `RUN_ERROR`. AG-UI clients check each stream on its own (it opens with
+//!   `RUN_STARTED`; content follows its `*_START`), so the re-attaching stream opens
+//!   with its own `RUN_STARTED` and `STATE_SNAPSHOT` and the `*_START` of the message,
+//!   tool call or reasoning the client was in the middle of, unnumbered; an `HttpAgent`
+//!   reads it with `connectAgent()` and appends to the message it has. The events come
+//!   from the session's buffer while it holds the run's start, else from the run's
+//!   frame log; when neither can (no log), the run is drawn whole from the store,
+//!   unnumbered, as a retry is.
+//!   The continuation of an interrupt (`resume`) is not numbered: re-attaching draws
+//!   the run from its start.
 
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiEvent, AgUiForm, AgUiStream, Close};
 use crate::dialect::ai_sdk::routes::{self as ai_sdk, Answer, DENIED, MAX_ANSWERS, Reply};
-use crate::dialect::shared::Forms;
+use crate::dialect::run_stream::routes::checked_after;
+use crate::dialect::shared::{self, FormMapper, Forms, RunForm};
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
-use crate::extract::{JsonBody, json_body};
-use crate::http::responses::WriteErrors;
+use crate::extract::{JsonBody, PathId, QueryParams, json_body};
+use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{
     self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
 };
@@ -52,20 +69,21 @@ use crate::http::stream_events::AgUiStreamEvent;
 use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use spool_engine::{Engine, EngineError};
-use spool_protocol::{Approval, ApprovalId, ApprovalStatus, RunError, RunId, RunStatus, SessionId, UserId};
+use spool_engine::{Engine, EngineError, RunAfter, RunFrom};
+use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(run_agent))
+    OpenApiRouter::new().routes(routes!(run_agent)).routes(routes!(run_events))
 }
 
 /// The longest thread id accepted.
@@ -294,6 +312,7 @@ async fn run_agent(
     if named.is_none() && matches!(action, Action::Answer(_)) {
         return Err(ApiError::not_found("session"));
     }
+    let cancel_on_drop = body.forwarded_props["onDisconnect"] == "cancel";
     let project = body.forwarded_props["projectId"].as_str();
     let missing = "this thread has no session yet: send forwardedProps.projectId to start one";
     let session = ai_sdk::session_or_new(engine, &user, &body.thread_id, named, project, missing).await?;
@@ -324,10 +343,142 @@ async fn run_agent(
     let detail = engine.sessions().get(&user, &session).await?;
     let mut feed = feed;
     let run = feed.dialect.run_id().clone();
-    feed.push_front(ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)));
+    open(&mut feed, ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)));
     feed.dialect.thread = thread;
-    feed.dialect.guard = Some(CancelOnDrop { engine: engine.clone(), user: user.clone(), session, run, armed: true });
+    if cancel_on_drop {
+        feed.dialect.guard =
+            Some(CancelOnDrop { engine: engine.clone(), user: user.clone(), session, run, armed: true });
+    }
     Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM), watch))
+}
+
+/// Queues a stream's opening before everything else: numbered 1 and on when the stream
+/// numbers its events (nothing is queued yet then: its events come from the frames).
+fn open(feed: &mut Feed, opening: Bytes) {
+    if !feed.dialect.numbered {
+        feed.push_front(opening);
+        return;
+    }
+    let mut ready = Ready::new();
+    feed.dialect.queue(&opening, &mut ready);
+    for (number, bytes) in ready {
+        feed.push(number, bytes);
+    }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+struct EventsQuery {
+    /// How many of the run's events the client has: the `id` of the last
+    /// (`Last-Event-ID` wins).
+    #[param(maximum = 9007199254740991.0)]
+    after: Option<u64>,
+    /// The thread id `RUN_STARTED` and `RUN_FINISHED` name: the client's own (the run's
+    /// `ses_…` session without one).
+    #[param(pattern = "^[A-Za-z0-9_-]{1,128}$")]
+    thread_id: Option<String>,
+}
+
+/// Re-attaches to a run, an AG-UI client's way back after its stream went away: the
+/// run's AG-UI events numbered from its start as the prompt's stream numbered them
+/// (`id: N`), from the one after `Last-Event-ID` (or `?after=N`) on, then live, to
+/// `RUN_FINISHED` (outcome `success`, `interrupt` or `cancelled`) or `RUN_ERROR`.
+/// A run whose start neither the session's buffer nor its frame log holds is drawn
+/// whole from the store, unnumbered.
+#[utoipa::path(
+    get,
+    path = "/api/ag-ui/runs/{runId}/events",
+    params(
+        ("runId" = RunId, Path, description = "The `run_…` id `RUN_STARTED` carried"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event the client has"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "The AG-UI event stream", content_type = "text/event-stream", body = AgUiStreamEvent),
+        StreamErrors,
+    )
+)]
+async fn run_events(
+    State(state): State<AppState>,
+    StreamCaller { user, connection, watch }: StreamCaller,
+    PathId(id): PathId<RunId>,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
+    let after = checked_after(header.or(query.after))?.unwrap_or(0);
+    if let Some(thread) = &query.thread_id {
+        check_thread_id(thread)?;
+    }
+    let engine = &state.engine;
+    let run = engine.runs().get(&user, &id).await?;
+    let thread = query.thread_id.unwrap_or_else(|| run.session_id.to_string());
+    // Read before following: a change after it comes as a `STATE_DELTA` in the stream.
+    let detail = engine.sessions().get(&user, &run.session_id).await?;
+    let opening = ag_ui::opening(&thread, &run.id, ag_ui::state_of(&run.session_id, &detail.state));
+    let mut feed = reattach(engine, &user, &run, opening, after, connection).await?;
+    feed.dialect.thread = thread;
+    Ok(watched(run_feed::response(feed.after(after), &state, sse::EVENT_STREAM), watch))
+}
+
+/// Follows `run` from its start, numbered: from the session's buffer while it holds
+/// the run's `run.accepted`, else from the run's frame log (joined to the live frames
+/// while the run goes on), else drawn from a snapshot, unnumbered.
+async fn reattach(
+    engine: &Engine,
+    user: &UserId,
+    run: &Run,
+    opening: Bytes,
+    after: u64,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill.clone()).await?;
+    if let RunFrom::Replay(_) = start.from {
+        let mut feed = Feed::from_start(subscription.typed(), run.id.clone());
+        feed.push(None, opening);
+        feed.dialect.reattaching(after);
+        return Ok(feed);
+    }
+    // Let go first, so the log's subscription does not count twice against the limit.
+    drop(subscription);
+    let logged = match engine.follow_logged(run, kill.clone()).await {
+        Ok(logged) => logged,
+        Err(error) => {
+            tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
+            None
+        }
+    };
+    if let Some(logged) = logged {
+        // Folded from the run's `run.accepted` exactly as a live follower's.
+        let mut fold = AgUiStream::new(run.id.clone());
+        let mut dialect = AgUiEvents { numbered: true, run_id: Some(run.id.clone()), ..AgUiEvents::default() };
+        dialect.reattaching(after);
+        let mut ready = Ready::from([(None, opening)]);
+        for frame in &logged.frames {
+            let step = fold.map(frame);
+            if dialect.step(&step, &mut ready).finished {
+                break;
+            }
+        }
+        let mut feed = Feed::new(logged.then.typed(), RunForm::Alone(shared::alone()), fold, dialect);
+        for (number, bytes) in ready {
+            feed.push(number, bytes);
+        }
+        return Ok(feed);
+    }
+    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill).await?;
+    let subscription = subscription.typed();
+    let mut feed = match start.from {
+        RunFrom::Replay(_) => {
+            let mut feed = Feed::from_start(subscription, run.id.clone());
+            feed.dialect.reattaching(after);
+            feed
+        }
+        RunFrom::Snapshot(_) => run_feed::from_snapshot(engine, user, subscription, run.clone(), None).await?,
+    };
+    feed.push_front(opening);
+    Ok(feed)
 }
 
 /// Sets apart the abandoned interrupts (`cancelled`) whose approvals were settled
@@ -399,8 +550,22 @@ struct AgUiEvents {
     ended: Option<RunStatus>,
     error: Option<RunError>,
     run_id: Option<RunId>,
-    /// Cancels the run when the body goes before its last event was written.
+    /// Cancels the run when the body goes before its last event was written (asked
+    /// for with `forwardedProps.onDisconnect: "cancel"`).
     guard: Option<CancelOnDrop>,
+    /// The stream follows the run from its start: its events are numbered (`id: N`),
+    /// the same in every such stream of the run, so a client re-attaches after the
+    /// last it has.
+    numbered: bool,
+    /// Events numbered so far.
+    count: u64,
+    /// A re-attaching stream: the client has the events up to this number, which are
+    /// not written, but what they left open (a message, a tool call, reasoning) is
+    /// opened again, unnumbered, before the first event after them.
+    cut: u64,
+    /// The `*_START` events (as encoded, keyed by kind and id) of what is open at the
+    /// last event up to `cut`.
+    open: Vec<(String, Bytes)>,
 }
 
 impl RunDialect for AgUiEvents {
@@ -408,7 +573,7 @@ impl RunDialect for AgUiEvents {
     type Fold = AgUiStream;
 
     fn from_start(run: RunId) -> (AgUiForm, AgUiStream, Self) {
-        (AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents::default())
+        (AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents { numbered: true, ..AgUiEvents::default() })
     }
 
     fn forms(forms: &RunForms) -> &Forms<AgUiForm, AgUiStream> {
@@ -426,7 +591,7 @@ impl RunDialect for AgUiEvents {
 
     fn step(&mut self, step: &ag_ui::Step, ready: &mut Ready) -> Place {
         if !step.bytes.is_empty() {
-            ready.push_back((None, step.bytes.clone()));
+            self.queue(&step.bytes, ready);
         }
         self.waiting = step.waiting.clone();
         self.ended = step.ended;
@@ -443,7 +608,8 @@ impl RunDialect for AgUiEvents {
             // Not reached: a stream closes only once the run ended or waits.
             (None, None) => Close::Failed(None),
         };
-        ready.push_back((None, ag_ui::closing(&self.thread, self.run_id(), close)));
+        let closing = ag_ui::closing(&self.thread, self.run_id(), close);
+        self.queue(&closing, ready);
     }
 
     fn ended(&mut self) {
@@ -461,12 +627,73 @@ impl AgUiEvents {
     fn run_id(&self) -> &RunId {
         self.run_id.as_ref().expect("start() names the run before any step")
     }
+
+    /// A re-attaching stream: its opening (`RUN_STARTED`, `STATE_SNAPSHOT`) is its
+    /// own, unnumbered, in place of the first two; the client has the events up to
+    /// `after`.
+    fn reattaching(&mut self, after: u64) {
+        self.count = OPENING_EVENTS;
+        self.cut = after;
+    }
+
+    /// Queues encoded events: as they are, or numbered one by one (`id: N` before each
+    /// event's `data:` line, which holds JSON without a raw newline, so a blank line
+    /// ends each event).
+    fn queue(&mut self, bytes: &Bytes, ready: &mut Ready) {
+        if !self.numbered {
+            ready.push_back((None, bytes.clone()));
+            return;
+        }
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let end = rest.windows(2).position(|w| w == b"\n\n").map_or(rest.len(), |at| at + 2);
+            let block = &rest[..end];
+            rest = &rest[end..];
+            self.count += 1;
+            if self.count <= self.cut {
+                self.note_open(block);
+                continue;
+            }
+            // AG-UI clients check that what a content event continues was started in the
+            // same stream.
+            ready.extend(self.open.drain(..).map(|(_, start)| (None, start)));
+            let mut event = format!("id: {}\n", self.count).into_bytes();
+            event.extend_from_slice(block);
+            ready.push_back((Some(self.count), Bytes::from(event)));
+        }
+    }
+
+    /// Keeps what an event the client has opens, and forgets what it closes.
+    fn note_open(&mut self, block: &[u8]) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Part {
+            r#type: String,
+            message_id: Option<String>,
+            tool_call_id: Option<String>,
+        }
+        let json = block.strip_prefix(b"data: ").unwrap_or(block);
+        let Ok(Part { r#type, message_id, tool_call_id }) = serde_json::from_slice::<Part>(json.trim_ascii_end())
+        else {
+            return;
+        };
+        let Some(id) = tool_call_id.or(message_id) else { return };
+        if let Some(kind) = r#type.strip_suffix("_START") {
+            self.open.push((format!("{kind}:{id}"), Bytes::copy_from_slice(block)));
+        } else if let Some(kind) = r#type.strip_suffix("_END") {
+            let key = format!("{kind}:{id}");
+            self.open.retain(|(k, _)| *k != key);
+        }
+    }
 }
 
 type Feed = RunFeed<AgUiEvents>;
 
-/// Aborts the run when the body goes before the stream's last event was queued: the
-/// client aborted the request (see the module docs).
+/// The events of a stream's opening: `RUN_STARTED` and `STATE_SNAPSHOT`.
+const OPENING_EVENTS: u64 = 2;
+
+/// Aborts the run when the body goes before the stream's last event was queued, for a
+/// request that asked so (`forwardedProps.onDisconnect: "cancel"`; see the module docs).
 struct CancelOnDrop {
     engine: Engine,
     user: UserId,
