@@ -623,6 +623,12 @@ impl Approvals {
     /// which is why aborting lives here.
     pub async fn abort(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
         let _control = loaded.control.lock().await;
+        self.abort_held(loaded).await
+    }
+
+    /// [`abort`](Self::abort) for a caller that holds the session's control lock: a
+    /// prompt that interrupts the run starts its own before anything else can.
+    pub(crate) async fn abort_held(&self, loaded: &Arc<Loaded>) -> Result<Option<RunId>> {
         loop {
             let Some(active) = loaded.active() else {
                 return Ok(None);

@@ -34,7 +34,7 @@ use crate::store::DecidedCall;
 use crate::store::{RunInsert, Store};
 use crate::view;
 use spool_protocol::api::{
-    ApprovalPolicy, MessagePage, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
+    ApprovalPolicy, MessagePage, Multitask, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
 };
 use spool_protocol::approval;
 use spool_protocol::frame::{ActiveRun, FrameBody, SNAPSHOT_USER_ROUNDS, SessionState};
@@ -174,9 +174,9 @@ pub struct PromptInput {
     /// Overrides the server's approval policy for this run.
     pub approval_policy: Option<ApprovalPolicy>,
     pub on_disconnect: OnDisconnect,
-    /// When a run is going: wait in the session's queue instead of being refused
-    /// (see [`Runs::submit`]).
-    pub queue: bool,
+    /// What the prompt does when a run is going: refused, queued, or it interrupts or
+    /// rolls back that run (see [`Runs::submit`]). Each dialect picks its default.
+    pub multitask: Multitask,
     /// Edits the turn at this user message index: the turns from there on are shelved
     /// as a branch and the prompt takes its place (see [`Runs::submit`]).
     pub at: Option<u64>,

@@ -68,7 +68,7 @@ pub use roots::WorkspaceRoots;
 pub use run_sequence::RunCount;
 pub use search::{DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, SearchHit, SearchPage};
 pub use spool_protocol::api::{
-    ApprovalPolicy, MessagePage, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
+    ApprovalPolicy, MessagePage, Multitask, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
 };
 pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueueLimits, QueuedPrompt,

@@ -119,9 +119,13 @@ pub struct PromptBody {
     #[serde(default)]
     pub on_disconnect: OnDisconnect,
     /// While a run is going, wait in the session's queue (answered `{queued: true, …}`)
-    /// instead of 409 `session_busy`.
+    /// instead of 409 `session_busy`: the older spelling of `multitask: "enqueue"`.
     #[serde(default)]
     pub queue: bool,
+    /// What this prompt does while a run is going (see [`Multitask`]); `reject` when
+    /// left out. With `queue: true` it must be `enqueue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multitask: Option<Multitask>,
     /// Edits the turn at this user message index: the turns from there on leave the
     /// active path as a branch (`GET /api/sessions/:id/branches`) and this prompt takes
     /// their place. 409 `session_busy` while a run is going or parked or prompts are
@@ -132,6 +136,38 @@ pub struct PromptBody {
     /// the shelved turns are a branch of kind `regenerate`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub regenerate: bool,
+}
+
+impl PromptBody {
+    /// The strategy the body asks for, from `multitask` and its older spelling `queue`;
+    /// `None` when the two disagree (`queue: true` with anything but `enqueue`).
+    pub fn strategy(&self) -> Option<Multitask> {
+        match (self.multitask, self.queue) {
+            (None, queue) => Some(if queue { Multitask::Enqueue } else { Multitask::Reject }),
+            (Some(Multitask::Enqueue), _) => Some(Multitask::Enqueue),
+            (Some(other), false) => Some(other),
+            (Some(_), true) => None,
+        }
+    }
+}
+
+/// What a prompt does when its session already has a run going ("double-texting").
+/// A prompt to an idle session starts at once whatever it says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Multitask {
+    /// 409 `session_busy`; nothing changes.
+    #[default]
+    Reject,
+    /// Waits in the session's queue and runs once the runs before it have settled.
+    Enqueue,
+    /// The going run is cancelled and keeps what it did (its messages stay on the
+    /// path); this prompt starts after them, ahead of any queued prompt.
+    Interrupt,
+    /// The going run is cancelled and its turn leaves the path (a branch of kind
+    /// `rollback` keeps it); this prompt takes the turn's place, ahead of any queued
+    /// prompt.
+    Rollback,
 }
 
 /// A started run, or (with `queue: true` while a run is going) the queued message.
@@ -298,6 +334,18 @@ mod tests {
         )
         .expect("a queued prompt");
         assert!(matches!(queued, PromptAnswer::Queued(ref q) if q.position == 2));
+    }
+
+    #[test]
+    fn a_prompt_strategy_comes_from_multitask_or_queue_and_the_two_must_agree() {
+        let strategy = |json: &str| serde_json::from_str::<PromptBody>(json).expect("a prompt body").strategy();
+        assert_eq!(strategy(r#"{"text":"t"}"#), Some(Multitask::Reject));
+        assert_eq!(strategy(r#"{"text":"t","queue":true}"#), Some(Multitask::Enqueue));
+        assert_eq!(strategy(r#"{"text":"t","multitask":"interrupt"}"#), Some(Multitask::Interrupt));
+        assert_eq!(strategy(r#"{"text":"t","multitask":"rollback","queue":false}"#), Some(Multitask::Rollback));
+        assert_eq!(strategy(r#"{"text":"t","multitask":"enqueue","queue":true}"#), Some(Multitask::Enqueue));
+        assert_eq!(strategy(r#"{"text":"t","multitask":"reject","queue":true}"#), None);
+        assert!(serde_json::from_str::<PromptBody>(r#"{"text":"t","multitask":"later"}"#).is_err());
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum BranchKind {
     Revert,
     /// Someone switched to another version of the turn; this was the one shown.
     Switch,
+    /// A prompt sent with `multitask: "rollback"` cancelled the run answering the turn
+    /// and took the turn's place.
+    Rollback,
 }
 
 impl BranchKind {
@@ -32,6 +35,7 @@ impl BranchKind {
             BranchKind::Regenerate => "regenerate",
             BranchKind::Revert => "revert",
             BranchKind::Switch => "switch",
+            BranchKind::Rollback => "rollback",
         }
     }
 
@@ -42,6 +46,7 @@ impl BranchKind {
             "regenerate" => BranchKind::Regenerate,
             "revert" => BranchKind::Revert,
             "switch" => BranchKind::Switch,
+            "rollback" => BranchKind::Rollback,
             _ => return None,
         })
     }

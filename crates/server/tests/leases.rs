@@ -14,7 +14,7 @@ use common::{Open, TestOptions, TestServer, id_of};
 use serde_json::json;
 use spool_engine::store::{Nodes, Queue, Runs};
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, ManualClock, Models,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, ManualClock, Models, Multitask,
     PromptInput, RunInsert, Submitted,
 };
 use spool_model::ScriptedModel;
@@ -273,7 +273,8 @@ async fn prompts_queued_on_either_node_run_once_each_in_order() {
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let run = a.start_run(&session, "stream: 60").await;
-    let on_b = PromptInput { queue: true, request_id: Some("on-b".into()), ..prompt("echo: queued on B") };
+    let on_b =
+        PromptInput { multitask: Multitask::Enqueue, request_id: Some("on-b".into()), ..prompt("echo: queued on B") };
     match b.runs().submit(b.local_user(), &id, on_b).await.expect("B queues it") {
         Submitted::Queued(queued) => assert_eq!(queued.position, 1),
         other => panic!("node A runs the session; B must queue: {other:?}"),

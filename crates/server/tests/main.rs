@@ -38,6 +38,7 @@ mod mcp_sampling;
 mod mcp_stdio;
 mod mcp_support;
 mod metrics;
+mod multitask;
 mod native_conformance;
 mod openapi;
 mod opencode;

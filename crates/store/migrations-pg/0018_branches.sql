@@ -13,7 +13,7 @@ CREATE TABLE branches (
     owner_id   TEXT COLLATE "C" NOT NULL,
     fork_index BIGINT NOT NULL CHECK (fork_index >= 0),
     anchor     TEXT COLLATE "C",
-    kind       TEXT   NOT NULL CHECK (kind IN ('edit', 'regenerate', 'revert', 'switch')),
+    kind       TEXT   NOT NULL CHECK (kind IN ('edit', 'regenerate', 'revert', 'switch', 'rollback')),
     -- The session memory of the shelved path when it reached below its summary.
     memory     JSONB,
     created_at BIGINT NOT NULL,

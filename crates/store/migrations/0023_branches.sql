@@ -13,7 +13,7 @@ CREATE TABLE branches (
     owner_id   TEXT    NOT NULL,
     fork_index INTEGER NOT NULL CHECK (fork_index >= 0),
     anchor     TEXT,
-    kind       TEXT    NOT NULL CHECK (kind IN ('edit', 'regenerate', 'revert', 'switch')),
+    kind       TEXT    NOT NULL CHECK (kind IN ('edit', 'regenerate', 'revert', 'switch', 'rollback')),
     -- The session memory of the shelved path when it reached below its summary.
     memory     TEXT    CHECK (memory IS NULL OR json_valid(memory)),
     created_at INTEGER NOT NULL,

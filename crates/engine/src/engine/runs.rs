@@ -15,7 +15,7 @@ impl Runs<'_> {
     /// started before and starts nothing; a prompt while a run is active is refused.
     /// (A prompt that may wait in the session's queue goes through [`submit`](Self::submit).)
     pub async fn prompt(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<PromptAccepted> {
-        match self.submit(owner, id, PromptInput { queue: false, ..input }).await? {
+        match self.submit(owner, id, PromptInput { multitask: Multitask::Reject, ..input }).await? {
             Submitted::Started(accepted) => Ok(accepted),
             // Only a requestId that was queued before (through `submit`) comes back queued.
             Submitted::Queued(queued) => Err(EngineError::Conflict {
@@ -28,14 +28,23 @@ impl Runs<'_> {
         }
     }
 
-    /// Accepts a prompt, or with `queue` puts it in the session's queue when a run is
-    /// going (see [`crate::queue`]): then it runs, in order, once the runs before it
-    /// have settled. The same `request_id` returns the run it started or the message
-    /// it queued, and starts or queues nothing.
+    /// Accepts a prompt. While a run is going, its `multitask` decides: `Reject` answers
+    /// busy; `Enqueue` puts it in the session's queue (see [`crate::queue`]), to run in
+    /// order once the runs before it have settled; `Interrupt` cancels the run (its
+    /// messages stay) and starts this prompt after them; `Rollback` cancels it, shelves
+    /// its turn as a branch of kind `rollback` and starts this prompt in the turn's
+    /// place. The cancelling and the start happen under the session's control lock, so
+    /// an interrupting prompt starts ahead of any queued one, and the queue goes on
+    /// after it. The same `request_id` returns the run it started or the message it
+    /// queued, and starts, queues or cancels nothing.
     pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
-        let PromptInput { text, request_id, approval_policy, on_disconnect, queue, at, regenerate } = input;
-        if at.is_some() && queue {
-            return Err(EngineError::invalid("invalid_prompt", "a prompt that edits a turn (`at`) cannot be queued"));
+        let PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate } = input;
+        let queue = multitask == Multitask::Enqueue;
+        if at.is_some() && multitask != Multitask::Reject {
+            return Err(EngineError::invalid(
+                "invalid_prompt",
+                "a prompt that edits a turn (`at`) cannot be queued, interrupt or roll back a run",
+            ));
         }
         if regenerate && at.is_none() {
             return Err(EngineError::invalid(
@@ -90,7 +99,7 @@ impl Runs<'_> {
             return Ok(Submitted::Queued(PromptQueued::at(&queued[position].message, position)));
         }
         let active = loaded.active();
-        let busy = match &active {
+        let mut busy = match &active {
             Some(active) => !self.engine.settles_now(active).await?,
             None => false,
         };
@@ -124,6 +133,19 @@ impl Runs<'_> {
             }
             return Ok(Submitted::Queued(answer));
         }
+        // Interrupt or roll back: the going run settles `cancelled` before this prompt is
+        // stored. A run that settled on its own meanwhile is left as it ended (and a
+        // rollback still takes its turn off the path: it was going when asked).
+        let mut rolled_back = None;
+        if busy && matches!(multitask, Multitask::Interrupt | Multitask::Rollback) {
+            if let Some(cancelled) = self.engine.inner.approvals.abort_held(&loaded).await?
+                && multitask == Multitask::Rollback
+            {
+                let run = self.engine.store().get_run(&cancelled).await?.ok_or(EngineError::NotFound("run"))?;
+                rolled_back = Some(run.user_message_index);
+            }
+            busy = false;
+        }
         if let Some(active) = active.filter(|_| busy) {
             return Err(EngineError::SessionBusy(active.run_id.to_string()));
         }
@@ -149,20 +171,25 @@ impl Runs<'_> {
             drop((_control, lease));
             self.engine.forget_stale(id);
             let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
-            let input = PromptInput { text, request_id, approval_policy, on_disconnect, queue, at, regenerate };
+            let input = PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate };
             return Box::pin(self.submit(owner, id, input)).await;
         }
         let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
         let mut run = self.engine.new_run(&loaded, request_id);
         // An edit: the turns from `at` on leave the path (a branch keeps them) and the
         // prompt takes their place, so the model's next request holds only the new path.
-        let shelved = match &edited {
-            Some(turn) => {
+        // A rollback likewise: the cancelled run's turn leaves and this prompt takes it.
+        let shelved = match (&edited, rolled_back) {
+            (Some(turn), _) => {
                 let kind = if regenerate { BranchKind::Regenerate } else { BranchKind::Edit };
                 run.user_message_index = turn.index;
                 self.engine.store().shelve(id, turn.index, kind).await?
             }
-            None => None,
+            (None, Some(index)) => {
+                run.user_message_index = index;
+                self.engine.store().shelve(id, index, BranchKind::Rollback).await?
+            }
+            (None, None) => None,
         };
         let prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
         let started = self.engine.store().start_run(&run, &prompt).await;

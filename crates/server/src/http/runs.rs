@@ -22,10 +22,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// 202 whether the run is new or the `requestId` named an earlier one: either way the
-/// client gets the run to follow, and nothing started twice. With `queue: true` while a
-/// run is going, 202 `{queued: true, requestId, messageId, position}`: the prompt runs
-/// when the runs before it have settled (the same `requestId` again answers the same
-/// message, or its run once one took it). A full queue is 429 `queue_full`.
+/// client gets the run to follow, and nothing started twice. While a run is going,
+/// `multitask` decides: `reject` (the default) is 409 `session_busy`; `enqueue` (or the
+/// older `queue: true`) is 202 `{queued: true, requestId, messageId, position}`: the
+/// prompt runs when the runs before it have settled (the same `requestId` again answers
+/// the same message, or its run once one took it; a full queue is 429 `queue_full`);
+/// `interrupt` cancels the run, keeping its messages, and starts this prompt after
+/// them; `rollback` cancels it, shelves its turn as a branch of kind `rollback` and
+/// starts this prompt in its place. Both start ahead of queued prompts.
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/prompt",
@@ -41,12 +45,18 @@ async fn prompt(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<PromptBody>,
 ) -> Result<(StatusCode, Json<PromptAnswer>), ApiError> {
+    let Some(multitask) = body.strategy() else {
+        return Err(ApiError::bad_request(
+            "invalid_prompt",
+            "`queue: true` means `multitask: \"enqueue\"`; this prompt asks for both it and another strategy",
+        ));
+    };
     let input = PromptInput {
         text: body.text,
         request_id: body.request_id,
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
-        queue: body.queue,
+        multitask,
         at: body.at,
         regenerate: body.regenerate,
     };

@@ -45,8 +45,8 @@ use axum::http::header::ACCEPT;
 use axum::response::Response;
 use serde::Deserialize;
 use spool_engine::{
-    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, OnDisconnect, PromptInput,
-    RunAfter, RunFrom,
+    ApprovalPolicy, DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, Multitask, OnDisconnect,
+    PromptInput, RunAfter, RunFrom,
 };
 use spool_protocol::{ApprovalId, ProjectId, Run, RunId, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
@@ -125,7 +125,7 @@ async fn chat(
         request_id: body.request_id,
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
-        queue: false,
+        multitask: Multitask::Reject,
         ..PromptInput::default()
     };
     let prompted = match run_feed::prompt(engine, &user, &session, input, &connection).await {

@@ -63,7 +63,8 @@ use global::GlobalStream;
 use marks::PromptMarks;
 use serde::Serialize;
 use spool_engine::{
-    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, SessionPatch, Submitted,
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, Multitask, PromptInput, SessionPatch,
+    Submitted,
 };
 use spool_protocol::api::PromptQueued;
 use spool_protocol::frame::{FrameBody, QueueChange};
@@ -401,7 +402,8 @@ async fn start(
         engine.sessions().update(user, id, patch).await?;
     }
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
-    let input = PromptInput { text, request_id: body.message_id, queue: true, ..PromptInput::default() };
+    let input =
+        PromptInput { text, request_id: body.message_id, multitask: Multitask::Enqueue, ..PromptInput::default() };
     Ok(engine.runs().submit(user, id, input).await?)
 }
 
