@@ -11,7 +11,7 @@ import assert from "node:assert/strict"
 import { randomUUID } from "node:crypto"
 import { readFile, access } from "node:fs/promises"
 import path from "node:path"
-import { HttpAgent } from "@ag-ui/client"
+import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client"
 import { WAIT_MS, workspace } from "../support/spool.mjs"
 
 const work = workspace("spool-ag-ui-")
@@ -32,6 +32,55 @@ function spoolAgent() {
     url: `${baseUrl}/api/ag-ui`,
     // With a token: headers: { Authorization: `Bearer ${token}` },
   })
+}
+
+// The README's re-attaching agent. Spool numbers every event of a run's stream (its SSE
+// `id:`); this agent notes the number of each event it applies, and `connectAgent()`
+// follows the run it last followed from the event after that one
+// (`GET /api/ag-ui/runs/:runId/events` with `Last-Event-ID`).
+class ReattachingAgent extends HttpAgent {
+  runId
+  lastEventId = 0
+  #ids = [] // the numbers of the events read and not yet applied, in order
+
+  constructor(config) {
+    super({ ...config, fetch: (url, init) => this.#noteIds(url, init) })
+    this.subscribe({
+      onRunStartedEvent: ({ event }) => {
+        this.runId = event.runId
+      },
+      onEvent: () => {
+        const id = this.#ids.shift()
+        if (id != null) this.lastEventId = id
+      },
+    })
+  }
+
+  connect() {
+    const url = `${this.url}/runs/${this.runId}/events?threadId=${encodeURIComponent(this.threadId)}`
+    const headers = { ...this.headers, Accept: "text/event-stream", "Last-Event-ID": String(this.lastEventId) }
+    this.abortController = new AbortController()
+    const request = () => this.fetch(url, { headers, signal: this.abortController.signal })
+    return transformHttpEventStream(runHttpRequest(request))
+  }
+
+  async #noteIds(url, init) {
+    const ids = (this.#ids = [])
+    const res = await fetch(url, init)
+    if (!res.ok || !res.body) return res
+    const decoder = new TextDecoder()
+    let rest = ""
+    const noting = new TransformStream({
+      transform(chunk, out) {
+        rest += decoder.decode(chunk, { stream: true })
+        const blocks = rest.split("\n\n")
+        rest = blocks.pop()
+        for (const block of blocks.filter((b) => /^data:/m.test(b))) ids.push(Number(block.match(/^id: (\d+)$/m)?.[1]) || null)
+        out.enqueue(chunk)
+      },
+    })
+    return new Response(res.body.pipeThrough(noting), { status: res.status, headers: res.headers })
+  }
 }
 
 // The README's answer to a run that stopped at approvals: one resume entry per
@@ -310,13 +359,41 @@ async function waitForRun(runId, done) {
   }
 }
 
-test("abortRun() cancels the run", async () => {
+test("a client aborted mid-run re-attaches and ends with the stored answer", async () => {
+  const agent = new ReattachingAgent({ url: `${baseUrl}/api/ag-ui` })
+  say(agent, "stream: 400")
+  let contents = 0
+  await agent.runAgent(
+    { forwardedProps: { projectId } },
+    {
+      onTextMessageContentEvent: () => {
+        contents += 1
+        if (contents === 3) agent.abortRun()
+      },
+    },
+  )
+  assert.match(agent.runId, /^run_/)
+  const had = assistantText(agent.messages)
+  assert.ok(had.split(" ").length < 400, "the client left before the end")
+  // The run goes on without it; the agent comes back and reads the rest.
+  const events = []
+  await agent.connectAgent({ forwardedProps: { projectId } }, { onEvent: ({ event }) => events.push(event) })
+  assert.deepEqual(types(events).slice(0, 3), ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"])
+  assert.equal(events.at(-1).type, "RUN_FINISHED")
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  const { run, text } = await stored(agent.runId)
+  assert.equal(run.status, "completed")
+  assert.equal(text.split(" ").length, 400)
+  assert.equal(assistantText(agent.messages), text, "every word once")
+})
+
+test("abortRun() cancels the run when the request asked for it", async () => {
   const agent = spoolAgent()
   say(agent, "stream: 5000")
   let runId
   const contents = []
   await agent.runAgent(
-    { forwardedProps: { projectId } },
+    { forwardedProps: { projectId, onDisconnect: "cancel" } },
     {
       onRunStartedEvent: ({ event }) => {
         runId = event.runId
