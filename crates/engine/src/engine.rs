@@ -57,7 +57,7 @@ mod sessions;
 mod tool_sources;
 
 pub use projects::Projects;
-pub use queue::{MAX_QUEUED, Submitted};
+pub use queue::{MAX_QUEUED, MAX_STEERS, Steered, Submitted};
 pub use reverts::Reverts;
 pub use runs::Runs;
 pub use sessions::Sessions;

@@ -48,7 +48,8 @@ pub use approvals::{DecisionInput, DecisionOutcome, DecisionTarget};
 pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterMessage};
 pub use engine::{
-    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, Projects, PromptInput, Runs, SessionPatch, SessionUse,
+    DEFAULT_PAGE, Engine, EngineConfig, MAX_PAGE, MAX_QUEUED, MAX_STEERS, Projects, PromptInput, Runs, SessionPatch,
+    SessionUse, Steered,
     Reverts, Sessions, SourceView, StreamPermit, Submitted, ToolSources,
 };
 pub use error::{EngineError, Result};

@@ -60,6 +60,7 @@ mod search_limits;
 mod serve;
 mod shared_root;
 mod snapshots;
+mod steer;
 mod stops;
 mod stream;
 mod streams;

@@ -51,6 +51,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/sessions/{id}/revert"),
     ("POST", "/api/sessions/{id}/revert"),
     ("POST", "/api/sessions/{id}/unrevert"),
+    ("POST", "/api/sessions/{id}/steer"),
     ("GET", "/api/mcp"),
     ("PUT", "/api/sessions/{id}/mcp/{server}"),
     ("POST", "/api/mcp/{server}/retry"),

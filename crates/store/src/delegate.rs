@@ -305,6 +305,28 @@ macro_rules! impl_store {
                 ) -> Result<Option<RunInsert>, StoreError> {
                     queue::take(&self.pool, id, run, prompt).await
                 }
+                async fn queue_steer(
+                    &self,
+                    prompt: &spool_engine::QueuedPrompt,
+                    limits: spool_engine::QueueLimits,
+                ) -> Result<spool_engine::QueueInsert, StoreError> {
+                    queue::insert_steer(&self.pool, prompt, limits).await
+                }
+                async fn queued_steers(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<Vec<spool_engine::QueuedPrompt>, StoreError> {
+                    queue::steers(&self.pool, session).await
+                }
+                async fn take_steer(
+                    &self,
+                    id: &MessageId,
+                    session: &SessionId,
+                    owner: &UserId,
+                    message: &IndexedMessage,
+                ) -> Result<bool, StoreError> {
+                    queue::take_steer(&self.pool, id, session, owner, message).await
+                }
                 async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
                     queue::sessions(&self.pool, limit).await
                 }

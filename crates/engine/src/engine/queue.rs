@@ -101,6 +101,105 @@ impl Runs<'_> {
     }
 }
 
+/// Steers one session holds at once (issue 40): more than a person types while one run
+/// goes on, few enough that a client cannot flood a run's context.
+pub const MAX_STEERS: usize = 8;
+
+/// What a steer became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Steered {
+    /// The user message's id: in the queue until the run takes it, then in the
+    /// conversation under the same id.
+    pub message_id: MessageId,
+    pub request_id: String,
+    /// The run that takes it at its next safe boundary; `None` when no run was going
+    /// and the steer is an ordinary prompt (queued, starting at once unless paused).
+    pub run_id: Option<spool_protocol::RunId>,
+}
+
+impl Runs<'_> {
+    /// Sends a user message into the session's running run (issue 40): stored as a
+    /// steer in the session's queue, the run takes it at its next safe boundary — after
+    /// its current model call or tool batch, before the next model call — in one
+    /// transaction with its user message, so it lands once, also across a restart. A
+    /// steer with no run going, or one the run settles without taking, is a queued
+    /// prompt and runs in its queue order. The same request id returns the steer queued
+    /// before.
+    pub async fn steer(
+        &self,
+        owner: &UserId,
+        id: &SessionId,
+        text: String,
+        request_id: Option<String>,
+    ) -> Result<Steered> {
+        let config = &self.engine.inner.config;
+        if text.len() > config.max_prompt_bytes {
+            return Err(EngineError::TooLarge {
+                code: "prompt_too_large",
+                message: format!("the message is {} bytes; the limit is {}", text.len(), config.max_prompt_bytes),
+            });
+        }
+        if text.trim().is_empty() {
+            return Err(EngineError::invalid("empty_prompt", "the message text is empty"));
+        }
+        if let Some(r) = &request_id
+            && (r.is_empty() || r.len() > super::MAX_REQUEST_ID || !r.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(EngineError::invalid(
+                "invalid_request_id",
+                format!("requestId must be 1 to {} printable ASCII characters", super::MAX_REQUEST_ID),
+            ));
+        }
+        let loaded = self.engine.load(owner, id).await?;
+        let control = loaded.control.lock().await;
+        let active = loaded.active();
+        let running = match &active {
+            Some(active) if !self.engine.settles_now(active).await? => Some(active.run_id.clone()),
+            _ => None,
+        };
+        let message = QueuedMessage {
+            id: MessageId::new(),
+            request_id: request_id.unwrap_or_else(|| format!("req_{}", ulid_body())),
+            text,
+            created_at: now_ms(),
+        };
+        let prompt = QueuedPrompt {
+            session_id: id.clone(),
+            owner_id: owner.clone(),
+            message: message.clone(),
+            approval_policy: None,
+            on_disconnect: crate::OnDisconnect::Continue,
+        };
+        let caps = &config.caps;
+        let limits =
+            QueueLimits { per_session: MAX_STEERS, per_owner: caps.max_queued, per_owner_bytes: caps.max_queued_bytes };
+        let message = match self.engine.inner.store.queue_steer(&prompt, limits).await? {
+            QueueInsert::Queued => {
+                if running.is_none() {
+                    // An ordinary prompt now: a queue Stop paused goes on, as for any
+                    // prompt sent to the queue.
+                    self.engine.unpause_for_prompt(id).await?;
+                }
+                self.engine.publish_queue(&loaded, QueueChange::Added { message_id: message.id.clone() }).await?;
+                message
+            }
+            QueueInsert::Existing(earlier) => earlier.message,
+            QueueInsert::Full => {
+                return Err(EngineError::TooMany {
+                    code: "too_many_steers",
+                    message: format!("the session already has {MAX_STEERS} steers waiting for its run to take them"),
+                });
+            }
+            QueueInsert::OwnerFull => return Err(crate::caps::queue_owner_full(caps)),
+        };
+        drop(control);
+        if running.is_none() {
+            self.engine.inner.env.run_settled(id);
+        }
+        Ok(Steered { message_id: message.id, request_id: message.request_id, run_id: running })
+    }
+}
+
 impl Engine {
     /// Puts a prompt at the end of the session's queue; the caller holds the session's
     /// control lock and has checked the prompt.
@@ -150,7 +249,7 @@ impl Engine {
 
     /// Publishes the session's queue as the store has it now (another node may have
     /// changed it too), with what changed; returns it.
-    async fn publish_queue(&self, loaded: &Loaded, change: QueueChange) -> Result<Vec<QueuedMessage>> {
+    pub(crate) async fn publish_queue(&self, loaded: &Loaded, change: QueueChange) -> Result<Vec<QueuedMessage>> {
         let session = loaded.events.session_id();
         let queue: Vec<QueuedMessage> =
             self.inner.store.queued_prompts(session).await?.into_iter().map(|q| q.message).collect();

@@ -34,6 +34,7 @@ use spool_protocol::api::{ApprovalPolicy, OnDisconnect};
 
 mod sampling;
 mod settlement;
+mod steers;
 mod tool_call;
 mod turn;
 
@@ -436,6 +437,10 @@ impl RunTask {
         while turn < max_turns {
             if turn > 0 {
                 self.emit(AgentEvent::TurnStart {}, None);
+                // After a tool batch, before the next model call: a steer lands here.
+                if let Err(outcome) = self.take_steers().await {
+                    return outcome;
+                }
             }
             let (assistant, aborted) = match self.stream_model_traced().await {
                 Ok(r) => r,
@@ -471,7 +476,15 @@ impl RunTask {
             }
             if calls.is_empty() {
                 self.emit(AgentEvent::TurnEnd {}, None);
-                return Outcome::Completed;
+                // A steer sent while the model answered: the run answers it too.
+                match self.take_steers().await {
+                    Ok(true) => {
+                        turn += 1;
+                        continue;
+                    }
+                    Ok(false) => return Outcome::Completed,
+                    Err(outcome) => return outcome,
+                }
             }
             if let Err(outcome) = self.run_calls(turn, calls, None).await {
                 return outcome;

@@ -33,6 +33,23 @@ pub trait Queue: Send + Sync + 'static {
         run: &Run,
         prompt: &IndexedMessage,
     ) -> Result<Option<RunInsert>, StoreError>;
+    /// Puts a steer (issue 40: a user message for the running run) at the end of its
+    /// session's queue, marked as a steer, unless the session already holds
+    /// `limits.per_session` steers (`Full`) or the owner's limits are reached
+    /// (`OwnerFull`); a request id queued already comes back as `Existing`.
+    async fn queue_steer(&self, prompt: &QueuedPrompt, limits: QueueLimits) -> Result<QueueInsert, StoreError>;
+    /// The session's steers not yet taken, in queue order.
+    async fn queued_steers(&self, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError>;
+    /// Takes a steer into its session's running run, in ONE transaction: removes it
+    /// from the queue and inserts `message` (the user message at the run's next index).
+    /// False, writing nothing, when it is not queued any more (taken or removed).
+    async fn take_steer(
+        &self,
+        id: &MessageId,
+        session: &SessionId,
+        owner: &UserId,
+        message: &IndexedMessage,
+    ) -> Result<bool, StoreError>;
     /// Sessions that have queued prompts, oldest first, at most `limit`: what start-up and
     /// the reaper look at for queues no run will take (their run ended in a crash).
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError>;

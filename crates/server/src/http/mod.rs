@@ -39,6 +39,7 @@ mod search;
 mod sessions;
 pub(crate) mod socket;
 pub(crate) mod sse;
+mod steer;
 pub(crate) mod stream_events;
 mod streams;
 
@@ -77,7 +78,10 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("projects", [projects::router()]))
         .merge(tagged("sessions", [sessions::router(), fork::router(), branches::router(), revert::router()]))
         .merge(tagged("mcp", [mcp::router()]))
-        .merge(tagged("runs", [runs::router(), messages::router(), approvals::router(), gate::router()]))
+        .merge(tagged(
+            "runs",
+            [runs::router(), messages::router(), approvals::router(), gate::router(), steer::router()],
+        ))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
         .merge(tagged("hub", [ws_hub::publish::router()]))
         .merge(tagged("opencode", [opencode::routes::router()]))
@@ -155,6 +159,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         fork::BODIES,
         branches::BODIES,
         revert::BODIES,
+        steer::BODIES,
         streams::BODIES,
         ws_hub::routes::BODIES,
     ])

@@ -26,7 +26,7 @@ use crate::error::{db_error, to_db_int};
 use crate::rows;
 use spool_engine::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{IndexedMessage, MessageId, Run, SessionId};
+use spool_protocol::{IndexedMessage, MessageId, Run, SessionId, UserId};
 
 const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
 
@@ -146,6 +146,94 @@ pub(crate) async fn take(
             Err(StoreError::Backend(format!("run for request {} conflicted but cannot be read back", run.request_id)))
         }
     }
+}
+
+/// Queues a steer: as [`insert`], marked `steer`, bounded by the session's steers
+/// (`limits.per_session`) rather than its whole queue.
+pub(crate) async fn insert_steer(
+    pool: &Pool,
+    prompt: &QueuedPrompt,
+    limits: QueueLimits,
+) -> Result<QueueInsert, StoreError> {
+    let message = &prompt.message;
+    let sql = format!(
+        "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
+                                      created_at, steer)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, TRUE
+         WHERE (SELECT COUNT(*) FROM queued_messages WHERE session_id = $2 AND steer = TRUE) < $9
+           AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
+           AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
+         ON CONFLICT (session_id, request_id) DO NOTHING"
+    );
+    let done = sqlx::query(&sql)
+        .bind(message.id.as_str())
+        .bind(prompt.session_id.as_str())
+        .bind(prompt.owner_id.as_str())
+        .bind(&message.request_id)
+        .bind(&message.text)
+        .bind(prompt.approval_policy.map(|p| p.as_str()))
+        .bind(prompt.on_disconnect.as_str())
+        .bind(message.created_at)
+        .bind(db_limit(limits.per_session))
+        .bind(db_limit(limits.per_owner))
+        .bind(db_limit(limits.per_owner_bytes))
+        .bind(to_db_int(message.text.len() as u64, "prompt length")?)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() > 0 {
+        return Ok(QueueInsert::Queued);
+    }
+    let existing =
+        sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE session_id = $1 AND request_id = $2"))
+            .bind(prompt.session_id.as_str())
+            .bind(&message.request_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(db_error)?;
+    if let Some(row) = existing {
+        return Ok(QueueInsert::Existing(rows::queued(&row)?));
+    }
+    let steers: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM queued_messages WHERE session_id = $1 AND steer = TRUE")
+        .bind(prompt.session_id.as_str())
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(if steers >= db_limit(limits.per_session) { QueueInsert::Full } else { QueueInsert::OwnerFull })
+}
+
+pub(crate) async fn steers(pool: &Pool, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError> {
+    sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE session_id = $1 AND steer = TRUE ORDER BY seq"))
+        .bind(session.as_str())
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(rows::queued)
+        .collect()
+}
+
+/// Takes a steer into the running run: the delete's row count decides between takers,
+/// and the user message goes in with it, so a steer lands once and is never lost.
+pub(crate) async fn take_steer(
+    pool: &Pool,
+    id: &MessageId,
+    session: &SessionId,
+    owner: &UserId,
+    message: &IndexedMessage,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1 AND steer = TRUE")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    messages::insert_in(&mut tx, session, owner, message).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
 }
 
 pub(crate) async fn sessions(pool: &Pool, limit: u32) -> Result<Vec<SessionId>, StoreError> {
