@@ -1,6 +1,8 @@
 // Composer: the prompt box. Enter sends, Shift+Enter adds a line; while a run is going,
 // Enter queues the prompt behind it (every send asks for `queue: true`, so the server
-// runs it now when nothing runs, or queues it). Each send carries a requestId; when the answer is uncertain (network error, 5xx) the text and its
+// runs it now when nothing runs, or queues it), and "Send now" (Ctrl+Enter) steers the
+// run with it instead: `POST …/steer`, which the run reads at its next step (after its
+// current model call or tool batch), so the text shows in the conversation there. Each send carries a requestId; when the answer is uncertain (network error, 5xx) the text and its
 // requestId stay, and sending again reuses the id, so the server runs the prompt at most
 // once. What a person typed is kept per session (in memory and sessionStorage) across
 // reconnects, session switches and reloads. Sending is disabled while disconnected.
@@ -15,8 +17,8 @@ const KEY = 'spool.drafts';
 const TOUCH = matchMedia('(hover: none) and (pointer: coarse)');
 
 export class Composer {
-  constructor({ form, input, button, hint, onSent }) {
-    Object.assign(this, { form, input, button, hint, onSent });
+  constructor({ form, input, button, steer, hint, onSent }) {
+    Object.assign(this, { form, input, button, steer, hint, onSent });
     this.sessionId = null;
     this.drafts = new Map(Object.entries(JSON.parse(sessionStorage.getItem(KEY) ?? '{}')));
     this.pending = new Map(); // sessionId → {text, requestId} of an unconfirmed send
@@ -31,13 +33,17 @@ export class Composer {
     input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
         e.preventDefault();
-        this.submit();
+        this.submit({ now: (e.ctrlKey || e.metaKey) && this.busy });
       }
     });
     button.addEventListener('click', (e) => {
       if (button.dataset.mode !== 'stop') return;
       e.preventDefault();
       this.view?.abort();
+    });
+    steer?.addEventListener('click', (e) => {
+      e.preventDefault();
+      this.submit({ now: true });
     });
     form.addEventListener('submit', (e) => {
       e.preventDefault();
@@ -82,7 +88,8 @@ export class Composer {
     return this.view?.store.status === 'busy';
   }
 
-  async submit() {
+  /** Sends the text: queued behind a run (or run at once), or with `now` into the run. */
+  async submit({ now = false } = {}) {
     const view = this.view;
     if (!view || this.sending || !view.connected) return;
     const text = this.input.value.trim();
@@ -95,7 +102,8 @@ export class Composer {
     this.error = null;
     this.update();
     try {
-      await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId, queue: true });
+      if (now) await post(`/api/sessions/${encodeURIComponent(id)}/steer`, { text, requestId });
+      else await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId, queue: true });
       this.pending.delete(id);
       const emptied = this.sessionId === id && this.input.value.trim() === text;
       if (emptied) this.input.value = '';
@@ -109,7 +117,9 @@ export class Composer {
           ? 'Not confirmed: the server did not answer. Send again to retry safely (it runs at most once).'
           : e.code === 'queue_full'
             ? 'The queue is full. Wait for a queued prompt to run, or remove one.'
-            : e.message;
+            : e.code === 'too_many_steers'
+              ? 'The run has not read your last messages yet. Wait a moment, or queue this one.'
+              : e.message;
       }
     } finally {
       this.sending = false;
@@ -128,10 +138,14 @@ export class Composer {
     this.button.dataset.mode = busy ? 'stop' : 'send';
     this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
     this.button.title = busy ? 'Stop the run' : 'Send (Enter)';
+    if (this.steer) {
+      this.steer.hidden = !busy || !this.input.value.trim();
+      this.steer.disabled = !connected || this.sending;
+    }
     // A touch screen's keyboard has no Shift+Enter to speak of: no key hints there.
     const keys = TOUCH.matches
       ? (busy ? 'Sending now queues it after this run' : '')
-      : busy ? 'Enter to queue after this run · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
+      : busy ? 'Enter to queue after this run · Ctrl+Enter to send now · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
     this.hint.textContent = this.error ?? (!view ? '' : view.deleted ? 'This session was deleted.' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
     this.hint.classList.toggle('is-error', Boolean(this.error));
   }

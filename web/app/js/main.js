@@ -59,6 +59,7 @@ const composer = new Composer({
   form: $('composer'),
   input: $('prompt'),
   button: $('send'),
+  steer: $('steer'),
   hint: $('hint'),
   onSent: () => page.view?.timeline.offerFocus(),
 });
