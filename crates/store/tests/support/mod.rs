@@ -103,5 +103,6 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     queued_prompts_are_bounded_per_owner_by_count_and_bytes(store).await;
     sessions_are_counted_per_owner_and_projects_listed_for_all(store).await;
     taking_a_queued_prompt_inserts_its_run_once(store).await;
+    a_steer_is_taken_into_its_run_once(store).await;
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
 }

@@ -192,3 +192,37 @@ pub async fn concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(store
     assert_eq!(store.count_messages(&session.id).await.expect("count"), 1, "one prompt in the store");
     assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }
+
+/// Steers (issue 40) wait in the queue marked as such, bounded by their own count, and a
+/// steer is taken into its run once: its row goes and its user message comes in one
+/// write, and a second taker writes nothing.
+pub async fn a_steer_is_taken_into_its_run_once(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let prompt = queued_in(&session, "req-queued", "queued", 100);
+    assert_eq!(store.queue_prompt(&prompt, QueueLimits::session(32)).await.expect("queue"), QueueInsert::Queued);
+    let steer = queued_in(&session, "req-steer", "steer", 100);
+    assert_eq!(store.queue_steer(&steer, QueueLimits::session(1)).await.expect("steer"), QueueInsert::Queued);
+    let retry = queued_in(&session, "req-steer", "steer", 100);
+    assert_eq!(
+        store.queue_steer(&retry, QueueLimits::session(1)).await.expect("retry"),
+        QueueInsert::Existing(steer.clone())
+    );
+    let more = queued_in(&session, "req-more", "more", 100);
+    assert_eq!(store.queue_steer(&more, QueueLimits::session(1)).await.expect("full"), QueueInsert::Full);
+    // Steers are listed apart, and in the queue with every other prompt.
+    assert_eq!(store.queued_steers(&session.id).await.expect("steers"), vec![steer.clone()]);
+    assert_eq!(queue_texts(store, &session).await, ["queued", "steer"]);
+
+    let message = IndexedMessage { id: steer.message.id.clone(), index: 0, message: Message::user_text("steer", 100) };
+    let take = || store.take_steer(&steer.message.id, &session.id, &session.owner_id, &message);
+    assert!(take().await.expect("take"));
+    assert!(!take().await.expect("take again"), "taken is taken");
+    // A queued prompt is no steer: taking it as one writes nothing.
+    let not_steer =
+        IndexedMessage { id: prompt.message.id.clone(), index: 1, message: Message::user_text("queued", 1) };
+    let taken = store.take_steer(&prompt.message.id, &session.id, &session.owner_id, &not_steer).await.expect("take");
+    assert!(!taken);
+    assert_eq!(store.list_messages(&session.id, None, 10).await.expect("list"), vec![message]);
+    assert_eq!(queue_texts(store, &session).await, ["queued"]);
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
+}
