@@ -283,6 +283,28 @@ async fn an_ag_ui_client_dropped_mid_run_re_attaches_and_gets_every_event_once()
 }
 
 #[tokio::test]
+async fn a_re_attach_names_a_run_of_the_callers_and_a_count_it_can_have() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let first = events(post(&server, &input("thread-r", &project, json!([user("r1", "echo: hi there")]))).await).await;
+    let run = first[0]["runId"].as_str().expect("runId");
+    let cases = [
+        ("/api/ag-ui/runs/run_01jd0000000000000000000001/events".to_owned(), StatusCode::NOT_FOUND),
+        (format!("/api/ag-ui/runs/{run}/events?after=9007199254740992"), StatusCode::BAD_REQUEST),
+        (format!("/api/ag-ui/runs/{run}/events?threadId=a/b"), StatusCode::BAD_REQUEST),
+    ];
+    for (path, want) in cases {
+        let (status, body) = server.get(&path).await;
+        assert_eq!(status, want, "{path}: {body}");
+    }
+    // `?after=N` is `Last-Event-ID: N`: the events after N, here the run's last.
+    let url = server.url(&format!("/api/ag-ui/runs/{run}/events?after={}", first.len() - 1));
+    let rest = events(server.client.get(url).send().await.expect("request")).await;
+    assert_eq!(types(&rest), ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]);
+    assert_eq!(rest[0]["threadId"], first[1]["snapshot"]["sessionId"], "the session names the thread by default");
+}
+
+#[tokio::test]
 async fn a_request_that_asked_to_cancel_on_disconnect_cancels_its_run_when_it_goes_away() {
     let server = TestServer::start().await;
     let project = server.default_project().await;
