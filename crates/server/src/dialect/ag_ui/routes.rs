@@ -285,7 +285,9 @@ fn check_thread_id(id: &str) -> Result<(), ApiError> {
 /// Runs the agent on a thread: the prompt of the last user message, or the
 /// continuation after the `resume` answers. Answers AG-UI events as SSE (`data:` JSON,
 /// one event each), from `RUN_STARTED` to `RUN_FINISHED` (outcome `success`,
-/// `interrupt` or `cancelled`) or `RUN_ERROR`.
+/// `interrupt` or `cancelled`) or `RUN_ERROR`. A prompt's events are numbered (`id: N`)
+/// for `GET /api/ag-ui/runs/{runId}/events` to re-attach after; the stream going away
+/// cancels nothing unless `forwardedProps.onDisconnect` is `"cancel"`.
 #[utoipa::path(
     post,
     path = "/api/ag-ui",
