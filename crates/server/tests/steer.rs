@@ -209,3 +209,48 @@ async fn an_opencode_event_client_sees_the_steered_user_message() {
     assert_eq!(users.len(), 2, "the prompt and the steer: {users:?}");
     assert_eq!(server.wait_run(&run).await["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_hub_client_hears_the_steer_once_and_taken_by_the_running_run() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    let Gated { server, gate, seen } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    let url = format!("ws://{}/api/ws?channels={session}", server.addr);
+    let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("connect in time")
+        .expect("WebSocket handshake");
+    let run = server.start_run(&session, "look around").await;
+    first_call(&seen).await;
+    let answer = steer(&server, &session, "mind the tests too").await;
+    let steer_id = answer["messageId"].clone();
+    gate.add_permits(1);
+
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let message = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("the run never finished on the hub: {events:#?}"))
+            .expect("the socket is open")
+            .expect("a message");
+        let WsMessage::Text(text) = message else { continue };
+        let event: Value = serde_json::from_str(&text).expect("JSON");
+        let done = event["type"] == "agent.status" && event["data"]["status"] == "completed";
+        events.push(event);
+        if done {
+            break;
+        }
+    }
+    let created: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "message.created" && e["data"]["msg_id"] == steer_id).collect();
+    assert_eq!(created.len(), 1, "announced once, as it was sent: {created:#?}");
+    assert_eq!(created[0]["data"]["content"], "mind the tests too");
+    let processed = events
+        .iter()
+        .find(|e| e["type"] == "messages.processed" && e["data"]["msg_ids"] == json!([steer_id]))
+        .expect("messages.processed for the steer");
+    assert_eq!(processed["data"]["run_id"], run, "taken by the running run");
+}

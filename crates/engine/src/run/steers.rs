@@ -26,33 +26,37 @@ impl RunTask {
         let mut taken = Vec::new();
         for steer in steers {
             let message = Message::user_text(steer.message.text.clone(), now_ms());
-            let indexed = IndexedMessage { id: steer.message.id.clone(), index: self.next_index, message };
+            let index = self.next_index + taken.len() as u64;
+            let indexed = IndexedMessage { id: steer.message.id.clone(), index, message };
             let took = self
                 .env
                 .store
                 .take_steer(&steer.message.id, &session, &self.run.owner_id, &indexed)
                 .await
                 .map_err(|e| failure("storage_error", format!("could not take a steer into the run: {e}")))?;
-            if !took {
-                // Removed by its sender a moment ago.
-                continue;
+            // Not taken: removed by its sender a moment ago.
+            if took {
+                taken.push(indexed);
             }
-            self.emit(AgentEvent::MessageStart { message: indexed.message.clone() }, Some(indexed.index));
-            self.publish_committed(indexed);
-            taken.push(steer.message.id);
         }
         if taken.is_empty() {
             return Ok(false);
         }
-        let queue = self.env.store.queued_prompts(&session).await;
-        let paused = self.env.store.queue_paused(&session).await.unwrap_or(false);
-        match queue {
+        // The queue without them first, as when a run takes a queued prompt: the hub
+        // then knows the user messages that follow as taken, not new.
+        let ids = taken.iter().map(|m| m.id.clone()).collect();
+        match self.env.store.queued_prompts(&session).await {
             Ok(queue) => {
                 let queue = queue.into_iter().map(|q| q.message).collect();
-                let change = QueueChange::Taken { message_ids: taken, run_id: self.run.id.clone() };
+                let paused = self.env.store.queue_paused(&session).await.unwrap_or(false);
+                let change = QueueChange::Taken { message_ids: ids, run_id: self.run.id.clone() };
                 self.loaded.events.publish_body(FrameBody::Queue { queue, change, paused });
             }
             Err(e) => tracing::warn!(run = %self.run.id, error = %e, "cannot read the queue back after a steer"),
+        }
+        for indexed in taken {
+            self.emit(AgentEvent::MessageStart { message: indexed.message.clone() }, Some(indexed.index));
+            self.publish_committed(indexed);
         }
         Ok(true)
     }
