@@ -105,6 +105,8 @@ fn fill_path(template: &str, r: &Records) -> Result<(String, bool), String> {
         };
         let record = match name {
             "approval" | "permission" => Some(r.approval.as_str()),
+            // AG-UI's re-attach names the run it follows.
+            "runId" => Some(r.run.as_str()),
             "id" => r.in_collection(previous),
             // A place in a list of Alice's (her session's rules): the first, which her
             // session has; the `{id}` before it names the session.

@@ -268,6 +268,32 @@ async fn every_reference_resolves() {
     }
 }
 
+/// Two dialects' bodies of one name once shared a component: OpenCode's revert was
+/// documented with the native `{index}` (a client following the document got 400), and
+/// its fork with `{beforeIndex, title}`. Each route's body names its own fields.
+#[tokio::test]
+async fn each_routes_body_is_its_own_where_dialects_share_a_name() {
+    let server = TestServer::start().await;
+    let doc = document(&server).await;
+    let fields = |path: &str| -> BTreeSet<String> {
+        let schema = &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        // An optional body is `oneOf: [null, {$ref}]`.
+        let named = schema["oneOf"].as_array().and_then(|one| one.iter().find_map(|s| s["$ref"].as_str()));
+        let name = schema["$ref"].as_str().or(named).unwrap_or_else(|| panic!("{path}: a named body schema: {schema}"));
+        let name = name.strip_prefix("#/components/schemas/").expect("a component");
+        let properties = doc["components"]["schemas"][name]["properties"].as_object();
+        properties.unwrap_or_else(|| panic!("{path}: {name} has properties")).keys().cloned().collect()
+    };
+    for (path, field) in [
+        ("/session/{id}/revert", "messageID"),
+        ("/session/{id}/fork", "messageID"),
+        ("/api/sessions/{id}/revert", "index"),
+        ("/api/sessions/{id}/fork", "beforeIndex"),
+    ] {
+        assert!(fields(path).contains(field), "{path} documents {:?}, not {field}", fields(path));
+    }
+}
+
 /// Where the document states a limit or an optional body, the server agrees.
 #[tokio::test]
 async fn stated_limits_and_optional_bodies_hold() {

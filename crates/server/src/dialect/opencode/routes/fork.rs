@@ -24,6 +24,8 @@ use utoipa::ToSchema;
 
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(rename_all = "camelCase")]
+// Named apart from the native route's `ForkBody`: one name in the document holds one schema.
+#[schema(as = opencode::ForkBody)]
 pub(super) struct ForkBody {
     /// Fork before this message (an id `GET /session/:id/message` gave); an assistant
     /// message's id forks before its turn's user message.
@@ -75,7 +77,12 @@ pub(super) async fn turn_start(
     message: &str,
 ) -> Result<u64, ApiError> {
     let unknown = || ApiError::bad_request("invalid_index", format!("{message:?} names no message of this session"));
-    let index = ids::message_index(session, message).ok_or_else(unknown)?;
+    let Some(index) = ids::message_index(session, message) else {
+        // Another user's session is a 404 whatever the body says: read one message of
+        // it (as its owner may) before saying the id is not one of its messages.
+        engine.sessions().messages(user, session, None, Some(1)).await?;
+        return Err(unknown());
+    };
     let mut before = index + 1;
     let mut first_page = true;
     loop {

@@ -25,6 +25,8 @@ use spool_protocol::SessionId;
 use utoipa::ToSchema;
 
 #[derive(Deserialize, ToSchema)]
+// Named apart from the native route's `RevertBody`: one name in the document holds one schema.
+#[schema(as = opencode::RevertBody)]
 pub(super) struct RevertBody {
     /// Revert from this message on (an id `GET /session/:id/message` gave); an assistant
     /// message's id reverts from its turn's user message.
