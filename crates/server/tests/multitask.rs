@@ -4,7 +4,8 @@
 //! runs after; `interrupt` cancels the run, keeping its partial answer, and runs after
 //! it; `rollback` cancels it, shelves its turn as a `rollback` branch and takes the
 //! turn's place, so the model never sees it again; a retried interrupt (same requestId)
-//! starts and cancels nothing twice.
+//! starts and cancels nothing twice; an interrupting prompt starts ahead of the queue;
+//! a run parked at an approval is interrupted with its approval.
 //!
 //! The first run's model answers a little and then waits forever, so the run is going
 //! for as long as a test wants; the model says when it has streamed its partial answer,
@@ -329,4 +330,25 @@ async fn an_interrupting_prompt_starts_ahead_of_the_queue_and_the_queue_goes_on_
     assert_eq!(runs[0].2, "cancelled");
     let users: Vec<_> = h.history().await.into_iter().filter(|r| r.1 == "user").map(|r| r.2).collect();
     assert_eq!(users, [HANGS, "echo: now", "echo: queued"]);
+}
+
+#[tokio::test]
+async fn interrupting_a_run_parked_at_an_approval_cancels_the_approval_too() {
+    let h = harness().await;
+    let parks = r#"tool: write {"path": "a.txt", "content": "x"}"#;
+    let first = h.server.start_run(&h.session, parks).await;
+    h.server.wait_run_until(&first, |run| run["status"] == "interrupted").await;
+    let (status, pending) = h.server.get("/api/gate/approvals").await;
+    assert_eq!((status, pending["approvals"].as_array().map(Vec::len)), (StatusCode::OK, Some(1)), "{pending}");
+
+    let (status, body) = h.prompt(json!({"text": "echo: never mind", "multitask": "interrupt"})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(h.server.wait_run(run_id(&body)).await["status"], "completed");
+
+    assert_eq!(h.statuses().await, ["cancelled", "completed"]);
+    let (_, pending) = h.server.get("/api/gate/approvals").await;
+    assert_eq!(pending["approvals"], json!([]), "no approval waits for a cancelled run");
+    assert!(!h.server.project_dir().join("a.txt").exists(), "the parked call never ran");
+    let users: Vec<_> = h.history().await.into_iter().filter(|r| r.1 == "user").map(|r| r.2).collect();
+    assert_eq!(users, [parks, "echo: never mind"]);
 }
