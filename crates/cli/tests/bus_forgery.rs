@@ -57,7 +57,9 @@ async fn a_frame_forged_in_redis_never_reaches_the_sessions_stream() {
     let (meta, log, live) =
         (format!("spool:{{{session}}}:meta"), format!("spool:{{{session}}}:log"), format!("spool:{{{session}}}:live"));
     let epoch: String = redis_conn.hget(&meta, "epoch").await.expect("the session's epoch");
-    let last: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XREVRANGE")
+    // Stream entries as redis-rs reads them: (entry id, [(field, value)]).
+    type Entries = Vec<(String, Vec<(String, Vec<u8>)>)>;
+    let last: Entries = redis::cmd("XREVRANGE")
         .arg(&log)
         .arg("+")
         .arg("-")

@@ -121,7 +121,7 @@ async fn git_pointed_at_another_program_asks_under_the_readme_rule() {
         format!("git -c core.pager='touch {m}' -p log"),
         format!("git -c core.pager='touch {m}' log"),
         format!("git config alias.x '!touch {m}'"),
-        format!("git --config-env=core.pager=P log"),
+        "git --config-env=core.pager=P log".to_owned(),
     ] {
         assert_eq!(attempt(&client, &base, &project, &command).await, Outcome::Asked, "{command}");
     }

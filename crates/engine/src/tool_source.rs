@@ -257,7 +257,7 @@ mod tests {
             self.0.clone()
         }
         fn serves(&self, scope: &ToolScope) -> bool {
-            scope.root == PathBuf::from("/p")
+            scope.root == std::path::Path::new("/p")
         }
     }
 

@@ -337,7 +337,7 @@ impl Accepted {
                 let open = streams.open();
                 req.extensions_mut().insert(ConnectionToken(token.clone()));
                 let response = app.clone().oneshot(req.map(Body::new));
-                async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::new(body, open))) }
+                async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::body(body, open))) }
             }
         });
         // Over TLS the client chose the protocol by ALPN; the builder still tells them

@@ -134,9 +134,7 @@ fn typed(property: &serde_json::Value, value: serde_json::Value) -> serde_json::
     let text = text.trim();
     match property.get("type").and_then(|t| t.as_str()) {
         Some("integer") => text.parse::<i64>().map(Into::into).unwrap_or(value),
-        Some("number") => {
-            text.parse::<f64>().ok().and_then(|n| serde_json::Number::from_f64(n)).map_or(value, Into::into)
-        }
+        Some("number") => text.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(value, Into::into),
         Some("boolean") => match text.to_ascii_lowercase().as_str() {
             "true" | "yes" | "y" => true.into(),
             "false" | "no" | "n" => false.into(),

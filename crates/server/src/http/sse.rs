@@ -98,6 +98,15 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for WithHeartbeat<S> {
     }
 }
 
+/// The snapshot a subscription without a replay starts with (the run-following
+/// dialects draw a run from it when its frames have left the buffer).
+pub(crate) fn first_frame(
+    subscription: &mut spool_engine::TypedSubscription,
+) -> Option<std::sync::Arc<spool_protocol::frame::Frame>> {
+    use futures::{FutureExt, StreamExt};
+    subscription.next().now_or_never()??.into_iter().next()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,23 +134,14 @@ mod tests {
         tx.unbounded_send(Bytes::from_static(b"event")).expect("send");
         assert_eq!(ready(&mut stream), [Bytes::from_static(b"event")], "no beat before the period");
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(ready(&mut stream), [beat.clone()], "the beat at the period, events or not");
+        assert_eq!(ready(&mut stream), std::slice::from_ref(&beat), "the beat at the period, events or not");
         tokio::time::advance(Duration::from_secs(45)).await;
-        assert_eq!(ready(&mut stream), [beat.clone()], "one beat after a stall");
+        assert_eq!(ready(&mut stream), std::slice::from_ref(&beat), "one beat after a stall");
         tokio::time::advance(Duration::from_secs(9)).await;
         assert!(ready(&mut stream).is_empty(), "the next one period after the last");
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(ready(&mut stream), [beat]);
         drop(tx);
-        assert!(matches!(stream.next().await, None), "ends with its events");
+        assert!(stream.next().await.is_none(), "ends with its events");
     }
-}
-
-/// The snapshot a subscription without a replay starts with (the run-following
-/// dialects draw a run from it when its frames have left the buffer).
-pub(crate) fn first_frame(
-    subscription: &mut spool_engine::TypedSubscription,
-) -> Option<std::sync::Arc<spool_protocol::frame::Frame>> {
-    use futures::{FutureExt, StreamExt};
-    subscription.next().now_or_never()??.into_iter().next()
 }

@@ -60,6 +60,9 @@ const MAX_HEADERS: usize = 64;
 const MAX_BATCH: usize = 32;
 
 /// What the first bytes of a connection turned out to be.
+// Held only while one connection is sniffed, then taken apart: boxing the request would
+// cost every stream an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Sniffed {
     /// An event-stream request, to be answered by [`serve`].
     EventStream(Request<Body>),
@@ -91,6 +94,7 @@ pub async fn sniff(tcp: &mut TcpStream) -> io::Result<Sniffed> {
     }
 }
 
+#[allow(clippy::large_enum_variant)] // as `Sniffed`
 enum Parsed {
     Partial,
     EventStream(Request<Body>),

@@ -69,7 +69,8 @@ pub(super) struct Counted {
 }
 
 impl Counted {
-    pub fn new(inner: Body, open: Open) -> Body {
+    /// `inner`, counted as open until it ends or is dropped.
+    pub fn body(inner: Body, open: Open) -> Body {
         Body::new(Counted { inner, _open: open })
     }
 }

@@ -62,8 +62,8 @@ pub async fn tool_source_choices_are_kept_per_source_and_deleted_with_the_sessio
     let choices = store.get_source_choices(&session.id).await.expect("get");
     assert_eq!(choices, [("docs".to_owned(), true), ("everything".to_owned(), false)].into(), "one per source");
     store.set_source_choice(&session.id, &session.owner_id, "everything", true).await.expect("on again");
-    assert_eq!(store.get_source_choices(&session.id).await.expect("get")["everything"], true, "replaced");
-    assert_eq!(store.get_source_choices(&other.id).await.expect("get")["everything"], true, "per session");
+    assert!(store.get_source_choices(&session.id).await.expect("get")["everything"], "replaced");
+    assert!(store.get_source_choices(&other.id).await.expect("get")["everything"], "per session");
     assert!(store.delete_session(&session.id).await.expect("delete"));
     assert!(store.get_source_choices(&session.id).await.expect("get").is_empty(), "deleted with its session");
 }
