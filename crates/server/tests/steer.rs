@@ -254,3 +254,23 @@ async fn a_hub_client_hears_the_steer_once_and_taken_by_the_running_run() {
         .expect("messages.processed for the steer");
     assert_eq!(processed["data"]["run_id"], run, "taken by the running run");
 }
+
+/// Steers wait at most 8 to a session while its run is busy elsewhere; the ninth is 429
+/// `too_many_steers`, and prompts queued behind the run do not count against them.
+#[tokio::test]
+async fn a_ninth_waiting_steer_is_refused_and_queued_prompts_do_not_count() {
+    let Gated { server, seen, .. } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    server.start_run(&session, "look around").await;
+    first_call(&seen).await;
+    let queued = json!({"text": "echo: later", "queue": true});
+    let (status, body) = server.post(&format!("/api/sessions/{session}/prompt"), queued).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    for n in 0..8 {
+        steer(&server, &session, &format!("echo: steer {n}")).await;
+    }
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/steer"), json!({"text": "echo: one too many"})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_steers", "{body}");
+}

@@ -36,12 +36,26 @@ fn db_limit(limit: usize) -> i64 {
 }
 
 pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limits: QueueLimits) -> Result<QueueInsert, StoreError> {
+    insert_as(pool, prompt, limits, false).await
+}
+
+/// Queues `prompt` (a steer when `steer`) unless a limit is reached: the session's
+/// queue (for a steer, its steers) holds `limits.per_session` at most, the owner's
+/// queues `per_owner` prompts and `per_owner_bytes` of text. A prompt whose request id
+/// is queued already answers that one.
+async fn insert_as(
+    pool: &Pool,
+    prompt: &QueuedPrompt,
+    limits: QueueLimits,
+    steer: bool,
+) -> Result<QueueInsert, StoreError> {
     let message = &prompt.message;
+    let of_session = if steer { "session_id = $2 AND steer = TRUE" } else { "session_id = $2" };
     let sql = format!(
         "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
-                                      created_at)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8
-         WHERE (SELECT COUNT(*) FROM queued_messages WHERE session_id = $2) < $9
+                                      created_at, steer)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $13
+         WHERE (SELECT COUNT(*) FROM queued_messages WHERE {of_session}) < $9
            AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
            AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
          ON CONFLICT (session_id, request_id) DO NOTHING"
@@ -59,6 +73,7 @@ pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limits: QueueLimi
         .bind(db_limit(limits.per_owner))
         .bind(db_limit(limits.per_owner_bytes))
         .bind(to_db_int(message.text.len() as u64, "prompt length")?)
+        .bind(steer)
         .execute(pool)
         .await
         .map_err(db_error)?;
@@ -76,11 +91,12 @@ pub(crate) async fn insert(pool: &Pool, prompt: &QueuedPrompt, limits: QueueLimi
         return Ok(QueueInsert::Existing(rows::queued(&row)?));
     }
     // Refused: say which limit, the session's or the owner's.
-    let in_session: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM queued_messages WHERE session_id = $1")
-        .bind(prompt.session_id.as_str())
-        .fetch_one(pool)
-        .await
-        .map_err(db_error)?;
+    let in_session: i64 =
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM queued_messages WHERE {}", of_session.replace("$2", "$1")))
+            .bind(prompt.session_id.as_str())
+            .fetch_one(pool)
+            .await
+            .map_err(db_error)?;
     Ok(if in_session >= db_limit(limits.per_session) { QueueInsert::Full } else { QueueInsert::OwnerFull })
 }
 
@@ -155,51 +171,7 @@ pub(crate) async fn insert_steer(
     prompt: &QueuedPrompt,
     limits: QueueLimits,
 ) -> Result<QueueInsert, StoreError> {
-    let message = &prompt.message;
-    let sql = format!(
-        "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
-                                      created_at, steer)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, TRUE
-         WHERE (SELECT COUNT(*) FROM queued_messages WHERE session_id = $2 AND steer = TRUE) < $9
-           AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
-           AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
-         ON CONFLICT (session_id, request_id) DO NOTHING"
-    );
-    let done = sqlx::query(&sql)
-        .bind(message.id.as_str())
-        .bind(prompt.session_id.as_str())
-        .bind(prompt.owner_id.as_str())
-        .bind(&message.request_id)
-        .bind(&message.text)
-        .bind(prompt.approval_policy.map(|p| p.as_str()))
-        .bind(prompt.on_disconnect.as_str())
-        .bind(message.created_at)
-        .bind(db_limit(limits.per_session))
-        .bind(db_limit(limits.per_owner))
-        .bind(db_limit(limits.per_owner_bytes))
-        .bind(to_db_int(message.text.len() as u64, "prompt length")?)
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-    if done.rows_affected() > 0 {
-        return Ok(QueueInsert::Queued);
-    }
-    let existing =
-        sqlx::query(&format!("SELECT {COLUMNS} FROM queued_messages WHERE session_id = $1 AND request_id = $2"))
-            .bind(prompt.session_id.as_str())
-            .bind(&message.request_id)
-            .fetch_optional(pool)
-            .await
-            .map_err(db_error)?;
-    if let Some(row) = existing {
-        return Ok(QueueInsert::Existing(rows::queued(&row)?));
-    }
-    let steers: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM queued_messages WHERE session_id = $1 AND steer = TRUE")
-        .bind(prompt.session_id.as_str())
-        .fetch_one(pool)
-        .await
-        .map_err(db_error)?;
-    Ok(if steers >= db_limit(limits.per_session) { QueueInsert::Full } else { QueueInsert::OwnerFull })
+    insert_as(pool, prompt, limits, true).await
 }
 
 pub(crate) async fn steers(pool: &Pool, session: &SessionId) -> Result<Vec<QueuedPrompt>, StoreError> {
