@@ -47,21 +47,31 @@ async fn chunks(db: &sqlx::PgPool, run: &str) -> i64 {
         .expect("count the log's chunks")
 }
 
-#[cfg_attr(
-    not(all(spool_postgres, spool_redis)),
-    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
-)]
-#[tokio::test]
-async fn a_run_replays_exactly_on_another_node() {
+/// Two nodes on one PostgreSQL database and one Redis (the scripted model streaming at
+/// 2 ms a delta), and a session on them; what the nodes and their files need lives as
+/// long as this.
+struct TwoNodes {
+    client: reqwest::Client,
+    a: String,
+    b: String,
+    store: sqlx::PgPool,
+    session: String,
+    _nodes: (common::Spool, common::Spool),
+    _dir: tempfile::TempDir,
+    _db: TestDb,
+}
+
+/// Starts [`TwoNodes`], node ids named after `name`, and creates the session on A.
+async fn two_nodes(name: &str) -> TwoNodes {
     let db = TestDb::create().await;
     let redis = redis_url();
     let dir = tempfile::tempdir().expect("tempdir");
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
     let node = |n: &str| {
-        let (data, id) = (dir.path().join(n), format!("replay-{n}-{}", std::process::id()));
+        let (data, id) = (dir.path().join(n), format!("{name}-{n}-{}", std::process::id()));
         start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "2"])
     };
-    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
+    let ((node_a, a), (node_b, b)) = (node("a"), node("b"));
     let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
     let project_dir = dir.path().join("project");
     std::fs::create_dir_all(&project_dir).expect("project dir");
@@ -71,6 +81,17 @@ async fn a_run_replays_exactly_on_another_node() {
         .as_str()
         .expect("session id")
         .to_owned();
+    TwoNodes { client, a, b, store, session, _nodes: (node_a, node_b), _dir: dir, _db: db }
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_run_replays_exactly_on_another_node() {
+    let nodes = two_nodes("replay").await;
+    let TwoNodes { client, a, b, store, session, .. } = &nodes;
 
     // The live follower, on A, which runs the run: far more frames than a ring holds.
     let res = client.post(format!("{a}/api/chat")).json(&json!({"sessionId": session, "text": "stream: 1500"}));
@@ -96,7 +117,7 @@ async fn a_run_replays_exactly_on_another_node() {
 
     // While the run goes on, past the first chunks of its log: clients on B from early N.
     let grown = async {
-        while chunks(&store, &run).await < 3 {
+        while chunks(store, &run).await < 3 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -165,27 +186,11 @@ async fn next_sent(stream: &mut SseStream) -> Sent {
 )]
 #[tokio::test]
 async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
-    let db = TestDb::create().await;
-    let redis = redis_url();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let client = reqwest::Client::builder().no_proxy().build().expect("client");
-    let node = |n: &str| {
-        let (data, id) = (dir.path().join(n), format!("cursor-{n}-{}", std::process::id()));
-        start_with(&db.url, &data, &["--redis-url", &redis, "--node-id", &id, "--scripted-delay-ms", "2"])
-    };
-    let ((_node_a, a), (_node_b, b)) = (node("a"), node("b"));
-    let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
-    let project_dir = dir.path().join("project");
-    std::fs::create_dir_all(&project_dir).expect("project dir");
-    let project = common::call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
-    let session = common::call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]})))
-        .await["id"]
-        .as_str()
-        .expect("session id")
-        .to_owned();
+    let nodes = two_nodes("cursor").await;
+    let TwoNodes { client, a, b, store, session, .. } = &nodes;
 
     // A client on A, which runs the run, reads every frame beside the test.
-    let mut on_a = native(&client, &a, &session, None).await;
+    let mut on_a = native(client, a, session, None).await;
     next_sent(&mut on_a).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {
@@ -199,7 +204,7 @@ async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
     });
     // B follows the session from before the run too: it sees the run's `run.accepted`
     // come from the bus, and leaves the logging to A.
-    let mut on_b = native(&client, &b, &session, None).await;
+    let mut on_b = native(client, b, session, None).await;
     next_sent(&mut on_b).await;
     let live_on_b = tokio::spawn(async move {
         let mut sent = Vec::new();
@@ -217,7 +222,7 @@ async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
         all.push(tokio::time::timeout(WAIT, rx.recv()).await.expect("a frame").expect("the stream goes on"));
     }
     let grown = async {
-        while chunks(&store, &run).await < 3 {
+        while chunks(store, &run).await < 3 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -227,7 +232,7 @@ async fn a_session_stream_cursor_from_one_node_replays_exactly_on_another() {
     let cursors = [all[0].id.clone(), all[12].id.clone()];
     let mut backs = Vec::new();
     for cursor in &cursors {
-        backs.push(native(&client, &b, &session, Some(cursor)).await);
+        backs.push(native(client, b, session, Some(cursor)).await);
     }
     let state = common::call(client.get(format!("{a}/api/runs/{run}"))).await;
     assert_eq!(state["status"], "running", "asked while the run went on: {state}");
