@@ -694,6 +694,8 @@ fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpo
         Decision::Reject => Resolution::Rejected { message },
         Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
         Decision::Fill(args) => Resolution::Approved { args: args.clone() },
+        // Placeholder until client tools are resumed with their result (issue 40, WP1).
+        Decision::Output(_) => Resolution::Rejected { message: Some("client tool results are not taken yet".into()) },
     }
 }
 

@@ -136,6 +136,25 @@ pub struct PromptBody {
     /// the shelved turns are a branch of kind `regenerate`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub regenerate: bool,
+    /// Tools that run in the client: offered to the model beside Spool's own; a call
+    /// of one parks the run until `POST /api/tool-calls/{approvalId}/result` (see
+    /// README, "Client-side tools"). At most 32; not with `queue`/`enqueue`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ClientTool>,
+}
+
+/// A tool the client runs itself, declared with a prompt (AG-UI's `Tool` shape).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTool {
+    /// `^[A-Za-z0-9_-]{1,64}$`, unique in the prompt, not one of Spool's tools.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// A JSON Schema of the arguments (`{"type": "object", …}`); absent: no arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<serde_json::Value>,
 }
 
 impl PromptBody {

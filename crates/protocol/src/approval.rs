@@ -399,6 +399,21 @@ pub enum Decision {
     Reject,
     /// Run it with these arguments instead (re-checked against the rules).
     Fill(serde_json::Value),
+    /// The result of a client-side tool call ([`Approval::is_client_call`]), which the
+    /// client ran itself: `{"output": {"output": …, "isError": false}}`.
+    Output(ClientOutput),
+}
+
+/// What a client reports its tool call returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientOutput {
+    /// A string is given to the model as it is; anything else as compact JSON.
+    #[schema(value_type = Object)]
+    pub output: serde_json::Value,
+    /// The call failed: the model is told so, with `output` as the error.
+    #[serde(default)]
+    pub is_error: bool,
 }
 
 impl Decision {
@@ -413,6 +428,7 @@ impl Decision {
             Decision::Always => "always",
             Decision::Reject => "reject",
             Decision::Fill(_) => "fill",
+            Decision::Output(_) => "output",
         }
     }
 }
@@ -451,6 +467,13 @@ impl Approval {
     /// while it waits; the call is.
     pub fn is_live_ask(&self) -> bool {
         self.payload.get("live") == Some(&serde_json::Value::Bool(true))
+    }
+
+    /// Whether this is a *client call*: a call of a tool the prompt declared and the
+    /// client runs (payload marked `"client": true`), answered with
+    /// [`Decision::Output`]. The run is parked while it waits.
+    pub fn is_client_call(&self) -> bool {
+        self.payload.get("client") == Some(&serde_json::Value::Bool(true))
     }
 }
 
@@ -604,5 +627,10 @@ mod tests {
         let fill: Decision = serde_json::from_str(r#"{"fill":{"path":"b"}}"#).unwrap();
         assert_eq!(fill, Decision::Fill(serde_json::json!({"path": "b"})));
         assert!(serde_json::from_str::<Decision>("\"maybe\"").is_err());
+        let output: Decision = serde_json::from_str(r#"{"output":{"output":"sunny"}}"#).unwrap();
+        assert_eq!(output, Decision::Output(ClientOutput { output: "sunny".into(), is_error: false }));
+        assert_eq!(output.label(), "output");
+        let failed: Decision = serde_json::from_str(r#"{"output":{"output":{"code":7},"isError":true}}"#).unwrap();
+        assert!(matches!(failed, Decision::Output(ClientOutput { is_error: true, .. })));
     }
 }

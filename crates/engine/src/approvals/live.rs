@@ -89,6 +89,10 @@ pub(crate) fn answer_of(approval: &Approval, decision: &Decision) -> Result<Live
             Some(given) => fields(&schema, given).map(LiveAnswer::Accept),
             None => Err(EngineError::invalid("invalid_answer", "\"fill\" takes an object of the fields asked for")),
         },
+        Decision::Output(_) => Err(EngineError::invalid(
+            "wrong_answer_kind",
+            "\"output\" answers a client tool call; a server's question is answered with \"fill\", \"once\" or \"reject\"",
+        )),
     }
 }
 
