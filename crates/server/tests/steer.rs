@@ -155,24 +155,6 @@ async fn a_steer_after_the_run_settled_is_an_ordinary_prompt() {
 }
 
 #[tokio::test]
-async fn a_steer_survives_a_restart() {
-    let Gated { server, seen, .. } = gated_server().await;
-    let session = session_allowing(&server, &["list"]).await;
-    server.start_run(&session, "look around").await;
-    first_call(&seen).await;
-    steer(&server, &session, "echo: still there").await;
-
-    // The run never passes its gate: the server stops with the steer untaken.
-    let server = server.restart().await;
-    let rows = rows_until(&server, &session, |rows| {
-        rows.last().is_some_and(|(_, role, text)| role == "assistant" && text == "still there")
-    })
-    .await;
-    let steered = rows.iter().filter(|(_, _, text)| text == "echo: still there").count();
-    assert_eq!(steered, 1, "the steer lands once after the restart: {rows:?}");
-}
-
-#[tokio::test]
 async fn an_opencode_event_client_sees_the_steered_user_message() {
     let Gated { server, gate, seen } = gated_server().await;
     let session = session_allowing(&server, &["list"]).await;
@@ -273,4 +255,168 @@ async fn a_ninth_waiting_steer_is_refused_and_queued_prompts_do_not_count() {
         server.post(&format!("/api/sessions/{session}/steer"), json!({"text": "echo: one too many"})).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(body["error"]["code"], "too_many_steers", "{body}");
+}
+
+/// The scripted model, keeping every chat request it was sent (title and summary calls,
+/// which offer no tools, are not kept).
+struct Recording {
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+#[async_trait]
+impl Model for Recording {
+    fn name(&self) -> String {
+        "recording".into()
+    }
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        if !request.tools.is_empty() {
+            self.seen.lock().expect("lock").push(request.clone());
+        }
+        ScriptedModel::default().stream(request).await
+    }
+}
+
+async fn recording_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = Arc::new(Recording { seen: seen.clone() });
+    let options = TestOptions { models: Some(ModelsOverride(Models::new(model))), ..TestOptions::default() };
+    (TestServer::start_with(options).await, seen)
+}
+
+fn write_prompt(path: &str) -> String {
+    format!("tool: write {}", json!({"path": path, "content": "x"}))
+}
+
+async fn approve(server: &TestServer, session: &str, approval: &Value) {
+    let id = approval["id"].as_str().expect("approval id");
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/approvals/{id}"), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "decide: {body}");
+}
+
+/// What a run parked at an approval does with a steer, the server restarted at `when`:
+/// the steer enters the resumed run once, after the tool's result, the model's next
+/// request ends with it, and no run of its own follows.
+async fn a_steer_enters_the_resumed_run(restart_before_steer: bool, restart_after_steer: bool) {
+    let (server, seen) = recording_server().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = server.park(&session, &write_prompt("steered.txt")).await;
+    let server = if restart_before_steer { server.restart().await } else { server };
+    let answer = steer(&server, &session, "echo: and then this").await;
+    assert_eq!(answer["runId"], run_id, "the parked run takes it: {answer}");
+    let server = if restart_after_steer { server.restart().await } else { server };
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["pendingApprovals"].as_array().map_or(0, Vec::len), 1, "still parked: {detail}");
+
+    approve(&server, &session, &approval).await;
+    let done = server.wait_run(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let rows = message_rows(&server.messages(&session, "").await);
+    let roles: Vec<&str> = rows.iter().map(|(_, role, _)| role.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "toolResult", "user", "assistant"],
+        "the steer sits after the tool's result, answered by the same run: {rows:?}"
+    );
+    assert_eq!(rows[3].2, "echo: and then this");
+    assert_eq!(rows[4].2, "and then this");
+
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 2, "two model calls: the tool call and the answer to the steer");
+    assert_eq!(last_user_text(&seen[1]), "echo: and then this", "the resumed run's next request holds the steer");
+    assert!(matches!(seen[1].messages.last(), Some(Message::User { .. })));
+
+    // No prompt run of its own follows, and the queue is empty.
+    let (status, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
+    assert_eq!(status, StatusCode::OK, "{runs}");
+    assert_eq!(runs.as_array().map_or(0, Vec::len), 1, "one run: {runs}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["queue"].as_array().map_or(0, Vec::len), 0, "{detail}");
+    // The session is free: a new prompt is answered at once.
+    assert_eq!(server.run_prompt(&session, "echo: free").await["status"], "completed");
+    let rows = message_rows(&server.messages(&session, "").await);
+    assert_eq!(rows.iter().filter(|(_, _, text)| text == "echo: and then this").count(), 1, "{rows:?}");
+}
+
+#[tokio::test]
+async fn a_steer_to_a_parked_run_enters_it_when_its_approval_is_decided() {
+    a_steer_enters_the_resumed_run(false, false).await;
+}
+
+#[tokio::test]
+async fn a_steer_to_a_parked_run_enters_it_after_a_restart() {
+    a_steer_enters_the_resumed_run(false, true).await;
+}
+
+#[tokio::test]
+async fn a_steer_sent_after_a_restart_to_the_still_parked_run_enters_it() {
+    a_steer_enters_the_resumed_run(true, false).await;
+}
+
+/// A run that was executing when the server stopped fails `server_restarted`; its
+/// waiting steer is then an ordinary prompt: one run of its own, once.
+#[tokio::test]
+async fn a_steer_to_a_run_the_restart_ended_runs_once_as_a_prompt() {
+    let Gated { server, seen, .. } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    let run = server.start_run(&session, "look around").await;
+    first_call(&seen).await;
+    let answer = steer(&server, &session, "echo: after the crash").await;
+    assert_eq!(answer["runId"], run, "{answer}");
+
+    let server = server.restart().await;
+    let failed = server.wait_run(&run).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], "server_restarted", "{failed}");
+    let rows = rows_until(&server, &session, |rows| {
+        rows.last().is_some_and(|(_, role, text)| role == "assistant" && text == "after the crash")
+    })
+    .await;
+    let (_, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
+    let runs = runs.as_array().expect("runs").clone();
+    assert_eq!(runs.len(), 2, "the failed run and the steer's own: {runs:?}");
+    let own = &server.wait_run(runs[1]["id"].as_str().expect("id")).await;
+    assert_eq!(own["status"], "completed", "{own}");
+    assert_eq!(rows.iter().filter(|(_, _, text)| text == "echo: after the crash").count(), 1, "{rows:?}");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["state"]["queue"].as_array().map_or(0, Vec::len), 0, "{detail}");
+    // Another prompt afterwards is the third run: nothing else was left to run.
+    assert_eq!(server.run_prompt(&session, "echo: next").await["status"], "completed");
+    let (_, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
+    assert_eq!(runs.as_array().map_or(0, Vec::len), 3, "{runs}");
+}
+
+/// The crash window: the decision was stored, the process stopped before the run went on.
+/// The restarted server resumes the decided call, and the run takes the steer after it.
+#[tokio::test]
+async fn a_steer_enters_a_run_resumed_from_a_decision_stored_before_a_restart() {
+    use spool_engine::store::Approvals;
+    let (server, seen) = recording_server().await;
+    let session = server.new_session().await;
+    let (run_id, approval) = server.park(&session, &write_prompt("steered.txt")).await;
+    steer(&server, &session, "echo: and then this").await;
+    let approval_id: spool_protocol::ApprovalId =
+        approval["id"].as_str().expect("approval id").parse().expect("approval id");
+    let won = server
+        .store
+        .settle_approval(
+            &approval_id,
+            spool_protocol::ApprovalStatus::Resolved,
+            Some(&spool_protocol::Decision::Once),
+            None,
+            None,
+            1,
+        )
+        .await
+        .expect("settle");
+    assert!(won);
+    let server = server.restart().await;
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    let rows = message_rows(&server.messages(&session, "").await);
+    let roles: Vec<&str> = rows.iter().map(|(_, role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "user", "assistant"], "{rows:?}");
+    assert_eq!(rows[3].2, "echo: and then this");
+    assert_eq!(last_user_text(seen.lock().expect("lock").last().expect("a request")), "echo: and then this");
+    let (_, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
+    assert_eq!(runs.as_array().map_or(0, Vec::len), 1, "no run of its own: {runs}");
 }
