@@ -1,5 +1,5 @@
 """A small MCP server on the official Python SDK, for Spool's tests
-(crates/server/tests/mcp_python.rs): one ordinary tool, and three that probe the
+(crates/server/tests/mcp_python.rs): one ordinary tool, and four that probe the
 sandbox Spool starts a stdio server in. The probes do what they are asked and
 turn an OS error into a ToolError (the SDK hides any other exception's text), so
 a refusal reaches the client as a tool error carrying the system's own words
@@ -7,6 +7,7 @@ a refusal reaches the client as a tool error carrying the system's own words
 otherwise add a structured copy of each string, which the tests need not read."""
 
 import os
+import socket
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -39,6 +40,16 @@ def write_file(path: str, text: str) -> str:
     except OSError as e:
         raise ToolError(str(e)) from e
     return f"wrote {len(text)} characters to {path}"
+
+
+@server.tool(structured_output=False)
+def connect(port: int) -> str:
+    """Opens a TCP connection to a port on 127.0.0.1 and closes it."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError as e:
+        raise ToolError(str(e)) from e
+    return f"connected to port {port}"
 
 
 @server.tool(structured_output=False)

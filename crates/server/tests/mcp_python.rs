@@ -3,7 +3,8 @@
 //! `tests/mcp/.venv`, found through `SPOOL_TEST_MCP_PYTHON`), through a real Spool
 //! server: its ordinary tool runs once approved, and its probes, approved too, show what
 //! a stdio server cannot do from inside Spool's sandbox: read the data directory, write
-//! outside the project, or see the server's secrets in its environment.
+//! outside the project, or see the server's secrets in its environment; and its entry's
+//! `network` decides whether it may open a TCP connection.
 
 use crate::common;
 use crate::mcp_support::{config, decide, serve, server_path};
@@ -30,7 +31,11 @@ fn probe_server() -> PathBuf {
 /// A Spool server whose sessions get the probe server's tools, as `probe_*`, started
 /// in the bash sandbox with `data_dir` as the directory it must not read.
 async fn start(python: &str, data_dir: &Path) -> (TestServer, String) {
-    let entry = json!({"name": "probe", "command": python, "args": [probe_server()]});
+    start_entry(json!({"name": "probe", "command": python, "args": [probe_server()]}), data_dir).await
+}
+
+/// [`start`] with `entry` as the `[[mcp]]` entry.
+async fn start_entry(entry: Value, data_dir: &Path) -> (TestServer, String) {
     let source = McpSource::stdio(config(entry), Default::default(), Some(data_dir.to_path_buf())).expect("stdio");
     serve(Arc::new(source)).await
 }
@@ -95,4 +100,38 @@ async fn a_python_sdk_server_cannot_read_the_data_dir_write_outside_or_see_secre
     let _ = std::fs::remove_file(&outside);
     assert!(is_error && text.contains("Permission denied"), "{text}");
     assert!(!escaped, "a write outside the project landed: {text}");
+}
+
+#[tokio::test]
+async fn a_python_sdk_server_reaches_the_network_only_when_its_entry_allows_it() {
+    let Some(python) = python() else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = || std::iter::from_fn(|| listener.accept().ok()).count();
+    let data = tempfile::tempdir().expect("data dir");
+    let entry = |network: Option<bool>| {
+        let mut entry = json!({"name": "probe", "command": python, "args": [probe_server()]});
+        if let Some(network) = network {
+            entry["network"] = json!(network);
+        }
+        entry
+    };
+
+    let (server, session) = start_entry(entry(Some(true)), data.path()).await;
+    let (text, is_error) = call_approved(&server, &session, "probe_connect", json!({"port": port})).await;
+    assert_eq!((text.as_str(), is_error), (format!("connected to port {port}").as_str(), false));
+    assert_eq!(accepted(), 1, "the connection reached the listener");
+
+    if !spool_tools::probe_sandbox(&spool_tools::SandboxSettings::default()).landlock {
+        eprintln!("skipped the network-off half: this kernel has no Landlock");
+        return;
+    }
+    // No `network` in the entry: off, whatever the bash sandbox's own setting.
+    for network in [None, Some(false)] {
+        let (server, session) = start_entry(entry(network), data.path()).await;
+        let (text, is_error) = call_approved(&server, &session, "probe_connect", json!({"port": port})).await;
+        assert!(is_error && text.contains("Permission denied"), "network {network:?}: {text}");
+        assert_eq!(accepted(), 0, "network {network:?}: a connection got through");
+    }
 }
