@@ -6,6 +6,7 @@
 //! models = ["ollama:llama3.2"]  # also offered for sessions to switch to
 //! approval_policy = "wait"      # or "deny": fail closed with no interactive view
 //! approval_ttl_secs = 86400
+//! client_tool_ttl_secs = 3600   # how long a client tool's call waits for its result
 //! context_budget_tokens = 100000
 //! git_poll_secs = 5             # the git poller's interval; 0 turns it off
 //!
@@ -61,6 +62,8 @@ pub struct FileConfig {
     pub permission: Vec<PermissionRule>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub approval_ttl_secs: Option<u64>,
+    /// Seconds a client tool's call waits for the client's result (`--client-tool-ttl-secs` wins).
+    pub client_tool_ttl_secs: Option<u64>,
     pub context_budget_tokens: Option<u64>,
     /// Seconds between the git poller's readings (`--git-poll-secs` wins); 0: off.
     pub git_poll_secs: Option<u64>,

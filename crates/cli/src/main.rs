@@ -171,6 +171,10 @@ struct ServeArgs {
     /// Seconds an approval waits for a decision before it expires (default 86400).
     #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     approval_ttl_secs: Option<u64>,
+    /// Seconds a call of a client-side tool waits for the client's result before it
+    /// expires and cancels its run (default 3600).
+    #[arg(long, env = "SPOOL_CLIENT_TOOL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    client_tool_ttl_secs: Option<u64>,
     /// Seconds between the git poller's readings of each loaded session's project
     /// (branch, commit, diff against HEAD: the hub's `channel.updated`, OpenCode's
     /// `session.diff`); 0 turns it off (default 5, or the config's `git_poll_secs`).
@@ -418,6 +422,9 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     };
     if let Some(secs) = args.approval_ttl_secs.or(file.approval_ttl_secs) {
         engine_config.approval_ttl = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.client_tool_ttl_secs.or(file.client_tool_ttl_secs) {
+        engine_config.client_tool_ttl = Duration::from_secs(secs);
     }
     if let Some(budget) = file.context_budget_tokens {
         engine_config.context_budget_tokens = budget;

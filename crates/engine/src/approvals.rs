@@ -223,6 +223,7 @@ impl Approvals {
         input: DecisionInput,
     ) -> Result<DecisionOutcome> {
         let store = self.env.store.clone();
+        check_kind(&approval, &input.decision)?;
         // Expired, or past its time with the timer not yet run: either way it is gone.
         if approval.status == ApprovalStatus::Expired {
             return Err(expired(&approval));
@@ -551,16 +552,21 @@ impl Approvals {
     /// pending any more.
     pub async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
         let _control = loaded.control.lock().await;
-        self.end_interrupted(
-            loaded,
-            approval_id,
-            ApprovalStatus::Expired,
-            RunError {
+        let client_call = match self.env.store.get_approval(approval_id).await? {
+            Some((approval, _)) if approval.is_client_call() => Some(approval.tool),
+            _ => None,
+        };
+        let error = match client_call {
+            Some(tool) => RunError {
+                code: "client_tool_expired".into(),
+                message: format!("the client did not return the result of {tool} in time; the run was cancelled"),
+            },
+            None => RunError {
                 code: "approval_expired".into(),
                 message: "the approval expired before anyone decided; the run was cancelled".into(),
             },
-        )
-        .await
+        };
+        self.end_interrupted(loaded, approval_id, ApprovalStatus::Expired, error).await
     }
 
     /// Ends a run parked at `approval_id`: the approval moves to `status` (if it is still
@@ -694,12 +700,41 @@ fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpo
         Decision::Reject => Resolution::Rejected { message },
         Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
         Decision::Fill(args) => Resolution::Approved { args: args.clone() },
-        // Placeholder until client tools are resumed with their result (issue 40, WP1).
-        Decision::Output(_) => Resolution::Rejected { message: Some("client tool results are not taken yet".into()) },
+        Decision::Output(output) => Resolution::ClientResult(output.clone()),
+    }
+}
+
+/// Refuses an answer of the wrong kind (400 `wrong_answer_kind`): a client call is
+/// answered with its result (`output`) or cancelled (`reject`), and only a client call
+/// takes an `output`; a result over the limit is 413 `output_too_large`. A live ask
+/// checks its own answers (see [`live`]).
+fn check_kind(approval: &Approval, decision: &Decision) -> Result<()> {
+    match decision {
+        Decision::Output(output) if approval.is_client_call() => crate::client_tools::check_output(output),
+        Decision::Output(_) if !approval.is_live_ask() => Err(EngineError::invalid(
+            "wrong_answer_kind",
+            "\"output\" answers a client tool call; this approval is answered with \"once\", \"always\", \"fill\" or \"reject\"",
+        )),
+        Decision::Once | Decision::Always | Decision::Fill(_) if approval.is_client_call() => {
+            Err(EngineError::invalid(
+                "wrong_answer_kind",
+                format!(
+                    "this is a call of the client tool {}: answer it with its result (\"output\") or \"reject\" to cancel it",
+                    approval.tool
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
 fn expired(approval: &Approval) -> EngineError {
+    if approval.is_client_call() {
+        return EngineError::Gone {
+            code: "client_tool_expired",
+            message: format!("the call of {} ({}) expired; its run was cancelled", approval.tool, approval.id),
+        };
+    }
     EngineError::Gone {
         code: "approval_expired",
         message: format!("approval {} expired; its run was cancelled", approval.id),

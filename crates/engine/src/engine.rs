@@ -79,6 +79,9 @@ pub struct EngineConfig {
     pub rules: Vec<PermissionRule>,
     /// How long an approval waits for a decision before it expires.
     pub approval_ttl: std::time::Duration,
+    /// How long a call of a client-side tool waits for the client's result before it
+    /// expires and cancels its run (`client_tool_expired`; see [`crate::client_tools`]).
+    pub client_tool_ttl: std::time::Duration,
     /// What happens to an approval that arises while no interactive view is connected.
     pub approval_policy: ApprovalPolicy,
     /// The system prompt every model call starts with.
@@ -142,6 +145,7 @@ impl Default for EngineConfig {
             max_answer_bytes: 4 << 20,
             rules: approval::default_rules(),
             approval_ttl: std::time::Duration::from_secs(24 * 3600),
+            client_tool_ttl: std::time::Duration::from_secs(3600),
             approval_policy: ApprovalPolicy::Wait,
             system_prompt: crate::context::SYSTEM_PROMPT.to_owned(),
             context_budget_tokens: 100_000,
@@ -183,6 +187,9 @@ pub struct PromptInput {
     /// With `at`: the turn is asked again (its own text when `text` is empty), and the
     /// branch is a regenerate rather than an edit.
     pub regenerate: bool,
+    /// Tools the client runs itself, offered to the model beside Spool's (see
+    /// [`crate::client_tools`]); checked by [`Runs::submit`].
+    pub client_tools: Vec<spool_protocol::api::ClientTool>,
 }
 
 /// What a prompt asks of its run, once it is checked: kept while it waits in the queue.
@@ -191,6 +198,8 @@ pub(crate) struct Wanted {
     pub request_id: Option<String>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub on_disconnect: OnDisconnect,
+    /// The prompt's client tools, checked (never queued: see [`Runs::submit`]).
+    pub client_tools: Vec<spool_protocol::api::ClientTool>,
 }
 
 /// Longest client `requestId` accepted.
@@ -402,6 +411,7 @@ impl Engine {
             rules: config.rules.clone(),
             context_budget_tokens: config.context_budget_tokens,
             approval_ttl: config.approval_ttl,
+            client_tool_ttl: config.client_tool_ttl,
             max_answer_bytes: config.max_answer_bytes,
         };
         let node_id = config.node_id.clone();

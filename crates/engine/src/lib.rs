@@ -3,6 +3,7 @@
 //! [`Model`], [`Tool`] — and imports no web framework, database driver or HTTP client.
 
 mod approvals;
+pub mod client_tools;
 pub mod auth;
 pub mod caps;
 pub mod clock;

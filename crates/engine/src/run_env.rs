@@ -36,6 +36,8 @@ pub(crate) struct RunSettings {
     pub context_budget_tokens: u64,
     /// How long an approval waits for a decision before it expires.
     pub approval_ttl: Duration,
+    /// How long a client tool's call waits for the client's result.
+    pub client_tool_ttl: Duration,
     /// Most bytes of text, reasoning and tool arguments one assistant message may
     /// stream; past it the run fails with `answer_too_large`, the answer so far kept.
     pub max_answer_bytes: usize,

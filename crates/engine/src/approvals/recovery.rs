@@ -38,8 +38,12 @@ pub(crate) async fn sort_decided(
             continue;
         }
         let Some(mut run) = store.get_run(&decided.approval.run_id).await? else { continue };
-        let approving =
-            matches!(decided.approval.decision, Some(Decision::Once | Decision::Always | Decision::Fill(_)));
+        // A client's result is approving too: its call never started here (it ran in
+        // the client), so it always resumes, and committing it is repeatable.
+        let approving = matches!(
+            decided.approval.decision,
+            Some(Decision::Once | Decision::Always | Decision::Fill(_) | Decision::Output(_))
+        );
         let now = now_ms();
         match decided.started_at {
             // A reject never starts its call; once the run went on past it, a crash

@@ -204,7 +204,8 @@ impl Engine {
     /// Puts a prompt at the end of the session's queue; the caller holds the session's
     /// control lock and has checked the prompt.
     pub(crate) async fn enqueue(&self, loaded: &Arc<Loaded>, owner: &UserId, wanted: Wanted) -> Result<PromptQueued> {
-        let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
+        // Never with client tools: `submit` refuses those before they could queue.
+        let Wanted { text, request_id, approval_policy, on_disconnect, .. } = wanted;
         let session_id = loaded.events.session_id().clone();
         let message = QueuedMessage {
             id: MessageId::new(),
@@ -339,7 +340,8 @@ impl Engine {
             return Box::pin(self.start_queued(id)).await;
         }
         let QueuedPrompt { message, approval_policy, on_disconnect, .. } = next;
-        let wanted = Wanted { text: message.text, request_id: None, approval_policy, on_disconnect };
+        let wanted =
+            Wanted { text: message.text, request_id: None, approval_policy, on_disconnect, client_tools: Vec::new() };
         self.launch(&loaded, run, wanted, lease, prompt);
         Ok(())
     }

@@ -38,8 +38,18 @@ impl Runs<'_> {
     /// after it. The same `request_id` returns the run it started or the message it
     /// queued, and starts, queues or cancels nothing.
     pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
-        let PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate } = input;
+        let PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate, client_tools } =
+            input;
         let queue = multitask == Multitask::Enqueue;
+        // A queued prompt has nowhere to keep its tools (a follow-up migration may add
+        // it): refused whether or not it would have waited, so a client learns at once.
+        if queue && !client_tools.is_empty() {
+            return Err(EngineError::invalid(
+                "client_tools_not_queueable",
+                "a prompt that declares client tools cannot be queued; send it when the session is idle",
+            ));
+        }
+        let client_tools = crate::client_tools::check_declared(client_tools, &self.engine.inner.env.tools)?;
         if at.is_some() && multitask != Multitask::Reject {
             return Err(EngineError::invalid(
                 "invalid_prompt",
@@ -120,7 +130,7 @@ impl Runs<'_> {
         if text.trim().is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
         }
-        let wanted = Wanted { text, request_id, approval_policy, on_disconnect };
+        let wanted = Wanted { text, request_id, approval_policy, on_disconnect, client_tools };
         // Behind the queue even when no run is going (one is about to take the queue's
         // first message): the queue keeps the order prompts came in.
         if queue && (busy || !queued.is_empty()) {
@@ -170,8 +180,17 @@ impl Runs<'_> {
             // from the store.
             drop((_control, lease));
             self.engine.forget_stale(id);
-            let Wanted { text, request_id, approval_policy, on_disconnect } = wanted;
-            let input = PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate };
+            let Wanted { text, request_id, approval_policy, on_disconnect, client_tools } = wanted;
+            let input = PromptInput {
+                text,
+                request_id,
+                approval_policy,
+                on_disconnect,
+                multitask,
+                at,
+                regenerate,
+                client_tools,
+            };
             return Box::pin(self.submit(owner, id, input)).await;
         }
         let request_id = wanted.request_id.clone().unwrap_or_else(|| format!("req_{}", ulid_body()));
@@ -366,7 +385,12 @@ impl Engine {
         // ties a request to the run it started.
         tracing::info!(run = %run.id, session = %run.session_id, "run accepted");
         let policy = wanted.approval_policy.unwrap_or(self.inner.config.approval_policy);
-        let asked = Asked { prompt: wanted.text, policy, on_disconnect: wanted.on_disconnect };
+        let asked = Asked {
+            prompt: wanted.text,
+            policy,
+            on_disconnect: wanted.on_disconnect,
+            client_tools: wanted.client_tools,
+        };
         let task = RunTask::new(self.inner.env.clone(), loaded.clone(), run, handle, asked).with_stored_prompt(prompt);
         lease.keep();
         tokio::spawn(task.execute());

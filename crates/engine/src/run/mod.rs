@@ -97,6 +97,11 @@ pub(crate) struct Checkpoint {
     /// stream did not count the run, and in checkpoints written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
+    /// The tools the prompt declared for the client to run (see [`crate::client_tools`]):
+    /// kept with every checkpoint of the run, so the run still offers them (and knows a
+    /// call of one for the client's) after it parked, on any node, after a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<spool_protocol::api::ClientTool>,
 }
 
 /// How a decision resolves the pending call.
@@ -106,6 +111,9 @@ pub(crate) enum Resolution {
     /// Do not run it. Without a message the run ends (cancelled); with one, the model
     /// is told the call was rejected, with the message, and the run goes on.
     Rejected { message: Option<String> },
+    /// A client tool's call, which the client ran: its result is committed as it is,
+    /// nothing runs here (see [`crate::client_tools`]).
+    ClientResult(spool_protocol::approval::ClientOutput),
 }
 
 /// A failed outcome. The message reaches clients, the store and the log, so secrets
@@ -121,6 +129,8 @@ pub(crate) struct Asked {
     pub prompt: String,
     pub policy: ApprovalPolicy,
     pub on_disconnect: OnDisconnect,
+    /// The tools the prompt declared for the client to run.
+    pub client_tools: Vec<spool_protocol::api::ClientTool>,
 }
 
 pub(crate) struct RunTask {
@@ -164,15 +174,21 @@ pub(crate) struct RunTask {
     /// calls are looked up here, so a source's list changing mid-turn changes nothing
     /// until the next.
     tools: crate::ToolRegistry,
+    /// The tools the prompt declared for the client (kept in every checkpoint), and the
+    /// names of those the current turn offered (a source's tool of the same name wins).
+    client_tools: Vec<spool_protocol::api::ClientTool>,
+    client_offered: std::collections::HashSet<String>,
 }
 
 impl RunTask {
     pub fn new(env: Arc<RunEnv>, loaded: Arc<Loaded>, run: Run, handle: ActiveHandle, asked: Asked) -> Self {
         let next_index = run.user_message_index;
-        let Asked { prompt, policy, on_disconnect } = asked;
+        let Asked { prompt, policy, on_disconnect, client_tools } = asked;
         let tools = env.tools.clone();
         Self {
             tools,
+            client_tools,
+            client_offered: Default::default(),
             env,
             loaded,
             run,
@@ -212,7 +228,12 @@ impl RunTask {
         resolution: Resolution,
         approval: ApprovalId,
     ) -> Self {
-        let asked = Asked { prompt: String::new(), policy: checkpoint.policy, on_disconnect: OnDisconnect::Continue };
+        let asked = Asked {
+            prompt: String::new(),
+            policy: checkpoint.policy,
+            on_disconnect: OnDisconnect::Continue,
+            client_tools: checkpoint.client_tools.clone(),
+        };
         let mut task = Self::new(env, loaded, run, handle, asked);
         task.next_index = checkpoint.next_index;
         task.resume = Some((checkpoint, resolution));
@@ -332,6 +353,29 @@ impl RunTask {
             }
         };
         self.tools = registry;
+        self.offer_client_tools();
+    }
+
+    /// Adds the prompt's client tools to the turn's registry, beside Spool's: a name
+    /// a source's tool took this turn stays the source's (rules keep one meaning per
+    /// name), and the client's is not offered.
+    fn offer_client_tools(&mut self) {
+        self.client_offered.clear();
+        for declared in &self.client_tools {
+            if self.tools.tools.contains_key(&declared.name) {
+                tracing::warn!(tool = %declared.name, "a client tool is named like a tool offered this turn; not offered");
+                continue;
+            }
+            let tool = crate::client_tools::ClientTool::new(declared.clone());
+            self.tools.tools.insert(declared.name.clone(), Arc::new(tool));
+            self.client_offered.insert(declared.name.clone());
+        }
+    }
+
+    /// Whether `name` is a client tool this turn offered: a call of it parks for the
+    /// client instead of running here.
+    pub(super) fn is_client_tool(&self, name: &str) -> bool {
+        self.client_offered.contains(name)
     }
 
     /// Publishes one of the run's events; the session state changes by its fold.

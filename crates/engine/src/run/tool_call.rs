@@ -31,6 +31,7 @@ impl RunTask {
             let decision = resolution.as_ref().map(|r| match r {
                 Resolution::Approved { .. } => "approved",
                 Resolution::Rejected { .. } => "rejected",
+                Resolution::ClientResult(_) => "output",
             });
             let span = tracing::info_span!(
                 "tool_call",
@@ -95,9 +96,15 @@ impl RunTask {
 
     /// The permission for a call now: a server deny is final; within the rest the
     /// session's own rules decide (see [`evaluate_call`]).
+    /// A client tool is allowed unless a rule says otherwise (the client gates its own
+    /// tools; see [`crate::client_tools::client_rules`]).
     pub(super) fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
         let subject = tool.subject(args);
         let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
+        if self.is_client_tool(name) {
+            let server = crate::client_tools::client_rules(&self.env.settings.rules, name);
+            return evaluate_call(&server, &session_rules, name, &subject);
+        }
         evaluate_call(&self.env.settings.rules, &session_rules, name, &subject)
     }
 
@@ -117,10 +124,23 @@ impl RunTask {
         if plain_reject {
             return Err(self.reject_unrun(call, remaining).await);
         }
+        // The client ran it and reported its result: committed as it is. Never marked
+        // started: committing a kept result is repeatable, and a resume after a crash
+        // that already committed it stops at the checkpoint's message count.
+        if let Some(Resolution::ClientResult(output)) = resolution {
+            self.decided = None;
+            return self.client_result(&call, output).await;
+        }
         let tool = self.tools.get(&call.name);
+        let client = self.is_client_tool(&call.name);
         let verdict = self.decide(tool.as_deref(), &call, resolution, turn, remaining).await?;
+        let decided = self.decided.take();
+        // Allowed (by the rules, or by a person asked first): the client runs it.
+        if client && let Ok(args) = verdict {
+            return Err(self.park_client(call, args, turn, remaining, decided).await);
+        }
         // A decided call is about to run: say so durably first (exactly once, at least once).
-        if let (Some(approval), Some(_), Ok(_)) = (self.decided.take(), &tool, &verdict)
+        if let (Some(approval), Some(_), Ok(_)) = (decided, &tool, &verdict)
             && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
         {
             return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
@@ -171,6 +191,8 @@ impl RunTask {
                 "invalid arguments for {name}: expected a JSON object, got {}",
                 truncate(&args.to_string(), 200)
             )),
+            // Handled before (`execute_tool`): a client's result is never decided.
+            (_, Some(Resolution::ClientResult(_))) => Err(format!("{name} got a client's result out of turn")),
             (Some(_), Some(Resolution::Rejected { message })) => Err(match message {
                 Some(m) if !m.trim().is_empty() => format!("The user rejected this {name} call: {m}"),
                 _ => format!("The user rejected this {name} call."),
@@ -359,6 +381,60 @@ impl RunTask {
         let settings = &self.env.settings;
         let approval =
             new_approval(settings.approval_ttl, &settings.rules, tool, &self.run, &call, inspected.as_ref(), now);
+        self.park(approval, call, turn, remaining, inspected.map(|i| i.resource)).await
+    }
+
+    /// Parks the run at a call of a client tool the rules allow (or a person allowed):
+    /// an approval of kind `provide_input` marked `"client": true`, naming the tool,
+    /// the arguments it is called with and its description, expiring after the client
+    /// tool TTL. The client runs the call and answers it with its result
+    /// (`Decision::Output`); nothing of the call is published until then but the
+    /// approval (no `tool_execution_start`). `after`: the approval a person approved
+    /// this call at (an `ask` rule), which this one must come after.
+    pub(super) async fn park_client(
+        &mut self,
+        call: Call,
+        args: serde_json::Value,
+        turn: usize,
+        remaining: &[Call],
+        after: Option<ApprovalId>,
+    ) -> Outcome {
+        let mut now = self.env.clock.now_ms();
+        // Later than the approval it follows, always: recovery reads a run's latest
+        // approval, and must find this one (pending), not the decided ask.
+        if let Some(after) = after
+            && let Ok(Some((asked, _))) = self.env.store.get_approval(&after).await
+        {
+            now = now.max(asked.created_at + 1);
+        }
+        let ttl = i64::try_from(self.env.settings.client_tool_ttl.as_millis()).unwrap_or(i64::MAX);
+        let description =
+            self.client_tools.iter().find(|t| t.name == call.name).map(|t| t.description.clone()).unwrap_or_default();
+        // The arguments as the model wrote them, not redacted: the client runs the call
+        // with them (it is the client's own tool, and it saw them stream already).
+        let payload = serde_json::json!({
+            "client": true,
+            "tool": call.name,
+            "arguments": args,
+            "description": description,
+        });
+        let approval =
+            pending_approval(&self.run, (&call.id, &call.name), ApprovalKind::ProvideInput, payload, now, ttl);
+        let call = Call { args, ..call };
+        self.park(approval, call, turn, remaining, None).await
+    }
+
+    /// Stores `approval` with the checkpoint of `call` and the run `interrupted` (one
+    /// transaction), then publishes the state and `approval_requested`.
+    async fn park(
+        &mut self,
+        approval: Approval,
+        call: Call,
+        turn: usize,
+        remaining: &[Call],
+        resource: Option<crate::Resource>,
+    ) -> Outcome {
+        let now = approval.created_at;
         // The `interrupt` below is the run's next event: nothing else of the run is
         // published before it.
         let sequence = self.loaded.events.next_run_sequence(&self.run.id, crate::session::READ_YOUR_WRITES).await;
@@ -369,8 +445,9 @@ impl RunTask {
             remaining: remaining.to_vec(),
             policy: self.policy,
             usage: self.run.usage,
-            resource: inspected.map(|i| i.resource),
+            resource,
             sequence,
+            client_tools: self.client_tools.clone(),
         };
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;
@@ -397,6 +474,25 @@ impl RunTask {
         self.env.arm_expiry(&approval);
         self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None);
         Outcome::Interrupted
+    }
+
+    /// Commits the result a client reported for its tool's call: `tool_execution_start`
+    /// (with the arguments it was called with), then, as for any call,
+    /// `tool_execution_end` and the tool-result message, redacted. Nothing runs here.
+    async fn client_result(
+        &mut self,
+        call: &Call,
+        output: spool_protocol::approval::ClientOutput,
+    ) -> Result<(), Outcome> {
+        let start = AgentEvent::ToolExecutionStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: call.args.clone(),
+        };
+        self.emit(start, None);
+        let text = crate::client_tools::output_text(&output);
+        let output = if output.is_error { ToolOutput::error(text) } else { ToolOutput::ok(text) };
+        self.finish_call(call, output, false).await
     }
 
     /// Replaces the session's todo list (`todo_write`): stored first, so a list anyone

@@ -59,6 +59,7 @@ async fn prompt(
         multitask,
         at: body.at,
         regenerate: body.regenerate,
+        client_tools: body.tools,
     };
     let answer = match engine.runs().submit(&user, &id, input).await? {
         Submitted::Started(accepted) => PromptAnswer::Started(accepted),
