@@ -104,7 +104,8 @@ fn fill_path(template: &str, r: &Records) -> Result<(String, bool), String> {
             continue;
         };
         let record = match name {
-            "approval" | "permission" => Some(r.approval.as_str()),
+            // A client tool call's result names the call by its approval.
+            "approval" | "permission" | "approvalId" => Some(r.approval.as_str()),
             // AG-UI's re-attach names the run it follows.
             "runId" => Some(r.run.as_str()),
             "id" => r.in_collection(previous),

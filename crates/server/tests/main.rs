@@ -67,6 +67,7 @@ mod stops;
 mod stream;
 mod streams;
 mod todos;
+mod tool_call_results;
 mod tool_diff;
 mod tool_sources;
 mod tool_output;

@@ -67,6 +67,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/runs/{id}"),
     ("GET", "/api/runs/{id}/events"),
     ("POST", "/api/runs/{id}/resume"),
+    ("POST", "/api/tool-calls/{approvalId}/result"),
     ("GET", "/api/gate/approvals"),
     ("POST", "/api/gate/approvals/{id}"),
     ("POST", "/api/chat"),

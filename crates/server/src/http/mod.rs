@@ -42,6 +42,7 @@ pub(crate) mod sse;
 mod steer;
 pub(crate) mod stream_events;
 mod streams;
+mod tool_calls;
 
 use crate::dialect::{ag_ui, ai_sdk, opencode, run_stream, ws_hub};
 use crate::error::ApiError;
@@ -80,7 +81,14 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged(
             "runs",
-            [runs::router(), messages::router(), approvals::router(), gate::router(), steer::router()],
+            [
+                runs::router(),
+                messages::router(),
+                approvals::router(),
+                gate::router(),
+                steer::router(),
+                tool_calls::router(),
+            ],
         ))
         .merge(tagged("ui", [markdown::router(), assets::router()]))
         .merge(tagged("hub", [ws_hub::publish::router()]))
@@ -161,6 +169,7 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         revert::BODIES,
         steer::BODIES,
         streams::BODIES,
+        tool_calls::BODIES,
         ws_hub::routes::BODIES,
     ])
     .flatten()
