@@ -129,7 +129,14 @@ pub enum AgUiEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Outcome {
-    Success,
+    /// The run ended, or it waits for the client: `pendingToolCallIds` names the calls
+    /// of the client's own tools (`RunAgentInput.tools`) it waits for, each answered by
+    /// a `tool` message with its `toolCallId` in the next request.
+    #[serde(rename_all = "camelCase")]
+    Success {
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pending_tool_call_ids: Vec<String>,
+    },
     /// The run waits for these decisions; the next request's `resume` answers them.
     Interrupt {
         interrupts: Vec<Interrupt>,

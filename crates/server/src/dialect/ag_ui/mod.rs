@@ -6,7 +6,11 @@
 //! (outcome `success`, `interrupt` or `cancelled`) or `RUN_ERROR`. Its `runId` is the
 //! Spool run's `run_…` id, its `threadId` the client's. A Spool run parked at an
 //! approval is two AG-UI runs with that one id: the first ends with an `interrupt`
-//! outcome, and the request answering it (`resume`) streams the continuation. The
+//! outcome, and the request answering it (`resume`) streams the continuation. A run
+//! parked at a call of a tool the client declared (`RunAgentInput.tools`) is two runs
+//! the same way: the first ends `success` with the call in `pendingToolCallIds`, and the
+//! request with the call's `tool` message streams the continuation, which opens with
+//! the call's `TOOL_CALL_RESULT`. The
 //! transport writes the opening ([`opening`]: `RUN_STARTED`, then `STATE_SNAPSHOT`) and
 //! the end ([`closing`]); the fold maps what lies between.
 //!
@@ -17,7 +21,7 @@
 //! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` / `TOOL_CALL_ARGS` / `TOOL_CALL_END` |
 //! | `message_end`, `tool_execution_start` of a call not streamed | `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the whole input), `TOOL_CALL_END` |
 //! | `tool_execution_end`                            | `TOOL_CALL_RESULT` (an error says so in `metadata.spool.isError`) |
-//! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]) |
+//! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]); for a call of a client tool, `success` with `pendingToolCallIds` |
 //! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` ([`resolved`]) |
 //! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
 //! | `agent_end`                                     | what is still open closes; the transport ends the stream |
@@ -98,13 +102,37 @@ pub enum Close {
     Failed(Option<RunError>),
     /// Parked at these approvals.
     Waiting(Vec<Approval>),
+    /// Parked at these calls of the client's own tools ([`Approval::is_client_call`]):
+    /// the client runs them and answers with `tool` messages.
+    ClientCalls(Vec<Approval>),
 }
 
-/// The last event of a stream: `RUN_FINISHED` with its outcome, or `RUN_ERROR`.
+impl Close {
+    /// A run parked at `approval`: an interrupt for a person, or a call the client runs.
+    pub fn parked(approval: Approval) -> Self {
+        match approval.is_client_call() {
+            true => Close::ClientCalls(vec![approval]),
+            false => Close::Waiting(vec![approval]),
+        }
+    }
+}
+
+/// The last event of a stream: `RUN_FINISHED` with its outcome, or `RUN_ERROR`. A run
+/// parked at a client call finishes `success` with the call in `pendingToolCallIds`
+/// (the model's call id, as `TOOL_CALL_START` named it): AG-UI's way to hand a
+/// frontend tool to the application, which answers with a `tool` message.
 pub fn closing(thread_id: &str, run_id: &RunId, close: Close) -> Bytes {
     let (thread_id, run_id) = (thread_id.to_owned(), run_id.clone());
     let event = match close {
-        Close::Completed => AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Success },
+        Close::Completed => AgUiEvent::RunFinished {
+            thread_id,
+            run_id,
+            outcome: Outcome::Success { pending_tool_call_ids: Vec::new() },
+        },
+        Close::ClientCalls(calls) => {
+            let pending_tool_call_ids = calls.into_iter().map(|a| a.tool_call_id).collect();
+            AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Success { pending_tool_call_ids } }
+        }
         Close::Cancelled => AgUiEvent::RunFinished { thread_id, run_id, outcome: Outcome::Cancelled },
         Close::Waiting(approvals) => {
             let interrupts = approvals.iter().map(Interrupt::of).collect();
@@ -273,7 +301,7 @@ impl AgUiStream {
             (Some(RunStatus::Completed), _) => Close::Completed,
             (Some(RunStatus::Cancelled), _) => Close::Cancelled,
             (Some(_), _) => Close::Failed(self.error.clone()),
-            (None, Some(approval)) => Close::Waiting(vec![approval.clone()]),
+            (None, Some(approval)) => Close::parked(approval.clone()),
             (None, None) => return None,
         })
     }

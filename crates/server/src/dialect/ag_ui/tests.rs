@@ -71,6 +71,40 @@ fn a_run_parked_at_an_approval_is_two_ag_ui_runs() {
     assert_json_snapshot!("continued", second);
 }
 
+/// The fixed run's `write` call (`call_2`) as a call of a tool the client declared.
+fn client_call() -> Approval {
+    let payload = json!({"client": true, "tool": "write", "arguments": {"path": "out.txt"}, "description": "Write"});
+    Approval { kind: spool_protocol::ApprovalKind::ProvideInput, payload, ..approval() }
+}
+
+#[test]
+fn a_run_parked_at_a_client_call_finishes_with_the_call_pending_and_goes_on_with_its_result() {
+    let frames = read_write_run(client_call(), false, None);
+    let asked = asked_at(&frames);
+    let state = json!({"sessionId": sid(), "title": "", "todos": []});
+
+    let mut fold = AgUiStream::new(run_id());
+    let before = map_all(&mut fold, &frames[..=asked]);
+    let close = fold.close().expect("parked");
+    assert_eq!(close, Close::ClientCalls(vec![client_call()]));
+    let first = wire(&[opening("t", &run_id(), state.clone()), encode(&before), closing("t", &run_id(), close)]);
+    let end = first.last().expect("an end");
+    assert_eq!(end["outcome"], json!({"type": "success", "pendingToolCallIds": ["call_2"]}));
+    assert!(!first.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_2"));
+    assert!(first.iter().any(|e| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == "call_2"));
+
+    // The request with the call's result: nothing announces the decision; the call's
+    // result comes first, then the rest of the run.
+    let mut fold = AgUiStream::continuing(&client_call(), None);
+    let after = map_all(&mut fold, &frames[asked + 1..]);
+    let second = wire(&[opening("t", &run_id(), state), encode(&after), closing("t", &run_id(), Close::Completed)]);
+    let kinds: Vec<&str> = second.iter().map(|e| e["type"].as_str().expect("a type")).collect();
+    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"], "{kinds:?}");
+    assert_eq!(second[2]["toolCallId"], "call_2");
+    assert!(!kinds.contains(&"CUSTOM") && !kinds.contains(&"TOOL_CALL_START"), "{kinds:?}");
+    assert_eq!(second.last().expect("an end")["outcome"], json!({"type": "success"}));
+}
+
 #[test]
 fn the_whole_run_and_its_parts_map_to_the_same_events() {
     let frames = run_frames();
