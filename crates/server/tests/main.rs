@@ -6,6 +6,7 @@
 mod common;
 
 mod ag_ui;
+mod ai_sdk_tools;
 mod always_patterns;
 mod api;
 mod approvals;
@@ -14,6 +15,7 @@ mod auth_matrix;
 mod branches;
 mod browser_trust;
 mod caps;
+mod client_tools;
 mod cluster;
 mod connections;
 mod context;
