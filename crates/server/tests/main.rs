@@ -6,7 +6,6 @@
 mod common;
 
 mod ag_ui;
-mod ai_sdk_tools;
 mod always_patterns;
 mod api;
 mod approvals;
