@@ -705,3 +705,44 @@ async fn the_global_stream_carries_every_directorys_sessions_each_under_its_dire
         }
     }
 }
+
+/// A call of a tool the prompt declared (issue 40) waits for the client that declared
+/// it, not for a person: an OpenCode client sees its tool part running, is asked
+/// nothing, and the part completes with the client's result.
+#[tokio::test]
+async fn a_client_tool_call_is_a_running_tool_part_and_never_a_permission() {
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "client tool").await;
+    let mut events = Events::open(&server, &dir, "").await;
+    let prompt = json!({
+        "text": "tool: get_location {}",
+        "tools": [{"name": "get_location", "description": "Where the person is"}],
+    });
+    let (status, started) = server.post(&format!("/api/sessions/{session}/prompt"), prompt).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let tool = |status: &'static str| {
+        move |e: &Value| {
+            e["properties"]["part"]["type"] == "tool" && e["properties"]["part"]["state"]["status"] == status
+        }
+    };
+    events.until(tool("running")).await;
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let approval = detail["state"]["pendingApprovals"][0]["id"].as_str().expect("the call waits").to_owned();
+    let at = urlencode(dir.to_str().expect("utf-8"));
+    let (_, permissions) = server.get(&format!("/permission?directory={at}")).await;
+    assert_eq!(permissions, json!([]));
+
+    let (status, taken) = server.post(&format!("/api/tool-calls/{approval}/result"), json!({"output": "Lisbon"})).await;
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    events.until(tool("completed")).await;
+    events.until_idle(&session).await;
+    let asked = |e: &&Value| {
+        let kind = e["type"].as_str().unwrap_or_default();
+        kind.starts_with("permission.") || kind.starts_with("question.")
+    };
+    assert_eq!(events.seen.iter().find(asked), None, "{}", types(&events.seen));
+    let list = messages(&server, &session).await;
+    assert_eq!(list[1]["parts"][1]["state"]["status"], "completed", "{}", list[1]);
+    assert_eq!(list[1]["parts"][1]["state"]["output"], "Lisbon");
+}

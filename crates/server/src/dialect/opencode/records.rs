@@ -213,9 +213,16 @@ pub fn permission(approval: &Approval, message: Option<u64>) -> Permission {
 
 /// Whether an approval asks the person a question (the `question` tool's
 /// `select_option` / `provide_input`) rather than for a permission: OpenCode shows it
-/// as a question, answered on its own routes.
+/// as a question, answered on its own routes. A client tool call is neither.
 pub fn is_question(approval: &Approval) -> bool {
-    approval.kind != spool_protocol::ApprovalKind::ConfirmAction
+    approval.kind != spool_protocol::ApprovalKind::ConfirmAction && !approval.is_client_call()
+}
+
+/// Whether an approval asks the person for a permission: OpenCode lists it and asks.
+/// A client tool call (`Approval::is_client_call`) waits for the client that declared
+/// the tool to post its result, not for a person: OpenCode shows its tool part running.
+pub fn is_permission(approval: &Approval) -> bool {
+    approval.kind == spool_protocol::ApprovalKind::ConfirmAction && !approval.is_client_call()
 }
 
 /// A pending question approval as OpenCode's question request. `message` is the index

@@ -88,6 +88,9 @@ pub struct Mapper {
     /// The pending questions that are a server's, asked while its call runs (live
     /// asks): their call is running already, so an answer is replied at once.
     live: std::collections::HashSet<ApprovalId>,
+    /// The pending client tool calls (`Approval::is_client_call`): neither a permission
+    /// nor a question, their tool part runs until the client's result comes.
+    client: std::collections::HashSet<ApprovalId>,
     run: RunTrack,
     /// Index of the active run's user message, for replaying it from a snapshot.
     run_start: Option<u64>,
@@ -161,6 +164,7 @@ impl Mapper {
             questions: HashMap::new(),
             answered: HashMap::new(),
             live: Default::default(),
+            client: Default::default(),
             run: RunTrack::default(),
             run_start: None,
             resuming: false,
@@ -335,7 +339,19 @@ impl Mapper {
                     self.pending.push(approval.id.clone());
                 }
                 let message = self.run.calls.get(&approval.tool_call_id).map(|(i, _)| *i);
-                if is_question(approval) {
+                if approval.is_client_call() {
+                    // The client runs it: OpenCode has nothing to answer, and the part
+                    // runs until the result comes (`tool_execution_start` / `_end`).
+                    self.client.insert(approval.id.clone());
+                    let args = approval.payload.get("arguments").cloned().unwrap_or_default();
+                    self.set_tool_state(&approval.tool_call_id, now, out, |state| {
+                        let input = match state {
+                            ToolState::Pending { input, .. } | ToolState::Running { input, .. } => input.clone(),
+                            _ => tool_input(&args).0,
+                        };
+                        ToolState::Running { input, time: StartTime { start: now }, metadata: None }
+                    });
+                } else if is_question(approval) {
                     self.questions.insert(approval.id.clone(), approval.tool_call_id.clone());
                     if approval.is_live_ask() {
                         self.live.insert(approval.id.clone());
@@ -350,6 +366,10 @@ impl Mapper {
             AgentEvent::ApprovalResolved { approval_id, decision, .. } => {
                 self.pending.retain(|p| p != approval_id);
                 let live = self.live.remove(approval_id);
+                if self.client.remove(approval_id) {
+                    // A client call's result (or its cancelling): no permission was asked.
+                    return;
+                }
                 match self.questions.remove(approval_id) {
                     // A server's question: answered (the fields are the server's, not
                     // on this event), or declined, expired or cancelled.

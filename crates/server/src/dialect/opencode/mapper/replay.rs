@@ -99,6 +99,7 @@ impl Mapper {
         }
         self.questions.clear();
         self.answered.clear();
+        self.client.clear();
         for approval in &state.pending_approvals {
             let requested = AgentEvent::ApprovalRequested { approval: Box::new(approval.clone()) };
             self.event(&requested, None, now, out);
@@ -113,7 +114,8 @@ impl Mapper {
     /// `permission.replied` for the session's last resolved approval, if that was after
     /// `since`.
     pub(super) fn replied_since(&self, state: &SessionState, since: Millis) -> Option<Event> {
-        let last = state.last_approval.as_ref().filter(|a| a.at > since)?;
+        // A client call's result was no permission's reply.
+        let last = state.last_approval.as_ref().filter(|a| a.at > since && a.decision != "output")?;
         let reply = Reply::from_resolution(&last.decision);
         Some(Event::PermissionReplied {
             session_id: self.sid(),

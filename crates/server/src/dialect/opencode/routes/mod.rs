@@ -603,7 +603,7 @@ async fn reply(
 async fn permissions(State(state): State<AppState>, dir: Directory) -> Result<Json<Vec<Permission>>, ApiError> {
     let Some(project) = &dir.project else { return Ok(Json(Vec::new())) };
     let pending = state.engine.runs().pending_approvals(&dir.user).await?;
-    let permissions = pending.into_iter().filter(|a| !records::is_question(a)).collect();
+    let permissions = pending.into_iter().filter(records::is_permission).collect();
     let calls = of_project(&state.engine, &dir.user, &project.id, permissions).await;
     Ok(Json(calls.iter().map(|(approval, message)| records::permission(approval, *message)).collect()))
 }
