@@ -5,6 +5,7 @@
 // Every wait is bounded (by the test's waitFor* timeouts or by `until`); nothing sleeps
 // except where a test is about time.
 
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -89,10 +90,13 @@ export const EVERYTHING =
  * Starts `spool serve` with a config.toml whose `[[mcp]]` server `everything` is
  * server-everything over stdio, its tools allowed without asking (unless `allow` is false:
  * then they ask, as by default), then `more` lines; stopped, its config removed, when
- * test `t` ends. Without server-everything installed, skips `t` and returns null.
+ * test `t` ends. Without server-everything installed, skips `t` and returns null (fails under CI).
  */
 export async function startSpoolWithEverything(t, more = [], { allow = true } = {}) {
   if (!existsSync(EVERYTHING)) {
+    // Under CI a missing server is a broken setup, as for the Rust tests: scripts/test installs it.
+    const ci = process.env.CI && process.env.CI !== 'false';
+    assert.ok(!ci, `server-everything is missing at ${EVERYTHING} under CI: scripts/test runs npm ci in tests/mcp`);
     t.skip('server-everything is not installed (npm ci in tests/mcp)');
     return null;
   }
