@@ -14,34 +14,45 @@
 //! | `text_delta` (`thinking_delta`)                 | `text-start` once, then `text-delta` (`reasoning-*`) |
 //! | `text_end` (`thinking_end`), or another part starting | `text-end` (`reasoning-end`) |
 //! | `toolcall_start` / `toolcall_delta`             | `tool-input-start` / `tool-input-delta` |
-//! | `message_end` of an assistant message, `tool_execution_start` | `tool-input-available` (once per call; a `question` call's when it is asked) |
-//! | `approval_requested`                            | `tool-approval-request {approvalId, toolCallId, approvalDescriptor}` |
-//! | `approval_requested` of a question              | `tool-input-available` of the `question` call, `providerMetadata.spool.approvalId` |
+//! | `tool_execution_start`, or the call's end unrun  | `tool-input-available` (once per call, from the input `message_end` completed) |
+//! | `approval_requested`                            | the call's `tool-input-available`, then `tool-approval-request {approvalId, toolCallId, approvalDescriptor}` |
+//! | `approval_requested` of a question or a client tool's call | `tool-input-available` of the call, `providerExecuted: false`, `providerMetadata.spool.approvalId` |
 //! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
 //! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
 //! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
 //! | `agent_end` cancelled                           | `abort` |
 //! | `agent_end` failed                              | `error {errorText}` from the stored run ([`Step::failed`]) |
 //!
-//! Tools are Spool's, not the client's, so tool parts are `dynamic` (`dynamic-tool` parts
-//! with a `toolName`, as the AI SDK shows tools it has no types for) and
-//! `providerExecuted`: the client neither runs them nor is asked to (`onToolCall`).
-//! The one exception is the `question` tool, whose answer only the person can give: its
-//! call is a tool call the client answers, as the AI SDK does for tools without an
-//! `execute` — `providerExecuted: false`, announced when Spool asks (the approval's id
-//! rides in `providerMetadata`, so the part the client sends back names it), and
-//! answered with `addToolOutput` (`routes.rs` turns the output into the approval's
-//! `fill`). A question's `tool-input-available` is therefore held back from the
-//! assistant message's end to its `approval_requested`, or to its result when it was
-//! never asked (a rule denied it). Part ids derive from
+//! Tool parts are `dynamic` (`dynamic-tool` parts with a `toolName`, as the AI SDK shows
+//! tools it has no types for). Spool's own tools are `providerExecuted`: the client
+//! neither runs them nor is asked to (`onToolCall`). Two kinds of call are the client's
+//! to answer, as the AI SDK does for tools without an `execute`: the `question` tool's
+//! (only the person can answer it) and a call of a tool the client declared with the
+//! prompt (the request's `tools`, run by the client: the engine parks the run at an
+//! approval marked `client`). Their `tool-input-available` is `providerExecuted: false`
+//! and announced when Spool asks (the approval's id rides in `providerMetadata`, so the
+//! part the client sends back names it); the client answers with `addToolOutput`
+//! (`routes.rs` turns a question's output into the approval's `fill`, a client tool's
+//! output or `output-error` into its `output` decision). Which calls those are is known
+//! only once the run asks, so every call's `tool-input-available` is held back from the
+//! assistant message's end until what becomes of the call is known: Spool starts it,
+//! asks a person or the client about it, or it ends unrun (a rule denied it); the step's
+//! end sends any still held. A call a person approves first (an `ask` rule on a client
+//! tool) goes out as Spool's with its approval request and again as the client's when
+//! the client is asked: the part takes the second. A call's `tool-input-start`, sent
+//! while its input streams, says `providerExecuted: true` for all but a question (the
+//! client's `tool-input-available` overrides it). Part ids derive from
 //! the message index and content index, so a replay of the same frames names the same
 //! parts: a client that reloads and resumes replaces its message with an identical one.
 //!
-//! A run parked at an approval: the transport ends the stream after the
-//! `tool-approval-request` once it has caught up with the live frames, closing it with
-//! `finish-step` and `finish {finishReason: "tool-calls"}` ([`parked_end`]); the client's
-//! next request carries the decision, and the answer continues the same message from
-//! the frame after the interrupt ([`AiSdkStream::continuing`]).
+//! A run parked at an approval (or a question, or a client call): the transport ends the
+//! stream after the `tool-approval-request` (or the call's `tool-input-available`) once
+//! it has caught up with the live frames, closing it with `finish-step` and
+//! `finish {finishReason: "tool-calls"}` ([`parked_end`]); the client's next request
+//! carries the decision or the output, and the answer continues the same message from
+//! the frame after the interrupt ([`AiSdkStream::continuing`]): for an answered call,
+//! its `tool-output-available {output}` (the result as the model reads it: text) or
+//! `tool-output-error`, then the rest of the run.
 //!
 //! The fold is a [`FormMapper`]: its state after a frame depends only on the run's
 //! frames and where it started, so every stream of a run started the same way shares one
@@ -229,10 +240,12 @@ pub struct Step {
 pub struct AiSdkStream {
     core: Core<ApprovalId>,
     step_open: bool,
-    /// Calls whose `tool-input-available` was sent.
-    available: BTreeSet<String>,
-    /// Question calls not asked yet, with their input: sent when asked ([`Self::ask`]).
-    held: BTreeMap<String, serde_json::Value>,
+    /// Calls whose `tool-input-available` was sent, and whether as a call the client
+    /// answers (a question's or a client tool's).
+    available: BTreeMap<String, bool>,
+    /// Calls whose input is complete but not sent yet, with their name and input: sent
+    /// when what becomes of them is known ([`Self::input_available`]).
+    held: BTreeMap<String, (String, serde_json::Value)>,
     /// Tool calls of the approvals asked (questions aside), by approval.
     asked: BTreeMap<ApprovalId, String>,
     /// Calls a person denied: their `tool_execution_end` is no output.
@@ -246,7 +259,7 @@ impl AiSdkStream {
         Self {
             core: Core::new(run_id),
             step_open: false,
-            available: BTreeSet::new(),
+            available: BTreeMap::new(),
             held: BTreeMap::new(),
             asked: BTreeMap::new(),
             denied: BTreeSet::new(),
@@ -287,6 +300,14 @@ impl AiSdkStream {
         for approval in state.pending_approvals.iter().filter(|a| a.run_id == run.id) {
             fold.ask(approval, &mut out);
         }
+        // Calls without a result that wait for nobody run now or are next: shown as
+        // Spool's (one the client is asked for after all is sent again as the client's).
+        // A question not asked yet stays held, as in a live stream.
+        let going: Vec<String> =
+            fold.held.iter().filter(|(_, (name, _))| name != QUESTION_TOOL).map(|(id, _)| id.clone()).collect();
+        for id in going {
+            fold.release(&id, &mut out);
+        }
         if run.status.is_terminal() {
             fold.release_all(&mut out);
             fold.close_step(&mut out);
@@ -312,7 +333,7 @@ impl AiSdkStream {
         let mut fold = Self::new(approval.run_id.clone());
         fold.core.started = true;
         fold.step_open = true;
-        fold.available.insert(approval.tool_call_id.clone());
+        fold.available.insert(approval.tool_call_id.clone(), asks_for_input(approval));
         if !asks_for_input(approval) {
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
         }
@@ -348,12 +369,15 @@ impl AiSdkStream {
                 self.close_part(&mut out);
                 for block in content {
                     if let Content::ToolCall { id, name, arguments } = block {
-                        self.input_available(id, name, arguments, &mut out);
+                        self.input_available(id, name, arguments);
                     }
                 }
             }
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
-                self.input_available(tool_call_id, tool_name, args, &mut out);
+                // Spool runs the call: its input as the model gave it, or (never seen)
+                // the arguments it runs with.
+                let input = self.held.remove(tool_call_id).map_or_else(|| args.clone(), |(_, input)| input);
+                self.send_input(tool_call_id, tool_name, input, None, &mut out);
             }
             AgentEvent::ApprovalRequested { approval } => {
                 self.ask(approval, &mut out);
@@ -385,6 +409,7 @@ impl AiSdkStream {
                 }
             }
             AgentEvent::TurnEnd {} => {
+                self.release_all(&mut out);
                 self.close_step(&mut out);
             }
             AgentEvent::AgentEnd { status, error, .. } => {
@@ -422,7 +447,7 @@ impl AiSdkStream {
         let Some(delta) = self.block_delta(session, index, delta, out) else { return };
         match delta {
             StreamDelta::ToolcallStart { content_index, id, name } => {
-                if self.available.contains(id) {
+                if self.available.contains_key(id) {
                     return;
                 }
                 self.close_part(out);
@@ -444,21 +469,20 @@ impl AiSdkStream {
         }
     }
 
-    /// A call's input is complete: sent now, or for a question when it is asked.
-    fn input_available(&mut self, id: &str, name: &str, input: &serde_json::Value, out: &mut Vec<UiChunk>) {
-        if self.available.contains(id) {
-            return;
-        }
-        match name {
-            QUESTION_TOOL => {
-                self.held.insert(id.to_owned(), input.clone());
-            }
-            _ => self.send_input(id, name, input.clone(), None, out),
+    /// A call's input is complete: held until what becomes of the call is known — Spool
+    /// starts it (`tool_execution_start`), asks a person about it, asks the client to
+    /// answer it (a question, a client tool: `approval_requested`), or it ends unrun —
+    /// so a call the client answers is announced once, as the client's.
+    fn input_available(&mut self, id: &str, name: &str, input: &serde_json::Value) {
+        if !self.available.contains_key(id) {
+            self.held.insert(id.to_owned(), (name.to_owned(), input.clone()));
         }
     }
 
-    /// Sends a call's `tool-input-available`; with `approval`, as the question the client
-    /// answers.
+    /// Sends a call's `tool-input-available`; with `approval`, as a call the client
+    /// answers (a question, a client tool), whose part names the approval. A call sent
+    /// as Spool's and asked of the client after all (an `ask` rule approved first) is
+    /// sent again: the client's part takes the second.
     fn send_input(
         &mut self,
         id: &str,
@@ -467,9 +491,11 @@ impl AiSdkStream {
         approval: Option<&ApprovalId>,
         out: &mut Vec<UiChunk>,
     ) {
-        if !self.available.insert(id.to_owned()) {
+        let for_client = approval.is_some();
+        if self.available.get(id).is_some_and(|&sent| sent || !for_client) {
             return;
         }
+        self.available.insert(id.to_owned(), for_client);
         self.held.remove(id);
         self.close_part(out);
         self.open_step(out);
@@ -483,8 +509,9 @@ impl AiSdkStream {
         });
     }
 
-    /// The run waits for a person: a question is its call, for the client to answer;
-    /// any other approval a `tool-approval-request`.
+    /// The run waits for a person: a question or a client tool's call is its call, for
+    /// the client to answer; any other approval a `tool-approval-request` (after the
+    /// call's input).
     fn ask(&mut self, approval: &Approval, out: &mut Vec<UiChunk>) {
         if approval.is_live_ask() {
             // Not a wait of the run: its call is running and its server asks. The
@@ -494,16 +521,21 @@ impl AiSdkStream {
             return;
         }
         self.core.waiting = Some(approval.id.clone());
+        let call = &approval.tool_call_id;
         if asks_for_input(approval) {
-            let call = &approval.tool_call_id;
-            // The arguments as the call was made; the card's question and options when
-            // the fold never saw the call (a continuation from elsewhere).
-            let input = self.held.remove(call).unwrap_or_else(|| {
-                serde_json::json!({"question": approval.payload["question"], "options": approval.payload["options"]})
+            // The arguments as the call was made; when the fold never saw the call (a
+            // continuation from elsewhere), a client call's arguments or the card's
+            // question and options.
+            let input = self.held.remove(call).map(|(_, input)| input).unwrap_or_else(|| match approval.is_client_call() {
+                true => approval.payload["arguments"].clone(),
+                false => {
+                    serde_json::json!({"question": approval.payload["question"], "options": approval.payload["options"]})
+                }
             });
             self.send_input(call, &approval.tool, input, Some(&approval.id), out);
             return;
         }
+        self.release(call, out);
         self.close_part(out);
         self.open_step(out);
         self.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
@@ -514,11 +546,11 @@ impl AiSdkStream {
         });
     }
 
-    /// A held question call that ended without being asked (a rule denied it, the run
-    /// ended): sent as a call Spool settled, before its end.
+    /// A held call that Spool settles (asks a person about, ends unrun, or the step or
+    /// run ended): sent as Spool's call.
     fn release(&mut self, id: &str, out: &mut Vec<UiChunk>) {
-        if let Some(input) = self.held.remove(id) {
-            self.send_input(id, QUESTION_TOOL, input, None, out);
+        if let Some((name, input)) = self.held.remove(id) {
+            self.send_input(id, &name, input, None, out);
         }
     }
 
@@ -572,11 +604,11 @@ impl PartFold for AiSdkStream {
     }
 
     /// A call drawn from a snapshot: its input is complete.
-    fn draw_call(&mut self, DrawnCall { id, name, input, .. }: DrawnCall<'_>, out: &mut Vec<UiChunk>) {
-        self.input_available(id, name, input, out);
+    fn draw_call(&mut self, DrawnCall { id, name, input, .. }: DrawnCall<'_>, _out: &mut Vec<UiChunk>) {
+        self.input_available(id, name, input);
     }
 
-    /// A held question call is released before its result.
+    /// A held call is released before its result.
     fn draw_result(
         &mut self,
         DrawnResult { tool_call_id, text, is_error, .. }: DrawnResult<'_>,

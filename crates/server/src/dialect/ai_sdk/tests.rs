@@ -180,3 +180,192 @@ fn a_failed_run_ends_with_the_error_its_agent_end_carries_and_other_runs_map_to_
         "data: {\"type\":\"error\",\"errorText\":\"the provider went away\"}\n\n"
     );
 }
+
+/// A call of `get_weather`, a tool the client declared, parked for the client's result.
+fn client_call() -> Approval {
+    Approval {
+        id: "per_01jd0000000000000000000008".parse().expect("valid id"),
+        tool_call_id: "call_c".into(),
+        tool: "get_weather".into(),
+        kind: spool_protocol::ApprovalKind::ProvideInput,
+        payload: serde_json::json!({
+            "client": true,
+            "tool": "get_weather",
+            "arguments": {"city": "Oslo"},
+            "description": "The weather in a city",
+        }),
+        ..approval()
+    }
+}
+
+/// A run that reads a file and calls the client's `get_weather` in one message, parks
+/// for the client's result (`result`, an error with `is_error`), reads it and answers.
+fn client_call_frames(result: &str, is_error: bool) -> Vec<Frame> {
+    let c = client_call();
+    let read = serde_json::json!({"path": "README.md"});
+    let calls = vec![
+        Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: read.clone() },
+        Content::ToolCall {
+            id: c.tool_call_id.clone(),
+            name: c.tool.clone(),
+            arguments: c.payload["arguments"].clone(),
+        },
+    ];
+    let ended = AgentEvent::ToolExecutionEnd {
+        tool_call_id: c.tool_call_id.clone(),
+        tool_name: c.tool.clone(),
+        result: result.into(),
+        is_error,
+    };
+    let answer = assistant(vec![Content::Text { text: "Noted.".into() }], StopReason::Stop);
+    frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(
+                Some(1),
+                test_frames::update(StreamDelta::ToolcallStart {
+                    content_index: 1,
+                    id: c.tool_call_id.clone(),
+                    name: c.tool.clone(),
+                }),
+            ),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(calls, StopReason::ToolUse) }),
+            ev(None, tool_started("call_1", "read", read)),
+            ev(None, tool_ended("call_1", "read", "# Test")),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(c.clone()) }),
+            ev(None, approval_decided(&c, "output", Some(owner()))),
+            ev(None, tool_started(&c.tool_call_id, &c.tool, c.payload["arguments"].clone())),
+            ev(None, ended),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(4), AgentEvent::MessageEnd { message: answer }),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        ],
+    )
+}
+
+/// The `tool-input-available` chunks of `call`.
+fn inputs_of<'a>(chunks: &'a [UiChunk], call: &str) -> Vec<&'a UiChunk> {
+    chunks
+        .iter()
+        .filter(|c| matches!(c, UiChunk::ToolInputAvailable { tool_call_id, .. } if tool_call_id == call))
+        .collect()
+}
+
+#[test]
+fn a_client_tool_call_is_announced_once_as_the_clients_when_it_parks() {
+    let frames = client_call_frames("sunny", false);
+    let asked = 7;
+    let c = client_call();
+    let mut fold = AiSdkStream::new(run_id());
+    let before = map_all(&mut fold, &frames[..asked]);
+    assert!(fold.waiting(), "the run waits for the client");
+    let input = UiChunk::ToolInputAvailable {
+        tool_call_id: c.tool_call_id.clone(),
+        tool_name: "get_weather".into(),
+        input: serde_json::json!({"city": "Oslo"}),
+        dynamic: true,
+        provider_executed: false,
+        provider_metadata: Some(serde_json::json!({"spool": {"approvalId": c.id}})),
+    };
+    assert_eq!(inputs_of(&before, &c.tool_call_id), vec![&input], "once, as the client's: {before:?}");
+    assert_eq!(before.last(), Some(&input), "announced when it parks, after Spool's own call: {before:?}");
+    assert!(!before.iter().any(|c| matches!(c, UiChunk::ToolApprovalRequest { .. })), "no approval to ask: {before:?}");
+
+    // The client's result: the continuation shows it as the call's output, then goes on.
+    let after = map_all(&mut AiSdkStream::continuing(&c, None, false), &frames[asked..]);
+    assert_eq!(
+        after[0],
+        UiChunk::ToolOutputAvailable { tool_call_id: c.tool_call_id.clone(), output: "sunny".into(), dynamic: true }
+    );
+    assert!(inputs_of(&after, &c.tool_call_id).is_empty(), "the client has its input: {after:?}");
+    assert_eq!(after.last(), Some(&UiChunk::Finish { finish_reason: FinishReason::Stop }));
+
+    // The same run followed from its start, and continued after a replay from its start.
+    let whole = map_all(&mut AiSdkStream::new(run_id()), &frames);
+    assert_eq!(inputs_of(&whole, &c.tool_call_id), vec![&input]);
+    let muted = map_all(&mut AiSdkStream::muted_until(&c, None, false), &frames);
+    assert_eq!(muted, after, "a continuation replayed from the run's start sends the same");
+}
+
+#[test]
+fn a_client_tools_error_result_is_the_calls_output_error() {
+    let frames = client_call_frames("no network", true);
+    let c = client_call();
+    let after = map_all(&mut AiSdkStream::continuing(&c, None, false), &frames[7..]);
+    assert_eq!(
+        after[0],
+        UiChunk::ToolOutputError {
+            tool_call_id: c.tool_call_id.clone(),
+            error_text: "no network".into(),
+            dynamic: true
+        }
+    );
+    assert!(!after.iter().any(|c| matches!(c, UiChunk::ToolOutputDenied { .. })), "{after:?}");
+}
+
+#[test]
+fn a_client_call_a_rule_asks_about_first_is_sent_again_as_the_clients() {
+    let c = client_call();
+    let confirm = Approval {
+        kind: spool_protocol::ApprovalKind::ConfirmAction,
+        payload: serde_json::json!({"tool": "get_weather"}),
+        ..approval()
+    };
+    let confirm = Approval { tool_call_id: c.tool_call_id.clone(), tool: c.tool.clone(), ..confirm };
+    let call = Content::ToolCall {
+        id: c.tool_call_id.clone(),
+        name: c.tool.clone(),
+        arguments: c.payload["arguments"].clone(),
+    };
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(confirm.clone()) }),
+            ev(None, approval_decided(&confirm, "once", Some(owner()))),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(c.clone()) }),
+        ],
+    );
+    let asked = map_all(&mut AiSdkStream::new(run_id()), &frames[..4]);
+    let kinds: Vec<_> = asked.iter().map(|c| serde_json::to_value(c).expect("json")["type"].clone()).collect();
+    assert_eq!(kinds, ["start", "start-step", "tool-input-available", "tool-approval-request"]);
+    let mut fold = AiSdkStream::continuing(&confirm, Some(confirm.id.clone()), false);
+    let then = map_all(&mut fold, &frames[4..]);
+    assert!(fold.waiting());
+    assert!(
+        matches!(&then[..], [UiChunk::ToolInputAvailable { provider_executed: false, provider_metadata: Some(_), .. }]),
+        "{then:?}"
+    );
+}
+
+#[test]
+fn a_snapshot_draws_a_parked_client_call_as_the_clients() {
+    let c = client_call();
+    let call = Content::ToolCall {
+        id: c.tool_call_id.clone(),
+        name: c.tool.clone(),
+        arguments: c.payload["arguments"].clone(),
+    };
+    let user = Message::User { content: vec![Content::Text { text: "weather?".into() }], timestamp: 0 };
+    let messages =
+        vec![test_frames::indexed(1, 0, user), test_frames::indexed(2, 1, assistant(vec![call], StopReason::ToolUse))];
+    let mut state = test_frames::session_state(messages.clone());
+    state.pending_approvals.push(c.clone());
+    let run = test_frames::stored_run(RunStatus::Interrupted, None);
+    let (fold, chunks) = AiSdkStream::from_snapshot(&run, &state, &messages);
+    assert!(fold.waiting());
+    let inputs = inputs_of(&chunks, &c.tool_call_id);
+    assert!(
+        matches!(
+            &inputs[..],
+            [UiChunk::ToolInputAvailable { provider_executed: false, provider_metadata: Some(_), .. }]
+        ),
+        "{chunks:?}"
+    );
+}
