@@ -255,6 +255,12 @@ impl View {
         self.pending.iter().find(|a| !self.answered.contains(&a.id))
     }
 
+    /// The oldest approval still waiting that a typed line answers: not a client tool
+    /// call, which waits for the client that declared the tool, not for a person.
+    fn answerable(&self) -> Option<&Approval> {
+        self.pending.iter().find(|a| !self.answered.contains(&a.id) && !a.is_client_call())
+    }
+
     /// Nothing sent from here is still running or waiting in the queue.
     fn settled(&self) -> bool {
         !self.busy && self.awaiting.is_empty() && self.queued.is_empty()
@@ -452,6 +458,11 @@ impl View {
         if approval.is_live_ask() {
             return self.ask_live(approval);
         }
+        if approval.is_client_call() {
+            // A tool the prompt declared: its client runs it and posts the result.
+            self.line_break();
+            return self.print(&format!("  … waiting for the client to run {}\n", approval.tool));
+        }
         if is_question(approval) {
             return self.ask_question(payload);
         }
@@ -564,13 +575,13 @@ impl View {
         if let Some(approval) = self.unanswered().filter(|a| a.is_live_ask()).cloned() {
             return self.answer_live(client, session, &approval, text).await;
         }
-        if let Some(approval) = self.unanswered().filter(|a| is_question(a)).cloned() {
+        if let Some(approval) = self.answerable().filter(|a| is_question(a)).cloned() {
             return self.answer_question(client, session, &approval, text).await;
         }
         if text.is_empty() {
             return;
         }
-        if let Some(approval) = self.unanswered().cloned() {
+        if let Some(approval) = self.answerable().cloned() {
             return self.answer(client, session, &approval, text).await;
         }
         let request_id = format!("chat-{}", RunId::new().as_str().trim_start_matches("run_"));

@@ -571,3 +571,36 @@ fn a_servers_question_is_answered_field_by_field() {
         assert!(text.contains(line), "{line:?} in {text}");
     }
 }
+
+/// Issue 40: a call of a tool the prompt declared waits for the client that declared
+/// it: the chat says so and asks nothing, a typed line is a prompt (queued behind the
+/// parked run), and the run goes on once that client posts the result.
+#[test]
+fn a_client_tool_call_waits_for_its_client_and_asks_nothing_here() {
+    let setup = Setup::start(0);
+    let timeout = u64::try_from(WAIT.as_millis()).expect("a small timeout");
+    let mut chat = rexpect::session::spawn_command(setup.chat(&[]), Some(timeout)).expect("spawn spool chat");
+    let (_, opened) = chat.exp_regex("session ses_[0-9a-z]+").expect("the session's id");
+    let session = opened.trim_start_matches("session ").to_owned();
+    chat.exp_string("type a prompt").expect("the greeting");
+
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let client = reqwest::Client::new();
+    let prompt = serde_json::json!({
+        "text": "tool: get_location {}",
+        "tools": [{"name": "get_location", "description": "Where the person is"}],
+    });
+    let url = format!("{}/api/sessions/{session}/prompt", setup.base);
+    runtime.block_on(common::call(client.post(url).json(&prompt)));
+    let card = chat.exp_string("waiting for the client to run get_location").expect("the call waits for its client");
+    assert!(!card.contains("approve?"), "{card:?}");
+    chat.send_line("echo: typed meanwhile").expect("type");
+    chat.exp_string("queued (1 in line)").expect("a typed line is a prompt, not an answer");
+
+    let detail = runtime.block_on(common::call(client.get(format!("{}/api/sessions/{session}", setup.base))));
+    let approval = detail["state"]["pendingApprovals"][0]["id"].as_str().expect("the call waits").to_owned();
+    let url = format!("{}/api/tool-calls/{approval}/result", setup.base);
+    runtime.block_on(common::call(client.post(url).json(&serde_json::json!({"output": "Lisbon"}))));
+    chat.exp_string("Tool get_location returned 1 line: Lisbon").expect("the model read the client's result");
+    chat.exp_string("typed meanwhile").expect("then the queued prompt ran");
+}
