@@ -4,7 +4,9 @@
 //! follows the run it started; an approval ends the stream with an `interrupt` outcome
 //! and the request answering it (`resume`) streams the rest of the run, the decision
 //! taken once; a request that goes away mid-run leaves its run going (unless it asked
-//! otherwise), and the client re-attaches after the last event it has.
+//! otherwise), and the client re-attaches after the last event it has; a call of a
+//! tool the client declared ends the stream with the call pending, and the request
+//! with its `tool` message goes on from its result, taken once.
 
 use crate::common;
 
@@ -488,4 +490,124 @@ async fn an_interrupt_answered_after_a_restart_goes_on_without_repeating_the_run
     let run = run_of(&server, &rest).await;
     assert_eq!(text_of(&rest), stored_text(&server, &run).await, "every word once");
     assert_eq!(std::fs::read_to_string(server.project_dir().join("later.txt")).expect("written"), "after a long wait");
+}
+
+/// `get_location`, declared the way an AG-UI frontend declares its tools.
+fn with_location_tool(mut body: Value) -> Value {
+    body["tools"] = json!([{
+        "name": "get_location",
+        "description": "Where the person is, as a city name",
+        "parameters": {"type": "object", "properties": {}},
+    }]);
+    body
+}
+
+/// The `toolResult` messages of `call` the session stored.
+async fn results_of(server: &TestServer, session: &str, call: &str) -> Vec<Value> {
+    let page = server.messages(session, "?limit=500").await;
+    let messages = page["messages"].as_array().expect("messages").iter();
+    messages.filter(|m| m["role"] == "toolResult" && m["toolCallId"] == call).cloned().collect()
+}
+
+#[tokio::test]
+async fn a_client_tool_call_ends_the_stream_pending_and_its_tool_message_goes_on_once() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let prompt = user("c1", "tool: get_location {}");
+    let asked = events(post(&server, &with_location_tool(input("thread-c", &project, json!([prompt])))).await).await;
+    let end = asked.last().expect("an end");
+    let call = end["outcome"]["pendingToolCallIds"][0].as_str().expect("a pending call").to_owned();
+    assert_eq!(end["outcome"], json!({"type": "success", "pendingToolCallIds": [call]}), "{end}");
+    let start = asked.iter().find(|e| e["type"] == "TOOL_CALL_START").expect("the call");
+    assert_eq!((start["toolCallId"].as_str(), start["toolCallName"].as_str()), (Some(&*call), Some("get_location")));
+    assert!(!types(&asked).contains(&"TOOL_CALL_RESULT"), "the client runs it: {:?}", types(&asked));
+    let run = run_of(&server, &asked).await;
+    assert_eq!(run["status"], "interrupted");
+    let session = run["sessionId"].as_str().expect("sessionId").to_owned();
+
+    // The client ran it and sends the conversation with its result.
+    let assistant = json!({"id": "a1", "role": "assistant", "toolCalls": [
+        {"id": call, "type": "function", "function": {"name": "get_location", "arguments": "{}"}},
+    ]});
+    let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": [
+        {"type": "text", "text": "Lisbon"}, {"type": "text", "text": "Portugal"},
+    ]});
+    let answered = with_location_tool(input("thread-c", &project, json!([prompt, assistant, tool])));
+    let rest = events(post(&server, &answered).await).await;
+    let kinds = types(&rest);
+    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"], "{kinds:?}");
+    assert_eq!(rest[0]["runId"], asked[0]["runId"], "one Spool run");
+    assert_eq!((rest[2]["toolCallId"].as_str(), rest[2]["content"].as_str()), (Some(&*call), Some("Lisbon\nPortugal")));
+    assert!(!kinds.contains(&"TOOL_CALL_START") && !kinds.contains(&"CUSTOM"), "{kinds:?}");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert_eq!(text_of(&rest), "Tool get_location returned 2 lines: Lisbon");
+    let stored = results_of(&server, &session, &call).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["isError"], false);
+
+    // The same request again, and another result for the answered call: no second
+    // result, no second prompt.
+    let again = events(post(&server, &answered).await).await;
+    assert_eq!(again[0]["runId"], asked[0]["runId"]);
+    let mut other = answered.clone();
+    other["messages"][2]["content"] = json!("Porto");
+    let other = events(post(&server, &other).await).await;
+    assert_eq!(other[0]["runId"], asked[0]["runId"]);
+    assert_eq!(results_of(&server, &session, &call).await.len(), 1, "answered once");
+    let page = server.messages(&session, "?limit=500").await;
+    let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "prompted once");
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_tool_message_with_an_error_is_a_failed_call_and_one_for_no_waiting_call_prompts_as_before() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let prompt = user("e1", "tool: get_location {}");
+    let asked = events(post(&server, &with_location_tool(input("thread-e", &project, json!([prompt])))).await).await;
+    let call = asked.last().expect("an end")["outcome"]["pendingToolCallIds"][0].clone();
+    let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": "", "error": "permission denied"});
+    let body = with_location_tool(input("thread-e", &project, json!([prompt, tool])));
+    let rest = events(post(&server, &body).await).await;
+    let result = rest.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").expect("the result");
+    assert_eq!(result["content"], "permission denied");
+    assert_eq!(result["metadata"]["spool"]["isError"], true);
+    assert_eq!(text_of(&rest), "Tool get_location failed: permission denied");
+    let run = run_of(&server, &rest).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let stored = results_of(&server, session, call.as_str().expect("id")).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["isError"], true);
+
+    // A new user message, then a tool message for a call nothing waits for: the
+    // user message is the prompt, as without it.
+    let stray = json!({"id": "t2", "role": "tool", "toolCallId": "call_nobody", "content": "x"});
+    let body = input("thread-e", &project, json!([prompt, tool, user("e2", "echo: next"), stray]));
+    let next = events(post(&server, &body).await).await;
+    assert_ne!(next[0]["runId"], asked[0]["runId"]);
+    assert_eq!(text_of(&next), "next");
+}
+
+#[tokio::test]
+async fn a_client_call_is_answered_after_a_restart_and_the_run_goes_on_from_its_result() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let prompt = user("r1", "tool: get_location {}");
+    let asked = events(post(&server, &with_location_tool(input("thread-r", &project, json!([prompt])))).await).await;
+    let call = asked.last().expect("an end")["outcome"]["pendingToolCallIds"][0].clone();
+    let server = server.restart().await;
+
+    let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": "Lisbon"});
+    let rest =
+        events(post(&server, &with_location_tool(input("thread-r", &project, json!([prompt, tool])))).await).await;
+    let kinds = types(&rest);
+    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"], "{kinds:?}");
+    assert_eq!(rest[2]["toolCallId"], call);
+    assert_eq!(kinds.iter().filter(|k| **k == "TOOL_CALL_RESULT").count(), 1, "{kinds:?}");
+    assert!(!kinds.contains(&"TOOL_CALL_START"), "the client has the call: {kinds:?}");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
+    let run = run_of(&server, &rest).await;
+    assert_eq!(text_of(&rest), stored_text(&server, &run).await, "every word once");
+    assert_eq!(text_of(&rest), "Tool get_location returned 1 line: Lisbon");
 }

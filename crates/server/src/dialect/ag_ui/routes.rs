@@ -12,8 +12,24 @@
 //! * Without `resume`, the last `user` message is the prompt, with
 //!   `ag-ui:<message id>` as the requestId: a retried request (the same user message)
 //!   follows the run it started, from its start, instead of prompting twice.
-//!   `tools`, `context` and `state` are accepted and not used: Spool's tools are its
-//!   own, and its state is what `STATE_SNAPSHOT` sends.
+//!   `context` and `state` are accepted and not used: Spool's state is what
+//!   `STATE_SNAPSHOT` sends.
+//! * `tools` are the client's own (frontend tools, `{name, description, parameters}`):
+//!   the prompt offers them to the model beside Spool's (`PromptInput.client_tools`;
+//!   the engine refuses a bad one, 400 `invalid_client_tool`, or one named like Spool's,
+//!   400 `client_tool_conflict`). A call of one parks the run like an approval (with
+//!   its own expiry) and ends the stream with `RUN_FINISHED` outcome
+//!   `{type: "success", pendingToolCallIds: [<call>]}`, the call the model's id as
+//!   `TOOL_CALL_START` named it; nothing runs it on the server. The client runs it and
+//!   posts the conversation again with a `tool` message for it (`toolCallId`, `content`
+//!   a string or text parts, joined; `error` marks it failed): when the messages end,
+//!   after the last user message, with `tool` messages for calls the thread's session
+//!   waits for, each is decided as the call's result (`Decision::Output`, idempotency
+//!   key `ag-ui:<approval>:output:<digest of the result>`) instead of prompting, and
+//!   the stream is the continuation: the call's `TOOL_CALL_RESULT`, then the rest of
+//!   the run. A tool message for a call that waits for nothing (answered before, or a
+//!   result of Spool's own tools the client keeps) is not read: the same request sent
+//!   again finds its user message's run and follows it, so a result is taken once.
 //! * A run that stops at an approval ends its stream with `RUN_FINISHED` and the
 //!   `interrupt` outcome, one interrupt per approval (`id` the `per_…` approval). The
 //!   next request answers it in `resume`: `status: "resolved"` with
@@ -62,7 +78,7 @@ use crate::extract::BodyCheck;
 use crate::extract::{JsonBody, PathId, QueryParams, json_body};
 use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{
-    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
+    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed,
 };
 use crate::http::sse;
 use crate::http::stream_events::AgUiStreamEvent;
@@ -70,12 +86,16 @@ use crate::revocation::{StreamCaller, watched};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use spool_engine::{Engine, EngineError, RunAfter, RunFrom};
+use spool_engine::{
+    DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, RunAfter, RunFrom,
+};
+use spool_protocol::api::ClientTool;
+use spool_protocol::approval::{ClientOutput, Decision};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Run, RunError, RunId, RunStatus, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
@@ -116,11 +136,13 @@ struct RunAgentInput {
     #[serde(default)]
     #[schema(value_type = Option<ForwardedProps>)]
     forwarded_props: Value,
-    /// Accepted, not used: Spool's tools are its own.
+    /// The client's own tools (AG-UI's `Tool`: `{name, description, parameters}`),
+    /// offered to the model beside Spool's with the prompt. A call of one ends the
+    /// stream `success` with the call in `pendingToolCallIds`; the next request answers
+    /// it with a `tool` message. Read with a prompt only: a continuation keeps the
+    /// tools its prompt declared.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
-    #[allow(dead_code)]
-    tools: Value,
+    tools: Option<Vec<ClientTool>>,
     /// Accepted, not used.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
@@ -134,7 +156,8 @@ struct RunAgentInput {
 }
 
 /// An AG-UI message: Spool reads a user message's `content`, a string or an array of
-/// parts of which `text` parts count.
+/// parts of which `text` parts count, and a `tool` message's `toolCallId`, `content`
+/// and `error` when it answers a call of a client tool.
 #[derive(Deserialize, ToSchema)]
 struct AgUiMessage {
     id: String,
@@ -143,6 +166,12 @@ struct AgUiMessage {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     content: Value,
+    /// A `tool` message's call: the `toolCallId` of its `TOOL_CALL_START`.
+    #[serde(default, rename = "toolCallId")]
+    tool_call_id: Option<String>,
+    /// A `tool` message's error: the call failed (the model is told so).
+    #[serde(default)]
+    error: Option<String>,
 }
 
 /// The part of `forwardedProps` Spool reads (for the document only).
@@ -183,10 +212,9 @@ struct ResumePayload {
 
 /// What a request asks for.
 enum Action {
-    Prompt {
-        text: String,
-        request_id: String,
-    },
+    /// The last user message, unless `results` answer calls of client tools the
+    /// thread's session waits for (then those are decided and nothing is prompted).
+    Prompt { text: String, request_id: String, results: Vec<ToolResult> },
     /// The answers, each with whether it abandons its interrupt (`cancelled`).
     Answer(Vec<(Answer, bool)>),
 }
@@ -212,19 +240,57 @@ impl RunAgentInput {
                 format!("a user message's id is 1 to {MAX_MESSAGE_ID} printable ASCII characters"),
             ));
         }
-        let text = match &last.content {
-            Value::String(text) => text.clone(),
-            Value::Array(parts) => {
-                let texts: Vec<&str> =
-                    parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
-                texts.join("\n")
-            }
-            _ => String::new(),
-        };
+        let text = text_of(&last.content);
         if text.trim().is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
         }
-        Ok(Action::Prompt { text, request_id: format!("{DIALECT}:{}", last.id) })
+        let results = self.tool_results();
+        Ok(Action::Prompt { text, request_id: format!("{DIALECT}:{}", last.id), results })
+    }
+
+    /// The `tool` messages the conversation ends with (after its last user message):
+    /// what the client's own tools returned.
+    fn tool_results(&self) -> Vec<ToolResult> {
+        let trailing = self.messages.iter().rev().take_while(|m| m.role == "tool");
+        let mut results: Vec<ToolResult> = trailing.filter_map(ToolResult::of).collect();
+        results.reverse();
+        results
+    }
+}
+
+/// A `tool` message: the result of the client's own call of one of its tools.
+#[derive(Debug, PartialEq)]
+struct ToolResult {
+    /// The model's call id.
+    call: String,
+    output: ClientOutput,
+}
+
+impl ToolResult {
+    /// The content as text (a string, or its `text` parts joined); a message with an
+    /// `error` is a failed call, its content (or else the error) what the model is told.
+    fn of(message: &AgUiMessage) -> Option<Self> {
+        let call = message.tool_call_id.clone().filter(|c| !c.is_empty())?;
+        let text = text_of(&message.content);
+        let (text, is_error) = match &message.error {
+            Some(error) if text.is_empty() => (error.clone(), true),
+            Some(_) => (text, true),
+            None => (text, false),
+        };
+        Some(Self { call, output: ClientOutput { output: Value::String(text), is_error } })
+    }
+}
+
+/// A message's text: its `content` string, or its `text` parts joined by newlines.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => {
+            let texts: Vec<&str> =
+                parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
+            texts.join("\n")
+        }
+        _ => String::new(),
     }
 }
 
@@ -317,11 +383,29 @@ async fn run_agent(
     let cancel_on_drop = body.forwarded_props["onDisconnect"] == "cancel";
     let project = body.forwarded_props["projectId"].as_str();
     let missing = "this thread has no session yet: send forwardedProps.projectId to start one";
+    // Only a session the thread had before can wait for a client call.
+    let existed = named.is_some();
     let session = ai_sdk::session_or_new(engine, &user, &body.thread_id, named, project, missing).await?;
     let thread = body.thread_id.clone();
     let feed = match action {
-        Action::Prompt { text, request_id } => {
-            run_feed::prompt_chat(engine, &user, &session, text, Some(request_id), connection).await?
+        Action::Prompt { text, request_id, results } => {
+            let answered = match existed && !results.is_empty() {
+                true => client_calls(engine, &user, &session, results).await?,
+                false => Vec::new(),
+            };
+            if answered.is_empty() {
+                let tools = body.tools.unwrap_or_default();
+                let input =
+                    PromptInput { text, request_id: Some(request_id), client_tools: tools, ..PromptInput::default() };
+                prompt(engine, &user, &session, input, connection).await?
+            } else {
+                // The continuation opens with the call's `TOOL_CALL_RESULT`, which the
+                // fold sends from the run's frames (or the stored result).
+                match decide_outputs(engine, &user, answered).await? {
+                    Ok(approval) => attach_after(engine, &user, &approval, connection).await?,
+                    Err(refused) => return Ok(refused),
+                }
+            }
         }
         Action::Answer(answers) => {
             let (open, settled) = settled_apart(engine, &user, &session, answers).await?;
@@ -483,6 +567,84 @@ async fn reattach(
     Ok(feed)
 }
 
+/// Prompts `session` and follows the new run from its start; a retried request's run
+/// (the same user message), already started, is read and followed from its start.
+async fn prompt(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    input: PromptInput,
+    connection: CancellationToken,
+) -> Result<Feed, ApiError> {
+    match run_feed::prompt(engine, user, session, input, &connection).await? {
+        Prompted::New(feed) => Ok(feed),
+        Prompted::Retried(run) => {
+            run_feed::attach_from_start(engine, user, engine.runs().get(user, &run).await?, connection).await
+        }
+    }
+}
+
+/// The client calls of `session` that `results` answer: each still waiting, with its
+/// result. A result for a call that waits for nothing (answered before, a call of
+/// Spool's own tools the client was shown) is left out.
+async fn client_calls(
+    engine: &Engine,
+    user: &UserId,
+    session: &SessionId,
+    results: Vec<ToolResult>,
+) -> Result<Vec<(Approval, ClientOutput)>, ApiError> {
+    let pending = engine.runs().pending_approvals(user).await?;
+    let waiting =
+        |call: &str| pending.iter().find(|a| &a.session_id == session && a.is_client_call() && a.tool_call_id == call);
+    let answered: Vec<_> =
+        results.into_iter().filter_map(|r| waiting(&r.call).map(|a| (a.clone(), r.output))).collect();
+    if answered.len() > MAX_ANSWERS {
+        return Err(ApiError::bad_request(
+            "too_many_answers",
+            format!("at most {MAX_ANSWERS} tool results per request"),
+        ));
+    }
+    Ok(answered)
+}
+
+/// A client call's result's idempotency key: the approval and a digest of the result,
+/// so the same result again (a retried request) gets the first response and another
+/// finds the call answered (409).
+fn output_key(approval: &ApprovalId, output: &ClientOutput) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update([u8::from(output.is_error)]);
+    hasher.update(output.output.to_string().as_bytes());
+    let hex: String = hasher.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{DIALECT}:{approval}:output:{hex}")
+}
+
+/// Decides each client call with its result; `Ok(approval)` is the last one decided
+/// (the continuation follows it), `Err(response)` the engine's JSON refusal when none
+/// was (expired, answered differently, too large).
+async fn decide_outputs(
+    engine: &Engine,
+    user: &UserId,
+    answered: Vec<(Approval, ClientOutput)>,
+) -> Result<Result<Approval, Response>, ApiError> {
+    let (mut last, mut refusal) = (None, None);
+    for (approval, output) in answered {
+        let idempotency_key = Some(output_key(&approval.id, &output));
+        let input =
+            DecisionInput { decision: Decision::Output(output), message: None, idempotency_key, patterns: None };
+        let target = DecisionTarget::Run(approval.run_id.clone());
+        match engine.runs().decide(user, target, &approval.id, input).await {
+            Ok(DecisionOutcome::Applied { .. } | DecisionOutcome::ResourceChanged { .. }) => last = Some(approval),
+            Ok(outcome) => refusal = Some(crate::http::decision::decision_response(&outcome)),
+            Err(e) => refusal = Some(ApiError::from(e).into_response()),
+        }
+    }
+    match (last, refusal) {
+        (Some(approval), _) => Ok(Ok(approval)),
+        (None, Some(refusal)) => Ok(Err(refusal)),
+        (None, None) => unreachable!("client_calls gives at least one call"),
+    }
+}
+
 /// Sets apart the abandoned interrupts (`cancelled`) whose approvals were settled
 /// meanwhile — expired, decided through Spool's own routes, cancelled with their run:
 /// nothing is left to decide there, and the stream shows the run from that interrupt
@@ -606,7 +768,7 @@ impl RunDialect for AgUiEvents {
             (Some(RunStatus::Completed), _) => Close::Completed,
             (Some(RunStatus::Cancelled), _) => Close::Cancelled,
             (Some(_), _) => Close::Failed(self.error.take()),
-            (None, Some(approval)) => Close::Waiting(vec![approval]),
+            (None, Some(approval)) => Close::parked(approval),
             // Not reached: a stream closes only once the run ended or waits.
             (None, None) => Close::Failed(None),
         };
