@@ -4,7 +4,7 @@
 //! stored result) as the text README's MCP section promises: the image as its type and
 //! size, never its base64; structured content once, not beside the text block that
 //! already holds it; a link as its URI, name, type and description; an embedded text
-//! resource as its text.
+//! resource as its text. And the tools are offered namespaced with the server's schema.
 
 use crate::mcp_support::{allow, everything, everything_entry, serve, stdio_source};
 
@@ -59,4 +59,24 @@ async fn images_structured_content_and_resources_reach_the_session_as_text() {
     assert_eq!(lines[0], "Returning resource reference for Resource 3:");
     assert!(lines[1].starts_with("Resource 3: This is a plaintext resource created at "), "{text}");
     assert_eq!(lines[2], "You can access this resource using the URI: demo://resource/dynamic/text/3");
+}
+
+/// The tools as the model is offered them: namespaced, with the server's description and
+/// its JSON schema for the arguments.
+#[tokio::test]
+async fn tools_are_offered_namespaced_with_the_servers_description_and_schema() {
+    let Some(index) = everything() else { return };
+    let source = stdio_source(everything_entry(&index));
+    let project = tempfile::tempdir().expect("project");
+    let root = project.path().canonicalize().expect("root");
+    let scope = spool_engine::ToolScope { session_id: spool_protocol::SessionId::new(), root };
+    let tools = spool_engine::ToolSource::tools(&*source, &scope).await;
+    let spec = tools.iter().map(|t| t.spec()).find(|s| s.name == "everything_get-sum").expect("get-sum offered");
+    assert_eq!(spec.description, "Returns the sum of two numbers");
+    let schema = &spec.parameters;
+    assert_eq!(schema["type"], "object", "{schema}");
+    assert_eq!(schema["properties"]["a"], json!({"type": "number", "description": "First number"}), "{schema}");
+    assert_eq!(schema["properties"]["b"], json!({"type": "number", "description": "Second number"}), "{schema}");
+    assert_eq!(schema["required"], json!(["a", "b"]), "{schema}");
+    assert!(tools.iter().all(|t| t.spec().name.starts_with("everything_")), "every tool namespaced");
 }
