@@ -147,10 +147,11 @@ test("streamed text is the stored answer, and a second run continues the same se
   assert.equal(assistantText(agent.messages), first.text)
   assert.equal(agent.state.sessionId, first.run.sessionId, "STATE_SNAPSHOT names the session")
 
-  // The README's middleware for long threads: only the last user message is sent.
+  // The README's middleware for long threads: only the last user message (and the tool
+  // messages after it) is sent.
   const posted = []
   agent.use((input, next) => {
-    const messages = input.messages.filter((m) => m.role === "user").slice(-1)
+    const messages = input.messages.slice(input.messages.findLastIndex((m) => m.role === "user"))
     posted.push(messages)
     return next.run({ ...input, messages })
   })
@@ -346,6 +347,76 @@ test("an answer is refused for an interrupt that is no question", async () => {
   assert.equal(res.status, 400)
   assert.equal((await res.json()).error.code, "not_a_question")
   await assert.rejects(access(path.join(projectDir, "not-a-question.txt")), "nothing was decided")
+})
+
+// The README's frontend tool: declared in `tools`, run by the client when the run
+// finishes with it pending, its result a `tool` message the next run posts.
+const getLocation = {
+  name: "get_location",
+  description: "The city the person is in",
+  parameters: { type: "object", properties: {} },
+}
+
+test("a frontend tool runs in the client, across a server restart, and its result is taken once", async () => {
+  const first = await work.serveWithProject("tools")
+  const agent = new HttpAgent({ url: `${first.baseUrl}/api/ag-ui` })
+  say(agent, "tool: get_location {}")
+  let pending
+  const asked = []
+  await agent.runAgent(
+    { tools: [getLocation], forwardedProps: { projectId: first.projectId } },
+    {
+      onEvent: ({ event }) => asked.push(event),
+      onRunFinishedEvent: ({ pendingToolCallIds }) => {
+        pending = pendingToolCallIds
+      },
+    },
+  )
+  const call = asked.find((e) => e.type === "TOOL_CALL_START")
+  assert.equal(call?.toolCallName, "get_location", JSON.stringify(types(asked)))
+  assert.deepEqual(asked.at(-1).outcome, { type: "success", pendingToolCallIds: [call.toolCallId] })
+  assert.deepEqual(pending, [call.toolCallId], "the agent is told which call is its to run")
+  assert.ok(!asked.some((e) => e.type === "TOOL_CALL_RESULT"), "nothing ran it on the server")
+  const runId = asked[0].runId
+  assert.equal((await first.api("GET", `/api/runs/${runId}`)).status, "interrupted")
+
+  // The server stops while the client runs the tool, and starts again on its data.
+  await first.stop()
+  const server = await work.serve("tools")
+  agent.url = `${server.baseUrl}/api/ag-ui`
+  agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: call.toolCallId, content: "Lisbon" })
+  const answered = structuredClone(agent.messages)
+  const rest = []
+  await agent.runAgent({ tools: [getLocation] }, { onEvent: ({ event }) => rest.push(event) })
+  assert.deepEqual(types(rest).slice(0, 3), ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"])
+  assert.equal(rest[0].runId, runId, "the same Spool run goes on")
+  assert.equal(rest[2].toolCallId, call.toolCallId)
+  assert.equal(rest[2].content, "Lisbon")
+  assert.deepEqual(rest.at(-1).outcome, { type: "success" })
+  assert.match(assistantText(agent.messages), /Tool get_location returned 1 line: Lisbon/)
+
+  // The same messages again: no second result, no second prompt.
+  const again = await fetch(`${server.baseUrl}/api/ag-ui`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify({
+      threadId: agent.threadId,
+      runId: randomUUID(),
+      messages: answered,
+      tools: [getLocation],
+      context: [],
+      forwardedProps: {},
+    }),
+  })
+  assert.equal(again.status, 200)
+  assert.match(await again.text(), /"outcome":\{"type":"success"\}/)
+  const run = await server.api("GET", `/api/runs/${runId}`)
+  assert.equal(run.status, "completed")
+  const page = await server.api("GET", `/api/sessions/${run.sessionId}/messages`)
+  const results = page.messages.filter((m) => m.role === "toolResult")
+  assert.equal(results.length, 1, "one result")
+  assert.deepEqual(results[0].content.map((c) => c.text), ["Lisbon"])
+  assert.equal(page.messages.filter((m) => m.role === "user").length, 1, "one prompt")
 })
 
 /** Polls the run until `done(run)` holds (the server settles an abort on its own time). */

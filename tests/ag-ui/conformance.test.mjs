@@ -76,6 +76,17 @@ function threadOn(spool, seen) {
       messages.push({ id: randomUUID(), role: "user", content: text })
       return post({}, onEvent)
     },
+    /** Runs a prompt that offers `tools`, the client's own. */
+    sendWithTools(text, tools) {
+      messages.push({ id: randomUUID(), role: "user", content: text })
+      return post({ tools })
+    },
+    /** Answers the client call the stream `events` left pending with `content`. */
+    toolResult(events, content, tools) {
+      const [toolCallId] = events.at(-1).outcome.pendingToolCallIds
+      messages.push({ id: randomUUID(), role: "tool", toolCallId, content })
+      return post({ tools })
+    },
     /** Answers the interrupt the stream `events` ended with. */
     resume(events, payload) {
       const interrupt = interruptOf(events)
@@ -116,6 +127,12 @@ async function aWholeSession(spool) {
 
   const todos = { todos: [{ content: "Read", status: "completed" }, { content: "Write", status: "pending" }] }
   succeeded(await thread.send(`tool: todo_write ${JSON.stringify(todos)}`))
+
+  // A frontend tool: the run finishes with its call pending; the tool message goes on.
+  const tools = [{ name: "get_location", description: "The city", parameters: { type: "object", properties: {} } }]
+  events = await thread.sendWithTools("tool: get_location {}", tools)
+  assert.equal(events.at(-1).outcome?.pendingToolCallIds?.length, 1, JSON.stringify(events.at(-1)))
+  succeeded(await thread.toolResult(events, [{ type: "text", text: "Lisbon" }], tools))
 
   // A tool that fails: its result is an error.
   succeeded(await thread.send(`tool: read ${JSON.stringify({ path: "missing.txt" })}`))
