@@ -26,10 +26,12 @@ const LABEL = {
 /**
  * What a waiting call waits for, in the person's words: the agent's question (or a
  * server's, asked while its call runs: `approval.payload.live`) an answer, a plan a
- * review, anything else an approval. Keyed by the tool's name, and the approval where
- * the caller has it.
+ * review, a client tool call (`approval.payload.client`: a tool the prompt declared,
+ * which the client that sent it runs) the client's result, anything else an approval.
+ * Keyed by the tool's name, and the approval where the caller has it.
  */
 export function waitingFor(tool, approval = null) {
+  if (approval?.payload?.client === true) return `Waiting for the client to run ${tool}`;
   if (tool === 'question' || approval?.payload?.live === true) return 'Waiting for your answer';
   return tool === 'exit_plan' ? 'Waiting for your review' : LABEL.waiting;
 }
@@ -91,6 +93,7 @@ function section(open, key, title, body, byDefault) {
  */
 export function approvalCard(approval, decide, args = null) {
   if (approval.payload?.live === true) return liveAskCard(approval, decide);
+  if (approval.payload?.client === true) return clientCallCard(approval, decide);
   if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
   if (approval.tool === 'exit_plan') return planCard(approval, decide);
   const p = approval.payload ?? {};
@@ -400,6 +403,33 @@ function planCard(approval, decide) {
   return card;
 }
 
+/**
+ * A call of a tool the prompt declared, which the client that sent the prompt runs
+ * (`approval.payload.client`): nothing for the person to approve, the run goes on when
+ * that client posts the result. Cancel rejects the call, which cancels the run.
+ */
+function clientCallCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const what = `Waiting for the client to run ${approval.tool}`;
+  const card = h(
+    'section',
+    { class: 'approval-card client-call-card', role: 'group', tabindex: -1, 'aria-label': what, 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), h('strong', { id: `${approval.id}-what` }, what)),
+    p.description ? h('p', { class: 'approval-reason' }, String(p.description)) : null,
+    h('pre', { class: 'approval-arg' }, pretty(p.arguments ?? {})),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: () => decide('reject', undefined) }, icon('cross'), 'Cancel', hint('n')),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  decideByKey(card);
+  updateApproval(card, approval, {});
+  return card;
+}
+
 /** ui: {busy: decision being sent, error: text, notice: why this card is here}. */
 export function updateApproval(card, approval, ui) {
   card.classList.toggle('is-busy', Boolean(ui.busy));
@@ -413,7 +443,7 @@ export function updateApproval(card, approval, ui) {
     : ui.busy
       ? 'Sending your decision…'
       : left > 0
-        ? `Waits for a decision; expires in ${until(left)}.`
+        ? `Waits for ${approval.payload?.client === true ? "the client's result" : 'a decision'}; expires in ${until(left)}.`
         : 'Expiring…';
   foot.textContent = text;
   foot.classList.toggle('is-error', Boolean(ui.error));

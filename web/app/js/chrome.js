@@ -47,7 +47,7 @@ export function renderChrome(page, { retry }) {
   const state = !view ? '' : view.deleted ? 'gone' : !connectivity.online ? 'offline' : view.connected ? 'live' : view.showNotice ? 'reconnecting' : 'connecting';
   set(conn, 'className', `conn is-${state}`);
   set($('conn-text'), 'textContent', { live: 'Live', gone: 'Deleted', offline: 'Offline', reconnecting: 'Reconnecting…', connecting: 'Connecting…', '': '' }[state]);
-  const run = !store ? '' : store.status !== 'busy' ? 'Idle' : store.activeRun?.status === 'interrupted' ? waitingFor(store.approvals[0]?.tool) : 'Running';
+  const run = !store ? '' : store.status !== 'busy' ? 'Idle' : store.activeRun?.status === 'interrupted' ? waitingFor(store.approvals[0]?.tool, store.approvals[0]) : 'Running';
   set($('run-state'), 'textContent', run);
   set($('run-state'), 'className', `run-state is-${run.split(' ')[0].toLowerCase()}`);
 }

@@ -466,7 +466,7 @@ export class Timeline {
     const waiting = !t.endedAt && store.activeRun?.status === 'interrupted' ? store.approvals[0] : null;
     const text = t.endedAt
       ? `Answered in ${took}${first}`
-      : waiting ? `${waitingFor(waiting.tool)} · ${took} since the prompt` : `Working for ${took}${first}`;
+      : waiting ? `${waitingFor(waiting.tool, waiting)} · ${took} since the prompt` : `Working for ${took}${first}`;
     return h('div', { class: 'timing', dataset: { userIndex: u } }, icon('clock'), text);
   }
 
