@@ -9,7 +9,9 @@
 //!
 //! Which frames are a run's events (the mapping's table, in counting terms): the run's
 //! `run.accepted`; its `text_delta` updates, `tool_execution_start`,
-//! `tool_execution_end` and `approval_requested`; its `agent_end` unless completed (the
+//! `tool_execution_end` and `approval_requested`; the `message_end` of a user message it
+//! took while running (a steer, the `user_message` event: not its prompt, the first user
+//! message after its `agent_start`); its `agent_end` unless completed (the
 //! `error` event); and after a completed `agent_end`, the session's next
 //! `session.state` (the `done` event, which names the stored message). Pure: no clock,
 //! no I/O.
@@ -27,7 +29,7 @@
 //! [`SessionEvents::subscribe_from_run`]: crate::SessionEvents::subscribe_from_run
 
 use spool_protocol::frame::FrameBody;
-use spool_protocol::{AgentEvent, ApprovalId, RunId, RunStatus, StreamDelta};
+use spool_protocol::{AgentEvent, ApprovalId, Message, RunId, RunStatus, StreamDelta};
 use std::collections::VecDeque;
 
 /// One run's event counter.
@@ -41,6 +43,10 @@ pub struct RunCount {
     completing: bool,
     /// `done` or `error` was counted: nothing follows.
     ended: bool,
+    /// `agent_start` was counted and the prompt's `message_end` not yet: the next user
+    /// message is the prompt, not an event. A run resumed from an approval has no
+    /// `agent_start`: each user message it takes is a steer.
+    prompt_pending: bool,
     /// The sequence of each approval the run asked for, in order.
     interrupts: Vec<(ApprovalId, u64)>,
     /// The tool calls whose `tool_started` was counted, in order: a snapshot shows a
@@ -58,6 +64,7 @@ impl RunCount {
             started: false,
             completing: false,
             ended: false,
+            prompt_pending: false,
             interrupts: Vec::new(),
             started_calls: Vec::new(),
         }
@@ -114,6 +121,15 @@ impl RunCount {
                 AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { .. } }
                 | AgentEvent::ToolExecutionEnd { .. } => {}
                 AgentEvent::ToolExecutionStart { tool_call_id, .. } => self.started_calls.push(tool_call_id.clone()),
+                AgentEvent::AgentStart {} => {
+                    self.prompt_pending = true;
+                    return None;
+                }
+                AgentEvent::MessageEnd { message: Message::User { .. } } => {
+                    if std::mem::take(&mut self.prompt_pending) {
+                        return None;
+                    }
+                }
                 AgentEvent::ApprovalRequested { approval } => {
                     self.interrupts.push((approval.id.clone(), self.sequence + 1));
                 }
@@ -234,5 +250,29 @@ mod tests {
         let rest: Vec<Option<u64>> = frames[2..].iter().chain([&state]).map(|f| resumed.step(f)).collect();
         assert_eq!(rest, [None, Some(3), None, None, None, Some(4)]);
         assert_eq!(&resumed, whole.get(&run).expect("kept"), "and end in the same state");
+    }
+
+    #[test]
+    fn a_steer_is_an_event_and_the_prompt_is_not() {
+        let run = RunId::new();
+        let user = |text: &str| ev(&run, AgentEvent::MessageEnd { message: Message::user_text(text, 0) });
+        let frames = [
+            FrameBody::RunAccepted { request_id: "r".into(), run_id: run.clone() },
+            ev(&run, AgentEvent::AgentStart {}),
+            user("the prompt"),
+            ev(&run, delta()),
+            user("a steer"),
+            ev(&run, delta()),
+        ];
+        let mut whole = RunCount::new(run.clone());
+        let marks: Vec<Option<u64>> = frames.iter().map(|f| whole.step(f)).collect();
+        assert_eq!(marks, [Some(1), None, None, Some(2), Some(3), Some(4)]);
+        // Replayed after `run_started`, the prompt is still no event.
+        let mut replayed = RunCount::after(run.clone(), 1);
+        let rest: Vec<Option<u64>> = frames[1..].iter().map(|f| replayed.step(f)).collect();
+        assert_eq!(rest, [None, None, Some(2), Some(3), Some(4)]);
+        // A run parked at an approval goes on without `agent_start`: its user messages are steers.
+        let mut parked = RunCount::parked(run.clone(), 4, ApprovalId::new());
+        assert_eq!(parked.step(&user("a steer after the decision")), Some(5));
     }
 }

@@ -420,3 +420,128 @@ async fn a_steer_enters_a_run_resumed_from_a_decision_stored_before_a_restart() 
     let (_, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
     assert_eq!(runs.as_array().map_or(0, Vec::len), 1, "no run of its own: {runs}");
 }
+
+/// Every event of an SSE stream that ends by itself, as JSON with its `event:` name.
+async fn stream_to_end(res: reqwest::Response) -> Vec<(Option<String>, Value)> {
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    let mut out = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        let data = serde_json::from_str(&event.data).unwrap_or_else(|e| panic!("not JSON ({e}): {}", event.data));
+        out.push((event.event, data));
+    }
+    out
+}
+
+fn ag_ui_input(thread: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread,
+        "runId": "client-run",
+        "messages": [{"id": "m1", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    })
+}
+
+/// The user text messages of an AG-UI stream: `(messageId, text)`.
+fn ag_ui_users(events: &[Value]) -> Vec<(String, String)> {
+    let starts = events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user");
+    starts
+        .map(|start| {
+            let id = start["messageId"].as_str().expect("messageId").to_owned();
+            let text = events
+                .iter()
+                .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id.as_str())
+                .filter_map(|e| e["delta"].as_str())
+                .collect();
+            (id, text)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_ag_ui_stream_shows_the_steer_as_a_user_message_where_the_run_took_it() {
+    let Gated { server, gate, seen } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    let request = server.client.post(server.url("/api/ag-ui")).json(&ag_ui_input(&session, "look around")).send();
+    let res = tokio::time::timeout(WAIT, request).await.expect("answers in time").expect("request");
+    let reading = tokio::spawn(stream_to_end(res));
+    first_call(&seen).await;
+    steer(&server, &session, "also check the src folder").await;
+    gate.add_permits(1);
+    let events: Vec<Value> = reading.await.expect("the stream").into_iter().map(|(_, e)| e).collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"), "{kinds:?}");
+
+    let users = ag_ui_users(&events);
+    assert_eq!(users.len(), 1, "the steer once, the client's own prompt not sent back: {users:?}");
+    assert_eq!(users[0].1, "also check the src folder");
+    let start = events.iter().position(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user").expect("start");
+    assert_eq!(events[start - 1]["type"], "TOOL_CALL_RESULT", "after the first tool batch: {kinds:?}");
+    assert!(events[start..].iter().any(|e| e["type"] == "TOOL_CALL_START"), "and before the second: {kinds:?}");
+}
+
+#[tokio::test]
+async fn an_ag_ui_continuation_after_an_interrupt_shows_the_steer_the_resumed_run_took() {
+    let (server, _) = recording_server().await;
+    let project = server.default_project().await;
+    let mut body = ag_ui_input("thread-steer", &write_prompt("steered.txt"));
+    body["forwardedProps"] = json!({"projectId": project});
+    let res = server.client.post(server.url("/api/ag-ui")).json(&body).send().await.expect("request");
+    let asked: Vec<Value> = stream_to_end(res).await.into_iter().map(|(_, e)| e).collect();
+    let end = asked.last().expect("an end");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let approval = end["outcome"]["interrupts"][0]["id"].clone();
+    let session = asked[1]["snapshot"]["sessionId"].as_str().expect("sessionId").to_owned();
+    steer(&server, &session, "echo: and then this").await;
+
+    body["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let res = server.client.post(server.url("/api/ag-ui")).json(&body).send().await.expect("request");
+    let rest: Vec<Value> = stream_to_end(res).await.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}), "{rest:#?}");
+    let users = ag_ui_users(&rest);
+    assert_eq!(users.len(), 1, "{rest:#?}");
+    assert_eq!(users[0].1, "echo: and then this");
+    let answered: String = rest
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] != users[0].0.as_str())
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(answered, "and then this", "the run answered the steer: {rest:#?}");
+}
+
+#[tokio::test]
+async fn a_run_stream_shows_the_steer_as_a_user_message_event_numbered_with_the_run() {
+    let Gated { server, gate, seen } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    let request =
+        server.client.post(server.url("/api/chat")).json(&json!({"sessionId": session, "text": "look around"}));
+    let res = tokio::time::timeout(WAIT, request.send()).await.expect("answers in time").expect("request");
+    let reading = tokio::spawn(stream_to_end(res));
+    first_call(&seen).await;
+    let answer = steer(&server, &session, "also check the src folder").await;
+    gate.add_permits(1);
+    let events = reading.await.expect("the stream");
+    let sequences: Vec<u64> = events.iter().map(|(_, e)| e["sequence"].as_u64().expect("sequence")).collect();
+    assert_eq!(sequences, (1..=events.len() as u64).collect::<Vec<_>>(), "dense: {events:#?}");
+    assert_eq!(events.last().expect("an end").1["type"], "done");
+    let users: Vec<&(Option<String>, Value)> = events.iter().filter(|(_, e)| e["type"] == "user_message").collect();
+    assert_eq!(users.len(), 1, "the steer once, the prompt not: {events:#?}");
+    let (name, steered) = users[0];
+    assert_eq!(name.as_deref(), Some("user_message"));
+    assert_eq!(steered["text"], "also check the src folder");
+    assert_eq!(steered["messageId"], answer["messageId"]);
+    let at = events.iter().position(|(_, e)| e["type"] == "user_message").expect("at");
+    assert_eq!(events[at - 1].1["type"], "tool_finished", "after the first tool batch");
+
+    // A re-attach after the event before it gets it under the same number.
+    let run = events[0].1["runId"].as_str().expect("runId");
+    let after = steered["sequence"].as_u64().expect("sequence") - 1;
+    let res =
+        server.client.get(server.url(&format!("/api/runs/{run}/events?after={after}"))).send().await.expect("get");
+    let again = stream_to_end(res).await;
+    assert_eq!(again[0].1, *steered, "{again:#?}");
+    assert_eq!(again.len(), events.len() - at, "{again:#?}");
+}

@@ -24,6 +24,7 @@
 //! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]); for a call of a client tool, `success` with `pendingToolCallIds` |
 //! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` ([`resolved`]) |
 //! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
+//! | `message_end` of a user message the run took (a steer; not its prompt) | `TEXT_MESSAGE_START` role `user`, `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END` |
 //! | `agent_end`                                     | what is still open closes; the transport ends the stream |
 //!
 //! Message ids derive from the session and the message's index in it (`ses_…:5`), so
@@ -176,6 +177,9 @@ pub struct AgUiStream {
     announced_decision: Option<ApprovalId>,
     ended: Option<RunStatus>,
     error: Option<RunError>,
+    /// `agent_start` was seen and the prompt's `message_end` not yet: the client sent
+    /// the prompt, so it is not drawn; later user messages are steers, and are.
+    prompt_pending: bool,
 }
 
 impl AgUiStream {
@@ -188,6 +192,7 @@ impl AgUiStream {
             announced_decision: None,
             ended: None,
             error: None,
+            prompt_pending: false,
         }
     }
 
@@ -264,7 +269,14 @@ impl AgUiStream {
             }
         }
         for (index, message, done) in shown {
-            fold.draw(session, index, message, done, &mut out);
+            match message {
+                // A steer the run took; another run's prompt is not this run's.
+                Message::User { .. } if !state.prompt_timings.contains_key(&index) => {
+                    fold.close_part(&mut out);
+                    user_message(session, index, message, &mut out);
+                }
+                _ => fold.draw(session, index, message, done, &mut out),
+            }
         }
         if let Some(approval) = state.pending_approvals.iter().find(|a| a.run_id == run.id) {
             fold.close_part(&mut out);
@@ -358,6 +370,13 @@ impl AgUiStream {
             AgentEvent::ToolExecutionEnd { tool_call_id, result: text, is_error, .. } => {
                 self.close_part(&mut out);
                 out.push(result(session, tool_call_id, text.clone(), *is_error));
+            }
+            AgentEvent::AgentStart {} => self.prompt_pending = true,
+            AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
+                if !std::mem::take(&mut self.prompt_pending) {
+                    self.close_part(&mut out);
+                    user_message(session, message_index, message, &mut out);
+                }
             }
             AgentEvent::SessionTitle { title } => {
                 out.push(AgUiEvent::StateDelta {
@@ -454,7 +473,19 @@ fn result(session: &SessionId, tool_call_id: &str, content: String, is_error: bo
     }
 }
 
-/// An assistant message's id: the same for the same message of the same session.
+/// A user message the run took while it ran (a steer), whole, as AG-UI streams a
+/// user's text message.
+fn user_message(session: &SessionId, index: u64, message: &Message, out: &mut Vec<AgUiEvent>) {
+    let message_id = message_id(session, index);
+    out.push(AgUiEvent::TextMessageStart { message_id: message_id.clone(), role: "user".to_owned() });
+    let delta = message.text();
+    if !delta.is_empty() {
+        out.push(AgUiEvent::TextMessageContent { message_id: message_id.clone(), delta });
+    }
+    out.push(AgUiEvent::TextMessageEnd { message_id });
+}
+
+/// A message's id: the same for the same message of the same session.
 fn message_id(session: &SessionId, index: u64) -> String {
     format!("{session}:{index}")
 }

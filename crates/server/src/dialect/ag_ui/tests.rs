@@ -288,3 +288,99 @@ fn an_interrupt_expires_at_its_approvals_expiry_in_iso_8601_utc() {
     approval.expires_at = 1_796_313_600_123;
     assert_eq!(Interrupt::of(&approval).expires_at, "2026-12-03T16:00:00.123Z");
 }
+
+/// A run whose prompt is followed by a call of `read`, then a steer the run took after
+/// the tool's result, then its answer.
+fn steered_run() -> Vec<Frame> {
+    let read = json!({"path": "README.md"});
+    let call = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: read.clone() };
+    let user = |index: u64, text: &str| FrameBody::LoopEvent {
+        run_id: run_id(),
+        message_index: Some(index),
+        message_id: Some(format!("msg_01jd00000000000000000000{index:02}").parse().expect("valid id")),
+        event: AgentEvent::MessageEnd { message: Message::user_text(text, 0) },
+    };
+    frames(vec![
+        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+        ev(None, AgentEvent::AgentStart {}),
+        ev(None, AgentEvent::TurnStart {}),
+        ev(Some(0), AgentEvent::MessageStart { message: Message::user_text("look around", 0) }),
+        user(0, "look around"),
+        ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
+        ev(None, tool_started("call_1", "read", read)),
+        ev(None, test_frames::tool_ended("call_1", "read", "# Test")),
+        ev(None, AgentEvent::TurnEnd {}),
+        ev(None, AgentEvent::TurnStart {}),
+        ev(Some(3), AgentEvent::MessageStart { message: Message::user_text("mind the tests", 0) }),
+        user(3, "mind the tests"),
+        ev(Some(4), update(StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "Noted.".into() })),
+        ev(
+            Some(4),
+            AgentEvent::MessageEnd {
+                message: assistant(vec![Content::Text { text: "Noted.".into() }], StopReason::Stop),
+            },
+        ),
+        ev(None, AgentEvent::TurnEnd {}),
+        ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+    ])
+}
+
+fn user_texts(events: &[Value]) -> Vec<(String, String)> {
+    let users: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user").collect();
+    users
+        .iter()
+        .map(|start| {
+            let id = start["messageId"].as_str().expect("messageId").to_owned();
+            let text = events
+                .iter()
+                .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id.as_str())
+                .filter_map(|e| e["delta"].as_str())
+                .collect();
+            (id, text)
+        })
+        .collect()
+}
+
+#[test]
+fn a_steer_is_a_user_text_message_and_the_prompt_is_not_sent_back() {
+    let events = map_all(&mut AgUiStream::new(run_id()), &steered_run());
+    let events: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).expect("json")).collect();
+    assert_eq!(user_texts(&events), [(format!("{}:3", sid()), "mind the tests".to_owned())], "{events:#?}");
+    // Between the tool's result and the answer, as the run took it.
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let at = kinds.iter().position(|k| *k == "TEXT_MESSAGE_START").expect("a text message");
+    assert_eq!(kinds[at - 1], "TOOL_CALL_RESULT", "{kinds:?}");
+    assert_json_snapshot!("steered", events);
+}
+
+#[test]
+fn a_run_continued_after_an_approval_shows_the_steer_it_takes() {
+    // The continuation has no `agent_start`: every user message it takes is a steer.
+    let frames = steered_run();
+    let mut fold = AgUiStream::continuing(&approval(), None);
+    let events = map_all(&mut fold, &frames[8..]);
+    let events: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).expect("json")).collect();
+    assert_eq!(user_texts(&events), [(format!("{}:3", sid()), "mind the tests".to_owned())], "{events:#?}");
+}
+
+#[test]
+fn a_snapshot_draws_the_steer_but_not_the_next_runs_prompt() {
+    let read = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: json!({"path": "a"}) };
+    let messages = vec![
+        indexed(1, 0, Message::user_text("look around", 0)),
+        indexed(2, 1, assistant(vec![read], StopReason::ToolUse)),
+        indexed(3, 2, tool_result("call_1", "# A")),
+        indexed(4, 3, Message::user_text("mind the tests", 0)),
+        indexed(5, 4, assistant(vec![Content::Text { text: "Noted.".into() }], StopReason::Stop)),
+        indexed(6, 5, Message::user_text("next prompt", 0)),
+    ];
+    let mut state = snapshot_state(messages.clone());
+    for prompt in [0, 5] {
+        let timing = spool_protocol::frame::PromptTiming { user_message_index: prompt, ..Default::default() };
+        state.prompt_timings.insert(prompt, timing);
+    }
+    let (_, events) = AgUiStream::from_snapshot(&stored_run(RunStatus::Completed), &state, &messages, None);
+    let events: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).expect("json")).collect();
+    assert_eq!(user_texts(&events), [(format!("{}:3", sid()), "mind the tests".to_owned())], "{events:#?}");
+}

@@ -35,6 +35,7 @@
 //! | `tool_execution_start`                          | `tool_started {callId, tool}` |
 //! | `tool_execution_end`                            | `tool_finished {callId, tool, status, summary}` |
 //! | `approval_requested`                            | `interrupt {interruptId, payload}` |
+//! | `message_end` of a user message the run took while running (a steer; not its prompt) | `user_message {messageId, text}` |
 //! | `agent_end` completed, then the next `session.state` | `done {messageId}` (the state names the stored message) |
 //! | `agent_end` failed / cancelled                  | `error {code, message}` that `agent_end` carries |
 //!
@@ -88,6 +89,12 @@ pub enum RunEventBody {
     /// with `POST /api/runs/:id/resume {interruptId, decision, idempotencyKey}`.
     #[serde(rename_all = "camelCase")]
     Interrupt { interrupt_id: ApprovalId, kind: ApprovalKind, payload: serde_json::Value, expires_at: Millis },
+    /// A user message the run took while it ran (a steer, `POST
+    /// /api/sessions/:id/steer`): the model's next request holds it. Seed 003 has no
+    /// user event (the client sent its prompt); this one is Spool's, and a client that
+    /// does not know it skips it.
+    #[serde(rename_all = "camelCase")]
+    UserMessage { message_id: Option<MessageId>, text: String },
     /// The run completed; `messageId` is its final assistant message as stored.
     #[serde(rename_all = "camelCase")]
     Done { message_id: Option<MessageId> },
@@ -284,7 +291,7 @@ impl RunStream {
                 self.finished = true;
                 RunEventBody::Done { message_id: self.message_id(&state.messages) }
             }
-            FrameBody::LoopEvent { event, .. } => match event {
+            FrameBody::LoopEvent { event, message_id, .. } => match event {
                 AgentEvent::MessageUpdate { assistant_message_event: StreamDelta::TextDelta { delta, .. } } => {
                     RunEventBody::TextDelta { delta: delta.clone() }
                 }
@@ -302,6 +309,9 @@ impl RunStream {
                 AgentEvent::ApprovalRequested { approval } => {
                     self.waiting = Some(approval.id.clone());
                     interrupt(approval)
+                }
+                AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
+                    RunEventBody::UserMessage { message_id: message_id.clone(), text: message.text() }
                 }
                 // Failed or cancelled (a completed run's end is the `state` frame after it).
                 AgentEvent::AgentEnd { status, error, .. } => {
@@ -367,12 +377,13 @@ impl RunStream {
             None => Started::Unknown { running: status == RunStatus::Running },
         };
         let mut fold = Self::resume(count, pending.map(|a| a.id.clone()));
-        fold.last_assistant = last_assistant(run.user_message_index, messages);
+        let span = Span::of(run, state, messages);
+        fold.last_assistant = last_assistant(span, messages);
         let snapshot = RunEventBody::Snapshot {
             session_id: state.session.id.clone(),
             status,
-            text: run_text(run.user_message_index, messages, &state.drafts),
-            tools: run_tools(run.user_message_index, messages, &state.tool_executions, pending, started),
+            text: run_text(span, messages, &state.drafts),
+            tools: run_tools(span, messages, &state.tool_executions, pending, started),
         };
         let mut events = vec![fold.event(snapshot_at, snapshot)];
         if settled {
@@ -424,14 +435,14 @@ enum Started<'a> {
 /// for a person, whose `interrupt` follows the snapshot) is left out, as it is from a
 /// live client's step list until its `tool_started`.
 fn run_tools(
-    user_index: u64,
+    span: Span,
     messages: &[IndexedMessage],
     executions: &BTreeMap<String, ToolExecution>,
     pending: Option<&Approval>,
     started: Started<'_>,
 ) -> Vec<RunTool> {
     let mut tools: Vec<RunTool> = Vec::new();
-    for m in run_messages(user_index, messages) {
+    for m in run_messages(span, messages) {
         match &m.message {
             Message::Assistant { content, .. } => {
                 for c in content {
@@ -492,14 +503,36 @@ fn interrupt(approval: &Approval) -> RunEventBody {
     }
 }
 
-/// The messages of the run started by the user message at `user_index`: those after
-/// it, up to the next user message.
-fn run_messages(user_index: u64, messages: &[IndexedMessage]) -> impl Iterator<Item = &IndexedMessage> {
-    messages.iter().filter(move |m| m.index > user_index).take_while(|m| !m.message.is_user())
+/// Where a run's messages lie: after its prompt, up to the next run's prompt. A user
+/// message between them is a steer the run took.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    prompt: u64,
+    /// The next run's prompt, if there is one.
+    end: Option<u64>,
 }
 
-fn last_assistant(user_index: u64, messages: &[IndexedMessage]) -> Option<u64> {
-    run_messages(user_index, messages)
+impl Span {
+    /// The next run's prompt is the next prompt the state times, when it times this
+    /// run's; a run it does not (older than the state's rounds) ends at its next user
+    /// message.
+    fn of(run: &Run, state: &SessionState, messages: &[IndexedMessage]) -> Self {
+        let prompt = run.user_message_index;
+        let end = match prompt >= state.first_index && state.prompt_timings.contains_key(&prompt) {
+            true => state.prompt_timings.range(prompt + 1..).next().map(|(index, _)| *index),
+            false => messages.iter().find(|m| m.index > prompt && m.message.is_user()).map(|m| m.index),
+        };
+        Self { prompt, end }
+    }
+}
+
+/// The messages of the run in `span`, its steers included.
+fn run_messages(span: Span, messages: &[IndexedMessage]) -> impl Iterator<Item = &IndexedMessage> {
+    messages.iter().filter(move |m| m.index > span.prompt && span.end.is_none_or(|end| m.index < end))
+}
+
+fn last_assistant(span: Span, messages: &[IndexedMessage]) -> Option<u64> {
+    run_messages(span, messages)
         .filter(|m| matches!(m.message, Message::Assistant { .. }))
         .map(|m| m.index)
         .last()
@@ -507,10 +540,10 @@ fn last_assistant(user_index: u64, messages: &[IndexedMessage]) -> Option<u64> {
 
 /// The run's text so far: what its `text_delta`s add up to — the text of its committed
 /// assistant messages, then of the message still streaming.
-fn run_text(user_index: u64, messages: &[IndexedMessage], drafts: &BTreeMap<u64, Message>) -> String {
-    let committed = run_messages(user_index, messages).filter(|m| matches!(m.message, Message::Assistant { .. }));
+fn run_text(span: Span, messages: &[IndexedMessage], drafts: &BTreeMap<u64, Message>) -> String {
+    let committed = run_messages(span, messages).filter(|m| matches!(m.message, Message::Assistant { .. }));
     let mut text: String = committed.map(|m| m.message.text()).collect();
-    for draft in drafts.range(user_index + 1..).map(|(_, m)| m) {
+    for draft in drafts.range(span.prompt + 1..).map(|(_, m)| m) {
         text.push_str(&draft.text());
     }
     text

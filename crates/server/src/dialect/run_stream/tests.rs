@@ -315,3 +315,83 @@ fn summaries_are_one_short_line() {
     let long = "x".repeat(300);
     assert_eq!(summary(&long).chars().count(), SUMMARY_CHARS + 1);
 }
+
+/// A run whose prompt is answered with a call of `read`, that takes a steer after the
+/// tool's result, and answers.
+fn steered_run_frames() -> Vec<Frame> {
+    let r = run_id;
+    let prompt = Message::user_text("look around", 1_764_000_000_000);
+    let steer = Message::user_text("mind the tests", 1_764_000_000_100);
+    let steer_id: MessageId = "msg_01jd0000000000000000000014".parse().expect("valid id");
+    let bodies = vec![
+        FrameBody::RunAccepted { request_id: "req-1".into(), run_id: r() },
+        ev(r(), None, AgentEvent::AgentStart {}),
+        ev(r(), None, AgentEvent::TurnStart {}),
+        ev(r(), Some(0), AgentEvent::MessageStart { message: prompt.clone() }),
+        ev(r(), Some(0), AgentEvent::MessageEnd { message: prompt }),
+        ev(r(), Some(1), AgentEvent::MessageEnd { message: assistant("", StopReason::ToolUse) }),
+        ev(r(), None, tool_started("call_1", "read", serde_json::json!({"path": "README.md"}))),
+        ev(r(), None, tool_ended("call_1", "read", "# Test project")),
+        ev(r(), None, AgentEvent::TurnEnd {}),
+        ev(r(), None, AgentEvent::TurnStart {}),
+        ev(r(), Some(3), AgentEvent::MessageStart { message: steer.clone() }),
+        FrameBody::LoopEvent {
+            run_id: r(),
+            message_index: Some(3),
+            message_id: Some(steer_id),
+            event: AgentEvent::MessageEnd { message: steer },
+        },
+        ev(r(), Some(4), text_delta(0, "Noted.")),
+        ev(r(), Some(4), AgentEvent::MessageEnd { message: assistant("Noted.", StopReason::Stop) }),
+        ev(r(), None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        FrameBody::State { state: Box::new(state(vec![], None)) },
+    ];
+    frames_from(1, bodies)
+}
+
+#[test]
+fn a_steer_is_a_user_message_event_of_the_run_and_its_prompt_is_not() {
+    let events = map_all(&mut RunStream::new(run_id()), &steered_run_frames());
+    assert_eq!(
+        events.iter().map(|e| (e.kind(), e.sequence)).collect::<Vec<_>>(),
+        [
+            ("run_started".into(), 1),
+            ("tool_started".into(), 2),
+            ("tool_finished".into(), 3),
+            ("user_message".into(), 4),
+            ("text_delta".into(), 5),
+            ("done".into(), 6),
+        ]
+    );
+    assert_json_snapshot!("steered", events);
+    // A stream resumed after the `tool_finished` (a re-attach) numbers it the same.
+    let frames = steered_run_frames();
+    let rest = map_all(&mut RunStream::resume(RunCount::after(run_id(), 3), None), &frames[8..]);
+    assert_eq!(rest, events[3..]);
+    // So does a run continued from an approval: it has no `agent_start`.
+    let parked = RunCount::parked(run_id(), 3, approval().id);
+    let rest = map_all(&mut RunStream::resume(parked, None), &frames[8..]);
+    assert_eq!(rest, events[3..]);
+}
+
+#[test]
+fn a_snapshot_holds_what_the_run_did_after_a_steer_and_not_the_next_run() {
+    let user = |n, index, text: &str| indexed(n, index, Message::user_text(text, 1));
+    let messages = vec![
+        user(10, 0, "look around"),
+        indexed(11, 1, assistant("Looking. ", StopReason::ToolUse)),
+        user(12, 2, "mind the tests"),
+        indexed(13, 3, assistant("Noted.", StopReason::Stop)),
+        user(14, 4, "the next prompt"),
+        indexed(15, 5, assistant("later run", StopReason::Stop)),
+    ];
+    let mut s = state(messages.clone(), None);
+    for prompt in [0, 4] {
+        let timing = spool_protocol::frame::PromptTiming { user_message_index: prompt, ..Default::default() };
+        s.prompt_timings.insert(prompt, timing);
+    }
+    let (_, events) = RunStream::from_snapshot(&run(RunStatus::Completed, None), &s, &messages, Numbering::After(0));
+    let RunEventBody::Snapshot { text, .. } = &events[0].body else { panic!("a snapshot first: {events:?}") };
+    assert_eq!(text, "Looking. Noted.");
+    assert_eq!(events[1].body, RunEventBody::Done { message_id: Some(messages[3].id.clone()) });
+}
