@@ -6,6 +6,7 @@
 mod common;
 
 mod ag_ui;
+mod ai_sdk_tools;
 mod always_patterns;
 mod api;
 mod approvals;

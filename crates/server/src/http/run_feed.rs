@@ -263,18 +263,16 @@ pub(crate) async fn prompt<D: RunDialect>(
     })
 }
 
-/// Prompts `session` with a chat dialect's message (no approval policy, the default on
-/// disconnect, not queued) and follows the new run; a retried request's run, already
-/// started, is read and followed from its start.
+/// Prompts `session` with a chat dialect's message (its text, request id and client
+/// tools; no approval policy, the default on disconnect, not queued) and follows the
+/// new run; a retried request's run, already started, is read and followed from its start.
 pub(crate) async fn prompt_chat<D: ChatDialect>(
     engine: &Engine,
     user: &UserId,
     session: &SessionId,
-    text: String,
-    request_id: Option<String>,
+    input: PromptInput,
     connection: CancellationToken,
 ) -> Result<RunFeed<D>, ApiError> {
-    let input = PromptInput { text, request_id, ..PromptInput::default() };
     match prompt(engine, user, session, input, &connection).await? {
         Prompted::New(feed) => Ok(feed),
         Prompted::Retried(run) => {

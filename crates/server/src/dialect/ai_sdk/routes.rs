@@ -18,6 +18,14 @@
 //!   `addToolOutput` leaves on its `question` part: `{answer}` fills the approval its
 //!   `callProviderMetadata.spool.approvalId` names, an `output-error` rejects it with the
 //!   `errorText`.
+//! * Client-side tools: the body's `tools` (`{<name>: {description, inputSchema}}`, sent
+//!   in the transport's `body` as `projectId` is) are declared with the prompt. A call of
+//!   one parks the run and reaches the client as a call it answers (`onToolCall`); the
+//!   output `addToolOutput` leaves on its part is the call's result, decided on the
+//!   approval its `callProviderMetadata.spool.approvalId` names (`output-error`: an
+//!   error result, `errorText` its text). The transport sends the whole chat every time,
+//!   so the same output again (its key is a digest of it) replays the first answer, and
+//!   a call answered before is left as it was.
 //! * The stream ends with `data: [DONE]` after `finish`, `abort` or `error`, and after
 //!   a `tool-approval-request` (or a question) that still waits once the stream has
 //!   caught up with the live frames. A connection that is cut ends without it; the run
@@ -34,8 +42,8 @@
 
 use crate::dialect::RunForms;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
-use crate::dialect::asks_for_input;
 use crate::dialect::shared::Forms;
+use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
 use crate::extract::{Acting, JsonBody, json_body};
@@ -53,9 +61,12 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
-use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError};
-use spool_protocol::api::Aborted;
+use sha2::{Digest, Sha256};
+use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput};
+use spool_protocol::api::{Aborted, ClientTool};
+use spool_protocol::approval::ClientOutput;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, RunId, SessionId, UserId};
+use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -71,6 +82,8 @@ const MAX_CHAT_ID: usize = 128;
 pub(crate) const MAX_ANSWERS: usize = 32;
 /// The message a denial without a reason tells the model.
 pub(crate) const DENIED: &str = "The user denied this tool call.";
+/// The error a client tool's `output-error` without an `errorText` gives the model.
+const CLIENT_TOOL_FAILED: &str = "The client's tool failed.";
 
 /// What `DefaultChatTransport` sends (the fields Spool reads; others are ignored).
 #[derive(Deserialize, ToSchema)]
@@ -89,6 +102,24 @@ struct ChatRequest {
     /// A chat whose id names no session yet: the `prj_…` project to start it in (the
     /// transport's `body` option).
     project_id: Option<String>,
+    /// Tools the client runs itself, by name (the transport's `body` option, beside
+    /// `projectId`): offered to the model with the prompt of the last user message. A
+    /// call of one reaches the client as a tool call it answers (`onToolCall`, then
+    /// `addToolOutput`). Read with a prompt only: the continuation after an answer keeps
+    /// the tools its prompt declared.
+    #[schema(value_type = Option<BTreeMap<String, ChatTool>>)]
+    tools: Option<BTreeMap<String, ChatTool>>,
+}
+
+/// A tool the client runs itself: what the model is told it does and a JSON Schema of
+/// its input (`{"type": "object", …}`; absent: no input).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = ai_sdk::ChatTool)]
+struct ChatTool {
+    description: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    input_schema: Option<serde_json::Value>,
 }
 
 /// A UI message: `role` and its `parts`, of which Spool reads `text` parts and tool
@@ -102,9 +133,9 @@ struct UiMessage {
 }
 
 /// A UI message part, for the document only (parts are read as JSON): Spool reads
-/// `text` parts' `text`, tool parts' `state` and `approval`, and a question's `output`
-/// or `errorText` with its `callProviderMetadata`; other fields and other parts are
-/// ignored.
+/// `text` parts' `text`, tool parts' `state` and `approval`, and the `output` or
+/// `errorText` of a question or of a call of a client tool with its
+/// `callProviderMetadata`; other fields and other parts are ignored.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct UiPart {
@@ -117,20 +148,26 @@ struct UiPart {
     /// `{id, approved, reason?}` in the `approval-responded` state.
     #[schema(value_type = Option<Object>)]
     approval: Option<serde_json::Value>,
-    /// A question's answer, `{answer}`, in the `output-available` state.
+    /// A dynamic tool part's tool: `question`, or a client tool's name.
+    #[schema(rename = "toolName")]
+    tool_name: Option<String>,
+    /// A question's answer, `{answer}`, or what a client tool returned (any JSON), in
+    /// the `output-available` state.
     #[schema(value_type = Option<Object>)]
     output: Option<serde_json::Value>,
-    /// Why the person declined a question, in the `output-error` state.
+    /// Why the person declined a question, or a client tool's error, in the
+    /// `output-error` state.
     #[schema(rename = "errorText")]
     error_text: Option<String>,
-    /// A question's `{spool: {approvalId}}`, as its `tool-input-available` sent it.
+    /// A question's or client call's `{spool: {approvalId}}`, as its
+    /// `tool-input-available` sent it.
     #[schema(rename = "callProviderMetadata", value_type = Option<Object>)]
     call_provider_metadata: Option<serde_json::Value>,
 }
 
 /// What a request asks for.
 enum Action {
-    Prompt { text: String, request_id: Option<String> },
+    Prompt { text: String, request_id: Option<String>, tools: Vec<ClientTool> },
     Answer(Vec<Answer>),
 }
 
@@ -150,6 +187,8 @@ pub(crate) enum Reply {
     Deny(Option<String>),
     /// A question's answer: the `fill` decision `{answer}`.
     Answer(String),
+    /// What the client's own tool returned: the `output` decision.
+    Output(ClientOutput),
 }
 
 impl Reply {
@@ -159,6 +198,7 @@ impl Reply {
             Reply::Approve => "approved",
             Reply::Deny(_) => "denied",
             Reply::Answer(_) => "answered",
+            Reply::Output(_) => "output",
         }
     }
 }
@@ -180,7 +220,7 @@ impl ChatRequest {
                 // A regenerate sends the same message again and means a new answer.
                 let regenerate = self.trigger.as_deref() == Some("regenerate-message");
                 let request_id = last.id.as_ref().filter(|_| !regenerate).map(|id| format!("ai-sdk:{id}"));
-                Ok(Action::Prompt { text, request_id })
+                Ok(Action::Prompt { text, request_id, tools: self.client_tools() })
             }
             "assistant" => {
                 let answers = last.parts.iter().filter_map(part_answer);
@@ -204,9 +244,25 @@ impl ChatRequest {
     }
 }
 
+impl ChatRequest {
+    /// The declared client tools, as the engine takes them.
+    fn client_tools(&self) -> Vec<ClientTool> {
+        let declared = self.tools.iter().flatten();
+        declared
+            .map(|(name, tool)| ClientTool {
+                name: name.clone(),
+                description: tool.description.clone().unwrap_or_default(),
+                parameters: tool.input_schema.clone(),
+            })
+            .collect()
+    }
+}
+
 /// The answer a part of the last assistant message carries, if any: a tool approval
-/// response, or the output `addToolOutput` gave a question (Spool's own outputs are
-/// text, never `{answer}`, so a question answered earlier in the message is no answer).
+/// response, the output `addToolOutput` gave a question (Spool's own outputs are text,
+/// never `{answer}`, so a question answered earlier in the message is no answer), or
+/// the output or error it gave a call of a client tool (one answered earlier comes
+/// again with each request: [`answer`] leaves it as it was).
 fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
     if part["state"] == "approval-responded" {
         let approval = &part["approval"];
@@ -223,9 +279,17 @@ fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
         });
     }
     let asked = &part["callProviderMetadata"]["spool"]["approvalId"];
-    let reply = match part["state"].as_str() {
-        Some("output-available") => Reply::Answer(part["output"]["answer"].as_str()?.to_owned()),
-        Some("output-error") => Reply::Deny(approval_reason(&part["errorText"])),
+    let question = part["toolName"] == QUESTION_TOOL || part["type"] == format!("tool-{QUESTION_TOOL}");
+    let reply = match (part["state"].as_str(), question) {
+        (Some("output-available"), true) => Reply::Answer(part["output"]["answer"].as_str()?.to_owned()),
+        (Some("output-error"), true) => Reply::Deny(approval_reason(&part["errorText"])),
+        (Some("output-available"), false) => {
+            Reply::Output(ClientOutput { output: part["output"].clone(), is_error: false })
+        }
+        (Some("output-error"), false) => {
+            let error = approval_reason(&part["errorText"]).unwrap_or_else(|| CLIENT_TOOL_FAILED.to_owned());
+            Reply::Output(ClientOutput { output: error.into(), is_error: true })
+        }
         _ => return None,
     };
     if asked.is_null() {
@@ -235,7 +299,7 @@ fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
         Some(approval) => Ok(Answer { approval, reply }),
         None => Err(ApiError::bad_request(
             "invalid_approval",
-            "a question's callProviderMetadata.spool.approvalId is a per_… id",
+            "a tool part's callProviderMetadata.spool.approvalId is a per_… id",
         )),
     })
 }
@@ -305,22 +369,38 @@ async fn chat(
     let engine = &state.engine;
     let action = body.action()?;
     let feed = match action {
-        Action::Prompt { text, request_id } => {
+        Action::Prompt { text, request_id, tools } => {
             let named = chat_session(engine, &user, &body.id).await?;
             let project = body.project_id.as_deref();
             let missing = "this chat has no session yet: send a projectId to start one";
             let session = session_or_new(engine, &user, &body.id, named, project, missing).await?;
-            run_feed::prompt_chat(engine, &user, &session, text, request_id, connection).await?
+            let input = PromptInput { text, request_id, client_tools: tools, ..PromptInput::default() };
+            run_feed::prompt_chat(engine, &user, &session, input, connection).await?
         }
         Action::Answer(answers) => {
             let session = chat_session(engine, &user, &body.id).await?.ok_or(ApiError::not_found("session"))?;
-            match answer(engine, &user, &session, answers, |a, _| format!("ai-sdk:{a}")).await? {
+            match answer(engine, &user, &session, answers, decision_key).await? {
                 Ok((approval, denied)) => attach_after(engine, &user, &approval, denied, connection).await?,
                 Err(refused) => return Ok(refused),
             }
         }
     };
     Ok(watched(stream_response(feed, &state), watch))
+}
+
+/// The idempotency key of a decision of this dialect: the approval's, and for a client
+/// tool's output a digest of the output too, so the same output sent again (the
+/// transport re-sends the whole chat) replays the first answer and another one is 409
+/// `already_resolved`.
+fn decision_key(approval: &ApprovalId, reply: &Reply) -> String {
+    match reply {
+        Reply::Output(output) => {
+            let bytes = serde_json::to_vec(output).unwrap_or_default();
+            let hex: String = Sha256::digest(&bytes).iter().take(8).map(|b| format!("{b:02x}")).collect();
+            format!("ai-sdk:{approval}:output:{hex}")
+        }
+        _ => format!("ai-sdk:{approval}"),
+    }
 }
 
 /// Applies the approval responses; `Ok((approval, denied))` is the last one decided here
@@ -343,6 +423,15 @@ pub(crate) async fn answer(
         if &found.session_id != session {
             return Err(ApiError::not_found("approval"));
         }
+        if matches!(answer.reply, Reply::Output(_)) != found.is_client_call() {
+            let message = match found.is_client_call() {
+                true => {
+                    format!("{} is a call of the client's tool {}: answer it with its output", found.id, found.tool)
+                }
+                false => format!("{} is not a call of a client tool: it takes no output", found.id),
+            };
+            return Err(ApiError::bad_request("wrong_answer_kind", message));
+        }
         if matches!(answer.reply, Reply::Answer(_)) && !asks_for_input(&found) {
             return Err(ApiError::bad_request(
                 "not_a_question",
@@ -364,6 +453,7 @@ pub(crate) async fn answer(
             Reply::Approve => (Decision::Once, None),
             Reply::Deny(reason) => (Decision::Reject, Some(reason.unwrap_or_else(|| DENIED.to_owned()))),
             Reply::Answer(answer) => (Decision::Fill(serde_json::json!({ "answer": answer })), None),
+            Reply::Output(output) => (Decision::Output(output), None),
         };
         let input = DecisionInput { decision, message, idempotency_key, patterns: None };
         let target = DecisionTarget::Run(found.run_id.clone());
