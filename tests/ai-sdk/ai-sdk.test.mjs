@@ -84,6 +84,14 @@ class Chat extends AbstractChat {
   finished() {
     return new Promise((resolve) => this.listeners.finished.push(resolve))
   }
+
+  /** The next end of a response that `wanted` accepts (`finishReason`, `message`, …). */
+  async finishedWhen(wanted) {
+    for (;;) {
+      const finish = await this.finished()
+      if (wanted(finish)) return finish
+    }
+  }
 }
 
 function userMessage(text) {
@@ -119,10 +127,11 @@ const textOf = (message) =>
     .map((p) => p.text)
     .join("")
 
-/** The stored assistant text of the run a UI message stands for (its id is the run id). */
-async function storedAnswer(runId) {
-  const run = await api("GET", `/api/runs/${runId}`)
-  const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
+/** The stored assistant text of the run a UI message stands for (its id is the run id),
+ * read through `via` (another server's `api`). */
+async function storedAnswer(runId, via = api) {
+  const run = await via("GET", `/api/runs/${runId}`)
+  const page = await via("GET", `/api/sessions/${run.sessionId}/messages`)
   const after = page.messages.filter((m) => m.index > run.userMessageIndex && m.role === "assistant")
   return after.map((m) => m.content.filter((c) => c.type === "text").map((c) => c.text).join("")).join("")
 }
@@ -398,4 +407,125 @@ test("bad requests are refused with a JSON error", async () => {
     assert.equal(res.status, 400)
     assert.equal((await res.json()).error.code, code)
   }
+})
+
+// Client-side tools: the README's declaration, sent in the transport's body beside
+// projectId. The tool runs in the client (onToolCall), its output goes back with
+// addToolOutput, and sendAutomaticallyWhen sends the chat again with it.
+const clientTools = {
+  get_weather: {
+    description: "The weather in a city, as this app knows it",
+    inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+}
+
+/** What the client's `get_weather` returns. */
+const weather = ({ city }) => ({ city, sky: "sunny", celsius: 3 })
+
+const weatherPrompt = `tool: get_weather ${JSON.stringify({ city: "Oslo" })}`
+
+/** The tool parts of the client's tool in `message`. */
+const weatherParts = (message) => message.parts.filter((p) => p.type === "dynamic-tool" && p.toolName === "get_weather")
+
+test("a client tool runs in the client and the run goes on with its output, once, across a server restart", async () => {
+  const first = await work.serveWithProject("tools")
+  let server = first
+  const transport = new DefaultChatTransport({
+    api: `${first.baseUrl}/api/ai-sdk/chat`,
+    body: { projectId: first.projectId, tools: clientTools },
+    // The same address after the restart, as a reverse proxy in front of it would keep.
+    fetch: (url, init) => fetch(String(url).replace(first.baseUrl, server.baseUrl), init),
+  })
+  const calls = []
+  let restarted
+  const afterRestart = new Promise((resolve) => (restarted = resolve))
+  const chat = new Chat({
+    transport,
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    onToolCall: ({ toolCall }) => {
+      calls.push(toolCall)
+      // The tool runs now; its output goes back once the server was restarted. Not
+      // awaited: onToolCall must return before the stream it came in can end.
+      const output = weather(toolCall.input)
+      afterRestart.then(() => chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output }))
+    },
+  })
+  const parked = chat.finished()
+  await chat.sendMessage({ text: weatherPrompt })
+  assert.equal((await parked).finishReason, "tool-calls", "the message stops at the client's call")
+  assert.deepEqual(
+    calls.map((c) => [c.toolName, c.input, c.providerExecuted, c.dynamic]),
+    [["get_weather", { city: "Oslo" }, false, true]],
+  )
+  const [part] = weatherParts(chat.lastMessage)
+  assert.equal(part?.state, "input-available", JSON.stringify(chat.lastMessage.parts))
+  assert.match(part.callProviderMetadata?.spool?.approvalId ?? "", /^per_/)
+  const runId = chat.lastMessage.id
+  assert.equal((await first.api("GET", `/api/runs/${runId}`)).status, "interrupted")
+
+  // The server goes away between the call and its output, and comes back on its data.
+  await first.stop()
+  server = await work.serve("tools")
+  assert.equal((await server.api("GET", `/api/runs/${runId}`)).status, "interrupted", "still waiting after the restart")
+
+  const done = chat.finishedWhen((f) => f.finishReason !== "tool-calls")
+  restarted()
+  const { message, finishReason } = await done
+  assert.equal(finishReason, "stop")
+  assert.equal(message.id, runId, "one run, one message")
+  const parts = weatherParts(message)
+  assert.equal(parts.length, 1, JSON.stringify(message.parts))
+  assert.equal(parts[0].state, "output-available")
+  assert.match(JSON.stringify(parts[0].output), /sunny/)
+  assert.match(textOf(message), /Tool get_weather returned .*sunny/)
+  assert.equal(textOf(message), await storedAnswer(runId, server.api))
+
+  // The stored conversation holds the client's output once.
+  const run = await server.api("GET", `/api/runs/${runId}`)
+  assert.equal(run.status, "completed")
+  const page = await server.api("GET", `/api/sessions/${run.sessionId}/messages`)
+  const results = page.messages.filter((m) => m.role === "toolResult")
+  assert.equal(results.length, 1, JSON.stringify(results))
+  assert.equal(results[0].toolName, "get_weather")
+  assert.equal(results[0].isError, false)
+  assert.match(results[0].content[0].text, /sunny/)
+  // Answered: the chat asks for nothing more and sent once.
+  assert.equal(lastAssistantMessageIsCompleteWithToolCalls({ messages: chat.messages }), false)
+  assert.equal(calls.length, 1)
+  assert.equal(chat.status, "ready")
+  assert.equal(chat.error, undefined)
+})
+
+test("a client tool's output error gives the model an error result", async () => {
+  const chat = new Chat({
+    transport: new DefaultChatTransport({
+      api: `${baseUrl}/api/ai-sdk/chat`,
+      body: { projectId, tools: clientTools },
+    }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    // The tool fails in the client; not awaited (the stream it came in is still open).
+    onToolCall: ({ toolCall }) => {
+      chat.addToolOutput({
+        tool: toolCall.toolName,
+        toolCallId: toolCall.toolCallId,
+        state: "output-error",
+        errorText: "location services are off",
+      })
+    },
+  })
+  const done = chat.finishedWhen((f) => f.finishReason !== "tool-calls")
+  await chat.sendMessage({ text: weatherPrompt })
+  const { message, finishReason } = await done
+  assert.equal(finishReason, "stop")
+  const parts = weatherParts(message)
+  assert.equal(parts.length, 1, JSON.stringify(message.parts))
+  assert.equal(parts[0].state, "output-error")
+  assert.match(parts[0].errorText, /location services are off/)
+  assert.match(textOf(message), /Tool get_weather failed: .*location services are off/)
+  const run = await api("GET", `/api/runs/${message.id}`)
+  const page = await api("GET", `/api/sessions/${run.sessionId}/messages`)
+  const results = page.messages.filter((m) => m.role === "toolResult")
+  assert.equal(results.length, 1)
+  assert.equal(results[0].isError, true)
+  assert.equal(chat.error, undefined)
 })

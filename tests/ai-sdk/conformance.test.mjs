@@ -2,7 +2,7 @@
 // `uiMessageChunkSchema` (the zod schema `DefaultChatTransport` parses the stream with;
 // issue 37: "a published schema that Spool's own events break is a failing test"). One
 // scripted session goes through text, thinking, a bash call approved with its output, a
-// write rejected, a question answered, plan mode's `exit_plan`, todos, the queue with a
+// write rejected, a question answered, a client-side tool's call answered, plan mode's `exit_plan`, todos, the queue with a
 // deleted prompt, a cancelled run; a second server with a tiny answer limit fails a
 // run. Every `data:` line of every response is collected raw and validated.
 //
@@ -66,15 +66,16 @@ function userMessage(text) {
   return { id: generateId(), role: "user", parts: [{ type: "text", text }] }
 }
 
-/** A chat of one server: sends as `DefaultChatTransport` does, keeps every chunk. */
-function chatOn(spool, seen) {
+/** A chat of one server: sends as `DefaultChatTransport` does (with `body` added to
+ * each request, as its `body` option does), keeps every chunk. */
+function chatOn(spool, seen, body = {}) {
   const id = generateId()
   const messages = []
   const post = async (onChunk) => {
     const res = await fetch(`${spool.baseUrl}/api/ai-sdk/chat`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ id, messages, trigger: "submit-message", projectId: spool.projectId }),
+      body: JSON.stringify({ id, messages, trigger: "submit-message", projectId: spool.projectId, ...body }),
     })
     const chunks = await chunksOf(res, onChunk)
     seen.push(...chunks)
@@ -122,7 +123,8 @@ const sessionOf = async (spool, runId) => (await spool.api("GET", `/api/runs/${r
 /** Everything one scripted session sends through the AI SDK endpoint. */
 async function aWholeSession(spool) {
   const seen = []
-  const chat = chatOn(spool, seen)
+  const tools = { get_weather: { description: "The weather in a city", inputSchema: { type: "object" } } }
+  const chat = chatOn(spool, seen, { tools })
 
   const { answer: first } = await chat.send("think: weighing the options | the answer is here")
   const session = await sessionOf(spool, first.id)
@@ -144,6 +146,14 @@ async function aWholeSession(spool) {
   assert.equal(part?.state, "input-available", JSON.stringify(answer.parts))
   ;({ answer } = await chat.answer(part.toolCallId, (p) => ({ ...p, state: "output-available", output: { answer: "A" } })))
   assert.equal(toolPart(answer, "question").state, "output-available")
+
+  // A call of a tool the client runs, answered with its output.
+  ;({ answer } = await chat.send(`tool: get_weather ${JSON.stringify({ city: "Oslo" })}`))
+  part = toolPart(answer, "get_weather")
+  assert.equal(part?.state, "input-available", JSON.stringify(answer.parts))
+  assert.equal(part.providerExecuted, false)
+  ;({ answer } = await chat.answer(part.toolCallId, (p) => ({ ...p, state: "output-available", output: { sky: "sunny" } })))
+  assert.equal(toolPart(answer, "get_weather").state, "output-available")
 
   const todos = { todos: [{ content: "Read", status: "completed" }, { content: "Write", status: "pending" }] }
   await chat.send(`tool: todo_write ${JSON.stringify(todos)}`)
