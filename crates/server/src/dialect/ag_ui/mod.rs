@@ -270,8 +270,9 @@ impl AgUiStream {
         }
         for (index, message, done) in shown {
             match message {
-                // A steer the run took; another run's prompt is not this run's.
-                Message::User { .. } if !state.prompt_timings.contains_key(&index) => {
+                // A steer the run took: a user message the state shows that is no
+                // run's prompt (older ones it cannot tell apart are left out).
+                Message::User { .. } if index >= state.first_index && !state.prompt_timings.contains_key(&index) => {
                     fold.close_part(&mut out);
                     user_message(session, index, message, &mut out);
                 }
