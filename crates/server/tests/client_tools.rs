@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use common::{ModelsOverride, Open, TestOptions, TestServer, WAIT, id_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{EngineConfig, Model, ModelError, ModelRequest, ModelStream, Models};
+use spool_engine::{EngineConfig, ManualClock, Model, ModelError, ModelRequest, ModelStream, Models};
 use spool_model::ScriptedModel;
 use spool_protocol::{Content, Message};
 use std::sync::{Arc, Mutex};
@@ -295,15 +295,51 @@ async fn an_ask_rule_on_a_client_tool_asks_the_person_first() {
     assert_eq!(server.tool_results(&session).await, [("get_location".into(), "Oslo".into(), false)]);
 }
 
+/// The person approved the call (an `ask` rule) and the server stopped before the run
+/// went on: after the restart the call parks for the client, once.
+#[tokio::test]
+async fn an_approval_recorded_before_a_restart_parks_the_client_call_after_it() {
+    use spool_engine::store::Approvals;
+    let (server, _seen) = recording_server(EngineConfig::default()).await;
+    let session = server.new_session().await;
+    let rules = json!({"permissions": [{"tool": "get_location", "action": "ask"}]});
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = prompt_with(&server, &session, CALL, json!([get_location()])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let run_id = body["runId"].as_str().expect("runId").to_owned();
+    let asked = wait_pending(&server, &session, "confirm_action").await;
+    let asked_id: spool_protocol::ApprovalId = id_of(&asked).parse().expect("approval id");
+    let once = spool_protocol::Decision::Once;
+    let won = server
+        .store
+        .settle_approval(&asked_id, spool_protocol::ApprovalStatus::Resolved, Some(&once), None, None, 1)
+        .await
+        .expect("settle");
+    assert!(won);
+    let server = server.restart().await;
+    let call = wait_pending(&server, &session, "provide_input").await;
+    assert_eq!(call["payload"]["client"], true, "{call}");
+    let (status, body) = decide(&server, &session, &call, output(json!("Oslo"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(server.tool_results(&session).await, [("get_location".into(), "Oslo".into(), false)]);
+    assert_eq!(roles(&server, &session).await, ["user", "assistant", "toolResult", "assistant"]);
+}
+
 #[tokio::test]
 async fn a_client_call_left_unanswered_expires_and_cancels_its_run() {
-    // Only the client tool's TTL is short: a person's approvals keep the long default.
-    let engine = EngineConfig { client_tool_ttl: Duration::from_millis(1500), ..EngineConfig::default() };
+    // Only a client tool's call waits this short: a person's approvals keep the long
+    // default. Shorter than a lease, so moving the clock past it leaves the run its lease.
+    let clock = ManualClock::starting_now();
+    let client_tool_ttl = Duration::from_secs(2);
+    let engine = EngineConfig { clock: clock.clone().into(), client_tool_ttl, ..EngineConfig::default() };
     let (server, _seen) = recording_server(engine).await;
     let session = server.new_session().await;
     let (run_id, approval) = park_client(&server, &session).await;
-    let expires = approval["expiresAt"].as_i64().expect("expiresAt") - approval["createdAt"].as_i64().expect("at");
-    assert_eq!(expires, 1500);
+    let expires_at = approval["expiresAt"].as_i64().expect("expiresAt");
+    assert_eq!(expires_at - approval["createdAt"].as_i64().expect("createdAt"), 2000);
+    clock.advance_to(expires_at);
     let run = server.wait_run(&run_id).await;
     assert_eq!(run["status"], "cancelled", "{run}");
     assert_eq!(run["error"]["code"], "client_tool_expired", "{run}");
