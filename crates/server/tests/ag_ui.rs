@@ -611,3 +611,32 @@ async fn a_client_call_is_answered_after_a_restart_and_the_run_goes_on_from_its_
     assert_eq!(text_of(&rest), stored_text(&server, &run).await, "every word once");
     assert_eq!(text_of(&rest), "Tool get_location returned 1 line: Lisbon");
 }
+
+#[tokio::test]
+async fn a_result_for_an_expired_client_call_reads_the_cancelled_run_and_is_not_taken() {
+    let clock = ManualClock::starting_now();
+    let engine = EngineConfig { clock: clock.clone().into(), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let project = server.default_project().await;
+    let prompt = user("x1", "tool: get_location {}");
+    let asked = events(post(&server, &with_location_tool(input("thread-l", &project, json!([prompt])))).await).await;
+    let call = asked.last().expect("an end")["outcome"]["pendingToolCallIds"][0].clone();
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId");
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let expires = detail["state"]["pendingApprovals"][0]["expiresAt"].as_i64().expect("expiresAt");
+    clock.advance_to(expires);
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "cancelled");
+
+    let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": "too late"});
+    let rest =
+        events(post(&server, &with_location_tool(input("thread-l", &project, json!([prompt, tool])))).await).await;
+    assert_eq!(rest[0]["runId"], asked[0]["runId"], "the run the prompt started, not a new one");
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "cancelled"}), "{:?}", types(&rest));
+    // The cancelled run ended the call with an error result of its own; the late one
+    // is not taken.
+    let stored = results_of(&server, session, call.as_str().expect("id")).await;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0]["isError"], true);
+    assert!(!stored[0].to_string().contains("too late"), "{stored:?}");
+}
