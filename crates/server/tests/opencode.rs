@@ -732,6 +732,8 @@ async fn a_client_tool_call_is_a_running_tool_part_and_never_a_permission() {
     let at = urlencode(dir.to_str().expect("utf-8"));
     let (_, permissions) = server.get(&format!("/permission?directory={at}")).await;
     assert_eq!(permissions, json!([]));
+    let list = messages(&server, &session).await;
+    assert_eq!(list[1]["parts"][1]["state"]["status"], "running", "the history says so too: {}", list[1]);
 
     let (status, taken) = server.post(&format!("/api/tool-calls/{approval}/result"), json!({"output": "Lisbon"})).await;
     assert_eq!(status, StatusCode::OK, "{taken}");

@@ -225,6 +225,24 @@ pub fn is_permission(approval: &Approval) -> bool {
     approval.kind == spool_protocol::ApprovalKind::ConfirmAction && !approval.is_client_call()
 }
 
+/// Shows the tool part of each client tool call in `pending` (a session's pending
+/// approvals) running, as `/event` does: the call is out with the client, which runs it.
+pub fn running_client_calls(history: &mut [MessageWithParts], pending: &[Approval]) {
+    for approval in pending.iter().filter(|a| a.is_client_call()) {
+        let parts = history.iter_mut().flat_map(|m| m.parts.iter_mut());
+        for part in parts {
+            let PartKind::Tool { call_id, state, .. } = &mut part.kind else { continue };
+            if *call_id != approval.tool_call_id {
+                continue;
+            }
+            if let ToolState::Pending { input, .. } = state {
+                let input = std::mem::take(input);
+                *state = ToolState::Running { input, time: StartTime { start: approval.created_at }, metadata: None };
+            }
+        }
+    }
+}
+
 /// A pending question approval as OpenCode's question request. `message` is the index
 /// of the assistant message that made the call, when known.
 pub fn question(approval: &Approval, message: Option<u64>) -> QuestionRequest {

@@ -380,7 +380,9 @@ async fn messages(
         ),
         None => None,
     };
-    Ok(Json(history(&engine, &user, &detail.session, before, query.limit).await?))
+    let mut all = history(&engine, &user, &detail.session, before, query.limit).await?;
+    records::running_client_calls(&mut all, &detail.state.pending_approvals);
+    Ok(Json(all))
 }
 
 /// Checks a prompt body, applies its model choice, marks where the session's stream
