@@ -102,9 +102,25 @@ pub enum RunEventBody {
     Error { code: String, message: String },
     /// The frames after the client's last event were no longer buffered: where the run
     /// is now. A client replaces what it drew for this run with `text` and `tools` and
-    /// counts on from `sequence`.
+    /// counts on from `sequence`. `steers`: the user messages the run took so far (its
+    /// `user_message` events), left out when there are none.
     #[serde(rename_all = "camelCase")]
-    Snapshot { session_id: SessionId, status: RunStatus, text: String, tools: Vec<RunTool> },
+    Snapshot {
+        session_id: SessionId,
+        status: RunStatus,
+        text: String,
+        tools: Vec<RunTool>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        steers: Vec<RunSteer>,
+    },
+}
+
+/// A user message the run took while it ran, as a snapshot shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSteer {
+    pub message_id: MessageId,
+    pub text: String,
 }
 
 /// A tool call of the run, as a snapshot shows it: `running` from its call until its
@@ -384,6 +400,10 @@ impl RunStream {
             status,
             text: run_text(span, messages, &state.drafts),
             tools: run_tools(span, messages, &state.tool_executions, pending, started),
+            steers: run_messages(span, messages)
+                .filter(|m| m.message.is_user())
+                .map(|m| RunSteer { message_id: m.id.clone(), text: m.message.text() })
+                .collect(),
         };
         let mut events = vec![fold.event(snapshot_at, snapshot)];
         if settled {
@@ -532,10 +552,7 @@ fn run_messages(span: Span, messages: &[IndexedMessage]) -> impl Iterator<Item =
 }
 
 fn last_assistant(span: Span, messages: &[IndexedMessage]) -> Option<u64> {
-    run_messages(span, messages)
-        .filter(|m| matches!(m.message, Message::Assistant { .. }))
-        .map(|m| m.index)
-        .last()
+    run_messages(span, messages).filter(|m| matches!(m.message, Message::Assistant { .. })).map(|m| m.index).last()
 }
 
 /// The run's text so far: what its `text_delta`s add up to — the text of its committed

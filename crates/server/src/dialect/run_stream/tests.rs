@@ -391,7 +391,8 @@ fn a_snapshot_holds_what_the_run_did_after_a_steer_and_not_the_next_run() {
         s.prompt_timings.insert(prompt, timing);
     }
     let (_, events) = RunStream::from_snapshot(&run(RunStatus::Completed, None), &s, &messages, Numbering::After(0));
-    let RunEventBody::Snapshot { text, .. } = &events[0].body else { panic!("a snapshot first: {events:?}") };
+    let RunEventBody::Snapshot { text, steers, .. } = &events[0].body else { panic!("a snapshot first: {events:?}") };
     assert_eq!(text, "Looking. Noted.");
+    assert_eq!(steers, &[RunSteer { message_id: messages[2].id.clone(), text: "mind the tests".into() }]);
     assert_eq!(events[1].body, RunEventBody::Done { message_id: Some(messages[3].id.clone()) });
 }
