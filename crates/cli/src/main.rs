@@ -27,6 +27,7 @@ mod limits;
 mod database;
 mod hub;
 mod lock;
+mod mcp_server;
 mod otlp;
 mod retention;
 mod sandbox;
@@ -77,6 +78,9 @@ enum Command {
     /// Chat with a session in the terminal: streamed answers, tool cards, approvals
     /// answered at the prompt (`--json`: one event per line, for scripts).
     Chat(chat::ChatArgs),
+    /// Offer a running server to another agent as an MCP server over stdio: tools to
+    /// prompt a session and wait for its answer, and to list its pending approvals.
+    Mcp(mcp_server::McpArgs),
     /// Publish seed 002 hub events to a running server.
     #[command(subcommand)]
     Hub(HubCommand),
@@ -91,7 +95,7 @@ impl Command {
                 TokenCommand::Create { store, .. } | TokenCommand::List { store } | TokenCommand::Revoke { store, .. },
             )
             | Command::Auth(AuthCommand::Status { store } | AuthCommand::Disable { store }) => Some(store),
-            Command::Chat(_) | Command::Hub(_) => None,
+            Command::Chat(_) | Command::Mcp(_) | Command::Hub(_) => None,
         }
     }
 }
@@ -279,6 +283,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Auth(cmd) => auth(cmd).await,
         Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
         Command::Chat(args) => chat::chat(args).await,
+        Command::Mcp(args) => mcp_server::serve(args).await,
     };
     if let Some(traces) = traces {
         traces.shutdown().await;

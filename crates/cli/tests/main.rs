@@ -20,6 +20,7 @@ mod exactly_once;
 mod git_poll;
 mod hub;
 mod idle_http2;
+mod mcp_server;
 mod operators;
 mod otlp;
 mod permission_spellings;
