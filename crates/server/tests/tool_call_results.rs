@@ -249,3 +249,28 @@ async fn opencode_lists_a_client_call_neither_as_a_permission_nor_as_a_question(
     assert_eq!(status, StatusCode::OK);
     assert_eq!(server.wait_run(&run).await["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_session_waiting_only_for_its_client_does_not_ask_a_person() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let session = server.new_session().await;
+    let (run, approval) = park_client_call(&server, &session, None).await;
+    // The sidebar's "Needs you" and the approval gate are for what a person decides.
+    let (status, list) = server.get(&format!("/api/projects/{project}/sessions")).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let row = list.as_array().expect("rows").iter().find(|s| s["id"] == session.as_str()).cloned().expect("listed");
+    assert_eq!(row["waiting"], false, "{row}");
+    let (status, gate) = server.get("/api/gate/approvals").await;
+    assert_eq!((status, gate), (StatusCode::OK, json!({"approvals": []})));
+    // The same session parked at a person's approval does need them (the filter is not blanket).
+    let (status, _) = post_result(&server, &id_of(&approval), &json!({"output": "Lisbon"}), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(server.wait_run(&run).await["status"], "completed");
+    server.park(&session, "tool: bash {\"command\": \"rm -f x\"}").await;
+    let (_, list) = server.get(&format!("/api/projects/{project}/sessions")).await;
+    let row = list.as_array().expect("rows").iter().find(|s| s["id"] == session.as_str()).cloned().expect("listed");
+    assert_eq!(row["waiting"], true, "{row}");
+    let (_, gate) = server.get("/api/gate/approvals").await;
+    assert_eq!(gate["approvals"].as_array().map(Vec::len), Some(1), "{gate}");
+}

@@ -370,7 +370,9 @@ impl Engine {
     }
 
     /// Which of `sessions` wait for a person, from the store's pending approvals (so a
-    /// run parked before a restart, or on another node, counts too): one query a project.
+    /// run parked before a restart, or on another node, counts too): one query a project,
+    /// then one for each session it names. A session whose only pending approvals are
+    /// client tool calls waits for a program, not a person, and is left out.
     pub(crate) async fn waiting_among<'a>(
         &self,
         sessions: impl IntoIterator<Item = &'a Session>,
@@ -378,7 +380,12 @@ impl Engine {
         let projects: HashSet<&ProjectId> = sessions.into_iter().map(|s| &s.project_id).collect();
         let mut waiting = HashSet::new();
         for project in projects {
-            waiting.extend(self.store().waiting_sessions(project).await?);
+            for session in self.store().waiting_sessions(project).await? {
+                let pending = self.store().pending_approvals(&session).await?;
+                if pending.iter().any(|approval| !approval.is_client_call()) {
+                    waiting.insert(session);
+                }
+            }
         }
         Ok(waiting)
     }

@@ -82,8 +82,11 @@ impl GateBody {
 )]
 async fn list(Acting { engine, user }: Acting) -> Result<Json<GateApprovals>, ApiError> {
     let pending = engine.runs().pending_approvals(&user).await?;
+    // A client tool call waits for the program that declared the tool, not for a
+    // person: the gate lists only what a person decides.
     let approvals = pending
         .iter()
+        .filter(|approval| !approval.is_client_call())
         .map(|approval| {
             let (kind, mut data) = ws_hub::approval_requested(approval);
             data["type"] = kind.into();
