@@ -78,7 +78,7 @@ use crate::extract::BodyCheck;
 use crate::extract::{JsonBody, PathId, QueryParams, json_body};
 use crate::http::responses::{StreamErrors, WriteErrors};
 use crate::http::run_feed::{
-    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Prompted, Ready, RunDialect, RunFeed,
+    self, AfterInterrupt, ChatDialect, Continuation, FromSnapshot, Place, Ready, RunDialect, RunFeed,
 };
 use crate::http::sse;
 use crate::http::stream_events::AgUiStreamEvent;
@@ -397,7 +397,7 @@ async fn run_agent(
                 let tools = body.tools.unwrap_or_default();
                 let input =
                     PromptInput { text, request_id: Some(request_id), client_tools: tools, ..PromptInput::default() };
-                prompt(engine, &user, &session, input, connection).await?
+                run_feed::prompt_chat(engine, &user, &session, input, connection).await?
             } else {
                 // The continuation opens with the call's `TOOL_CALL_RESULT`, which the
                 // fold sends from the run's frames (or the stored result).
@@ -565,23 +565,6 @@ async fn reattach(
     };
     feed.push_front(opening);
     Ok(feed)
-}
-
-/// Prompts `session` and follows the new run from its start; a retried request's run
-/// (the same user message), already started, is read and followed from its start.
-async fn prompt(
-    engine: &Engine,
-    user: &UserId,
-    session: &SessionId,
-    input: PromptInput,
-    connection: CancellationToken,
-) -> Result<Feed, ApiError> {
-    match run_feed::prompt(engine, user, session, input, &connection).await? {
-        Prompted::New(feed) => Ok(feed),
-        Prompted::Retried(run) => {
-            run_feed::attach_from_start(engine, user, engine.runs().get(user, &run).await?, connection).await
-        }
-    }
 }
 
 /// The client calls of `session` that `results` answer: each still waiting, with its
