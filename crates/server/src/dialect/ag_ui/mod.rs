@@ -374,7 +374,9 @@ impl AgUiStream {
             }
             AgentEvent::AgentStart {} => self.prompt_pending = true,
             AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
-                if !std::mem::take(&mut self.prompt_pending) {
+                // The run's prompt is the client's own: not sent back.
+                let prompt = std::mem::take(&mut self.prompt_pending);
+                if !prompt {
                     self.close_part(&mut out);
                     user_message(session, message_index, message, &mut out);
                 }
