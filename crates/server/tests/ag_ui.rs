@@ -535,14 +535,16 @@ async fn a_client_tool_call_ends_the_stream_pending_and_its_tool_message_goes_on
     let answered = with_location_tool(input("thread-c", &project, json!([prompt, assistant, tool])));
     let rest = events(post(&server, &answered).await).await;
     let kinds = types(&rest);
-    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"], "{kinds:?}");
+    assert_eq!(kinds[..2], ["RUN_STARTED", "STATE_SNAPSHOT"], "{kinds:?}");
     assert_eq!(rest[0]["runId"], asked[0]["runId"], "one Spool run");
-    assert_eq!((rest[2]["toolCallId"].as_str(), rest[2]["content"].as_str()), (Some(&*call), Some("Lisbon\nPortugal")));
+    // The client has the result it sent: it is not sent back as a second tool message.
+    assert!(!kinds.contains(&"TOOL_CALL_RESULT"), "{kinds:?}");
     assert!(!kinds.contains(&"TOOL_CALL_START") && !kinds.contains(&"CUSTOM"), "{kinds:?}");
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
     assert_eq!(text_of(&rest), "Tool get_location returned 2 lines: Lisbon");
     let stored = results_of(&server, &session, &call).await;
     assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["content"][0]["text"], "Lisbon\nPortugal", "the text parts joined: {}", stored[0]);
     assert_eq!(stored[0]["isError"], false);
 
     // The same request again, and another result for the answered call: no second
@@ -570,9 +572,7 @@ async fn a_tool_message_with_an_error_is_a_failed_call_and_one_for_no_waiting_ca
     let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": "", "error": "permission denied"});
     let body = with_location_tool(input("thread-e", &project, json!([prompt, tool])));
     let rest = events(post(&server, &body).await).await;
-    let result = rest.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").expect("the result");
-    assert_eq!(result["content"], "permission denied");
-    assert_eq!(result["metadata"]["spool"]["isError"], true);
+    assert!(!rest.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"), "the client has its result: {:?}", types(&rest));
     assert_eq!(text_of(&rest), "Tool get_location failed: permission denied");
     let run = run_of(&server, &rest).await;
     let session = run["sessionId"].as_str().expect("sessionId");
@@ -602,9 +602,8 @@ async fn a_client_call_is_answered_after_a_restart_and_the_run_goes_on_from_its_
     let rest =
         events(post(&server, &with_location_tool(input("thread-r", &project, json!([prompt, tool])))).await).await;
     let kinds = types(&rest);
-    assert_eq!(kinds[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT"], "{kinds:?}");
-    assert_eq!(rest[2]["toolCallId"], call);
-    assert_eq!(kinds.iter().filter(|k| **k == "TOOL_CALL_RESULT").count(), 1, "{kinds:?}");
+    assert_eq!(kinds[..2], ["RUN_STARTED", "STATE_SNAPSHOT"], "{kinds:?}");
+    assert!(!kinds.contains(&"TOOL_CALL_RESULT"), "the client has its result: {kinds:?}");
     assert!(!kinds.contains(&"TOOL_CALL_START"), "the client has the call: {kinds:?}");
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}));
     let run = run_of(&server, &rest).await;

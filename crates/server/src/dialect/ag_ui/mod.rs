@@ -9,8 +9,8 @@
 //! outcome, and the request answering it (`resume`) streams the continuation. A run
 //! parked at a call of a tool the client declared (`RunAgentInput.tools`) is two runs
 //! the same way: the first ends `success` with the call in `pendingToolCallIds`, and the
-//! request with the call's `tool` message streams the continuation, which opens with
-//! the call's `TOOL_CALL_RESULT`. The
+//! request with the call's `tool` message streams the continuation, which leaves out
+//! the call's `TOOL_CALL_RESULT` (the client holds its own tool message). The
 //! transport writes the opening ([`opening`]: `RUN_STARTED`, then `STATE_SNAPSHOT`) and
 //! the end ([`closing`]); the fold maps what lies between.
 //!
@@ -180,6 +180,10 @@ pub struct AgUiStream {
     /// `agent_start` was seen and the prompt's `message_end` not yet: the client sent
     /// the prompt, so it is not drawn; later user messages are steers, and are.
     prompt_pending: bool,
+    /// The call whose result the client itself sent in the request this stream
+    /// continues (a client tool's): its `TOOL_CALL_RESULT` is not sent back, since
+    /// `@ag-ui/client` appends every one it hears as a second tool message.
+    given: Option<String>,
 }
 
 impl AgUiStream {
@@ -193,6 +197,7 @@ impl AgUiStream {
             ended: None,
             error: None,
             prompt_pending: false,
+            given: None,
         }
     }
 
@@ -207,6 +212,7 @@ impl AgUiStream {
         fold.announced.insert(approval.tool_call_id.clone());
         fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
         fold.core.waiting = waiting;
+        fold.given = approval.is_client_call().then(|| approval.tool_call_id.clone());
         fold
     }
 
@@ -219,6 +225,7 @@ impl AgUiStream {
         let mut fold = Self::new(approval.run_id.clone());
         fold.core.muted = Some(Muted { until: approval.id.clone(), waiting });
         fold.announced_decision = Some(approval.id.clone());
+        fold.given = approval.is_client_call().then(|| approval.tool_call_id.clone());
         fold
     }
 
@@ -246,6 +253,7 @@ impl AgUiStream {
         if let Some(approval) = after {
             fold.announced_decision = Some(approval.id.clone());
             fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
+            fold.given = approval.is_client_call().then(|| approval.tool_call_id.clone());
             let call = &approval.tool_call_id;
             let holds_call = |m: &Message| match m {
                 Message::Assistant { content, .. } => {
@@ -370,7 +378,9 @@ impl AgUiStream {
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, result: text, is_error, .. } => {
                 self.close_part(&mut out);
-                out.push(result(session, tool_call_id, text.clone(), *is_error));
+                if self.given.as_ref() != Some(tool_call_id) {
+                    out.push(result(session, tool_call_id, text.clone(), *is_error));
+                }
             }
             AgentEvent::AgentStart {} => self.prompt_pending = true,
             AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
@@ -550,7 +560,9 @@ impl PartFold for AgUiStream {
     }
 
     fn draw_result(&mut self, drawn: DrawnResult<'_>, out: &mut Vec<AgUiEvent>) {
-        out.push(result(drawn.session, drawn.tool_call_id, drawn.text, drawn.is_error));
+        if self.given.as_deref() != Some(drawn.tool_call_id) {
+            out.push(result(drawn.session, drawn.tool_call_id, drawn.text, drawn.is_error));
+        }
     }
 
     fn map_frame(&mut self, frame: &Frame) -> Vec<AgUiEvent> {

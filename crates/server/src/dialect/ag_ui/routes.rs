@@ -26,8 +26,9 @@
 //!   after the last user message, with `tool` messages for calls the thread's session
 //!   waits for, each is decided as the call's result (`Decision::Output`, idempotency
 //!   key `ag-ui:<approval>:output:<digest of the result>`) instead of prompting, and
-//!   the stream is the continuation: the call's `TOOL_CALL_RESULT`, then the rest of
-//!   the run. A tool message for a call that waits for nothing (answered before, or a
+//!   the stream is the continuation: the rest of the run, without the call's
+//!   `TOOL_CALL_RESULT` (the client has the tool message it sent; `@ag-ui/client` would
+//!   append the event as a second one). A tool message for a call that waits for nothing (answered before, or a
 //!   result of Spool's own tools the client keeps) is not read: the same request sent
 //!   again finds its user message's run and follows it, so a result is taken once.
 //! * A run that stops at an approval ends its stream with `RUN_FINISHED` and the
@@ -399,8 +400,8 @@ async fn run_agent(
                     PromptInput { text, request_id: Some(request_id), client_tools: tools, ..PromptInput::default() };
                 run_feed::prompt_chat(engine, &user, &session, input, connection).await?
             } else {
-                // The continuation opens with the call's `TOOL_CALL_RESULT`, which the
-                // fold sends from the run's frames (or the stored result).
+                // The continuation: what follows the call's result (the fold leaves
+                // out the result the client sent, `AgUiStream::given`).
                 match decide_outputs(engine, &user, answered).await? {
                     Ok(approval) => attach_after(engine, &user, &approval, connection).await?,
                     Err(refused) => return Ok(refused),
