@@ -26,8 +26,16 @@ pub(crate) type Events = Box<dyn Iterator<Item = ModelEvent> + Send>;
 enum Directive<'a> {
     Echo(&'a str),
     Stream(u32),
-    Think { thought: &'a str, answer: &'a str },
-    Tool { name: &'a str, args: &'a str },
+    Think {
+        thought: &'a str,
+        answer: &'a str,
+    },
+    Tool {
+        name: &'a str,
+        args: &'a str,
+    },
+    /// Several lines each starting with `tool:`: one answer calling each in turn.
+    Tools(Vec<(&'a str, &'a str)>),
     Other(&'a str),
 }
 
@@ -48,17 +56,49 @@ fn directive(prompt: &str) -> Directive<'_> {
         let (thought, answer) = rest.split_once('|').unwrap_or((rest, ""));
         return Directive::Think { thought: thought.trim(), answer: answer.trim() };
     }
-    if let Some(call) = prompt.strip_prefix("tool:") {
-        let call = call.trim_start();
-        let name_end = call.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(call.len());
-        let (name, args) = call.split_at(name_end);
-        if name.is_empty() {
-            return Directive::Other(prompt);
-        }
-        let args = args.trim();
-        return Directive::Tool { name, args: if args.is_empty() { "{}" } else { args } };
+    if prompt.starts_with("tool:") {
+        let calls: Option<Vec<_>> = tool_segments(prompt).into_iter().map(tool_call_of).collect();
+        return match calls {
+            Some(calls) if calls.len() > 1 => Directive::Tools(calls),
+            // One call, or several of which one has no name: the prompt as a single call,
+            // its args running to the end (JSON spanning lines stays one call's args).
+            _ => match tool_call_of(prompt) {
+                Some((name, args)) => Directive::Tool { name, args },
+                None => Directive::Other(prompt),
+            },
+        };
     }
     Directive::Other(prompt)
+}
+
+/// `prompt` cut before every line that starts with `tool:` (each piece starts with it;
+/// a call's args may span lines up to the next such line).
+fn tool_segments(prompt: &str) -> Vec<&str> {
+    let mut starts: Vec<usize> = vec![0];
+    let mut offset = 0;
+    for line in prompt.split_inclusive('\n') {
+        if offset > 0 && line.trim_start().starts_with("tool:") {
+            starts.push(offset + (line.len() - line.trim_start().len()));
+        }
+        offset += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| prompt[start..starts.get(i + 1).copied().unwrap_or(prompt.len())].trim())
+        .collect()
+}
+
+/// `tool: NAME ARGS` as (name, args), args `{}` when absent; `None` without a name.
+fn tool_call_of(segment: &str) -> Option<(&str, &str)> {
+    let call = segment.strip_prefix("tool:")?.trim_start();
+    let name_end = call.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(call.len());
+    let (name, args) = call.split_at(name_end);
+    if name.is_empty() {
+        return None;
+    }
+    let args = args.trim();
+    Some((name, if args.is_empty() { "{}" } else { args }))
 }
 
 /// The scripted answer to `request`.
@@ -91,6 +131,15 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
                 Directive::Tool { name, args } => {
                     let id = format!("call_{}", tool_calls_so_far(&request.messages) + 1);
                     tool_call(id, name.to_owned(), fragments(args), input)
+                }
+                Directive::Tools(calls) => {
+                    let before = tool_calls_so_far(&request.messages);
+                    let calls: Vec<_> = calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (name, args))| (format!("call_{}", before + i + 1), name.to_owned(), fragments(args)))
+                        .collect();
+                    tool_calls(calls, input)
                 }
                 Directive::Other(prompt) => {
                     let reply = format!("You said: \"{}\"", truncate_chars(prompt, PROMPT_QUOTE_CHARS));
@@ -134,6 +183,10 @@ fn title(prompt: &str) -> String {
                 name = first.to_uppercase() + &name[1..];
             }
             format!("{name} {}", plain_words(&values, 5))
+        }
+        Directive::Tools(calls) => {
+            let names: Vec<String> = calls.iter().map(|(name, _)| name.replace('_', " ")).collect();
+            format!("Call {}", plain_words(&names.join(" and "), 6))
         }
         Directive::Other(text) => plain_words(text, 6),
     };
@@ -222,10 +275,19 @@ fn counted_reply(n: u32, input: u64) -> Events {
 }
 
 fn tool_call(id: String, name: String, fragments: Vec<String>, input: u64) -> Events {
-    let output = fragments.len() as u64;
+    tool_calls(vec![(id, name, fragments)], input)
+}
+
+/// One answer calling each of `calls` (id, name, arg fragments) in order.
+fn tool_calls(calls: Vec<(String, String, Vec<String>)>, input: u64) -> Events {
+    let output = calls.iter().map(|(_, _, fragments)| fragments.len() as u64).sum();
     Box::new(
-        std::iter::once(ModelEvent::ToolCallStart { id, name })
-            .chain(fragments.into_iter().map(ModelEvent::ToolCallArgs))
+        calls
+            .into_iter()
+            .flat_map(|(id, name, fragments)| {
+                std::iter::once(ModelEvent::ToolCallStart { id, name })
+                    .chain(fragments.into_iter().map(ModelEvent::ToolCallArgs))
+            })
             .chain(finish(input, output, StopReason::ToolUse)),
     )
 }
@@ -452,6 +514,66 @@ mod tests {
             })
             .collect();
         assert_eq!(args, "{not json é🌍");
+    }
+
+    fn calls_of(evs: &[ModelEvent]) -> Vec<(String, String, String)> {
+        let mut calls: Vec<(String, String, String)> = Vec::new();
+        for e in evs {
+            match e {
+                ModelEvent::ToolCallStart { id, name } => calls.push((id.clone(), name.clone(), String::new())),
+                ModelEvent::ToolCallArgs(a) => calls.last_mut().expect("args after a start").2.push_str(a),
+                _ => {}
+            }
+        }
+        calls
+    }
+
+    #[test]
+    fn several_tool_lines_make_one_answer_with_a_call_each() {
+        let evs = events(&prompt("tool: ask {\"q\": \"one\"}\n  tool: list\ntool: read {\n  \"path\": \"a\"\n}"));
+        assert_eq!(
+            calls_of(&evs),
+            vec![
+                ("call_1".into(), "ask".into(), r#"{"q": "one"}"#.into()),
+                ("call_2".into(), "list".into(), "{}".into()),
+                ("call_3".into(), "read".into(), "{\n  \"path\": \"a\"\n}".into()),
+            ]
+        );
+        // One answer: one usage, one stop, after every call.
+        let n = evs.len();
+        assert!(matches!(evs[n - 2], ModelEvent::Usage(_)));
+        assert_eq!(evs[n - 1], ModelEvent::Stop(StopReason::ToolUse));
+        assert_eq!(evs.iter().filter(|e| matches!(e, ModelEvent::Stop(_))).count(), 1);
+        assert_eq!(title("tool: ask {}\ntool: todo_write {}"), "Call ask and todo write");
+    }
+
+    #[test]
+    fn several_tool_lines_number_after_earlier_calls() {
+        let earlier = Message::Assistant {
+            content: vec![Content::ToolCall {
+                id: "call_1".into(),
+                name: "list".into(),
+                arguments: serde_json::json!({}),
+            }],
+            stop_reason: Some(StopReason::ToolUse),
+            usage: Usage::default(),
+            model: "scripted".into(),
+            error_message: None,
+            timestamp: 0,
+        };
+        let req =
+            request(vec![Message::user_text("tool: list", 0), earlier, Message::user_text("tool: a\ntool: b", 0)]);
+        let ids: Vec<String> = calls_of(&events(&req)).into_iter().map(|c| c.0).collect();
+        assert_eq!(ids, ["call_2", "call_3"]);
+    }
+
+    #[test]
+    fn a_single_call_with_json_spanning_lines_stays_one_call() {
+        let evs = events(&prompt("tool: read {\n  \"path\": \"src/main.rs\"\n}"));
+        assert_eq!(calls_of(&evs), vec![("call_1".into(), "read".into(), "{\n  \"path\": \"src/main.rs\"\n}".into())]);
+        // A later `tool:` line without a name keeps the whole prompt one call.
+        let evs = events(&prompt("tool: list\ntool: {}"));
+        assert_eq!(calls_of(&evs), vec![("call_1".into(), "list".into(), "tool: {}".into())]);
     }
 
     #[test]
