@@ -47,6 +47,9 @@ test('a client tool call waits for its client: the card says so, offers Cancel, 
   assert.deepEqual(buttons.map((b) => b.replace(/N$/, '').trim()), ['Cancel'], 'nothing to approve');
   await page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'Waiting for the client to run get_location');
   assert.match(await page.locator('.tool-card[data-call-id] .tool-status').textContent(), /Waiting for the client to run get_location/);
+  // The client is asked, not the person: no "Needs you" in the sidebar or the tab title.
+  assert.equal(await page.locator('.session-flag').count(), 0, 'the sidebar says nobody needs the person');
+  assert.doesNotMatch(await page.title(), /Needs you/);
   await shot(page, 'client-tool-waiting');
 
   // The client posts its result: the card goes and the answer reads it.

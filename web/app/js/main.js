@@ -46,7 +46,7 @@ const lists = new ListSync({
 });
 /** The open session as its stream shows it, for the sidebar and the tab title. */
 const current = () =>
-  page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status, waiting: page.view.store.approvals.length > 0 };
+  page.view && { id: page.view.id, title: page.view.store.session?.title, status: page.view.store.status, waiting: page.view.store.approvals.some((a) => a.payload?.client !== true) };
 const sidebar = new Sidebar({ nav: $('projects'), lists, toast, current });
 const attention = new Attention({ lists, current, button: $('notify'), toast });
 
