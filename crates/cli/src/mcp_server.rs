@@ -9,26 +9,36 @@
 //! - `wait {session, run}` waits again for a run `prompt` left waiting.
 //! - `pending_approvals {session}` lists what a session's runs wait for.
 //!
-//! The protocol part is small, so it is written here rather than taken from rmcp's
-//! server side: newline-delimited JSON-RPC on stdin and stdout, `initialize`, `ping`,
-//! `tools/list` and `tools/call` (each call on a task of its own, so a long wait blocks
-//! nothing). Logs go to stderr, as for every command.
+//! The protocol is rmcp's server side (the official SDK, pinned as for the client in
+//! crates/mcp): framing, `initialize` and its version negotiation, `ping`, and each
+//! request handled on a task of its own, so a long `wait` blocks nothing. What is
+//! here is Spool's part: the three tools, declared by hand with their JSON schemas,
+//! and what they answer. A call to a tool this server lacks is a JSON-RPC error
+//! (invalid params), as the protocol has it; a tool that fails answers `isError`
+//! with the reason, for the calling agent to read. Logs go to stderr, as for every
+//! command.
 
 use anyhow::Context;
 use futures::StreamExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, ServerInitializeError};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use spool_client::protocol::api::PromptAnswer;
 use spool_client::protocol::frame::SessionState;
 use spool_client::protocol::{RunId, RunStatus, SessionId};
 use spool_client::{Client, Event, StreamOptions, finished};
+use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
 
-/// The protocol versions this server speaks, newest first; a client asking for another
-/// gets the newest.
-const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The newest protocol version this server speaks: the versions up to it are the ones
+/// a client's `initialize` gets as asked; one asking for another gets this one. (The
+/// next revision drops `initialize` for per-request metadata; rmcp speaks it, but
+/// this server has not been tried with it.)
+const NEWEST: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 #[derive(clap::Args, Debug)]
 pub struct McpArgs {
@@ -52,114 +62,55 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<()> {
     let dir = args.project.clone().unwrap_or_else(|| PathBuf::from("."));
     let project = std::fs::canonicalize(&dir).unwrap_or(dir);
     let project = project.to_str().context("the project path is not UTF-8")?.to_owned();
-    let spool = Arc::new(Spool { client, project });
-
-    let (out, mut replies) = mpsc::unbounded_channel::<Value>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(message) = replies.recv().await {
-            let mut line = message.to_string();
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await.context("reading stdin")? {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            let _ = out.send(error(Value::Null, -32700, "parse error"));
-            continue;
-        };
-        let (id, method) = (message.get("id").cloned(), message["method"].as_str().unwrap_or_default().to_owned());
-        let Some(id) = id.filter(|_| !method.is_empty()) else { continue }; // notifications, answers
-        let reply = match method.as_str() {
-            "initialize" => {
-                let asked = message["params"]["protocolVersion"].as_str().unwrap_or_default();
-                let version = VERSIONS.iter().find(|v| **v == asked).unwrap_or(&VERSIONS[0]);
-                result(id, initialized(version))
-            }
-            "ping" => result(id, json!({})),
-            "tools/list" => result(id, json!({"tools": tools()})),
-            "tools/call" => {
-                let (spool, out) = (spool.clone(), out.clone());
-                let params = message["params"].clone();
-                tokio::spawn(async move {
-                    let name = params["name"].as_str().unwrap_or_default();
-                    let reply = match spool.call(name, &params["arguments"]).await {
-                        Ok(output) => result(id, output),
-                        Err(e) => result(id, tool_error(&format!("{e:#}"))),
-                    };
-                    let _ = out.send(reply);
-                });
-                continue;
-            }
-            _ => error(id, -32601, &format!("method not found: {method}")),
-        };
-        let _ = out.send(reply);
-    }
-    drop(out);
-    let _ = writer.await;
+    let running = match (Spool { client, project }).serve(rmcp::transport::stdio()).await {
+        Ok(running) => running,
+        // Stdin ended before the client initialized: nothing to serve.
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(e) => return Err(e).context("the MCP client's initialize"),
+    };
+    running.waiting().await.context("serving MCP")?;
     Ok(())
 }
 
-fn result(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+fn text(text: impl Into<String>) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(text)]
 }
 
-fn error(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-fn tool_error(text: &str) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
-}
-
-fn initialized(version: &str) -> Value {
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {}},
-        "serverInfo": {"name": "spool", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Delegate work to a Spool session: `prompt` sends a prompt and waits for the answer. \
-                         Spool's approvals apply: when a run waits for a person, `prompt` says so, and `wait` \
-                         waits again once they answered in Spool.",
-    })
-}
-
-fn tools() -> Value {
+fn tools() -> Vec<Tool> {
     let session = json!({"type": "string", "description": "A session id (ses_…)."});
-    json!([
-        {
-            "name": "prompt",
-            "description": "Sends a prompt to a Spool session (a new one in the project when `session` is absent) \
-                            and waits for its run: the answer once it ends, or what it waits for when a person \
-                            must approve or answer something first.",
-            "inputSchema": {
+    let schema = |value: Value| match value {
+        Value::Object(schema) => schema,
+        _ => unreachable!("a schema is an object"),
+    };
+    vec![
+        Tool::new(
+            "prompt",
+            "Sends a prompt to a Spool session (a new one in the project when `session` is absent) and waits for \
+             its run: the answer once it ends, or what it waits for when a person must approve or answer \
+             something first.",
+            schema(json!({
                 "type": "object",
                 "properties": {"text": {"type": "string", "description": "The prompt."}, "session": session},
                 "required": ["text"],
-            },
-        },
-        {
-            "name": "wait",
-            "description": "Waits again for a run `prompt` left waiting for a person: its answer once it ends, or \
-                            what it waits for next.",
-            "inputSchema": {
+            })),
+        ),
+        Tool::new(
+            "wait",
+            "Waits again for a run `prompt` left waiting for a person: its answer once it ends, or what it waits \
+             for next.",
+            schema(json!({
                 "type": "object",
                 "properties": {"session": session, "run": {"type": "string", "description": "A run id (run_…)."}},
                 "required": ["session", "run"],
-            },
-        },
-        {
-            "name": "pending_approvals",
-            "description": "What a session's runs wait for: the approvals and questions pending in it.",
-            "inputSchema": {"type": "object", "properties": {"session": session}, "required": ["session"]},
-            "annotations": {"readOnlyHint": true},
-        },
-    ])
+            })),
+        ),
+        Tool::new(
+            "pending_approvals",
+            "What a session's runs wait for: the approvals and questions pending in it.",
+            schema(json!({"type": "object", "properties": {"session": session}, "required": ["session"]})),
+        )
+        .with_annotations(ToolAnnotations::new().read_only(true)),
+    ]
 }
 
 struct Spool {
@@ -167,44 +118,89 @@ struct Spool {
     project: String,
 }
 
-impl Spool {
-    async fn call(&self, tool: &str, args: &Value) -> anyhow::Result<Value> {
-        let arg = |name: &str| args[name].as_str().map(str::to_owned);
-        let session = || -> anyhow::Result<SessionId> {
-            arg("session").context("`session` is missing")?.parse().context("`session` is not a session id")
+impl ServerHandler for Spool {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_protocol_version(NEWEST)
+            .with_server_info(Implementation::new("spool", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Delegate work to a Spool session: `prompt` sends a prompt and waits for the answer. Spool's \
+                 approvals apply: when a run waits for a person, `prompt` says so, and `wait` waits again once \
+                 they answered in Spool.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let result = match request.name.as_ref() {
+            "prompt" => self.prompt(&args).await,
+            "wait" => self.wait(&args).await,
+            "pending_approvals" => self.pending_approvals(&args).await,
+            tool => {
+                let message = format!("unknown tool {tool}: this server has prompt, wait and pending_approvals");
+                return Err(ErrorData::invalid_params(message, None));
+            }
         };
-        match tool {
-            "prompt" => {
-                let text = arg("text").filter(|t| !t.trim().is_empty()).context("`text` is missing")?;
-                let session = match arg("session") {
-                    Some(_) => session()?,
-                    None => self.new_session().await?,
-                };
-                let mut stream = self.client.follow(&session, StreamOptions::default()).await?;
-                let run = match self.client.say(&session, &text).await? {
-                    PromptAnswer::Started(started) => started.run_id,
-                    PromptAnswer::Queued(queued) => anyhow::bail!(
-                        "session {session} is busy: the prompt was queued at position {} and runs after the \
-                         current run",
-                        queued.position
-                    ),
-                };
-                until_settled(&mut stream, &session, &run).await
-            }
-            "wait" => {
-                let session = session()?;
-                let run: RunId = arg("run").context("`run` is missing")?.parse().context("`run` is not a run id")?;
-                let mut stream = self.client.follow(&session, StreamOptions::default()).await?;
-                until_settled(&mut stream, &session, &run).await
-            }
-            "pending_approvals" => {
-                let detail = self.client.session(&session()?).await?;
-                let pending: Vec<Value> = detail.state.pending_approvals.iter().map(approval).collect();
-                let text = serde_json::to_string_pretty(&pending)?;
-                Ok(json!({"content": [{"type": "text", "text": text}], "structuredContent": {"approvals": pending}}))
-            }
-            _ => anyhow::bail!("unknown tool {tool}: this server has prompt, wait and pending_approvals"),
-        }
+        Ok(result.unwrap_or_else(|e| CallToolResult::error(text(format!("{e:#}")))).into())
+    }
+}
+
+/// A string argument.
+fn arg(args: &Value, name: &str) -> Option<String> {
+    args[name].as_str().map(str::to_owned)
+}
+
+fn session_arg(args: &Value) -> anyhow::Result<SessionId> {
+    arg(args, "session").context("`session` is missing")?.parse().context("`session` is not a session id")
+}
+
+impl Spool {
+    async fn prompt(&self, args: &Value) -> anyhow::Result<CallToolResult> {
+        let text = arg(args, "text").filter(|t| !t.trim().is_empty()).context("`text` is missing")?;
+        let session = match arg(args, "session") {
+            Some(_) => session_arg(args)?,
+            None => self.new_session().await?,
+        };
+        let mut stream = self.client.follow(&session, StreamOptions::default()).await?;
+        let run = match self.client.say(&session, &text).await? {
+            PromptAnswer::Started(started) => started.run_id,
+            PromptAnswer::Queued(queued) => anyhow::bail!(
+                "session {session} is busy: the prompt was queued at position {} and runs after the current run",
+                queued.position
+            ),
+        };
+        until_settled(&mut stream, &session, &run).await
+    }
+
+    async fn wait(&self, args: &Value) -> anyhow::Result<CallToolResult> {
+        let session = session_arg(args)?;
+        let run: RunId = arg(args, "run").context("`run` is missing")?.parse().context("`run` is not a run id")?;
+        let mut stream = self.client.follow(&session, StreamOptions::default()).await?;
+        until_settled(&mut stream, &session, &run).await
+    }
+
+    async fn pending_approvals(&self, args: &Value) -> anyhow::Result<CallToolResult> {
+        let detail = self.client.session(&session_arg(args)?).await?;
+        let pending: Vec<Value> = detail.state.pending_approvals.iter().map(approval).collect();
+        let mut result = CallToolResult::success(text(serde_json::to_string_pretty(&pending)?));
+        result.structured_content = Some(json!({"approvals": pending}));
+        Ok(result)
     }
 
     async fn new_session(&self) -> anyhow::Result<SessionId> {
@@ -227,7 +223,7 @@ async fn until_settled(
     stream: &mut spool_client::SessionStream,
     session: &SessionId,
     run: &RunId,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<CallToolResult> {
     while let Some(update) = stream.next().await {
         if let Event::Failed { error } = &update.event {
             anyhow::bail!("the session's stream ended: {error}");
@@ -239,9 +235,13 @@ async fn until_settled(
                 true => format!("The run ended {}.\n{}", status.as_str().unwrap_or_default(), done.text),
                 false => done.text.clone(),
             };
-            let structured = json!({"session": session, "run": run, "status": status, "answer": done.text});
-            return Ok(json!({"content": [{"type": "text", "text": text}], "structuredContent": structured,
-                             "isError": failed}));
+            let mut result = match failed {
+                true => CallToolResult::error(self::text(text)),
+                false => CallToolResult::success(self::text(text)),
+            };
+            result.structured_content =
+                Some(json!({"session": session, "run": run, "status": status, "answer": done.text}));
+            return Ok(result);
         }
         if let Some(waiting) = waiting(&update.state, run) {
             let structured = json!({"session": session, "run": run, "status": "waiting", "approvals": waiting});
@@ -250,7 +250,9 @@ async fn until_settled(
                  session and run to go on waiting.",
                 serde_json::to_string(&waiting)?
             );
-            return Ok(json!({"content": [{"type": "text", "text": text}], "structuredContent": structured}));
+            let mut result = CallToolResult::success(self::text(text));
+            result.structured_content = Some(structured);
+            return Ok(result);
         }
     }
     anyhow::bail!("the session's stream ended before run {run} did")

@@ -1,7 +1,8 @@
 //! `spool mcp` (issue 38's optional part): a running `spool serve` offered to another
 //! agent as an MCP server over stdio, driven by the official Python SDK's client (the
 //! venv scripts/test makes for the MCP tests, found through `SPOOL_TEST_MCP_PYTHON`).
-//! The client lists the tools; `prompt` in a new session answers with the run's text;
+//! The client gets the version it asked for and lists the tools; a tool the server
+//! lacks is a JSON-RPC error; `prompt` in a new session answers with the run's text;
 //! a prompt whose tool asks comes back waiting with the approval, which
 //! `pending_approvals` lists too; once a person approved it (here through the REST
 //! API), `wait` gets the run's end. Spool's approvals hold for the delegating agent.
@@ -17,6 +18,7 @@ const CLIENT: &str = r#"
 import asyncio, json, sys, urllib.request
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 
 spool, base, project = sys.argv[1:4]
 
@@ -34,8 +36,12 @@ async def main():
     out = {}
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            out["version"] = (await session.initialize()).protocol_version
             out["tools"] = [t.name for t in (await session.list_tools()).tools]
+            try:
+                out["unknown"] = seen(await session.call_tool("approve", {"session": "ses_x"}))
+            except MCPError as e:
+                out["unknown"] = {"code": e.code, "message": e.message}
             out["echo"] = seen(await session.call_tool("prompt", {"text": "echo: hello from another agent"}))
             ses = out["echo"]["structured"]["session"]
             asked = seen(await session.call_tool("prompt", {"text": 'tool: bash {"command":"echo delegated"}', "session": ses}))
@@ -77,7 +83,13 @@ fn another_agent_prompts_a_session_and_waits_past_an_approval() {
     assert!(out.status.success(), "{stderr}");
     let seen: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
 
+    // The version the client asked for (the newest with an `initialize`), and the tools.
+    assert_eq!(seen["version"], "2025-11-25");
     assert_eq!(seen["tools"], serde_json::json!(["prompt", "wait", "pending_approvals"]));
+    // A tool this server lacks is the protocol's error (invalid params), not a result.
+    let unknown = &seen["unknown"];
+    assert_eq!(unknown["code"], -32602, "{unknown}");
+    assert!(unknown["message"].as_str().is_some_and(|m| m.contains("unknown tool approve")), "{unknown}");
     let echo = &seen["echo"];
     assert_eq!(echo["isError"], false, "{echo}");
     assert_eq!(echo["structured"]["status"], "completed", "{echo}");
@@ -101,4 +113,77 @@ fn another_agent_prompts_a_session_and_waits_past_an_approval() {
     assert_eq!(waited["isError"], false, "{waited}");
     assert_eq!(waited["structured"]["status"], "completed", "{waited}");
     assert_eq!(waited["structured"]["run"], asked["structured"]["run"]);
+}
+
+/// The protocol as any client sees it, line by line on stdin and stdout (no Spool
+/// server is reached: nothing here calls a tool that needs one): the version a
+/// client's `initialize` asks for when this server speaks it, else the newest it
+/// speaks with an `initialize`; `ping`; a tool it lacks as a JSON-RPC error. And a
+/// client that leaves before initializing ends it quietly.
+#[test]
+fn a_client_gets_the_version_it_asks_for_and_the_protocol_errors() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let exchange = |lines: &[Value], replies: usize| -> (Vec<Value>, std::process::ExitStatus) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(["mcp", "--server", "http://127.0.0.1:9"])
+            .env_remove("SPOOL_SERVER")
+            .env_remove("SPOOL_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spool mcp starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        for line in lines {
+            writeln!(stdin, "{line}").expect("a line to spool mcp");
+        }
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let seen = (0..replies)
+            .map(|_| {
+                let mut line = String::new();
+                stdout.read_line(&mut line).expect("a line from spool mcp");
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+            })
+            .collect();
+        drop(stdin);
+        (seen, child.wait().expect("spool mcp ends"))
+    };
+    let initialize = |version: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}})
+    };
+
+    for (asked, answered) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-11-25", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+    ] {
+        let (seen, status) = exchange(&[initialize(asked)], 1);
+        assert_eq!(seen[0]["result"]["protocolVersion"], answered, "asked {asked}: {}", seen[0]);
+        assert_eq!(seen[0]["result"]["serverInfo"]["name"], "spool", "{}", seen[0]);
+        assert!(seen[0]["result"]["capabilities"]["tools"].is_object(), "{}", seen[0]);
+        assert!(status.success(), "asked {asked}: {status}");
+    }
+
+    let (seen, status) = exchange(
+        &[
+            initialize("2025-06-18"),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                               "params": {"name": "approve", "arguments": {}}}),
+        ],
+        3,
+    );
+    let by_id = |id: i64| seen.iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no reply {id}: {seen:?}"));
+    assert_eq!(by_id(1)["result"], serde_json::json!({}), "{seen:?}");
+    assert_eq!(by_id(2)["error"]["code"], -32602, "{seen:?}");
+    assert!(status.success(), "{status}");
+
+    let (_, status) = exchange(&[], 0);
+    assert!(status.success(), "stdin closed before initialize: {status}");
 }
