@@ -453,3 +453,86 @@ async fn a_result_is_taken_once_and_its_idempotency_key_replays_it() {
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     assert_eq!(server.tool_results(&session).await, [("get_location".into(), "Oslo".into(), false)]);
 }
+
+fn get_time() -> Value {
+    json!({"name": "get_time", "description": "The browser's clock", "parameters": {"type": "object"}})
+}
+
+/// Waits until the session's one pending approval is the client call `call_id`.
+async fn wait_call(server: &TestServer, session: &str, call_id: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let pending = pending(server, session).await;
+        if let [one] = pending.as_slice()
+            && one["toolCallId"] == call_id
+        {
+            return one.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{call_id} never waited alone: {pending:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_client_calls_in_one_answer_park_one_at_a_time_and_the_model_reads_both_results_once() {
+    let (server, seen) = recording_server(EngineConfig::default()).await;
+    let session = server.new_session().await;
+    let text = format!("{CALL}\ntool: get_time {{\"zone\":\"CET\"}}");
+    let (status, body) = prompt_with(&server, &session, &text, json!([get_location(), get_time()])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "prompt: {body}");
+    let run_id = body["runId"].as_str().expect("runId").to_owned();
+
+    // Parked at the first; the second is in the answer but waits for nothing yet.
+    let first = wait_call(&server, &session, "call_1").await;
+    assert_eq!(first["tool"], "get_location");
+    let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert_eq!(roles(&server, &session).await, ["user", "assistant"]);
+    // The second call has no approval to answer yet: a result for any other id is 404.
+    let stray = server.post("/api/tool-calls/per_01jd0000000000000000000000/result", json!({"output": "12:00"})).await;
+    assert_eq!((stray.0, code(&stray.1)), (StatusCode::NOT_FOUND, "not_found"), "{}", stray.1);
+    let requests_before = seen.lock().expect("lock").len();
+
+    let (status, body) =
+        server.post(&format!("/api/tool-calls/{}/result", id_of(&first)), json!({"output": "Oslo"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["toolCallId"], "call_1");
+    // Then the second parks in the same run, with its own arguments.
+    let second = wait_call(&server, &session, "call_2").await;
+    assert_eq!(second["tool"], "get_time");
+    assert_eq!(second["runId"], run_id.as_str());
+    assert_eq!(second["payload"]["arguments"], json!({"zone": "CET"}));
+    assert_ne!(id_of(&second), id_of(&first));
+    assert_eq!(seen.lock().expect("lock").len(), requests_before, "no model call between the two results");
+    // The first's approval is settled: answering it again with another result is 409.
+    let (status, body) =
+        server.post(&format!("/api/tool-calls/{}/result", id_of(&first)), json!({"output": "Bergen"})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "already_resolved"), "{body}");
+
+    let (status, body) =
+        server.post(&format!("/api/tool-calls/{}/result", id_of(&second)), json!({"output": "12:00"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert!(pending(&server, &session).await.is_empty());
+    assert_eq!(
+        server.tool_results(&session).await,
+        [("get_location".into(), "Oslo".into(), false), ("get_time".into(), "12:00".into(), false)]
+    );
+    assert_eq!(roles(&server, &session).await, ["user", "assistant", "toolResult", "toolResult", "assistant"]);
+    // One more model call, holding both results in order, each once.
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), requests_before + 1, "one model call after both results");
+    let results: Vec<(String, String)> = seen
+        .last()
+        .expect("a request")
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult { tool_call_id, content, .. } => Some((tool_call_id.clone(), format!("{content:?}"))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["call_1", "call_2"], "{results:?}");
+    assert!(results[0].1.contains("Oslo") && results[1].1.contains("12:00"), "{results:?}");
+    assert_eq!(last_answer(&server, &session).await, "Tool get_time returned 1 line: 12:00");
+}
