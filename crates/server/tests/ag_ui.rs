@@ -639,3 +639,62 @@ async fn a_result_for_an_expired_client_call_reads_the_cancelled_run_and_is_not_
     assert_eq!(stored[0]["isError"], true);
     assert!(!stored[0].to_string().contains("too late"), "{stored:?}");
 }
+
+#[tokio::test]
+async fn two_client_calls_in_one_answer_are_pending_one_stream_at_a_time_and_each_result_is_taken_once() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let with_tools = |mut body: Value| {
+        body["tools"] = json!([
+            {"name": "get_location", "description": "Where the person is", "parameters": {"type": "object"}},
+            {"name": "get_time", "description": "The browser's clock", "parameters": {"type": "object"}},
+        ]);
+        body
+    };
+    let prompt = user("w1", "tool: get_location {}\ntool: get_time {}");
+    let asked = events(post(&server, &with_tools(input("thread-w", &project, json!([prompt])))).await).await;
+    // Both calls stream (one answer), the run waits for the first only.
+    let starts: Vec<&str> = asked
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_START")
+        .map(|e| e["toolCallName"].as_str().expect("name"))
+        .collect();
+    assert_eq!(starts, ["get_location", "get_time"]);
+    let ids: Vec<Value> =
+        asked.iter().filter(|e| e["type"] == "TOOL_CALL_START").map(|e| e["toolCallId"].clone()).collect();
+    let (first, second) = (ids[0].clone(), ids[1].clone());
+    assert_eq!(asked.last().expect("an end")["outcome"], json!({"type": "success", "pendingToolCallIds": [first]}));
+    let run = run_of(&server, &asked).await;
+    let session = run["sessionId"].as_str().expect("sessionId").to_owned();
+
+    // The client ran both and sends both results while only the first waits: the
+    // first is taken, the run goes on and parks at the second.
+    let assistant = json!({"id": "a1", "role": "assistant", "toolCalls": [
+        {"id": first, "type": "function", "function": {"name": "get_location", "arguments": "{}"}},
+        {"id": second, "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+    ]});
+    let tool_1 = json!({"id": "t1", "role": "tool", "toolCallId": first, "content": "Lisbon"});
+    let tool_2 = json!({"id": "t2", "role": "tool", "toolCallId": second, "content": "12:00"});
+    let both = with_tools(input("thread-w", &project, json!([prompt, assistant, tool_1, tool_2])));
+    let middle = events(post(&server, &both).await).await;
+    assert_eq!(middle[0]["runId"], asked[0]["runId"], "one Spool run");
+    assert_eq!(middle.last().expect("an end")["outcome"], json!({"type": "success", "pendingToolCallIds": [second]}));
+    assert_eq!(results_of(&server, &session, first.as_str().expect("id")).await.len(), 1);
+    assert!(results_of(&server, &session, second.as_str().expect("id")).await.is_empty(), "not waiting yet: not taken");
+
+    // The same messages again: now the second waits and is taken; the first is not
+    // taken twice.
+    let rest = events(post(&server, &both).await).await;
+    assert_eq!(rest[0]["runId"], asked[0]["runId"]);
+    assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}), "{:?}", types(&rest));
+    assert_eq!(text_of(&rest), "Tool get_time returned 1 line: 12:00");
+    assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
+    for (call, text) in [(&first, "Lisbon"), (&second, "12:00")] {
+        let stored = results_of(&server, &session, call.as_str().expect("id")).await;
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        assert_eq!(stored[0]["content"][0]["text"], text);
+    }
+    let page = server.messages(&session, "?limit=500").await;
+    let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "prompted once");
+}
