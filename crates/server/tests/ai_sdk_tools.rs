@@ -200,3 +200,76 @@ async fn an_answer_of_the_wrong_kind_is_refused_and_decides_nothing() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused:?}");
     assert_eq!(refused[0]["error"]["code"], "invalid_client_tool");
 }
+
+/// `part` of a `dynamic-tool` call answered with `output`, as `addToolOutput` leaves it.
+fn answered_part(input: &Value, output: Value) -> Value {
+    json!({
+        "type": "dynamic-tool",
+        "toolName": input["toolName"],
+        "toolCallId": input["toolCallId"],
+        "input": input["input"],
+        "callProviderMetadata": input["providerMetadata"],
+        "state": "output-available",
+        "output": output,
+    })
+}
+
+#[tokio::test]
+async fn two_client_calls_in_one_answer_reach_the_client_one_after_the_other() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let prompt = "tool: get_weather {\"city\":\"Oslo\"}\ntool: get_weather {\"city\":\"Bergen\"}";
+    let body = json!({
+        "id": "client-tools-two",
+        "messages": [user_message("u1", prompt)],
+        "trigger": "submit-message",
+        "projectId": project,
+        "tools": tools(),
+    });
+    let (status, chunks) = post_chat(&server, &body).await;
+    assert_eq!(status, StatusCode::OK, "{chunks:?}");
+    // Only the first call is the client's to run now.
+    let inputs = of_type(&chunks, "tool-input-available");
+    assert_eq!(inputs.len(), 1, "the first call only: {chunks:?}");
+    let first = inputs[0].clone();
+    assert_eq!(first["input"], json!({"city": "Oslo"}));
+    assert_eq!(chunks.last().expect("an end"), &json!({"type": "finish", "finishReason": "tool-calls"}));
+    let run_id = chunks[0]["messageId"].clone();
+    let session = session_of(&server, &run_id).await;
+
+    // Its output: the same message goes on and stops at the second call.
+    let assistant = |parts: Vec<Value>| {
+        let mut all = vec![json!({"type": "step-start"})];
+        all.extend(parts);
+        json!({"id": run_id, "role": "assistant", "parts": all})
+    };
+    let one = with_answer(&body, assistant(vec![answered_part(&first, json!("sunny"))]));
+    let (status, middle) = post_chat(&server, &one).await;
+    assert_eq!(status, StatusCode::OK, "{middle:?}");
+    assert_eq!(middle[0], json!({"type": "start", "messageId": run_id}));
+    let inputs = of_type(&middle, "tool-input-available");
+    assert_eq!(inputs.len(), 1, "the second call now: {middle:?}");
+    let second = inputs[0].clone();
+    assert_eq!(second["input"], json!({"city": "Bergen"}));
+    assert_ne!(second["toolCallId"], first["toolCallId"]);
+    assert_ne!(second["providerMetadata"], first["providerMetadata"], "its own approval");
+    assert_eq!(middle.last().expect("an end"), &json!({"type": "finish", "finishReason": "tool-calls"}));
+    let first_output = of_type(&middle, "tool-output-available");
+    assert_eq!(first_output.len(), 1, "{middle:?}");
+    assert_eq!(first_output[0]["toolCallId"], first["toolCallId"]);
+    let first_text = first_output[0]["output"].clone();
+
+    // The message as the client holds it then (the first's output as the stream
+    // gave it back), with the second's output: the run finishes, each result once.
+    let both =
+        with_answer(&body, assistant(vec![answered_part(&first, first_text), answered_part(&second, json!("rainy"))]));
+    let (status, rest) = post_chat(&server, &both).await;
+    assert_eq!(status, StatusCode::OK, "{rest:?}");
+    assert_eq!(rest[0], json!({"type": "start", "messageId": run_id}));
+    assert!(of_type(&rest, "tool-input-available").is_empty(), "{rest:?}");
+    assert_eq!(rest.last().expect("an end"), &json!({"type": "finish", "finishReason": "stop"}));
+    let said: String = of_type(&rest, "text-delta").iter().map(|c| c["delta"].as_str().expect("delta")).collect();
+    assert!(said.contains("rainy"), "{said}");
+    let results = server.tool_results(&session).await;
+    assert_eq!(results.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["sunny", "rainy"], "{results:?}");
+}
