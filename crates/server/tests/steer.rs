@@ -545,3 +545,89 @@ async fn a_run_stream_shows_the_steer_as_a_user_message_event_numbered_with_the_
     assert_eq!(again[0].1, *steered, "{again:#?}");
     assert_eq!(again.len(), events.len() - at, "{again:#?}");
 }
+
+fn ai_sdk_chat(chat: &str, text: &str) -> Value {
+    json!({
+        "id": chat,
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "trigger": "submit-message",
+    })
+}
+
+fn steer_parts(chunks: &[Value]) -> Vec<&Value> {
+    chunks.iter().filter(|c| c["type"] == "data-spool-steer").collect()
+}
+
+#[tokio::test]
+async fn an_ai_sdk_stream_shows_the_steer_as_a_data_part_where_the_run_took_it() {
+    let Gated { server, gate, seen } = gated_server().await;
+    let session = session_allowing(&server, &["list"]).await;
+    let request = server.client.post(server.url("/api/ai-sdk/chat")).json(&ai_sdk_chat(&session, "look around"));
+    let res = tokio::time::timeout(WAIT, request.send()).await.expect("answers in time").expect("request");
+    let reading = tokio::spawn(read_ai_sdk(res));
+    first_call(&seen).await;
+    let answer = steer(&server, &session, "also check the src folder").await;
+    gate.add_permits(1);
+    let chunks = reading.await.expect("the stream");
+    assert_eq!(chunks.last().expect("an end")["type"], "finish", "{chunks:#?}");
+    let steers = steer_parts(&chunks);
+    assert_eq!(steers.len(), 1, "the steer once, the client's own prompt not sent back: {chunks:#?}");
+    assert_eq!(steers[0]["data"], json!({"messageId": answer["messageId"], "text": "also check the src folder"}));
+    assert!(steers[0]["id"].as_str().is_some_and(|id| !id.is_empty()), "{}", steers[0]);
+    let at = chunks.iter().position(|c| c["type"] == "data-spool-steer").expect("at");
+    assert!(chunks[..at].iter().any(|c| c["type"] == "tool-output-available"), "after the first tool batch");
+    assert!(chunks[at..].iter().any(|c| c["type"] == "tool-input-available"), "and before the second");
+}
+
+#[tokio::test]
+async fn an_ai_sdk_continuation_after_an_approval_shows_the_steer_the_resumed_run_took() {
+    let (server, _) = recording_server().await;
+    let project = server.default_project().await;
+    let mut body = ai_sdk_chat("chat-steer", &write_prompt("steered.txt"));
+    body["projectId"] = json!(project);
+    let res = server.client.post(server.url("/api/ai-sdk/chat")).json(&body).send().await.expect("request");
+    let asked = read_ai_sdk(res).await;
+    let request = asked.iter().find(|c| c["type"] == "tool-approval-request").expect("an approval request");
+    assert!(steer_parts(&asked).is_empty(), "the prompt is the client's own: {asked:#?}");
+    let run_id = asked[0]["messageId"].clone();
+    let (_, run) = server.get(&format!("/api/runs/{}", run_id.as_str().expect("run id"))).await;
+    let session = run["sessionId"].as_str().expect("sessionId").to_owned();
+    let answer = steer(&server, &session, "echo: and then this").await;
+
+    let part = json!({
+        "type": "dynamic-tool",
+        "toolName": "write",
+        "toolCallId": request["toolCallId"],
+        "state": "approval-responded",
+        "input": {},
+        "approval": {"id": request["approvalId"], "approved": true},
+    });
+    body["messages"]
+        .as_array_mut()
+        .expect("messages")
+        .push(json!({"id": run_id, "role": "assistant", "parts": [part]}));
+    let res = server.client.post(server.url("/api/ai-sdk/chat")).json(&body).send().await.expect("request");
+    let rest = read_ai_sdk(res).await;
+    assert_eq!(rest.last().expect("an end"), &json!({"type": "finish", "finishReason": "stop"}), "{rest:#?}");
+    let steers = steer_parts(&rest);
+    assert_eq!(steers.len(), 1, "{rest:#?}");
+    assert_eq!(steers[0]["data"], json!({"messageId": answer["messageId"], "text": "echo: and then this"}));
+    let at = rest.iter().position(|c| c["type"] == "data-spool-steer").expect("at");
+    let answered: String =
+        rest[at..].iter().filter(|c| c["type"] == "text-delta").filter_map(|c| c["delta"].as_str()).collect();
+    assert_eq!(answered, "and then this", "the run answered the steer after it: {rest:#?}");
+}
+
+/// The chunks of an AI SDK chat stream, up to `[DONE]`.
+async fn read_ai_sdk(res: reqwest::Response) -> Vec<Value> {
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    let mut out = Vec::new();
+    while let Some(event) = tokio::time::timeout(WAIT, stream.next_event()).await.expect("a chunk in time") {
+        if event.data == "[DONE]" {
+            return out;
+        }
+        out.push(serde_json::from_str::<Value>(&event.data).expect("a JSON chunk"));
+    }
+    panic!("the stream ended without [DONE]: {out:#?}")
+}

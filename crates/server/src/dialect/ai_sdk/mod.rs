@@ -19,6 +19,7 @@
 //! | `approval_requested` of a question or a client tool's call | `tool-input-available` of the call, `providerExecuted: false`, `providerMetadata.spool.approvalId` |
 //! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
 //! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
+//! | `message_end` of a user message the run took (a steer; not its prompt) | `data-spool-steer {messageId, text}` |
 //! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
 //! | `agent_end` cancelled                           | `abort` |
 //! | `agent_end` failed                              | `error {errorText}` from the stored run ([`Step::failed`]) |
@@ -67,10 +68,10 @@ use crate::dialect::shared::FormMapper;
 use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use bytes::Bytes;
 use serde::Serialize;
-use spool_protocol::frame::{Frame, SessionState};
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
-    StreamDelta,
+    AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, MessageId, Run, RunError, RunId, RunStatus,
+    SessionId, StreamDelta,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -144,6 +145,16 @@ pub enum UiChunk {
     #[serde(rename = "data-spool-input-requested")]
     InputRequested {
         id: ApprovalId,
+        #[schema(value_type = Object)]
+        data: serde_json::Value,
+    },
+    /// A user message the run took while it ran (a steer, `POST
+    /// /api/sessions/:id/steer`; never the run's prompt, which the client sent): a data
+    /// part (`data-spool-steer`), `{messageId, text}`, `messageId` the stored message's.
+    /// The UI message stream has no user-message chunks.
+    #[serde(rename = "data-spool-steer")]
+    Steer {
+        id: String,
         #[schema(value_type = Object)]
         data: serde_json::Value,
     },
@@ -251,6 +262,9 @@ pub struct AiSdkStream {
     /// Calls a person denied: their `tool_execution_end` is no output.
     denied: BTreeSet<String>,
     finished: bool,
+    /// `agent_start` was seen and the prompt's `message_end` not yet: the client sent
+    /// the prompt, so it is not sent back; later user messages are steers, and are.
+    prompt_pending: bool,
 }
 
 impl AiSdkStream {
@@ -264,6 +278,7 @@ impl AiSdkStream {
             asked: BTreeMap::new(),
             denied: BTreeSet::new(),
             finished: false,
+            prompt_pending: false,
         }
     }
 
@@ -295,7 +310,16 @@ impl AiSdkStream {
         let mut out = vec![UiChunk::Start { message_id: run.id.to_string() }];
         fold.open_step(&mut out);
         for (index, message, done) in run_fold::shown(run, state, messages) {
-            fold.draw(&state.session.id, index, message, done, &mut out);
+            match message {
+                // A steer the run took: a user message the state shows that is no
+                // run's prompt (older ones it cannot tell apart are left out).
+                Message::User { .. } if index >= state.first_index && !state.prompt_timings.contains_key(&index) => {
+                    let id = messages.iter().find(|m| m.index == index).map(|m| &m.id);
+                    fold.close_part(&mut out);
+                    out.push(steer(index, id, message));
+                }
+                _ => fold.draw(&state.session.id, index, message, done, &mut out),
+            }
         }
         for approval in state.pending_approvals.iter().filter(|a| a.run_id == run.id) {
             fold.ask(approval, &mut out);
@@ -356,9 +380,24 @@ impl AiSdkStream {
         self.finished
     }
 
-    fn map_loop_event(&mut self, session: &SessionId, message_index: u64, event: &AgentEvent) -> Vec<UiChunk> {
+    fn map_loop_event(
+        &mut self,
+        session: &SessionId,
+        message_index: u64,
+        message_id: Option<&MessageId>,
+        event: &AgentEvent,
+    ) -> Vec<UiChunk> {
         let mut out = Vec::new();
         match event {
+            AgentEvent::AgentStart {} => self.prompt_pending = true,
+            AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
+                // The run's prompt is the client's own: not sent back.
+                let prompt = std::mem::take(&mut self.prompt_pending);
+                if !prompt {
+                    self.close_part(&mut out);
+                    out.push(steer(message_index, message_id, message));
+                }
+            }
             AgentEvent::TurnStart {} => {
                 self.open_step(&mut out);
             }
@@ -628,7 +667,13 @@ impl PartFold for AiSdkStream {
         }
         match self.core.read(frame) {
             Some(RunFrame::Accepted) => vec![UiChunk::Start { message_id: self.core.run_id.to_string() }],
-            Some(RunFrame::Event(index, event)) => self.map_loop_event(&frame.session_id, index, event),
+            Some(RunFrame::Event(index, event)) => {
+                let message_id = match &frame.body {
+                    FrameBody::LoopEvent { message_id, .. } => message_id.as_ref(),
+                    _ => None,
+                };
+                self.map_loop_event(&frame.session_id, index, message_id, event)
+            }
             None => Vec::new(),
         }
     }
@@ -640,6 +685,15 @@ impl FormMapper for AiSdkStream {
     fn map(&mut self, frame: &Frame) -> Step {
         let chunks = self.push(frame);
         Step { bytes: encode(&chunks), waiting: self.waiting(), finished: self.finished }
+    }
+}
+
+/// A steer the run took, as its data part: `usr_<index>`, so a replay names the same
+/// part, with the stored message's id and its text.
+fn steer(index: u64, message_id: Option<&MessageId>, message: &Message) -> UiChunk {
+    UiChunk::Steer {
+        id: format!("usr_{index}"),
+        data: serde_json::json!({"messageId": message_id, "text": message.text()}),
     }
 }
 

@@ -369,3 +369,73 @@ fn a_snapshot_draws_a_parked_client_call_as_the_clients() {
         "{chunks:?}"
     );
 }
+
+fn user_text(text: &str) -> Message {
+    Message::User { content: vec![Content::Text { text: text.into() }], timestamp: 0 }
+}
+
+fn steers(chunks: &[UiChunk]) -> Vec<(String, serde_json::Value)> {
+    chunks
+        .iter()
+        .filter_map(|c| match c {
+            UiChunk::Steer { id, data } => Some((id.clone(), data.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_steer_the_run_took_is_a_data_part_and_its_prompt_is_not() {
+    let steered = FrameBody::LoopEvent {
+        run_id: run_id(),
+        message_index: Some(2),
+        message_id: Some("msg_01jd0000000000000000000003".parse().expect("id")),
+        event: AgentEvent::MessageEnd { message: user_text("also the tests") },
+    };
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::AgentStart {}),
+            ev(Some(0), AgentEvent::MessageEnd { message: user_text("look around") }),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![], StopReason::Stop) }),
+            steered,
+        ],
+    );
+    let mut fold = AiSdkStream::new(run_id());
+    let chunks = map_all(&mut fold, &frames);
+    let want = serde_json::json!({"messageId": "msg_01jd0000000000000000000003", "text": "also the tests"});
+    assert_eq!(steers(&chunks), [("usr_2".to_owned(), want.clone())], "{chunks:?}");
+    let wire: serde_json::Value = serde_json::to_value(steers_chunk(&chunks)).expect("json");
+    assert_eq!(wire, serde_json::json!({"type": "data-spool-steer", "id": "usr_2", "data": want}));
+
+    // A fold that joins after the prompt (a continuation) sends every user message it
+    // sees: each is a steer.
+    let mut fold = AiSdkStream::continuing(&approval(), None, false);
+    let chunks = map_all(&mut fold, &frames[4..]);
+    assert_eq!(steers(&chunks).len(), 1, "{chunks:?}");
+}
+
+fn steers_chunk(chunks: &[UiChunk]) -> UiChunk {
+    chunks.iter().find(|c| matches!(c, UiChunk::Steer { .. })).cloned().expect("a steer")
+}
+
+#[test]
+fn a_snapshot_draws_the_steer_the_run_took_and_not_its_prompt() {
+    let messages = vec![
+        test_frames::indexed(1, 0, user_text("look around")),
+        test_frames::indexed(2, 1, assistant(vec![Content::Text { text: "Looking.".into() }], StopReason::Stop)),
+        test_frames::indexed(3, 2, user_text("also the tests")),
+        test_frames::indexed(4, 3, assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop)),
+    ];
+    let mut state = test_frames::session_state(messages.clone());
+    state.prompt_timings.entry(0).or_default();
+    let run = test_frames::stored_run(RunStatus::Completed, None);
+    let (_, chunks) = AiSdkStream::from_snapshot(&run, &state, &messages);
+    let want = serde_json::json!({"messageId": "msg_01jd0000000000000000000003", "text": "also the tests"});
+    assert_eq!(steers(&chunks), [("usr_2".to_owned(), want)], "{chunks:?}");
+    // Between the two answers' text.
+    let at = chunks.iter().position(|c| matches!(c, UiChunk::Steer { .. })).expect("at");
+    assert!(matches!(chunks[at - 1], UiChunk::TextEnd { .. }), "{chunks:?}");
+    assert!(matches!(chunks[at + 1], UiChunk::TextStart { .. }), "{chunks:?}");
+}
