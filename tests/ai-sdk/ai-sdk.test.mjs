@@ -228,6 +228,29 @@ test("an approval round trip: denied, the tool never runs and the model is told"
   assert.equal(run.status, "completed")
 })
 
+test("a steer the run takes after an approval is a data-spool-steer part of the same message", async () => {
+  const transport = spoolTransport()
+  const chatId = generateId()
+  const { messages, asked, part } = await askToWrite(transport, chatId, "steered.txt")
+  assert.ok(!asked.parts.some((p) => p.type === "data-spool-steer"), "the prompt is the client's own")
+  const run = await api("GET", `/api/runs/${asked.id}`)
+  const steered = await api("POST", `/api/sessions/${run.sessionId}/steer`, { text: "echo: and then this" })
+
+  const answered = respond(asked, part.approval.id, true)
+  messages[messages.length - 1] = answered
+  const done = await assemble(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }), answered)
+  const steers = done.parts.filter((p) => p.type === "data-spool-steer")
+  assert.deepEqual(
+    steers.map((p) => p.data),
+    [{ messageId: steered.messageId, text: "echo: and then this" }],
+    JSON.stringify(done.parts),
+  )
+  // The run answered it after taking it: the text after the part.
+  const at = done.parts.indexOf(steers[0])
+  const after = done.parts.slice(at).filter((p) => p.type === "text").map((p) => p.text).join("")
+  assert.equal(after, "and then this")
+})
+
 test("a question is a tool call the client answers with addToolOutput, once", async () => {
   const asked = []
   const chat = new Chat({
