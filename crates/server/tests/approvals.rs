@@ -483,26 +483,12 @@ async fn approval_cards_never_show_a_secret_from_the_environment() {
 
 #[tokio::test]
 async fn a_decision_recorded_before_its_run_restarted_runs_once_after_a_restart() {
-    use spool_engine::store::Approvals;
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let (run_id, approval) = server.park(&session, &write_prompt("lost.txt", "x")).await;
     // The crash window: the decision is stored, the run never restarted (still
     // `interrupted`). The person decided: the call runs once, after the restart.
-    let approval_id: spool_protocol::ApprovalId = id_of(&approval).parse().expect("approval id");
-    let won = server
-        .store
-        .settle_approval(
-            &approval_id,
-            spool_protocol::ApprovalStatus::Resolved,
-            Some(&spool_protocol::Decision::Once),
-            None,
-            None,
-            1,
-        )
-        .await
-        .expect("settle");
-    assert!(won);
+    common::settle_in_store(&server, &approval, spool_protocol::Decision::Once).await;
     let server = server.restart().await;
     let run = server.wait_run(&run_id).await;
     assert_eq!(run["status"], "completed", "{run}");

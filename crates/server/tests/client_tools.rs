@@ -7,43 +7,12 @@
 
 use crate::common;
 
-use async_trait::async_trait;
-use common::{ModelsOverride, Open, TestOptions, TestServer, WAIT, id_of};
+use common::{Open, TestServer, WAIT, id_of, recording_server, settle_in_store};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{EngineConfig, ManualClock, Model, ModelError, ModelRequest, ModelStream, Models};
-use spool_model::ScriptedModel;
+use spool_engine::{EngineConfig, ManualClock};
 use spool_protocol::{Content, Message};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// The scripted model, keeping every chat request it was sent (title and summary calls,
-/// which offer no tools, are not kept).
-struct Recording {
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-#[async_trait]
-impl Model for Recording {
-    fn name(&self) -> String {
-        "recording".into()
-    }
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        if !request.tools.is_empty() {
-            self.seen.lock().expect("lock").push(request.clone());
-        }
-        ScriptedModel::default().stream(request).await
-    }
-}
-
-type Seen = Arc<Mutex<Vec<ModelRequest>>>;
-
-async fn recording_server(engine: EngineConfig) -> (TestServer, Seen) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let model = Arc::new(Recording { seen: seen.clone() });
-    let options = TestOptions { models: Some(ModelsOverride(Models::new(model))), engine, ..TestOptions::default() };
-    (TestServer::start_with(options).await, seen)
-}
 
 const CALL: &str = r#"tool: get_location {"city":"Oslo"}"#;
 
@@ -81,12 +50,26 @@ async fn wait_pending(server: &TestServer, session: &str, kind: &str) -> Value {
     }
 }
 
+/// Starts `get_location` on Oslo with the tool declared; returns the run id.
+async fn start_call(server: &TestServer, session: &str) -> String {
+    let (status, body) = prompt_with(server, session, CALL, json!([get_location()])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "prompt: {body}");
+    body["runId"].as_str().expect("runId").to_owned()
+}
+
+/// A new session with one permission rule: `action` for the tools `tool` names.
+async fn session_with_rule(server: &TestServer, tool: &str, action: &str) -> String {
+    let session = server.new_session().await;
+    let rules = json!({"permissions": [{"tool": tool, "action": action}]});
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    session
+}
+
 /// Starts `get_location` on Oslo with the tool declared; waits until the run is parked
 /// at the client call. Returns the run id and the call's approval.
 async fn park_client(server: &TestServer, session: &str) -> (String, Value) {
-    let (status, body) = prompt_with(server, session, CALL, json!([get_location()])).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "prompt: {body}");
-    let run_id = body["runId"].as_str().expect("runId").to_owned();
+    let run_id = start_call(server, session).await;
     let run = server.wait_run_until(&run_id, |r| r["status"] != "running").await;
     assert_eq!(run["status"], "interrupted", "{run}");
     (run_id, wait_pending(server, session, "provide_input").await)
@@ -241,15 +224,10 @@ async fn a_call_of_a_client_tool_parks_the_run_until_its_result_and_the_model_th
 #[tokio::test]
 async fn a_deny_rule_on_a_client_tool_never_reaches_the_client_and_the_model_is_told() {
     let (server, seen) = recording_server(EngineConfig::default()).await;
-    let session = server.new_session().await;
-    let rules = json!({"permissions": [{"tool": "get_location", "action": "deny"}]});
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let session = session_with_rule(&server, "get_location", "deny").await;
     let mut view = server.events(&session, Open::fresh()).await;
     view.next_frame().await.expect("snapshot");
-    let (status, body) = prompt_with(&server, &session, CALL, json!([get_location()])).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let run = server.wait_run(body["runId"].as_str().expect("runId")).await;
+    let run = server.wait_run(&start_call(&server, &session).await).await;
     assert_eq!(run["status"], "completed", "{run}");
     let frames = view.frames_until(|f| f.event_type() == Some("agent_settled")).await;
     assert!(!frames.iter().any(|f| f.event_type() == Some("approval_requested")), "nothing was asked");
@@ -267,13 +245,8 @@ async fn a_deny_rule_on_a_client_tool_never_reaches_the_client_and_the_model_is_
 #[tokio::test]
 async fn an_ask_rule_on_a_client_tool_asks_the_person_first() {
     let (server, _seen) = recording_server(EngineConfig::default()).await;
-    let session = server.new_session().await;
-    let rules = json!({"permissions": [{"tool": "get_*", "action": "ask"}]});
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = prompt_with(&server, &session, CALL, json!([get_location()])).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let run_id = body["runId"].as_str().expect("runId").to_owned();
+    let session = session_with_rule(&server, "get_*", "ask").await;
+    let run_id = start_call(&server, &session).await;
     // The person first: an ordinary approval, not yet the client's call.
     let asked = wait_pending(&server, &session, "confirm_action").await;
     assert_eq!(asked["tool"], "get_location");
@@ -299,24 +272,11 @@ async fn an_ask_rule_on_a_client_tool_asks_the_person_first() {
 /// went on: after the restart the call parks for the client, once.
 #[tokio::test]
 async fn an_approval_recorded_before_a_restart_parks_the_client_call_after_it() {
-    use spool_engine::store::Approvals;
     let (server, _seen) = recording_server(EngineConfig::default()).await;
-    let session = server.new_session().await;
-    let rules = json!({"permissions": [{"tool": "get_location", "action": "ask"}]});
-    let (status, body) = server.patch(&format!("/api/sessions/{session}"), rules).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = prompt_with(&server, &session, CALL, json!([get_location()])).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let run_id = body["runId"].as_str().expect("runId").to_owned();
+    let session = session_with_rule(&server, "get_location", "ask").await;
+    let run_id = start_call(&server, &session).await;
     let asked = wait_pending(&server, &session, "confirm_action").await;
-    let asked_id: spool_protocol::ApprovalId = id_of(&asked).parse().expect("approval id");
-    let once = spool_protocol::Decision::Once;
-    let won = server
-        .store
-        .settle_approval(&asked_id, spool_protocol::ApprovalStatus::Resolved, Some(&once), None, None, 1)
-        .await
-        .expect("settle");
-    assert!(won);
+    settle_in_store(&server, &asked, spool_protocol::Decision::Once).await;
     let server = server.restart().await;
     let call = wait_pending(&server, &session, "provide_input").await;
     assert_eq!(call["payload"]["client"], true, "{call}");
@@ -400,22 +360,15 @@ async fn a_parked_client_call_is_answered_after_a_server_restart_and_the_run_goe
 
 #[tokio::test]
 async fn a_result_recorded_before_a_restart_is_committed_once_after_it() {
-    use spool_engine::store::Approvals;
     let (server, _seen) = recording_server(EngineConfig::default()).await;
     let session = server.new_session().await;
     let (run_id, approval) = park_client(&server, &session).await;
     // The crash window: the result is stored, the run never went on.
-    let approval_id: spool_protocol::ApprovalId = id_of(&approval).parse().expect("approval id");
     let result = spool_protocol::Decision::Output(spool_protocol::approval::ClientOutput {
         output: json!("Oslo"),
         is_error: false,
     });
-    let won = server
-        .store
-        .settle_approval(&approval_id, spool_protocol::ApprovalStatus::Resolved, Some(&result), None, None, 1)
-        .await
-        .expect("settle");
-    assert!(won);
+    settle_in_store(&server, &approval, result).await;
     let server = server.restart().await;
     let run = server.wait_run(&run_id).await;
     assert_eq!(run["status"], "completed", "{run}");

@@ -5,42 +5,11 @@
 
 use crate::common;
 
-use async_trait::async_trait;
-use common::{ModelsOverride, TestOptions, TestServer, message_rows};
+use common::{TestOptions, TestServer, message_rows, recording_server};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
-use spool_model::ScriptedModel;
+use spool_engine::{EngineConfig, ModelRequest};
 use spool_protocol::{Content, Message};
-use std::sync::{Arc, Mutex};
-
-/// The scripted model, keeping every chat request it was sent.
-struct Recording {
-    inner: ScriptedModel,
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-#[async_trait]
-impl Model for Recording {
-    fn name(&self) -> String {
-        "rec".into()
-    }
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        if !request.tools.is_empty() {
-            self.seen.lock().expect("lock").push(request.clone());
-        }
-        self.inner.stream(request).await
-    }
-}
-
-async fn recording_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let model = Arc::new(Recording { inner: ScriptedModel::default(), seen: seen.clone() });
-    let models = Models::new(model);
-    let server =
-        TestServer::start_with(TestOptions { models: Some(ModelsOverride(models)), ..TestOptions::default() }).await;
-    (server, seen)
-}
 
 fn ids(page: &Value) -> Vec<String> {
     page["messages"].as_array().expect("messages").iter().map(|m| m["id"].as_str().expect("id").to_owned()).collect()
@@ -66,7 +35,7 @@ fn request_texts(request: &ModelRequest) -> Vec<String> {
 
 #[tokio::test]
 async fn a_fork_at_message_k_holds_exactly_messages_0_to_k() {
-    let (server, seen) = recording_server().await;
+    let (server, seen) = recording_server(EngineConfig::default()).await;
     let source = server.new_session().await;
     let rules = json!({"permissions": [{"tool": "read", "action": "deny"}], "mode": "plan"});
     assert_eq!(server.patch(&format!("/api/sessions/{source}"), rules).await.0, StatusCode::OK);

@@ -5,12 +5,16 @@
 use crate::common;
 
 use async_trait::async_trait;
-use common::{ModelsOverride, SseStream, TestOptions, TestServer, WAIT, message_rows, session_allowing, urlencode};
+use common::{
+    ModelsOverride, SseStream, TestOptions, TestServer, WAIT, message_rows, recording_server, session_allowing,
+    settle_in_store, urlencode,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{Model, ModelError, ModelRequest, ModelStream, Models};
+use spool_engine::{EngineConfig, Model, ModelError, ModelRequest, ModelStream, Models};
 use spool_model::ScriptedModel;
 use spool_protocol::Message;
+use spool_test_support::ag_ui::user_texts;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -257,32 +261,6 @@ async fn a_ninth_waiting_steer_is_refused_and_queued_prompts_do_not_count() {
     assert_eq!(body["error"]["code"], "too_many_steers", "{body}");
 }
 
-/// The scripted model, keeping every chat request it was sent (title and summary calls,
-/// which offer no tools, are not kept).
-struct Recording {
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-#[async_trait]
-impl Model for Recording {
-    fn name(&self) -> String {
-        "recording".into()
-    }
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        if !request.tools.is_empty() {
-            self.seen.lock().expect("lock").push(request.clone());
-        }
-        ScriptedModel::default().stream(request).await
-    }
-}
-
-async fn recording_server() -> (TestServer, Arc<Mutex<Vec<ModelRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let model = Arc::new(Recording { seen: seen.clone() });
-    let options = TestOptions { models: Some(ModelsOverride(Models::new(model))), ..TestOptions::default() };
-    (TestServer::start_with(options).await, seen)
-}
-
 fn write_prompt(path: &str) -> String {
     format!("tool: write {}", json!({"path": path, "content": "x"}))
 }
@@ -298,7 +276,7 @@ async fn approve(server: &TestServer, session: &str, approval: &Value) {
 /// the steer enters the resumed run once, after the tool's result, the model's next
 /// request ends with it, and no run of its own follows.
 async fn a_steer_enters_the_resumed_run(restart_before_steer: bool, restart_after_steer: bool) {
-    let (server, seen) = recording_server().await;
+    let (server, seen) = recording_server(EngineConfig::default()).await;
     let session = server.new_session().await;
     let (run_id, approval) = server.park(&session, &write_prompt("steered.txt")).await;
     let server = if restart_before_steer { server.restart().await } else { server };
@@ -390,26 +368,11 @@ async fn a_steer_to_a_run_the_restart_ended_runs_once_as_a_prompt() {
 /// The restarted server resumes the decided call, and the run takes the steer after it.
 #[tokio::test]
 async fn a_steer_enters_a_run_resumed_from_a_decision_stored_before_a_restart() {
-    use spool_engine::store::Approvals;
-    let (server, seen) = recording_server().await;
+    let (server, seen) = recording_server(EngineConfig::default()).await;
     let session = server.new_session().await;
     let (run_id, approval) = server.park(&session, &write_prompt("steered.txt")).await;
     steer(&server, &session, "echo: and then this").await;
-    let approval_id: spool_protocol::ApprovalId =
-        approval["id"].as_str().expect("approval id").parse().expect("approval id");
-    let won = server
-        .store
-        .settle_approval(
-            &approval_id,
-            spool_protocol::ApprovalStatus::Resolved,
-            Some(&spool_protocol::Decision::Once),
-            None,
-            None,
-            1,
-        )
-        .await
-        .expect("settle");
-    assert!(won);
+    settle_in_store(&server, &approval, spool_protocol::Decision::Once).await;
     let server = server.restart().await;
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     let rows = message_rows(&server.messages(&session, "").await);
@@ -445,22 +408,6 @@ fn ag_ui_input(thread: &str, text: &str) -> Value {
     })
 }
 
-/// The user text messages of an AG-UI stream: `(messageId, text)`.
-fn ag_ui_users(events: &[Value]) -> Vec<(String, String)> {
-    let starts = events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user");
-    starts
-        .map(|start| {
-            let id = start["messageId"].as_str().expect("messageId").to_owned();
-            let text = events
-                .iter()
-                .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id.as_str())
-                .filter_map(|e| e["delta"].as_str())
-                .collect();
-            (id, text)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_ag_ui_stream_shows_the_steer_as_a_user_message_where_the_run_took_it() {
     let Gated { server, gate, seen } = gated_server().await;
@@ -475,7 +422,7 @@ async fn an_ag_ui_stream_shows_the_steer_as_a_user_message_where_the_run_took_it
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(kinds.last(), Some(&"RUN_FINISHED"), "{kinds:?}");
 
-    let users = ag_ui_users(&events);
+    let users = user_texts(&events);
     assert_eq!(users.len(), 1, "the steer once, the client's own prompt not sent back: {users:?}");
     assert_eq!(users[0].1, "also check the src folder");
     let start = events.iter().position(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user").expect("start");
@@ -485,7 +432,7 @@ async fn an_ag_ui_stream_shows_the_steer_as_a_user_message_where_the_run_took_it
 
 #[tokio::test]
 async fn an_ag_ui_continuation_after_an_interrupt_shows_the_steer_the_resumed_run_took() {
-    let (server, _) = recording_server().await;
+    let (server, _) = recording_server(EngineConfig::default()).await;
     let project = server.default_project().await;
     let mut body = ag_ui_input("thread-steer", &write_prompt("steered.txt"));
     body["forwardedProps"] = json!({"projectId": project});
@@ -501,7 +448,7 @@ async fn an_ag_ui_continuation_after_an_interrupt_shows_the_steer_the_resumed_ru
     let res = server.client.post(server.url("/api/ag-ui")).json(&body).send().await.expect("request");
     let rest: Vec<Value> = stream_to_end(res).await.into_iter().map(|(_, e)| e).collect();
     assert_eq!(rest.last().expect("an end")["outcome"], json!({"type": "success"}), "{rest:#?}");
-    let users = ag_ui_users(&rest);
+    let users = user_texts(&rest);
     assert_eq!(users.len(), 1, "{rest:#?}");
     assert_eq!(users[0].1, "echo: and then this");
     let answered: String = rest
@@ -581,7 +528,7 @@ async fn an_ai_sdk_stream_shows_the_steer_as_a_data_part_where_the_run_took_it()
 
 #[tokio::test]
 async fn an_ai_sdk_continuation_after_an_approval_shows_the_steer_the_resumed_run_took() {
-    let (server, _) = recording_server().await;
+    let (server, _) = recording_server(EngineConfig::default()).await;
     let project = server.default_project().await;
     let mut body = ai_sdk_chat("chat-steer", &write_prompt("steered.txt"));
     body["projectId"] = json!(project);

@@ -12,6 +12,7 @@
 //! knowing the moment the client closes its end. The provider tests of `spool-model`
 //! drive the model clients with it; the server's tests drive whole runs through it.
 
+pub mod ag_ui;
 pub mod golden;
 pub mod own_process;
 pub mod process;

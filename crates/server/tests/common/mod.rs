@@ -14,7 +14,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use spool_engine::{Engine, EngineConfig, Models};
+use spool_engine::{Engine, EngineConfig, Model, ModelError, ModelRequest, ModelStream, Models};
 use spool_model::ScriptedModel;
 use spool_server::{AppState, ServerConfig};
 use spool_store::SqliteStore;
@@ -623,4 +623,47 @@ pub async fn session_allowing(server: &TestServer, tools: &[&str]) -> String {
     let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": rules})).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     session
+}
+
+/// The chat requests a [`Recording`] model was sent.
+pub type Seen = Arc<std::sync::Mutex<Vec<ModelRequest>>>;
+
+/// The scripted model, keeping every chat request it was sent (title and summary calls,
+/// which offer no tools, are not kept).
+pub struct Recording {
+    pub seen: Seen,
+}
+
+#[async_trait::async_trait]
+impl Model for Recording {
+    fn name(&self) -> String {
+        "recording".into()
+    }
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        if !request.tools.is_empty() {
+            self.seen.lock().expect("lock").push(request.clone());
+        }
+        ScriptedModel::default().stream(request).await
+    }
+}
+
+/// A server whose one model is a [`Recording`], and what it was sent.
+pub async fn recording_server(engine: EngineConfig) -> (TestServer, Seen) {
+    let seen = Seen::default();
+    let model = Arc::new(Recording { seen: seen.clone() });
+    let options = TestOptions { models: Some(ModelsOverride(Models::new(model))), engine, ..TestOptions::default() };
+    (TestServer::start_with(options).await, seen)
+}
+
+/// Stores `decision` for the parked `approval` straight in the store, as a process that
+/// stopped right after deciding leaves it: the run has not gone on yet.
+pub async fn settle_in_store(server: &TestServer, approval: &Value, decision: spool_protocol::Decision) {
+    use spool_engine::store::Approvals;
+    let approval_id: spool_protocol::ApprovalId = id_of(approval).parse().expect("approval id");
+    let won = server
+        .store
+        .settle_approval(&approval_id, spool_protocol::ApprovalStatus::Resolved, Some(&decision), None, None, 1)
+        .await
+        .expect("settle");
+    assert!(won, "the approval was still pending");
 }

@@ -11,6 +11,7 @@ use crate::dialect::test_frames::{
 use insta::assert_json_snapshot;
 use spool_protocol::frame::FrameBody;
 use spool_protocol::{ApprovalStatus, Decision, Session, StopReason, Usage};
+use spool_test_support::ag_ui::user_texts;
 
 fn approval() -> Approval {
     test_frames::approval(1_796_313_600_000)
@@ -324,23 +325,6 @@ fn steered_run() -> Vec<Frame> {
         ev(None, AgentEvent::TurnEnd {}),
         ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
     ])
-}
-
-fn user_texts(events: &[Value]) -> Vec<(String, String)> {
-    let users: Vec<&Value> =
-        events.iter().filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user").collect();
-    users
-        .iter()
-        .map(|start| {
-            let id = start["messageId"].as_str().expect("messageId").to_owned();
-            let text = events
-                .iter()
-                .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == id.as_str())
-                .filter_map(|e| e["delta"].as_str())
-                .collect();
-            (id, text)
-        })
-        .collect()
 }
 
 #[test]
