@@ -547,9 +547,9 @@ mod tests {
         assert_eq!(title("tool: ask {}\ntool: todo_write {}"), "Call ask and todo write");
     }
 
-    #[test]
-    fn several_tool_lines_number_after_earlier_calls() {
-        let earlier = Message::Assistant {
+    /// An earlier answer of the model that called `list` once (`call_1`).
+    fn an_earlier_list_call() -> Message {
+        Message::Assistant {
             content: vec![Content::ToolCall {
                 id: "call_1".into(),
                 name: "list".into(),
@@ -560,7 +560,12 @@ mod tests {
             model: "scripted".into(),
             error_message: None,
             timestamp: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn several_tool_lines_number_after_earlier_calls() {
+        let earlier = an_earlier_list_call();
         let req =
             request(vec![Message::user_text("tool: list", 0), earlier, Message::user_text("tool: a\ntool: b", 0)]);
         let ids: Vec<String> = calls_of(&events(&req)).into_iter().map(|c| c.0).collect();
@@ -583,18 +588,7 @@ mod tests {
 
     #[test]
     fn tool_call_ids_count_earlier_calls() {
-        let earlier = Message::Assistant {
-            content: vec![Content::ToolCall {
-                id: "call_1".into(),
-                name: "list".into(),
-                arguments: serde_json::json!({}),
-            }],
-            stop_reason: Some(StopReason::ToolUse),
-            usage: Usage::default(),
-            model: "scripted".into(),
-            error_message: None,
-            timestamp: 0,
-        };
+        let earlier = an_earlier_list_call();
         let req = request(vec![Message::user_text("tool: list", 0), earlier, Message::user_text("tool: list", 0)]);
         assert_eq!(events(&req)[0], ModelEvent::ToolCallStart { id: "call_2".into(), name: "list".into() });
     }
