@@ -419,17 +419,26 @@ impl SessionEvents {
     ) -> (Subscription, RunStart) {
         let inner = self.lock();
         let count = inner.runs.get(run).cloned();
+        let interrupt = matches!(after, RunAfter::Interrupt(_));
         let after = match after {
             RunAfter::Seq(n) => n,
             RunAfter::Interrupt(approval) => count.as_ref().and_then(|c| c.interrupt(&approval)).unwrap_or(0),
         };
         let waiting = inner.view().pending_approvals.iter().find(|a| a.run_id == *run).map(|a| a.id.clone());
-        let replay = match &count {
-            Some(count) if after == count.sequence() => Some((inner.seq, count.clone())),
-            Some(_) => inner
+        let at_frame = || {
+            inner
                 .run_cursor(run, after)
                 .filter(|&seq| inner.replay_from(&self.shared, Some(&inner.cursor_at(seq))).is_some())
-                .map(|seq| (seq, RunCount::after(run.clone(), after))),
+                .map(|seq| (seq, RunCount::after(run.clone(), after)))
+        };
+        let replay = match &count {
+            // A continuation starts right after its interrupt's frame while the ring
+            // holds it, not at the head: the frames between (a title, the decision) are
+            // then the same every time it is followed.
+            Some(count) if after == count.sequence() => {
+                interrupt.then(at_frame).flatten().or_else(|| Some((inner.seq, count.clone())))
+            }
+            Some(_) => at_frame(),
             None => None,
         };
         if let Some((seq, count)) = replay {
