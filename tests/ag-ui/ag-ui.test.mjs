@@ -35,13 +35,14 @@ function spoolAgent() {
 }
 
 // The README's re-attaching agent. Spool numbers every event of a run's stream (its SSE
-// `id:`); this agent notes the number of each event it applies, and `connectAgent()`
+// `id:`, `N`, or `<approval id>:N` in the continuation after an interrupt); this agent
+// notes the id of each event it applies, and `connectAgent()`
 // follows the run it last followed from the event after that one
 // (`GET /api/ag-ui/runs/:runId/events` with `Last-Event-ID`).
 class ReattachingAgent extends HttpAgent {
   runId
   lastEventId = 0
-  #ids = [] // the numbers of the events read and not yet applied, in order
+  #ids = [] // the ids of the events read and not yet applied, in order
 
   constructor(config) {
     super({ ...config, fetch: (url, init) => this.#noteIds(url, init) })
@@ -75,7 +76,7 @@ class ReattachingAgent extends HttpAgent {
         rest += decoder.decode(chunk, { stream: true })
         const blocks = rest.split("\n\n")
         rest = blocks.pop()
-        for (const block of blocks.filter((b) => /^data:/m.test(b))) ids.push(Number(block.match(/^id: (\d+)$/m)?.[1]) || null)
+        for (const block of blocks.filter((b) => /^data:/m.test(b))) ids.push(block.match(/^id: (.+)$/m)?.[1] ?? null)
         out.enqueue(chunk)
       },
     })
@@ -458,6 +459,37 @@ test("a client aborted mid-run re-attaches and ends with the stored answer", asy
   const { run, text } = await stored(agent.runId)
   assert.equal(run.status, "completed")
   assert.equal(text.split(" ").length, 400)
+  assert.equal(assistantText(agent.messages), text, "every word once")
+})
+
+test("a client aborted mid-continuation re-attaches after its last event, every word once", async () => {
+  const agent = new ReattachingAgent({ url: `${baseUrl}/api/ag-ui` })
+  const { runId, interrupt } = await askToWrite(agent, "reattached.txt")
+  let contents = 0
+  await agent.runAgent(
+    { forwardedProps: { projectId }, resume: answerAll(agent, { approved: true }) },
+    {
+      onTextMessageContentEvent: () => {
+        contents += 1
+        if (contents === 2) agent.abortRun()
+      },
+    },
+  )
+  assert.match(String(agent.lastEventId), new RegExp(`^${interrupt.id}:\\d+$`), "numbered after its approval")
+  const had = assistantText(agent.messages)
+  // The agent holds the interrupt until a stream finishes: connecting names the answer
+  // it sent (the re-attach itself sends nothing).
+  const events = []
+  const resume = answerAll(agent, { approved: true })
+  await agent.connectAgent({ forwardedProps: { projectId }, resume }, { onEvent: ({ event }) => events.push(event) })
+  assert.equal(events.at(-1).type, "RUN_FINISHED")
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  assert.deepEqual(agent.pendingInterrupts, [])
+  assert.ok(!events.some((e) => e.type === "CUSTOM"), "the decision came once, before")
+  const { run, text } = await stored(runId)
+  assert.equal(run.status, "completed")
+  assert.match(text, /^Tool write returned/)
+  assert.ok(had.length < text.length, `the client left before the end: ${had}`)
   assert.equal(assistantText(agent.messages), text, "every word once")
 })
 

@@ -223,8 +223,14 @@ fn numbered(event: &spool_protocol::sse::SseEvent) -> (u64, Value) {
 /// A re-attaching stream read to its end: its own opening (unnumbered), then the run's
 /// events with their ids.
 async fn reattach(server: &TestServer, run: &str, last: u64) -> (Vec<Value>, Vec<(u64, Value)>) {
+    let (opening, rest) = reattach_at(server, run, &last.to_string()).await;
+    (opening, rest.into_iter().map(|(id, event)| (id.parse().expect("a numeric id"), event)).collect())
+}
+
+/// [`reattach`] after an event id as it came (`N`, or `<approval>:N` in a continuation).
+async fn reattach_at(server: &TestServer, run: &str, last: &str) -> (Vec<Value>, Vec<(String, Value)>) {
     let url = server.url(&format!("/api/ag-ui/runs/{run}/events?threadId=thread-drop"));
-    let request = server.client.get(url).header("last-event-id", last.to_string()).send();
+    let request = server.client.get(url).header("last-event-id", last).send();
     let res = tokio::time::timeout(WAIT, request).await.expect("answers in time").expect("request");
     assert_eq!(res.status(), StatusCode::OK);
     let mut stream = SseStream::new(res);
@@ -235,10 +241,80 @@ async fn reattach(server: &TestServer, run: &str, last: u64) -> (Vec<Value>, Vec
                 assert!(rest.is_empty(), "only the opening is unnumbered: {}", event.data);
                 opening.push(serde_json::from_str(&event.data).expect("JSON"));
             }
-            Some(_) => rest.push(numbered(&event)),
+            Some(id) => rest.push((id, serde_json::from_str(&event.data).expect("JSON"))),
         }
     }
     (opening, rest)
+}
+
+/// A stream's events with their ids as they came (`None` for an unnumbered one), read to
+/// its end or, with `contents`, until that many text deltas came, then dropped.
+async fn with_ids(res: reqwest::Response, contents: Option<usize>) -> Vec<(Option<String>, Value)> {
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = SseStream::new(res);
+    let mut got: Vec<(Option<String>, Value)> = Vec::new();
+    while contents.is_none_or(|n| got.iter().filter(|(_, e)| e["type"] == "TEXT_MESSAGE_CONTENT").count() < n) {
+        let Some(event) = stream.next_event().await else {
+            assert!(contents.is_none(), "the stream goes on");
+            break;
+        };
+        got.push((event.id.clone(), serde_json::from_str(&event.data).expect("JSON")));
+    }
+    got
+}
+
+#[tokio::test]
+async fn a_continuation_dropped_mid_way_re_attaches_after_its_last_event_and_gets_every_event_once() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let args = json!({"path": "out.txt", "content": "from AG-UI"}).to_string();
+    let messages = json!([user("c1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-drop", &project, messages.clone())).await).await;
+    let approval = asked.last().expect("an end")["outcome"]["interrupts"][0]["id"].as_str().expect("an interrupt");
+    let run = asked[0]["runId"].as_str().expect("runId").to_owned();
+    let mut answer = input("thread-drop", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+
+    // The continuation numbers its events after the approval it continues, its opening
+    // 1 and 2; the decision it opens with comes unnumbered. The client reads two deltas
+    // of the model's answer to the result and goes away.
+    let got = with_ids(post(&server, &answer).await, Some(2)).await;
+    assert_eq!(got[0].0.as_deref(), Some(format!("{approval}:1").as_str()));
+    assert_eq!(got[2].0, None, "the decision: {}", got[2].1);
+    assert_eq!(got[2].1["value"]["decision"], "once");
+    let last = got.last().expect("events").0.clone().expect("a delta is numbered");
+
+    // Re-attached after its last event: the rest of the continuation, opened again as
+    // an AG-UI client accepts it, the decision not sent twice.
+    let (opening, rest) = reattach_at(&server, &run, &last).await;
+    assert_eq!(types(&opening), ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"]);
+    let started = got.iter().find(|(_, e)| e["type"] == "TEXT_MESSAGE_START").expect("a message started");
+    assert_eq!(opening[2], started.1, "the message it was in the middle of");
+    assert_eq!(server.wait_run(&run).await["status"], "completed");
+    let numbered: Vec<(String, Value)> =
+        got.iter().filter_map(|(id, e)| id.clone().map(|id| (id, e.clone()))).chain(rest.iter().cloned()).collect();
+    let ids: Vec<String> = numbered.iter().map(|(id, _)| id.clone()).collect();
+    let want: Vec<String> = (1..=numbered.len()).map(|n| format!("{approval}:{n}")).collect();
+    assert_eq!(ids, want, "every event once, none missing");
+    let read: Vec<Value> = numbered.iter().map(|(_, e)| e.clone()).collect();
+    assert_eq!(read.last().expect("an end")["outcome"], json!({"type": "success"}));
+    assert!(!read.iter().any(|e| e["type"] == "CUSTOM"), "the decision once, unnumbered");
+
+    // The same as one continuation read whole: the same answer again follows it.
+    let whole = with_ids(post(&server, &answer).await, None).await;
+    let whole: Vec<(String, Value)> = whole.into_iter().filter_map(|(id, e)| id.map(|id| (id, e))).collect();
+    assert_eq!(numbered, whole);
+    assert!(text_of(&read).starts_with("Tool write returned"), "{}", text_of(&read));
+    assert!(stored_text(&server, &run_of(&server, &asked).await).await.ends_with(&text_of(&read)));
+
+    // Once the run's frames have left the session's buffer (a later run of 400 deltas
+    // pushed them out), its frame log gives the same events under the same ids.
+    crate::replay::logged(&server, &run).await;
+    let long = input("thread-drop", &project, json!([user("c1", "tool: write"), user("c2", "stream: 400")]));
+    events(post(&server, &long).await).await;
+    let (opening, again) = reattach_at(&server, &run, &last).await;
+    assert_eq!(types(&opening), ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"]);
+    assert_eq!(again, rest, "the frame log replays what the live stream sent");
 }
 
 #[tokio::test]
@@ -294,6 +370,9 @@ async fn a_re_attach_names_a_run_of_the_callers_and_a_count_it_can_have() {
         ("/api/ag-ui/runs/run_01jd0000000000000000000001/events".to_owned(), StatusCode::NOT_FOUND),
         (format!("/api/ag-ui/runs/{run}/events?after=9007199254740992"), StatusCode::BAD_REQUEST),
         (format!("/api/ag-ui/runs/{run}/events?threadId=a/b"), StatusCode::BAD_REQUEST),
+        // A continuation's id names an approval of the run.
+        (format!("/api/ag-ui/runs/{run}/events?after=per_x:1"), StatusCode::BAD_REQUEST),
+        (format!("/api/ag-ui/runs/{run}/events?after=per_01jd0000000000000000000000:1"), StatusCode::NOT_FOUND),
     ];
     for (path, want) in cases {
         let (status, body) = server.get(&path).await;
@@ -560,6 +639,39 @@ async fn a_client_tool_call_ends_the_stream_pending_and_its_tool_message_goes_on
     let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "prompted once");
     assert_eq!(server.wait_run(run["id"].as_str().expect("id")).await["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_client_tools_continuation_dropped_mid_way_re_attaches_after_its_last_event() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let prompt = user("c1", "tool: get_location {}");
+    let asked = events(post(&server, &with_location_tool(input("thread-drop", &project, json!([prompt])))).await).await;
+    let call = asked.last().expect("an end")["outcome"]["pendingToolCallIds"][0].as_str().expect("a call").to_owned();
+    let run = asked[0]["runId"].as_str().expect("runId").to_owned();
+    let assistant = json!({"id": "a1", "role": "assistant", "toolCalls": [
+        {"id": call, "type": "function", "function": {"name": "get_location", "arguments": "{}"}},
+    ]});
+    let tool = json!({"id": "t1", "role": "tool", "toolCallId": call, "content": "Lisbon"});
+    let answered = with_location_tool(input("thread-drop", &project, json!([prompt, assistant, tool])));
+
+    // The continuation after the call's result is numbered after the call's approval;
+    // the client reads one delta and goes away, then re-attaches after it.
+    let got = with_ids(post(&server, &answered).await, Some(1)).await;
+    assert!(got.iter().all(|(id, _)| id.is_some()), "no decision comes: the client sent the result");
+    let last = got.last().expect("events").0.clone().expect("numbered");
+    let (approval, _) = last.rsplit_once(':').expect("<approval>:N");
+    assert!(approval.starts_with("per_"), "{last}");
+    let (opening, rest) = reattach_at(&server, &run, &last).await;
+    assert_eq!(types(&opening), ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"]);
+    let numbered: Vec<(String, Value)> =
+        got.into_iter().map(|(id, e)| (id.expect("numbered"), e)).chain(rest).collect();
+    let want: Vec<String> = (1..=numbered.len()).map(|n| format!("{approval}:{n}")).collect();
+    assert_eq!(numbered.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), want, "every event once");
+    let read: Vec<Value> = numbered.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(text_of(&read), "Tool get_location returned 1 line: Lisbon");
+    assert!(!types(&read).contains(&"TOOL_CALL_RESULT"), "the client has the result it sent");
+    assert_eq!(read.last().expect("an end")["outcome"], json!({"type": "success"}));
 }
 
 #[tokio::test]

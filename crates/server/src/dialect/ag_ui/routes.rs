@@ -66,8 +66,16 @@
 //!   from the session's buffer while it holds the run's start, else from the run's
 //!   frame log; when neither can (no log), the run is drawn whole from the store,
 //!   unnumbered, as a retry is.
-//!   The continuation of an interrupt (`resume`) is not numbered: re-attaching draws
-//!   the run from its start.
+//! * The continuation of an interrupt (the stream answering a `resume`, or a client
+//!   call's `tool` message) numbers its events after the approval it continues:
+//!   `id: <approval>:N`, its own `RUN_STARTED` 1, counting the same way (the
+//!   continuation is the same fold of the run's frames after the request, whichever
+//!   stream draws it); the decision it opens with comes in the opening's write,
+//!   unnumbered and uncounted. `Last-Event-ID: <approval>:N` (or `?after=`) re-attaches
+//!   to the continuation after N, opened again as above, without the decision: from the
+//!   session's buffer, else the run's frame log (folded in silence up to the request),
+//!   else the continuation drawn from the store, unnumbered (text the client has may
+//!   come again).
 
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiEvent, AgUiForm, AgUiStream, Close};
@@ -352,8 +360,9 @@ fn check_thread_id(id: &str) -> Result<(), ApiError> {
 /// Runs the agent on a thread: the prompt of the last user message, or the
 /// continuation after the `resume` answers. Answers AG-UI events as SSE (`data:` JSON,
 /// one event each), from `RUN_STARTED` to `RUN_FINISHED` (outcome `success`,
-/// `interrupt` or `cancelled`) or `RUN_ERROR`. A prompt's events are numbered (`id: N`)
-/// for `GET /api/ag-ui/runs/{runId}/events` to re-attach after; the stream going away
+/// `interrupt` or `cancelled`) or `RUN_ERROR`. A prompt's events are numbered (`id: N`),
+/// a continuation's after its approval (`id: <approval>:N`), for
+/// `GET /api/ag-ui/runs/{runId}/events` to re-attach after; the stream going away
 /// cancels nothing unless `forwardedProps.onDisconnect` is `"cancel"`.
 #[utoipa::path(
     post,
@@ -388,7 +397,7 @@ async fn run_agent(
     let existed = named.is_some();
     let session = ai_sdk::session_or_new(engine, &user, &body.thread_id, named, project, missing).await?;
     let thread = body.thread_id.clone();
-    let feed = match action {
+    let (feed, decision) = match action {
         Action::Prompt { text, request_id, results } => {
             let answered = match existed && !results.is_empty() {
                 true => client_calls(engine, &user, &session, results).await?,
@@ -398,12 +407,12 @@ async fn run_agent(
                 let tools = body.tools.unwrap_or_default();
                 let input =
                     PromptInput { text, request_id: Some(request_id), client_tools: tools, ..PromptInput::default() };
-                run_feed::prompt_chat(engine, &user, &session, input, connection).await?
+                (run_feed::prompt_chat(engine, &user, &session, input, connection).await?, None)
             } else {
                 // The continuation: what follows the call's result (the fold leaves
                 // out the result the client sent, `AgUiStream::given`).
                 match decide_outputs(engine, &user, answered).await? {
-                    Ok(approval) => attach_after(engine, &user, &approval, connection).await?,
+                    Ok(approval) => (attach_after(engine, &user, &approval, connection).await?, None),
                     Err(refused) => return Ok(refused),
                 }
             }
@@ -417,12 +426,11 @@ async fn run_agent(
                     Err(refused) => return Ok(refused),
                 },
             };
-            let mut feed = attach_after(engine, &user, &approval, connection).await?;
+            let feed = attach_after(engine, &user, &approval, connection).await?;
             // The continuation opens with the decision. Read after deciding: the
             // decision as it was taken (a retry's first).
             let decided = engine.runs().approval(&user, &approval.id).await?;
-            feed.push_front(ag_ui::resolved(&decided));
-            feed
+            (feed, Some(ag_ui::resolved(&decided)))
         }
     };
     // The state is read after subscribing: anything that changes it later comes as a
@@ -430,7 +438,7 @@ async fn run_agent(
     let detail = engine.sessions().get(&user, &session).await?;
     let mut feed = feed;
     let run = feed.dialect.run_id().clone();
-    open(&mut feed, ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)));
+    open(&mut feed, ag_ui::opening(&thread, &run, ag_ui::state_of(&session, &detail.state)), decision);
     feed.dialect.thread = thread;
     if cancel_on_drop {
         feed.dialect.guard =
@@ -439,15 +447,21 @@ async fn run_agent(
     Ok(watched(run_feed::response(feed, &state, sse::EVENT_STREAM), watch))
 }
 
-/// Queues a stream's opening before everything else: numbered 1 and on when the stream
-/// numbers its events (nothing is queued yet then: its events come from the frames).
-fn open(feed: &mut Feed, opening: Bytes) {
+/// Queues a stream's opening before everything else, then the decision a continuation
+/// opens with: the opening numbered 1 and 2 when the stream numbers its events (nothing
+/// is queued yet then: its events come from the frames), the decision unnumbered and
+/// not counted (it comes in the opening's write; a re-attach does not send it again).
+fn open(feed: &mut Feed, opening: Bytes, decision: Option<Bytes>) {
     if !feed.dialect.numbered {
+        if let Some(decision) = decision {
+            feed.push_front(decision);
+        }
         feed.push_front(opening);
         return;
     }
     let mut ready = Ready::new();
     feed.dialect.queue(&opening, &mut ready);
+    ready.extend(decision.map(|decision| (None, decision)));
     for (number, bytes) in ready {
         feed.push(number, bytes);
     }
@@ -457,10 +471,11 @@ fn open(feed: &mut Feed, opening: Bytes) {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 struct EventsQuery {
-    /// How many of the run's events the client has: the `id` of the last
-    /// (`Last-Event-ID` wins).
-    #[param(maximum = 9007199254740991.0)]
-    after: Option<u64>,
+    /// The `id` of the last event the client has (`Last-Event-ID` wins): `N`, the
+    /// events of the run's stream from its start it has, or `<approval id>:N`, those of
+    /// the continuation after that approval's interrupt.
+    #[param(pattern = "^(per_[A-Za-z0-9]{26}:)?[0-9]{1,16}$")]
+    after: Option<String>,
     /// The thread id `RUN_STARTED` and `RUN_FINISHED` name: the client's own (the run's
     /// `ses_…` session without one).
     #[param(pattern = "^[A-Za-z0-9_-]{1,128}$")]
@@ -470,9 +485,11 @@ struct EventsQuery {
 /// Re-attaches to a run, an AG-UI client's way back after its stream went away: the
 /// run's AG-UI events numbered from its start as the prompt's stream numbered them
 /// (`id: N`), from the one after `Last-Event-ID` (or `?after=N`) on, then live, to
-/// `RUN_FINISHED` (outcome `success`, `interrupt` or `cancelled`) or `RUN_ERROR`.
-/// A run whose start neither the session's buffer nor its frame log holds is drawn
-/// whole from the store, unnumbered.
+/// `RUN_FINISHED` (outcome `success`, `interrupt` or `cancelled`) or `RUN_ERROR`; after
+/// `<approval>:N`, the continuation after that approval's interrupt as the stream
+/// answering it numbered it. A run whose frames neither the session's buffer nor its
+/// frame log holds is drawn from the store, unnumbered (whole, or what follows the
+/// interrupt).
 #[utoipa::path(
     get,
     path = "/api/ag-ui/runs/{runId}/events",
@@ -493,8 +510,18 @@ async fn run_events(
     headers: HeaderMap,
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    let header = sse::last_event_id(&headers).and_then(|v| v.parse().ok());
-    let after = checked_after(header.or(query.after))?.unwrap_or(0);
+    // A header that is no event id of this route's is not read; a query that is none
+    // is refused.
+    let header = sse::last_event_id(&headers).and_then(Cursor::parse);
+    let asked = match query.after.as_deref() {
+        Some(after) => Some(
+            Cursor::parse(after)
+                .ok_or_else(|| ApiError::bad_request("invalid_cursor", "an AG-UI event id is N or <approval id>:N"))?,
+        ),
+        None => None,
+    };
+    let cursor = header.or(asked).unwrap_or(Cursor::Start(0));
+    checked_after(Some(cursor.number()))?;
     if let Some(thread) = &query.thread_id {
         check_thread_id(thread)?;
     }
@@ -504,9 +531,47 @@ async fn run_events(
     // Read before following: a change after it comes as a `STATE_DELTA` in the stream.
     let detail = engine.sessions().get(&user, &run.session_id).await?;
     let opening = ag_ui::opening(&thread, &run.id, ag_ui::state_of(&run.session_id, &detail.state));
-    let mut feed = reattach(engine, &user, &run, opening, after, connection).await?;
+    let (mut feed, after) = match cursor {
+        Cursor::Start(after) => (reattach(engine, &user, &run, opening, after, connection).await?, after),
+        Cursor::After(approval, after) => {
+            (reattach_after(engine, &user, &run, &approval, opening, after, connection).await?, after)
+        }
+    };
     feed.dialect.thread = thread;
     Ok(watched(run_feed::response(feed.after(after), &state, sse::EVENT_STREAM), watch))
+}
+
+/// Where a re-attaching client is: after event N of the stream that followed the run
+/// from its start, or after event N of the continuation after an approval's interrupt.
+#[derive(Debug, PartialEq)]
+enum Cursor {
+    Start(u64),
+    After(ApprovalId, u64),
+}
+
+impl Cursor {
+    /// Reads an event id this module writes: `N` or `<approval id>:N`.
+    fn parse(id: &str) -> Option<Self> {
+        let (approval, number) = match id.rsplit_once(':') {
+            Some((approval, number)) => (Some(approval.parse::<ApprovalId>().ok()?), number),
+            None => (None, id),
+        };
+        if !number.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let number = number.parse().ok()?;
+        Some(match approval {
+            Some(approval) => Cursor::After(approval, number),
+            None => Cursor::Start(number),
+        })
+    }
+
+    /// How many events of its stream the client has.
+    fn number(&self) -> u64 {
+        match self {
+            Cursor::Start(number) | Cursor::After(_, number) => *number,
+        }
+    }
 }
 
 /// Follows `run` from its start, numbered: from the session's buffer while it holds
@@ -538,21 +603,8 @@ async fn reattach(
     };
     if let Some(logged) = logged {
         // Folded from the run's `run.accepted` exactly as a live follower's.
-        let mut fold = AgUiStream::new(run.id.clone());
-        let mut dialect = AgUiEvents { numbered: true, run_id: Some(run.id.clone()), ..AgUiEvents::default() };
-        dialect.reattaching(after);
-        let mut ready = Ready::from([(None, opening)]);
-        for frame in &logged.frames {
-            let step = fold.map(frame);
-            if dialect.step(&step, &mut ready).finished {
-                break;
-            }
-        }
-        let mut feed = Feed::new(logged.then.typed(), RunForm::Alone(shared::alone()), fold, dialect);
-        for (number, bytes) in ready {
-            feed.push(number, bytes);
-        }
-        return Ok(feed);
+        let fold = AgUiStream::new(run.id.clone());
+        return Ok(from_log(logged, fold, None, run, opening, after));
     }
     let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill).await?;
     let subscription = subscription.typed();
@@ -565,6 +617,75 @@ async fn reattach(
         RunFrom::Snapshot(_) => run_feed::from_snapshot(engine, user, subscription, run.clone(), None).await?,
     };
     feed.push_front(opening);
+    Ok(feed)
+}
+
+/// A numbered re-attaching feed of `run` from its frame log, folded by `fold` from the
+/// run's `run.accepted`: the events after `after` (of the stream from the run's start,
+/// or of the continuation after `continues`), then live.
+fn from_log(
+    logged: spool_engine::run_log::LoggedRun,
+    mut fold: AgUiStream,
+    continues: Option<ApprovalId>,
+    run: &Run,
+    opening: Bytes,
+    after: u64,
+) -> Feed {
+    let mut dialect = AgUiEvents { numbered: true, continues, run_id: Some(run.id.clone()), ..AgUiEvents::default() };
+    dialect.reattaching(after);
+    let mut ready = Ready::from([(None, opening)]);
+    for frame in &logged.frames {
+        let step = fold.map(frame);
+        if dialect.step(&step, &mut ready).finished {
+            break;
+        }
+    }
+    let mut feed = Feed::new(logged.then.typed(), RunForm::Alone(shared::alone()), fold, dialect);
+    for (number, bytes) in ready {
+        feed.push(number, bytes);
+    }
+    feed
+}
+
+/// Follows the continuation after `approval`'s interrupt again, numbered as the stream
+/// that answered it numbered it: from the session's buffer (as [`attach_after`]), else
+/// from the run's frame log (its frames up to the request folded in silence), else the
+/// continuation drawn from a snapshot, unnumbered. The decision the continuation opened
+/// with is the client's already: not sent again.
+async fn reattach_after(
+    engine: &Engine,
+    user: &UserId,
+    run: &Run,
+    approval: &ApprovalId,
+    opening: Bytes,
+    after: u64,
+    kill: CancellationToken,
+) -> Result<Feed, ApiError> {
+    let approval = engine.runs().approval(user, approval).await?;
+    if approval.run_id != run.id {
+        return Err(ApiError::not_found("approval"));
+    }
+    let mut feed = attach_after(engine, user, &approval, kill.clone()).await?;
+    if !feed.dialect.numbered {
+        // Let go first, so the log's subscription does not count twice against the limit.
+        drop(feed);
+        let logged = match engine.follow_logged(run, kill.clone()).await {
+            Ok(logged) => logged,
+            Err(error) => {
+                tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
+                None
+            }
+        };
+        if let Some(logged) = logged {
+            let fold = AgUiStream::muted_until(&approval, None);
+            return Ok(from_log(logged, fold, Some(approval.id.clone()), run, opening, after));
+        }
+        feed = attach_after(engine, user, &approval, kill).await?;
+    }
+    feed.push_front(opening);
+    if feed.dialect.numbered {
+        feed.dialect.reattaching(after);
+    }
     Ok(feed)
 }
 
@@ -678,7 +799,10 @@ async fn attach_after(
             return run_feed::from_snapshot(engine, user, subscription, run, Some(approval)).await;
         }
     };
-    Ok(Feed::new(subscription, form, fold, AgUiEvents::default()))
+    // Numbered `<approval>:N`, the same in every such stream: the continuation is the
+    // same fold of the same frames after the request.
+    let dialect = AgUiEvents { numbered: true, continues: Some(approval.id.clone()), ..AgUiEvents::default() };
+    Ok(Feed::new(subscription, form, fold, dialect))
 }
 
 /// AG-UI draws the run after `after`'s interrupt, or all of it.
@@ -705,6 +829,9 @@ struct AgUiEvents {
     /// the same in every such stream of the run, so a client re-attaches after the
     /// last it has.
     numbered: bool,
+    /// The stream is the continuation after this approval's interrupt: its events are
+    /// numbered `<approval>:N`, counted from the continuation's own opening.
+    continues: Option<ApprovalId>,
     /// Events numbered so far.
     count: u64,
     /// A re-attaching stream: the client has the events up to this number, which are
@@ -805,7 +932,11 @@ impl AgUiEvents {
             // AG-UI clients check that what a content event continues was started in the
             // same stream.
             ready.extend(self.open.drain(..).map(|(_, start)| (None, start)));
-            let mut event = format!("id: {}\n", self.count).into_bytes();
+            let mut event = match &self.continues {
+                Some(approval) => format!("id: {approval}:{}\n", self.count),
+                None => format!("id: {}\n", self.count),
+            }
+            .into_bytes();
             event.extend_from_slice(block);
             ready.push_back((Some(self.count), Bytes::from(event)));
         }
