@@ -26,12 +26,187 @@ pub enum PermissionAction {
 /// (`git status *` matches `git status`). A pattern without wildcards names one whole
 /// argument: for a command line, that exact line, all of it. Among matching rules the
 /// last one wins.
+///
+/// An `ask` rule may also say how long its approvals wait and what then happens
+/// (see [`Wait`] and [`OnTimeout`]); both are optional, so rules stored before them
+/// stay valid.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PermissionRule {
     pub tool: String,
     #[serde(default = "any", skip_serializing_if = "is_any")]
     pub pattern: String,
     pub action: PermissionAction,
+    /// How long an approval this rule asks for waits: `"10m"`, `"90s"`, `"2h"`,
+    /// `"1d"`, a whole number of seconds, or `"never"`. Default: the server's approval
+    /// TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "10m")]
+    pub timeout: Option<Wait>,
+    /// What happens when nobody answered in time. Default: the run is cancelled.
+    #[serde(default, rename = "onTimeout", alias = "on_timeout", skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<OnTimeout>,
+}
+
+/// What happens to an approval nobody answered within its rule's `timeout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeout {
+    /// The call is rejected and the model is told why; the run goes on.
+    Deny,
+    /// The call is approved once (the rules are checked again before it runs).
+    Allow,
+    /// It keeps waiting, until the server's approval TTL (or for ever).
+    Wait,
+}
+
+impl OnTimeout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnTimeout::Deny => "deny",
+            OnTimeout::Allow => "allow",
+            OnTimeout::Wait => "wait",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "deny" => OnTimeout::Deny,
+            "allow" => OnTimeout::Allow,
+            "wait" => OnTimeout::Wait,
+            _ => return None,
+        })
+    }
+}
+
+/// An approval's `expiresAt` when it never expires: the largest instant a JavaScript
+/// `Date` holds (8.64e15 ms), so every client still parses it. Nothing arms a timer
+/// for it, also not after a restart.
+pub const NEVER_EXPIRES: Millis = 8_640_000_000_000_000;
+
+/// The longest finite [`Wait`]: a year (longer is written `"never"`).
+pub const LONGEST_WAIT_SECS: u64 = 366 * 24 * 3600;
+
+/// How long an approval waits: some seconds, or for ever. Written `"10m"`, `"90s"`,
+/// `"2h"`, `"1d"`, `"600"` or `600` (seconds), or `"never"`; written back in the
+/// largest whole unit (`600` → `"10m"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    Secs(u64),
+    Never,
+}
+
+impl Wait {
+    /// The wait as milliseconds after `created`: [`NEVER_EXPIRES`] for `never`.
+    pub fn expiry(self, created: Millis) -> Millis {
+        match self {
+            Wait::Never => NEVER_EXPIRES,
+            Wait::Secs(s) => {
+                created.saturating_add(i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)).min(NEVER_EXPIRES)
+            }
+        }
+    }
+
+    /// Reads `"10m"`, `"90s"`, `"2h"`, `"1d"`, `"600"` or `"never"`; says what is
+    /// wrong otherwise.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("never") {
+            return Ok(Wait::Never);
+        }
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        let (number, unit) = t.split_at(digits);
+        let scale = match unit.trim() {
+            "" | "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => 0,
+        };
+        let secs = number.parse::<u64>().ok().filter(|_| scale != 0).and_then(|n| n.checked_mul(scale));
+        match secs {
+            None => Err(format!(
+                "invalid timeout {text:?}: write a whole number with s, m, h or d (\"90s\", \"10m\", \"2h\", \"1d\"), seconds, or \"never\""
+            )),
+            Some(secs) => Self::from_secs(secs),
+        }
+    }
+
+    /// A wait of `secs` seconds: more than none, at most [`LONGEST_WAIT_SECS`].
+    pub fn from_secs(secs: u64) -> Result<Self, String> {
+        if secs == 0 {
+            return Err("invalid timeout 0: an approval must wait a while; write \"never\" to wait for ever".into());
+        }
+        if secs > LONGEST_WAIT_SECS {
+            return Err(format!("invalid timeout of {secs} seconds: at most a year; write \"never\" to wait for ever"));
+        }
+        Ok(Wait::Secs(secs))
+    }
+}
+
+impl std::fmt::Display for Wait {
+    /// In the largest unit that divides it: `"10m"`, `"90s"`, `"never"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Wait::Never => f.write_str("never"),
+            Wait::Secs(s) if s % 86_400 == 0 => write!(f, "{}d", s / 86_400),
+            Wait::Secs(s) if s % 3600 == 0 => write!(f, "{}h", s / 3600),
+            Wait::Secs(s) if s % 60 == 0 => write!(f, "{}m", s / 60),
+            Wait::Secs(s) => write!(f, "{s}s"),
+        }
+    }
+}
+
+impl Serialize for Wait {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Wait {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Wait;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a timeout: \"10m\", \"90s\", \"2h\", \"1d\", a number of seconds, or \"never\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Wait, E> {
+                Wait::parse(v).map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Wait, E> {
+                Wait::from_secs(v).map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Wait, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("invalid timeout {v}: a wait cannot be negative"))),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// What the rule behind an `ask` says about the wait: how long (`None`: the server's
+/// approval TTL) and what then (`None`: the run is cancelled, as without a rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleTimeout {
+    pub timeout: Option<Wait>,
+    pub on_timeout: Option<OnTimeout>,
+}
+
+impl RuleTimeout {
+    fn of(rule: &PermissionRule) -> Self {
+        Self { timeout: rule.timeout, on_timeout: rule.on_timeout }
+    }
+}
+
+/// A call's permission with the wait of the rule behind it, when it asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub action: PermissionAction,
+    /// Meaningful for `ask` only: the timeout of the rule that made the call ask.
+    pub wait: RuleTimeout,
 }
 
 fn any() -> String {
@@ -44,7 +219,14 @@ fn is_any(p: &str) -> bool {
 
 impl PermissionRule {
     pub fn new(tool: &str, pattern: &str, action: PermissionAction) -> Self {
-        Self { tool: tool.into(), pattern: pattern.into(), action }
+        Self { tool: tool.into(), pattern: pattern.into(), action, timeout: None, on_timeout: None }
+    }
+
+    /// This rule with a timeout and what happens then.
+    pub fn with_timeout(mut self, timeout: Option<Wait>, on_timeout: Option<OnTimeout>) -> Self {
+        self.timeout = timeout;
+        self.on_timeout = on_timeout;
+        self
     }
 }
 
@@ -65,16 +247,22 @@ fn last_match(
     argument: Option<&str>,
     whole: Option<&str>,
 ) -> Option<PermissionAction> {
-    rules
-        .iter()
-        .rev()
-        .find(|r| {
-            wildcard_match(&r.tool, tool)
-                && (r.pattern == "*"
-                    || argument.is_some_and(|a| pattern_match(&r.pattern, a))
-                    || (is_literal(&r.pattern) && whole.is_some_and(|w| wildcard_match(&r.pattern, w))))
-        })
-        .map(|r| r.action)
+    last_rule(rules, tool, argument, whole).map(|r| r.action)
+}
+
+/// The rule [`last_match`] takes its action from.
+fn last_rule<'r>(
+    rules: &'r [PermissionRule],
+    tool: &str,
+    argument: Option<&str>,
+    whole: Option<&str>,
+) -> Option<&'r PermissionRule> {
+    rules.iter().rev().find(|r| {
+        wildcard_match(&r.tool, tool)
+            && (r.pattern == "*"
+                || argument.is_some_and(|a| pattern_match(&r.pattern, a))
+                || (is_literal(&r.pattern) && whole.is_some_and(|w| wildcard_match(&r.pattern, w))))
+    })
 }
 
 /// A rule's pattern against one argument: [`wildcard_match`], and a pattern ending in
@@ -144,27 +332,84 @@ pub fn evaluate_call(
     tool: &str,
     subject: &CallSubject,
 ) -> PermissionAction {
+    evaluate_call_verdict(server, session, tool, subject).action
+}
+
+/// [`evaluate_call`] with the wait of the rule behind an `ask` ([`Verdict::wait`]).
+///
+/// Each part that asks was made to by one rule (the session's last match, else the
+/// server's). A session rule's timeout comes before a server rule's: the session's
+/// owner set it for this very session. When parts of one command line ask under
+/// different rules of the same side, the least forgiving outcome holds (the run
+/// cancelled, then deny, then wait, then allow), so an `allow` on timeout never runs
+/// a part whose own rule would not have let it through; the shortest timeout among
+/// those rules applies. An `ask` no rule said (an opaque part under a server deny)
+/// carries no timeout.
+pub fn evaluate_call_verdict(
+    server: &[PermissionRule],
+    session: &[PermissionRule],
+    tool: &str,
+    subject: &CallSubject,
+) -> Verdict {
     let whole = subject.whole.as_deref();
-    let one = |argument: Option<&str>| {
-        let by_server = last_match(server, tool, argument, whole).unwrap_or(PermissionAction::Ask);
-        if by_server == PermissionAction::Deny {
-            return PermissionAction::Deny;
+    // The action for one part, with the asking rule and whether it is the session's.
+    let one = |argument: Option<&str>| -> (PermissionAction, Option<(&PermissionRule, bool)>) {
+        let by_server = last_rule(server, tool, argument, whole);
+        let server_action = by_server.map_or(PermissionAction::Ask, |r| r.action);
+        if server_action == PermissionAction::Deny {
+            return (PermissionAction::Deny, None);
         }
-        let action = last_match(session, tool, argument, whole).unwrap_or(by_server);
+        let (action, rule) = match last_rule(session, tool, argument, whole) {
+            Some(r) => (r.action, Some((r, true))),
+            None => (server_action, by_server.map(|r| (r, false))),
+        };
         if argument.is_none() && action == PermissionAction::Allow && server_denies_some(server, tool) {
-            return PermissionAction::Ask;
+            return (PermissionAction::Ask, None);
         }
-        action
+        (action, rule)
     };
-    if one(subject.whole.as_deref()) == PermissionAction::Deny {
-        return PermissionAction::Deny;
+    let deny = Verdict { action: PermissionAction::Deny, wait: RuleTimeout::default() };
+    if one(whole).0 == PermissionAction::Deny {
+        return deny;
     }
-    subject
-        .parts
-        .iter()
-        .map(|part| one(part.as_deref()))
-        .max_by_key(|action| strictness(*action))
-        .unwrap_or_else(|| one(subject.whole.as_deref()))
+    let judged: Vec<_> = if subject.parts.is_empty() {
+        vec![one(whole)]
+    } else {
+        subject.parts.iter().map(|part| one(part.as_deref())).collect()
+    };
+    let action = judged.iter().map(|(a, _)| *a).max_by_key(|a| strictness(*a)).unwrap_or(PermissionAction::Ask);
+    if action != PermissionAction::Ask {
+        return Verdict { action, wait: RuleTimeout::default() };
+    }
+    // The rules that made parts ask; those without a rule (no timeout) count too.
+    let asking: Vec<Option<(&PermissionRule, bool)>> =
+        judged.into_iter().filter(|(a, _)| *a == PermissionAction::Ask).map(|(_, r)| r).collect();
+    let by_session: Vec<&PermissionRule> = asking.iter().flatten().filter(|(_, s)| *s).map(|(r, _)| *r).collect();
+    let candidates: Vec<RuleTimeout> = if by_session.is_empty() {
+        asking.iter().map(|r| r.map_or_else(RuleTimeout::default, |(r, _)| RuleTimeout::of(r))).collect()
+    } else {
+        by_session.into_iter().map(RuleTimeout::of).collect()
+    };
+    Verdict { action, wait: least_forgiving(&candidates) }
+}
+
+/// Of several rules' timeouts, the outcome that forgives least and the shortest wait.
+fn least_forgiving(candidates: &[RuleTimeout]) -> RuleTimeout {
+    let forgiveness = |t: Option<OnTimeout>| match t {
+        None => 0,
+        Some(OnTimeout::Deny) => 1,
+        Some(OnTimeout::Wait) => 2,
+        Some(OnTimeout::Allow) => 3,
+    };
+    let on_timeout = candidates.iter().map(|c| c.on_timeout).min_by_key(|t| forgiveness(*t)).flatten();
+    let length = |w: Option<Wait>| match w {
+        Some(Wait::Secs(s)) => (0, s),
+        // The server's TTL: unknown here, so after any set length.
+        None => (1, 0),
+        Some(Wait::Never) => (2, 0),
+    };
+    let timeout = candidates.iter().map(|c| c.timeout).min_by_key(|w| length(*w)).flatten();
+    RuleTimeout { timeout, on_timeout }
 }
 
 /// Whether a server rule denies some calls of `tool` (not all: a deny of `*` already
@@ -632,5 +877,83 @@ mod tests {
         assert_eq!(output.label(), "output");
         let failed: Decision = serde_json::from_str(r#"{"output":{"output":{"code":7},"isError":true}}"#).unwrap();
         assert!(matches!(failed, Decision::Output(ClientOutput { is_error: true, .. })));
+    }
+
+    #[test]
+    fn timeouts_parse_from_units_seconds_and_never() {
+        assert_eq!(Wait::parse("10m"), Ok(Wait::Secs(600)));
+        assert_eq!(Wait::parse("90s"), Ok(Wait::Secs(90)));
+        assert_eq!(Wait::parse("2h"), Ok(Wait::Secs(7200)));
+        assert_eq!(Wait::parse("1d"), Ok(Wait::Secs(86_400)));
+        assert_eq!(Wait::parse("600"), Ok(Wait::Secs(600)));
+        assert_eq!(Wait::parse("never"), Ok(Wait::Never));
+        let rule: PermissionRule =
+            serde_json::from_str(r#"{"tool":"bash","action":"ask","timeout":"10m","onTimeout":"deny"}"#).unwrap();
+        assert_eq!((rule.timeout, rule.on_timeout), (Some(Wait::Secs(600)), Some(OnTimeout::Deny)));
+        // Seconds as a number, and the config file's snake_case key.
+        let rule: PermissionRule =
+            serde_json::from_str(r#"{"tool":"bash","action":"ask","timeout":600,"on_timeout":"wait"}"#).unwrap();
+        assert_eq!((rule.timeout, rule.on_timeout), (Some(Wait::Secs(600)), Some(OnTimeout::Wait)));
+        // Written back in the largest whole unit, under the API's own names.
+        assert_eq!(
+            serde_json::to_value(&rule).unwrap(),
+            serde_json::json!({"tool":"bash","action":"ask","timeout":"10m","onTimeout":"wait"})
+        );
+        assert_eq!(Wait::Secs(90).to_string(), "90s");
+        assert_eq!(Wait::Never.to_string(), "never");
+        // A rule stored before timeouts existed is still valid, and unchanged.
+        let old: PermissionRule = serde_json::from_str(r#"{"tool":"write","action":"ask"}"#).unwrap();
+        assert_eq!(old, PermissionRule::new("write", "*", Ask));
+        assert_eq!(serde_json::to_string(&old).unwrap(), r#"{"tool":"write","action":"ask"}"#);
+    }
+
+    #[test]
+    fn bad_timeouts_are_refused_saying_what_to_write() {
+        for bad in ["", "10x", "m", "-5", "1.5h", "ten minutes", "0", "0m", "400d"] {
+            let error = Wait::parse(bad).expect_err(bad);
+            assert!(error.contains("invalid timeout"), "{bad}: {error}");
+        }
+        assert!(Wait::parse("10x").unwrap_err().contains("\"never\""));
+        let error = serde_json::from_str::<PermissionRule>(r#"{"tool":"bash","action":"ask","timeout":-1}"#);
+        assert!(error.unwrap_err().to_string().contains("negative"));
+        let error = serde_json::from_str::<PermissionRule>(r#"{"tool":"bash","action":"ask","timeout":"soon"}"#);
+        assert!(error.unwrap_err().to_string().contains("invalid timeout \"soon\""));
+        let error = serde_json::from_str::<PermissionRule>(r#"{"tool":"bash","action":"ask","onTimeout":"maybe"}"#);
+        assert!(error.is_err());
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_length_or_never() {
+        assert_eq!(Wait::Secs(600).expiry(1_000), 601_000);
+        assert_eq!(Wait::Never.expiry(1_000), NEVER_EXPIRES);
+        assert_eq!(Wait::Secs(LONGEST_WAIT_SECS).expiry(NEVER_EXPIRES - 1), NEVER_EXPIRES);
+    }
+
+    #[test]
+    fn the_asking_rule_gives_the_wait_session_rule_first() {
+        let deny_10m = |tool: &str, pattern: &str| {
+            PermissionRule::new(tool, pattern, Ask).with_timeout(Some(Wait::Secs(600)), Some(OnTimeout::Deny))
+        };
+        let one = |arg: &str| CallSubject::single(Some(arg.into()));
+        let mut server = default_rules();
+        server.push(deny_10m("write", "*"));
+        let verdict = evaluate_call_verdict(&server, &[], "write", &one("a.txt"));
+        assert_eq!(verdict.action, Ask);
+        assert_eq!(verdict.wait, RuleTimeout { timeout: Some(Wait::Secs(600)), on_timeout: Some(OnTimeout::Deny) });
+        // A session rule that asks comes first.
+        let session = [PermissionRule::new("write", "*", Ask).with_timeout(Some(Wait::Never), None)];
+        let verdict = evaluate_call_verdict(&server, &session, "write", &one("a.txt"));
+        assert_eq!(verdict.wait, RuleTimeout { timeout: Some(Wait::Never), on_timeout: None });
+        // Allowed or denied: no wait.
+        let verdict = evaluate_call_verdict(&server, &[], "read", &one("a.txt"));
+        assert_eq!(verdict, Verdict { action: Allow, wait: RuleTimeout::default() });
+        // Parts asking under rules that disagree: allow only if all allow.
+        let allow_5m =
+            PermissionRule::new("bash", "ls *", Ask).with_timeout(Some(Wait::Secs(300)), Some(OnTimeout::Allow));
+        let subject =
+            CallSubject { whole: Some("ls; rm x".into()), parts: vec![Some("ls".into()), Some("rm x".into())] };
+        let rules = [deny_10m("bash", "*"), allow_5m];
+        let verdict = evaluate_call_verdict(&[], &rules, "bash", &subject);
+        assert_eq!(verdict.wait, RuleTimeout { timeout: Some(Wait::Secs(300)), on_timeout: Some(OnTimeout::Deny) });
     }
 }

@@ -25,8 +25,8 @@ pub mod time;
 pub mod view;
 
 pub use approval::{
-    AlwaysOption, Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, PermissionAction,
-    PermissionRule,
+    AlwaysOption, Approval, ApprovalKind, ApprovalStatus, CallSubject, Decision, LastApproval, NEVER_EXPIRES, OnTimeout,
+    PermissionAction, PermissionRule, RuleTimeout, Verdict, Wait,
 };
 pub use branch::{BRANCH_PREVIEW_CHARS, Branch, BranchKind, VariantSet};
 pub use cursor::Cursor;
