@@ -237,7 +237,7 @@ impl Approvals {
         let key = input.idempotency_key.clone();
         let checked = Checked { approval, checkpoint, input, always };
         let Some(key) = key else {
-            return self.apply(loaded, owner, checked).await;
+            return self.apply(loaded, Some(owner), checked).await;
         };
         let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
         loop {
@@ -255,7 +255,7 @@ impl Approvals {
                 }
             }
         }
-        let result = self.apply(loaded, owner, checked).await;
+        let result = self.apply(loaded, Some(owner), checked).await;
         match &result {
             Ok(outcome) => store.complete_idempotency(&scope, &key, &outcome.kept()).await?,
             // No response to keep: let a retry run it again.
@@ -355,9 +355,13 @@ impl Approvals {
     }
 
     /// The conditional update and, for the winner, the continuation of the run.
-    async fn apply(&self, loaded: &Arc<Loaded>, owner: &UserId, checked: Checked) -> Result<DecisionOutcome> {
+    /// `owner`: the person deciding; `None` for a rule's timeout deciding (see
+    /// [`expire`](Self::expire)), which goes the same way so exactly one of them wins.
+    async fn apply(&self, loaded: &Arc<Loaded>, owner: Option<&UserId>, checked: Checked) -> Result<DecisionOutcome> {
         let Checked { approval, checkpoint, input, always } = checked;
         if approval.is_live_ask() {
+            // A timeout never decides a live ask (`expire` ends it instead).
+            let Some(owner) = owner else { return Ok(DecisionOutcome::AlreadyResolved) };
             return self.apply_live(loaded, owner, approval, input).await;
         }
         let store = self.env.store.clone();
@@ -380,7 +384,7 @@ impl Approvals {
             && let Some(changed) = self.changed_target(loaded, &checkpoint).await
         {
             let path = changed.now.resource.path.clone();
-            let asked = self.reask(loaded, &approval, ApprovalStatus::Pending, Some(owner), checkpoint, changed);
+            let asked = self.reask(loaded, &approval, ApprovalStatus::Pending, owner, checkpoint, changed);
             return Ok(match asked.await? {
                 Some(new) => resource_changed(&path, &new.id),
                 None => DecisionOutcome::AlreadyResolved,
@@ -393,7 +397,7 @@ impl Approvals {
                 ApprovalStatus::Resolved,
                 Some(&input.decision),
                 input.message.as_deref(),
-                Some(owner),
+                owner,
                 now,
             )
             .await?;
@@ -418,7 +422,7 @@ impl Approvals {
         store.update_run(&run).await?;
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
-        publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now);
+        publish_resolution(loaded, &approval, input.decision.label(), owner, input.message.clone(), &run, now);
         let outcome = DecisionOutcome::Applied {
             approval_id: approval.id.clone(),
             run_id: run.id.clone(),
@@ -498,8 +502,18 @@ impl Approvals {
         let mut run = store.get_run(&old.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         // Later than the old one, always: "the latest approval of a run" must name it.
         let now = self.env.clock.now_ms().max(old.created_at + 1);
+        // The new approval waits as the rules say now, like any new ask (a client
+        // tool changes no file, so its rules never come here).
+        let session_rules = loaded.events.read(|s| s.session.permissions.clone());
+        let subject = changed.tool.subject(&checkpoint.pending.args);
+        let verdict = spool_protocol::approval::evaluate_call_verdict(
+            &self.env.settings.rules,
+            &session_rules,
+            &checkpoint.pending.name,
+            &subject,
+        );
         let approval = crate::run::new_approval(
-            self.env.settings.approval_ttl,
+            (self.env.settings.approval_ttl, verdict.wait),
             &self.env.settings.rules,
             &*changed.tool,
             &run,
@@ -548,9 +562,27 @@ impl Approvals {
         Ok(Some(approval))
     }
 
-    /// Expires a pending approval and cancels its run, saying why. No-op when it is not
-    /// pending any more.
+    /// Expires a pending approval. No-op when it is not pending any more.
+    ///
+    /// What happens is its rule's `onTimeout` (kept in the payload by `new_approval`):
+    /// `deny` rejects the call with a message, so the model is told nobody answered and
+    /// the run goes on; `allow` approves it once (the rules are checked again before it
+    /// runs). Both go through [`apply`](Self::apply) with no actor, the path a person's
+    /// decision takes, so the lease and the store's conditional update let exactly one
+    /// of a person and the timeout win. Otherwise (`wait`, which expires at the TTL, or
+    /// no rule) the approval expires and its run is cancelled, saying why. A client
+    /// call (its own TTL) and a live ask (its run never parked) always expire.
     pub async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
+        if let Some((approval, checkpoint)) = self.env.store.get_approval(approval_id).await?
+            && approval.status == ApprovalStatus::Pending
+            && let Some(decision) = timeout_decision(&approval)
+        {
+            let owner = approval.owner_id.clone();
+            let checked = Checked { approval, checkpoint, input: decision, always: Vec::new() };
+            let outcome = self.apply(loaded, None, checked).await?;
+            tracing::info!(approval = %approval_id, owner = %owner, ?outcome, "a rule's timeout decided an approval");
+            return Ok(());
+        }
         let _control = loaded.control.lock().await;
         let client_call = match self.env.store.get_approval(approval_id).await? {
             Some((approval, _)) if approval.is_client_call() => Some(approval.tool),
@@ -692,6 +724,31 @@ impl Approvals {
 struct Changed {
     tool: Arc<dyn Tool>,
     now: Inspected,
+}
+
+/// The decision a rule's timeout makes for `approval` (its payload's `onTimeout`), if
+/// any: `deny` a reject with a message saying why, `allow` an approval once (for a
+/// `confirm_action` only: a question has no answer to give for the person). Never for
+/// a client call or a live ask.
+fn timeout_decision(approval: &Approval) -> Option<DecisionInput> {
+    if approval.is_client_call() || approval.is_live_ask() {
+        return None;
+    }
+    let then = approval.payload.get("onTimeout").and_then(|v| v.as_str()).and_then(OnTimeout::parse)?;
+    let within = approval.payload.get("timeout").and_then(|v| v.as_str()).unwrap_or("its time").to_owned();
+    match then {
+        OnTimeout::Deny => Some(DecisionInput {
+            message: Some(format!("Nobody answered within {within}; the rule says deny")),
+            ..DecisionInput::plain(Decision::Reject)
+        }),
+        OnTimeout::Allow if approval.kind == ApprovalKind::ConfirmAction => Some(DecisionInput::plain(Decision::Once)),
+        // A question nobody answered: tell the model, like deny.
+        OnTimeout::Allow => Some(DecisionInput {
+            message: Some(format!("Nobody answered within {within}")),
+            ..DecisionInput::plain(Decision::Reject)
+        }),
+        OnTimeout::Wait => None,
+    }
 }
 
 /// How a decision resolves the checkpoint's pending call.

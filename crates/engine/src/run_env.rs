@@ -158,7 +158,11 @@ impl RunEnv {
     }
 
     /// Has the approval expire when its time comes, unless it is decided before.
+    /// One that never expires ([`spool_protocol::NEVER_EXPIRES`]) is armed by nobody.
     pub fn arm_expiry(&self, approval: &Approval) {
+        if approval.expires_at >= spool_protocol::NEVER_EXPIRES {
+            return;
+        }
         // Closed only once the engine is gone: then nobody is left to decide either.
         let _ = self.expiries.send(approval.clone());
     }

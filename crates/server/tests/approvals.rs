@@ -739,3 +739,174 @@ async fn a_decided_call_resumed_after_a_crash_asks_again_when_its_file_changed()
     assert_eq!(server.wait_run(&run_id).await["status"], "completed");
     assert_eq!(std::fs::read_to_string(&file).expect("file"), "from the model\n");
 }
+
+// ---- timeouts that decide (issue 41) ------------------------------------------------
+
+/// How long the rules in the timeout tests wait: shorter than [`APPROVAL_TTL_MS`], so
+/// the two are told apart.
+const RULE_TIMEOUT_MS: i64 = 5 * 60 * 1000;
+
+/// A server on `clock` whose `write` asks under `rule` (appended to the defaults).
+async fn server_with_rule(clock: &ManualClock, rule: Value) -> TestServer {
+    let mut rules = spool_protocol::approval::default_rules();
+    rules.push(serde_json::from_value(rule).expect("a rule"));
+    let engine = EngineConfig {
+        approval_ttl: Duration::from_millis(APPROVAL_TTL_MS as u64),
+        clock: clock.clone().into(),
+        rules,
+        ..EngineConfig::default()
+    };
+    TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await
+}
+
+/// The tool results of the session's conversation.
+async fn tool_results(server: &TestServer, session: &str) -> Vec<Value> {
+    let page = server.messages(session, "").await;
+    page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "toolResult").cloned().collect()
+}
+
+#[tokio::test]
+async fn a_rule_timeout_denies_and_the_model_is_told() {
+    let clock = ManualClock::starting_now();
+    let server = server_on(&clock).await;
+    let session = server.new_session().await;
+    // A session rule, set over HTTP the way a client sets one.
+    let rule = json!({"tool": "write", "action": "ask", "timeout": "5m", "onTimeout": "deny"});
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), json!({"permissions": [rule]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, rules) = server.get(&format!("/api/sessions/{session}/permissions")).await;
+    assert_eq!(rules["session"], json!([rule]), "{rules}");
+    let (run_id, approval) = server.park(&session, &write_prompt("late.txt", "x")).await;
+    let created = approval["createdAt"].as_i64().expect("createdAt");
+    assert_eq!(approval["expiresAt"].as_i64(), Some(created + RULE_TIMEOUT_MS), "{approval}");
+    assert_eq!(approval["payload"]["onTimeout"], "deny", "{approval}");
+
+    clock.advance_to(created + RULE_TIMEOUT_MS);
+    let run = server.wait_run(&run_id).await;
+    assert_eq!(run["status"], "completed", "the run goes on: {run}");
+    assert!(!server.project_dir().join("late.txt").exists());
+    let results = tool_results(&server, &session).await;
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["isError"], true);
+    let text = results[0]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("Nobody answered within 5m; the rule says deny"), "{text}");
+    let stored = stored_approval(&server, &id_of(&approval)).await;
+    assert_eq!(stored.status, spool_protocol::ApprovalStatus::Resolved);
+    assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Reject), None));
+    // Decided: a person too late is told so.
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(!server.project_dir().join("late.txt").exists());
+}
+
+#[tokio::test]
+async fn a_rule_timeout_allows_and_the_call_runs_once() {
+    let clock = ManualClock::starting_now();
+    let rule = json!({"tool": "write", "action": "ask", "timeout": 300, "on_timeout": "allow"});
+    let server = server_with_rule(&clock, rule).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = server.park(&session, &write_prompt("auto.txt", "ran")).await;
+    let created = approval["createdAt"].as_i64().expect("createdAt");
+    assert_eq!(approval["expiresAt"].as_i64(), Some(created + RULE_TIMEOUT_MS), "{approval}");
+    assert_eq!(approval["payload"]["onTimeout"], "allow", "{approval}");
+
+    clock.advance_to(created + RULE_TIMEOUT_MS);
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("auto.txt")).expect("written"), "ran");
+    let results = tool_results(&server, &session).await;
+    assert_eq!(results.len(), 1, "the call ran once: {results:?}");
+    assert_eq!(results[0]["isError"], false, "{results:?}");
+    let stored = stored_approval(&server, &id_of(&approval)).await;
+    assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Once), None));
+}
+
+#[tokio::test]
+async fn on_timeout_wait_keeps_waiting_past_the_rule_timeout() {
+    let clock = ManualClock::starting_now();
+    let rule = json!({"tool": "write", "action": "ask", "timeout": "5m", "onTimeout": "wait"});
+    let server = server_with_rule(&clock, rule).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = server.park(&session, &write_prompt("w.txt", "later")).await;
+    let created = approval["createdAt"].as_i64().expect("createdAt");
+    // It expires at the server's TTL; the rule's time only marks when a reminder is due.
+    assert_eq!(expiry_of(&approval), created + APPROVAL_TTL_MS);
+    assert_eq!(approval["payload"]["remindAt"].as_i64(), Some(created + RULE_TIMEOUT_MS), "{approval}");
+
+    clock.advance_to(created + APPROVAL_TTL_MS - 1);
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "still waiting past the rule's timeout: {pending:?}");
+    assert_eq!(server.get(&format!("/api/runs/{run_id}")).await.1["status"], "interrupted");
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("w.txt")).expect("written"), "later");
+}
+
+#[tokio::test]
+async fn a_never_expiring_approval_survives_a_restart_and_is_still_decidable() {
+    let clock = ManualClock::starting_now();
+    let rule = json!({"tool": "write", "action": "ask", "timeout": "never"});
+    let server = server_with_rule(&clock, rule).await;
+    let session = server.new_session().await;
+    let (run_id, approval) = server.park(&session, &write_prompt("forever.txt", "x")).await;
+    assert_eq!(approval["expiresAt"].as_i64(), Some(spool_protocol::NEVER_EXPIRES), "{approval}");
+
+    // A year and more later (the server's TTL is minutes), and after a restart that
+    // re-arms every pending approval: still waiting.
+    clock.advance_to(approval["createdAt"].as_i64().expect("createdAt") + 400 * 24 * 3600 * 1000);
+    let server = server.restart().await;
+    let pending = pending_approvals(&server, &session).await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["id"], approval["id"]);
+    assert_eq!(server.get(&format!("/api/runs/{run_id}")).await.1["status"], "interrupted");
+    let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(server.wait_run(&run_id).await["status"], "completed");
+    assert_eq!(std::fs::read_to_string(server.project_dir().join("forever.txt")).expect("written"), "x");
+}
+
+/// A person's decision and the rule's timeout at the same instant: exactly one of them
+/// decides, the call has one result, and that result is the winner's.
+#[tokio::test]
+async fn a_person_and_the_timeout_race_and_one_wins() {
+    let clock = ManualClock::starting_now();
+    let rule = json!({"tool": "write", "action": "ask", "timeout": "5m", "onTimeout": "deny"});
+    let server = server_with_rule(&clock, rule).await;
+    let (mut people, mut timeouts) = (0, 0);
+    for round in 0..4 {
+        let session = server.new_session().await;
+        let file = format!("race{round}.txt");
+        let (run_id, approval) = server.park(&session, &write_prompt(&file, "person")).await;
+        let expires = approval["expiresAt"].as_i64().expect("expiresAt");
+        // Alternate who starts first; both are under way together.
+        let approval_id = id_of(&approval);
+        let person = decide(&server, &session, &approval_id, json!({"decision": "once"}));
+        let timer = async {
+            if round % 2 == 0 {
+                tokio::task::yield_now().await;
+            }
+            clock.advance_to(expires);
+        };
+        let ((status, body), ()) = tokio::join!(person, timer);
+        assert_eq!(server.wait_run(&run_id).await["status"], "completed", "round {round}");
+        let results = tool_results(&server, &session).await;
+        assert_eq!(results.len(), 1, "one result in round {round}: {results:?}");
+        let written = server.project_dir().join(&file).exists();
+        let stored = stored_approval(&server, &id_of(&approval)).await;
+        assert_eq!(stored.status, spool_protocol::ApprovalStatus::Resolved, "round {round}");
+        if status == StatusCode::OK {
+            people += 1;
+            assert!(written, "round {round}: the person won, the call ran");
+            assert_eq!(results[0]["isError"], false, "{results:?}");
+            assert_eq!(stored.decision, Some(spool_protocol::Decision::Once));
+        } else {
+            timeouts += 1;
+            assert!(matches!(status, StatusCode::CONFLICT | StatusCode::GONE), "round {round}: {status} {body}");
+            assert!(!written, "round {round}: the timeout won, nothing ran");
+            let text = results[0]["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.contains("Nobody answered"), "{text}");
+            assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Reject), None));
+        }
+    }
+    assert_eq!(people + timeouts, 4);
+}

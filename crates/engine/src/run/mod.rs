@@ -23,7 +23,7 @@ use crate::store;
 use crate::{Model, ModelEvent, ToolOutput};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use spool_protocol::approval::evaluate_call;
+use spool_protocol::approval::evaluate_call_verdict;
 use spool_protocol::frame::{FrameBody, PromptTiming};
 use spool_protocol::time::now_ms;
 use spool_protocol::*;

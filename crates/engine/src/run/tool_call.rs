@@ -95,17 +95,22 @@ impl RunTask {
     }
 
     /// The permission for a call now: a server deny is final; within the rest the
-    /// session's own rules decide (see [`evaluate_call`]).
+    /// session's own rules decide (see [`evaluate_call_verdict`]).
     /// A client tool is allowed unless a rule says otherwise (the client gates its own
     /// tools; see [`crate::client_tools::client_rules`]).
     pub(super) fn permission(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> PermissionAction {
+        self.verdict(tool, name, args).action
+    }
+
+    /// [`permission`](Self::permission) with the wait of the rule behind an `ask`.
+    fn verdict(&self, tool: &dyn crate::Tool, name: &str, args: &serde_json::Value) -> Verdict {
         let subject = tool.subject(args);
         let session_rules = self.loaded.events.read(|s| s.session.permissions.clone());
         if self.is_client_tool(name) {
             let server = crate::client_tools::client_rules(&self.env.settings.rules, name);
-            return evaluate_call(&server, &session_rules, name, &subject);
+            return evaluate_call_verdict(&server, &session_rules, name, &subject);
         }
-        evaluate_call(&self.env.settings.rules, &session_rules, name, &subject)
+        evaluate_call_verdict(&self.env.settings.rules, &session_rules, name, &subject)
     }
 
     /// One call, in its steps: whether it runs ([`decide`](Self::decide): the rules, the
@@ -207,21 +212,26 @@ impl RunTask {
                 }
             }
             (Some(tool), None) if let Err(reason) = tool.check(args) => Err(reason),
-            (Some(tool), None) => match self.permission(tool, name, args) {
-                PermissionAction::Deny => Err(format!("{name} is denied by a permission rule")),
-                // A question always waits for the person, unless nobody can answer.
-                _ if tool.asks(args).is_some() => {
+            (Some(tool), None) => match self.verdict(tool, name, args) {
+                Verdict { action: PermissionAction::Deny, .. } => Err(format!("{name} is denied by a permission rule")),
+                // A question always waits for the person, unless nobody can answer; the
+                // timeout of an `ask` rule behind it holds, an `allow` rule has none.
+                Verdict { wait, .. } if tool.asks(args).is_some() => {
                     if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
                         Err(format!("{name} asks the person and no one is connected to answer (approval policy: deny)"))
                     } else {
-                        return Err(self.interrupt(tool, call.clone(), turn, remaining).await);
+                        return Err(self.interrupt(tool, call.clone(), turn, remaining, wait).await);
                     }
                 }
-                PermissionAction::Allow => Ok(args.clone()),
-                PermissionAction::Ask if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 => {
+                Verdict { action: PermissionAction::Allow, .. } => Ok(args.clone()),
+                Verdict { action: PermissionAction::Ask, .. }
+                    if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 =>
+                {
                     Err(format!("{name} needs approval and no one is connected to give it (approval policy: deny)"))
                 }
-                PermissionAction::Ask => return Err(self.interrupt(tool, call.clone(), turn, remaining).await),
+                Verdict { action: PermissionAction::Ask, wait } => {
+                    return Err(self.interrupt(tool, call.clone(), turn, remaining, wait).await);
+                }
             },
         })
     }
@@ -373,14 +383,22 @@ impl RunTask {
         call: Call,
         turn: usize,
         remaining: &[Call],
+        wait: RuleTimeout,
     ) -> Outcome {
         let inspected =
             tool.inspect(&call.args, &self.env.tool_context(&self.loaded, self.handle.cancel.clone())).await;
         // The approval's times are the engine clock's: its expiry is timed by it.
         let now = self.env.clock.now_ms();
         let settings = &self.env.settings;
-        let approval =
-            new_approval(settings.approval_ttl, &settings.rules, tool, &self.run, &call, inspected.as_ref(), now);
+        let approval = new_approval(
+            (settings.approval_ttl, wait),
+            &settings.rules,
+            tool,
+            &self.run,
+            &call,
+            inspected.as_ref(),
+            now,
+        );
         self.park(approval, call, turn, remaining, inspected.map(|i| i.resource)).await
     }
 
@@ -546,8 +564,14 @@ impl RunTask {
 /// against the file as `inspected` found it, for a command the patterns "always" may
 /// allow (`alwaysOptions`, those the server's `rules` leave open), and for a tool from
 /// a [`crate::ToolSource`] where it comes from (`source`). Everything shown is redacted.
+///
+/// `(ttl, wait)`: the server's approval TTL (zero: never) and the timeout of the rule
+/// that asked. It expires after the rule's `timeout`, or the TTL; what the rule says
+/// happens then is kept as the payload's `onTimeout` (see `Approvals::expire`). With
+/// `onTimeout: "wait"` the rule's timeout only marks when a reminder is due
+/// (`remindAt`) and the approval expires at the TTL.
 pub(crate) fn new_approval(
-    ttl: std::time::Duration,
+    (ttl, wait): (std::time::Duration, RuleTimeout),
     rules: &[PermissionRule],
     tool: &dyn crate::Tool,
     run: &Run,
@@ -598,11 +622,37 @@ pub(crate) fn new_approval(
         }
     }
     let kind = ask.map_or(ApprovalKind::ConfirmAction, |a| a.kind);
-    pending_approval(run, (&call.id, &call.name), kind, payload, now, ttl)
+    let global = if ttl <= 0 { Wait::Never } else { Wait::Secs(u64::try_from(ttl).unwrap_or(u64::MAX).div_ceil(1000)) };
+    let expires_at = match (wait.on_timeout, wait.timeout) {
+        (Some(OnTimeout::Wait), remind) => {
+            // The reminder itself is the outbox's (issue 41's push and webhooks, not
+            // built yet): until then the approval only records when it is due.
+            if let Some(Wait::Secs(_)) = remind {
+                payload["remindAt"] = remind.map(|w| w.expiry(now)).into();
+            }
+            ttl_expiry(now, ttl)
+        }
+        (_, Some(timeout)) => timeout.expiry(now),
+        (_, None) => ttl_expiry(now, ttl),
+    };
+    if let Some(then) = wait.on_timeout {
+        payload["onTimeout"] = then.as_str().into();
+        // For the words the model (and the card) reads when it happens.
+        payload["timeout"] = wait.timeout.unwrap_or(global).to_string().into();
+    }
+    let mut approval = pending_approval(run, (&call.id, &call.name), kind, payload, now, ttl);
+    approval.expires_at = expires_at;
+    approval
+}
+
+/// When an approval created `now` expires after `ttl` ms: never for a TTL of zero
+/// (`approval_ttl_secs = 0`), and never later than [`NEVER_EXPIRES`].
+pub(crate) fn ttl_expiry(now: time::Millis, ttl: i64) -> time::Millis {
+    if ttl <= 0 { NEVER_EXPIRES } else { now.saturating_add(ttl).min(NEVER_EXPIRES) }
 }
 
 /// A pending approval of `run`'s call `(id, tool)`, created `now`, expiring after
-/// `ttl` ms: what a tool's own card and a running tool's live ask have in common.
+/// `ttl` ms (never for 0): what a tool's own card and a running tool's live ask have in common.
 pub(crate) fn pending_approval(
     run: &Run,
     (call_id, tool): (&str, &str),
@@ -625,7 +675,7 @@ pub(crate) fn pending_approval(
         message: None,
         actor: None,
         created_at: now,
-        expires_at: now.saturating_add(ttl),
+        expires_at: ttl_expiry(now, ttl),
         resolved_at: None,
     }
 }
