@@ -317,6 +317,59 @@ async fn a_continuation_dropped_mid_way_re_attaches_after_its_last_event_and_get
     assert_eq!(again, rest, "the frame log replays what the live stream sent");
 }
 
+/// The numbered events of a stream (the decision a continuation opens with is not).
+fn numbered_only(got: Vec<(Option<String>, Value)>) -> Vec<(String, Value)> {
+    got.into_iter().filter_map(|(id, e)| id.map(|id| (id, e))).collect()
+}
+
+#[tokio::test]
+async fn a_continuation_after_one_of_several_calls_asks_re_attaches_numbered_as_it_was_sent() {
+    let write = json!({"path": "out.txt", "content": "from AG-UI"}).to_string();
+    // One model turn, two calls: a read that runs, a write that asks, either way round.
+    several_calls_one_asks(&format!("tool: read {{\"path\": \"README.md\"}}\ntool: write {write}")).await;
+    several_calls_one_asks(&format!("tool: write {write}\ntool: read {{\"path\": \"README.md\"}}")).await;
+}
+
+/// Runs `prompt` (several calls, one asking), approves, reads one delta of the
+/// continuation and re-attaches after it, from the buffer and from the frame log.
+async fn several_calls_one_asks(prompt: &str) {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let messages = json!([user("c1", prompt)]);
+    let asked = events(post(&server, &input("thread-drop", &project, messages.clone())).await).await;
+    let approval = asked.last().expect("an end")["outcome"]["interrupts"][0]["id"].as_str().expect("an interrupt");
+    let run = asked[0]["runId"].as_str().expect("runId").to_owned();
+    assert_eq!(types(&asked).iter().filter(|t| **t == "TOOL_CALL_START").count(), 2, "{asked:?}");
+    let mut answer = input("thread-drop", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+
+    // Approved; the client reads one delta of the model's answer and goes away.
+    let got = numbered_only(with_ids(post(&server, &answer).await, Some(1)).await);
+    let last = got.last().expect("events").0.clone();
+    // The same answer again follows the whole continuation.
+    let whole = numbered_only(with_ids(post(&server, &answer).await, None).await);
+    let want: Vec<String> = (1..=whole.len()).map(|n| format!("{approval}:{n}")).collect();
+    assert_eq!(whole.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), want);
+    assert!(got.iter().all(|e| whole.contains(e)), "the live stream is the continuation's start");
+    // The client has both calls from the turn's message: neither is announced again.
+    assert!(!whole.iter().any(|(_, e)| e["type"] == "TOOL_CALL_START"), "{whole:?}");
+
+    // Re-attached from the session's buffer: the rest, every event once.
+    let (_, rest) = reattach_at(&server, &run, &last).await;
+    let joined: Vec<(String, Value)> = got.iter().cloned().chain(rest.iter().cloned()).collect();
+    assert_eq!(joined, whole, "buffer: the live start and the re-attach are the continuation");
+
+    // From the frame log once the run's frames left the buffer: the same events, same ids.
+    crate::replay::logged(&server, &run).await;
+    let long = input("thread-drop", &project, json!([user("c1", "tool: write"), user("c2", "stream: 400")]));
+    events(post(&server, &long).await).await;
+    let (_, again) = reattach_at(&server, &run, &last).await;
+    assert_eq!(again, rest, "frame log: the same rest under the same ids");
+    let (_, from_start) = reattach_at(&server, &run, &format!("{approval}:0")).await;
+    // (Its own opening stands for the continuation's, events 1 and 2.)
+    assert_eq!(from_start, whole[2..], "frame log: the whole continuation under the same ids");
+}
+
 #[tokio::test]
 async fn an_ag_ui_client_dropped_mid_run_re_attaches_and_gets_every_event_once() {
     let server = TestServer::start().await;

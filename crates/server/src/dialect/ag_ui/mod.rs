@@ -184,6 +184,11 @@ pub struct AgUiStream {
     /// continues (a client tool's): its `TOOL_CALL_RESULT` is not sent back, since
     /// `@ag-ui/client` appends every one it hears as a second tool message.
     given: Option<String>,
+    /// The fold starts inside the turn whose approval it continues ([`Self::continuing`]):
+    /// every call of that turn's message was sent before the interrupt, so a call of it
+    /// that runs now is not announced again (the fold that saw the message had them all),
+    /// until the next turn.
+    in_asked_turn: bool,
 }
 
 impl AgUiStream {
@@ -198,12 +203,15 @@ impl AgUiStream {
             error: None,
             prompt_pending: false,
             given: None,
+            in_asked_turn: false,
         }
     }
 
     /// A fold that goes on right after `approval`'s `approval_requested` frame: the
-    /// client has the run up to there, the call's start and input included, and the
-    /// transport has sent the decision ([`resolved`]).
+    /// client has the run up to there, every call of the turn's message included (those
+    /// that run after the decision are not announced again, as in [`Self::muted_until`],
+    /// so both number the continuation alike), and the transport has sent the decision
+    /// ([`resolved`]).
     /// `waiting`: the approval the run still waits for as the subscription starts.
     pub fn continuing(approval: &Approval, waiting: Option<Approval>) -> Self {
         let mut fold = Self::new(approval.run_id.clone());
@@ -213,6 +221,7 @@ impl AgUiStream {
         fold.asked.insert(approval.id.clone(), approval.tool_call_id.clone());
         fold.core.waiting = waiting;
         fold.given = approval.is_client_call().then(|| approval.tool_call_id.clone());
+        fold.in_asked_turn = true;
         fold
     }
 
@@ -329,6 +338,14 @@ impl AgUiStream {
 
     fn map_loop_event(&mut self, session: &SessionId, message_index: u64, event: &AgentEvent) -> Vec<AgUiEvent> {
         let mut out = Vec::new();
+        if matches!(
+            event,
+            AgentEvent::TurnStart {}
+                | AgentEvent::MessageStart { message: Message::Assistant { .. } }
+                | AgentEvent::MessageEnd { message: Message::Assistant { .. } }
+        ) {
+            self.in_asked_turn = false;
+        }
         match event {
             AgentEvent::MessageUpdate { assistant_message_event } => {
                 self.delta(session, message_index, assistant_message_event, &mut out);
@@ -350,6 +367,12 @@ impl AgUiStream {
                         }
                     }
                 }
+            }
+            // A call of the turn the fold continues: its message, sent before the
+            // interrupt, announced it (as a fold from the run's start knows).
+            AgentEvent::ToolExecutionStart { tool_call_id, .. } if self.in_asked_turn => {
+                self.close_part(&mut out);
+                self.announced.insert(tool_call_id.clone());
             }
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
                 self.close_part(&mut out);
