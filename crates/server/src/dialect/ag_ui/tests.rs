@@ -369,3 +369,37 @@ fn a_snapshot_draws_the_steer_but_not_the_next_runs_prompt() {
     let events: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).expect("json")).collect();
     assert_eq!(user_texts(&events), [(format!("{}:3", sid()), "mind the tests".to_owned())], "{events:#?}");
 }
+
+#[test]
+fn a_call_of_the_asked_turn_that_runs_after_the_decision_is_not_announced_again_on_any_path() {
+    // The fixed run with the asking call first: the read runs after the decision.
+    let mut bodies: Vec<FrameBody> = run_frames().into_iter().map(|f| f.body).collect();
+    let is_read = |b: &FrameBody| {
+        matches!(b, FrameBody::LoopEvent { event: AgentEvent::ToolExecutionStart { tool_call_id, .. }
+            | AgentEvent::ToolExecutionEnd { tool_call_id, .. }, .. } if tool_call_id == "call_1")
+    };
+    let read: Vec<FrameBody> = bodies.iter().filter(|b| is_read(b)).cloned().collect();
+    assert_eq!(read.len(), 2);
+    bodies.retain(|b| !is_read(b));
+    let ended = bodies
+        .iter()
+        .position(|b| matches!(b, FrameBody::LoopEvent { event: AgentEvent::ToolExecutionEnd { .. }, .. }))
+        .expect("the write ends");
+    bodies.splice(ended + 1..ended + 1, read);
+    let frames = frames(bodies);
+    let asked = asked_at(&frames);
+
+    let whole = map_all(&mut AgUiStream::new(run_id()), &frames);
+    let starts = whole.iter().filter(|e| matches!(e, AgUiEvent::ToolCallStart { .. })).count();
+    assert_eq!(starts, 2, "each call announced once: {whole:?}");
+    let before = map_all(&mut AgUiStream::new(run_id()), &frames[..=asked]).len() + 1;
+    let continued = map_all(&mut AgUiStream::continuing(&approval(), None), &frames[asked + 1..]);
+    assert_eq!(continued, whole[before..], "the live continuation");
+    let muted = map_all(&mut AgUiStream::muted_until(&approval(), None), &frames);
+    assert_eq!(muted, continued, "the continuation replayed from the run's start");
+    assert!(
+        continued
+            .iter()
+            .any(|e| matches!(e, AgUiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == "call_1"))
+    );
+}
