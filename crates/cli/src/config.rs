@@ -5,7 +5,7 @@
 //! model = "openai:gpt-4o-mini"  # the default model (--model / SPOOL_MODEL win)
 //! models = ["ollama:llama3.2"]  # also offered for sessions to switch to
 //! approval_policy = "wait"      # or "deny": fail closed with no interactive view
-//! approval_ttl_secs = 86400
+//! approval_ttl_secs = 86400   # 0: approvals never expire
 //! client_tool_ttl_secs = 3600   # how long a client tool's call waits for its result
 //! context_budget_tokens = 100000
 //! git_poll_secs = 5             # the git poller's interval; 0 turns it off
@@ -22,6 +22,8 @@
 //! tool = "bash"
 //! pattern = "git *"            # optional, on the tool's main argument; default "*"
 //! action = "allow"             # allow | ask | deny
+//! timeout = "15m"              # an ask's wait: "90s", "15m", "2h", "1d", seconds, "never"
+//! on_timeout = "deny"          # then: deny | allow | wait (default: the run is cancelled)
 //!
 //! [users.alice]                # per-user settings, by the name tokens were made for
 //! roots = ["/home/alice/src"]  # where alice may register projects, besides --workspace-root
@@ -173,6 +175,23 @@ mod tests {
         assert_eq!(c.env["OLLAMA_BASE_URL"], "http://127.0.0.1:1/v1");
         assert!(toml::from_str::<FileConfig>("[[permision]]\ntool = \"x\"\naction = \"allow\"\n").is_err());
         assert!(toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"maybe\"\n").is_err());
+        let c: FileConfig = toml::from_str(
+            "[[permission]]\ntool = \"bash\"\naction = \"ask\"\ntimeout = \"15m\"\non_timeout = \"deny\"\n[[permission]]\ntool = \"write\"\naction = \"ask\"\ntimeout = 90\n[[permission]]\ntool = \"edit\"\naction = \"ask\"\ntimeout = \"never\"\non_timeout = \"wait\"\n",
+        )
+        .expect("timeouts");
+        use spool_protocol::{OnTimeout, Wait};
+        assert_eq!(
+            (c.permission[0].timeout, c.permission[0].on_timeout),
+            (Some(Wait::Secs(900)), Some(OnTimeout::Deny))
+        );
+        assert_eq!((c.permission[1].timeout, c.permission[1].on_timeout), (Some(Wait::Secs(90)), None));
+        assert_eq!((c.permission[2].timeout, c.permission[2].on_timeout), (Some(Wait::Never), Some(OnTimeout::Wait)));
+        let bad = toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"ask\"\ntimeout = \"soon\"\n");
+        assert!(bad.unwrap_err().to_string().contains("invalid timeout"));
+        assert!(
+            toml::from_str::<FileConfig>("[[permission]]\ntool = \"x\"\naction = \"ask\"\non_timeout = \"later\"\n")
+                .is_err()
+        );
         let c: FileConfig = toml::from_str("[sandbox]\nenv = [\"CARGO_HOME\"]\nnetwork = false\n").expect("sandbox");
         assert_eq!(
             c.sandbox.settings(),

@@ -172,8 +172,9 @@ struct ServeArgs {
     /// What an approval does with no interactive view connected: wait or deny.
     #[arg(long, env = "SPOOL_APPROVAL_POLICY", value_parser = ["wait", "deny"])]
     approval_policy: Option<String>,
-    /// Seconds an approval waits for a decision before it expires (default 86400).
-    #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds an approval waits for a decision before it expires (default 86400; 0:
+    /// never). A rule's own `timeout` wins.
+    #[arg(long, env = "SPOOL_APPROVAL_TTL_SECS")]
     approval_ttl_secs: Option<u64>,
     /// Seconds a call of a client-side tool waits for the client's result before it
     /// expires and cancels its run (default 3600).

@@ -134,7 +134,8 @@ export class PermissionsPanel {
   what(r) {
     return h('div', { class: 'rule-what' },
       h('code', {}, r.tool), (r.pattern ?? '*') === '*' ? ' · any argument' : h('span', {}, ' · ', h('code', {}, r.pattern)),
-      h('span', { class: `rule-action is-${r.action}` }, ACTIONS[r.action] ?? r.action));
+      h('span', { class: `rule-action is-${r.action}` }, ACTIONS[r.action] ?? r.action),
+      timeout(r));
   }
 
   /** Removes rule `i` (checked to still be `rule`, in case another tab changed the list). */
@@ -158,4 +159,12 @@ export class PermissionsPanel {
       this.paint();
     }
   }
+}
+
+/** What an ask rule says about its wait (README "Timeouts"), or nothing. */
+function timeout(r) {
+  if (!r.timeout && !r.onTimeout) return '';
+  const after = r.timeout === 'never' ? 'never times out' : `after ${r.timeout ?? 'the server TTL'}`;
+  const then = { deny: 'deny', allow: 'allow', wait: 'keep waiting' }[r.onTimeout] ?? 'cancel the run';
+  return h('span', { class: 'rule-timeout muted' }, r.timeout === 'never' ? ` · ${after}` : ` · ${after}: ${then}`);
 }
