@@ -415,7 +415,7 @@ impl Approvals {
             // A frame, so every node's view (and every client) has the new rule.
             loaded.publish_session(session);
         }
-        let resolution = resolution(&input.decision, input.message.clone(), &checkpoint);
+        let resolution = resolution(&input.decision, input.message.clone(), owner.is_some(), &checkpoint);
         let mut run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         run.status = RunStatus::Running;
         run.updated_at = now;
@@ -460,7 +460,7 @@ impl Approvals {
             s.active_run = Some(active);
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
-        let resolution = resolution(&decision, approval.message.clone(), &checkpoint);
+        let resolution = resolution(&decision, approval.message.clone(), approval.actor.is_some(), &checkpoint);
         lease.keep();
         tokio::spawn(
             RunTask::resume(self.env.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id)
@@ -751,10 +751,11 @@ fn timeout_decision(approval: &Approval) -> Option<DecisionInput> {
     }
 }
 
-/// How a decision resolves the checkpoint's pending call.
-fn resolution(decision: &Decision, message: Option<String>, checkpoint: &Checkpoint) -> Resolution {
+/// How a decision resolves the checkpoint's pending call. `person`: a person decided
+/// (else a rule's timeout did, and the model is told that instead).
+fn resolution(decision: &Decision, message: Option<String>, person: bool, checkpoint: &Checkpoint) -> Resolution {
     match decision {
-        Decision::Reject => Resolution::Rejected { message },
+        Decision::Reject => Resolution::Rejected { message, person },
         Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
         Decision::Fill(args) => Resolution::Approved { args: args.clone() },
         Decision::Output(output) => Resolution::ClientResult(output.clone()),

@@ -790,6 +790,7 @@ async fn a_rule_timeout_denies_and_the_model_is_told() {
     assert_eq!(results[0]["isError"], true);
     let text = results[0]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("Nobody answered within 5m; the rule says deny"), "{text}");
+    assert!(!text.contains("user rejected"), "no person rejected it: {text}");
     let stored = stored_approval(&server, &id_of(&approval)).await;
     assert_eq!(stored.status, spool_protocol::ApprovalStatus::Resolved);
     assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Reject), None));

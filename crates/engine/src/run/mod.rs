@@ -110,7 +110,9 @@ pub(crate) enum Resolution {
     Approved { args: serde_json::Value },
     /// Do not run it. Without a message the run ends (cancelled); with one, the model
     /// is told the call was rejected, with the message, and the run goes on.
-    Rejected { message: Option<String> },
+    /// `person`: a person rejected it (else a rule's timeout did, and its message
+    /// says so).
+    Rejected { message: Option<String>, person: bool },
     /// A client tool's call, which the client ran: its result is committed as it is,
     /// nothing runs here (see [`crate::client_tools`]).
     ClientResult(spool_protocol::approval::ClientOutput),

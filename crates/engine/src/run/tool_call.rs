@@ -124,7 +124,7 @@ impl RunTask {
         turn: usize,
         remaining: &[Call],
     ) -> Result<(), Outcome> {
-        let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message })
+        let plain_reject = matches!(&resolution, Some(Resolution::Rejected { message, .. })
             if message.as_deref().is_none_or(|m| m.trim().is_empty()));
         if plain_reject {
             return Err(self.reject_unrun(call, remaining).await);
@@ -198,7 +198,11 @@ impl RunTask {
             )),
             // Handled before (`execute_tool`): a client's result is never decided.
             (_, Some(Resolution::ClientResult(_))) => Err(format!("{name} got a client's result out of turn")),
-            (Some(_), Some(Resolution::Rejected { message })) => Err(match message {
+            // Nobody answered and the rule said deny: its message says so.
+            (Some(_), Some(Resolution::Rejected { message: Some(m), person: false })) if !m.trim().is_empty() => {
+                Err(format!("{m}. The {name} call did not run."))
+            }
+            (Some(_), Some(Resolution::Rejected { message, .. })) => Err(match message {
                 Some(m) if !m.trim().is_empty() => format!("The user rejected this {name} call: {m}"),
                 _ => format!("The user rejected this {name} call."),
             }),
