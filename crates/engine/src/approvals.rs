@@ -572,6 +572,9 @@ impl Approvals {
     /// of a person and the timeout win. Otherwise (`wait`, which expires at the TTL, or
     /// no rule) the approval expires and its run is cancelled, saying why. A client
     /// call (its own TTL) and a live ask (its run never parked) always expire.
+    ///
+    /// The plan's `LastApproval.via: "timeout"` belongs to issue 41's schema work
+    /// (WP1), not built yet; until then a timeout's decision is the one without an actor.
     pub async fn expire(&self, loaded: &Arc<Loaded>, approval_id: &ApprovalId) -> Result<()> {
         if let Some((approval, checkpoint)) = self.env.store.get_approval(approval_id).await?
             && approval.status == ApprovalStatus::Pending
