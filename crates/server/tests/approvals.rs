@@ -874,22 +874,35 @@ async fn a_person_and_the_timeout_race_and_one_wins() {
     let rule = json!({"tool": "write", "action": "ask", "timeout": "5m", "onTimeout": "deny"});
     let server = server_with_rule(&clock, rule).await;
     let (mut people, mut timeouts) = (0, 0);
-    for round in 0..4 {
+    // How long the timer lets the person's request run first, by round: not a wait for
+    // anything (every outcome is checked), only a spread of interleavings, from the
+    // timeout well ahead to the person well ahead.
+    // `None`: the instant comes before the request leaves, so the timer and the late
+    // request's own expiry check race each other.
+    let head_starts = [None, None, Some(0), Some(1), Some(2), Some(4), Some(8), Some(16)];
+    let rounds = head_starts.len();
+    for (round, head_start) in head_starts.into_iter().enumerate() {
         let session = server.new_session().await;
         let file = format!("race{round}.txt");
         let (run_id, approval) = server.park(&session, &write_prompt(&file, "person")).await;
         let expires = approval["expiresAt"].as_i64().expect("expiresAt");
-        // Alternate who starts first; both are under way together.
+        // Up to a millisecond before, while the run is parked (a jump of minutes while
+        // a run goes on would expire its session lease, which real time never does).
+        clock.advance_to(expires - 1);
         let approval_id = id_of(&approval);
         let person = decide(&server, &session, &approval_id, json!({"decision": "once"}));
-        let timer = async {
-            if round % 2 == 0 {
-                tokio::task::yield_now().await;
-            }
+        if head_start.is_none() {
             clock.advance_to(expires);
+        }
+        let timer = async {
+            if let Some(ms) = head_start {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                clock.advance_to(expires);
+            }
         };
         let ((status, body), ()) = tokio::join!(person, timer);
-        assert_eq!(server.wait_run(&run_id).await["status"], "completed", "round {round}");
+        let run = server.wait_run(&run_id).await;
+        assert_eq!(run["status"], "completed", "round {round} ({status} {body}): {run}");
         let results = tool_results(&server, &session).await;
         assert_eq!(results.len(), 1, "one result in round {round}: {results:?}");
         let written = server.project_dir().join(&file).exists();
@@ -909,5 +922,5 @@ async fn a_person_and_the_timeout_race_and_one_wins() {
             assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Reject), None));
         }
     }
-    assert_eq!(people + timeouts, 4);
+    assert_eq!(people + timeouts, rounds);
 }
