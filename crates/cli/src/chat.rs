@@ -245,7 +245,7 @@ impl View {
             emit(&json!({"type": "client.session", "sessionId": session, "server": server}));
         } else {
             self.print(&format!(
-                "session {session} on {server}\ntype a prompt; Ctrl-C stops a run, twice exits; Ctrl-D leaves\n"
+                "session {session} on {server}\ntype a prompt; /now TEXT says it to a running agent; Ctrl-C stops a run, twice exits; Ctrl-D leaves\n"
             ));
         }
     }
@@ -572,6 +572,11 @@ impl View {
             return self.problem(&format!("that line is over {MAX_LINE} bytes; not sent"));
         }
         let text = line.trim();
+        // Before any answer: a steer may go to a run parked at an approval too.
+        if let Some(steer) = text.strip_prefix("/now").filter(|rest| rest.is_empty() || rest.starts_with(' ')) {
+            let request_id = format!("chat-{}", RunId::new().as_str().trim_start_matches("run_"));
+            return self.steer(client, session, steer.trim(), &request_id).await;
+        }
         if let Some(approval) = self.unanswered().filter(|a| a.is_live_ask()).cloned() {
             return self.answer_live(client, session, &approval, text).await;
         }
@@ -599,12 +604,35 @@ impl View {
                     PromptAnswer::Queued(queued) => {
                         self.queued.insert(queued.request_id);
                         if !self.json {
-                            self.after_the_line(&format!("queued ({} in line)", queued.position));
+                            self.after_the_line(&format!(
+                                "queued ({} in line) · /now TEXT says it to the running agent instead",
+                                queued.position
+                            ));
                         }
                     }
                 }
             }
             Err(e) => self.problem(&format!("the prompt was not sent: {e}")),
+        }
+    }
+
+    /// `/now TEXT`: a steer. The running run reads it at its next step, and it shows
+    /// where the conversation takes it; with no run going it is an ordinary prompt.
+    async fn steer(&mut self, client: &Client, session: &SessionId, text: &str, request_id: &str) {
+        if text.is_empty() {
+            return self.problem("/now needs the words to say: /now TEXT");
+        }
+        match client.steer(session, text, request_id).await {
+            Ok(steered) => {
+                if self.json {
+                    emit(&json!({"type": "client.steer", "messageId": steered.message_id, "runId": steered.run_id}));
+                } else if steered.run_id.is_some() {
+                    self.after_the_line("sent to the running agent: it reads it at its next step");
+                } else {
+                    self.after_the_line("no run is going: sent as a prompt");
+                }
+            }
+            Err(e) => self.problem(&format!("the message was not sent: {e}")),
         }
     }
 

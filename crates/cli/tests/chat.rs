@@ -239,6 +239,23 @@ fn a_prompt_sent_during_a_stream_does_not_split_the_answer() {
 }
 
 #[test]
+fn now_says_a_line_to_the_running_agent_which_answers_it_in_the_same_run() {
+    let setup = Setup::start(10);
+    let mut screen = setup.screen();
+    screen.send("stream: 300\r");
+    screen.wait_for("answer streaming", |s| last_word(s) >= 3);
+    screen.send("/now echo: steered here\r");
+    screen.wait_for("the steer's answer", |s| s.contents().contains("» echo: steered here\nsteered here"));
+    let contents = screen.contents();
+    assert!(contents.contains("sent to the running agent"), "{contents}");
+    assert!(!contents.contains("queued ("), "a steer does not queue:\n{contents}");
+    let steer = contents.find("» echo: steered here").expect("the steer");
+    assert!(steer > contents.find("w300").expect("the answer"), "taken after the model call:\n{contents}");
+    screen.send("/now\r");
+    screen.wait_for("the usage", |s| s.contents().contains("/now needs the words to say"));
+}
+
+#[test]
 fn approvals_are_answered_at_the_prompt() {
     let (setup, mut chat) = at_a_terminal(0);
     let write = |file: &str| format!(r#"tool: write {{"path": "{file}", "content": "hi\n"}}"#);

@@ -20,6 +20,6 @@ mod stream;
 
 pub use error::Error;
 pub use outcome::{Finished, finished};
-pub use rest::{Client, MAX_ANSWER_BYTES};
+pub use rest::{Client, MAX_ANSWER_BYTES, Steered};
 pub use spool_protocol as protocol;
 pub use stream::{Event, SessionStream, StreamOptions, Update};

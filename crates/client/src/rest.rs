@@ -19,6 +19,16 @@ use spool_protocol::{ApprovalId, Decision, Project, ProjectId, Session, SessionI
 /// session; this is the SSE decoder's limit for one frame too).
 pub const MAX_ANSWER_BYTES: usize = spool_protocol::sse::Decoder::DEFAULT_MAX_EVENT;
 
+/// What a steer became (`POST /api/sessions/:id/steer`).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Steered {
+    pub message_id: String,
+    pub request_id: String,
+    /// The run that reads it; `None` when no run was going (it is then a queued prompt).
+    pub run_id: Option<spool_protocol::RunId>,
+}
+
 /// A connection to one Spool server, optionally with a bearer token.
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -149,6 +159,14 @@ impl Client {
     pub async fn say(&self, id: &SessionId, text: &str) -> Result<PromptAnswer, Error> {
         let request_id = format!("cli-{}", spool_protocol::RunId::new().as_str().trim_start_matches("run_"));
         self.prompt(id, &PromptBody { text: text.to_owned(), request_id: Some(request_id), ..PromptBody::default() })
+            .await
+    }
+
+    /// Says `text` to the session's running run: it reads it at its next step (after
+    /// the current model call or tool batch). With no run going it is an ordinary
+    /// prompt, queued (`runId` null).
+    pub async fn steer(&self, id: &SessionId, text: &str, request_id: &str) -> Result<Steered, Error> {
+        self.post(&format!("/api/sessions/{id}/steer"), &serde_json::json!({"text": text, "requestId": request_id}))
             .await
     }
 
