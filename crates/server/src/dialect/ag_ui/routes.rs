@@ -594,14 +594,7 @@ async fn reattach(
     }
     // Let go first, so the log's subscription does not count twice against the limit.
     drop(subscription);
-    let logged = match engine.follow_logged(run, kill.clone()).await {
-        Ok(logged) => logged,
-        Err(error) => {
-            tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
-            None
-        }
-    };
-    if let Some(logged) = logged {
+    if let Some(logged) = frame_log(engine, run, kill.clone()).await {
         // Folded from the run's `run.accepted` exactly as a live follower's.
         let fold = AgUiStream::new(run.id.clone());
         return Ok(from_log(logged, fold, None, run, opening, after));
@@ -618,6 +611,15 @@ async fn reattach(
     };
     feed.push_front(opening);
     Ok(feed)
+}
+
+/// The run's frame log, joined to its live frames while it goes on; `None` when it has
+/// none or the log cannot be read (said in the server's log), and the caller falls back.
+async fn frame_log(engine: &Engine, run: &Run, kill: CancellationToken) -> Option<spool_engine::run_log::LoggedRun> {
+    engine.follow_logged(run, kill).await.unwrap_or_else(|error| {
+        tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
+        None
+    })
 }
 
 /// A numbered re-attaching feed of `run` from its frame log, folded by `fold` from the
@@ -669,14 +671,7 @@ async fn reattach_after(
     if !feed.dialect.numbered {
         // Let go first, so the log's subscription does not count twice against the limit.
         drop(feed);
-        let logged = match engine.follow_logged(run, kill.clone()).await {
-            Ok(logged) => logged,
-            Err(error) => {
-                tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
-                None
-            }
-        };
-        if let Some(logged) = logged {
+        if let Some(logged) = frame_log(engine, run, kill.clone()).await {
             let fold = AgUiStream::muted_until(&approval, None);
             return Ok(from_log(logged, fold, Some(approval.id.clone()), run, opening, after));
         }
