@@ -353,3 +353,12 @@ pub fn alone() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
+
+/// The digest a client tool's result is known by in idempotency keys (16 hex digits of
+/// the SHA-256 of the result as JSON): the same result sent again is a repeat, another
+/// one a second answer. Every route that takes such a result keys it this way.
+pub(crate) fn output_digest(output: &spool_protocol::approval::ClientOutput) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(output).expect("plain data serializes");
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}

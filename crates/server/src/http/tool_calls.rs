@@ -17,7 +17,6 @@ use crate::state::AppState;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, EngineError};
 use spool_protocol::approval::ClientOutput;
 use spool_protocol::{ApprovalId, Decision, RunId};
@@ -116,10 +115,7 @@ async fn result(
 /// digest (16 hex digits of SHA-256) of the result as JSON, so the same result again is
 /// a repeat and a different one is a second answer.
 fn digest_key(id: &ApprovalId, output: &ClientOutput) -> String {
-    let json = serde_json::to_vec(output).expect("plain data serializes");
-    let digest = Sha256::digest(&json);
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("tool-call:{id}:{hex}")
+    format!("tool-call:{id}:{}", crate::dialect::shared::output_digest(output))
 }
 
 #[cfg(test)]

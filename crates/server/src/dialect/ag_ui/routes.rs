@@ -711,11 +711,7 @@ async fn client_calls(
 /// so the same result again (a retried request) gets the first response and another
 /// finds the call answered (409).
 fn output_key(approval: &ApprovalId, output: &ClientOutput) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update([u8::from(output.is_error)]);
-    hasher.update(output.output.to_string().as_bytes());
-    let hex: String = hasher.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("{DIALECT}:{approval}:output:{hex}")
+    format!("{DIALECT}:{approval}:output:{}", shared::output_digest(output))
 }
 
 /// Decides each client call with its result; `Ok(approval)` is the last one decided

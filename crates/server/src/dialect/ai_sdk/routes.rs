@@ -42,7 +42,7 @@
 
 use crate::dialect::RunForms;
 use crate::dialect::ai_sdk::{self, AiSdkForm, AiSdkStream, UiChunk};
-use crate::dialect::shared::Forms;
+use crate::dialect::shared::{self, Forms};
 use crate::dialect::{QUESTION_TOOL, asks_for_input};
 use crate::error::ApiError;
 use crate::extract::BodyCheck;
@@ -61,7 +61,6 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput};
 use spool_protocol::api::{Aborted, ClientTool};
 use spool_protocol::approval::ClientOutput;
@@ -394,11 +393,7 @@ async fn chat(
 /// `already_resolved`.
 fn decision_key(approval: &ApprovalId, reply: &Reply) -> String {
     match reply {
-        Reply::Output(output) => {
-            let bytes = serde_json::to_vec(output).unwrap_or_default();
-            let hex: String = Sha256::digest(&bytes).iter().take(8).map(|b| format!("{b:02x}")).collect();
-            format!("ai-sdk:{approval}:output:{hex}")
-        }
+        Reply::Output(output) => format!("ai-sdk:{approval}:output:{}", shared::output_digest(output)),
         _ => format!("ai-sdk:{approval}"),
     }
 }
