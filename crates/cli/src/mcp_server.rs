@@ -229,10 +229,10 @@ async fn until_settled(
             anyhow::bail!("the session's stream ended: {error}");
         }
         if let Some(done) = finished(&update.state, run) {
-            let status = serde_json::to_value(done.status)?;
+            let status = done.status.as_str();
             let failed = done.status != RunStatus::Completed;
             let text = match failed {
-                true => format!("The run ended {}.\n{}", status.as_str().unwrap_or_default(), done.text),
+                true => format!("The run ended {status}.\n{}", done.text),
                 false => done.text.clone(),
             };
             let mut result = match failed {

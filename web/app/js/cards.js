@@ -410,7 +410,7 @@ function planCard(approval, decide) {
  */
 function clientCallCard(approval, decide) {
   const p = approval.payload ?? {};
-  const what = `Waiting for the client to run ${approval.tool}`;
+  const what = waitingFor(approval.tool, approval);
   const card = h(
     'section',
     { class: 'approval-card client-call-card', role: 'group', tabindex: -1, 'aria-label': what, 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },

@@ -50,15 +50,21 @@ async fn insert_as(
     steer: bool,
 ) -> Result<QueueInsert, StoreError> {
     let message = &prompt.message;
-    let of_session = if steer { "session_id = $2 AND steer = TRUE" } else { "session_id = $2" };
+    // The session's share of the queue (its steers, for a steer), with the session's
+    // id bound as `p`.
+    let of_session = |p: &str| match steer {
+        true => format!("session_id = {p} AND steer = TRUE"),
+        false => format!("session_id = {p}"),
+    };
     let sql = format!(
         "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
                                       created_at, steer)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $13
-         WHERE (SELECT COUNT(*) FROM queued_messages WHERE {of_session}) < $9
+         WHERE (SELECT COUNT(*) FROM queued_messages WHERE {}) < $9
            AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
            AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
-         ON CONFLICT (session_id, request_id) DO NOTHING"
+         ON CONFLICT (session_id, request_id) DO NOTHING",
+        of_session("$2")
     );
     let done = sqlx::query(&sql)
         .bind(message.id.as_str())
@@ -92,7 +98,7 @@ async fn insert_as(
     }
     // Refused: say which limit, the session's or the owner's.
     let in_session: i64 =
-        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM queued_messages WHERE {}", of_session.replace("$2", "$1")))
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM queued_messages WHERE {}", of_session("$1")))
             .bind(prompt.session_id.as_str())
             .fetch_one(pool)
             .await
