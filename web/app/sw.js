@@ -53,10 +53,14 @@ function readMessage(data) {
 }
 
 /** Shows one message; `resolved` replaces the ask it answers. */
-function showMessage(m) {
+async function showMessage(m) {
   const url = sameOrigin(m.url) ?? '/';
   const tag = m.approvalId ? TAG + m.approvalId : 'spool-message';
   if (m.kind === 'resolved') {
+    // Decided from this notification: its outcome ("Approved — the run goes on") says
+    // more than "Decided", so it stays, shown again quietly (every push shows something).
+    const [mine] = (await self.registration.getNotifications({ tag })).filter((n) => n.data?.outcome);
+    if (mine) return self.registration.showNotification(mine.title, { body: mine.body, tag, icon: ICON, silent: true, data: mine.data });
     return self.registration.showNotification(m.title || 'Decided', {
       body: m.body || 'Someone answered this already.',
       tag,
@@ -96,7 +100,7 @@ async function handleClick(action, data = {}) {
   const outcome = await decide(data.token, decision);
   const tag = data.approvalId ? TAG + data.approvalId : 'spool-message';
   // The outcome has no buttons: the token is spent either way, and a tap opens the session.
-  await self.registration.showNotification(outcome.title, { body: outcome.body, tag, icon: ICON, data: { url } });
+  await self.registration.showNotification(outcome.title, { body: outcome.body, tag, icon: ICON, data: { url, outcome: true } });
   return outcome;
 }
 self.spoolHandleClick = handleClick;
