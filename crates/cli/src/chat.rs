@@ -89,6 +89,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let mut stopping = false;
     let mut armed = false;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<String>();
+    let mut interrupts = Interrupts::listen().context("cannot listen for Ctrl-C")?;
     loop {
         tokio::select! {
             update = stream.next() => {
@@ -118,8 +119,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
                 }
                 None => input_open = false,
             },
-            signal = tokio::signal::ctrl_c() => {
-                signal.context("cannot listen for Ctrl-C")?;
+            () = interrupts.recv() => {
                 if (view.busy || !view.awaiting.is_empty()) && !stopping && !armed {
                     stopping = true;
                     armed = true;
@@ -147,6 +147,45 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Ctrl-C presses, heard from the moment the chat starts. One listener lives for the
+/// whole loop: a `tokio::signal::ctrl_c()` future made afresh on every turn of the
+/// loop misses a press that lands while the loop is busy between two turns (drawing a
+/// frame, sending a line), which is how a second Ctrl-C sometimes did not exit.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn listen() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self { signal: signal(SignalKind::interrupt())? })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Self {})
+        }
+    }
+
+    /// The next press (presses made while none was awaited are kept, as one).
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.signal.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }
 
 /// A server that could not be reached at all is most often one not started yet: say

@@ -53,12 +53,16 @@ pub struct DecisionInput {
     /// With `always` on a command: the patterns of the offered option the person
     /// chose (`alwaysOptions` in the payload). `None`: the exact command.
     pub patterns: Option<Vec<String>>,
+    /// How the decision came when it was not a person in a client: `push` (a
+    /// notification's action), `link` (a chat-ops decision link) or `timeout` (the
+    /// rule's `on_timeout`). Shown as `lastApproval.via`.
+    pub via: Option<&'static str>,
 }
 
 impl DecisionInput {
     /// A decision with nothing else: no message, no key, no patterns.
     pub fn plain(decision: Decision) -> Self {
-        Self { decision, message: None, idempotency_key: None, patterns: None }
+        Self { decision, message: None, idempotency_key: None, patterns: None, via: None }
     }
 }
 
@@ -422,7 +426,7 @@ impl Approvals {
         store.update_run(&run).await?;
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
-        publish_resolution(loaded, &approval, input.decision.label(), owner, input.message.clone(), &run, now);
+        publish_resolution(loaded, &approval, input.decision.label(), owner, input.message.clone(), &run, now, input.via);
         let outcome = DecisionOutcome::Applied {
             approval_id: approval.id.clone(),
             run_id: run.id.clone(),
@@ -532,7 +536,7 @@ impl Approvals {
             return Ok(None);
         }
         let status = ApprovalStatus::Superseded.as_str();
-        let last = LastApproval { id: old.id.clone(), decision: status.into(), actor: actor.cloned(), at: now };
+        let last = LastApproval { id: old.id.clone(), decision: status.into(), actor: actor.cloned(), at: now, via: None };
         let active = ActiveRun { run_id: run.id.clone(), request_id: run.request_id.clone(), status: run.status };
         let shown = approval.clone();
         loaded.events.publish(move |s| {
@@ -627,7 +631,7 @@ impl Approvals {
             // Its run never parked: only the call waiting for it hears that it ended.
             self.env.live.wake(&approval.id, crate::LiveAnswer::Cancel);
             if let Some(run) = store.get_run(&approval.run_id).await? {
-                publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
+                publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now, None);
             }
             return Ok(());
         }
@@ -640,7 +644,7 @@ impl Approvals {
         run.error = Some(error);
         store.update_run(&run).await?;
         self.env.metrics.run_settled(RunStatus::Cancelled);
-        publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now);
+        publish_resolution(loaded, &approval, status.as_str(), None, None, &run, now, None);
         // The parked call never runs: end it (and the prompt's timing) in every view.
         crate::run::end_parked_calls(&self.env, loaded, &run, checkpoint).await;
         let run_id = run.id.clone();
@@ -739,7 +743,7 @@ fn timeout_decision(approval: &Approval) -> Option<DecisionInput> {
     }
     let then = approval.payload.get("onTimeout").and_then(|v| v.as_str()).and_then(OnTimeout::parse)?;
     let within = approval.payload.get("timeout").and_then(|v| v.as_str()).unwrap_or("its time").to_owned();
-    match then {
+    let input = match then {
         OnTimeout::Deny => Some(DecisionInput {
             message: Some(format!("Nobody answered within {within}; the rule says deny")),
             ..DecisionInput::plain(Decision::Reject)
@@ -751,7 +755,8 @@ fn timeout_decision(approval: &Approval) -> Option<DecisionInput> {
             ..DecisionInput::plain(Decision::Reject)
         }),
         OnTimeout::Wait => None,
-    }
+    };
+    input.map(|input| DecisionInput { via: Some("timeout"), ..input })
 }
 
 /// How a decision resolves the checkpoint's pending call. `person`: a person decided
@@ -813,10 +818,12 @@ fn publish_resolution(
     run: &Run,
     at: time::Millis,
 ) {
-    let last = LastApproval { id: approval.id.clone(), decision: decision.into(), actor: actor.cloned(), at };
+    let via = via.map(str::to_owned);
+    let last = LastApproval { id: approval.id.clone(), decision: decision.into(), actor: actor.cloned(), at, via };
     let active = (!run.status.is_terminal()).then(|| ActiveRun {
         run_id: run.id.clone(),
         request_id: run.request_id.clone(),
+#[allow(clippy::too_many_arguments)]
         status: run.status,
     });
     loaded.events.publish(|s| {
@@ -825,6 +832,7 @@ fn publish_resolution(
         if active.is_some() {
             s.active_run = active;
         }
+    via: Option<&'static str>,
         Some(FrameBody::State { state: Box::new(s.clone()) })
     });
     loaded.events.publish_body(FrameBody::LoopEvent {

@@ -150,6 +150,7 @@ async fn a_plain_reject_cancels_the_run_and_the_tool_never_starts() {
     assert_eq!(run["error"]["code"], "approval_rejected", "{run}");
     let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
     assert_eq!(detail["state"]["lastApproval"]["decision"], "reject", "{detail}");
+    assert_eq!(detail["state"]["lastApproval"].get("via"), None, "a person decided it: {detail}");
     assert_eq!(detail["status"], "idle");
     assert!(!server.project_dir().join("no.txt").exists());
     // The call that never ran is over in every view: not "running" for ever.
@@ -794,6 +795,9 @@ async fn a_rule_timeout_denies_and_the_model_is_told() {
     let stored = stored_approval(&server, &id_of(&approval)).await;
     assert_eq!(stored.status, spool_protocol::ApprovalStatus::Resolved);
     assert_eq!((stored.decision, stored.actor), (Some(spool_protocol::Decision::Reject), None));
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let last = &detail["state"]["lastApproval"];
+    assert_eq!((&last["decision"], &last["via"]), (&json!("reject"), &json!("timeout")), "{detail}");
     // Decided: a person too late is told so.
     let (status, body) = decide(&server, &session, &id_of(&approval), json!({"decision": "once"})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");

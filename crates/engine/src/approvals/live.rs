@@ -200,7 +200,7 @@ pub(crate) async fn end_unanswered(env: &RunEnv, loaded: &Loaded, approval: &App
     }
     env.live.wake(&approval.id, LiveAnswer::Cancel);
     match env.store.get_run(&approval.run_id).await {
-        Ok(Some(run)) => publish_resolution(loaded, approval, status.as_str(), None, None, &run, now),
+        Ok(Some(run)) => publish_resolution(loaded, approval, status.as_str(), None, None, &run, now, None),
         // Without the run, the view still must not show the ask pending.
         _ => {
             loaded.events.publish(|s| {

@@ -67,6 +67,7 @@ async fn decide(
         message: body.message,
         idempotency_key: body.idempotency_key,
         patterns,
+        via: None,
     };
     let outcome = engine.runs().decide(&user, DecisionTarget::Session(session), &approval, input).await?;
     Ok(decision_response(&outcome))
@@ -130,6 +131,7 @@ impl ResumeBody {
                 message: self.message,
                 idempotency_key: Some(self.idempotency_key),
                 patterns: None,
+                via: None,
             },
         ))
     }

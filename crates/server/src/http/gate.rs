@@ -70,7 +70,7 @@ impl GateBody {
             GateDecision::Deny => Decision::Reject,
             GateDecision::Fill(args) => Decision::Fill(args),
         };
-        DecisionInput { decision, message: self.message, idempotency_key: self.idempotency_key, patterns: None }
+        DecisionInput { decision, message: self.message, idempotency_key: self.idempotency_key, patterns: None, via: None }
     }
 }
 

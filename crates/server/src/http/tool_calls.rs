@@ -91,7 +91,7 @@ async fn result(
     let output = ClientOutput { output: body.output, is_error: body.is_error };
     let key = body.idempotency_key.unwrap_or_else(|| digest_key(&id, &output));
     let input =
-        DecisionInput { decision: Decision::Output(output), message: None, idempotency_key: Some(key), patterns: None };
+        DecisionInput { decision: Decision::Output(output), message: None, idempotency_key: Some(key), patterns: None, via: None };
     let outcome = runs.decide(&user, DecisionTarget::Approval, &id, input).await?;
     Ok(match outcome {
         DecisionOutcome::Applied { approval_id, run_id, .. } => {

@@ -726,7 +726,7 @@ async fn decide_outputs(
     for (approval, output) in answered {
         let idempotency_key = Some(output_key(&approval.id, &output));
         let input =
-            DecisionInput { decision: Decision::Output(output), message: None, idempotency_key, patterns: None };
+            DecisionInput { decision: Decision::Output(output), message: None, idempotency_key, patterns: None, via: None };
         let target = DecisionTarget::Run(approval.run_id.clone());
         match engine.runs().decide(user, target, &approval.id, input).await {
             Ok(DecisionOutcome::Applied { .. } | DecisionOutcome::ResourceChanged { .. }) => last = Some(approval),

@@ -450,7 +450,7 @@ pub(crate) async fn answer(
             Reply::Answer(answer) => (Decision::Fill(serde_json::json!({ "answer": answer })), None),
             Reply::Output(output) => (Decision::Output(output), None),
         };
-        let input = DecisionInput { decision, message, idempotency_key, patterns: None };
+        let input = DecisionInput { decision, message, idempotency_key, patterns: None, via: None };
         let target = DecisionTarget::Run(found.run_id.clone());
         match engine.runs().decide(user, target, &approval, input).await {
             Ok(DecisionOutcome::Applied { decision, .. }) => {
