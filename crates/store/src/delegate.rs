@@ -545,6 +545,36 @@ macro_rules! impl_store {
                     auth::listeners(&self.pool).await
                 }
             }
+
+            #[async_trait::async_trait]
+            impl store::Push for $store {
+                async fn server_key(&self, name: &str, fresh: &[u8], now: Millis) -> Result<Vec<u8>, StoreError> {
+                    push::server_key(&self.pool, name, fresh, now).await
+                }
+                async fn delete_server_key(&self, name: &str) -> Result<bool, StoreError> {
+                    push::delete_server_key(&self.pool, name).await
+                }
+                async fn save_push_subscription(
+                    &self,
+                    subscription: &store::PushSubscription,
+                ) -> Result<store::PushSubscription, StoreError> {
+                    push::save(&self.pool, subscription).await
+                }
+                async fn get_push_subscription(&self, id: &str) -> Result<Option<store::PushSubscription>, StoreError> {
+                    push::get(&self.pool, id).await
+                }
+                async fn push_subscriptions(&self, owner: &UserId) -> Result<Vec<store::PushSubscription>, StoreError> {
+                    push::list(&self.pool, owner).await
+                }
+                async fn delete_push_subscription(&self, id: &str) -> Result<bool, StoreError> {
+                    push::delete(&self.pool, id).await
+                }
+                async fn delete_push_subscriptions_of(&self, login_id: &str) -> Result<u64, StoreError> {
+                    push::delete_of(&self.pool, login_id).await
+                }
+                async fn record_push_attempt(&self, id: &str, ok: bool, at: Millis) -> Result<(), StoreError> {
+                    push::record_attempt(&self.pool, id, ok, at).await
+                }
         };
     };
 }

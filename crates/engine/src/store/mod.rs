@@ -26,6 +26,7 @@ mod messages;
 mod nodes;
 mod notes;
 mod projects;
+mod push;
 mod queue;
 mod reverts;
 mod run_frames;
@@ -44,6 +45,7 @@ pub use messages::Messages;
 pub use nodes::{Lease, Listener, Nodes};
 pub use notes::Notes;
 pub use projects::Projects;
+pub use push::{Push, PushSubscription};
 pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
 pub use reverts::{SessionRevert, SessionReverts};
 pub use run_frames::{RunFrameChunk, RunFrames};
@@ -71,6 +73,7 @@ pub trait Store:
     + StepSnapshots
     + Branches
     + SessionReverts
+    + Push
 {
 }
 
@@ -92,6 +95,7 @@ impl<T> Store for T where
         + StepSnapshots
         + Branches
         + SessionReverts
+        + Push
 {
 }
 
@@ -101,6 +105,6 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames,
-        Runs, SessionReverts, Sessions, StepSnapshots, Store, Users,
+        Push, Runs, SessionReverts, Sessions, StepSnapshots, Store, Users,
     };
 }

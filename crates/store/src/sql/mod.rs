@@ -39,6 +39,7 @@ pub(crate) mod leases;
 pub(crate) mod memory;
 pub(crate) mod messages;
 pub(crate) mod projects;
+pub(crate) mod push;
 pub(crate) mod queue;
 pub(crate) mod reverts;
 pub(crate) mod run_frames;

@@ -32,6 +32,8 @@ use sql::{
     approvals, auth, branches, drafts, idempotency, leases, memory, messages, projects, queue, reverts, run_frames,
     runs, search, sessions, step_snapshots, todos, tokens, tool_sources, users,
 };
+// Web Push's subscriptions and the nodes' shared keys (issue 41).
+use sql::push;
 
 use crate::error::db_error;
 use spool_engine::StoreError;

@@ -21,6 +21,7 @@ mod messages;
 mod nodes;
 mod notes;
 mod projects;
+mod push;
 mod queue;
 mod reverts;
 mod run_frames;
@@ -38,6 +39,7 @@ pub use messages::*;
 pub use nodes::*;
 pub use notes::*;
 pub use projects::*;
+pub use push::*;
 pub use queue::*;
 pub use reverts::*;
 pub use run_frames::*;
@@ -105,4 +107,6 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     taking_a_queued_prompt_inserts_its_run_once(store).await;
     a_steer_is_taken_into_its_run_once(store).await;
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
+    a_server_key_keeps_its_first_writers_secret(store).await;
+    a_push_subscription_is_kept_per_endpoint_and_removed_with_its_login(store).await;
 }
