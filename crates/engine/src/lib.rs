@@ -76,6 +76,9 @@ pub use store::{
     DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueueLimits, QueuedPrompt,
     RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
+pub use store::{
+    ClaimedDelivery, Delivery, DeliveryClaim, DeliveryOutcome, DeliveryStatus, DisabledWebhook, StoredEvent,
+};
 pub use tool::{
     Ask, AskPerson, Inspected, LiveAnswer, LiveAsk, LiveAsker, ProgressChunk, ProgressReader, Resource, Sample,
     SampleError, SampleMessage, SampleModel, SampleRequest, Sampler, SandboxStatus, SourceState, SourceStatus,

@@ -124,6 +124,11 @@ id_type!(/// A browser login session (its id; the cookie's secret is never store
     LoginId, "lgn", "login session");
 id_type!(/// One `SessionEvents` instance: a new one after every restart or reload.
     StreamId, "stm", "stream");
+id_type!(/// One outbox event: a change told to systems and people outside a session (the
+    /// `webhook-id` of every try at delivering it).
+    EventId, "evt", "event");
+id_type!(/// One outbox event on its way to one target (a webhook, a push subscription).
+    DeliveryId, "dlv", "delivery");
 
 #[cfg(test)]
 mod tests {

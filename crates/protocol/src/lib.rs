@@ -19,6 +19,7 @@ pub mod git;
 pub mod hub;
 pub mod ids;
 pub mod message;
+pub mod reach;
 pub mod revert;
 pub mod sse;
 pub mod time;

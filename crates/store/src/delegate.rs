@@ -239,6 +239,9 @@ macro_rules! impl_store {
                 async fn start_run(&self, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError> {
                     runs::start(&self.pool, run, prompt).await
                 }
+                async fn settle_run(&self, run: &Run) -> Result<bool, StoreError> {
+                    runs::settle(&self.pool, run).await
+                }
                 async fn find_run_by_request(
                     &self,
                     session: &SessionId,
@@ -250,7 +253,7 @@ macro_rules! impl_store {
                     runs::get(&self.pool, id).await
                 }
                 async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
-                    runs::update(&self.pool, run).await
+                    runs::write(&self.pool, run).await
                 }
                 async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
                     runs::since(&self.pool, session, from_index).await
@@ -575,6 +578,69 @@ macro_rules! impl_store {
                 async fn record_push_attempt(&self, id: &str, ok: bool, at: Millis) -> Result<(), StoreError> {
                     push::record_attempt(&self.pool, id, ok, at).await
                 }
+
+            #[async_trait::async_trait]
+            impl store::Outbox for $store {
+                async fn unfanned_events(&self, limit: u32) -> Result<Vec<store::StoredEvent>, StoreError> {
+                    outbox::unfanned(&self.pool, limit).await
+                }
+                async fn fan_out(
+                    &self,
+                    event: &EventId,
+                    targets: &[(String, Millis)],
+                    now: Millis,
+                ) -> Result<u64, StoreError> {
+                    outbox::fan_out(&self.pool, event, targets, now).await
+                }
+                async fn claim_deliveries(
+                    &self,
+                    node: &str,
+                    now: Millis,
+                    lease_until: Millis,
+                    limit: u32,
+                ) -> Result<Vec<store::ClaimedDelivery>, StoreError> {
+                    outbox::claim(&self.pool, node, now, lease_until, limit).await
+                }
+                async fn record_delivery(
+                    &self,
+                    claim: &store::DeliveryClaim,
+                    outcome: &store::DeliveryOutcome,
+                    now: Millis,
+                ) -> Result<bool, StoreError> {
+                    outbox::record(&self.pool, claim, outcome, now).await
+                }
+                async fn list_deliveries(
+                    &self,
+                    owner: Option<&UserId>,
+                    status: Option<store::DeliveryStatus>,
+                    limit: u32,
+                ) -> Result<Vec<store::Delivery>, StoreError> {
+                    outbox::list(&self.pool, owner, status, limit).await
+                }
+                async fn replay_delivery(
+                    &self,
+                    id: &DeliveryId,
+                    owner: Option<&UserId>,
+                    now: Millis,
+                ) -> Result<bool, StoreError> {
+                    outbox::replay(&self.pool, id, owner, now).await
+                }
+                async fn prune_events(&self, before: Millis) -> Result<u64, StoreError> {
+                    outbox::prune(&self.pool, before).await
+                }
+                async fn session_events(&self, session: &SessionId) -> Result<Vec<store::StoredEvent>, StoreError> {
+                    outbox::of_session(&self.pool, session).await
+                }
+                async fn disable_webhook(&self, name: &str, reason: &str, at: Millis) -> Result<(), StoreError> {
+                    outbox::disable_webhook(&self.pool, name, reason, at).await
+                }
+                async fn enable_webhook(&self, name: &str) -> Result<bool, StoreError> {
+                    outbox::enable_webhook(&self.pool, name).await
+                }
+                async fn disabled_webhooks(&self) -> Result<Vec<store::DisabledWebhook>, StoreError> {
+                    outbox::disabled_webhooks(&self.pool).await
+                }
+            }
         };
     };
 }

@@ -64,6 +64,13 @@ async fn fifty_concurrent_decisions_on_one_approval_have_one_winner() {
 
 #[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
+async fn fifty_claimers_on_three_nodes_never_share_a_delivery() {
+    let db = TestDb::create().await;
+    concurrent_claims_never_share_a_delivery(&nodes(&db).await, PG_RACERS).await;
+}
+
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
+#[tokio::test]
 async fn fifty_concurrent_idempotency_claims_have_one_winner() {
     let db = TestDb::create().await;
     concurrent_claims_of_one_key_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
@@ -178,6 +185,8 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "branch_messages",
             "branches",
             "cluster_key",
+            "deliveries",
+            "events",
             "idempotency",
             "listeners",
             "login_sessions",
@@ -200,7 +209,8 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
             "sessions",
             "step_snapshots",
             "tokens",
-            "users"
+            "users",
+            "webhook_endpoints"
         ]
     );
     for store in &stores {

@@ -145,6 +145,8 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "auth_settings",
             "branch_messages",
             "branches",
+            "deliveries",
+            "events",
             "idempotency",
             "listeners",
             "login_sessions",
@@ -167,7 +169,8 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
             "sessions",
             "step_snapshots",
             "tokens",
-            "users"
+            "users",
+            "webhook_endpoints"
         ]
     );
 }

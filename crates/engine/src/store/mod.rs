@@ -25,6 +25,7 @@ mod idempotency;
 mod messages;
 mod nodes;
 mod notes;
+mod outbox;
 mod projects;
 mod push;
 mod queue;
@@ -44,6 +45,9 @@ pub use idempotency::{Idempotency, IdempotencyClaim};
 pub use messages::Messages;
 pub use nodes::{Lease, Listener, Nodes};
 pub use notes::Notes;
+pub use outbox::{
+    ClaimedDelivery, Delivery, DeliveryClaim, DeliveryOutcome, DeliveryStatus, DisabledWebhook, Outbox, StoredEvent,
+};
 pub use projects::Projects;
 pub use push::{Push, PushSubscription};
 pub use queue::{Queue, QueueInsert, QueueLimits, QueuedPrompt};
@@ -74,6 +78,7 @@ pub trait Store:
     + Branches
     + SessionReverts
     + Push
+    + Outbox
 {
 }
 
@@ -96,6 +101,7 @@ impl<T> Store for T where
         + Branches
         + SessionReverts
         + Push
+        + Outbox
 {
 }
 
@@ -104,7 +110,7 @@ impl<T> Store for T where
 /// needs none of them.
 pub mod prelude {
     pub use super::{
-        Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Projects, Queue, RunFrames,
+        Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Outbox, Projects, Queue, RunFrames,
         Push, Runs, SessionReverts, Sessions, StepSnapshots, Store, Users,
     };
 }

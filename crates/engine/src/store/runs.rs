@@ -18,8 +18,15 @@ pub trait Runs: Send + Sync + 'static {
     /// The run a `(session_id, request_id)` pair started, if any.
     async fn find_run_by_request(&self, session: &SessionId, request_id: &str) -> Result<Option<Run>, StoreError>;
     async fn get_run(&self, id: &RunId) -> Result<Option<Run>, StoreError>;
-    /// Writes every mutable field: status, timings, usage, error, updated_at.
+    /// Writes every mutable field: status, timings, usage, error, updated_at. A run
+    /// written with a terminal status is settled as by [`Runs::settle_run`]: a settled
+    /// run never changes again, and its `run.settled` event is written once.
     async fn update_run(&self, run: &Run) -> Result<(), StoreError>;
+    /// Settles a run (its status is terminal), in ONE transaction with its `run.settled`
+    /// event, only while the stored run is not settled yet: the conditional update picks
+    /// one settler, so a second settle (another node's reaper, a stop racing the end)
+    /// writes neither the run nor an event. Returns whether this call settled it.
+    async fn settle_run(&self, run: &Run) -> Result<bool, StoreError>;
     /// The session's runs whose user message index is `from_index` or later, in order
     /// (to restore the prompt timings of the rounds a snapshot shows).
     async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError>;
@@ -33,7 +40,8 @@ pub trait Runs: Send + Sync + 'static {
     ) -> Result<Vec<SessionId>, StoreError>;
     /// The session's run that is `interrupted` (waiting for an approval), if any.
     async fn interrupted_run(&self, session: &SessionId) -> Result<Option<Run>, StoreError>;
-    /// Marks every run still `running` as `failed` with `error`; returns how many.
+    /// Marks every run still `running` as `failed` with `error`, each with its
+    /// `run.settled` event, in one transaction; returns how many.
     /// Called once at start-up: a run that was executing when the process died cannot
     /// continue (its in-memory state is gone) and must not be re-executed.
     /// Runs in `keep` are left alone: they resume from a decision (see

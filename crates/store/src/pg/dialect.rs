@@ -73,3 +73,16 @@ pub(crate) const UNSHELVE_PARTS: &str = "INSERT INTO parts (id, message_id, sess
     SELECT e ->> 'id', b.id, b.session_id, b.owner_id, (e ->> 'position')::BIGINT, e ->> 'kind', e -> 'data'
     FROM branch_messages AS b, jsonb_array_elements(b.parts) AS e
     WHERE b.session_id = $1 AND b.ordinal = $2";
+
+/// The condition of an event no node has fanned out yet (the partial index's own).
+pub(crate) const UNFANNED: &str = "NOT fanned_out";
+
+/// Leases up to `$4` due, unleased pending deliveries to node `$1` until `$2` (due and
+/// lapsed at `$3`), one attempt more each; their ids come back. `FOR UPDATE SKIP
+/// LOCKED` passes over the rows another claimer is taking, and the one that commits
+/// first leaves them leased, so two claimers never take one row.
+pub(crate) const CLAIM_DELIVERIES: &str = "UPDATE deliveries SET lease_node = $1, lease_until = $2, attempts = attempts + 1
+    WHERE id IN (SELECT id FROM deliveries
+                 WHERE status = 'pending' AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3)
+                 ORDER BY next_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+    RETURNING id";

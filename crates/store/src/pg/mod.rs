@@ -25,6 +25,8 @@ use sql::{
 };
 // Web Push's subscriptions and the nodes' shared keys (issue 41).
 use sql::push;
+// The outbox: events written with their changes, and their deliveries (issue 41).
+use sql::outbox;
 
 use crate::error::db_error;
 use spool_engine::StoreError;

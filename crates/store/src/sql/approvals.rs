@@ -11,9 +11,14 @@
 //! the condition against the committed row and find it no longer pending. Superseding
 //! (the call's file changed before it ran) is the same conditional update, together
 //! with the replacing approval, in one transaction.
+//!
+//! Each of these writes its outbox event in its own transaction (issue 41): a request
+//! (`approval.requested` or `question.asked`) with the insert, `approval.resolved` with
+//! the settle or supersede that won, and none for a loser, which wrote nothing.
 
 use super::dialect::Db;
 use super::dialect::Pool;
+use super::outbox;
 use super::runs;
 use crate::error::{db_error, parse_id};
 use crate::rows::{self, Columns, approval_kind_str};
@@ -34,6 +39,7 @@ pub(crate) async fn interrupt(
     let mut tx = pool.begin().await.map_err(db_error)?;
     insert(&mut tx, approval, checkpoint).await?;
     runs::update(&mut *tx, run).await?;
+    outbox::write_requested(&mut tx, approval).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(())
 }
@@ -49,22 +55,29 @@ pub(crate) async fn supersede(
     checkpoint: &serde_json::Value,
 ) -> Result<bool, StoreError> {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    let done = sqlx::query(
+    let replaced = sqlx::query(&format!(
         "UPDATE approvals SET status = 'superseded', actor = $1, resolved_at = $2
-         WHERE id = $3 AND status = $4 AND started_at IS NULL",
-    )
+         WHERE id = $3 AND status = $4 AND started_at IS NULL
+         RETURNING {COLUMNS}"
+    ))
     .bind(old.actor.map(|a| a.as_str()))
     .bind(old.at)
     .bind(old.id.as_str())
     .bind(old.from.as_str())
-    .execute(&mut *tx)
+    .fetch_optional(&mut *tx)
     .await
     .map_err(db_error)?;
-    if done.rows_affected() == 0 {
+    let Some(replaced) = replaced else {
         return Ok(false);
+    };
+    // Told as resolved only when a person had not decided it yet: a decision a crash
+    // kept from running was told when it was made.
+    if old.from == ApprovalStatus::Pending {
+        outbox::write_resolved(&mut tx, &rows::approval(&replaced)?).await?;
     }
     insert(&mut tx, approval, checkpoint).await?;
     runs::update(&mut *tx, run).await?;
+    outbox::write_requested(&mut tx, approval).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(true)
 }
@@ -148,8 +161,9 @@ pub(crate) async fn all_pending(pool: &Pool) -> Result<Vec<Approval>, StoreError
         .collect()
 }
 
-/// True iff this call moved the approval out of `pending`; the affected-row count of
-/// the one conditional statement is the verdict, so no read follows. Settling *to*
+/// True iff this call moved the approval out of `pending`; the row the one conditional
+/// statement returns is the verdict, and what the `approval.resolved` event written in
+/// the same transaction tells (a loser gets no row and writes nothing). Settling *to*
 /// `pending` with a time is refused by the table's CHECK (a pending approval has no
 /// outcome).
 pub(crate) async fn settle(
@@ -161,10 +175,12 @@ pub(crate) async fn settle(
     actor: Option<&UserId>,
     at: Millis,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let settled = sqlx::query(&format!(
         "UPDATE approvals SET status = $1, decision = $2, message = $3, actor = $4, resolved_at = $5
-         WHERE id = $6 AND status = 'pending'",
-    )
+         WHERE id = $6 AND status = 'pending'
+         RETURNING {COLUMNS}"
+    ))
     .bind(status.as_str())
     // The decision as its wire JSON (`"once"`, `{"fill": {…}}`), so the column reads
     // the same as the API.
@@ -173,10 +189,15 @@ pub(crate) async fn settle(
     .bind(actor.map(|a| a.as_str()))
     .bind(at)
     .bind(id.as_str())
-    .execute(pool)
+    .fetch_optional(&mut *tx)
     .await
     .map_err(db_error)?;
-    Ok(done.rows_affected() > 0)
+    let Some(settled) = settled else {
+        return Ok(false);
+    };
+    outbox::write_resolved(&mut tx, &rows::approval(&settled)?).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
 }
 
 /// The latest approval of every `running` run, when it is resolved (see the trait).

@@ -38,6 +38,7 @@ pub(crate) mod idempotency;
 pub(crate) mod leases;
 pub(crate) mod memory;
 pub(crate) mod messages;
+pub(crate) mod outbox;
 pub(crate) mod projects;
 pub(crate) mod push;
 pub(crate) mod queue;

@@ -118,6 +118,50 @@ pub(crate) async fn get(pool: &Pool, id: &RunId) -> Result<Option<Run>, StoreErr
         .transpose()
 }
 
+/// What `update_run` does: a run with a terminal status is settled ([`settle`]), any
+/// other is written as it is.
+pub(crate) async fn write(pool: &Pool, run: &Run) -> Result<(), StoreError> {
+    if run.status.is_terminal() {
+        settle(pool, run).await?;
+        return Ok(());
+    }
+    update(pool, run).await
+}
+
+/// Settles `run` with its `run.settled` event, in one transaction, only while the
+/// stored run is not settled: of two settles (a node's end of the run and another's
+/// reaper, a stop racing the end) exactly one changes the row, the same way
+/// `approvals::settle` picks one winner, and the other writes nothing.
+pub(crate) async fn settle(pool: &Pool, run: &Run) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let done = sqlx::query(
+        "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4, usage_input = $5,
+                         usage_output = $6, usage = $7, error_code = $8, error_message = $9
+         WHERE id = $10 AND status NOT IN ('completed', 'failed', 'cancelled')",
+    )
+    .bind(run.status.as_str())
+    .bind(run.updated_at)
+    .bind(run.first_token_at)
+    .bind(run.ended_at)
+    .bind(to_db_int(run.usage.input, "input tokens")?)
+    .bind(to_db_int(run.usage.output, "output tokens")?)
+    .bind(Json(&run.usage))
+    .bind(run.error.as_ref().map(|e| e.code.as_str()))
+    .bind(run.error.as_ref().map(|e| e.message.as_str()))
+    .bind(run.id.as_str())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    if run.status.is_terminal() {
+        super::outbox::write_settled(&mut tx, run).await?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
+}
+
 /// Generic over the executor so `interrupt_run` can write the run inside the
 /// transaction that inserts its approval.
 pub(crate) async fn update<'e, E: Executor<'e, Database = Db>>(executor: E, run: &Run) -> Result<(), StoreError> {
@@ -198,21 +242,27 @@ pub(crate) async fn interrupted(pool: &Pool, session: &SessionId) -> Result<Opti
     .transpose()
 }
 
-/// Fails every running run but `keep` (the ones this node still runs); the list is the
-/// one parameter the two databases bind differently, so the statement is the dialect's.
+/// Fails every running run but `keep` (the ones this node still runs), each with its
+/// `run.settled` event, in one transaction; the list is the one parameter the two
+/// databases bind differently, so the statement is the dialect's.
 pub(crate) async fn fail_running(
     pool: &Pool,
     error: &RunError,
     now: Millis,
     keep: &[RunId],
 ) -> Result<u64, StoreError> {
-    let done = sqlx::query(dialect::FAIL_RUNNING)
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let failed = sqlx::query(&format!("{} RETURNING {COLUMNS}", dialect::FAIL_RUNNING))
         .bind(&error.code)
         .bind(&error.message)
         .bind(now)
         .bind(dialect::run_ids(keep))
-        .execute(pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_error)?;
-    Ok(done.rows_affected())
+    for row in &failed {
+        super::outbox::write_settled(&mut tx, &rows::run(row)?).await?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(failed.len() as u64)
 }

@@ -15,7 +15,9 @@ use sqlx::types::Json;
 
 const COLUMNS: &str = "id, project_id, owner_id, title, title_set, archived, permissions, model, mode, read_index, created_at, updated_at";
 
+/// The session and its `session.created` event, in one transaction.
 pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query(
         "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, permissions, model, mode,
                                read_index, created_at, updated_at)
@@ -33,9 +35,11 @@ pub(crate) async fn insert(pool: &Pool, session: &Session) -> Result<(), StoreEr
     .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
     .bind(session.created_at)
     .bind(session.updated_at)
-    .execute(pool)
+    .execute(&mut *tx)
     .await
     .map_err(db_error)?;
+    super::outbox::write_session_created(&mut tx, session).await?;
+    tx.commit().await.map_err(db_error)?;
     Ok(())
 }
 

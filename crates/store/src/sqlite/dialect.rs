@@ -87,3 +87,16 @@ pub(crate) const UNSHELVE_PARTS: &str = "INSERT INTO parts (id, message_id, sess
            json_extract(j.value, '$.kind'), json_extract(j.value, '$.data')
     FROM branch_messages AS b, json_each(b.parts) AS j
     WHERE b.session_id = $1 AND b.ordinal = $2";
+
+/// The condition of an event no node has fanned out yet (the partial index's own, so
+/// SQLite's planner uses the index).
+pub(crate) const UNFANNED: &str = "fanned_out = 0";
+
+/// Leases up to `$4` due, unleased pending deliveries to node `$1` until `$2` (due and
+/// lapsed at `$3`), one attempt more each; their ids come back. One statement, and
+/// SQLite runs one writer at a time, so two claimers never take one row.
+pub(crate) const CLAIM_DELIVERIES: &str = "UPDATE deliveries SET lease_node = $1, lease_until = $2, attempts = attempts + 1
+    WHERE id IN (SELECT id FROM deliveries
+                 WHERE status = 'pending' AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3)
+                 ORDER BY next_at, id LIMIT $4)
+    RETURNING id";

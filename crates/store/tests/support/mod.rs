@@ -20,6 +20,7 @@ mod idempotency;
 mod messages;
 mod nodes;
 mod notes;
+mod outbox;
 mod projects;
 mod push;
 mod queue;
@@ -38,6 +39,7 @@ pub use idempotency::*;
 pub use messages::*;
 pub use nodes::*;
 pub use notes::*;
+pub use outbox::*;
 pub use projects::*;
 pub use push::*;
 pub use queue::*;
@@ -107,6 +109,10 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     taking_a_queued_prompt_inserts_its_run_once(store).await;
     a_steer_is_taken_into_its_run_once(store).await;
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
+    each_change_writes_its_event_once_and_a_loser_none(store).await;
+    fan_out_writes_one_delivery_per_target_and_claims_and_records_under_a_lease(store).await;
+    concurrent_claims_never_share_a_delivery(std::slice::from_ref(&shared), RACERS).await;
+    a_disabled_webhook_stays_disabled_until_enabled(store).await;
     a_server_key_keeps_its_first_writers_secret(store).await;
     a_push_subscription_is_kept_per_endpoint_and_removed_with_its_login(store).await;
 }
