@@ -720,6 +720,14 @@ impl Approval {
     pub fn is_client_call(&self) -> bool {
         self.payload.get("client") == Some(&serde_json::Value::Bool(true))
     }
+
+    /// Whether this is a *guardrail's* approval: a run that reached one of its limits
+    /// (see [`crate::guardrails`]) asks whether to go on, tool `guardrail`, payload
+    /// `{"guardrail": {limit, scope, value, used}}`. `once` raises the limit one step,
+    /// `always` lifts it for the run, `reject` stops the run (`guardrail_stopped`).
+    pub fn is_guardrail(&self) -> bool {
+        self.tool == crate::guardrails::GUARDRAIL_TOOL && self.payload.get("guardrail").is_some_and(|g| g.is_object())
+    }
 }
 
 /// The outcome of the last resolved approval, as snapshots show it.

@@ -16,6 +16,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod git;
+pub mod guardrails;
 pub mod hub;
 pub mod ids;
 pub mod message;
@@ -35,5 +36,6 @@ pub use domain::*;
 pub use event::{AgentEvent, SnapshotPhase, StreamDelta};
 pub use frame::{Frame, FrameBody, SessionState};
 pub use ids::*;
+pub use guardrails::Guardrails;
 pub use message::*;
 pub use revert::{PendingRevert, REVERT_DIFF_CAP, RevertAction, RevertConflict, RevertFile, RevertReport};
