@@ -131,6 +131,20 @@ macro_rules! impl_store {
                 ) -> Result<spool_engine::RuleRemoval, StoreError> {
                     sessions::remove_rule(&self.pool, session, index, tool, action, updated_at).await
                 }
+                async fn session_guardrails(
+                    &self,
+                    session: &SessionId,
+                ) -> Result<Option<spool_protocol::Guardrails>, StoreError> {
+                    sessions::guardrails(&self.pool, session).await
+                }
+                async fn set_session_guardrails(
+                    &self,
+                    session: &SessionId,
+                    guardrails: Option<&spool_protocol::Guardrails>,
+                    updated_at: Millis,
+                ) -> Result<(), StoreError> {
+                    sessions::set_guardrails(&self.pool, session, guardrails, updated_at).await
+                }
             }
 
             #[async_trait::async_trait]

@@ -95,6 +95,11 @@ pub(crate) fn permissions(row: &impl Columns) -> Result<Vec<spool_protocol::Perm
     from_json(row.json("permissions")?, "permission rules")
 }
 
+/// The `guardrails` column of a session row (NULL: none of its own).
+pub(crate) fn guardrails(row: &impl Columns) -> Result<Option<spool_protocol::Guardrails>, StoreError> {
+    row.json_opt("guardrails")?.map(|v| from_json(v, "guardrails")).transpose()
+}
+
 pub(crate) fn project(row: &impl Columns) -> Result<Project, StoreError> {
     Ok(Project {
         id: parse_id(&row.text("id")?)?,

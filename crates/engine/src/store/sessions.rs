@@ -42,6 +42,15 @@ pub trait Sessions: Send + Sync + 'static {
         action: PermissionAction,
         updated_at: time::Millis,
     ) -> Result<RuleRemoval, StoreError>;
+    /// The session's own guardrails (`None`: it has none, or there is no such session).
+    async fn session_guardrails(&self, session: &SessionId) -> Result<Option<Guardrails>, StoreError>;
+    /// Replaces the session's own guardrails (`None` removes them) and sets `updated_at`.
+    async fn set_session_guardrails(
+        &self,
+        session: &SessionId,
+        guardrails: Option<&Guardrails>,
+        updated_at: time::Millis,
+    ) -> Result<(), StoreError>;
 }
 
 /// A session a search matched, with the message text that matched and that message's

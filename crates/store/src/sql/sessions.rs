@@ -10,7 +10,7 @@ use crate::error::{db_error, from_db_int, to_db_int};
 use crate::rows;
 use spool_engine::{RuleRemoval, StoreError};
 use spool_protocol::time::Millis;
-use spool_protocol::{PermissionAction, ProjectId, Session, SessionId, UserId};
+use spool_protocol::{Guardrails, PermissionAction, ProjectId, Session, SessionId, UserId};
 use sqlx::types::Json;
 
 const COLUMNS: &str = "id, project_id, owner_id, title, title_set, archived, permissions, model, mode, read_index, created_at, updated_at";
@@ -156,4 +156,33 @@ pub(crate) async fn remove_rule(
         .map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
     Ok(RuleRemoval::Removed(rules))
+}
+
+/// The session's own guardrails; `None` when it has none (or does not exist).
+pub(crate) async fn guardrails(pool: &Pool, id: &SessionId) -> Result<Option<Guardrails>, StoreError> {
+    let Some(row) = sqlx::query("SELECT guardrails FROM sessions WHERE id = $1")
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+    else {
+        return Ok(None);
+    };
+    rows::guardrails(&row)
+}
+
+pub(crate) async fn set_guardrails(
+    pool: &Pool,
+    id: &SessionId,
+    guardrails: Option<&Guardrails>,
+    updated_at: Millis,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE sessions SET guardrails = $1, updated_at = $2 WHERE id = $3")
+        .bind(guardrails.map(Json))
+        .bind(updated_at)
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
 }
