@@ -44,6 +44,12 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
                     spool_protocol::Content::ToolCall { arguments, name, .. } => {
                         name.len() + arguments.to_string().len()
                     }
+                    // An image costs providers about 1,600 tokens whatever its bytes; a
+                    // PDF or a text file about its size.
+                    spool_protocol::Content::File { media_type, size, .. } if media_type.starts_with("image/") => {
+                        1600 * BYTES_PER_TOKEN as usize
+                    }
+                    spool_protocol::Content::File { size, .. } => usize::try_from(*size).unwrap_or(usize::MAX),
                 })
                 .sum::<usize>()
         })

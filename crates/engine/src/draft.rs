@@ -512,6 +512,7 @@ mod tests {
                             Content::Text { text } => offset_len(text),
                             Content::Thinking { thinking } => offset_len(thinking),
                             Content::ToolCall { arguments, .. } => offset_len(arguments.as_str().unwrap_or("")),
+                            Content::File { .. } => unreachable!("a model streams no files"),
                         };
                         prop_assert_eq!(*offset, so_far);
                     }

@@ -109,7 +109,13 @@ pub struct MessagePage {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptBody {
+    /// The prompt's text; may be empty when `parts` carries a file.
+    #[serde(default)]
     pub text: String,
+    /// Files sent with the prompt, and more text (see README, "Attachments"): the
+    /// message holds the files first, then `text`, then the parts' text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PromptPart>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// `wait` or `deny`: what an approval does with no interactive view connected.
@@ -141,6 +147,44 @@ pub struct PromptBody {
     /// README, "Client-side tools"). At most 32; not with `queue`/`enqueue`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ClientTool>,
+}
+
+/// One part of a prompt beside its `text`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PromptPart {
+    Text { text: String },
+    /// A file: an upload's `id` (`POST /api/uploads`), or the bytes inline as a
+    /// `data:` URL (base64, bounded by `[limits] inline_file_bytes`). A URL of Spool's
+    /// own (`/api/attachments/att_…`) names that attachment; Spool fetches no other URL.
+    #[serde(rename_all = "camelCase")]
+    File {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// The name to keep with an inline file (sanitized); an upload keeps its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// The sender's claim; the bytes are sniffed all the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media_type: Option<String>,
+    },
+}
+
+/// `POST /api/uploads`'s answer: a stored file, owned by the caller, to send in a
+/// prompt's `parts` by `id`; `url` fetches its bytes with the owner's credentials.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentInfo {
+    #[schema(value_type = String)]
+    pub id: crate::ids::AttachmentId,
+    pub name: String,
+    /// What the bytes are, as sniffed (`image/png`, `application/pdf`, `text/plain`, …).
+    pub media_type: String,
+    pub size: u64,
+    pub sha256: String,
+    pub url: String,
 }
 
 /// A tool the client runs itself, declared with a prompt (AG-UI's `Tool` shape).

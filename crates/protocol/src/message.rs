@@ -4,7 +4,7 @@
 //! assistant message lives only as a draft in the session's state.
 
 use crate::domain::Usage;
-use crate::ids::MessageId;
+use crate::ids::{AttachmentId, MessageId};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -24,6 +24,23 @@ pub enum Content {
         id: String,
         name: String,
         arguments: serde_json::Value,
+    },
+    /// A file the user sent with a prompt (only in user messages). The bytes are not
+    /// here: `url` fetches them with the owner's credentials, and the engine hands them
+    /// to the model by `sha256` (see `spool_engine::attachments`).
+    #[serde(rename_all = "camelCase")]
+    File {
+        id: AttachmentId,
+        /// The file's name as sent, sanitized: a last path segment, no control
+        /// characters, never a path on disk.
+        name: String,
+        /// What the bytes are, as Spool sniffed them (a sender's claim is not trusted).
+        media_type: String,
+        size: u64,
+        /// The bytes' SHA-256, in lowercase hex.
+        sha256: String,
+        /// `/api/attachments/{id}`: relative to the server.
+        url: String,
     },
 }
 
@@ -106,6 +123,11 @@ impl Message {
             | Message::Assistant { content, .. }
             | Message::ToolResult { content, .. } => content,
         }
+    }
+
+    /// The files among the message's blocks (a user message's attachments).
+    pub fn files(&self) -> impl Iterator<Item = &Content> {
+        self.content().iter().filter(|c| matches!(c, Content::File { .. }))
     }
 
     /// All text blocks joined, for titles, summaries and tests.

@@ -269,6 +269,8 @@ pub trait PartFold {
                         Content::ToolCall { id, name, arguments } => {
                             self.draw_call(DrawnCall { session, index, id, name, input: arguments }, out)
                         }
+                        // Files come in user messages only.
+                        Content::File { .. } => {}
                     }
                 }
                 if done {

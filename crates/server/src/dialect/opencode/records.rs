@@ -353,6 +353,8 @@ pub fn history(
                     let kind = match c {
                         Content::Text { text } => PartKind::Text { text: text.clone(), time: Some(time) },
                         Content::Thinking { thinking } => PartKind::Reasoning { text: thinking.clone(), time },
+                        // Files come in user messages only.
+                        Content::File { .. } => continue,
                         Content::ToolCall { id, name, arguments } => {
                             let (input, raw) = tool_input(arguments);
                             let state = match results.get(id.as_str()) {

@@ -209,6 +209,8 @@ impl Mapper {
                     }
                     self.close_block(index, ci, now, out);
                 }
+                // Files come in user messages only; an assistant's has none to stream.
+                Content::File { .. } => {}
                 Content::ToolCall { id, name, arguments } => {
                     if self.block_mut(index, ci).is_none() {
                         self.run.calls.insert(id.clone(), (index, ci));

@@ -201,6 +201,8 @@ impl Mapper {
                     self.event(&AgentEvent::MessageUpdate { assistant_message_event: start }, at, now, out);
                     continue;
                 }
+                // Files come in user messages only.
+                Content::File { .. } => continue,
             };
             for d in [Some(start), Some(delta), (committed || ci < last).then_some(end)].into_iter().flatten() {
                 let catch_up = matches!(d, StreamDelta::TextDelta { .. } | StreamDelta::ThinkingDelta { .. });
