@@ -24,6 +24,9 @@ const BIN = process.env.SPOOL_BIN ? resolve(process.env.SPOOL_BIN) : join(ROOT, 
 // 405, same machine, same hour). /usr/bin/chromium otherwise.
 const SHELL = '/usr/bin/chromium-headless-shell';
 export const CHROMIUM = process.env.CHROMIUM_BIN ?? (existsSync(SHELL) ? SHELL : '/usr/bin/chromium');
+// The full browser: the headless shell refuses notification permission whatever is
+// granted, so service-worker notifications need this one.
+export const FULL_CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
 /**
  * Starts `spool serve`; resolves once its first stdout line names the address. With
@@ -243,11 +246,12 @@ export async function startProxy(target) {
 /**
  * Headless Chromium. `ignoreCertificateErrors`: accept any TLS certificate (the TLS
  * test's self-signed one), as a person who clicked past the warning would.
+ * `executablePath`: another build (the push test needs the full browser, `FULL_CHROMIUM`).
  */
-export async function launch({ ignoreCertificateErrors = false } = {}) {
+export async function launch({ ignoreCertificateErrors = false, executablePath = CHROMIUM } = {}) {
   const args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
   if (ignoreCertificateErrors) args.push('--ignore-certificate-errors');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args });
+  const browser = await chromium.launch({ executablePath, args });
   const newContext = browser.newContext.bind(browser);
   browser.newContext = async (options) => {
     const context = await newContext(options);
