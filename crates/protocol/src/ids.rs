@@ -118,6 +118,9 @@ id_type!(/// One prompt's execution.
     RunId, "run", "run");
 id_type!(/// A pending human decision.
     ApprovalId, "per", "approval");
+id_type!(/// A file a user uploaded or sent in a prompt (its bytes are a blob in the data
+    /// directory, shared by every attachment with the same SHA-256).
+    AttachmentId, "att", "attachment");
 id_type!(/// An API token (its id; the secret itself is never stored).
     TokenId, "tok", "token");
 id_type!(/// A browser login session (its id; the cookie's secret is never stored).
