@@ -20,6 +20,8 @@ use std::collections::BTreeSet;
 const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/ui/{path}"),
+    ("GET", "/sw.js"),
+    ("GET", "/d"),
     ("GET", "/metrics"),
     ("GET", "/api/openapi.json"),
     ("GET", "/api/health"),

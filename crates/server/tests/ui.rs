@@ -47,6 +47,29 @@ async fn the_page_and_its_modules_are_served_from_the_binary() {
 }
 
 #[tokio::test]
+async fn the_service_worker_and_the_decision_page_have_paths_of_their_own() {
+    // `/sw.js` at the root, so the worker's scope can be the whole site; `/d`, the page a
+    // decision link opens. Both are embedded files with the page's headers.
+    let server = TestServer::start().await;
+    for (path, kind, marker) in [
+        ("/sw.js", "text/javascript; charset=utf-8", "addEventListener('push'"),
+        ("/d", "text/html; charset=utf-8", r#"<script type="module" src="/ui/js/decide.js">"#),
+    ] {
+        let res = fetch(&server, path).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        assert_eq!(res.headers()[CONTENT_TYPE], kind, "{path}");
+        assert_eq!(res.headers()[CACHE_CONTROL], "no-cache", "{path}");
+        let csp = res.headers()[CONTENT_SECURITY_POLICY].to_str().expect("ascii").to_owned();
+        assert!(csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"), "{path}: {csp}");
+        let body = res.text().await.expect("body");
+        assert!(body.contains(marker), "{path}: {body}");
+    }
+    for path in ["/ui/js/decide.js", "/ui/css/decide.css"] {
+        assert_eq!(fetch(&server, path).await.status(), StatusCode::OK, "{path}");
+    }
+}
+
+#[tokio::test]
 async fn an_unchanged_asset_revalidates_with_a_304() {
     let server = TestServer::start().await;
     let first = fetch(&server, "/ui/js/store.js").await;

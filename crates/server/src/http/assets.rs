@@ -13,6 +13,10 @@
 //!   working on the UI without rebuilding; only plain relative paths are looked up.
 //! * The page routes sessions in the URL fragment (`/#/s/ses_…`), so the server needs
 //!   no catch-all route that would hide the API's JSON 404s.
+//! * Two more files have a path of their own: the service worker at `/sw.js`, since a
+//!   worker's scope is at most its own folder and push notifications need the whole
+//!   site (`/`); and the one-decision page at `/d`, short because it goes in chat
+//!   messages (`/d#t=<token>`, the token in the fragment, which no request carries).
 
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -39,7 +43,11 @@ pub fn router() -> OpenApiRouter<AppState> {
     #[derive(OpenApi)]
     #[openapi(paths(asset))]
     struct Assets;
-    OpenApiRouter::with_openapi(Assets::openapi()).routes(routes!(index)).route("/ui/{*path}", get(asset))
+    OpenApiRouter::with_openapi(Assets::openapi())
+        .routes(routes!(index))
+        .routes(routes!(service_worker))
+        .routes(routes!(decide_page))
+        .route("/ui/{*path}", get(asset))
 }
 
 /// The browser UI's page.
@@ -54,6 +62,35 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     serve(&state, "index.html", &headers)
+}
+
+/// The UI's service worker: shows push notifications and answers their buttons.
+#[utoipa::path(
+    get,
+    path = "/sw.js",
+    security(()),
+    responses(
+        (status = 200, description = "The worker's script", content_type = "text/javascript; charset=utf-8", body = String),
+        (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)"),
+    )
+)]
+async fn service_worker(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    serve(&state, "sw.js", &headers)
+}
+
+/// The one-decision page: `/d#t=<token>` shows the approval a decision token is for and
+/// decides it when a button is pressed (loading it decides nothing).
+#[utoipa::path(
+    get,
+    path = "/d",
+    security(()),
+    responses(
+        (status = 200, description = "The page", content_type = "text/html; charset=utf-8", body = String),
+        (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)"),
+    )
+)]
+async fn decide_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    serve(&state, "decide.html", &headers)
 }
 
 /// One of the UI's files (ES modules, styles, icons).
