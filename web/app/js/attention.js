@@ -96,13 +96,14 @@ export class Attention {
     const subscription = await currentSubscription().catch(() => null);
     let known = true;
     try {
-      const list = await get('/api/push/subscriptions');
-      known = (Array.isArray(list) ? list : (list?.subscriptions ?? [])).some((s) => s.id === mine.id);
+      const { subscriptions } = await get('/api/push/subscriptions');
+      known = subscriptions.some((s) => s.id === mine.id);
     } catch {
       // unreachable now: keep what we know
     }
     if (subscription?.endpoint !== mine.endpoint || !known) {
-      localStorage.removeItem(PUSH);
+      // Half gone is gone: drop the other half too, so no push arrives that the bell says is off.
+      await unsubscribe();
       this.paintButton();
     }
   }
