@@ -638,7 +638,7 @@ async fn a_watcher_entry_no_node_wrote_counts_for_nothing() {
     let url = redis_url();
     let a = bus(&url, BusConfig::default()).await;
     let session = SessionId::new();
-    let mine = Watchers { streams: 2, interactive: 1 };
+    let mine = Watchers { streams: 2, interactive: 1, ..Watchers::default() };
     a.set_watchers(&session, "node-a", mine).await.expect("set");
     let mut conn = raw(&url).await;
     let far = spool_protocol::time::now_ms() + 3_600_000;

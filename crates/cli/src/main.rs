@@ -443,6 +443,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
     engine_config.max_answer_bytes = args.max_answer_bytes as usize;
     engine_config.caps = file.limits.caps();
+    engine_config.guardrails = file.guardrails.guardrails()?;
     engine_config.search = file.limits.search();
     engine_config.metrics = !args.no_metrics;
     engine_config.workspace_roots.global =
@@ -460,6 +461,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     }
     let frame_log = file.frame_log.settings()?;
     engine_config.frame_log = frame_log.enabled;
+    engine_config.presence = Some(spool_engine::PRESENCE_SETTLE);
     engine_config.frame_log_retention = frame_log.retention;
     // Several nodes may share a PostgreSQL database; a SQLite file is one process's.
     engine_config.shared_store = matches!(database, database::Database::Postgres(_));

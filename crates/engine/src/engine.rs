@@ -82,6 +82,9 @@ pub struct EngineConfig {
     /// How long a call of a client-side tool waits for the client's result before it
     /// expires and cancels its run (`client_tool_expired`; see [`crate::client_tools`]).
     pub client_tool_ttl: std::time::Duration,
+    /// The server's guardrails (`[guardrails]`): limits at which a run parks to ask
+    /// whether to go on (see `run/guard.rs`); a session's own may only tighten them.
+    pub guardrails: spool_protocol::Guardrails,
     /// What happens to an approval that arises while no interactive view is connected.
     pub approval_policy: ApprovalPolicy,
     /// The system prompt every model call starts with.
@@ -134,7 +137,16 @@ pub struct EngineConfig {
     /// Whether runs' frames are logged at all (`[frame_log] enabled`); off, a run that
     /// left the buffer replays as a snapshot, and retention still prunes older logs.
     pub frame_log: bool,
+    /// How long a session's views must settle before a `session.presence` frame
+    /// announces who is on it (see `events/presence.rs`); `None` announces nothing (the
+    /// counts are kept and read all the same). The binary uses [`PRESENCE_SETTLE`];
+    /// the default is `None` so tests that read exact frame sequences see no frame
+    /// that arrives on a timer.
+    pub presence: Option<std::time::Duration>,
 }
+
+/// How long the views must settle before the binary announces presence.
+pub const PRESENCE_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -156,6 +168,7 @@ impl Default for EngineConfig {
             search: crate::search_slots::SearchLimits::default(),
             max_streams_per_user: 256,
             node_id: crate::leases::LOCAL_NODE.to_owned(),
+            guardrails: spool_protocol::Guardrails::default(),
             lease_ttl: std::time::Duration::from_secs(15),
             shared_store: false,
             workspace_roots: crate::roots::WorkspaceRoots::default(),
@@ -166,6 +179,7 @@ impl Default for EngineConfig {
             metrics: true,
             frame_log_retention: Some(std::time::Duration::from_secs(30 * 24 * 3600)),
             frame_log: true,
+            presence: None,
         }
     }
 }
@@ -334,6 +348,9 @@ impl Engine {
     /// as `failed` with `server_restarted` (they cannot continue and must not re-run).
     pub async fn start(
         store: Arc<dyn Store>,
+    /// Replaces the session's own guardrails (empty: none of its own), which may only
+    /// tighten the server's; a run reads them when it starts or resumes.
+    pub guardrails: Option<spool_protocol::Guardrails>,
         models: Models,
         tools: ToolRegistry,
         config: EngineConfig,
@@ -423,6 +440,7 @@ impl Engine {
             data_dir,
             leases: leases2,
             frames: frames2,
+            guardrails: config.guardrails,
             settings,
             node_id,
             clock,
@@ -671,6 +689,18 @@ impl Engine {
     pub fn unload_idle(&self, idle: std::time::Duration) -> usize {
         let cutoff = self.inner.config.clock.now_ms().saturating_sub(crate::clock::millis(idle));
         self.inner.sessions.unload_idle(cutoff)
+    }
+
+    /// Whether a person is looking at `session` right now, on any node: a view that can
+    /// answer its approvals, on a page that is visible. What a notification sent only
+    /// to someone away (`[push] when = "away"`) asks before it goes. Reads the bus when
+    /// clustered; loads nothing (a session not loaded here has no views here).
+    pub async fn has_visible_answerer(&self, session: &SessionId) -> bool {
+        let here = self.inner.sessions.get(session).map(|loaded| loaded.events.watchers_here()).unwrap_or_default();
+        if here.visible > 0 {
+            return true;
+        }
+        self.inner.env.watchers_elsewhere(session).await.visible > 0
     }
 
     /// Number of sessions held in memory.

@@ -32,6 +32,7 @@
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use spool_protocol::frame::FrameBody;
+use spool_protocol::presence::{ClientKind, Presence};
 use spool_protocol::{Cursor, SessionId};
 
 /// What a node's listener yields for one session, in order.
@@ -51,13 +52,36 @@ pub struct Watchers {
     pub streams: u64,
     /// Of those, interactive views (`?approvals=1`): someone who can answer an approval.
     pub interactive: u64,
+    /// Of the interactive views, those whose page is visible now.
+    pub visible: u64,
+    /// The streams by kind of client, in [`ClientKind::ALL`]'s order.
+    pub kinds: [u64; ClientKind::ALL.len()],
 }
 
 impl std::ops::Add for Watchers {
     type Output = Watchers;
 
     fn add(self, other: Watchers) -> Watchers {
-        Watchers { streams: self.streams + other.streams, interactive: self.interactive + other.interactive }
+        let mut kinds = self.kinds;
+        kinds.iter_mut().zip(other.kinds).for_each(|(mine, theirs)| *mine += theirs);
+        Watchers {
+            streams: self.streams + other.streams,
+            interactive: self.interactive + other.interactive,
+            visible: self.visible + other.visible,
+            kinds,
+        }
+    }
+}
+
+impl Watchers {
+    /// The counts as clients see them.
+    pub fn presence(&self) -> Presence {
+        Presence {
+            viewers: self.streams,
+            answerers: self.interactive,
+            visible: self.visible,
+            clients: ClientKind::ALL.into_iter().zip(self.kinds).filter(|(_, n)| *n > 0).collect(),
+        }
     }
 }
 

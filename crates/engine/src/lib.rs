@@ -53,9 +53,10 @@ pub use engine::{
     SessionUse, Steered,
     Reverts, Sessions, SourceView, StreamPermit, Submitted, ToolSources,
 };
+pub use engine::PRESENCE_SETTLE;
 pub use error::{EngineError, Result};
 pub use events::{
-    Ended, EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription,
+    Ended, EventLimits, RunAfter, RunFrom, RunStart, SessionEvents, Start, Subscription, TypedSubscription, Viewer,
 };
 pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use git::{GitPolling, GitProbe};

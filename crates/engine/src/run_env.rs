@@ -41,6 +41,9 @@ pub(crate) struct RunSettings {
     /// Most bytes of text, reasoning and tool arguments one assistant message may
     /// stream; past it the run fails with `answer_too_large`, the answer so far kept.
     pub max_answer_bytes: usize,
+    /// The server's guardrails: a run reaching one parks to ask whether to go on
+    /// (see `run/guard.rs`).
+    pub guardrails: spool_protocol::Guardrails,
 }
 
 pub(crate) struct RunEnv {
@@ -130,16 +133,7 @@ impl RunEnv {
     /// bus, or when the bus cannot say — then only this node's clients count).
     pub async fn watchers_elsewhere(&self, session: &SessionId) -> Watchers {
         let Some(bus) = &self.frames else { return Watchers::default() };
-        match bus.watchers(session).await {
-            Ok(entries) => entries
-                .into_iter()
-                .filter(|(node, _)| node != &self.node_id)
-                .fold(Watchers::default(), |sum, (_, w)| sum + w),
-            Err(error) => {
-                tracing::warn!(%session, %error, "cannot read the session's watchers on other nodes");
-                Watchers::default()
-            }
-        }
+        crate::events::watchers_elsewhere(&**bus, &self.node_id, session).await
     }
 
     /// Renews the session's lease for the run `handle` stands for, until it finishes.

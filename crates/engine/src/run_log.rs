@@ -537,6 +537,7 @@ impl crate::Engine {
         &self,
         run: &spool_protocol::Run,
         kill: tokio_util::sync::CancellationToken,
+        viewer: crate::Viewer,
     ) -> Result<Option<LoggedRun>, crate::EngineError> {
         let loaded = self.load(&run.owner_id, &run.session_id).await?;
         let permit = self.stream_permit(&run.owner_id)?;
@@ -545,13 +546,13 @@ impl crate::Engine {
             let Some((frames, reach)) = self.inner.run_log.read_open(&run.id).await? else { return Ok(None) };
             if reach == Reach::Whole {
                 let head = loaded.events.head();
-                let (mut then, _) = loaded.events.subscribe(Some(&head), kill, false);
+                let (mut then, _) = loaded.events.subscribe(Some(&head), kill, viewer);
                 then.hold(permit);
                 return Ok(Some(LoggedRun { frames, whole: true, then }));
             }
             let last = frames.last().expect("a decoded log holds a frame");
             let join = spool_protocol::Cursor { stream_id: last.stream_id.clone(), seq: last.seq };
-            if let Some(mut then) = loaded.events.subscribe_joined(&join, kill.clone(), false).await {
+            if let Some(mut then) = loaded.events.subscribe_joined(&join, kill.clone(), viewer).await {
                 then.hold(permit);
                 return Ok(Some(LoggedRun { frames, whole: false, then }));
             }

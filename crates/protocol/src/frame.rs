@@ -8,6 +8,7 @@
 //! | `loop.event`       | one [`AgentEvent`] unrenamed, with `runId` and optional `messageIndex` |
 //! | `session.git`      | the project's new [`GitState`](crate::git::GitState) (the git poller saw it change) |
 //! | `session.queue`    | the session's queue of prompts waiting for the run, and what changed in it |
+//! | `session.presence` | who is on the session now ([`Presence`](crate::presence::Presence)), when it changed |
 //!
 //! Every frame has `sessionId`, `streamId` and `seq`; its SSE id is `streamId:seq` and
 //! it has no SSE `event:` field (browsers read it through `onmessage`). A frame is
@@ -33,6 +34,7 @@ pub const RUN_ACCEPTED: &str = "run.accepted";
 pub const LOOP_EVENT: &str = "loop.event";
 pub const GIT: &str = "session.git";
 pub const QUEUE: &str = "session.queue";
+pub const PRESENCE: &str = "session.presence";
 
 /// How many of the latest user rounds a snapshot carries; earlier ones load from the
 /// history endpoint.
@@ -86,6 +88,11 @@ pub enum FrameBody {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         paused: bool,
     },
+    /// Who is on the session changed (views, answerers, visible ones, by kind of
+    /// client; all nodes): what the state's `presence` becomes. Announced a moment
+    /// after the change settles, so a page that reconnects makes no flurry.
+    #[serde(rename = "session.presence")]
+    Presence { presence: crate::presence::Presence },
 }
 
 impl FrameBody {
@@ -97,6 +104,7 @@ impl FrameBody {
             FrameBody::LoopEvent { .. } => LOOP_EVENT,
             FrameBody::Git { .. } => GIT,
             FrameBody::Queue { .. } => QUEUE,
+            FrameBody::Presence { .. } => PRESENCE,
         }
     }
 }
@@ -165,6 +173,10 @@ pub struct SessionState {
     /// come with the revert and go with the unrevert or the prompt that makes it final.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revert: Option<crate::revert::PendingRevert>,
+    /// Who is on the session, as the last `session.presence` frame said (absent while
+    /// nobody is, or before the first).
+    #[serde(default, skip_serializing_if = "crate::presence::Presence::is_empty")]
+    pub presence: crate::presence::Presence,
 }
 
 /// A prompt waiting for the session's active run to settle. Its id becomes the user

@@ -35,6 +35,7 @@ pub fn initial_state(session: Session, latest: Vec<IndexedMessage>, total: u64) 
         queue_paused: false,
         variants: Vec::new(),
         revert: None,
+        presence: Default::default(),
     };
     for m in latest {
         record_tool_results(&mut state, &m.message);
@@ -226,6 +227,10 @@ pub fn apply_frame(state: &mut SessionState, body: &crate::frame::FrameBody) {
         F::Queue { queue, paused, .. } => {
             state.queue = queue.clone();
             state.queue_paused = *paused;
+            return;
+        }
+        F::Presence { presence } => {
+            state.presence = presence.clone();
             return;
         }
         F::LoopEvent { message_index, message_id, event, run_id } => (*message_index, run_id, (message_id, event)),

@@ -142,6 +142,7 @@ fn state() -> SessionState {
         queue_paused: false,
         variants: Vec::new(),
         revert: None,
+        presence: Default::default(),
     }
 }
 
@@ -466,4 +467,24 @@ fn a_failed_agent_end_says_why_and_one_stored_without_it_still_reads() {
     }
     let completed = AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None };
     assert!(serde_json::to_value(&completed).expect("serializes").get("error").is_none(), "no error on success");
+}
+
+#[test]
+fn presence_frame_and_a_state_that_carries_it() {
+    use spool_protocol::presence::{ClientKind, Presence};
+    let presence = Presence {
+        viewers: 3,
+        answerers: 2,
+        visible: 1,
+        clients: [(ClientKind::Web, 2), (ClientKind::AgUi, 1)].into_iter().collect(),
+    };
+    let f = frame(40, FrameBody::Presence { presence: presence.clone() });
+    let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back, f);
+    let mut s = state();
+    spool_protocol::view::apply_frame(&mut s, &f.body);
+    assert_eq!(s.presence, presence, "the fold keeps the latest");
+    let nobody = serde_json::to_value(state()).unwrap();
+    assert!(nobody.get("presence").is_none(), "absent while nobody is there: {nobody}");
+    assert_json_snapshot!((f, frame(41, FrameBody::State { state: Box::new(s) })));
 }

@@ -305,10 +305,11 @@ impl Runs<'_> {
         run: &Run,
         after: RunAfter,
         kill: CancellationToken,
+        viewer: crate::Viewer,
     ) -> Result<(Subscription, RunStart)> {
         let loaded = self.engine.load(owner, &run.session_id).await?;
         let permit = self.engine.stream_permit(owner)?;
-        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill);
+        let (mut subscription, start) = loaded.events.subscribe_from_run(&run.id, after, kill, viewer);
         subscription.hold(permit);
         Ok((subscription, start))
     }

@@ -3,6 +3,7 @@
 //! (`load`: the stored view, a parked run's count).
 
 use super::*;
+use crate::events::Viewer;
 
 /// `engine.sessions()`: a user's sessions, what they hold and their native streams.
 #[derive(Clone, Copy)]
@@ -117,6 +118,11 @@ impl Sessions<'_> {
         let loaded = self.engine.load(owner, id).await?;
         let mut session = loaded.events.read(|s| s.session.clone());
         if let Some(title) = patch.title {
+        // Checked before anything is written: a refused patch changes nothing.
+        let ceiling = &self.engine.inner.config.guardrails;
+        if let Some(why) = patch.guardrails.as_ref().and_then(|g| g.loosening(ceiling)) {
+            return Err(EngineError::invalid("guardrails_loosened", why));
+        }
             session.title = check_name(&title, "title")?;
             session.title_set = true;
         }
@@ -158,6 +164,10 @@ impl Sessions<'_> {
         }
         session.updated_at = now_ms();
         self.engine.store().update_session(&session).await?;
+        if let Some(guardrails) = patch.guardrails {
+            let own = (!guardrails.is_empty()).then_some(&guardrails);
+            self.engine.store().set_session_guardrails(&session.id, own, session.updated_at).await?;
+        }
         loaded.publish_session(session.clone());
         Ok(session)
     }
@@ -314,9 +324,9 @@ impl Sessions<'_> {
         id: &SessionId,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
     ) -> Result<(Subscription, Start)> {
-        self.open_stream(owner, id, cursor, kill, interactive, false).await
+        self.open_stream(owner, id, cursor, kill, viewer, false).await
     }
 
     /// Like [`subscribe`](Self::subscribe), replaying a cursor the buffer cannot serve
@@ -328,9 +338,9 @@ impl Sessions<'_> {
         id: &SessionId,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
     ) -> Result<(Subscription, Start)> {
-        self.open_stream(owner, id, cursor, kill, interactive, true).await
+        self.open_stream(owner, id, cursor, kill, viewer, true).await
     }
 
     /// What both subscriptions do: load the session, take a stream permit, backfill
@@ -341,7 +351,7 @@ impl Sessions<'_> {
         id: &SessionId,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
         from_log: bool,
     ) -> Result<(Subscription, Start)> {
         let loaded = self.engine.load(owner, id).await?;
@@ -350,11 +360,19 @@ impl Sessions<'_> {
             loaded.events.backfill(cursor).await;
         }
         let (mut subscription, start) = match from_log {
-            true => loaded.events.subscribe_logged(cursor, kill, interactive).await,
-            false => loaded.events.subscribe(cursor, kill, interactive),
+            true => loaded.events.subscribe_logged(cursor, kill, viewer).await,
+            false => loaded.events.subscribe(cursor, kill, viewer),
         };
         subscription.hold(permit);
         Ok((subscription, start))
+    }
+
+    /// Who is on the owner's session now, on every node: its views, those that can
+    /// answer approvals, the visible ones among them, by kind of client.
+    pub async fn presence(&self, owner: &UserId, id: &SessionId) -> Result<Presence> {
+        let loaded = self.engine.load(owner, id).await?;
+        let here = loaded.events.watchers_here();
+        Ok((here + self.engine.inner.env.watchers_elsewhere(id).await).presence())
     }
 }
 
@@ -503,6 +521,10 @@ impl Engine {
                 events
             }
         };
+        if let Some(settle) = self.inner.config.presence {
+            let bus = self.inner.frames.clone().map(|bus| (bus, self.inner.config.node_id.clone()));
+            events.announce_presence(settle, bus);
+        }
         if let Some(count) = self.parked_count(handle.as_ref()).await {
             events.resume_run_count(count);
         }

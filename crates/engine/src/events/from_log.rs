@@ -18,7 +18,7 @@
 //! (`run_log::JOIN_WAIT`). In bus mode the log is the running node's, in the shared
 //! store, and the ring is filled from the bus's log up to the join first.
 
-use super::{SessionEvents, Start, Subscription};
+use super::{SessionEvents, Start, Subscription, Viewer};
 use crate::run_log::Reach;
 use spool_protocol::Cursor;
 use tokio_util::sync::CancellationToken;
@@ -37,12 +37,12 @@ impl SessionEvents {
         &self,
         join: &Cursor,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
     ) -> Option<Subscription> {
         self.backfill(join).await;
         let inner = self.lock();
         inner.replay_from(&self.shared, Some(join))?;
-        Some(self.subscribe_locked(inner, Some(join), kill, interactive).0)
+        Some(self.subscribe_locked(inner, Some(join), kill, viewer).0)
     }
 
     /// Like [`subscribe`](Self::subscribe), replaying from the run frame log a cursor
@@ -53,9 +53,9 @@ impl SessionEvents {
         &self,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
     ) -> (Subscription, Start) {
-        let Some(cursor) = cursor else { return self.subscribe(None, kill, interactive) };
+        let Some(cursor) = cursor else { return self.subscribe(None, kill, viewer) };
         let deadline = tokio::time::Instant::now() + crate::run_log::JOIN_WAIT;
         loop {
             let (log, same) = {
@@ -69,7 +69,7 @@ impl SessionEvents {
                     {
                         (log, same)
                     }
-                    _ => return self.subscribe_locked(inner, Some(cursor), kill, interactive),
+                    _ => return self.subscribe_locked(inner, Some(cursor), kill, viewer),
                 }
             };
             let logged = match log.after_cursor(&self.shared.session_id, cursor, same).await {
@@ -79,7 +79,7 @@ impl SessionEvents {
                     None
                 }
             };
-            let Some((frames, reach)) = logged else { return self.subscribe(Some(cursor), kill, interactive) };
+            let Some((frames, reach)) = logged else { return self.subscribe(Some(cursor), kill, viewer) };
             // The log ends before the ring begins (or before the cursor): its writer has
             // not flushed the frames in between yet. Read it again, or take the snapshot.
             let wait = reach == Reach::Writing && tokio::time::Instant::now() < deadline;
@@ -88,22 +88,22 @@ impl SessionEvents {
                     tokio::time::sleep(crate::run_log::JOIN_POLL).await;
                     continue;
                 }
-                return self.subscribe(Some(cursor), kill, interactive);
+                return self.subscribe(Some(cursor), kill, viewer);
             };
             let (mut subscription, start) = if same {
                 let join = self.lock().cursor_at(last);
-                match self.subscribe_joined(&join, kill.clone(), interactive).await {
+                match self.subscribe_joined(&join, kill.clone(), viewer).await {
                     Some(subscription) => (subscription, Start::Replay { from_seq: cursor.seq, frames: 0 }),
                     None if wait => {
                         tokio::time::sleep(crate::run_log::JOIN_POLL).await;
                         continue;
                     }
-                    None => return self.subscribe(Some(cursor), kill, interactive),
+                    None => return self.subscribe(Some(cursor), kill, viewer),
                 }
             } else if reach == Reach::Whole {
-                self.subscribe(None, kill, interactive)
+                self.subscribe(None, kill, viewer)
             } else {
-                return self.subscribe(Some(cursor), kill, interactive);
+                return self.subscribe(Some(cursor), kill, viewer);
             };
             let start = match start {
                 Start::Replay { from_seq, .. } => {

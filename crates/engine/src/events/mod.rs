@@ -64,6 +64,7 @@ use crate::run_sequence::{RunCount, RunSequences};
 use crate::view::apply_frame;
 use bytes::Bytes;
 use spool_protocol::frame::{Frame, FrameBody, SessionState};
+use spool_protocol::presence::ClientKind;
 use spool_protocol::{ApprovalId, Cursor, RunId, SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -72,15 +73,40 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod from_log;
+mod presence;
 mod replication;
 mod ring;
 mod subscription;
 #[cfg(test)]
 mod tests;
 
+pub use presence::PRESENCE_REFRESH;
+pub(crate) use presence::watchers_elsewhere;
 use replication::{BusSide, Outbound};
 pub(crate) use replication::{Follower, Opened};
 pub use subscription::{Subscription, TypedSubscription};
+
+/// Who holds a subscription: the kind of client, and whether a person there can answer
+/// the session's approvals (what presence counts; see `presence.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Viewer {
+    pub kind: ClientKind,
+    /// A view that shows approvals and sends decisions (`?approvals=1`, the web UI's
+    /// socket, the hub, AG-UI, AI SDK and OpenCode streams).
+    pub answers: bool,
+}
+
+impl Viewer {
+    /// A view that follows the session and answers nothing.
+    pub fn watching(kind: ClientKind) -> Viewer {
+        Viewer { kind, answers: false }
+    }
+
+    /// A view where a person can answer the session's approvals.
+    pub fn answering(kind: ClientKind) -> Viewer {
+        Viewer { kind, answers: true }
+    }
+}
 
 /// Buffer and queue limits of a session stream.
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +204,9 @@ struct Shared {
     bus: Option<BusSide>,
     /// Number of subscribers, for runs that end when their last listener leaves.
     count: tokio::sync::watch::Sender<usize>,
+    /// Bumped whenever a view comes, goes or turns visible or hidden: what presence and
+    /// this node's watcher entry follow.
+    views: tokio::sync::watch::Sender<u64>,
     /// Told when the session's list entry may have changed (state frames, accepted
     /// runs, a first user message) — never for deltas or tool events.
     /// Where to announce list changes, and the project (and its owner) this session is in.
@@ -211,8 +240,10 @@ struct Slot {
     cut: bool,
     /// The stream restarted under it (bus mode, `Reset`): its next item is a snapshot.
     resync: bool,
-    /// Opened with `?approvals=1`: a view where a person can answer approvals.
-    interactive: bool,
+    /// What kind of client holds it, and whether it can answer approvals.
+    viewer: Viewer,
+    /// The page showing it is visible (only the web UI says otherwise).
+    visible: bool,
 }
 
 struct Inner {
@@ -374,14 +405,10 @@ impl SessionEvents {
     /// Subscribes from an optional cursor. `kill` is cancelled if this subscriber is cut
     /// for falling too far behind, so the transport can drop a stuck connection.
     ///
-    /// `interactive` marks a view where a person can answer approvals (`?approvals=1`).
-    pub fn subscribe(
-        &self,
-        cursor: Option<&Cursor>,
-        kill: CancellationToken,
-        interactive: bool,
-    ) -> (Subscription, Start) {
-        self.subscribe_locked(self.lock(), cursor, kill, interactive)
+    /// `viewer` says who holds it, for presence: the kind of client, and whether it is
+    /// a view where a person can answer approvals (`?approvals=1`).
+    pub fn subscribe(&self, cursor: Option<&Cursor>, kill: CancellationToken, viewer: Viewer) -> (Subscription, Start) {
+        self.subscribe_locked(self.lock(), cursor, kill, viewer)
     }
 
     /// The sequence the run's next event will have, once this node's own frames so far
@@ -416,6 +443,7 @@ impl SessionEvents {
         run: &RunId,
         after: RunAfter,
         kill: CancellationToken,
+        viewer: Viewer,
     ) -> (Subscription, RunStart) {
         let inner = self.lock();
         let count = inner.runs.get(run).cloned();
@@ -443,13 +471,13 @@ impl SessionEvents {
         };
         if let Some((seq, count)) = replay {
             let cursor = inner.cursor_at(seq);
-            let (subscription, start) = self.subscribe_locked(inner, Some(&cursor), kill, false);
+            let (subscription, start) = self.subscribe_locked(inner, Some(&cursor), kill, viewer);
             debug_assert!(matches!(start, Start::Replay { .. }), "checked under the same lock");
             return (subscription, RunStart { after, waiting, from: RunFrom::Replay(count) });
         }
         // A snapshot sent later (bus mode, awaiting a full one) is not at this count.
         let count = count.filter(|_| inner.awaiting.is_none());
-        let (subscription, _) = self.subscribe_locked(inner, None, kill, false);
+        let (subscription, _) = self.subscribe_locked(inner, None, kill, viewer);
         (subscription, RunStart { after, waiting, from: RunFrom::Snapshot(count) })
     }
 
@@ -458,7 +486,7 @@ impl SessionEvents {
         mut inner: std::sync::MutexGuard<'_, Inner>,
         cursor: Option<&Cursor>,
         kill: CancellationToken,
-        interactive: bool,
+        viewer: Viewer,
     ) -> (Subscription, Start) {
         let (first, cursor_seq, start) = match inner.replay_from(&self.shared, cursor) {
             Some(from) => (None, from, Start::Replay { from_seq: from, frames: inner.seq - from }),
@@ -473,14 +501,15 @@ impl SessionEvents {
         if inner.closed.is_some() {
             kill.cancel();
         }
-        let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync, interactive };
+        let slot = Slot { cursor: cursor_seq, waker: None, kill, cut: false, resync, viewer, visible: true };
         inner.subscribers.insert(id, slot);
         self.shared.metrics.session_streams(1);
         self.shared.metrics.stream_started(matches!(start, Start::Replay { .. }));
-        inner.interactive += usize::from(interactive);
+        inner.interactive += usize::from(viewer.answers);
         let count = inner.subscribers.len();
         drop(inner);
         self.shared.count.send_replace(count);
+        self.shared.views.send_modify(|n| *n += 1);
         (Subscription { events: self.clone(), id, logged: Default::default(), first, guard: None }, start)
     }
 

@@ -79,8 +79,8 @@ impl SessionEvents {
         ));
         let weak = Arc::downgrade(&shared);
         tokio::spawn(publish_task(weak.clone(), session.clone(), bus.clone(), queue, head.stream_id));
-        let count = shared.count.subscribe();
-        tokio::spawn(report_task(weak.clone(), session.clone(), bus.clone(), node, count, stop.clone()));
+        let views = shared.views.subscribe();
+        tokio::spawn(report_task(weak.clone(), session.clone(), bus.clone(), node, views, stop.clone()));
         tokio::spawn(follow_task(weak, session, bus, follower, listener, stop));
         Self { shared }
     }
@@ -307,7 +307,7 @@ async fn report_task(
     session: SessionId,
     bus: Arc<dyn FrameBus>,
     node: String,
-    mut count: tokio::sync::watch::Receiver<usize>,
+    mut count: tokio::sync::watch::Receiver<u64>,
     stop: CancellationToken,
 ) {
     // Clients come and go in bursts (a page reload, a thousand browsers): one write per

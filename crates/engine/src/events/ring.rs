@@ -47,7 +47,8 @@ impl Shared {
             log: None,
         };
         let count = tokio::sync::watch::Sender::new(0);
-        Self { session_id, limits, bus, count, lists, metrics, inner: Mutex::new(inner) }
+        let views = tokio::sync::watch::Sender::new(0);
+        Self { session_id, limits, bus, count, views, lists, metrics, inner: Mutex::new(inner) }
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -55,9 +56,17 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// This node's views of the session, counted.
     pub(super) fn watchers(&self) -> Watchers {
         let inner = self.lock();
-        Watchers { streams: inner.subscribers.len() as u64, interactive: inner.interactive as u64 }
+        let mut watchers = Watchers::default();
+        for slot in inner.subscribers.values() {
+            watchers.streams += 1;
+            watchers.interactive += u64::from(slot.viewer.answers);
+            watchers.visible += u64::from(slot.viewer.answers && slot.visible);
+            watchers.kinds[slot.viewer.kind.index()] += 1;
+        }
+        watchers
     }
 
     pub(super) fn cursor(&self) -> Cursor {

@@ -55,6 +55,23 @@ impl Subscription {
         self.ended() == Some(Ended::Lagged)
     }
 
+    /// Says whether the page showing this view is visible (the web UI tells its socket
+    /// at `visibilitychange`): a hidden page's answerer is not one a person sees now.
+    pub fn set_visible(&self, visible: bool) {
+        let mut inner = self.events.lock();
+        let changed = match inner.subscribers.get_mut(&self.id) {
+            Some(slot) if slot.visible != visible => {
+                slot.visible = visible;
+                true
+            }
+            _ => false,
+        };
+        drop(inner);
+        if changed {
+            self.events.shared.views.send_modify(|n| *n += 1);
+        }
+    }
+
     /// The same subscription, yielding typed frames in order instead of SSE bytes.
     pub fn typed(self) -> TypedSubscription {
         TypedSubscription(self)
@@ -219,11 +236,12 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut inner = self.events.lock();
         if let Some(slot) = inner.subscribers.remove(&self.id) {
-            inner.interactive -= usize::from(slot.interactive);
+            inner.interactive -= usize::from(slot.viewer.answers);
             self.events.shared.metrics.session_streams(-1);
         }
         let count = inner.subscribers.len();
         drop(inner);
         self.events.shared.count.send_replace(count);
+        self.events.shared.views.send_modify(|n| *n += 1);
     }
 }

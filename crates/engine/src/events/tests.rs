@@ -49,7 +49,7 @@ fn cursor(ev: &SessionEvents, seq: u64) -> Cursor {
 fn replays_exactly_the_missed_frames_within_the_buffer() {
     let ev = events(EventLimits::default());
     publish_n(&ev, 10, 10);
-    let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 4)), CancellationToken::new(), false);
+    let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 4)), CancellationToken::new(), watcher());
     assert_eq!(start, Start::Replay { from_seq: 4, frames: 6 });
     let (frames, ended) = drain(&mut sub);
     assert!(!ended);
@@ -69,7 +69,7 @@ fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
         (Some(cursor(&ev, 301)), "ahead of seq"),
         (None, "no cursor"),
     ] {
-        let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new(), false);
+        let (mut sub, start) = ev.subscribe(c.as_ref(), CancellationToken::new(), watcher());
         assert_eq!(start, Start::Snapshot { seq: 300 }, "{why}");
         let (frames, _) = drain(&mut sub);
         assert_eq!(frames.len(), 1, "{why}");
@@ -77,10 +77,10 @@ fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
         assert!(matches!(frames[0].body, FrameBody::Snapshot { .. }), "{why}");
     }
     // The oldest frame still replayable: 256 frames behind.
-    let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new(), false);
+    let (_, start) = ev.subscribe(Some(&cursor(&ev, 44)), CancellationToken::new(), watcher());
     assert_eq!(start, Start::Replay { from_seq: 44, frames: 256 });
     // A client at the current seq missed nothing: zero frames, then live.
-    let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 300)), CancellationToken::new(), false);
+    let (mut sub, start) = ev.subscribe(Some(&cursor(&ev, 300)), CancellationToken::new(), watcher());
     assert_eq!(start, Start::Replay { from_seq: 300, frames: 0 });
     assert_eq!(drain(&mut sub), (Vec::new(), false));
     publish_n(&ev, 1, 10);
@@ -91,9 +91,9 @@ fn unusable_cursors_get_one_snapshot_at_the_current_seq() {
 fn replay_window_is_also_bounded_by_bytes() {
     let ev = events(EventLimits { replay_frames: 256, replay_bytes: 4096, queue_bytes: 1 << 20 });
     publish_n(&ev, 20, 400);
-    let (_, start) = ev.subscribe(Some(&cursor(&ev, 5)), CancellationToken::new(), false);
+    let (_, start) = ev.subscribe(Some(&cursor(&ev, 5)), CancellationToken::new(), watcher());
     assert_eq!(start, Start::Snapshot { seq: 20 });
-    let (_, start) = ev.subscribe(Some(&cursor(&ev, 15)), CancellationToken::new(), false);
+    let (_, start) = ev.subscribe(Some(&cursor(&ev, 15)), CancellationToken::new(), watcher());
     assert!(matches!(start, Start::Replay { .. }));
 }
 
@@ -102,8 +102,8 @@ fn a_lagging_subscriber_is_cut_while_a_reading_one_gets_every_frame() {
     let limits = EventLimits { replay_frames: 16, replay_bytes: 1 << 20, queue_bytes: 16 * 1024 };
     let ev = events(limits);
     let slow_kill = CancellationToken::new();
-    let (mut slow, _) = ev.subscribe(None, slow_kill.clone(), false);
-    let (mut fast, _) = ev.subscribe(None, CancellationToken::new(), false);
+    let (mut slow, _) = ev.subscribe(None, slow_kill.clone(), watcher());
+    let (mut fast, _) = ev.subscribe(None, CancellationToken::new(), watcher());
     drain(&mut slow);
     let mut seen = drain(&mut fast).0.len();
     for _ in 0..200 {
@@ -139,22 +139,22 @@ fn a_run_subscription_starts_at_the_clients_last_event_or_a_snapshot_at_the_runs
         ev.publish_body(delta(i));
     }
     // Event 6 is the sixth frame of the run (seq 9): the replay starts after it.
-    let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new());
+    let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new(), watcher());
     assert_eq!(start.from, RunFrom::Replay(RunCount::after(run.clone(), 6)));
     assert_eq!(drain(&mut sub).0.iter().map(|f| f.seq).collect::<Vec<_>>(), (10..=14).collect::<Vec<_>>());
     // From the start: the frame before `run.accepted`.
-    let (mut sub, _) = ev.subscribe_from_run(&run, RunAfter::Seq(0), CancellationToken::new());
+    let (mut sub, _) = ev.subscribe_from_run(&run, RunAfter::Seq(0), CancellationToken::new(), watcher());
     assert_eq!(drain(&mut sub).0.first().map(|f| f.seq), Some(4));
     // 300 deltas later, event 6 is gone: a snapshot, at the run's count.
     for i in 10..310 {
         ev.publish_body(delta(i));
     }
-    let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new());
+    let (mut sub, start) = ev.subscribe_from_run(&run, RunAfter::Seq(6), CancellationToken::new(), watcher());
     let RunFrom::Snapshot(Some(count)) = &start.from else { panic!("{start:?}") };
     assert_eq!(count.sequence(), 311);
     assert!(matches!(drain(&mut sub).0[0].body, FrameBody::Snapshot { .. }));
     // A run this stream never saw start: a snapshot, numbers unknown.
-    let (_, start) = ev.subscribe_from_run(&RunId::new(), RunAfter::Seq(6), CancellationToken::new());
+    let (_, start) = ev.subscribe_from_run(&RunId::new(), RunAfter::Seq(6), CancellationToken::new(), watcher());
     assert_eq!(start.from, RunFrom::Snapshot(None));
 }
 
@@ -181,7 +181,7 @@ fn a_parked_run_counted_on_after_a_reload_replays_from_its_interrupt() {
     // The continuation numbers on from the interrupt, and a client with it replays
     // every frame counted since, by sequence or by the approval it decided.
     for after in [RunAfter::Seq(7), RunAfter::Interrupt(approval)] {
-        let (mut sub, start) = ev.subscribe_from_run(&run, after, CancellationToken::new());
+        let (mut sub, start) = ev.subscribe_from_run(&run, after, CancellationToken::new(), watcher());
         assert_eq!((start.after, &start.from), (7, &RunFrom::Replay(RunCount::after(run.clone(), 7))));
         let frames = drain(&mut sub).0;
         assert_eq!(frames.iter().map(|f| f.seq).collect::<Vec<_>>(), [3, 4]);
@@ -194,9 +194,9 @@ fn a_parked_run_counted_on_after_a_reload_replays_from_its_interrupt() {
 async fn close_ends_streams_and_drop_unregisters() {
     let ev = events(EventLimits::default());
     let kill = CancellationToken::new();
-    let (mut sub, _) = ev.subscribe(None, kill.clone(), true);
+    let (mut sub, _) = ev.subscribe(None, kill.clone(), Viewer::answering(ClientKind::Web));
     assert!(sub.next().await.is_some());
-    let (other, _) = ev.subscribe(None, CancellationToken::new(), false);
+    let (other, _) = ev.subscribe(None, CancellationToken::new(), watcher());
     assert_eq!(ev.interactive_views(), 1);
     drop(other);
     assert_eq!(ev.subscriber_count(), 1);
@@ -219,10 +219,10 @@ async fn a_closed_stream_tells_each_subscriber_why() {
     for why in [Ended::SessionDeleted, Ended::Unloaded, Ended::Shutdown] {
         let limits = EventLimits { replay_frames: 4, replay_bytes: 1 << 20, queue_bytes: 4 * 1024 };
         let ev = events(limits);
-        let (mut native, _) = ev.subscribe(None, CancellationToken::new(), false);
-        let (typed, _) = ev.subscribe(None, CancellationToken::new(), false);
+        let (mut native, _) = ev.subscribe(None, CancellationToken::new(), watcher());
+        let (typed, _) = ev.subscribe(None, CancellationToken::new(), watcher());
         let mut typed = typed.typed();
-        let (mut lagging, _) = ev.subscribe(None, CancellationToken::new(), false);
+        let (mut lagging, _) = ev.subscribe(None, CancellationToken::new(), watcher());
         drain(&mut native);
         drain(&mut lagging);
         assert!(typed.next().await.is_some());
@@ -237,7 +237,7 @@ async fn a_closed_stream_tells_each_subscriber_why() {
         assert!(drain(&mut native).1 && typed.next().await.is_none(), "{why:?}: both end");
         assert_eq!((native.ended(), typed.ended()), (Some(why), Some(why)), "the first reason stays");
         assert_eq!(lagging.ended(), Some(Ended::Lagged), "{why:?}: cut before the close");
-        let (late, _) = ev.subscribe(None, CancellationToken::new(), false);
+        let (late, _) = ev.subscribe(None, CancellationToken::new(), watcher());
         assert_eq!(late.ended(), Some(why), "subscribed after the close");
     }
 }
@@ -264,4 +264,54 @@ fn a_published_loop_event_changes_the_state_by_its_fold() {
     let (_, state) = ev.state();
     assert_eq!(state.tool_executions["c1"].status, frame::ToolStatus::Success);
     assert_eq!(state.tool_executions["c1"].result.as_deref(), Some("a.txt"));
+}
+
+/// A view that answers nothing, of no particular client.
+fn watcher() -> Viewer {
+    Viewer::watching(ClientKind::Other)
+}
+
+#[test]
+fn presence_counts_views_answerers_and_visible_ones_by_kind() {
+    let ev = SessionEvents::new(SessionId::new(), crate::view::test_state(), EventLimits::default());
+    let (web, _) = ev.subscribe(None, CancellationToken::new(), Viewer::answering(ClientKind::Web));
+    let (cli, _) = ev.subscribe(None, CancellationToken::new(), Viewer::watching(ClientKind::Cli));
+    let presence = ev.watchers_here().presence();
+    assert_eq!((presence.viewers, presence.answerers, presence.visible), (2, 1, 1));
+    assert_eq!(presence.clients, [(ClientKind::Web, 1), (ClientKind::Cli, 1)].into_iter().collect());
+    web.set_visible(false);
+    assert_eq!(ev.watchers_here().visible, 0, "a hidden page sees nothing");
+    drop(cli);
+    let presence = ev.watchers_here().presence();
+    assert_eq!((presence.viewers, presence.answerers, presence.visible), (1, 1, 0));
+    drop(web);
+    assert!(ev.watchers_here().presence().is_empty());
+}
+
+#[tokio::test]
+async fn a_settled_change_is_announced_once_and_folded_into_the_state() {
+    let ev = SessionEvents::new(SessionId::new(), crate::view::test_state(), EventLimits::default());
+    ev.announce_presence(std::time::Duration::from_millis(20), None);
+    let (watcher, _) = ev.subscribe(None, CancellationToken::new(), watcher());
+    let mut frames = watcher.typed();
+    assert!(matches!(only(&mut frames).await, FrameBody::Snapshot { .. }));
+    let (web, _) = ev.subscribe(None, CancellationToken::new(), Viewer::answering(ClientKind::Web));
+    let FrameBody::Presence { presence } = &only(&mut frames).await else { panic!("not presence") };
+    assert_eq!((presence.viewers, presence.answerers, presence.visible), (2, 1, 1));
+    assert_eq!(ev.state().1.presence, *presence, "snapshots carry it");
+    web.set_visible(false);
+    let FrameBody::Presence { presence } = &only(&mut frames).await else { panic!("not presence") };
+    assert_eq!(presence.visible, 0);
+    // Gone and back within the settling time: one frame, of where it ended.
+    drop(web);
+    let (_again, _) = ev.subscribe(None, CancellationToken::new(), Viewer::answering(ClientKind::Web));
+    let FrameBody::Presence { presence } = &only(&mut frames).await else { panic!("not presence") };
+    assert_eq!(presence.visible, 1, "the new page is visible: {presence:?}");
+}
+
+/// The next batch of a typed subscription, which must be one frame.
+async fn only(frames: &mut TypedSubscription) -> FrameBody {
+    let batch = frames.next().await.expect("a frame");
+    assert_eq!(batch.len(), 1, "one frame at a time: {batch:?}");
+    batch[0].body.clone()
 }

@@ -18,7 +18,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
 use serde::Deserialize;
-use spool_protocol::{Cursor, SessionId};
+use spool_engine::Viewer;
+use spool_protocol::{ClientKind, Cursor, SessionId};
 use std::time::Duration;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -37,6 +38,9 @@ struct EventsQuery {
     cursor: Option<String>,
     /// `1` or `true`: this connection is a place where a person answers approvals.
     approvals: Option<String>,
+    /// The kind of client, for presence: `web`, `cli`, `hub`, `ag-ui`, `ai-sdk`,
+    /// `opencode` (anything else, or none, counts as `other`).
+    client: Option<String>,
 }
 
 /// The native session stream: a `session.snapshot` or the replay after the cursor,
@@ -66,9 +70,13 @@ async fn stream(
     let cursor = sse::last_event_id(&headers).or(query.cursor.as_deref()).and_then(Cursor::parse);
     // The connection's own token, not a child: when the engine cuts this subscriber the
     // accept loop must see it to drop a connection whose client stopped reading.
-    let interactive = matches!(query.approvals.as_deref(), Some("1" | "true"));
+    let kind = query.client.as_deref().and_then(ClientKind::parse).unwrap_or(ClientKind::Other);
+    let viewer = match matches!(query.approvals.as_deref(), Some("1" | "true")) {
+        true => Viewer::answering(kind),
+        false => Viewer::watching(kind),
+    };
     let (subscription, start) =
-        state.engine.sessions().subscribe_logged(&user, &id, cursor.as_ref(), connection, interactive).await?;
+        state.engine.sessions().subscribe_logged(&user, &id, cursor.as_ref(), connection, viewer).await?;
     tracing::debug!(session = %id, ?start, "stream subscribed");
     Ok(watched(sse_response(subscription, state.config.heartbeat), watch))
 }

@@ -34,7 +34,7 @@ use crate::state::AppState;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
-use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription};
+use spool_engine::{Engine, EngineError, MAX_PAGE, PromptInput, RunAfter, RunFrom, TypedSubscription, Viewer};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{Approval, ApprovalId, IndexedMessage, Run, RunId, SessionId, SessionState, UserId};
 use std::collections::VecDeque;
@@ -75,6 +75,8 @@ pub(crate) trait RunDialect: Sized + Send + 'static {
     fn close(&mut self, place: Place, ready: &mut Ready);
     /// The stream ended after its last bytes were written.
     fn ended(&mut self) {}
+    /// Who its subscriptions count as, for presence.
+    const VIEWER: Viewer;
 }
 
 /// One stream following a run: the session subscription, its place in the run's shared
@@ -255,7 +257,7 @@ pub(crate) async fn prompt<D: RunDialect>(
     input: PromptInput,
     connection: &CancellationToken,
 ) -> Result<Prompted<D>, EngineError> {
-    let (anchor, _) = engine.sessions().subscribe(user, session, None, connection.clone(), false).await?;
+    let (anchor, _) = engine.sessions().subscribe(user, session, None, connection.clone(), D::VIEWER).await?;
     let accepted = engine.runs().prompt(user, session, input).await?;
     Ok(match accepted.created {
         true => Prompted::New(RunFeed::from_start(anchor.typed(), accepted.run_id)),
@@ -338,7 +340,7 @@ pub(crate) async fn attach_from_start<D: ChatDialect>(
     run: Run,
     kill: CancellationToken,
 ) -> Result<RunFeed<D>, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, RunAfter::Seq(0), kill, D::VIEWER).await?;
     let subscription = subscription.typed();
     match start.from {
         RunFrom::Replay(_) => Ok(RunFeed::from_start(subscription, run.id)),
@@ -390,10 +392,11 @@ pub(crate) async fn subscribe_after(
     user: &UserId,
     approval: &Approval,
     kill: CancellationToken,
+    viewer: Viewer,
 ) -> Result<AfterInterrupt, ApiError> {
     let run = engine.runs().get(user, &approval.run_id).await?;
     let (subscription, start) =
-        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill).await?;
+        engine.runs().subscribe(user, &run, RunAfter::Interrupt(approval.id.clone()), kill, viewer).await?;
     let from = match start.from {
         RunFrom::Replay(_) if start.after > 0 => Continuation::AfterRequest,
         RunFrom::Replay(_) => Continuation::RunStart,

@@ -10,6 +10,12 @@
 //! - `{"op":"open","id":"l","lists":true}` is `GET /api/workspaces/events`;
 //! - `{"op":"close","id":"s1"}` stops one (an unknown id is a no-op); opening an id
 //!   that is open replaces it, the old subscription dropped first.
+//! - `{"type":"presence","id":"s1","visible":false}` says whether the page showing a
+//!   session stream is visible (the web UI sends it at `visibilitychange`; without `id`
+//!   it is about every session stream of the socket). An `open` may carry
+//!   `"visible":false` too. Who is on a session counts it (`session.presence`): an
+//!   answerer on a hidden page is not one a person sees now. Every stream opened here
+//!   counts as a `web` client.
 //!
 //! The server answers with text messages `"<id>\n<event>"`, where `<event>` is one SSE
 //! event byte for byte as the SSE route sends it (the engine's pre-encoded, shared
@@ -45,8 +51,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use spool_engine::{Ended, Engine, EngineError, Subscription};
-use spool_protocol::{Cursor, SessionId, UserId};
+use spool_engine::{Ended, Engine, EngineError, Subscription, Viewer};
+use spool_protocol::{ClientKind, Cursor, SessionId, UserId};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio_util::sync::CancellationToken;
@@ -71,14 +77,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A client message as sent; [`client_message`] checks it.
 #[derive(Deserialize)]
 struct RawMessage {
-    op: String,
-    id: String,
+    op: Option<String>,
+    /// `presence`, for the one message that is not an `op`.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    id: Option<String>,
     session: Option<String>,
     cursor: Option<String>,
     #[serde(default)]
     approvals: bool,
     #[serde(default)]
     lists: bool,
+    visible: Option<bool>,
 }
 
 /// A checked client message.
@@ -86,6 +96,8 @@ struct RawMessage {
 enum ClientMessage {
     Open { id: String, target: Target },
     Close { id: String },
+    /// The page showing stream `id` (every session stream, without one) is visible or not.
+    Presence { id: Option<String>, visible: bool },
 }
 
 /// What an `open` names.
@@ -94,7 +106,7 @@ enum Target {
     /// A session stream: the raw id (one that does not parse is a 404 for that stream,
     /// as the SSE route's path answers), the cursor as given, and whether the stream
     /// is a place where a person answers approvals.
-    Session { session: String, cursor: Option<String>, approvals: bool },
+    Session { session: String, cursor: Option<String>, approvals: bool, visible: bool },
     /// The user's list stream.
     Lists,
 }
@@ -105,12 +117,25 @@ fn client_message(text: &str) -> Result<ClientMessage, ApiError> {
                          or {\"op\":\"close\",\"id\":…}";
     let raw: RawMessage =
         serde_json::from_str(text).map_err(|e| ApiError::bad_request("invalid_message", format!("{SHAPE}: {e}")))?;
-    check_id(&raw.id)?;
-    match raw.op.as_str() {
-        "close" => Ok(ClientMessage::Close { id: raw.id }),
+    if raw.kind.as_deref() == Some("presence") && raw.op.is_none() {
+        if let Some(id) = &raw.id {
+            check_id(id)?;
+        }
+        let Some(visible) = raw.visible else {
+            return Err(ApiError::bad_request("invalid_message", "a presence message says `visible`: true or false"));
+        };
+        return Ok(ClientMessage::Presence { id: raw.id, visible });
+    }
+    let (Some(op), Some(id)) = (raw.op, raw.id) else {
+        return Err(ApiError::bad_request("invalid_message", SHAPE));
+    };
+    check_id(&id)?;
+    let visible = raw.visible.unwrap_or(true);
+    match op.as_str() {
+        "close" => Ok(ClientMessage::Close { id }),
         "open" => {
             let target = match (raw.session, raw.lists) {
-                (Some(session), false) => Target::Session { session, cursor: raw.cursor, approvals: raw.approvals },
+                (Some(session), false) => Target::Session { session, cursor: raw.cursor, approvals: raw.approvals, visible },
                 (None, true) => Target::Lists,
                 (Some(_), true) => {
                     return Err(ApiError::bad_request(
@@ -120,7 +145,7 @@ fn client_message(text: &str) -> Result<ClientMessage, ApiError> {
                 }
                 (None, false) => return Err(ApiError::bad_request("invalid_message", SHAPE)),
             };
-            Ok(ClientMessage::Open { id: raw.id, target })
+            Ok(ClientMessage::Open { id, target })
         }
         _ => Err(ApiError::bad_request("unknown_op", "the client messages are `open` and `close`")),
     }
@@ -242,6 +267,15 @@ impl Dialect for Streams {
         match client_message(text) {
             Err(e) => push_error(out, "", &e),
             Ok(ClientMessage::Close { id }) => self.subs.remove(&id),
+            Ok(ClientMessage::Presence { id, visible }) => {
+                for sub in self.subs.iter() {
+                    if let Frames::Session(subscription) = &sub.feed
+                        && id.as_ref().is_none_or(|id| *id == sub.key)
+                    {
+                        subscription.set_visible(visible);
+                    }
+                }
+            }
             Ok(ClientMessage::Open { id, target }) => {
                 // The old subscription goes first: nothing of it follows the new one.
                 self.subs.remove(&id);
@@ -284,13 +318,18 @@ async fn open(
         return Err(EngineError::TooMany { code: "too_many_streams", message }.into());
     }
     match target {
-        Target::Session { session, cursor, approvals } => {
+        Target::Session { session, cursor, approvals, visible } => {
             let id: SessionId = session.parse().map_err(|_| ApiError::not_found("session"))?;
             // A cursor that does not parse means a snapshot, as on the SSE route.
             let cursor = cursor.as_deref().and_then(Cursor::parse);
             let kill = CancellationToken::new();
+            let viewer = match approvals {
+                true => Viewer::answering(ClientKind::Web),
+                false => Viewer::watching(ClientKind::Web),
+            };
             let (subscription, start) =
-                engine.sessions().subscribe(&user, &id, cursor.as_ref(), kill.clone(), approvals).await?;
+                engine.sessions().subscribe(&user, &id, cursor.as_ref(), kill.clone(), viewer).await?;
+            subscription.set_visible(visible);
             tracing::debug!(session = %id, ?start, "socket stream subscribed");
             Ok((Frames::Session(subscription), Some(kill)))
         }
@@ -340,8 +379,19 @@ mod tests {
     #[test]
     fn client_messages_are_checked() {
         let open = client_message(r#"{"op":"open","id":"s1","session":"ses_x","cursor":null,"approvals":true}"#);
-        let target = Target::Session { session: "ses_x".into(), cursor: None, approvals: true };
+        let target = Target::Session { session: "ses_x".into(), cursor: None, approvals: true, visible: true };
         assert_eq!(open.ok(), Some(ClientMessage::Open { id: "s1".into(), target }));
+        let hidden = client_message(r#"{"op":"open","id":"s1","session":"ses_x","approvals":true,"visible":false}"#);
+        let target = Target::Session { session: "ses_x".into(), cursor: None, approvals: true, visible: false };
+        assert_eq!(hidden.ok(), Some(ClientMessage::Open { id: "s1".into(), target }));
+        assert_eq!(
+            client_message(r#"{"type":"presence","id":"s1","visible":false}"#).ok(),
+            Some(ClientMessage::Presence { id: Some("s1".into()), visible: false })
+        );
+        assert_eq!(
+            client_message(r#"{"type":"presence","visible":true}"#).ok(),
+            Some(ClientMessage::Presence { id: None, visible: true })
+        );
         let lists = client_message(r#"{"op":"open","id":"l","lists":true}"#);
         assert_eq!(lists.ok(), Some(ClientMessage::Open { id: "l".into(), target: Target::Lists }));
         assert_eq!(
@@ -361,6 +411,10 @@ mod tests {
             r#"{"op":"close","id":"a b"}"#,
             &format!(r#"{{"op":"close","id":"{long}"}}"#),
             r#"{"op":"open","id":"s1","session":"ses_x","cursor":5}"#,
+            r#"{"type":"presence"}"#,
+            r#"{"type":"presence","visible":"no"}"#,
+            r#"{"type":"presence","id":"a b","visible":true}"#,
+            r#"{"type":"visible","visible":true}"#,
         ] {
             let refused = client_message(bad).expect_err(bad);
             assert_eq!(refused.status_and_body().0, axum::http::StatusCode::BAD_REQUEST, "{bad}");

@@ -106,6 +106,8 @@ use spool_engine::{
 use spool_protocol::api::ClientTool;
 use spool_protocol::approval::{ClientOutput, Decision};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Run, RunError, RunId, RunStatus, SessionId, UserId};
+use spool_engine::Viewer;
+use spool_protocol::ClientKind;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -585,7 +587,7 @@ async fn reattach(
     after: u64,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill.clone()).await?;
+    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill.clone(), AgUiEvents::VIEWER).await?;
     if let RunFrom::Replay(_) = start.from {
         let mut feed = Feed::from_start(subscription.typed(), run.id.clone());
         feed.push(None, opening);
@@ -599,7 +601,7 @@ async fn reattach(
         let fold = AgUiStream::new(run.id.clone());
         return Ok(from_log(logged, fold, None, run, opening, after));
     }
-    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill, AgUiEvents::VIEWER).await?;
     let subscription = subscription.typed();
     let mut feed = match start.from {
         RunFrom::Replay(_) => {
@@ -616,7 +618,7 @@ async fn reattach(
 /// The run's frame log, joined to its live frames while it goes on; `None` when it has
 /// none or the log cannot be read (said in the server's log), and the caller falls back.
 async fn frame_log(engine: &Engine, run: &Run, kill: CancellationToken) -> Option<spool_engine::run_log::LoggedRun> {
-    engine.follow_logged(run, kill).await.unwrap_or_else(|error| {
+    engine.follow_logged(run, kill, AgUiEvents::VIEWER).await.unwrap_or_else(|error| {
         tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
         None
     })
@@ -777,7 +779,7 @@ async fn attach_after(
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
     let AfterInterrupt { run, subscription, waiting, from } =
-        run_feed::subscribe_after(engine, user, approval, kill).await?;
+        run_feed::subscribe_after(engine, user, approval, kill, AgUiEvents::VIEWER).await?;
     let waiting = match &waiting {
         Some(id) => Some(engine.runs().approval(user, id).await?),
         None => None,
@@ -837,6 +839,8 @@ struct AgUiEvents {
 impl RunDialect for AgUiEvents {
     type Key = AgUiForm;
     type Fold = AgUiStream;
+    /// An AG-UI client answers the run's interrupts (`resume`).
+    const VIEWER: Viewer = Viewer { kind: ClientKind::AgUi, answers: true };
 
     fn from_start(run: RunId) -> (AgUiForm, AgUiStream, Self) {
         (AgUiForm::Run(run.clone()), AgUiStream::new(run), AgUiEvents { numbered: true, ..AgUiEvents::default() })

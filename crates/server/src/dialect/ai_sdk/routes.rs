@@ -65,6 +65,8 @@ use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, Engin
 use spool_protocol::api::{Aborted, ClientTool};
 use spool_protocol::approval::ClientOutput;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, RunId, SessionId, UserId};
+use spool_engine::Viewer;
+use spool_protocol::ClientKind;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -537,7 +539,7 @@ async fn attach_after(
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
     let AfterInterrupt { run, subscription, waiting, from } =
-        run_feed::subscribe_after(engine, user, approval, kill).await?;
+        run_feed::subscribe_after(engine, user, approval, kill, UiStream::VIEWER).await?;
     let (form, fold) = match from {
         Continuation::AfterRequest => {
             (AiSdkForm::After(approval.id.clone()), AiSdkStream::continuing(approval, waiting, denied))
@@ -569,6 +571,8 @@ impl ChatDialect for UiStream {
 impl RunDialect for UiStream {
     type Key = AiSdkForm;
     type Fold = AiSdkStream;
+    /// The chat shows approvals and answers them (`addToolApprovalResponse`).
+    const VIEWER: Viewer = Viewer { kind: ClientKind::AiSdk, answers: true };
 
     fn from_start(run: RunId) -> (AiSdkForm, AiSdkStream, Self) {
         (AiSdkForm::Run(run.clone()), AiSdkStream::new(run), UiStream)

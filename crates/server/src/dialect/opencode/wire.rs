@@ -621,6 +621,16 @@ pub enum Event {
         session_id: String,
         diff: Vec<FileDiff>,
     },
+    /// Who is on the session changed (Spool's own event, not OpenCode's: a client that
+    /// does not know it skips it): its views on every node, those that can answer
+    /// permissions, the visible ones among them, by kind of client.
+    #[serde(rename = "spool.presence")]
+    SpoolPresence {
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        #[serde(flatten)]
+        presence: spool_protocol::Presence,
+    },
     /// The agent asks the person (the `question` tool), instead of a permission.
     #[serde(rename = "question.asked")]
     QuestionAsked(QuestionRequest),

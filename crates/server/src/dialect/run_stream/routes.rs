@@ -49,6 +49,8 @@ use spool_engine::{
     PromptInput, RunAfter, RunFrom,
 };
 use spool_protocol::{ApprovalId, ProjectId, Run, RunId, SessionId, UserId};
+use spool_engine::Viewer;
+use spool_protocol::ClientKind;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -219,7 +221,7 @@ async fn attach(
     after: RunAfter,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, &run, after.clone(), kill.clone()).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, after.clone(), kill.clone(), RunEvents::VIEWER).await?;
     if let RunFrom::Replay(count) = start.from {
         return Ok(replayed(subscription.typed(), &run, count, start.waiting, start.after));
     }
@@ -230,7 +232,7 @@ async fn attach(
     if let Some(feed) = from_log(engine, &run, start.after, kill.clone()).await {
         return Ok(feed);
     }
-    let (subscription, start) = engine.runs().subscribe(user, &run, after, kill).await?;
+    let (subscription, start) = engine.runs().subscribe(user, &run, after, kill, RunEvents::VIEWER).await?;
     let mut subscription = subscription.typed();
     let count = match start.from {
         RunFrom::Replay(count) => return Ok(replayed(subscription, &run, count, start.waiting, start.after)),
@@ -271,7 +273,7 @@ fn replayed(
 /// when there is no log, it cannot join the live frames, or, for a whole log, `after`
 /// is not below its last event (a client numbering the run from elsewhere).
 async fn from_log(engine: &Engine, run: &Run, after: u64, kill: CancellationToken) -> Option<Feed> {
-    let logged = match engine.follow_logged(run, kill).await {
+    let logged = match engine.follow_logged(run, kill, RunEvents::VIEWER).await {
         Ok(logged) => logged?,
         Err(error) => {
             tracing::warn!(run = %run.id, %error, "could not read the run's frame log");
@@ -306,6 +308,8 @@ struct RunEvents;
 impl RunDialect for RunEvents {
     type Key = RunForm;
     type Fold = RunStream;
+    /// A run-stream client answers the run's `interrupt` (`POST /api/runs/{id}/resume`).
+    const VIEWER: Viewer = Viewer { kind: ClientKind::Other, answers: true };
 
     fn from_start(run: RunId) -> (RunForm, RunStream, Self) {
         (RunForm::Run(run.clone()), RunStream::new(run), RunEvents)

@@ -19,6 +19,7 @@
 //! | `todo_write`                         | `agent.todo_write` (the whole list) |
 //! | `session.git` (the git poller)       | `channel.updated` with branch, commit, diff additions/deletions |
 //! | `session.queue` (a prompt queued / a run took queued messages / one was removed) | `message.created` with `is_processed: false` / `messages.processed` / `message.deleted` |
+//! | `session.presence` (who is on the session changed)  | `channel.presence` (Spool's own: `viewers`, `answerers`, `visible`, `clients`) |
 //!
 //! Each frame gives at most one event, so a cursor names a point between events and
 //! a replay from it can neither repeat nor skip one. Every event's `data` fits the
@@ -69,6 +70,10 @@ pub const CHANNEL_UPDATED: &str = "channel.updated";
 /// Sent instead of a replay when a subscribe message's cursor cannot be honoured:
 /// `data.state` is the native session state; everything after it is live.
 pub const CHANNEL_SNAPSHOT: &str = "channel.snapshot";
+/// Who is on the channel's session changed (Spool's own; not in seed 002, and not a
+/// type a publisher may send): `data` is the session's presence, as
+/// `GET /api/sessions/{id}/presence` answers.
+pub const CHANNEL_PRESENCE: &str = "channel.presence";
 /// A subscribe message was applied: events of its channels that arrived before this
 /// one belong to the previous filter (a channel restarted at a cursor repeats from
 /// there).
@@ -243,6 +248,9 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
             // The seed has no event for a paused queue; the state shows it.
             QueueChange::Paused | QueueChange::Resumed => return None,
         },
+        FrameBody::Presence { presence } => {
+            (CHANNEL_PRESENCE, serde_json::to_value(presence).expect("presence is plain data"))
+        }
         FrameBody::State { .. } | FrameBody::Snapshot { .. } => return None,
     };
     let (kind, data) = data;

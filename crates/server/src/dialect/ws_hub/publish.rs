@@ -232,8 +232,8 @@ fn clip(text: &str) -> String {
 
 /// `HubEvent` in the OpenAPI document: every event a `GET /api/ws` client receives, in
 /// the seed's envelope — one schema per type, its `data` the type's payload schema (the
-/// one publishers are held to), plus the hub's own `channel.snapshot`, `subscribed`,
-/// `channel.error` and `error`. Built from [`HubEventType::ALL`] and [`HubPayload`]'s
+/// one publishers are held to), plus the hub's own `channel.snapshot`,
+/// `channel.presence`, `subscribed`, `channel.error` and `error`. Built from [`HubEventType::ALL`] and [`HubPayload`]'s
 /// schema, whose variants are in the same order, so a new type is described here by
 /// construction.
 pub(crate) struct HubEventSchema;
@@ -282,6 +282,7 @@ impl utoipa::Modify for HubEventSchema {
         }
         let own = [
             (crate::dialect::ws_hub::CHANNEL_SNAPSHOT, object(&["state"])),
+            (crate::dialect::ws_hub::CHANNEL_PRESENCE, object(&["viewers", "answerers", "visible"])),
             (crate::dialect::ws_hub::SUBSCRIBED, object(&["channels"])),
             (crate::dialect::ws_hub::CHANNEL_ERROR, object(&["code", "message"])),
             (crate::dialect::ws_hub::ERROR, object(&["code", "message"])),

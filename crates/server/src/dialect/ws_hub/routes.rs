@@ -64,10 +64,14 @@ use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use spool_engine::hub::{HubSubscriber, Lagged};
 use spool_engine::lists::Change;
-use spool_engine::{Ended, Engine, EngineError, Start, TypedSubscription};
+use spool_engine::{Ended, Engine, EngineError, Start, TypedSubscription, Viewer};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::now_ms;
-use spool_protocol::{Cursor, ProjectId, SessionId, UserId};
+use spool_protocol::{ClientKind, Cursor, ProjectId, SessionId, UserId};
+
+/// Who a hub client's session subscriptions count as: a client that shows approvals and
+/// answers them (`approval.request` cards, the decide route).
+const HUB_VIEWER: Viewer = Viewer { kind: ClientKind::Hub, answers: true };
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -494,7 +498,7 @@ impl Hub {
     ) -> Result<(TypedSubscription, CancellationToken, Start), EngineError> {
         let kill = CancellationToken::new();
         let (subscription, start) =
-            self.engine.sessions().subscribe(&self.user, id, cursor, kill.clone(), false).await?;
+            self.engine.sessions().subscribe(&self.user, id, cursor, kill.clone(), HUB_VIEWER).await?;
         Ok((subscription.typed(), kill, start))
     }
 

@@ -235,6 +235,9 @@ impl Mapper {
             }),
             // OpenCode has no queue: a queued prompt shows once a run takes it.
             FrameBody::Queue { .. } => {}
+            FrameBody::Presence { presence } => {
+                out.push(Event::SpoolPresence { session_id: self.sid(), presence: presence.clone() })
+            }
         }
         out
     }

@@ -58,11 +58,11 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, Stream, StreamExt};
 use spool_engine::lists::Change;
-use spool_engine::{Ended, Engine, TypedSubscription};
+use spool_engine::{Ended, Engine, TypedSubscription, Viewer};
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::time::Millis;
 use spool_protocol::time::now_ms;
-use spool_protocol::{Cursor, Project, ProjectId, SessionId, SessionStatus, StreamId, UserId};
+use spool_protocol::{ClientKind, Cursor, Project, ProjectId, SessionId, SessionStatus, StreamId, UserId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
@@ -389,7 +389,7 @@ impl GlobalStream {
                 let cursor = [left_at, marked].into_iter().flatten().find(|c| c.stream_id == stream_id);
                 let mut subscription = match engine
                     .sessions()
-                    .subscribe(&user, &session, cursor.as_ref(), kill, true)
+                    .subscribe(&user, &session, cursor.as_ref(), kill, Viewer::answering(ClientKind::Opencode))
                     .await
                 {
                     Ok((subscription, _)) => subscription.typed(),

@@ -448,7 +448,9 @@ async fn prompt(
     let engine = &state.engine;
     // Subscribed before prompting, so the run's start and end cannot pass unseen. Its
     // first batch is the snapshot of the session before the prompt: nothing to wait on.
-    let (frames, _) = engine.sessions().subscribe(&user, &id, None, CancellationToken::new(), false).await?;
+    // A request waiting for its answer, not a view a person answers in.
+    let viewer = spool_engine::Viewer::watching(spool_protocol::ClientKind::Opencode);
+    let (frames, _) = engine.sessions().subscribe(&user, &id, None, CancellationToken::new(), viewer).await?;
     let mut frames = frames.typed();
     frames.next().await;
     let run_id = match start(engine, &marks, &user, &id, &bytes).await? {
