@@ -496,6 +496,31 @@ macro_rules! impl_store {
             }
 
             #[async_trait::async_trait]
+            impl store::Attachments for $store {
+                async fn insert_attachment(&self, attachment: &store::Attachment) -> Result<(), StoreError> {
+                    attachments::insert(&self.pool, attachment).await
+                }
+                async fn get_attachment(&self, id: &AttachmentId) -> Result<Option<store::Attachment>, StoreError> {
+                    attachments::get(&self.pool, id).await
+                }
+                async fn bind_attachment(&self, id: &AttachmentId, session: &SessionId) -> Result<bool, StoreError> {
+                    attachments::bind(&self.pool, id, session).await
+                }
+                async fn delete_attachment(&self, id: &AttachmentId) -> Result<bool, StoreError> {
+                    attachments::delete(&self.pool, id).await
+                }
+                async fn attachment_bytes(&self, owner: &UserId) -> Result<u64, StoreError> {
+                    attachments::bytes_of(&self.pool, owner).await
+                }
+                async fn session_attachment_shas(&self, session: &SessionId) -> Result<Vec<String>, StoreError> {
+                    attachments::shas_of_session(&self.pool, session).await
+                }
+                async fn blob_in_use(&self, sha256: &str) -> Result<bool, StoreError> {
+                    attachments::blob_in_use(&self.pool, sha256).await
+                }
+            }
+
+            #[async_trait::async_trait]
             impl store::Branches for $store {
                 async fn shelve(
                     &self,

@@ -181,6 +181,7 @@ async fn migrations_run_twice_are_a_no_op_and_concurrent_starts_migrate_once() {
         tables,
         [
             "approvals",
+            "attachments",
             "auth_settings",
             "branch_messages",
             "branches",

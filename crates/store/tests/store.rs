@@ -142,6 +142,7 @@ async fn file_database_is_in_wal_mode_with_the_schema() {
         tables,
         [
             "approvals",
+            "attachments",
             "auth_settings",
             "branch_messages",
             "branches",

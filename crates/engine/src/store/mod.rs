@@ -17,6 +17,7 @@
 //! `SqliteStore`) needs the kind in scope: [`prelude`] brings all of them.
 
 mod approvals;
+mod attachments;
 mod branches;
 mod credentials;
 mod drafts;
@@ -37,6 +38,7 @@ mod step_snapshots;
 mod users;
 
 pub use approvals::{Approvals, DecidedCall, Supersede};
+pub use attachments::{Attachment, Attachments};
 pub use branches::Branches;
 pub use credentials::{Credentials, LoginSession};
 pub use drafts::{Draft, Drafts};
@@ -62,6 +64,7 @@ pub use users::Users;
 /// `Arc<dyn Store>`.
 pub trait Store:
     Users
+    + Attachments
     + Credentials
     + Projects
     + Sessions
@@ -85,6 +88,7 @@ pub trait Store:
 // Whatever implements every kind is a store; nothing implements `Store` by hand.
 impl<T> Store for T where
     T: Users
+        + Attachments
         + Credentials
         + Projects
         + Sessions
@@ -109,6 +113,7 @@ impl<T> Store for T where
 /// a generic one (`use spool_engine::store::prelude::*`). Code holding a `dyn Store`
 /// needs none of them.
 pub mod prelude {
+    pub use super::Attachments;
     pub use super::{
         Approvals, Branches, Credentials, Drafts, Idempotency, Messages, Nodes, Notes, Outbox, Projects, Queue, RunFrames,
         Push, Runs, SessionReverts, Sessions, StepSnapshots, Store, Users,

@@ -31,6 +31,7 @@
 //! re-check its condition against the committed row.
 
 pub(crate) mod approvals;
+pub(crate) mod attachments;
 pub(crate) mod auth;
 pub(crate) mod branches;
 pub(crate) mod drafts;

@@ -32,6 +32,8 @@ use sql::{
     approvals, auth, branches, drafts, idempotency, leases, memory, messages, projects, queue, reverts, run_frames,
     runs, search, sessions, step_snapshots, todos, tokens, tool_sources, users,
 };
+// Attachments: who holds which stored file (issue 42).
+use sql::attachments;
 // Web Push's subscriptions and the nodes' shared keys (issue 41).
 use sql::push;
 // The outbox: events written with their changes, and their deliveries (issue 41).

@@ -13,6 +13,7 @@
 //! (nodes) against each other; the suite itself races one.
 
 mod approvals;
+mod attachments;
 mod branches;
 mod drafts;
 mod fixtures;
@@ -32,6 +33,7 @@ mod step_snapshots;
 mod users;
 
 pub use approvals::*;
+pub use attachments::*;
 pub use branches::*;
 pub use drafts::*;
 pub use fixtures::*;
@@ -100,6 +102,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     a_projects_pending_reverts_are_read_together_and_a_final_one_is_left_out(store).await;
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
+    attachments_bind_once_count_per_owner_and_leave_with_their_session(store).await;
     leases_are_taken_renewed_and_released(store).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     queued_prompts_wait_in_order_within_their_limit(store).await;
