@@ -36,6 +36,9 @@
 //! retention_days = 7            # 0: kept for ever
 //! [frame_log]                   # the run frame log
 //! retention_days = 30
+//! [guardrails]                  # limits that pause a run to ask "continue?"
+//! run_cost_usd = 2.0            # also run_tokens, run_wall_secs, run_tool_calls,
+//! session_cost_usd = 20.0       # session_tokens; a session may only tighten them
 //! [[mcp]]                       # an MCP server (see spool_mcp::config for every key)
 //! name = "everything"
 //! command = "node"
@@ -96,6 +99,54 @@ pub struct FileConfig {
     /// `[frame_log]`: the run frame log and its retention.
     #[serde(default)]
     pub frame_log: crate::retention::FrameLogConfig,
+    /// `[guardrails]`: limits that park a run at a "continue?" approval.
+    #[serde(default)]
+    pub guardrails: GuardrailsConfig,
+    /// `[[webhook]]`: receivers of Standard Webhooks (see `webhooks.rs`).
+    #[serde(default)]
+    pub webhook: Vec<crate::webhooks::WebhookEntry>,
+    /// `[webhooks]`: the outbox's retry schedule.
+    #[serde(default)]
+    pub webhooks: crate::webhooks::WebhooksConfig,
+    /// The directory of the file read, for paths in it (`secret_file`).
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+/// `[guardrails]`: per-run and per-session limits (see `spool_protocol::guardrails`).
+/// Reaching one parks the run at a `confirm_action` asking whether to go on; a session
+/// may tighten them (`PATCH /api/sessions/{id}`), never loosen them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardrailsConfig {
+    pub run_cost_usd: Option<f64>,
+    pub run_tokens: Option<u64>,
+    pub run_wall_secs: Option<u64>,
+    pub run_tool_calls: Option<u64>,
+    pub session_cost_usd: Option<f64>,
+    pub session_tokens: Option<u64>,
+}
+
+impl GuardrailsConfig {
+    /// The limits, checked: a cost must be a finite number of at least 0.
+    pub fn guardrails(&self) -> anyhow::Result<spool_protocol::Guardrails> {
+        let guardrails = spool_protocol::Guardrails {
+            run_cost_usd: self.run_cost_usd,
+            run_tokens: self.run_tokens,
+            run_wall_secs: self.run_wall_secs,
+            run_tool_calls: self.run_tool_calls,
+            session_cost_usd: self.session_cost_usd,
+            session_tokens: self.session_tokens,
+        };
+        // Against no ceiling, only the values themselves are checked.
+        if let Some(why) = guardrails.loosening(&spool_protocol::Guardrails::default()) {
+            anyhow::bail!(
+                "[guardrails]: {}",
+                why.replace("runCostUsd", "run_cost_usd").replace("sessionCostUsd", "session_cost_usd")
+            );
+        }
+        Ok(guardrails)
+    }
 }
 
 /// One user's settings.
@@ -143,6 +194,7 @@ impl FileConfig {
         let mut config: FileConfig =
             toml::from_str(&text).with_context(|| format!("parsing the config file {}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
+        config.base_dir = Some(base.to_path_buf());
         for user in config.users.values_mut() {
             for root in &mut user.roots {
                 *root = base.join(&*root);

@@ -279,7 +279,8 @@ impl Approvals {
         input: &DecisionInput,
     ) -> Result<Vec<PermissionRule>> {
         let allow = |pattern: &str| PermissionRule::new(&approval.tool, pattern, PermissionAction::Allow);
-        if input.decision != Decision::Always {
+        // A guardrail's `always` lifts its limit for the run: no rule is added.
+        if input.decision != Decision::Always || approval.is_guardrail() {
             return match input.patterns {
                 Some(_) => {
                     Err(EngineError::invalid("pattern_not_offered", "patterns go with the decision \"always\" only"))
@@ -762,6 +763,14 @@ fn timeout_decision(approval: &Approval) -> Option<DecisionInput> {
 /// How a decision resolves the checkpoint's pending call. `person`: a person decided
 /// (else a rule's timeout did, and the model is told that instead).
 fn resolution(decision: &Decision, message: Option<String>, person: bool, checkpoint: &Checkpoint) -> Resolution {
+    // A guardrail's pause: `once` goes one step further, `always` on for the run.
+    if checkpoint.guard.is_some() {
+        return match decision {
+            Decision::Always => Resolution::Continue(crate::run::GoOn::Always),
+            Decision::Reject => Resolution::Rejected { message, person },
+            _ => Resolution::Continue(crate::run::GoOn::Once),
+        };
+    }
     match decision {
         Decision::Reject => Resolution::Rejected { message, person },
         Decision::Once | Decision::Always => Resolution::Approved { args: checkpoint.pending.args.clone() },
@@ -780,6 +789,10 @@ fn check_kind(approval: &Approval, decision: &Decision) -> Result<()> {
         Decision::Output(_) if !approval.is_live_ask() => Err(EngineError::invalid(
             "wrong_answer_kind",
             "\"output\" answers a client tool call; this approval is answered with \"once\", \"always\", \"fill\" or \"reject\"",
+        )),
+        Decision::Fill(_) | Decision::Output(_) if approval.is_guardrail() => Err(EngineError::invalid(
+            "wrong_answer_kind",
+            "a guardrail asks whether the run goes on: answer it with \"once\" (one step further), \"always\" (for the rest of the run) or \"reject\" (stop it)",
         )),
         Decision::Once | Decision::Always | Decision::Fill(_) if approval.is_client_call() => {
             Err(EngineError::invalid(

@@ -159,6 +159,7 @@ impl Default for EngineConfig {
             approval_ttl: std::time::Duration::from_secs(24 * 3600),
             client_tool_ttl: std::time::Duration::from_secs(3600),
             approval_policy: ApprovalPolicy::Wait,
+            guardrails: spool_protocol::Guardrails::default(),
             system_prompt: crate::context::SYSTEM_PROMPT.to_owned(),
             context_budget_tokens: 100_000,
             idle_unload: std::time::Duration::from_secs(600),
@@ -168,7 +169,6 @@ impl Default for EngineConfig {
             search: crate::search_slots::SearchLimits::default(),
             max_streams_per_user: 256,
             node_id: crate::leases::LOCAL_NODE.to_owned(),
-            guardrails: spool_protocol::Guardrails::default(),
             lease_ttl: std::time::Duration::from_secs(15),
             shared_store: false,
             workspace_roots: crate::roots::WorkspaceRoots::default(),
@@ -338,6 +338,9 @@ pub struct SessionPatch {
     pub model: Option<String>,
     /// Switches between `agent` and `plan`; a running run sees it at its next model call.
     pub mode: Option<spool_protocol::SessionMode>,
+    /// Replaces the session's own guardrails (empty: none of its own), which may only
+    /// tighten the server's; a run reads them when it starts or resumes.
+    pub guardrails: Option<spool_protocol::Guardrails>,
 }
 
 /// Most permission rules one session may carry.
@@ -348,9 +351,6 @@ impl Engine {
     /// as `failed` with `server_restarted` (they cannot continue and must not re-run).
     pub async fn start(
         store: Arc<dyn Store>,
-    /// Replaces the session's own guardrails (empty: none of its own), which may only
-    /// tighten the server's; a run reads them when it starts or resumes.
-    pub guardrails: Option<spool_protocol::Guardrails>,
         models: Models,
         tools: ToolRegistry,
         config: EngineConfig,
@@ -430,6 +430,7 @@ impl Engine {
             approval_ttl: config.approval_ttl,
             client_tool_ttl: config.client_tool_ttl,
             max_answer_bytes: config.max_answer_bytes,
+            guardrails: config.guardrails,
         };
         let node_id = config.node_id.clone();
         let (leases2, frames2) = (leases.clone(), frames.clone());
@@ -440,7 +441,6 @@ impl Engine {
             data_dir,
             leases: leases2,
             frames: frames2,
-            guardrails: config.guardrails,
             settings,
             node_id,
             clock,
@@ -603,6 +603,12 @@ impl Engine {
 
     pub(crate) fn store(&self) -> &dyn Store {
         &*self.inner.store
+    }
+
+    /// The store, for what runs beside the engine and keeps records of its own in it
+    /// (Web Push's subscriptions and shared keys, issue 41).
+    pub fn store_handle(&self) -> Arc<dyn Store> {
+        self.inner.store.clone()
     }
 
     /// Counts one more open stream of `owner` until the permit is dropped; past

@@ -24,6 +24,7 @@ mod fold;
 mod fork;
 mod fuzz_corpus;
 mod gate;
+mod guardrails;
 mod hub_conformance;
 mod hub_publish;
 mod leases;

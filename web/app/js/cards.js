@@ -96,6 +96,7 @@ export function approvalCard(approval, decide, args = null) {
   if (approval.payload?.client === true) return clientCallCard(approval, decide);
   if (approval.kind === 'select_option' || approval.kind === 'provide_input') return questionCard(approval, decide);
   if (approval.tool === 'exit_plan') return planCard(approval, decide);
+  if (approval.tool === 'guardrail' && approval.payload?.guardrail) return guardrailCard(approval, decide);
   const p = approval.payload ?? {};
   const message = h('input', {
     class: 'approval-message',
@@ -395,6 +396,34 @@ function planCard(approval, decide) {
       { class: 'approval-actions' },
       h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', ...key('y'), onclick: () => decide('once', undefined) }, icon('check'), 'Accept plan', hint('y')),
       h('button', { class: 'btn', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: request }, 'Request changes', hint('n')),
+    ),
+    h('p', { class: 'approval-foot' }),
+  );
+  decideByKey(card);
+  updateApproval(card, approval, {});
+  return card;
+}
+
+/**
+ * A run that reached one of its guardrails (a limit on cost, tokens, time or tool
+ * calls) and asks whether to go on: once (the limit is raised one step), for the rest
+ * of the run (lifted), or stop it.
+ */
+function guardrailCard(approval, decide) {
+  const p = approval.payload ?? {};
+  const card = h(
+    'section',
+    { class: 'approval-card guardrail-card', role: 'group', tabindex: -1, 'aria-label': 'Limit reached', 'aria-describedby': `${approval.id}-what`, dataset: { approvalId: approval.id } },
+    h('div', { class: 'approval-head' }, icon('shield'), h('strong', {}, 'Limit reached'), h('span', { class: 'approval-tool' }, `${p.guardrail?.scope ?? 'run'} limit`)),
+    h('p', { class: 'approval-change', id: `${approval.id}-what` }, p.reason ?? 'The run reached a limit. Continue?'),
+    h('p', { class: 'approval-reason' }, 'Nothing more runs until you decide. Continuing once raises the limit one step; for this run lifts it until the run ends.'),
+    h('p', { class: 'approval-notice', role: 'status', hidden: true }),
+    h(
+      'div',
+      { class: 'approval-actions' },
+      h('button', { class: 'btn primary', type: 'button', 'data-decision': 'once', ...key('y'), onclick: () => decide('once', undefined) }, icon('check'), 'Continue', hint('y')),
+      h('button', { class: 'btn', type: 'button', 'data-decision': 'always', ...key('a'), onclick: () => decide('always', undefined) }, 'Continue for this run', hint('a')),
+      h('button', { class: 'btn danger', type: 'button', 'data-decision': 'reject', ...key('n'), onclick: () => decide('reject', undefined) }, icon('cross'), 'Stop the run', hint('n')),
     ),
     h('p', { class: 'approval-foot' }),
   );

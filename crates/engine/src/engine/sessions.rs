@@ -117,12 +117,12 @@ impl Sessions<'_> {
     pub async fn update(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
         let loaded = self.engine.load(owner, id).await?;
         let mut session = loaded.events.read(|s| s.session.clone());
-        if let Some(title) = patch.title {
         // Checked before anything is written: a refused patch changes nothing.
         let ceiling = &self.engine.inner.config.guardrails;
         if let Some(why) = patch.guardrails.as_ref().and_then(|g| g.loosening(ceiling)) {
             return Err(EngineError::invalid("guardrails_loosened", why));
         }
+        if let Some(title) = patch.title {
             session.title = check_name(&title, "title")?;
             session.title_set = true;
         }
@@ -163,11 +163,11 @@ impl Sessions<'_> {
             session.permissions = rules;
         }
         session.updated_at = now_ms();
-        self.engine.store().update_session(&session).await?;
         if let Some(guardrails) = patch.guardrails {
             let own = (!guardrails.is_empty()).then_some(&guardrails);
             self.engine.store().set_session_guardrails(&session.id, own, session.updated_at).await?;
         }
+        self.engine.store().update_session(&session).await?;
         loaded.publish_session(session.clone());
         Ok(session)
     }

@@ -32,12 +32,14 @@ use tokio_util::sync::CancellationToken;
 
 use spool_protocol::api::{ApprovalPolicy, OnDisconnect};
 
+mod guard;
 mod sampling;
 mod settlement;
 mod steers;
 mod tool_call;
 mod turn;
 
+pub(crate) use guard::GoOn;
 pub(crate) use settlement::end_parked_calls;
 pub(crate) use tool_call::{new_approval, pending_approval};
 
@@ -102,6 +104,14 @@ pub(crate) struct Checkpoint {
     /// call of one for the client's) after it parked, on any node, after a restart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_tools: Vec<spool_protocol::api::ClientTool>,
+    /// What the run's guardrails counted (tool calls, time worked, raises): kept with
+    /// every checkpoint, so a parked run goes on with them (see [`guard`]).
+    #[serde(default)]
+    pub guard_state: guard::GuardState,
+    /// Set when a guardrail parked the run: where, and which limit. The approval is a
+    /// guardrail's (`Approval::is_guardrail`), decided by [`RunTask::continue_past_guardrail`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<guard::GuardPause>,
 }
 
 /// How a decision resolves the pending call.
@@ -116,6 +126,8 @@ pub(crate) enum Resolution {
     /// A client tool's call, which the client ran: its result is committed as it is,
     /// nothing runs here (see [`crate::client_tools`]).
     ClientResult(spool_protocol::approval::ClientOutput),
+    /// Go on past a guardrail (see [`guard`]): one step more, or for the rest of the run.
+    Continue(guard::GoOn),
 }
 
 /// A failed outcome. The message reaches clients, the store and the log, so secrets
@@ -180,6 +192,13 @@ pub(crate) struct RunTask {
     /// names of those the current turn offered (a source's tool of the same name wins).
     client_tools: Vec<spool_protocol::api::ClientTool>,
     client_offered: std::collections::HashSet<String>,
+    /// The run's guardrails and what they counted (see [`guard`]).
+    guard: guard::Guard,
+    /// The guardrail pause the next park records (set by `park_guardrail` only).
+    guard_pause: Option<guard::GuardPause>,
+    /// The turn's step was begun before the run parked (a guardrail before one of its
+    /// calls): its `before` snapshot is taken, not taken again.
+    resumed_step: bool,
 }
 
 impl RunTask {
@@ -191,6 +210,9 @@ impl RunTask {
             tools,
             client_tools,
             client_offered: Default::default(),
+            guard: Default::default(),
+            guard_pause: None,
+            resumed_step: false,
             env,
             loaded,
             run,
@@ -328,9 +350,20 @@ impl RunTask {
         if let Err(outcome) = self.load_context().await {
             return outcome;
         }
+        if let Err(outcome) = self.load_guard(checkpoint.guard_state.clone()).await {
+            return outcome;
+        }
         // The turn's list is gone with the task that parked: its sources are asked
         // again, and a tool they no longer offer ends its call as an error.
         self.offer_tools().await;
+        if let Some(pause) = checkpoint.guard {
+            let go_on = match resolution {
+                Resolution::Continue(go_on) => Some(go_on),
+                Resolution::Approved { .. } => Some(guard::GoOn::Once),
+                Resolution::Rejected { .. } | Resolution::ClientResult(_) => None,
+            };
+            return self.continue_past_guardrail(pause, checkpoint, go_on).await;
+        }
         let mut calls = vec![checkpoint.pending];
         calls.extend(checkpoint.remaining);
         self.turns(checkpoint.turn, calls, Some(resolution)).await
@@ -455,6 +488,9 @@ impl RunTask {
         if let Err(outcome) = self.load_context().await {
             return outcome;
         }
+        if let Err(outcome) = self.load_guard(guard::GuardState::default()).await {
+            return outcome;
+        }
         self.emit(AgentEvent::AgentStart {}, None);
         self.emit(AgentEvent::TurnStart {}, None);
         let Some(user) = self.stored_prompt.take() else {
@@ -481,6 +517,10 @@ impl RunTask {
             turn += 1;
         }
         while turn < max_turns {
+            // Before the turn starts: a pause here goes on with this same turn.
+            if let Err(outcome) = self.guard_model_call(turn).await {
+                return outcome;
+            }
             if turn > 0 {
                 self.emit(AgentEvent::TurnStart {}, None);
                 // After a tool batch, before the next model call: a steer lands here.

@@ -64,6 +64,9 @@ impl RunTask {
 pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, checkpoint: serde_json::Value) {
     let reason = run.error.as_ref().map_or("the run was cancelled", |e| e.message.as_str()).to_owned();
     let (index, calls) = match serde_json::from_value::<Checkpoint>(checkpoint) {
+        // A guardrail's pause before a model call has no call waiting: its pending
+        // call only names the approval.
+        Ok(c) if c.guard.is_some_and(|g| g.before == super::guard::Before::ModelCall) => (c.next_index, Vec::new()),
         Ok(c) => (c.next_index, std::iter::once(c.pending).chain(c.remaining).collect()),
         Err(e) => {
             tracing::warn!(run = %run.id, error = %e, "unreadable checkpoint: the parked calls stay open");

@@ -20,7 +20,8 @@ impl RunTask {
     ) -> Result<(), Outcome> {
         let snapshots = self.step_snapshots(&calls);
         // A resumed step had its `before` taken when it began, before it parked.
-        if let Some(snapshots) = snapshots.as_ref().filter(|_| resolution.is_none()) {
+        let begun = resolution.is_some() || std::mem::take(&mut self.resumed_step);
+        if let Some(snapshots) = snapshots.as_ref().filter(|_| !begun) {
             let message_index = self.next_index.saturating_sub(1);
             let taken = snapshots.before(&*self.env.store, &self.loaded, &self.run, turn, message_index).await;
             if let Some(snapshot) = taken {
@@ -32,7 +33,12 @@ impl RunTask {
                 Resolution::Approved { .. } => "approved",
                 Resolution::Rejected { .. } => "rejected",
                 Resolution::ClientResult(_) => "output",
+                Resolution::Continue(_) => "continue",
             });
+            // A call no decision resumed counts against the run's guardrails first.
+            if resolution.is_none() {
+                self.guard_call(turn, call, &calls[i + 1..]).await?;
+            }
             let span = tracing::info_span!(
                 "tool_call",
                 tool = %call.name,
@@ -198,6 +204,8 @@ impl RunTask {
             )),
             // Handled before (`execute_tool`): a client's result is never decided.
             (_, Some(Resolution::ClientResult(_))) => Err(format!("{name} got a client's result out of turn")),
+            // Handled before (`continue_from`): a guardrail's decision is the run's.
+            (_, Some(Resolution::Continue(_))) => Err(format!("{name} got a guardrail's decision out of turn")),
             // Nobody answered and the rule said deny: its message says so.
             (Some(_), Some(Resolution::Rejected { message: Some(m), person: false })) if !m.trim().is_empty() => {
                 Err(format!("{m}. The {name} call did not run."))
@@ -448,7 +456,7 @@ impl RunTask {
 
     /// Stores `approval` with the checkpoint of `call` and the run `interrupted` (one
     /// transaction), then publishes the state and `approval_requested`.
-    async fn park(
+    pub(super) async fn park(
         &mut self,
         approval: Approval,
         call: Call,
@@ -470,6 +478,8 @@ impl RunTask {
             resource,
             sequence,
             client_tools: self.client_tools.clone(),
+            guard_state: self.guard.state_at(self.env.clock.now_ms()),
+            guard: self.guard_pause.take(),
         };
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;

@@ -47,6 +47,10 @@ struct UpdateSession {
     model: Option<String>,
     /// `agent` or `plan`; takes effect at the run's next model call.
     mode: Option<spool_protocol::SessionMode>,
+    /// Replaces the session's own guardrails (`{}`: none of its own). They may only
+    /// tighten the server's `[guardrails]`: a looser limit is refused (400
+    /// `guardrails_loosened`). A run reads them when it starts or resumes.
+    guardrails: Option<spool_protocol::Guardrails>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -109,7 +113,7 @@ async fn show(Acting { engine, user }: Acting, PathId(id): PathId<SessionId>) ->
     Ok(Json(engine.sessions().get(&user, &id).await?))
 }
 
-/// Changes title, archived flag, permission rules, model or mode; absent fields stay.
+/// Changes title, archived flag, permission rules, model, mode or guardrails; absent fields stay.
 #[utoipa::path(
     patch,
     path = "/api/sessions/{id}",
@@ -128,6 +132,7 @@ async fn update(
         permissions: body.permissions,
         model: body.model,
         mode: body.mode,
+        guardrails: body.guardrails,
     };
     Ok(Json(engine.sessions().update(&user, &id, patch).await?))
 }

@@ -175,6 +175,10 @@ impl Interrupt {
             false => {
                 let summary = approval.payload["summary"].as_str().filter(|s| !s.is_empty());
                 let message = match summary {
+                    // A guardrail asks whether the run goes on: "This run has spent …".
+                    _ if approval.is_guardrail() => {
+                        approval.payload["reason"].as_str().unwrap_or("Continue?").to_owned()
+                    }
                     Some(summary) => format!("Allow {}: {summary}?", approval.tool),
                     None => format!("Allow {}?", approval.tool),
                 };

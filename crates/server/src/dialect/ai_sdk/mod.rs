@@ -215,6 +215,9 @@ impl UiChunk {
     }
 }
 
+/// The call id of a guardrail's approval starts so (see `spool_engine`'s `run/guard.rs`).
+const GUARD_CALL_PREFIX: &str = "guard_";
+
 /// The last line of every UI message stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
 
@@ -432,6 +435,13 @@ impl AiSdkStream {
                 {
                     out.push(UiChunk::ToolOutputDenied { tool_call_id: call.clone() });
                 }
+                // A guardrail's part ends when the person lets the run go on past it.
+                if matches!(decision.as_str(), "once" | "always")
+                    && let Some(call) = self.asked.get(approval_id).filter(|c| c.starts_with(GUARD_CALL_PREFIX))
+                {
+                    let output = serde_json::Value::String("the run goes on".into());
+                    out.push(UiChunk::ToolOutputAvailable { tool_call_id: call.clone(), output, dynamic: true });
+                }
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, result, is_error, .. } => {
                 self.release(tool_call_id, &mut out);
@@ -573,6 +583,13 @@ impl AiSdkStream {
             });
             self.send_input(call, &approval.tool, input, Some(&approval.id), out);
             return;
+        }
+        if approval.is_guardrail() {
+            // No call of the model's waits: the client gets one, `guardrail`, Spool's,
+            // for the approval request to name (its input says what was reached).
+            let payload = &approval.payload;
+            let input = serde_json::json!({"guardrail": payload["guardrail"], "reason": payload["reason"]});
+            self.send_input(call, &approval.tool, input, None, out);
         }
         self.release(call, out);
         self.close_part(out);
