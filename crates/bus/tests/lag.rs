@@ -116,7 +116,13 @@ async fn a_node_behind_the_cursor_waits_for_the_frames_instead_of_sending_a_snap
 
     let (_subscription, start) = b
         .sessions()
-        .subscribe(&user, &session, Some(&cursor), CancellationToken::new(), false)
+        .subscribe(
+            &user,
+            &session,
+            Some(&cursor),
+            CancellationToken::new(),
+            spool_engine::Viewer::watching(spool_protocol::ClientKind::Other),
+        )
         .await
         .expect("subscribe on b");
     // A replay from exactly the cursor, not a snapshot. It may carry frames A published

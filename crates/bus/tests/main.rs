@@ -6,3 +6,4 @@
 mod bus;
 mod cluster;
 mod lag;
+mod presence;
