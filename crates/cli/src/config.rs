@@ -251,6 +251,13 @@ mod tests {
         );
         assert!(FileConfig::default().sandbox.settings().network);
         assert!(toml::from_str::<FileConfig>("[sandbox]\nnetwrok = false\n").is_err());
+        let c: FileConfig =
+            toml::from_str("[guardrails]\nrun_cost_usd = 2.0\nrun_tool_calls = 50\n").expect("guardrails");
+        let limits = c.guardrails.guardrails().expect("valid limits");
+        assert_eq!((limits.run_cost_usd, limits.run_tool_calls, limits.run_tokens), (Some(2.0), Some(50), None));
+        assert!(toml::from_str::<FileConfig>("[guardrails]\nrun_cost = 2\n").is_err(), "a typo is an error");
+        let zero: FileConfig = toml::from_str("[guardrails]\nrun_cost_usd = 0.0\n").expect("parses");
+        assert!(zero.guardrails.guardrails().is_err_and(|e| e.to_string().contains("run_cost_usd")));
         let c: FileConfig = toml::from_str("git_poll_secs = 0\n").expect("git poller off");
         assert_eq!(c.git_poll_secs, Some(0));
         assert_eq!(FileConfig::default().git_poll_secs, None, "the binary's default applies");

@@ -268,3 +268,59 @@ impl RunTask {
         self.turns(checkpoint.turn, calls, None).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(limits: Guardrails) -> Guard {
+        Guard { limits, ..Guard::default() }
+    }
+
+    #[test]
+    fn a_limit_trips_when_reached_and_once_raises_it_a_step() {
+        let mut g = guard(Guardrails { run_cost_usd: Some(2.0), ..Guardrails::default() });
+        let spent = Usage { cost: 2.4, ..Usage::default() };
+        assert_eq!(g.check(Before::ModelCall, &Usage { cost: 1.9, ..Usage::default() }, 0), None);
+        let tripped = g.check(Before::ModelCall, &spent, 0).expect("tripped");
+        assert_eq!((tripped.limit, tripped.value, tripped.used), (Limit::RunCostUsd, 2.0, 2.4));
+        // Cost is not looked at before a tool call.
+        assert_eq!(g.check(Before::Call, &spent, 0), None);
+        g.raise(Limit::RunCostUsd, &spent, 0);
+        assert_eq!(g.check(Before::ModelCall, &spent, 0), None, "next pause at $4");
+        assert!(g.check(Before::ModelCall, &Usage { cost: 4.0, ..Usage::default() }, 0).is_some());
+    }
+
+    #[test]
+    fn once_goes_past_what_is_used_already_and_always_lifts() {
+        let mut g = guard(Guardrails { session_tokens: Some(10), ..Guardrails::default() });
+        g.session_before = Usage { input: 35, output: 0, ..Usage::default() };
+        let run = Usage::default();
+        assert!(g.check(Before::ModelCall, &run, 0).is_some());
+        g.raise(Limit::SessionTokens, &run, 0);
+        assert_eq!(g.state.raised[&Limit::SessionTokens], 3, "the next pause at 40, past the 35 used");
+        assert_eq!(g.check(Before::ModelCall, &run, 0), None);
+        g.state.lifted.insert(Limit::SessionTokens);
+        assert_eq!(g.check(Before::ModelCall, &Usage { input: 1000, ..Usage::default() }, 0), None);
+    }
+
+    #[test]
+    fn tool_calls_and_time_worked_are_checked_before_a_call_and_kept_across_parks() {
+        let mut g = guard(Guardrails { run_tool_calls: Some(2), run_wall_secs: Some(60), ..Guardrails::default() });
+        g.state.tool_calls = 2;
+        assert_eq!(g.check(Before::Call, &Usage::default(), 0).map(|t| t.limit), Some(Limit::RunToolCalls));
+        g.state.tool_calls = 0;
+        g.started = 1_000;
+        g.state.active_ms = 50_000;
+        assert_eq!(g.check(Before::Call, &Usage::default(), 10_000), None);
+        let late = g.check(Before::ModelCall, &Usage::default(), 11_000).expect("60 s worked");
+        assert_eq!((late.limit, late.used), (Limit::RunWallSecs, 60.0));
+        assert_eq!(g.state_at(11_000).active_ms, 60_000);
+        // Kept in checkpoints under camelCase names.
+        let json = serde_json::to_value(GuardPause { before: Before::ModelCall, limit: Limit::RunWallSecs }).unwrap();
+        assert_eq!(json, serde_json::json!({"before": "modelCall", "limit": "runWallSecs"}));
+        g.state.raised.insert(Limit::RunCostUsd, 1);
+        let back: GuardState = serde_json::from_value(serde_json::to_value(&g.state).unwrap()).unwrap();
+        assert_eq!(back, g.state);
+    }
+}

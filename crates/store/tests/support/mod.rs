@@ -65,6 +65,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     projects_round_trip_in_creation_order(store).await;
     sessions_list_by_archived_flag_newest_first(store).await;
     sessions_keep_their_permission_rules(store).await;
+    sessions_keep_their_own_guardrails(store).await;
     one_rule_is_removed_only_while_it_is_the_one_named(store).await;
     concurrent_removals_of_one_rule_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     search_finds_titles_and_message_text_of_one_owner_newest_first_in_pages(store).await;

@@ -68,6 +68,22 @@ pub async fn sessions_keep_their_permission_rules(store: &dyn Store) {
     assert_eq!(store.get_session(&cleared.id).await.expect("get"), Some(cleared));
 }
 
+pub async fn sessions_keep_their_own_guardrails(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    assert_eq!(store.session_guardrails(&session.id).await.expect("read"), None, "none of its own at first");
+    let own = Guardrails { run_cost_usd: Some(1.5), session_tokens: Some(10_000), ..Guardrails::default() };
+    store.set_session_guardrails(&session.id, Some(&own), 7_000).await.expect("set");
+    assert_eq!(store.session_guardrails(&session.id).await.expect("read"), Some(own));
+    assert_eq!(store.get_session(&session.id).await.expect("get").expect("session").updated_at, 7_000);
+    // Writing the session's other fields leaves them as they are.
+    let renamed = Session { title: "renamed".into(), ..session.clone() };
+    store.update_session(&renamed).await.expect("update");
+    assert_eq!(store.session_guardrails(&session.id).await.expect("read"), Some(own));
+    store.set_session_guardrails(&session.id, None, 8_000).await.expect("remove");
+    assert_eq!(store.session_guardrails(&session.id).await.expect("read"), None);
+    assert_eq!(store.session_guardrails(&SessionId::new()).await.expect("absent session"), None);
+}
+
 pub async fn one_rule_is_removed_only_while_it_is_the_one_named(store: &dyn Store) {
     use PermissionAction::{Allow, Deny};
     let (_, session) = new_session(store).await;
