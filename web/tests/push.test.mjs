@@ -16,7 +16,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FULL_CHROMIUM, api, launch, seed, settled, shot, startSpool, until } from './helpers.mjs';
@@ -221,6 +221,36 @@ test('an approval reaches the push service encrypted and signed; Approve on its 
   await page.reload();
   await page.waitForFunction(() => document.querySelector('#notify')?.dataset.push === 'false' && window.pushCalls.at(-1) === 'unsubscribe');
   assert.equal(await page.getAttribute('#notify', 'aria-pressed'), 'true', 'the page’s own notifications stay on');
+  assert.deepEqual(page.errors, []);
+});
+
+test('Deny on a notification rejects the call: it never runs, and the run goes on', async (t) => {
+  const service = await startPushService();
+  t.after(() => service.close());
+  const server = await startWithPush(t);
+  const { session } = await seed(server, { title: 'Say no' });
+  const { context, page, cdp, registrations } = await notifyingPage(server, `${server.url}/#/s/${session.id}`, { subscription: service.subscribe() });
+  await page.waitForSelector('.conn.is-live');
+  await page.getByRole('button', { name: BELL }).click();
+  await page.waitForFunction(() => document.querySelector('#notify').dataset.push === 'true');
+  await api(server.url, 'POST', `/api/sessions/${session.id}/prompt`, { text: bash('touch denied.txt') });
+  const ask = await service.next((m) => m.json.kind === 'approval');
+  const registrationId = await until(() => registrations.get(`${server.url}/`), 10_000, 'the worker’s registration');
+  const worker = context.serviceWorkers()[0] ?? (await context.waitForEvent('serviceworker'));
+  await cdp.send('ServiceWorker.deliverPushMessage', { origin: server.url, registrationId, data: ask.text });
+  const data = await until(
+    () => worker.evaluate(async (tag) => (await self.registration.getNotifications({ tag }))[0]?.data, `spool-approval-${ask.json.approvalId}`),
+    10_000,
+    'the notification',
+  );
+  const denied = await worker.evaluate((data) => self.spoolHandleClick('deny', data), data);
+  assert.equal(denied.title, 'Denied — the run goes on without it');
+  const detail = await idle(server, session.id);
+  assert.equal(detail.state.lastApproval.decision, 'reject');
+  assert.equal(detail.state.lastApproval.via, 'push', 'the session records how it was decided');
+  const [result] = await bashResults(server, session.id);
+  assert.equal(result.isError, true, 'the model is told the call was denied');
+  assert.equal(existsSync(join(server.project, 'denied.txt')), false, 'the command never ran');
   assert.deepEqual(page.errors, []);
 });
 
