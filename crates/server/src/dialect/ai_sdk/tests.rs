@@ -439,3 +439,66 @@ fn a_snapshot_draws_the_steer_the_run_took_and_not_its_prompt() {
     assert!(matches!(chunks[at - 1], UiChunk::TextEnd { .. }), "{chunks:?}");
     assert!(matches!(chunks[at + 1], UiChunk::TextStart { .. }), "{chunks:?}");
 }
+
+/// A guardrail's pause before the run's second model call (see `Approval::is_guardrail`).
+fn guardrail() -> Approval {
+    Approval {
+        id: "per_01jd0000000000000000000009".parse().expect("valid id"),
+        tool_call_id: "guard_01jd0000000000000000000009".into(),
+        tool: "guardrail".into(),
+        kind: spool_protocol::ApprovalKind::ConfirmAction,
+        payload: serde_json::json!({
+            "guardrail": {"limit": "runCostUsd", "scope": "run", "value": 2.0, "used": 2.4},
+            "change": "Continue past the run's cost limit",
+            "argument": "This run has spent $2.40 (limit $2.00). Continue?",
+            "reason": "This run has spent $2.40 (limit $2.00). Continue?",
+        }),
+        ..approval()
+    }
+}
+
+#[test]
+fn a_guardrail_is_a_part_of_spools_asked_for_approval_and_ended_when_the_run_goes_on() {
+    let g = guardrail();
+    let read = serde_json::json!({"path": "README.md"});
+    let call = Content::ToolCall { id: "call_1".into(), name: "read".into(), arguments: read.clone() };
+    let answer = assistant(vec![Content::Text { text: "Done.".into() }], StopReason::Stop);
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![call], StopReason::ToolUse) }),
+            ev(None, tool_started("call_1", "read", read)),
+            ev(None, tool_ended("call_1", "read", "# Test")),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::ApprovalRequested { approval: Box::new(g.clone()) }),
+            ev(None, approval_decided(&g, "once", Some(owner()))),
+            ev(None, AgentEvent::TurnStart {}),
+            ev(Some(3), AgentEvent::MessageEnd { message: answer }),
+            ev(None, AgentEvent::TurnEnd {}),
+            ev(None, AgentEvent::AgentEnd { status: "completed".into(), usage: Usage::default(), error: None }),
+        ],
+    );
+    let whole = map_all(&mut AiSdkStream::new(run_id()), &frames);
+    let input = UiChunk::ToolInputAvailable {
+        tool_call_id: g.tool_call_id.clone(),
+        tool_name: "guardrail".into(),
+        input: serde_json::json!({"guardrail": g.payload["guardrail"], "reason": g.payload["reason"]}),
+        dynamic: true,
+        provider_executed: true,
+        provider_metadata: None,
+    };
+    assert_eq!(inputs_of(&whole, &g.tool_call_id), vec![&input], "{whole:?}");
+    let at = |wanted: &dyn Fn(&UiChunk) -> bool| whole.iter().position(wanted).expect("sent");
+    let shown = at(&|c| c == &input);
+    let asked =
+        at(&|c| matches!(c, UiChunk::ToolApprovalRequest { tool_call_id, .. } if *tool_call_id == g.tool_call_id));
+    let ended =
+        at(&|c| matches!(c, UiChunk::ToolOutputAvailable { tool_call_id, .. } if *tool_call_id == g.tool_call_id));
+    assert!(shown < asked && asked < ended, "its input, its request, then its output: {whole:?}");
+    assert_eq!(whole.last(), Some(&UiChunk::Finish { finish_reason: FinishReason::Stop }));
+    // The continuation after the decision sends what the whole run sends after the request.
+    let after = map_all(&mut AiSdkStream::continuing(&g, Some(g.id.clone()), false), &frames[7..]);
+    assert_eq!(after, whole[asked + 1..], "{after:?}");
+}
