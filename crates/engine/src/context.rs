@@ -82,7 +82,7 @@ pub fn assemble(system: &str, memory: &SessionMemory, verbatim: &[Message], tool
             memory.summarized_before
         ));
     }
-    ModelRequest { system: Some(prompt), messages: verbatim.to_vec(), tools }
+    ModelRequest { system: Some(prompt), messages: verbatim.to_vec(), tools, files: Default::default() }
 }
 
 /// Where compaction should cut the verbatim part of the conversation (the part after
@@ -115,6 +115,7 @@ pub fn summary_request(memory: &SessionMemory, fold: &[Message]) -> ModelRequest
         )),
         messages: vec![Message::user_text(transcript, 0)],
         tools: Vec::new(),
+        files: Default::default(),
     }
 }
 
@@ -124,6 +125,7 @@ pub fn title_request(prompt: &str) -> ModelRequest {
         system: Some(format!("{TITLE_INSTRUCTION}: at most six words, no quotes, no trailing period.")),
         messages: vec![Message::user_text(clip(prompt, 2000), 0)],
         tools: Vec::new(),
+        files: Default::default(),
     }
 }
 

@@ -69,6 +69,8 @@ pub struct EngineConfig {
     pub limits: EventLimits,
     /// Largest prompt text accepted, in bytes.
     pub max_prompt_bytes: usize,
+    /// What files a user may send (see [`crate::attachments`]).
+    pub attachments: crate::attachments::AttachmentLimits,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
     /// Most bytes of text, reasoning and tool arguments one assistant message may
@@ -153,6 +155,7 @@ impl Default for EngineConfig {
         Self {
             limits: EventLimits::default(),
             max_prompt_bytes: 256 * 1024,
+            attachments: crate::attachments::AttachmentLimits::default(),
             max_turns: 50,
             max_answer_bytes: 4 << 20,
             rules: approval::default_rules(),
@@ -204,6 +207,9 @@ pub struct PromptInput {
     /// Tools the client runs itself, offered to the model beside Spool's (see
     /// [`crate::client_tools`]); checked by [`Runs::submit`].
     pub client_tools: Vec<spool_protocol::api::ClientTool>,
+    /// The caller's attachments sent with the prompt (see [`crate::attachments`]): the
+    /// user message holds them before its text.
+    pub files: Vec<spool_protocol::AttachmentId>,
 }
 
 /// What a prompt asks of its run, once it is checked: kept while it waits in the queue.
@@ -423,6 +429,7 @@ impl Engine {
         let sessions = Arc::new(crate::registry::Registry::new(clock.clone()));
         let data_dir = fence.data_dir().map(Into::into);
         let settings = RunSettings {
+            prompt_file_bytes: config.attachments.prompt_file_bytes,
             max_turns: config.max_turns,
             system_prompt: config.system_prompt.clone(),
             rules: config.rules.clone(),
@@ -534,6 +541,11 @@ impl Engine {
     /// and followed.
     pub fn runs(&self) -> Runs<'_> {
         Runs { engine: self }
+    }
+
+    /// Files sent with prompts (see [`crate::attachments`]).
+    pub fn attachments(&self) -> crate::attachments::Attachments<'_> {
+        crate::attachments::Attachments { engine: self }
     }
 
     /// A user's projects: registered, listed, renamed and deleted.

@@ -3,6 +3,7 @@
 //! [`Model`], [`Tool`] — and imports no web framework, database driver or HTTP client.
 
 mod approvals;
+pub mod attachments;
 pub mod client_tools;
 pub mod auth;
 pub mod caps;
@@ -62,7 +63,7 @@ pub use framebus::{BusFailure, BusItem, FrameBus};
 pub use git::{GitPolling, GitProbe};
 pub use leases::LOCAL_NODE;
 pub use lists::ListNotifier;
-pub use model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
+pub use model::{FileBytes, Inputs, Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolSpec};
 pub use models::{ModelInfo, Models, Price};
 pub use readiness::{Check, CheckState, Readiness};
 pub use roots::WorkspaceRoots;

@@ -24,6 +24,49 @@ pub struct ModelRequest {
     pub system: Option<String>,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+    /// The bytes of the messages' files (`Content::File`), by SHA-256. A file missing
+    /// here goes to the model as a line naming it (see [`file_stub`]).
+    pub files: FileBytes,
+}
+
+/// Attachments' bytes by their SHA-256.
+pub type FileBytes = std::collections::BTreeMap<String, bytes::Bytes>;
+
+/// What a model reads besides text (text files are text: every model reads them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// PNG, JPEG, GIF and WebP images.
+    pub images: bool,
+    /// PDF documents.
+    pub pdf: bool,
+}
+
+impl Inputs {
+    /// Whether a file of `media_type` can go to this model.
+    pub fn reads(&self, media_type: &str) -> bool {
+        if media_type.starts_with("image/") {
+            self.images
+        } else if media_type == "application/pdf" {
+            self.pdf
+        } else {
+            true
+        }
+    }
+}
+
+/// The line a model gets for a file whose bytes are not in the request.
+pub fn file_stub(name: &str, media_type: &str, size: u64) -> String {
+    format!("[file {name} ({media_type}, {size} bytes) not included]")
+}
+
+/// How a text file goes to a model: its name and type, then its text.
+pub fn text_file_block(name: &str, media_type: &str, bytes: &[u8]) -> String {
+    format!(
+        "<file name=\"{}\" type=\"{media_type}\" bytes=\"{}\">\n{}\n</file>",
+        name.replace('"', "'"),
+        bytes.len(),
+        String::from_utf8_lossy(bytes)
+    )
 }
 
 /// One step of a model's output.
@@ -71,5 +114,10 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 pub trait Model: Send + Sync + 'static {
     /// The name shown in messages and the API (`scripted`, `openai:gpt-4o`, …).
     fn name(&self) -> String;
+    /// What the model reads besides text; text only unless a model says more. A prompt
+    /// with a file the model cannot read is refused before it runs.
+    fn inputs(&self) -> Inputs {
+        Inputs::default()
+    }
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError>;
 }

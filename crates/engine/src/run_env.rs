@@ -26,6 +26,9 @@ use tokio_util::sync::CancellationToken;
 /// The engine settings a run reads.
 #[derive(Clone, Debug)]
 pub(crate) struct RunSettings {
+    /// Most bytes of files one model call carries (`[limits] prompt_file_bytes`): the
+    /// newest files first; older ones go as their names.
+    pub prompt_file_bytes: u64,
     /// Most model calls one run may make before it fails (a loop guard).
     pub max_turns: usize,
     /// The system prompt every model call starts with.
@@ -167,6 +170,12 @@ impl RunEnv {
     pub fn run_settled(&self, session: &SessionId) {
         // Closed only once the engine is gone: then no queue is left to run either.
         let _ = self.settled.send(session.clone());
+    }
+
+    /// Where attachments' bytes are kept (see [`crate::attachments`]); `None` without a
+    /// data directory.
+    pub fn blobs(&self) -> Option<crate::attachments::BlobDir> {
+        self.data_dir.as_deref().map(crate::attachments::BlobDir::under)
     }
 
     /// What a tool call of this session may touch: the project, minus Spool's data

@@ -14,13 +14,14 @@
 
 use crate::conversation::{paired_calls, text_of};
 use crate::failure::{Failure, from_stream_error};
+use crate::files::{FilePart, file_part};
 use crate::transport::{self, BuildError, Decoder, Http, RetryPolicy, stream_cut};
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_protocol::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_engine::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use spool_engine::{Inputs, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use spool_protocol::sse::SseEvent;
 use spool_protocol::{Content, Message, StopReason, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -82,6 +83,11 @@ impl Model for AnthropicModel {
         self.label.clone()
     }
 
+    /// Claude reads images and PDFs.
+    fn inputs(&self) -> Inputs {
+        Inputs { images: true, pdf: true }
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let body = Bytes::from(request_body(&self.model, self.max_tokens, &request).to_string());
         let endpoint = self.endpoint.clone();
@@ -107,7 +113,7 @@ pub(crate) fn request_body(model: &str, max_tokens: u32, request: &ModelRequest)
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
     for message in &request.messages {
         let (role, blocks) = match message {
-            Message::User { content, .. } => ("user", text_blocks(content)),
+            Message::User { content, .. } => ("user", user_blocks(content, &request.files)),
             Message::Assistant { content, .. } => {
                 let mut blocks = Vec::new();
                 for block in content {
@@ -168,10 +174,25 @@ pub(crate) fn request_body(model: &str, max_tokens: u32, request: &ModelRequest)
     body
 }
 
-fn text_blocks(content: &[Content]) -> Vec<Value> {
+/// A user message's blocks: its files as `image` and `document` blocks (base64
+/// sources), text files and files left out as text, then its text.
+fn user_blocks(content: &[Content], files: &spool_engine::FileBytes) -> Vec<Value> {
     content
         .iter()
         .filter_map(|block| match block {
+            Content::File { name, media_type, size, sha256, .. } => {
+                Some(match file_part(name, media_type, *size, sha256, files) {
+                    FilePart::Image { media_type, data } => json!({
+                        "type": "image", "source": {"type": "base64", "media_type": media_type, "data": data},
+                    }),
+                    FilePart::Pdf { name, data } => json!({
+                        "type": "document",
+                        "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+                        "title": name,
+                    }),
+                    FilePart::Text(text) => json!({"type": "text", "text": text}),
+                })
+            }
             Content::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
             _ => None,
         })

@@ -41,6 +41,7 @@
 mod anthropic;
 mod conversation;
 mod failure;
+mod files;
 mod openai;
 mod script;
 mod scripted;

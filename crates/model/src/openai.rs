@@ -21,13 +21,15 @@
 
 use crate::conversation::{arguments_text, paired_calls, text_of};
 use crate::failure::{Failure, from_stream_error};
+use crate::files::{FilePart, file_part};
 use crate::transport::{self, BuildError, Decoder, Http, RetryPolicy, stream_cut};
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_protocol::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_engine::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use spool_engine::model::file_stub;
+use spool_engine::{Inputs, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use spool_protocol::sse::SseEvent;
 use spool_protocol::{Content, Message, StopReason, Usage};
 use std::collections::BTreeMap;
 
@@ -43,6 +45,10 @@ pub struct OpenAiConfig {
     /// The provider's model id.
     pub model: String,
     pub retry: RetryPolicy,
+    /// What the model reads besides text: images (as `image_url` data URLs) for
+    /// `openai:`, nothing for a local server unless its configuration says so. PDFs
+    /// are refused: OpenAI-compatible servers promise no `file` part.
+    pub inputs: Inputs,
 }
 
 impl OpenAiConfig {
@@ -55,6 +61,7 @@ impl OpenAiConfig {
             api_key,
             model,
             retry: RetryPolicy::default(),
+            inputs: Inputs { images: true, pdf: false },
         }
     }
 }
@@ -66,13 +73,14 @@ pub struct OpenAiModel {
     endpoint: String,
     model: String,
     http: Http,
+    inputs: Inputs,
 }
 
 impl OpenAiModel {
     pub fn new(config: OpenAiConfig) -> Result<Self, BuildError> {
         let endpoint = format!("{}/chat/completions", transport::base_url(&config.base_url)?);
         let http = Http::new(config.api_key, config.retry)?;
-        Ok(Self { label: config.label, endpoint, model: config.model, http })
+        Ok(Self { label: config.label, endpoint, model: config.model, http, inputs: config.inputs })
     }
 }
 
@@ -80,6 +88,10 @@ impl OpenAiModel {
 impl Model for OpenAiModel {
     fn name(&self) -> String {
         self.label.clone()
+    }
+
+    fn inputs(&self) -> Inputs {
+        self.inputs
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
@@ -102,6 +114,35 @@ impl Model for OpenAiModel {
 }
 
 /// The JSON body of a streaming Chat Completions request.
+/// A user message's `content`: a string, as local servers' chat templates expect,
+/// unless it has files; then an array of parts, images as `image_url` data URLs and
+/// text files (and files left out) as text.
+fn user_content(content: &[Content], files: &spool_engine::FileBytes) -> Value {
+    if !content.iter().any(|c| matches!(c, Content::File { .. })) {
+        return json!(text_of(content));
+    }
+    let parts: Vec<Value> = content
+        .iter()
+        .filter_map(|block| match block {
+            Content::File { name, media_type, size, sha256, .. } => {
+                Some(match file_part(name, media_type, *size, sha256, files) {
+                    FilePart::Image { media_type, data } => {
+                        json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+                    }
+                    // Refused before the run (the model's inputs say no PDF); never sent.
+                    FilePart::Pdf { name, .. } => {
+                        json!({"type": "text", "text": file_stub(name, "application/pdf", *size)})
+                    }
+                    FilePart::Text(text) => json!({"type": "text", "text": text}),
+                })
+            }
+            Content::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
+            _ => None,
+        })
+        .collect();
+    Value::Array(parts)
+}
+
 pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
     let paired = paired_calls(&request.messages);
     let mut messages = Vec::new();
@@ -110,7 +151,9 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
     }
     for message in &request.messages {
         match message {
-            Message::User { content, .. } => messages.push(json!({"role": "user", "content": text_of(content)})),
+            Message::User { content, .. } => {
+                messages.push(json!({"role": "user", "content": user_content(content, &request.files)}))
+            }
             Message::Assistant { content, .. } => {
                 // Reasoning is not sent back: the API has no field for it on input.
                 let calls: Vec<Value> = content

@@ -124,7 +124,7 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
     match request.messages.last() {
         Some(message @ Message::User { .. }) => {
             let prompt = message.text();
-            match directive(prompt.trim()) {
+            let answer = match directive(prompt.trim()) {
                 Directive::Echo(text) => text_reply(words(text), input),
                 Directive::Stream(n) => counted_reply(n, input),
                 Directive::Think { thought, answer } => thinking_reply(words(thought), words(answer), input),
@@ -145,6 +145,11 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
                     let reply = format!("You said: \"{}\"", truncate_chars(prompt, PROMPT_QUOTE_CHARS));
                     text_reply(words(&reply), input)
                 }
+            };
+            // What came with the prompt, first: tests read the path a file took from it.
+            match received(message, &request.files) {
+                Some(lines) => Box::new(std::iter::once(ModelEvent::Text(lines)).chain(answer)),
+                None => answer,
             }
         }
         Some(Message::ToolResult { tool_name, content, is_error, .. }) => {
@@ -154,6 +159,29 @@ pub(crate) fn answer(request: &ModelRequest) -> Events {
         // anything else plainly keeps the model total instead of failing a run.
         Some(Message::Assistant { .. }) | None => text_reply(words("Nothing to reply to."), input),
     }
+}
+
+/// One line per file of the prompt: `Received shot.png (image/png, 5120 bytes, sha256
+/// 0123abcd…, bytes match)`, the hash being that of the bytes the request carried, or
+/// `bytes missing` when it carried none.
+fn received(message: &Message, files: &spool_engine::FileBytes) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let lines: Vec<String> = message
+        .files()
+        .filter_map(|file| {
+            let Content::File { name, media_type, size, sha256, .. } = file else { return None };
+            let got = match files.get(sha256) {
+                Some(bytes) => {
+                    let hash: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+                    let verdict = if &hash == sha256 { "bytes match" } else { "bytes differ" };
+                    format!("sha256 {}…, {verdict}", &hash[..8])
+                }
+                None => "bytes missing".to_owned(),
+            };
+            Some(format!("Received {name} ({media_type}, {size} bytes, {got})\n"))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.concat())
 }
 
 /// A title for a first prompt that reads like one: a directive becomes a short phrase
@@ -342,7 +370,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn request(messages: Vec<Message>) -> ModelRequest {
-        ModelRequest { system: None, messages, tools: Vec::new() }
+        ModelRequest { system: None, messages, tools: Vec::new(), files: Default::default() }
     }
 
     fn prompt(text: &str) -> ModelRequest {
@@ -355,6 +383,31 @@ mod tests {
 
     fn text(s: &str) -> ModelEvent {
         ModelEvent::Text(s.to_owned())
+    }
+
+    #[test]
+    fn a_prompt_with_files_is_answered_with_what_came_and_whether_the_bytes_match() {
+        let bytes = bytes::Bytes::from_static(b"hello");
+        // SHA-256 of "hello".
+        let sha = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+        let file = |name: &str, sha: &str| Content::File {
+            id: spool_protocol::AttachmentId::new(),
+            name: name.into(),
+            media_type: "text/plain".into(),
+            size: 5,
+            sha256: sha.into(),
+            url: String::new(),
+        };
+        let content =
+            vec![file("a.txt", sha), file("b.txt", &"0".repeat(64)), Content::Text { text: "echo: ok".into() }];
+        let mut req = request(vec![Message::User { content, timestamp: 0 }]);
+        req.files.insert(sha.into(), bytes.clone());
+        req.files.insert("0".repeat(64), bytes);
+        assert_eq!(
+            joined_text(&events(&req)),
+            "Received a.txt (text/plain, 5 bytes, sha256 2cf24dba…, bytes match)\n\
+             Received b.txt (text/plain, 5 bytes, sha256 2cf24dba…, bytes differ)\nok"
+        );
     }
 
     fn joined_text(events: &[ModelEvent]) -> String {

@@ -7,19 +7,26 @@
 use crate::script;
 use async_trait::async_trait;
 use futures::{StreamExt, stream};
-use spool_engine::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use spool_engine::{Inputs, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use std::time::Duration;
 
 /// The offline, deterministic model described in the crate documentation.
 #[derive(Clone, Debug, Default)]
 pub struct ScriptedModel {
     delay: Duration,
+    /// `scripted:text-only`: reads no images or PDFs, for tests of a model without vision.
+    text_only: bool,
 }
 
 impl ScriptedModel {
     /// A scripted model pausing `delay` between consecutive deltas (zero: no pause).
     pub fn new(delay: Duration) -> Self {
-        Self { delay }
+        Self { delay, text_only: false }
+    }
+
+    /// A scripted model that reads text only (`scripted:text-only`).
+    pub fn text_only(self) -> Self {
+        Self { text_only: true, ..self }
     }
 
     pub fn delay(&self) -> Duration {
@@ -30,7 +37,11 @@ impl ScriptedModel {
 #[async_trait]
 impl Model for ScriptedModel {
     fn name(&self) -> String {
-        "scripted".to_owned()
+        if self.text_only { "scripted:text-only" } else { "scripted" }.to_owned()
+    }
+
+    fn inputs(&self) -> Inputs {
+        Inputs { images: !self.text_only, pdf: !self.text_only }
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
@@ -64,7 +75,12 @@ mod tests {
     use tokio::time::Instant;
 
     fn prompt(text: &str) -> ModelRequest {
-        ModelRequest { system: None, messages: vec![Message::user_text(text, 0)], tools: Vec::new() }
+        ModelRequest {
+            system: None,
+            messages: vec![Message::user_text(text, 0)],
+            tools: Vec::new(),
+            files: Default::default(),
+        }
     }
 
     async fn collect(model: &ScriptedModel, text: &str) -> Vec<ModelEvent> {

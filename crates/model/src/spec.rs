@@ -43,7 +43,8 @@ pub fn from_spec(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc
                 .parse::<u64>()
                 .map_err(|_| format!("SPOOL_SCRIPTED_DELAY_MS must be a number of milliseconds, not {ms:?}"))?,
         };
-        return Ok(Arc::new(ScriptedModel::new(Duration::from_millis(delay_ms))));
+        let scripted = ScriptedModel::new(Duration::from_millis(delay_ms));
+        return Ok(Arc::new(if model == "text-only" { scripted.text_only() } else { scripted }));
     }
     if !PROVIDERS.contains(&provider) {
         return Err(format!(
@@ -58,6 +59,12 @@ pub fn from_spec(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc
     let openai = |base_url: String, api_key: Option<String>| -> Result<Arc<dyn Model>, String> {
         let mut config = OpenAiConfig::new(base_url, api_key, model);
         config.label = format!("{provider}:{model}");
+        // A local server's model reads what its operator says it does (`images`), nothing
+        // more by default: most local models have no vision.
+        if provider != "openai" {
+            let inputs = var(&format!("{}_INPUTS", inputs_var(provider))).unwrap_or_default();
+            config.inputs.images = inputs.split(',').any(|i| i.trim() == "images");
+        }
         Ok(Arc::new(OpenAiModel::new(config).map_err(|e| format!("{spec}: {e}"))?))
     };
     match provider {
@@ -77,6 +84,12 @@ pub fn from_spec(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc
         }
         _ => unreachable!("every provider in PROVIDERS is matched above"),
     }
+}
+
+/// The prefix of the variable that names what a local provider's models read:
+/// `OLLAMA_INPUTS`, `SPOOL_OPENAI_COMPATIBLE_INPUTS`.
+fn inputs_var(provider: &str) -> &'static str {
+    if provider == "ollama" { "OLLAMA" } else { "SPOOL_OPENAI_COMPATIBLE" }
 }
 
 #[cfg(test)]

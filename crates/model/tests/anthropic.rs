@@ -22,7 +22,12 @@ fn model(fake: &Fake) -> AnthropicModel {
 }
 
 fn hello() -> ModelRequest {
-    ModelRequest { system: None, messages: vec![Message::user_text("hi", 1)], tools: Vec::new() }
+    ModelRequest {
+        system: None,
+        messages: vec![Message::user_text("hi", 1)],
+        tools: Vec::new(),
+        files: Default::default(),
+    }
 }
 
 /// `event:` and `data:` lines per event, as the API documents them.
@@ -150,6 +155,7 @@ async fn sends_the_conversation_and_tools_in_the_messages_shape() {
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }],
+        files: Default::default(),
     };
     let events = collect(model(&fake).stream(request).await.expect("a stream")).await;
     assert_eq!(events.last(), Some(&Ok(ModelEvent::Stop(StopReason::Stop))));
@@ -294,4 +300,44 @@ async fn dropping_the_stream_mid_answer_closes_the_connection() {
     assert_eq!(first, Some(Ok(ModelEvent::Text("Es war einmal".into()))));
     drop(stream);
     fake.connection_closed(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn images_go_as_image_blocks_and_pdfs_as_document_blocks_before_the_text() {
+    let mut fake =
+        Fake::start(vec![Reply::Stream { pieces: vec![text_answer("ok").into_bytes()], end: End::Complete }]).await;
+    let png = bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\nfake");
+    let pdf = bytes::Bytes::from_static(b"%PDF-1.7\n");
+    let file = |name: &str, media_type: &str, bytes: &bytes::Bytes, sha: &str| Content::File {
+        id: spool_protocol::AttachmentId::new(),
+        name: name.into(),
+        media_type: media_type.into(),
+        size: bytes.len() as u64,
+        sha256: sha.into(),
+        url: String::new(),
+    };
+    let content = vec![
+        file("shot.png", "image/png", &png, &"a".repeat(64)),
+        file("spec.pdf", "application/pdf", &pdf, &"b".repeat(64)),
+        file("old.png", "image/png", &png, &"c".repeat(64)),
+        Content::Text { text: "compare".into() },
+    ];
+    let request = ModelRequest {
+        system: None,
+        messages: vec![Message::User { content, timestamp: 1 }],
+        tools: Vec::new(),
+        // `old.png`'s bytes are not carried (over the request's budget): it goes as its name.
+        files: [("a".repeat(64), png), ("b".repeat(64), pdf)].into_iter().collect(),
+    };
+    collect(model(&fake).stream(request).await.expect("a stream")).await;
+    let body = fake.request().await.body;
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgpmYWtl"}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjcK"}, "title": "spec.pdf"},
+            {"type": "text", "text": "[file old.png (image/png, 12 bytes) not included]"},
+            {"type": "text", "text": "compare"},
+        ])
+    );
 }

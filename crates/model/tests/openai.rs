@@ -20,7 +20,12 @@ fn model(fake: &Fake) -> OpenAiModel {
 }
 
 fn hello() -> ModelRequest {
-    ModelRequest { system: None, messages: vec![Message::user_text("hi", 1)], tools: Vec::new() }
+    ModelRequest {
+        system: None,
+        messages: vec![Message::user_text("hi", 1)],
+        tools: Vec::new(),
+        files: Default::default(),
+    }
 }
 
 /// One `data:` line per chunk, as the API documents it.
@@ -112,6 +117,7 @@ async fn sends_the_conversation_and_tools_in_the_chat_completions_shape() {
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
         }],
+        files: Default::default(),
     };
     let events = collect(model(&fake).stream(request).await.expect("a stream")).await;
     assert_eq!(events.last(), Some(&Ok(ModelEvent::Stop(StopReason::Stop))));
@@ -308,4 +314,50 @@ async fn an_unreachable_server_is_retried_then_reported() {
     let error = events[2].clone().expect_err("the call fails");
     assert_eq!(error.code, "provider_error");
     assert!(error.message.starts_with("could not reach the provider"), "{}", error.message);
+}
+
+/// A user message with a PNG and a text file, and the request carrying both files' bytes.
+fn with_files() -> ModelRequest {
+    let png = bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\nfake");
+    let log = bytes::Bytes::from_static(b"line one\n");
+    let file = |name: &str, media_type: &str, bytes: &bytes::Bytes, sha: &str| Content::File {
+        id: spool_protocol::AttachmentId::new(),
+        name: name.into(),
+        media_type: media_type.into(),
+        size: bytes.len() as u64,
+        sha256: sha.into(),
+        url: String::new(),
+    };
+    let content = vec![
+        file("shot.png", "image/png", &png, &"a".repeat(64)),
+        file("app.log", "text/plain", &log, &"b".repeat(64)),
+        Content::Text { text: "what broke?".into() },
+    ];
+    ModelRequest {
+        system: None,
+        messages: vec![Message::User { content, timestamp: 1 }],
+        tools: Vec::new(),
+        files: [("a".repeat(64), png), ("b".repeat(64), log)].into_iter().collect(),
+    }
+}
+
+#[tokio::test]
+async fn an_image_goes_as_an_image_url_data_url_and_a_text_file_as_named_text() {
+    let mut fake =
+        Fake::start(vec![Reply::Stream { pieces: vec![answer("ok").into_bytes()], end: End::Complete }]).await;
+    collect(model(&fake).stream(with_files()).await.expect("a stream")).await;
+    let body = fake.request().await.body;
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgpmYWtl"}},
+            {"type": "text", "text": "<file name=\"app.log\" type=\"text/plain\" bytes=\"9\">\nline one\n\n</file>"},
+            {"type": "text", "text": "what broke?"},
+        ])
+    );
+    assert_eq!(
+        model(&fake).inputs(),
+        spool_engine::Inputs { images: true, pdf: false },
+        "PDFs are refused before a run"
+    );
 }

@@ -211,6 +211,9 @@ pub trait ApiId: FromStr<Err = IdError> + Send {
 impl ApiId for ProjectId {
     const WHAT: &'static str = "project";
 }
+impl ApiId for spool_protocol::AttachmentId {
+    const WHAT: &'static str = "attachment";
+}
 impl ApiId for SessionId {
     const WHAT: &'static str = "session";
 }

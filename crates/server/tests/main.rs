@@ -10,6 +10,7 @@ mod ai_sdk_tools;
 mod always_patterns;
 mod api;
 mod approvals;
+mod attachments;
 mod auth;
 mod auth_matrix;
 mod branches;

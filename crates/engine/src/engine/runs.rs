@@ -38,8 +38,17 @@ impl Runs<'_> {
     /// after it. The same `request_id` returns the run it started or the message it
     /// queued, and starts, queues or cancels nothing.
     pub async fn submit(&self, owner: &UserId, id: &SessionId, input: PromptInput) -> Result<Submitted> {
-        let PromptInput { text, request_id, approval_policy, on_disconnect, multitask, at, regenerate, client_tools } =
-            input;
+        let PromptInput {
+            text,
+            request_id,
+            approval_policy,
+            on_disconnect,
+            multitask,
+            at,
+            regenerate,
+            client_tools,
+            files,
+        } = input;
         let queue = multitask == Multitask::Enqueue;
         // A queued prompt has nowhere to keep its tools (a follow-up migration may add
         // it): refused whether or not it would have waited, so a client learns at once.
@@ -72,8 +81,9 @@ impl Runs<'_> {
                 ),
             });
         }
-        // A regenerate may leave the text out: the turn's own prompt is asked again.
-        if text.trim().is_empty() && !regenerate {
+        // A regenerate may leave the text out: the turn's own prompt is asked again; a
+        // prompt of files alone has none.
+        if text.trim().is_empty() && !regenerate && files.is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
         }
         if let Some(r) = &request_id
@@ -127,8 +137,23 @@ impl Runs<'_> {
             Some(turn) if text.trim().is_empty() => turn.message.text(),
             _ => text,
         };
-        if text.trim().is_empty() {
+        if text.trim().is_empty() && files.is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the prompt text is empty"));
+        }
+        if !files.is_empty() {
+            // A file the session's model cannot read is refused here, never dropped on
+            // the way to it.
+            let choice = loaded.events.read(|s| s.session.model.clone());
+            let model = self.engine.inner.env.models.resolve(choice.as_deref()).model.clone();
+            self.engine.attachments().check_readable(owner, &files, &*model).await?;
+            // The queue keeps text only (a follow-up gives queued rows their files).
+            if queue && (busy || !queued.is_empty()) {
+                return Err(EngineError::Conflict {
+                    code: "files_not_queueable",
+                    message: "a prompt with files cannot wait in the queue yet; send it when the session is idle"
+                        .into(),
+                });
+            }
         }
         let wanted = Wanted { text, request_id, approval_policy, on_disconnect, client_tools };
         // Behind the queue even when no run is going (one is about to take the queue's
@@ -190,6 +215,7 @@ impl Runs<'_> {
                 at,
                 regenerate,
                 client_tools,
+                files,
             };
             return Box::pin(self.submit(owner, id, input)).await;
         }
@@ -210,7 +236,15 @@ impl Runs<'_> {
             }
             (None, None) => None,
         };
-        let prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
+        let mut prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
+        if !files.is_empty()
+            && let Message::User { content, .. } = &mut prompt.message
+        {
+            // Files first, as Anthropic advises for images; no empty text block after them.
+            let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
+            content.retain(|c| !matches!(c, Content::Text { text } if text.trim().is_empty()));
+            content.splice(0..0, files);
+        }
         let started = self.engine.store().start_run(&run, &prompt).await;
         if let Some(ordinal) = shelved
             && !matches!(started, Ok(RunInsert::Created))

@@ -181,6 +181,8 @@ impl Sessions<'_> {
         // before the delete takes the queue with the session.
         let control = loaded.control.lock().await;
         stop_active(&loaded).await;
+        // The files its rows name: their blobs go too once no other row names them.
+        let shas = self.engine.store().session_attachment_shas(id).await?;
         // Delete first, then unload: a stream opened meanwhile finds the session gone
         // instead of loading it back into memory.
         let deleted = self.engine.store().delete_session(id).await;
@@ -188,6 +190,7 @@ impl Sessions<'_> {
         self.engine.unload(id, &loaded).await;
         self.engine.inner.lists.change(owner, crate::lists::Change::SessionDeleted { session: id.clone(), project });
         deleted?;
+        self.engine.attachments().release(shas).await;
         Ok(())
     }
 

@@ -113,7 +113,7 @@ impl SampleModel for RunSampler {
                 }
             })
             .collect();
-        let request = ModelRequest { system, messages, tools: Vec::new() };
+        let request = ModelRequest { system, messages, tools: Vec::new(), files: Default::default() };
         self.collect(request, max_tokens.clamp(1, SAMPLE_MAX_TOKENS)).await
     }
 }

@@ -53,12 +53,15 @@ impl RunTask {
         tracing::Span::current().record("model", model.name());
         self.maybe_compact(&model).await;
         self.offer_tools().await;
-        let request = context::assemble(
+        let mut request = context::assemble(
             &self.env.settings.system_prompt,
             &self.memory,
             self.verbatim().1,
             self.tools.specs_for(self.mode()),
         );
+        let budget = self.env.settings.prompt_file_bytes;
+        request.files =
+            crate::attachments::load_files(self.env.blobs().as_ref(), &request.messages, model.inputs(), budget).await;
         let billing = Billing { price: entry.price, prompt_tokens: context::request_tokens(&request) };
         let mut draft = Draft::new(model.name(), now_ms(), billing);
         let start = draft.message().clone();

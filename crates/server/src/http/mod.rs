@@ -14,6 +14,7 @@
 
 mod approvals;
 mod assets;
+mod attachments;
 mod auth;
 mod branches;
 pub(crate) mod decision;
@@ -82,6 +83,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged(
             "runs",
             [
+                attachments::router(),
                 runs::router(),
                 messages::router(),
                 approvals::router(),

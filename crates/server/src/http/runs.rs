@@ -15,7 +15,12 @@ use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(prompt))
+        // A prompt may carry files inline (data URLs): a larger body than other routes.
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(prompt))
+                .layer(axum::extract::DefaultBodyLimit::max(super::attachments::INLINE_BODY_BYTES)),
+        )
         .routes(routes!(abort))
         .routes(routes!(resume_queue))
         .routes(routes!(show))
@@ -51,8 +56,9 @@ async fn prompt(
             "`queue: true` means `multitask: \"enqueue\"`; this prompt asks for both it and another strategy",
         ));
     };
+    let (text, files) = super::attachments::prompt_files(&engine, &user, body.text, body.parts).await?;
     let input = PromptInput {
-        text: body.text,
+        text,
         request_id: body.request_id,
         approval_policy: body.approval_policy,
         on_disconnect: body.on_disconnect,
@@ -60,6 +66,7 @@ async fn prompt(
         at: body.at,
         regenerate: body.regenerate,
         client_tools: body.tools,
+        files,
     };
     let answer = match engine.runs().submit(&user, &id, input).await? {
         Submitted::Started(accepted) => PromptAnswer::Started(accepted),
