@@ -94,6 +94,20 @@ async fn reject_stops_it() {
 }
 
 #[tokio::test]
+async fn with_nobody_to_answer_under_the_deny_policy_a_guardrail_stops_the_run() {
+    let (server, seen) = server_with(cost_limit(2.0)).await;
+    let session = server.new_session().await;
+    let body = json!({ "text": READ, "approvalPolicy": "deny" });
+    let (status, accepted) = server.post(&format!("/api/sessions/{session}/prompt"), body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let run = server.wait_run(accepted["runId"].as_str().expect("runId")).await;
+    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("cancelled"), Some("guardrail_stopped")));
+    let message = run["error"]["message"].as_str().expect("message");
+    assert!(message.starts_with("This run has spent $2.40 (limit $2.00)."), "{message}");
+    assert_eq!(model_calls(&seen), 1);
+}
+
+#[tokio::test]
 async fn a_guardrail_is_answered_with_go_on_or_stop_only() {
     let (server, _) = server_with(cost_limit(2.0)).await;
     let session = server.new_session().await;

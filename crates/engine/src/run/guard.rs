@@ -206,6 +206,19 @@ impl RunTask {
         remaining: &[Call],
     ) -> Outcome {
         let Tripped { limit, value, used } = tripped;
+        // Failing closed, as an ask does: nobody could answer, so the run stops here.
+        if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
+            let calls: Vec<Call> = call.into_iter().chain(remaining.iter().cloned()).collect();
+            let why = |name: &str| format!("The {name} call did not run: the run was stopped at its guardrail.");
+            self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+            return Outcome::Rejected(RunError {
+                code: "guardrail_stopped".into(),
+                message: format!(
+                    "{} No one is connected to answer (approval policy: deny), so the run was stopped",
+                    limit.question(used, value).trim_end_matches(" Continue?")
+                ),
+            });
+        }
         let now = self.env.clock.now_ms();
         let ttl = i64::try_from(self.env.settings.approval_ttl.as_millis()).unwrap_or(i64::MAX);
         let question = limit.question(used, value);
