@@ -108,6 +108,9 @@ pub struct FileConfig {
     /// `[webhooks]`: the outbox's retry schedule.
     #[serde(default)]
     pub webhooks: crate::webhooks::WebhooksConfig,
+    /// `[push]`: Web Push's VAPID contact and when an approval is pushed.
+    #[serde(default)]
+    pub push: spool_reach::push::PushConfig,
     /// The directory of the file read, for paths in it (`secret_file`).
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,

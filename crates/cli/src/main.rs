@@ -549,6 +549,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         ui_dir: args.ui_dir.clone(),
         secure_cookies: tls.is_some(),
         tls,
+        push: file.push.clone(),
         ..ServerConfig::default()
     };
     spool_server::serve_state(listener, AppState::new(engine.clone(), config), shutdown)

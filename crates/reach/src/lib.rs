@@ -9,3 +9,6 @@
 //! every try.
 
 pub mod dispatch;
+pub mod push;
+pub mod token;
+pub mod vapid;

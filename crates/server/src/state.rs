@@ -18,11 +18,21 @@ pub struct AppState {
     pub forms: Arc<RunForms>,
     /// The session-following dialects' shared mappings and encodings.
     pub session_forms: Arc<SessionForms>,
+    /// Web Push: the server's keys, browsers' subscriptions, decision tokens (issue 41).
+    pub push: Arc<spool_reach::push::WebPush>,
 }
 
 impl AppState {
     pub fn new(engine: Engine, config: ServerConfig) -> Self {
-        Self { engine, config, forms: RunForms::new(), session_forms: Arc::default() }
+        let push = spool_reach::push::WebPush::new(engine.store_handle(), config.push.clone());
+        // `[push] when = "away"`: an ask is not pushed while a page that can answer it
+        // is visible, on any node.
+        let watching = engine.clone();
+        push.set_presence(Arc::new(move |session| {
+            let engine = watching.clone();
+            Box::pin(async move { engine.has_visible_answerer(&session).await })
+        }));
+        Self { engine, config, forms: RunForms::new(), session_forms: Arc::default(), push }
     }
 }
 
@@ -66,6 +76,8 @@ pub struct ServerConfig {
     /// Serve HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with this certificate instead of plain
     /// HTTP (`--tls-cert`/`--tls-key`).
     pub tls: Option<crate::TlsConfig>,
+    /// `[push]`: Web Push's contact, when to push, and (tests) insecure endpoints.
+    pub push: spool_reach::push::PushConfig,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +92,7 @@ impl Default for ServerConfig {
             sandbox: None,
             ui_dir: None,
             tls: None,
+            push: spool_reach::push::PushConfig::default(),
         }
     }
 }

@@ -30,6 +30,8 @@ struct Records {
     approval: String,
     /// A prompt Alice queued behind her parked run.
     message: String,
+    /// Her browser's Web Push subscription (issue 41).
+    subscription: String,
 }
 
 impl Records {
@@ -43,6 +45,7 @@ impl Records {
             // Spool's approvals, the gate's, and OpenCode's permissions and questions are one record.
             "approvals" | "permissions" | "permission" | "question" => &self.approval,
             "messages" => &self.message,
+            "subscriptions" => &self.subscription,
             _ => return None,
         })
     }
@@ -57,8 +60,8 @@ impl Records {
         })
     }
 
-    fn all(&self) -> [&str; 5] {
-        [&self.project, &self.session, &self.run, &self.approval, &self.message]
+    fn all(&self) -> [&str; 6] {
+        [&self.project, &self.session, &self.run, &self.approval, &self.message, &self.subscription]
     }
 }
 
@@ -316,7 +319,25 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     let queued: Value = serde_json::from_str(&queued).expect("JSON");
     assert_eq!(queued["queued"], true, "{queued}");
     let message = queued["messageId"].as_str().expect("messageId").to_owned();
-    let records = Records { project, session, run, approval, message };
+    // Her browser's push subscription (the store's: the API would need a reachable push service).
+    let subscription = {
+        use spool_engine::store::prelude::*;
+        let owner = server.store.user_id("alice").await.expect("user").expect("alice");
+        let subscription = spool_engine::store::PushSubscription {
+            id: "psub_alice".into(),
+            owner_id: owner,
+            login_id: None,
+            endpoint: "https://push.example/alice".into(),
+            p256dh: "key".into(),
+            auth: "auth".into(),
+            user_agent: None,
+            created_at: 1,
+            last_ok_at: None,
+            failures: 0,
+        };
+        server.store.save_push_subscription(&subscription).await.expect("save").id
+    };
+    let records = Records { project, session, run, approval, message, subscription };
     let before = alices_world(&server, &alice, &records).await;
 
     let res = server.client.get(server.url("/api/openapi.json")).send().await.expect("document");
@@ -388,6 +409,7 @@ fn a_route_the_walker_cannot_fill_is_named() {
         run: "run_1".into(),
         approval: "per_1".into(),
         message: "msg_1".into(),
+        subscription: "psub_1".into(),
     };
     assert_eq!(
         fill_path("/api/sessions/{id}/approvals/{approval}", &r),

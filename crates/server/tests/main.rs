@@ -51,6 +51,7 @@ mod opencode;
 mod permissions;
 mod plans;
 mod providers;
+mod push;
 mod questions;
 mod queue;
 mod revert;

@@ -16,6 +16,7 @@ pub mod ag_ui;
 pub mod golden;
 pub mod own_process;
 pub mod process;
+pub mod push_service;
 pub mod services;
 pub mod sse;
 

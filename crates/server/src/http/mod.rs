@@ -18,6 +18,7 @@ mod attachments;
 mod auth;
 mod branches;
 pub(crate) mod decision;
+mod decision_tokens;
 mod events;
 mod fork;
 mod gate;
@@ -31,6 +32,7 @@ mod models;
 mod observe;
 mod openapi;
 mod projects;
+mod push;
 mod ready;
 pub(crate) mod responses;
 mod revert;
@@ -80,6 +82,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("projects", [projects::router()]))
         .merge(tagged("sessions", [sessions::router(), fork::router(), branches::router(), revert::router()]))
         .merge(tagged("mcp", [mcp::router()]))
+        .merge(tagged("notifications", [push::router(), decision_tokens::router()]))
         .merge(tagged(
             "runs",
             [
@@ -173,6 +176,8 @@ pub(crate) fn request_bodies() -> impl Iterator<Item = &'static (&'static str, B
         streams::BODIES,
         tool_calls::BODIES,
         ws_hub::routes::BODIES,
+        push::BODIES,
+        decision_tokens::BODIES,
     ])
     .flatten()
 }

@@ -58,6 +58,8 @@ pub struct TestOptions {
     pub temp_dir_is_root: bool,
     /// Serve HTTPS with this certificate; the test client trusts it.
     pub tls: Option<TestCert>,
+    /// `[push]` (Web Push): tests with a local push service allow insecure endpoints.
+    pub push: spool_reach::push::PushConfig,
 }
 
 /// A self-signed certificate for `localhost` and `127.0.0.1`, loaded the way the
@@ -117,6 +119,7 @@ impl Default for TestOptions {
             max_connections: server.max_connections,
             temp_dir_is_root: true,
             tls: None,
+            push: server.push,
         }
     }
 }
@@ -176,6 +179,7 @@ impl TestServer {
             header_timeout: options.header_timeout,
             max_connections: options.max_connections,
             tls: options.tls.as_ref().map(|t| t.config.clone()),
+            push: options.push.clone(),
             ..ServerConfig::default()
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -32,7 +32,8 @@ pub(crate) async fn server_key(pool: &Pool, name: &str, fresh: &[u8], now: Milli
 }
 
 pub(crate) async fn delete_server_key(pool: &Pool, name: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query("DELETE FROM server_keys WHERE name = $1").bind(name).execute(pool).await.map_err(db_error)?;
+    let done =
+        sqlx::query("DELETE FROM server_keys WHERE name = $1").bind(name).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -88,7 +89,9 @@ pub(crate) async fn delete_of(pool: &Pool, login_id: &str) -> Result<u64, StoreE
 
 pub(crate) async fn record_attempt(pool: &Pool, id: &str, ok: bool, at: Millis) -> Result<(), StoreError> {
     let query = match ok {
-        true => sqlx::query("UPDATE push_subscriptions SET last_ok_at = $2, failures = 0 WHERE id = $1").bind(id).bind(at),
+        true => {
+            sqlx::query("UPDATE push_subscriptions SET last_ok_at = $2, failures = 0 WHERE id = $1").bind(id).bind(at)
+        }
         false => sqlx::query("UPDATE push_subscriptions SET failures = failures + 1 WHERE id = $1").bind(id),
     };
     query.execute(pool).await.map_err(db_error)?;
