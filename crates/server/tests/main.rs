@@ -50,6 +50,7 @@ mod openapi;
 mod opencode;
 mod permissions;
 mod plans;
+mod presence;
 mod providers;
 mod push;
 mod questions;

@@ -54,6 +54,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/revert"),
     ("POST", "/api/sessions/{id}/unrevert"),
     ("POST", "/api/sessions/{id}/steer"),
+    ("GET", "/api/sessions/{id}/presence"),
     ("GET", "/api/mcp"),
     ("PUT", "/api/sessions/{id}/mcp/{server}"),
     ("POST", "/api/mcp/{server}/retry"),

@@ -31,6 +31,7 @@ mod metrics;
 mod models;
 mod observe;
 mod openapi;
+mod presence;
 mod projects;
 mod push;
 mod ready;
@@ -80,7 +81,10 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(tagged("meta", [health::router(), ready::router(), models::router(), metrics::router(), document]))
         .merge(tagged("auth", [auth::router()]))
         .merge(tagged("projects", [projects::router()]))
-        .merge(tagged("sessions", [sessions::router(), fork::router(), branches::router(), revert::router()]))
+        .merge(tagged(
+            "sessions",
+            [sessions::router(), fork::router(), branches::router(), revert::router(), presence::router()],
+        ))
         .merge(tagged("mcp", [mcp::router()]))
         .merge(tagged("notifications", [push::router(), decision_tokens::router()]))
         .merge(tagged(
