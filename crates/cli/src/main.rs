@@ -32,6 +32,7 @@ mod otlp;
 mod retention;
 mod sandbox;
 mod secrets;
+mod webhooks;
 
 use database::StoreArgs;
 
@@ -84,6 +85,9 @@ enum Command {
     /// Publish seed 002 hub events to a running server.
     #[command(subcommand)]
     Hub(HubCommand),
+    /// The outbox's webhook and push deliveries: list, dead letters, replay, enable.
+    #[command(subcommand)]
+    Webhook(webhooks::WebhookCommand),
 }
 
 impl Command {
@@ -95,6 +99,7 @@ impl Command {
                 TokenCommand::Create { store, .. } | TokenCommand::List { store } | TokenCommand::Revoke { store, .. },
             )
             | Command::Auth(AuthCommand::Status { store } | AuthCommand::Disable { store }) => Some(store),
+            Command::Webhook(cmd) => Some(cmd.store_mut()),
             Command::Chat(_) | Command::Mcp(_) | Command::Hub(_) => None,
         }
     }
@@ -283,6 +288,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Token(cmd) => token(cmd).await,
         Command::Auth(cmd) => auth(cmd).await,
         Command::Hub(HubCommand::Publish(args)) => hub::publish(args).await,
+        Command::Webhook(cmd) => webhooks::command(cmd).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Mcp(args) => mcp_server::serve(args).await,
     };
@@ -442,8 +448,10 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     };
     engine_config.max_streams_per_user = args.max_streams_per_user as usize;
     engine_config.max_answer_bytes = args.max_answer_bytes as usize;
-    engine_config.caps = file.limits.caps();
     engine_config.guardrails = file.guardrails.guardrails()?;
+    // Checked now, so a typo in a webhook stops the start instead of its deliveries.
+    let webhooks = webhooks::endpoints(&file.webhook, file.base_dir.as_deref().unwrap_or(std::path::Path::new(".")))?;
+    engine_config.caps = file.limits.caps();
     engine_config.search = file.limits.search();
     engine_config.metrics = !args.no_metrics;
     engine_config.workspace_roots.global =
@@ -549,6 +557,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         ui_dir: args.ui_dir.clone(),
         secure_cookies: tls.is_some(),
         tls,
+        outbox: spool_server::OutboxConfig { webhooks, dispatch: file.webhooks.dispatch(), channels: Vec::new() },
         push: file.push.clone(),
         ..ServerConfig::default()
     };

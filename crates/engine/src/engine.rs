@@ -623,6 +623,11 @@ impl Engine {
         self.inner.store.clone()
     }
 
+    /// This node's id (`--node-id`): whose lease a claim holds (the outbox's, issue 41).
+    pub fn node_id(&self) -> &str {
+        &self.inner.config.node_id
+    }
+
     /// Counts one more open stream of `owner` until the permit is dropped; past
     /// `max_streams_per_user` it is a 429 `too_many_streams`.
     pub fn stream_permit(&self, owner: &UserId) -> Result<StreamPermit> {

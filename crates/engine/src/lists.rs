@@ -160,6 +160,13 @@ impl ListNotifier {
         self.shared.changes.subscribe()
     }
 
+    /// Every list notification this node passes on, of every owner, as it happens: what
+    /// wakes the outbox's dispatcher when a change may have written an event (a session
+    /// created, a run parked, decided or settled; issue 41) before its next poll.
+    pub fn watch_all(&self) -> broadcast::Receiver<(UserId, Bytes)> {
+        self.shared.tx.subscribe()
+    }
+
     fn publish(&self, kind: &str, owner: &UserId, project: &ProjectId) {
         let mut seqs = self.shared.seqs.lock().unwrap_or_else(|p| p.into_inner());
         let seq = seqs.entry(owner.clone()).or_insert(0);

@@ -12,3 +12,4 @@ pub mod dispatch;
 pub mod push;
 pub mod token;
 pub mod vapid;
+pub mod webhook;

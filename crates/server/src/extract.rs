@@ -224,6 +224,9 @@ impl ApiId for ApprovalId {
 impl ApiId for MessageId {
     const WHAT: &'static str = "message";
 }
+impl ApiId for spool_protocol::DeliveryId {
+    const WHAT: &'static str = "delivery";
+}
 impl ApiId for RunId {
     const WHAT: &'static str = "run";
 }

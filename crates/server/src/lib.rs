@@ -17,6 +17,7 @@ pub mod fuzzing;
 mod guard;
 mod http;
 mod markdown;
+mod outbox;
 mod revocation;
 mod serve;
 mod state;
@@ -26,6 +27,7 @@ pub use error::ApiError;
 pub use extract::{Caller, CurrentUser};
 pub use http::{openapi, router};
 pub use serve::{ConnectionLimits, ConnectionToken, KILL_GRACE, SHUTDOWN_GRACE, serve, serve_with};
+pub use outbox::OutboxConfig;
 pub use state::{AppState, ServerConfig};
 pub use tls::{MAX_PEM_FILE_BYTES, TlsConfig, TlsError};
 
@@ -53,9 +55,11 @@ pub async fn serve_state(listener: TcpListener, state: AppState, shutdown: Cance
             engine.close_streams();
         }
     });
+    let dispatcher = outbox::start(&state, shutdown.clone());
     let metrics = Some(engine.metrics().clone());
     let result = serve_with(listener, router(state), shutdown, limits, tls, metrics).await;
     closer.abort();
+    dispatcher.abort();
     engine.auth().withdraw_listener().await;
     result
 }

@@ -76,6 +76,8 @@ pub struct ServerConfig {
     /// Serve HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with this certificate instead of plain
     /// HTTP (`--tls-cert`/`--tls-key`).
     pub tls: Option<crate::TlsConfig>,
+    /// The outbox's webhooks, retry schedule and extra channels (issue 41).
+    pub outbox: crate::OutboxConfig,
     /// `[push]`: Web Push's contact, when to push, and (tests) insecure endpoints.
     pub push: spool_reach::push::PushConfig,
 }
@@ -92,6 +94,7 @@ impl Default for ServerConfig {
             sandbox: None,
             ui_dir: None,
             tls: None,
+            outbox: crate::OutboxConfig::default(),
             push: spool_reach::push::PushConfig::default(),
         }
     }

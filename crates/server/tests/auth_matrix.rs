@@ -32,6 +32,8 @@ struct Records {
     message: String,
     /// Her browser's Web Push subscription (issue 41).
     subscription: String,
+    /// A dead delivery of one of her events (the outbox's, issue 41).
+    delivery: String,
 }
 
 impl Records {
@@ -46,6 +48,7 @@ impl Records {
             "approvals" | "permissions" | "permission" | "question" => &self.approval,
             "messages" => &self.message,
             "subscriptions" => &self.subscription,
+            "deliveries" => &self.delivery,
             _ => return None,
         })
     }
@@ -60,8 +63,8 @@ impl Records {
         })
     }
 
-    fn all(&self) -> [&str; 6] {
-        [&self.project, &self.session, &self.run, &self.approval, &self.message, &self.subscription]
+    fn all(&self) -> [&str; 7] {
+        [&self.project, &self.session, &self.run, &self.approval, &self.message, &self.subscription, &self.delivery]
     }
 }
 
@@ -337,7 +340,41 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
         };
         server.store.save_push_subscription(&subscription).await.expect("save").id
     };
-    let records = Records { project, session, run, approval, message, subscription };
+    // A dead letter of hers: her session's first event sent to a webhook no node has.
+    let delivery = {
+        use spool_engine::store::prelude::*;
+        let session: spool_protocol::SessionId = session.parse().expect("session id");
+        let event = server.store.session_events(&session).await.expect("events").remove(0);
+        server.store.fan_out(&event.id, &[("webhook:gone".into(), 0)], 0).await.expect("fan_out");
+        let dead = Some(spool_engine::DeliveryStatus::Dead);
+        loop {
+            let found = server.store.list_deliveries(Some(&event.owner_id), dead, 1).await.expect("deliveries");
+            if let Some(d) = found.first() {
+                break d.id.to_string();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the delivery never died");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    // Her browser's push subscription (the store's: the API would need a reachable push service).
+    let subscription = {
+        use spool_engine::store::prelude::*;
+        let owner = server.store.user_id("alice").await.expect("user").expect("alice");
+        let subscription = spool_engine::store::PushSubscription {
+            id: "psub_alice".into(),
+            owner_id: owner,
+            login_id: None,
+            endpoint: "https://push.example/alice".into(),
+            p256dh: "key".into(),
+            auth: "auth".into(),
+            user_agent: None,
+            created_at: 1,
+            last_ok_at: None,
+            failures: 0,
+        };
+        server.store.save_push_subscription(&subscription).await.expect("save").id
+    };
+    let records = Records { project, session, run, approval, message, subscription, delivery };
     let before = alices_world(&server, &alice, &records).await;
 
     let res = server.client.get(server.url("/api/openapi.json")).send().await.expect("document");
@@ -410,6 +447,7 @@ fn a_route_the_walker_cannot_fill_is_named() {
         approval: "per_1".into(),
         message: "msg_1".into(),
         subscription: "psub_1".into(),
+        delivery: "dlv_1".into(),
     };
     assert_eq!(
         fill_path("/api/sessions/{id}/approvals/{approval}", &r),

@@ -79,4 +79,5 @@ mod tool_sources;
 mod tool_output;
 mod ui;
 mod usage;
+mod webhooks;
 mod ws;

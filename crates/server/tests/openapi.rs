@@ -55,6 +55,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/unrevert"),
     ("POST", "/api/sessions/{id}/steer"),
     ("GET", "/api/sessions/{id}/presence"),
+    ("GET", "/api/webhooks/deliveries"),
+    ("POST", "/api/webhooks/deliveries/{id}/replay"),
     ("GET", "/api/mcp"),
     ("PUT", "/api/sessions/{id}/mcp/{server}"),
     ("POST", "/api/mcp/{server}/retry"),

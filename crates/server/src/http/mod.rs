@@ -47,6 +47,7 @@ mod steer;
 pub(crate) mod stream_events;
 mod streams;
 mod tool_calls;
+mod webhooks;
 
 use crate::dialect::{ag_ui, ai_sdk, opencode, run_stream, ws_hub};
 use crate::error::ApiError;
@@ -86,7 +87,7 @@ fn api() -> OpenApiRouter<AppState> {
             [sessions::router(), fork::router(), branches::router(), revert::router(), presence::router()],
         ))
         .merge(tagged("mcp", [mcp::router()]))
-        .merge(tagged("notifications", [push::router(), decision_tokens::router()]))
+        .merge(tagged("notifications", [push::router(), decision_tokens::router(), webhooks::router()]))
         .merge(tagged(
             "runs",
             [

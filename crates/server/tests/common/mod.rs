@@ -60,6 +60,8 @@ pub struct TestOptions {
     pub tls: Option<TestCert>,
     /// `[push]` (Web Push): tests with a local push service allow insecure endpoints.
     pub push: spool_reach::push::PushConfig,
+    /// The outbox's webhooks and retry schedule (`[[webhook]]`, `[webhooks]`).
+    pub outbox: spool_server::OutboxConfig,
 }
 
 /// A self-signed certificate for `localhost` and `127.0.0.1`, loaded the way the
@@ -120,6 +122,7 @@ impl Default for TestOptions {
             temp_dir_is_root: true,
             tls: None,
             push: server.push,
+            outbox: server.outbox,
         }
     }
 }
@@ -180,6 +183,7 @@ impl TestServer {
             max_connections: options.max_connections,
             tls: options.tls.as_ref().map(|t| t.config.clone()),
             push: options.push.clone(),
+            outbox: options.outbox.clone(),
             ..ServerConfig::default()
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
