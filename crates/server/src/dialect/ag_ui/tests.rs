@@ -285,6 +285,20 @@ fn a_question_is_an_interrupt_asking_for_an_answer() {
 }
 
 #[test]
+fn a_guardrail_is_a_tool_approval_asking_its_question() {
+    let question = "This run has spent $2.40 (limit $2.00). Continue?";
+    let guardrail = Approval {
+        tool: "guardrail".into(),
+        tool_call_id: "guard_01jd0000000000000000000009".into(),
+        payload: json!({"guardrail": {"limit": "runCostUsd", "scope": "run", "value": 2.0, "used": 2.4}, "reason": question}),
+        ..approval()
+    };
+    let interrupt = Interrupt::of(&guardrail);
+    assert_eq!((interrupt.reason.as_str(), interrupt.message.as_str()), (TOOL_APPROVAL, question));
+    assert_eq!(interrupt.metadata["spool"]["card"]["guardrail"]["limit"], "runCostUsd");
+}
+
+#[test]
 fn an_interrupt_expires_at_its_approvals_expiry_in_iso_8601_utc() {
     let mut approval = approval();
     approval.expires_at = 1_796_313_600_123;
