@@ -65,6 +65,8 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/abort"),
     ("POST", "/api/sessions/{id}/queue/resume"),
     ("DELETE", "/api/messages/{id}"),
+    ("POST", "/api/uploads"),
+    ("GET", "/api/attachments/{id}"),
     ("POST", "/api/markdown"),
     ("POST", "/api/sessions/{id}/approvals/{approval}"),
     ("GET", "/api/sessions/{id}/events"),
