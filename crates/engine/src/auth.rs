@@ -223,6 +223,9 @@ pub async fn revoke_token(store: &dyn Store, id: &TokenId) -> Result<()> {
     if !store.revoke_token(id, now_ms()).await? {
         return Err(EngineError::NotFound("token"));
     }
+    // The browsers subscribed to Web Push with it, or with its logins, are told
+    // nothing more (and their notifications' decision tokens stop working).
+    store.delete_push_subscriptions_of(id.as_str()).await?;
     Ok(())
 }
 
@@ -362,6 +365,8 @@ impl Auth {
             return Ok(false);
         };
         let ended = self.store.end_login(&id, now_ms()).await?;
+        // This browser's Web Push subscription goes with its login.
+        self.store.delete_push_subscriptions_of(id.as_str()).await?;
         self.cut_credential(id.as_str());
         Ok(ended)
     }

@@ -252,3 +252,20 @@ async fn a_private_endpoint_is_refused() {
     let (status, _) = server.post("/api/push/subscriptions", body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn revoking_the_token_that_subscribed_removes_the_subscription() {
+    let server = pushing_server().await;
+    let service = PushService::start().await;
+    let (token, secret) = server.engine.auth().create_token("carol").await.expect("token");
+    let (_, key) = server.send(server.client.get(server.url("/api/push/key")).bearer_auth(&secret)).await;
+    let browser = service.subscribe(key["publicKey"].as_str().expect("publicKey"));
+    let request = server.client.post(server.url("/api/push/subscriptions")).bearer_auth(&secret).json(&browser);
+    let (status, body) = server.send(request).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = id_of(&body);
+    assert!(server.store.get_push_subscription(&id).await.expect("get").is_some());
+
+    server.engine.auth().revoke_token(&token.id).await.expect("revoke");
+    assert_eq!(server.store.get_push_subscription(&id).await.expect("get"), None, "gone with its token");
+}

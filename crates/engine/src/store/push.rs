@@ -23,7 +23,8 @@ pub trait Push: Send + Sync + 'static {
     async fn push_subscriptions(&self, owner: &UserId) -> Result<Vec<PushSubscription>, StoreError>;
     /// Removes one; false when it was not there.
     async fn delete_push_subscription(&self, id: &str) -> Result<bool, StoreError>;
-    /// Removes those a credential (login session or token id) made: it ended.
+    /// Removes those a credential made: a login session's (logout), or a token's and
+    /// its login sessions' (revocation).
     async fn delete_push_subscriptions_of(&self, login_id: &str) -> Result<u64, StoreError>;
     /// Records a try: a success sets `last_ok_at` and clears `failures`, a failure
     /// counts one more.

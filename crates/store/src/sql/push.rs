@@ -79,11 +79,15 @@ pub(crate) async fn delete(pool: &Pool, id: &str) -> Result<bool, StoreError> {
 }
 
 pub(crate) async fn delete_of(pool: &Pool, login_id: &str) -> Result<u64, StoreError> {
-    let done = sqlx::query("DELETE FROM push_subscriptions WHERE login_id = $1")
-        .bind(login_id)
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
+    // A token's revocation ends its login sessions too: their subscriptions go with it.
+    let done = sqlx::query(
+        "DELETE FROM push_subscriptions
+         WHERE login_id = $1 OR login_id IN (SELECT id FROM login_sessions WHERE token_id = $1)",
+    )
+    .bind(login_id)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
     Ok(done.rows_affected())
 }
 
