@@ -14,12 +14,18 @@
 //! searches_per_user = 2           # searches running at once
 //! searches = 3                    # on this node, all users together
 //! search_secs = 10                # longest search
+//! upload_bytes = 20971520         # one uploaded file (see README "Attachments")
+//! inline_file_bytes = 4194304     # one file sent inline as a data URL
+//! files_per_prompt = 10
+//! prompt_file_bytes = 25165824    # all files of one prompt
+//! attachment_bytes_per_user = 1073741824
 //! ```
 //!
 //! Unknown keys are an error, like everywhere in the file: a misspelt limit must not
 //! silently stay at its default.
 
 use serde::Deserialize;
+use spool_engine::attachments::AttachmentLimits;
 use spool_engine::caps::UserCaps;
 use spool_engine::search_slots::SearchLimits;
 use std::time::Duration;
@@ -36,6 +42,11 @@ pub struct LimitsConfig {
     pub searches_per_user: Option<usize>,
     pub searches: Option<usize>,
     pub search_secs: Option<u64>,
+    pub upload_bytes: Option<u64>,
+    pub inline_file_bytes: Option<u64>,
+    pub files_per_prompt: Option<usize>,
+    pub prompt_file_bytes: Option<u64>,
+    pub attachment_bytes_per_user: Option<u64>,
 }
 
 impl LimitsConfig {
@@ -62,6 +73,18 @@ impl LimitsConfig {
             hold: None,
         }
     }
+
+    /// What files a user may send, likewise.
+    pub fn attachments(&self) -> AttachmentLimits {
+        let d = AttachmentLimits::default();
+        AttachmentLimits {
+            upload_bytes: self.upload_bytes.unwrap_or(d.upload_bytes),
+            inline_file_bytes: self.inline_file_bytes.unwrap_or(d.inline_file_bytes),
+            files_per_prompt: self.files_per_prompt.unwrap_or(d.files_per_prompt),
+            prompt_file_bytes: self.prompt_file_bytes.unwrap_or(d.prompt_file_bytes),
+            bytes_per_user: self.attachment_bytes_per_user.unwrap_or(d.bytes_per_user),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +98,7 @@ mod tests {
         assert_eq!(c.search().time_limit, Duration::from_secs(2));
         assert_eq!(c.search().per_user, SearchLimits::default().per_user);
         assert!(toml::from_str::<LimitsConfig>("session_per_user = 5\n").is_err());
+        let c: LimitsConfig = toml::from_str("upload_bytes = 1024\n").expect("limits");
+        assert_eq!(c.attachments(), AttachmentLimits { upload_bytes: 1024, ..AttachmentLimits::default() });
     }
 }

@@ -453,6 +453,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     let webhooks = webhooks::endpoints(&file.webhook, file.base_dir.as_deref().unwrap_or(std::path::Path::new(".")))?;
     engine_config.caps = file.limits.caps();
     engine_config.search = file.limits.search();
+    engine_config.attachments = file.limits.attachments();
     engine_config.metrics = !args.no_metrics;
     engine_config.workspace_roots.global =
         args.workspace_roots.iter().filter(|r| !r.as_os_str().is_empty()).cloned().collect();
@@ -515,6 +516,15 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     }
     .context("starting the engine")?;
     give_back_freed_memory(engine.metrics().clone());
+    // What a crash left of attachments (temporary files, blobs no row names), hourly.
+    let sweeper = engine.clone();
+    tokio::spawn(async move {
+        let mut hourly = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            hourly.tick().await;
+            sweeper.attachments().sweep().await;
+        }
+    });
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
