@@ -460,8 +460,16 @@ function clientCallCard(approval, decide) {
 }
 
 /** ui: {busy: decision being sent, error: text, notice: why this card is here}. */
-export function updateApproval(card, approval, ui) {
+export function updateApproval(card, approval, ui, presence = null) {
   card.classList.toggle('is-busy', Boolean(ui.busy));
+  // Presence (the server's `session.presence`): no view anywhere can answer it now.
+  let reach = card.querySelector('.approval-reach');
+  const nobody = presence !== null && presence.answerers === 0;
+  if (nobody && !reach) {
+    reach = h('p', { class: 'approval-reach', role: 'status', dataset: { testid: 'nobody-can-answer' } }, 'Nobody can answer this right now');
+    card.querySelector('.approval-foot')?.before(reach);
+  }
+  if (reach) reach.hidden = !nobody;
   for (const b of card.querySelectorAll('button[data-decision]')) {
     b.setAttribute('aria-busy', String(ui.busy === b.dataset.decision));
   }

@@ -24,6 +24,15 @@ export function renderChrome(page, { retry }) {
   totals ??= new SessionTotals($('session-usage'));
   totals.update(view, models);
 
+  // Who is on the session (every node, every client): the server's `session.presence`.
+  const presence = store?.presence;
+  const chip = $('presence');
+  set(chip, 'hidden', !presence);
+  if (presence) {
+    set(chip, 'textContent', presenceText(presence));
+    set(chip, 'className', `presence-chip${presence.answerers === 0 ? ' is-unanswered' : ''}`);
+  }
+
   set($('scripted'), 'hidden', !(models && !models.configured));
   const picker = $('model-picker');
   const select = $('model');
@@ -50,6 +59,12 @@ export function renderChrome(page, { retry }) {
   const run = !store ? '' : store.status !== 'busy' ? 'Idle' : store.activeRun?.status === 'interrupted' ? waitingFor(store.approvals[0]?.tool, store.approvals[0]) : 'Running';
   set($('run-state'), 'textContent', run);
   set($('run-state'), 'className', `run-state is-${run.split(' ')[0].toLowerCase()}`);
+}
+
+/** "2 views · 1 can answer" (a hidden page's answerer still counts: it is there). */
+export function presenceText(p) {
+  const views = `${p.viewers} ${p.viewers === 1 ? 'view' : 'views'}`;
+  return `${views} · ${p.answerers === 0 ? 'nobody' : p.answerers} can answer`;
 }
 
 let shown = '';

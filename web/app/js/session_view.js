@@ -84,7 +84,7 @@ export class SessionView {
     this.feed.flush(); // the cursor must include every frame already received
     const cursor = this.store.cursorParam();
     const q = cursor ? `&cursor=${encodeURIComponent(cursor)}` : '';
-    return `/api/sessions/${encodeURIComponent(this.id)}/events?approvals=1${q}`;
+    return `/api/sessions/${encodeURIComponent(this.id)}/events?approvals=1&client=web${q}`;
   }
 
   onMessage(data) {

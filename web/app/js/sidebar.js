@@ -12,10 +12,14 @@
 
 import { h } from './dom.js';
 import { icon } from './icons.js';
-import { post, patch, del } from './api.js';
+import { get, post, patch, del } from './api.js';
 import { groupByDate } from './dates.js';
 
 const COLLAPSED = 'spool.collapsed';
+/** How often a waiting row asks again who can answer it. */
+const REACH_EVERY = 5000;
+/** What a waiting session, or its card, says when no view anywhere can answer it. */
+export const NOBODY = 'Nobody can answer this right now';
 
 export class Sidebar {
   /** current(): {id, title, status, waiting} of the open session or null; toast(text) reports errors. */
@@ -31,9 +35,33 @@ export class Sidebar {
       (key.startsWith('a:') && this.showArchived.has(key.slice(2)));
     // Date groups move at midnight while the page stays open.
     setInterval(() => this.render(), 60_000);
+    // Who can answer a waiting session nobody here has open (GET …/presence), by id:
+    // {presence, at}. Asked again every REACH_EVERY while the row waits, since a tab
+    // closing elsewhere changes no list row.
+    this.reach = new Map();
+    this.waitingRows = false;
+    setInterval(() => this.waitingRows && this.render(), REACH_EVERY);
+  }
+
+  /** The presence of a waiting session shown here but not open here, fetched now and then. */
+  reachOf(id) {
+    const known = this.reach.get(id);
+    if (!known || Date.now() - known.at >= REACH_EVERY) {
+      this.reach.set(id, { presence: known?.presence ?? null, at: Date.now() });
+      get(`/api/sessions/${encodeURIComponent(id)}/presence`).then(
+        (presence) => {
+          const before = this.reach.get(id)?.presence;
+          this.reach.set(id, { presence, at: Date.now() });
+          if (before?.answerers !== presence.answerers) this.render();
+        },
+        () => {}, // gone or unreachable: the row says nothing more
+      );
+    }
+    return known?.presence ?? null;
   }
 
   render() {
+    this.waitingRows = false;
     const projects = this.lists.projects;
     const focused = document.activeElement?.closest?.('.rename-input') ? document.activeElement : null;
     const keep = focused ? null : this.focusKey();
@@ -147,6 +175,9 @@ export class Sidebar {
     const waiting = live ? live.waiting : Boolean(s.waiting);
     const editing = this.editing?.kind === 'session' && this.editing.id === s.id;
     const state = waiting ? 'waiting' : status === 'busy' ? 'busy' : 'idle';
+    if (state === 'waiting' && !live) this.waitingRows = true;
+    // Nobody has it open where its approval could be answered (no tab, no client).
+    const unreachable = state === 'waiting' && !live && this.reachOf(s.id)?.answerers === 0;
     return h('li', { class: `session${live ? ' is-active' : ''} is-${state}`, dataset: { sessionId: s.id } },
       editing
         ? this.editor()
@@ -162,7 +193,10 @@ export class Sidebar {
             h('span', { class: 'session-title' }, title),
             state === 'waiting'
               ? h('span', { class: 'session-flag' }, h('span', { class: 'visually-hidden' }, '— '), 'Needs you')
-              : state === 'busy' ? h('span', { class: 'visually-hidden' }, ' — running') : null),
+              : state === 'busy' ? h('span', { class: 'visually-hidden' }, ' — running') : null,
+            unreachable
+              ? h('span', { class: 'session-reach', dataset: { testid: 'nobody-can-answer' } }, NOBODY)
+              : null),
       h('span', { class: 'row-actions', onkeydown: (e) => this.actionKeys(e) },
         archived
           ? [this.iconButton('restore', `Restore ${title}`, () => this.setArchived(s, false), '', -1),

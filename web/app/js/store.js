@@ -40,6 +40,7 @@ export class SessionStore {
     this.queue = []; // prompts waiting for the run, next first: {id, requestId, text, createdAt}
     this.queuePaused = false; // Stop paused the queue: nothing runs until Resume or a new prompt
     this.variants = []; // turns with more than one version: [{index, position, versions}] (branches.js)
+    this.presence = null; // who is on the session: {viewers, answerers, visible, clients} (chrome.js, cards.js)
     this.revert = null; // the undo Redo can take back: {index, ordinal, report, snapshot, diff} (undo_dialog.js)
     this.notice = null; // a passing run notice (model retry, compaction)
     this.callOwner = new Map(); // toolCallId → index of the assistant message that made it
@@ -128,6 +129,11 @@ export class SessionStore {
         return 'ok';
       case 'loop.event':
         return this.event(frame.event, frame.messageIndex);
+      case 'session.presence':
+        // Who is on the session now, on every node (the header's chip, the cards' reach).
+        this.presence = frame.presence;
+        this.version++;
+        return 'ok';
       case 'session.queue':
         // The whole queue as it is now (a prompt joined, a run took one, one was removed).
         this.queue = [...frame.queue];
@@ -172,6 +178,8 @@ export class SessionStore {
     this.queuePaused = !!state.queuePaused;
     this.variants = [...(state.variants ?? [])];
     this.revert = state.revert ?? null;
+    // Absent while nobody is there (or before the server first said): a frame follows.
+    this.presence = state.presence ?? null;
     if (this.status === 'idle') this.notice = null;
     this.callOwner = new Map();
     for (const m of [...this.messages.values(), ...this.drafts.values()]) this.own(m);

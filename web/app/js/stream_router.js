@@ -17,7 +17,9 @@
 // Wire (server → router): `"<id>\n<SSE event>"`; an empty id is for every stream of the
 // socket (heartbeats, a refused client message). Router → tab: {t:'up'|'down'},
 // {t:'msg', id, text}, {t:'all', text}. Tab → router: {t:'hello', tab}, {t:'open', id,
-// spec}, {t:'close', id}, {t:'bye'}. Stream ids are the tab's own, prefixed here with
+// spec}, {t:'close', id}, {t:'bye'}, {t:'presence', visible} (the tab's page was hidden
+// or shown: sent to the server for each of the tab's streams, `{type:'presence', id,
+// visible}`). Stream ids are the tab's own, prefixed here with
 // the tab's port number, so two tabs never collide.
 
 export class SocketRouter {
@@ -55,6 +57,10 @@ export class SocketRouter {
       this.close(`${n}.${m.id}`);
     } else if (m.t === 'bye') {
       this.forget(n, false);
+    } else if (m.t === 'presence' && typeof m.visible === 'boolean') {
+      for (const [sid, owner] of this.owners) {
+        if (owner.n === n) this.send({ type: 'presence', id: sid, visible: m.visible });
+      }
     }
   }
 
@@ -74,7 +80,9 @@ export class SocketRouter {
   send(message) {
     const s = this.socket;
     if (s?.readyState === WebSocket.OPEN) return s.send(JSON.stringify(message));
-    if (message.op !== 'open') return; // a close before the socket exists has nothing to close
+    // A close or a presence before the socket exists has nothing to act on (an open
+    // that waits carries the tab's visibility itself).
+    if (message.op !== 'open') return;
     this.pending.push(message);
     if (!s) this.connect();
   }

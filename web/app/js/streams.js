@@ -62,6 +62,9 @@ class Link {
     this.port.onmessage = (e) => this.receive(e.data);
     this.port.start();
     this.announce();
+    // Presence: the server counts an answerer on a hidden page as not looking (a push
+    // notification may then reach the person), so the tab says when it hides and shows.
+    document.addEventListener('visibilitychange', () => this.port.postMessage({ t: 'presence', visible: visible() }));
   }
 
   /** Tells a shared router when this tab is gone (see SocketRouter's `hello`). */
@@ -124,7 +127,12 @@ export function specFor(url) {
   const m = u.pathname.match(/^\/api\/sessions\/([^/]+)\/events$/);
   if (!m) throw new Error(`no socket stream for ${url}`);
   const approvals = ['1', 'true'].includes(u.searchParams.get('approvals'));
-  return { session: decodeURIComponent(m[1]), cursor: u.searchParams.get('cursor'), approvals };
+  return { session: decodeURIComponent(m[1]), cursor: u.searchParams.get('cursor'), approvals, visible: visible() };
+}
+
+/** Whether this tab's page is visible now. */
+function visible() {
+  return typeof document === 'undefined' || document.visibilityState !== 'hidden';
 }
 
 /** A stream over the shared socket: Recovering's states and backoff, the link's carrying. */

@@ -509,7 +509,7 @@ export class Timeline {
         this.cards.set(a.id, card);
         this.unseen = true;
       }
-      updateApproval(card, a, this.ui.get(a.id) ?? {});
+      updateApproval(card, a, this.ui.get(a.id) ?? {}, store.presence);
       return card;
     });
   }
