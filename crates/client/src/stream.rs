@@ -175,7 +175,9 @@ async fn connect(
     options: &StreamOptions,
     cursor: Option<&Cursor>,
 ) -> Result<Body, Error> {
-    let query = if options.interactive { "?approvals=1" } else { "" };
+    // Presence counts this connection as a terminal client (`spool chat`), one that can
+    // answer approvals when it is interactive.
+    let query = if options.interactive { "?client=cli&approvals=1" } else { "?client=cli" };
     let mut request = client
         .request(reqwest::Method::GET, &format!("/api/sessions/{session}/events{query}"))
         .header(reqwest::header::ACCEPT, "text/event-stream");
