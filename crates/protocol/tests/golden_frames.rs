@@ -488,3 +488,28 @@ fn presence_frame_and_a_state_that_carries_it() {
     assert!(nobody.get("presence").is_none(), "absent while nobody is there: {nobody}");
     assert_json_snapshot!((f, frame(41, FrameBody::State { state: Box::new(s) })));
 }
+
+/// A user message with a file (issue 42): the file's block before the text, with what
+/// a client shows and the URL it fetches the bytes from; never the bytes.
+#[test]
+fn a_user_message_with_a_file() {
+    let id: AttachmentId = "att_01jd0000000000000000000009".parse().unwrap();
+    let message = Message::User {
+        content: vec![
+            Content::File {
+                url: format!("/api/attachments/{id}"),
+                id,
+                name: "shot.png".into(),
+                media_type: "image/png".into(),
+                size: 5120,
+                sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824".into(),
+            },
+            Content::Text { text: "what broke?".into() },
+        ],
+        timestamp: 1_764_000_000_000,
+    };
+    let f = loop_event(31, Some(0), AgentEvent::MessageEnd { message });
+    let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back, f, "a file block round-trips");
+    assert_json_snapshot!(f);
+}
