@@ -81,11 +81,12 @@ impl Limit {
 
     /// What a run spent of it, as a sentence's object: "$2.13", "12000 tokens" …
     pub fn amount(self, value: f64) -> String {
+        let count = |one: &str, many: &str| format!("{value:.0} {}", if value == 1.0 { one } else { many });
         match self {
             Limit::RunCostUsd | Limit::SessionCostUsd => format!("${value:.2}"),
-            Limit::RunTokens | Limit::SessionTokens => format!("{value:.0} tokens"),
-            Limit::RunWallSecs => format!("{value:.0} seconds"),
-            Limit::RunToolCalls => format!("{value:.0} tool calls"),
+            Limit::RunTokens | Limit::SessionTokens => count("token", "tokens"),
+            Limit::RunWallSecs => count("second", "seconds"),
+            Limit::RunToolCalls => count("tool call", "tool calls"),
         }
     }
 
@@ -206,6 +207,10 @@ mod tests {
             "This session has used 1200 tokens (limit 1000 tokens). Continue?"
         );
         assert_eq!(Limit::RunToolCalls.change(), "Continue past the run's tool call limit");
+        assert_eq!(
+            Limit::RunToolCalls.question(1.0, 1.0),
+            "This run has made 1 tool call (limit 1 tool call). Continue?"
+        );
     }
 
     #[test]
