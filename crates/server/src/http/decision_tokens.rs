@@ -121,7 +121,7 @@ async fn peek(State(state): State<AppState>, JsonBody(body): JsonBody<PeekBody>)
         approval_id: approval.id.to_string(),
         session_id: approval.session_id.to_string(),
         tool: approval.tool.clone(),
-        kind: serde_json::to_value(&approval.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        kind: serde_json::to_value(approval.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
         summary: spool_protocol::reach::summary(&approval),
         status: approval.status.as_str().to_owned(),
         decisions: claims.decisions.clone(),
