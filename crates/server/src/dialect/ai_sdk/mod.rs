@@ -20,6 +20,7 @@
 //! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
 //! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
 //! | `message_end` of a user message the run took (a steer; not its prompt) | `data-spool-steer {messageId, text}` |
+//! | `session.presence` (while the run streams) | `data-spool-presence` (transient: `onData` gets it, the message does not) |
 //! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
 //! | `agent_end` cancelled                           | `abort` |
 //! | `agent_end` failed                              | `error {errorText}` from the stored run ([`Step::failed`]) |
@@ -157,6 +158,14 @@ pub enum UiChunk {
         id: String,
         #[schema(value_type = Object)]
         data: serde_json::Value,
+    },
+    /// Who is on the session changed while the run streams (`session.presence`): a
+    /// transient data part (`data-spool-presence`, the counts), which `useChat` hands to
+    /// `onData` and keeps out of the message.
+    #[serde(rename = "data-spool-presence")]
+    Presence {
+        data: spool_protocol::Presence,
+        transient: bool,
     },
     #[serde(rename_all = "camelCase")]
     ToolOutputAvailable {
@@ -681,6 +690,13 @@ impl PartFold for AiSdkStream {
     fn map_frame(&mut self, frame: &Frame) -> Vec<UiChunk> {
         if self.finished {
             return Vec::new();
+        }
+        if let FrameBody::Presence { presence } = &frame.body {
+            // Only inside the run's message: before its `start` there is none to carry it.
+            return match self.core.started {
+                true => vec![UiChunk::Presence { data: presence.clone(), transient: true }],
+                false => Vec::new(),
+            };
         }
         match self.core.read(frame) {
             Some(RunFrame::Accepted) => vec![UiChunk::Start { message_id: self.core.run_id.to_string() }],

@@ -502,3 +502,23 @@ fn a_guardrail_is_a_part_of_spools_asked_for_approval_and_ended_when_the_run_goe
     let after = map_all(&mut AiSdkStream::continuing(&g, Some(g.id.clone()), false), &frames[7..]);
     assert_eq!(after, whole[asked + 1..], "{after:?}");
 }
+
+#[test]
+fn presence_while_the_run_streams_is_a_transient_data_part_and_nothing_before_or_after() {
+    let presence = spool_protocol::Presence { viewers: 2, answerers: 1, visible: 1, ..Default::default() };
+    let body = || FrameBody::Presence { presence: presence.clone() };
+    let mut frames = run_frames();
+    let last = frames.last().map_or(0, |f| f.seq);
+    frames.insert(0, frame(0, body()));
+    frames.insert(2, frame(last + 1, body()));
+    frames.push(frame(last + 2, body()));
+    let mut fold = AiSdkStream::new(run_id());
+    let chunks = map_all(&mut fold, &frames);
+    let parts: Vec<_> = chunks.iter().filter(|c| matches!(c, UiChunk::Presence { .. })).collect();
+    assert_eq!(parts.len(), 1, "only the one inside the run: {chunks:?}");
+    let json = serde_json::to_value(parts[0]).expect("json");
+    assert_eq!(
+        json,
+        serde_json::json!({"type": "data-spool-presence", "data": {"viewers": 2, "answerers": 1, "visible": 1}, "transient": true})
+    );
+}
