@@ -282,3 +282,32 @@ async fn a_410_disables_the_endpoint() {
     server.new_session().await;
     receiver.wait_for("the next event after enabling", |p| p.len() == 1).await;
 }
+
+/// Two nodes drain one outbox: the test server's dispatcher and a second one on its own
+/// handle (its own connection pool) of the same database. Every event reaches the
+/// receiver once: a delivery is claimed by one node at a time, and fanned out once.
+#[tokio::test]
+async fn two_nodes_deliver_each_event_once() {
+    let receiver = Receiver::start(Mode::Fine).await;
+    let server = server_for(&receiver, &["session.created"], &[1, 1]).await;
+    let other: Arc<dyn spool_engine::Store> =
+        Arc::new(spool_store::SqliteStore::open(&server.dir().join("data/spool.db")).await.expect("a second handle"));
+    let channel =
+        spool_reach::webhook::WebhookChannel::new(vec![endpoint(&receiver, &["session.created"])], other.clone())
+            .expect("channel");
+    let node_b = spool_reach::dispatch::Dispatcher::new(other, "node-b", vec![Arc::new(channel)], Default::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(node_b.run(stop.clone().cancelled_owned()));
+
+    const SESSIONS: usize = 20;
+    for _ in 0..SESSIONS {
+        server.new_session().await;
+    }
+    let processed = receiver.wait_for("every session told", |p| p.len() == SESSIONS).await;
+    assert_eq!(processed.len(), SESSIONS);
+    let delivered = deliveries_until(&server, "?status=delivered", |l| l.len() == SESSIONS).await;
+    assert!(delivered.iter().all(|d| d["attempts"] == 1), "{delivered:?}");
+    assert_eq!(receiver.tries().len(), SESSIONS, "no event was sent twice");
+    stop.cancel();
+    running.await.expect("node b stops");
+}
