@@ -109,8 +109,7 @@ pub struct MessagePage {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptBody {
-    /// The prompt's text; may be empty when `parts` carries a file.
-    #[serde(default)]
+    /// The prompt's text; may be empty (`""`) when `parts` carries a file.
     pub text: String,
     /// Files sent with the prompt, and more text (see README, "Attachments"): the
     /// message holds the files first, then `text`, then the parts' text.

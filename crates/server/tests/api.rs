@@ -268,8 +268,12 @@ async fn a_body_over_one_mebibyte_is_a_json_413() {
     let server = TestServer::start().await;
     let session = server.new_session().await;
     let text = "x".repeat((1 << 20) + 1);
-    let (status, body) = server.prompt(&session, &text, None).await;
+    let (status, body) = server.post("/api/projects", json!({ "path": text })).await;
     assert_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
+    // The prompt route takes larger bodies (files inline, see README "Attachments"); its
+    // text has a limit of its own.
+    let (status, body) = server.prompt(&session, &text, None).await;
+    assert_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE, "prompt_too_large");
     // The server is fine afterwards.
     let (status, _) = server.get("/api/health").await;
     assert_eq!(status, StatusCode::OK);

@@ -105,7 +105,7 @@ async fn an_inline_data_url_reaches_the_model_as_a_stored_file() {
     let session = session(&server).await;
     let url = "data:text/plain;base64,bGluZSBvbmUK"; // "line one\n"
     let parts = json!([{"type": "file", "url": url, "name": "../../app.log"}]);
-    let run = prompt(&server, &session, json!({"parts": parts})).await;
+    let run = prompt(&server, &session, json!({"text": "", "parts": parts})).await;
     assert_eq!(run["status"], "completed", "{run}");
     let answer = text_of(&last(&server, &session, "assistant").await);
     assert!(answer.starts_with("Received app.log (text/plain, 9 bytes, sha256 "), "{answer}");
