@@ -198,6 +198,14 @@ export class Timeline {
     // The call each waiting approval is about, with the approval (a server's question
     // asked while its call runs reads differently).
     const waiting = new Map(store.approvals.map((a) => [a.toolCallId, a]));
+    // A guardrail stopped the run before the calls of its last answer it has not run:
+    // they wait on it (not "Running").
+    const guard = store.approvals.find((a) => a.tool === 'guardrail' && a.payload?.guardrail);
+    const last = guard && [...store.messages.values()].findLast((m) => m.role === 'assistant');
+    for (const c of last?.content ?? []) {
+      const unrun = (store.tools.get(c.id)?.status ?? 'running') === 'running';
+      if (c.type === 'toolCall' && unrun && !waiting.has(c.id)) waiting.set(c.id, guard);
+    }
     let round = null;
     const usage = usageLines(store);
     const indexes = store.indexes();
