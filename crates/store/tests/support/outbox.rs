@@ -61,6 +61,25 @@ pub async fn each_change_writes_its_event_once_and_a_loser_none(store: &dyn Stor
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0].data["status"], "completed");
 
+    // A supersede tells the old approval resolved (superseded) and asks anew; a losing
+    // supersede tells nothing.
+    let (_, other) = new_session(store).await;
+    let (parked_run, old, _) = interrupted_run_in(store, &other, "req-supersede-outbox", 200).await;
+    let replacement = approval_for(&parked_run, 201);
+    let from_pending = spool_engine::Supersede { id: &old.id, from: ApprovalStatus::Pending, actor: None, at: 201 };
+    assert!(store.supersede_approval(&from_pending, &parked_run, &replacement, &json!({})).await.expect("supersede"));
+    let lost = approval_for(&parked_run, 202);
+    assert!(!store.supersede_approval(&from_pending, &parked_run, &lost, &json!({})).await.expect("again"));
+    let resolved = events_of(store, &other.id, EventType::ApprovalResolved).await;
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(
+        (resolved[0].approval_id.as_ref(), resolved[0].data["status"].as_str()),
+        (Some(&old.id), Some("superseded"))
+    );
+    let requested = events_of(store, &other.id, EventType::ApprovalRequested).await;
+    let asked: Vec<_> = requested.iter().filter_map(|e| e.approval_id.clone()).collect();
+    assert_eq!(asked, [old.id.clone(), replacement.id.clone()]);
+
     // A question is told as asked; a run failed at start-up is told as settled.
     let running = run_in(&session, "req-question", RunStatus::Running);
     store.insert_run(&running).await.expect("insert_run");
