@@ -1,6 +1,12 @@
 //! Approvals: a run parked on a tool call until a person decides, with the checkpoint
 //! it resumes from, and the marks that keep a decided call from running twice across a
 //! crash.
+//!
+//! The writes here also write their outbox events (issue 41, see [`super::Outbox`]) in
+//! the same transaction: `interrupt_run` and `supersede_approval` tell the approval
+//! requested (`approval.requested`, or `question.asked` for a question a person
+//! answers), `supersede_approval` the replaced one resolved as superseded, and
+//! `settle_approval` the settle that won resolved; a write that loses tells nothing.
 
 use super::error::StoreError;
 use async_trait::async_trait;
