@@ -34,6 +34,8 @@ struct Records {
     subscription: String,
     /// A dead delivery of one of her events (the outbox's, issue 41).
     delivery: String,
+    /// A file she uploaded (issue 42).
+    attachment: String,
 }
 
 impl Records {
@@ -49,6 +51,7 @@ impl Records {
             "messages" => &self.message,
             "subscriptions" => &self.subscription,
             "deliveries" => &self.delivery,
+            "attachments" => &self.attachment,
             _ => return None,
         })
     }
@@ -63,8 +66,17 @@ impl Records {
         })
     }
 
-    fn all(&self) -> [&str; 7] {
-        [&self.project, &self.session, &self.run, &self.approval, &self.message, &self.subscription, &self.delivery]
+    fn all(&self) -> [&str; 8] {
+        [
+            &self.project,
+            &self.session,
+            &self.run,
+            &self.approval,
+            &self.message,
+            &self.subscription,
+            &self.delivery,
+            &self.attachment,
+        ]
     }
 }
 
@@ -209,7 +221,9 @@ fn probe_for(doc: &Value, template: &str, operation: &Value, r: &Records) -> Res
     let path = format!("{path}{}", query(operation)?);
     let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
     let body = if schema.is_null() {
-        if operation["requestBody"].is_object() {
+        // An upload's body is raw bytes, which `send` makes up (see there).
+        let raw = operation["requestBody"]["content"].get("application/octet-stream").is_some();
+        if operation["requestBody"].is_object() && !raw {
             return Err("a request body that is not JSON".to_owned());
         }
         None
@@ -238,13 +252,16 @@ async fn send(
     let method = Method::from_bytes(method.as_bytes()).expect("a method");
     let mut request = server
         .client
-        .request(method, server.url(path))
+        .request(method.clone(), server.url(path))
         .header("x-opencode-directory", server.project_dir().to_str().expect("UTF-8 path"));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
     if let Some(body) = body {
         request = request.json(body);
+    } else if method == Method::POST && path.starts_with("/api/uploads") {
+        // The one route whose body is not JSON: a file's bytes.
+        request = request.header("content-type", "application/octet-stream").body("bob's notes\n");
     }
     let res = request.send().await.expect("request reaches the server");
     let status = res.status();
@@ -374,7 +391,19 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
         };
         server.store.save_push_subscription(&subscription).await.expect("save").id
     };
-    let records = Records { project, session, run, approval, message, subscription, delivery };
+    // A file of hers.
+    let attachment = {
+        let upload = server
+            .client
+            .post(server.url("/api/uploads?name=notes.txt"))
+            .bearer_auth(&alice)
+            .header("content-type", "application/octet-stream")
+            .body("alice's notes\n");
+        let (status, file) = server.send(upload).await;
+        assert_eq!(status, StatusCode::CREATED, "{file}");
+        id_of(&file)
+    };
+    let records = Records { project, session, run, approval, message, subscription, delivery, attachment };
     let before = alices_world(&server, &alice, &records).await;
 
     let res = server.client.get(server.url("/api/openapi.json")).send().await.expect("document");
@@ -448,6 +477,7 @@ fn a_route_the_walker_cannot_fill_is_named() {
         message: "msg_1".into(),
         subscription: "psub_1".into(),
         delivery: "dlv_1".into(),
+        attachment: "att_1".into(),
     };
     assert_eq!(
         fill_path("/api/sessions/{id}/approvals/{approval}", &r),
