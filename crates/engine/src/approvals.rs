@@ -822,6 +822,7 @@ fn expired(approval: &Approval) -> EngineError {
 
 /// Removes the approval from the pending list, records `lastApproval`, and publishes
 /// the state and an `approval_resolved` event.
+#[allow(clippy::too_many_arguments)]
 fn publish_resolution(
     loaded: &Loaded,
     approval: &Approval,
@@ -830,13 +831,13 @@ fn publish_resolution(
     message: Option<String>,
     run: &Run,
     at: time::Millis,
+    via: Option<&'static str>,
 ) {
     let via = via.map(str::to_owned);
     let last = LastApproval { id: approval.id.clone(), decision: decision.into(), actor: actor.cloned(), at, via };
     let active = (!run.status.is_terminal()).then(|| ActiveRun {
         run_id: run.id.clone(),
         request_id: run.request_id.clone(),
-#[allow(clippy::too_many_arguments)]
         status: run.status,
     });
     loaded.events.publish(|s| {
@@ -845,7 +846,6 @@ fn publish_resolution(
         if active.is_some() {
             s.active_run = active;
         }
-    via: Option<&'static str>,
         Some(FrameBody::State { state: Box::new(s.clone()) })
     });
     loaded.events.publish_body(FrameBody::LoopEvent {

@@ -739,6 +739,10 @@ pub struct LastApproval {
     pub decision: String,
     pub actor: Option<UserId>,
     pub at: Millis,
+    /// How it was decided when not by a person in a client: `push` (a notification's
+    /// action), `link` (a decision link) or `timeout` (the rule's `on_timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 #[cfg(test)]
@@ -747,10 +751,6 @@ mod tests {
     use PermissionAction::*;
 
     #[test]
-    /// How it was decided when not by a person in a client: `push` (a notification's
-    /// action), `link` (a decision link) or `timeout` (the rule's `on_timeout`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub via: Option<String>,
     fn wildcards() {
         assert!(wildcard_match("*", ""));
         assert!(wildcard_match("src/*.rs", "src/a/b.rs"));

@@ -197,8 +197,8 @@ fn state_frame_with_a_pending_approval() {
         decision: "once".into(),
         actor: None,
         at: 1_764_000_000_900,
-    });
         via: None,
+    });
     let f = frame(9, FrameBody::State { state: Box::new(s) });
     let back: Frame = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
     assert_eq!(back, f);

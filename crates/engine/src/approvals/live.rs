@@ -179,7 +179,7 @@ impl Approvals {
         }
         self.env.metrics.approval_waited(now - approval.created_at);
         let run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
-        publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now);
+        publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now, input.via);
         self.env.live.wake(&approval.id, answer);
         Ok(DecisionOutcome::Applied { approval_id: approval.id, run_id: run.id, decision: input.decision })
     }
