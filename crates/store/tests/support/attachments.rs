@@ -31,7 +31,7 @@ pub async fn attachments_bind_once_count_per_owner_and_leave_with_their_session(
     assert!(!store.bind_attachment(&upload.id, &session.id).await.expect("bind again"), "bound once");
     let bound = store.get_attachment(&upload.id).await.expect("get").expect("there");
     assert_eq!(bound.session_id.as_ref(), Some(&session.id));
-    assert_eq!(store.session_attachment_shas(&session.id).await.expect("shas"), [sha.clone()]);
+    assert_eq!(store.session_attachment_shas(&session.id).await.expect("shas"), std::slice::from_ref(&sha));
 
     let file = Content::File {
         id: upload.id.clone(),
