@@ -409,6 +409,33 @@ impl Attachments<'_> {
         Ok(content)
     }
 
+    /// Gives `session` a row of its own for every file in `messages` (a fork's copied
+    /// history): its blobs then stay while the session does, whatever becomes of the
+    /// session the messages came from.
+    pub(crate) async fn hold_for(
+        &self,
+        owner: &UserId,
+        session: &SessionId,
+        messages: &[spool_protocol::IndexedMessage],
+    ) -> Result<()> {
+        for file in messages.iter().flat_map(|m| m.message.files()) {
+            let Content::File { name, media_type, size, sha256, .. } = file else { continue };
+            let row = Attachment {
+                id: AttachmentId::new(),
+                owner_id: owner.clone(),
+                session_id: Some(session.clone()),
+                sha256: sha256.clone(),
+                size: *size,
+                media_type: media_type.clone(),
+                name: name.clone(),
+                created_at: self.engine.inner.env.clock.now_ms(),
+            };
+            let _blobs = BLOBS.lock().await;
+            self.engine.store().insert_attachment(&row).await?;
+        }
+        Ok(())
+    }
+
     /// Removes the blobs among `shas` that no row names any more (after their session
     /// was deleted).
     pub(crate) async fn release(&self, shas: Vec<String>) {

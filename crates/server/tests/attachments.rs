@@ -293,3 +293,24 @@ async fn an_anthropic_request_carries_the_image_as_an_image_block() {
         ])
     );
 }
+
+#[tokio::test]
+async fn a_forked_session_keeps_its_files_after_the_source_is_deleted() {
+    let server = TestServer::start().await;
+    let source = session(&server).await;
+    let (_, file) = upload(&server, None, "shot.png", PNG).await;
+    prompt(&server, &source, json!({"text": "echo: a", "parts": [{"type": "file", "id": file["id"]}]})).await;
+    let (status, fork) = server.post(&format!("/api/sessions/{source}/fork"), json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let fork = id_of(&fork);
+    let (status, _) = server.delete(&format!("/api/sessions/{source}")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(stored_files(&server), [file["sha256"].as_str().expect("sha")], "the fork holds the blob");
+
+    // The fork's next model call still carries the file's bytes.
+    let run = prompt(&server, &fork, json!({"text": "echo: again"})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let (status, _) = server.delete(&format!("/api/sessions/{fork}")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert!(stored_files(&server).is_empty(), "{:?}", stored_files(&server));
+}

@@ -108,6 +108,9 @@ impl Sessions<'_> {
     async fn copy_history(&self, source: &Session, fork: &Session, k: u64) -> Result<()> {
         let store = self.engine.store();
         store.copy_messages(&source.id, &fork.id, &fork.owner_id, k).await?;
+        // The copied messages' files are the fork's too, so deleting the source keeps them.
+        let copied = store.list_messages(&fork.id, None, u32::try_from(k).unwrap_or(u32::MAX)).await?;
+        self.engine.attachments().hold_for(&fork.owner_id, &fork.id, &copied).await?;
         let mut memory = store.get_memory(&source.id).await?;
         if memory.summarized_before > k {
             memory.summary = None;
