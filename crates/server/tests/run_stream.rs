@@ -565,3 +565,71 @@ fn without_frame_log() -> TestOptions {
     options.engine.frame_log = false;
     options
 }
+
+/// A stream read to its end as it came: its numbered events (framed as [`next`] checks
+/// them) and, apart, its `presence` events, which carry no id and no sequence.
+async fn read_with_presence(stream: &mut common::SseStream) -> (Vec<Event>, Vec<Value>) {
+    let (mut events, mut presence) = (Vec::new(), Vec::new());
+    while let Some(raw) = stream.next_event().await {
+        let data: Value = serde_json::from_str(&raw.data).expect("JSON");
+        if raw.event.as_deref() == Some("presence") {
+            assert_eq!(raw.id, None, "presence is unnumbered: {data}");
+            assert_eq!((&data["type"], data.get("sequence")), (&json!("presence"), None), "{data}");
+            assert!(data["runId"].as_str().is_some_and(|r| r.starts_with("run_")), "{data}");
+            presence.push(data);
+            continue;
+        }
+        let kind = raw.event.expect("named event");
+        assert_eq!(raw.id, Some(data["sequence"].to_string()), "the SSE id is the sequence");
+        events.push(Event { kind, data });
+    }
+    (events, presence)
+}
+
+/// Presence comes on a timer, so it takes no number: a second viewer joining while the
+/// run waits at an approval reaches the continuation as an unnumbered `presence` event
+/// with the counts, and the run's events are numbered as they always were.
+#[tokio::test]
+async fn a_viewer_joining_while_the_run_waits_shows_as_an_unnumbered_presence_event() {
+    let mut options = TestOptions::default();
+    options.engine.presence = Some(Duration::from_millis(50));
+    let server = TestServer::start_with(options).await;
+    let session = server.new_session().await;
+    let mut view = server.events(&session, common::Open { approvals: true, ..Default::default() }).await;
+    view.next_frame().await.expect("snapshot");
+    let prompt = format!("tool: write {}", json!({"path": "out.txt", "content": "hello"}));
+    let mut chat = run_stream(open_chat(&server, json!({"sessionId": session, "text": prompt})).await);
+    let (first, _) = read_with_presence(&mut chat).await;
+    drop(chat);
+    assert_dense(&first, 1);
+    let interrupt = first.last().expect("events").clone();
+    assert_eq!(interrupt.kind, "interrupt", "{:?}", kinds(&first));
+    let run = run_id(&first);
+
+    // A terminal joins while the run waits; its stream hears the counts settle.
+    let url = server.url(&format!("/api/sessions/{session}/events?approvals=1&client=cli"));
+    let mut terminal = common::SseStream::new(server.client.get(url).send().await.expect("events"));
+    terminal.next_frame().await.expect("snapshot");
+    let two = |p: &Value| p["viewers"] == 2 && p["clients"]["cli"] == 1;
+    loop {
+        let frame = terminal.next_json().await.expect("a frame");
+        if frame["type"] == "session.presence" && two(&frame["presence"]) {
+            break;
+        }
+    }
+
+    // The continuation carries it, unnumbered; its events are numbered on from the
+    // interrupt as before.
+    let approval = interrupt.data["interruptId"].as_str().expect("interruptId");
+    let (rest, presence) = read_with_presence(&mut resume_stream(&server, &run, approval, "once").await).await;
+    assert_dense(&rest, interrupt.sequence() + 1);
+    assert_eq!(kinds(&rest).last(), Some(&"done"));
+    let seen = presence.iter().find(|p| two(p)).unwrap_or_else(|| panic!("the two views: {presence:?}"));
+    assert_eq!((&seen["runId"], &seen["answerers"]), (&json!(run), &json!(2)), "{seen}");
+
+    // A client re-attaching from the start gets the run's events as numbered before.
+    let (whole, _) = read_with_presence(&mut run_stream(open_events(&server, &run, "").await)).await;
+    let mut joined = first.clone();
+    joined.extend(rest);
+    assert_eq!(whole, joined);
+}

@@ -119,9 +119,10 @@ impl<D: RunDialect> RunFeed<D> {
         self.ready.push_back((sequence, bytes));
     }
 
-    /// Queues events already mapped (a replay from the run's frame log).
-    pub(crate) fn ready(mut self, events: Vec<(u64, Bytes)>) -> Self {
-        self.ready.extend(events.into_iter().map(|(sequence, bytes)| (Some(sequence), bytes)));
+    /// Queues events already mapped (a replay from the run's frame log), with their
+    /// sequences (`None`: an unnumbered one, presence).
+    pub(crate) fn ready(mut self, events: Vec<(Option<u64>, Bytes)>) -> Self {
+        self.ready.extend(events);
         self
     }
 

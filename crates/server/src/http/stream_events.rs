@@ -11,7 +11,7 @@
 
 use crate::dialect::ag_ui::AgUiEvent;
 use crate::dialect::ai_sdk::UiChunk;
-use crate::dialect::run_stream::RunEvent;
+use crate::dialect::run_stream::RunStreamData;
 use spool_protocol::frame::Frame;
 use std::borrow::Cow;
 use utoipa::openapi::RefOr;
@@ -71,9 +71,9 @@ stream_event!(
     /// An event of the run stream (`POST /api/chat`, `GET /api/runs/{id}/events`, a
     /// resume with `Accept: text/event-stream`).
     RunStreamEvent,
-    "`event` is the run event's `type`; `id` its `sequence`",
-    &["run_started", "text_delta", "tool_started", "tool_finished", "interrupt", "done", "error", "snapshot"],
-    data = RunEvent
+    "`event` is the run event's `type`; `id` its `sequence` (`presence` has none)",
+    &["run_started", "text_delta", "tool_started", "tool_finished", "interrupt", "done", "error", "snapshot", "presence"],
+    data = RunStreamData
 );
 
 stream_event!(

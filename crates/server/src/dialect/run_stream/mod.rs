@@ -38,6 +38,13 @@
 //! | `message_end` of a user message the run took while running (a steer; not its prompt) | `user_message {messageId, text}` |
 //! | `agent_end` completed, then the next `session.state` | `done {messageId}` (the state names the stored message) |
 //! | `agent_end` failed / cancelled                  | `error {code, message}` that `agent_end` carries |
+//! | `session.presence` (after `run_started`, before the end) | `presence {runId, viewers, answerers, visible, clients}`, unnumbered |
+//!
+//! Presence is Spool's, and the one event without a number: it comes when the views
+//! of the session settle, on a timer, so it has no place in the run's numbering (the
+//! frame log and every re-attach number the run the same without it). It has no `id:`
+//! line, so an `EventSource` keeps the last numbered one as `Last-Event-ID`, and a
+//! re-attach never sends one the client had: only those after its last event.
 //!
 //! Everything else (thinking, tool-call argument deltas, timings, titles, other runs)
 //! maps to nothing. That includes `tool_execution_update` on purpose: seed 003's run
@@ -54,8 +61,8 @@ use spool_engine::RunCount;
 use spool_protocol::frame::{Frame, FrameBody, SessionState, ToolExecution, ToolStatus};
 use spool_protocol::time::Millis;
 use spool_protocol::{
-    AgentEvent, Approval, ApprovalId, ApprovalKind, Content, IndexedMessage, Message, MessageId, Run, RunError, RunId,
-    RunStatus, SessionId, StreamDelta, sse,
+    AgentEvent, Approval, ApprovalId, ApprovalKind, Content, IndexedMessage, Message, MessageId, Presence, Run,
+    RunError, RunId, RunStatus, SessionId, StreamDelta, sse,
 };
 use std::collections::BTreeMap;
 
@@ -68,6 +75,39 @@ pub struct RunEvent {
     pub body: RunEventBody,
     pub run_id: RunId,
     pub sequence: u64,
+}
+
+/// Who is on the run's session now (`session.presence`): `event: presence`, `data`
+/// the counts with the run's id and no `sequence`, and no `id:` line. Not one of the
+/// run's events: it counts for nothing in the numbering, and a client that does not
+/// know it skips it.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPresence {
+    /// Always `presence`.
+    #[serde(rename = "type")]
+    #[schema(pattern = "^presence$")]
+    pub kind: &'static str,
+    pub run_id: RunId,
+    #[serde(flatten)]
+    pub presence: Presence,
+}
+
+impl RunPresence {
+    /// The SSE event: named, unnumbered.
+    pub fn to_sse(&self) -> Bytes {
+        let json = serde_json::to_string(self).expect("presence is plain data and always serializes");
+        sse::encode(None, Some(self.kind), &json)
+    }
+}
+
+/// The `data` of one run-stream event, for the API's schema: a run event, or presence.
+#[allow(dead_code)] // Only its schema is used; the events are encoded one by one.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum RunStreamData {
+    Event(RunEvent),
+    Presence(RunPresence),
 }
 
 /// The type-specific part of a [`RunEvent`]. The serde names are the wire `type`s.
@@ -178,6 +218,8 @@ impl RunEvent {
 pub struct Step {
     /// The run-stream event this frame is: its sequence and its SSE bytes.
     pub event: Option<(u64, Bytes)>,
+    /// The frame said who is on the session: the unnumbered `presence` event.
+    pub presence: Option<Bytes>,
     /// After this frame the run waits for a person.
     pub waiting: bool,
     /// After this frame nothing more follows (`done` or `error`).
@@ -195,7 +237,8 @@ impl FormMapper for RunStream {
 
     fn map(&mut self, frame: &Frame) -> Step {
         let event = self.push(frame).map(|event| (event.sequence, event.to_sse()));
-        Step { event, waiting: self.waiting.is_some(), finished: self.finished }
+        let presence = self.presence(frame).map(|p| p.to_sse());
+        Step { event, presence, waiting: self.waiting.is_some(), finished: self.finished }
     }
 }
 
@@ -276,6 +319,15 @@ impl RunStream {
 
     fn event(&self, sequence: u64, body: RunEventBody) -> RunEvent {
         RunEvent { body, run_id: self.count.run_id().clone(), sequence }
+    }
+
+    /// The `presence` event of a `session.presence` frame: only between the run's
+    /// `run_started` and its end, where a client follows the run (as the AI SDK's
+    /// stream carries it only inside the run's message).
+    pub fn presence(&self, frame: &Frame) -> Option<RunPresence> {
+        let FrameBody::Presence { presence } = &frame.body else { return None };
+        let inside = self.count.sequence() > 0 && !self.finished;
+        inside.then(|| RunPresence { kind: "presence", run_id: self.run_id().clone(), presence: presence.clone() })
     }
 
     /// Maps one native frame of the run's session.

@@ -282,21 +282,28 @@ async fn from_log(engine: &Engine, run: &Run, after: u64, kill: CancellationToke
     };
     let mut fold = RunStream::new(run.id.clone());
     let mut events = Vec::new();
+    // The sequence of the run's last event so far.
+    let mut last = 0;
     for frame in &logged.frames {
         let step = fold.map(frame);
-        events.extend(step.event);
+        if let Some((sequence, bytes)) = step.event {
+            last = sequence;
+            events.push((Some(sequence), bytes));
+        }
+        // Presence that came before the client's last event is not sent again.
+        if let Some(presence) = step.presence
+            && last >= after
+        {
+            events.push((None, presence));
+        }
         if step.finished {
             break;
         }
     }
-    if logged.whole {
-        // The feed ends with the fold, before it reads the subscription.
-        let last = events.last().map(|(sequence, _)| *sequence)?;
-        if !fold.finished() || after >= last {
-            return None;
-        }
+    // The feed ends with the fold, before it reads the subscription.
+    if logged.whole && (!fold.finished() || after >= last) {
+        return None;
     }
-    events.retain(|(sequence, _)| *sequence > after);
     let subscription = logged.then.typed();
     Some(Feed::new(subscription, RunForm::Alone(shared::alone()), fold, RunEvents).after(after).ready(events))
 }
@@ -325,6 +332,8 @@ impl RunDialect for RunEvents {
 
     fn step(&mut self, step: &run_stream::Step, ready: &mut Ready) -> Place {
         ready.extend(step.event.clone().map(|(sequence, bytes)| (Some(sequence), bytes)));
+        // Unnumbered: written whatever the client's `after`, which it never moves.
+        ready.extend(step.presence.clone().map(|bytes| (None, bytes)));
         Place { waiting: step.waiting, finished: step.finished }
     }
 
