@@ -863,3 +863,52 @@ async fn two_client_calls_in_one_answer_are_pending_one_stream_at_a_time_and_eac
     let users = page["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "prompted once");
 }
+
+/// Presence comes on a timer, so it takes no number: a second viewer joining while the
+/// run waits at an approval reaches the continuation as an unnumbered `CUSTOM`
+/// `spool.presence` with the counts, and the continuation is numbered as it always was.
+#[tokio::test]
+async fn a_viewer_joining_while_the_run_waits_shows_as_an_unnumbered_presence_event() {
+    let mut options = TestOptions::default();
+    options.engine.presence = Some(std::time::Duration::from_millis(50));
+    let server = TestServer::start_with(options).await;
+    let project = server.default_project().await;
+    let args = json!({"path": "out.txt", "content": "from AG-UI"}).to_string();
+    let messages = json!([user("p1", &format!("tool: write {args}"))]);
+    let asked = events(post(&server, &input("thread-presence", &project, messages.clone())).await).await;
+    let approval = asked.last().expect("an end")["outcome"]["interrupts"][0]["id"].as_str().expect("an interrupt");
+    let run = asked[0]["runId"].as_str().expect("runId").to_owned();
+    let session = run_of(&server, &asked).await["sessionId"].as_str().expect("sessionId").to_owned();
+
+    // A terminal joins while the run waits; its stream hears the counts settle.
+    let url = server.url(&format!("/api/sessions/{session}/events?approvals=1&client=cli"));
+    let mut terminal = SseStream::new(server.client.get(url).send().await.expect("events"));
+    terminal.next_frame().await.expect("snapshot");
+    let one = |p: &Value| p["viewers"] == 1 && p["clients"] == json!({"cli": 1});
+    loop {
+        let frame = terminal.next_json().await.expect("a frame");
+        if frame["type"] == "session.presence" && one(&frame["presence"]) {
+            break;
+        }
+    }
+
+    // The continuation carries it, unnumbered, inside the run; its events are numbered
+    // `<approval>:N` from its opening, as before.
+    let mut answer = input("thread-presence", &project, messages);
+    answer["resume"] = json!([{"interruptId": approval, "status": "resolved", "payload": {"approved": true}}]);
+    let got = with_ids(post(&server, &answer).await, None).await;
+    assert_eq!(got[0].1["runId"], run.as_str(), "one Spool run");
+    let presence: Vec<&(Option<String>, Value)> =
+        got.iter().filter(|(_, e)| e["type"] == "CUSTOM" && e["name"] == "spool.presence").collect();
+    assert!(presence.iter().all(|(id, _)| id.is_none()), "unnumbered: {presence:?}");
+    let seen = presence.iter().find(|(_, e)| one(&e["value"])).unwrap_or_else(|| panic!("the terminal: {got:?}"));
+    assert_eq!(seen.1["value"]["answerers"], 1, "{}", seen.1);
+    let at = |t: &str| got.iter().position(|(_, e)| e["type"] == t).expect(t);
+    let place = got.iter().position(|(_, e)| e == &seen.1).expect("seen");
+    assert!(at("RUN_STARTED") < place && place < at("RUN_FINISHED"), "inside the run");
+    let numbered = numbered_only(got.clone());
+    let ids: Vec<String> = numbered.iter().map(|(id, _)| id.clone()).collect();
+    let want: Vec<String> = (1..=numbered.len()).map(|n| format!("{approval}:{n}")).collect();
+    assert_eq!(ids, want, "presence takes no number");
+    assert_eq!(numbered.last().expect("an end").1["outcome"], json!({"type": "success"}));
+}

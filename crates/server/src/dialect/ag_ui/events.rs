@@ -23,6 +23,8 @@ pub const APPROVAL_RESOLVED: &str = "spool.approval_resolved";
 /// run's stream. Answered through Spool's decision route (`fill` with the fields, or
 /// `reject`); `spool.approval_resolved` follows.
 pub const INPUT_REQUESTED: &str = "spool.input_requested";
+/// The `CUSTOM` event of who is on the session (`session.presence`), unnumbered.
+pub const PRESENCE: &str = "spool.presence";
 
 /// One AG-UI event. The serde names are the wire `type`s.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]

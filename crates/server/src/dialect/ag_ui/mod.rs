@@ -26,6 +26,7 @@
 //! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
 //! | `message_end` of a user message the run took (a steer; not its prompt) | `TEXT_MESSAGE_START` role `user`, `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END` |
 //! | `agent_end`                                     | what is still open closes; the transport ends the stream |
+//! | `session.presence` (once the run started, before its end) | `CUSTOM` `spool.presence` (`value` the counts: `{viewers, answerers, visible, clients}`), unnumbered ([`Step::presence`]) |
 //!
 //! Message ids derive from the session and the message's index in it (`ses_…:5`), so
 //! a replay of the same frames names the same messages; a reasoning block is
@@ -47,7 +48,7 @@ use super::run_fold::{
 use crate::dialect::shared::FormMapper;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use spool_protocol::frame::{Frame, SessionState};
+use spool_protocol::frame::{Frame, FrameBody, SessionState};
 use spool_protocol::{
     AgentEvent, Approval, ApprovalId, Content, IndexedMessage, Message, Run, RunError, RunId, RunStatus, SessionId,
     StreamDelta,
@@ -155,6 +156,11 @@ pub fn closing(thread_id: &str, run_id: &RunId, close: Close) -> Bytes {
 #[derive(Debug, Default)]
 pub struct Step {
     pub bytes: Bytes,
+    /// The frame said who is on the session: the `CUSTOM` `spool.presence` event, apart
+    /// from `bytes`, which a numbered stream numbers. Presence comes when the views
+    /// settle, on a timer, so it takes no number (no `id:`, not counted): the run is
+    /// numbered the same with it or without it, in every stream and re-attach.
+    pub presence: Option<Bytes>,
     /// After this frame the run waits for a person: the approval it waits for.
     pub waiting: Option<Approval>,
     /// After this frame the run has ended, with this status.
@@ -313,6 +319,16 @@ impl AgUiStream {
 
     pub fn run_id(&self) -> &RunId {
         &self.core.run_id
+    }
+
+    /// The `CUSTOM` `spool.presence` event of a `session.presence` frame: only while
+    /// the fold sends the run's events (started, not muted up to a request the client
+    /// has, not ended), as the AI SDK's stream carries it only inside the run's message.
+    pub fn presence(&self, frame: &Frame) -> Option<AgUiEvent> {
+        let FrameBody::Presence { presence } = &frame.body else { return None };
+        let sending = self.core.started && self.core.muted.is_none() && self.ended.is_none();
+        let value = serde_json::to_value(presence).expect("presence is plain data and always serializes");
+        sending.then(|| AgUiEvent::Custom { name: events::PRESENCE.to_owned(), value })
     }
 
     /// The approval the run waits for, when it does.
@@ -605,8 +621,9 @@ impl FormMapper for AgUiStream {
 
     fn map(&mut self, frame: &Frame) -> Step {
         let events = self.push(frame);
+        let presence = self.presence(frame).map(|event| event.to_sse());
         let waiting = self.core.waiting.clone();
-        Step { bytes: encode(&events), waiting, ended: self.ended, error: self.error.clone() }
+        Step { bytes: encode(&events), presence, waiting, ended: self.ended, error: self.error.clone() }
     }
 }
 

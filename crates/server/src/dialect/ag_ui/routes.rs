@@ -863,6 +863,13 @@ impl RunDialect for AgUiEvents {
         if !step.bytes.is_empty() {
             self.queue(&step.bytes, ready);
         }
+        // Unnumbered and not counted; a re-attaching stream sends only what came after
+        // the client's last event.
+        if let Some(presence) = &step.presence
+            && self.count >= self.cut
+        {
+            ready.push_back((None, presence.clone()));
+        }
         self.waiting = step.waiting.clone();
         self.ended = step.ended;
         self.error = step.error.clone();
