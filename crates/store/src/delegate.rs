@@ -670,6 +670,13 @@ macro_rules! impl_store {
                 async fn session_events(&self, session: &SessionId) -> Result<Vec<store::StoredEvent>, StoreError> {
                     outbox::of_session(&self.pool, session).await
                 }
+                async fn ask_delivery(
+                    &self,
+                    approval: &ApprovalId,
+                    target: &str,
+                ) -> Result<Option<store::Delivery>, StoreError> {
+                    outbox::ask_delivery(&self.pool, approval, target).await
+                }
                 async fn disable_webhook(&self, name: &str, reason: &str, at: Millis) -> Result<(), StoreError> {
                     outbox::disable_webhook(&self.pool, name, reason, at).await
                 }

@@ -67,6 +67,11 @@ pub trait Outbox: Send + Sync + 'static {
     async fn prune_events(&self, before: time::Millis) -> Result<u64, StoreError>;
     /// The events written about a session, oldest first.
     async fn session_events(&self, session: &SessionId) -> Result<Vec<StoredEvent>, StoreError>;
+    /// The delivery to `target` of the latest ask about `approval` (its
+    /// `approval.requested` or `question.asked`), if that ask was fanned out there: what
+    /// the push of its decision asks first (a browser never told of an ask is not told
+    /// of its decision).
+    async fn ask_delivery(&self, approval: &ApprovalId, target: &str) -> Result<Option<Delivery>, StoreError>;
     /// Marks a configured webhook disabled (its receiver answered 410 Gone), unless it
     /// is already: the first reason stays.
     async fn disable_webhook(&self, name: &str, reason: &str, at: time::Millis) -> Result<(), StoreError>;

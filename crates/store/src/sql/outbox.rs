@@ -304,6 +304,31 @@ pub(crate) async fn of_session(pool: &Pool, session: &SessionId) -> Result<Vec<S
         .collect()
 }
 
+/// Read by the decision's push, once per browser. No index leads with `approval_id`:
+/// the events table holds what its retention keeps, and this is one look per decision.
+pub(crate) async fn ask_delivery(
+    pool: &Pool,
+    approval: &ApprovalId,
+    target: &str,
+) -> Result<Option<Delivery>, StoreError> {
+    let asks = [EventType::ApprovalRequested.as_str(), EventType::QuestionAsked.as_str()];
+    sqlx::query(&format!(
+        "SELECT {JOINED_COLUMNS} FROM deliveries d JOIN events e ON e.id = d.event_id
+         WHERE e.approval_id = $1 AND d.target = $2 AND e.type IN ($3, $4)
+         ORDER BY e.created_at DESC, e.id DESC LIMIT 1"
+    ))
+    .bind(approval.as_str())
+    .bind(target)
+    .bind(asks[0])
+    .bind(asks[1])
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .as_ref()
+    .map(delivery)
+    .transpose()
+}
+
 pub(crate) async fn disable_webhook(pool: &Pool, name: &str, reason: &str, at: Millis) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO webhook_endpoints (name, disabled_at, reason) VALUES ($1, $2, $3)
