@@ -22,8 +22,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use spool_engine::Store;
 use spool_engine::store::PushSubscription;
+use spool_engine::{DeliveryStatus, Store};
 use spool_protocol::time::Millis;
 use spool_protocol::{ApprovalId, ApprovalStatus, SessionId, UserId};
 use std::net::{IpAddr, SocketAddr};
@@ -457,6 +457,27 @@ impl WebPush {
         self.send(subscription, &message, 60, "normal").await
     }
 
+    /// Why the decision `event` is not pushed to `target`, if it is not: a browser is
+    /// told of a decision only when it was told of the ask. Under `away` most asks are
+    /// never pushed (someone at the page answered, or it was decided within the delay),
+    /// and a "Decided" for one of those would be the very interruption `away` spares
+    /// (the worker must show something for every push). An ask still being tried holds
+    /// its decision back until it is settled, so the decision replaces what came.
+    async fn untold(&self, event: &OutboxEvent, target: &str) -> Option<Attempt> {
+        let id = event.approval.clone().or_else(|| text(&event.data, "approvalId"))?;
+        let Ok(approval) = id.parse::<ApprovalId>() else {
+            return Some(Attempt::Skipped { reason: "the event's approval id does not parse".into() });
+        };
+        match self.store.ask_delivery(&approval, target).await {
+            Ok(Some(ask)) if ask.status == DeliveryStatus::Delivered => None,
+            Ok(Some(ask)) if ask.status == DeliveryStatus::Pending && ask.attempts > 0 => {
+                Some(Attempt::Retry { status: None, error: "its ask is still being pushed".into(), after: None })
+            }
+            Ok(_) => Some(Attempt::Skipped { reason: "this browser was not told of the ask".into() }),
+            Err(e) => Some(Attempt::Retry { status: None, error: e.to_string(), after: None }),
+        }
+    }
+
     async fn watched(&self, session: &str) -> bool {
         let watched = self.watched.read().expect("not poisoned").clone();
         match (watched, session.parse::<SessionId>()) {
@@ -506,6 +527,9 @@ impl Channel for PushChannel {
             if self.0.watched(&session).await {
                 return Attempt::Skipped { reason: "someone is watching the session".into() };
             }
+        }
+        if !asks && let Some(skip) = self.0.untold(event, target).await {
+            return skip;
         }
         match self.0.message_for(event, &subscription).await {
             Ok(Ok((message, ttl))) => {

@@ -269,3 +269,172 @@ async fn revoking_the_token_that_subscribed_removes_the_subscription() {
     server.engine.auth().revoke_token(&token.id).await.expect("revoke");
     assert_eq!(server.store.get_push_subscription(&id).await.expect("get"), None, "gone with its token");
 }
+
+// ---- `[push] when`: pushed only to someone away, and told when it was decided ----
+
+/// A server that pushes under `when` after `delay_secs`, to loopback.
+async fn server_pushing(when: PushWhen, delay_secs: u64) -> TestServer {
+    let push = PushConfig { when, delay_secs, allow_insecure_endpoints: true, ..PushConfig::default() };
+    TestServer::start_with(TestOptions { push, ..TestOptions::default() }).await
+}
+
+type Page = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A web page on `session` that can answer its approvals (the UI's `/api/streams`
+/// socket, opened with `approvals`), shown or hidden as `visible` says; returned once
+/// the server counts it.
+async fn page(server: &TestServer, session: &str, visible: bool) -> Page {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let url = format!("ws://{}/api/streams", server.addr);
+    let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("connect in time")
+        .expect("WebSocket handshake");
+    let open = json!({"op": "open", "id": "s1", "session": session, "approvals": true, "visible": visible});
+    ws.send(Message::Text(open.to_string().into())).await.expect("open");
+    loop {
+        let message =
+            tokio::time::timeout(WAIT, ws.next()).await.expect("a message in time").expect("open").expect("ok");
+        if matches!(&message, Message::Text(text) if text.starts_with("s1\nevent: open")) {
+            break;
+        }
+    }
+    presence_until(server, session, |p| p["answerers"] == 1 && p["visible"] == u64::from(visible)).await;
+    ws
+}
+
+/// `GET /api/sessions/{id}/presence`, asked until `done` holds (a socket's message or
+/// its closing reaches the server a moment after it is sent).
+async fn presence_until(server: &TestServer, session: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, presence) = server.get(&format!("/api/sessions/{session}/presence")).await;
+        assert_eq!(status, StatusCode::OK, "{presence}");
+        if done(&presence) {
+            return presence;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "presence still {presence} after {WAIT:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The push delivery of the event `kind` once it is finished (delivered, skipped or
+/// dead), waiting out its delay and the dispatcher's poll.
+async fn finished_push(server: &TestServer, kind: &str) -> spool_engine::Delivery {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let rows = server.store.list_deliveries(None, None, 100).await.expect("deliveries");
+        let row = rows.into_iter().find(|d| d.target.starts_with("push:") && d.event.kind.as_str() == kind);
+        match row {
+            Some(row) if row.status != spool_engine::DeliveryStatus::Pending => return row,
+            row => assert!(tokio::time::Instant::now() < deadline, "the {kind} push is still {row:?}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Decides `approval` from the page (the session's approval route, not a push).
+async fn decide_on_page(server: &TestServer, session: &str, approval: &Value) {
+    let path = format!("/api/sessions/{session}/approvals/{}", id_of(approval));
+    let (status, body) = server.post(&path, json!({"decision": "once", "idempotencyKey": "page"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+fn kinds(service: &PushService) -> Vec<String> {
+    service.received().iter().map(|p| p.json()["kind"].as_str().expect("kind").to_owned()).collect()
+}
+
+#[tokio::test]
+async fn away_a_visible_page_that_can_answer_gets_no_push_nor_its_decision() {
+    let server = server_pushing(PushWhen::Away, 1).await;
+    let service = PushService::start().await;
+    subscribe(&server, &service).await;
+    let session = server.new_session().await;
+    let _page = page(&server, &session, true).await;
+    let (_, approval) = server.park(&session, &write_prompt("seen.txt")).await;
+
+    let asked = finished_push(&server, "approval.requested").await;
+    assert_eq!(asked.status, spool_engine::DeliveryStatus::Skipped, "{asked:?}");
+    assert_eq!(asked.last_error.as_deref(), Some("someone is watching the session"));
+    assert!(asked.next_at >= asked.event.created_at + 1000, "it waited delay_secs: {asked:?}");
+
+    // Answered on the page: the browser was never told of it, so not of its decision.
+    decide_on_page(&server, &session, &approval).await;
+    let decided = finished_push(&server, "approval.resolved").await;
+    assert_eq!(decided.status, spool_engine::DeliveryStatus::Skipped, "{decided:?}");
+    assert!(service.received().is_empty(), "nothing reached the browser: {:?}", kinds(&service));
+}
+
+#[tokio::test]
+async fn away_a_hidden_page_gets_the_push_and_then_its_decision() {
+    let server = server_pushing(PushWhen::Away, 1).await;
+    let service = PushService::start().await;
+    subscribe(&server, &service).await;
+    let session = server.new_session().await;
+    let _page = page(&server, &session, false).await;
+    let (_, approval) = server.park(&session, &write_prompt("hidden.txt")).await;
+
+    let pushed = service.wait_for(1, WAIT).await[0].json();
+    assert_eq!((pushed["kind"].clone(), pushed["approvalId"].clone()), (json!("approval"), approval["id"].clone()));
+    let asked = finished_push(&server, "approval.requested").await;
+    assert_eq!(asked.status, spool_engine::DeliveryStatus::Delivered);
+
+    decide_on_page(&server, &session, &approval).await;
+    let told = service.wait_for(2, WAIT).await[1].json();
+    assert_eq!((told["kind"].clone(), told["body"].clone()), (json!("resolved"), json!("Approved")), "{told}");
+    assert_eq!(told["approvalId"], approval["id"]);
+    assert!(told.get("token").is_none(), "a decision carries no token: {told}");
+}
+
+#[tokio::test]
+async fn away_a_page_that_closed_no_longer_holds_the_push_back() {
+    let server = server_pushing(PushWhen::Away, 1).await;
+    let service = PushService::start().await;
+    subscribe(&server, &service).await;
+    let session = server.new_session().await;
+    let page = page(&server, &session, true).await;
+    drop(page);
+    presence_until(&server, &session, |p| p["viewers"] == 0).await;
+    let (_, approval) = server.park(&session, &write_prompt("gone.txt")).await;
+
+    let pushed = service.wait_for(1, WAIT).await[0].json();
+    assert_eq!((pushed["kind"].clone(), pushed["approvalId"].clone()), (json!("approval"), approval["id"].clone()));
+}
+
+#[tokio::test]
+async fn away_an_approval_decided_within_the_delay_is_never_pushed() {
+    // Long enough that the page's decision, just after the park, lands inside it.
+    let server = server_pushing(PushWhen::Away, 3).await;
+    let service = PushService::start().await;
+    subscribe(&server, &service).await;
+    let session = server.new_session().await;
+    let (_, approval) = server.park(&session, &write_prompt("quick.txt")).await;
+    decide_on_page(&server, &session, &approval).await;
+
+    let asked = finished_push(&server, "approval.requested").await;
+    assert_eq!(
+        (asked.status, asked.last_error.as_deref()),
+        (spool_engine::DeliveryStatus::Skipped, Some("already decided")),
+        "{asked:?}"
+    );
+    let decided = finished_push(&server, "approval.resolved").await;
+    assert_eq!(decided.status, spool_engine::DeliveryStatus::Skipped, "{decided:?}");
+    assert!(service.received().is_empty(), "nothing reached the browser: {:?}", kinds(&service));
+}
+
+#[tokio::test]
+async fn always_pushes_at_once_even_to_someone_watching() {
+    // The delay is `away`'s: `always` sends at once, whatever it says.
+    let server = server_pushing(PushWhen::Always, 3600).await;
+    let service = PushService::start().await;
+    subscribe(&server, &service).await;
+    let session = server.new_session().await;
+    let _page = page(&server, &session, true).await;
+    let (_, approval) = server.park(&session, &write_prompt("always.txt")).await;
+
+    let pushed = service.wait_for(1, WAIT).await[0].json();
+    assert_eq!((pushed["kind"].clone(), pushed["approvalId"].clone()), (json!("approval"), approval["id"].clone()));
+    decide_on_page(&server, &session, &approval).await;
+    assert_eq!(service.wait_for(2, WAIT).await[1].json()["kind"], "resolved");
+}
