@@ -115,6 +115,7 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     each_change_writes_its_event_once_and_a_loser_none(store).await;
     fan_out_writes_one_delivery_per_target_and_claims_and_records_under_a_lease(store).await;
+    an_asks_delivery_is_found_by_its_approval_and_target(store).await;
     concurrent_claims_never_share_a_delivery(std::slice::from_ref(&shared), RACERS).await;
     a_disabled_webhook_stays_disabled_until_enabled(store).await;
     a_server_key_keeps_its_first_writers_secret(store).await;

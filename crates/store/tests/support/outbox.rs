@@ -165,6 +165,38 @@ pub async fn fan_out_writes_one_delivery_per_target_and_claims_and_records_under
     assert!(store.list_deliveries(Some(&session.owner_id), None, 10).await.expect("list").is_empty());
 }
 
+/// The push of a decision asks how its ask went to the same browser: the delivery of
+/// the approval's ask to that target, not the decision's own, none for another target.
+pub async fn an_asks_delivery_is_found_by_its_approval_and_target(store: &dyn Store) {
+    let now = LATER + 10_000;
+    sweep(store, now).await;
+    let (_, session) = new_session(store).await;
+    let (_, approval, _) = interrupted_run_in(store, &session, "req-ask-delivery", 200).await;
+    let asked = events_of(store, &session.id, EventType::ApprovalRequested).await.remove(0);
+    let targets = vec![("push:psub_a".to_owned(), now), ("push:psub_b".to_owned(), now + 60_000)];
+    store.fan_out(&asked.id, &targets, now).await.expect("fan_out");
+    assert!(
+        store
+            .settle_approval(&approval.id, ApprovalStatus::Resolved, Some(&Decision::Once), None, None, 300)
+            .await
+            .expect("settle")
+    );
+    let decided = events_of(store, &session.id, EventType::ApprovalResolved).await.remove(0);
+    store.fan_out(&decided.id, &[("push:psub_a".to_owned(), now + 120_000)], now).await.expect("fan_out");
+
+    let claimed = store.claim_deliveries("node-a", now, now + 10, 10).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "only psub_a's ask is due");
+    let ok = DeliveryOutcome::Delivered { status: Some(201) };
+    assert!(store.record_delivery(&claimed[0].claim, &ok, now + 1).await.expect("record"));
+
+    let to_a = store.ask_delivery(&approval.id, "push:psub_a").await.expect("ask_delivery").expect("fanned out to a");
+    assert_eq!((to_a.event.id, to_a.status), (asked.id.clone(), DeliveryStatus::Delivered));
+    let to_b = store.ask_delivery(&approval.id, "push:psub_b").await.expect("ask_delivery").expect("fanned out to b");
+    assert_eq!((to_b.event.id, to_b.status, to_b.attempts), (asked.id, DeliveryStatus::Pending, 0));
+    assert_eq!(store.ask_delivery(&approval.id, "push:psub_c").await.expect("ask_delivery"), None);
+    sweep(store, Millis::MAX - 1).await;
+}
+
 /// Racers claim one delivery each, again and again, until none is left: every
 /// delivery is claimed exactly once.
 pub async fn concurrent_claims_never_share_a_delivery(stores: &[Arc<dyn Store>], racers: usize) {
