@@ -413,6 +413,7 @@ impl Approvals {
         if !always.is_empty() {
             // From now on calls like this one are allowed in this session: the chosen
             // command patterns, or the tool itself (see `always_rules`).
+            let _record = loaded.record.lock().await;
             let mut session = loaded.events.read(|s| s.session.clone());
             session.permissions.extend(always);
             session.updated_at = now;

@@ -23,6 +23,11 @@ pub(crate) struct Loaded {
     /// Serializes the session's control steps — accepting a prompt, applying a decision,
     /// expiring or aborting — so "what is the run doing?" and "change it" are one step.
     pub control: tokio::sync::Mutex<()>,
+    /// Serializes changes to the session's record (title, model, mode, rules, read
+    /// receipt): each reads the record, changes it, stores and publishes it under this
+    /// lock. Without it two at once undid each other: a title the model proposed, read
+    /// before a PATCH of the model and written after it, put the old model back.
+    pub record: tokio::sync::Mutex<()>,
     pub active: Mutex<Option<ActiveHandle>>,
     /// When a request last touched this session (ms), for idle unloading.
     pub(crate) touched: std::sync::atomic::AtomicI64,

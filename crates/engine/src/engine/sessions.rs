@@ -116,6 +116,7 @@ impl Sessions<'_> {
 
     pub async fn update(&self, owner: &UserId, id: &SessionId, patch: SessionPatch) -> Result<Session> {
         let loaded = self.engine.load(owner, id).await?;
+        let _record = loaded.record.lock().await;
         let mut session = loaded.events.read(|s| s.session.clone());
         // Checked before anything is written: a refused patch changes nothing.
         let ceiling = &self.engine.inner.config.guardrails;
@@ -302,6 +303,7 @@ impl Sessions<'_> {
     /// Receipts only move forward; pages are told so unread markers update.
     pub async fn mark_read(&self, owner: &UserId, id: &SessionId, index: u64) -> Result<Session> {
         let loaded = self.engine.load(owner, id).await?;
+        let _record = loaded.record.lock().await;
         let mut session = loaded.events.read(|s| s.session.clone());
         let total = loaded.events.read(|s| s.total);
         if index >= total {
@@ -536,6 +538,7 @@ impl Engine {
             root_id: project.dir,
             root: PathBuf::from(project.path),
             control: tokio::sync::Mutex::new(()),
+            record: tokio::sync::Mutex::new(()),
             active: Mutex::new(handle),
             touched: std::sync::atomic::AtomicI64::new(self.inner.config.clock.now_ms()),
         });

@@ -84,6 +84,7 @@ impl RunTask {
     /// Switches the session's mode, durably, and tells every view (a tool's
     /// [`crate::Tool::mode_after`], after the person accepted).
     pub(super) async fn switch_mode(&mut self, mode: SessionMode) -> Result<(), Outcome> {
+        let _record = self.loaded.record.lock().await;
         let mut session = self.loaded.events.read(|s| s.session.clone());
         if session.mode == mode {
             return Ok(());

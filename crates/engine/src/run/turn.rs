@@ -296,6 +296,7 @@ impl RunTask {
             let never = CancellationToken::new();
             let proposed = collect_text(&model, context::title_request(&prompt), &never).await.ok();
             let title = proposed.as_deref().and_then(context::clean_title).unwrap_or_else(|| title_from(&prompt));
+            let _record = loaded.record.lock().await;
             let mut session = loaded.events.read(|s| s.session.clone());
             if session.title_set {
                 return;
