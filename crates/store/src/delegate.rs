@@ -617,6 +617,7 @@ macro_rules! impl_store {
                 async fn record_push_attempt(&self, id: &str, ok: bool, at: Millis) -> Result<(), StoreError> {
                     push::record_attempt(&self.pool, id, ok, at).await
                 }
+            }
 
             #[async_trait::async_trait]
             impl store::Outbox for $store {
