@@ -30,10 +30,10 @@ struct Records {
     approval: String,
     /// A prompt Alice queued behind her parked run.
     message: String,
-    /// Her browser's Web Push subscription (issue 41).
-    subscription: String,
     /// A dead delivery of one of her events (the outbox's, issue 41).
     delivery: String,
+    /// Her browser's Web Push subscription (issue 41).
+    subscription: String,
     /// A file she uploaded (issue 42).
     attachment: String,
 }
@@ -49,8 +49,8 @@ impl Records {
             // Spool's approvals, the gate's, and OpenCode's permissions and questions are one record.
             "approvals" | "permissions" | "permission" | "question" => &self.approval,
             "messages" => &self.message,
-            "subscriptions" => &self.subscription,
             "deliveries" => &self.delivery,
+            "subscriptions" => &self.subscription,
             "attachments" => &self.attachment,
             _ => return None,
         })
@@ -73,8 +73,8 @@ impl Records {
             &self.run,
             &self.approval,
             &self.message,
-            &self.subscription,
             &self.delivery,
+            &self.subscription,
             &self.attachment,
         ]
     }
@@ -339,24 +339,6 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     let queued: Value = serde_json::from_str(&queued).expect("JSON");
     assert_eq!(queued["queued"], true, "{queued}");
     let message = queued["messageId"].as_str().expect("messageId").to_owned();
-    // Her browser's push subscription (the store's: the API would need a reachable push service).
-    let subscription = {
-        use spool_engine::store::prelude::*;
-        let owner = server.store.user_id("alice").await.expect("user").expect("alice");
-        let subscription = spool_engine::store::PushSubscription {
-            id: "psub_alice".into(),
-            owner_id: owner,
-            login_id: None,
-            endpoint: "https://push.example/alice".into(),
-            p256dh: "key".into(),
-            auth: "auth".into(),
-            user_agent: None,
-            created_at: 1,
-            last_ok_at: None,
-            failures: 0,
-        };
-        server.store.save_push_subscription(&subscription).await.expect("save").id
-    };
     // A dead letter of hers: her session's first event sent to a webhook no node has.
     let delivery = {
         use spool_engine::store::prelude::*;
@@ -403,7 +385,7 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
         assert_eq!(status, StatusCode::CREATED, "{file}");
         id_of(&file)
     };
-    let records = Records { project, session, run, approval, message, subscription, delivery, attachment };
+    let records = Records { project, session, run, approval, message, delivery, subscription, attachment };
     let before = alices_world(&server, &alice, &records).await;
 
     let res = server.client.get(server.url("/api/openapi.json")).send().await.expect("document");
@@ -475,8 +457,8 @@ fn a_route_the_walker_cannot_fill_is_named() {
         run: "run_1".into(),
         approval: "per_1".into(),
         message: "msg_1".into(),
-        subscription: "psub_1".into(),
         delivery: "dlv_1".into(),
+        subscription: "psub_1".into(),
         attachment: "att_1".into(),
     };
     assert_eq!(
