@@ -266,6 +266,31 @@ test("an approval round trip: the interrupt is answered, the run continues and t
   assert.equal(assistantText(agent.messages), (await stored(runId)).text)
 })
 
+// Presence comes on a timer, so Spool sends it unnumbered (no `id:`): a terminal that
+// joins while the run waits reaches the continuation as a `CUSTOM` `spool.presence`,
+// which the agent's event checks accept inside the run and hand to `onCustomEvent`.
+test("a view joining while the run waits reaches the continuation as a spool.presence event", async () => {
+  const agent = spoolAgent()
+  const { runId } = await askToWrite(agent, "presence.txt")
+  const { sessionId } = await api("GET", `/api/runs/${runId}`)
+  const terminal = new AbortController()
+  await fetch(`${baseUrl}/api/sessions/${sessionId}/events?approvals=1&client=cli`, { signal: terminal.signal })
+  try {
+    // The server announces the counts once they settle; the session's state says when.
+    const deadline = Date.now() + WAIT_MS
+    while ((await api("GET", `/api/sessions/${sessionId}`)).state.presence?.clients?.cli !== 1) {
+      assert.ok(Date.now() < deadline, "the terminal is counted in time")
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    const events = await run(agent, { resume: answerAll(agent, { approved: true }) })
+    const heard = events.filter((e) => e.type === "CUSTOM" && e.name === "spool.presence").map((e) => e.value)
+    assert.ok(heard.some((p) => p.clients?.cli === 1 && p.viewers >= 1), JSON.stringify(heard))
+    assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  } finally {
+    terminal.abort()
+  }
+})
+
 test("an approval round trip: denied, the call never runs and the model is told why", async () => {
   const agent = spoolAgent()
   const { runId, interrupt } = await askToWrite(agent, "denied.txt")
