@@ -417,3 +417,29 @@ fn a_call_of_the_asked_turn_that_runs_after_the_decision_is_not_announced_again_
             .any(|e| matches!(e, AgUiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == "call_1"))
     );
 }
+
+#[test]
+fn presence_inside_the_run_is_a_custom_event_apart_from_the_numbered_bytes() {
+    let presence = spool_protocol::Presence { viewers: 2, answerers: 1, visible: 1, ..Default::default() };
+    let body = || FrameBody::Presence { presence: presence.clone() };
+    let plain = run_frames();
+    let mut bodies: Vec<FrameBody> = plain.iter().map(|f| f.body.clone()).collect();
+    bodies.insert(0, body());
+    bodies.insert(3, body());
+    let with = frames(bodies);
+    let steps = |frames: &[Frame]| {
+        let mut fold = AgUiStream::new(run_id());
+        frames.iter().map(|f| fold.map(f)).collect::<Vec<_>>()
+    };
+    let bytes = |steps: &[Step]| steps.iter().map(|s| s.bytes.clone()).filter(|b| !b.is_empty()).collect::<Vec<_>>();
+    let (before, after) = (steps(&plain), steps(&with));
+    assert_eq!(bytes(&after), bytes(&before), "the events a stream numbers are the same");
+    let sent: Vec<Bytes> = after.iter().filter_map(|s| s.presence.clone()).collect();
+    assert_eq!(
+        wire(&sent),
+        [
+            serde_json::json!({"type": "CUSTOM", "name": "spool.presence", "value": {"viewers": 2, "answerers": 1, "visible": 1}})
+        ],
+        "only the one after the run started"
+    );
+}

@@ -396,3 +396,31 @@ fn a_snapshot_holds_what_the_run_did_after_a_steer_and_not_the_next_run() {
     assert_eq!(steers, &[RunSteer { message_id: messages[2].id.clone(), text: "mind the tests".into() }]);
     assert_eq!(events[1].body, RunEventBody::Done { message_id: Some(messages[3].id.clone()) });
 }
+
+#[test]
+fn presence_inside_the_run_is_an_unnumbered_event_and_the_numbers_stay_as_they_were() {
+    let presence = Presence { viewers: 2, answerers: 1, visible: 1, ..Default::default() };
+    let plain = tool_run_frames();
+    // The same run with presence before its start, in its middle and after its end.
+    let mut bodies: Vec<FrameBody> = plain.iter().map(|f| f.body.clone()).collect();
+    let body = || FrameBody::Presence { presence: presence.clone() };
+    bodies.insert(0, body());
+    bodies.insert(5, body());
+    bodies.push(body());
+    let with = frames_from(1, bodies);
+    let steps = |frames: &[Frame]| {
+        let mut fold = RunStream::new(run_id());
+        frames.iter().map(|f| fold.map(f)).collect::<Vec<Step>>()
+    };
+    let numbered = |steps: &[Step]| steps.iter().filter_map(|s| s.event.clone()).collect::<Vec<_>>();
+    let (before, after) = (steps(&plain), steps(&with));
+    assert_eq!(numbered(&after), numbered(&before), "presence takes no number");
+    let sent: Vec<&Bytes> = after.iter().filter_map(|s| s.presence.as_ref()).collect();
+    assert_eq!(sent.len(), 1, "only the one inside the run");
+    let text = std::str::from_utf8(sent[0]).expect("utf-8");
+    let data = text.strip_prefix("event: presence\ndata: ").expect("named, no id line").trim_end();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(data).expect("JSON"),
+        serde_json::json!({"type": "presence", "runId": run_id(), "viewers": 2, "answerers": 1, "visible": 1})
+    );
+}
