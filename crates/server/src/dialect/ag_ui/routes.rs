@@ -76,6 +76,9 @@
 //!   session's buffer, else the run's frame log (folded in silence up to the request),
 //!   else the continuation drawn from the store, unnumbered (text the client has may
 //!   come again).
+//! * Presence (`CUSTOM` `spool.presence`, see `dialect::ag_ui`) comes on a timer and is
+//!   never numbered or counted, in any stream: a re-attach sends only what came after
+//!   the client's last event.
 
 use crate::dialect::RunForms;
 use crate::dialect::ag_ui::{self, AgUiEvent, AgUiForm, AgUiStream, Close};
