@@ -231,6 +231,13 @@ pub fn outcome(attempt: Attempt, number: u32, retry: &[Duration], now: Millis) -
     }
 }
 
+/// The wait a receiver asked for in `Retry-After` (in seconds; the HTTP-date form is
+/// not read), at most a day, so a receiver cannot park a delivery for ever.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let secs = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(secs.min(24 * 60 * 60)))
+}
+
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

@@ -351,12 +351,7 @@ impl WebPush {
             }
         };
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|secs| Duration::from_secs(secs.min(24 * 60 * 60)));
+        let retry_after = crate::dispatch::retry_after(response.headers());
         let ok = (200..300).contains(&status);
         if status == 404 || status == 410 {
             // The browser unsubscribed or the service dropped it: nothing will ever

@@ -175,12 +175,7 @@ impl Channel for WebhookChannel {
             }
         };
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = crate::dispatch::retry_after(response.headers());
         match status {
             200..=299 => Attempt::Delivered { status },
             410 => {

@@ -134,24 +134,8 @@ pub(crate) async fn write(pool: &Pool, run: &Run) -> Result<(), StoreError> {
 /// `approvals::settle` picks one winner, and the other writes nothing.
 pub(crate) async fn settle(pool: &Pool, run: &Run) -> Result<bool, StoreError> {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    let done = sqlx::query(
-        "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4, usage_input = $5,
-                         usage_output = $6, usage = $7, error_code = $8, error_message = $9
-         WHERE id = $10 AND status NOT IN ('completed', 'failed', 'cancelled')",
-    )
-    .bind(run.status.as_str())
-    .bind(run.updated_at)
-    .bind(run.first_token_at)
-    .bind(run.ended_at)
-    .bind(to_db_int(run.usage.input, "input tokens")?)
-    .bind(to_db_int(run.usage.output, "output tokens")?)
-    .bind(Json(&run.usage))
-    .bind(run.error.as_ref().map(|e| e.code.as_str()))
-    .bind(run.error.as_ref().map(|e| e.message.as_str()))
-    .bind(run.id.as_str())
-    .execute(&mut *tx)
-    .await
-    .map_err(db_error)?;
+    let sql = format!("{UPDATE_RUN} AND status NOT IN ('completed', 'failed', 'cancelled')");
+    let done = bound(&sql, run)?.execute(&mut *tx).await.map_err(db_error)?;
     if done.rows_affected() == 0 {
         return Ok(false);
     }
@@ -165,25 +149,31 @@ pub(crate) async fn settle(pool: &Pool, run: &Run) -> Result<bool, StoreError> {
 /// Generic over the executor so `interrupt_run` can write the run inside the
 /// transaction that inserts its approval.
 pub(crate) async fn update<'e, E: Executor<'e, Database = Db>>(executor: E, run: &Run) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4, usage_input = $5,
-                         usage_output = $6, usage = $7, error_code = $8, error_message = $9
-         WHERE id = $10",
-    )
-    .bind(run.status.as_str())
-    .bind(run.updated_at)
-    .bind(run.first_token_at)
-    .bind(run.ended_at)
-    .bind(to_db_int(run.usage.input, "input tokens")?)
-    .bind(to_db_int(run.usage.output, "output tokens")?)
-    .bind(Json(&run.usage))
-    .bind(run.error.as_ref().map(|e| e.code.as_str()))
-    .bind(run.error.as_ref().map(|e| e.message.as_str()))
-    .bind(run.id.as_str())
-    .execute(executor)
-    .await
-    .map_err(db_error)?;
+    bound(UPDATE_RUN, run)?.execute(executor).await.map_err(db_error)?;
     Ok(())
+}
+
+/// Writes every field a run's life changes; `settle` adds its condition.
+const UPDATE_RUN: &str = "UPDATE runs SET status = $1, updated_at = $2, first_token_at = $3, ended_at = $4,
+                         usage_input = $5, usage_output = $6, usage = $7, error_code = $8, error_message = $9
+                         WHERE id = $10";
+
+/// `sql` (an [`UPDATE_RUN`]) with `run`'s fields bound to `$1`–`$10`.
+fn bound<'q>(
+    sql: &'q str,
+    run: &'q Run,
+) -> Result<sqlx::query::Query<'q, Db, <Db as sqlx::Database>::Arguments<'q>>, StoreError> {
+    Ok(sqlx::query(sql)
+        .bind(run.status.as_str())
+        .bind(run.updated_at)
+        .bind(run.first_token_at)
+        .bind(run.ended_at)
+        .bind(to_db_int(run.usage.input, "input tokens")?)
+        .bind(to_db_int(run.usage.output, "output tokens")?)
+        .bind(Json(&run.usage))
+        .bind(run.error.as_ref().map(|e| e.code.as_str()))
+        .bind(run.error.as_ref().map(|e| e.message.as_str()))
+        .bind(run.id.as_str()))
 }
 
 /// The session's runs started at or after message `from_index`, in message order.
