@@ -912,3 +912,61 @@ async fn a_viewer_joining_while_the_run_waits_shows_as_an_unnumbered_presence_ev
     assert_eq!(ids, want, "presence takes no number");
     assert_eq!(numbered.last().expect("an end").1["outcome"], json!({"type": "success"}));
 }
+
+/// The scripted model's line for a file it got whole (issue 42).
+fn received(name: &str, media_type: &str, bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let sha = hex_of(&sha2::Sha256::digest(bytes));
+    format!("Received {name} ({media_type}, {} bytes, sha256 {}…, bytes match)\n", bytes.len(), &sha[..8])
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn a_user_messages_files_reach_the_model_by_every_source_ag_ui_sends() {
+    use base64::Engine as _;
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+    let log = b"line one\n";
+    let upload = server
+        .client
+        .post(server.url("/api/uploads?name=notes.txt"))
+        .header("content-type", "application/octet-stream")
+        .body(&b"some notes"[..]);
+    let (status, uploaded) = server.send(upload).await;
+    assert_eq!(status, StatusCode::CREATED, "{uploaded}");
+    let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let content = json!([
+        {"type": "image", "source": {"type": "data", "value": base64(png), "mimeType": "image/png"},
+         "metadata": {"filename": "shot.png"}},
+        {"type": "document", "source": {"type": "url", "value": uploaded["url"]}},
+        {"type": "binary", "mimeType": "text/plain", "data": base64(log), "filename": "app.log"},
+        {"type": "text", "text": "echo: seen"},
+    ]);
+    let body = input("thread-files", &project, json!([{"id": "m1", "role": "user", "content": content}]));
+    let got = events(post(&server, &body).await).await;
+    assert_eq!(got.last().expect("an end")["outcome"], json!({"type": "success"}), "{got:?}");
+    let want = [
+        received("shot.png", "image/png", png),
+        received("notes.txt", "text/plain", b"some notes"),
+        received("app.log", "text/plain", log),
+    ]
+    .concat()
+        + "seen";
+    assert_eq!(text_of(&got), want);
+
+    // A URL Spool would have to fetch, or a provider's own file id, is refused.
+    let https = json!({"type": "url", "value": "https://example.com/cat.png"});
+    let provider = json!({"type": "file", "value": "file-123"});
+    for (source, code) in [(https, "unsupported_file_url"), (provider, "unsupported_file_source")] {
+        let content = json!([{"type": "image", "source": source}, {"type": "text", "text": "look"}]);
+        let body = input("thread-files", &project, json!([{"id": "m2", "role": "user", "content": content}]));
+        let res = post(&server, &body).await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+        let refused: Value = res.json().await.expect("JSON");
+        assert_eq!(refused["error"]["code"], code, "{refused}");
+    }
+}

@@ -3,7 +3,8 @@
 //! reaches the client as a call it answers (`tool-input-available`,
 //! `providerExecuted: false`, the approval in `providerMetadata`) and the stream stops
 //! there; the output `addToolOutput` leaves on the part, sent back with the chat, is the
-//! call's result, once, however often the chat is sent again.
+//! call's result, once, however often the chat is sent again. A user message's `file`
+//! parts reach the model the same way, once (issue 42).
 
 use crate::common;
 
@@ -272,4 +273,47 @@ async fn two_client_calls_in_one_answer_reach_the_client_one_after_the_other() {
     assert!(said.contains("rainy"), "{said}");
     let results = server.tool_results(&session).await;
     assert_eq!(results.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["sunny", "rainy"], "{results:?}");
+}
+
+/// The scripted model's line for a file it got whole (issue 42).
+fn received(name: &str, media_type: &str, bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let sha: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    format!("Received {name} ({media_type}, {} bytes, sha256 {}…, bytes match)\n", bytes.len(), &sha[..8])
+}
+
+/// A user message's `file` parts (what `sendMessage({text, files})` sends: the files
+/// first, as data URLs) reach the model; the transport sends the whole chat again with
+/// the next message, and only that message's files go with its prompt.
+#[tokio::test]
+async fn a_user_messages_file_parts_reach_the_model_and_earlier_ones_are_not_sent_again() {
+    let server = TestServer::start().await;
+    let project = server.default_project().await;
+    let data_url = |media_type: &str, bytes: &[u8]| {
+        use base64::Engine as _;
+        format!("data:{media_type};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+    };
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+    let first = json!({"id": "u1", "role": "user", "parts": [
+        {"type": "file", "mediaType": "image/png", "filename": "shot.png", "url": data_url("image/png", png)},
+        {"type": "text", "text": "echo: seen"},
+    ]});
+    let body =
+        json!({"id": "chat-files", "messages": [first.clone()], "trigger": "submit-message", "projectId": project});
+    let (status, chunks) = post_chat(&server, &body).await;
+    assert_eq!(status, StatusCode::OK, "{chunks:?}");
+    let said: String = of_type(&chunks, "text-delta").iter().map(|c| c["delta"].as_str().expect("delta")).collect();
+    assert_eq!(said, received("shot.png", "image/png", png) + "seen");
+
+    let log = b"line one\n";
+    let assistant = json!({"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": said}]});
+    let second = json!({"id": "u2", "role": "user", "parts": [
+        {"type": "file", "mediaType": "text/plain", "filename": "app.log", "url": data_url("text/plain", log)},
+    ]});
+    let body = json!({"id": "chat-files", "messages": [first, assistant, second], "trigger": "submit-message"});
+    let (status, chunks) = post_chat(&server, &body).await;
+    assert_eq!(status, StatusCode::OK, "{chunks:?}");
+    let said: String = of_type(&chunks, "text-delta").iter().map(|c| c["delta"].as_str().expect("delta")).collect();
+    assert!(said.starts_with(&received("app.log", "text/plain", log)), "{said}");
+    assert!(!said.contains("shot.png"), "the earlier message's file is not sent again: {said}");
 }

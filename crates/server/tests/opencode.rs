@@ -68,7 +68,7 @@ async fn sessions_by_directory_and_errors_in_both_shapes() {
     assert_eq!((bad["name"].as_str(), bad["error"]["code"].as_str()), (Some("BadRequest"), Some("invalid_directory")));
 
     let (status, bad) = server
-        .post(&format!("/session/{other}/prompt_async"), json!({ "parts": [{ "type": "file", "url": "x" }] }))
+        .post(&format!("/session/{other}/prompt_async"), json!({ "parts": [{ "type": "agent", "name": "build" }] }))
         .await;
     assert_eq!((status, bad["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("unsupported_part")));
 }
@@ -747,4 +747,31 @@ async fn a_client_tool_call_is_a_running_tool_part_and_never_a_permission() {
     let list = messages(&server, &session).await;
     assert_eq!(list[1]["parts"][1]["state"]["status"], "completed", "{}", list[1]);
     assert_eq!(list[1]["parts"][1]["state"]["output"], "Lisbon");
+}
+
+/// A prompt's `file` part (`{type: "file", mime, filename, url}`, the bytes as a data
+/// URL) reaches the model (issue 42); a `file://` URL, which names a file on the client's
+/// machine, is refused saying what to send instead.
+#[tokio::test]
+async fn a_file_part_reaches_the_model_and_a_file_url_is_refused() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let server = TestServer::start().await;
+    let dir = directory(&server, "app");
+    let session = create(&server, &dir, "files").await;
+    let log = b"line one\n";
+    let url = format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode(log));
+    let file = json!({"type": "file", "mime": "text/plain", "filename": "app.log", "url": url});
+    let body = json!({"parts": [file, {"type": "text", "text": "echo: seen"}]});
+    let (status, reply) = server.post(&format!("/session/{session}/message"), body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let sha: String = sha2::Sha256::digest(log).iter().map(|b| format!("{b:02x}")).collect();
+    let want = format!("Received app.log (text/plain, 9 bytes, sha256 {}…, bytes match)\nseen", &sha[..8]);
+    assert_eq!(stored_text(&reply), want);
+
+    let local = json!({"type": "file", "mime": "text/plain", "filename": "app.log", "url": "file:///home/me/app.log"});
+    let body = json!({"parts": [local, {"type": "text", "text": "look"}]});
+    let (status, refused) = server.post(&format!("/session/{session}/message"), body).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("unsupported_file_url")));
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("data URL")), "{refused}");
 }

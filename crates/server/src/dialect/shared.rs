@@ -42,6 +42,7 @@
 //! `after`s start at different frames, replaying older ones with their own fold until
 //! they reach the outputs the form holds).
 
+use spool_protocol::api::PromptPart;
 use spool_protocol::frame::{Frame, FrameBody};
 use spool_protocol::{SessionId, StreamId};
 use std::collections::{HashMap, VecDeque};
@@ -361,4 +362,30 @@ pub(crate) fn output_digest(output: &spool_protocol::approval::ClientOutput) -> 
     use sha2::{Digest, Sha256};
     let json = serde_json::to_vec(output).expect("plain data serializes");
     Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A file a dialect's message carries, as the native prompt's `file` part: `url` is a
+/// `data:` URL or one of Spool's own attachment URLs (any other is refused when the
+/// files are read, as a native prompt's is), `media_type` the sender's claim (the bytes
+/// are sniffed all the same), `filename` the name to keep with an inline file.
+pub(crate) fn file_part(url: String, media_type: Option<String>, filename: Option<String>) -> PromptPart {
+    PromptPart::File { id: None, url: Some(url), name: filename, media_type }
+}
+
+/// A base64 payload and its media type as a `data:` URL, for a dialect that sends the
+/// two apart (AG-UI's `source {type: "data"}`, its legacy `binary` part's `data`).
+pub(crate) fn data_url(media_type: &str, base64: &str) -> String {
+    format!("data:{media_type};base64,{base64}")
+}
+
+/// The attachments of a dialect's file parts, read exactly as a native prompt's `parts`
+/// are (`crate::http::attachments::prompt_files`): an inline file stored for `user`,
+/// Spool's own URL naming its attachment, and the same refusals (limits, URLs Spool does
+/// not fetch). Whether the session's model can read them is the engine's check, on submit.
+pub(crate) async fn prompt_files(
+    engine: &spool_engine::Engine,
+    user: &spool_protocol::UserId,
+    files: Vec<PromptPart>,
+) -> Result<Vec<spool_protocol::AttachmentId>, crate::error::ApiError> {
+    Ok(crate::http::attachments::prompt_files(engine, user, String::new(), files).await?.1)
 }

@@ -14,7 +14,7 @@
 
 mod approvals;
 mod assets;
-mod attachments;
+pub(crate) mod attachments;
 mod auth;
 mod branches;
 pub(crate) mod decision;

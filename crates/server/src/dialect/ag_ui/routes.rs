@@ -103,21 +103,29 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use spool_engine::Viewer;
 use spool_engine::{
     DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput, RunAfter, RunFrom,
 };
-use spool_protocol::api::ClientTool;
+use spool_protocol::ClientKind;
+use spool_protocol::api::{ClientTool, PromptPart};
 use spool_protocol::approval::{ClientOutput, Decision};
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Run, RunError, RunId, RunStatus, SessionId, UserId};
-use spool_engine::Viewer;
-use spool_protocol::ClientKind;
 use tokio_util::sync::CancellationToken;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(run_agent)).routes(routes!(run_events))
+    OpenApiRouter::new()
+        // A user message may carry files inline (base64 sources), and the client sends
+        // the whole conversation with them: a larger body than other routes.
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(run_agent))
+                .layer(axum::extract::DefaultBodyLimit::max(crate::http::attachments::INLINE_BODY_BYTES)),
+        )
+        .routes(routes!(run_events))
 }
 
 /// The longest thread id accepted.
@@ -170,7 +178,8 @@ struct RunAgentInput {
 }
 
 /// An AG-UI message: Spool reads a user message's `content`, a string or an array of
-/// parts of which `text` parts count, and a `tool` message's `toolCallId`, `content`
+/// parts of which `text` parts are its text and `image`, `document`, `audio`, `video`
+/// and legacy `binary` parts its files, and a `tool` message's `toolCallId`, `content`
 /// and `error` when it answers a call of a client tool.
 #[derive(Deserialize, ToSchema)]
 struct AgUiMessage {
@@ -228,7 +237,7 @@ struct ResumePayload {
 enum Action {
     /// The last user message, unless `results` answer calls of client tools the
     /// thread's session waits for (then those are decided and nothing is prompted).
-    Prompt { text: String, request_id: String, results: Vec<ToolResult> },
+    Prompt { text: String, request_id: String, results: Vec<ToolResult>, files: Vec<PromptPart> },
     /// The answers, each with whether it abandons its interrupt (`cancelled`).
     Answer(Vec<(Answer, bool)>),
 }
@@ -255,11 +264,12 @@ impl RunAgentInput {
             ));
         }
         let text = text_of(&last.content);
-        if text.trim().is_empty() {
+        let files = files_of(&last.content)?;
+        if text.trim().is_empty() && files.is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
         }
         let results = self.tool_results();
-        Ok(Action::Prompt { text, request_id: format!("{DIALECT}:{}", last.id), results })
+        Ok(Action::Prompt { text, request_id: format!("{DIALECT}:{}", last.id), results, files })
     }
 
     /// The `tool` messages the conversation ends with (after its last user message):
@@ -306,6 +316,62 @@ fn text_of(content: &Value) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// A user message's files, as the native file parts: its `image`, `document`, `audio`
+/// and `video` parts (AG-UI 1.0) with a `data` source (base64 and its `mimeType`) or a
+/// `url` source (a `data:` URL or one of Spool's own attachment URLs; any other is
+/// refused when the files are read), named by `metadata.filename`; and the legacy
+/// `binary` part (`mimeType`, `data` or `url`, `filename`). A provider's own file id
+/// (`source {type: "file"}`) means nothing to Spool: refused.
+fn files_of(content: &Value) -> Result<Vec<PromptPart>, ApiError> {
+    let Value::Array(parts) = content else { return Ok(Vec::new()) };
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    let mut files = Vec::new();
+    for part in parts {
+        let (url, media_type, filename) = match part["type"].as_str() {
+            Some("image" | "document" | "audio" | "video") => {
+                let source = &part["source"];
+                match (source["type"].as_str(), source["value"].as_str()) {
+                    (Some("data"), Some(data)) => {
+                        let media_type = source["mimeType"].as_str().unwrap_or_default();
+                        (
+                            shared::data_url(media_type, data),
+                            text(&source["mimeType"]),
+                            text(&part["metadata"]["filename"]),
+                        )
+                    }
+                    (Some("url"), Some(url)) => {
+                        (url.to_owned(), text(&source["mimeType"]), text(&part["metadata"]["filename"]))
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "unsupported_file_source",
+                            "a file part's source is `{type: \"data\", value, mimeType}` or `{type: \"url\", value}` \
+                             (a data URL or one of Spool's /api/attachments URLs)",
+                        ));
+                    }
+                }
+            }
+            Some("binary") => {
+                let media_type = part["mimeType"].as_str().unwrap_or_default();
+                let url = match (part["data"].as_str(), part["url"].as_str()) {
+                    (Some(data), _) => shared::data_url(media_type, data),
+                    (None, Some(url)) => url.to_owned(),
+                    (None, None) => {
+                        return Err(ApiError::bad_request(
+                            "unsupported_file_source",
+                            "a binary part carries `data` (base64) or a `url`",
+                        ));
+                    }
+                };
+                (url, text(&part["mimeType"]), text(&part["filename"]))
+            }
+            _ => continue,
+        };
+        files.push(shared::file_part(url, media_type, filename));
+    }
+    Ok(files)
 }
 
 impl ResumeEntry {
@@ -403,15 +469,21 @@ async fn run_agent(
     let session = ai_sdk::session_or_new(engine, &user, &body.thread_id, named, project, missing).await?;
     let thread = body.thread_id.clone();
     let (feed, decision) = match action {
-        Action::Prompt { text, request_id, results } => {
+        Action::Prompt { text, request_id, results, files } => {
             let answered = match existed && !results.is_empty() {
                 true => client_calls(engine, &user, &session, results).await?,
                 false => Vec::new(),
             };
             if answered.is_empty() {
                 let tools = body.tools.unwrap_or_default();
-                let input =
-                    PromptInput { text, request_id: Some(request_id), client_tools: tools, ..PromptInput::default() };
+                let files = shared::prompt_files(engine, &user, files).await?;
+                let input = PromptInput {
+                    text,
+                    request_id: Some(request_id),
+                    client_tools: tools,
+                    files,
+                    ..PromptInput::default()
+                };
                 (run_feed::prompt_chat(engine, &user, &session, input, connection).await?, None)
             } else {
                 // The continuation: what follows the call's result (the fold leaves
@@ -590,7 +662,8 @@ async fn reattach(
     after: u64,
     kill: CancellationToken,
 ) -> Result<Feed, ApiError> {
-    let (subscription, start) = engine.runs().subscribe(user, run, RunAfter::Seq(0), kill.clone(), AgUiEvents::VIEWER).await?;
+    let (subscription, start) =
+        engine.runs().subscribe(user, run, RunAfter::Seq(0), kill.clone(), AgUiEvents::VIEWER).await?;
     if let RunFrom::Replay(_) = start.from {
         let mut feed = Feed::from_start(subscription.typed(), run.id.clone());
         feed.push(None, opening);
@@ -730,8 +803,13 @@ async fn decide_outputs(
     let (mut last, mut refusal) = (None, None);
     for (approval, output) in answered {
         let idempotency_key = Some(output_key(&approval.id, &output));
-        let input =
-            DecisionInput { decision: Decision::Output(output), message: None, idempotency_key, patterns: None, via: None };
+        let input = DecisionInput {
+            decision: Decision::Output(output),
+            message: None,
+            idempotency_key,
+            patterns: None,
+            via: None,
+        };
         let target = DecisionTarget::Run(approval.run_id.clone());
         match engine.runs().decide(user, target, &approval.id, input).await {
             Ok(DecisionOutcome::Applied { .. } | DecisionOutcome::ResourceChanged { .. }) => last = Some(approval),

@@ -8,8 +8,9 @@
 //!   a session of the caller's, made on first use in the body's `projectId`
 //!   ([`spool_engine::Sessions::named_or_create`]).
 //! * The last message decides what happens. A user message: its text parts are the
-//!   prompt, with `ai-sdk:<message id>` as the requestId, so a retried POST follows
-//!   the run it started instead of prompting twice. An assistant message with tool
+//!   prompt and its `file` parts (a data URL or Spool's own attachment URL) its files,
+//!   with `ai-sdk:<message id>` as the requestId, so a retried POST follows the run it
+//!   started instead of prompting twice. An assistant message with tool
 //!   parts in the `approval-responded` state (what `addToolApprovalResponse` leaves):
 //!   each decision is applied to its `per_…` approval (approved: once; denied: reject,
 //!   with the reason or a default one as the message, so the model is told and the run
@@ -64,7 +65,7 @@ use serde::Deserialize;
 use spool_engine::Viewer;
 use spool_engine::{DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineError, PromptInput};
 use spool_protocol::ClientKind;
-use spool_protocol::api::{Aborted, ClientTool};
+use spool_protocol::api::{Aborted, ClientTool, PromptPart};
 use spool_protocol::approval::ClientOutput;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, RunId, SessionId, UserId};
 use std::collections::BTreeMap;
@@ -74,7 +75,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(chat)).routes(routes!(reconnect, stop))
+    OpenApiRouter::new()
+        // The last user message may carry files inline (data URLs), and the transport
+        // sends the whole history with them: a larger body than other routes.
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(chat))
+                .layer(axum::extract::DefaultBodyLimit::max(crate::http::attachments::INLINE_BODY_BYTES)),
+        )
+        .routes(routes!(reconnect, stop))
 }
 
 /// The longest chat id accepted.
@@ -134,7 +143,7 @@ struct UiMessage {
 }
 
 /// A UI message part, for the document only (parts are read as JSON): Spool reads
-/// `text` parts' `text`, tool parts' `state` and `approval`, and the `output` or
+/// `text` parts' `text`, the last user message's `file` parts, tool parts' `state` and `approval`, and the `output` or
 /// `errorText` of a question or of a call of a client tool with its
 /// `callProviderMetadata`; other fields and other parts are ignored.
 #[derive(ToSchema)]
@@ -144,6 +153,14 @@ struct UiPart {
     #[schema(rename = "type")]
     kind: String,
     text: Option<String>,
+    /// A `file` part's bytes: a `data:` URL (base64), or one of Spool's own
+    /// `/api/attachments/att_…` URLs; Spool fetches no other URL.
+    url: Option<String>,
+    /// A `file` part's media type (the bytes are sniffed all the same).
+    #[schema(rename = "mediaType")]
+    media_type: Option<String>,
+    /// A `file` part's name.
+    filename: Option<String>,
     /// A tool part's state; `approval-responded` carries a decision.
     state: Option<String>,
     /// `{id, approved, reason?}` in the `approval-responded` state.
@@ -168,7 +185,7 @@ struct UiPart {
 
 /// What a request asks for.
 enum Action {
-    Prompt { text: String, request_id: Option<String>, tools: Vec<ClientTool> },
+    Prompt { text: String, request_id: Option<String>, tools: Vec<ClientTool>, files: Vec<PromptPart> },
     Answer(Vec<Answer>),
 }
 
@@ -215,13 +232,16 @@ impl ChatRequest {
                 let texts: Vec<&str> =
                     last.parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
                 let text = texts.join("\n");
-                if text.trim().is_empty() {
+                // Only this message's files: the transport sends the whole history, and
+                // the earlier messages' files went with their own prompts.
+                let files: Vec<PromptPart> = last.parts.iter().filter(|p| p["type"] == "file").map(file_part).collect();
+                if text.trim().is_empty() && files.is_empty() {
                     return Err(EngineError::invalid("empty_prompt", "the last user message has no text").into());
                 }
                 // A regenerate sends the same message again and means a new answer.
                 let regenerate = self.trigger.as_deref() == Some("regenerate-message");
                 let request_id = last.id.as_ref().filter(|_| !regenerate).map(|id| format!("ai-sdk:{id}"));
-                Ok(Action::Prompt { text, request_id, tools: self.client_tools() })
+                Ok(Action::Prompt { text, request_id, tools: self.client_tools(), files })
             }
             "assistant" => {
                 let answers = last.parts.iter().filter_map(part_answer);
@@ -305,6 +325,17 @@ fn part_answer(part: &serde_json::Value) -> Option<Result<Answer, ApiError>> {
     })
 }
 
+/// A `file` part `{mediaType, filename?, url}` as the native file part; `url` is a data
+/// URL (what `sendMessage({files})` makes of a `FileList`) or one of Spool's own
+/// attachment URLs. A part without a `url` is refused when the files are read.
+fn file_part(part: &serde_json::Value) -> PromptPart {
+    let field = |name: &str| part[name].as_str().map(str::to_owned);
+    match field("url") {
+        Some(url) => shared::file_part(url, field("mediaType"), field("filename")),
+        None => PromptPart::File { id: None, url: None, name: None, media_type: None },
+    }
+}
+
 pub(crate) fn approval_reason(reason: &serde_json::Value) -> Option<String> {
     reason.as_str().map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned)
 }
@@ -370,12 +401,13 @@ async fn chat(
     let engine = &state.engine;
     let action = body.action()?;
     let feed = match action {
-        Action::Prompt { text, request_id, tools } => {
+        Action::Prompt { text, request_id, tools, files } => {
             let named = chat_session(engine, &user, &body.id).await?;
             let project = body.project_id.as_deref();
             let missing = "this chat has no session yet: send a projectId to start one";
             let session = session_or_new(engine, &user, &body.id, named, project, missing).await?;
-            let input = PromptInput { text, request_id, client_tools: tools, ..PromptInput::default() };
+            let files = shared::prompt_files(engine, &user, files).await?;
+            let input = PromptInput { text, request_id, client_tools: tools, files, ..PromptInput::default() };
             run_feed::prompt_chat(engine, &user, &session, input, connection).await?
         }
         Action::Answer(answers) => {

@@ -95,10 +95,18 @@ pub(crate) struct MessagesQuery {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = opencode::PartInput)]
 pub(crate) struct PartInput {
-    /// Only `text` can be prompted.
+    /// `text` or `file`; no other part can be prompted.
     #[serde(rename = "type")]
     pub(crate) kind: String,
     pub(crate) text: Option<String>,
+    /// A `file` part's media type (the bytes are sniffed all the same).
+    pub(crate) mime: Option<String>,
+    /// A `file` part's name.
+    pub(crate) filename: Option<String>,
+    /// A `file` part's bytes: a `data:` URL (base64), or one of Spool's own
+    /// `/api/attachments/att_…` URLs. Spool fetches no other URL, and a `file://` URL
+    /// names a file on the client's machine, which Spool cannot read.
+    pub(crate) url: Option<String>,
 }
 
 /// A prompt's model: seed 004's string (`"provider/model"`, or a bare model name) or the
@@ -145,7 +153,8 @@ pub(crate) struct PromptBody {
 }
 
 impl PromptBody {
-    /// The prompt's text (its text parts, one per line) and the rest of the body.
+    /// The prompt's text (its text parts, one per line) and the rest of the body; its
+    /// `file` parts are [`PromptBody::files`].
     pub(crate) fn read(bytes: &[u8]) -> Result<(String, PromptBody), ApiError> {
         let body: PromptBody =
             serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
@@ -156,15 +165,36 @@ impl PromptBody {
         for part in &body.parts {
             match (part.kind.as_str(), &part.text) {
                 ("text", Some(text)) => texts.push(text.as_str()),
+                ("file", _) => match part.url.as_deref() {
+                    Some(url) if url.starts_with("file:") => {
+                        return Err(ApiError::bad_request(
+                            "unsupported_file_url",
+                            "a file:// URL names a file on the client's machine, which Spool cannot read: \
+                             send the file as a data URL",
+                        ));
+                    }
+                    Some(_) => {}
+                    None => return Err(ApiError::bad_request("invalid_part", "a file part needs a `url`")),
+                },
                 (kind, _) => {
                     return Err(ApiError::bad_request(
                         "unsupported_part",
-                        format!("only text parts can be prompted, not {kind:?}"),
+                        format!("only text and file parts can be prompted, not {kind:?}"),
                     ));
                 }
             }
         }
         Ok((texts.join("\n"), body))
+    }
+
+    /// The `file` parts, as the native prompt's (read and stored on submit).
+    pub(crate) fn files(&self) -> Vec<spool_protocol::api::PromptPart> {
+        let files = self.parts.iter().filter(|part| part.kind == "file");
+        let file = |part: &PartInput| {
+            let url = part.url.clone().unwrap_or_default();
+            crate::dialect::shared::file_part(url, part.mime.clone(), part.filename.clone())
+        };
+        files.map(file).collect()
     }
 }
 

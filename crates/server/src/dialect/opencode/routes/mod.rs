@@ -91,8 +91,13 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(status))
         .routes(routes!(get_session, update, delete))
-        .routes(routes!(messages, prompt))
-        .routes(routes!(prompt_async))
+        // A prompt may carry files inline (data URLs): a larger body than other routes.
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(messages, prompt))
+                .routes(routes!(prompt_async))
+                .layer(axum::extract::DefaultBodyLimit::max(crate::http::attachments::INLINE_BODY_BYTES)),
+        )
         .routes(routes!(abort))
         .routes(routes!(todo))
         .routes(routes!(fork::fork))
@@ -403,9 +408,15 @@ async fn start(
         let patch = SessionPatch { model: Some(model.to_owned()), ..SessionPatch::default() };
         engine.sessions().update(user, id, patch).await?;
     }
+    let files = crate::dialect::shared::prompt_files(engine, user, body.files()).await?;
     marks.set(id.clone(), spool_protocol::Cursor { stream_id: detail.stream_id, seq: detail.seq });
-    let input =
-        PromptInput { text, request_id: body.message_id, multitask: Multitask::Enqueue, ..PromptInput::default() };
+    let input = PromptInput {
+        text,
+        request_id: body.message_id,
+        multitask: Multitask::Enqueue,
+        files,
+        ..PromptInput::default()
+    };
     Ok(engine.runs().submit(user, id, input).await?)
 }
 
