@@ -8,7 +8,7 @@
 
 import { test, before } from "node:test"
 import assert from "node:assert/strict"
-import { randomUUID } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import { readFile, access } from "node:fs/promises"
 import path from "node:path"
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client"
@@ -564,4 +564,27 @@ test("bad requests are refused with a JSON error", async () => {
     assert.equal(res.status, status, JSON.stringify(body))
     assert.equal((await res.json()).error.code, code)
   }
+})
+
+/** The scripted model's line for a file it got whole (issue 42). */
+function received(name, mediaType, bytes) {
+  const sha = createHash("sha256").update(bytes).digest("hex")
+  return `Received ${name} (${mediaType}, ${bytes.length} bytes, sha256 ${sha.slice(0, 8)}…, bytes match)\n`
+}
+
+test("a user message's image and legacy binary parts reach the model", async () => {
+  const agent = spoolAgent()
+  const png = Buffer.from("89504e470d0a1a0a0000000d494844520000000100000001080600000000", "hex")
+  const log = Buffer.from("line one\n")
+  const content = [
+    { type: "image", source: { type: "data", value: png.toString("base64"), mimeType: "image/png" }, metadata: { filename: "shot.png" } },
+    { type: "binary", mimeType: "text/plain", data: log.toString("base64"), filename: "app.log" },
+    { type: "text", text: "echo: seen" },
+  ]
+  agent.addMessage({ id: randomUUID(), role: "user", content })
+  const events = await run(agent)
+  assert.deepEqual(events.at(-1).outcome, { type: "success" })
+  const want = received("shot.png", "image/png", png) + received("app.log", "text/plain", log) + "seen"
+  assert.equal(assistantText(agent.messages), want)
+  assert.equal((await stored(events[0].runId)).text, want)
 })

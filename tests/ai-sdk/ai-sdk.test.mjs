@@ -9,6 +9,7 @@ import { test, before } from "node:test"
 import assert from "node:assert/strict"
 import { readFile, access } from "node:fs/promises"
 import path from "node:path"
+import { createHash } from "node:crypto"
 import {
   AbstractChat,
   DefaultChatTransport,
@@ -551,4 +552,29 @@ test("a client tool's output error gives the model an error result", async () =>
   assert.equal(results.length, 1)
   assert.equal(results[0].isError, true)
   assert.equal(chat.error, undefined)
+})
+
+/** The scripted model's line for a file it got whole (issue 42). */
+function received(name, mediaType, bytes) {
+  const sha = createHash("sha256").update(bytes).digest("hex")
+  return `Received ${name} (${mediaType}, ${bytes.length} bytes, sha256 ${sha.slice(0, 8)}…, bytes match)\n`
+}
+
+test("a file sent with sendMessage({text, files}) reaches the model, and the next message does not send it again", async () => {
+  const chat = new Chat({ transport: spoolTransport() })
+  const log = Buffer.from("line one\n")
+  const file = { type: "file", mediaType: "text/plain", filename: "app.log", url: `data:text/plain;base64,${log.toString("base64")}` }
+  let done = chat.finished()
+  await chat.sendMessage({ text: "echo: seen", files: [file] })
+  const first = await done
+  assert.equal(first.isError, false)
+  assert.equal(textOf(chat.lastMessage), received("app.log", "text/plain", log) + "seen")
+  assert.equal(textOf(chat.lastMessage), await storedAnswer(chat.lastMessage.id))
+
+  // The transport sends the first message's file again with the whole chat; only the new
+  // message's text is prompted.
+  done = chat.finished()
+  await chat.sendMessage({ text: "echo: again" })
+  await done
+  assert.equal(textOf(chat.lastMessage), "again")
 })

@@ -12,6 +12,7 @@ import { test, before } from "node:test"
 import assert from "node:assert/strict"
 import { readFile } from "node:fs/promises"
 import path from "node:path"
+import { createHash } from "node:crypto"
 import { createOpencodeClient } from "@opencode-ai/sdk"
 import { createOpencodeClient as createOpencodeClientV2 } from "@opencode-ai/sdk/v2"
 import { WAIT_MS, workspace } from "../support/spool.mjs"
@@ -585,4 +586,24 @@ test("fork, revert and unrevert through the SDK", async () => {
   assert.deepEqual(shape(await history()), shape(before))
   const { data: again } = await v2.session.unrevert({ sessionID: session.id })
   assert.equal(again.revert, undefined, "nothing pending: the session as it is")
+})
+
+test("root client: a file part (a data URL) reaches the model; a file:// URL is refused", async () => {
+  const directory = await work.project("files")
+  const client = createOpencodeClient({ baseUrl, directory })
+  const { data: session } = await client.session.create({ body: { title: "files" } })
+  const log = Buffer.from("line one\n")
+  const file = { type: "file", mime: "text/plain", filename: "app.log", url: `data:text/plain;base64,${log.toString("base64")}` }
+  const { data: answer, response } = await client.session.prompt({
+    path: { id: session.id },
+    body: { parts: [file, { type: "text", text: "echo: seen" }] },
+  })
+  assert.equal(response.status, 200)
+  const sha = createHash("sha256").update(log).digest("hex")
+  assert.equal(storedText(answer), `Received app.log (text/plain, 9 bytes, sha256 ${sha.slice(0, 8)}…, bytes match)\nseen`)
+
+  const local = { ...file, url: "file:///home/me/app.log" }
+  const refused = await client.session.prompt({ path: { id: session.id }, body: { parts: [local, { type: "text", text: "look" }] } })
+  assert.equal(refused.response.status, 400)
+  assert.equal(refused.error.error.code, "unsupported_file_url")
 })
