@@ -31,6 +31,20 @@ type TodoUpdated = Omit<v2.EventTodoUpdated, "properties"> & {
 /** OpenCode's own server sends it every 10 s; neither SDK declares it. */
 type ServerHeartbeat = { id: string; type: "server.heartbeat"; properties: {} }
 
+/** Spool's own: who is on the session now (README "Presence"); neither SDK declares it,
+ * and a client that does not know it skips it, as it skips `server.heartbeat`. */
+type SpoolPresence = {
+  id: string
+  type: "spool.presence"
+  properties: {
+    sessionID: string
+    viewers: number
+    answerers: number
+    visible: number
+    clients?: { web?: number; cli?: number; hub?: number; "ag-ui"?: number; "ai-sdk"?: number; opencode?: number; other?: number }
+  }
+}
+
 type Widened = "permission.asked" | "permission.replied" | "todo.updated"
 
 export type SpoolEvent =
@@ -40,7 +54,8 @@ export type SpoolEvent =
   | PermissionReplied
   | TodoUpdated
   | ServerHeartbeat
+  | SpoolPresence
 
 export type SpoolGlobalEvent = Omit<v2.GlobalEvent, "payload"> & {
-  payload: Exclude<v2.GlobalEvent["payload"], { type: Widened }> | PermissionAsked | PermissionUpdated | PermissionReplied | TodoUpdated | ServerHeartbeat
+  payload: Exclude<v2.GlobalEvent["payload"], { type: Widened }> | PermissionAsked | PermissionUpdated | PermissionReplied | TodoUpdated | ServerHeartbeat | SpoolPresence
 }
