@@ -7,18 +7,25 @@
 // once. What a person typed is kept per session (in memory and sessionStorage) across
 // reconnects, session switches and reloads. Sending is disabled while disconnected.
 // Once a send has emptied the box, `onSent` lets an approval card that came meanwhile
-// take the focus (timeline.js).
+// take the focus (timeline.js). Files (attachments.js) come by the Attach button, a drop
+// on the composer or an image pasted into the box; they upload at once, and a prompt
+// goes with the uploaded ones' ids in `parts` (the text may then be empty). Steering
+// takes text only: the files stay for the next prompt.
 
 import { post } from './api.js';
 import { newId } from './format.js';
+import { Attachments } from './attachments.js';
+import { icon } from './icons.js';
 
 const KEY = 'spool.drafts';
 /** A touch screen: no hover, a finger for a pointer. */
 const TOUCH = matchMedia('(hover: none) and (pointer: coarse)');
 
 export class Composer {
-  constructor({ form, input, button, steer, hint, onSent }) {
+  constructor({ form, input, button, steer, hint, onSent, attach, picker, files }) {
     Object.assign(this, { form, input, button, steer, hint, onSent });
+    this.attachButton = attach;
+    this.files = new Attachments({ list: files, onChange: () => this.update() });
     this.sessionId = null;
     this.drafts = new Map(Object.entries(JSON.parse(sessionStorage.getItem(KEY) ?? '{}')));
     this.pending = new Map(); // sessionId → {text, requestId} of an unconfirmed send
@@ -45,6 +52,35 @@ export class Composer {
       e.preventDefault();
       this.submit({ now: true });
     });
+    attach?.append(icon('clip'));
+    attach?.addEventListener('click', () => picker.click());
+    picker?.addEventListener('change', () => {
+      this.files.add([...picker.files]);
+      picker.value = '';
+      input.focus();
+    });
+    // Pasted images become files; pasted text stays text (the browser's own paste).
+    input.addEventListener('paste', (e) => {
+      const images = [...(e.clipboardData?.files ?? [])].filter((f) => f.type.startsWith('image/'));
+      if (images.length === 0 || !this.view || this.input.disabled) return;
+      e.preventDefault();
+      this.files.add(images);
+    });
+    form.addEventListener('dragover', (e) => {
+      if (!e.dataTransfer?.types.includes('Files') || this.input.disabled) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'copy';
+      form.classList.add('is-dropping');
+    });
+    form.addEventListener('dragleave', (e) => {
+      if (!form.contains(e.relatedTarget)) form.classList.remove('is-dropping');
+    });
+    form.addEventListener('drop', (e) => {
+      form.classList.remove('is-dropping');
+      if (!e.dataTransfer?.files.length || this.input.disabled) return;
+      e.preventDefault();
+      this.files.add([...e.dataTransfer.files]);
+    });
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       this.submit();
@@ -57,6 +93,7 @@ export class Composer {
     this.view = view;
     this.sessionId = view?.id ?? null;
     this.error = null;
+    this.files.show(this.sessionId);
     this.input.value = this.sessionId ? (this.drafts.get(this.sessionId) ?? '') : '';
     this.autosize();
     this.update();
@@ -93,18 +130,24 @@ export class Composer {
     const view = this.view;
     if (!view || this.sending || !view.connected) return;
     const text = this.input.value.trim();
-    if (!text) return;
     const id = view.id;
+    // Files wait for their uploads, and go with a prompt, not into a run.
+    const parts = now ? [] : this.files.parts(id);
+    if (!now && this.files.uploading) return;
+    if (!text && parts.length === 0) return;
+    const ids = parts.map((p) => p.id);
+    const key = `${text}\n${ids.join(',')}`;
     const prior = this.pending.get(id);
-    const requestId = prior && prior.text === text ? prior.requestId : newId('req');
-    this.pending.set(id, { text, requestId });
+    const requestId = prior && prior.key === key ? prior.requestId : newId('req');
+    this.pending.set(id, { key, requestId });
     this.sending = true;
     this.error = null;
     this.update();
     try {
       if (now) await post(`/api/sessions/${encodeURIComponent(id)}/steer`, { text, requestId });
-      else await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, requestId, queue: true });
+      else await post(`/api/sessions/${encodeURIComponent(id)}/prompt`, { text, parts, requestId, queue: true });
       this.pending.delete(id);
+      this.files.sent(id, ids);
       const emptied = this.sessionId === id && this.input.value.trim() === text;
       if (emptied) this.input.value = '';
       this.drafts.delete(id);
@@ -134,7 +177,10 @@ export class Composer {
     const connected = Boolean(view?.connected);
     const busy = this.busy;
     this.input.disabled = !view || view.deleted;
-    this.button.disabled = !view || !connected || this.sending || (!busy && !this.input.value.trim());
+    if (this.attachButton) this.attachButton.disabled = this.input.disabled;
+    const files = this.files.parts(this.sessionId).length > 0;
+    this.button.disabled = !view || !connected || this.sending
+      || (!busy && ((!this.input.value.trim() && !files) || this.files.uploading));
     this.button.dataset.mode = busy ? 'stop' : 'send';
     this.button.setAttribute('aria-label', busy ? 'Stop the run' : 'Send');
     this.button.title = busy ? 'Stop the run' : 'Send (Enter)';

@@ -21,6 +21,8 @@ const paths = {
   clock: '<circle cx="8" cy="8" r="5.5"/><path d="M8 5v3l2 1.5"/>',
   alert: '<circle cx="8" cy="8" r="6"/><path d="M8 4.8v3.7M8 11.2h0"/>',
   bell: '<path d="M4 11.5V7.5a4 4 0 0 1 8 0v4l1 1H3zM6.8 14.5h2.4"/>',
+  file: '<path d="M4 2h5l3 3v9H4z"/><path d="M9 2v3h3"/>',
+  clip: '<path d="M10.5 4.5l-5 5a1.5 1.5 0 0 0 2 2l5.5-5.5a3 3 0 0 0-4-4L3.5 7.5a4.5 4.5 0 0 0 6.5 6.5l4-4"/>',
   wifiOff: '<path d="M2 2l12 12M5 9.5a4 4 0 0 1 2-1M2.5 6.5A8 8 0 0 1 5 5M11 8.5a4 4 0 0 1 .5.5M13.5 6.5A8 8 0 0 0 8 4.5M8 12.5h0"/>',
 };
 

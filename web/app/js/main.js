@@ -61,6 +61,9 @@ const composer = new Composer({
   button: $('send'),
   steer: $('steer'),
   hint: $('hint'),
+  attach: $('attach'),
+  picker: $('file-picker'),
+  files: $('attachments'),
   onSent: () => page.view?.timeline.offerFocus(),
 });
 // A project just added opens a session in it: what the person added it for.

@@ -23,6 +23,7 @@ import { icon } from './icons.js';
 import { newId } from './format.js';
 import { Branches, idle } from './branches.js';
 import { Undo } from './undo_dialog.js';
+import { messageFiles } from './attachments.js';
 
 /** Longest edit accepted here; the server has its own limit and says so if it is lower. */
 export const MAX_EDIT_CHARS = 100_000;
@@ -144,8 +145,10 @@ export class MessageActions {
     const error = this.errors.get(key);
     if (this.editing.has(i)) return this.editor(store, i, key, connected, error);
     this.editors.delete(i);
+    const files = messageFiles(m);
     return h('div', { class: 'msg-col' },
-      h('div', { class: 'bubble' }, text),
+      files,
+      text || !files ? h('div', { class: 'bubble' }, text) : null,
       h('div', { class: 'msg-actions' },
         messageTime(m.timestamp),
         this.branches.switcher(store, i, connected),

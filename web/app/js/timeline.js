@@ -28,6 +28,7 @@ import { toolCard, approvalCard, updateApproval, waitingFor } from './cards.js';
 import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
+import { messageFiles } from './attachments.js';
 import { usageLines } from './usage.js';
 import { focusPrompt, typing } from './keys.js';
 
@@ -364,7 +365,9 @@ export class Timeline {
     if (m.role === 'user') {
       if (this.actions && !draft) return h('article', attrs, this.actions.userRow(store, i, m, this.connected()));
       const text = m.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
-      return h('article', attrs, h('div', { class: 'bubble' }, text));
+      const files = messageFiles(m);
+      const bubble = h('div', { class: 'bubble' }, text);
+      return h('article', attrs, files ? h('div', { class: 'msg-col' }, files, bubble) : bubble);
     }
     if (m.role === 'toolResult') {
       const exec = store.tools.get(m.toolCallId);

@@ -32,7 +32,9 @@ use utoipa_axum::routes;
 
 static APP: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../web/app");
 
-const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+// `blob:` images: the composer's thumbnails of files about to be sent (object URLs of the
+// local files; an <img> never runs what it shows, and only raster types get one).
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
     connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; \
     form-action 'self'";
 const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
