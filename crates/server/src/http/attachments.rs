@@ -79,7 +79,14 @@ async fn upload(
     path = "/api/attachments/{id}",
     params(("id" = String, Path, description = "An `att_…` id")),
     responses(
-        (status = 200, description = "The file's bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The file's bytes: raster images and PDFs as their type, anything else as plain text (so a browser never runs it) to download", content(
+            (Vec<u8> = "image/png"),
+            (Vec<u8> = "image/jpeg"),
+            (Vec<u8> = "image/gif"),
+            (Vec<u8> = "image/webp"),
+            (Vec<u8> = "application/pdf"),
+            (String = "text/plain; charset=utf-8"),
+        )),
         ReadErrors
     )
 )]

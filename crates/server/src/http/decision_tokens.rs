@@ -99,9 +99,12 @@ pub(super) const BODIES: &[(&str, BodyCheck)] = &[
     request_body = PeekBody,
     responses(
         (status = 200, body = Peeked),
+        (status = 400, description = "A body that is not JSON or has wrong fields (`malformed_json`, `invalid_body`)", body = spool_protocol::api::ErrorBody),
         (status = 401, description = "`invalid_token` or `token_revoked`", body = spool_protocol::api::ErrorBody),
         (status = 404, description = "The approval is not the token's user's", body = spool_protocol::api::ErrorBody),
         (status = 410, description = "`token_expired`", body = spool_protocol::api::ErrorBody),
+        (status = 413, description = "A body over the server's limit (`body_too_large`)", body = spool_protocol::api::ErrorBody),
+        (status = 415, description = "A body without `Content-Type: application/json` (`unsupported_media_type`)", body = spool_protocol::api::ErrorBody),
     )
 )]
 async fn peek(State(state): State<AppState>, JsonBody(body): JsonBody<PeekBody>) -> Result<Response, ApiError> {
@@ -144,6 +147,8 @@ async fn peek(State(state): State<AppState>, JsonBody(body): JsonBody<PeekBody>)
         (status = 404, description = "The approval is not the token's user's", body = spool_protocol::api::ErrorBody),
         (status = 409, description = "The token was used (`token_used`), or the approval was decided elsewhere first (`already_resolved`)", body = spool_protocol::api::ErrorBody),
         (status = 410, description = "The token expired (`token_expired`), or the approval did (`approval_expired`)", body = spool_protocol::api::ErrorBody),
+        (status = 413, description = "A body over the server's limit (`body_too_large`)", body = spool_protocol::api::ErrorBody),
+        (status = 415, description = "A body without `Content-Type: application/json` (`unsupported_media_type`)", body = spool_protocol::api::ErrorBody),
     )
 )]
 async fn decide(
