@@ -24,6 +24,7 @@ mod mcp_server;
 mod operators;
 mod otlp;
 mod permission_spellings;
+mod pauses;
 mod postgres;
 mod readme;
 mod replay_nodes;

@@ -115,6 +115,18 @@ impl Spool {
         sigterm(&self.0);
     }
 
+    /// SIGSTOP: the process freezes where it is — its timers, its runs, its open
+    /// connections — as a node does in a long GC-like pause, a VM migration or a
+    /// debugger, until [`resume`](Self::resume). Dropping it still kills it.
+    pub fn pause(&self) {
+        signal(&self.0, libc::SIGSTOP, "STOP");
+    }
+
+    /// SIGCONT: a [`pause`](Self::pause)d process goes on from where it stopped.
+    pub fn resume(&self) {
+        signal(&self.0, libc::SIGCONT, "CONT");
+    }
+
     /// Waits for the process to exit on its own and returns how; panics after [`WAIT`].
     /// Polls `try_wait`: a blocking `wait` could not be bounded.
     pub fn wait_exit(&mut self) -> ExitStatus {
@@ -124,10 +136,15 @@ impl Spool {
 
 /// Sends SIGTERM to `child` with kill(2).
 pub fn sigterm(child: &Child) {
+    signal(child, libc::SIGTERM, "TERM");
+}
+
+/// Sends `signal` (named `name` in a failure) to `child` with kill(2).
+fn signal(child: &Child, signal: libc::c_int, name: &str) {
     let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
     // SAFETY: kill(2) takes plain integers; the child is ours and not yet reaped.
-    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
-    assert_eq!(sent, 0, "kill -TERM {pid}: {}", std::io::Error::last_os_error());
+    let sent = unsafe { libc::kill(pid, signal) };
+    assert_eq!(sent, 0, "kill -{name} {pid}: {}", std::io::Error::last_os_error());
 }
 
 /// Waits for `child` to exit and returns how; panics after [`WAIT`].
