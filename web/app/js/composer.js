@@ -8,9 +8,10 @@
 // reconnects, session switches and reloads. Sending is disabled while disconnected.
 // Once a send has emptied the box, `onSent` lets an approval card that came meanwhile
 // take the focus (timeline.js). Files (attachments.js) come by the Attach button, a drop
-// on the composer or an image pasted into the box; they upload at once, and a prompt
-// goes with the uploaded ones' ids in `parts` (the text may then be empty). Steering
-// takes text only: the files stay for the next prompt.
+// on the conversation or the composer, or an image pasted into the box; they upload at
+// once, and a prompt goes with the uploaded ones' ids in `parts` (the text may then be
+// empty), queued like any prompt while a run is going. Steering takes text only: the
+// files stay for the next prompt.
 
 import { post } from './api.js';
 import { newId } from './format.js';
@@ -22,10 +23,11 @@ const KEY = 'spool.drafts';
 const TOUCH = matchMedia('(hover: none) and (pointer: coarse)');
 
 export class Composer {
-  constructor({ form, input, button, steer, hint, onSent, attach, picker, files }) {
+  constructor({ form, input, button, steer, hint, onSent, attach, picker, files, zone, model }) {
     Object.assign(this, { form, input, button, steer, hint, onSent });
     this.attachButton = attach;
-    this.files = new Attachments({ list: files, onChange: () => this.update() });
+    this.model = model; // () => the shown session's model, {name, inputs}, or null
+    this.files = new Attachments({ list: files, onChange: () => this.update(), home: () => input.focus() });
     this.sessionId = null;
     this.drafts = new Map(Object.entries(JSON.parse(sessionStorage.getItem(KEY) ?? '{}')));
     this.pending = new Map(); // sessionId → {text, requestId} of an unconfirmed send
@@ -66,25 +68,71 @@ export class Composer {
       e.preventDefault();
       this.files.add(images);
     });
-    form.addEventListener('dragover', (e) => {
-      if (!e.dataTransfer?.types.includes('Files') || this.input.disabled) return;
-      e.preventDefault();
-      e.dataTransfer.dropEffect = 'copy';
-      form.classList.add('is-dropping');
-    });
-    form.addEventListener('dragleave', (e) => {
-      if (!form.contains(e.relatedTarget)) form.classList.remove('is-dropping');
-    });
-    form.addEventListener('drop', (e) => {
-      form.classList.remove('is-dropping');
-      if (!e.dataTransfer?.files.length || this.input.disabled) return;
-      e.preventDefault();
-      this.files.add([...e.dataTransfer.files]);
-    });
+    this.dropZone(zone ?? form);
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       this.submit();
     });
+  }
+
+  /**
+   * Files dropped anywhere on `zone` (the conversation and the composer) join the
+   * prompt; while they are dragged over it the composer's box shows where they go.
+   * Dropped anywhere else on the page they are refused, not opened by the browser in
+   * place of the page. A dropped folder gets a chip that says it cannot be sent.
+   */
+  dropZone(zone) {
+    const files = (e) => e.dataTransfer?.types.includes('Files');
+    const open = () => Boolean(this.view) && !this.input.disabled;
+    // Entered and left once per element crossed: the zone is left when every enter has
+    // had its leave (a leave's relatedTarget is not to be relied on for a drag).
+    let depth = 0;
+    const done = () => {
+      depth = 0;
+      this.form.classList.remove('is-dropping');
+    };
+    zone.addEventListener('dragenter', (e) => {
+      if (!files(e) || !open()) return;
+      depth++;
+      e.preventDefault();
+      this.form.classList.add('is-dropping');
+    });
+    zone.addEventListener('dragover', (e) => {
+      if (!files(e) || !open()) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'copy';
+    });
+    zone.addEventListener('dragleave', (e) => {
+      if (depth > 0 && --depth === 0) done();
+    });
+    zone.addEventListener('drop', (e) => {
+      done();
+      if (!files(e) || !open()) return;
+      e.preventDefault();
+      const taken = [];
+      const folders = [];
+      for (const item of e.dataTransfer.items) {
+        if (item.kind !== 'file') continue;
+        const file = item.getAsFile();
+        if (item.webkitGetAsEntry?.()?.isDirectory) {
+          folders.push({ name: file?.name || 'folder', error: 'A folder cannot be attached: drop the files in it.' });
+        } else if (file) {
+          taken.push(file);
+        }
+      }
+      this.files.add(taken, folders);
+      this.input.focus();
+    });
+    addEventListener('dragover', (e) => {
+      if (e.defaultPrevented || !files(e)) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'none';
+    });
+    addEventListener('drop', (e) => {
+      if (files(e)) e.preventDefault();
+      done();
+    });
+    addEventListener('dragend', done);
   }
 
   /** Shows `view`'s session, keeping the draft of the one we leave. */
@@ -156,13 +204,16 @@ export class Composer {
     } catch (e) {
       if (!e.uncertain) this.pending.delete(id);
       if (this.sessionId === id) {
+        this.errorCode = e.code;
         this.error = e.uncertain
           ? 'Not confirmed: the server did not answer. Send again to retry safely (it runs at most once).'
           : e.code === 'queue_full'
             ? 'The queue is full. Wait for a queued prompt to run, or remove one.'
             : e.code === 'too_many_steers'
               ? 'The run has not read your last messages yet. Wait a moment, or queue this one.'
-              : e.message;
+              : e.code === 'files_not_queueable'
+                ? 'Files cannot wait in the queue: send them once this run has finished (or stop it).'
+                : e.message;
       }
     } finally {
       this.sending = false;
@@ -178,6 +229,8 @@ export class Composer {
     const busy = this.busy;
     this.input.disabled = !view || view.deleted;
     if (this.attachButton) this.attachButton.disabled = this.input.disabled;
+    // Another model: its refusal of the files no longer holds, and the chips say anew.
+    if (this.files.setModel(this.model?.() ?? null) && this.errorCode?.startsWith('model_cannot_read')) this.error = null;
     const files = this.files.parts(this.sessionId).length > 0;
     this.button.disabled = !view || !connected || this.sending
       || (!busy && ((!this.input.value.trim() && !files) || this.files.uploading));

@@ -55,6 +55,12 @@ function repaintSessions() {
   sidebar.render();
   attention.update();
 }
+/** The open session's model as `GET /api/models` lists it (`{name, inputs}`), or null. */
+function sessionModel() {
+  const models = page.models;
+  const name = page.view?.store.session?.model ?? models?.default;
+  return models?.models?.find((m) => m.name === name) ?? null;
+}
 const composer = new Composer({
   form: $('composer'),
   input: $('prompt'),
@@ -64,6 +70,8 @@ const composer = new Composer({
   attach: $('attach'),
   picker: $('file-picker'),
   files: $('attachments'),
+  zone: document.querySelector('.main'),
+  model: sessionModel,
   onSent: () => page.view?.timeline.offerFocus(),
 });
 // A project just added opens a session in it: what the person added it for.
@@ -229,6 +237,7 @@ async function start() {
       page.models = m;
       setModels(m);
       renderChrome(page, { retry: () => page.view?.retry() });
+      composer.update();
       page.view?.paint();
     })
     .catch(() => {});

@@ -28,7 +28,7 @@ import { toolCard, approvalCard, updateApproval, waitingFor } from './cards.js';
 import { callArguments } from './tool_diff.js';
 import { duration } from './format.js';
 import { messageTime } from './message_actions.js';
-import { messageFiles } from './attachments.js';
+import { fileLinks, messageFiles } from './attachments.js';
 import { usageLines } from './usage.js';
 import { focusPrompt, typing } from './keys.js';
 
@@ -562,14 +562,20 @@ export class Timeline {
     for (const q of store.queue) {
       let row = this.queueRows.get(q.id);
       if (!row) {
+        // A prompt of files alone is named by its files.
+        const files = q.files ?? [];
+        const label = q.text.trim() || files.map((f) => f.name).join(', ');
         const remove = h('button', {
           class: 'icon-btn queued-remove',
           type: 'button',
-          'aria-label': `Remove from the queue: ${q.text.slice(0, 60)}`,
+          'aria-label': `Remove from the queue: ${label.slice(0, 60)}`,
           title: 'Remove from the queue',
           onclick: () => this.removeQueued(q),
         }, icon('cross'));
-        row = { li: h('li', { class: 'queued', dataset: { messageId: q.id } }, h('span', { class: 'queued-text' }, q.text), remove), remove };
+        const body = h('div', { class: 'queued-body' },
+          fileLinks(files, { className: 'queued-files' }),
+          q.text ? h('span', { class: 'queued-text' }, q.text) : null);
+        row = { li: h('li', { class: 'queued', dataset: { messageId: q.id } }, body, remove), remove };
       }
       const removing = this.removing.has(q.id);
       if (row.remove.disabled !== removing) row.remove.disabled = removing;
