@@ -318,3 +318,42 @@ test('a prompt with a file sent while a run goes waits in the queue with its fil
   assert.deepEqual(await page.locator('.msg.user').last().locator('.msg-file .attachment-name').allTextContents(), ['later.log']);
   assert.deepEqual(page.errors, []);
 });
+
+test('sending waits for an upload on its way and says so; text pasted with a picture of itself stays text', async (t) => {
+  const server = await startSpool();
+  t.after(() => server.stop());
+  const { session } = await seed(server);
+  const page = await openPage(browser, `${server.url}/#/s/${session.id}`);
+  await page.waitForSelector('.conn.is-live');
+
+  // A spreadsheet's copied cells: their text, and an image of them. The text is what was meant.
+  await page.evaluate(() => {
+    const data = new DataTransfer();
+    data.setData('text/plain', 'a\tb\n1\t2');
+    data.items.add(new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47])], 'image.png', { type: 'image/png' }));
+    document.querySelector('#prompt').dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  });
+  assert.equal(await page.locator('.attachment-chip').count(), 0, 'no chip for a text paste');
+
+  // An upload held on its way: Enter sends nothing yet, and the hint says why.
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  await page.route('**/api/uploads?*', async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.setInputFiles('#file-picker', { name: 'slow.txt', mimeType: 'text/plain', buffer: Buffer.from('slow\n') });
+  await page.waitForSelector('.attachment-chip[data-status="uploading"]');
+  await page.fill('#prompt', 'echo: done');
+  await page.press('#prompt', 'Enter');
+  assert.equal(await page.textContent('#hint'), 'Uploading your files: you can send once they are up.');
+  assert.equal(await page.inputValue('#prompt'), 'echo: done', 'nothing was sent');
+  assert.ok(await page.locator('#send').isDisabled());
+  release();
+  await page.waitForSelector('.attachment-chip[data-status="ready"]');
+  await page.press('#prompt', 'Enter');
+  await settled(page);
+  assert.match(await page.locator('.msg.assistant .text').first().textContent(), /^Received slow\.txt/);
+  assert.equal(await page.locator('.msg.user').count(), 1);
+  assert.deepEqual(page.errors, []);
+});

@@ -61,9 +61,13 @@ export class Composer {
       picker.value = '';
       input.focus();
     });
-    // Pasted images become files; pasted text stays text (the browser's own paste).
+    // Pasted images become files; pasted text stays text (the browser's own paste). Text
+    // copied from a spreadsheet or a word processor comes with a picture of itself too:
+    // a clipboard with text is a text paste.
     input.addEventListener('paste', (e) => {
-      const images = [...(e.clipboardData?.files ?? [])].filter((f) => f.type.startsWith('image/'));
+      const data = e.clipboardData;
+      if (data?.getData('text/plain').trim()) return;
+      const images = [...(data?.files ?? [])].filter((f) => f.type.startsWith('image/'));
       if (images.length === 0 || !this.view || this.input.disabled) return;
       e.preventDefault();
       this.files.add(images);
@@ -245,7 +249,8 @@ export class Composer {
     const keys = TOUCH.matches
       ? (busy ? 'Sending now queues it after this run' : '')
       : busy ? 'Enter to queue after this run · Ctrl+Enter to send now · Shift+Enter for a new line' : 'Enter to send · Shift+Enter for a new line';
-    this.hint.textContent = this.error ?? (!view ? '' : view.deleted ? 'This session was deleted.' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : keys);
+    const waiting = this.files.uploading ? 'Uploading your files: you can send once they are up.' : null;
+    this.hint.textContent = this.error ?? (!view ? '' : view.deleted ? 'This session was deleted.' : !connected ? 'Disconnected: your text is kept and you can send once the connection is back.' : waiting ?? keys);
     this.hint.classList.toggle('is-error', Boolean(this.error));
   }
 }
