@@ -19,6 +19,7 @@
 //! files_per_prompt = 10
 //! prompt_file_bytes = 25165824    # all files of one prompt
 //! attachment_bytes_per_user = 1073741824
+//! upload_ttl_hours = 24           # an upload no prompt sent is removed after this
 //! ```
 //!
 //! Unknown keys are an error, like everywhere in the file: a misspelt limit must not
@@ -47,6 +48,7 @@ pub struct LimitsConfig {
     pub files_per_prompt: Option<usize>,
     pub prompt_file_bytes: Option<u64>,
     pub attachment_bytes_per_user: Option<u64>,
+    pub upload_ttl_hours: Option<u64>,
 }
 
 impl LimitsConfig {
@@ -83,6 +85,7 @@ impl LimitsConfig {
             files_per_prompt: self.files_per_prompt.unwrap_or(d.files_per_prompt),
             prompt_file_bytes: self.prompt_file_bytes.unwrap_or(d.prompt_file_bytes),
             bytes_per_user: self.attachment_bytes_per_user.unwrap_or(d.bytes_per_user),
+            upload_ttl: self.upload_ttl_hours.map_or(d.upload_ttl, |h| Duration::from_secs(h.saturating_mul(3600))),
         }
     }
 }
@@ -100,5 +103,8 @@ mod tests {
         assert!(toml::from_str::<LimitsConfig>("session_per_user = 5\n").is_err());
         let c: LimitsConfig = toml::from_str("upload_bytes = 1024\n").expect("limits");
         assert_eq!(c.attachments(), AttachmentLimits { upload_bytes: 1024, ..AttachmentLimits::default() });
+        let c: LimitsConfig = toml::from_str("upload_ttl_hours = 2\n").expect("limits");
+        assert_eq!(c.attachments().upload_ttl, Duration::from_secs(7200));
+        assert_eq!(LimitsConfig::default().attachments().upload_ttl, Duration::from_secs(24 * 3600));
     }
 }

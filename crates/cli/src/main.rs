@@ -516,7 +516,8 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     }
     .context("starting the engine")?;
     give_back_freed_memory(engine.metrics().clone());
-    // What a crash left of attachments (temporary files, blobs no row names), hourly.
+    // Uploads never sent past `[limits] upload_ttl_hours`, and what a crash left of
+    // attachments (temporary files, blobs no row names): at start, then hourly.
     let sweeper = engine.clone();
     tokio::spawn(async move {
         let mut hourly = tokio::time::interval(std::time::Duration::from_secs(3600));

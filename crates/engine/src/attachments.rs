@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use spool_protocol::api::AttachmentInfo;
 use spool_protocol::{AttachmentId, Content, SessionId, UserId};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 /// What a user may send, per file, per prompt and in all (`[limits]` in the config).
@@ -41,6 +42,10 @@ pub struct AttachmentLimits {
     /// Most bytes of attachments one user holds (`attachment_bytes_per_user`); a file
     /// held twice counts twice.
     pub bytes_per_user: u64,
+    /// How long an upload no prompt used is kept (`upload_ttl_hours`): a composer
+    /// closed with files attached leaves them, and [`Attachments::sweep`] removes them
+    /// once they are this old.
+    pub upload_ttl: Duration,
 }
 
 impl Default for AttachmentLimits {
@@ -51,6 +56,7 @@ impl Default for AttachmentLimits {
             files_per_prompt: 10,
             prompt_file_bytes: 24 << 20,
             bytes_per_user: 1 << 30,
+            upload_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -360,15 +366,16 @@ impl Attachments<'_> {
         Ok(())
     }
 
-    /// The files of a prompt to `session`, as the user message's blocks: checked against
-    /// the prompt's limits and bound to the session (a file another session holds already
-    /// gets a row of its own here, so deleting either session leaves the other whole).
+    /// The files of a prompt to `session` (run now, or queued), as its user message will
+    /// hold them: checked against the prompt's limits and bound to the session (a file
+    /// another session holds already gets a row of its own here, so deleting either
+    /// session leaves the other whole).
     pub(crate) async fn for_prompt(
         &self,
         owner: &UserId,
         session: &SessionId,
         ids: &[AttachmentId],
-    ) -> Result<Vec<Content>> {
+    ) -> Result<Vec<AttachmentInfo>> {
         let limits = self.limits();
         if ids.len() > limits.files_per_prompt {
             return Err(EngineError::invalid(
@@ -390,11 +397,18 @@ impl Attachments<'_> {
                 ),
             });
         }
-        let mut content = Vec::with_capacity(files.len());
+        let mut bound = Vec::with_capacity(files.len());
         for mut file in files {
             if file.session_id.as_ref() != Some(session)
                 && !self.engine.store().bind_attachment(&file.id, session).await?
             {
+                // Held by another session, or deleted since it was read (its owner's ✕,
+                // or the expiry): a row of this session's own, under the blobs' lock so
+                // the blob cannot go in between, and only while a row still names it.
+                let _blobs = BLOBS.lock().await;
+                if self.engine.store().get_attachment(&file.id).await?.is_none() {
+                    return Err(EngineError::NotFound("attachment"));
+                }
                 file = Attachment {
                     id: AttachmentId::new(),
                     session_id: Some(session.clone()),
@@ -403,10 +417,36 @@ impl Attachments<'_> {
                 };
                 self.engine.store().insert_attachment(&file).await?;
             }
-            let AttachmentInfo { id, name, media_type, size, sha256, url } = info(&file);
-            content.push(Content::File { id, name, media_type, size, sha256, url });
+            bound.push(info(&file));
         }
-        Ok(content)
+        Ok(bound)
+    }
+
+    /// Removes one of `owner`'s uploads that no prompt has used yet (the composer's ✕),
+    /// and its blob when no other row names it. One a prompt sent is 409
+    /// `attachment_in_use` (it goes with its session); another user's, or an unknown
+    /// id, is not found.
+    pub async fn delete_upload(&self, owner: &UserId, id: &AttachmentId) -> Result<()> {
+        let file = self.owned(owner, id).await?;
+        let in_use = || EngineError::Conflict {
+            code: "attachment_in_use",
+            message: format!(
+                "{} was sent with a prompt: it stays with that session and goes when the session is deleted",
+                file.name
+            ),
+        };
+        if file.session_id.is_some() {
+            return Err(in_use());
+        }
+        if !self.engine.store().delete_unbound_attachment(id).await? {
+            // A prompt bound it, or another request deleted it, since it was read.
+            return match self.engine.store().get_attachment(id).await? {
+                Some(_) => Err(in_use()),
+                None => Err(EngineError::NotFound("attachment")),
+            };
+        }
+        self.release(vec![file.sha256.clone()]).await;
+        Ok(())
     }
 
     /// Gives `session` a row of its own for every file in `messages` (a fork's copied
@@ -456,10 +496,20 @@ impl Attachments<'_> {
         }
     }
 
-    /// Removes what a crash may have left: temporary files, and blobs no row names
-    /// (a session deleted with its project, whose blobs nobody released one by one).
+    /// Removes uploads never sent once they are older than `[limits] upload_ttl_hours`
+    /// (by the engine's clock), and what a crash may have left: temporary files, and
+    /// blobs no row names (a session deleted with its project, whose blobs nobody
+    /// released one by one). Runs at start and hourly.
     pub async fn sweep(&self) {
         let Ok(blobs) = self.blobs() else { return };
+        let ttl = crate::clock::millis(self.limits().upload_ttl);
+        let before = self.engine.inner.env.clock.now_ms().saturating_sub(ttl);
+        match self.engine.store().delete_unbound_attachments_before(before).await {
+            // Their blobs go with the others below, once no row names them.
+            Ok(expired) if !expired.is_empty() => tracing::info!(uploads = expired.len(), "expired uploads never sent"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "cannot remove expired uploads; kept until the next sweep"),
+        }
         if let Ok(mut tmp) = tokio::fs::read_dir(blobs.tmp()).await {
             while let Ok(Some(entry)) = tmp.next_entry().await {
                 // Only files a while old: an upload may be writing one right now.

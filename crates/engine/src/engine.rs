@@ -60,6 +60,7 @@ pub use projects::Projects;
 pub use queue::{MAX_QUEUED, MAX_STEERS, Steered, Submitted};
 pub use reverts::Reverts;
 pub use runs::Runs;
+pub(crate) use runs::with_files;
 pub use sessions::Sessions;
 pub use tool_sources::{SessionUse, SourceView, ToolSources};
 

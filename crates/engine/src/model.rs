@@ -32,8 +32,10 @@ pub struct ModelRequest {
 /// Attachments' bytes by their SHA-256.
 pub type FileBytes = std::collections::BTreeMap<String, bytes::Bytes>;
 
-/// What a model reads besides text (text files are text: every model reads them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a model reads besides text (text files are text: every model reads them);
+/// `GET /api/models` shows it for each model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = ModelInputs)]
 pub struct Inputs {
     /// PNG, JPEG, GIF and WebP images.
     pub images: bool,

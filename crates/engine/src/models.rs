@@ -50,6 +50,9 @@ pub struct ModelInfo {
     pub name: String,
     pub default: bool,
     pub price: Option<Price>,
+    /// Which files besides text the model reads: a prompt with an image for a model
+    /// without `images` (or a PDF without `pdf`) is refused, never sent without it.
+    pub inputs: crate::model::Inputs,
 }
 
 #[derive(Clone)]
@@ -99,7 +102,12 @@ impl Models {
     pub fn list(&self) -> Vec<ModelInfo> {
         self.entries
             .iter()
-            .map(|(name, e)| ModelInfo { name: name.clone(), default: *name == self.default, price: e.price })
+            .map(|(name, e)| ModelInfo {
+                name: name.clone(),
+                default: *name == self.default,
+                price: e.price,
+                inputs: e.model.inputs(),
+            })
             .collect()
     }
 }

@@ -173,7 +173,7 @@ pub enum PromptPart {
 
 /// `POST /api/uploads`'s answer: a stored file, owned by the caller, to send in a
 /// prompt's `parts` by `id`; `url` fetches its bytes with the owner's credentials.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachmentInfo {
     #[schema(value_type = String)]
@@ -184,6 +184,14 @@ pub struct AttachmentInfo {
     pub size: u64,
     pub sha256: String,
     pub url: String,
+}
+
+impl From<AttachmentInfo> for crate::Content {
+    /// The file as a block of the user message that sends it.
+    fn from(file: AttachmentInfo) -> Self {
+        let AttachmentInfo { id, name, media_type, size, sha256, url } = file;
+        crate::Content::File { id, name, media_type, size, sha256, url }
+    }
 }
 
 /// A tool the client runs itself, declared with a prompt (AG-UI's `Tool` shape).

@@ -190,6 +190,10 @@ pub struct QueuedMessage {
     pub request_id: String,
     pub text: String,
     pub created_at: Millis,
+    /// The files sent with it (issue 42), already held by the session: its user message
+    /// holds them before its text once a run takes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::api::AttachmentInfo>,
 }
 
 /// What changed in a session's queue.

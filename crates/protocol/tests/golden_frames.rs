@@ -404,6 +404,7 @@ fn queue_frames_and_a_state_with_a_queue() {
         request_id: format!("req-q{n}"),
         text: text.into(),
         created_at: 1_764_000_002_000 + i64::from(n),
+        files: Vec::new(),
     };
     let (next, later) = (queued(41, "and then the tests"), queued(42, "and a summary"));
     let frames = vec![

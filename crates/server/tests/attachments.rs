@@ -314,3 +314,218 @@ async fn a_forked_session_keeps_its_files_after_the_source_is_deleted() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert!(stored_files(&server).is_empty(), "{:?}", stored_files(&server));
 }
+
+/// A prompt that parks its run at an approval: the session stays busy until it is decided.
+const PARKS: &str = "tool: write {\"path\": \"a.txt\", \"content\": \"x\"}";
+
+async fn approve(server: &TestServer, session: &str, approval: &Value) {
+    let path = format!("/api/sessions/{session}/approvals/{}", id_of(approval));
+    let (status, body) = server.post(&path, json!({"decision": "once"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// Waits until the session has `n` runs and all are settled; returns them, oldest first.
+async fn settled_runs(server: &TestServer, session: &str, n: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let (status, runs) = server.get(&format!("/api/sessions/{session}/runs")).await;
+        assert_eq!(status, StatusCode::OK, "{runs}");
+        let runs = runs.as_array().cloned().unwrap_or_default();
+        let settled = |r: &Value| matches!(r["status"].as_str(), Some("completed" | "failed" | "cancelled"));
+        if runs.len() == n && runs.iter().all(settled) {
+            return runs;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the session's runs never settled: {runs:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The scripted model's line for `file` (an upload's answer), the bytes it got matching.
+fn received(file: &Value) -> String {
+    let sha = file["sha256"].as_str().expect("sha256");
+    format!(
+        "Received {} ({}, {} bytes, sha256 {}…, bytes match)",
+        file["name"].as_str().expect("name"),
+        file["mediaType"].as_str().expect("mediaType"),
+        file["size"],
+        &sha[..8]
+    )
+}
+
+#[tokio::test]
+async fn a_prompt_with_a_file_queued_behind_a_run_reaches_the_model_once_that_run_settles() {
+    let server = TestServer::start().await;
+    let session = session(&server).await;
+    let (_, file) = upload(&server, None, "shot.png", PNG).await;
+    let (_, approval) = server.park(&session, PARKS).await;
+
+    let body = json!({"text": "echo: later", "parts": [{"type": "file", "id": file["id"]}], "multitask": "enqueue"});
+    let (status, queued) = server.post(&format!("/api/sessions/{session}/prompt"), body).await;
+    assert_eq!((status, &queued["queued"]), (StatusCode::ACCEPTED, &json!(true)), "{queued}");
+    // The queue shows the file beside the text, and the upload is the session's now.
+    let (_, detail) = server.get(&format!("/api/sessions/{session}")).await;
+    let waiting = &detail["state"]["queue"][0];
+    assert_eq!((&waiting["text"], &waiting["files"][0]["name"]), (&json!("echo: later"), &json!("shot.png")));
+    let (status, refused) = server.delete(&format!("/api/uploads/{}", id_of(&file))).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::CONFLICT, &json!("attachment_in_use")));
+
+    approve(&server, &session, &approval).await;
+    let runs = settled_runs(&server, &session, 2).await;
+    assert_eq!(runs[1]["status"], "completed", "{runs:?}");
+    let answer = text_of(&last(&server, &session, "assistant").await);
+    assert_eq!(answer, format!("{}\nlater", received(&file)));
+    // History: the queued message's id, the file before the text.
+    let user = last(&server, &session, "user").await;
+    assert_eq!(user["id"], queued["messageId"], "{user}");
+    assert_eq!(user["content"][0]["type"], "file", "{user}");
+    assert_eq!(user["content"][0]["sha256"], file["sha256"]);
+    assert_eq!(user["content"][1], json!({"type": "text", "text": "echo: later"}));
+}
+
+#[tokio::test]
+async fn a_steer_with_a_file_enters_the_run_and_the_model_reads_it() {
+    let server = TestServer::start().await;
+    let session = session(&server).await;
+    let (_, file) = upload(&server, None, "notes.md", b"# steer here\n").await;
+    let (run, approval) = server.park(&session, PARKS).await;
+
+    let body = json!({"text": "echo: steered", "parts": [{"type": "file", "id": file["id"]}]});
+    let (status, steered) = server.post(&format!("/api/sessions/{session}/steer"), body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{steered}");
+    approve(&server, &session, &approval).await;
+    let done = server.wait_run(&run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(settled_runs(&server, &session, 1).await.len(), 1, "the parked run took it: no run of its own");
+
+    let answer = text_of(&last(&server, &session, "assistant").await);
+    assert_eq!(answer, format!("{}\nsteered", received(&file)));
+    let user = last(&server, &session, "user").await;
+    assert_eq!(user["id"], steered["messageId"], "{user}");
+    assert_eq!(user["content"][0]["name"], "notes.md", "{user}");
+    assert_eq!(user["content"][1], json!({"type": "text", "text": "echo: steered"}));
+
+    // A steer of nothing at all is still refused.
+    let (status, refused) =
+        server.post(&format!("/api/sessions/{session}/steer"), json!({"text": " ", "parts": []})).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("empty_prompt")));
+}
+
+#[tokio::test]
+async fn deleting_an_upload_removes_it_unless_sent_and_only_for_its_owner() {
+    let server = TestServer::start().await;
+    let (_, alice) = server.engine.auth().create_token("alice").await.expect("alice");
+    let (_, bob) = server.engine.auth().create_token("bob").await.expect("bob");
+    let delete = |token: &str, id: &str| {
+        let request = server.client.delete(server.url(&format!("/api/uploads/{id}"))).bearer_auth(token);
+        server.send(request)
+    };
+    let (_, notes) = upload(&server, Some(&alice), "notes.txt", b"alice's notes\n").await;
+    let (_, twin) = upload(&server, Some(&alice), "again.txt", b"alice's notes\n").await;
+    let (_, shot) = upload(&server, Some(&alice), "shot.png", PNG).await;
+    let sha = |f: &Value| f["sha256"].as_str().expect("sha256").to_owned();
+    let mut blobs = vec![sha(&notes), sha(&shot)];
+    blobs.sort();
+
+    // Bob cannot tell it from an unknown id, and it stays.
+    let (status, answer) = delete(&bob, &id_of(&notes)).await;
+    assert_eq!((status, &answer["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_found")));
+    let (status, _) = delete(&alice, "att_01jd0000000000000000000000").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let mut stored = stored_files(&server);
+    stored.sort();
+    assert_eq!(stored, blobs);
+
+    // Alice's ✕: the row goes; the blob stays while her second upload of the same bytes does.
+    let (status, _) = delete(&alice, &id_of(&notes)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let id: spool_protocol::AttachmentId = id_of(&notes).parse().expect("id");
+    use spool_engine::store::prelude::*;
+    assert_eq!(server.store.get_attachment(&id).await.expect("get"), None, "no row");
+    let res = server.client.get(server.url(notes["url"].as_str().expect("url"))).bearer_auth(&alice).send().await;
+    assert_eq!(res.expect("download").status(), StatusCode::NOT_FOUND);
+    assert!(stored_files(&server).contains(&sha(&notes)), "the other upload still names the blob");
+    let (status, _) = delete(&alice, &id_of(&twin)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(stored_files(&server), [sha(&shot)], "no row names the blob: it is gone");
+    let (status, _) = delete(&alice, &id_of(&twin)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "deleted once");
+
+    // Sent with a prompt, it belongs to the session now.
+    let project = {
+        let request = server.client.post(server.url("/api/projects")).bearer_auth(&alice);
+        let (status, project) = server.send(request.json(&json!({"path": server.project_dir()}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{project}");
+        id_of(&project)
+    };
+    let request = server.client.post(server.url("/api/sessions")).bearer_auth(&alice);
+    let (_, session) = server.send(request.json(&json!({"projectId": project, "title": "files"}))).await;
+    let body = json!({"text": "echo: ok", "parts": [{"type": "file", "id": shot["id"]}]});
+    let request = server.client.post(server.url(&format!("/api/sessions/{}/prompt", id_of(&session))));
+    let (status, accepted) = server.send(request.bearer_auth(&alice).json(&body)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let (status, refused) = delete(&alice, &id_of(&shot)).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::CONFLICT, &json!("attachment_in_use")), "{refused}");
+    assert_eq!(stored_files(&server), [sha(&shot)]);
+}
+
+/// Whether `file`'s URL gives its bytes back.
+async fn readable(server: &TestServer, file: &Value) -> bool {
+    let url = server.url(file["url"].as_str().expect("url"));
+    server.client.get(url).send().await.expect("download").status() == StatusCode::OK
+}
+
+#[tokio::test]
+async fn uploads_never_sent_expire_after_a_day_and_sent_or_fresh_ones_stay() {
+    let clock = spool_engine::ManualClock::starting_now();
+    let engine = EngineConfig { clock: clock.clone().into(), ..EngineConfig::default() };
+    let server = TestServer::start_with(TestOptions { engine, ..TestOptions::default() }).await;
+    let session = session(&server).await;
+    let (_, old) = upload(&server, None, "old.txt", b"left in the composer\n").await;
+    let (_, sent) = upload(&server, None, "shot.png", PNG).await;
+    let run =
+        prompt(&server, &session, json!({"text": "echo: ok", "parts": [{"type": "file", "id": sent["id"]}]})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+
+    // A minute short of a day: nothing goes.
+    clock.advance(std::time::Duration::from_secs(24 * 3600 - 60));
+    let (_, fresh) = upload(&server, None, "fresh.txt", b"just attached\n").await;
+    server.engine.attachments().sweep().await;
+    assert!(readable(&server, &old).await, "not a day old yet");
+    assert_eq!(stored_files(&server).len(), 3);
+
+    clock.advance(std::time::Duration::from_secs(120));
+    server.engine.attachments().sweep().await;
+    assert!(!readable(&server, &old).await, "a day old and never sent: gone");
+    assert!(
+        readable(&server, &sent).await && readable(&server, &fresh).await,
+        "sent with a prompt, or uploaded since, it stays"
+    );
+    let mut stored = stored_files(&server);
+    stored.sort();
+    let mut kept = [sent["sha256"].as_str().expect("sha"), fresh["sha256"].as_str().expect("sha")];
+    kept.sort();
+    assert_eq!(stored, kept, "the expired upload's blob is removed with its row");
+}
+
+#[tokio::test]
+async fn the_model_list_says_which_files_each_model_reads() {
+    let text_only = spool_model::from_spec("scripted:text-only", &|_| None).expect("a spec");
+    let models = Models::new(Arc::new(ScriptedModel::default())).with(text_only, None, false);
+    let options = TestOptions { models: Some(common::ModelsOverride(models)), ..TestOptions::default() };
+    let server = TestServer::start_with(options).await;
+    let (status, list) = server.get("/api/models").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let inputs: Vec<(String, Value)> = list["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| (m["name"].as_str().expect("name").to_owned(), m["inputs"].clone()))
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            ("scripted".to_owned(), json!({"images": true, "pdf": true})),
+            ("scripted:text-only".to_owned(), json!({"images": false, "pdf": false})),
+        ]
+    );
+}

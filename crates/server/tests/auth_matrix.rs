@@ -51,7 +51,8 @@ impl Records {
             "messages" => &self.message,
             "deliveries" => &self.delivery,
             "subscriptions" => &self.subscription,
-            "attachments" => &self.attachment,
+            // An upload (`DELETE /api/uploads/{id}`) is an attachment not sent yet.
+            "attachments" | "uploads" => &self.attachment,
             _ => return None,
         })
     }
@@ -445,6 +446,9 @@ async fn every_secured_operation_wants_credentials_and_hides_other_users_records
     // Nothing Bob did had an effect.
     assert!(!server.project_dir().join("a.txt").exists(), "Bob's approval ran the call");
     assert_eq!(alices_world(&server, &alice, &records).await, before);
+    let (status, notes) =
+        send(&server, "GET", &format!("/api/attachments/{}", records.attachment), Some(&alice), None).await;
+    assert_eq!((status, notes.as_str()), (StatusCode::OK, "alice's notes\n"), "Bob's delete removed her upload");
 }
 
 /// The walker refuses what it cannot fill instead of skipping it: a new collection, a

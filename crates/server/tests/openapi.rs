@@ -66,6 +66,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/sessions/{id}/queue/resume"),
     ("DELETE", "/api/messages/{id}"),
     ("POST", "/api/uploads"),
+    ("DELETE", "/api/uploads/{id}"),
     ("GET", "/api/attachments/{id}"),
     ("POST", "/api/markdown"),
     ("POST", "/api/sessions/{id}/approvals/{approval}"),

@@ -509,6 +509,12 @@ macro_rules! impl_store {
                 async fn delete_attachment(&self, id: &AttachmentId) -> Result<bool, StoreError> {
                     attachments::delete(&self.pool, id).await
                 }
+                async fn delete_unbound_attachment(&self, id: &AttachmentId) -> Result<bool, StoreError> {
+                    attachments::delete_unbound(&self.pool, id).await
+                }
+                async fn delete_unbound_attachments_before(&self, before: Millis) -> Result<Vec<String>, StoreError> {
+                    attachments::delete_unbound_before(&self.pool, before).await
+                }
                 async fn attachment_bytes(&self, owner: &UserId) -> Result<u64, StoreError> {
                     attachments::bytes_of(&self.pool, owner).await
                 }

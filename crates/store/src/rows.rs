@@ -183,6 +183,7 @@ pub(crate) fn queued(row: &impl Columns) -> Result<spool_engine::QueuedPrompt, S
             request_id: row.text("request_id")?,
             text: row.text("text")?,
             created_at: row.int("created_at")?,
+            files: row.json_opt("files")?.map(|f| from_json(f, "queued files")).transpose()?.unwrap_or_default(),
         },
         approval_policy,
         on_disconnect,

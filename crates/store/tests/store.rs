@@ -325,6 +325,41 @@ async fn approvals_from_before_superseded_survive_the_table_rebuild() {
     store.close().await;
 }
 
+/// Prompts queued before files could be queued (0030) read back with none, and the
+/// upgraded table keeps a queued prompt's files.
+#[tokio::test]
+async fn prompts_queued_before_files_read_back_without_any() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spool.db");
+    let mut conn = database_before(dir.path(), "0030").await;
+    let owner = UserId::new();
+    let project = project_for(&owner, 1);
+    let session = session_in(&project, 1, false);
+    let old = queued_in(&session, "req-old", "from before", 5);
+    let ids = [owner.as_str(), project.id.as_str(), session.id.as_str(), old.message.id.as_str()];
+    let statements = [
+        "INSERT INTO projects (id, owner_id, name, path, created_at, updated_at)
+         VALUES (?2, ?1, 'old', '/tmp/old', 1, 1)",
+        "INSERT INTO sessions (id, project_id, owner_id, title, title_set, archived, created_at, updated_at)
+         VALUES (?3, ?2, ?1, 'old', 0, 0, 1, 1)",
+        "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, on_disconnect, created_at)
+         VALUES (?4, ?3, ?1, 'req-old', 'from before', 'continue', 5)",
+    ];
+    for statement in statements {
+        let mut query = sqlx::query(statement);
+        for id in ids {
+            query = query.bind(id);
+        }
+        query.execute(&mut conn).await.expect("an old row");
+    }
+    conn.close().await.expect("close");
+
+    let store = SqliteStore::open(&path).await.expect("open and upgrade");
+    assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![old]);
+    a_queued_message_keeps_its_files(&store).await;
+    store.close().await;
+}
+
 /// The schema refuses what a settled or pending approval cannot be, so a caller bug
 /// fails loudly instead of storing a half-decided approval.
 #[tokio::test]

@@ -8,7 +8,10 @@
 //!   `caps.max_queued_bytes` of text (`user_queue_full`; see [`crate::caps`]). The
 //!   session's state carries the queue (`state.queue`), and every change is a
 //!   `session.queue` frame, so every view shows it live and the hub can tell a message
-//!   taken (`messages.processed`) from one removed (`message.deleted`).
+//!   taken (`messages.processed`) from one removed (`message.deleted`). A queued
+//!   prompt's or steer's files are bound to the session when it is queued (so they
+//!   are kept while it waits, and go with the session), and the run that takes it
+//!   puts them in its user message before the text, as for a prompt run at once.
 //! * **Exactly once.** A queued prompt keeps its request id: a retry finds it queued, or
 //!   finds the run it became. Taking it deletes its row and inserts its run in one
 //!   transaction, so of any number of takers (this node's settled run and the reaper,
@@ -34,9 +37,10 @@ use crate::leases::LeaseGuard;
 use crate::run_env::Settled;
 use crate::session::Loaded;
 use crate::store::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert};
+use spool_protocol::api::AttachmentInfo;
 use spool_protocol::frame::{FrameBody, QueueChange, QueuedMessage};
 use spool_protocol::time::now_ms;
-use spool_protocol::{MessageId, SessionId, UserId};
+use spool_protocol::{AttachmentId, MessageId, SessionId, UserId};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -124,13 +128,15 @@ impl Runs<'_> {
     /// transaction with its user message, so it lands once, also across a restart. A
     /// steer with no run going, or one the run settles without taking, is a queued
     /// prompt and runs in its queue order. The same request id returns the steer queued
-    /// before.
+    /// before. Its `files` (the caller's attachments) are checked and bound as a
+    /// prompt's, and its user message holds them before its text.
     pub async fn steer(
         &self,
         owner: &UserId,
         id: &SessionId,
         text: String,
         request_id: Option<String>,
+        files: Vec<AttachmentId>,
     ) -> Result<Steered> {
         let config = &self.engine.inner.config;
         if text.len() > config.max_prompt_bytes {
@@ -139,7 +145,7 @@ impl Runs<'_> {
                 message: format!("the message is {} bytes; the limit is {}", text.len(), config.max_prompt_bytes),
             });
         }
-        if text.trim().is_empty() {
+        if text.trim().is_empty() && files.is_empty() {
             return Err(EngineError::invalid("empty_prompt", "the message text is empty"));
         }
         if let Some(r) = &request_id
@@ -157,11 +163,19 @@ impl Runs<'_> {
             Some(active) if !self.engine.settles_now(active).await? => Some(active.run_id.clone()),
             _ => None,
         };
+        if !files.is_empty() {
+            // As for a prompt: a file the session's model cannot read is refused here.
+            let choice = loaded.events.read(|s| s.session.model.clone());
+            let model = self.engine.inner.env.models.resolve(choice.as_deref()).model.clone();
+            self.engine.attachments().check_readable(owner, &files, &*model).await?;
+        }
+        let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
         let message = QueuedMessage {
             id: MessageId::new(),
             request_id: request_id.unwrap_or_else(|| format!("req_{}", ulid_body())),
             text,
             created_at: now_ms(),
+            files,
         };
         let prompt = QueuedPrompt {
             session_id: id.clone(),
@@ -201,9 +215,16 @@ impl Runs<'_> {
 }
 
 impl Engine {
-    /// Puts a prompt at the end of the session's queue; the caller holds the session's
-    /// control lock and has checked the prompt.
-    pub(crate) async fn enqueue(&self, loaded: &Arc<Loaded>, owner: &UserId, wanted: Wanted) -> Result<PromptQueued> {
+    /// Puts a prompt at the end of the session's queue, with its `files` (bound to the
+    /// session already); the caller holds the session's control lock and has checked
+    /// the prompt.
+    pub(crate) async fn enqueue(
+        &self,
+        loaded: &Arc<Loaded>,
+        owner: &UserId,
+        wanted: Wanted,
+        files: Vec<AttachmentInfo>,
+    ) -> Result<PromptQueued> {
         // Never with client tools: `submit` refuses those before they could queue.
         let Wanted { text, request_id, approval_policy, on_disconnect, .. } = wanted;
         let session_id = loaded.events.session_id().clone();
@@ -212,6 +233,7 @@ impl Engine {
             request_id: request_id.unwrap_or_else(|| format!("req_{}", ulid_body())),
             text,
             created_at: now_ms(),
+            files,
         };
         let prompt = QueuedPrompt {
             session_id: session_id.clone(),
@@ -316,8 +338,9 @@ impl Engine {
             return Box::pin(self.start_queued(id)).await;
         }
         let run = self.new_run(&loaded, next.message.request_id.clone());
-        // The queued message keeps its id as the run's user message.
-        let prompt = self.prompt_message(&run, next.message.id.clone(), next.message.text.clone());
+        // The queued message keeps its id as the run's user message, and its files.
+        let mut prompt = self.prompt_message(&run, next.message.id.clone(), next.message.text.clone());
+        super::runs::with_files(&mut prompt.message, next.message.files.clone());
         let Some(taken) = self.inner.store.take_queued(&next.message.id, &run, &prompt).await? else {
             // Removed (or taken elsewhere) since it was read: the next one, if any.
             drop((control, lease));

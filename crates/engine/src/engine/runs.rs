@@ -2,6 +2,7 @@
 //! an approval and resumed, and read back.
 
 use super::*;
+use spool_protocol::api::AttachmentInfo;
 
 /// `engine.runs()`: prompts (started or queued), aborts, approvals and their decisions,
 /// run records and run streams.
@@ -146,14 +147,6 @@ impl Runs<'_> {
             let choice = loaded.events.read(|s| s.session.model.clone());
             let model = self.engine.inner.env.models.resolve(choice.as_deref()).model.clone();
             self.engine.attachments().check_readable(owner, &files, &*model).await?;
-            // The queue keeps text only (a follow-up gives queued rows their files).
-            if queue && (busy || !queued.is_empty()) {
-                return Err(EngineError::Conflict {
-                    code: "files_not_queueable",
-                    message: "a prompt with files cannot wait in the queue yet; send it when the session is idle"
-                        .into(),
-                });
-            }
         }
         let wanted = Wanted { text, request_id, approval_policy, on_disconnect, client_tools };
         // Behind the queue even when no run is going (one is about to take the queue's
@@ -162,7 +155,9 @@ impl Runs<'_> {
             if !queued.is_empty() {
                 self.engine.unpause_for_prompt(id).await?;
             }
-            let answer = self.engine.enqueue(&loaded, owner, wanted).await?;
+            // Bound now, so the session holds them while the prompt waits.
+            let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
+            let answer = self.engine.enqueue(&loaded, owner, wanted, files).await?;
             if !busy {
                 self.engine.inner.env.run_settled(id);
             }
@@ -196,7 +191,8 @@ impl Runs<'_> {
             Ok(lease) => lease,
             // That node takes the queue when its run settles.
             Err(EngineError::SessionBusy(_)) if queue => {
-                return Ok(Submitted::Queued(self.engine.enqueue(&loaded, owner, wanted).await?));
+                let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
+                return Ok(Submitted::Queued(self.engine.enqueue(&loaded, owner, wanted, files).await?));
             }
             Err(e) => return Err(e),
         };
@@ -237,13 +233,9 @@ impl Runs<'_> {
             (None, None) => None,
         };
         let mut prompt = self.engine.prompt_message(&run, MessageId::default(), wanted.text.clone());
-        if !files.is_empty()
-            && let Message::User { content, .. } = &mut prompt.message
-        {
-            // Files first, as Anthropic advises for images; no empty text block after them.
+        if !files.is_empty() {
             let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
-            content.retain(|c| !matches!(c, Content::Text { text } if text.trim().is_empty()));
-            content.splice(0..0, files);
+            with_files(&mut prompt.message, files);
         }
         let started = self.engine.store().start_run(&run, &prompt).await;
         if let Some(ordinal) = shelved
@@ -352,6 +344,19 @@ impl Runs<'_> {
     pub async fn of_session(&self, owner: &UserId, id: &SessionId) -> Result<Vec<Run>> {
         let session = self.engine.owned_session(owner, id).await?;
         Ok(self.engine.store().runs_since(&session.id, 0).await?)
+    }
+}
+
+/// Puts `files` at the start of a user message, before its text (as Anthropic advises
+/// for images), leaving out a text block that is empty: a prompt run at once, one taken
+/// from the queue and a steer read the same.
+pub(crate) fn with_files(message: &mut Message, files: Vec<AttachmentInfo>) {
+    if files.is_empty() {
+        return;
+    }
+    if let Message::User { content, .. } = message {
+        content.retain(|c| !matches!(c, Content::Text { text } if text.trim().is_empty()));
+        content.splice(0..0, files.into_iter().map(Content::from));
     }
 }
 

@@ -25,7 +25,8 @@ impl RunTask {
         };
         let mut taken = Vec::new();
         for steer in steers {
-            let message = Message::user_text(steer.message.text.clone(), now_ms());
+            let mut message = Message::user_text(steer.message.text.clone(), now_ms());
+            crate::engine::with_files(&mut message, steer.message.files.clone());
             let index = self.next_index + taken.len() as u64;
             let indexed = IndexedMessage { id: steer.message.id.clone(), index, message };
             let took = self

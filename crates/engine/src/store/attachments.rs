@@ -16,6 +16,12 @@ pub trait Attachments: Send + Sync + 'static {
     async fn bind_attachment(&self, id: &AttachmentId, session: &SessionId) -> Result<bool, StoreError>;
     /// Deletes one attachment row; `false` when it was not there.
     async fn delete_attachment(&self, id: &AttachmentId) -> Result<bool, StoreError>;
+    /// Deletes an attachment only while it is unbound (an upload no prompt used); `false`
+    /// when it is bound (perhaps by a prompt racing this) or gone.
+    async fn delete_unbound_attachment(&self, id: &AttachmentId) -> Result<bool, StoreError>;
+    /// Deletes every unbound attachment created before `before` (uploads never sent);
+    /// the SHA-256 of each row deleted, for the engine to release their blobs.
+    async fn delete_unbound_attachments_before(&self, before: time::Millis) -> Result<Vec<String>, StoreError>;
     /// Bytes of every attachment row `owner` holds (a blob shared by two rows counts twice).
     async fn attachment_bytes(&self, owner: &UserId) -> Result<u64, StoreError>;
     /// The SHA-256 of every attachment bound to `session`: the blobs its deletion may free.

@@ -1,4 +1,5 @@
 //! Attachments (issue 42): `POST /api/uploads` stores a file for a later prompt,
+//! `DELETE /api/uploads/{id}` takes one back before any prompt used it,
 //! `GET /api/attachments/{id}` gives its owner the bytes back, and a prompt's `parts`
 //! name uploads by id or carry files inline as data URLs ([`prompt_files`]).
 //!
@@ -29,7 +30,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(upload)).routes(routes!(download))
+    OpenApiRouter::new().routes(routes!(upload)).routes(routes!(remove)).routes(routes!(download))
 }
 
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
@@ -70,6 +71,27 @@ async fn upload(
     let name = query.name.unwrap_or_default();
     let stored = engine.attachments().upload(&user, &name, None, body.into_data_stream()).await?;
     Ok((StatusCode::CREATED, Json(stored)))
+}
+
+/// Removes one of the caller's uploads that no prompt has sent yet (the web composer's
+/// ✕), and its bytes when nothing else holds them. An upload a prompt sent is 409
+/// `attachment_in_use`: it stays with its session and goes when the session is deleted.
+/// Uploads never sent are also removed on their own after `[limits] upload_ttl_hours`.
+#[utoipa::path(
+    delete,
+    path = "/api/uploads/{id}",
+    params(("id" = String, Path, description = "An `att_…` id")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "No valid token or login session on a server that requires one (`unauthorized`, `invalid_token`)", body = spool_protocol::api::ErrorBody),
+        (status = 403, description = "The browser guard: a foreign `Origin` or `Sec-Fetch-Site`, or a `Host` this server does not serve (`bad_origin`, `bad_host`)", body = spool_protocol::api::ErrorBody),
+        (status = 404, description = "No such upload, or another user's (`not_found`)", body = spool_protocol::api::ErrorBody),
+        (status = 409, description = "A prompt sent it: it goes with its session (`attachment_in_use`)", body = spool_protocol::api::ErrorBody),
+    )
+)]
+async fn remove(Acting { engine, user }: Acting, PathId(id): PathId<AttachmentId>) -> Result<StatusCode, ApiError> {
+    engine.attachments().delete_upload(&user, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// One of the caller's attachments, its bytes as stored. Another user's, or an unknown

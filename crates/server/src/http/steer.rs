@@ -11,20 +11,29 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use spool_protocol::api::PromptPart;
 use spool_protocol::{MessageId, RunId, SessionId};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(steer))
+    // A steer may carry files inline (data URLs), as a prompt may.
+    OpenApiRouter::new()
+        .routes(routes!(steer))
+        .layer(axum::extract::DefaultBodyLimit::max(super::attachments::INLINE_BODY_BYTES))
 }
 
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SteerBody {
-    /// The message, as a prompt's text (the same size limit).
+    /// The message, as a prompt's text (the same size limit); may be empty (`""`) when
+    /// `parts` carries a file.
     text: String,
+    /// Files sent with it, and more text, as a prompt's `parts` (README "Attachments"):
+    /// its user message holds the files first, then the text.
+    #[serde(default)]
+    parts: Vec<PromptPart>,
     /// Makes a retry safe: the same id returns the steer sent before.
     request_id: Option<String>,
 }
@@ -51,6 +60,7 @@ struct SteerAnswer {
 /// model's next request holds it. Sent when no run is going — or when the run settles
 /// before taking it — it is an ordinary prompt that runs in its queue order. 429
 /// `too_many_steers` past 8 waiting in one session; 413 `prompt_too_large` as a prompt.
+/// Files in `parts` are read, limited and refused as a prompt's.
 #[utoipa::path(
     post,
     path = "/api/sessions/{id}/steer",
@@ -63,7 +73,8 @@ async fn steer(
     PathId(id): PathId<SessionId>,
     JsonBody(body): JsonBody<SteerBody>,
 ) -> Result<(StatusCode, Json<SteerAnswer>), ApiError> {
-    let steered = engine.runs().steer(&user, &id, body.text, body.request_id).await?;
+    let (text, files) = super::attachments::prompt_files(&engine, &user, body.text, body.parts).await?;
+    let steered = engine.runs().steer(&user, &id, text, body.request_id, files).await?;
     let answer = SteerAnswer { message_id: steered.message_id, request_id: steered.request_id, run_id: steered.run_id };
     Ok((StatusCode::ACCEPTED, Json(answer)))
 }

@@ -5,6 +5,7 @@ use crate::error::db_error;
 use crate::rows::Columns;
 use spool_engine::StoreError;
 use spool_engine::store::Attachment;
+use spool_protocol::time::Millis;
 use spool_protocol::{AttachmentId, SessionId, UserId};
 
 const COLUMNS: &str = "id, owner_id, session_id, sha256, size, media_type, name, created_at";
@@ -53,6 +54,27 @@ pub(crate) async fn delete(pool: &Pool, id: &AttachmentId) -> Result<bool, Store
     let done =
         sqlx::query("DELETE FROM attachments WHERE id = $1").bind(id.as_str()).execute(pool).await.map_err(db_error)?;
     Ok(done.rows_affected() > 0)
+}
+
+/// Deletes an upload no prompt has used; one statement, so a prompt binding it at the
+/// same moment either binds it first (nothing deleted) or finds it gone.
+pub(crate) async fn delete_unbound(pool: &Pool, id: &AttachmentId) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM attachments WHERE id = $1 AND session_id IS NULL")
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Deletes the uploads never sent that were made before `before`; the SHA-256 of each
+/// (the blobs that may now be unused).
+pub(crate) async fn delete_unbound_before(pool: &Pool, before: Millis) -> Result<Vec<String>, StoreError> {
+    sqlx::query_scalar("DELETE FROM attachments WHERE session_id IS NULL AND created_at < $1 RETURNING sha256")
+        .bind(before)
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)
 }
 
 pub(crate) async fn bytes_of(pool: &Pool, owner: &UserId) -> Result<u64, StoreError> {

@@ -19,6 +19,10 @@
 //!
 //! A paused queue (`queue_pauses`, Stop with prompts waiting) is left out of
 //! [`sessions`], the list start-up and the reaper go through.
+//!
+//! A queued message's files (`files`, a JSON array; NULL for none) are attachments the
+//! engine bound to the session before queueing it; they count against the owner's
+//! attachment quota, not the queue's bytes of text.
 
 use super::dialect::{Pool, QUEUED_TEXT_BYTES};
 use super::{messages, runs};
@@ -27,8 +31,9 @@ use crate::rows;
 use spool_engine::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{IndexedMessage, MessageId, Run, SessionId, UserId};
+use sqlx::types::Json;
 
-const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at";
+const COLUMNS: &str = "id, session_id, owner_id, request_id, text, approval_policy, on_disconnect, created_at, files";
 
 /// A limit as a database integer; "unbounded" (`usize::MAX`) becomes the largest one.
 fn db_limit(limit: usize) -> i64 {
@@ -58,8 +63,8 @@ async fn insert_as(
     };
     let sql = format!(
         "INSERT INTO queued_messages (id, session_id, owner_id, request_id, text, approval_policy, on_disconnect,
-                                      created_at, steer)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $13
+                                      created_at, steer, files)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $13, $14
          WHERE (SELECT COUNT(*) FROM queued_messages WHERE {}) < $9
            AND (SELECT COUNT(*) FROM queued_messages WHERE owner_id = $3) < $10
            AND (SELECT COALESCE(SUM({QUEUED_TEXT_BYTES}), 0) FROM queued_messages WHERE owner_id = $3) <= $11 - $12
@@ -80,6 +85,8 @@ async fn insert_as(
         .bind(db_limit(limits.per_owner_bytes))
         .bind(to_db_int(message.text.len() as u64, "prompt length")?)
         .bind(steer)
+        // NULL for none: what every row queued before files could be had.
+        .bind(Some(Json(&message.files)).filter(|f| !f.0.is_empty()))
         .execute(pool)
         .await
         .map_err(db_error)?;

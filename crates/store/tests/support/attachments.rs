@@ -53,3 +53,42 @@ pub async fn attachments_bind_once_count_per_owner_and_leave_with_their_session(
     assert!(!store.blob_in_use(&sha).await.expect("in use"), "no row names it any more");
     assert_eq!(store.attachment_bytes(&session.owner_id).await.expect("bytes"), 0);
 }
+
+/// An upload no prompt sent is deleted alone (the composer's ✕) or with the others made
+/// before a time (the expiry); a bound one is never, and each delete names the blobs
+/// it may have freed.
+pub async fn unbound_attachments_are_deleted_one_by_one_or_by_age_and_bound_ones_never(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let row = |sha: &str, created_at: i64| Attachment {
+        id: AttachmentId::new(),
+        owner_id: session.owner_id.clone(),
+        session_id: None,
+        sha256: sha.repeat(32),
+        size: 10,
+        media_type: "text/plain".into(),
+        name: "notes.txt".into(),
+        created_at,
+    };
+    let (old, older, fresh, sent, removed) =
+        (row("01", 100), row("02", 50), row("03", 1_000), row("04", 10), row("05", 10));
+    for a in [&old, &older, &fresh, &sent, &removed] {
+        store.insert_attachment(a).await.expect("insert");
+    }
+    assert!(store.bind_attachment(&sent.id, &session.id).await.expect("bind"));
+
+    assert!(!store.delete_unbound_attachment(&sent.id).await.expect("delete bound"), "a sent file stays");
+    assert!(store.get_attachment(&sent.id).await.expect("get").is_some());
+    assert!(store.delete_unbound_attachment(&removed.id).await.expect("delete"));
+    assert!(!store.delete_unbound_attachment(&removed.id).await.expect("delete again"), "gone already");
+    assert_eq!(store.get_attachment(&removed.id).await.expect("get"), None);
+
+    let mut expired = store.delete_unbound_attachments_before(1_000).await.expect("expire");
+    expired.sort();
+    assert_eq!(expired, [old.sha256.clone(), older.sha256.clone()], "made before the time, never sent");
+    for (a, kept) in [(&old, false), (&older, false), (&fresh, true), (&sent, true)] {
+        assert_eq!(store.get_attachment(&a.id).await.expect("get").is_some(), kept, "{}", a.sha256);
+    }
+    assert!(store.delete_unbound_attachments_before(1_000).await.expect("again").is_empty());
+    assert!(store.delete_session(&session.id).await.expect("delete session"));
+    assert!(store.delete_unbound_attachment(&fresh.id).await.expect("delete"));
+}

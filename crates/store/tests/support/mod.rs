@@ -104,9 +104,13 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     deleting_a_session_removes_its_messages_runs_and_approvals(store).await;
     deleting_a_project_removes_everything_under_it(store).await;
     attachments_bind_once_count_per_owner_and_leave_with_their_session(store).await;
+    unbound_attachments_are_deleted_one_by_one_or_by_age_and_bound_ones_never(store).await;
     leases_are_taken_renewed_and_released(store).await;
+    writes_held_to_a_lease_stop_when_it_changes_hands(store).await;
+    a_fenced_writer_racing_a_takeover_lands_nothing_after_it(std::slice::from_ref(&shared)).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     queued_prompts_wait_in_order_within_their_limit(store).await;
+    a_queued_message_keeps_its_files(store).await;
     a_paused_queue_is_left_out_until_resumed(store).await;
     queued_prompts_are_bounded_per_owner_by_count_and_bytes(store).await;
     sessions_are_counted_per_owner_and_projects_listed_for_all(store).await;

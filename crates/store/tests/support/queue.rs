@@ -16,6 +16,7 @@ pub fn queued_in(session: &Session, request_id: &str, text: &str, created_at: Mi
             request_id: request_id.into(),
             text: text.into(),
             created_at,
+            files: Vec::new(),
         },
         approval_policy: None,
         on_disconnect: OnDisconnect::Continue,
@@ -84,6 +85,43 @@ pub async fn queued_prompts_wait_in_order_within_their_limit(store: &dyn Store) 
     assert_eq!(store.get_queued(&first.message.id).await.expect("get"), None);
     assert!(!store.queued_sessions(u32::MAX).await.expect("queued_sessions").contains(&session.id));
     assert!(store.delete_session(&other.id).await.expect("delete_session"));
+}
+
+/// A queued prompt and a steer keep the files they were sent with (issue 42), in
+/// order and whole; one without files reads back with none.
+pub async fn a_queued_message_keeps_its_files(store: &dyn Store) {
+    let (_, session) = new_session(store).await;
+    let file = |name: &str, media_type: &str, sha: &str| {
+        let id = AttachmentId::new();
+        api::AttachmentInfo {
+            url: format!("/api/attachments/{id}"),
+            id,
+            name: name.into(),
+            media_type: media_type.into(),
+            size: 5120,
+            sha256: sha.repeat(32),
+        }
+    };
+    let files = vec![file("shot.png", "image/png", "ab"), file("build log.txt", "text/plain", "cd")];
+    let mut prompt = queued_in(&session, "req-files", "", 100);
+    prompt.message.files = files.clone();
+    assert_eq!(store.queue_prompt(&prompt, QueueLimits::session(3)).await.expect("queue"), QueueInsert::Queued);
+    let mut steer = queued_in(&session, "req-steer-files", "and this", 200);
+    steer.message.files = vec![files[1].clone()];
+    assert_eq!(store.queue_steer(&steer, QueueLimits::session(3)).await.expect("steer"), QueueInsert::Queued);
+    let plain = queued_in(&session, "req-plain", "no files", 300);
+    assert_eq!(store.queue_prompt(&plain, QueueLimits::session(3)).await.expect("queue"), QueueInsert::Queued);
+
+    assert_eq!(store.get_queued(&prompt.message.id).await.expect("get"), Some(prompt.clone()));
+    assert_eq!(store.queued_prompts(&session.id).await.expect("queued"), vec![prompt.clone(), steer.clone(), plain]);
+    assert_eq!(store.queued_steers(&session.id).await.expect("steers"), vec![steer]);
+    // A retry answers the message queued first, its files included.
+    let retry = queued_in(&session, "req-files", "again", 400);
+    assert_eq!(
+        store.queue_prompt(&retry, QueueLimits::session(3)).await.expect("retry"),
+        QueueInsert::Existing(prompt)
+    );
+    assert!(store.delete_session(&session.id).await.expect("delete_session"));
 }
 
 /// Stop pauses a queue (issue 36): a paused session is not among the queues start-up

@@ -343,6 +343,7 @@ fn a_queued_message_is_created_unprocessed_then_processed_or_deleted() {
         request_id: format!("req-{id}"),
         text: "and then?".into(),
         created_at: NOW,
+        files: Vec::new(),
     };
     let mut tally = RunTally::default();
     let mut map = |seq, queue, change| {
