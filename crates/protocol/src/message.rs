@@ -130,6 +130,24 @@ impl Message {
         self.content().iter().filter(|c| matches!(c, Content::File { .. }))
     }
 
+    /// The message's files as attachment records (what `POST /api/uploads` answers), in
+    /// the order sent: how the dialects show a user message's files.
+    pub fn attachments(&self) -> Vec<crate::api::AttachmentInfo> {
+        self.files()
+            .filter_map(|c| match c {
+                Content::File { id, name, media_type, size, sha256, url } => Some(crate::api::AttachmentInfo {
+                    id: id.clone(),
+                    name: name.clone(),
+                    media_type: media_type.clone(),
+                    size: *size,
+                    sha256: sha256.clone(),
+                    url: url.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// All text blocks joined, for titles, summaries and tests.
     pub fn text(&self) -> String {
         self.content()

@@ -1,11 +1,11 @@
 //! Every WebSocket hub event Spool sends is true to the schema Spool publishes for it in
 //! `/api/openapi.json` (`HubEvent`: one envelope per type, its `data` the type's
 //! payload schema). One scripted session goes through everything a session emits —
-//! text, thinking, a tool call with live output (approved), an approval rejected, a
-//! question, a plan, todos, the queue with a removed prompt, a cancelled run, a title,
-//! its deletion —, a second server's run fails after a retry, and a third's project
-//! changes its git state; every frame a client
-//! of every session receives is collected and checked. A published schema that Spool's
+//! text, thinking, a prompt with a file, a tool call with live output (approved), an
+//! approval rejected, a question, a plan, todos, the queue with a removed prompt, a
+//! cancelled run, a title, its deletion —, a second server's run fails after a retry,
+//! and a third's project changes its git state; every frame a client of every session
+//! receives is collected and checked. A published schema that Spool's
 //! own events break fails here.
 //!
 //! The schemas are checked by the `jsonschema` crate, with the whole document registered
@@ -85,6 +85,20 @@ async fn a_whole_session(server: &TestServer) -> Vec<Value> {
     if !seen.iter().any(|e| e["type"] == "channel.updated") {
         until(&mut ws, &mut seen, |e| e["type"] == "channel.updated" && e["data"]["title"].is_string()).await;
     }
+
+    // A prompt with a file: its `message.created` lists it under `attachments`.
+    let file = json!({"type": "file", "url": "data:text/plain;base64,bGluZSBvbmUK", "name": "app.log"});
+    let (status, body) =
+        server.post(&format!("/api/sessions/{session}/prompt"), json!({"text": "echo: seen", "parts": [file]})).await;
+    assert_eq!(status, 202, "{body}");
+    let with_file = |e: &Value| e["type"] == "message.created" && e["data"]["attachments"].is_array();
+    let created = until(&mut ws, &mut seen, with_file).await;
+    let attachment = &created["data"]["attachments"][0];
+    assert_eq!(
+        (&attachment["name"], &attachment["mediaType"], &attachment["size"]),
+        (&json!("app.log"), &json!("text/plain"), &json!(9))
+    );
+    until(&mut ws, &mut seen, settled).await;
 
     server.start_run(&session, &format!("tool: bash {}", json!({"command": "echo one; echo two"}))).await;
     let asked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;

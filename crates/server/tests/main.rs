@@ -21,6 +21,7 @@ mod cluster;
 mod connections;
 mod context;
 mod event_stream_conn;
+mod files_out;
 mod fold;
 mod fork;
 mod fuzz_corpus;

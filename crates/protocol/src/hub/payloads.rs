@@ -44,6 +44,27 @@ pub struct MessageCreated {
     /// Spool's sessions, on an answer: why the model stopped (`end_turn`, `tool_use`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// Spool's sessions, on a user message sent with files (queued or not): the files, in
+    /// the order sent; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<MessageAttachment>>,
+}
+
+/// A file of a user message (`message.created`'s `attachments`): the fields of Spool's
+/// own attachment record (what `POST /api/uploads` answers), so a client reads one shape
+/// wherever it meets a file. `url` (`/api/attachments/{id}`, relative to the server)
+/// gives the bytes to the owner's credentials only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MessageAttachment {
+    pub id: String,
+    /// The file's name as sent, sanitized (never a path).
+    pub name: String,
+    /// What the bytes are, as Spool sniffed them.
+    pub media_type: String,
+    /// Bytes.
+    pub size: u64,
+    pub url: String,
 }
 
 /// `message.streaming`: the whole partial response so far (`content`, the seed's form),

@@ -25,6 +25,27 @@ pub fn frame(seq: u64, body: FrameBody) -> Frame {
     Frame { body, session_id: sid(), stream_id: "stm_01jd0000000000000000000002".parse().expect("valid id"), seq }
 }
 
+/// A user message as a prompt with files makes it: the files (a screenshot and a PDF)
+/// before the text, each with the URL its owner fetches it from.
+pub fn user_with_files(text: &str, timestamp: Millis) -> Message {
+    let file = |id: &str, name: &str, media_type: &str, size: u64| Content::File {
+        id: id.parse().expect("valid id"),
+        name: name.into(),
+        media_type: media_type.into(),
+        size,
+        sha256: "0123abcd".repeat(8),
+        url: format!("/api/attachments/{id}"),
+    };
+    Message::User {
+        content: vec![
+            file("att_01jd0000000000000000000007", "shot.png", "image/png", 5120),
+            file("att_01jd0000000000000000000008", "spec.pdf", "application/pdf", 73_000),
+            Content::Text { text: text.into() },
+        ],
+        timestamp,
+    }
+}
+
 /// Every event a run-following `fold` maps `frames` to, in order.
 pub fn map_all<F: PartFold>(fold: &mut F, frames: &[Frame]) -> Vec<F::Event> {
     frames.iter().flat_map(|f| fold.push(f)).collect()

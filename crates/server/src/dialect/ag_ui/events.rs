@@ -46,10 +46,16 @@ pub enum AgUiEvent {
         message: String,
         code: String,
     },
+    /// `metadata`: a user message's files, `{spool: {files: [ContentPart…]}}` (see
+    /// `user_message` in the module above); absent otherwise. `@ag-ui/client` merges an
+    /// event's metadata into the message it builds, so the message keeps them.
     #[serde(rename_all = "camelCase")]
     TextMessageStart {
         message_id: String,
         role: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        metadata: Option<Value>,
     },
     #[serde(rename_all = "camelCase")]
     TextMessageContent {

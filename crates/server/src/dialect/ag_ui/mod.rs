@@ -24,7 +24,7 @@
 //! | `approval_requested`                            | nothing: the stream ends with the `interrupt` outcome ([`closing`]); for a call of a client tool, `success` with `pendingToolCallIds` |
 //! | `approval_resolved`                             | `CUSTOM` `spool.approval_resolved {approvalId, toolCallId, decision, message}` ([`resolved`]) |
 //! | `session_title` / `todo_write`                  | `STATE_DELTA` replacing `/title` / `/todos` |
-//! | `message_end` of a user message the run took (a steer; not its prompt) | `TEXT_MESSAGE_START` role `user`, `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END` |
+//! | `message_end` of a user message the run took (a steer; not its prompt) | `TEXT_MESSAGE_START` role `user` (its files as content parts in `metadata.spool.files`), `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END` |
 //! | `agent_end`                                     | what is still open closes; the transport ends the stream |
 //! | `session.presence` (once the run started, before its end) | `CUSTOM` `spool.presence` (`value` the counts: `{viewers, answerers, visible, clients}`), unnumbered ([`Step::presence`]) |
 //!
@@ -526,15 +526,33 @@ fn result(session: &SessionId, tool_call_id: &str, content: String, is_error: bo
 }
 
 /// A user message the run took while it ran (a steer), whole, as AG-UI streams a
-/// user's text message.
+/// user's text message. A text message's events carry no content parts, so its files
+/// ride on `TEXT_MESSAGE_START`'s `metadata` as `{spool: {files}}`: AG-UI 1.0 content
+/// parts ([`file_part`]), which `@ag-ui/client` keeps in the message's own `metadata`.
 fn user_message(session: &SessionId, index: u64, message: &Message, out: &mut Vec<AgUiEvent>) {
     let message_id = message_id(session, index);
-    out.push(AgUiEvent::TextMessageStart { message_id: message_id.clone(), role: "user".to_owned() });
+    let files: Vec<Value> = message.attachments().iter().map(file_part).collect();
+    let metadata = (!files.is_empty()).then(|| json!({"spool": {"files": files}}));
+    out.push(AgUiEvent::TextMessageStart { message_id: message_id.clone(), role: "user".to_owned(), metadata });
     let delta = message.text();
     if !delta.is_empty() {
         out.push(AgUiEvent::TextMessageContent { message_id: message_id.clone(), delta });
     }
     out.push(AgUiEvent::TextMessageEnd { message_id });
+}
+
+/// A file of a user message as an AG-UI 1.0 content part: `image` for an image, else
+/// `document` (as `@ag-ui/client` upgrades a legacy `binary` part), its attachment id as
+/// the part's `id`, a `url` source (`/api/attachments/{id}`, relative to the server,
+/// fetched with the owner's credentials) and `metadata.filename` (and `size`, bytes).
+fn file_part(file: &spool_protocol::api::AttachmentInfo) -> Value {
+    let kind = if file.media_type.starts_with("image/") { "image" } else { "document" };
+    json!({
+        "type": kind,
+        "id": file.id,
+        "source": {"type": "url", "value": file.url, "mimeType": file.media_type},
+        "metadata": {"filename": file.name, "size": file.size},
+    })
 }
 
 /// A message's id: the same for the same message of the same session.
@@ -562,7 +580,9 @@ impl PartFold for AgUiStream {
     fn start_part(&mut self, part: &Part, out: &mut Vec<AgUiEvent>) {
         let message_id = part.id.clone();
         match part.block {
-            Block::Text => out.push(AgUiEvent::TextMessageStart { message_id, role: "assistant".to_owned() }),
+            Block::Text => {
+                out.push(AgUiEvent::TextMessageStart { message_id, role: "assistant".to_owned(), metadata: None })
+            }
             Block::Reasoning => {
                 out.push(AgUiEvent::ReasoningStart { message_id: message_id.clone() });
                 out.push(AgUiEvent::ReasoningMessageStart { message_id, role: "reasoning".to_owned() });

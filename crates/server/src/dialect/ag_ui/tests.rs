@@ -384,6 +384,51 @@ fn a_snapshot_draws_the_steer_but_not_the_next_runs_prompt() {
     assert_eq!(user_texts(&events), [(format!("{}:3", sid()), "mind the tests".to_owned())], "{events:#?}");
 }
 
+/// A steer sent with files: its `TEXT_MESSAGE_START` carries them as AG-UI 1.0 content
+/// parts (`image` / `document` with a `url` source, `metadata.filename`), live and drawn
+/// from a snapshot alike; a steer without files has no `metadata`.
+#[test]
+fn a_steer_with_files_carries_them_as_content_parts_on_its_message_start() {
+    let steer = test_frames::user_with_files("mind the tests", 0);
+    let mut bodies: Vec<FrameBody> = steered_run().into_iter().map(|f| f.body).collect();
+    for body in &mut bodies {
+        if let FrameBody::LoopEvent {
+            message_index: Some(3),
+            event: AgentEvent::MessageStart { message } | AgentEvent::MessageEnd { message },
+            ..
+        } = body
+        {
+            *message = steer.clone();
+        }
+    }
+    let starts = |events: &[AgUiEvent]| -> Vec<Value> {
+        events
+            .iter()
+            .map(|e| serde_json::to_value(e).expect("json"))
+            .filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["role"] == "user")
+            .collect()
+    };
+    let live = starts(&map_all(&mut AgUiStream::new(run_id()), &frames(bodies)));
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_json_snapshot!(live[0]);
+
+    let messages = vec![
+        indexed(1, 0, Message::user_text("look around", 0)),
+        indexed(2, 1, assistant(vec![Content::Text { text: "Looked.".into() }], StopReason::Stop)),
+        indexed(4, 2, steer),
+    ];
+    let mut state = snapshot_state(messages.clone());
+    let timing = spool_protocol::frame::PromptTiming { user_message_index: 0, ..Default::default() };
+    state.prompt_timings.insert(0, timing);
+    let (_, drawn) = AgUiStream::from_snapshot(&stored_run(RunStatus::Running), &state, &messages, None);
+    let drawn = starts(&drawn);
+    assert_eq!(drawn.len(), 1, "{drawn:#?}");
+    assert_eq!(drawn[0]["metadata"], live[0]["metadata"], "a client that re-attaches sees the same files");
+
+    let plain = starts(&map_all(&mut AgUiStream::new(run_id()), &steered_run()));
+    assert_eq!(plain[0].get("metadata"), None);
+}
+
 #[test]
 fn a_call_of_the_asked_turn_that_runs_after_the_decision_is_not_announced_again_on_any_path() {
     // The fixed run with the asking call first: the read runs after the decision.

@@ -19,7 +19,7 @@
 //! | `approval_requested` of a question or a client tool's call | `tool-input-available` of the call, `providerExecuted: false`, `providerMetadata.spool.approvalId` |
 //! | `approval_resolved` rejected or expired         | `tool-output-denied` (its `tool_execution_end` then maps to nothing) |
 //! | `tool_execution_end`                            | `tool-output-available {output}` or `tool-output-error {errorText}` |
-//! | `message_end` of a user message the run took (a steer; not its prompt) | `data-spool-steer {messageId, text}` |
+//! | `message_end` of a user message the run took (a steer; not its prompt) | `data-spool-steer {messageId, text, files?}` (`files`: `FileUIPart`s) |
 //! | `session.presence` (while the run streams) | `data-spool-presence` (transient: `onData` gets it, the message does not) |
 //! | `agent_end` completed                           | `finish {finishReason: "stop"}` |
 //! | `agent_end` cancelled                           | `abort` |
@@ -151,7 +151,8 @@ pub enum UiChunk {
     },
     /// A user message the run took while it ran (a steer, `POST
     /// /api/sessions/:id/steer`; never the run's prompt, which the client sent): a data
-    /// part (`data-spool-steer`), `{messageId, text}`, `messageId` the stored message's.
+    /// part (`data-spool-steer`), `{messageId, text, files?}`, `messageId` the stored
+    /// message's, `files` its files as `FileUIPart`s (absent when it has none).
     /// The UI message stream has no user-message chunks.
     #[serde(rename = "data-spool-steer")]
     Steer {
@@ -722,12 +723,21 @@ impl FormMapper for AiSdkStream {
 }
 
 /// A steer the run took, as its data part: `usr_<index>`, so a replay names the same
-/// part, with the stored message's id and its text.
+/// part, with the stored message's id, its text and — when it was sent with files —
+/// `files`, each as the AI SDK's own `FileUIPart` (`{type: "file", mediaType, filename,
+/// url}`, `url` Spool's `/api/attachments/{id}`), which a client shows as it shows the
+/// file parts of its own messages.
 fn steer(index: u64, message_id: Option<&MessageId>, message: &Message) -> UiChunk {
-    UiChunk::Steer {
-        id: format!("usr_{index}"),
-        data: serde_json::json!({"messageId": message_id, "text": message.text()}),
+    let mut data = serde_json::json!({"messageId": message_id, "text": message.text()});
+    let files: Vec<serde_json::Value> = message
+        .attachments()
+        .into_iter()
+        .map(|f| serde_json::json!({"type": "file", "mediaType": f.media_type, "filename": f.name, "url": f.url}))
+        .collect();
+    if !files.is_empty() {
+        data["files"] = serde_json::Value::Array(files);
     }
+    UiChunk::Steer { id: format!("usr_{index}"), data }
 }
 
 /// Which shared form a stream follows (the same for every run-following dialect).

@@ -440,6 +440,41 @@ fn a_snapshot_draws_the_steer_the_run_took_and_not_its_prompt() {
     assert!(matches!(chunks[at + 1], UiChunk::TextStart { .. }), "{chunks:?}");
 }
 
+/// A steer sent with files carries them as the AI SDK's `FileUIPart`s (`mediaType`,
+/// `filename`, the URL its owner fetches it from), live and drawn from a snapshot alike.
+#[test]
+fn a_steer_with_files_carries_them_as_file_ui_parts() {
+    let steer = test_frames::user_with_files("echo: look", 0);
+    let frames = frames_from(
+        1,
+        vec![
+            FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() },
+            ev(None, AgentEvent::AgentStart {}),
+            ev(Some(0), AgentEvent::MessageEnd { message: user_text("look around") }),
+            ev(Some(1), AgentEvent::MessageEnd { message: assistant(vec![], StopReason::Stop) }),
+            FrameBody::LoopEvent {
+                run_id: run_id(),
+                message_index: Some(2),
+                message_id: Some("msg_01jd0000000000000000000003".parse().expect("id")),
+                event: AgentEvent::MessageEnd { message: steer.clone() },
+            },
+        ],
+    );
+    let live = steers_chunk(&map_all(&mut AiSdkStream::new(run_id()), &frames));
+    assert_json_snapshot!(live);
+
+    let messages = vec![
+        test_frames::indexed(1, 0, user_text("look around")),
+        test_frames::indexed(2, 1, assistant(vec![], StopReason::Stop)),
+        test_frames::indexed(3, 2, steer),
+    ];
+    let mut state = test_frames::session_state(messages.clone());
+    state.prompt_timings.entry(0).or_default();
+    let run = test_frames::stored_run(RunStatus::Running, None);
+    let (_, drawn) = AiSdkStream::from_snapshot(&run, &state, &messages);
+    assert_eq!(steers_chunk(&drawn), live, "a client that resumes sees the same part");
+}
+
 /// A guardrail's pause before the run's second model call (see `Approval::is_guardrail`).
 fn guardrail() -> Approval {
     Approval {

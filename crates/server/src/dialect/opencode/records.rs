@@ -298,6 +298,31 @@ pub fn message_of_call(messages: &[IndexedMessage], call_id: &str) -> Option<u64
     })
 }
 
+/// A user message's parts: its files as `file` parts, then its text, each named by its
+/// content block (so the live stream and the history name them alike).
+///
+/// A file's `url` is Spool's own `/api/attachments/{id}`, relative: the SDK types it as
+/// any string (OpenCode itself stores the `data:` or `file://` URL a client sent), and
+/// Spool does not know the address it is reached at behind a proxy, so a client resolves
+/// it against the server it talks to and fetches it with the same credentials. Sent
+/// back in a prompt, the same URL names the same attachment.
+pub fn user_parts(scope: &Scope, index: u64, content: &[Content]) -> Vec<Part> {
+    content
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let kind = match c {
+                Content::Text { text } => PartKind::Text { text: text.clone(), time: None },
+                Content::File { name, media_type, url, .. } => {
+                    PartKind::File { mime: media_type.clone(), filename: name.clone(), url: url.clone() }
+                }
+                Content::Thinking { .. } | Content::ToolCall { .. } => return None,
+            };
+            Some(scope.part(index, ids::content_part(i), kind))
+        })
+        .collect()
+}
+
 /// Committed messages (ascending by index) as OpenCode's message list, the steps'
 /// snapshots from `trees`.
 pub fn history(
@@ -312,18 +337,7 @@ pub fn history(
         match &m.message {
             Message::User { content, timestamp } => {
                 parent = Some(m.index);
-                let parts = content
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, c)| match c {
-                        Content::Text { text } => Some(scope.part(
-                            m.index,
-                            ids::content_part(i),
-                            PartKind::Text { text: text.clone(), time: None },
-                        )),
-                        _ => None,
-                    })
-                    .collect();
+                let parts = user_parts(scope, m.index, content);
                 out.push(MessageWithParts { info: scope.user_info(m.index, *timestamp, model), parts });
             }
             Message::Assistant { content, stop_reason, usage, model, error_message, timestamp } => {

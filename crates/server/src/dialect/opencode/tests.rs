@@ -119,7 +119,11 @@ fn run(mapper: &mut Mapper, inputs: Vec<In>) -> Vec<Event> {
 }
 
 fn user_turn(prompt: &str) -> Vec<In> {
-    let user = Message::user_text(prompt, T0);
+    user_turn_of(Message::user_text(prompt, T0))
+}
+
+/// The run's opening, up to its user message `user` (index 0) committed.
+fn user_turn_of(user: Message) -> Vec<In> {
     vec![
         body(FrameBody::RunAccepted { request_id: "req-1".into(), run_id: run_id() }),
         busy_state(),
@@ -605,6 +609,52 @@ fn a_client_joining_mid_run_folds_the_same_history() {
     let events = run(&mut mapper, inputs);
     let history = serde_json::to_value(records::history(&scope(), &m, None, &Default::default())).expect("serializes");
     assert_eq!(fold(&events), without_times(history));
+}
+
+/// A prompt's files are `file` parts of its user message, before its text part: on the
+/// stream when the message is announced, in the history, and replayed to a client that
+/// joins mid-run; what a client folds from the stream is the history.
+#[test]
+fn a_prompts_files_are_file_parts_live_in_the_history_and_on_a_join() {
+    let user = test_frames::user_with_files("echo: look", T0);
+    let answer = assistant(vec![text("look")], Some(StopReason::Stop), usage(), None);
+    let mut inputs = user_turn_of(user.clone());
+    inputs.extend([
+        ev(Some(1), AgentEvent::MessageStart { message: assistant(vec![], None, Usage::default(), None) }),
+        delta(1, StreamDelta::TextStart { content_index: 0 }),
+        delta(1, StreamDelta::TextDelta { content_index: 0, offset: 0, delta: "look".into() }),
+        delta(1, StreamDelta::TextEnd { content_index: 0 }),
+        ev(Some(1), AgentEvent::MessageEnd { message: answer.clone() }),
+        ev(None, AgentEvent::TurnEnd {}),
+    ]);
+    inputs.extend(settle("completed"));
+    let events = run(&mut Mapper::new(scope()), inputs);
+
+    let msg = |index: u64, message: Message| IndexedMessage { id: MessageId::new(), index, message };
+    let messages = vec![msg(0, user), msg(1, answer)];
+    let history = records::history(&scope(), &messages, None, &Default::default());
+    let history = serde_json::to_value(&history).expect("serializes");
+    assert_eq!(fold(&events), without_times(history.clone()));
+    // The user message as `GET /session/:id/message` lists it (the wire shape).
+    assert_json_snapshot!(history[0]);
+    let kinds: Vec<&str> =
+        history[0]["parts"].as_array().expect("parts").iter().map(|p| p["type"].as_str().expect("type")).collect();
+    assert_eq!(kinds, ["file", "file", "text"], "the files first, as the prompt sent them");
+
+    // A client joining while the answer streams is sent the same parts.
+    let mut s = initial_state(session(), messages[..1].to_vec(), 1);
+    s.status = SessionStatus::Busy;
+    s.active_run = Some(ActiveRun { run_id: run_id(), request_id: "req-1".into(), status: RunStatus::Running });
+    let joined =
+        run(&mut Mapper::new(scope()).run_start(Some(0)), vec![body(FrameBody::Snapshot { state: Box::new(s) })]);
+    let sent: Vec<Value> = joined
+        .iter()
+        .filter_map(|e| match e {
+            Event::PartUpdated { part, .. } => Some(serde_json::to_value(part).expect("serializes")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(json!(sent), history[0]["parts"]);
 }
 
 // ---- records ---------------------------------------------------------------------------

@@ -269,6 +269,11 @@ pub enum PartKind {
     },
     #[serde(rename = "reasoning")]
     Reasoning { text: String, time: PartTime },
+    /// A file the user sent with the message (`FilePart`): `url` is Spool's
+    /// `/api/attachments/{id}`, relative to the server the client talks to, fetched with
+    /// the same credentials as the rest of the API (see `records::user_parts`).
+    #[serde(rename = "file")]
+    File { mime: String, filename: String, url: String },
     #[serde(rename = "tool")]
     Tool {
         #[serde(rename = "callID")]

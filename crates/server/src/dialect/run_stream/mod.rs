@@ -35,7 +35,7 @@
 //! | `tool_execution_start`                          | `tool_started {callId, tool}` |
 //! | `tool_execution_end`                            | `tool_finished {callId, tool, status, summary}` |
 //! | `approval_requested`                            | `interrupt {interruptId, payload}` |
-//! | `message_end` of a user message the run took while running (a steer; not its prompt) | `user_message {messageId, text}` |
+//! | `message_end` of a user message the run took while running (a steer; not its prompt) | `user_message {messageId, text, files?}` |
 //! | `agent_end` completed, then the next `session.state` | `done {messageId}` (the state names the stored message) |
 //! | `agent_end` failed / cancelled                  | `error {code, message}` that `agent_end` carries |
 //! | `session.presence` (after `run_started`, before the end) | `presence {runId, viewers, answerers, visible, clients}`, unnumbered |
@@ -58,6 +58,7 @@ use crate::dialect::shared::FormMapper;
 use bytes::Bytes;
 use serde::Serialize;
 use spool_engine::RunCount;
+use spool_protocol::api::AttachmentInfo;
 use spool_protocol::frame::{Frame, FrameBody, SessionState, ToolExecution, ToolStatus};
 use spool_protocol::time::Millis;
 use spool_protocol::{
@@ -132,9 +133,16 @@ pub enum RunEventBody {
     /// A user message the run took while it ran (a steer, `POST
     /// /api/sessions/:id/steer`): the model's next request holds it. Seed 003 has no
     /// user event (the client sent its prompt); this one is Spool's, and a client that
-    /// does not know it skips it.
+    /// does not know it skips it. `files`: the files sent with it, as `POST /api/uploads`
+    /// answers them (`url` fetches the bytes with the owner's credentials), left out
+    /// when there are none.
     #[serde(rename_all = "camelCase")]
-    UserMessage { message_id: Option<MessageId>, text: String },
+    UserMessage {
+        message_id: Option<MessageId>,
+        text: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        files: Vec<AttachmentInfo>,
+    },
     /// The run completed; `messageId` is its final assistant message as stored.
     #[serde(rename_all = "camelCase")]
     Done { message_id: Option<MessageId> },
@@ -161,6 +169,9 @@ pub enum RunEventBody {
 pub struct RunSteer {
     pub message_id: MessageId,
     pub text: String,
+    /// The files sent with it, as its `user_message` event has them; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<AttachmentInfo>,
 }
 
 /// A tool call of the run, as a snapshot shows it: `running` from its call until its
@@ -378,9 +389,11 @@ impl RunStream {
                     self.waiting = Some(approval.id.clone());
                     interrupt(approval)
                 }
-                AgentEvent::MessageEnd { message: message @ Message::User { .. } } => {
-                    RunEventBody::UserMessage { message_id: message_id.clone(), text: message.text() }
-                }
+                AgentEvent::MessageEnd { message: message @ Message::User { .. } } => RunEventBody::UserMessage {
+                    message_id: message_id.clone(),
+                    text: message.text(),
+                    files: message.attachments(),
+                },
                 // Failed or cancelled (a completed run's end is the `state` frame after it).
                 AgentEvent::AgentEnd { status, error, .. } => {
                     self.finished = true;
@@ -454,7 +467,7 @@ impl RunStream {
             tools: run_tools(span, messages, &state.tool_executions, pending, started),
             steers: run_messages(span, messages)
                 .filter(|m| m.message.is_user())
-                .map(|m| RunSteer { message_id: m.id.clone(), text: m.message.text() })
+                .map(|m| RunSteer { message_id: m.id.clone(), text: m.message.text(), files: m.message.attachments() })
                 .collect(),
         };
         let mut events = vec![fold.event(snapshot_at, snapshot)];

@@ -393,8 +393,40 @@ fn a_snapshot_holds_what_the_run_did_after_a_steer_and_not_the_next_run() {
     let (_, events) = RunStream::from_snapshot(&run(RunStatus::Completed, None), &s, &messages, Numbering::After(0));
     let RunEventBody::Snapshot { text, steers, .. } = &events[0].body else { panic!("a snapshot first: {events:?}") };
     assert_eq!(text, "Looking. Noted.");
-    assert_eq!(steers, &[RunSteer { message_id: messages[2].id.clone(), text: "mind the tests".into() }]);
+    let steer = RunSteer { message_id: messages[2].id.clone(), text: "mind the tests".into(), files: vec![] };
+    assert_eq!(steers, &[steer]);
     assert_eq!(events[1].body, RunEventBody::Done { message_id: Some(messages[3].id.clone()) });
+}
+
+/// A steer sent with files: its `user_message` event lists them (the attachment records,
+/// each with the URL its owner fetches it from), and so does a snapshot's `steers`.
+#[test]
+fn a_steer_with_files_lists_them_live_and_in_a_snapshot() {
+    let with_files = test_frames::user_with_files("mind the tests", 1);
+    let mut frames = steered_run_frames();
+    for f in &mut frames {
+        if let FrameBody::LoopEvent { event: AgentEvent::MessageEnd { message }, .. } = &mut f.body
+            && message.text() == "mind the tests"
+        {
+            *message = with_files.clone();
+        }
+    }
+    let events = map_all(&mut RunStream::new(run_id()), &frames);
+    let steer = events.iter().find(|e| e.kind() == "user_message").expect("the steer");
+    assert_json_snapshot!(steer);
+
+    let messages = vec![
+        indexed(10, 0, Message::user_text("look around", 1)),
+        indexed(11, 1, assistant("Looking. ", StopReason::ToolUse)),
+        indexed(12, 2, with_files.clone()),
+    ];
+    let mut s = state(messages.clone(), Some(RunStatus::Running));
+    s.prompt_timings.insert(0, spool_protocol::frame::PromptTiming { user_message_index: 0, ..Default::default() });
+    let (_, events) = RunStream::from_snapshot(&run(RunStatus::Running, None), &s, &messages, Numbering::After(0));
+    let RunEventBody::Snapshot { steers, .. } = &events[0].body else { panic!("a snapshot first: {events:?}") };
+    assert_eq!(steers[0].files, with_files.attachments());
+    let RunEventBody::UserMessage { files, .. } = &steer.body else { panic!("a user message: {steer:?}") };
+    assert_eq!(&steers[0].files, files, "the snapshot lists what the event did");
 }
 
 #[test]

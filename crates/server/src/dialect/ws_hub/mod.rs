@@ -6,7 +6,7 @@
 //! | native frame                         | hub event |
 //! |--------------------------------------|-----------|
 //! | `run.accepted`                       | `agent.status` `running` |
-//! | `message_end` (user, assistant)      | `message.created` (not for a queued prompt, announced when queued) |
+//! | `message_end` (user, assistant)      | `message.created` (not for a queued prompt, announced when queued; a user message's files as `attachments`) |
 //! | `message_update` `text_delta`        | `message.streaming` (the delta at its offset; the text so far in the content form) |
 //! | `message_update` `thinking_delta`    | `agent.thinking` (the delta at its offset; the block so far in the content form) |
 //! | `message_start` (assistant), retries, compaction | `agent.activity` |
@@ -18,7 +18,7 @@
 //! | `session_title`                      | `channel.updated` (`channel_id`, `title`) |
 //! | `todo_write`                         | `agent.todo_write` (the whole list) |
 //! | `session.git` (the git poller)       | `channel.updated` with branch, commit, diff additions/deletions |
-//! | `session.queue` (a prompt queued / a run took queued messages / one was removed) | `message.created` with `is_processed: false` / `messages.processed` / `message.deleted` |
+//! | `session.queue` (a prompt queued / a run took queued messages / one was removed) | `message.created` with `is_processed: false` (its files as `attachments`) / `messages.processed` / `message.deleted` |
 //! | `session.presence` (who is on the session changed)  | `channel.presence` (Spool's own: `viewers`, `answerers`, `visible`, `clients`) |
 //!
 //! Each frame gives at most one event, so a cursor names a point between events and
@@ -44,7 +44,9 @@ pub(crate) mod routes;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use spool_protocol::api::AttachmentInfo;
 use spool_protocol::frame::{Frame, FrameBody, QueueChange};
+use spool_protocol::hub::MessageAttachment;
 use spool_protocol::time::Millis;
 use spool_protocol::{
     AgentEvent, Approval, ApprovalKind, Message, MessageId, ProjectId, SessionId, StopReason, StreamDelta, Usage,
@@ -267,7 +269,7 @@ pub fn map_frame(frame: &Frame, tally: &mut RunTally, author: &Author, now: Mill
 /// processed (`messages.processed` follows when a run takes it, `message.deleted` if it
 /// is removed first).
 fn queued_created(queued: &spool_protocol::frame::QueuedMessage, author: &Author) -> Value {
-    json!({
+    let data = json!({
         "msg_id": queued.id,
         "author_id": author.id,
         "author_name": author.name,
@@ -278,7 +280,28 @@ fn queued_created(queued: &spool_protocol::frame::QueuedMessage, author: &Author
         "trigger_msg_id": null,
         "thread_id": null,
         "role": "user",
-    })
+    });
+    with_attachments(data, &queued.files)
+}
+
+/// `message.created`'s `data` with the user message's files as `attachments` (each file's
+/// id, name, media type, size and URL), in the order sent; without the field when the
+/// message has none, so a message without files reads as the seed's.
+fn with_attachments(mut data: Value, files: &[AttachmentInfo]) -> Value {
+    if !files.is_empty() {
+        let attachments: Vec<MessageAttachment> = files
+            .iter()
+            .map(|f| MessageAttachment {
+                id: f.id.to_string(),
+                name: f.name.clone(),
+                media_type: f.media_type.clone(),
+                size: f.size,
+                url: f.url.clone(),
+            })
+            .collect();
+        data["attachments"] = serde_json::to_value(attachments).expect("attachments are plain data");
+    }
+    data
 }
 
 /// Where a loop event stands: its session, its run, and the message it belongs to.
@@ -318,24 +341,22 @@ fn loop_event(
                         return None;
                     }
                 }
-                (
-                    MESSAGE_CREATED,
-                    json!({
-                        "msg_id": at.message_id,
-                        "author_id": author.id,
-                        "author_name": author.name,
-                        "content": message.text(),
-                        "is_bot": false,
-                        // Committed as its run takes it.
-                        "is_processed": true,
-                        "priority": 0,
-                        "trigger_msg_id": null,
-                        "thread_id": null,
-                        "message_index": index,
-                        "role": "user",
-                        "run_id": run_id,
-                    }),
-                )
+                let data = json!({
+                    "msg_id": at.message_id,
+                    "author_id": author.id,
+                    "author_name": author.name,
+                    "content": message.text(),
+                    "is_bot": false,
+                    // Committed as its run takes it.
+                    "is_processed": true,
+                    "priority": 0,
+                    "trigger_msg_id": null,
+                    "thread_id": null,
+                    "message_index": index,
+                    "role": "user",
+                    "run_id": run_id,
+                });
+                (MESSAGE_CREATED, with_attachments(data, &message.attachments()))
             }
             Message::Assistant { model, stop_reason, .. } => {
                 tally.model = Some(model.clone());

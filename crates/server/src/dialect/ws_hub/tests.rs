@@ -362,3 +362,37 @@ fn a_queued_message_is_created_unprocessed_then_processed_or_deleted() {
     assert_eq!((deleted.kind, deleted.channel_id.as_str()), (MESSAGE_DELETED, sid().as_str()));
     assert_eq!(deleted.data, json!({"msg_id": second}));
 }
+
+/// A user message's files ride on its `message.created` as `attachments` (id, name,
+/// media type, size, URL), committed or queued, true to the payload schema publishers
+/// are held to; a message without files has no such field, as in the seed.
+#[test]
+fn a_user_messages_files_are_the_attachments_of_its_message_created() {
+    let user = test_frames::user_with_files("echo: look", 1_764_000_000_000);
+    let mut tally = RunTally::default();
+    let mut end = |seq, message| {
+        let body = ev(Some(0), AgentEvent::MessageEnd { message });
+        map_frame(&frame(seq, body), &mut tally, &author(), NOW).expect("message.created")
+    };
+    let created = end(60, user.clone());
+    assert_eq!((created.kind, &created.data["content"]), (MESSAGE_CREATED, &json!("echo: look")));
+    spool_protocol::hub::HubEventType::MessageCreated.parse(created.data.clone()).expect("true to its schema");
+    assert_json_snapshot!(created.data["attachments"]);
+    assert_eq!(end(61, Message::user_text("no files", 1_764_000_000_000)).data.get("attachments"), None);
+
+    // The same files on a prompt that waits in the queue.
+    let files = user.attachments();
+    let id: MessageId = "msg_01jd0000000000000000000033".parse().unwrap();
+    let queued = spool_protocol::frame::QueuedMessage {
+        id: id.clone(),
+        request_id: "req-files".into(),
+        text: "echo: look".into(),
+        created_at: NOW,
+        files,
+    };
+    let body = FrameBody::Queue { queue: vec![queued], change: QueueChange::Added { message_id: id }, paused: false };
+    let added = map_frame(&frame(62, body), &mut RunTally::default(), &author(), NOW).expect("message.created");
+    assert_eq!((added.kind, &added.data["is_processed"]), (MESSAGE_CREATED, &json!(false)));
+    spool_protocol::hub::HubEventType::MessageCreated.parse(added.data.clone()).expect("true to its schema");
+    assert_eq!(added.data["attachments"], created.data["attachments"]);
+}

@@ -4,7 +4,7 @@
 //! |------------------------------------------|------------------------------------------------------|
 //! | `session.state` busy / idle              | `session.status` busy / idle (+ `session.idle`)       |
 //! | `session.state` with a changed session   | `session.updated`                                     |
-//! | `message_end` of a user message          | `message.updated` + its `text` parts                  |
+//! | `message_end` of a user message          | `message.updated` + its `file` and `text` parts       |
 //! | `message_start` of an assistant message  | `message.updated` + `step-start`                      |
 //! | `text_start` / `thinking_start`          | `message.part.updated` (`text` / `reasoning`, empty)  |
 //! | `text_delta` / `thinking_delta`          | `message.part.delta` (`field: "text"`)                |
@@ -42,7 +42,7 @@
 
 use super::ids;
 use super::records::{
-    Scope, Trees, complete, finish_reason, is_question, permission, question, step_finish, tool_input,
+    Scope, Trees, complete, finish_reason, is_question, permission, question, step_finish, tool_input, user_parts,
 };
 use super::wire::*;
 use spool_protocol::event::offset_len;

@@ -153,11 +153,8 @@ impl Mapper {
                 let model = self.session.as_ref().and_then(|s| s.model.as_deref());
                 let info = self.scope.user_info(index, *timestamp, model);
                 out.push(Event::MessageUpdated { session_id: self.sid(), info });
-                for (i, c) in content.iter().enumerate() {
-                    if let Content::Text { text } = c {
-                        let kind = PartKind::Text { text: text.clone(), time: None };
-                        out.push(self.part_updated(self.scope.part(index, ids::content_part(i), kind), now, None));
-                    }
+                for part in user_parts(&self.scope, index, content) {
+                    out.push(self.part_updated(part, now, None));
                 }
             }
             Message::Assistant { content, stop_reason, usage, model, error_message, timestamp } => {
