@@ -1,8 +1,8 @@
 // Every OpenCode event Spool sends, checked against the `@opencode-ai/sdk` types (issue
 // 37: "a published schema that Spool's own events break is a failing test"). One scripted
-// session goes through text, thinking, a tool call with output (bash, approved), a
-// rejected approval, a question, todos, a queued prompt deleted, a cancelled run and a
-// title; every event of `/event` and of `/global/event` is collected and validated
+// session goes through text, thinking, a prompt with a file, a tool call with output
+// (bash, approved), a rejected approval, a question, todos, a queued prompt deleted, a
+// cancelled run and a title; every event of `/event` and of `/global/event` is collected and validated
 // against JSON Schemas generated from the SDK's own `.d.ts` types
 // (`conformance/spool-events.d.ts`), strictly: no field the SDK does not declare.
 //
@@ -105,9 +105,9 @@ test("every /event and /global/event event of a scripted session matches the SDK
     await feed.waitFor((e) => e.type === "server.connected", "server.connected")
     await global.waitFor((e) => e.type === "server.connected", "server.connected on /global/event")
     let settled = 0
-    /** Prompts and waits for the session to settle (its next `session.idle`). */
-    const run = async (text, during = async () => {}) => {
-      await client.session.promptAsync({ sessionID, parts: [{ type: "text", text }] })
+    /** Prompts (`files` before the text) and waits for the session to settle (its next `session.idle`). */
+    const run = async (text, during = async () => {}, files = []) => {
+      await client.session.promptAsync({ sessionID, parts: [...files, { type: "text", text }] })
       await during()
       const want = ++settled
       await feed.waitFor(() => feed.events.filter(idle).length >= want, `session.idle #${want} after ${text}`)
@@ -115,6 +115,9 @@ test("every /event and /global/event event of a scripted session matches the SDK
 
     // Text and thinking.
     await run("think: weighing the options carefully | the answer is here")
+    // A prompt with a file: its user message's `file` part.
+    const notes = { type: "file", mime: "text/plain", filename: "notes.txt", url: `data:text/plain;base64,${Buffer.from("a note\n").toString("base64")}` }
+    await run("echo: read it", async () => {}, [notes])
     // A tool call with output, approved; then one rejected.
     const permission = async (reply) => {
       const asked = await feed.waitFor(
@@ -152,7 +155,7 @@ test("every /event and /global/event event of a scripted session matches the SDK
   }
 
   const seen = new Set(feed.events.map((e) => (e.type === "message.part.updated" ? `part:${e.properties.part.type}` : e.type)))
-  for (const kind of ["message.part.delta", "part:reasoning", "part:text", "part:tool", "part:step-start", "part:step-finish", "permission.asked", "permission.replied", "question.asked", "question.replied", "todo.updated", "session.updated", "session.status", "message.updated"]) {
+  for (const kind of ["message.part.delta", "part:reasoning", "part:text", "part:file", "part:tool", "part:step-start", "part:step-finish", "permission.asked", "permission.replied", "question.asked", "question.replied", "todo.updated", "session.updated", "session.status", "message.updated"]) {
     assert.ok(seen.has(kind), `the session sent ${kind}: ${[...seen]}`)
   }
   const finishes = feed.events.filter((e) => e.type === "message.part.updated" && e.properties.part.type === "step-finish")

@@ -13,13 +13,16 @@ import assert from "node:assert/strict"
 import { readFile } from "node:fs/promises"
 import path from "node:path"
 import { createHash } from "node:crypto"
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
 import { createOpencodeClient } from "@opencode-ai/sdk"
 import { createOpencodeClient as createOpencodeClientV2 } from "@opencode-ai/sdk/v2"
-import { WAIT_MS, workspace } from "../support/spool.mjs"
+import { BIN, WAIT_MS, startSpool, workspace } from "../support/spool.mjs"
 
 // Each test's project is a fresh directory of `work`; Spool registers it on first use.
 const work = workspace("spool-opencode-")
 let baseUrl
+const run = promisify(execFile)
 
 before(async () => {
   ;({ baseUrl } = await work.serve())
@@ -588,22 +591,60 @@ test("fork, revert and unrevert through the SDK", async () => {
   assert.equal(again.revert, undefined, "nothing pending: the session as it is")
 })
 
-test("root client: a file part (a data URL) reaches the model; a file:// URL is refused", async () => {
+test("root client: a file part (a data URL) reaches the model and comes back as a file part whose URL gives the bytes to the token; a file:// URL is refused", async () => {
+  // Auth on, as a server anyone else can reach has it: a token made before it starts.
+  const dataDir = await work.project("files-data")
+  const { stdout } = await run(BIN, ["token", "create", "--user", "alice", "--data-dir", dataDir])
+  const auth = { authorization: `Bearer ${stdout.trim()}` }
   const directory = await work.project("files")
-  const client = createOpencodeClient({ baseUrl, directory })
-  const { data: session } = await client.session.create({ body: { title: "files" } })
-  const log = Buffer.from("line one\n")
-  const file = { type: "file", mime: "text/plain", filename: "app.log", url: `data:text/plain;base64,${log.toString("base64")}` }
-  const { data: answer, response } = await client.session.prompt({
-    path: { id: session.id },
-    body: { parts: [file, { type: "text", text: "echo: seen" }] },
-  })
-  assert.equal(response.status, 200)
-  const sha = createHash("sha256").update(log).digest("hex")
-  assert.equal(storedText(answer), `Received app.log (text/plain, 9 bytes, sha256 ${sha.slice(0, 8)}…, bytes match)\nseen`)
+  const server = await startSpool(dataDir, ["--workspace-root", path.dirname(directory)])
+  try {
+    const client = createOpencodeClient({ baseUrl: server.baseUrl, directory, headers: auth })
+    const { data: session } = await client.session.create({ body: { title: "files" } })
+    const controller = new AbortController()
+    const feed = watch(await client.event.subscribe({ signal: controller.signal }), controller)
+    await feed.waitFor((e) => e.type === "server.connected", 0, "server.connected")
+    const log = Buffer.from("line one\n")
+    const file = { type: "file", mime: "text/plain", filename: "app.log", url: `data:text/plain;base64,${log.toString("base64")}` }
+    const { data: answer, response } = await client.session.prompt({
+      path: { id: session.id },
+      body: { parts: [file, { type: "text", text: "echo: seen" }] },
+    })
+    assert.equal(response.status, 200)
+    const sha = createHash("sha256").update(log).digest("hex")
+    assert.equal(storedText(answer), `Received app.log (text/plain, 9 bytes, sha256 ${sha.slice(0, 8)}…, bytes match)\nseen`)
 
-  const local = { ...file, url: "file:///home/me/app.log" }
-  const refused = await client.session.prompt({ path: { id: session.id }, body: { parts: [local, { type: "text", text: "look" }] } })
-  assert.equal(refused.response.status, 400)
-  assert.equal(refused.error.error.code, "unsupported_file_url")
+    // The history holds the prompt as OpenCode holds one: its file part, then its text.
+    const { data: messages } = await client.session.messages({ path: { id: session.id } })
+    const user = messages.find((m) => m.info.role === "user")
+    assert.deepEqual(user.parts.map((p) => p.type), ["file", "text"])
+    const [part] = user.parts
+    assert.deepEqual(
+      { mime: part.mime, filename: part.filename, sessionID: part.sessionID, messageID: part.messageID },
+      { mime: "text/plain", filename: "app.log", sessionID: session.id, messageID: user.info.id },
+    )
+    // Spool's own URL, relative to the server: the token gets the bytes back, nobody else.
+    assert.match(part.url, /^\/api\/attachments\/att_/)
+    const url = new URL(part.url, server.baseUrl)
+    const fetched = await fetch(url, { headers: auth })
+    assert.equal(fetched.status, 200)
+    assert.deepEqual(Buffer.from(await fetched.arrayBuffer()), log)
+    assert.equal((await fetch(url)).status, 401)
+
+    // `/event` announced the same part with the user message.
+    const live = await feed.waitFor(
+      (e) => e.type === "message.part.updated" && e.properties.part.type === "file",
+      0,
+      "the file part",
+    )
+    assert.deepEqual(live.event.properties.part, part)
+    await feed.close()
+
+    const local = { ...file, url: "file:///home/me/app.log" }
+    const refused = await client.session.prompt({ path: { id: session.id }, body: { parts: [local, { type: "text", text: "look" }] } })
+    assert.equal(refused.response.status, 400)
+    assert.equal(refused.error.error.code, "unsupported_file_url")
+  } finally {
+    await server.stop()
+  }
 })
