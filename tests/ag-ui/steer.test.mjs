@@ -2,12 +2,14 @@
 // running run (`POST /api/sessions/:id/steer`) arrives in the run's AG-UI stream as a
 // user text message, where the run took it, and the agent's messages hold it before
 // the answer to it — as the server stored them. The client's own prompt is not sent
-// back. SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
+// back. A steer's files ride on its TEXT_MESSAGE_START as AG-UI content parts, which
+// the client keeps in the message's metadata. SPOOL_BIN names the binary (default: target/debug/spool at the repository root).
 
 import { test, before } from "node:test"
 import assert from "node:assert/strict"
 import { randomUUID } from "node:crypto"
 import { HttpAgent } from "@ag-ui/client"
+import { ContentPartSchema, EventSchemas } from "@ag-ui/core/schemas"
 import { workspace } from "../support/spool.mjs"
 
 const work = workspace("spool-ag-ui-steer-")
@@ -75,4 +77,32 @@ test("a steer sent while the run waits at an approval shows in the stream that a
   const kept = await stored(agent.state.sessionId)
   assert.deepEqual(kept.map(([role]) => role), ["user", "assistant", "toolResult", "user", "assistant"])
   assert.equal(kept[3][1], "echo: after the write")
+})
+
+test("a steer sent with a file shows as a user message carrying it as an AG-UI content part whose URL gives the bytes", async () => {
+  const agent = new HttpAgent({ url: `${baseUrl}/api/ag-ui` })
+  say(agent, `tool: write ${JSON.stringify({ path: "with-file.txt", content: "x" })}`)
+  await agent.runAgent({ forwardedProps: { projectId } })
+  assert.equal(agent.pendingInterrupts.length, 1)
+  const log = Buffer.from("line one\n")
+  const file = { type: "file", url: `data:text/plain;base64,${log.toString("base64")}`, name: "app.log" }
+  await api("POST", `/api/sessions/${agent.state.sessionId}/steer`, { text: "echo: read it", parts: [file] })
+  const events = []
+  const resume = agent.pendingInterrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: { approved: true } }))
+  await agent.runAgent({ forwardedProps: { projectId }, resume }, { onEvent: ({ event }) => events.push(event) })
+
+  const start = events.find((e) => e.type === "TEXT_MESSAGE_START" && e.role === "user")
+  assert.ok(EventSchemas.safeParse(start).success, JSON.stringify(start))
+  const steer = agent.messages.find((m) => m.id === start.messageId)
+  assert.equal(steer.content, "echo: read it")
+  const [part] = steer.metadata.spool.files
+  assert.ok(ContentPartSchema.safeParse(part).success, JSON.stringify(part))
+  assert.deepEqual(
+    { type: part.type, source: { type: part.source.type, mimeType: part.source.mimeType }, filename: part.metadata.filename },
+    { type: "document", source: { type: "url", mimeType: "text/plain" }, filename: "app.log" },
+  )
+  const fetched = await fetch(new URL(part.source.value, baseUrl))
+  assert.equal(fetched.status, 200)
+  assert.deepEqual(Buffer.from(await fetched.arrayBuffer()), log)
+  assert.match(agent.messages.at(-1).content, /^Received app\.log \(text\/plain, 9 bytes/)
 })

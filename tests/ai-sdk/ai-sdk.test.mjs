@@ -252,6 +252,30 @@ test("a steer the run takes after an approval is a data-spool-steer part of the 
   assert.equal(after, "and then this")
 })
 
+test("a steer sent with a file carries it in its data-spool-steer part as a FileUIPart whose URL gives the bytes", async () => {
+  const transport = spoolTransport()
+  const chatId = generateId()
+  const { messages, asked, part } = await askToWrite(transport, chatId, "steered-file.txt")
+  const run = await api("GET", `/api/runs/${asked.id}`)
+  const log = Buffer.from("line one\n")
+  const file = { type: "file", url: `data:text/plain;base64,${log.toString("base64")}`, name: "app.log" }
+  await api("POST", `/api/sessions/${run.sessionId}/steer`, { text: "echo: read it", parts: [file] })
+
+  const answered = respond(asked, part.approval.id, true)
+  messages[messages.length - 1] = answered
+  const done = await assemble(await transport.sendMessages({ chatId, messages, trigger: "submit-message" }), answered)
+  const steer = done.parts.find((p) => p.type === "data-spool-steer")
+  assert.equal(steer.data.text, "echo: read it")
+  const [sent] = steer.data.files
+  assert.deepEqual(
+    { type: sent.type, mediaType: sent.mediaType, filename: sent.filename },
+    { type: "file", mediaType: "text/plain", filename: "app.log" },
+  )
+  const fetched = await fetch(new URL(sent.url, baseUrl))
+  assert.equal(fetched.status, 200)
+  assert.deepEqual(Buffer.from(await fetched.arrayBuffer()), log)
+})
+
 test("a question is a tool call the client answers with addToolOutput, once", async () => {
   const asked = []
   const chat = new Chat({

@@ -88,8 +88,9 @@ async fn a_whole_session(server: &TestServer) -> Vec<Value> {
 
     // A prompt with a file: its `message.created` lists it under `attachments`.
     let file = json!({"type": "file", "url": "data:text/plain;base64,bGluZSBvbmUK", "name": "app.log"});
-    let (status, body) =
-        server.post(&format!("/api/sessions/{session}/prompt"), json!({"text": "echo: seen", "parts": [file]})).await;
+    let (status, body) = server
+        .post(&format!("/api/sessions/{session}/prompt"), json!({"text": "echo: seen", "parts": [file.clone()]}))
+        .await;
     assert_eq!(status, 202, "{body}");
     let with_file = |e: &Value| e["type"] == "message.created" && e["data"]["attachments"].is_array();
     let created = until(&mut ws, &mut seen, with_file).await;
@@ -125,12 +126,17 @@ async fn a_whole_session(server: &TestServer) -> Vec<Value> {
     server.start_run(&session, &format!("tool: write {}", json!({"path": "a.txt", "content": "x"}))).await;
     let parked = until(&mut ws, &mut seen, is("gate.approval_requested")).await;
     let mut queued = Vec::new();
-    for text in ["echo: never", "echo: kept"] {
-        let (status, body) =
-            server.post(&format!("/api/sessions/{session}/prompt"), json!({"text": text, "queue": true})).await;
+    for (text, parts) in [("echo: never", json!([])), ("echo: kept", json!([file]))] {
+        let body = json!({"text": text, "queue": true, "parts": parts});
+        let (status, body) = server.post(&format!("/api/sessions/{session}/prompt"), body).await;
         assert_eq!(status, 202, "{body}");
         queued.push(body["messageId"].as_str().expect("messageId").to_owned());
     }
+    // The one queued with a file is announced with it.
+    let kept = |e: &Value| e["type"] == "message.created" && e["data"]["msg_id"] == json!(queued[1]);
+    let announced = until(&mut ws, &mut seen, kept).await;
+    assert_eq!(announced["data"]["is_processed"], false);
+    assert_eq!(announced["data"]["attachments"][0]["name"], "app.log", "{announced}");
     let (status, _) = server.delete(&format!("/api/messages/{}", queued[0])).await;
     assert_eq!(status, 204);
     until(&mut ws, &mut seen, is("message.deleted")).await;
