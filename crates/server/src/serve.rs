@@ -38,10 +38,12 @@
 //! client picks HTTP/2 or HTTP/1.1 by ALPN. HTTP/2's extended CONNECT (WebSocket over
 //! HTTP/2) is not enabled: a WebSocket takes an HTTP/1.1 connection of its own.
 //!
-//! Event streams: a plain-TCP connection whose first request is an HTTP/1.1 `GET` for
-//! `text/event-stream` is answered by [`event_stream`] instead of hyper, so that an idle
-//! subscriber holds a few KiB instead of hyper's buffers; everything else goes to hyper
-//! with the bytes read so far put back.
+//! Event streams: an HTTP/1.1 `GET` for `text/event-stream` is answered by
+//! [`event_stream`] instead of hyper, so that an idle subscriber holds a few KiB instead
+//! of hyper's buffers: as a connection's first request (plain TCP, or TLS without ALPN
+//! `h2`), and between the requests of a keep-alive connection that hyper serves
+//! ([`keep_alive`]). Everything else goes to hyper with the bytes read so far put back.
+//! An HTTP/2 connection (ALPN `h2`, or the preface in the clear) is hyper's to the end.
 //!
 //! Shutdown: when the `shutdown` token fires the loop stops accepting, every connection
 //! is asked to close after its in-flight requests, and after [`SHUTDOWN_GRACE`] the rest
@@ -50,6 +52,7 @@
 
 mod event_stream;
 mod idle;
+mod keep_alive;
 
 use crate::tls::TlsConfig;
 use axum::Router;
@@ -57,17 +60,21 @@ use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::http::Request;
 use axum::http::request::Parts;
-use event_stream::{Rewind, Sniffed};
+use event_stream::{Parsed, Sniffed};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use idle::{Counted, Streams};
+use keep_alive::{Rewind, Tracked, Watch};
 use spool_engine::metrics::Metrics;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -145,6 +152,11 @@ pub async fn serve_with(
         .keep_alive_interval(limits.header_timeout)
         .keep_alive_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
+    // The same HTTP/1.1 settings, for connections served request by request
+    // (`run_http1`); the auto builder cannot hand a connection back.
+    let mut h1 = http1::Builder::new();
+    h1.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    let h1 = Arc::new(h1);
     let acceptor = tls.as_ref().map(TlsConfig::acceptor);
     let connections = TaskTracker::new();
     let hard_stop = CancellationToken::new();
@@ -176,6 +188,7 @@ pub async fn serve_with(
             deadline,
             slot,
             builder: builder.clone(),
+            h1: h1.clone(),
             app: app.clone(),
             shutdown: shutdown.clone(),
             hard_stop: hard_stop.clone(),
@@ -192,8 +205,14 @@ pub async fn serve_with(
                     // Boxed too: the handshake's state would otherwise size every
                     // connection's task, plain ones included.
                     if let Some(stream) = Box::pin(accepted.handshake(&acceptor, tcp)).await {
-                        // Boxed, like hyper's connections in `run_plain`: see there.
-                        Box::pin(accepted.run(TokioIo::new(stream))).await;
+                        // Boxed, like hyper's connections in `run_plain` (see there): a
+                        // TLS stream's state would otherwise size every task. HTTP/2 is
+                        // hyper's to the end; HTTP/1.1 gets the lean path as plain TCP does.
+                        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                            Box::pin(accepted.run(TokioIo::new(stream))).await;
+                        } else {
+                            Box::pin(accepted.run_plain(stream)).await;
+                        }
                     }
                 }
             }
@@ -218,6 +237,7 @@ struct Accepted {
     /// `None`: over `max_connections`, answered 503 and closed.
     slot: Option<OwnedSemaphorePermit>,
     builder: Arc<Builder<TokioExecutor>>,
+    h1: Arc<http1::Builder>,
     app: Router,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
@@ -257,33 +277,134 @@ impl Accepted {
         }
     }
 
-    /// Serves a plain-TCP connection: an event-stream request on the lean path
-    /// ([`event_stream`]), anything else through hyper. hyper's connection future is
-    /// boxed so that this task, whose size is that of its largest state, stays small
-    /// while it serves an event stream.
-    async fn run_plain(self, mut tcp: TcpStream) {
+    /// Serves a connection that speaks HTTP/1.1 (plain TCP, or TLS without ALPN `h2`): an
+    /// event-stream request on the lean path ([`event_stream`]), anything else through
+    /// hyper, request by request ([`Self::run_http1`]), until an event stream asked for
+    /// between two requests leaves hyper too. hyper's connection futures are boxed so
+    /// that this task, whose size is that of its largest state, stays small while it
+    /// serves an event stream.
+    async fn run_plain<I>(mut self, mut io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let peer = self.peer;
         if self.slot.is_none() {
-            return Box::pin(self.run(TokioIo::new(Rewind::new(Vec::new(), tcp)))).await;
+            return Box::pin(self.run(TokioIo::new(io))).await;
         }
         let sniffed = tokio::select! {
-            sniffed = tokio::time::timeout_at(self.deadline, event_stream::sniff(&mut tcp)) => sniffed,
+            sniffed = tokio::time::timeout_at(self.deadline, event_stream::sniff(&mut io)) => sniffed,
             _ = self.shutdown.cancelled() => return,
         };
-        let mut request = match sniffed {
-            Ok(Ok(Sniffed::EventStream(request))) => request,
-            Ok(Ok(Sniffed::Other(read))) => return Box::pin(self.run(TokioIo::new(Rewind::new(read, tcp)))).await,
+        let first = match sniffed {
+            Ok(Ok(Sniffed::EventStream(request))) => First::EventStream(request),
+            // HTTP/2 with prior knowledge: the auto builder's, to the end.
+            Ok(Ok(Sniffed::Other(read))) if read.starts_with(b"PRI ") => {
+                return Box::pin(self.run(TokioIo::new(Rewind::new(read, io)))).await;
+            }
+            Ok(Ok(Sniffed::Other(read))) => First::Hyper(read),
             Ok(Ok(Sniffed::Closed)) => return,
             Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "connection failed before its first request"),
             Err(_) => return tracing::debug!(%peer, "dropping connection: no request within the header timeout"),
         };
-        let Accepted { slot, app, hard_stop, metrics, .. } = self;
-        let _open = metrics.as_ref().map(Metrics::http_connection);
-        let _slot = slot;
+        let _open = self.metrics.as_ref().map(Metrics::http_connection);
+        let _slot = self.slot.take();
         let token = CancellationToken::new();
+        let (io, mut request) = match first {
+            First::EventStream(request) => (io, request),
+            First::Hyper(read) => match Box::pin(self.run_http1(Rewind::new(read, io), token.clone())).await {
+                Some(handed) => handed,
+                None => return,
+            },
+        };
         request.extensions_mut().insert(ConnectionToken(token.clone()));
-        if let Err(e) = event_stream::serve(tcp, request, app, token, hard_stop).await {
+        let (app, hard_stop) = (self.app.clone(), self.hard_stop.clone());
+        if let Err(e) = event_stream::serve(io, request, app, token, hard_stop).await {
             tracing::debug!(%peer, error = %e, "event stream connection ended with an error");
+        }
+    }
+
+    /// Serves HTTP/1.1 on `io` through hyper until the connection closes, is cut or shut
+    /// down; or until an event-stream request arrives between two requests
+    /// ([`keep_alive`]), which is returned with the socket for the lean path. `token` is
+    /// the connection's: it stays the stream's.
+    async fn run_http1<I>(&self, mut io: Rewind<I>, token: CancellationToken) -> Option<(I, Request<Body>)>
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let peer = self.peer;
+        let streams = Streams::new();
+        // Cancelled by the connection's first request (the sniff may have handed hyper
+        // only part of a long head).
+        let first_request = CancellationToken::new();
+        loop {
+            let watch = Watch::new();
+            let service = hyper::service::service_fn({
+                let (app, token, streams, watch) = (self.app.clone(), token.clone(), streams.clone(), watch.clone());
+                let first_request = first_request.clone();
+                move |mut req: Request<Incoming>| {
+                    first_request.cancel();
+                    let open = (streams.open(), watch.dispatched());
+                    if req.headers().contains_key(axum::http::header::UPGRADE) {
+                        watch.stop();
+                    }
+                    req.extensions_mut().insert(ConnectionToken(token.clone()));
+                    let req = req.map(|body| Tracked::body(body, &watch));
+                    let response = app.clone().oneshot(req);
+                    async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::body(body, open))) }
+                }
+            });
+            let mut conn = self.h1.serve_connection(TokioIo::new(io.watched(watch.clone())), service).with_upgrades();
+            let silent = async {
+                tokio::time::sleep_until(self.deadline).await;
+                if first_request.is_cancelled() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let idle_grace = tokio::select! {
+                result = &mut conn => {
+                    finished(peer, result.map_err(Into::into));
+                    return None;
+                }
+                () = watch.handoff() => {
+                    // hyper is between requests: it ends at once, writing nothing.
+                    Pin::new(&mut conn).graceful_shutdown();
+                    tokio::select! {
+                        result = &mut conn => if let Err(e) = result {
+                            finished(peer, Err(e.into()));
+                            return None;
+                        },
+                        _ = self.hard_stop.cancelled() => return None,
+                    }
+                    let parts = conn.into_parts()?;
+                    let (held, inner) = parts.io.into_inner().into_parts();
+                    let mut bytes = parts.read_buf.to_vec();
+                    bytes.extend_from_slice(&held);
+                    match event_stream::parse(&bytes) {
+                        Parsed::EventStream(request) => return Some((inner, request)),
+                        // hyper had read part of a head itself: the lot goes to hyper again.
+                        _ => {
+                            io = Rewind::new(bytes, inner);
+                            continue;
+                        }
+                    }
+                }
+                _ = token.cancelled() => {
+                    tracing::debug!(%peer, "closing connection: its token fired");
+                    None
+                }
+                _ = self.shutdown.cancelled() => None,
+                () = silent => {
+                    tracing::debug!(%peer, "dropping connection: no request within the header timeout");
+                    return None;
+                }
+                () = streams.idle(self.idle_timeout) => {
+                    tracing::debug!(%peer, "closing connection: nothing open for the idle timeout");
+                    Some(self.idle_timeout)
+                }
+            };
+            Pin::new(&mut conn).graceful_shutdown();
+            close(peer, futures::TryFutureExt::map_err(conn, Into::into), &token, idle_grace, &self.hard_stop).await;
+            return None;
         }
     }
 
@@ -292,7 +413,7 @@ impl Accepted {
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
-        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop, metrics, idle_timeout } = self;
+        let Accepted { peer, deadline, slot, builder, app, shutdown, hard_stop, metrics, idle_timeout, .. } = self;
         let Some(slot) = slot else {
             // One answer, then closed; a client that sends nothing is dropped. HTTP/2
             // ignores `Connection: close`, so after the first request the connection is
@@ -351,10 +472,7 @@ impl Accepted {
                 std::future::pending::<()>().await;
             }
         };
-        // Once asked to close, a connection is dropped `KILL_GRACE` after its token fires
-        // (a stuck reader never finishes), and one closed for being idle also after
-        // another idle timeout: a peer that never answers the GOAWAY's PING would
-        // otherwise keep its place.
+        // Once asked to close, see `close`.
         let idle_grace = tokio::select! {
             result = conn.as_mut() => return finished(peer, result),
             _ = token.cancelled() => {
@@ -372,24 +490,49 @@ impl Accepted {
             }
         };
         conn.as_mut().graceful_shutdown();
-        let dropped = async {
-            let fired = async {
-                token.cancelled().await;
-                tokio::time::sleep(KILL_GRACE).await;
-            };
-            match idle_grace {
-                None => fired.await,
-                Some(grace) => tokio::select! {
-                    () = fired => {}
-                    () = tokio::time::sleep(grace) => {}
-                },
-            }
+        close(peer, conn, &token, idle_grace, &hard_stop).await;
+    }
+}
+
+/// What a connection's first request asked for.
+// Held only until it is served; see `Sniffed`.
+#[allow(clippy::large_enum_variant)]
+enum First {
+    EventStream(Request<Body>),
+    /// hyper's, from these bytes on.
+    Hyper(Vec<u8>),
+}
+
+/// Waits for a connection asked to close gracefully to end. It is dropped
+/// [`KILL_GRACE`] after its token fires (a stuck reader never finishes), and one closed
+/// for being idle also after `idle_grace`: a peer that never answers the GOAWAY's PING
+/// would otherwise keep its place.
+async fn close<C>(
+    peer: SocketAddr,
+    conn: C,
+    token: &CancellationToken,
+    idle_grace: Option<Duration>,
+    hard_stop: &CancellationToken,
+) where
+    C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>,
+{
+    let dropped = async {
+        let fired = async {
+            token.cancelled().await;
+            tokio::time::sleep(KILL_GRACE).await;
         };
-        tokio::select! {
-            result = conn.as_mut() => finished(peer, result),
-            () = dropped => tracing::debug!(%peer, "dropping connection that did not close in time"),
-            _ = hard_stop.cancelled() => {}
+        match idle_grace {
+            None => fired.await,
+            Some(grace) => tokio::select! {
+                () = fired => {}
+                () = tokio::time::sleep(grace) => {}
+            },
         }
+    };
+    tokio::select! {
+        result = conn => finished(peer, result),
+        () = dropped => tracing::debug!(%peer, "dropping connection that did not close in time"),
+        _ = hard_stop.cancelled() => {}
     }
 }
 

@@ -5,15 +5,25 @@
 //! refusal carries the same JSON; a stuck client on the lean path is cut like one on
 //! hyper's; and what the accept loop hands to hyper after reading it (requests sent in
 //! pieces, pipelined, with a head over the lean path's limit) arrives whole.
+//!
+//! A stream asked for on a keep-alive connection after other requests (a browser's
+//! pooled connection, `serve/keep_alive.rs`), and over TLS with HTTP/1.1, takes the
+//! lean path too: the same frames as hyper's path (HTTP/2 over TLS), resumable from a
+//! cursor, and the server goes on serving ordinary requests.
 
 use crate::common;
 
-use common::{Open, SseStream, TestOptions, TestServer, WAIT};
+use common::{Open, SseStream, TestCert, TestOptions, TestServer, WAIT};
+use futures::TryStreamExt;
+use http_body_util::BodyStream;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use reqwest::StatusCode;
 use spool_engine::{EngineConfig, EventLimits};
 use spool_test_support::sse::ReceivedFrame;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn is_settled(frame: &ReceivedFrame) -> bool {
@@ -59,15 +69,27 @@ async fn the_lean_path_and_hypers_carry_the_same_frames() {
     }
     assert_eq!(lean.headers()["content-type"], hyper.headers()["content-type"]);
 
-    let (mut lean, mut hyper) = (SseStream::new(lean), SseStream::new(hyper));
-    let (a, b) = (lean.next_frame().await.expect("snapshot"), hyper.next_frame().await.expect("snapshot"));
-    assert_eq!(a.json, b.json, "the same snapshot");
+    same_frames(&server, &session, vec![SseStream::new(lean), SseStream::new(hyper)]).await;
+}
 
-    server.start_run(&session, "stream: 3000").await;
-    let (a, b) = (lean.frames_until(is_settled).await, hyper.frames_until(is_settled).await);
-    let deltas = a.iter().filter(|f| f.json["event"]["assistantMessageEvent"]["type"] == "text_delta").count();
-    assert_eq!(deltas, 3000, "every delta over the lean path");
-    assert_eq!(wire(&a), wire(&b), "the same frames in the same order");
+/// Each stream, opened on `session` and read from its start, gets the same snapshot
+/// and then every frame of a 3,000-delta run, in the same order.
+async fn same_frames(server: &TestServer, session: &str, mut streams: Vec<SseStream>) {
+    let mut snapshots = Vec::new();
+    for stream in &mut streams {
+        snapshots.push(stream.next_frame().await.expect("snapshot").json);
+    }
+    assert!(snapshots.iter().all(|s| *s == snapshots[0]), "the same snapshot: {snapshots:?}");
+    server.start_run(session, "stream: 3000").await;
+    let mut runs = Vec::new();
+    for stream in &mut streams {
+        runs.push(wire(&stream.frames_until(is_settled).await));
+    }
+    let deltas = runs[0].iter().filter(|f| f.contains(r#""type":"text_delta""#)).count();
+    assert_eq!(deltas, 3000, "every delta");
+    for (i, run) in runs.iter().enumerate().skip(1) {
+        assert!(*run == runs[0], "stream {i}: the same frames in the same order as stream 0");
+    }
 }
 
 #[tokio::test]
@@ -217,4 +239,166 @@ async fn what_is_handed_to_hyper_after_the_sniff_arrives_whole() {
     assert_eq!(res.status(), StatusCode::OK);
     assert!(res.headers().get("connection").is_none(), "served by hyper: {:?}", res.headers());
     SseStream::new(res).next_frame().await.expect("snapshot");
+}
+
+/// One HTTP/1.1 connection (plain, or TLS with ALPN `http/1.1`) driven by hyper's own
+/// client: its requests go one after another on the same socket, as a browser's pooled
+/// keep-alive connection carries them.
+struct KeptAlive {
+    send: SendRequest<String>,
+    host: String,
+}
+
+impl KeptAlive {
+    async fn plain(server: &TestServer) -> Self {
+        Self::over(TcpStream::connect(server.addr).await.expect("connect"), server).await
+    }
+
+    /// Over TLS, offering only `http/1.1` (as a client without HTTP/2 does).
+    async fn tls(server: &TestServer, cert: &TestCert) -> Self {
+        use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::pem::PemObject};
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(cert.pem.as_bytes()).expect("the PEM certificate")).expect("trusted");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = TcpStream::connect(server.addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS handshake");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        Self::over(tls, server).await
+    }
+
+    async fn over<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(io: I, server: &TestServer) -> Self {
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("HTTP/1.1");
+        tokio::spawn(conn);
+        KeptAlive { send, host: server.addr.to_string() }
+    }
+
+    /// A request on this connection, its answer as a `reqwest` response (so the test
+    /// toolkit's SSE reader can read it).
+    async fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
+        self.send.ready().await.expect("the connection is still open for another request");
+        let mut request = axum::http::Request::builder().method(method).uri(path).header("host", &self.host);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(body.to_owned()).expect("a request");
+        let answer =
+            tokio::time::timeout(WAIT, self.send.send_request(request)).await.expect("in time").expect("answer");
+        let answer = answer.map(|body| {
+            reqwest::Body::wrap_stream(
+                BodyStream::new(body).try_filter_map(|frame| async move { Ok(frame.into_data().ok()) }),
+            )
+        });
+        reqwest::Response::from(answer)
+    }
+
+    async fn events(&mut self, session: &str, headers: &[(&str, &str)]) -> SseStream {
+        let mut with_accept = vec![("accept", "text/event-stream")];
+        with_accept.extend_from_slice(headers);
+        let res = self.request("GET", &format!("/api/sessions/{session}/events"), &with_accept, "").await;
+        assert_eq!(res.status(), StatusCode::OK);
+        SseStream::new(res)
+    }
+
+    /// Ordinary requests, each answered in full: a GET, and a POST whose body the
+    /// handler reads.
+    async fn ordinary_requests(&mut self) {
+        let health = self.request("GET", "/api/health", &[], "").await;
+        assert_eq!(health.status(), StatusCode::OK);
+        health.bytes().await.expect("the whole answer");
+        let json = [("content-type", "application/json")];
+        let markdown = self.request("POST", "/api/markdown", &json, r#"{"texts":["**hi**"]}"#).await;
+        assert_eq!(markdown.status(), StatusCode::OK);
+        assert!(markdown.text().await.expect("text").contains("<strong>hi</strong>"));
+    }
+}
+
+#[tokio::test]
+async fn a_stream_after_other_requests_on_a_kept_alive_connection_is_lean_with_the_same_frames() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut conn = KeptAlive::plain(&server).await;
+    conn.ordinary_requests().await;
+    let lean = conn.events(&session, &[]).await;
+    // The lean path's mark: it serves this one request, then closes.
+    assert_eq!(lean.header("connection"), "close", "{:?}", lean.headers);
+    let hyper = open(&server, &session, false).await;
+    assert!(hyper.headers().get("connection").is_none(), "hyper's path: {:?}", hyper.headers());
+    same_frames(&server, &session, vec![lean, SseStream::new(hyper)]).await;
+    // And the server goes on serving.
+    let (status, body) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut again = KeptAlive::plain(&server).await;
+    again.ordinary_requests().await;
+    again.ordinary_requests().await;
+}
+
+#[tokio::test]
+async fn a_stream_resumed_on_a_kept_alive_connection_replays_after_its_cursor_then_goes_on_live() {
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    stayed.next_frame().await.expect("snapshot");
+    server.start_run(&session, "stream: 40").await;
+    let sent = stayed.frames_until(is_settled).await;
+    let cursor = sent[10].cursor();
+    let mut conn = KeptAlive::plain(&server).await;
+    conn.ordinary_requests().await;
+    let mut back = conn.events(&session, &[("last-event-id", &cursor)]).await;
+    assert_eq!(back.header("connection"), "close", "lean: {:?}", back.headers);
+    let last = sent.last().expect("frames").cursor();
+    let replayed = back.frames_until(|f| f.cursor() == last).await;
+    assert_eq!(wire(&replayed), wire(&sent[11..]), "the frames after the cursor");
+    let (status, body) = server.patch(&format!("/api/sessions/{session}"), serde_json::json!({"title": "t"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let live = stayed.next_frame().await.expect("a live frame");
+    assert_eq!(back.next_frame().await.expect("the live frame").json, live.json);
+    // The cursor as a query parameter, as a client that cannot set headers sends it.
+    let query = format!("/api/sessions/{session}/events?cursor={cursor}");
+    let mut conn = KeptAlive::plain(&server).await;
+    conn.ordinary_requests().await;
+    let res = conn.request("GET", &query, &[("accept", "text/event-stream")], "").await;
+    assert_eq!(res.headers()["connection"], "close");
+    let mut back = SseStream::new(res);
+    assert_eq!(back.next_frame().await.expect("the frame after the cursor").json, sent[11].json);
+}
+
+#[tokio::test]
+async fn over_tls_a_stream_on_http11_is_lean_first_or_after_other_requests_with_hypers_frames() {
+    let cert = TestCert::new();
+    let server = TestServer::start_with(TestOptions { tls: Some(cert.clone()), ..TestOptions::default() }).await;
+    let session = server.new_session().await;
+    // The test client speaks HTTP/2 over TLS: hyper's path, the reference.
+    let h2 = server.events_response(&session, &Open::fresh()).await;
+    assert_eq!(h2.version(), reqwest::Version::HTTP_2);
+    let mut first = KeptAlive::tls(&server, &cert).await;
+    let lean_first = first.events(&session, &[]).await;
+    assert_eq!(lean_first.header("connection"), "close", "{:?}", lean_first.headers);
+    let mut later = KeptAlive::tls(&server, &cert).await;
+    later.ordinary_requests().await;
+    let lean_later = later.events(&session, &[]).await;
+    assert_eq!(lean_later.header("connection"), "close", "{:?}", lean_later.headers);
+    same_frames(&server, &session, vec![SseStream::new(h2), lean_first, lean_later]).await;
+
+    // Resumed over TLS on a kept-alive connection.
+    let mut stayed = server.events(&session, Open::fresh()).await;
+    stayed.next_frame().await.expect("snapshot");
+    server.start_run(&session, "stream: 20").await;
+    let sent = stayed.frames_until(is_settled).await;
+    let mut conn = KeptAlive::tls(&server, &cert).await;
+    conn.ordinary_requests().await;
+    let mut back = conn.events(&session, &[("last-event-id", &sent[5].cursor())]).await;
+    let replayed = back.frames_until(is_settled).await;
+    assert_eq!(wire(&replayed), wire(&sent[6..]), "the frames after the cursor");
+
+    let (status, body) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut again = KeptAlive::tls(&server, &cert).await;
+    again.ordinary_requests().await;
 }

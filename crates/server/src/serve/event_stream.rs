@@ -19,15 +19,16 @@
 //! - the client leaving is noticed by reading into a 64-byte stack buffer, so nothing
 //!   but the socket, the body's own state and this task stays allocated while idle.
 //!
-//! Only a connection's first request is looked at: a keep-alive connection that served
-//! other requests first stays hyper's to the end, event streams included (hyper cannot
-//! hand a connection back between requests). Clients that open a connection for their
-//! stream (`EventSource` without an idle pooled connection, SSE libraries, the bench)
-//! get the lean path.
+//! A connection's first request is looked at here, before hyper exists for it; a
+//! keep-alive connection's later requests are looked at between requests, as hyper
+//! reads them (`keep_alive.rs`), so a stream asked for on a connection that already
+//! served other requests (a browser's pooled connection) is lean too. Over TLS the same
+//! holds for HTTP/1.1; an HTTP/2 connection stays hyper's (its streams share it).
 //!
 //! Anything else (other methods, bodies, upgrades, pipelined bytes, HTTP/2's preface,
 //! heads over [`MAX_HEAD`]) is handed to hyper with the bytes already read put back in
-//! front of the socket ([`Rewind`]), so hyper sees the connection exactly as sent.
+//! front of the socket (`keep_alive::Rewind`), so hyper sees the connection exactly as
+//! sent.
 //!
 //! The connection's kill token works as it does under hyper: when it fires (the engine
 //! cut a subscriber that fell too far behind), the response gets [`KILL_GRACE`] to end
@@ -42,10 +43,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use http_body_util::BodyExt;
 use std::io::{self, IoSlice};
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -74,15 +72,14 @@ pub enum Sniffed {
 
 /// Reads the connection's first request head and decides who serves it. The caller
 /// bounds this by the header timeout.
-pub async fn sniff(tcp: &mut TcpStream) -> io::Result<Sniffed> {
-    use tokio::io::AsyncReadExt;
+pub async fn sniff<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Sniffed> {
     let mut buf = Vec::with_capacity(1024);
     loop {
         if buf.len() >= MAX_HEAD {
             return Ok(Sniffed::Other(buf));
         }
         buf.reserve(1024.min(MAX_HEAD - buf.len()));
-        let n = tcp.read_buf(&mut buf).await?;
+        let n = io.read_buf(&mut buf).await?;
         if n == 0 {
             return Ok(if buf.is_empty() { Sniffed::Closed } else { Sniffed::Other(buf) });
         }
@@ -94,8 +91,13 @@ pub async fn sniff(tcp: &mut TcpStream) -> io::Result<Sniffed> {
     }
 }
 
+/// Whether `buf` is exactly one request head that [`serve`] answers.
+pub fn is_event_stream(buf: &[u8]) -> bool {
+    matches!(parse(buf), Parsed::EventStream(_))
+}
+
 #[allow(clippy::large_enum_variant)] // as `Sniffed`
-enum Parsed {
+pub enum Parsed {
     Partial,
     EventStream(Request<Body>),
     Other,
@@ -103,7 +105,7 @@ enum Parsed {
 
 /// Parses `buf` as a request head; only a whole, body-less HTTP/1.1 `GET` asking for
 /// `text/event-stream`, with no byte after its head, is served here.
-fn parse(buf: &[u8]) -> Parsed {
+pub fn parse(buf: &[u8]) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut head = httparse::Request::new(&mut headers);
     let len = match head.parse(buf) {
@@ -158,10 +160,10 @@ fn build_request(head: &httparse::Request<'_, '_>) -> Option<Request<Body>> {
     Some(request)
 }
 
-/// Answers `request` on `tcp` and closes the connection when its body ends, the client
+/// Answers `request` on `io` and closes the connection when its body ends, the client
 /// leaves, `token` fires and the grace runs out, or `hard_stop` fires.
-pub async fn serve(
-    tcp: TcpStream,
+pub async fn serve<I: AsyncRead + AsyncWrite + Unpin>(
+    mut io: I,
     request: Request<Body>,
     app: Router,
     token: CancellationToken,
@@ -173,7 +175,7 @@ pub async fn serve(
         Ok(response) => response,
         Err(never) => match never {},
     };
-    let answer = answer(&tcp, response);
+    let answer = answer(&mut io, response);
     tokio::pin!(answer);
     tokio::select! {
         result = answer.as_mut() => return result,
@@ -190,14 +192,22 @@ pub async fn serve(
     }
 }
 
+/// Writes the response, then ends the connection as hyper does (over TLS with a
+/// close_notify); a client that stopped reading does not get to hold that last step.
+async fn answer<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I, response: Response<Body>) -> io::Result<()> {
+    respond(io, response).await?;
+    let _ = tokio::time::timeout(KILL_GRACE, io.shutdown()).await;
+    Ok(())
+}
+
 /// Writes the response: its head, then its body as chunks until it ends or the client
 /// leaves.
-async fn answer(tcp: &TcpStream, response: Response<Body>) -> io::Result<()> {
+async fn respond<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I, response: Response<Body>) -> io::Result<()> {
     let (parts, body) = response.into_parts();
     let bodiless = parts.status.is_informational()
         || parts.status == StatusCode::NO_CONTENT
         || parts.status == StatusCode::NOT_MODIFIED;
-    write_all(tcp, &mut [IoSlice::new(&response_head(&parts, bodiless))]).await?;
+    write_all(io, &mut [IoSlice::new(&response_head(&parts, bodiless))]).await?;
     if bodiless {
         return Ok(());
     }
@@ -206,7 +216,7 @@ async fn answer(tcp: &TcpStream, response: Response<Body>) -> io::Result<()> {
     loop {
         let frame = tokio::select! {
             frame = body.frame() => frame,
-            gone = client_gone(tcp) => return gone,
+            gone = client_gone(io) => return gone,
         };
         let ended = match frame {
             None => true,
@@ -231,7 +241,7 @@ async fn answer(tcp: &TcpStream, response: Response<Body>) -> io::Result<()> {
             // the connection is dropped without the last chunk, as hyper does.
             Some(Err(e)) => return Err(io::Error::other(e)),
         };
-        write_chunk(tcp, &batch, ended).await?;
+        write_chunk(io, &batch, ended).await?;
         batch.clear();
         if ended {
             return Ok(());
@@ -280,7 +290,7 @@ fn response_head(parts: &axum::http::response::Parts, bodiless: bool) -> Vec<u8>
 
 /// One chunk holding every piece of `batch`, and the last chunk when `last`, in one
 /// vectored write (more only if the socket takes part of it).
-async fn write_chunk(tcp: &TcpStream, batch: &[Bytes], last: bool) -> io::Result<()> {
+async fn write_chunk<I: AsyncWrite + Unpin>(io: &mut I, batch: &[Bytes], last: bool) -> io::Result<()> {
     let len: usize = batch.iter().map(Bytes::len).sum();
     let mut size = [0u8; 20];
     let size_len = {
@@ -298,87 +308,31 @@ async fn write_chunk(tcp: &TcpStream, batch: &[Bytes], last: bool) -> io::Result
     if last {
         slices.push(IoSlice::new(b"0\r\n\r\n"));
     }
-    write_all(tcp, &mut slices).await
+    write_all(io, &mut slices).await
 }
 
-/// Writes every slice, waiting for the socket to take them. A client that stops reading
-/// leaves this pending; the kill token and its grace end it from outside.
-async fn write_all(tcp: &TcpStream, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+/// Writes every slice, waiting for the socket to take them, and flushes (over TLS the
+/// records may wait in rustls otherwise). A client that stops reading leaves this
+/// pending; the kill token and its grace end it from outside.
+async fn write_all<I: AsyncWrite + Unpin>(io: &mut I, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
     while !slices.is_empty() {
-        tcp.writable().await?;
-        match tcp.try_write_vectored(slices) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut slices, n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
+        match io.write_vectored(slices).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => IoSlice::advance_slices(&mut slices, n),
         }
     }
-    Ok(())
+    io.flush().await
 }
 
 /// Resolves when the client has closed its side (or the socket failed). Bytes a client
 /// sends after its request are read and dropped: this connection serves one request.
-async fn client_gone(tcp: &TcpStream) -> io::Result<()> {
+/// Cancelled whenever a frame is ready; a read is cancel-safe (plain or TLS).
+async fn client_gone<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<()> {
     let mut sink = [0u8; 64];
     loop {
-        tcp.readable().await?;
-        match tcp.try_read(&mut sink) {
-            Ok(0) => return Ok(()),
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
+        if io.read(&mut sink).await? == 0 {
+            return Ok(());
         }
-    }
-}
-
-/// A socket with bytes already read from it put back in front, so hyper reads the
-/// connection from its first byte.
-pub struct Rewind {
-    prefix: Bytes,
-    inner: TcpStream,
-}
-
-impl Rewind {
-    pub fn new(prefix: Vec<u8>, inner: TcpStream) -> Self {
-        Self { prefix: Bytes::from(prefix), inner }
-    }
-}
-
-impl AsyncRead for Rewind {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if !self.prefix.is_empty() {
-            let n = self.prefix.len().min(buf.remaining());
-            let taken = self.prefix.split_to(n);
-            buf.put_slice(&taken);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Rewind {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

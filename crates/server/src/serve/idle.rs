@@ -62,20 +62,21 @@ impl Drop for Open {
 }
 
 /// A response body that keeps its request open until hyper has sent the body to the
-/// end or dropped it (the client reset the stream, the connection closed).
-pub(super) struct Counted {
+/// end or dropped it (the client reset the stream, the connection closed). `open` is
+/// an [`Open`], or a tuple of it and what else counts the request (`keep_alive::Busy`).
+pub(super) struct Counted<G> {
     inner: Body,
-    _open: Open,
+    _open: G,
 }
 
-impl Counted {
+impl<G: Send + Unpin + 'static> Counted<G> {
     /// `inner`, counted as open until it ends or is dropped.
-    pub fn body(inner: Body, open: Open) -> Body {
+    pub fn body(inner: Body, open: G) -> Body {
         Body::new(Counted { inner, _open: open })
     }
 }
 
-impl HttpBody for Counted {
+impl<G: Unpin> HttpBody for Counted<G> {
     type Data = <Body as HttpBody>::Data;
     type Error = <Body as HttpBody>::Error;
 
