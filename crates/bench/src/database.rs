@@ -32,6 +32,21 @@ impl BenchDb {
         Ok(BenchDb { server: server.to_owned(), url: database_url(server, &name)?, name })
     }
 
+    /// Transactions committed and rolled back in the database so far, as PostgreSQL's
+    /// statistics have them (flushed within about a second); `None` when unreadable.
+    pub async fn transactions(&self) -> Option<u64> {
+        let mut admin = PgConnection::connect(&self.server).await.ok()?;
+        let count: Option<i64> = sqlx::query_scalar(
+            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1",
+        )
+        .bind(&self.name)
+        .fetch_optional(&mut admin)
+        .await
+        .ok()?;
+        let _ = admin.close().await;
+        count.map(|c| c as u64)
+    }
+
     /// `WITH (FORCE)` ends connections a node left open (one that was killed, say).
     pub async fn drop_database(self) -> Result<()> {
         let mut admin = PgConnection::connect(&self.server).await?;

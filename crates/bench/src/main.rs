@@ -28,12 +28,15 @@
 //! idle` measures what an idle subscriber costs the server, at up to 100,000 of them
 //! (see [`idle`]). `spool-bench baseline` measures Spool's CPU per delivered frame and
 //! delivery latency against a bare broadcast hub that ships here as `spool-bench hub`
-//! (see [`baseline`] and [`hub`]).
+//! (see [`baseline`] and [`hub`]). `spool-bench nodes` spreads up to 100,000
+//! subscribers over several nodes and client processes and kills a node under load
+//! (see [`fleet`]).
 
 mod baseline;
 mod database;
 mod dialect;
 mod fake_model;
+mod fleet;
 mod hub;
 mod idle;
 mod latency;
@@ -108,6 +111,12 @@ enum Command {
     /// The bare broadcast hub `baseline` starts as a child process.
     #[command(hide = true)]
     Hub(hub::HubArgs),
+    /// Many subscribers across N nodes on PostgreSQL and Redis from M client processes,
+    /// a hot session's run on every node, and (`--kill-after-ms`) a node lost under load.
+    Nodes(fleet::FleetArgs),
+    /// One client process of `nodes`, which starts it: PLAN FIRST COUNT.
+    #[command(name = "nodes-client", hide = true)]
+    NodesClient { plan: std::path::PathBuf, first: usize, count: usize },
 }
 
 impl Args {
@@ -150,6 +159,12 @@ async fn main() -> Result<()> {
     }
     if let Some(Command::Hub(hub)) = &args.command {
         return hub::serve(hub).await;
+    }
+    if let Some(Command::Nodes(fleet)) = &args.command {
+        return fleet::nodes(fleet).await;
+    }
+    if let Some(Command::NodesClient { plan, first, count }) = &args.command {
+        return fleet::client_process(plan, *first, *count).await;
     }
     args.check()?;
     let db = match &args.database_url {

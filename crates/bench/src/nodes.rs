@@ -145,6 +145,14 @@ impl Node {
         status.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
     }
 
+    /// Kills the node at once (SIGKILL), as a crash or the kernel's OOM killer would,
+    /// and reaps it.
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
     /// Stops the node as an operator would (SIGTERM) and waits up to `within` for it to
     /// exit, so whatever it does on a graceful stop (a heap profiler writing its file)
     /// happens. A node still running then is killed when its handle drops.

@@ -211,7 +211,7 @@ impl Connection {
 }
 
 /// `(streamId, seq, rest)` of an event that starts with `id: streamId:seq`.
-fn split_id(event: &[u8]) -> Option<(&[u8], u64, &[u8])> {
+pub(crate) fn split_id(event: &[u8]) -> Option<(&[u8], u64, &[u8])> {
     let rest = event.strip_prefix(b"id: ")?;
     let end = memchr::memchr(b'\n', rest)?;
     let (line, data) = (&rest[..end], &rest[end + 1..]);
@@ -221,7 +221,7 @@ fn split_id(event: &[u8]) -> Option<(&[u8], u64, &[u8])> {
 }
 
 /// The frame's `type`: the first key of its JSON (the tag is serialized first).
-fn frame_type(data: &[u8]) -> &[u8] {
+pub(crate) fn frame_type(data: &[u8]) -> &[u8] {
     let Some(rest) = data.strip_prefix(b"data: {\"type\":\"") else { return b"" };
     memchr::memchr(b'"', rest).map_or(b"", |end| &rest[..end])
 }

@@ -24,7 +24,7 @@ const SETTLED: &[u8] = b"agent_settled";
 
 /// Subscriber `i`'s loopback source address: 127.1.0.1, 127.1.0.2, …, `per_source`
 /// connections each; 250 per third octet, never a .0 host.
-pub(super) fn source_address(i: usize, per_source: u64) -> Ipv4Addr {
+pub(crate) fn source_address(i: usize, per_source: u64) -> Ipv4Addr {
     let k = i / per_source as usize;
     Ipv4Addr::new(127, 1 + (k / 62_500) as u8, ((k / 250) % 250) as u8, (k % 250) as u8 + 1)
 }
@@ -167,7 +167,7 @@ impl Sub {
 
 /// A socket bound to `source` and connected to `server`; with `small_buffer`, a 4 KiB
 /// receive buffer (set before connecting, so the window never grows past it).
-async fn connect(server: SocketAddr, source: Ipv4Addr, small_buffer: bool) -> Result<TcpStream> {
+pub(crate) async fn connect(server: SocketAddr, source: Ipv4Addr, small_buffer: bool) -> Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     if small_buffer {
         socket.set_recv_buffer_size(4096)?;

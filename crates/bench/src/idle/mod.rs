@@ -52,9 +52,9 @@
 //! and the server's memory and `/metrics`), and [`plot`].
 
 mod args;
-mod client;
-mod plot;
-mod system;
+pub(crate) mod client;
+pub(crate) mod plot;
+pub(crate) mod system;
 
 pub use args::IdleArgs;
 
@@ -394,7 +394,7 @@ fn print_sweep(points: &[Point]) {
 }
 
 /// The `q` quantile of sorted values (nearest rank).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

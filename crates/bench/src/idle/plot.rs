@@ -93,10 +93,10 @@ pub fn idle(path: &Path, args: &IdleArgs, points: &[Point]) -> Result<()> {
 }
 
 /// A line's legend, colour and points.
-type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+pub(crate) type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
 /// One chart: lines with their points, and a legend where it hides none of them.
-fn panel(
+pub(crate) fn panel(
     area: &DrawingArea<SVGBackend, Shift>,
     legend: SeriesLabelPosition,
     y_desc: &str,

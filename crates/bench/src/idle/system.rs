@@ -45,7 +45,7 @@ pub(super) async fn wait_for_no_streams(client: &reqwest::Client, base: &str) ->
 
 /// Raises this process's open-file limit to `want` (its children inherit it), the hard
 /// limit too when allowed (root or CAP_SYS_RESOURCE); the error says what to set.
-pub(super) fn raise_fd_limit(want: u64) -> Result<u64> {
+pub(crate) fn raise_fd_limit(want: u64) -> Result<u64> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
@@ -73,14 +73,14 @@ pub(super) fn raise_fd_limit(want: u64) -> Result<u64> {
 }
 
 /// The hard open-file limit of this process.
-pub(super) fn hard_fd_limit() -> Option<u64> {
+pub(crate) fn hard_fd_limit() -> Option<u64> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes the struct it is given.
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_max)
 }
 
 /// How many ports `net.ipv4.ip_local_port_range` holds.
-pub(super) fn ephemeral_ports() -> Result<u64> {
+pub(crate) fn ephemeral_ports() -> Result<u64> {
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")?;
     let mut ends = range.split_whitespace().map(str::parse::<u64>);
     match (ends.next(), ends.next()) {
@@ -90,7 +90,7 @@ pub(super) fn ephemeral_ports() -> Result<u64> {
 }
 
 /// One `kB` field of this process's `/proc/self/status`.
-pub(super) fn self_status_kib(field: &str) -> Option<u64> {
+pub(crate) fn self_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
 }
