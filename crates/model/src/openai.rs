@@ -45,9 +45,9 @@ pub struct OpenAiConfig {
     /// The provider's model id.
     pub model: String,
     pub retry: RetryPolicy,
-    /// What the model reads besides text: images (as `image_url` data URLs) for
-    /// `openai:`, nothing for a local server unless its configuration says so. PDFs
-    /// are refused: OpenAI-compatible servers promise no `file` part.
+    /// What the model reads besides text: images (as `image_url` data URLs) and PDFs
+    /// (as `file` parts with a data URL, which Chat Completions documents for PDF only)
+    /// for `openai:`; nothing for a local server unless its configuration says so.
     pub inputs: Inputs,
 }
 
@@ -61,7 +61,7 @@ impl OpenAiConfig {
             api_key,
             model,
             retry: RetryPolicy::default(),
-            inputs: Inputs { images: true, pdf: false },
+            inputs: Inputs { images: true, pdf: true },
         }
     }
 }
@@ -129,10 +129,10 @@ fn user_content(content: &[Content], files: &spool_engine::FileBytes) -> Value {
                     FilePart::Image { media_type, data } => {
                         json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
                     }
-                    // Refused before the run (the model's inputs say no PDF); never sent.
-                    FilePart::Pdf { name, .. } => {
-                        json!({"type": "text", "text": file_stub(name, "application/pdf", *size)})
-                    }
+                    FilePart::Pdf { name, data } => json!({"type": "file", "file": {
+                        "filename": name,
+                        "file_data": format!("data:application/pdf;base64,{data}"),
+                    }}),
                     FilePart::Text(text) => json!({"type": "text", "text": text}),
                 })
             }

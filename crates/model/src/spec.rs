@@ -59,11 +59,12 @@ pub fn from_spec(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc
     let openai = |base_url: String, api_key: Option<String>| -> Result<Arc<dyn Model>, String> {
         let mut config = OpenAiConfig::new(base_url, api_key, model);
         config.label = format!("{provider}:{model}");
-        // A local server's model reads what its operator says it does (`images`), nothing
-        // more by default: most local models have no vision.
+        // A local server's model reads what its operator says it does (`images`, `pdf`),
+        // nothing more by default: most local models have no vision.
         if provider != "openai" {
             let inputs = var(&format!("{}_INPUTS", inputs_var(provider))).unwrap_or_default();
             config.inputs.images = inputs.split(',').any(|i| i.trim() == "images");
+            config.inputs.pdf = inputs.split(',').any(|i| i.trim() == "pdf");
         }
         Ok(Arc::new(OpenAiModel::new(config).map_err(|e| format!("{spec}: {e}"))?))
     };

@@ -355,9 +355,40 @@ async fn an_image_goes_as_an_image_url_data_url_and_a_text_file_as_named_text() 
             {"type": "text", "text": "what broke?"},
         ])
     );
+}
+
+#[tokio::test]
+async fn a_pdf_goes_as_a_file_part_with_a_data_url() {
+    let mut fake =
+        Fake::start(vec![Reply::Stream { pieces: vec![answer("ok").into_bytes()], end: End::Complete }]).await;
+    let pdf = bytes::Bytes::from_static(b"%PDF-1.7 spec");
+    let sha = "c".repeat(64);
+    let content = vec![
+        Content::File {
+            id: spool_protocol::AttachmentId::new(),
+            name: "spec.pdf".into(),
+            media_type: "application/pdf".into(),
+            size: pdf.len() as u64,
+            sha256: sha.clone(),
+            url: String::new(),
+        },
+        Content::Text { text: "summarise".into() },
+    ];
+    let request = ModelRequest {
+        system: None,
+        messages: vec![Message::User { content, timestamp: 1 }],
+        tools: Vec::new(),
+        files: [(sha, pdf)].into_iter().collect(),
+    };
+    let model = model(&fake);
+    assert_eq!(model.inputs(), spool_engine::Inputs { images: true, pdf: true }, "openai: models read PDFs");
+    collect(model.stream(request).await.expect("a stream")).await;
+    let body = fake.request().await.body;
     assert_eq!(
-        model(&fake).inputs(),
-        spool_engine::Inputs { images: true, pdf: false },
-        "PDFs are refused before a run"
+        body["messages"][0]["content"],
+        json!([
+            {"type": "file", "file": {"filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjcgc3BlYw=="}},
+            {"type": "text", "text": "summarise"},
+        ])
     );
 }
