@@ -374,11 +374,11 @@ impl Auth {
     /// Whether requests must authenticate: the store's sticky flag (re-read at most
     /// once a second), and always while this server listens on a public address.
     ///
-    /// When the store cannot be read, the last answer it gave stands (and the next call
-    /// asks again): the flag only ever goes from off to on, which takes a working store,
-    /// and failing here would turn every request, `/api/health` and `/api/ready`
-    /// included, into a 500 while the database is away. Before the store has answered
-    /// once there is no last answer, and the error is returned.
+    /// When the store cannot be read, the last answer it gave stands (and a call a
+    /// second later asks again): the flag only ever goes from off to on, which takes a
+    /// working store, and failing here would turn every request, `/api/health` and
+    /// `/api/ready` included, into a 500 while the database is away. Before the store
+    /// has answered once there is no last answer, and the error is returned.
     pub async fn auth_required(&self) -> Result<bool> {
         let auth = self;
         if auth.public.load(Ordering::SeqCst) {
@@ -386,7 +386,15 @@ impl Auth {
         }
         let now = now_ms();
         let checked_at = auth.checked_at.load(Ordering::SeqCst);
-        if now - checked_at >= RECHECK_MS {
+        // Once the first answer is in, one request a second re-reads it (the one that
+        // moves `checked_at`) and the others keep the last answer meanwhile: thousands
+        // of streams opening at once (the clients of a lost node coming back) each
+        // re-reading it queued ahead of everything else for the store's few connections,
+        // a run's writes among them (issue 43).
+        let ours = now - checked_at >= RECHECK_MS
+            && (checked_at == 0
+                || auth.checked_at.compare_exchange(checked_at, now, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+        if ours {
             match self.store.auth_enabled().await {
                 Ok(required) => {
                     auth.required.store(required, Ordering::SeqCst);

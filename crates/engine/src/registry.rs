@@ -11,10 +11,12 @@ use crate::session::{ActiveHandle, Loaded};
 use spool_protocol::SessionId;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub(crate) struct Registry {
     sessions: Mutex<HashMap<SessionId, Arc<Loaded>>>,
+    /// The loads in progress, a gate per session (see [`Registry::loading`]).
+    loading: Mutex<HashMap<SessionId, Weak<tokio::sync::Mutex<()>>>>,
     /// What a session's last use is stamped with: the janitor's clock.
     clock: Clock,
 }
@@ -30,7 +32,7 @@ pub(crate) enum Unused {
 
 impl Registry {
     pub fn new(clock: Clock) -> Self {
-        Registry { sessions: Mutex::default(), clock }
+        Registry { sessions: Mutex::default(), loading: Mutex::default(), clock }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<Loaded>>> {
@@ -62,6 +64,24 @@ impl Registry {
             l.touched.store(self.clock.now_ms(), Relaxed);
         }
         found
+    }
+
+    /// The gate a load of session `id` holds while it reads the store: a second load
+    /// waits for the first and then finds the session loaded. Without it a thousand
+    /// streams opening at once on a node that had not loaded their session yet (a new
+    /// node behind a load balancer, or one taking a lost node's clients; issue 43) each
+    /// read the session from the store and, in bus mode, each asked the node running it
+    /// for a snapshot, queued on the store's few connections.
+    pub fn loading(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(gate) = loading.get(id).and_then(Weak::upgrade) {
+            return gate;
+        }
+        // Gates go when their last load is done; the map holds the loads in progress.
+        loading.retain(|_, gate| gate.strong_count() > 0);
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        loading.insert(id.clone(), Arc::downgrade(&gate));
+        gate
     }
 
     /// Adds a freshly loaded session; of two concurrent loads the first insert wins and

@@ -450,13 +450,18 @@ impl Engine {
             true => Unused::Reload,
             false => Unused::Keep,
         };
-        let existing = self.inner.sessions.touch(id, unused);
-        if let Some(loaded) = existing {
-            return if loaded.events.read(|s| &s.session.owner_id == owner) {
-                Ok(loaded)
-            } else {
-                Err(EngineError::NotFound("session"))
-            };
+        let owned = |loaded: Arc<Loaded>| match loaded.events.read(|s| &s.session.owner_id == owner) {
+            true => Ok(loaded),
+            false => Err(EngineError::NotFound("session")),
+        };
+        if let Some(loaded) = self.inner.sessions.touch(id, unused) {
+            return owned(loaded);
+        }
+        // One load of a session at a time; whoever waited finds it loaded.
+        let gate = self.inner.sessions.loading(id);
+        let _loading = gate.lock().await;
+        if let Some(loaded) = self.inner.sessions.touch(id, unused) {
+            return owned(loaded);
         }
         let session = self.owned_session(owner, id).await?;
         let project = self.store().get_project(&session.project_id).await?.ok_or(EngineError::NotFound("session"))?;
