@@ -21,6 +21,7 @@ mod git_poll;
 mod hub;
 mod idle_http2;
 mod mcp_server;
+mod node_loss;
 mod operators;
 mod otlp;
 mod permission_spellings;
