@@ -27,7 +27,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_engine::model::file_stub;
 use spool_engine::{Inputs, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use spool_protocol::sse::SseEvent;
 use spool_protocol::{Content, Message, StopReason, Usage};
