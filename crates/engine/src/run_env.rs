@@ -12,7 +12,7 @@
 //! engine.
 
 use crate::framebus::{FrameBus, Watchers};
-use crate::leases::{Held, Leases, Renewal};
+use crate::leases::{Leases, Renewal};
 use crate::models::Models;
 use crate::session::{ActiveHandle, Loaded};
 use crate::{Clock, Store, ToolContext, ToolRegistry};
@@ -139,27 +139,19 @@ impl RunEnv {
         crate::events::watchers_elsewhere(&**bus, &self.node_id, session).await
     }
 
-    /// Renews the session's lease `held` took for the run `handle` stands for, until it
-    /// finishes.
-    pub fn keep_lease(&self, held: &Arc<Held>, handle: &ActiveHandle) {
+    /// Renews the session's lease for the run `handle` stands for, until it finishes.
+    pub fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
         let renewal = Renewal {
             finished: handle.finished.clone(),
             cancel: handle.cancel.clone(),
             failed_as: handle.failed_as.clone(),
         };
-        self.leases.keep_renewed(held.clone(), renewal);
+        self.leases.keep_renewed(session, renewal);
     }
 
-    /// The store as the run holding `held` writes to it: each of its writes held to the
-    /// lease's fence (see `leases.rs`, "Failure semantics").
-    pub fn fenced_store(&self, held: &Held) -> Arc<dyn Store> {
-        self.store.fenced(held.fence().clone())
-    }
-
-    /// Lets the run's hold on the session's lease go: the lease is given back unless
-    /// another holder on this node still has it (see [`Leases::let_go`]).
+    /// Gives the session's lease up.
     pub async fn drop_lease(&self, session: &SessionId) {
-        self.leases.let_go(session).await;
+        self.leases.release(session).await;
     }
 
     /// Has the approval expire when its time comes, unless it is decided before.

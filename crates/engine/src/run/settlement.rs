@@ -3,7 +3,6 @@
 //! on — and how the calls of a parked run that will never run are ended.
 
 use super::*;
-use crate::StoreError;
 
 impl RunTask {
     pub(super) async fn settle(mut self, outcome: Outcome) {
@@ -11,9 +10,9 @@ impl RunTask {
             (Outcome::Cancelled, Some(error)) => failure(&error.code, error.message.clone()),
             (other, _) => other,
         };
+        tracing::info!(status = outcome.status().as_str(), "run settled");
+        self.env.metrics.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
-            tracing::info!(status = outcome.status().as_str(), "run settled");
-            self.env.metrics.run_settled(outcome.status());
             // Durable already; the run continues when someone decides, on whichever
             // node wins the decision: no lease is held while it waits.
             self.env.drop_lease(&self.run.session_id).await;
@@ -32,60 +31,28 @@ impl RunTask {
             Outcome::Rejected(error) => self.run.error = Some(error.clone()),
             _ => {}
         }
-        let stored = self.store.update_run(&self.run).await;
-        if let Err(e) = &stored {
+        if let Err(e) = self.env.store.update_run(&self.run).await {
             tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
         }
-        // Fenced (another node took the lease over and settled the run), or not stored
-        // once this node may have lost the lease: the new holder announces the end.
-        let lost = matches!(stored, Err(StoreError::Fenced(_))) || (stored.is_err() && !self.lease.speaks());
-        if lost {
-            self.stop_quietly().await;
-            return;
-        }
-        tracing::info!(status = outcome.status().as_str(), "run settled");
-        self.env.metrics.run_settled(outcome.status());
         self.env.drop_lease(&self.run.session_id).await;
-        // The end goes out even past the lease's end as this node knew it: the settled
-        // record went through the fence, so no other node settled the run.
-        let end = AgentEvent::AgentEnd {
-            status: self.run.status.as_str().into(),
-            usage: self.run.usage,
-            error: self.run.error.clone(),
-        };
-        self.emit_stored(end, None, None);
-        self.emit_stored(PromptTiming::of(&self.run).event(), None, None);
+        self.emit(
+            AgentEvent::AgentEnd {
+                status: self.run.status.as_str().into(),
+                usage: self.run.usage,
+                error: self.run.error.clone(),
+            },
+            None,
+        );
+        self.emit_timing();
         self.loaded.set_active(None);
         self.loaded.publish_idle();
-        self.emit_stored(AgentEvent::AgentSettled {}, None, None);
+        self.emit(AgentEvent::AgentSettled {}, None);
         self.handle.finished.cancel();
         // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
         // unless this node is stopping or lost the session: its next runner takes it.
         if self.handle.failed_as.get().is_none() {
             self.env.run_settled(&self.run.session_id);
         }
-    }
-
-    /// Ends `calls`, none of which ran, from the run's next index on (see
-    /// [`end_unrun_calls`]), through the run's fenced store.
-    pub(super) async fn end_unrun(&mut self, calls: Vec<Call>, why: impl Fn(&str) -> String) {
-        let at = (self.next_index, calls);
-        self.next_index = end_unrun_calls(&*self.store, Some(&self.lease), &self.loaded, &self.run, at, why).await;
-    }
-
-    /// The end of a run whose lease another node took over: that node settled the run
-    /// and told every client. This node writes nothing more and publishes nothing; it
-    /// only forgets the run, so the session is free here again (its view follows the
-    /// new holder's frames, or is reloaded from the store), and lets its hold on the
-    /// lease go (giving back nothing that is another node's).
-    async fn stop_quietly(&self) {
-        tracing::warn!(
-            run = %self.run.id,
-            "this node lost the session's lease to another node; the run stops here without a trace"
-        );
-        self.env.drop_lease(&self.run.session_id).await;
-        self.loaded.set_active(None);
-        self.handle.finished.cancel();
     }
 }
 
@@ -107,7 +74,7 @@ pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, c
         }
     };
     let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
-    end_unrun_calls(&*env.store, None, loaded, run, (index, calls), why).await;
+    end_unrun_calls(env, loaded, run, index, calls, why).await;
     let event = PromptTiming::of(run).event();
     loaded.events.publish_body(FrameBody::LoopEvent {
         run_id: run.id.clone(),
@@ -119,21 +86,18 @@ pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, c
 
 /// Ends `calls`, none of which ran, from message `index` on: for each, a
 /// `tool_execution_end` with an error saying `why`, and a stored tool result (so the
-/// conversation stays well-formed for the model), written to `store` (a running run's
-/// is held to its `lease`, which also decides whether the ends go out: see
-/// [`RunTask::emit`]). Returns the next free index.
-async fn end_unrun_calls(
-    store: &dyn crate::Store,
-    lease: Option<&Held>,
+/// conversation stays well-formed for the model). Returns the next free index.
+pub(super) async fn end_unrun_calls(
+    env: &RunEnv,
     loaded: &Loaded,
     run: &Run,
-    (mut index, calls): (u64, Vec<Call>),
+    mut index: u64,
+    calls: Vec<Call>,
     why: impl Fn(&str) -> String,
 ) -> u64 {
     let publish = |event, message_index, message_id| {
         loaded.events.publish_body(FrameBody::LoopEvent { run_id: run.id.clone(), message_index, message_id, event });
     };
-    let speaks = || lease.is_none_or(Held::speaks);
     for Call { id, name, .. } in calls {
         let result = why(&name);
         let end = AgentEvent::ToolExecutionEnd {
@@ -142,9 +106,7 @@ async fn end_unrun_calls(
             result: result.clone(),
             is_error: true,
         };
-        if speaks() {
-            publish(end, None, None);
-        }
+        publish(end, None, None);
         let message = Message::ToolResult {
             tool_call_id: id,
             tool_name: name,
@@ -153,11 +115,9 @@ async fn end_unrun_calls(
             timestamp: now_ms(),
             diff: None,
         };
-        if speaks() {
-            publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None);
-        }
+        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None);
         let indexed = IndexedMessage { id: MessageId::new(), index, message };
-        if let Err(e) = store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
+        if let Err(e) = env.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
             tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
             break;
         }
