@@ -23,6 +23,10 @@ pub struct Program {
 pub struct Reading {
     pub cpu: f64,
     pub kib: u64,
+    /// The part of `cpu` used by processes already there at the previous reading: a
+    /// process seen for the first time brings all the CPU it ever used, which may be
+    /// more than the step between two readings allows (peaks use this part).
+    pub cpu_seen: f64,
 }
 
 impl Program {
@@ -43,17 +47,23 @@ impl Program {
     /// part with it, so this is a floor) and their memory now.
     pub fn read(&mut self) -> Reading {
         let pids = pids_of(self.name);
-        let mut cpu = 0.0;
+        let (mut cpu, mut cpu_seen) = (0.0, 0.0);
         let mut now = std::collections::HashMap::with_capacity(pids.len());
         for &pid in &pids {
             let Some(c) = cpu_seconds(pid) else { continue };
-            cpu += c - self.cpu.get(&pid).copied().unwrap_or(0.0);
+            match self.cpu.get(&pid) {
+                Some(before) => {
+                    cpu += c - before;
+                    cpu_seen += c - before;
+                }
+                None => cpu += c,
+            }
             now.insert(pid, c);
         }
         self.cpu = now;
         let field = if pids.len() > 1 { "Pss:" } else { "Rss:" };
         let kib = pids.iter().filter_map(|&p| kib(&format!("/proc/{p}/smaps_rollup"), field)).sum();
-        Reading { cpu, kib }
+        Reading { cpu, kib, cpu_seen }
     }
 }
 
@@ -78,7 +88,8 @@ pub fn kib(path: &str, field: &str) -> Option<u64> {
 
 /// CPU seconds and VmRSS of one process now.
 pub fn process(pid: u32) -> Reading {
-    Reading { cpu: cpu_seconds(pid).unwrap_or(0.0), kib: kib(&format!("/proc/{pid}/status"), "VmRSS:").unwrap_or(0) }
+    let cpu = cpu_seconds(pid).unwrap_or(0.0);
+    Reading { cpu, kib: kib(&format!("/proc/{pid}/status"), "VmRSS:").unwrap_or(0), cpu_seen: cpu }
 }
 
 /// The highest CPU use (cores, over the steps between samples) and memory seen while
@@ -104,7 +115,7 @@ impl Peak {
 
     /// A program's reading: CPU seconds since the previous one (over `since`).
     pub fn sample_since(&mut self, now: Reading, since: std::time::Duration) {
-        self.step(now.cpu, since);
+        self.step(now.cpu_seen, since);
         self.kib = self.kib.max(now.kib);
     }
 
