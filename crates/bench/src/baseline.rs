@@ -62,6 +62,11 @@ pub struct BaselineArgs {
     /// A subscriber that has not seen the end after this long gives up.
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,
+    /// Moves each server (every thread of `spool serve`, of the hub) onto these CPUs
+    /// (`0-3`, as `taskset -c` takes them) once it is listening; pin the bench itself
+    /// elsewhere with `taskset` (`scripts/bench-p99-pinned` does both).
+    #[arg(long, value_name = "LIST")]
+    server_cpus: Option<crate::pin::Cpus>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +99,10 @@ struct Measure {
     finished: usize,
     model_calls: u64,
     latency: Spread,
+    /// The sampled deltas slowest for their subscribers: (index, ms into the answer the
+    /// model wrote it, median latency over the subscribers). A stall on the server's
+    /// side delays one delta for everyone; the run queues of a busy machine do not.
+    slowest: Vec<(u64, f64, f64)>,
 }
 
 impl Measure {
@@ -189,6 +198,9 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
         }
     };
 
+    if let Some(cpus) = &args.server_cpus {
+        crate::pin::pin_process(pid, &cpus.0)?;
+    }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(args.subscribers.max(1));
     let tasks: Vec<_> = (0..args.subscribers)
@@ -220,13 +232,26 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
     let client_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - client_before;
     let written = model.written();
     let mut latencies = Vec::new();
+    let mut by_delta: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
     for outcome in &outcomes {
         for &(i, at) in &outcome.samples {
             if let Some(&sent) = written.get(i as usize) {
                 latencies.push(signed_ms(at, sent));
+                by_delta.entry(i).or_default().push(signed_ms(at, sent));
             }
         }
     }
+    let start = written.first().copied();
+    let mut slowest: Vec<(u64, f64, f64)> = by_delta
+        .into_iter()
+        .filter_map(|(i, mut ms)| {
+            ms.sort_by(f64::total_cmp);
+            let into = signed_ms(*written.get(i as usize)?, start?);
+            Some((i, into, ms[ms.len() / 2]))
+        })
+        .collect();
+    slowest.sort_by(|a, b| b.2.total_cmp(&a.2));
+    slowest.truncate(5);
     Ok(Measure {
         server,
         load,
@@ -240,6 +265,7 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
         finished: outcomes.iter().filter(|o| o.finished).count(),
         model_calls: model.calls() - calls_before,
         latency: Spread::of(latencies).context("no latency sample: did any delta arrive?")?,
+        slowest,
     })
 }
 
@@ -413,6 +439,9 @@ fn print_row(run: u64, m: &Measure, args: &BaselineArgs) {
         args.subscribers,
         m.model_calls,
     );
+    let slowest: Vec<String> =
+        m.slowest.iter().map(|(i, into, ms)| format!("w{i} (written at {into:.0} ms) {ms:.2} ms")).collect();
+    println!("      slowest sampled deltas, median over subscribers: {}", slowest.join(", "));
 }
 
 /// `median (min–max)` of one figure over runs.

@@ -39,8 +39,10 @@ mod fake_model;
 mod fleet;
 mod hub;
 mod idle;
+mod idle_paths;
 mod latency;
 mod nodes;
+mod pin;
 mod soak;
 mod subscriber;
 mod versus;
@@ -105,6 +107,10 @@ enum Command {
     /// What an idle subscriber costs the server: N idle SSE or WebSocket subscribers
     /// from many loopback source addresses, a hot session, then churn.
     Idle(idle::IdleArgs),
+    /// What an idle SSE subscriber costs the server on each way to its stream: a fresh
+    /// connection, a keep-alive one, HTTPS with HTTP/1.1 or HTTP/2.
+    #[command(name = "idle-paths")]
+    IdlePaths(idle_paths::IdlePathsArgs),
     /// Spool's fan-out against a bare broadcast hub, one paced fake model behind both:
     /// server CPU per delivered frame and delivery latency, side by side.
     Baseline(baseline::BaselineArgs),
@@ -153,6 +159,9 @@ async fn main() -> Result<()> {
     }
     if let Some(Command::Idle(idle)) = &args.command {
         return idle::idle(idle).await;
+    }
+    if let Some(Command::IdlePaths(paths)) = &args.command {
+        return idle_paths::idle_paths(paths).await;
     }
     if let Some(Command::Baseline(baseline)) = &args.command {
         return baseline::baseline(baseline).await;
