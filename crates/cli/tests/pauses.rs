@@ -1,13 +1,15 @@
 //! A node that lost its lease writes nothing for what it lost (issue 43): two `spool
 //! serve` nodes on one PostgreSQL database and one Redis, with a lease of two seconds.
 //!
-//! Node A runs a run that sits in a tool call; then A is frozen (SIGSTOP) for longer than
-//! its lease. Node B's reaper settles the run `failed` with `node_lost`, and B serves
-//! the session (a new prompt there completes). When A wakes it must leave all of that
-//! as it is: no message, run, event or session record written for the lost run, and no
-//! frame published for it, so a client following the session on either node sees the
-//! run end once, every frame once, in the same order on both nodes. A then serves the
-//! session again like any node.
+//! Node A runs a run that sits in a tool call; then A is taken away for longer than its
+//! lease: frozen (SIGSTOP), or cut off from PostgreSQL by a proxy between them (its
+//! connections closed, or its traffic held and delivered late), and while cut it says
+//! it is not ready (`/api/ready`, 503). Node B's reaper settles the run `failed` with
+//! `node_lost`, and B serves the session (a new prompt there completes). When A is back
+//! it must leave all of that as it is: no message, run, event or session record
+//! written for the lost run, and no frame published for it, so a client following the
+//! session on either node sees the run end once, every frame once, in the same order on
+//! both nodes. A then serves the session again like any node.
 //!
 //! PostgreSQL and Redis come from `SPOOL_TEST_DATABASE_URL` and `SPOOL_TEST_REDIS_URL`;
 //! built without them the tests are ignored, except under CI (see `common`).
@@ -17,6 +19,8 @@ use crate::common;
 use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};
 use spool_test_support::ReceivedFrame;
+use spool_test_support::proxy::Proxy;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -180,76 +184,185 @@ async fn prompt_when_free(client: &reqwest::Client, base: &str, session: &str, t
     wait_for(client, &format!("{base}/api/runs/{run}"), WAIT, |r| r["status"] != "running").await
 }
 
-// Fails until writes are fenced by the lease's epoch (the next commit): the woken node
-// A saves the lost run's tool fact in the session memory and publishes the lost run's
-// end a second time (`tool_execution_end`, `message_start`, `agent_end` with
-// `storage_error`, an idle state, `agent_settled`) after B's run.
-#[ignore = "fails until run writes are fenced by the lease's epoch (issue 43)"]
+/// Two nodes on one database, a session on them followed by a client on each, and
+/// what they need kept alive.
+struct Scene {
+    client: reqwest::Client,
+    a: String,
+    b: String,
+    node_a: Spool,
+    store: sqlx::PgPool,
+    session: String,
+    project_dir: std::path::PathBuf,
+    on_a: Follower,
+    on_b: Follower,
+    _node_b: Spool,
+    _dir: tempfile::TempDir,
+    _db: TestDb,
+}
+
+impl Scene {
+    /// Nodes A (on the store at `a_url`, the database's own URL or a proxy's) and B.
+    async fn start(db: TestDb, a_url: &str) -> Scene {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let project_dir = dir.path().join("project");
+        std::fs::create_dir(&project_dir).expect("project dir");
+        let client = reqwest::Client::builder().no_proxy().build().expect("client");
+        let ((node_a, a), (node_b, b)) = (node(a_url, dir.path(), "a"), node(&db.url, dir.path(), "b"));
+        let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
+        let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
+        let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
+        let session = session["id"].as_str().expect("session id").to_owned();
+        let on_a = Follower::open(&client, &a, &session).await;
+        let on_b = Follower::open(&client, &b, &session).await;
+        Scene { client, a, b, node_a, store, session, project_dir, on_a, on_b, _node_b: node_b, _dir: dir, _db: db }
+    }
+
+    /// A run on A in a tool call that ends a second later, once the tool has started:
+    /// whatever then takes A away, the call's result is there to be written when A is
+    /// back. Returns the run's id.
+    async fn run_in_a_tool_call_on_a(&self) -> String {
+        let (client, a, session) = (&self.client, &self.a, &self.session);
+        let prompt = format!("tool: bash {}", json!({"command": "echo started > started.txt; sleep 1"}));
+        let lost = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
+        let started = self.project_dir.join("started.txt");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !started.exists() {
+            assert!(tokio::time::Instant::now() < deadline, "the tool never started on A");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lost["runId"].as_str().expect("run id").to_owned()
+    }
+
+    /// B settles A's run `node_lost` once A's lease ends, and serves the session (a
+    /// prompt there completes). Returns what the store holds then.
+    async fn b_takes_over(&self, lost: &str) -> Value {
+        let (client, b) = (&self.client, &self.b);
+        let failed = wait_for(client, &format!("{b}/api/runs/{lost}"), WAIT, |r| r["status"] != "running").await;
+        assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
+        let on_b = prompt_when_free(client, b, &self.session, "echo: served by B").await;
+        assert_eq!(on_b["status"], "completed", "{on_b}");
+        stored(&self.store, &self.session).await
+    }
+
+    /// A is back: it serves the session again like any node, and nothing it did for
+    /// the run it lost shows — not in the store (compared with `before`, what it held
+    /// when B was done), not in the frames either node's client got.
+    async fn a_left_no_trace(mut self, lost: &str, before: Value) {
+        let again = prompt_when_free(&self.client, &self.a, &self.session, "echo: served by A again").await;
+        assert_eq!(again["status"], "completed", "{again}");
+        let again = again["id"].as_str().expect("run id").to_owned();
+
+        let after = stored(&self.store, &self.session).await;
+        assert_eq!(after["runs"].as_array().map(Vec::len), Some(3), "{after}");
+        let lost_run = |s: &Value| s["runs"].as_array().and_then(|r| r.iter().find(|r| r["id"] == lost)).cloned();
+        assert_eq!(lost_run(&after), lost_run(&before), "the lost run as B settled it");
+        let messages = after["messages"].as_array().expect("messages");
+        assert_eq!(
+            &messages[..4],
+            before["messages"].as_array().expect("messages").as_slice(),
+            "nothing appended by A"
+        );
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap_or("?")).collect();
+        let expected = ["user", "assistant", "user", "assistant", "user", "assistant"];
+        assert_eq!(roles, expected, "no tool result of the lost run");
+        let lost_events = |s: &Value| s["events"].as_array().map(|e| e.iter().filter(|e| e["run_id"] == lost).count());
+        assert_eq!(lost_events(&after), lost_events(&before), "no event about the lost run from A");
+        assert_eq!(after["drafts"], json!([]), "{after}");
+        assert_eq!(after["notes"], before["notes"], "the session's todos and memory as they were");
+        let title = |s: &Value| s["session"][0]["title"].clone();
+        assert_eq!(title(&after), title(&before), "the session record as it was");
+
+        self.on_a.until(|f| is_event(f, &again, "agent_settled")).await;
+        self.on_b.until(|f| is_event(f, &again, "agent_settled")).await;
+        assert_seen_once(&self.on_a.seen, &self.on_b.seen, lost);
+        self.store.close().await;
+    }
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
 #[tokio::test]
 async fn a_node_frozen_past_its_lease_writes_and_publishes_nothing_for_the_run_it_lost() {
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let project_dir = dir.path().join("project");
-    std::fs::create_dir(&project_dir).expect("project dir");
-    let client = reqwest::Client::builder().no_proxy().build().expect("client");
-    let ((node_a, a), (_node_b, b)) = (node(&db.url, dir.path(), "a"), node(&db.url, dir.path(), "b"));
-    let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
+    let url = db.url.clone();
+    let scene = Scene::start(db, &url).await;
+    let lost = scene.run_in_a_tool_call_on_a().await;
+    scene.node_a.pause();
+    let before = scene.b_takes_over(&lost).await;
+    // A wakes. It finds its lease gone and stops the run without a trace.
+    scene.node_a.resume();
+    scene.a_left_no_trace(&lost, before).await;
+}
 
-    let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
-    let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
-    let session = session["id"].as_str().expect("session id").to_owned();
-    let mut on_a = Follower::open(&client, &a, &session).await;
-    let mut on_b = Follower::open(&client, &b, &session).await;
+/// `url` with its host and port replaced by `addr`; and the address it named.
+fn through(url: &str, addr: SocketAddr) -> (String, SocketAddr) {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((user, host)) => (format!("{user}@"), host),
+        None => (String::new(), authority),
+    };
+    let host = if host.contains(':') { host.to_owned() } else { format!("{host}:5432") };
+    let upstream = host.to_socket_addrs().expect("resolve the database").next().expect("an address");
+    (format!("{scheme}://{user}{addr}{path}"), upstream)
+}
 
-    // A's run in a tool call that ends while A is frozen: its result is there to be
-    // written the moment A wakes.
-    let prompt = format!("tool: bash {}", json!({"command": "echo started > started.txt; sleep 1"}));
-    let lost = call(client.post(format!("{a}/api/sessions/{session}/prompt")).json(&json!({"text": prompt}))).await;
-    let lost = lost["runId"].as_str().expect("run id").to_owned();
-    let started = project_dir.join("started.txt");
+/// Polls A's `/api/ready` until it answers `code`; returns the answer.
+async fn ready_is(client: &reqwest::Client, base: &str, code: u16) -> Value {
     let deadline = tokio::time::Instant::now() + WAIT;
-    while !started.exists() {
-        assert!(tokio::time::Instant::now() < deadline, "the tool never started on A");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    loop {
+        let res = client.get(format!("{base}/api/ready")).send().await.expect("ready");
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.expect("json");
+        if status == code {
+            return body;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never {code}: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    node_a.pause();
+}
 
-    // B takes the session over once A's lease ends, and serves it.
-    let failed = wait_for(&client, &format!("{b}/api/runs/{lost}"), WAIT, |r| r["status"] != "running").await;
-    assert_eq!((failed["status"].as_str(), failed["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
-    let on_b_run = prompt_when_free(&client, &b, &session, "echo: served by B").await;
-    assert_eq!(on_b_run["status"], "completed", "{on_b_run}");
-    let before = stored(&store, &session).await;
+/// Node A cut off from PostgreSQL (a proxy between them, `partition` playing the
+/// network) past its lease while its run is in a tool call, then healed: A is out of
+/// rotation while cut, B takes the session over, and A writes and publishes nothing
+/// for the run it lost.
+async fn a_partitioned_node(partition: impl Fn(&Proxy)) {
+    let db = TestDb::create().await;
+    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let (_, upstream) = through(&db.url, placeholder);
+    let proxy = Proxy::start(upstream);
+    let (a_url, _) = through(&db.url, proxy.addr());
+    let scene = Scene::start(db, &a_url).await;
+    let lost = scene.run_in_a_tool_call_on_a().await;
+    partition(&proxy);
+    let unready = ready_is(&scene.client, &scene.a, 503).await;
+    assert!(unready["reason"].as_str().is_some_and(|r| r.starts_with("store")), "{unready}");
+    let before = scene.b_takes_over(&lost).await;
+    proxy.heal();
+    ready_is(&scene.client, &scene.a, 200).await;
+    scene.a_left_no_trace(&lost, before).await;
+}
 
-    // A wakes. It finds its lease gone and stops the run without a trace; then it
-    // serves the session like any node.
-    node_a.resume();
-    let again = prompt_when_free(&client, &a, &session, "echo: served by A again").await;
-    assert_eq!(again["status"], "completed", "{again}");
-    let again = again["id"].as_str().expect("run id").to_owned();
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_node_cut_off_from_the_database_past_its_lease_is_out_of_rotation_and_leaves_no_trace() {
+    // Its connections closed, new ones refused: its writes fail until the heal.
+    a_partitioned_node(Proxy::cut).await;
+}
 
-    let after = stored(&store, &session).await;
-    assert_eq!(after["runs"].as_array().map(Vec::len), Some(3), "{after}");
-    let lost_run = |s: &Value| s["runs"].as_array().and_then(|r| r.iter().find(|r| r["id"] == lost.as_str())).cloned();
-    assert_eq!(lost_run(&after), lost_run(&before), "the lost run as B settled it");
-    let messages = after["messages"].as_array().expect("messages");
-    assert_eq!(&messages[..4], before["messages"].as_array().expect("messages").as_slice(), "nothing appended by A");
-    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap_or("?")).collect();
-    assert_eq!(
-        roles,
-        ["user", "assistant", "user", "assistant", "user", "assistant"],
-        "no tool result of the lost run"
-    );
-    let lost_events =
-        |s: &Value| s["events"].as_array().map(|e| e.iter().filter(|e| e["run_id"] == lost.as_str()).count());
-    assert_eq!(lost_events(&after), lost_events(&before), "no event about the lost run from A");
-    assert_eq!(after["drafts"], json!([]), "{after}");
-    assert_eq!(after["notes"], before["notes"], "the session's todos and memory as they were");
-    let title = |s: &Value| s["session"][0]["title"].clone();
-    assert_eq!(title(&after), title(&before), "the session record as it was");
-
-    on_a.until(|f| is_event(f, &again, "agent_settled")).await;
-    on_b.until(|f| is_event(f, &again, "agent_settled")).await;
-    assert_seen_once(&on_a.seen, &on_b.seen, &lost);
-    store.close().await;
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_node_whose_database_traffic_is_held_past_its_lease_leaves_no_trace_when_it_arrives() {
+    // Nothing passes, nothing is refused: what A sends meanwhile (a renewal, the
+    // tool's result) reaches PostgreSQL after the heal, when B has settled the run.
+    a_partitioned_node(Proxy::stall).await;
 }

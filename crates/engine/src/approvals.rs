@@ -25,7 +25,6 @@
 
 use crate::error::{EngineError, Result};
 use crate::leases::{LeaseGuard, Leases};
-use crate::registry::Registry;
 use crate::run::{Checkpoint, Resolution, RunTask};
 use crate::run_env::RunEnv;
 use crate::session::{ActiveHandle, Loaded, READ_YOUR_WRITES};
@@ -150,12 +149,10 @@ impl DecisionOutcome {
 
 /// The approvals of this node's sessions: deciding them exactly once, expiring and
 /// cancelling them, and continuing the runs they parked. An owned service: it holds the
-/// runs' context (to continue a run), the registry and the leases (to take a session's
-/// lease for the winner), and is handed the loaded session by the engine, which alone
-/// loads sessions.
+/// runs' context (to continue a run) and the leases (to take a session's lease for the
+/// winner), and is handed the loaded session by the engine, which alone loads sessions.
 pub(crate) struct Approvals {
     env: Arc<RunEnv>,
-    sessions: Arc<Registry>,
     leases: Arc<Leases>,
 }
 
@@ -169,8 +166,8 @@ struct Checked {
 }
 
 impl Approvals {
-    pub fn new(env: Arc<RunEnv>, sessions: Arc<Registry>, leases: Arc<Leases>) -> Self {
-        Self { env, sessions, leases }
+    pub fn new(env: Arc<RunEnv>, leases: Arc<Leases>) -> Self {
+        Self { env, leases }
     }
 
     /// Refuses a decision whose message or idempotency key breaks the limits, before
@@ -425,7 +422,8 @@ impl Approvals {
         let mut run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
         run.status = RunStatus::Running;
         run.updated_at = now;
-        store.update_run(&run).await?;
+        // Held to the decision's lease, as the continuation's writes will be.
+        store.fenced(lease.fence().clone()).update_run(&run).await?;
         let handle = ActiveHandle::new(run.id.clone());
         loaded.set_active(Some(handle.clone()));
         publish_resolution(loaded, &approval, input.decision.label(), owner, input.message.clone(), &run, now, input.via);
@@ -434,8 +432,9 @@ impl Approvals {
             run_id: run.id.clone(),
             decision: input.decision,
         };
-        lease.keep();
-        let task = RunTask::resume(self.env.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id);
+        let held = lease.keep();
+        let (env, loaded) = (self.env.clone(), loaded.clone());
+        let task = RunTask::resume(env, loaded, run, handle, (checkpoint, resolution), approval.id, held);
         tokio::spawn(task.execute());
         Ok(outcome)
     }
@@ -467,11 +466,9 @@ impl Approvals {
             Some(FrameBody::State { state: Box::new(s.clone()) })
         });
         let resolution = resolution(&decision, approval.message.clone(), approval.actor.is_some(), &checkpoint);
-        lease.keep();
-        tokio::spawn(
-            RunTask::resume(self.env.clone(), loaded.clone(), run, handle, checkpoint, resolution, approval.id)
-                .execute(),
-        );
+        let held = lease.keep();
+        let (env, loaded) = (self.env.clone(), loaded.clone());
+        tokio::spawn(RunTask::resume(env, loaded, run, handle, (checkpoint, resolution), approval.id, held).execute());
         Ok(())
     }
 
@@ -724,7 +721,7 @@ impl Approvals {
 
     /// Takes the session's lease for the decision's winner (see [`LeaseGuard::take`]).
     async fn take_lease(&self, session: &SessionId) -> Result<LeaseGuard> {
-        LeaseGuard::take(&self.leases, &self.sessions, session).await
+        LeaseGuard::take(&self.leases, session).await
     }
 }
 

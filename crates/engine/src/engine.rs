@@ -456,7 +456,7 @@ impl Engine {
             snapshots: config.snapshots.clone(),
         };
         let (env, expiries, settled) = RunEnv::new(parts);
-        let approvals = Arc::new(Approvals::new(env.clone(), sessions.clone(), leases.clone()));
+        let approvals = Arc::new(Approvals::new(env.clone(), leases.clone()));
         let lists = match &cluster {
             Some(cluster) => crate::lists::ListNotifier::clustered(cluster.clone()),
             None => crate::lists::ListNotifier::new(),

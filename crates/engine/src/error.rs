@@ -56,6 +56,9 @@ impl EngineError {
             EngineError::SessionBusy(_) => "session_busy",
             EngineError::Store(StoreError::Conflict(_)) => "conflict",
             EngineError::Store(StoreError::Backend(_)) => "storage_error",
+            // Another node took the session's lease over while this one began a write
+            // for it: the session is busy there.
+            EngineError::Store(StoreError::Fenced(_)) => "session_busy",
         }
     }
 }

@@ -75,8 +75,8 @@ pub use spool_protocol::api::{
     ApprovalPolicy, MessagePage, Multitask, OnDisconnect, PromptAccepted, PromptQueued, SessionDetail, SessionInfo,
 };
 pub use store::{
-    DecidedCall, Draft, IdempotencyClaim, Lease, Listener, LoginSession, QueueInsert, QueueLimits, QueuedPrompt,
-    RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
+    DecidedCall, Draft, IdempotencyClaim, Lease, LeaseFence, Listener, LoginSession, QueueInsert, QueueLimits,
+    QueuedPrompt, RuleRemoval, RunInsert, SessionMatch, Store, StoreError, Supersede,
 };
 pub use store::{
     ClaimedDelivery, Delivery, DeliveryClaim, DeliveryOutcome, DeliveryStatus, DisabledWebhook, StoredEvent,

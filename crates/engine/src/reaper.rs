@@ -54,10 +54,11 @@ impl Engine {
         let mut failed = 0;
         let clock = &self.inner.config.clock;
         for lease in store.expired_leases(clock.now_ms()).await? {
-            // Taking the lease makes this node the single one that settles the session.
-            if !self.inner.leases.take_over(&lease.session_id).await? {
+            // Taking the lease makes this node the single one that settles the session;
+            // what it settles is held to this taking, like a run's writes.
+            let Some(taken) = self.inner.leases.take_over(&lease.session_id).await? else {
                 continue;
-            }
+            };
             if self.runs_here(&lease.session_id) {
                 // Our own run, alive but late renewing: its renewal loop decides.
                 continue;
@@ -79,7 +80,7 @@ impl Engine {
                 run.error = Some(error.clone());
                 run.ended_at = Some(now);
                 run.updated_at = now;
-                store.update_run(&run).await?;
+                store.fenced(taken.clone()).update_run(&run).await?;
                 self.inner.env.metrics.run_settled(RunStatus::Failed);
                 tracing::warn!(run = %run.id, node = %lease.node_id, "marked a run of a lost node failed");
                 lost.push(run);
@@ -95,14 +96,14 @@ impl Engine {
                 self.forget_stale(&lease.session_id);
             }
             if sorted.resume.is_empty() {
-                self.inner.leases.release(&lease.session_id).await;
+                self.inner.leases.release_unheld(&lease.session_id).await;
             }
             for call in sorted.resume {
                 let run = call.approval.run_id.clone();
                 tracing::warn!(%run, node = %lease.node_id, "resuming a lost node's decided call that never started");
                 if let Err(e) = self.resume_decided(call).await {
                     tracing::error!(%run, error = %e, "could not resume a lost node's decided call");
-                    self.inner.leases.release(&lease.session_id).await;
+                    self.inner.leases.release_unheld(&lease.session_id).await;
                 }
             }
         }

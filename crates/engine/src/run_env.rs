@@ -12,7 +12,7 @@
 //! engine.
 
 use crate::framebus::{FrameBus, Watchers};
-use crate::leases::{Leases, Renewal};
+use crate::leases::{Held, Leases, Renewal};
 use crate::models::Models;
 use crate::session::{ActiveHandle, Loaded};
 use crate::{Clock, Store, ToolContext, ToolRegistry};
@@ -139,19 +139,33 @@ impl RunEnv {
         crate::events::watchers_elsewhere(&**bus, &self.node_id, session).await
     }
 
-    /// Renews the session's lease for the run `handle` stands for, until it finishes.
-    pub fn keep_lease(&self, session: SessionId, handle: &ActiveHandle) {
+    /// Renews the session's lease `held` took for the run `handle` stands for, until it
+    /// finishes.
+    pub fn keep_lease(&self, held: &Arc<Held>, handle: &ActiveHandle) {
         let renewal = Renewal {
             finished: handle.finished.clone(),
             cancel: handle.cancel.clone(),
             failed_as: handle.failed_as.clone(),
         };
-        self.leases.keep_renewed(session, renewal);
+        self.leases.keep_renewed(held.clone(), renewal);
     }
 
-    /// Gives the session's lease up.
+    /// The store as the run holding `held` writes to it: each of its writes held to the
+    /// lease's fence (see `leases.rs`, "Failure semantics").
+    pub fn fenced_store(&self, held: &Held) -> Arc<dyn Store> {
+        self.store.fenced(held.fence().clone())
+    }
+
+    /// Lets the run's hold on the session's lease go: the lease is given back unless
+    /// another holder on this node still has it (see [`Leases::let_go`]).
     pub async fn drop_lease(&self, session: &SessionId) {
-        self.leases.release(session).await;
+        self.leases.let_go(session).await;
+    }
+
+    /// Lets the run's hold on the session's lease go and leaves the lease to expire
+    /// (see [`Leases::abandon`]).
+    pub async fn abandon_lease(&self, session: &SessionId) {
+        self.leases.abandon(session).await;
     }
 
     /// Has the approval expire when its time comes, unless it is decided before.

@@ -1,7 +1,8 @@
 //! Session leases between nodes that share one store, played by two engines in one
 //! process over one database file: node A serves HTTP, node B is driven directly. A
 //! session running on one node is busy on the other; a dead node's run is failed as
-//! `node_lost`, never re-run; a node that loses its lease stops its run; racing
+//! `node_lost`, never re-run; a node that loses its lease stops its run (and writes
+//! nothing more when another node took the lease over); racing
 //! decisions on both nodes run the tool once; queued prompts run once each.
 //!
 //! Both nodes run on one [`ManualClock`] that only the test moves: a lease expires,
@@ -12,7 +13,7 @@ use crate::common;
 
 use common::{Open, TestOptions, TestServer, id_of};
 use serde_json::json;
-use spool_engine::store::{Nodes, Queue, Runs};
+use spool_engine::store::{Messages, Nodes, Queue, Runs};
 use spool_engine::{
     DecisionInput, DecisionOutcome, DecisionTarget, Engine, EngineConfig, EngineError, ManualClock, Models, Multitask,
     PromptInput, RunInsert, Submitted,
@@ -129,7 +130,7 @@ async fn a_dead_nodes_run_is_failed_as_node_lost_at_the_end_of_its_lease_once_an
         error: None,
     };
     assert!(matches!(a.store.insert_run(&run).await.expect("insert"), RunInsert::Created));
-    assert!(a.store.acquire_lease(&id, "node-dead", taken, TTL_MS).await.expect("lease"));
+    assert!(a.store.acquire_lease(&id, "node-dead", taken, TTL_MS).await.expect("lease").is_some());
 
     // A millisecond before the lease ends, the node may still be alive: no reaper
     // touches its run, and the session is busy on both nodes.
@@ -192,16 +193,58 @@ async fn a_node_that_loses_its_lease_stops_its_run_as_lease_lost_at_its_next_ren
     let session = a.new_session().await;
     let id: SessionId = session.parse().expect("id");
     let run = start_long_run(&a, &session).await;
-    // Another node declared node A dead and took the session over.
-    assert!(a.store.release_lease(&id, "node-a").await.expect("release"));
-    assert!(a.store.acquire_lease(&id, "node-c", clock.now_ms(), 60_000).await.expect("take over"));
-    // Node A learns it at its next renewal, a third of a lease after it took the lease.
+    // As if the store had been out of reach for a whole lease: the lease ran out
+    // unrenewed (its own taking, ended now), and nobody took it over yet. Node A learns
+    // it at its next renewal, before any reaper's pass, and settles the run itself: its
+    // lease is still its own taking, so the settling goes through the fence.
+    let ended = clock.now_ms() - TTL_MS;
+    assert!(a.store.acquire_lease(&id, "node-a", ended, TTL_MS).await.expect("the same taking").is_some());
     clock.advance(TTL / 3);
     let settled = a.wait_run(&run).await;
     assert_eq!(settled["status"], "failed", "{settled}");
     assert_eq!(settled["error"]["code"], "lease_lost");
+    wait_released(&a, &id).await;
+}
+
+/// Another node took the lease over (it declared node A dead): A's run stops at A's
+/// next renewal and writes nothing more — no `lease_lost`, no message, no lease given
+/// back: the run is the new holder's to settle, which it does as for any lost node.
+/// (What clients see is `crates/cli/tests/pauses.rs`'s, with a frame bus.)
+#[tokio::test]
+async fn a_node_whose_lease_was_taken_over_stops_its_run_without_a_trace() {
+    let clock = ManualClock::starting_now();
+    let (a, b) = two_nodes(Duration::from_millis(5), &clock).await;
+    let session = a.new_session().await;
+    let id: SessionId = session.parse().expect("id");
+    let run = start_long_run(&a, &session).await;
+    assert!(a.store.release_lease(&id, "node-a").await.expect("release"));
+    assert!(a.store.acquire_lease(&id, "node-c", clock.now_ms(), TTL_MS).await.expect("take over").is_some());
+    // A learns it at its next renewal, a third of a lease after it took the lease, and
+    // stops: the session is free on A again, and busy only by node C's lease.
+    clock.advance(TTL / 3);
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        match a.engine.runs().prompt(a.engine.local_user(), &id, prompt("echo: too early")).await {
+            Err(EngineError::SessionBusy(holder)) if holder.contains("node-c") => break,
+            Err(EngineError::SessionBusy(_)) => {}
+            other => panic!("node C holds the session: {other:?}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node A never let the run go");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (_, still) = a.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(still["status"], "running", "A settles nothing it lost: {still}");
     let lease = a.store.get_lease(&id).await.expect("lease").expect("still node C's");
     assert_eq!(lease.node_id, "node-c", "the stopped run does not release a lease it no longer holds");
+    assert_eq!(a.store.count_messages(&id).await.expect("count"), 1, "only the prompt, no answer committed");
+
+    // Node C never comes back: at the end of its lease the reapers settle the run as
+    // they settle any lost node's, once.
+    clock.advance(TTL);
+    let settled = a.wait_run(&run).await;
+    assert_eq!((settled["status"].as_str(), settled["error"]["code"].as_str()), (Some("failed"), Some("node_lost")));
+    assert!(settled["error"]["message"].as_str().is_some_and(|m| m.contains("node-c")), "{settled}");
+    drop(b);
 }
 
 #[tokio::test]

@@ -7,15 +7,19 @@
 //! both, so it is written once here as a macro and expanded in each backend module, where
 //! those names are in scope.
 
-/// Implements `Store` for `$store` (a type with a `pool` field), one impl block per
+/// Implements `Store` for `$store` (a type with a `pool` field and a `fence` field, the
+/// fence its run's writes are held to, if any: see `Nodes::fenced`), one impl block per
 /// record kind of `spool_engine::store` in the order the kinds are listed there, by
-/// calling the record modules in scope where the macro is expanded.
+/// calling the record modules in scope where the macro is expanded. The writes a run
+/// makes hand the fence on; `sql/leases.rs` says how it holds.
 macro_rules! impl_store {
     ($store:ty) => {
         // A block of its own so these imports do not leak into the backend module.
         const _: () = {
             use spool_engine::store;
-            use spool_engine::{Draft, IdempotencyClaim, Lease, Listener, LoginSession, RunInsert, StoreError};
+            use spool_engine::{
+                Draft, IdempotencyClaim, Lease, LeaseFence, Listener, LoginSession, RunInsert, StoreError,
+            };
             use spool_protocol::time::Millis;
             use spool_protocol::*;
 
@@ -116,7 +120,7 @@ macro_rules! impl_store {
                     search::sessions(&self.pool, owner, needle, before, limit, time_limit).await
                 }
                 async fn update_session(&self, session: &Session) -> Result<(), StoreError> {
-                    sessions::update(&self.pool, session).await
+                    sessions::update(&self.pool, self.fence.as_ref(), session).await
                 }
                 async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
                     sessions::delete(&self.pool, id).await
@@ -155,7 +159,7 @@ macro_rules! impl_store {
                     owner: &UserId,
                     message: &IndexedMessage,
                 ) -> Result<(), StoreError> {
-                    messages::insert(&self.pool, session, owner, message).await
+                    messages::insert(&self.pool, self.fence.as_ref(), session, owner, message).await
                 }
                 async fn list_messages(
                     &self,
@@ -194,10 +198,10 @@ macro_rules! impl_store {
                     seq: u64,
                     deltas: &[StreamDelta],
                 ) -> Result<u64, StoreError> {
-                    drafts::append(&self.pool, draft, seq, deltas).await
+                    drafts::append(&self.pool, self.fence.as_ref(), draft, seq, deltas).await
                 }
                 async fn delete_draft(&self, session: &SessionId) -> Result<(), StoreError> {
-                    drafts::delete(&self.pool, session).await
+                    drafts::delete(&self.pool, self.fence.as_ref(), session).await
                 }
                 async fn orphaned_drafts(&self) -> Result<Vec<Draft>, StoreError> {
                     drafts::orphaned(&self.pool).await
@@ -215,7 +219,7 @@ macro_rules! impl_store {
                     owner: &UserId,
                     value: &SessionMemory,
                 ) -> Result<(), StoreError> {
-                    memory::put(&self.pool, session, owner, value).await
+                    memory::put(&self.pool, self.fence.as_ref(), session, owner, value).await
                 }
                 async fn get_todos(&self, session: &SessionId) -> Result<Vec<hub::Todo>, StoreError> {
                     todos::get(&self.pool, session).await
@@ -226,7 +230,7 @@ macro_rules! impl_store {
                     owner: &UserId,
                     value: &[hub::Todo],
                 ) -> Result<(), StoreError> {
-                    todos::put(&self.pool, session, owner, value).await
+                    todos::put(&self.pool, self.fence.as_ref(), session, owner, value).await
                 }
                 async fn get_source_choices(
                     &self,
@@ -251,10 +255,10 @@ macro_rules! impl_store {
                     runs::insert(&self.pool, run).await
                 }
                 async fn start_run(&self, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError> {
-                    runs::start(&self.pool, run, prompt).await
+                    runs::start(&self.pool, self.fence.as_ref(), run, prompt).await
                 }
                 async fn settle_run(&self, run: &Run) -> Result<bool, StoreError> {
-                    runs::settle(&self.pool, run).await
+                    runs::settle(&self.pool, self.fence.as_ref(), run).await
                 }
                 async fn find_run_by_request(
                     &self,
@@ -267,7 +271,7 @@ macro_rules! impl_store {
                     runs::get(&self.pool, id).await
                 }
                 async fn update_run(&self, run: &Run) -> Result<(), StoreError> {
-                    runs::write(&self.pool, run).await
+                    runs::write(&self.pool, self.fence.as_ref(), run).await
                 }
                 async fn runs_since(&self, session: &SessionId, from_index: u64) -> Result<Vec<Run>, StoreError> {
                     runs::since(&self.pool, session, from_index).await
@@ -320,7 +324,7 @@ macro_rules! impl_store {
                     run: &Run,
                     prompt: &IndexedMessage,
                 ) -> Result<Option<RunInsert>, StoreError> {
-                    queue::take(&self.pool, id, run, prompt).await
+                    queue::take(&self.pool, self.fence.as_ref(), id, run, prompt).await
                 }
                 async fn queue_steer(
                     &self,
@@ -342,7 +346,7 @@ macro_rules! impl_store {
                     owner: &UserId,
                     message: &IndexedMessage,
                 ) -> Result<bool, StoreError> {
-                    queue::take_steer(&self.pool, id, session, owner, message).await
+                    queue::take_steer(&self.pool, self.fence.as_ref(), id, session, owner, message).await
                 }
                 async fn queued_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
                     queue::sessions(&self.pool, limit).await
@@ -366,7 +370,7 @@ macro_rules! impl_store {
                     approval: &Approval,
                     checkpoint: &serde_json::Value,
                 ) -> Result<(), StoreError> {
-                    approvals::interrupt(&self.pool, run, approval, checkpoint).await
+                    approvals::interrupt(&self.pool, self.fence.as_ref(), run, approval, checkpoint).await
                 }
                 async fn supersede_approval(
                     &self,
@@ -407,7 +411,7 @@ macro_rules! impl_store {
                     approvals::decided_calls(&self.pool).await
                 }
                 async fn mark_call_started(&self, approval: &ApprovalId, at: Millis) -> Result<(), StoreError> {
-                    approvals::mark_started(&self.pool, approval, at).await
+                    approvals::mark_started(&self.pool, self.fence.as_ref(), approval, at).await
                 }
             }
 
@@ -448,7 +452,7 @@ macro_rules! impl_store {
             #[async_trait::async_trait]
             impl store::StepSnapshots for $store {
                 async fn insert_step_snapshot(&self, step: &store::StepSnapshot) -> Result<(), StoreError> {
-                    step_snapshots::insert(&self.pool, step).await
+                    step_snapshots::insert(&self.pool, self.fence.as_ref(), step).await
                 }
                 async fn finish_step_snapshot(
                     &self,
@@ -457,7 +461,7 @@ macro_rules! impl_store {
                     after_tree: &str,
                     skipped: &spool_engine::snapshots::Skipped,
                 ) -> Result<Option<u64>, StoreError> {
-                    step_snapshots::finish(&self.pool, run, turn, after_tree, skipped).await
+                    step_snapshots::finish(&self.pool, self.fence.as_ref(), run, turn, after_tree, skipped).await
                 }
                 async fn list_step_snapshots(
                     &self,
@@ -562,17 +566,11 @@ macro_rules! impl_store {
                     node: &str,
                     now: Millis,
                     ttl: Millis,
-                ) -> Result<bool, StoreError> {
+                ) -> Result<Option<LeaseFence>, StoreError> {
                     leases::acquire(&self.pool, session, node, now, ttl).await
                 }
-                async fn renew_lease(
-                    &self,
-                    session: &SessionId,
-                    node: &str,
-                    now: Millis,
-                    ttl: Millis,
-                ) -> Result<bool, StoreError> {
-                    leases::renew(&self.pool, session, node, now, ttl).await
+                async fn renew_lease(&self, fence: &LeaseFence, now: Millis, ttl: Millis) -> Result<bool, StoreError> {
+                    leases::renew(&self.pool, fence, now, ttl).await
                 }
                 async fn release_lease(&self, session: &SessionId, node: &str) -> Result<bool, StoreError> {
                     leases::release(&self.pool, session, node).await
@@ -591,6 +589,9 @@ macro_rules! impl_store {
                 }
                 async fn listeners(&self) -> Result<Vec<Listener>, StoreError> {
                     auth::listeners(&self.pool).await
+                }
+                fn fenced(&self, fence: LeaseFence) -> std::sync::Arc<dyn spool_engine::Store> {
+                    std::sync::Arc::new(Self { pool: self.pool.clone(), fence: Some(fence) })
                 }
             }
 

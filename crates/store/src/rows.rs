@@ -280,6 +280,7 @@ pub(crate) fn lease(row: &impl Columns) -> Result<Lease, StoreError> {
         session_id: parse_id(&row.text("session_id")?)?,
         node_id: row.text("node_id")?,
         expires_at: row.int("expires_at")?,
+        epoch: row.int("epoch")?,
     })
 }
 

@@ -85,6 +85,13 @@ async fn fifty_nodes_wanting_one_session_get_one_lease() {
 
 #[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
 #[tokio::test]
+async fn a_node_writing_through_its_fence_lands_nothing_after_another_takes_the_lease() {
+    let db = TestDb::create().await;
+    a_fenced_writer_racing_a_takeover_lands_nothing_after_it(&nodes(&db).await).await;
+}
+
+#[cfg_attr(not(spool_postgres), ignore = "needs PostgreSQL: set SPOOL_TEST_DATABASE_URL")]
+#[tokio::test]
 async fn fifty_nodes_taking_one_queued_prompt_start_one_run() {
     let db = TestDb::create().await;
     concurrent_takes_of_one_queued_prompt_have_exactly_one_winner(&nodes(&db).await, PG_RACERS).await;
@@ -333,7 +340,10 @@ async fn a_search_past_its_time_limit_is_cancelled_by_postgres() {
     .await
     .expect("parts");
     let cut = store.search_sessions(&project.owner_id, "needle", None, 10, std::time::Duration::from_millis(1)).await;
-    assert!(matches!(&cut, Err(StoreError::Backend(m)) if m.starts_with("the search was stopped at its time limit")), "{cut:?}");
+    assert!(
+        matches!(&cut, Err(StoreError::Backend(m)) if m.starts_with("the search was stopped at its time limit")),
+        "{cut:?}"
+    );
     let found = store.search_sessions(&project.owner_id, "hay", None, 10, A_WHILE).await.expect("search after");
     assert_eq!(found.len(), 1);
     store.close().await;

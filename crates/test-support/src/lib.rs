@@ -1,8 +1,9 @@
 //! What the test suites share: [`Fake`], a scriptable model provider; the test
 //! services ([`services`]: a database of a test's own, the Redis URL); the `spool`
 //! process harness ([`process`]); the one SSE reader ([`sse`]); the redactions of
-//! golden-frame snapshots ([`golden`]); and a test run again in a process of its own
-//! ([`own_process`]).
+//! golden-frame snapshots ([`golden`]); a test run again in a process of its own
+//! ([`own_process`]); and a TCP proxy that cuts, stalls, delays and heals a process's
+//! connections to a service ([`proxy`]).
 //!
 //! `Fake` is a plain HTTP/1.1 server on a loopback port that answers each connection
 //! with the next scripted [`Reply`], written byte for byte. It is hand-written on a
@@ -16,6 +17,7 @@ pub mod ag_ui;
 pub mod golden;
 pub mod own_process;
 pub mod process;
+pub mod proxy;
 pub mod push_service;
 pub mod services;
 pub mod sse;

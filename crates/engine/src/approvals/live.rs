@@ -179,7 +179,16 @@ impl Approvals {
         }
         self.env.metrics.approval_waited(now - approval.created_at);
         let run = store.get_run(&approval.run_id).await?.ok_or(EngineError::NotFound("run"))?;
-        publish_resolution(loaded, &approval, input.decision.label(), Some(owner), input.message.clone(), &run, now, input.via);
+        publish_resolution(
+            loaded,
+            &approval,
+            input.decision.label(),
+            Some(owner),
+            input.message.clone(),
+            &run,
+            now,
+            input.via,
+        );
         self.env.live.wake(&approval.id, answer);
         Ok(DecisionOutcome::Applied { approval_id: approval.id, run_id: run.id, decision: input.decision })
     }
@@ -235,6 +244,8 @@ pub(crate) async fn end_orphaned(store: &dyn Store, only: Option<&SessionId>, no
 /// the call ends is cancelled by [`close`](CallAsker::close).
 pub(crate) struct CallAsker {
     env: Arc<RunEnv>,
+    /// The run's store, its writes held to the run's lease (see `leases.rs`).
+    store: Arc<dyn Store>,
     loaded: Arc<Loaded>,
     run_id: RunId,
     call_id: String,
@@ -246,6 +257,8 @@ pub(crate) struct CallAsker {
 
 /// Who a [`CallAsker`] asks for: the run and call it belongs to.
 pub(crate) struct AskingCall {
+    /// The run's store: an ask is written as the run's own writes are, held to its lease.
+    pub store: Arc<dyn Store>,
     pub run_id: RunId,
     pub call_id: String,
     pub tool: String,
@@ -255,8 +268,8 @@ pub(crate) struct AskingCall {
 
 impl CallAsker {
     pub(crate) fn new(env: Arc<RunEnv>, loaded: Arc<Loaded>, call: AskingCall) -> Self {
-        let AskingCall { run_id, call_id, tool, policy, cancel } = call;
-        Self { env, loaded, run_id, call_id, tool, policy, cancel, open: Mutex::new(Vec::new()) }
+        let AskingCall { store, run_id, call_id, tool, policy, cancel } = call;
+        Self { env, store, loaded, run_id, call_id, tool, policy, cancel, open: Mutex::new(Vec::new()) }
     }
 
     /// Cancels every ask of the call still waiting: the call is over, so nobody would
@@ -306,7 +319,7 @@ impl AskPerson for CallAsker {
         if self.cancel.is_cancelled() || !self.answerable().await {
             return LiveAnswer::Cancel;
         }
-        let store = &self.env.store;
+        let store = &self.store;
         let run = match store.get_run(&self.run_id).await {
             Ok(Some(run)) if run.status == RunStatus::Running => run,
             Ok(_) => return LiveAnswer::Cancel,

@@ -72,7 +72,7 @@ impl Engine {
         if !self.store().queued_prompts(id).await?.is_empty() {
             return Err(EngineError::SessionBusy("prompts are queued".into()));
         }
-        LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await
+        LeaseGuard::take(&self.inner.leases, id).await
     }
 
     /// The user message at `index` on the session's path; `invalid_index` when the

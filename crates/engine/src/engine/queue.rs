@@ -326,7 +326,7 @@ impl Engine {
         if self.active_runs_of(&session.owner_id) >= self.inner.config.max_runs_per_user {
             return Ok(());
         }
-        let lease = match LeaseGuard::take(&self.inner.leases, &self.inner.sessions, id).await {
+        let lease = match LeaseGuard::take(&self.inner.leases, id).await {
             Ok(lease) => lease,
             // Another node runs the session: it takes the queue when its run settles.
             Err(EngineError::SessionBusy(_)) => return Ok(()),
@@ -341,7 +341,9 @@ impl Engine {
         // The queued message keeps its id as the run's user message, and its files.
         let mut prompt = self.prompt_message(&run, next.message.id.clone(), next.message.text.clone());
         super::runs::with_files(&mut prompt.message, next.message.files.clone());
-        let Some(taken) = self.inner.store.take_queued(&next.message.id, &run, &prompt).await? else {
+        // Held to the lease just taken: a node that lost it meanwhile takes nothing.
+        let store = self.inner.store.fenced(lease.fence().clone());
+        let Some(taken) = store.take_queued(&next.message.id, &run, &prompt).await? else {
             // Removed (or taken elsewhere) since it was read: the next one, if any.
             drop((control, lease));
             return Box::pin(self.start_queued(id)).await;

@@ -187,7 +187,7 @@ impl Runs<'_> {
             });
         }
         // Another node may be running this session: the lease decides.
-        let lease = match LeaseGuard::take(&self.engine.inner.leases, &self.engine.inner.sessions, id).await {
+        let lease = match LeaseGuard::take(&self.engine.inner.leases, id).await {
             Ok(lease) => lease,
             // That node takes the queue when its run settles.
             Err(EngineError::SessionBusy(_)) if queue => {
@@ -237,7 +237,8 @@ impl Runs<'_> {
             let files = self.engine.attachments().for_prompt(owner, id, &files).await?;
             with_files(&mut prompt.message, files);
         }
-        let started = self.engine.store().start_run(&run, &prompt).await;
+        // Held to the lease just taken: a node that lost it meanwhile starts nothing.
+        let started = self.engine.store().fenced(lease.fence().clone()).start_run(&run, &prompt).await;
         if let Some(ordinal) = shelved
             && !matches!(started, Ok(RunInsert::Created))
         {
@@ -431,8 +432,9 @@ impl Engine {
             on_disconnect: wanted.on_disconnect,
             client_tools: wanted.client_tools,
         };
-        let task = RunTask::new(self.inner.env.clone(), loaded.clone(), run, handle, asked).with_stored_prompt(prompt);
-        lease.keep();
+        let held = lease.keep();
+        let task =
+            RunTask::new(self.inner.env.clone(), loaded.clone(), run, handle, asked, held).with_stored_prompt(prompt);
         tokio::spawn(task.execute());
         accepted
     }

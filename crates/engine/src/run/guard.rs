@@ -12,7 +12,6 @@
 //! travel in every checkpoint of the run ([`GuardState`]), so a run parked for any
 //! reason continues with them, on any node.
 
-use super::settlement::end_unrun_calls;
 use super::*;
 use spool_protocol::guardrails::{GUARDRAIL_TOOL, Guardrails, Limit};
 use std::collections::{BTreeMap, BTreeSet};
@@ -144,7 +143,7 @@ impl RunTask {
     /// other runs used; the run's counts come from `state` (its checkpoint's, or none
     /// for a new run). The clock of its wall time starts now.
     pub(super) async fn load_guard(&mut self, state: GuardState) -> Result<(), Outcome> {
-        let store = self.env.store.clone();
+        let store = self.store.clone();
         let session = &self.run.session_id;
         let own = store
             .session_guardrails(session)
@@ -210,7 +209,7 @@ impl RunTask {
         if self.policy == ApprovalPolicy::Deny && self.interactive_views().await == 0 {
             let calls: Vec<Call> = call.into_iter().chain(remaining.iter().cloned()).collect();
             let why = |name: &str| format!("The {name} call did not run: the run was stopped at its guardrail.");
-            self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+            self.end_unrun(calls, why).await;
             return Outcome::Rejected(RunError {
                 code: "guardrail_stopped".into(),
                 message: format!(
@@ -260,8 +259,7 @@ impl RunTask {
             }
             None => {
                 let why = |name: &str| format!("The {name} call did not run: the run was stopped at its guardrail.");
-                self.next_index =
-                    end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+                self.end_unrun(calls, why).await;
                 return Outcome::Rejected(RunError {
                     code: "guardrail_stopped".into(),
                     message: format!(

@@ -17,6 +17,7 @@
 use crate::context;
 use crate::draft::{Billing, Draft};
 use crate::drafts::Checkpoints;
+use crate::leases::Held;
 use crate::run_env::RunEnv;
 use crate::session::{ActiveHandle, Loaded};
 use crate::store;
@@ -149,6 +150,12 @@ pub(crate) struct Asked {
 
 pub(crate) struct RunTask {
     env: Arc<RunEnv>,
+    /// The session's lease as this run holds it: what its writes are held to, and
+    /// whether it may still publish (see `leases.rs`, "Failure semantics").
+    lease: Arc<Held>,
+    /// The store, every write held to the lease's fence: what the run reads and writes
+    /// through, never `env.store`.
+    store: Arc<dyn crate::Store>,
     loaded: Arc<Loaded>,
     run: Run,
     prompt: String,
@@ -202,11 +209,21 @@ pub(crate) struct RunTask {
 }
 
 impl RunTask {
-    pub fn new(env: Arc<RunEnv>, loaded: Arc<Loaded>, run: Run, handle: ActiveHandle, asked: Asked) -> Self {
+    pub fn new(
+        env: Arc<RunEnv>,
+        loaded: Arc<Loaded>,
+        run: Run,
+        handle: ActiveHandle,
+        asked: Asked,
+        lease: Arc<Held>,
+    ) -> Self {
         let next_index = run.user_message_index;
         let Asked { prompt, policy, on_disconnect, client_tools } = asked;
         let tools = env.tools.clone();
+        let store = env.fenced_store(&lease);
         Self {
+            lease,
+            store,
             tools,
             client_tools,
             client_offered: Default::default(),
@@ -242,15 +259,16 @@ impl RunTask {
         self
     }
 
-    /// A task that continues a parked run from its checkpoint.
+    /// A task that continues a parked run from its checkpoint, under the lease the
+    /// decision took.
     pub fn resume(
         env: Arc<RunEnv>,
         loaded: Arc<Loaded>,
         run: Run,
         handle: ActiveHandle,
-        checkpoint: Checkpoint,
-        resolution: Resolution,
+        (checkpoint, resolution): (Checkpoint, Resolution),
         approval: ApprovalId,
+        lease: Arc<Held>,
     ) -> Self {
         let asked = Asked {
             prompt: String::new(),
@@ -258,7 +276,7 @@ impl RunTask {
             on_disconnect: OnDisconnect::Continue,
             client_tools: checkpoint.client_tools.clone(),
         };
-        let mut task = Self::new(env, loaded, run, handle, asked);
+        let mut task = Self::new(env, loaded, run, handle, asked, lease);
         task.next_index = checkpoint.next_index;
         task.resume = Some((checkpoint, resolution));
         task.decided = Some(approval);
@@ -278,7 +296,7 @@ impl RunTask {
             self.cancel_when_unwatched();
         }
         // The caller took the session's lease; it is held until the run settles or parks.
-        self.env.keep_lease(self.run.session_id.clone(), &self.handle);
+        self.env.keep_lease(&self.lease, &self.handle);
         let outcome = match self.resume.take() {
             None => self.drive().await,
             Some((checkpoint, resolution)) => self.continue_from(checkpoint, resolution).await,
@@ -336,7 +354,7 @@ impl RunTask {
     /// Continues after a decision: re-reads the conversation, checks it is the version
     /// the checkpoint was taken at, resolves the pending call, then runs on.
     async fn continue_from(&mut self, checkpoint: Checkpoint, resolution: Resolution) -> Outcome {
-        let store = self.env.store.clone();
+        let store = self.store.clone();
         match store.count_messages(&self.run.session_id).await {
             Ok(count) if count == checkpoint.next_index => {}
             Ok(count) => {
@@ -377,7 +395,7 @@ impl RunTask {
         let scope = crate::ToolScope { session_id: self.run.session_id.clone(), root: self.loaded.root.clone() };
         let choices = match self.env.tools.sources().is_empty() {
             true => Ok(Default::default()),
-            false => self.env.store.get_source_choices(&self.run.session_id).await,
+            false => self.store.get_source_choices(&self.run.session_id).await,
         };
         let registry = match choices {
             Ok(choices) => self.env.tools.for_turn(&scope, &choices, &self.handle.cancel).await,
@@ -414,12 +432,21 @@ impl RunTask {
     }
 
     /// Publishes one of the run's events; the session state changes by its fold.
+    /// Nothing goes out once this node may have lost the session's lease: another node
+    /// may have announced the run's end already (see `leases.rs`, "Failure semantics").
+    /// An event that reports what a write of the run just stored goes out with
+    /// [`emit_stored`](Self::emit_stored) instead.
     fn emit(&self, event: AgentEvent, message_index: Option<u64>) {
-        self.emit_message(event, message_index, None);
+        if self.lease.speaks() {
+            self.emit_stored(event, message_index, None);
+        }
     }
 
-    /// [`emit`](Self::emit) naming the committed message (on `message_end`).
-    fn emit_message(&self, event: AgentEvent, message_index: Option<u64>, message_id: Option<MessageId>) {
+    /// Publishes an event that reports what the run just stored (naming the committed
+    /// message on `message_end`): the write went through its lease's fence, so the
+    /// lease was this node's when it committed, and the event goes out whatever the
+    /// node knows of the lease since.
+    fn emit_stored(&self, event: AgentEvent, message_index: Option<u64>, message_id: Option<MessageId>) {
         let run_id = self.run.id.clone();
         self.loaded.events.publish_body(FrameBody::LoopEvent { run_id, message_index, message_id, event });
     }
@@ -433,13 +460,12 @@ impl RunTask {
         let id = self.draft_id.take().unwrap_or_default();
         let indexed = IndexedMessage { id, index: self.next_index, message };
         self.next_index += 1;
-        self.env
-            .store
+        self.store
             .insert_message(&self.run.session_id, &self.run.owner_id, &indexed)
             .await
             .map_err(|e| failure("storage_error", format!("could not save message {}: {e}", indexed.index)))?;
         if std::mem::take(&mut self.draft_stored)
-            && let Err(e) = self.env.store.delete_draft(&self.run.session_id).await
+            && let Err(e) = self.store.delete_draft(&self.run.session_id).await
         {
             // Harmless: the next draft replaces it, and a leftover whose index is taken
             // is only deleted (see `commit_orphaned_drafts`).
@@ -454,14 +480,14 @@ impl RunTask {
         self.next_index = indexed.index + 1;
         self.conversation.push(indexed.message.clone());
         let IndexedMessage { id, index, message } = indexed;
-        self.emit_message(AgentEvent::MessageEnd { message }, Some(index), Some(id));
+        self.emit_stored(AgentEvent::MessageEnd { message }, Some(index), Some(id));
     }
 
     /// Reads the session's memory, then the messages before `next_index` that model
     /// calls see: those from the summary's cut on (all of them while nothing has been
     /// summarized).
     async fn load_context(&mut self) -> Result<(), Outcome> {
-        let store = self.env.store.clone();
+        let store = self.store.clone();
         self.memory = store
             .get_memory(&self.run.session_id)
             .await

@@ -3,6 +3,7 @@
 //! on — and how the calls of a parked run that will never run are ended.
 
 use super::*;
+use crate::StoreError;
 
 impl RunTask {
     pub(super) async fn settle(mut self, outcome: Outcome) {
@@ -10,9 +11,9 @@ impl RunTask {
             (Outcome::Cancelled, Some(error)) => failure(&error.code, error.message.clone()),
             (other, _) => other,
         };
-        tracing::info!(status = outcome.status().as_str(), "run settled");
-        self.env.metrics.run_settled(outcome.status());
         if let Outcome::Interrupted = outcome {
+            tracing::info!(status = outcome.status().as_str(), "run settled");
+            self.env.metrics.run_settled(outcome.status());
             // Durable already; the run continues when someone decides, on whichever
             // node wins the decision: no lease is held while it waits.
             self.env.drop_lease(&self.run.session_id).await;
@@ -31,28 +32,64 @@ impl RunTask {
             Outcome::Rejected(error) => self.run.error = Some(error.clone()),
             _ => {}
         }
-        if let Err(e) = self.env.store.update_run(&self.run).await {
-            tracing::error!(run = %self.run.id, error = %e, "could not save the settled run");
+        match self.store.update_run(&self.run).await {
+            Ok(()) => {}
+            // Another node took the lease over: it settled the run and announced it.
+            Err(StoreError::Fenced(_)) => {
+                self.stop_quietly().await;
+                self.env.drop_lease(&self.run.session_id).await;
+                return;
+            }
+            // Not stored (the database out of reach): announced, the end would
+            // contradict the store, which still says `running`. The lease is left to
+            // expire; a reaper then settles the run `node_lost` and announces that.
+            Err(e) => {
+                tracing::error!(run = %self.run.id, error = %e, "could not save the settled run; it is left to the reaper");
+                self.stop_quietly().await;
+                self.env.abandon_lease(&self.run.session_id).await;
+                return;
+            }
         }
+        tracing::info!(status = outcome.status().as_str(), "run settled");
+        self.env.metrics.run_settled(outcome.status());
         self.env.drop_lease(&self.run.session_id).await;
-        self.emit(
-            AgentEvent::AgentEnd {
-                status: self.run.status.as_str().into(),
-                usage: self.run.usage,
-                error: self.run.error.clone(),
-            },
-            None,
-        );
-        self.emit_timing();
+        // The end goes out even past the lease's end as this node knew it: the settled
+        // record went through the fence, so no other node settled the run.
+        let end = AgentEvent::AgentEnd {
+            status: self.run.status.as_str().into(),
+            usage: self.run.usage,
+            error: self.run.error.clone(),
+        };
+        self.emit_stored(end, None, None);
+        self.emit_stored(PromptTiming::of(&self.run).event(), None, None);
         self.loaded.set_active(None);
         self.loaded.publish_idle();
-        self.emit(AgentEvent::AgentSettled {}, None);
+        self.emit_stored(AgentEvent::AgentSettled {}, None, None);
         self.handle.finished.cancel();
         // Completed, failed or cancelled (a Stop ends this run only), the queue goes on —
         // unless this node is stopping or lost the session: its next runner takes it.
         if self.handle.failed_as.get().is_none() {
             self.env.run_settled(&self.run.session_id);
         }
+    }
+
+    /// Ends `calls`, none of which ran, from the run's next index on (see
+    /// [`end_unrun_calls`]), through the run's fenced store.
+    pub(super) async fn end_unrun(&mut self, calls: Vec<Call>, why: impl Fn(&str) -> String) {
+        let at = (self.next_index, calls);
+        self.next_index = end_unrun_calls(&*self.store, Some(&self.lease), &self.loaded, &self.run, at, why).await;
+    }
+
+    /// The end of a run whose settling this node could not store: another node took
+    /// the lease over (it settled the run and told every client), or the database was
+    /// out of reach (a reaper will). This node writes nothing more and publishes
+    /// nothing; it only forgets the run, so the session is free here again (its view
+    /// follows the frames of whoever settles the run, or is reloaded from the store).
+    /// The caller decides what becomes of the lease.
+    async fn stop_quietly(&self) {
+        tracing::warn!(run = %self.run.id, "the run stops here without a trace; its end is another node's or a reaper's");
+        self.loaded.set_active(None);
+        self.handle.finished.cancel();
     }
 }
 
@@ -74,7 +111,7 @@ pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, c
         }
     };
     let why = |name: &str| format!("The {name} call was cancelled before it ran: {reason}.");
-    end_unrun_calls(env, loaded, run, index, calls, why).await;
+    end_unrun_calls(&*env.store, None, loaded, run, (index, calls), why).await;
     let event = PromptTiming::of(run).event();
     loaded.events.publish_body(FrameBody::LoopEvent {
         run_id: run.id.clone(),
@@ -86,18 +123,21 @@ pub(crate) async fn end_parked_calls(env: &RunEnv, loaded: &Loaded, run: &Run, c
 
 /// Ends `calls`, none of which ran, from message `index` on: for each, a
 /// `tool_execution_end` with an error saying `why`, and a stored tool result (so the
-/// conversation stays well-formed for the model). Returns the next free index.
-pub(super) async fn end_unrun_calls(
-    env: &RunEnv,
+/// conversation stays well-formed for the model), written to `store` (a running run's
+/// is held to its `lease`, which also decides whether the ends go out: see
+/// [`RunTask::emit`]). Returns the next free index.
+async fn end_unrun_calls(
+    store: &dyn crate::Store,
+    lease: Option<&Held>,
     loaded: &Loaded,
     run: &Run,
-    mut index: u64,
-    calls: Vec<Call>,
+    (mut index, calls): (u64, Vec<Call>),
     why: impl Fn(&str) -> String,
 ) -> u64 {
     let publish = |event, message_index, message_id| {
         loaded.events.publish_body(FrameBody::LoopEvent { run_id: run.id.clone(), message_index, message_id, event });
     };
+    let speaks = || lease.is_none_or(Held::speaks);
     for Call { id, name, .. } in calls {
         let result = why(&name);
         let end = AgentEvent::ToolExecutionEnd {
@@ -106,7 +146,9 @@ pub(super) async fn end_unrun_calls(
             result: result.clone(),
             is_error: true,
         };
-        publish(end, None, None);
+        if speaks() {
+            publish(end, None, None);
+        }
         let message = Message::ToolResult {
             tool_call_id: id,
             tool_name: name,
@@ -115,9 +157,11 @@ pub(super) async fn end_unrun_calls(
             timestamp: now_ms(),
             diff: None,
         };
-        publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None);
+        if speaks() {
+            publish(AgentEvent::MessageStart { message: message.clone() }, Some(index), None);
+        }
         let indexed = IndexedMessage { id: MessageId::new(), index, message };
-        if let Err(e) = env.store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
+        if let Err(e) = store.insert_message(&run.session_id, &run.owner_id, &indexed).await {
             tracing::warn!(run = %run.id, error = %e, "could not save the result of a call that never ran");
             break;
         }

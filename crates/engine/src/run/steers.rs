@@ -16,7 +16,7 @@ impl RunTask {
     /// later boundary, or the queue, takes them).
     pub(super) async fn take_steers(&mut self) -> Result<bool, Outcome> {
         let session = self.run.session_id.clone();
-        let steers = match self.env.store.queued_steers(&session).await {
+        let steers = match self.store.queued_steers(&session).await {
             Ok(steers) => steers,
             Err(e) => {
                 tracing::warn!(run = %self.run.id, error = %e, "cannot read the session's steers; they wait");
@@ -30,7 +30,6 @@ impl RunTask {
             let index = self.next_index + taken.len() as u64;
             let indexed = IndexedMessage { id: steer.message.id.clone(), index, message };
             let took = self
-                .env
                 .store
                 .take_steer(&steer.message.id, &session, &self.run.owner_id, &indexed)
                 .await
@@ -46,10 +45,10 @@ impl RunTask {
         // The queue without them first, as when a run takes a queued prompt: the hub
         // then knows the user messages that follow as taken, not new.
         let ids = taken.iter().map(|m| m.id.clone()).collect();
-        match self.env.store.queued_prompts(&session).await {
+        match self.store.queued_prompts(&session).await {
             Ok(queue) => {
                 let queue = queue.into_iter().map(|q| q.message).collect();
-                let paused = self.env.store.queue_paused(&session).await.unwrap_or(false);
+                let paused = self.store.queue_paused(&session).await.unwrap_or(false);
                 let change = QueueChange::Taken { message_ids: ids, run_id: self.run.id.clone() };
                 self.loaded.events.publish_body(FrameBody::Queue { queue, change, paused });
             }

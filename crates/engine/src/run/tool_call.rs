@@ -2,7 +2,6 @@
 //! mode decide whether it runs, an approval parks the run, the tool executes with its
 //! live output streamed, and its result is published and committed.
 
-use super::settlement::end_unrun_calls;
 use super::*;
 use crate::approvals::{AskingCall, CallAsker};
 use spool_protocol::SnapshotPhase;
@@ -23,7 +22,7 @@ impl RunTask {
         let begun = resolution.is_some() || std::mem::take(&mut self.resumed_step);
         if let Some(snapshots) = snapshots.as_ref().filter(|_| !begun) {
             let message_index = self.next_index.saturating_sub(1);
-            let taken = snapshots.before(&*self.env.store, &self.loaded, &self.run, turn, message_index).await;
+            let taken = snapshots.before(&*self.store, &self.loaded, &self.run, turn, message_index).await;
             if let Some(snapshot) = taken {
                 self.emit(AgentEvent::StepSnapshot { snapshot, phase: SnapshotPhase::Before, message_index }, None);
             }
@@ -59,8 +58,7 @@ impl RunTask {
         // After the last call only: a step that parked, failed or was stopped keeps no
         // `after` (a revert then compares with the files as they are).
         if let Some(snapshots) = snapshots
-            && let Some((snapshot, message_index)) =
-                snapshots.after(&*self.env.store, &self.loaded, &self.run, turn).await
+            && let Some((snapshot, message_index)) = snapshots.after(&*self.store, &self.loaded, &self.run, turn).await
         {
             self.emit(AgentEvent::StepSnapshot { snapshot, phase: SnapshotPhase::After, message_index }, None);
         }
@@ -91,7 +89,7 @@ impl RunTask {
         }
         session.mode = mode;
         session.updated_at = now_ms();
-        if let Err(e) = self.env.store.update_session(&session).await {
+        if let Err(e) = self.store.update_session(&session).await {
             return Err(failure(
                 "storage_error",
                 format!("could not switch the session to {} mode: {e}", mode.as_str()),
@@ -153,7 +151,7 @@ impl RunTask {
         }
         // A decided call is about to run: say so durably first (exactly once, at least once).
         if let (Some(approval), Some(_), Ok(_)) = (decided, &tool, &verdict)
-            && let Err(e) = self.env.store.mark_call_started(&approval, now_ms()).await
+            && let Err(e) = self.store.mark_call_started(&approval, now_ms()).await
         {
             return Err(failure("storage_error", format!("could not mark the approved call started: {e}")));
         }
@@ -169,7 +167,7 @@ impl RunTask {
         let name = call.name.clone();
         let calls: Vec<Call> = std::iter::once(call).chain(remaining.iter().cloned()).collect();
         let why = |tool: &str| format!("The person rejected this {tool} call; the run was cancelled.");
-        self.next_index = end_unrun_calls(&self.env, &self.loaded, &self.run, self.next_index, calls, why).await;
+        self.end_unrun(calls, why).await;
         Outcome::Rejected(RunError {
             code: "approval_rejected".into(),
             message: format!("the {name} call was rejected; the run was cancelled"),
@@ -274,6 +272,7 @@ impl RunTask {
         ctx.progress = progress;
         // What the tool asks the person while it runs waits here, the run still running.
         let asking = AskingCall {
+            store: self.store.clone(),
             run_id: self.run.id.clone(),
             call_id: call_id.clone(),
             tool: name.clone(),
@@ -434,7 +433,7 @@ impl RunTask {
         // Later than the approval it follows, always: recovery reads a run's latest
         // approval, and must find this one (pending), not the decided ask.
         if let Some(after) = after
-            && let Ok(Some((asked, _))) = self.env.store.get_approval(&after).await
+            && let Ok(Some((asked, _))) = self.store.get_approval(&after).await
         {
             now = now.max(asked.created_at + 1);
         }
@@ -485,7 +484,7 @@ impl RunTask {
         self.run.status = RunStatus::Interrupted;
         self.run.updated_at = now;
         let checkpoint = serde_json::to_value(&checkpoint).expect("plain data serializes");
-        if let Err(e) = self.env.store.interrupt_run(&self.run, &approval, &checkpoint).await {
+        if let Err(e) = self.store.interrupt_run(&self.run, &approval, &checkpoint).await {
             return failure("storage_error", format!("could not save the approval: {e}"));
         }
         let shown = approval.clone();
@@ -505,7 +504,7 @@ impl RunTask {
             }
         }
         self.env.arm_expiry(&approval);
-        self.emit(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None);
+        self.emit_stored(AgentEvent::ApprovalRequested { approval: Box::new(approval) }, None, None);
         Outcome::Interrupted
     }
 
@@ -535,12 +534,12 @@ impl RunTask {
         for todo in &mut todos {
             todo.content = redact(&todo.content);
         }
-        let store = &self.env.store;
+        let store = &self.store;
         if let Err(e) = store.put_todos(&self.run.session_id, &self.run.owner_id, &todos).await {
             tracing::warn!(run = %self.run.id, error = %e, "could not save the todo list");
             return Err("todo_write: the todo list could not be saved; it is unchanged".into());
         }
-        self.emit(AgentEvent::TodoWrite { todos }, None);
+        self.emit_stored(AgentEvent::TodoWrite { todos }, None, None);
         Ok(())
     }
 
@@ -558,7 +557,7 @@ impl RunTask {
     /// confirmed while the run was going are kept. On a storage error the run goes on
     /// with what it has; returns whether the change was saved.
     pub(super) async fn update_memory(&mut self, change: impl FnOnce(&mut SessionMemory)) -> bool {
-        let store = &self.env.store;
+        let store = &self.store;
         let mut memory = store.get_memory(&self.run.session_id).await.unwrap_or_else(|_| self.memory.clone());
         change(&mut memory);
         match store.put_memory(&self.run.session_id, &self.run.owner_id, &memory).await {

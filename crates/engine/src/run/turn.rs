@@ -206,7 +206,7 @@ impl RunTask {
             owner_id: self.run.owner_id.clone(),
             message: IndexedMessage { id, index: self.next_index, message: draft.start().clone() },
         };
-        match self.env.store.append_draft(&saved, self.draft_chunks, draft.unsaved()).await {
+        match self.store.append_draft(&saved, self.draft_chunks, draft.unsaved()).await {
             Ok(bytes) => {
                 self.draft_stored = true;
                 self.draft_chunks += 1;
@@ -304,6 +304,9 @@ impl RunTask {
             session.title = title.clone();
             session.title_set = true;
             session.updated_at = now_ms();
+            // Not held to the run's lease: the title often comes after a quick run has
+            // settled and given the lease up. It is written once, only while the
+            // session has none (a person's title, or one another node wrote, stays).
             if let Err(e) = env.store.update_session(&session).await {
                 tracing::warn!(session = %session.id, error = %e, "could not save the session title");
                 return;

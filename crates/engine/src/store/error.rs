@@ -8,4 +8,9 @@ pub enum StoreError {
     /// The database failed or returned data that does not decode.
     #[error("storage failure: {0}")]
     Backend(String),
+    /// A write held to a lease's fence (see [`Nodes::fenced`](super::Nodes::fenced))
+    /// found the lease taken over or given up: nothing was written, and the writer no
+    /// longer runs the session.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }

@@ -45,7 +45,7 @@ pub use drafts::{Draft, Drafts};
 pub use error::StoreError;
 pub use idempotency::{Idempotency, IdempotencyClaim};
 pub use messages::Messages;
-pub use nodes::{Lease, Listener, Nodes};
+pub use nodes::{Lease, LeaseFence, Listener, Nodes};
 pub use notes::Notes;
 pub use outbox::{
     ClaimedDelivery, Delivery, DeliveryClaim, DeliveryOutcome, DeliveryStatus, DisabledWebhook, Outbox, StoredEvent,

@@ -86,3 +86,11 @@ pub(crate) const CLAIM_DELIVERIES: &str = "UPDATE deliveries SET lease_node = $1
                  WHERE status = 'pending' AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3)
                  ORDER BY next_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
     RETURNING id";
+
+/// The first statement of a write held to a lease's fence (`$1` session, `$2` node, `$3`
+/// epoch; see `leases`): a row back while the lease is still that taking. `FOR SHARE`
+/// locks the row until the transaction ends, so a takeover or release (which update or
+/// delete it) waits for the write to commit; one that committed first is waited for
+/// and the row re-checked (READ COMMITTED), and then nothing comes back.
+pub(crate) const HOLD_LEASE: &str = "SELECT epoch FROM session_leases
+                                     WHERE session_id = $1 AND node_id = $2 AND epoch = $3 FOR SHARE";

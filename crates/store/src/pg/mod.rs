@@ -53,6 +53,9 @@ const POOL_SIZE: u32 = 8;
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pub(crate) pool: PgPool,
+    /// The lease fence this handle's run writes are held to (see
+    /// `spool_engine::store::Nodes::fenced`); `None` on the store itself.
+    pub(crate) fence: Option<spool_engine::LeaseFence>,
 }
 
 impl PgStore {
@@ -87,7 +90,7 @@ impl PgStore {
         conn.close().await.map_err(db_error)?;
         let pool =
             PgPoolOptions::new().max_connections(POOL_SIZE).acquire_timeout(ACQUIRE_TIMEOUT).connect_lazy_with(options);
-        Ok(PgStore { pool })
+        Ok(PgStore { pool, fence: None })
     }
 
     /// Closes every connection, waiting for queries in flight.

@@ -22,7 +22,7 @@ use super::outbox;
 use super::runs;
 use crate::error::{db_error, parse_id};
 use crate::rows::{self, Columns, approval_kind_str};
-use spool_engine::{DecidedCall, StoreError, Supersede};
+use spool_engine::{DecidedCall, LeaseFence, StoreError, Supersede};
 use spool_protocol::time::Millis;
 use spool_protocol::{Approval, ApprovalId, ApprovalStatus, Decision, ProjectId, Run, SessionId, UserId};
 use sqlx::types::Json;
@@ -32,11 +32,12 @@ const COLUMNS: &str = "id, run_id, session_id, owner_id, tool_call_id, tool, kin
 
 pub(crate) async fn interrupt(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     run: &Run,
     approval: &Approval,
     checkpoint: &serde_json::Value,
 ) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = super::leases::begin(pool, fence).await?;
     insert(&mut tx, approval, checkpoint).await?;
     runs::update(&mut *tx, run).await?;
     outbox::write_requested(&mut tx, approval).await?;
@@ -224,14 +225,21 @@ pub(crate) async fn decided_calls(pool: &Pool) -> Result<Vec<DecidedCall>, Store
 }
 
 /// Sets the "tool call started" mark once; a second mark keeps the first time.
-pub(crate) async fn mark_started(pool: &Pool, id: &ApprovalId, at: Millis) -> Result<(), StoreError> {
+/// Held to `fence` when a run writes it (see `leases`).
+pub(crate) async fn mark_started(
+    pool: &Pool,
+    fence: Option<&LeaseFence>,
+    id: &ApprovalId,
+    at: Millis,
+) -> Result<(), StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     sqlx::query("UPDATE approvals SET started_at = $1 WHERE id = $2 AND started_at IS NULL")
         .bind(at)
         .bind(id.as_str())
-        .execute(pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-    Ok(())
+    tx.commit().await.map_err(db_error)
 }
 
 /// The approval columns of `rows::approval`, read through the alias `a`.

@@ -13,7 +13,7 @@
 use super::dialect::Pool;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
-use spool_engine::{Draft, StoreError};
+use spool_engine::{Draft, LeaseFence, StoreError};
 use spool_protocol::time::now_ms;
 use spool_protocol::view::apply_delta;
 use spool_protocol::{SessionId, StreamDelta};
@@ -22,10 +22,16 @@ use sqlx::types::Json;
 
 /// Appends chunk `seq` of `draft`; `seq` 0 starts the draft afresh (see
 /// `Drafts::append_draft`). Returns the bytes of chunk data written.
-pub(crate) async fn append(pool: &Pool, draft: &Draft, seq: u64, deltas: &[StreamDelta]) -> Result<u64, StoreError> {
+pub(crate) async fn append(
+    pool: &Pool,
+    fence: Option<&LeaseFence>,
+    draft: &Draft,
+    seq: u64,
+    deltas: &[StreamDelta],
+) -> Result<u64, StoreError> {
     let chunk = serde_json::to_string(deltas)
         .map_err(|e| StoreError::Backend(format!("cannot encode a draft checkpoint: {e}")))?;
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = super::leases::begin(pool, fence).await?;
     if seq == 0 {
         sqlx::query(
             "INSERT INTO message_drafts (session_id, run_id, owner_id, message_id, idx, message, updated_at)
@@ -73,14 +79,15 @@ pub(crate) async fn append(pool: &Pool, draft: &Draft, seq: u64, deltas: &[Strea
     Ok(chunk.len() as u64)
 }
 
-pub(crate) async fn delete(pool: &Pool, session: &SessionId) -> Result<(), StoreError> {
+pub(crate) async fn delete(pool: &Pool, fence: Option<&LeaseFence>, session: &SessionId) -> Result<(), StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     // The chunks go with it (a cascade).
     sqlx::query("DELETE FROM message_drafts WHERE session_id = $1")
         .bind(session.as_str())
-        .execute(pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-    Ok(())
+    tx.commit().await.map_err(db_error)
 }
 
 /// Drafts whose run is neither running nor waiting for an approval, rebuilt whole.

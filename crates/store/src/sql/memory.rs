@@ -5,7 +5,7 @@
 use super::dialect::{Db, Pool};
 use crate::error::db_error;
 use crate::rows::Columns;
-use spool_engine::StoreError;
+use spool_engine::{LeaseFence, StoreError};
 use spool_protocol::time::now_ms;
 use spool_protocol::{SessionId, SessionMemory, UserId};
 use sqlx::types::Json;
@@ -32,13 +32,17 @@ pub(crate) async fn get_with<'e>(
     .transpose()
 }
 
+/// Held to `fence` when a run writes it (see `leases`).
 pub(crate) async fn put(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     session: &SessionId,
     owner: &UserId,
     memory: &SessionMemory,
 ) -> Result<(), StoreError> {
-    put_with(pool, session, owner.as_str(), memory).await
+    let mut tx = super::leases::begin(pool, fence).await?;
+    put_with(&mut *tx, session, owner.as_str(), memory).await?;
+    tx.commit().await.map_err(db_error)
 }
 
 /// Replaces the session's memory through `exec` (a pool or a transaction).

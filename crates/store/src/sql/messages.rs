@@ -11,18 +11,20 @@ use super::dialect::{Db, Pool};
 use crate::error::{db_error, from_db_int, to_db_int};
 use crate::message_codec::{self, message_timestamp, new_part_id};
 use crate::rows;
-use spool_engine::StoreError;
+use spool_engine::{LeaseFence, StoreError};
 use spool_protocol::{IndexedMessage, MessageId, SessionId, UserId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
+/// Held to `fence` when a run writes it (see `leases`).
 pub(crate) async fn insert(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     session: &SessionId,
     owner: &UserId,
     message: &IndexedMessage,
 ) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = super::leases::begin(pool, fence).await?;
     insert_in(&mut tx, session, owner, message).await?;
     // Dropping `tx` on an early return above rolls the message row back.
     tx.commit().await.map_err(db_error)

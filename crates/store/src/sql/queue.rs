@@ -28,7 +28,7 @@ use super::dialect::{Pool, QUEUED_TEXT_BYTES};
 use super::{messages, runs};
 use crate::error::{db_error, to_db_int};
 use crate::rows;
-use spool_engine::{QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
+use spool_engine::{LeaseFence, QueueInsert, QueueLimits, QueuedPrompt, RunInsert, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{IndexedMessage, MessageId, Run, SessionId, UserId};
 use sqlx::types::Json;
@@ -146,11 +146,12 @@ pub(crate) async fn delete(pool: &Pool, id: &MessageId) -> Result<bool, StoreErr
 
 pub(crate) async fn take(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     id: &MessageId,
     run: &Run,
     prompt: &IndexedMessage,
 ) -> Result<Option<RunInsert>, StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = super::leases::begin(pool, fence).await?;
     let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1")
         .bind(id.as_str())
         .execute(&mut *tx)
@@ -202,12 +203,13 @@ pub(crate) async fn steers(pool: &Pool, session: &SessionId) -> Result<Vec<Queue
 /// and the user message goes in with it, so a steer lands once and is never lost.
 pub(crate) async fn take_steer(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     id: &MessageId,
     session: &SessionId,
     owner: &UserId,
     message: &IndexedMessage,
 ) -> Result<bool, StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = super::leases::begin(pool, fence).await?;
     let done = sqlx::query("DELETE FROM queued_messages WHERE id = $1 AND steer = TRUE")
         .bind(id.as_str())
         .execute(&mut *tx)

@@ -4,7 +4,7 @@ use super::dialect::{self, Db, Pool};
 use super::messages;
 use crate::error::{db_error, to_db_int};
 use crate::rows;
-use spool_engine::{RunInsert, StoreError};
+use spool_engine::{LeaseFence, RunInsert, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{IndexedMessage, ProjectId, Run, RunError, RunId, SessionId};
 use sqlx::Executor;
@@ -42,9 +42,14 @@ pub(crate) async fn insert(pool: &Pool, run: &Run) -> Result<RunInsert, StoreErr
 /// [`insert`], the existing run comes back and nothing is written, the prompt neither).
 /// The engine answers "accepted" only after this commits, so a prompt a client was told
 /// is accepted survives a crash that comes before its run gets going.
-pub(crate) async fn start(pool: &Pool, run: &Run, prompt: &IndexedMessage) -> Result<RunInsert, StoreError> {
+pub(crate) async fn start(
+    pool: &Pool,
+    fence: Option<&LeaseFence>,
+    run: &Run,
+    prompt: &IndexedMessage,
+) -> Result<RunInsert, StoreError> {
     for _ in 0..INSERT_ATTEMPTS {
-        let mut tx = pool.begin().await.map_err(db_error)?;
+        let mut tx = super::leases::begin(pool, fence).await?;
         if insert_row(&mut *tx, run).await? {
             messages::insert_in(&mut tx, &run.session_id, &run.owner_id, prompt).await?;
             tx.commit().await.map_err(db_error)?;
@@ -119,21 +124,23 @@ pub(crate) async fn get(pool: &Pool, id: &RunId) -> Result<Option<Run>, StoreErr
 }
 
 /// What `update_run` does: a run with a terminal status is settled ([`settle`]), any
-/// other is written as it is.
-pub(crate) async fn write(pool: &Pool, run: &Run) -> Result<(), StoreError> {
+/// other is written as it is. Held to `fence` when a run writes it (see `leases`).
+pub(crate) async fn write(pool: &Pool, fence: Option<&LeaseFence>, run: &Run) -> Result<(), StoreError> {
     if run.status.is_terminal() {
-        settle(pool, run).await?;
+        settle(pool, fence, run).await?;
         return Ok(());
     }
-    update(pool, run).await
+    let mut tx = super::leases::begin(pool, fence).await?;
+    update(&mut *tx, run).await?;
+    tx.commit().await.map_err(db_error)
 }
 
 /// Settles `run` with its `run.settled` event, in one transaction, only while the
 /// stored run is not settled: of two settles (a node's end of the run and another's
 /// reaper, a stop racing the end) exactly one changes the row, the same way
 /// `approvals::settle` picks one winner, and the other writes nothing.
-pub(crate) async fn settle(pool: &Pool, run: &Run) -> Result<bool, StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+pub(crate) async fn settle(pool: &Pool, fence: Option<&LeaseFence>, run: &Run) -> Result<bool, StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     let sql = format!("{UPDATE_RUN} AND status NOT IN ('completed', 'failed', 'cancelled')");
     let done = bound(&sql, run)?.execute(&mut *tx).await.map_err(db_error)?;
     if done.rows_affected() == 0 {

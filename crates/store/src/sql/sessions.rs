@@ -8,7 +8,7 @@
 use super::dialect::Pool;
 use crate::error::{db_error, from_db_int, to_db_int};
 use crate::rows;
-use spool_engine::{RuleRemoval, StoreError};
+use spool_engine::{LeaseFence, RuleRemoval, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{Guardrails, PermissionAction, ProjectId, Session, SessionId, UserId};
 use sqlx::types::Json;
@@ -83,7 +83,9 @@ pub(crate) async fn get(pool: &Pool, id: &SessionId) -> Result<Option<Session>, 
         .transpose()
 }
 
-pub(crate) async fn update(pool: &Pool, session: &Session) -> Result<(), StoreError> {
+/// Held to `fence` when a run writes it (see `leases`).
+pub(crate) async fn update(pool: &Pool, fence: Option<&LeaseFence>, session: &Session) -> Result<(), StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     sqlx::query(
         "UPDATE sessions SET title = $1, title_set = $2, archived = $3, permissions = $4, model = $5, mode = $6,
                              read_index = $7, updated_at = $8
@@ -98,10 +100,10 @@ pub(crate) async fn update(pool: &Pool, session: &Session) -> Result<(), StoreEr
     .bind(session.read_index.map(|i| to_db_int(i, "read index")).transpose()?)
     .bind(session.updated_at)
     .bind(session.id.as_str())
-    .execute(pool)
+    .execute(&mut *tx)
     .await
     .map_err(db_error)?;
-    Ok(())
+    tx.commit().await.map_err(db_error)
 }
 
 /// Messages, parts, runs, approvals, memory and the lease go by `ON DELETE CASCADE`.

@@ -5,14 +5,16 @@
 use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows::Columns;
-use spool_engine::StoreError;
 use spool_engine::snapshots::Skipped;
 use spool_engine::store::StepSnapshot;
+use spool_engine::{LeaseFence, StoreError};
 use spool_protocol::time::Millis;
 use spool_protocol::{ProjectId, RunId, SessionId};
 use sqlx::types::Json;
 
-pub(crate) async fn insert(pool: &Pool, s: &StepSnapshot) -> Result<(), StoreError> {
+/// Held to `fence` when a run writes it (see `leases`), as is [`finish`].
+pub(crate) async fn insert(pool: &Pool, fence: Option<&LeaseFence>, s: &StepSnapshot) -> Result<(), StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     sqlx::query(
         "INSERT INTO step_snapshots
              (run_id, turn, session_id, owner_id, project_id, message_index, before_tree, after_tree,
@@ -32,19 +34,21 @@ pub(crate) async fn insert(pool: &Pool, s: &StepSnapshot) -> Result<(), StoreErr
     .bind(s.after_skipped.as_ref().map(Json))
     .bind(&s.node_id)
     .bind(s.created_at)
-    .execute(pool)
+    .execute(&mut *tx)
     .await
     .map_err(db_error)?;
-    Ok(())
+    tx.commit().await.map_err(db_error)
 }
 
 pub(crate) async fn finish(
     pool: &Pool,
+    fence: Option<&LeaseFence>,
     run: &RunId,
     turn: u32,
     after_tree: &str,
     skipped: &Skipped,
 ) -> Result<Option<u64>, StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     let index: Option<i64> = sqlx::query_scalar(
         "UPDATE step_snapshots SET after_tree = $3, after_skipped = $4
          WHERE run_id = $1 AND turn = $2 RETURNING message_index",
@@ -53,9 +57,10 @@ pub(crate) async fn finish(
     .bind(i64::from(turn))
     .bind(after_tree)
     .bind(Json(skipped))
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await
     .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
     index.map(unsigned).transpose()
 }
 

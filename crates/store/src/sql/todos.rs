@@ -4,7 +4,7 @@
 use super::dialect::Pool;
 use crate::error::db_error;
 use crate::rows::Columns;
-use spool_engine::StoreError;
+use spool_engine::{LeaseFence, StoreError};
 use spool_protocol::hub::Todo;
 use spool_protocol::time::now_ms;
 use spool_protocol::{SessionId, UserId};
@@ -23,7 +23,15 @@ pub(crate) async fn get(pool: &Pool, session: &SessionId) -> Result<Vec<Todo>, S
     }
 }
 
-pub(crate) async fn put(pool: &Pool, session: &SessionId, owner: &UserId, todos: &[Todo]) -> Result<(), StoreError> {
+/// Held to `fence` when a run writes it (see `leases`).
+pub(crate) async fn put(
+    pool: &Pool,
+    fence: Option<&LeaseFence>,
+    session: &SessionId,
+    owner: &UserId,
+    todos: &[Todo],
+) -> Result<(), StoreError> {
+    let mut tx = super::leases::begin(pool, fence).await?;
     sqlx::query(
         "INSERT INTO session_todos (session_id, owner_id, todos, updated_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (session_id) DO UPDATE SET todos = excluded.todos, updated_at = excluded.updated_at",
@@ -32,8 +40,8 @@ pub(crate) async fn put(pool: &Pool, session: &SessionId, owner: &UserId, todos:
     .bind(owner.as_str())
     .bind(Json(todos))
     .bind(now_ms())
-    .execute(pool)
+    .execute(&mut *tx)
     .await
     .map_err(db_error)?;
-    Ok(())
+    tx.commit().await.map_err(db_error)
 }

@@ -100,3 +100,11 @@ pub(crate) const CLAIM_DELIVERIES: &str = "UPDATE deliveries SET lease_node = $1
                  WHERE status = 'pending' AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3)
                  ORDER BY next_at, id LIMIT $4)
     RETURNING id";
+
+/// The first statement of a write held to a lease's fence (`$1` session, `$2` node, `$3`
+/// epoch; see `leases`): a row back while the lease is still that taking. An `UPDATE`
+/// that changes nothing, so the transaction takes SQLite's one writer lock at once:
+/// a transaction that only read first would have to upgrade later, and fail at once
+/// (`SQLITE_BUSY_SNAPSHOT`) if another connection wrote in between.
+pub(crate) const HOLD_LEASE: &str = "UPDATE session_leases SET epoch = epoch
+                                     WHERE session_id = $1 AND node_id = $2 AND epoch = $3 RETURNING epoch";

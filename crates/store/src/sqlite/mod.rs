@@ -61,6 +61,9 @@ const WAL_CHECK_EVERY: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
+    /// The lease fence this handle's run writes are held to (see
+    /// `spool_engine::store::Nodes::fenced`); `None` on the store itself.
+    pub(crate) fence: Option<spool_engine::LeaseFence>,
 }
 
 impl SqliteStore {
@@ -121,7 +124,7 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Backend(format!("migrating the database: {e}")))?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore { pool, fence: None })
     }
 }
 

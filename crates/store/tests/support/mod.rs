@@ -106,6 +106,8 @@ pub async fn conformance(shared: Arc<dyn Store>) {
     attachments_bind_once_count_per_owner_and_leave_with_their_session(store).await;
     unbound_attachments_are_deleted_one_by_one_or_by_age_and_bound_ones_never(store).await;
     leases_are_taken_renewed_and_released(store).await;
+    writes_held_to_a_lease_stop_when_it_changes_hands(store).await;
+    a_fenced_writer_racing_a_takeover_lands_nothing_after_it(std::slice::from_ref(&shared)).await;
     concurrent_lease_acquisitions_have_exactly_one_winner(std::slice::from_ref(&shared), RACERS).await;
     queued_prompts_wait_in_order_within_their_limit(store).await;
     a_queued_message_keeps_its_files(store).await;
