@@ -87,6 +87,11 @@ impl ApiError {
                         tracing::error!(error = %e, "storage failure");
                         return (StatusCode::INTERNAL_SERVER_ERROR, e.code(), "internal storage error".into());
                     }
+                    EngineError::Store(StoreError::Fenced(_)) => {
+                        tracing::warn!(error = %e, "a write was fenced: another node took the session over");
+                        let message = "another node took this session over; try again".into();
+                        return (StatusCode::CONFLICT, e.code(), message);
+                    }
                 };
                 (status, e.code(), e.to_string())
             }
