@@ -195,28 +195,35 @@ pub async fn serve_with(
             metrics: metrics.clone(),
             idle_timeout: limits.header_timeout,
         };
-        let acceptor = acceptor.clone();
         // The handshake happens in the connection's own task, so a client that never
-        // finishes one holds up nobody else's accept.
-        connections.spawn(async move {
-            match acceptor {
-                None => accepted.run_plain(tcp).await,
-                Some(acceptor) => {
-                    // Boxed too: the handshake's state would otherwise size every
-                    // connection's task, plain ones included.
-                    if let Some(stream) = Box::pin(accepted.handshake(&acceptor, tcp)).await {
-                        // Boxed, like hyper's connections in `run_plain` (see there): a
-                        // TLS stream's state would otherwise size every task. HTTP/2 is
-                        // hyper's to the end; HTTP/1.1 gets the lean path as plain TCP does.
-                        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                            Box::pin(accepted.run(TokioIo::new(stream))).await;
-                        } else {
-                            Box::pin(accepted.run_plain(stream)).await;
-                        }
-                    }
-                }
+        // finishes one holds up nobody else's accept. A task is the size of its largest
+        // state, so plain and TLS connections get tasks of their own: a plain one is the
+        // lean event stream itself (`run_plain`), and a TLS one should not pay for that
+        // state on top of its own.
+        match acceptor.clone() {
+            None => {
+                connections.spawn(accepted.run_plain(tcp));
             }
-        });
+            Some(acceptor) => {
+                connections.spawn(async move {
+                    // Boxed, as hyper's connections in `run_plain` (see there): the
+                    // handshake's and the connection's states are large and live apart,
+                    // and the TLS stream is out of this task's state before it awaits.
+                    let next: Pin<Box<dyn Future<Output = ()> + Send>> = {
+                        let Some(stream) = Box::pin(accepted.handshake(&acceptor, tcp)).await else { return };
+                        // HTTP/2 is hyper's to the end; HTTP/1.1 gets the lean path as
+                        // plain TCP does, its TLS stream boxed on its own so that every
+                        // level of that future holds a pointer to it, not a copy.
+                        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                            Box::pin(accepted.run(TokioIo::new(stream)))
+                        } else {
+                            Box::pin(accepted.run_plain(Box::new(stream)))
+                        }
+                    };
+                    next.await;
+                });
+            }
+        }
     }
 
     drop(listener);

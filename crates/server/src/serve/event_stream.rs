@@ -203,11 +203,17 @@ async fn answer<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I, response: Respons
 /// Writes the response: its head, then its body as chunks until it ends or the client
 /// leaves.
 async fn respond<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I, response: Response<Body>) -> io::Result<()> {
-    let (parts, body) = response.into_parts();
-    let bodiless = parts.status.is_informational()
-        || parts.status == StatusCode::NO_CONTENT
-        || parts.status == StatusCode::NOT_MODIFIED;
-    write_all(io, &mut [IoSlice::new(&response_head(&parts, bodiless))]).await?;
+    // The head's parts are dropped once it is encoded: held across the stream's awaits,
+    // their header map would stay allocated for as long as the stream lives.
+    let (head, body, bodiless) = {
+        let (parts, body) = response.into_parts();
+        let bodiless = parts.status.is_informational()
+            || parts.status == StatusCode::NO_CONTENT
+            || parts.status == StatusCode::NOT_MODIFIED;
+        (response_head(&parts, bodiless), body, bodiless)
+    };
+    write_all(io, &mut [IoSlice::new(&head)]).await?;
+    drop(head);
     if bodiless {
         return Ok(());
     }
