@@ -19,6 +19,7 @@ use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A bus-mode session's link to its publisher and listener tasks.
@@ -300,8 +301,9 @@ async fn publish_task(
 }
 
 /// Bus mode: keeps this node's entry of the session's watchers (see
-/// [`FrameBus::set_watchers`]) current: rewritten shortly after the clients change and
-/// every [`framebus::WATCH_REFRESH`], removed when the session is closed or dropped.
+/// [`FrameBus::set_watchers`]) current: rewritten shortly after the clients change, at
+/// most once a [`WATCH_WRITE_GAP`], and every [`framebus::WATCH_REFRESH`]; removed when
+/// the session is closed or dropped.
 async fn report_task(
     weak: Weak<Shared>,
     session: SessionId,
@@ -311,28 +313,47 @@ async fn report_task(
     stop: CancellationToken,
 ) {
     // Clients come and go in bursts (a page reload, a thousand browsers): one write per
-    // burst.
+    // burst, shortly after it begins.
     const SETTLE: Duration = Duration::from_millis(50);
     let mut refresh = tokio::time::interval(framebus::WATCH_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut written = Watchers::default();
+    let mut last_write: Option<Instant> = None;
     loop {
-        tokio::select! {
+        let refreshing = tokio::select! {
             () = stop.cancelled() => break,
             changed = count.changed() => match changed {
-                Ok(()) => tokio::time::sleep(SETTLE).await,
+                // A burst that lasts: a write a gap after the last one, with the counts
+                // of that moment.
+                Ok(()) => {
+                    let settled = Instant::now() + SETTLE;
+                    let due = last_write.map_or(settled, |at| settled.max(at + WATCH_WRITE_GAP));
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep_until(due) => false,
+                    }
+                }
                 Err(_) => break,
             },
-            _ = refresh.tick() => {}
-        }
+            _ = refresh.tick() => true,
+        };
+        // What changed while waiting is in the count taken now.
+        count.borrow_and_update();
         let Some(shared) = weak.upgrade() else { break };
         let now = shared.watchers();
         drop(shared);
-        if now == Watchers::default() && written == now {
+        // Unchanged (a reload within the wait) needs no write; a refresh keeps a live
+        // entry from expiring.
+        if now == written && !(refreshing && now != Watchers::default()) {
             continue;
         }
+        last_write = Some(Instant::now());
         match bus.set_watchers(&session, &node, now).await {
-            Ok(()) => written = now,
+            Ok(()) => {
+                written = now;
+                // The entry was just written: the next refresh is a full period away.
+                refresh.reset();
+            }
             Err(error) => tracing::warn!(%session, %error, "cannot record the session's watchers"),
         }
     }
@@ -342,6 +363,13 @@ async fn report_task(
         tracing::warn!(%session, %error, "cannot clear the session's watchers; the entry will expire");
     }
 }
+
+/// The least time between two writes of one node's watchers entry for a session: a
+/// burst of thousands of joins is a write a second, not one per settled change
+/// (BENCHMARKS.md, "across nodes": those writes and the reads behind them timed Redis
+/// out). Readers of the entry (presence, "nobody anywhere", "no person who could
+/// answer") see a change a second later at most.
+const WATCH_WRITE_GAP: Duration = Duration::from_secs(1);
 
 /// Bus mode: folds the bus's frames for one session into the ring, the mirror and the
 /// working state; rebuilds on `Reset`; listens again from its cursor when the bus ends
