@@ -124,6 +124,9 @@ async fn announce_clustered(
         }
         views.borrow_and_update();
         let Some(shared) = weak.upgrade() else { break };
+        if shared.lock().closed.is_some() {
+            break;
+        }
         let (session, here) = (shared.session_id.clone(), shared.watchers());
         drop(shared);
         let entries = bus.watchers(&session).await;
