@@ -465,7 +465,11 @@ impl Accepted {
                 let open = streams.open();
                 req.extensions_mut().insert(ConnectionToken(token.clone()));
                 let response = app.clone().oneshot(req.map(Body::new));
-                async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::body(body, open))) }
+                // Boxed: hyper runs each HTTP/2 stream as a task of its own, the size of
+                // its largest state, so the router's future inline would stay in a
+                // stream's task for as long as its body streams (≈ 0.65 KiB of each
+                // idle HTTP/2 stream's 0.9; BENCHMARKS.md, issue 43).
+                Box::pin(async move { Ok::<_, Infallible>(response.await?.map(|body| Counted::body(body, open))) })
             }
         });
         // Over TLS the client chose the protocol by ALPN; the builder still tells them
