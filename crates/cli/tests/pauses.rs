@@ -39,11 +39,10 @@ fn data_dir(root: &Path, name: &str) -> std::path::PathBuf {
     data
 }
 
-/// One node, on the store at `db_url`.
-fn node(db_url: &str, root: &Path, name: &str) -> (Spool, String) {
+/// One node, on the store at `db_url` and the bus at `redis`.
+fn node(db_url: &str, redis: &str, root: &Path, name: &str) -> (Spool, String) {
     let data = data_dir(root, name);
     let id = format!("{name}-{}", std::process::id());
-    let redis = redis_url();
     let args = ["--redis-url", &redis, "--node-id", &id, "--lease-secs", LEASE_SECS, "--scripted-delay-ms", "2"];
     start_with(db_url, &data, &args)
 }
@@ -202,13 +201,15 @@ struct Scene {
 }
 
 impl Scene {
-    /// Nodes A (on the store at `a_url`, the database's own URL or a proxy's) and B.
-    async fn start(db: TestDb, a_url: &str) -> Scene {
+    /// Nodes A (on the store at `a_url` and the bus at `a_redis`: the services' own
+    /// URLs or a proxy's) and B.
+    async fn start(db: TestDb, a_url: &str, a_redis: &str) -> Scene {
         let dir = tempfile::tempdir().expect("tempdir");
         let project_dir = dir.path().join("project");
         std::fs::create_dir(&project_dir).expect("project dir");
         let client = reqwest::Client::builder().no_proxy().build().expect("client");
-        let ((node_a, a), (node_b, b)) = (node(a_url, dir.path(), "a"), node(&db.url, dir.path(), "b"));
+        let ((node_a, a), (node_b, b)) =
+            (node(a_url, a_redis, dir.path(), "a"), node(&db.url, &redis_url(), dir.path(), "b"));
         let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
         let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
         let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
@@ -288,7 +289,7 @@ impl Scene {
 async fn a_node_frozen_past_its_lease_writes_and_publishes_nothing_for_the_run_it_lost() {
     let db = TestDb::create().await;
     let url = db.url.clone();
-    let scene = Scene::start(db, &url).await;
+    let scene = Scene::start(db, &url, &redis_url()).await;
     let lost = scene.run_in_a_tool_call_on_a().await;
     scene.node_a.pause();
     let before = scene.b_takes_over(&lost).await;
@@ -297,15 +298,16 @@ async fn a_node_frozen_past_its_lease_writes_and_publishes_nothing_for_the_run_i
     scene.a_left_no_trace(&lost, before).await;
 }
 
-/// `url` with its host and port replaced by `addr`; and the address it named.
-fn through(url: &str, addr: SocketAddr) -> (String, SocketAddr) {
+/// `url` with its host and port replaced by `addr`; and the address it named (on
+/// `default_port` when it names none).
+fn through(url: &str, default_port: u16, addr: SocketAddr) -> (String, SocketAddr) {
     let (scheme, rest) = url.split_once("://").expect("a URL");
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let (user, host) = match authority.rsplit_once('@') {
         Some((user, host)) => (format!("{user}@"), host),
         None => (String::new(), authority),
     };
-    let host = if host.contains(':') { host.to_owned() } else { format!("{host}:5432") };
+    let host = if host.contains(':') { host.to_owned() } else { format!("{host}:{default_port}") };
     let upstream = host.to_socket_addrs().expect("resolve the database").next().expect("an address");
     (format!("{scheme}://{user}{addr}{path}"), upstream)
 }
@@ -332,10 +334,10 @@ async fn ready_is(client: &reqwest::Client, base: &str, code: u16) -> Value {
 async fn a_partitioned_node(partition: impl Fn(&Proxy)) {
     let db = TestDb::create().await;
     let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let (_, upstream) = through(&db.url, placeholder);
+    let (_, upstream) = through(&db.url, 5432, placeholder);
     let proxy = Proxy::start(upstream);
-    let (a_url, _) = through(&db.url, proxy.addr());
-    let scene = Scene::start(db, &a_url).await;
+    let (a_url, _) = through(&db.url, 5432, proxy.addr());
+    let scene = Scene::start(db, &a_url, &redis_url()).await;
     let lost = scene.run_in_a_tool_call_on_a().await;
     partition(&proxy);
     let unready = ready_is(&scene.client, &scene.a, 503).await;
@@ -365,4 +367,149 @@ async fn a_node_whose_database_traffic_is_held_past_its_lease_leaves_no_trace_wh
     // Nothing passes, nothing is refused: what A sends meanwhile (a renewal, the
     // tool's result) reaches PostgreSQL after the heal, when B has settled the run.
     a_partitioned_node(Proxy::stall).await;
+}
+
+/// Node A cut off from Redis (a proxy between them, `partition` playing the network)
+/// while B runs a prompt on the session, then healed: A is out of rotation while cut
+/// (its bus check fails), and afterwards the client following on A has every frame of
+/// that run once and in order, the same frames as the client on B, with no snapshot
+/// in place of any (A listens again from its cursor). Nothing runs on A, so the store
+/// is B's alone.
+async fn a_node_partitioned_from_redis(partition: impl Fn(&Proxy)) {
+    let db = TestDb::create().await;
+    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let (_, upstream) = through(&redis_url(), 6379, placeholder);
+    let proxy = Proxy::start(upstream);
+    let (a_redis, _) = through(&redis_url(), 6379, proxy.addr());
+    let url = db.url.clone();
+    let mut scene = Scene::start(db, &url, &a_redis).await;
+    let warm = prompt_when_free(&scene.client, &scene.b, &scene.session, "echo: before the cut").await;
+    let warm = warm["id"].as_str().expect("run id").to_owned();
+    scene.on_a.until(|f| is_event(f, &warm, "agent_settled")).await;
+    scene.on_b.until(|f| is_event(f, &warm, "agent_settled")).await;
+
+    partition(&proxy);
+    let unready = ready_is(&scene.client, &scene.a, 503).await;
+    assert!(unready["reason"].as_str().is_some_and(|r| r.starts_with("bus")), "{unready}");
+    let text = format!("echo: {}", "while A is cut off, ".repeat(40));
+    let during = prompt_when_free(&scene.client, &scene.b, &scene.session, &text).await;
+    assert_eq!(during["status"], "completed", "{during}");
+    let during = during["id"].as_str().expect("run id").to_owned();
+    scene.on_b.until(|f| is_event(f, &during, "agent_settled")).await;
+
+    proxy.heal();
+    ready_is(&scene.client, &scene.a, 200).await;
+    scene.on_a.until(|f| is_event(f, &during, "agent_settled")).await;
+    let (on_a, on_b) = (&scene.on_a.seen, &scene.on_b.seen);
+    for (node, seen) in [("A", on_a), ("B", on_b)] {
+        assert!(
+            seen.iter().all(|f| f.kind != "session.snapshot" || f.seq == seen[0].seq),
+            "on {node}, a snapshot mid-stream: {:#?}",
+            kinds(seen)
+        );
+        for pair in seen.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            assert!(
+                after.stream_id == before.stream_id && after.seq == before.seq + 1,
+                "on {node}, {}:{} follows {}:{}: {:#?}",
+                after.stream_id,
+                after.seq,
+                before.stream_id,
+                before.seq,
+                kinds(seen)
+            );
+        }
+        let deltas = seen
+            .iter()
+            .filter(|f| f.json["runId"] == during.as_str() && f.event_type() == Some("message_update"))
+            .count();
+        assert!(deltas > 1, "on {node}, the run streamed: {:#?}", kinds(seen));
+    }
+    let start = on_a[0].seq.max(on_b[0].seq);
+    let from = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
+        seen.iter().filter(|f| f.seq >= start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
+    };
+    assert!(from(on_a) == from(on_b), "the same frames on both nodes:\nA {:#?}\nB {:#?}", kinds(on_a), kinds(on_b));
+    scene.store.close().await;
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_node_cut_off_from_redis_is_out_of_rotation_and_its_clients_miss_nothing_after_the_heal() {
+    a_node_partitioned_from_redis(Proxy::cut).await;
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_node_whose_redis_traffic_is_held_gets_every_frame_once_when_it_arrives() {
+    a_node_partitioned_from_redis(Proxy::stall).await;
+}
+
+#[cfg_attr(
+    not(all(spool_postgres, spool_redis)),
+    ignore = "needs PostgreSQL and Redis: set SPOOL_TEST_DATABASE_URL and SPOOL_TEST_REDIS_URL"
+)]
+#[tokio::test]
+async fn a_run_on_a_node_cut_off_from_redis_reaches_every_client_once_after_the_heal() {
+    // A keeps its lease (that is PostgreSQL's) and runs the prompt to the end while
+    // no frame of it can reach the bus, which orders every node's frames, A's own
+    // clients' included. After the heal each client gets the run once: its frames as
+    // A publishes them then, or, where a publish failed meanwhile, one snapshot of the
+    // working state in place of the frames it had queued, and the frames after it.
+    let db = TestDb::create().await;
+    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let (_, upstream) = through(&redis_url(), 6379, placeholder);
+    let proxy = Proxy::start(upstream);
+    let (a_redis, _) = through(&redis_url(), 6379, proxy.addr());
+    let url = db.url.clone();
+    let mut scene = Scene::start(db, &url, &a_redis).await;
+    proxy.cut();
+    ready_is(&scene.client, &scene.a, 503).await;
+    let answer = "run on A while cut, ".repeat(20);
+    let during = prompt_when_free(&scene.client, &scene.a, &scene.session, &format!("echo: {answer}")).await;
+    assert_eq!(during["status"], "completed", "{during}");
+    let during = during["id"].as_str().expect("run id").to_owned();
+    proxy.heal();
+    ready_is(&scene.client, &scene.a, 200).await;
+    let next = prompt_when_free(&scene.client, &scene.b, &scene.session, "echo: next on B").await;
+    let next = next["id"].as_str().expect("run id").to_owned();
+    scene.on_a.until(|f| is_event(f, &next, "agent_settled")).await;
+    scene.on_b.until(|f| is_event(f, &next, "agent_settled")).await;
+
+    let (on_a, on_b) = (&scene.on_a.seen, &scene.on_b.seen);
+    for (node, seen) in [("A", on_a), ("B", on_b)] {
+        for pair in seen.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            assert!(
+                after.stream_id == before.stream_id && after.seq == before.seq + 1,
+                "on {node}, {}:{} follows {}:{}: {:#?}",
+                after.stream_id,
+                after.seq,
+                before.stream_id,
+                before.seq,
+                kinds(seen)
+            );
+        }
+        let ends = seen.iter().filter(|f| is_event(f, &during, "agent_end")).count();
+        // The run's end came as its own frame, or inside a snapshot that holds the
+        // answer with no run active.
+        let in_snapshot = seen.iter().any(|f| {
+            f.kind == "session.snapshot"
+                && f.json["state"]["activeRun"].is_null()
+                && f.json["state"]["messages"].to_string().contains(answer.trim())
+        });
+        assert!(ends == 1 || (ends == 0 && in_snapshot), "on {node}, the run ends once: {:#?}", kinds(seen));
+    }
+    let start = on_a[0].seq.max(on_b[0].seq);
+    let from = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
+        seen.iter().filter(|f| f.seq >= start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
+    };
+    assert!(from(on_a) == from(on_b), "the same frames on both nodes:\nA {:#?}\nB {:#?}", kinds(on_a), kinds(on_b));
+    scene.store.close().await;
 }
