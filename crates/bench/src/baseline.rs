@@ -62,8 +62,8 @@ pub struct BaselineArgs {
     /// A subscriber that has not seen the end after this long gives up.
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,
-    /// Moves each server (every thread of `spool serve`, of the hub) onto these CPUs
-    /// (`0-3`, as `taskset -c` takes them) once it is listening; pin the bench itself
+    /// Starts each server (`spool serve`, the hub) on these CPUs (`0-3`, as `taskset -c`
+    /// takes them), so its runtime has a worker per CPU there; pin the bench itself
     /// elsewhere with `taskset` (`scripts/bench-p99-pinned` does both).
     #[arg(long, value_name = "LIST")]
     server_cpus: Option<crate::pin::Cpus>,
@@ -164,13 +164,18 @@ pub async fn baseline(args: &BaselineArgs) -> Result<()> {
 async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Measure> {
     let model = FakeModel::start(args.deltas, Duration::from_millis(args.delay_ms)).await?;
     let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(args.subscribers + 4).build()?;
-    // The server process lives until the end of this function (dropped: killed).
+    let cpus = args.server_cpus.as_ref().map(|cpus| cpus.0.as_slice());
+    // The server process lives until the end of this function (dropped: killed), and so
+    // does the project's directory: Spool refuses a prompt in a project whose directory
+    // is gone.
+    let mut _project_dir = None;
     let (_node, _hub, pid, events_url, prompt): (Option<Node>, Option<Hub>, u32, String, Prompt) = match server {
         Server::Spool => {
-            let cluster = Cluster::solo(&model.base_url);
+            let cluster = Cluster { cpus, ..Cluster::solo(&model.base_url) };
             let node = Node::start(spool, &cluster, 0)?;
             let base = node.base.clone();
-            let (_project_dir, project) = crate::nodes::new_project(&client, &base).await?;
+            let (dir, project) = crate::nodes::new_project(&client, &base).await?;
+            _project_dir = Some(dir);
             let new_session = || async {
                 let session: serde_json::Value = client
                     .post(format!("{base}/api/sessions"))
@@ -191,16 +196,13 @@ async fn measure(args: &BaselineArgs, server: Server, spool: &Path) -> Result<Me
             (Some(node), None, pid, format!("{base}/api/sessions/{session}/events"), Prompt::Spool { base, session })
         }
         Server::Hub => {
-            let hub = Hub::start(&model.base_url)?;
+            let hub = Hub::start(&model.base_url, cpus)?;
             let base = hub.base.clone();
             let pid = hub.pid();
             (None, Some(hub), pid, format!("{base}/events"), Prompt::Hub { base })
         }
     };
 
-    if let Some(cpus) = &args.server_cpus {
-        crate::pin::pin_process(pid, &cpus.0)?;
-    }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(args.subscribers.max(1));
     let tasks: Vec<_> = (0..args.subscribers)

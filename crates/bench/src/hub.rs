@@ -57,10 +57,14 @@ impl Drop for Hub {
 }
 
 impl Hub {
-    /// Starts `this-binary hub` against the model at `model_url` and waits for its
-    /// `hub listening on` line.
-    pub fn start(model_url: &str) -> Result<Hub> {
-        let mut child = Command::new(std::env::current_exe()?)
+    /// Starts `this-binary hub` against the model at `model_url`, on `cpus` when given
+    /// (`pin::start_on`), and waits for its `hub listening on` line.
+    pub fn start(model_url: &str, cpus: Option<&[usize]>) -> Result<Hub> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        if let Some(cpus) = cpus {
+            crate::pin::start_on(&mut cmd, cpus);
+        }
+        let mut child = cmd
             .args(["hub", "--model-url", model_url])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -198,6 +198,7 @@ async fn run(args: &Args, database_url: Option<&str>) -> Result<()> {
         delay_ms: args.delay_ms,
         config: None,
         openai_compatible: None,
+        cpus: None,
     };
     let node_count = args.nodes as usize;
     let nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;

@@ -21,13 +21,22 @@ pub struct Cluster<'a> {
     /// An OpenAI-compatible model server's base URL (`…/v1`): the nodes answer with its
     /// model `bench` instead of the scripted model.
     pub openai_compatible: Option<&'a str>,
+    /// CPUs every node starts on (`pin::start_on`); `None`: the bench's own.
+    pub cpus: Option<&'a [usize]>,
 }
 
 impl<'a> Cluster<'a> {
     /// One node on its own SQLite database, answering with the model at `model_url`
     /// (an OpenAI-compatible `…/v1`, the bench's fake model).
     pub fn solo(model_url: &'a str) -> Self {
-        Cluster { database_url: None, redis_url: None, delay_ms: 0, config: None, openai_compatible: Some(model_url) }
+        Cluster {
+            database_url: None,
+            redis_url: None,
+            delay_ms: 0,
+            config: None,
+            openai_compatible: Some(model_url),
+            cpus: None,
+        }
     }
 }
 
@@ -95,6 +104,9 @@ impl Node {
         if let Some(url) = cluster.redis_url {
             // Node ids name leases and bus links on a shared Redis: the pid keeps runs apart.
             cmd.env("SPOOL_REDIS_URL", url).args(["--node-id", &format!("bench-{}-{index}", std::process::id())]);
+        }
+        if let Some(cpus) = cluster.cpus {
+            crate::pin::start_on(&mut cmd, cpus);
         }
         let mut child = cmd
             .env("RUST_LOG", "warn")

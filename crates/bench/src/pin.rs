@@ -1,14 +1,14 @@
-//! Pinning a server the bench started to some CPUs, so that its latency is measured with
+//! Pinning a server the bench starts to some CPUs, so that its latency is measured with
 //! the server and the client on cores of their own (`spool-bench baseline
 //! --server-cpus`, run by `scripts/bench-p99-pinned`; issue 43, "the last millisecond").
 //!
-//! The bench itself is pinned from outside (`taskset -c`), and its children inherit that
-//! mask when they start; so the server child is moved afterwards, every thread of it:
-//! `sched_setaffinity` on a process id moves only its main thread, and the tokio workers
-//! already exist by the time the server says it is listening. Threads the server starts
-//! later inherit the mask of the thread that starts them, which is pinned by then.
+//! The bench itself is pinned from outside (`taskset -c`); a server child is started on
+//! its own CPUs instead of inheriting the bench's mask ([`start_on`]), so every thread
+//! it ever has runs there and its runtime is sized for them.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
 /// A CPU list as `taskset -c` takes it (`0-3`, `0,2,4-7`), sorted, each CPU once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,9 +40,13 @@ fn parse_cpus(list: &str) -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
-/// Moves every thread of process `pid` onto `cpus`. Threads that appear while it runs
-/// are moved too (it goes over the list until no new one shows up).
-pub fn pin_process(pid: u32, cpus: &[usize]) -> Result<()> {
+/// Makes the process `cmd` spawns start on `cpus`, as `taskset -c LIST COMMAND` would.
+/// Pinned from its first instruction, the server sees only those CPUs when it sizes its
+/// tokio runtime (one worker per CPU it may use), as a server deployed on them does;
+/// moved there after it started, it would keep the workers it made for the bench's
+/// CPUs and run, say, 12 of them on 4 cores, whose time slices are a latency tail of
+/// their own.
+pub fn start_on(cmd: &mut Command, cpus: &[usize]) {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and every
     // index was checked against CPU_SETSIZE by `parse_cpus`.
     let set = unsafe {
@@ -53,27 +57,16 @@ pub fn pin_process(pid: u32, cpus: &[usize]) -> Result<()> {
         }
         set
     };
-    let mut done = std::collections::BTreeSet::new();
-    loop {
-        let mut moved = 0;
-        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).context("the server's threads")? {
-            let tid: libc::pid_t = entry?.file_name().to_string_lossy().parse()?;
-            if !done.insert(tid) {
-                continue;
+    // SAFETY: between fork and exec the closure makes one system call, which is
+    // async-signal-safe, and allocates nothing unless it fails.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
             }
-            // SAFETY: sched_setaffinity reads `set`, whose size is given.
-            if unsafe { libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), &set) } != 0 {
-                let e = std::io::Error::last_os_error();
-                // A thread that ended meanwhile is fine.
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    bail!("pinning thread {tid} of {pid} to CPUs {cpus:?}: {e}");
-                }
-            }
-            moved += 1;
-        }
-        if moved == 0 {
-            return Ok(());
-        }
+        });
     }
 }
 
@@ -91,13 +84,14 @@ mod tests {
     }
 
     #[test]
-    fn a_child_ends_up_on_the_cpus_given() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
-        let pinned = pin_process(child.id(), &[0]);
+    fn a_child_starts_on_the_cpus_given() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        start_on(&mut cmd, &[0]);
+        let mut child = cmd.spawn().expect("sleep");
         let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("status");
         let _ = child.kill();
         let _ = child.wait();
-        pinned.expect("pinned");
         let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("a CPU list");
         assert_eq!(allowed.trim(), "0");
     }

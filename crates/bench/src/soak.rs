@@ -101,6 +101,7 @@ pub async fn soak(args: &SoakArgs) -> Result<bool> {
         delay_ms: 0,
         config: config.as_deref(),
         openai_compatible: None,
+        cpus: None,
     };
     let mut node = Node::start(&bin, &cluster, 0)?;
     let base = node.base.clone();

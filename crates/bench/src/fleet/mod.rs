@@ -225,6 +225,7 @@ async fn measure(args: &FleetArgs, n: u64, db: &BenchDb) -> Result<Point> {
         delay_ms: 0,
         config: None,
         openai_compatible: Some(&model.base_url),
+        cpus: None,
     };
     let node_count = args.nodes as usize;
     let mut nodes = (0..node_count).map(|i| Node::start(&bin, &cluster, i)).collect::<Result<Vec<_>>>()?;
