@@ -108,18 +108,7 @@ fn is_event(frame: &ReceivedFrame, run: &str, event: &str) -> bool {
 /// comes after its `agent_settled`.
 fn assert_seen_once(on_a: &[ReceivedFrame], on_b: &[ReceivedFrame], lost: &str) {
     for (node, seen) in [("A", on_a), ("B", on_b)] {
-        for pair in seen.windows(2) {
-            let (before, after) = (&pair[0], &pair[1]);
-            assert!(
-                after.stream_id == before.stream_id && after.seq == before.seq + 1,
-                "on {node}, {}:{} follows {}:{}: {:#?}",
-                after.stream_id,
-                after.seq,
-                before.stream_id,
-                before.seq,
-                kinds(seen)
-            );
-        }
+        assert_numbered_without_gap(node, seen);
         let ends: Vec<&ReceivedFrame> = seen.iter().filter(|f| is_event(f, lost, "agent_end")).collect();
         assert_eq!(ends.len(), 1, "on {node}, the lost run ends once: {:#?}", kinds(seen));
         assert_eq!(ends[0].json["event"]["error"]["code"], "node_lost", "on {node}: {}", ends[0].json);
@@ -127,12 +116,41 @@ fn assert_seen_once(on_a: &[ReceivedFrame], on_b: &[ReceivedFrame], lost: &str) 
         let after: Vec<String> = kinds(&seen[settled + 1..]).into_iter().filter(|k| k.ends_with(lost)).collect();
         assert!(after.is_empty(), "on {node}, nothing of the lost run after it settled: {after:#?}");
     }
-    // Both followed from before the run; whichever opened later starts later.
+    assert_alike(on_a, on_b);
+}
+
+/// Every frame `seen` on `node` follows the one before on the same stream, numbered
+/// one up: none missing, none repeated.
+fn assert_numbered_without_gap(node: &str, seen: &[ReceivedFrame]) {
+    for pair in seen.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        assert!(
+            after.stream_id == before.stream_id && after.seq == before.seq + 1,
+            "on {node}, {}:{} follows {}:{}: {:#?}",
+            after.stream_id,
+            after.seq,
+            before.stream_id,
+            before.seq,
+            kinds(seen)
+        );
+    }
+}
+
+/// Both clients got the same frames once both were following. Each began with a
+/// snapshot of the state up to its first seq, and whichever opened later starts later:
+/// its snapshot stands for the frame the other got under that seq (a presence frame,
+/// say), so the frames compared are those after the later start.
+fn assert_alike(on_a: &[ReceivedFrame], on_b: &[ReceivedFrame]) {
     let start = on_a[0].seq.max(on_b[0].seq);
-    let from = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
-        seen.iter().filter(|f| f.seq >= start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
+    let after_start = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
+        seen.iter().filter(|f| f.seq > start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
     };
-    assert!(from(on_a) == from(on_b), "the same frames on both nodes:\nA {:#?}\nB {:#?}", kinds(on_a), kinds(on_b));
+    assert!(
+        after_start(on_a) == after_start(on_b),
+        "the same frames on both nodes:\nA {:#?}\nB {:#?}",
+        kinds(on_a),
+        kinds(on_b)
+    );
 }
 
 /// What the store holds of a session: its messages (index, role, text), its runs, the
@@ -210,7 +228,8 @@ impl Scene {
         let client = reqwest::Client::builder().no_proxy().build().expect("client");
         let ((node_a, a), (node_b, b)) =
             (node(a_url, a_redis, dir.path(), "a"), node(&db.url, &redis_url(), dir.path(), "b"));
-        let store = sqlx::PgPool::connect(&db.url).await.expect("the shared store");
+        let store =
+            sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&db.url).await.expect("the shared store");
         let project = call(client.post(format!("{a}/api/projects")).json(&json!({"path": project_dir}))).await;
         let session = call(client.post(format!("{a}/api/sessions")).json(&json!({"projectId": project["id"]}))).await;
         let session = session["id"].as_str().expect("session id").to_owned();
@@ -407,29 +426,14 @@ async fn a_node_partitioned_from_redis(partition: impl Fn(&Proxy)) {
             "on {node}, a snapshot mid-stream: {:#?}",
             kinds(seen)
         );
-        for pair in seen.windows(2) {
-            let (before, after) = (&pair[0], &pair[1]);
-            assert!(
-                after.stream_id == before.stream_id && after.seq == before.seq + 1,
-                "on {node}, {}:{} follows {}:{}: {:#?}",
-                after.stream_id,
-                after.seq,
-                before.stream_id,
-                before.seq,
-                kinds(seen)
-            );
-        }
+        assert_numbered_without_gap(node, seen);
         let deltas = seen
             .iter()
             .filter(|f| f.json["runId"] == during.as_str() && f.event_type() == Some("message_update"))
             .count();
         assert!(deltas > 1, "on {node}, the run streamed: {:#?}", kinds(seen));
     }
-    let start = on_a[0].seq.max(on_b[0].seq);
-    let from = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
-        seen.iter().filter(|f| f.seq >= start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
-    };
-    assert!(from(on_a) == from(on_b), "the same frames on both nodes:\nA {:#?}\nB {:#?}", kinds(on_a), kinds(on_b));
+    assert_alike(on_a, on_b);
     scene.store.close().await;
 }
 
@@ -484,18 +488,7 @@ async fn a_run_on_a_node_cut_off_from_redis_reaches_every_client_once_after_the_
 
     let (on_a, on_b) = (&scene.on_a.seen, &scene.on_b.seen);
     for (node, seen) in [("A", on_a), ("B", on_b)] {
-        for pair in seen.windows(2) {
-            let (before, after) = (&pair[0], &pair[1]);
-            assert!(
-                after.stream_id == before.stream_id && after.seq == before.seq + 1,
-                "on {node}, {}:{} follows {}:{}: {:#?}",
-                after.stream_id,
-                after.seq,
-                before.stream_id,
-                before.seq,
-                kinds(seen)
-            );
-        }
+        assert_numbered_without_gap(node, seen);
         let ends = seen.iter().filter(|f| is_event(f, &during, "agent_end")).count();
         // The run's end came as its own frame, or inside a snapshot that holds the
         // answer with no run active.
@@ -506,10 +499,6 @@ async fn a_run_on_a_node_cut_off_from_redis_reaches_every_client_once_after_the_
         });
         assert!(ends == 1 || (ends == 0 && in_snapshot), "on {node}, the run ends once: {:#?}", kinds(seen));
     }
-    let start = on_a[0].seq.max(on_b[0].seq);
-    let from = |seen: &[ReceivedFrame]| -> Vec<(String, u64, Value)> {
-        seen.iter().filter(|f| f.seq >= start).map(|f| (f.stream_id.clone(), f.seq, f.json.clone())).collect()
-    };
-    assert!(from(on_a) == from(on_b), "the same frames on both nodes:\nA {:#?}\nB {:#?}", kinds(on_a), kinds(on_b));
+    assert_alike(on_a, on_b);
     scene.store.close().await;
 }
