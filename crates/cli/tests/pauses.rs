@@ -20,7 +20,7 @@ use common::{Spool, TestDb, WAIT, call, redis_url, start_with, wait_for};
 use serde_json::{Value, json};
 use spool_test_support::ReceivedFrame;
 use spool_test_support::proxy::Proxy;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -43,7 +43,7 @@ fn data_dir(root: &Path, name: &str) -> std::path::PathBuf {
 fn node(db_url: &str, redis: &str, root: &Path, name: &str) -> (Spool, String) {
     let data = data_dir(root, name);
     let id = format!("{name}-{}", std::process::id());
-    let args = ["--redis-url", &redis, "--node-id", &id, "--lease-secs", LEASE_SECS, "--scripted-delay-ms", "2"];
+    let args = ["--redis-url", redis, "--node-id", &id, "--lease-secs", LEASE_SECS, "--scripted-delay-ms", "2"];
     start_with(db_url, &data, &args)
 }
 
@@ -317,9 +317,9 @@ async fn a_node_frozen_past_its_lease_writes_and_publishes_nothing_for_the_run_i
     scene.a_left_no_trace(&lost, before).await;
 }
 
-/// `url` with its host and port replaced by `addr`; and the address it named (on
-/// `default_port` when it names none).
-fn through(url: &str, default_port: u16, addr: SocketAddr) -> (String, SocketAddr) {
+/// A proxy to the service at `url` (on `default_port` when it names none), and `url`
+/// pointed at the proxy instead.
+fn proxied(url: &str, default_port: u16) -> (Proxy, String) {
     let (scheme, rest) = url.split_once("://").expect("a URL");
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let (user, host) = match authority.rsplit_once('@') {
@@ -327,8 +327,10 @@ fn through(url: &str, default_port: u16, addr: SocketAddr) -> (String, SocketAdd
         None => (String::new(), authority),
     };
     let host = if host.contains(':') { host.to_owned() } else { format!("{host}:{default_port}") };
-    let upstream = host.to_socket_addrs().expect("resolve the database").next().expect("an address");
-    (format!("{scheme}://{user}{addr}{path}"), upstream)
+    let upstream = host.to_socket_addrs().expect("resolve the service").next().expect("an address");
+    let proxy = Proxy::start(upstream);
+    let url = format!("{scheme}://{user}{}{path}", proxy.addr());
+    (proxy, url)
 }
 
 /// Polls A's `/api/ready` until it answers `code`; returns the answer.
@@ -352,10 +354,7 @@ async fn ready_is(client: &reqwest::Client, base: &str, code: u16) -> Value {
 /// for the run it lost.
 async fn a_partitioned_node(partition: impl Fn(&Proxy)) {
     let db = TestDb::create().await;
-    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let (_, upstream) = through(&db.url, 5432, placeholder);
-    let proxy = Proxy::start(upstream);
-    let (a_url, _) = through(&db.url, 5432, proxy.addr());
+    let (proxy, a_url) = proxied(&db.url, 5432);
     let scene = Scene::start(db, &a_url, &redis_url()).await;
     let lost = scene.run_in_a_tool_call_on_a().await;
     partition(&proxy);
@@ -396,10 +395,7 @@ async fn a_node_whose_database_traffic_is_held_past_its_lease_leaves_no_trace_wh
 /// is B's alone.
 async fn a_node_partitioned_from_redis(partition: impl Fn(&Proxy)) {
     let db = TestDb::create().await;
-    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let (_, upstream) = through(&redis_url(), 6379, placeholder);
-    let proxy = Proxy::start(upstream);
-    let (a_redis, _) = through(&redis_url(), 6379, proxy.addr());
+    let (proxy, a_redis) = proxied(&redis_url(), 6379);
     let url = db.url.clone();
     let mut scene = Scene::start(db, &url, &a_redis).await;
     let warm = prompt_when_free(&scene.client, &scene.b, &scene.session, "echo: before the cut").await;
@@ -467,10 +463,7 @@ async fn a_run_on_a_node_cut_off_from_redis_reaches_every_client_once_after_the_
     // A publishes them then, or, where a publish failed meanwhile, one snapshot of the
     // working state in place of the frames it had queued, and the frames after it.
     let db = TestDb::create().await;
-    let placeholder: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let (_, upstream) = through(&redis_url(), 6379, placeholder);
-    let proxy = Proxy::start(upstream);
-    let (a_redis, _) = through(&redis_url(), 6379, proxy.addr());
+    let (proxy, a_redis) = proxied(&redis_url(), 6379);
     let url = db.url.clone();
     let mut scene = Scene::start(db, &url, &a_redis).await;
     proxy.cut();
