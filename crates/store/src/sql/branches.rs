@@ -30,10 +30,28 @@ pub(crate) async fn shelve(
     from_index: u64,
     kind: BranchKind,
 ) -> Result<Option<u32>, StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = begin_writing(pool, session).await?;
     let shelved = shelve_in(&mut tx, session, from_index, kind).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(shelved)
+}
+
+/// A transaction that writes first: a no-op update of the session's row. Shelving and
+/// unshelving read the session's messages and branches and then rewrite them; on SQLite
+/// a transaction that reads first and writes later fails at once with
+/// `SQLITE_BUSY_SNAPSHOT` (code 517, "database is locked", no busy wait) when another
+/// connection wrote in between, as the run a rollback just cancelled still does while
+/// it winds down. Writing first takes SQLite's one writer lock (waiting for it as any
+/// write does), and on PostgreSQL locks the session's row, so two shelvings of one
+/// session take turns.
+async fn begin_writing(pool: &Pool, session: &SessionId) -> Result<Transaction<'static, Db>, StoreError> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query("UPDATE sessions SET owner_id = owner_id WHERE id = $1")
+        .bind(session.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    Ok(tx)
 }
 
 /// [`shelve`] inside the caller's transaction (an unshelve shelves the path first).
@@ -132,7 +150,7 @@ async fn shelve_in(
 }
 
 pub(crate) async fn unshelve(pool: &Pool, session: &SessionId, ordinal: u32) -> Result<Option<u32>, StoreError> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = begin_writing(pool, session).await?;
     let branch =
         sqlx::query("SELECT owner_id, fork_index, memory FROM branches WHERE session_id = $1 AND ordinal = $2")
             .bind(session.as_str())
